@@ -1,0 +1,143 @@
+# Sheaf — plain GNU make. Build variants live side by side under build/:
+#   make                          release: -O3, -march=native when the compiler accepts it
+#   make BUILD=portable           -O2 for the baseline ISA (kernels still pick AVX2/AVX-512 at run time)
+#   make BUILD=debug              -O0 -g3
+#   make SAN=address,undefined    sanitizers, in a directory of their own (combines with BUILD)
+#   make WERROR=1                 warnings are errors (CI)
+# Targets: all (lib, cli, tests), run, test, fuzz, bench-pool, install, clean. See README.md.
+
+BUILD   ?= release
+SAN     ?=
+WERROR  ?= 0
+PREFIX  ?= /usr/local
+DESTDIR ?=
+FUZZ_SECONDS ?= 60
+BENCH_ARGS ?=
+
+comma := ,
+BUILDDIR := build/$(BUILD)$(if $(SAN),-san-$(subst $(comma),-,$(SAN)))
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla \
+        -Wpointer-arith -Wformat=2 -Wundef -Wcast-qual -Wnull-dereference \
+        -Wno-unused-parameter
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+
+NATIVE := $(shell $(CC) -march=native -E -x c /dev/null >/dev/null 2>&1 && echo -march=native)
+ifeq ($(BUILD),release)
+OPT := -O3 $(NATIVE) -DNDEBUG
+else ifeq ($(BUILD),portable)
+OPT := -O2 -DNDEBUG
+else ifeq ($(BUILD),debug)
+OPT := -O0 -g3
+else
+$(error BUILD=$(BUILD): expected release, portable or debug)
+endif
+OPT += -g
+
+SANFLAGS := $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all)
+CFLAGS_ALL := -std=c11 -D_GNU_SOURCE -fPIC $(OPT) $(WARN) $(SANFLAGS) -Iinclude -Isrc $(CFLAGS)
+LDFLAGS_ALL := $(SANFLAGS) $(LDFLAGS)
+LDLIBS_ALL := -lm -lpthread -ldl $(LDLIBS)
+
+# Library: every .c under src/<module>/ (one folder per pipeline stage).
+LIB_SRCS   := $(sort $(wildcard src/*/*.c))
+CLI_SRCS   := $(sort $(wildcard cli/*.c))
+TEST_SRCS  := $(sort $(wildcard tests/*.c))
+BENCH_SRCS := $(sort $(wildcard bench/*.c))
+
+obj = $(patsubst %.c,$(BUILDDIR)/obj/%.o,$(1))
+LIB_OBJS  := $(call obj,$(LIB_SRCS))
+CLI_OBJS  := $(call obj,$(CLI_SRCS))
+TEST_OBJS := $(call obj,$(TEST_SRCS))
+
+LIB_A   := $(BUILDDIR)/libsheaf.a
+LIB_SO  := $(BUILDDIR)/libsheaf.so
+SHEAF   := $(BUILDDIR)/sheaf
+TESTBIN := $(BUILDDIR)/sheaf-tests
+BENCHES := $(patsubst bench/%.c,$(BUILDDIR)/bench/%,$(BENCH_SRCS))
+
+EWT_TEST := data/ud_english_ewt/en_ewt-ud-test.conllu
+
+.PHONY: all lib cli tests benches run test fuzz fuzz-build bench-pool install uninstall clean
+all: lib cli tests
+
+lib: $(LIB_A) $(LIB_SO)
+cli: $(SHEAF)
+tests: $(TESTBIN)
+benches: $(BENCHES)
+
+$(BUILDDIR)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(LIB_A): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+$(LIB_SO): $(LIB_OBJS)
+	$(CC) -shared -Wl,-soname,libsheaf.so.0 $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
+
+$(SHEAF): $(CLI_OBJS) $(LIB_A)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJS) $(LIB_A) $(LDLIBS_ALL)
+
+$(TESTBIN): $(TEST_OBJS) $(LIB_A)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJS) $(LIB_A) $(LDLIBS_ALL)
+
+$(BUILDDIR)/bench/%: $(BUILDDIR)/obj/bench/%.o $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS_ALL) -o $@ $< $(LIB_A) $(LDLIBS_ALL)
+
+# The main job. Until the runtime lands it runs the data tools over the
+# bundled treebank: statistics, then binarization to PTB trees.
+run: $(SHEAF)
+	$(SHEAF) data stats $(EWT_TEST)
+	@mkdir -p $(BUILDDIR)/out
+	$(SHEAF) data binarize $(EWT_TEST) -o $(BUILDDIR)/out/ewt-test.binary.ptb
+	$(SHEAF) data stats $(BUILDDIR)/out/ewt-test.binary.ptb
+
+# The test runner prints one line per failure and ends with "N passed, N failed".
+test: $(TESTBIN) $(SHEAF)
+	SHEAF_BIN=$(SHEAF) $(TESTBIN) $(TEST_ARGS)
+
+bench-pool: $(BUILDDIR)/bench/bench_pool
+	$< $(BENCH_ARGS)
+
+# Fuzzing (clang + libFuzzer): each target runs FUZZ_SECONDS under ASan+UBSan.
+FUZZ_CC ?= clang
+FUZZ_DIR := build/fuzz
+FUZZ_SRCS := $(sort $(wildcard fuzz/fuzz_*.c))
+FUZZ_BINS := $(patsubst fuzz/%.c,$(FUZZ_DIR)/%,$(FUZZ_SRCS))
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
+               -fno-sanitize-recover=all -Iinclude -Isrc
+
+fuzz-build: $(FUZZ_BINS)
+$(FUZZ_DIR)/%: fuzz/%.c $(LIB_SRCS) $(wildcard src/*/*.h) include/sheaf.h
+	@command -v $(FUZZ_CC) >/dev/null || { echo "fuzz: $(FUZZ_CC) not found; run: apt-get install -y clang libclang-rt-14-dev"; exit 1; }
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRCS) -lm -lpthread -ldl
+
+fuzz: fuzz-build
+	FUZZ_SECONDS=$(FUZZ_SECONDS) sh fuzz/run.sh $(FUZZ_DIR)
+
+install: $(LIB_A) $(LIB_SO) $(SHEAF)
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
+	install -m 644 include/sheaf.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libsheaf.so.0
+	ln -sf libsheaf.so.0 $(DESTDIR)$(PREFIX)/lib/libsheaf.so
+	install -m 755 $(SHEAF) $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/^#define SHEAF_VERSION_STRING "\(.*\)"/\1/p' include/sheaf.h)|g' \
+	    sheaf.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/sheaf.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/include/sheaf.h $(DESTDIR)$(PREFIX)/lib/libsheaf.a \
+	      $(DESTDIR)$(PREFIX)/lib/libsheaf.so $(DESTDIR)$(PREFIX)/lib/libsheaf.so.0 \
+	      $(DESTDIR)$(PREFIX)/bin/sheaf $(DESTDIR)$(PREFIX)/lib/pkgconfig/sheaf.pc
+
+clean:
+	rm -rf build
+
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(patsubst %.c,$(BUILDDIR)/obj/%.d,$(BENCH_SRCS))

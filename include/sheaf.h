@@ -1,0 +1,248 @@
+/*
+ * sheaf.h — the public C API of Sheaf, a compiler and runtime for dynamic
+ * deep-learning models.
+ *
+ * Conventions (everywhere in this header):
+ *   - Every fallible call returns a sheaf_status; results come back through
+ *     out-parameters. On failure the context's last error holds a message
+ *     (sheaf_ctx_last_error), e.g. "w.safetensors: tensor 'emb': data_offsets
+ *     [0, 4096) exceed the data region (1024 bytes)".
+ *   - The library never calls exit() and never prints; install a log callback
+ *     to see diagnostics.
+ *   - Objects are opaque handles with create/free pairs. A context is used by
+ *     one thread at a time; different contexts are independent.
+ *   - Usable from C++ unchanged.
+ */
+#ifndef SHEAF_H
+#define SHEAF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SHEAF_VERSION_MAJOR 0
+#define SHEAF_VERSION_MINOR 1
+#define SHEAF_VERSION_PATCH 0
+#define SHEAF_VERSION_STRING "0.1.0"
+
+/* The library's version string ("0.1.0"); matches SHEAF_VERSION_STRING of
+ * the header it was built with. */
+const char *sheaf_version(void);
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum sheaf_status {
+  SHEAF_OK = 0,
+  SHEAF_ERR_NOMEM,         /* an allocation failed */
+  SHEAF_ERR_INVALID_ARG,   /* an API argument (or CLI flag) is invalid */
+  SHEAF_ERR_IO,            /* open/read/write/mmap of a file failed */
+  SHEAF_ERR_PARSE,         /* malformed text input; message has file:line:col */
+  SHEAF_ERR_FORMAT,        /* malformed binary input (e.g. safetensors) */
+  SHEAF_ERR_SHAPE,         /* shapes do not agree */
+  SHEAF_ERR_NOT_FOUND,     /* a named item (tensor, parameter) is missing */
+  SHEAF_ERR_UNSUPPORTED,   /* valid request that this build cannot do */
+  SHEAF_ERR_INTERNAL       /* a bug in Sheaf: please report it */
+} sheaf_status;
+
+/* A stable lower-case name for a status ("ok", "out of memory", ...). */
+const char *sheaf_status_str(sheaf_status status);
+
+/* ------------------------------------------------------------- allocator */
+
+/* A caller-supplied allocator. alloc returns memory aligned to `align` (a
+ * power of two, at most 4096) or NULL on failure; free receives the same size
+ * that was passed to alloc. Both must be callable from any thread. */
+typedef struct sheaf_allocator {
+  void *(*alloc)(void *user, size_t size, size_t align);
+  void (*free)(void *user, void *ptr, size_t size);
+  void *user;
+} sheaf_allocator;
+
+/* ------------------------------------------------------------------- log */
+
+typedef enum sheaf_log_level {
+  SHEAF_LOG_ERROR = 0,
+  SHEAF_LOG_WARN = 1,
+  SHEAF_LOG_INFO = 2,
+  SHEAF_LOG_DEBUG = 3
+} sheaf_log_level;
+
+/* Receives one complete message (no trailing newline). */
+typedef void (*sheaf_log_fn)(void *user, sheaf_log_level level, const char *msg);
+
+/* --------------------------------------------------------------- context */
+
+typedef struct sheaf_ctx sheaf_ctx;
+
+typedef struct sheaf_ctx_options {
+  const sheaf_allocator *allocator; /* NULL: the C library's allocator */
+  sheaf_log_fn log;                 /* NULL: no output at all */
+  void *log_user;
+  sheaf_log_level log_level;        /* messages above this level are dropped */
+  int threads;                      /* compute threads, caller included;
+                                       0 = number of online CPUs */
+} sheaf_ctx_options;
+
+/* Creates a context. opts may be NULL (defaults). Fails with
+ * SHEAF_ERR_INVALID_ARG when SHEAF_ISA holds an unknown value; then *out is
+ * still NULL and, where err_buf is not NULL, the message is copied there. */
+sheaf_status sheaf_ctx_create(const sheaf_ctx_options *opts, sheaf_ctx **out,
+                              char *err_buf, size_t err_buf_size);
+void sheaf_ctx_free(sheaf_ctx *ctx);
+
+/* The message of the last failed call on this context ("" if none). */
+const char *sheaf_ctx_last_error(const sheaf_ctx *ctx);
+sheaf_status sheaf_ctx_last_status(const sheaf_ctx *ctx);
+void sheaf_ctx_clear_error(sheaf_ctx *ctx);
+
+/* Number of compute threads of the context's pool (caller included). */
+int sheaf_ctx_threads(const sheaf_ctx *ctx);
+
+/* ------------------------------------------------------------------- cpu */
+
+/* Instruction-set levels a kernel may be specialised for. The environment
+ * variable SHEAF_ISA=scalar|avx2|avx512 lowers the level the library uses
+ * (never raises it above what the CPU and OS support). */
+typedef enum sheaf_isa {
+  SHEAF_ISA_SCALAR = 0, /* portable C */
+  SHEAF_ISA_AVX2 = 1,   /* AVX2 + FMA */
+  SHEAF_ISA_AVX512 = 2  /* AVX-512 F + BW + VL + DQ */
+} sheaf_isa;
+
+sheaf_isa sheaf_cpu_isa(void);      /* level in use (after SHEAF_ISA) */
+sheaf_isa sheaf_cpu_isa_host(void); /* best level the host supports */
+const char *sheaf_isa_name(sheaf_isa isa);
+
+/* ----------------------------------------------------------------- timer */
+
+/* Monotonic time in nanoseconds (arbitrary origin). */
+uint64_t sheaf_time_ns(void);
+
+/* ---------------------------------------------------------------- dtypes */
+
+/* Element types. F32 and I32 are the compute types; the others exist so that
+ * any safetensors file can be described (and bf16 compute can come later). */
+typedef enum sheaf_dtype {
+  SHEAF_F32 = 0,
+  SHEAF_I32,
+  SHEAF_BF16,
+  SHEAF_F16,
+  SHEAF_F64,
+  SHEAF_I64,
+  SHEAF_I16,
+  SHEAF_I8,
+  SHEAF_U8,
+  SHEAF_U16,
+  SHEAF_U32,
+  SHEAF_U64,
+  SHEAF_BOOL,
+  SHEAF_F8_E4M3,
+  SHEAF_F8_E5M2,
+  SHEAF_DTYPE_COUNT
+} sheaf_dtype;
+
+size_t sheaf_dtype_size(sheaf_dtype dtype);      /* bytes per element */
+const char *sheaf_dtype_name(sheaf_dtype dtype); /* safetensors spelling: "F32" */
+
+/* --------------------------------------------------------------- tensors */
+
+/* A dense strided tensor: a view (dtype, shape, strides in elements, offset)
+ * over reference-counted storage. Views (slice, select, permute, reshape)
+ * share storage and never copy. Rank is unbounded. */
+typedef struct sheaf_tensor sheaf_tensor;
+
+/* A new contiguous, zero-filled tensor; data is 64-byte aligned. rank may be
+ * 0 (a scalar). Every extent must be >= 0. */
+sheaf_status sheaf_tensor_create(sheaf_ctx *ctx, sheaf_dtype dtype, int rank,
+                                 const int64_t *shape, sheaf_tensor **out);
+
+/* Wraps caller memory (no copy). strides may be NULL (row-major contiguous).
+ * release(release_user, data) is called when the last view is freed; it may
+ * be NULL when the caller keeps the memory alive longer than every view. */
+sheaf_status sheaf_tensor_wrap(sheaf_ctx *ctx, sheaf_dtype dtype, int rank,
+                               const int64_t *shape, const int64_t *strides,
+                               void *data, void (*release)(void *, void *),
+                               void *release_user, sheaf_tensor **out);
+
+void sheaf_tensor_free(sheaf_tensor *t); /* NULL is fine */
+
+sheaf_dtype sheaf_tensor_dtype(const sheaf_tensor *t);
+int sheaf_tensor_rank(const sheaf_tensor *t);
+const int64_t *sheaf_tensor_shape(const sheaf_tensor *t);
+const int64_t *sheaf_tensor_strides(const sheaf_tensor *t); /* in elements */
+int64_t sheaf_tensor_numel(const sheaf_tensor *t);
+int sheaf_tensor_is_contiguous(const sheaf_tensor *t);
+/* Address of element [0, 0, ...]. */
+void *sheaf_tensor_data(const sheaf_tensor *t);
+
+/* t[..., start:stop:step, ...] along `axis`; negative start/stop count from
+ * the end (Python rules, clamped); step > 0. */
+sheaf_status sheaf_tensor_slice(sheaf_ctx *ctx, const sheaf_tensor *t, int axis,
+                                int64_t start, int64_t stop, int64_t step,
+                                sheaf_tensor **out);
+/* t[..., index, ...]: removes `axis`. Negative index counts from the end. */
+sheaf_status sheaf_tensor_select(sheaf_ctx *ctx, const sheaf_tensor *t, int axis,
+                                 int64_t index, sheaf_tensor **out);
+/* Axes reordered: out.shape[i] = t.shape[perm[i]]. */
+sheaf_status sheaf_tensor_permute(sheaf_ctx *ctx, const sheaf_tensor *t,
+                                  const int *perm, sheaf_tensor **out);
+/* A view with a new shape (one extent may be -1). Fails with
+ * SHEAF_ERR_SHAPE when the layout cannot be viewed that way (use
+ * sheaf_tensor_contiguous first). */
+sheaf_status sheaf_tensor_reshape(sheaf_ctx *ctx, const sheaf_tensor *t, int rank,
+                                  const int64_t *shape, sheaf_tensor **out);
+/* A contiguous copy of any view. */
+sheaf_status sheaf_tensor_contiguous(sheaf_ctx *ctx, const sheaf_tensor *t,
+                                     sheaf_tensor **out);
+
+/* ----------------------------------------------------------- safetensors */
+
+/* A safetensors file, memory-mapped and fully validated at open: header size,
+ * JSON syntax, dtypes, shapes, and data offsets (in bounds, no overlap, no
+ * holes). Tensors are zero-copy views into the mapping and stay valid after
+ * sheaf_st_close (the mapping lives until its last view is freed). */
+typedef struct sheaf_st_file sheaf_st_file;
+
+sheaf_status sheaf_st_open(sheaf_ctx *ctx, const char *path, sheaf_st_file **out);
+/* Same checks over a caller buffer that must outlive the file object and its
+ * views (name is used in messages). */
+sheaf_status sheaf_st_open_memory(sheaf_ctx *ctx, const void *data, size_t size,
+                                  const char *name, sheaf_st_file **out);
+void sheaf_st_close(sheaf_st_file *f);
+
+size_t sheaf_st_count(const sheaf_st_file *f);
+/* Tensors in file order of their data offsets. */
+const char *sheaf_st_name(const sheaf_st_file *f, size_t i);
+sheaf_dtype sheaf_st_dtype(const sheaf_st_file *f, size_t i);
+int sheaf_st_rank(const sheaf_st_file *f, size_t i);
+const int64_t *sheaf_st_shape(const sheaf_st_file *f, size_t i);
+size_t sheaf_st_nbytes(const sheaf_st_file *f, size_t i);
+const void *sheaf_st_bytes(const sheaf_st_file *f, size_t i);
+/* Index of a tensor by name, or -1. */
+long sheaf_st_find(const sheaf_st_file *f, const char *name);
+/* "__metadata__" entries (string to string). */
+size_t sheaf_st_metadata_count(const sheaf_st_file *f);
+const char *sheaf_st_metadata_key(const sheaf_st_file *f, size_t i);
+const char *sheaf_st_metadata_value(const sheaf_st_file *f, size_t i);
+/* A tensor view by name (zero-copy when its data is aligned for its dtype,
+ * otherwise an aligned copy). SHEAF_ERR_NOT_FOUND names the missing tensor. */
+sheaf_status sheaf_st_tensor(sheaf_ctx *ctx, const sheaf_st_file *f, const char *name,
+                             sheaf_tensor **out);
+
+/* Writes tensors (any strided views) to a safetensors file, in the given
+ * order, with the header padded to 8 bytes as the reference writer does.
+ * metadata is n_meta (key, value) pairs, may be NULL. Written to a temporary
+ * file and renamed, so a failed write never leaves a truncated file. */
+sheaf_status sheaf_st_write(sheaf_ctx *ctx, const char *path, size_t n,
+                            const char *const *names,
+                            const sheaf_tensor *const *tensors, size_t n_meta,
+                            const char *const *meta_kv);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHEAF_H */

@@ -1,0 +1,77 @@
+/*
+ * base.h — the context every other module works through: allocation through
+ * the caller's hook, the last-error message, logging, and small helpers.
+ * Depends on nothing but libc. Internal names start with sh_.
+ */
+#ifndef SH_BASE_H
+#define SH_BASE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sheaf.h"
+
+#define SH_ERR_MAX 2048
+
+struct sh_pool;
+
+struct sheaf_ctx {
+  sheaf_allocator alloc;
+  sheaf_log_fn log;
+  void *log_user;
+  sheaf_log_level log_level;
+  struct sh_pool *pool;
+  sheaf_status last_status;
+  char err[SH_ERR_MAX];
+};
+
+#if defined(__GNUC__)
+#define SH_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define SH_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define SH_PRINTF(f, a)
+#define SH_UNLIKELY(x) (x)
+#endif
+
+#define SH_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Records `status` and a formatted message as the context's last error, logs
+ * it at ERROR level when a log callback is set, and returns `status`. */
+sheaf_status sh_fail(sheaf_ctx *ctx, sheaf_status status, const char *fmt, ...)
+    SH_PRINTF(3, 4);
+sheaf_status sh_failv(sheaf_ctx *ctx, sheaf_status status, const char *fmt, va_list ap);
+/* Prefixes the current last error with "prefix: " (keeps its status). */
+sheaf_status sh_fail_prefix(sheaf_ctx *ctx, const char *fmt, ...) SH_PRINTF(2, 3);
+
+void sh_log(sheaf_ctx *ctx, sheaf_log_level level, const char *fmt, ...) SH_PRINTF(3, 4);
+
+/* Allocation through the context's hook. On failure these set the last error
+ * ("out of memory: N bytes") and return NULL. sh_free takes the size given at
+ * allocation; NULL is ignored. */
+void *sh_alloc(sheaf_ctx *ctx, size_t size, size_t align);
+void *sh_malloc(sheaf_ctx *ctx, size_t size); /* align 16 */
+void *sh_calloc(sheaf_ctx *ctx, size_t count, size_t size);
+void sh_free(sheaf_ctx *ctx, void *ptr, size_t size);
+/* Grows (or shrinks) a block: new block, copy min(old,new), free old. */
+void *sh_realloc(sheaf_ctx *ctx, void *ptr, size_t old_size, size_t new_size);
+char *sh_strdup(sheaf_ctx *ctx, const char *s);
+void sh_strfree(sheaf_ctx *ctx, char *s);
+
+/* size_t arithmetic that reports overflow (true = overflowed). */
+static inline bool sh_mul_overflow(size_t a, size_t b, size_t *out) {
+  return __builtin_mul_overflow(a, b, out);
+}
+static inline bool sh_add_overflow(size_t a, size_t b, size_t *out) {
+  return __builtin_add_overflow(a, b, out);
+}
+
+static inline size_t sh_align_up(size_t x, size_t align) {
+  return (x + align - 1) & ~(align - 1);
+}
+
+/* The default allocator (aligned malloc/free). */
+extern const sheaf_allocator sh_default_allocator;
+
+#endif

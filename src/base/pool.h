@@ -1,0 +1,33 @@
+/*
+ * pool.h — the persistent thread pool. Threads are created once with the
+ * context; a parallel-for hands out task indices through an atomic counter,
+ * the caller works too, and idle workers spin briefly before sleeping so that
+ * back-to-back batched kernels dispatch in about a microsecond.
+ */
+#ifndef SH_POOL_H
+#define SH_POOL_H
+
+#include "base.h"
+
+typedef struct sh_pool sh_pool;
+
+/* Runs task `task` (0 <= task < n_tasks) on thread `tid` (0 = caller). */
+typedef void (*sh_task_fn)(void *arg, int64_t task, int tid);
+
+/* threads counts the caller: threads == 1 creates no worker. */
+sheaf_status sh_pool_create(sheaf_ctx *ctx, int threads, sh_pool **out);
+void sh_pool_free(sh_pool *pool);
+int sh_pool_threads(const sh_pool *pool);
+
+/* Runs every task once and returns when all are done. Tasks are claimed
+ * dynamically (an idle thread takes the next index). Called from inside a
+ * task, or from a second thread while a run is in progress, it runs the
+ * tasks serially on the calling thread. At most `max_threads` threads take
+ * part (0 = all). */
+void sh_pool_run(sh_pool *pool, int64_t n_tasks, sh_task_fn fn, void *arg, int max_threads);
+
+/* How long idle workers spin before sleeping, in microseconds (default 50,
+ * or SHEAF_SPIN_US from the environment). */
+void sh_pool_set_spin_us(sh_pool *pool, int us);
+
+#endif

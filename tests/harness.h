@@ -1,0 +1,123 @@
+/*
+ * harness.h — Sheaf's in-tree test harness (no framework dependency).
+ *
+ *   TEST(arena_alignment) { ... CHECK_EQ_INT(x, 3); ... }
+ *
+ * Tests register themselves at load time; the runner (main.c) runs each in a
+ * forked child (a crash or a hang fails that test only), prints every failed
+ * check as `file:line: CHECK_...(a, b) failed: <values>` and ends with the
+ * line `N passed, N failed`. CHECK_* continue after a failure; REQUIRE_*
+ * return from the test.
+ */
+#ifndef SHEAF_TEST_HARNESS_H
+#define SHEAF_TEST_HARNESS_H
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sheaf.h"
+
+typedef void (*th_test_fn)(void);
+void th_register(const char *name, const char *file, th_test_fn fn);
+
+#define TEST(name)                                                                 \
+  static void test_##name(void);                                                   \
+  __attribute__((constructor)) static void register_##name(void) {                 \
+    th_register(#name, __FILE__, test_##name);                                     \
+  }                                                                                \
+  static void test_##name(void)
+
+/* Records a failure of the running test; returns false. */
+bool th_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#define CHECK(cond) \
+  ((cond) ? true : th_fail(__FILE__, __LINE__, "CHECK(%s) failed", #cond))
+
+#define CHECK_EQ_INT(a, b)                                                            \
+  __extension__({                                                                     \
+    long long th_a_ = (long long)(a), th_b_ = (long long)(b);                         \
+    th_a_ == th_b_ ? true                                                             \
+                   : th_fail(__FILE__, __LINE__, "CHECK_EQ_INT(%s, %s) failed: %lld != %lld", \
+                             #a, #b, th_a_, th_b_);                                   \
+  })
+
+#define CHECK_EQ_SIZE(a, b)                                                           \
+  __extension__({                                                                     \
+    unsigned long long th_a_ = (unsigned long long)(a), th_b_ = (unsigned long long)(b); \
+    th_a_ == th_b_ ? true                                                             \
+                   : th_fail(__FILE__, __LINE__, "CHECK_EQ_SIZE(%s, %s) failed: %llu != %llu", \
+                             #a, #b, th_a_, th_b_);                                   \
+  })
+
+#define CHECK_NEAR(a, b, tol)                                                         \
+  __extension__({                                                                     \
+    double th_a_ = (double)(a), th_b_ = (double)(b), th_t_ = (double)(tol);           \
+    fabs(th_a_ - th_b_) <= th_t_                                                      \
+        ? true                                                                        \
+        : th_fail(__FILE__, __LINE__, "CHECK_NEAR(%s, %s, %s) failed: %.9g vs %.9g (diff %.3g)", \
+                  #a, #b, #tol, th_a_, th_b_, fabs(th_a_ - th_b_));                   \
+  })
+
+#define CHECK_EQ_STR(a, b)                                                            \
+  __extension__({                                                                     \
+    const char *th_a_ = (a), *th_b_ = (b);                                            \
+    (th_a_ && th_b_ && strcmp(th_a_, th_b_) == 0)                                     \
+        ? true                                                                        \
+        : th_fail(__FILE__, __LINE__, "CHECK_EQ_STR(%s, %s) failed: \"%s\" != \"%s\"", #a, #b, \
+                  th_a_ ? th_a_ : "(null)", th_b_ ? th_b_ : "(null)");                \
+  })
+
+/* haystack contains needle */
+#define CHECK_CONTAINS(hay, needle)                                                   \
+  __extension__({                                                                     \
+    const char *th_h_ = (hay), *th_n_ = (needle);                                     \
+    (th_h_ && th_n_ && strstr(th_h_, th_n_))                                          \
+        ? true                                                                        \
+        : th_fail(__FILE__, __LINE__, "CHECK_CONTAINS(%s, %s) failed: \"%s\" lacks \"%s\"", \
+                  #hay, #needle, th_h_ ? th_h_ : "(null)", th_n_ ? th_n_ : "(null)"); \
+  })
+
+/* A call returned `expected`; on mismatch prints both statuses and the
+ * context's last error. */
+#define CHECK_STATUS(ctx, expr, expected)                                             \
+  __extension__({                                                                     \
+    sheaf_status th_s_ = (expr), th_e_ = (expected);                                  \
+    th_s_ == th_e_ ? true                                                             \
+                   : th_fail(__FILE__, __LINE__, "CHECK_STATUS(%s) failed: %s != %s (last error: %s)", \
+                             #expr, sheaf_status_str(th_s_), sheaf_status_str(th_e_),  \
+                             sheaf_ctx_last_error(ctx));                              \
+  })
+#define CHECK_OK(ctx, expr) CHECK_STATUS(ctx, expr, SHEAF_OK)
+
+#define REQUIRE(cond) do { if (!CHECK(cond)) return; } while (0)
+#define REQUIRE_OK(ctx, expr) do { if (!CHECK_OK(ctx, expr)) return; } while (0)
+#define REQUIRE_EQ_INT(a, b) do { if (!CHECK_EQ_INT(a, b)) return; } while (0)
+
+/* A context for a test: 2 threads, the leak-checking allocator below. Freed
+ * (and checked for leaks) when the test ends. */
+sheaf_ctx *th_ctx(void);
+/* The leak-checking allocator: counts live blocks, checks that free gets the
+ * size alloc got, and fails the n-th allocation when armed. */
+const sheaf_allocator *th_allocator(void);
+/* Arms fault injection: allocation number n (1-based, from now) fails and
+ * every later one succeeds. 0 disarms. Returns allocations so far. */
+long th_fail_alloc_at(long n);
+long th_live_blocks(void);
+
+/* A path under a per-run temporary directory (created on demand). */
+const char *th_tmp_path(const char *name);
+/* Writes `size` bytes to a temporary file; returns its path. */
+const char *th_write_tmp(const char *name, const void *data, size_t size);
+/* The built sheaf executable (from SHEAF_BIN), or NULL. */
+const char *th_sheaf_bin(void);
+/* Runs a shell command, captures stdout+stderr (up to cap-1 bytes) into out;
+ * returns the exit status (-1 if it could not run). */
+int th_run(const char *cmd, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,276 @@
+/*
+ * main.c — the test runner: fork per test, failure reporting, the leak- and
+ * fault-injecting allocator, temporary files. Ends with `N passed, N failed`.
+ *
+ *   sheaf-tests [-v] [--no-fork] [FILTER...]   FILTER: substrings of test names
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+typedef struct th_test {
+  const char *name, *file;
+  th_test_fn fn;
+} th_test;
+
+static th_test *g_tests;
+static size_t g_n, g_cap;
+static int g_failed_checks;
+static sheaf_ctx *g_ctx;
+static char g_tmpdir[256];
+
+void th_register(const char *name, const char *file, th_test_fn fn) {
+  if (g_n == g_cap) {
+    g_cap = g_cap ? 2 * g_cap : 64;
+    g_tests = realloc(g_tests, g_cap * sizeof *g_tests);
+    if (!g_tests) abort();
+  }
+  g_tests[g_n++] = (th_test){name, file, fn};
+}
+
+bool th_fail(const char *file, int line, const char *fmt, ...) {
+  g_failed_checks++;
+  fprintf(stderr, "%s:%d: ", file, line);
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  return false;
+}
+
+/* ---- leak-checking, fault-injecting allocator ---- */
+
+typedef struct blk { void *p; size_t size; } blk;
+static blk *g_blocks;
+static size_t g_nblocks, g_capblocks;
+static long g_alloc_count, g_fail_at;
+
+static void *th_alloc_fn(void *user, size_t size, size_t align) {
+  (void)user;
+  g_alloc_count++;
+  if (g_fail_at > 0 && g_alloc_count == g_fail_at) return NULL;
+  if (align < sizeof(void *)) align = sizeof(void *);
+  void *p = NULL;
+  if (posix_memalign(&p, align, size ? size : 1) != 0) return NULL;
+  if (g_nblocks == g_capblocks) {
+    g_capblocks = g_capblocks ? 2 * g_capblocks : 1024;
+    g_blocks = realloc(g_blocks, g_capblocks * sizeof *g_blocks);
+    if (!g_blocks) abort();
+  }
+  g_blocks[g_nblocks++] = (blk){p, size};
+  return p;
+}
+
+static void th_free_fn(void *user, void *ptr, size_t size) {
+  (void)user;
+  for (size_t i = g_nblocks; i-- > 0;) {
+    if (g_blocks[i].p == ptr) {
+      if (g_blocks[i].size != size)
+        th_fail(__FILE__, __LINE__, "allocator: block %p freed with size %zu, allocated %zu",
+                ptr, size, g_blocks[i].size);
+      g_blocks[i] = g_blocks[--g_nblocks];
+      free(ptr);
+      return;
+    }
+  }
+  th_fail(__FILE__, __LINE__, "allocator: free of unknown block %p (size %zu)", ptr, size);
+}
+
+/* The allocator may be called from pool workers: serialise it. */
+static pthread_mutex_t g_alloc_mu = PTHREAD_MUTEX_INITIALIZER;
+static void *th_alloc_locked(void *u, size_t s, size_t a) {
+  pthread_mutex_lock(&g_alloc_mu);
+  void *p = th_alloc_fn(u, s, a);
+  pthread_mutex_unlock(&g_alloc_mu);
+  return p;
+}
+static void th_free_locked(void *u, void *p, size_t s) {
+  pthread_mutex_lock(&g_alloc_mu);
+  th_free_fn(u, p, s);
+  pthread_mutex_unlock(&g_alloc_mu);
+}
+static const sheaf_allocator g_th_allocator = {th_alloc_locked, th_free_locked, NULL};
+
+const sheaf_allocator *th_allocator(void) { return &g_th_allocator; }
+
+long th_fail_alloc_at(long n) {
+  pthread_mutex_lock(&g_alloc_mu);
+  long count = g_alloc_count;
+  g_fail_at = n > 0 ? g_alloc_count + n : 0;
+  pthread_mutex_unlock(&g_alloc_mu);
+  return count;
+}
+
+long th_live_blocks(void) {
+  pthread_mutex_lock(&g_alloc_mu);
+  long n = (long)g_nblocks;
+  pthread_mutex_unlock(&g_alloc_mu);
+  return n;
+}
+
+sheaf_ctx *th_ctx(void) {
+  if (g_ctx) return g_ctx;
+  sheaf_ctx_options o = {0};
+  o.allocator = th_allocator();
+  o.threads = 2;
+  char err[256];
+  if (sheaf_ctx_create(&o, &g_ctx, err, sizeof err) != SHEAF_OK) {
+    th_fail(__FILE__, __LINE__, "th_ctx: %s", err);
+    return NULL;
+  }
+  return g_ctx;
+}
+
+/* ---- temporary files and subprocesses ---- */
+
+const char *th_tmp_path(const char *name) {
+  if (!g_tmpdir[0]) {
+    const char *base = getenv("TMPDIR");
+    snprintf(g_tmpdir, sizeof g_tmpdir, "%s/sheaf-test-XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(g_tmpdir)) {
+      th_fail(__FILE__, __LINE__, "mkdtemp: %s", strerror(errno));
+      return NULL;
+    }
+  }
+  static char path[8][512];
+  static int slot;
+  slot = (slot + 1) % 8;
+  snprintf(path[slot], sizeof path[slot], "%s/%s", g_tmpdir, name);
+  return path[slot];
+}
+
+const char *th_write_tmp(const char *name, const void *data, size_t size) {
+  const char *p = th_tmp_path(name);
+  if (!p) return NULL;
+  FILE *f = fopen(p, "wb");
+  if (!f || fwrite(data, 1, size, f) != size) {
+    th_fail(__FILE__, __LINE__, "cannot write %s", p);
+    if (f) fclose(f);
+    return NULL;
+  }
+  fclose(f);
+  return p;
+}
+
+const char *th_sheaf_bin(void) {
+  const char *b = getenv("SHEAF_BIN");
+  return b && *b ? b : NULL;
+}
+
+int th_run(const char *cmd, char *out, size_t cap) {
+  char full[4096];
+  snprintf(full, sizeof full, "(%s) 2>&1", cmd);
+  FILE *p = popen(full, "r");
+  if (!p) return -1;
+  size_t n = 0;
+  if (cap) {
+    while (n + 1 < cap) {
+      size_t r = fread(out + n, 1, cap - 1 - n, p);
+      if (r == 0) break;
+      n += r;
+    }
+    out[n] = '\0';
+  }
+  char sink[4096];
+  while (fread(sink, 1, sizeof sink, p) > 0) {}
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void remove_tmpdir(void) {
+  if (!g_tmpdir[0]) return;
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmpdir);
+  if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", g_tmpdir);
+  g_tmpdir[0] = '\0';
+}
+
+/* ---- running ---- */
+
+static int run_one(const th_test *t) {
+  g_failed_checks = 0;
+  g_fail_at = 0;
+  long live_before = th_live_blocks();
+  t->fn();
+  g_fail_at = 0;
+  if (g_ctx) {
+    sheaf_ctx_free(g_ctx);
+    g_ctx = NULL;
+  }
+  long leaked = th_live_blocks() - live_before;
+  if (leaked != 0)
+    th_fail(t->file, 0, "test %s leaked %ld block(s) from the Sheaf allocator", t->name, leaked);
+  remove_tmpdir();
+  return g_failed_checks == 0 ? 0 : 1;
+}
+
+static bool matches(const char *name, int nfilt, char **filt) {
+  if (nfilt == 0) return true;
+  for (int i = 0; i < nfilt; i++)
+    if (strstr(name, filt[i])) return true;
+  return false;
+}
+
+int main(int argc, char **argv) {
+  bool verbose = false, fork_each = true;
+  char *filters[64];
+  int nfilt = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "-v") == 0) verbose = true;
+    else if (strcmp(argv[i], "--no-fork") == 0) fork_each = false;
+    else if (strcmp(argv[i], "--list") == 0) {
+      for (size_t k = 0; k < g_n; k++) printf("%s\n", g_tests[k].name);
+      return 0;
+    } else if (nfilt < 64) filters[nfilt++] = argv[i];
+  }
+  unsigned timeout = 300;
+  const char *to = getenv("SHEAF_TEST_TIMEOUT");
+  if (to && atoi(to) > 0) timeout = (unsigned)atoi(to);
+
+  int passed = 0, failed = 0;
+  for (size_t k = 0; k < g_n; k++) {
+    const th_test *t = &g_tests[k];
+    if (!matches(t->name, nfilt, filters)) continue;
+    uint64_t t0 = sheaf_time_ns();
+    int rc;
+    if (fork_each) {
+      fflush(stdout);
+      fflush(stderr);
+      pid_t pid = fork();
+      if (pid == 0) {
+        alarm(timeout);
+        int r = run_one(t);
+        fflush(stdout);
+        fflush(stderr);
+        _exit(r);
+      }
+      int status = 0;
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+      if (WIFEXITED(status)) rc = WEXITSTATUS(status);
+      else {
+        int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+        fprintf(stderr, "%s: test %s %s (signal %d: %s)\n", t->file, t->name,
+                sig == SIGALRM ? "timed out" : "crashed", sig, strsignal(sig));
+        rc = 1;
+      }
+    } else {
+      rc = run_one(t);
+    }
+    double ms = (double)(sheaf_time_ns() - t0) / 1e6;
+    if (rc == 0) passed++;
+    else failed++;
+    if (rc != 0 || verbose)
+      printf("%s %s (%.1f ms)\n", rc == 0 ? "PASS" : "FAIL", t->name, ms);
+  }
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 && passed > 0 ? 0 : 1;
+}
