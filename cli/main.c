@@ -1,4 +1,68 @@
-/* placeholder replaced below */
+/*
+ * main.c — the `sheaf` executable: global flags and subcommand dispatch.
+ * Each subcommand lives in its own file (data.c, ...); this file only routes.
+ */
 #include <stdio.h>
-#include "sheaf.h"
-int main(void) { printf("sheaf %s\n", sheaf_version()); return 0; }
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage[] =
+    "usage: sheaf [--help] [--version] <command> [args]\n"
+    "\n"
+    "Sheaf runs dynamic deep-learning models (trees, sequences, ragged batches)\n"
+    "batched across many instances.\n"
+    "\n"
+    "commands:\n"
+    "  data     look at and convert inputs:\n"
+    "             sheaf data stats FILE          statistics of a .conllu treebank, PTB trees,\n"
+    "                                            token lines, or a .safetensors weights file\n"
+    "             sheaf data binarize FILE.conllu [-o OUT]\n"
+    "                                            dependency trees -> binary PTB s-expressions\n"
+    "  run      run a model over a data file, batched        (not implemented yet)\n"
+    "  check    type-check a model source file               (not implemented yet)\n"
+    "  bench    throughput table for a model and its peers   (not implemented yet)\n"
+    "  trace    timeline of batches as Chrome-trace JSON     (not implemented yet)\n"
+    "\n"
+    "environment:\n"
+    "  SHEAF_ISA=scalar|avx2|avx512   lower the instruction set the kernels use\n"
+    "  SHEAF_SPIN_US=N                microseconds idle pool threads spin before sleeping\n"
+    "\n"
+    "Run 'sheaf <command> --help' for a command's options.\n";
+
+static int version(void) {
+  sheaf_ctx *ctx = cli_ctx(0);
+  if (!ctx) return CLI_USAGE;
+  printf("sheaf %s\n", sheaf_version());
+  printf("isa: %s (host supports %s)\n", sheaf_isa_name(sheaf_cpu_isa()),
+         sheaf_isa_name(sheaf_cpu_isa_host()));
+  printf("threads: %d\n", sheaf_ctx_threads(ctx));
+  sheaf_ctx_free(ctx);
+  return CLI_OK;
+}
+
+static int not_yet(const char *cmd, const char *what) {
+  cli_error("'%s' is not implemented yet: %s", cmd, what);
+  return CLI_FAIL;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(usage, stderr);
+    return CLI_USAGE;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+    fputs(usage, stdout);
+    return CLI_OK;
+  }
+  if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) return version();
+  if (!strcmp(cmd, "data")) return cli_data(argc - 1, argv + 1);
+  if (!strcmp(cmd, "run"))
+    return not_yet(cmd, "it arrives with the auto-batching runtime and the model language");
+  if (!strcmp(cmd, "check")) return not_yet(cmd, "it arrives with the model language");
+  if (!strcmp(cmd, "bench")) return not_yet(cmd, "it arrives with the auto-batching runtime");
+  if (!strcmp(cmd, "trace")) return not_yet(cmd, "it arrives with the auto-batching runtime");
+  cli_error("unknown command '%s' (see 'sheaf --help')", cmd);
+  return CLI_USAGE;
+}

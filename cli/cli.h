@@ -1,0 +1,28 @@
+/*
+ * cli.h — declarations shared by the files of the `sheaf` command-line tool.
+ * Exit codes: 0 success, 1 the command failed (bad input file, I/O),
+ * 2 usage error (unknown subcommand or flag). Errors go to stderr as
+ * "sheaf: error: <message>"; results go to stdout (or -o FILE).
+ */
+#ifndef SHEAF_CLI_H
+#define SHEAF_CLI_H
+
+#include <stdio.h>
+
+#include "sheaf.h"
+
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+/* Prints "sheaf: error: <formatted>" to stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Creates the context used by a subcommand; on failure prints the reason and
+ * returns NULL. threads 0 = all CPUs. */
+sheaf_ctx *cli_ctx(int threads);
+
+/* `sheaf data ...` (cli/data.c). argv[0] is "data". */
+int cli_data(int argc, char **argv);
+/* `sheaf data stats FILE.safetensors` (cli/data_weights.c): lists name,
+ * dtype, shape and bytes of every tensor, then totals. */
+int cli_data_stats_weights(sheaf_ctx *ctx, const char *path, FILE *out);
+
+#endif
