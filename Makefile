@@ -102,6 +102,11 @@ run: $(SHEAF)
 test: $(TESTBIN) $(SHEAF)
 	SHEAF_BIN=$(SHEAF) $(TESTBIN) $(TEST_ARGS)
 
+# OpenMP is a peer in the pool benchmark only (the library never uses it).
+OPENMP := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
+$(BUILDDIR)/obj/bench/bench_pool.o: CFLAGS_ALL += $(OPENMP)
+$(BUILDDIR)/bench/bench_pool: LDFLAGS_ALL += $(OPENMP)
+
 bench-pool: $(BUILDDIR)/bench/bench_pool
 	$< $(BENCH_ARGS)
 

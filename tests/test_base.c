@@ -319,3 +319,41 @@ TEST(file_read_map_and_atomic_write) {
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "is a directory");
   CHECK_EQ_INT(sh_file_write_atomic(ctx, "/nonexistent/dir/f", "x", 1), SHEAF_ERR_IO);
 }
+
+typedef struct tagged_job { int tag; atomic_int hits[64]; atomic_int wrong; } tagged_job;
+static void tagged_task_a(void *arg, int64_t t, int tid) {
+  (void)tid;
+  tagged_job *j = arg;
+  if (j->tag != 1) atomic_fetch_add(&j->wrong, 1);
+  atomic_fetch_add(&j->hits[t], 1);
+}
+static void tagged_task_b(void *arg, int64_t t, int tid) {
+  (void)tid;
+  tagged_job *j = arg;
+  if (j->tag != 2) atomic_fetch_add(&j->wrong, 1);
+  atomic_fetch_add(&j->hits[t], 1);
+}
+
+TEST(pool_late_workers_never_run_a_stale_job) {
+  /* Alternate two jobs back to back while workers fall asleep and wake at
+   * random points: every task of every job runs exactly once, with its own
+   * function and argument. */
+  sheaf_ctx *ctx = th_ctx();
+  sh_pool *p;
+  REQUIRE_OK(ctx, sh_pool_create(ctx, 4, &p));
+  static tagged_job a, b;
+  for (int spin = 0; spin <= 1; spin++) {
+    sh_pool_set_spin_us(p, spin ? 20 : 0);
+    for (int rep = 0; rep < 3000; rep++) {
+      tagged_job *j = rep % 2 ? &b : &a;
+      memset(j, 0, sizeof *j);
+      j->tag = rep % 2 ? 2 : 1;
+      int64_t n = 1 + rep % 64;
+      sh_pool_run(p, n, rep % 2 ? tagged_task_b : tagged_task_a, j, 0);
+      REQUIRE_EQ_INT(atomic_load(&j->wrong), 0);
+      for (int64_t t = 0; t < n; t++) REQUIRE_EQ_INT(atomic_load(&j->hits[t]), 1);
+      for (int64_t t = n; t < 64; t++) REQUIRE_EQ_INT(atomic_load(&j->hits[t]), 0);
+    }
+  }
+  sh_pool_free(p);
+}

@@ -1,13 +1,22 @@
 /*
  * pool.c — persistent thread pool (see pool.h).
  *
- * Dispatch protocol: the caller publishes (fn, arg, n_tasks), resets the task
- * counter and bumps `generation`. Workers wait for a new generation by
- * spinning (pause) for spin_us, then sleeping on a condition variable. A
- * worker announces it is about to sleep by incrementing `sleepers` (seq_cst)
- * and re-reading `generation`; the caller stores `generation` (seq_cst) and
- * then reads `sleepers`, and only takes the mutex to broadcast when someone
- * may sleep, so a busy pool never touches the mutex.
+ * Dispatch protocol. A job is (fn, arg, n_tasks, job_threads) plus a 64-bit
+ * claim word: job id in the high 32 bits, next task index in the low 32.
+ * The caller first closes the claim word (new job id, index CLOSED), then
+ * writes the job fields (release), opens the claim word at index 0
+ * (release), bumps `generation` and wakes sleepers if there may be any. A
+ * thread reads the claim word, then the fields (acquire), then claims a task
+ * by CAS from the value it read. If it saw any field of a newer job, the
+ * close happened-before its CAS, so the CAS fails: a worker that wakes late
+ * never runs a task with another job's fields or task count. The caller returns when `done` reaches
+ * n_tasks: it never waits for a worker that slept through the job (it simply
+ * runs those tasks itself), so a dispatch after idle costs no wake-up.
+ *
+ * Sleeping: a worker spins (pause) for spin_us, then increments `sleepers`
+ * (seq_cst) and re-reads `generation` under the mutex before waiting; the
+ * caller stores `generation` (seq_cst) then reads `sleepers`, and only takes
+ * the mutex to broadcast when someone may sleep.
  */
 #include "pool.h"
 
@@ -38,20 +47,22 @@ struct sh_pool {
   int threads; /* including the caller */
   worker *workers;
   int n_workers;
+  uint32_t job_id;
 
-  /* job, written by the caller before generation is bumped */
-  sh_task_fn fn;
-  void *arg;
-  int64_t n_tasks;
-  int job_threads; /* workers with tid < job_threads take part */
+  /* job fields: atomics (relaxed) because a late worker may read them while
+   * the caller writes the next job; only a successful claim uses them */
+  _Atomic(sh_task_fn) fn;
+  _Atomic(void *) arg;
+  atomic_int_fast64_t n_tasks;
+  atomic_int job_threads; /* threads with tid < job_threads take part */
 
+  _Alignas(64) atomic_uint_fast64_t claim; /* job id << 32 | next task */
+  _Alignas(64) atomic_int_fast64_t done;   /* tasks finished in this job */
   _Alignas(64) atomic_uint_fast64_t generation;
-  _Alignas(64) atomic_int_fast64_t next_task;
-  _Alignas(64) atomic_int busy; /* workers still inside the current job */
   _Alignas(64) atomic_int sleepers;
   atomic_bool stop;
   atomic_flag in_run; /* set while a run is in progress */
-  int spin_us;
+  atomic_int spin_us;
 
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -59,22 +70,36 @@ struct sh_pool {
 
 static _Thread_local int tl_in_task;
 
+#define CLAIM_CLOSED UINT32_MAX /* task index of a job being set up */
+
+/* Claims and runs tasks of the job seen in the claim word until the job is
+ * exhausted or replaced. */
 static void run_tasks(sh_pool *p, int tid) {
-  sh_task_fn fn = p->fn;
-  void *arg = p->arg;
-  int64_t n = p->n_tasks;
+  uint64_t c = atomic_load_explicit(&p->claim, memory_order_acquire);
+  uint32_t job = (uint32_t)(c >> 32);
+  if ((uint32_t)c == CLAIM_CLOSED) return;
+  if (tid >= atomic_load_explicit(&p->job_threads, memory_order_acquire)) return;
+  sh_task_fn fn = atomic_load_explicit(&p->fn, memory_order_acquire);
+  void *arg = atomic_load_explicit(&p->arg, memory_order_acquire);
+  int64_t n = atomic_load_explicit(&p->n_tasks, memory_order_acquire);
+  int saved = tl_in_task;
   tl_in_task = 1;
   for (;;) {
-    int64_t t = atomic_fetch_add_explicit(&p->next_task, 1, memory_order_relaxed);
-    if (t >= n) break;
-    fn(arg, t, tid);
+    if ((uint32_t)(c >> 32) != job || (int64_t)(uint32_t)c >= n) break;
+    if (!atomic_compare_exchange_weak_explicit(&p->claim, &c, c + 1, memory_order_acq_rel,
+                                               memory_order_acquire))
+      continue; /* c reloaded */
+    fn(arg, (int64_t)(uint32_t)c, tid);
+    atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+    c = atomic_load_explicit(&p->claim, memory_order_acquire);
   }
-  tl_in_task = 0;
+  tl_in_task = saved;
 }
 
 static uint64_t wait_generation(sh_pool *p, uint64_t seen) {
   uint64_t g;
-  uint64_t deadline = sheaf_time_ns() + (uint64_t)p->spin_us * 1000u;
+  uint64_t deadline =
+      sheaf_time_ns() + (uint64_t)atomic_load_explicit(&p->spin_us, memory_order_relaxed) * 1000u;
   for (unsigned i = 0;; i++) {
     g = atomic_load_explicit(&p->generation, memory_order_acquire);
     if (g != seen) return g;
@@ -96,8 +121,7 @@ static void *worker_main(void *vw) {
   for (;;) {
     seen = wait_generation(p, seen);
     if (atomic_load_explicit(&p->stop, memory_order_acquire)) break;
-    if (w->tid < p->job_threads) run_tasks(p, w->tid);
-    atomic_fetch_sub_explicit(&p->busy, 1, memory_order_release);
+    run_tasks(p, w->tid);
   }
   return NULL;
 }
@@ -129,8 +153,12 @@ sheaf_status sh_pool_create(sheaf_ctx *ctx, int threads, sh_pool **out) {
     if (*end == '\0' && v >= 0 && v <= 1000000) p->spin_us = (int)v;
   }
   atomic_init(&p->generation, 0);
-  atomic_init(&p->next_task, 0);
-  atomic_init(&p->busy, 0);
+  atomic_init(&p->fn, NULL);
+  atomic_init(&p->arg, NULL);
+  atomic_init(&p->n_tasks, 0);
+  atomic_init(&p->job_threads, 0);
+  atomic_init(&p->claim, 0);
+  atomic_init(&p->done, 0);
   atomic_init(&p->sleepers, 0);
   atomic_init(&p->stop, false);
   atomic_flag_clear(&p->in_run);
@@ -162,7 +190,6 @@ sheaf_status sh_pool_create(sheaf_ctx *ctx, int threads, sh_pool **out) {
 void sh_pool_free(sh_pool *p) {
   if (!p) return;
   if (p->n_workers > 0) {
-    atomic_store(&p->busy, p->n_workers);
     atomic_store_explicit(&p->stop, true, memory_order_release);
     publish(p);
     for (int i = 0; i < p->n_workers; i++) pthread_join(p->workers[i].thread, NULL);
@@ -175,7 +202,9 @@ void sh_pool_free(sh_pool *p) {
 
 int sh_pool_threads(const sh_pool *p) { return p ? p->threads : 1; }
 
-void sh_pool_set_spin_us(sh_pool *p, int us) { p->spin_us = us < 0 ? 0 : us; }
+void sh_pool_set_spin_us(sh_pool *p, int us) {
+  atomic_store_explicit(&p->spin_us, us < 0 ? 0 : us, memory_order_relaxed);
+}
 
 static void run_serial(int64_t n, sh_task_fn fn, void *arg) {
   for (int64_t t = 0; t < n; t++) fn(arg, t, 0);
@@ -186,21 +215,25 @@ void sh_pool_run(sh_pool *p, int64_t n_tasks, sh_task_fn fn, void *arg, int max_
   int use = p ? p->threads : 1;
   if (max_threads > 0 && max_threads < use) use = max_threads;
   if ((int64_t)use > n_tasks) use = (int)n_tasks;
-  if (use <= 1 || tl_in_task || atomic_flag_test_and_set(&p->in_run)) {
+  if (use <= 1 || n_tasks >= (int64_t)CLAIM_CLOSED || tl_in_task ||
+      atomic_flag_test_and_set(&p->in_run)) {
     int saved = tl_in_task;
     tl_in_task = 1;
     run_serial(n_tasks, fn, arg);
     tl_in_task = saved;
     return;
   }
-  p->fn = fn;
-  p->arg = arg;
-  p->n_tasks = n_tasks;
-  p->job_threads = use;
-  atomic_store_explicit(&p->next_task, 0, memory_order_relaxed);
-  atomic_store_explicit(&p->busy, p->n_workers, memory_order_relaxed);
+  p->job_id++;
+  uint64_t job = (uint64_t)p->job_id << 32;
+  atomic_store_explicit(&p->claim, job | CLAIM_CLOSED, memory_order_relaxed);
+  atomic_store_explicit(&p->fn, fn, memory_order_release);
+  atomic_store_explicit(&p->arg, arg, memory_order_release);
+  atomic_store_explicit(&p->n_tasks, n_tasks, memory_order_release);
+  atomic_store_explicit(&p->job_threads, use, memory_order_release);
+  atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+  atomic_store_explicit(&p->claim, job, memory_order_release);
   publish(p);
   run_tasks(p, 0);
-  while (atomic_load_explicit(&p->busy, memory_order_acquire) > 0) CPU_RELAX();
+  while (atomic_load_explicit(&p->done, memory_order_acquire) < n_tasks) CPU_RELAX();
   atomic_flag_clear(&p->in_run);
 }
