@@ -15,7 +15,9 @@ FUZZ_SECONDS ?= 60
 BENCH_ARGS ?=
 
 comma := ,
-BUILDDIR := build/$(BUILD)$(if $(SAN),-san-$(subst $(comma),-,$(SAN)))
+# Cross builds (e.g. CC=aarch64-linux-gnu-gcc) get the target in the directory name.
+ARCH := $(shell $(CC) -dumpmachine 2>/dev/null | cut -d- -f1)
+BUILDDIR := build/$(BUILD)$(if $(SAN),-san-$(subst $(comma),-,$(SAN)))$(if $(filter-out x86_64,$(ARCH)),-$(ARCH))
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla \
         -Wpointer-arith -Wformat=2 -Wundef -Wcast-qual -Wnull-dereference \
