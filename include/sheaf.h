@@ -161,7 +161,9 @@ sheaf_status sheaf_tensor_create(sheaf_ctx *ctx, sheaf_dtype dtype, int rank,
 
 /* Wraps caller memory (no copy). strides may be NULL (row-major contiguous).
  * release(release_user, data) is called when the last view is freed; it may
- * be NULL when the caller keeps the memory alive longer than every view. */
+ * be NULL when the caller keeps the memory alive longer than every view.
+ * When the call fails, release is never called: the memory stays the
+ * caller's. */
 sheaf_status sheaf_tensor_wrap(sheaf_ctx *ctx, sheaf_dtype dtype, int rank,
                                const int64_t *shape, const int64_t *strides,
                                void *data, void (*release)(void *, void *),

@@ -251,3 +251,32 @@ TEST(tensor_dtype_table) {
   }
   CHECK_EQ_STR(sheaf_dtype_name(SHEAF_BOOL), "BOOL");
 }
+
+TEST(tensor_wrap_failure_never_calls_release) {
+  sheaf_ctx *ctx = th_ctx();
+  static float buf[4];
+  int64_t shape[1] = {4};
+  for (long n = 1; n <= 2; n++) { /* storage, then layout allocation fails */
+    sheaf_tensor *t = NULL;
+    g_released = 0;
+    th_fail_alloc_at(n);
+    CHECK_EQ_INT(sheaf_tensor_wrap(ctx, SHEAF_F32, 1, shape, NULL, buf, on_release,
+                                   &g_released, &t),
+                 SHEAF_ERR_NOMEM);
+    th_fail_alloc_at(0);
+    CHECK(t == NULL);
+    CHECK_EQ_INT(g_released, 0);
+  }
+}
+
+TEST(tensor_view_allocation_failure_keeps_base_intact) {
+  sheaf_ctx *ctx = th_ctx();
+  sheaf_tensor *t = iota234(ctx), *v = NULL;
+  REQUIRE(t);
+  th_fail_alloc_at(1);
+  CHECK_EQ_INT(sheaf_tensor_select(ctx, t, 0, 1, &v), SHEAF_ERR_NOMEM);
+  th_fail_alloc_at(0);
+  CHECK(v == NULL);
+  CHECK_EQ_INT(fdata(t)[23], 23); /* storage still alive and owned by t */
+  sheaf_tensor_free(t);
+}

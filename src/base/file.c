@@ -111,7 +111,9 @@ sheaf_status sh_file_map(sheaf_ctx *ctx, const char *path, sh_mapping *out) {
   sheaf_status st = open_regular(ctx, path, &fd, &n);
   if (st != SHEAF_OK) return st;
   if (n > 0) {
-    void *p = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+    /* copy-on-write: a caller may write through a zero-copy view (the file
+     * never changes) */
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
     if (p != MAP_FAILED) {
       close(fd);
       out->data = p;

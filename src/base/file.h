@@ -7,7 +7,8 @@
 
 #include "base.h"
 
-/* A read-only view of a file's bytes: mmap'd when possible, else read. */
+/* A view of a file's bytes: mmap'd copy-on-write when possible (writes stay
+ * private, the file never changes), else read into memory. */
 typedef struct sh_mapping {
   const unsigned char *data;
   size_t size;

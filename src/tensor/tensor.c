@@ -71,15 +71,13 @@ static void storage_unref(sh_storage *s) {
   sh_free(ctx, s, sizeof *s);
 }
 
-/* Allocates the layout header; takes ownership of one storage reference. */
+/* Allocates the layout header, which takes over one storage reference; on
+ * failure the reference stays with the caller. */
 static sheaf_status layout_new(sheaf_ctx *ctx, sh_storage *s, sheaf_dtype dtype, int rank,
                                const int64_t *shape, const int64_t *strides, int64_t offset,
                                sheaf_tensor **out) {
   sheaf_tensor *t = sh_alloc(ctx, tensor_size(rank), 16);
-  if (!t) {
-    storage_unref(s);
-    return SHEAF_ERR_NOMEM;
-  }
+  if (!t) return SHEAF_ERR_NOMEM;
   t->ctx = ctx;
   t->storage = s;
   t->dtype = dtype;
@@ -139,7 +137,9 @@ sheaf_status sheaf_tensor_create(sheaf_ctx *ctx, sheaf_dtype dtype, int rank,
   atomic_init(&s->refs, 1);
   s->bytes = bytes;
   s->owned = true;
-  return layout_new(ctx, s, dtype, rank, shape, NULL, 0, out);
+  st = layout_new(ctx, s, dtype, rank, shape, NULL, 0, out);
+  if (st != SHEAF_OK) storage_unref(s);
+  return st;
 }
 
 sheaf_status sheaf_tensor_wrap(sheaf_ctx *ctx, sheaf_dtype dtype, int rank,
@@ -162,9 +162,14 @@ sheaf_status sheaf_tensor_wrap(sheaf_ctx *ctx, sheaf_dtype dtype, int rank,
   s->ctx = ctx;
   atomic_init(&s->refs, 1);
   s->data = data;
+  st = layout_new(ctx, s, dtype, rank, shape, strides, 0, out);
+  if (st != SHEAF_OK) { /* the caller keeps its memory: no release call */
+    sh_free(ctx, s, sizeof *s);
+    return st;
+  }
   s->release = release;
   s->release_user = release_user;
-  return layout_new(ctx, s, dtype, rank, shape, strides, 0, out);
+  return SHEAF_OK;
 }
 
 void sheaf_tensor_free(sheaf_tensor *t) {
@@ -203,7 +208,9 @@ sheaf_status sh_tensor_view(sheaf_ctx *ctx, const sheaf_tensor *t, int rank,
                             const int64_t *shape, const int64_t *strides, int64_t offset,
                             sheaf_tensor **out) {
   atomic_fetch_add(&t->storage->refs, 1);
-  return layout_new(ctx, t->storage, t->dtype, rank, shape, strides, offset, out);
+  sheaf_status st = layout_new(ctx, t->storage, t->dtype, rank, shape, strides, offset, out);
+  if (st != SHEAF_OK) storage_unref(t->storage);
+  return st;
 }
 
 static sheaf_status check_view_args(sheaf_ctx *ctx, const char *fn, const sheaf_tensor *t,
