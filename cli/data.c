@@ -1,8 +1,449 @@
-/* STUB — being replaced by the text-readers work: `sheaf data stats|binarize`. */
+/*
+ * data.c — `sheaf data stats` and `sheaf data binarize`: statistics of
+ * treebanks, PTB trees and token files, and CoNLL-U -> PTB s-expressions
+ * (binary or child-sum trees) so other systems run on the very same trees.
+ * Safetensors listings are delegated to data_weights.c.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "base/file.h"
 #include "cli.h"
-int cli_data(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
-  cli_error("data: not implemented yet");
+#include "io/binarize.h"
+#include "io/conllu.h"
+#include "io/ptb.h"
+#include "io/seqs.h"
+#include "io/stats.h"
+
+static const char usage_data[] =
+    "usage: sheaf data <command> [args]\n"
+    "\n"
+    "commands:\n"
+    "  stats FILE      statistics of a CoNLL-U treebank, PTB trees, token lines,\n"
+    "                  or a safetensors weights file\n"
+    "  binarize FILE   CoNLL-U dependency trees -> PTB s-expressions, one per line\n"
+    "\n"
+    "Run 'sheaf data <command> --help' for its options.\n";
+
+static const char usage_stats[] =
+    "usage: sheaf data stats FILE [--format conllu|ptb|tokens|safetensors]\n"
+    "                             [--vocab VOCAB] [--ids | --words]\n"
+    "\n"
+    "Prints counts and length/depth statistics (count, min, mean, median, p90,\n"
+    "max; percentiles by nearest rank) of FILE ('-' = standard input):\n"
+    "  conllu       sentences, words, skipped multiword/empty-node lines,\n"
+    "               non-projective trees, sentence length, dependency depth\n"
+    "               (root = 1), depth of the binarized trees and their histogram\n"
+    "  ptb          trees, nodes, leaves, words per tree, tree depth (a leaf is 1)\n"
+    "               and its histogram\n"
+    "  tokens       one sequence per line (empty lines skipped): sequences,\n"
+    "               tokens, vocabulary size, tokens per sequence\n"
+    "  safetensors  every tensor's name, dtype, shape and size\n"
+    "\n"
+    "The format comes from the extension unless --format is given: .conllu;\n"
+    ".ptb .tree .trees; .txt when its first non-blank character is '('; .safetensors;\n"
+    "anything else is read as tokens.\n"
+    "\n"
+    "options:\n"
+    "  --format F     conllu, ptb, tokens or safetensors\n"
+    "  --vocab VOCAB  (tokens) map words through VOCAB, one token per line,\n"
+    "                 id = line index; unknown words become <unk> if VOCAB has it\n"
+    "  --ids          (tokens) the tokens are ids (non-negative integers)\n"
+    "  --words        (tokens) the tokens are words\n"
+    "                 default: ids when the first token is a number\n"
+    "  -h, --help     this text\n";
+
+static const char usage_binarize[] =
+    "usage: sheaf data binarize FILE.conllu [-o OUT] [--child-sum]\n"
+    "\n"
+    "Writes each dependency tree of FILE ('-' = standard input) as a PTB\n"
+    "s-expression, one per line, to OUT (written whole or not at all) or to\n"
+    "standard output.\n"
+    "\n"
+    "Binary trees (default): each word is a leaf '(UPOS word)'; a head absorbs\n"
+    "its dependents one at a time, right ones nearest first, then left ones\n"
+    "nearest first; each absorption is a node '(DEPREL left right)' labelled\n"
+    "with the absorbed dependent's relation. n words give 2n-1 nodes.\n"
+    "  e.g. 'the cat sat' -> (nsubj (det (DET the) (NOUN cat)) (VERB sat))\n"
+    "\n"
+    "--child-sum: one node per word, '(DEPREL word child ...)', its dependents\n"
+    "in sentence order (a word without dependents is '(DEPREL word)').\n"
+    "  e.g. 'the cat sat' -> (root sat (nsubj cat (det the)))\n"
+    "\n"
+    "In words and labels '(' and ')' are written -LRB- and -RRB-, whitespace as\n"
+    "U+00A0 (no-break space).\n"
+    "\n"
+    "options:\n"
+    "  -o, --output OUT  write to OUT ('-' = standard output)\n"
+    "  --child-sum       child-sum trees instead of binary ones\n"
+    "  -h, --help        this text\n";
+
+/* ---------------------------------------------------------------- helpers */
+
+static bool is_help(const char *a) { return !strcmp(a, "--help") || !strcmp(a, "-h"); }
+
+/* Matches "NAME VALUE" or "NAME=VALUE" at argv[*i]: 1 matched (value in
+ * *out, *i advanced past it), 0 not this flag, -1 the value is missing. */
+static int flag_value(int argc, char **argv, int *i, const char *name, const char **out) {
+  const char *a = argv[*i];
+  size_t n = strlen(name);
+  if (strncmp(a, name, n) != 0) return 0;
+  if (a[n] == '=') {
+    *out = a + n + 1;
+    return 1;
+  }
+  if (a[n] != '\0') return 0;
+  if (*i + 1 >= argc) return -1;
+  *out = argv[++*i];
+  return 1;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static int input_error(sheaf_ctx *ctx) {
+  cli_error("%s", sheaf_ctx_last_error(ctx));
+  sheaf_ctx_free(ctx);
   return CLI_FAIL;
+}
+
+/* stdout must have taken everything: a full disk or closed pipe is an error. */
+static int finish_stdout(void) {
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    cli_error("writing to standard output failed: %s", strerror(errno));
+    return CLI_FAIL;
+  }
+  return CLI_OK;
+}
+
+static void print_dist_header(void) {
+  printf("%-28s %9s %7s %9s %7s %7s %7s\n", "", "count", "min", "mean", "median", "p90",
+         "max");
+}
+
+static void print_dist(const char *what, const sh_dist *d) {
+  printf("%-28s %9zu %7lld %9.2f %7lld %7lld %7lld\n", what, d->count, (long long)d->min,
+         d->mean, (long long)d->median, (long long)d->p90, (long long)d->max);
+}
+
+/* One line per value: value, count, share, bar. Every value from min to max
+ * when that range is short, else only the values that occur. */
+static void print_histogram(const char *title, const char *unit, const sh_dist *d) {
+  if (d->count == 0) return;
+  printf("\n%s (%s: count)\n", title, unit);
+  int64_t top = 0;
+  for (size_t i = 0; i < d->n_bins; i++)
+    if (d->bins[i].count > top) top = d->bins[i].count;
+  bool dense = d->max - d->min < 200;
+  size_t b = 0;
+  for (int64_t v = d->min; v <= d->max; v++) {
+    int64_t c = 0;
+    if (b < d->n_bins && d->bins[b].value == v) c = d->bins[b++].count;
+    else if (!dense) {
+      if (b >= d->n_bins) break;
+      v = d->bins[b].value - 1;
+      continue;
+    }
+    char bar[52];
+    int w = (int)((c * 50 + top - 1) / top);
+    memset(bar, '#', (size_t)w);
+    bar[w] = '\0';
+    printf("%6lld %9lld %6.2f%%%s%s\n", (long long)v, (long long)c,
+           100.0 * (double)c / (double)d->count, w ? "  " : "", bar);
+  }
+}
+
+/* ------------------------------------------------------------------ stats */
+
+typedef enum { FMT_NONE, FMT_CONLLU, FMT_PTB, FMT_TOKENS, FMT_SAFETENSORS } data_format;
+
+static data_format parse_format(const char *s) {
+  if (!strcmp(s, "conllu")) return FMT_CONLLU;
+  if (!strcmp(s, "ptb")) return FMT_PTB;
+  if (!strcmp(s, "tokens")) return FMT_TOKENS;
+  if (!strcmp(s, "safetensors")) return FMT_SAFETENSORS;
+  return FMT_NONE;
+}
+
+/* By extension; a .txt file is PTB when its first non-blank byte is '('. */
+static data_format detect_format(const char *path) {
+  if (ends_with(path, ".conllu")) return FMT_CONLLU;
+  if (ends_with(path, ".safetensors")) return FMT_SAFETENSORS;
+  if (ends_with(path, ".ptb") || ends_with(path, ".tree") || ends_with(path, ".trees"))
+    return FMT_PTB;
+  if (!ends_with(path, ".txt")) return FMT_TOKENS;
+  FILE *f = fopen(path, "rb");
+  if (!f) return FMT_TOKENS; /* the reader reports the open error */
+  int c;
+  while ((c = fgetc(f)) != EOF && (c == ' ' || c == '\t' || c == '\n' || c == '\r')) {}
+  fclose(f);
+  return c == '(' ? FMT_PTB : FMT_TOKENS;
+}
+
+static int stats_conllu(sheaf_ctx *ctx, const char *path) {
+  sh_depbank db;
+  sh_depbank_init(&db, ctx);
+  sh_dep_stats s;
+  sheaf_status st = sh_conllu_read_file(&db, path);
+  if (st == SHEAF_OK) st = sh_dep_stats_compute(&db, &s);
+  sh_depbank_free(&db);
+  if (st != SHEAF_OK) return input_error(ctx);
+  printf("file                  %s\n", path);
+  printf("format                conllu (dependency trees)\n");
+  printf("sentences             %lld\n", (long long)s.sentences);
+  printf("words                 %lld\n", (long long)s.words);
+  printf("skipped lines         %lld multiword tokens, %lld empty nodes\n",
+         (long long)s.multiword, (long long)s.empty_nodes);
+  printf("non-projective trees  %lld (%.2f%%): %lld with crossing arcs, %lld only with an "
+         "arc over the root\n",
+         (long long)s.nonprojective,
+         s.sentences ? 100.0 * (double)s.nonprojective / (double)s.sentences : 0.0,
+         (long long)s.crossing, (long long)(s.nonprojective - s.crossing));
+  printf("\n");
+  print_dist_header();
+  print_dist("sentence length (words)", &s.length);
+  print_dist("dependency depth (root=1)", &s.depth);
+  print_dist("binarized depth (leaf=1)", &s.bin_depth);
+  print_histogram("binarized depth distribution", "depth", &s.bin_depth);
+  sh_dep_stats_free(ctx, &s);
+  sheaf_ctx_free(ctx);
+  return finish_stdout();
+}
+
+static int stats_ptb(sheaf_ctx *ctx, const char *path) {
+  sh_treebank tb;
+  sh_tb_init(&tb, ctx);
+  sh_tb_stats s;
+  sheaf_status st = sh_ptb_read_file(&tb, path);
+  if (st == SHEAF_OK) st = sh_tb_stats_compute(&tb, &s);
+  int64_t vocab = sh_vocab_size(&tb.words);
+  sh_tb_free(&tb);
+  if (st != SHEAF_OK) return input_error(ctx);
+  printf("file                  %s\n", path);
+  printf("format                ptb (s-expression trees)\n");
+  printf("trees                 %lld\n", (long long)s.trees);
+  printf("nodes                 %lld\n", (long long)s.nodes);
+  printf("leaves                %lld\n", (long long)s.leaves);
+  printf("words                 %lld (%lld distinct)\n", (long long)s.words, (long long)vocab);
+  printf("labels                %lld distinct\n", (long long)s.labels);
+  printf("\n");
+  print_dist_header();
+  print_dist("length (words per tree)", &s.length);
+  print_dist("depth (leaf=1)", &s.depth);
+  print_histogram("depth distribution", "depth", &s.depth);
+  sh_tb_stats_free(ctx, &s);
+  sheaf_ctx_free(ctx);
+  return finish_stdout();
+}
+
+static int stats_tokens(sheaf_ctx *ctx, const char *path, const char *vocab_path,
+                        sh_seqs_mode mode) {
+  sh_vocab vocab;
+  sh_vocab_init(&vocab, ctx);
+  sh_seqs seqs;
+  sh_seqs_init(&seqs, ctx);
+  sh_seq_stats s;
+  sheaf_status st = SHEAF_OK;
+  if (vocab_path) st = sh_vocab_load_file(&vocab, vocab_path);
+  sh_seqs_options opt = {.mode = mode, .vocab = vocab_path ? &vocab : NULL};
+  if (st == SHEAF_OK) st = sh_seqs_read_file(&seqs, path, &opt);
+  if (st == SHEAF_OK) st = sh_seq_stats_compute(&seqs, &s);
+  sh_seqs_mode got = seqs.mode;
+  int64_t vocab_size = vocab_path ? sh_vocab_size(&vocab)
+                       : got == SH_SEQS_WORDS ? sh_vocab_size(&seqs.vocab)
+                                              : (int64_t)seqs.max_id + 1;
+  sh_seqs_free(&seqs);
+  sh_vocab_free(&vocab);
+  if (st != SHEAF_OK) return input_error(ctx);
+  printf("file                  %s\n", path);
+  printf("format                tokens (%s, one sequence per line)\n",
+         got == SH_SEQS_IDS ? "token ids" : got == SH_SEQS_WORDS ? "words" : "empty");
+  printf("sequences             %lld\n", (long long)s.sequences);
+  printf("tokens                %lld\n", (long long)s.tokens);
+  printf("empty lines skipped   %lld\n", (long long)s.empty_lines);
+  if (vocab_path)
+    printf("vocabulary            %lld tokens (%s), %lld used\n", (long long)vocab_size,
+           vocab_path, (long long)s.distinct);
+  else if (got == SH_SEQS_IDS)
+    printf("vocabulary            %lld ids (0..max id), %lld used\n", (long long)vocab_size,
+           (long long)s.distinct);
+  else
+    printf("vocabulary            %lld distinct words\n", (long long)vocab_size);
+  if (vocab_path && got == SH_SEQS_WORDS)
+    printf("unknown -> <unk>      %lld\n", (long long)s.unk);
+  printf("\n");
+  print_dist_header();
+  print_dist("length (tokens per sequence)", &s.length);
+  sh_seq_stats_free(ctx, &s);
+  sheaf_ctx_free(ctx);
+  return finish_stdout();
+}
+
+static int data_stats(int argc, char **argv) {
+  const char *path = NULL, *vocab = NULL, *fmt_name = NULL;
+  sh_seqs_mode mode = SH_SEQS_AUTO;
+  bool only_args = false;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    int r;
+    if (!only_args && is_help(a)) {
+      fputs(usage_stats, stdout);
+      return CLI_OK;
+    }
+    if (!only_args && !strcmp(a, "--")) {
+      only_args = true;
+    } else if (!only_args && (r = flag_value(argc, argv, &i, "--format", &fmt_name)) != 0) {
+      if (r < 0) {
+        cli_error("data stats: --format needs a value (conllu, ptb, tokens, safetensors)");
+        return CLI_USAGE;
+      }
+    } else if (!only_args && (r = flag_value(argc, argv, &i, "--vocab", &vocab)) != 0) {
+      if (r < 0) {
+        cli_error("data stats: --vocab needs a file");
+        return CLI_USAGE;
+      }
+    } else if (!only_args && !strcmp(a, "--ids")) {
+      mode = SH_SEQS_IDS;
+    } else if (!only_args && !strcmp(a, "--words")) {
+      mode = SH_SEQS_WORDS;
+    } else if (!only_args && a[0] == '-' && a[1] != '\0') {
+      cli_error("data stats: unknown flag '%s' (see 'sheaf data stats --help')", a);
+      return CLI_USAGE;
+    } else if (path) {
+      cli_error("data stats: one FILE expected, got '%s' and '%s'", path, a);
+      return CLI_USAGE;
+    } else {
+      path = a;
+    }
+  }
+  if (!path) {
+    cli_error("data stats: missing FILE (see 'sheaf data stats --help')");
+    return CLI_USAGE;
+  }
+  if (!strcmp(path, "-")) path = "/dev/stdin";
+  data_format fmt = FMT_NONE;
+  if (fmt_name) {
+    fmt = parse_format(fmt_name);
+    if (fmt == FMT_NONE) {
+      cli_error("data stats: --format '%s': expected conllu, ptb, tokens or safetensors",
+                fmt_name);
+      return CLI_USAGE;
+    }
+  } else {
+    fmt = detect_format(path);
+  }
+  if (fmt != FMT_TOKENS && (vocab || mode != SH_SEQS_AUTO)) {
+    cli_error("data stats: %s applies to token files only",
+              vocab ? "--vocab" : mode == SH_SEQS_IDS ? "--ids" : "--words");
+    return CLI_USAGE;
+  }
+  sheaf_ctx *ctx = cli_ctx(1);
+  if (!ctx) return CLI_USAGE;
+  switch (fmt) {
+  case FMT_CONLLU: return stats_conllu(ctx, path);
+  case FMT_PTB: return stats_ptb(ctx, path);
+  case FMT_TOKENS: return stats_tokens(ctx, path, vocab, mode);
+  case FMT_SAFETENSORS: {
+    int rc = cli_data_stats_weights(ctx, path, stdout);
+    sheaf_ctx_free(ctx);
+    return rc == CLI_OK ? finish_stdout() : rc;
+  }
+  case FMT_NONE: break;
+  }
+  sheaf_ctx_free(ctx);
+  return CLI_FAIL;
+}
+
+/* --------------------------------------------------------------- binarize */
+
+static int data_binarize(int argc, char **argv) {
+  const char *path = NULL, *out = NULL;
+  bool child_sum = false, only_args = false;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    int r = 0;
+    if (!only_args && is_help(a)) {
+      fputs(usage_binarize, stdout);
+      return CLI_OK;
+    }
+    if (!only_args && !strcmp(a, "--")) {
+      only_args = true;
+    } else if (!only_args && ((r = flag_value(argc, argv, &i, "-o", &out)) != 0 ||
+                              (r = flag_value(argc, argv, &i, "--output", &out)) != 0)) {
+      if (r < 0) {
+        cli_error("data binarize: %s needs a file name", a);
+        return CLI_USAGE;
+      }
+    } else if (!only_args && !strcmp(a, "--child-sum")) {
+      child_sum = true;
+    } else if (!only_args && a[0] == '-' && a[1] != '\0') {
+      cli_error("data binarize: unknown flag '%s' (see 'sheaf data binarize --help')", a);
+      return CLI_USAGE;
+    } else if (path) {
+      cli_error("data binarize: one FILE expected, got '%s' and '%s'", path, a);
+      return CLI_USAGE;
+    } else {
+      path = a;
+    }
+  }
+  if (!path) {
+    cli_error("data binarize: missing FILE.conllu (see 'sheaf data binarize --help')");
+    return CLI_USAGE;
+  }
+  if (!strcmp(path, "-")) path = "/dev/stdin";
+  if (out && !*out) {
+    cli_error("data binarize: -o needs a non-empty file name");
+    return CLI_USAGE;
+  }
+  sheaf_ctx *ctx = cli_ctx(1);
+  if (!ctx) return CLI_USAGE;
+  sh_depbank db;
+  sh_depbank_init(&db, ctx);
+  sh_treebank tb;
+  sh_tb_init(&tb, ctx);
+  sh_buf buf;
+  sh_buf_init(&buf, ctx);
+  sheaf_status st = sh_conllu_read_file(&db, path);
+  if (st == SHEAF_OK) st = child_sum ? sh_childsum(&db, &tb) : sh_binarize(&db, &tb);
+  if (st == SHEAF_OK) st = sh_ptb_write(&tb, &buf);
+  sh_tb_free(&tb);
+  sh_depbank_free(&db);
+  if (st == SHEAF_OK && out && strcmp(out, "-") != 0)
+    st = sh_file_write_atomic(ctx, out, buf.data, buf.len);
+  if (st != SHEAF_OK) {
+    sh_buf_free(&buf);
+    return input_error(ctx);
+  }
+  int rc = CLI_OK;
+  if (!out || !strcmp(out, "-")) {
+    if (buf.len && fwrite(buf.data, 1, buf.len, stdout) != buf.len) {
+      cli_error("writing to standard output failed: %s", strerror(errno));
+      rc = CLI_FAIL;
+    } else {
+      rc = finish_stdout();
+    }
+  }
+  sh_buf_free(&buf);
+  sheaf_ctx_free(ctx);
+  return rc;
+}
+
+int cli_data(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(usage_data, stderr);
+    return CLI_USAGE;
+  }
+  const char *cmd = argv[1];
+  if (is_help(cmd) || !strcmp(cmd, "help")) {
+    fputs(usage_data, stdout);
+    return CLI_OK;
+  }
+  if (!strcmp(cmd, "stats")) return data_stats(argc - 1, argv + 1);
+  if (!strcmp(cmd, "binarize")) return data_binarize(argc - 1, argv + 1);
+  cli_error("data: unknown command '%s' (expected stats or binarize)", cmd);
+  return CLI_USAGE;
 }

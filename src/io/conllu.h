@@ -1,0 +1,88 @@
+/*
+ * conllu.h — CoNLL-U reader (Universal Dependencies,
+ * https://universaldependencies.org/format.html) into a dependency bank.
+ *
+ * A word line has 10 TAB-separated fields: ID FORM LEMMA UPOS XPOS FEATS
+ * HEAD DEPREL DEPS MISC. Kept: FORM, UPOS, HEAD, DEPREL. Lines starting
+ * with '#' are comments (allowed anywhere); a sentence ends at a blank line
+ * or at the end of the file (a missing final blank line is fine; further
+ * blank lines are ignored). Multiword-token lines (ID "3-4") and empty nodes
+ * (ID "5.1") are skipped but counted. A trailing '\r' (CRLF files) and a
+ * UTF-8 byte-order mark are ignored.
+ *
+ * Checked, each a SHEAF_ERR_PARSE "NAME:LINE:COL: error: ..." with the
+ * column (1-based, in bytes) where the line goes wrong: exactly 10 fields
+ * (too few: the end of the line; too many: the 10th TAB), no empty field,
+ * IDs 1, 2, 3, ... in each sentence, HEAD an integer in 0..n (n words in the
+ * sentence), exactly one root (HEAD 0), no cycle, no sentence without words
+ * (comments or multiword lines followed by a blank line). On error the bank
+ * keeps the sentences it had before the call.
+ */
+#ifndef SH_IO_CONLLU_H
+#define SH_IO_CONLLU_H
+
+#include "io/vocab.h"
+
+typedef struct sh_dep_token {
+  int32_t form, upos, deprel; /* ids in the bank's vocabularies */
+  int32_t head;               /* 1-based word index in the sentence; 0 = root */
+} sh_dep_token;
+
+typedef struct sh_dep_sentence {
+  int64_t line;   /* line of its first word */
+  int32_t first;  /* index of its first token in tokens */
+  int32_t len;    /* words */
+  int32_t depth;  /* dependency depth: longest root-to-word path, root = 1 */
+  bool projective; /* every subtree spans a contiguous run of words */
+  bool crossing;   /* two arcs between words cross (the root's arc aside) */
+} sh_dep_sentence;
+
+typedef struct sh_depbank {
+  sheaf_ctx *ctx;
+  sh_dep_token *tokens; /* the words of all sentences, in order */
+  int32_t n_tokens;
+  size_t cap_tokens;
+  sh_dep_sentence *sents;
+  int32_t n_sents;
+  size_t cap_sents;
+  sh_vocab forms, upos, deprels;
+  int64_t n_multiword;     /* skipped "3-4" lines */
+  int64_t n_empty_nodes;   /* skipped "5.1" lines */
+  /* Non-projective sentences: some subtree's words are not contiguous (the
+   * usual definition, with the root's arc from a virtual word 0 counted).
+   * Exactly these trees binarize to leaves out of sentence order. Of them,
+   * n_crossing have two crossing arcs between words; the rest only have an
+   * arc spanning the root word. */
+  int32_t n_nonprojective;
+  int32_t n_crossing;
+} sh_depbank;
+
+void sh_depbank_init(sh_depbank *db, sheaf_ctx *ctx);
+void sh_depbank_free(sh_depbank *db);
+
+/* Appends the sentences of data[0..size); name is used in messages. */
+sheaf_status sh_conllu_read(sh_depbank *db, const char *data, size_t size, const char *name);
+sheaf_status sh_conllu_read_file(sh_depbank *db, const char *path);
+
+/* ---- analysis of one sentence (shared with binarize.c) ----
+ * Children lists in CSR form over positions 0..n (0 = the virtual root):
+ * the dependents of h are kids[kid_off[h] .. kid_off[h+1]), ascending; and
+ * `order`, the positions in breadth-first order from the virtual root. */
+typedef struct sh_dep_work {
+  sheaf_ctx *ctx;
+  int32_t *block;
+  size_t cap;       /* sentence length the block is sized for */
+  int32_t *kid_off; /* n + 2 */
+  int32_t *kids;    /* n */
+  int32_t *order;   /* n + 1, order[0] = 0 */
+  int32_t *a, *b, *c; /* n + 1 each: scratch */
+  int32_t reached;  /* words reached from the root (n when it is a tree) */
+} sh_dep_work;
+
+void sh_dep_work_init(sh_dep_work *w, sheaf_ctx *ctx);
+void sh_dep_work_free(sh_dep_work *w);
+/* Builds kid lists and the BFS order of the n tokens (heads must be in
+ * 0..n). */
+sheaf_status sh_dep_work_build(sh_dep_work *w, const sh_dep_token *tok, int32_t n);
+
+#endif
