@@ -4,6 +4,7 @@
 #   make BUILD=debug              -O0 -g3
 #   make SAN=address,undefined    sanitizers, in a directory of their own (combines with BUILD)
 #   make WERROR=1                 warnings are errors (CI)
+#   make V=1                      print full compiler command lines
 # Targets: all (lib, cli, tests), run, test, fuzz, bench-pool, install, clean. See README.md.
 
 BUILD   ?= release
@@ -15,6 +16,13 @@ FUZZ_SECONDS ?= 60
 BENCH_ARGS ?=
 
 comma := ,
+ifeq ($(V),1)
+Q :=
+say = @true
+else
+Q := @
+say = @printf '  %-6s %s\n' $(1) $(2)
+endif
 # Cross builds (e.g. CC=aarch64-linux-gnu-gcc) get the target in the directory name.
 ARCH := $(shell $(CC) -dumpmachine 2>/dev/null | cut -d- -f1)
 BUILDDIR := build/$(BUILD)$(if $(SAN),-san-$(subst $(comma),-,$(SAN)))$(if $(filter-out x86_64,$(ARCH)),-$(ARCH))
@@ -72,25 +80,31 @@ benches: $(BENCHES)
 
 $(BUILDDIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
 $(LIB_A): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
-	rm -f $@
-	$(AR) rcs $@ $^
+	$(call say,AR,$@)
+	$(Q)rm -f $@
+	$(Q)$(AR) rcs $@ $^
 
 $(LIB_SO): $(LIB_OBJS)
-	$(CC) -shared -Wl,-soname,libsheaf.so.0 $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
+	$(call say,LD,$@)
+	$(Q)$(CC) -shared -Wl,-soname,libsheaf.so.0 $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
 $(SHEAF): $(CLI_OBJS) $(LIB_A)
-	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJS) $(LIB_A) $(LDLIBS_ALL)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJS) $(LIB_A) $(LDLIBS_ALL)
 
 $(TESTBIN): $(TEST_OBJS) $(LIB_A)
-	$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJS) $(LIB_A) $(LDLIBS_ALL)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJS) $(LIB_A) $(LDLIBS_ALL)
 
 $(BUILDDIR)/bench/%: $(BUILDDIR)/obj/bench/%.o $(LIB_A)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS_ALL) -o $@ $< $(LIB_A) $(LDLIBS_ALL)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $< $(LIB_A) $(LDLIBS_ALL)
 
 # The main job. Until the runtime lands it runs the data tools over the
 # bundled treebank: statistics, then binarization to PTB trees.

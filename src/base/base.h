@@ -29,9 +29,11 @@ struct sheaf_ctx {
 
 #if defined(__GNUC__)
 #define SH_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define SH_PRINTF_V(f) __attribute__((format(printf, f, 0)))
 #define SH_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
 #define SH_PRINTF(f, a)
+#define SH_PRINTF_V(f)
 #define SH_UNLIKELY(x) (x)
 #endif
 
@@ -41,7 +43,8 @@ struct sheaf_ctx {
  * it at ERROR level when a log callback is set, and returns `status`. */
 sheaf_status sh_fail(sheaf_ctx *ctx, sheaf_status status, const char *fmt, ...)
     SH_PRINTF(3, 4);
-sheaf_status sh_failv(sheaf_ctx *ctx, sheaf_status status, const char *fmt, va_list ap);
+sheaf_status sh_failv(sheaf_ctx *ctx, sheaf_status status, const char *fmt, va_list ap)
+    SH_PRINTF_V(3);
 /* Prefixes the current last error with "prefix: " (keeps its status). */
 sheaf_status sh_fail_prefix(sheaf_ctx *ctx, const char *fmt, ...) SH_PRINTF(2, 3);
 
