@@ -70,7 +70,7 @@ BENCHES := $(patsubst bench/%.c,$(BUILDDIR)/bench/%,$(BENCH_SRCS))
 
 EWT_TEST := data/ud_english_ewt/en_ewt-ud-test.conllu
 
-.PHONY: all lib cli tests benches run test fuzz fuzz-build bench-pool install uninstall clean
+.PHONY: all lib cli tests benches run test fuzz fuzz-build bench-pool bench-gemm install uninstall clean
 all: lib cli tests
 
 lib: $(LIB_A) $(LIB_SO)
@@ -124,6 +124,13 @@ $(BUILDDIR)/obj/bench/bench_pool.o: CFLAGS_ALL += $(OPENMP)
 $(BUILDDIR)/bench/bench_pool: LDFLAGS_ALL += $(OPENMP)
 
 bench-pool: $(BUILDDIR)/bench/bench_pool
+	$< $(BENCH_ARGS)
+
+# GEMM vs OpenBLAS in one run (OpenBLAS is loaded at run time when installed:
+# apt-get install -y libopenblas-dev). BENCH_ARGS e.g. '--quick --json out.json'.
+bench-gemm: $(BUILDDIR)/bench/bench_gemm
+	@[ -e /usr/lib/x86_64-linux-gnu/libopenblas.so.0 ] || ldconfig -p 2>/dev/null | grep -q libopenblas.so.0 || \
+	  echo "bench-gemm: OpenBLAS not found; timing Sheaf only (apt-get install -y libopenblas-dev)"
 	$< $(BENCH_ARGS)
 
 # Fuzzing (clang + libFuzzer): each target runs FUZZ_SECONDS under ASan+UBSan.

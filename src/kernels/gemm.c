@@ -1,0 +1,513 @@
+/*
+ * gemm.c — the GEMM driver: packing B (once, or per call into the
+ * workspace), packing A from row pointers / K-split sources, cache blocking,
+ * the epilogue tile path, the per-thread workspace and the split over the
+ * pool. Micro-kernels live in gemm_{scalar,avx2,avx512}.c.
+ *
+ * Loop nest (per task = a range of B panels and a range of rows):
+ *   for pc in K by KC                      (one pass when there is an epilogue)
+ *     for ic in rows by MC:   pack A[ic.., pc..] into micro-panels of <= MR rows
+ *       for jc in panels by NC:  (unpacked B: pack B[pc.., jc..] here)
+ *         for each A micro-panel          (kc × mr, stays in L1)
+ *           for each B panel in jc..      (kc × 32, streams from L2)
+ *             micro-kernel -> C, or -> tile -> epilogue -> C
+ */
+#include "kernels/gemm.h"
+
+#include <string.h>
+
+#include "base/cpu.h"
+#include "base/pool.h"
+
+#define WS_MAX_THREADS 64
+
+struct sh_gemm_ws {
+  float *buf[WS_MAX_THREADS];
+  size_t cap[WS_MAX_THREADS]; /* bytes */
+};
+
+/* Blocking (in elements / panels), tuned on Zen 4 (see docs/KERNELS.md). */
+static int64_t g_kc = 384, g_mc = 336, g_nc = 8;
+/* With a packed B, split M across threads from this many rows per thread. */
+static int64_t g_split_m_rows = 128;
+
+void sh_gemm_get_blocking(int64_t *kc, int64_t *mc, int64_t *nc_panels, int64_t *split_m_rows) {
+  *kc = g_kc;
+  *mc = g_mc;
+  *nc_panels = g_nc;
+  *split_m_rows = g_split_m_rows;
+}
+
+void sh_gemm_set_blocking(int64_t kc, int64_t mc, int64_t nc_panels, int64_t split_m_rows) {
+  if (kc > 0) g_kc = kc;
+  if (mc > 0) g_mc = mc;
+  if (nc_panels > 0) g_nc = nc_panels;
+  if (split_m_rows > 0) g_split_m_rows = split_m_rows;
+}
+
+/* ------------------------------------------------------------ kernels */
+
+static const sh_gemm_kernel k_scalar = {"sh_f32_gemm_ukernel_4x32__scalar", 4,
+                                        sh_f32_gemm_ukernel_4x32__scalar,
+                                        sh_f32_gemm_pack_a__scalar};
+#if defined(__x86_64__)
+static const sh_gemm_kernel k_avx2 = {"sh_f32_gemm_ukernel_6x16x2__avx2", 6,
+                                      sh_f32_gemm_ukernel_6x16x2__avx2,
+                                      sh_f32_gemm_pack_a__avx2};
+#ifndef SH_GEMM_AVX512_MR
+#define SH_GEMM_AVX512_MR 14 /* <= 14; smaller values only for tuning runs */
+#endif
+static const sh_gemm_kernel k_avx512 = {"sh_f32_gemm_ukernel_14x32__avx512", SH_GEMM_AVX512_MR,
+                                        sh_f32_gemm_ukernel_14x32__avx512,
+                                        sh_f32_gemm_pack_a__avx512};
+#endif
+
+static sheaf_isa clamp_isa(sheaf_isa isa) {
+  sheaf_isa host = sheaf_cpu_isa_host();
+  if ((int)isa > (int)host) isa = host;
+  if ((int)isa < 0) isa = SHEAF_ISA_SCALAR;
+  return isa;
+}
+
+const sh_gemm_kernel *sh_gemm_kernel_get(sheaf_isa isa) {
+  isa = clamp_isa(isa);
+#if defined(__x86_64__)
+  if (isa == SHEAF_ISA_AVX512) return &k_avx512;
+  if (isa == SHEAF_ISA_AVX2) return &k_avx2;
+#endif
+  return &k_scalar;
+}
+
+/* -------------------------------------------------------------- pack B */
+
+static inline float b_at(const float *b, int64_t ldb, bool trans, int64_t k, int64_t n) {
+  return trans ? b[n * ldb + k] : b[k * ldb + n];
+}
+
+/* Logical column of packed lane j of panel p, or -1 for padding. */
+static inline int64_t packed_col(int64_t p, int64_t j, int64_t n, int64_t hidden, bool lstm) {
+  if (!lstm) {
+    int64_t c = p * SH_GEMM_NR + j;
+    return c < n ? c : -1;
+  }
+  int64_t g = j / SH_GEMM_LSTM_G, h = p * SH_GEMM_LSTM_G + j % SH_GEMM_LSTM_G;
+  return h < hidden ? g * hidden + h : -1;
+}
+
+sheaf_status sh_gemm_pack_b(sheaf_ctx *ctx, const float *b, int64_t ldb, int64_t k, int64_t n,
+                            int flags, sh_gemm_packed_b **out) {
+  if (!out) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm pack: out is NULL");
+  *out = NULL;
+  bool trans = flags & SH_GEMM_PACK_TRANS, lstm = flags & SH_GEMM_PACK_GATES;
+  if (k < 0 || n < 0) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm pack: negative shape");
+  if ((k > 0 && n > 0) && !b) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm pack: B is NULL");
+  if (ldb < (trans ? k : n))
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm pack: ldb %lld < %lld", (long long)ldb,
+                   (long long)(trans ? k : n));
+  if (lstm && n % 4 != 0)
+    return sh_fail(ctx, SHEAF_ERR_SHAPE, "gemm pack: LSTM gates need N %% 4 == 0 (N = %lld)",
+                   (long long)n);
+  int64_t hidden = lstm ? n / 4 : 0;
+  int64_t panels = lstm ? (hidden + SH_GEMM_LSTM_G - 1) / SH_GEMM_LSTM_G
+                        : (n + SH_GEMM_NR - 1) / SH_GEMM_NR;
+  size_t elems, bytes;
+  if (sh_mul_overflow((size_t)panels, (size_t)k, &elems) ||
+      sh_mul_overflow(elems, SH_GEMM_NR * sizeof(float), &bytes))
+    return sh_fail(ctx, SHEAF_ERR_NOMEM, "gemm pack: size overflow");
+  sh_gemm_packed_b *pb = sh_calloc(ctx, 1, sizeof *pb);
+  if (!pb) return SHEAF_ERR_NOMEM;
+  pb->k = k;
+  pb->n = n;
+  pb->n_panels = panels;
+  pb->hidden = hidden;
+  pb->flags = flags;
+  pb->bytes = bytes ? bytes : 64;
+  pb->data = sh_alloc(ctx, pb->bytes, 64);
+  if (!pb->data) {
+    sh_free(ctx, pb, sizeof *pb);
+    return SHEAF_ERR_NOMEM;
+  }
+  for (int64_t p = 0; p < panels; p++) {
+    int64_t cols[SH_GEMM_NR];
+    for (int64_t j = 0; j < SH_GEMM_NR; j++) cols[j] = packed_col(p, j, n, hidden, lstm);
+    float *dst = pb->data + p * k * SH_GEMM_NR;
+    for (int64_t kk = 0; kk < k; kk++)
+      for (int64_t j = 0; j < SH_GEMM_NR; j++)
+        dst[kk * SH_GEMM_NR + j] = cols[j] >= 0 ? b_at(b, ldb, trans, kk, cols[j]) : 0.0f;
+  }
+  *out = pb;
+  return SHEAF_OK;
+}
+
+void sh_gemm_packed_b_free(sheaf_ctx *ctx, sh_gemm_packed_b *pb) {
+  if (!pb) return;
+  sh_free(ctx, pb->data, pb->bytes);
+  sh_free(ctx, pb, sizeof *pb);
+}
+
+/* ----------------------------------------------------------- workspace */
+
+sheaf_status sh_gemm_ws_create(sheaf_ctx *ctx, sh_gemm_ws **out) {
+  if (!out) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm ws: out is NULL");
+  *out = sh_calloc(ctx, 1, sizeof **out);
+  return *out ? SHEAF_OK : SHEAF_ERR_NOMEM;
+}
+
+void sh_gemm_ws_free(sheaf_ctx *ctx, sh_gemm_ws *ws) {
+  if (!ws) return;
+  for (int i = 0; i < WS_MAX_THREADS; i++) sh_free(ctx, ws->buf[i], ws->cap[i]);
+  sh_free(ctx, ws, sizeof *ws);
+}
+
+size_t sh_gemm_ws_bytes(const sh_gemm_ws *ws) {
+  size_t s = 0;
+  for (int i = 0; ws && i < WS_MAX_THREADS; i++) s += ws->cap[i];
+  return s;
+}
+
+static sheaf_status ws_reserve(sheaf_ctx *ctx, sh_gemm_ws *ws, int threads, size_t bytes) {
+  bytes = sh_align_up(bytes + 64, 4096);
+  for (int i = 0; i < threads; i++) {
+    if (ws->cap[i] >= bytes) continue;
+    sh_free(ctx, ws->buf[i], ws->cap[i]);
+    ws->buf[i] = NULL;
+    ws->cap[i] = 0;
+    ws->buf[i] = sh_alloc(ctx, bytes, 64);
+    if (!ws->buf[i]) return SHEAF_ERR_NOMEM;
+    ws->cap[i] = bytes;
+  }
+  return SHEAF_OK;
+}
+
+/* ---------------------------------------------------------------- plan */
+
+typedef struct plan {
+  const sh_gemm_args *args;
+  const sh_gemm_kernel *kern;
+  void (*epilogue)(const sh_gemm_ep_ctx *, float *, int64_t, int64_t, int64_t, int64_t);
+  sh_gemm_ep_ctx ec;
+  int64_t m, n, k, panels;
+  int64_t kc, mc, ncp;
+  bool lstm, has_ep, packed;
+  const float *bdata; /* packed B */
+  bool split_m;
+  int64_t n_tasks;
+  sh_gemm_ws *ws;
+} plan;
+
+static inline const float *in_row(const sh_gemm_in *in, int64_t m) {
+  return in->rows ? in->rows[m] : in->base + m * in->ld;
+}
+static inline float *out_row(const sh_gemm_out *o, int64_t m) {
+  return o->rows ? o->rows[m] : o->base + m * o->ld;
+}
+
+/* Packs rows [m0, m0+rows) × columns [k0, k0+kc) of A as kc × rows: per
+ * K-source segment, the rows' pointers then the kernel's packer. */
+static void pack_a_panel(const sh_gemm_args *a, sh_gemm_pack_a_fn pack, int64_t m0, int64_t rows,
+                         int64_t k0, int64_t kc, float *dst) {
+  int64_t s_k0 = 0;
+  const float *src[16];
+  for (int s = 0; s < a->n_src; s++) {
+    int64_t sk = a->src[s].k;
+    int64_t lo = k0 > s_k0 ? k0 : s_k0, hi = k0 + kc < s_k0 + sk ? k0 + kc : s_k0 + sk;
+    if (lo < hi) {
+      for (int64_t r = 0; r < rows; r++) src[r] = in_row(&a->src[s].in, m0 + r) + (lo - s_k0);
+      pack(rows, hi - lo, src, dst + (lo - k0) * rows);
+    }
+    s_k0 += sk;
+  }
+}
+
+/* Packs B rows [k0, k0+kc) × panels [p0, p0+np) of an unpacked B (or B^T). */
+static void pack_b_block(const plan *pl, int64_t k0, int64_t kc, int64_t p0, int64_t np,
+                         float *dst) {
+  const sh_gemm_in *b = &pl->args->b;
+  for (int64_t p = p0; p < p0 + np; p++) {
+    float *d = dst + (p - p0) * kc * SH_GEMM_NR;
+    int64_t c0 = p * SH_GEMM_NR, cols = pl->n - c0 < SH_GEMM_NR ? pl->n - c0 : SH_GEMM_NR;
+    if (pl->args->b_trans) {
+      for (int64_t j = 0; j < cols; j++) {
+        const float *s = in_row(b, c0 + j) + k0;
+        for (int64_t kk = 0; kk < kc; kk++) d[kk * SH_GEMM_NR + j] = s[kk];
+      }
+      for (int64_t kk = 0; kk < kc; kk++)
+        for (int64_t j = cols; j < SH_GEMM_NR; j++) d[kk * SH_GEMM_NR + j] = 0.0f;
+      continue;
+    }
+    for (int64_t kk = 0; kk < kc; kk++) {
+      const float *s = in_row(b, k0 + kk) + c0;
+      float *dd = d + kk * SH_GEMM_NR;
+      memcpy(dd, s, (size_t)cols * sizeof(float));
+      for (int64_t j = cols; j < SH_GEMM_NR; j++) dd[j] = 0.0f;
+    }
+  }
+}
+
+/* Splits `rows` into micro-panels of near-equal size <= mr. */
+static inline int64_t n_micro(int64_t rows, int64_t mr) { return (rows + mr - 1) / mr; }
+
+static void run_range(const plan *pl, int64_t r0, int64_t r1, int64_t p0, int64_t p1, int tid) {
+  const sh_gemm_args *a = pl->args;
+  const int64_t K = pl->k, mr_max = pl->kern->mr;
+  float *ws = (float *)sh_align_up((uintptr_t)pl->ws->buf[tid], 64);
+  float *apack = ws;
+  float *bpack = ws + sh_align_up((size_t)(pl->mc * pl->kc), 16);
+  _Alignas(64) float tile[16 * SH_GEMM_NR];
+  float *trow[16];
+  float *crow[16];
+  for (int i = 0; i < 16; i++) trow[i] = tile + i * SH_GEMM_NR;
+
+  int64_t pc = 0;
+  do {
+    int64_t kc = K - pc < pl->kc ? K - pc : pl->kc;
+    bool first = pc == 0;
+    for (int64_t ic = r0; ic < r1; ic += pl->mc) {
+      int64_t mc = r1 - ic < pl->mc ? r1 - ic : pl->mc;
+      int64_t nmp = n_micro(mc, mr_max);
+      /* micro-panel i: rows [ic + off_i, +rows_i), packed at apack + off_i*kc */
+      int64_t base_rows = mc / nmp, extra = mc % nmp;
+      {
+        int64_t off = 0;
+        for (int64_t i = 0; i < nmp; i++) {
+          int64_t rows = base_rows + (i < extra);
+          pack_a_panel(a, pl->kern->pack_a, ic + off, rows, pc, kc, apack + off * kc);
+          off += rows;
+        }
+      }
+      for (int64_t jc = p0; jc < p1; jc += pl->ncp) {
+        int64_t np = p1 - jc < pl->ncp ? p1 - jc : pl->ncp;
+        if (!pl->packed) pack_b_block(pl, pc, kc, jc, np, bpack);
+        int64_t off = 0;
+        for (int64_t i = 0; i < nmp; i++) {
+          int64_t rows = base_rows + (i < extra);
+          const float *ap = apack + off * kc;
+          int64_t m0 = ic + off;
+          if (!pl->has_ep)
+            for (int64_t r = 0; r < rows; r++) crow[r] = out_row(&a->c, m0 + r);
+          for (int64_t p = jc; p < jc + np; p++) {
+            const float *bp = pl->packed ? pl->bdata + (p * K + pc) * SH_GEMM_NR
+                                         : bpack + (p - jc) * kc * SH_GEMM_NR;
+            int64_t col0 = p * SH_GEMM_NR;
+            if (pl->has_ep) {
+              int64_t cols = pl->lstm ? SH_GEMM_NR
+                                      : (pl->n - col0 < SH_GEMM_NR ? pl->n - col0 : SH_GEMM_NR);
+              pl->kern->ukernel(rows, SH_GEMM_NR, kc, ap, bp, SH_GEMM_NR, trow, false);
+              pl->epilogue(&pl->ec, tile, m0, rows, col0, cols);
+            } else {
+              int64_t cols = pl->n - col0 < SH_GEMM_NR ? pl->n - col0 : SH_GEMM_NR;
+              float *cp[16];
+              for (int64_t r = 0; r < rows; r++) cp[r] = crow[r] + col0;
+              pl->kern->ukernel(rows, cols, kc, ap, bp, SH_GEMM_NR, cp, a->accumulate || !first);
+            }
+          }
+          off += rows;
+        }
+      }
+    }
+    pc += kc;
+  } while (pc < K);
+}
+
+static void gemm_task(void *arg, int64_t task, int tid) {
+  const plan *pl = arg;
+  int64_t nt = pl->n_tasks;
+  if (pl->split_m) {
+    /* even row ranges; each is cut into near-equal micro-panels */
+    int64_t r0 = pl->m * task / nt, r1 = pl->m * (task + 1) / nt;
+    if (r0 < r1) run_range(pl, r0, r1, 0, pl->panels, tid);
+  } else {
+    int64_t q0 = pl->panels * task / nt, q1 = pl->panels * (task + 1) / nt;
+    if (q0 < q1) run_range(pl, 0, pl->m, q0, q1, tid);
+  }
+}
+
+/* ----------------------------------------------------------- validation */
+
+static bool in_ok(const sh_gemm_in *in, int64_t cols) {
+  return in->rows || (in->base && in->ld >= cols);
+}
+static bool out_ok(const sh_gemm_out *o, int64_t cols) {
+  return o->rows || (o->base && o->ld >= cols);
+}
+
+static sheaf_status validate(sheaf_ctx *ctx, const sh_gemm_args *a, int64_t *k_out,
+                             int64_t *n_out) {
+  if (a->m < 0) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: M = %lld", (long long)a->m);
+  if (a->n_src < 1 || a->n_src > SH_GEMM_MAX_KSRC)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: %d A sources (1..%d)", a->n_src,
+                   SH_GEMM_MAX_KSRC);
+  int64_t k = 0;
+  for (int s = 0; s < a->n_src; s++) {
+    if (a->src[s].k < 0) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: source %d K < 0", s);
+    if (a->m > 0 && a->src[s].k > 0 && !in_ok(&a->src[s].in, a->src[s].k))
+      return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: A source %d has no rows/base or lda < K",
+                     s);
+    k += a->src[s].k;
+  }
+  int64_t n;
+  if (a->b_packed) {
+    if (a->b_packed->k != k)
+      return sh_fail(ctx, SHEAF_ERR_SHAPE, "gemm: A has K = %lld, packed B has K = %lld",
+                     (long long)k, (long long)a->b_packed->k);
+    n = a->b_packed->n;
+  } else {
+    n = a->n;
+    if (n < 0) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: N = %lld", (long long)n);
+    if (k > 0 && n > 0 && !in_ok(&a->b, a->b_trans ? k : n))
+      return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: B has no rows/base or ldb < %s",
+                     a->b_trans ? "K" : "N");
+  }
+  bool lstm_packed = a->b_packed && (a->b_packed->flags & SH_GEMM_PACK_GATES);
+  if (a->lstm || a->gru) {
+    const char *what = a->lstm ? "LSTM" : "GRU";
+    if (a->lstm && a->gru)
+      return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: both an LSTM and a GRU epilogue");
+    if (!lstm_packed)
+      return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
+                     "gemm: the %s epilogue needs B packed with SH_GEMM_PACK_GATES", what);
+    int seen = 0;
+    int g[4];
+    if (a->lstm) {
+      g[0] = a->lstm->gate_i, g[1] = a->lstm->gate_f, g[2] = a->lstm->gate_o, g[3] = a->lstm->gate_u;
+    } else {
+      g[0] = a->gru->gate_r, g[1] = a->gru->gate_z, g[2] = a->gru->gate_nx, g[3] = a->gru->gate_nh;
+    }
+    for (int i = 0; i < 4; i++)
+      if (g[i] >= 0 && g[i] < 4) seen |= 1 << g[i];
+    if (seen != 15)
+      return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: %s gate indices are not a permutation",
+                     what);
+    if (a->accumulate || a->n_ep)
+      return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
+                     "gemm: the %s epilogue excludes accumulate and other epilogues", what);
+    int64_t h = a->b_packed->hidden;
+    if (a->lstm) {
+      const sh_gemm_lstm *l = a->lstm;
+      if (a->m > 0 && h > 0 && (!out_ok(&l->c_out, h) || !out_ok(&l->h_out, h)))
+        return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: LSTM c_out/h_out missing or ld < hidden");
+      if (l->c_prev.base && l->c_prev.ld < h)
+        return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: LSTM c_prev ld < hidden");
+    } else {
+      const sh_gemm_gru *r = a->gru;
+      if (a->m > 0 && h > 0 && !out_ok(&r->h_out, h))
+        return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: GRU h_out missing or ld < hidden");
+      if (r->h_prev.base && r->h_prev.ld < h)
+        return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: GRU h_prev ld < hidden");
+    }
+  } else {
+    if (lstm_packed)
+      return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
+                     "gemm: B packed with SH_GEMM_PACK_GATES needs an LSTM or GRU epilogue");
+    if (a->m > 0 && n > 0 && !out_ok(&a->c, n))
+      return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: C has no rows/base or ldc < N");
+    if (a->n_ep < 0 || a->n_ep > SH_GEMM_MAX_EP)
+      return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: %d epilogue ops (0..%d)", a->n_ep,
+                     SH_GEMM_MAX_EP);
+    for (int i = 0; i < a->n_ep; i++) {
+      const sh_gemm_ep *e = &a->ep[i];
+      int64_t n1 = e->n1 <= 0 ? n : e->n1;
+      if (e->n0 < 0 || e->n0 > n1 || n1 > n)
+        return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: epilogue %d columns [%lld, %lld) vs N = %lld",
+                       i, (long long)e->n0, (long long)n1, (long long)n);
+      switch (e->kind) {
+      case SH_GEMM_EP_BIAS:
+        if (!e->vec) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: epilogue %d: no bias", i);
+        break;
+      case SH_GEMM_EP_ACT:
+        if ((unsigned)e->act > SH_GEMM_ACT_GELU_TANH)
+          return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: epilogue %d: bad activation", i);
+        break;
+      case SH_GEMM_EP_ADD:
+      case SH_GEMM_EP_MUL:
+        if (a->m > 0 && n1 > e->n0 && !e->other.rows && !(e->other.base && e->other.ld >= n1))
+          return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: epilogue %d: operand missing or ld < %lld",
+                         i, (long long)n1);
+        break;
+      default:
+        return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: epilogue %d: bad kind", i);
+      }
+    }
+  }
+  *k_out = k;
+  *n_out = n;
+  return SHEAF_OK;
+}
+
+/* ----------------------------------------------------------------- call */
+
+sheaf_status sh_gemm(sheaf_ctx *ctx, sheaf_isa isa, int threads, const sh_gemm_args *args) {
+  if (!args) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: args is NULL");
+  int64_t k = 0, n = 0;
+  sheaf_status st = validate(ctx, args, &k, &n);
+  if (st) return st;
+  if (args->m == 0 || n == 0) return SHEAF_OK;
+
+  isa = clamp_isa(isa);
+  plan pl = {0};
+  pl.args = args;
+  pl.kern = sh_gemm_kernel_get(isa);
+  pl.epilogue = sh_gemm_epilogue__scalar;
+#if defined(__x86_64__)
+  if (isa == SHEAF_ISA_AVX512) pl.epilogue = sh_gemm_epilogue__avx512;
+  if (isa == SHEAF_ISA_AVX2) pl.epilogue = sh_gemm_epilogue__avx2;
+#endif
+  pl.m = args->m;
+  pl.n = n;
+  pl.k = k;
+  pl.lstm = args->lstm != NULL || args->gru != NULL;
+  pl.has_ep = pl.lstm || args->n_ep > 0;
+  pl.packed = args->b_packed != NULL;
+  pl.bdata = pl.packed ? args->b_packed->data : NULL;
+  pl.panels = pl.packed ? args->b_packed->n_panels : (n + SH_GEMM_NR - 1) / SH_GEMM_NR;
+  pl.ec.args = args;
+  pl.ec.n = n;
+  pl.ec.hidden = pl.packed ? args->b_packed->hidden : 0;
+  /* K blocks: an epilogue needs the whole K sum in one pass; few rows (a
+   * handful of A micro-panels, little reuse of a B block) do best with long
+   * K blocks (fewer passes over C); else KC, balanced. */
+  int64_t kc_max = args->m <= 96 ? 1024 : g_kc;
+  if (kc_max < g_kc) kc_max = g_kc;
+  pl.kc = k > 0 ? k : 1;
+  if (!pl.has_ep && k > kc_max) {
+    int64_t nb = (k + kc_max - 1) / kc_max;
+    pl.kc = (k + nb - 1) / nb;
+  }
+  pl.ncp = g_nc;
+
+  int pool_threads = sh_pool_threads(ctx->pool);
+  if (threads <= 0 || threads > pool_threads) threads = pool_threads;
+  if (threads > WS_MAX_THREADS) threads = WS_MAX_THREADS;
+  if (threads < 1) threads = 1;
+  /* Below ~2 us of work a second thread costs more than it brings. */
+  if ((double)args->m * (double)n * (double)(k > 0 ? k : 1) < 131072.0) threads = 1;
+  /* Split M when each thread gets many rows (each packs only its own A and
+   * B is pre-packed), else N when there are enough panels, else M. */
+  int64_t mr = pl.kern->mr;
+  if (threads > 1 && pl.packed && args->m >= g_split_m_rows * threads) pl.split_m = true;
+  if (threads > 1 && pl.panels < 2 * threads && args->m >= 2 * mr * threads) pl.split_m = true;
+  if (threads > 1 && !pl.split_m && pl.panels < threads) threads = (int)pl.panels;
+  if (threads > 1 && pl.split_m && args->m < threads) threads = (int)args->m;
+  pl.n_tasks = threads;
+  int64_t rows_per_task = pl.split_m ? (args->m + threads - 1) / threads : args->m;
+  pl.mc = rows_per_task < g_mc ? rows_per_task : g_mc;
+  size_t need = sizeof(float) * (sh_align_up((size_t)(pl.mc * pl.kc), 16) +
+                                 (pl.packed ? 0 : (size_t)(pl.kc * pl.ncp * SH_GEMM_NR)));
+
+  sh_gemm_ws *own = NULL;
+  pl.ws = args->ws;
+  if (!pl.ws) {
+    st = sh_gemm_ws_create(ctx, &own);
+    if (st) return st;
+    pl.ws = own;
+  }
+  st = ws_reserve(ctx, pl.ws, threads, need);
+  if (st == SHEAF_OK) {
+    if (threads == 1)
+      gemm_task(&pl, 0, 0);
+    else
+      sh_pool_run(ctx->pool, pl.n_tasks, gemm_task, &pl, threads);
+  }
+  if (own) sh_gemm_ws_free(ctx, own);
+  return st;
+}
