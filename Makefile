@@ -70,7 +70,7 @@ BENCHES := $(patsubst bench/%.c,$(BUILDDIR)/bench/%,$(BENCH_SRCS))
 
 EWT_TEST := data/ud_english_ewt/en_ewt-ud-test.conllu
 
-.PHONY: all lib cli tests benches run test fuzz fuzz-build bench-pool bench-gemm install uninstall clean
+.PHONY: all lib cli tests benches run test fuzz fuzz-build fuzz-check-cc bench-pool bench-gemm install uninstall clean
 all: lib cli tests
 
 lib: $(LIB_A) $(LIB_SO)
@@ -141,11 +141,19 @@ FUZZ_BINS := $(patsubst fuzz/%.c,$(FUZZ_DIR)/%,$(FUZZ_SRCS))
 FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
                -fno-sanitize-recover=all -Iinclude -Isrc
 
+FUZZ_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(LIB_SRCS))
+.SECONDARY: $(FUZZ_OBJS)
+
 fuzz-build: $(FUZZ_BINS)
-$(FUZZ_DIR)/%: fuzz/%.c $(LIB_SRCS) $(wildcard src/*/*.h) include/sheaf.h
+fuzz-check-cc:
 	@command -v $(FUZZ_CC) >/dev/null || { echo "fuzz: $(FUZZ_CC) not found; run: apt-get install -y clang libclang-rt-14-dev"; exit 1; }
+$(FUZZ_DIR)/obj/%.o: %.c | fuzz-check-cc
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(LIB_SRCS) -lm -lpthread -ldl
+	$(call say,CC,$< [fuzz])
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS:-fsanitize=fuzzer,%=-fsanitize=fuzzer-no-link,%) -MMD -MP -c $< -o $@
+$(FUZZ_DIR)/%: fuzz/%.c $(FUZZ_OBJS)
+	$(call say,LD,$@)
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_OBJS) -lm -lpthread -ldl
 
 fuzz: fuzz-build
 	FUZZ_SECONDS=$(FUZZ_SECONDS) sh fuzz/run.sh $(FUZZ_DIR)
@@ -168,4 +176,4 @@ uninstall:
 clean:
 	rm -rf build
 
--include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(patsubst %.c,$(BUILDDIR)/obj/%.d,$(BENCH_SRCS))
+-include $(LIB_OBJS:.o=.d) $(FUZZ_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(patsubst %.c,$(BUILDDIR)/obj/%.d,$(BENCH_SRCS))
