@@ -151,7 +151,7 @@ $(FUZZ_DIR)/obj/%.o: %.c | fuzz-check-cc
 	@mkdir -p $(dir $@)
 	$(call say,CC,$< [fuzz])
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS:-fsanitize=fuzzer,%=-fsanitize=fuzzer-no-link,%) -MMD -MP -c $< -o $@
-$(FUZZ_DIR)/%: fuzz/%.c $(FUZZ_OBJS)
+$(FUZZ_DIR)/%: fuzz/%.c fuzz/fuzz_common.h $(FUZZ_OBJS)
 	$(call say,LD,$@)
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_OBJS) -lm -lpthread -ldl
 

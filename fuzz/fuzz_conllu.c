@@ -15,15 +15,10 @@
 #include "io/ptb.h"
 #include "io/stats.h"
 #include "sheaf.h"
+#include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define REQUIRE(c) \
-  do {             \
-    if (!(c)) __builtin_trap(); \
-  } while (0)
-
-static sheaf_ctx *g_ctx;
 
 /* Writes tb and reads it back: same node count and shape. */
 static void round_trip(sheaf_ctx *ctx, const sh_treebank *tb, const int32_t *heights) {
@@ -43,18 +38,12 @@ static void round_trip(sheaf_ctx *ctx, const sh_treebank *tb, const int32_t *hei
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  if (!g_ctx && sheaf_ctx_create(&(sheaf_ctx_options){.threads = 1}, &g_ctx, NULL, 0) != SHEAF_OK)
-    abort();
-  sheaf_ctx *ctx = g_ctx;
+  sheaf_ctx *ctx = fuzz_ctx();
   sh_depbank db;
   sh_depbank_init(&db, ctx);
   sheaf_status st = sh_conllu_read(&db, (const char *)data, size, "fuzz.conllu");
   if (st != SHEAF_OK) {
-    REQUIRE(st == SHEAF_ERR_PARSE || st == SHEAF_ERR_NOMEM);
-    if (st == SHEAF_ERR_PARSE) {
-      const char *e = sheaf_ctx_last_error(ctx);
-      REQUIRE(strncmp(e, "fuzz.conllu:", 12) == 0 && strstr(e, ": error: "));
-    }
+    fuzz_check_parse_error(ctx, st, "fuzz.conllu");
     REQUIRE(db.n_sents == 0 && db.n_tokens == 0);
     sh_depbank_free(&db);
     return 0;

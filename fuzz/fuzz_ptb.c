@@ -14,15 +14,10 @@
 #include "io/ptb.h"
 #include "io/stats.h"
 #include "sheaf.h"
+#include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define REQUIRE(c) \
-  do {             \
-    if (!(c)) __builtin_trap(); \
-  } while (0)
-
-static sheaf_ctx *g_ctx;
 
 static void check_invariants(const sh_treebank *tb) {
   int32_t n_refs = 0;
@@ -57,9 +52,7 @@ static void same_trees(const sh_treebank *a, const sh_treebank *b) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  if (!g_ctx && sheaf_ctx_create(&(sheaf_ctx_options){.threads = 1}, &g_ctx, NULL, 0) != SHEAF_OK)
-    abort();
-  sheaf_ctx *ctx = g_ctx;
+  sheaf_ctx *ctx = fuzz_ctx();
   sh_treebank tb, tb2;
   sh_tb_init(&tb, ctx);
   sh_tb_init(&tb2, ctx);
@@ -68,11 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   sh_buf_init(&out2, ctx);
   sheaf_status st = sh_ptb_read(&tb, (const char *)data, size, "fuzz.ptb");
   if (st != SHEAF_OK) {
-    REQUIRE(st == SHEAF_ERR_PARSE || st == SHEAF_ERR_NOMEM);
-    if (st == SHEAF_ERR_PARSE) {
-      const char *e = sheaf_ctx_last_error(ctx);
-      REQUIRE(strncmp(e, "fuzz.ptb:", 9) == 0 && strstr(e, ": error: "));
-    }
+    fuzz_check_parse_error(ctx, st, "fuzz.ptb");
     REQUIRE(tb.n_trees == 0 && tb.n_nodes == 0);
     goto done;
   }

@@ -13,15 +13,10 @@
 #include "base/buf.h"
 #include "io/safetensors.h"
 #include "sheaf.h"
+#include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define REQUIRE(c) \
-  do {             \
-    if (!(c)) __builtin_trap(); \
-  } while (0)
-
-static sheaf_ctx *g_ctx;
 
 static void same_files(const sheaf_st_file *a, const sheaf_st_file *b) {
   REQUIRE(sheaf_st_count(a) == sheaf_st_count(b));
@@ -43,11 +38,7 @@ static void same_files(const sheaf_st_file *a, const sheaf_st_file *b) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  if (!g_ctx) {
-    sheaf_ctx_options o = {.threads = 1};
-    if (sheaf_ctx_create(&o, &g_ctx, NULL, 0) != SHEAF_OK) abort();
-  }
-  sheaf_ctx *ctx = g_ctx;
+  sheaf_ctx *ctx = fuzz_ctx();
   sheaf_st_file *f = NULL;
   sheaf_status st = sheaf_st_open_memory(ctx, data, size, "fuzz", &f);
   if (st != SHEAF_OK) {

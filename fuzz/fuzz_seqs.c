@@ -13,30 +13,14 @@
 #include "io/seqs.h"
 #include "io/stats.h"
 #include "sheaf.h"
+#include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define REQUIRE(c) \
-  do {             \
-    if (!(c)) __builtin_trap(); \
-  } while (0)
-
-static sheaf_ctx *g_ctx;
-
-static void check_error(sheaf_status st, const char *name) {
-  REQUIRE(st == SHEAF_ERR_PARSE || st == SHEAF_ERR_NOMEM);
-  if (st == SHEAF_ERR_PARSE) {
-    const char *e = sheaf_ctx_last_error(g_ctx);
-    REQUIRE(strncmp(e, name, strlen(name)) == 0 && e[strlen(name)] == ':' &&
-            strstr(e, ": error: "));
-  }
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  if (!g_ctx && sheaf_ctx_create(&(sheaf_ctx_options){.threads = 1}, &g_ctx, NULL, 0) != SHEAF_OK)
-    abort();
   if (size == 0) return 0;
-  sheaf_ctx *ctx = g_ctx;
+  sheaf_ctx *ctx = fuzz_ctx();
   sh_seqs_mode mode = (sh_seqs_mode)(data[0] % 3);
   bool with_vocab = data[0] & 4;
   const char *text = (const char *)data + 1;
@@ -50,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t vlen = sep ? (size_t)(sep - text) : len;
     sheaf_status st = sh_vocab_load(&vocab, text, vlen, "fuzz.vocab");
     if (st != SHEAF_OK) {
-      check_error(st, "fuzz.vocab");
+      fuzz_check_parse_error(ctx, st, "fuzz.vocab");
       goto done;
     }
     text += sep ? vlen + 1 : vlen;
@@ -59,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   sh_seqs_options opt = {.mode = mode, .vocab = with_vocab ? &vocab : NULL};
   sheaf_status st = sh_seqs_read(&s, text, len, "fuzz.txt", &opt);
   if (st != SHEAF_OK) {
-    check_error(st, "fuzz.txt");
+    fuzz_check_parse_error(ctx, st, "fuzz.txt");
     REQUIRE(s.n_seqs == 0 && s.n_tokens == 0);
     goto done;
   }
