@@ -91,6 +91,7 @@ static double act_ref(sh_gemm_act a, double x, double *lip) {
   case SH_GEMM_ACT_GELU_TANH:
     *lip = 1.2;
     return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+  case SH_GEMM_ACT_GELU_ERF: *lip = 1.2; return 0.5 * x * erfc(-x * 0.7071067811865476);
   }
   *lip = 1;
   return x;
@@ -265,11 +266,11 @@ TEST(gemm_epilogues) {
                     1 + (v & 1), 0, {{0}}, (v >> 2) & 1};
         /* bias everywhere, then activations by column range (e.g. gates) */
         gc.ep[gc.n_ep++] = (sh_gemm_ep){.kind = SH_GEMM_EP_BIAS};
-        int act = v % 4;
+        int act = v % 5;
         gc.ep[gc.n_ep++] = (sh_gemm_ep){.kind = SH_GEMM_EP_ACT, .n0 = 0, .n1 = N / 3 + 1,
                                         .act = (sh_gemm_act)act};
         gc.ep[gc.n_ep++] = (sh_gemm_ep){.kind = SH_GEMM_EP_ACT, .n0 = N / 3 + 1, .n1 = 0,
-                                        .act = (sh_gemm_act)((act + 1) % 4)};
+                                        .act = (sh_gemm_act)((act + 1) % 5)};
         gc.ep[gc.n_ep++] = (sh_gemm_ep){.kind = v < 6 ? SH_GEMM_EP_MUL : SH_GEMM_EP_ADD,
                                         .n0 = N / 5, .n1 = N - N / 7};
         if (!run_case(ctx, (sheaf_isa)isa, &gc, NULL)) return;

@@ -24,7 +24,8 @@ static double ref_fn(sh_vmath_fn fn, double x) {
   case SH_VMATH_SIGMOID: return 1.0 / (1.0 + exp(-x));
   case SH_VMATH_TANH: return tanh(x);
   case SH_VMATH_GELU_TANH:
-    return x / (1.0 + exp(-2.0 * 0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    return x / (1.0 + exp(-2.0 * 0.7978845608028654 * (x + 0.044715 * x * x * x)));  case SH_VMATH_GELU_ERF: return 0.5 * x * erfc(-x * 0.7071067811865476);
+  case SH_VMATH_LOG: return log(x);
   }
   return x;
 }

@@ -415,7 +415,7 @@ static sheaf_status validate(sheaf_ctx *ctx, const sh_gemm_args *a, int64_t *k_o
         if (!e->vec) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: epilogue %d: no bias", i);
         break;
       case SH_GEMM_EP_ACT:
-        if ((unsigned)e->act > SH_GEMM_ACT_GELU_TANH)
+        if ((unsigned)e->act > SH_GEMM_ACT_GELU_ERF)
           return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: epilogue %d: bad activation", i);
         break;
       case SH_GEMM_EP_ADD:

@@ -90,7 +90,8 @@ typedef enum sh_gemm_act {
   SH_GEMM_ACT_RELU = 0,
   SH_GEMM_ACT_SIGMOID,
   SH_GEMM_ACT_TANH,
-  SH_GEMM_ACT_GELU_TANH /* 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) */
+  SH_GEMM_ACT_GELU_TANH, /* 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) */
+  SH_GEMM_ACT_GELU_ERF   /* 0.5x(1 + erf(x / sqrt(2))), PyTorch's default GELU */
 } sh_gemm_act;
 
 /* One epilogue op on columns [n0, n1) of C (n1 <= 0: up to N). Ops run in

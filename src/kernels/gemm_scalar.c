@@ -47,6 +47,7 @@ static float act_scalar(sh_gemm_act act, float x) {
   case SH_GEMM_ACT_SIGMOID: return sh_sigmoid_ref(x);
   case SH_GEMM_ACT_TANH: return tanhf(x);
   case SH_GEMM_ACT_GELU_TANH: return sh_gelu_tanh_ref(x);
+  case SH_GEMM_ACT_GELU_ERF: return sh_gelu_erf_ref(x);
   }
   return x;
 }

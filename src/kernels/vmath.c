@@ -14,6 +14,8 @@ static float scalar_one(sh_vmath_fn fn, float x) {
   case SH_VMATH_SIGMOID: return sh_sigmoid_ref(x);
   case SH_VMATH_TANH: return tanhf(x);
   case SH_VMATH_GELU_TANH: return sh_gelu_tanh_ref(x);
+  case SH_VMATH_GELU_ERF: return sh_gelu_erf_ref(x);
+  case SH_VMATH_LOG: return logf(x);
   }
   return x;
 }
@@ -25,6 +27,8 @@ __attribute__((target("avx2,fma"))) static __m256 avx2_one(sh_vmath_fn fn, __m25
   case SH_VMATH_SIGMOID: return sh_sigmoid_avx2(x);
   case SH_VMATH_TANH: return sh_tanh_avx2(x);
   case SH_VMATH_GELU_TANH: return sh_gelu_tanh_avx2(x);
+  case SH_VMATH_GELU_ERF:
+  case SH_VMATH_LOG: break; /* not reached: scalar path */
   }
   return x;
 }
@@ -44,7 +48,9 @@ __attribute__((target("avx2,fma"))) static void vmath_avx2(sh_vmath_fn fn, int64
 
 void sh_vmath_f32(sheaf_isa isa, sh_vmath_fn fn, int64_t n, const float *x, float *y) {
 #if defined(__x86_64__)
-  if (isa != SHEAF_ISA_SCALAR && sheaf_cpu_isa_host() >= SHEAF_ISA_AVX2) {
+  /* GELU (erf form) and log have no vector version yet: libm. */
+  if (isa != SHEAF_ISA_SCALAR && sheaf_cpu_isa_host() >= SHEAF_ISA_AVX2 &&
+      fn != SH_VMATH_GELU_ERF && fn != SH_VMATH_LOG) {
     vmath_avx2(fn, n, x, y);
     return;
   }

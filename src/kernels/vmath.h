@@ -21,7 +21,9 @@ typedef enum sh_vmath_fn {
   SH_VMATH_EXP = 0,
   SH_VMATH_SIGMOID,
   SH_VMATH_TANH,
-  SH_VMATH_GELU_TANH
+  SH_VMATH_GELU_TANH,
+  SH_VMATH_GELU_ERF,
+  SH_VMATH_LOG
 } sh_vmath_fn;
 
 /* y[i] = fn(x[i]) for i < n with the kernels of `isa` (x == y allowed). */
@@ -32,6 +34,11 @@ static inline float sh_sigmoid_ref(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline float sh_gelu_tanh_ref(float x) {
   const float k = 2.0f * 0.7978845608028654f; /* 2 sqrt(2/pi) */
   return x * sh_sigmoid_ref(k * (x + 0.044715f * x * x * x));
+}
+
+/* 0.5x(1 + erf(x/sqrt 2)) written with erfc: no cancellation for x << 0. */
+static inline float sh_gelu_erf_ref(float x) {
+  return 0.5f * x * erfcf(-x * 0.70710678118654752f);
 }
 
 #endif
