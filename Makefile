@@ -47,7 +47,7 @@ endif
 OPT += -g
 
 SANFLAGS := $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all)
-CFLAGS_ALL := -std=c11 -D_GNU_SOURCE -fPIC $(OPT) $(WARN) $(SANFLAGS) -Iinclude -Isrc $(CFLAGS)
+CFLAGS_ALL := -std=c11 -D_GNU_SOURCE -fPIC $(OPT) $(WARN) $(SANFLAGS) -Iinclude -Isrc -Iexamples $(CFLAGS)
 LDFLAGS_ALL := $(SANFLAGS) $(LDFLAGS)
 LDLIBS_ALL := -lm -lpthread -ldl $(LDLIBS)
 
@@ -56,11 +56,15 @@ LIB_SRCS   := $(sort $(wildcard src/*/*.c))
 CLI_SRCS   := $(sort $(wildcard cli/*.c))
 TEST_SRCS  := $(sort $(wildcard tests/*.c))
 BENCH_SRCS := $(sort $(wildcard bench/*.c))
+# Example models written against the C API (examples/): linked into the CLI,
+# the tests and the benchmarks, which all run them.
+EX_SRCS    := $(sort $(wildcard examples/*.c))
 
 obj = $(patsubst %.c,$(BUILDDIR)/obj/%.o,$(1))
 LIB_OBJS  := $(call obj,$(LIB_SRCS))
 CLI_OBJS  := $(call obj,$(CLI_SRCS))
 TEST_OBJS := $(call obj,$(TEST_SRCS))
+EX_OBJS   := $(call obj,$(EX_SRCS))
 
 LIB_A   := $(BUILDDIR)/libsheaf.a
 LIB_SO  := $(BUILDDIR)/libsheaf.so
@@ -93,18 +97,23 @@ $(LIB_SO): $(LIB_OBJS)
 	$(call say,LD,$@)
 	$(Q)$(CC) -shared -Wl,-soname,libsheaf.so.0 $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
-$(SHEAF): $(CLI_OBJS) $(LIB_A)
+$(SHEAF): $(CLI_OBJS) $(EX_OBJS) $(LIB_A)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJS) $(LIB_A) $(LDLIBS_ALL)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJS) $(EX_OBJS) $(LIB_A) $(LDLIBS_ALL)
 
-$(TESTBIN): $(TEST_OBJS) $(LIB_A)
+$(TESTBIN): $(TEST_OBJS) $(EX_OBJS) $(LIB_A)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJS) $(LIB_A) $(LDLIBS_ALL)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJS) $(EX_OBJS) $(LIB_A) $(LDLIBS_ALL)
 
-$(BUILDDIR)/bench/%: $(BUILDDIR)/obj/bench/%.o $(LIB_A)
+$(BUILDDIR)/bench/%: $(BUILDDIR)/obj/bench/%.o $(EX_OBJS) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $< $(LIB_A) $(LDLIBS_ALL)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $< $(EX_OBJS) $(LIB_A) $(LDLIBS_ALL)
+
+# Any bench/bench_NAME.c runs as `make bench-NAME BENCH_ARGS='...'` (the
+# explicit rules below add setup notes for some).
+bench-%: $(BUILDDIR)/bench/bench_%
+	$< $(BENCH_ARGS)
 
 # The main job. Until the runtime lands it runs the data tools over the
 # bundled treebank: statistics, then binarization to PTB trees.
@@ -160,7 +169,7 @@ fuzz: fuzz-build
 
 install: $(LIB_A) $(LIB_SO) $(SHEAF)
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
-	install -m 644 include/sheaf.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/sheaf.h include/sheaf_graph.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libsheaf.so.0
 	ln -sf libsheaf.so.0 $(DESTDIR)$(PREFIX)/lib/libsheaf.so
@@ -169,11 +178,11 @@ install: $(LIB_A) $(LIB_SO) $(SHEAF)
 	    sheaf.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/sheaf.pc
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/include/sheaf.h $(DESTDIR)$(PREFIX)/lib/libsheaf.a \
+	rm -f $(DESTDIR)$(PREFIX)/include/sheaf.h $(DESTDIR)$(PREFIX)/include/sheaf_graph.h $(DESTDIR)$(PREFIX)/lib/libsheaf.a \
 	      $(DESTDIR)$(PREFIX)/lib/libsheaf.so $(DESTDIR)$(PREFIX)/lib/libsheaf.so.0 \
 	      $(DESTDIR)$(PREFIX)/bin/sheaf $(DESTDIR)$(PREFIX)/lib/pkgconfig/sheaf.pc
 
 clean:
 	rm -rf build
 
--include $(LIB_OBJS:.o=.d) $(FUZZ_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(patsubst %.c,$(BUILDDIR)/obj/%.d,$(BENCH_SRCS))
+-include $(LIB_OBJS:.o=.d) $(FUZZ_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(EX_OBJS:.o=.d) $(patsubst %.c,$(BUILDDIR)/obj/%.d,$(BENCH_SRCS))

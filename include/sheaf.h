@@ -243,6 +243,9 @@ sheaf_status sheaf_st_write(sheaf_ctx *ctx, const char *path, size_t n,
                             const sheaf_tensor *const *tensors, size_t n_meta,
                             const char *const *meta_kv);
 
+/* The auto-batching runtime's define-by-run API (models, graphs, expressions). */
+#include "sheaf_graph.h"
+
 #ifdef __cplusplus
 }
 #endif

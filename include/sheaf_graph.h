@@ -1,0 +1,222 @@
+/*
+ * sheaf_graph.h — the define-by-run C API of Sheaf's auto-batching runtime
+ * (included by sheaf.h; do not include it alone).
+ *
+ * A program describes the work of ONE instance with ordinary C control flow,
+ * building expressions on a graph; nothing is computed until a value is
+ * requested or the graph is flushed. Build many instances on one graph, then
+ * flush once: Sheaf batches the same operations across instances and across
+ * recursion levels (policy SHEAF_POLICY_SHEAF: the depth is carried inline by
+ * each handle, depth = max(input depths) + 1, so there is no graph walk and
+ * no per-node hashing), runs each batch as one kernel call (weights packed
+ * once, scattered inputs passed as row pointers into the GEMM's packing, no
+ * gather copy), and keeps every batch's outputs contiguous.
+ *
+ *   sheaf_model *m;  sheaf_param W, b;
+ *   sheaf_model_create(ctx, &m);
+ *   int64_t wshape[2] = {256, 1024};
+ *   sheaf_model_param(m, "W", 2, wshape, SHEAF_INIT_GLOROT, &W);
+ *   ...
+ *   sheaf_graph *g;  sheaf_graph_create(m, NULL, &g);
+ *   for (each instance) out[i] = my_model(g, instance);   // builds, computes nothing
+ *   sheaf_graph_flush(g);                                   // batched execution
+ *   sheaf_value(g, out[i], &v);                             // read results
+ *
+ * Conventions:
+ *   - Values are f32 vectors [n] or matrices [rows, cols] (row-major), per
+ *     instance. Weights multiply from the right: affine(W, x) = x·W + b with
+ *     W of shape [in, out] (a PyTorch Linear weight transposed).
+ *   - Builders return a sheaf_expr by value. On a misuse (shape mismatch, a
+ *     handle from another graph or from before a reset, an unknown parameter)
+ *     they return a null expression (sheaf_expr_is_null) and record the first
+ *     error on the graph — "sheaf_add: shapes [256] and [512] differ" — which
+ *     sheaf_graph_status, sheaf_graph_flush and sheaf_value return and the
+ *     context's last error holds. Later builders fed a null expression return
+ *     null without a new error, so model code may check once, at the end.
+ */
+#ifndef SHEAF_GRAPH_H
+#define SHEAF_GRAPH_H
+
+/* ----------------------------------------------------------- parameters */
+
+typedef struct sheaf_model sheaf_model;
+
+/* A parameter of a model; {0, 0} is "none" (e.g. no bias). */
+typedef struct sheaf_param {
+  uint32_t id;    /* 1-based index in its model */
+  uint32_t model; /* the model's tag: catches a parameter from another model */
+} sheaf_param;
+
+#define SHEAF_NO_PARAM ((sheaf_param){0, 0})
+
+typedef enum sheaf_init {
+  SHEAF_INIT_GLOROT = 0, /* uniform ±sqrt(6 / (fan_in + fan_out)) (vectors: ±sqrt(3 / n)) */
+  SHEAF_INIT_ZERO,
+  SHEAF_INIT_ONE,
+  SHEAF_INIT_NORMAL      /* normal, std 0.02 (embeddings) */
+} sheaf_init;
+
+sheaf_status sheaf_model_create(sheaf_ctx *ctx, sheaf_model **out);
+void sheaf_model_free(sheaf_model *m); /* NULL is fine */
+
+/* Declares a parameter (rank 1 or 2) and initializes it from the model's
+ * seed (sheaf_model_seed; default 0): deterministic across runs and
+ * platforms. Names are unique within a model. */
+sheaf_status sheaf_model_param(sheaf_model *m, const char *name, int rank, const int64_t *shape,
+                               sheaf_init init, sheaf_param *out);
+
+/* Re-initializes every parameter from `seed` (each from its own stream, so
+ * adding a parameter does not change the others' values). */
+sheaf_status sheaf_model_seed(sheaf_model *m, uint64_t seed);
+
+/* Loads every declared parameter from a safetensors file (F32; F16/BF16/F64
+ * converted). One error lists every missing tensor and every shape
+ * mismatch; tensors the model does not declare are ignored. */
+sheaf_status sheaf_model_load(sheaf_model *m, const char *path);
+
+/* Writes every parameter to a safetensors file, in declaration order. */
+sheaf_status sheaf_model_save(const sheaf_model *m, const char *path);
+
+sheaf_status sheaf_model_find(const sheaf_model *m, const char *name, sheaf_param *out);
+size_t sheaf_model_param_count(const sheaf_model *m);
+
+/* The parameter's values (row-major, writable: edits are seen by graphs
+ * flushed afterwards) and shape; NULL for an invalid parameter. */
+float *sheaf_model_param_data(sheaf_model *m, sheaf_param p, int *rank, const int64_t **shape);
+
+/* ---------------------------------------------------------------- graphs */
+
+typedef struct sheaf_graph sheaf_graph;
+
+typedef enum sheaf_policy {
+  SHEAF_POLICY_SHEAF = 0, /* inline depth, buckets per (phase, depth, kernel): the default */
+  SHEAF_POLICY_NONE,      /* no batching: every op runs eagerly when built */
+  SHEAF_POLICY_DEPTH,     /* DyNet's depth-based batching (graph walk at flush) */
+  SHEAF_POLICY_AGENDA     /* DyNet's agenda: ready ops by signature, lowest mean depth first */
+} sheaf_policy;
+
+/* "sheaf", "none", "depth", "agenda"; parse accepts these names. */
+const char *sheaf_policy_name(sheaf_policy p);
+sheaf_status sheaf_policy_parse(sheaf_ctx *ctx, const char *name, sheaf_policy *out);
+
+typedef struct sheaf_graph_opts {
+  sheaf_policy policy;
+  int threads;            /* threads of the context's pool to use; <= 0: all */
+  const char *trace_path; /* non-NULL: write a Chrome-trace / Perfetto JSON timeline of
+                             every batch there when the graph is freed */
+} sheaf_graph_opts;
+
+/* opts NULL: policy sheaf, all threads, no trace. The model must outlive
+ * the graph; parameters are packed for the GEMM on first use. */
+sheaf_status sheaf_graph_create(sheaf_model *m, const sheaf_graph_opts *opts, sheaf_graph **out);
+void sheaf_graph_free(sheaf_graph *g); /* NULL is fine */
+
+/* Computes every expression built so far (phase by phase). Idempotent. */
+sheaf_status sheaf_graph_flush(sheaf_graph *g);
+
+/* Forgets every expression (their handles become invalid: using one is an
+ * error) and reuses the memory; the parameters' packed forms are kept. */
+sheaf_status sheaf_graph_reset(sheaf_graph *g);
+
+/* Operations built after this call belong to `phase` (>= 0, default 0);
+ * at flush, phases run in increasing order, each batched on its own. */
+void sheaf_graph_phase(sheaf_graph *g, int phase);
+
+/* The first build error since the last reset, or SHEAF_OK. */
+sheaf_status sheaf_graph_status(const sheaf_graph *g);
+
+/* ----------------------------------------------------------- expressions */
+
+typedef struct sheaf_expr {
+  uint32_t node;  /* index in the graph */
+  uint32_t depth; /* inline depth: max(input depths) + 1 */
+  uint32_t graph; /* the graph's tag and generation; 0: null expression */
+} sheaf_expr;
+
+static inline int sheaf_expr_is_null(sheaf_expr e) { return e.graph == 0; }
+
+/* Shape without computing (rank 1 or 2). Null or foreign handle: 0. */
+int sheaf_expr_shape(const sheaf_graph *g, sheaf_expr e, int64_t shape[2]);
+
+/* Inputs and parameters. `data` is copied. */
+sheaf_expr sheaf_input(sheaf_graph *g, int rank, const int64_t *shape, const float *data);
+sheaf_expr sheaf_input_vector(sheaf_graph *g, int64_t n, const float *data);
+sheaf_expr sheaf_zeros(sheaf_graph *g, int rank, const int64_t *shape);
+sheaf_expr sheaf_parameter(sheaf_graph *g, sheaf_param p);              /* the value itself */
+sheaf_expr sheaf_lookup(sheaf_graph *g, sheaf_param table, int64_t row); /* table[row]: [E] */
+
+/* Linear algebra. affine: x·W (+ b); x is [in] (or [rows, in]); a
+ * sheaf_concat input is read piecewise (no copy). affine_n: Σ x_i·W_i + b.
+ * matmul: both operands expressions ([r,k]·[k,c], [k]·[k,c], [r,k]·[k]). */
+sheaf_expr sheaf_affine(sheaf_graph *g, sheaf_param W, sheaf_expr x, sheaf_param b);
+sheaf_expr sheaf_affine_n(sheaf_graph *g, int n, const sheaf_param *W, const sheaf_expr *x,
+                          sheaf_param b);
+sheaf_expr sheaf_matmul(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
+
+/* Elementwise. Binary ops need equal shapes, or one side of size 1 (a scalar
+ * broadcast). sum_n adds n >= 1 expressions of one shape. */
+sheaf_expr sheaf_add(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
+sheaf_expr sheaf_sub(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
+sheaf_expr sheaf_mul(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
+sheaf_expr sheaf_div(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
+sheaf_expr sheaf_sum_n(sheaf_graph *g, int n, const sheaf_expr *xs);
+sheaf_expr sheaf_scale(sheaf_graph *g, sheaf_expr x, float s); /* s·x */
+sheaf_expr sheaf_tanh(sheaf_graph *g, sheaf_expr x);
+sheaf_expr sheaf_sigmoid(sheaf_graph *g, sheaf_expr x);
+sheaf_expr sheaf_relu(sheaf_graph *g, sheaf_expr x);
+sheaf_expr sheaf_gelu(sheaf_graph *g, sheaf_expr x); /* erf form */
+sheaf_expr sheaf_exp(sheaf_graph *g, sheaf_expr x);
+sheaf_expr sheaf_log(sheaf_graph *g, sheaf_expr x);
+
+/* Shape ops on the last axis (views where possible: no copy). */
+sheaf_expr sheaf_concat(sheaf_graph *g, int n, const sheaf_expr *xs);
+sheaf_expr sheaf_slice(sheaf_graph *g, sheaf_expr x, int64_t begin, int64_t end);
+/* Same values, another shape of the same element count (rank 1 or 2): a
+ * view, e.g. a looked-up row of H*H floats as an [H, H] matrix (MV-RNN). */
+sheaf_expr sheaf_reshape(sheaf_graph *g, sheaf_expr x, int rank, const int64_t *shape);
+
+/* Reductions along the last axis: [n] -> [1], [r, n] -> [r]. */
+sheaf_expr sheaf_sum(sheaf_graph *g, sheaf_expr x);
+sheaf_expr sheaf_mean(sheaf_graph *g, sheaf_expr x);
+sheaf_expr sheaf_max(sheaf_graph *g, sheaf_expr x);
+sheaf_expr sheaf_softmax(sheaf_graph *g, sheaf_expr x);
+sheaf_expr sheaf_log_softmax(sheaf_graph *g, sheaf_expr x);
+sheaf_expr sheaf_pick(sheaf_graph *g, sheaf_expr x, int64_t index); /* x[index]: [1] */
+
+/* A fused LSTM cell (PyTorch gate order i, f, g, o in W's 4H columns):
+ *   z = x·W + b;  c = σ(z_f)·c_prev + σ(z_i)·tanh(z_g);  h = σ(z_o)·tanh(c)
+ * x may be a sheaf_concat ([x_t ; h_prev] without a copy); c_prev may be
+ * null for zeros. Runs as one GEMM with the cell's tail in its epilogue. */
+sheaf_status sheaf_lstm_cell(sheaf_graph *g, sheaf_param W, sheaf_param b, sheaf_expr x,
+                             sheaf_expr c_prev, sheaf_expr *h, sheaf_expr *c);
+
+/* The value of an expression (flushes the graph first if needed). The
+ * pointer stays valid until the graph is reset or freed. */
+typedef struct sheaf_value_view {
+  const float *data;
+  int rank;
+  int64_t shape[2];
+} sheaf_value_view;
+sheaf_status sheaf_value(sheaf_graph *g, sheaf_expr e, sheaf_value_view *out);
+
+/* ---------------------------------------------------------- instruments */
+
+typedef struct sheaf_graph_stats {
+  uint64_t nodes;          /* operations built since creation */
+  uint64_t batches;        /* kernel launches */
+  uint64_t flushes;
+  uint64_t rows_gathered;  /* input rows read through row pointers (no copy) */
+  uint64_t bytes_copied;   /* bytes memcpy'd to gather inputs (0 is the aim) */
+  uint64_t flops;          /* useful floating-point operations executed */
+  uint64_t ns_build;       /* in builders (graph construction) */
+  uint64_t ns_schedule;    /* in flush, outside kernels (grouping, argument setup) */
+  uint64_t ns_kernels;     /* in kernels */
+} sheaf_graph_stats;
+void sheaf_graph_get_stats(const sheaf_graph *g, sheaf_graph_stats *out);
+
+/* Per-kernel batch sizes: for i < count, name (e.g. "affine W_iou") and
+ * batches / nodes (average batch = nodes / batches). Returns count. */
+size_t sheaf_graph_kernel_stats(const sheaf_graph *g, size_t max, const char **names,
+                                uint64_t *batches, uint64_t *nodes);
+
+#endif /* SHEAF_GRAPH_H */
