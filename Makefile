@@ -74,7 +74,7 @@ BENCHES := $(patsubst bench/%.c,$(BUILDDIR)/bench/%,$(BENCH_SRCS))
 
 EWT_TEST := data/ud_english_ewt/en_ewt-ud-test.conllu
 
-.PHONY: all lib cli tests benches run test fuzz fuzz-build fuzz-check-cc bench-pool bench-gemm install uninstall clean
+.PHONY: all lib cli tests benches run test fuzz fuzz-build fuzz-check-cc bench-pool bench-gemm bench-vmath bench-encoder install uninstall clean
 all: lib cli tests
 
 lib: $(LIB_A) $(LIB_SO)
@@ -115,17 +115,26 @@ $(BUILDDIR)/bench/%: $(BUILDDIR)/obj/bench/%.o $(EX_OBJS) $(LIB_A)
 bench-%: $(BUILDDIR)/bench/bench_%
 	$< $(BENCH_ARGS)
 
-# The main job. Until the runtime lands it runs the data tools over the
-# bundled treebank: statistics, then binarization to PTB trees.
+# The main job: the binary TreeLSTM (hidden 256, embedding 256, seeded
+# weights) over the bundled EWT trees, binarized, 64 trees per batch, policy
+# sheaf; prints throughput and the runtime's counters and writes one line per
+# tree (index, 5 class log-probabilities) to $(BUILDDIR)/out/treelstm-ewt.txt.
 run: $(SHEAF)
-	$(SHEAF) data stats $(EWT_TEST)
 	@mkdir -p $(BUILDDIR)/out
-	$(SHEAF) data binarize $(EWT_TEST) -o $(BUILDDIR)/out/ewt-test.binary.ptb
-	$(SHEAF) data stats $(BUILDDIR)/out/ewt-test.binary.ptb
+	$(SHEAF) run treelstm --data $(EWT_TEST) --hidden 256 --batch 64 --policy sheaf \
+	  --out $(BUILDDIR)/out/treelstm-ewt.txt
 
 # The test runner prints one line per failure and ends with "N passed, N failed".
 test: $(TESTBIN) $(SHEAF)
 	SHEAF_BIN=$(SHEAF) $(TESTBIN) $(TEST_ARGS)
+
+# Model benchmarks against PyTorch (bench/*_torch.py): PyTorch is installed
+# first when `python3 -c 'import torch'` fails (scripts/install_torch.sh); if
+# it still cannot be had, the benchmark times Sheaf alone and says so.
+# BENCH_ARGS e.g. '--quick --json out.json'.
+bench-treelstm bench-bilstm: bench-%: $(BUILDDIR)/bench/bench_%
+	@sh scripts/install_torch.sh || echo "bench-$*: PyTorch unavailable; the peers are skipped"
+	$< $(BENCH_ARGS)
 
 # OpenMP is a peer in the pool benchmark only (the library never uses it).
 OPENMP := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
@@ -140,6 +149,17 @@ bench-pool: $(BUILDDIR)/bench/bench_pool
 bench-gemm: $(BUILDDIR)/bench/bench_gemm
 	@[ -e /usr/lib/x86_64-linux-gnu/libopenblas.so.0 ] || ldconfig -p 2>/dev/null | grep -q libopenblas.so.0 || \
 	  echo "bench-gemm: OpenBLAS not found; timing Sheaf only (apt-get install -y libopenblas-dev)"
+	$< $(BENCH_ARGS)
+
+# Vector math: max ulp over all 2^32 inputs per function and ISA, and
+# throughput vs a scalar libm loop. BENCH_ARGS e.g. '--quick' (sampled sweep).
+bench-vmath: $(BUILDDIR)/bench/bench_vmath
+	$< $(BENCH_ARGS)
+
+# Ragged transformer encoder vs PyTorch padded / nested / per-sequence, same
+# weights and inputs (PyTorch peers need python3 with torch and numpy; without
+# them only Sheaf is timed). BENCH_ARGS e.g. '--quick --json out.json'.
+bench-encoder: $(BUILDDIR)/bench/bench_encoder
 	$< $(BENCH_ARGS)
 
 # Fuzzing (clang + libFuzzer): each target runs FUZZ_SECONDS under ASan+UBSan.

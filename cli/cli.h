@@ -25,4 +25,7 @@ int cli_data(int argc, char **argv);
  * dtype, shape and bytes of every tensor, then totals. */
 int cli_data_stats_weights(sheaf_ctx *ctx, const char *path, FILE *out);
 
+/* `sheaf check MODEL.sf...` (cli/check.c). argv[0] is "check". */
+int cli_check(int argc, char **argv);
+
 #endif

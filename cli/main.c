@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "run.h"
 
 static const char usage[] =
     "usage: sheaf [--help] [--version] <command> [args]\n"
@@ -20,9 +21,14 @@ static const char usage[] =
     "             sheaf data binarize FILE.conllu [-o OUT] [--child-sum]\n"
     "                                            dependency trees -> binary (or child-sum)\n"
     "                                            PTB s-expressions, one tree per line\n"
-    "  run      run a model over a data file, batched        (not implemented yet)\n"
-    "  check    type-check a model source file               (not implemented yet)\n"
-    "  bench    throughput table for a model and its peers   (not implemented yet)\n"
+    "  run      run a built-in model over a data file, batched:\n"
+    "             sheaf run treelstm|childsum|bilstm|mvrnn --data FILE [--hidden H]\n"
+    "                 [--batch N] [--threads T] [--policy sheaf|none|depth|agenda]\n"
+    "                 [--seed S | --weights W] [--out FILE] [--trace FILE] [--stats]\n"
+    "  check    type-check model sources: errors, or a summary of sizes, types,\n"
+    "           parameters and functions:  sheaf check MODEL.sf...\n"
+    "  bench    throughput of a built-in model per batching policy:\n"
+    "             sheaf bench MODEL --data FILE [--policy LIST] [--repeat R] ...\n"
     "  trace    timeline of batches as Chrome-trace JSON     (not implemented yet)\n"
     "\n"
     "environment:\n"
@@ -59,10 +65,9 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) return version();
   if (!strcmp(cmd, "data")) return cli_data(argc - 1, argv + 1);
-  if (!strcmp(cmd, "run"))
-    return not_yet(cmd, "it arrives with the auto-batching runtime and the model language");
-  if (!strcmp(cmd, "check")) return not_yet(cmd, "it arrives with the model language");
-  if (!strcmp(cmd, "bench")) return not_yet(cmd, "it arrives with the auto-batching runtime");
+  if (!strcmp(cmd, "run")) return cli_run(argc - 1, argv + 1);
+  if (!strcmp(cmd, "check")) return cli_check(argc - 1, argv + 1);
+  if (!strcmp(cmd, "bench")) return cli_bench(argc - 1, argv + 1);
   if (!strcmp(cmd, "trace")) return not_yet(cmd, "it arrives with the auto-batching runtime");
   cli_error("unknown command '%s' (see 'sheaf --help')", cmd);
   return CLI_USAGE;

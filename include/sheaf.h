@@ -246,6 +246,113 @@ sheaf_status sheaf_st_write(sheaf_ctx *ctx, const char *path, size_t n,
 /* The auto-batching runtime's define-by-run API (models, graphs, expressions). */
 #include "sheaf_graph.h"
 
+/* ======================================== ragged tensors and encoder (CoRa) */
+/* (src/ragged/; docs/RAGGED.md has the representation and measured figures) */
+
+/* A ragged tensor: an outer batch dimension of `batch` sequences, then
+ * `rank` per-sequence dimensions, each either a fixed extent or
+ * SHEAF_RAGGED_DIM, whose extent for sequence b is lens[b] (token embeddings
+ * are {SHEAF_RAGGED_DIM, d}; attention scores {heads, SHEAF_RAGGED_DIM,
+ * SHEAF_RAGGED_DIM}). Values are stored packed, sequence after sequence;
+ * offsets are prefix sums (O(1) access, no per-element indices). In storage
+ * each ragged extent is padded to a multiple of `storage_tile`, and the
+ * whole fused batch×length dimension once, on the sum, to a multiple of
+ * `bulk_tile` rows (a row: the dense dimensions after the last ragged one).
+ * Padding is zero-filled. Lengths may be 0 (the sequence holds nothing).
+ * A ragged tensor holds a reference to the same storage type as dense
+ * tensors, so per-sequence views are ordinary sheaf_tensors. */
+typedef struct sheaf_ragged sheaf_ragged;
+
+#define SHEAF_RAGGED_DIM (-1)
+
+typedef struct sheaf_ragged_opts {
+  int64_t storage_tile; /* 0 or 1: no per-sequence padding */
+  int64_t bulk_tile;    /* 0 or 1: no padding of the total */
+} sheaf_ragged_opts;
+
+/* A zero-filled ragged tensor. lens has `batch` entries (>= 0); dims has
+ * `rank` entries (1..8), at least one SHEAF_RAGGED_DIM. opts may be NULL. */
+sheaf_status sheaf_ragged_create(sheaf_ctx *ctx, sheaf_dtype dtype, int64_t batch,
+                                 const int64_t *lens, int rank, const int64_t *dims,
+                                 const sheaf_ragged_opts *opts, sheaf_ragged **out);
+/* From a padded dense tensor [batch, P1, P2, ...] and lens: dims (rank =
+ * padded rank - 1) marks the ragged axes with SHEAF_RAGGED_DIM and repeats
+ * the dense extents; NULL means "axis 1 is ragged, the rest dense". Every
+ * lens[b] must fit in the padded extents. Padding values are not read. */
+sheaf_status sheaf_ragged_from_padded(sheaf_ctx *ctx, const sheaf_tensor *padded,
+                                      const int64_t *lens, const int64_t *dims,
+                                      const sheaf_ragged_opts *opts, sheaf_ragged **out);
+/* Back to a contiguous padded tensor [batch, ...], every ragged extent
+ * padded to pad_len (0: the longest length), padding set to `fill`. */
+sheaf_status sheaf_ragged_to_padded(sheaf_ctx *ctx, const sheaf_ragged *r, int64_t pad_len,
+                                    double fill, sheaf_tensor **out);
+/* A dense view (no copy) of sequence b: shape = dims with lens[b] for the
+ * ragged extents; strides follow the storage padding. */
+sheaf_status sheaf_ragged_seq(sheaf_ctx *ctx, const sheaf_ragged *r, int64_t b,
+                              sheaf_tensor **out);
+/* A dense view [rows, row] of the whole storage, bulk padding included
+ * (for tokens {RAGGED, d} with storage_tile 1: [sum(lens) rounded up, d]). */
+sheaf_status sheaf_ragged_flat(sheaf_ctx *ctx, const sheaf_ragged *r, sheaf_tensor **out);
+void sheaf_ragged_free(sheaf_ragged *r); /* NULL is fine */
+
+sheaf_dtype sheaf_ragged_dtype(const sheaf_ragged *r);
+int64_t sheaf_ragged_batch(const sheaf_ragged *r);
+int sheaf_ragged_rank(const sheaf_ragged *r);            /* per sequence */
+const int64_t *sheaf_ragged_dims(const sheaf_ragged *r); /* with SHEAF_RAGGED_DIM */
+const int64_t *sheaf_ragged_lens(const sheaf_ragged *r);
+int64_t sheaf_ragged_max_len(const sheaf_ragged *r);
+/* batch + 1 element offsets: sequence b starts at element offsets[b]. */
+const int64_t *sheaf_ragged_offsets(const sheaf_ragged *r);
+/* Elements in use (sum over sequences, without any padding). */
+int64_t sheaf_ragged_numel(const sheaf_ragged *r);
+size_t sheaf_ragged_nbytes(const sheaf_ragged *r); /* storage, padding included */
+void *sheaf_ragged_data(const sheaf_ragged *r);
+/* Element offset of (b, idx[0..rank)) from sheaf_ragged_data, or -1 when
+ * out of range. O(rank). */
+int64_t sheaf_ragged_offset(const sheaf_ragged *r, int64_t b, const int64_t *idx);
+
+/* A post-LN transformer encoder (BERT, CoRa; PyTorch's
+ * nn.TransformerEncoderLayer with norm_first=False) over ragged f32 batches
+ * of embeddings {SHEAF_RAGGED_DIM, d_model}. Weights are read from
+ * safetensors under PyTorch's nn.TransformerEncoder state_dict names
+ * (prefix + "layers.<i>.self_attn.in_proj_weight", ...; see
+ * scripts/export_encoder.py and docs/RAGGED.md). */
+typedef struct sheaf_encoder sheaf_encoder;
+
+typedef enum sheaf_encoder_act {
+  SHEAF_ENCODER_ACT_DEFAULT = 0, /* the file's "activation" metadata, else relu */
+  SHEAF_ENCODER_ACT_RELU,
+  SHEAF_ENCODER_ACT_GELU         /* erf form, PyTorch's "gelu" */
+} sheaf_encoder_act;
+
+/* Zero fields are taken from the file: d_model and d_ff from the weight
+ * shapes, n_layers by counting layers, n_heads from the "nhead" metadata
+ * (required somewhere), eps from "layer_norm_eps" (else 1e-5). */
+typedef struct sheaf_encoder_config {
+  int d_model, n_heads, d_ff, n_layers;
+  sheaf_encoder_act act;
+  float eps;
+  const char *prefix; /* prepended to every tensor name; NULL: "" */
+} sheaf_encoder_config;
+
+/* Packs the weights once (the file may be closed afterwards). cfg may be
+ * NULL. */
+sheaf_status sheaf_encoder_load(sheaf_ctx *ctx, const sheaf_st_file *weights,
+                                const sheaf_encoder_config *cfg, sheaf_encoder **out);
+void sheaf_encoder_free(sheaf_encoder *enc); /* NULL is fine */
+/* The resolved configuration. */
+void sheaf_encoder_get_config(const sheaf_encoder *enc, sheaf_encoder_config *cfg);
+/* y = encoder(x): a new ragged tensor with x's lengths and storage layout. */
+sheaf_status sheaf_encoder_forward(sheaf_encoder *enc, const sheaf_ragged *x, sheaf_ragged **y);
+/* The same into an existing y with x's batch, lens and dims (any storage
+ * padding: the change of layout is fused into the first and last ops). y
+ * must not overlap x. Reuses the encoder's workspace: no allocation once it
+ * has grown to the batch. */
+sheaf_status sheaf_encoder_forward_into(sheaf_encoder *enc, const sheaf_ragged *x,
+                                        sheaf_ragged *y);
+
+/* ==================================== end of ragged tensors and encoder */
+
 #ifdef __cplusplus
 }
 #endif

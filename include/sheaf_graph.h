@@ -32,7 +32,12 @@
  *     error on the graph — "sheaf_add: shapes [256] and [512] differ" — which
  *     sheaf_graph_status, sheaf_graph_flush and sheaf_value return and the
  *     context's last error holds. Later builders fed a null expression return
- *     null without a new error, so model code may check once, at the end.
+ *     null without a new error, so model code may check once, at the end;
+ *     once a graph has an error every builder returns null until
+ *     sheaf_graph_reset.
+ *   - Activations (tanh, sigmoid, relu, gelu) of an affine, or of a column
+ *     slice of one, that nothing else has read yet run in the affine's GEMM
+ *     epilogue (docs/RUNTIME.md, "Fusion"); results are the same either way.
  */
 #ifndef SHEAF_GRAPH_H
 #define SHEAF_GRAPH_H
@@ -84,6 +89,9 @@ size_t sheaf_model_param_count(const sheaf_model *m);
  * flushed afterwards) and shape; NULL for an invalid parameter. */
 float *sheaf_model_param_data(sheaf_model *m, sheaf_param p, int *rank, const int64_t **shape);
 
+/* The parameter's name; NULL for an invalid parameter. */
+const char *sheaf_model_param_name(const sheaf_model *m, sheaf_param p);
+
 /* ---------------------------------------------------------------- graphs */
 
 typedef struct sheaf_graph sheaf_graph;
@@ -118,8 +126,9 @@ sheaf_status sheaf_graph_flush(sheaf_graph *g);
  * error) and reuses the memory; the parameters' packed forms are kept. */
 sheaf_status sheaf_graph_reset(sheaf_graph *g);
 
-/* Operations built after this call belong to `phase` (>= 0, default 0);
- * at flush, phases run in increasing order, each batched on its own. */
+/* Operations built after this call belong to `phase` (0..1023, default 0;
+ * an operation reading a later phase's value joins that phase); at flush,
+ * phases run in increasing order, each batched on its own. */
 void sheaf_graph_phase(sheaf_graph *g, int phase);
 
 /* The first build error since the last reset, or SHEAF_OK. */
@@ -146,7 +155,8 @@ sheaf_expr sheaf_parameter(sheaf_graph *g, sheaf_param p);              /* the v
 sheaf_expr sheaf_lookup(sheaf_graph *g, sheaf_param table, int64_t row); /* table[row]: [E] */
 
 /* Linear algebra. affine: x·W (+ b); x is [in] (or [rows, in]); a
- * sheaf_concat input is read piecewise (no copy). affine_n: Σ x_i·W_i + b.
+ * sheaf_concat input is read piecewise (no copy). affine_n: Σ x_i·W_i + b
+ * (1 <= n <= 4; the W_i are stacked [W_1; W_2; ...] and packed once).
  * matmul: both operands expressions ([r,k]·[k,c], [k]·[k,c], [r,k]·[k]). */
 sheaf_expr sheaf_affine(sheaf_graph *g, sheaf_param W, sheaf_expr x, sheaf_param b);
 sheaf_expr sheaf_affine_n(sheaf_graph *g, int n, const sheaf_param *W, const sheaf_expr *x,
@@ -208,7 +218,9 @@ typedef struct sheaf_graph_stats {
   uint64_t rows_gathered;  /* input rows read through row pointers (no copy) */
   uint64_t bytes_copied;   /* bytes memcpy'd to gather inputs (0 is the aim) */
   uint64_t flops;          /* useful floating-point operations executed */
-  uint64_t ns_build;       /* in builders (graph construction) */
+  uint64_t ns_build;       /* graph construction: from the first builder call after a
+                              flush (or reset) to the next flush, the caller's own code in
+                              between included, kernels run by policy none excluded */
   uint64_t ns_schedule;    /* in flush, outside kernels (grouping, argument setup) */
   uint64_t ns_kernels;     /* in kernels */
 } sheaf_graph_stats;

@@ -165,12 +165,7 @@ static inline AVX2_FN __attribute__((always_inline)) __m256 act_avx2(sh_gemm_act
   case SH_GEMM_ACT_SIGMOID: return sh_sigmoid_avx2(x);
   case SH_GEMM_ACT_TANH: return sh_tanh_avx2(x);
   case SH_GEMM_ACT_GELU_TANH: return sh_gelu_tanh_avx2(x);
-  case SH_GEMM_ACT_GELU_ERF: { /* no vector erf yet: per lane through libm */
-    float v[8];
-    _mm256_storeu_ps(v, x);
-    for (int i = 0; i < 8; i++) v[i] = sh_gelu_erf_ref(v[i]);
-    return _mm256_loadu_ps(v);
-  }
+  case SH_GEMM_ACT_GELU_ERF: return sh_gelu_erf_avx2(x);
   }
   return x;
 }

@@ -3,7 +3,9 @@
  * × 32 columns: 28 zmm accumulators, 2 B vectors per k, A broadcast from
  * memory; one instantiation per row count so a short micro-panel wastes no
  * FMAs; masked column tails), the A packer (16×16 register transposes) and
- * the fused LSTM / GRU tails (fast sigmoid on AVX-512VL). Zen 4 runs a
+ * the fused LSTM tail (table-driven 2^x, three reciprocals per five
+ * nonlinearities, two rows per zmm) and GRU tail (fast sigmoid on
+ * AVX-512VL). Zen 4 runs a
  * 512-bit FMA as two 256-bit halves, so the gain over AVX2 is the 32
  * registers (fewer loads per FMA), not the width.
  */
@@ -128,12 +130,12 @@ AVX512_FN void sh_f32_gemm_pack_a__avx512(int64_t rows, int64_t len, const float
 
 /* ------------------------------------------------------------ epilogue */
 
-/* The LSTM tail with AVX-512VL on ymm (8 hidden units = one gate group):
- * every nonlinearity is one fast sigmoid — tanh(x) = 2σ(2x) − 1 — with
- * exp through 2^t = scalef(p(t − round t), round t) (degree-5 minimax,
- * rel. error 7.5e-8) and 1/(1+e) by rcp14 + one Newton step (~1e-7
- * absolute: far below what an LSTM notices). The general epilogue (with
- * the ulp-tested activations) is the AVX2 one. */
+/* The fused cell tails use fast nonlinearities (absolute error ~4e-7 on c
+ * and h, see lstm16; far below what an RNN notices); the general epilogue
+ * (with the ulp-tested activations of vmath_avx2.h) is the AVX2 one.
+ * GRU: every nonlinearity is one fast sigmoid on ymm — tanh(x) = 2σ(2x) − 1
+ * — with exp through 2^t = scalef(p(t − round t), round t) (degree-5
+ * minimax, rel. error 7.5e-8) and 1/(1+e) by rcp14 + one Newton step. */
 static inline AVX512_FN __attribute__((always_inline)) __m256 sig_fast(__m256 x, float scale) {
   /* sigmoid(scale·x / 2 · 2) with t = −scale·x·log2 e */
   __m256 t = _mm256_mul_ps(x, _mm256_set1_ps(-scale * 1.44269504088896341f));
@@ -151,20 +153,41 @@ static inline AVX512_FN __attribute__((always_inline)) __m256 sig_fast(__m256 x,
   return _mm256_mul_ps(r, _mm256_fnmadd_ps(d, r, _mm256_set1_ps(2.0f)));
 }
 
-static inline AVX512_FN __attribute__((always_inline)) __m512 sig_fast16(__m512 x, float scale) {
-  __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(-scale * 1.44269504088896341f));
-  t = _mm512_min_ps(t, _mm512_set1_ps(126.0f));
-  __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 f = _mm512_sub_ps(t, n);
-  __m512 p = _mm512_set1_ps(1.327647196e-3f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.675541739e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550713277e-2f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402211972e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931469671e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.000000072f));
-  __m512 d = _mm512_add_ps(_mm512_scalef_ps(p, n), _mm512_set1_ps(1.0f));
+/* 2^(t/32) for the LSTM tail: |t| clamped to 1920 (2^±60, so products of
+ * two (1 + e) stay finite), n = round(t) by the 1.5·2^23 trick, 2^(n/32) =
+ * 2^(n>>5) · T[n & 31] (a 32-entry table in two zmm, one vpermt2ps),
+ * 2^(f/32) for |f| <= 1/2 by a degree-2 minimax polynomial (rel. error
+ * 5e-8), 2^(n>>5) added to the exponent field. Mostly add-pipe and integer
+ * work: Zen 4's two FMA pipes are the tail's bottleneck. */
+static const float k_exp2_32[32] = { /* 2^(j/32) rounded to f32 */
+    1.0f, 1.0218972f, 1.04427373f, 1.06714046f, 1.09050775f, 1.1143868f,
+    1.13878858f, 1.1637249f, 1.18920708f, 1.21524739f, 1.24185777f, 1.26905096f,
+    1.29683959f, 1.32523668f, 1.35425556f, 1.38390994f, 1.41421354f, 1.44518077f,
+    1.47682619f, 1.50916445f, 1.54221082f, 1.5759809f, 1.61049032f, 1.64575553f,
+    1.68179286f, 1.71861935f, 1.75625217f, 1.79470909f, 1.8340081f, 1.87416768f,
+    1.91520655f, 1.95714414f};
+
+typedef struct exp2_tab {
+  __m512 lo, hi;
+} exp2_tab;
+
+static inline AVX512_FN __attribute__((always_inline)) __m512 exp2_32(__m512 t, exp2_tab tab) {
+  const __m512 magic = _mm512_set1_ps(12582912.0f);
+  t = _mm512_range_ps(t, _mm512_set1_ps(1920.0f), 0x02); /* min |.|, sign of t */
+  __m512 r = _mm512_add_ps(t, magic);
+  __m512 f = _mm512_sub_ps(t, _mm512_sub_ps(r, magic));
+  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(0.00023459672f), f, _mm512_set1_ps(0.021661166f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  __m512i ri = _mm512_castps_si512(r);
+  __m512 tv = _mm512_permutex2var_ps(tab.lo, ri, tab.hi);
+  __m512i sc = _mm512_and_si512(_mm512_slli_epi32(ri, 18), _mm512_set1_epi32((int)0xff800000));
+  return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(_mm512_mul_ps(tv, p)), sc));
+}
+
+/* 1/d: rcp14 and one Newton step. */
+static inline AVX512_FN __attribute__((always_inline)) __m512 rcp_nr(__m512 d) {
   __m512 r = _mm512_rcp14_ps(d);
-  return _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
+  return _mm512_fmadd_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(1.0f)), r);
 }
 
 /* Rows r and r+1 of one gate group in one zmm (low half row r). */
@@ -179,6 +202,26 @@ static inline float *out_row(const sh_gemm_out *o, int64_t m) {
   return o->rows ? o->rows[m] : o->base + m * o->ld;
 }
 
+/* One LSTM step on 16 lanes (two rows of 8 hidden units, or one row in the
+ * low half) from the gate pre-activations scaled into 2^(t/32) units:
+ * with e_g = exp(-z_g) and e_u = exp(-2 z_u), e_c = exp(-2c),
+ *   sigmoid(z_i)·tanh(z_u) = (1 − e_u) / ((1 + e_i)(1 + e_u))
+ *   c = that + c_prev / (1 + e_f),   h = (1 − e_c) / ((1 + e_o)(1 + e_c))
+ * (three reciprocals for five nonlinearities). */
+static inline AVX512_FN __attribute__((always_inline)) void lstm16(
+    __m512 ti, __m512 tf, __m512 to, __m512 tu, __m512 cp, bool has_prev, exp2_tab tab,
+    __m512 *c_out, __m512 *h_out) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  __m512 ei = exp2_32(ti, tab), eu = exp2_32(tu, tab), eo = exp2_32(to, tab);
+  __m512 c = _mm512_mul_ps(_mm512_sub_ps(one, eu),
+                           rcp_nr(_mm512_mul_ps(_mm512_add_ps(one, ei), _mm512_add_ps(one, eu))));
+  if (has_prev) c = _mm512_fmadd_ps(cp, rcp_nr(_mm512_add_ps(one, exp2_32(tf, tab))), c);
+  __m512 ec = exp2_32(_mm512_mul_ps(c, _mm512_set1_ps(-2.0f * 32.0f * 1.44269504088896341f)), tab);
+  *c_out = c;
+  *h_out = _mm512_mul_ps(_mm512_sub_ps(one, ec),
+                         rcp_nr(_mm512_mul_ps(_mm512_add_ps(one, eo), _mm512_add_ps(one, ec))));
+}
+
 static AVX512_FN void lstm_tail(const sh_gemm_ep_ctx *e, const float *t, int64_t m0,
                                 int64_t rows, int64_t col0) {
   const sh_gemm_lstm *l = e->args->lstm;
@@ -186,67 +229,49 @@ static AVX512_FN void lstm_tail(const sh_gemm_ep_ctx *e, const float *t, int64_t
   int64_t hv = H - h0 < SH_GEMM_LSTM_G ? H - h0 : SH_GEMM_LSTM_G;
   bool has_prev = l->c_prev.rows || l->c_prev.base;
   __mmask8 mask = (__mmask8)((1u << hv) - 1);
-  __m256 bi = _mm256_setzero_ps(), bf = bi, bo = bi, bu = bi;
+  /* t = z·k + bias·k, k = −log2(e)·32 (sigmoid gates) or twice that (tanh) */
+  const float k1 = -32.0f * 1.44269504088896341f;
+  const __m512 ks = _mm512_set1_ps(k1), kt = _mm512_set1_ps(2.0f * k1);
+  __m512 bi = _mm512_setzero_ps(), bf = bi, bo = bi, bu = bi;
   if (l->bias) {
-    bi = _mm256_maskz_loadu_ps(mask, l->bias + l->gate_i * H + h0);
-    bf = _mm256_maskz_loadu_ps(mask, l->bias + l->gate_f * H + h0);
-    bo = _mm256_maskz_loadu_ps(mask, l->bias + l->gate_o * H + h0);
-    bu = _mm256_maskz_loadu_ps(mask, l->bias + l->gate_u * H + h0);
+#define BIAS2(g, k)                                                                   \
+  _mm512_mul_ps(_mm512_broadcast_f32x8(_mm256_maskz_loadu_ps(mask, l->bias + (g) * H + h0)), k)
+    bi = BIAS2(l->gate_i, ks);
+    bf = BIAS2(l->gate_f, ks);
+    bo = BIAS2(l->gate_o, ks);
+    bu = BIAS2(l->gate_u, kt);
+#undef BIAS2
   }
+  const exp2_tab tab = {_mm512_loadu_ps(k_exp2_32), _mm512_loadu_ps(k_exp2_32 + 16)};
   const float *ti = t + l->gate_i * SH_GEMM_LSTM_G, *tf = t + l->gate_f * SH_GEMM_LSTM_G;
   const float *to = t + l->gate_o * SH_GEMM_LSTM_G, *tu = t + l->gate_u * SH_GEMM_LSTM_G;
-  const __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f);
   int64_t r = 0;
-  if (hv == SH_GEMM_LSTM_G) {
-    const __m512 bi2 = _mm512_insertf32x8(_mm512_castps256_ps512(bi), bi, 1);
-    const __m512 bf2 = _mm512_insertf32x8(_mm512_castps256_ps512(bf), bf, 1);
-    const __m512 bo2 = _mm512_insertf32x8(_mm512_castps256_ps512(bo), bo, 1);
-    const __m512 bu2 = _mm512_insertf32x8(_mm512_castps256_ps512(bu), bu, 1);
-    const __m512 one2 = _mm512_set1_ps(1.0f), two2 = _mm512_set1_ps(2.0f);
-    /* Two passes so that each loop body holds independent chains (the
-     * tail is latency-bound otherwise): pass 1 the four gate nonlinearities
-     * of row pairs, pass 2 the cell update and tanh(c). */
-    _Alignas(64) float st[8][3][16];
-    int64_t pairs = rows / 2;
-    for (int64_t p = 0; p < pairs; p++) {
-      int64_t o = 2 * p * SH_GEMM_NR, o1 = o + SH_GEMM_NR;
-      __m512 si = sig_fast16(_mm512_add_ps(ld2(ti + o, ti + o1), bi2), 1.0f);
-      __m512 su = sig_fast16(_mm512_add_ps(ld2(tu + o, tu + o1), bu2), 2.0f);
-      __m512 sf = sig_fast16(_mm512_add_ps(ld2(tf + o, tf + o1), bf2), 1.0f);
-      __m512 so = sig_fast16(_mm512_add_ps(ld2(to + o, to + o1), bo2), 1.0f);
-      _mm512_store_ps(st[p][0], _mm512_mul_ps(si, _mm512_fmsub_ps(su, two2, one2)));
-      _mm512_store_ps(st[p][1], sf);
-      _mm512_store_ps(st[p][2], so);
-    }
-    for (int64_t p = 0; p < pairs; p++, r += 2) {
-      __m512 c = _mm512_load_ps(st[p][0]);
-      if (has_prev) {
-        __m512 cp = _mm512_insertf32x8(
-            _mm512_castps256_ps512(_mm256_loadu_ps(in_row(&l->c_prev, m0 + r) + h0)),
-            _mm256_loadu_ps(in_row(&l->c_prev, m0 + r + 1) + h0), 1);
-        c = _mm512_fmadd_ps(_mm512_load_ps(st[p][1]), cp, c);
-      }
-      __m512 h = _mm512_mul_ps(_mm512_load_ps(st[p][2]),
-                               _mm512_fmsub_ps(sig_fast16(c, 2.0f), two2, one2));
+  if (hv == SH_GEMM_LSTM_G)
+    for (; r + 2 <= rows; r += 2) {
+      int64_t o = r * SH_GEMM_NR, o1 = o + SH_GEMM_NR;
+      __m512 cp = _mm512_setzero_ps(), c, h;
+      if (has_prev)
+        cp = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(in_row(&l->c_prev, m0 + r) + h0)),
+                                _mm256_loadu_ps(in_row(&l->c_prev, m0 + r + 1) + h0), 1);
+      lstm16(_mm512_fmadd_ps(ld2(ti + o, ti + o1), ks, bi), _mm512_fmadd_ps(ld2(tf + o, tf + o1), ks, bf),
+             _mm512_fmadd_ps(ld2(to + o, to + o1), ks, bo), _mm512_fmadd_ps(ld2(tu + o, tu + o1), kt, bu),
+             cp, has_prev, tab, &c, &h);
       _mm256_storeu_ps(out_row(&l->c_out, m0 + r) + h0, _mm512_castps512_ps256(c));
       _mm256_storeu_ps(out_row(&l->c_out, m0 + r + 1) + h0, _mm512_extractf32x8_ps(c, 1));
       _mm256_storeu_ps(out_row(&l->h_out, m0 + r) + h0, _mm512_castps512_ps256(h));
       _mm256_storeu_ps(out_row(&l->h_out, m0 + r + 1) + h0, _mm512_extractf32x8_ps(h, 1));
     }
-  }
-  for (; r < rows; r++) {
+  for (; r < rows; r++) { /* one row in the low half (odd row, or a partial group) */
     int64_t o = r * SH_GEMM_NR;
-    __m256 si = sig_fast(_mm256_add_ps(_mm256_load_ps(ti + o), bi), 1.0f);
-    __m256 tanh_u = _mm256_fmsub_ps(sig_fast(_mm256_add_ps(_mm256_load_ps(tu + o), bu), 2.0f), two, one);
-    __m256 c = _mm256_mul_ps(si, tanh_u);
-    if (has_prev) {
-      __m256 sf = sig_fast(_mm256_add_ps(_mm256_load_ps(tf + o), bf), 1.0f);
-      c = _mm256_fmadd_ps(sf, _mm256_maskz_loadu_ps(mask, in_row(&l->c_prev, m0 + r) + h0), c);
-    }
-    __m256 so = sig_fast(_mm256_add_ps(_mm256_load_ps(to + o), bo), 1.0f);
-    __m256 h = _mm256_mul_ps(so, _mm256_fmsub_ps(sig_fast(c, 2.0f), two, one));
-    _mm256_mask_storeu_ps(out_row(&l->c_out, m0 + r) + h0, mask, c);
-    _mm256_mask_storeu_ps(out_row(&l->h_out, m0 + r) + h0, mask, h);
+#define LD1(p) _mm512_zextps256_ps512(_mm256_load_ps(p))
+    __m512 cp = _mm512_setzero_ps(), c, h;
+    if (has_prev) cp = _mm512_zextps256_ps512(_mm256_maskz_loadu_ps(mask, in_row(&l->c_prev, m0 + r) + h0));
+    lstm16(_mm512_fmadd_ps(LD1(ti + o), ks, bi), _mm512_fmadd_ps(LD1(tf + o), ks, bf),
+           _mm512_fmadd_ps(LD1(to + o), ks, bo), _mm512_fmadd_ps(LD1(tu + o), kt, bu), cp, has_prev,
+           tab, &c, &h);
+#undef LD1
+    _mm256_mask_storeu_ps(out_row(&l->c_out, m0 + r) + h0, mask, _mm512_castps512_ps256(c));
+    _mm256_mask_storeu_ps(out_row(&l->h_out, m0 + r) + h0, mask, _mm512_castps512_ps256(h));
   }
 }
 

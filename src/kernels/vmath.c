@@ -1,12 +1,15 @@
 /*
  * vmath.c — array entry points of the vector math (vmath.h): the scalar
- * level through libm, the AVX2 / AVX-512 levels through vmath_avx2.h.
+ * level through libm (double where a formula would cancel or lose its
+ * argument's rounding), the AVX2 / AVX-512 levels through vmath_avx2.h,
+ * except log at the AVX-512 level (vmath_avx512.h).
  */
 #include "kernels/vmath.h"
 
 #include <string.h>
 
 #include "kernels/vmath_avx2.h"
+#include "kernels/vmath_avx512.h"
 
 static float scalar_one(sh_vmath_fn fn, float x) {
   switch (fn) {
@@ -21,38 +24,64 @@ static float scalar_one(sh_vmath_fn fn, float x) {
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2,fma"))) static __m256 avx2_one(sh_vmath_fn fn, __m256 x) {
-  switch (fn) {
-  case SH_VMATH_EXP: return sh_exp_avx2(x);
-  case SH_VMATH_SIGMOID: return sh_sigmoid_avx2(x);
-  case SH_VMATH_TANH: return sh_tanh_avx2(x);
-  case SH_VMATH_GELU_TANH: return sh_gelu_tanh_avx2(x);
-  case SH_VMATH_GELU_ERF:
-  case SH_VMATH_LOG: break; /* not reached: scalar path */
-  }
-  return x;
-}
+#define AVX2_FN __attribute__((target("avx2,fma")))
 
-__attribute__((target("avx2,fma"))) static void vmath_avx2(sh_vmath_fn fn, int64_t n,
-                                                           const float *x, float *y) {
+/* One loop per function (the switch stays out of the loop). */
+#define VMATH_LOOP(name, f)                                                           \
+  static AVX2_FN void name(int64_t n, const float *x, float *y) {                     \
+    int64_t i = 0;                                                                    \
+    for (; i + 16 <= n; i += 16) {                                                    \
+      __m256 a = f(_mm256_loadu_ps(x + i)), b = f(_mm256_loadu_ps(x + i + 8));        \
+      _mm256_storeu_ps(y + i, a);                                                     \
+      _mm256_storeu_ps(y + i + 8, b);                                                 \
+    }                                                                                 \
+    for (; i < n; i += 8) {                                                           \
+      if (n - i >= 8) {                                                               \
+        _mm256_storeu_ps(y + i, f(_mm256_loadu_ps(x + i)));                           \
+        continue;                                                                     \
+      }                                                                               \
+      float buf[8] = {0};                                                             \
+      memcpy(buf, x + i, (size_t)(n - i) * sizeof(float));                            \
+      _mm256_storeu_ps(buf, f(_mm256_loadu_ps(buf)));                                 \
+      memcpy(y + i, buf, (size_t)(n - i) * sizeof(float));                            \
+    }                                                                                 \
+  }
+VMATH_LOOP(vexp, sh_exp_avx2)
+VMATH_LOOP(vsigmoid, sh_sigmoid_avx2)
+VMATH_LOOP(vtanh, sh_tanh_avx2)
+VMATH_LOOP(vgelu_tanh, sh_gelu_tanh_avx2)
+VMATH_LOOP(vgelu_erf, sh_gelu_erf_avx2)
+VMATH_LOOP(vlog, sh_log_avx2)
+
+static __attribute__((target("avx512f,avx512dq,fma"))) void vlog512(int64_t n, const float *x,
+                                                                     float *y) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, avx2_one(fn, _mm256_loadu_ps(x + i)));
-  if (i < n) {
-    float buf[8] = {0};
-    memcpy(buf, x + i, (size_t)(n - i) * sizeof(float));
-    _mm256_storeu_ps(buf, avx2_one(fn, _mm256_loadu_ps(buf)));
-    memcpy(y + i, buf, (size_t)(n - i) * sizeof(float));
+  for (; i + 32 <= n; i += 32) {
+    __m512 a = sh_log_avx512(_mm512_loadu_ps(x + i)), b = sh_log_avx512(_mm512_loadu_ps(x + i + 16));
+    _mm512_storeu_ps(y + i, a);
+    _mm512_storeu_ps(y + i + 16, b);
+  }
+  for (; i < n; i += 16) { /* masked tail: reads and writes only x[i..n), y[i..n) */
+    __mmask16 k = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, k, sh_log_avx512(_mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), k, x + i)));
   }
 }
 #endif
 
 void sh_vmath_f32(sheaf_isa isa, sh_vmath_fn fn, int64_t n, const float *x, float *y) {
 #if defined(__x86_64__)
-  /* GELU (erf form) and log have no vector version yet: libm. */
-  if (isa != SHEAF_ISA_SCALAR && sheaf_cpu_isa_host() >= SHEAF_ISA_AVX2 &&
-      fn != SH_VMATH_GELU_ERF && fn != SH_VMATH_LOG) {
-    vmath_avx2(fn, n, x, y);
-    return;
+  if (isa != SHEAF_ISA_SCALAR && sheaf_cpu_isa_host() >= SHEAF_ISA_AVX2) {
+    switch (fn) {
+    case SH_VMATH_EXP: vexp(n, x, y); return;
+    case SH_VMATH_SIGMOID: vsigmoid(n, x, y); return;
+    case SH_VMATH_TANH: vtanh(n, x, y); return;
+    case SH_VMATH_GELU_TANH: vgelu_tanh(n, x, y); return;
+    case SH_VMATH_GELU_ERF: vgelu_erf(n, x, y); return;
+    case SH_VMATH_LOG:
+      if (isa >= SHEAF_ISA_AVX512 && sheaf_cpu_isa_host() >= SHEAF_ISA_AVX512) vlog512(n, x, y);
+      else vlog(n, x, y);
+      return;
+    }
   }
 #endif
   for (int64_t i = 0; i < n; i++) y[i] = scalar_one(fn, x[i]);

@@ -1,14 +1,18 @@
 /*
- * vmath.h — vectorized f32 exp / sigmoid / tanh / GELU used by the GEMM
- * epilogues (and later by row kernels). Array entry points per ISA level;
- * the AVX2+FMA inline versions live in vmath_avx2.h (used for the AVX2 and
- * AVX-512 levels: on Zen 4 256-bit ops have the same per-element throughput).
+ * vmath.h — f32 exp / sigmoid / tanh / log / GELU (tanh and erf forms) used
+ * by the GEMM epilogues and the row kernels. One array entry point per ISA
+ * level; the AVX2+FMA inline versions live in vmath_avx2.h (used for the
+ * AVX2 and AVX-512 levels: on Zen 4 256-bit ops have the same per-element
+ * throughput). The scalar level is libm (sigmoid and both GELUs evaluated
+ * in double, then rounded).
  *
- * Accuracy (max ulp over a dense sample, tests/test_gemm_vmath.c):
- *   exp     on [-87.3, 88]   (saturates outside: no inf, no denormals)
- *   sigmoid on [-87, 88] and beyond (0 / 1 limits)
- *   tanh    everywhere
- * The scalar level calls libm (correctly rounded or close to it).
+ * Every level is defined on the whole f32 range with IEEE special values:
+ * NaN propagates, ±inf give the limits (exp(-inf) = 0, sigmoid(±inf) = 1/0,
+ * tanh(±inf) = ±1, log(+inf) = +inf, gelu(-inf) = -0), tanh(±0) = ±0,
+ * log(±0) = -inf, log(x < 0) = NaN, exp overflows to +inf above 88.72 and
+ * underflows through the denormals to 0 below -103.97.
+ * Max ulp errors over all 2^32 inputs: `make bench-vmath`; bounds tested on
+ * a dense sample in tests/test_gemm_vmath.c; figures in docs/KERNELS.md.
  */
 #ifndef SH_KERNELS_VMATH_H
 #define SH_KERNELS_VMATH_H
@@ -29,16 +33,20 @@ typedef enum sh_vmath_fn {
 /* y[i] = fn(x[i]) for i < n with the kernels of `isa` (x == y allowed). */
 void sh_vmath_f32(sheaf_isa isa, sh_vmath_fn fn, int64_t n, const float *x, float *y);
 
-static inline float sh_sigmoid_ref(float x) { return 1.0f / (1.0f + expf(-x)); }
-/* 0.5x(1 + tanh(v)) written as x·sigmoid(2v): no cancellation for x << 0. */
+/* Scalar references (the scalar level and the scalar GEMM epilogue),
+ * evaluated in double and rounded once. */
+static inline float sh_sigmoid_ref(float x) { return (float)(1.0 / (1.0 + exp(-(double)x))); }
+/* 0.5x(1 + tanh(v)) written as x·sigmoid(2v): no cancellation for x << 0;
+ * below -20 the result is -0 (so gelu(-inf) = -0, not NaN). */
 static inline float sh_gelu_tanh_ref(float x) {
-  const float k = 2.0f * 0.7978845608028654f; /* 2 sqrt(2/pi) */
-  return x * sh_sigmoid_ref(k * (x + 0.044715f * x * x * x));
+  double d = x < -20.0f ? -20.0 : x, k = 2.0 * 0.7978845608028654; /* 2 sqrt(2/pi) */
+  return (float)(d / (1.0 + exp(-k * (d + 0.044715 * d * d * d))));
 }
 
 /* 0.5x(1 + erf(x/sqrt 2)) written with erfc: no cancellation for x << 0. */
 static inline float sh_gelu_erf_ref(float x) {
-  return 0.5f * x * erfcf(-x * 0.70710678118654752f);
+  double d = x < -40.0f ? -40.0 : x; /* the result is -0 there; gelu(-inf) too */
+  return (float)(0.5 * d * erfc(-d * 0.70710678118654752));
 }
 
 #endif

@@ -1,0 +1,192 @@
+/*
+ * bench_runtime.c — the runtime's own overhead per graph node, for every
+ * batching policy, with a hidden size so small (8) that the kernels cost
+ * almost nothing: a binary TreeLSTM-like model (leaf: embedding lookup +
+ * LSTM cell; internal node: [h_l ; h_r] concat, c_l + c_r, LSTM cell; root:
+ * affine + log-softmax) over random trees of 25 leaves (49 tree nodes, as in
+ * DyNet's synthetic benchmark), 64 trees per graph, one thread.
+ *
+ *   build   ns per node in the builders (graph construction, user code
+ *           included; policy none runs its kernels there: they are excluded)
+ *   sched   ns per node in flush outside the kernels (grouping, argument
+ *           setup, output allocation)
+ *   kernel  ns per node inside kernel calls
+ *   total   build + sched: what a node costs besides its arithmetic
+ *
+ *   bench_runtime [--quick] [--trees N] [--leaves N] [--hidden N] [--rounds N] [--threads N]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sheaf.h"
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static uint32_t urand(uint32_t n) {
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 7;
+  g_rng ^= g_rng << 17;
+  return (uint32_t)((g_rng >> 33) % n);
+}
+
+typedef struct tree {
+  int n, *left, *right, *word;
+} tree;
+
+static int add_node(tree *t, int l, int r) {
+  t->left[t->n] = l;
+  t->right[t->n] = r;
+  t->word[t->n] = (int)urand(100);
+  return t->n++;
+}
+static int random_tree(tree *t, int leaves) {
+  if (leaves == 1) return add_node(t, -1, -1);
+  int k = 1 + (int)urand((uint32_t)leaves - 1);
+  int l = random_tree(t, k), r = random_tree(t, leaves - k);
+  return add_node(t, l, r);
+}
+
+typedef struct model {
+  sheaf_param emb, Wl, bl, Wn, bn, Wo, bo;
+} model;
+
+static void node(sheaf_graph *g, const model *p, const tree *t, int n, sheaf_expr *h,
+                 sheaf_expr *c) {
+  if (t->left[n] < 0) {
+    sheaf_lstm_cell(g, p->Wl, p->bl, sheaf_lookup(g, p->emb, t->word[n]), (sheaf_expr){0, 0, 0}, h,
+                    c);
+    return;
+  }
+  sheaf_expr hl, cl, hr, cr;
+  node(g, p, t, t->left[n], &hl, &cl);
+  node(g, p, t, t->right[n], &hr, &cr);
+  sheaf_expr hh[2] = {hl, hr};
+  sheaf_lstm_cell(g, p->Wn, p->bn, sheaf_concat(g, 2, hh), sheaf_add(g, cl, cr), h, c);
+}
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static int fail(sheaf_ctx *ctx, const char *what) {
+  fprintf(stderr, "bench_runtime: %s: %s\n", what, sheaf_ctx_last_error(ctx));
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  int trees = 64, leaves = 25, hidden = 8, rounds = 200, threads = 1;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--quick"))
+      rounds = 40;
+    else if (i + 1 < argc && !strcmp(argv[i], "--trees"))
+      trees = atoi(argv[++i]);
+    else if (i + 1 < argc && !strcmp(argv[i], "--leaves"))
+      leaves = atoi(argv[++i]);
+    else if (i + 1 < argc && !strcmp(argv[i], "--hidden"))
+      hidden = atoi(argv[++i]);
+    else if (i + 1 < argc && !strcmp(argv[i], "--rounds"))
+      rounds = atoi(argv[++i]);
+    else if (i + 1 < argc && !strcmp(argv[i], "--threads"))
+      threads = atoi(argv[++i]);
+    else {
+      fprintf(stderr, "usage: bench_runtime [--quick] [--trees N] [--leaves N] [--hidden N] "
+                      "[--rounds N] [--threads N]\n");
+      return 2;
+    }
+  }
+  if (trees < 1 || leaves < 1 || hidden < 1 || rounds < 1 || threads < 1) return 2;
+  sheaf_ctx_options o = {0};
+  o.threads = threads;
+  sheaf_ctx *ctx;
+  char err[256];
+  if (sheaf_ctx_create(&o, &ctx, err, sizeof err)) {
+    fprintf(stderr, "bench_runtime: %s\n", err);
+    return 1;
+  }
+  sheaf_model *m;
+  model p;
+  int64_t H = hidden;
+  int64_t se[2] = {100, H}, sl[2] = {H, 4 * H}, sn[2] = {2 * H, 4 * H}, sb[1] = {4 * H},
+          so[2] = {H, 5}, sbo[1] = {5};
+  if (sheaf_model_create(ctx, &m) ||
+      sheaf_model_param(m, "emb", 2, se, SHEAF_INIT_NORMAL, &p.emb) ||
+      sheaf_model_param(m, "W_leaf", 2, sl, SHEAF_INIT_GLOROT, &p.Wl) ||
+      sheaf_model_param(m, "b_leaf", 1, sb, SHEAF_INIT_ZERO, &p.bl) ||
+      sheaf_model_param(m, "W_node", 2, sn, SHEAF_INIT_GLOROT, &p.Wn) ||
+      sheaf_model_param(m, "b_node", 1, sb, SHEAF_INIT_ZERO, &p.bn) ||
+      sheaf_model_param(m, "W_out", 2, so, SHEAF_INIT_GLOROT, &p.Wo) ||
+      sheaf_model_param(m, "b_out", 1, sbo, SHEAF_INIT_ZERO, &p.bo))
+    return fail(ctx, "model");
+  tree *ts = calloc((size_t)trees, sizeof *ts);
+  int *roots = calloc((size_t)trees, sizeof *roots);
+  for (int i = 0; i < trees; i++) {
+    ts[i].left = calloc((size_t)(2 * leaves), sizeof(int));
+    ts[i].right = calloc((size_t)(2 * leaves), sizeof(int));
+    ts[i].word = calloc((size_t)(2 * leaves), sizeof(int));
+    roots[i] = random_tree(&ts[i], leaves);
+  }
+  printf("runtime overhead: binary TreeLSTM-like model, hidden %d, %d trees of %d leaves per "
+         "graph, %d thread%s, ISA %s, median of %d rounds\n\n",
+         hidden, trees, leaves, threads, threads > 1 ? "s" : "", sheaf_isa_name(sheaf_cpu_isa()),
+         rounds);
+  printf(
+      "| policy | nodes/graph | batches/graph | build ns/node | sched ns/node | kernel ns/node | "
+      "total ns/node | vs sheaf |\n|---|---|---|---|---|---|---|---|\n");
+  const sheaf_policy pols[] = {SHEAF_POLICY_SHEAF, SHEAF_POLICY_NONE, SHEAF_POLICY_DEPTH,
+                               SHEAF_POLICY_AGENDA};
+  double sheaf_total = 0;
+  double *bs = calloc((size_t)rounds, sizeof *bs), *ss = calloc((size_t)rounds, sizeof *ss),
+         *ks = calloc((size_t)rounds, sizeof *ks);
+  for (int pi = 0; pi < 4; pi++) {
+    sheaf_graph_opts go = {pols[pi], threads, NULL};
+    sheaf_graph *g;
+    if (sheaf_graph_create(m, &go, &g)) return fail(ctx, "graph");
+    uint64_t nodes = 0, batches = 0;
+    for (int r = -3; r < rounds; r++) { /* 3 warm-up rounds */
+      sheaf_graph_stats s0, s1;
+      sheaf_graph_get_stats(g, &s0);
+      sheaf_expr out[1024];
+      for (int i = 0; i < trees; i++) {
+        sheaf_expr h, c;
+        node(g, &p, &ts[i], roots[i], &h, &c);
+        sheaf_expr o1 = sheaf_log_softmax(g, sheaf_affine(g, p.Wo, h, p.bo));
+        if (i < 1024) out[i] = o1;
+      }
+      if (sheaf_graph_flush(g)) return fail(ctx, "flush");
+      sheaf_value_view v;
+      if (sheaf_value(g, out[0], &v)) return fail(ctx, "value");
+      sheaf_graph_get_stats(g, &s1);
+      nodes = s1.nodes - s0.nodes;
+      batches = s1.batches - s0.batches;
+      if (r >= 0) {
+        bs[r] = (double)(s1.ns_build - s0.ns_build) / (double)nodes;
+        ss[r] = (double)(s1.ns_schedule - s0.ns_schedule) / (double)nodes;
+        ks[r] = (double)(s1.ns_kernels - s0.ns_kernels) / (double)nodes;
+      }
+      if (sheaf_graph_reset(g)) return fail(ctx, "reset");
+    }
+    qsort(bs, (size_t)rounds, sizeof *bs, cmp);
+    qsort(ss, (size_t)rounds, sizeof *ss, cmp);
+    qsort(ks, (size_t)rounds, sizeof *ks, cmp);
+    double b = bs[rounds / 2], s = ss[rounds / 2], k = ks[rounds / 2], tot = b + s;
+    if (pi == 0) sheaf_total = tot;
+    printf("| %s | %llu | %llu | %.1f | %.1f | %.1f | %.1f | %.2f |\n", sheaf_policy_name(pols[pi]),
+           (unsigned long long)nodes, (unsigned long long)batches, b, s, k, tot, tot / sheaf_total);
+    sheaf_graph_free(g);
+  }
+  printf("\n(nodes count every expression, views included; lower is better)\n");
+  free(bs);
+  free(ss);
+  free(ks);
+  for (int i = 0; i < trees; i++) {
+    free(ts[i].left);
+    free(ts[i].right);
+    free(ts[i].word);
+  }
+  free(ts);
+  free(roots);
+  sheaf_model_free(m);
+  sheaf_ctx_free(ctx);
+  return 0;
+}

@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""bilstm_torch.py -- the PyTorch peers of bench_bilstm.c: the BiLSTM tagger
+of examples/bilstm.h on the same sentences and the same weights.
+
+  packed  nn.LSTM(E, H, bidirectional=True) over the batch as one packed
+          sequence (pack_padded_sequence of the embedded words, lengths
+          sorted in the plan: PyTorch's best configuration for variable
+          lengths, no padding computed), then one Linear + log_softmax over
+          the packed rows
+  loop    the same modules called sentence by sentence
+
+Weights: the safetensors file written by sheaf_model_save (emb, W_fwd,
+b_fwd, W_bwd, b_bwd, W_tag, b_tag; x.W convention, PyTorch gate order).
+nn.LSTM gets weight_ih = W[:E]^T, weight_hh = W[E:]^T, bias_ih = b,
+bias_hh = 0. Sentences: the file bench_bilstm.c writes: "sents N", then one
+sentence per line "n w0 w1 ..." (embedding rows).
+
+Settings (the peer's best): eval(), torch.inference_mode(),
+torch.set_num_threads(T), OMP/MKL/OpenBLAS thread counts from the caller's
+environment (OMP_WAIT_POLICY=PASSIVE at 2 threads); the plan (id tensors,
+lengths, sort order) is built before timing, as a collate function would.
+
+Prints "# ..." configuration lines and one JSON object per measurement:
+{"system", "batch", "threads", "hidden", "sents_per_s"}. --check FILE
+writes the tag log-probabilities of the first --check-count sentences'
+words, float32, loop then packed (batches of 64). Exit status 3 when torch
+cannot be imported.
+"""
+import argparse
+import json
+import os
+import struct
+import sys
+import time
+
+
+def load_safetensors(path, torch):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    buf = bytearray(data)
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if info["dtype"] != "F32":
+            raise SystemExit(f"{path}: tensor {name}: dtype {info['dtype']}, expected F32")
+        a, b = info["data_offsets"]
+        t = torch.frombuffer(buf, dtype=torch.float32, count=(b - a) // 4, offset=base + a)
+        out[name] = t.reshape(info["shape"]).clone()
+    return out
+
+
+def load_sents(path):
+    sents = []
+    with open(path) as f:
+        head = f.readline().split()
+        if len(head) != 2 or head[0] != "sents":
+            raise SystemExit(f"{path}: expected 'sents N' on the first line")
+        for line in f:
+            v = list(map(int, line.split()))
+            sents.append(v[1:1 + v[0]])
+    return sents
+
+
+class Tagger:
+    def __init__(self, w, torch):
+        nn = torch.nn
+        self.t = torch
+        E = w["emb"].shape[1]
+        H = w["W_fwd"].shape[1] // 4
+        self.H = H
+        self.emb = nn.Embedding.from_pretrained(w["emb"], freeze=True)
+        self.lstm = nn.LSTM(E, H, bidirectional=True, batch_first=True)
+        self.tag = nn.Linear(2 * H, w["W_tag"].shape[1])
+        with torch.no_grad():
+            for sfx, W, b in (("", "W_fwd", "b_fwd"), ("_reverse", "W_bwd", "b_bwd")):
+                getattr(self.lstm, "weight_ih_l0" + sfx).copy_(w[W][:E].t())
+                getattr(self.lstm, "weight_hh_l0" + sfx).copy_(w[W][E:].t())
+                getattr(self.lstm, "bias_ih_l0" + sfx).copy_(w[b])
+                getattr(self.lstm, "bias_hh_l0" + sfx).zero_()
+            self.tag.weight.copy_(w["W_tag"].t())
+            self.tag.bias.copy_(w["b_tag"])
+        for m in (self.emb, self.lstm, self.tag):
+            m.eval()
+
+    def plan(self, sents):
+        t = self.t
+        order = sorted(range(len(sents)), key=lambda i: -len(sents[i]))
+        L = len(sents[order[0]])
+        ids = t.zeros(len(sents), L, dtype=t.long)
+        for r, i in enumerate(order):
+            ids[r, :len(sents[i])] = t.tensor(sents[i], dtype=t.long)
+        lengths = t.tensor([len(sents[i]) for i in order], dtype=t.long)
+        packed_ids = t.nn.utils.rnn.pack_padded_sequence(ids, lengths, batch_first=True,
+                                                         enforce_sorted=True)
+        return packed_ids, order
+
+    def packed(self, plan):
+        t = self.t
+        packed_ids, _ = plan
+        x = t.nn.utils.rnn.PackedSequence(self.emb(packed_ids.data), packed_ids.batch_sizes)
+        out, _ = self.lstm(x)
+        return t.log_softmax(self.tag(out.data), -1), out
+
+    def packed_by_sentence(self, sents):
+        """Packed outputs in sentence order (for the check)."""
+        t = self.t
+        plan = self.plan(sents)
+        y, out = self.packed(plan)
+        padded, lengths = t.nn.utils.rnn.pad_packed_sequence(
+            t.nn.utils.rnn.PackedSequence(y, out.batch_sizes), batch_first=True)
+        rows = [None] * len(sents)
+        for r, i in enumerate(plan[1]):
+            rows[i] = padded[r, :lengths[r]]
+        return t.cat(rows, 0)
+
+    def plan_loop(self, sents):
+        return [self.t.tensor(s, dtype=self.t.long).view(1, -1) for s in sents]
+
+    def loop(self, ids_list):
+        t = self.t
+        ys = []
+        for ids in ids_list:
+            out, _ = self.lstm(self.emb(ids))
+            ys.append(t.log_softmax(self.tag(out[0]), -1))
+        return ys
+
+
+def rate(fn, items, n, min_time, rounds):
+    fn(items[0])
+    best = 0.0
+    for _ in range(rounds):
+        passes = 0
+        t0 = time.perf_counter()
+        while True:
+            for it in items:
+                fn(it)
+            passes += 1
+            dt = time.perf_counter() - t0
+            if dt >= min_time:
+                break
+        best = max(best, passes * n / dt)
+    return best
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--weights", required=True)
+    ap.add_argument("--sents", required=True)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--batches", default="1,10,64")
+    ap.add_argument("--systems", default="loop,packed")
+    ap.add_argument("--min-time", type=float, default=1.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--check")
+    ap.add_argument("--check-count", type=int, default=64)
+    args = ap.parse_args()
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001 -- any import failure means "no peer"
+        print(f"# torch not importable: {e}")
+        sys.exit(3)
+    torch.set_num_threads(args.threads)
+    cfg = torch.__config__.show()
+    blas = "MKL" if "BLAS_INFO=mkl" in cfg else ("OpenBLAS" if "openblas" in cfg.lower() else "?")
+    isa = [l.split(":")[-1].strip() for l in cfg.splitlines() if "CPU capability" in l]
+    print(f"# torch {torch.__version__}, BLAS {blas}, oneDNN {torch.backends.mkldnn.is_available()}, "
+          f"CPU capability {isa[0] if isa else '?'}, threads {torch.get_num_threads()} "
+          f"(OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
+          f"MKL_NUM_THREADS={os.environ.get('MKL_NUM_THREADS')}, "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'default')})")
+    sys.stdout.flush()
+    m = Tagger(load_safetensors(args.weights, torch), torch)
+    sents = load_sents(args.sents)
+    with torch.inference_mode():
+        if args.check:
+            c = min(args.check_count, len(sents))
+            loop = torch.cat(m.loop(m.plan_loop(sents[:c])), 0)
+            packed = torch.cat([m.packed_by_sentence(sents[i:min(i + 64, c)])
+                                for i in range(0, c, 64)], 0)
+            with open(args.check, "wb") as f:
+                f.write(loop.contiguous().numpy().tobytes())
+                f.write(packed.contiguous().numpy().tobytes())
+        for b in map(int, args.batches.split(",")):
+            groups = [sents[i:i + b] for i in range(0, len(sents), b)]
+            for system in args.systems.split(","):
+                if system == "loop":
+                    r = rate(m.loop, [m.plan_loop(g) for g in groups], len(sents),
+                             args.min_time, args.rounds)
+                else:
+                    r = rate(m.packed, [m.plan(g) for g in groups], len(sents),
+                             args.min_time, args.rounds)
+                print(json.dumps({"system": "pytorch-" + system, "batch": b,
+                                  "threads": args.threads, "hidden": m.H,
+                                  "sents_per_s": round(r, 2)}))
+                sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

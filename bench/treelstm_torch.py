@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""treelstm_torch.py -- the PyTorch peers of bench_treelstm.c: the binary
+TreeLSTM of examples/treelstm.h on the same trees and the same weights.
+
+  naive  per-node recursion (one addmm per node), tree by tree
+  level  hand level-batched: the batch's nodes grouped by height; leaves as
+         one batch; per level one gather (index_select of [h_l; h_r] rows)
+         and one torch.addmm for every node of that height across the
+         batch's trees, the cell's pointwise tail written in place
+
+Weights: the safetensors file written by sheaf_model_save (emb, W_leaf,
+b_leaf, W_node, b_node, W_out, b_out; row-vector convention x.W). Trees: the
+file bench_treelstm.c writes: a first line "trees N", then one tree per line
+"n w0 l0 r0 w1 l1 r1 ..." in post-order (root last), w the embedding row of
+a leaf (-1 for an internal node), l and r the children's local indices (-1
+for a leaf).
+
+Settings (the peer's best): raw tensors under torch.inference_mode() (no
+autograd), torch.set_num_threads(T) with OMP/MKL/OpenBLAS thread counts set
+by the caller's environment (and OMP_WAIT_POLICY=PASSIVE at 2 threads); the
+level plan (index tensors per batch) is built before timing, as a DataLoader
+collate function would do off the critical path.
+
+Prints "# ..." lines (torch version and configuration) and one JSON object
+per measurement: {"system", "batch", "threads", "hidden", "trees_per_s"}.
+--check FILE writes the log-probabilities of the first --check-count trees,
+float32: naive (count x 5) then level (count x 5, batches of 64).
+Exit status 3 when torch cannot be imported.
+"""
+import argparse
+import json
+import os
+import struct
+import sys
+import time
+
+
+def load_safetensors(path, torch):
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    base = 8 + n
+    out = {}
+    buf = bytearray(data)
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        if info["dtype"] != "F32":
+            raise SystemExit(f"{path}: tensor {name}: dtype {info['dtype']}, expected F32")
+        a, b = info["data_offsets"]
+        t = torch.frombuffer(buf, dtype=torch.float32, count=(b - a) // 4, offset=base + a)
+        out[name] = t.reshape(info["shape"]).clone()
+    return out
+
+
+def load_trees(path):
+    trees = []
+    with open(path) as f:
+        head = f.readline().split()
+        if len(head) != 2 or head[0] != "trees":
+            raise SystemExit(f"{path}: expected 'trees N' on the first line")
+        for line in f:
+            v = list(map(int, line.split()))
+            n = v[0]
+            trees.append([(v[1 + 3 * i], v[2 + 3 * i], v[3 + 3 * i]) for i in range(n)])
+    return trees
+
+
+class Model:
+    def __init__(self, w, torch):
+        self.t = torch
+        self.emb = w["emb"]
+        self.W_leaf, self.b_leaf = w["W_leaf"], w["b_leaf"]
+        self.W_node, self.b_node = w["W_node"], w["b_node"]
+        self.W_out, self.b_out = w["W_out"], w["b_out"]
+        self.H = self.W_node.shape[1] // 5
+        # row views used by the naive code
+        self.b_leaf1 = self.b_leaf.view(1, -1)
+        self.b_node1 = self.b_node.view(1, -1)
+
+    # ---------------------------------------------------------- naive
+    def naive_tree(self, tree):
+        t, H = self.t, self.H
+
+        def rec(i):
+            w, l, r = tree[i]
+            if l < 0:
+                z = t.addmm(self.b_leaf1, self.emb[w:w + 1], self.W_leaf)
+                c = t.sigmoid(z[:, :H]) * t.tanh(z[:, 2 * H:])
+                h = t.sigmoid(z[:, H:2 * H]) * t.tanh(c)
+                return h, c
+            hl, cl = rec(l)
+            hr, cr = rec(r)
+            z = t.addmm(self.b_node1, t.cat([hl, hr], 1), self.W_node)
+            g = t.sigmoid(z[:, :4 * H])
+            u = t.tanh(z[:, 4 * H:])
+            c = g[:, :H] * u + g[:, H:2 * H] * cl + g[:, 2 * H:3 * H] * cr
+            h = g[:, 3 * H:] * t.tanh(c)
+            return h, c
+
+        h, _ = rec(len(tree) - 1)
+        return t.log_softmax(t.addmm(self.b_out, h, self.W_out), 1)
+
+    def naive_batch(self, trees):
+        return self.t.cat([self.naive_tree(tr) for tr in trees], 0)
+
+    # ---------------------------------------------------------- level
+    def plan(self, trees):
+        """Nodes renumbered by height (leaves first); per level the
+        interleaved child indices [l0, r0, l1, r1, ...]."""
+        t = self.t
+        by_level = []  # level -> list of (tree index, local node)
+        heights = []
+        for ti, tree in enumerate(trees):
+            h = [0] * len(tree)
+            for i, (w, l, r) in enumerate(tree):
+                h[i] = 1 if l < 0 else 1 + max(h[l], h[r])
+                while len(by_level) < h[i]:
+                    by_level.append([])
+                by_level[h[i] - 1].append((ti, i))
+            heights.append(h)
+        new_id = [dict() for _ in trees]
+        k = 0
+        for lv in by_level:
+            for ti, i in lv:
+                new_id[ti][i] = k
+                k += 1
+        leaves = by_level[0]
+        leaf_words = t.tensor([trees[ti][i][0] for ti, i in leaves], dtype=t.long)
+        levels = []
+        s = len(leaves)
+        for lv in by_level[1:]:
+            idx = []
+            for ti, i in lv:
+                _, l, r = trees[ti][i]
+                idx += [new_id[ti][l], new_id[ti][r]]
+            levels.append((s, s + len(lv), t.tensor(idx, dtype=t.long)))
+            s += len(lv)
+        roots = t.tensor([new_id[ti][len(tr) - 1] for ti, tr in enumerate(trees)], dtype=t.long)
+        return (k, leaf_words, levels, roots)
+
+    def level_batch(self, plan):
+        t, H = self.t, self.H
+        n, leaf_words, levels, roots = plan
+        Hs = t.empty(n, H)
+        Cs = t.empty(n, H)
+        n1 = leaf_words.shape[0]
+        z = t.addmm(self.b_leaf, self.emb.index_select(0, leaf_words), self.W_leaf)
+        io = t.sigmoid(z[:, :2 * H])
+        c = t.mul(io[:, :H], t.tanh(z[:, 2 * H:]), out=Cs[:n1])
+        t.mul(io[:, H:], t.tanh(c), out=Hs[:n1])
+        for s, e, idx in levels:
+            z = t.addmm(self.b_node, Hs.index_select(0, idx).view(-1, 2 * H), self.W_node)
+            g = t.sigmoid(z[:, :4 * H])
+            cc = Cs.index_select(0, idx).view(-1, 2, H)
+            c = t.mul(g[:, :H], t.tanh(z[:, 4 * H:]), out=Cs[s:e])
+            c.addcmul_(g[:, H:2 * H], cc[:, 0])
+            c.addcmul_(g[:, 2 * H:3 * H], cc[:, 1])
+            t.mul(g[:, 3 * H:], t.tanh(c), out=Hs[s:e])
+        return t.log_softmax(t.addmm(self.b_out, Hs.index_select(0, roots), self.W_out), 1)
+
+
+def rate(fn, items, n_trees, min_time, rounds):
+    """Best trees/s over `rounds` windows of at least min_time seconds, each
+    made of whole passes over `items`."""
+    fn(items[0])  # warm-up (allocator, oneDNN/MKL init)
+    best = 0.0
+    for _ in range(rounds):
+        passes = 0
+        t0 = time.perf_counter()
+        while True:
+            for it in items:
+                fn(it)
+            passes += 1
+            dt = time.perf_counter() - t0
+            if dt >= min_time:
+                break
+        best = max(best, passes * n_trees / dt)
+    return best
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--weights", required=True)
+    ap.add_argument("--trees", required=True)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--batches", default="1,10,64")
+    ap.add_argument("--systems", default="naive,level")
+    ap.add_argument("--naive-batches", default=None,
+                    help="batch sizes at which to time naive (default: all; its work "
+                         "per tree does not depend on the batch)")
+    ap.add_argument("--min-time", type=float, default=1.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--check")
+    ap.add_argument("--check-count", type=int, default=64)
+    args = ap.parse_args()
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001 -- any import failure means "no peer"
+        print(f"# torch not importable: {e}")
+        sys.exit(3)
+    torch.set_num_threads(args.threads)
+    cfg = torch.__config__.show()
+    blas = "MKL" if "BLAS_INFO=mkl" in cfg else ("OpenBLAS" if "openblas" in cfg.lower() else "?")
+    isa = [l.split(":")[-1].strip() for l in cfg.splitlines() if "CPU capability" in l]
+    print(f"# torch {torch.__version__}, BLAS {blas}, oneDNN {torch.backends.mkldnn.is_available()}, "
+          f"CPU capability {isa[0] if isa else '?'}, threads {torch.get_num_threads()} "
+          f"(OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
+          f"MKL_NUM_THREADS={os.environ.get('MKL_NUM_THREADS')}, "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'default')})")
+    sys.stdout.flush()
+    w = load_safetensors(args.weights, torch)
+    trees = load_trees(args.trees)
+    m = Model(w, torch)
+    systems = args.systems.split(",")
+    with torch.inference_mode():
+        if args.check:
+            c = min(args.check_count, len(trees))
+            naive = m.naive_batch(trees[:c])
+            level = torch.cat([m.level_batch(m.plan(trees[i:i + 64])) for i in range(0, c, 64)], 0)
+            with open(args.check, "wb") as f:
+                f.write(naive.contiguous().numpy().tobytes())
+                f.write(level.contiguous().numpy().tobytes())
+        naive_batches = args.naive_batches or args.batches
+        naive_batches = set(map(int, naive_batches.split(",")))
+        for b in map(int, args.batches.split(",")):
+            groups = [trees[i:i + b] for i in range(0, len(trees), b)]
+            for system in systems:
+                if system == "naive" and b not in naive_batches:
+                    continue
+                if system == "naive":
+                    r = rate(m.naive_batch, groups, len(trees), args.min_time, args.rounds)
+                else:
+                    plans = [m.plan(g) for g in groups]
+                    r = rate(m.level_batch, plans, len(trees), args.min_time, args.rounds)
+                print(json.dumps({"system": "pytorch-" + system, "batch": b,
+                                  "threads": args.threads, "hidden": m.H,
+                                  "trees_per_s": round(r, 2)}))
+                sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

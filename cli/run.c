@@ -1,0 +1,503 @@
+/*
+ * run.c — `sheaf run` and `sheaf bench` for the built-in example models
+ * (examples/: treelstm, childsum, bilstm, mvrnn): load the data, declare the
+ * model (seeded random init or a safetensors file), run every instance in
+ * batches through the auto-batching runtime (examples/models.h: the same
+ * path as the tests and benchmarks), report throughput and the graph's
+ * counters, write per-instance outputs. `bench` repeats the run per policy
+ * and prints a table.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "models.h"
+#include "run.h"
+
+static const char usage_run[] =
+    "usage: sheaf run MODEL --data FILE [options]\n"
+    "\n"
+    "Runs a built-in example model over every instance of FILE, batched, and\n"
+    "prints throughput and the runtime's counters.\n"
+    "\n"
+    "models:\n"
+    "  treelstm   binary TreeLSTM (Tai et al. 2015) over binarized trees; output per\n"
+    "             tree: 5 class log-probabilities\n"
+    "  childsum   child-sum TreeLSTM over dependency trees; output: the root's h\n"
+    "  bilstm     BiLSTM tagger over sentences; output per word: 17 UPOS log-probabilities\n"
+    "  mvrnn      MV-RNN (Socher et al. 2012) over binarized trees; output: the root's p\n"
+    "\n"
+    "FILE: a .conllu treebank (binarized for treelstm and mvrnn, dependency trees for\n"
+    "childsum, words and UPOS tags for bilstm), PTB trees, or token lines (bilstm).\n"
+    "\n"
+    "options:\n"
+    "  --data FILE        input (required)\n"
+    "  --hidden H         hidden size (default 256; mvrnn 64)\n"
+    "  --embed E          embedding size (default 256; mvrnn: the hidden size)\n"
+    "  --batch N          instances per batch (default 64)\n"
+    "  --threads T        threads (default: all CPUs)\n"
+    "  --policy P         sheaf (default), none, depth or agenda\n"
+    "  --seed S           seed of the random initialization (default 0)\n"
+    "  --weights W        load the parameters from a safetensors file instead\n"
+    "  --save-weights W   write the parameters used to a safetensors file\n"
+    "  --limit N          only the first N instances\n"
+    "  --mv-vocab N       mvrnn: words with their own matrix (most frequent; default 2000)\n"
+    "  --out FILE         per-instance outputs, one line per output row ('-' = stdout):\n"
+    "                     'INDEX v1 v2 ...' (bilstm: 'INDEX WORD v1 ...')\n"
+    "  --trace FILE       Chrome-trace / Perfetto JSON timeline of the batches\n"
+    "  --stats            per-kernel batch counts and sizes\n"
+    "  -h, --help         this text\n";
+
+static const char usage_bench[] =
+    "usage: sheaf bench MODEL --data FILE [options]\n"
+    "\n"
+    "Times the model over the instances of FILE for each batching policy (after\n"
+    "one warm-up pass) and prints instances/s, the runtime's counters per policy\n"
+    "and the ratio to the sheaf policy. Options as for 'sheaf run' (no --out,\n"
+    "--trace, --save-weights, --stats), plus:\n"
+    "  --policy LIST      comma-separated policies (default: sheaf,none,depth,agenda)\n"
+    "  --repeat R         timed passes per policy, best kept (default 3)\n"
+    "\n"
+    "models: treelstm, childsum, bilstm, mvrnn ('sheaf run --help' has details)\n";
+
+/* ------------------------------------------------------------- options */
+
+typedef struct run_opts {
+  ex_model_kind model;
+  const char *data, *weights, *save_weights, *out, *trace;
+  int64_t hidden, embed;
+  long batch, threads, limit, mv_vocab, repeat;
+  uint64_t seed;
+  bool seed_given, stats;
+  sheaf_policy policies[4];
+  int n_policies;
+} run_opts;
+
+static bool is_help(const char *a) { return !strcmp(a, "--help") || !strcmp(a, "-h"); }
+
+/* "NAME VALUE" or "NAME=VALUE" at argv[*i]: 1 matched (value in *out), 0 not
+ * this flag, -1 the value is missing (reported). */
+static int flag_value(int argc, char **argv, int *i, const char *name, const char **out) {
+  const char *a = argv[*i];
+  size_t n = strlen(name);
+  if (strncmp(a, name, n) != 0) return 0;
+  if (a[n] == '=') {
+    *out = a + n + 1;
+    return 1;
+  }
+  if (a[n] != '\0') return 0;
+  if (*i + 1 >= argc) {
+    cli_error("%s needs a value", name);
+    return -1;
+  }
+  *out = argv[++*i];
+  return 1;
+}
+
+/* A decimal integer in [lo, hi]; reports "FLAG: expected ..., got 'V'". */
+static bool parse_long(const char *flag, const char *v, long lo, long hi, long *out) {
+  char *end;
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  if (!*v || *end || errno || x < lo || x > hi) {
+    cli_error("%s: expected an integer in %ld..%ld, got '%s'", flag, lo, hi, v);
+    return false;
+  }
+  *out = x;
+  return true;
+}
+
+static bool parse_policy(const char *flag, const char *v, sheaf_policy *out) {
+  static const struct {
+    const char *name;
+    sheaf_policy p;
+  } names[] = {{"sheaf", SHEAF_POLICY_SHEAF},
+               {"none", SHEAF_POLICY_NONE},
+               {"depth", SHEAF_POLICY_DEPTH},
+               {"agenda", SHEAF_POLICY_AGENDA}};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (!strcmp(v, names[i].name)) {
+      *out = names[i].p;
+      return true;
+    }
+  cli_error("%s: unknown policy '%s' (expected sheaf, none, depth or agenda)", flag, v);
+  return false;
+}
+
+/* Comma list of policies (bench). */
+static bool parse_policies(const char *v, run_opts *o) {
+  o->n_policies = 0;
+  char buf[256];
+  if (strlen(v) >= sizeof buf) {
+    cli_error("--policy: list too long: '%s'", v);
+    return false;
+  }
+  strcpy(buf, v);
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    if (o->n_policies == 4) {
+      cli_error("--policy: at most 4 policies, got '%s'", v);
+      return false;
+    }
+    if (!parse_policy("--policy", tok, &o->policies[o->n_policies])) return false;
+    o->n_policies++;
+  }
+  if (o->n_policies == 0) {
+    cli_error("--policy: empty list");
+    return false;
+  }
+  return true;
+}
+
+/* Parses argv (argv[0] is "run" or "bench"); returns CLI_OK, or an exit
+ * code (help printed: -1 meaning exit 0). */
+static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->batch = 64;
+  o->repeat = 3;
+  o->hidden = -1;
+  o->embed = -1;
+  o->mv_vocab = EX_MV_CAP_DEFAULT;
+  o->policies[0] = SHEAF_POLICY_SHEAF;
+  o->n_policies = 1;
+  if (bench) {
+    o->policies[1] = SHEAF_POLICY_NONE;
+    o->policies[2] = SHEAF_POLICY_DEPTH;
+    o->policies[3] = SHEAF_POLICY_AGENDA;
+    o->n_policies = 4;
+  }
+  const char *cmd = argv[0];
+  const char *model = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = NULL;
+    int r;
+    long x;
+    if (is_help(a)) {
+      fputs(bench ? usage_bench : usage_run, stdout);
+      return -1;
+    }
+#define FLAG(name) ((r = flag_value(argc, argv, &i, name, &v)) != 0)
+    if (FLAG("--data")) {
+      if (r < 0) return CLI_USAGE;
+      o->data = v;
+    } else if (FLAG("--weights")) {
+      if (r < 0) return CLI_USAGE;
+      o->weights = v;
+    } else if (FLAG("--hidden")) {
+      if (r < 0 || !parse_long("--hidden", v, 1, 65536, &x)) return CLI_USAGE;
+      o->hidden = x;
+    } else if (FLAG("--embed")) {
+      if (r < 0 || !parse_long("--embed", v, 1, 65536, &x)) return CLI_USAGE;
+      o->embed = x;
+    } else if (FLAG("--batch")) {
+      if (r < 0 || !parse_long("--batch", v, 1, INT32_MAX, &o->batch)) return CLI_USAGE;
+    } else if (FLAG("--threads")) {
+      if (r < 0 || !parse_long("--threads", v, 1, 1024, &o->threads)) return CLI_USAGE;
+    } else if (FLAG("--limit")) {
+      if (r < 0 || !parse_long("--limit", v, 1, INT32_MAX, &o->limit)) return CLI_USAGE;
+    } else if (FLAG("--mv-vocab")) {
+      if (r < 0 || !parse_long("--mv-vocab", v, 1, 10000000, &o->mv_vocab)) return CLI_USAGE;
+    } else if (FLAG("--seed")) {
+      if (r < 0) return CLI_USAGE;
+      char *end;
+      errno = 0;
+      unsigned long long s = strtoull(v, &end, 10);
+      if (!*v || *end || errno || *v == '-') {
+        cli_error("--seed: expected a non-negative integer, got '%s'", v);
+        return CLI_USAGE;
+      }
+      o->seed = s;
+      o->seed_given = true;
+    } else if (FLAG("--policy")) {
+      if (r < 0) return CLI_USAGE;
+      if (bench ? !parse_policies(v, o) : !parse_policy("--policy", v, &o->policies[0]))
+        return CLI_USAGE;
+    } else if (!bench && FLAG("--out")) {
+      if (r < 0) return CLI_USAGE;
+      o->out = v;
+    } else if (!bench && FLAG("--trace")) {
+      if (r < 0) return CLI_USAGE;
+      o->trace = v;
+    } else if (!bench && FLAG("--save-weights")) {
+      if (r < 0) return CLI_USAGE;
+      o->save_weights = v;
+    } else if (bench && FLAG("--repeat")) {
+      if (r < 0 || !parse_long("--repeat", v, 1, 1000000, &o->repeat)) return CLI_USAGE;
+    } else if (!bench && !strcmp(a, "--stats")) {
+      o->stats = true;
+    } else if (a[0] == '-' && a[1] != '\0') {
+      cli_error("%s: unknown option '%s' (see 'sheaf %s --help')", cmd, a, cmd);
+      return CLI_USAGE;
+    } else if (!model) {
+      model = a;
+    } else {
+      cli_error("%s: unexpected argument '%s' (the model is '%s')", cmd, a, model);
+      return CLI_USAGE;
+    }
+#undef FLAG
+  }
+  if (!model) {
+    cli_error("%s: missing MODEL (treelstm, childsum, bilstm or mvrnn; see 'sheaf %s --help')",
+              cmd, cmd);
+    return CLI_USAGE;
+  }
+  if (!ex_model_parse(model, &o->model)) {
+    cli_error("%s: unknown model '%s' (expected treelstm, childsum, bilstm or mvrnn)", cmd, model);
+    return CLI_USAGE;
+  }
+  if (!o->data) {
+    cli_error("%s: missing --data FILE (e.g. --data data/ud_english_ewt/en_ewt-ud-test.conllu)",
+              cmd);
+    return CLI_USAGE;
+  }
+  if (o->weights && o->seed_given) {
+    cli_error("%s: --seed and --weights exclude each other (weights are loaded, not drawn)",
+              cmd);
+    return CLI_USAGE;
+  }
+  if (o->hidden < 0) o->hidden = ex_model_default_hidden(o->model);
+  if (o->model == EX_MODEL_MVRNN && o->embed >= 0 && o->embed != o->hidden) {
+    cli_error("--embed: mvrnn word vectors have the hidden size (%lld), got %lld",
+              (long long)o->hidden, (long long)o->embed);
+    return CLI_USAGE;
+  }
+  if (o->embed < 0) o->embed = 256;
+  if (o->model == EX_MODEL_MVRNN) o->embed = o->hidden;
+  return CLI_OK;
+}
+
+/* ----------------------------------------------------------- the setup */
+
+typedef struct session {
+  sheaf_ctx *ctx;
+  ex_data data;
+  ex_net net;
+  int32_t count; /* instances run */
+  int64_t size;  /* their nodes / words */
+  double flops;  /* their useful FLOPs */
+} session;
+
+static int fail_ctx(sheaf_ctx *ctx) {
+  cli_error("%s", sheaf_ctx_last_error(ctx));
+  return CLI_FAIL;
+}
+
+static void session_free(session *s) {
+  ex_net_free(&s->net);
+  ex_data_free(&s->data);
+  sheaf_ctx_free(s->ctx);
+}
+
+static int session_open(const run_opts *o, session *s) {
+  memset(s, 0, sizeof *s);
+  s->ctx = cli_ctx((int)o->threads);
+  if (!s->ctx) return CLI_FAIL;
+  if (ex_data_load(s->ctx, o->data, ex_model_data_kind(o->model), &s->data) != SHEAF_OK) {
+    fail_ctx(s->ctx);
+    sheaf_ctx_free(s->ctx);
+    return CLI_FAIL;
+  }
+  if (o->model == EX_MODEL_MVRNN && ex_data_finish(&s->data, (int32_t)o->mv_vocab) != SHEAF_OK)
+    goto fail;
+  if (ex_net_create(s->ctx, o->model, &s->data, o->hidden, o->embed, &s->net) != SHEAF_OK)
+    goto fail;
+  if (o->weights ? ex_net_load(&s->net, o->weights) : ex_net_seed(&s->net, o->seed))
+    goto fail;
+  s->count = ex_data_count(&s->data);
+  if (o->limit && o->limit < s->count) s->count = (int32_t)o->limit;
+  s->size = ex_data_size_range(&s->data, 0, s->count);
+  for (int32_t i = 0; i < s->count; i++) s->flops += ex_net_flops(&s->net, i);
+  return CLI_OK;
+fail:
+  fail_ctx(s->ctx);
+  session_free(s);
+  return CLI_FAIL;
+}
+
+static const char *size_noun(ex_model_kind k) { return k == EX_MODEL_BILSTM ? "words" : "nodes"; }
+
+static void print_header(const run_opts *o, const session *s, const char *policy) {
+  const ex_data *d = &s->data;
+  printf("%s: %d %s, %lld %s from %s\n", ex_model_name(o->model), (int)s->count,
+         ex_model_instance_noun(o->model), (long long)s->size, size_noun(o->model), o->data);
+  printf("  hidden %lld, embed %lld, vocab %d", (long long)o->hidden, (long long)o->embed,
+         (int)d->vocab);
+  if (o->model == EX_MODEL_MVRNN) printf(" (matrices %d)", (int)d->mv_vocab);
+  printf(", %s", o->weights ? "weights " : "seed ");
+  if (o->weights) printf("%s", o->weights);
+  else printf("%llu", (unsigned long long)o->seed);
+  printf("\n  policy %s, batch %ld, threads %d, isa %s\n", policy, o->batch,
+         sheaf_ctx_threads(s->ctx), sheaf_isa_name(sheaf_cpu_isa()));
+}
+
+static void print_kernel_stats(const sheaf_graph *g) {
+  size_t n = sheaf_graph_kernel_stats(g, 0, NULL, NULL, NULL);
+  if (n == 0) return;
+  const char **names = calloc(n, sizeof *names);
+  uint64_t *batches = calloc(n, sizeof *batches), *nodes = calloc(n, sizeof *nodes);
+  if (names && batches && nodes) {
+    n = sheaf_graph_kernel_stats(g, n, names, batches, nodes);
+    printf("  %-32s %10s %12s %10s\n", "kernel", "batches", "nodes", "avg batch");
+    for (size_t i = 0; i < n; i++)
+      printf("  %-32s %10llu %12llu %10.1f\n", names[i] ? names[i] : "?",
+             (unsigned long long)batches[i], (unsigned long long)nodes[i],
+             batches[i] ? (double)nodes[i] / (double)batches[i] : 0.0);
+  }
+  free(names);
+  free(batches);
+  free(nodes);
+}
+
+static int write_outputs(const char *path, const ex_outputs *out, const ex_net *net) {
+  bool to_stdout = !strcmp(path, "-");
+  FILE *f = to_stdout ? stdout : fopen(path, "w");
+  if (!f) {
+    cli_error("%s: cannot open for writing: %s", path, strerror(errno));
+    return CLI_FAIL;
+  }
+  int bad = ex_outputs_write(out, net, f);
+  if (to_stdout) bad |= fflush(stdout);
+  else bad |= fclose(f);
+  if (bad) {
+    cli_error("%s: write failed: %s", to_stdout ? "standard output" : path, strerror(errno));
+    return CLI_FAIL;
+  }
+  return CLI_OK;
+}
+
+/* ---------------------------------------------------------------- run */
+
+static int cmd_run(int argc, char **argv) {
+  run_opts o;
+  int rc = parse_args(argc, argv, false, &o);
+  if (rc) return rc < 0 ? CLI_OK : rc;
+  session s;
+  if ((rc = session_open(&o, &s)) != CLI_OK) return rc;
+  sheaf_policy policy = o.policies[0];
+  print_header(&o, &s, sheaf_policy_name(policy));
+  if (o.save_weights && sheaf_model_save(s.net.model, o.save_weights) != SHEAF_OK) {
+    rc = fail_ctx(s.ctx);
+    session_free(&s);
+    return rc;
+  }
+
+  if (o.trace) remove(o.trace); /* so that a trace left over is not taken for ours */
+  sheaf_graph_opts go = {policy, (int)o.threads, o.trace};
+  sheaf_graph *g = NULL;
+  ex_outputs out = {0};
+  if (sheaf_graph_create(s.net.model, &go, &g) != SHEAF_OK ||
+      ex_outputs_init(&out, &s.net, 0, s.count) != SHEAF_OK) {
+    rc = fail_ctx(s.ctx);
+    goto done;
+  }
+  uint64_t t0 = sheaf_time_ns();
+  if (ex_run(&s.net, g, 0, s.count, (int32_t)o.batch, &out) != SHEAF_OK) {
+    rc = fail_ctx(s.ctx);
+    goto done;
+  }
+  double secs = (double)(sheaf_time_ns() - t0) * 1e-9;
+  sheaf_graph_stats st;
+  sheaf_graph_get_stats(g, &st);
+  printf("  %d %s in %.3f s: %.1f %s/s (%.0f %s/s), %.2f GFLOP/s useful\n", (int)s.count,
+         ex_model_instance_noun(o.model), secs, s.count / secs, ex_model_instance_noun(o.model),
+         (double)s.size / secs, size_noun(o.model), s.flops / secs * 1e-9);
+  printf("  graph: %llu ops, %llu batches (average batch %.1f ops), %llu flushes\n",
+         (unsigned long long)st.nodes, (unsigned long long)st.batches,
+         st.batches ? (double)st.nodes / (double)st.batches : 0.0,
+         (unsigned long long)st.flushes);
+  printf("  time: build %.1f ms, schedule %.1f ms, kernels %.1f ms; %.1f ns of build+schedule "
+         "per op\n",
+         st.ns_build * 1e-6, st.ns_schedule * 1e-6, st.ns_kernels * 1e-6,
+         st.nodes ? (double)(st.ns_build + st.ns_schedule) / (double)st.nodes : 0.0);
+  printf("  data: %llu rows gathered through row pointers, %llu bytes copied\n",
+         (unsigned long long)st.rows_gathered, (unsigned long long)st.bytes_copied);
+  if (o.stats) print_kernel_stats(g);
+  if (o.out) {
+    rc = write_outputs(o.out, &out, &s.net);
+    if (rc == CLI_OK && strcmp(o.out, "-"))
+      printf("  outputs: %s (%lld lines: %s)\n", o.out, (long long)out.rows,
+             o.model == EX_MODEL_TREELSTM ? "tree index, 5 class log-probabilities"
+             : o.model == EX_MODEL_BILSTM ? "sentence index, word index, 17 tag log-probabilities"
+                                           : "tree index, the root's vector");
+  }
+done:
+  ex_outputs_free(&out);
+  sheaf_graph_free(g); /* writes the trace */
+  if (rc == CLI_OK && o.trace) {
+    /* sheaf_graph_free writes the trace and cannot report a failure */
+    FILE *tf = fopen(o.trace, "r");
+    if (tf) {
+      fclose(tf);
+      printf("  trace: %s (open in https://ui.perfetto.dev or chrome://tracing)\n", o.trace);
+    } else {
+      cli_error("%s: the trace was not written (%s)", o.trace, strerror(errno));
+      rc = CLI_FAIL;
+    }
+  }
+  session_free(&s);
+  return rc;
+}
+
+/* -------------------------------------------------------------- bench */
+
+static int cmd_bench(int argc, char **argv) {
+  run_opts o;
+  int rc = parse_args(argc, argv, true, &o);
+  if (rc) return rc < 0 ? CLI_OK : rc;
+  session s;
+  if ((rc = session_open(&o, &s)) != CLI_OK) return rc;
+  char plist[64] = "";
+  for (int i = 0; i < o.n_policies; i++)
+    snprintf(plist + strlen(plist), sizeof plist - strlen(plist), "%s%s", i ? "," : "",
+             sheaf_policy_name(o.policies[i]));
+  print_header(&o, &s, plist);
+  printf("  best of %ld timed passes after one warm-up pass\n\n", o.repeat);
+  printf("%-8s %12s %10s %12s %10s %9s %12s %12s %9s\n", "policy",
+         ex_model_instance_noun(o.model), "ms/pass", "ops/pass", "batches", "avg batch",
+         "build ns/op", "sched ns/op", "vs sheaf");
+  double sheaf_rate = 0;
+  for (int pi = 0; pi < o.n_policies && rc == CLI_OK; pi++) {
+    sheaf_graph_opts go = {o.policies[pi], (int)o.threads, NULL};
+    sheaf_graph *g = NULL;
+    if (sheaf_graph_create(s.net.model, &go, &g) != SHEAF_OK ||
+        ex_run(&s.net, g, 0, s.count, (int32_t)o.batch, NULL) != SHEAF_OK) {
+      rc = fail_ctx(s.ctx);
+      sheaf_graph_free(g);
+      break;
+    }
+    double best = 1e30;
+    sheaf_graph_stats a, b;
+    sheaf_graph_get_stats(g, &a);
+    for (long r = 0; r < o.repeat && rc == CLI_OK; r++) {
+      uint64_t t0 = sheaf_time_ns();
+      if (ex_run(&s.net, g, 0, s.count, (int32_t)o.batch, NULL) != SHEAF_OK) rc = fail_ctx(s.ctx);
+      double dt = (double)(sheaf_time_ns() - t0) * 1e-9;
+      if (dt < best) best = dt;
+    }
+    sheaf_graph_get_stats(g, &b);
+    sheaf_graph_free(g);
+    if (rc != CLI_OK) break;
+    double ops = (double)(b.nodes - a.nodes) / (double)o.repeat;
+    double batches = (double)(b.batches - a.batches) / (double)o.repeat;
+    double rate = s.count / best;
+    if (o.policies[pi] == SHEAF_POLICY_SHEAF) sheaf_rate = rate;
+    double all_ops = (double)(b.nodes - a.nodes);
+    printf("%-8s %12.1f %10.2f %12.0f %10.0f %9.1f %12.1f %12.1f", sheaf_policy_name(o.policies[pi]),
+           rate, best * 1e3, ops, batches, batches > 0 ? ops / batches : 0.0,
+           all_ops > 0 ? (double)(b.ns_build - a.ns_build) / all_ops : 0.0,
+           all_ops > 0 ? (double)(b.ns_schedule - a.ns_schedule) / all_ops : 0.0);
+    if (sheaf_rate > 0) printf(" %9.2f", rate / sheaf_rate);
+    printf("\n");
+    fflush(stdout);
+  }
+  if (rc == CLI_OK)
+    printf("\n(%s/s over %d %s, %.2f GFLOP of matrix products per pass)\n",
+           ex_model_instance_noun(o.model), (int)s.count, ex_model_instance_noun(o.model),
+           s.flops * 1e-9);
+  session_free(&s);
+  return rc;
+}
+
+int cli_run(int argc, char **argv) { return cmd_run(argc, argv); }
+int cli_bench(int argc, char **argv) { return cmd_bench(argc, argv); }

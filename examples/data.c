@@ -1,0 +1,288 @@
+/*
+ * data.c — loaders for the example models' inputs (see data.h): CoNLL-U
+ * treebanks binarized or as child-sum trees, PTB trees, tagged sentences and
+ * token lines; the embedding vocabulary and the MV-RNN's capped one.
+ */
+#include "data.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/binarize.h"
+#include "io/conllu.h"
+#include "io/ptb.h"
+#include "io/seqs.h"
+
+const char *const ex_upos_names[EX_UPOS_COUNT] = {
+    "ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM",
+    "PART", "PRON", "PROPN", "PUNCT", "SCONJ", "SYM", "VERB", "X"};
+
+void ex_data_init(ex_data *d, sheaf_ctx *ctx, ex_data_kind kind) {
+  memset(d, 0, sizeof *d);
+  d->ctx = ctx;
+  d->kind = kind;
+  sh_tb_init(&d->tb, ctx);
+  sh_vocab_init(&d->words, ctx);
+}
+
+void ex_data_free(ex_data *d) {
+  sheaf_ctx *ctx = d->ctx;
+  if (!ctx) return;
+  sh_tb_free(&d->tb);
+  sh_vocab_free(&d->words);
+  sh_free(ctx, d->sent_off, d->cap_sents * sizeof(int32_t));
+  sh_free(ctx, d->sent_words, d->cap_words * sizeof(int32_t));
+  sh_free(ctx, d->sent_tags, d->cap_tags * sizeof(int32_t));
+  sh_free(ctx, d->mv_row, (size_t)d->n_word_types * sizeof(int32_t));
+  ex_data_kind kind = d->kind;
+  ex_data_init(d, ctx, kind);
+}
+
+/* Room for n_sents + 1 offsets and n_tokens words and tags. */
+static sheaf_status reserve_sents(ex_data *d, size_t n_sents, size_t n_tokens) {
+  sheaf_ctx *ctx = d->ctx;
+  int32_t *p;
+  if (n_sents + 1 > d->cap_sents) {
+    if (!(p = sh_io_grow(ctx, d->sent_off, &d->cap_sents, n_sents + 1, sizeof(int32_t))))
+      return SHEAF_ERR_NOMEM;
+    d->sent_off = p;
+  }
+  if (n_tokens > d->cap_words) {
+    if (!(p = sh_io_grow(ctx, d->sent_words, &d->cap_words, n_tokens, sizeof(int32_t))))
+      return SHEAF_ERR_NOMEM;
+    d->sent_words = p;
+  }
+  if (n_tokens > d->cap_tags) {
+    if (!(p = sh_io_grow(ctx, d->sent_tags, &d->cap_tags, n_tokens, sizeof(int32_t))))
+      return SHEAF_ERR_NOMEM;
+    d->sent_tags = p;
+  }
+  if (d->n_sents == 0) d->sent_off[0] = 0;
+  return SHEAF_OK;
+}
+
+sheaf_status ex_data_add_sent(ex_data *d, const int32_t *words, const int32_t *tags, int32_t n) {
+  if (n < 0 || (int64_t)d->n_tokens + n > INT32_MAX || d->n_sents == INT32_MAX - 1)
+    return sh_fail(d->ctx, SHEAF_ERR_INVALID_ARG, "ex_data_add_sent: bad length %d", (int)n);
+  sheaf_status st = reserve_sents(d, (size_t)d->n_sents + 1, (size_t)d->n_tokens + (size_t)n);
+  if (st != SHEAF_OK) return st;
+  for (int32_t i = 0; i < n; i++) {
+    d->sent_words[d->n_tokens + i] = words[i];
+    d->sent_tags[d->n_tokens + i] = tags ? tags[i] : -1;
+  }
+  d->n_tokens += n;
+  d->n_sents++;
+  d->sent_off[d->n_sents] = d->n_tokens;
+  return SHEAF_OK;
+}
+
+/* Bulk version for loaders: all sentences at once (words and tags to be
+ * filled by the caller). */
+static sheaf_status set_sents(ex_data *d, int32_t n_sents, const int32_t *lens,
+                              int32_t n_tokens) {
+  sheaf_status st = reserve_sents(d, (size_t)n_sents, (size_t)n_tokens);
+  if (st != SHEAF_OK) return st;
+  d->n_sents = n_sents;
+  d->n_tokens = n_tokens;
+  d->sent_off[0] = 0;
+  for (int32_t s = 0; s < n_sents; s++) d->sent_off[s + 1] = d->sent_off[s] + lens[s];
+  return SHEAF_OK;
+}
+
+static int32_t upos_index(const char *s) {
+  for (int i = 0; i < EX_UPOS_COUNT; i++)
+    if (!strcmp(s, ex_upos_names[i])) return i;
+  return -1;
+}
+
+static sheaf_status load_conllu_sents(ex_data *d, sh_depbank *db) {
+  sheaf_ctx *ctx = d->ctx;
+  int32_t *lens = sh_malloc(ctx, ((size_t)db->n_sents + 1) * sizeof(int32_t));
+  int32_t n_upos = sh_vocab_size(&db->upos);
+  int32_t *umap = sh_malloc(ctx, ((size_t)n_upos + 1) * sizeof(int32_t));
+  sheaf_status st = (lens && umap) ? SHEAF_OK : SHEAF_ERR_NOMEM;
+  if (st == SHEAF_OK) {
+    for (int32_t s = 0; s < db->n_sents; s++) lens[s] = db->sents[s].len;
+    for (int32_t u = 0; u < n_upos; u++) umap[u] = upos_index(sh_vocab_str(&db->upos, u));
+    st = set_sents(d, db->n_sents, lens, db->n_tokens);
+  }
+  if (st == SHEAF_OK) {
+    for (int32_t s = 0; s < db->n_sents; s++) {
+      const sh_dep_sentence *se = &db->sents[s];
+      for (int32_t i = 0; i < se->len; i++) {
+        const sh_dep_token *tk = &db->tokens[se->first + i];
+        d->sent_words[d->sent_off[s] + i] = tk->form;
+        d->sent_tags[d->sent_off[s] + i] = umap[tk->upos];
+      }
+    }
+    /* the forms vocabulary moves over to d->words */
+    sh_vocab_free(&d->words);
+    d->words = db->forms;
+    sh_vocab_init(&db->forms, ctx);
+  }
+  sh_free(ctx, lens, ((size_t)db->n_sents + 1) * sizeof(int32_t));
+  sh_free(ctx, umap, ((size_t)n_upos + 1) * sizeof(int32_t));
+  return st;
+}
+
+static sheaf_status load_token_lines(ex_data *d, const char *path) {
+  sheaf_ctx *ctx = d->ctx;
+  sh_seqs seqs;
+  sh_seqs_init(&seqs, ctx);
+  sheaf_status st = sh_seqs_read_file(&seqs, path, NULL);
+  int32_t *lens = NULL;
+  size_t n = seqs.n_seqs;
+  if (st == SHEAF_OK && (n > INT32_MAX - 1 || seqs.n_tokens > INT32_MAX))
+    st = sh_fail(ctx, SHEAF_ERR_UNSUPPORTED, "%s: too many sequences or tokens", path);
+  if (st == SHEAF_OK) {
+    lens = sh_malloc(ctx, (n + 1) * sizeof(int32_t));
+    if (!lens) st = SHEAF_ERR_NOMEM;
+  }
+  if (st == SHEAF_OK) {
+    for (size_t s = 0; s < n; s++) lens[s] = seqs.seqs[s].len;
+    st = set_sents(d, (int32_t)n, lens, (int32_t)seqs.n_tokens);
+  }
+  if (st == SHEAF_OK) {
+    for (size_t s = 0; s < n; s++)
+      for (int32_t i = 0; i < seqs.seqs[s].len; i++) {
+        d->sent_words[d->sent_off[s] + i] = seqs.tokens[seqs.seqs[s].start + i];
+        d->sent_tags[d->sent_off[s] + i] = -1;
+      }
+    if (seqs.mode == SH_SEQS_WORDS) {
+      sh_vocab_free(&d->words);
+      d->words = seqs.vocab;
+      sh_vocab_init(&seqs.vocab, ctx);
+    }
+  }
+  sh_free(ctx, lens, (n + 1) * sizeof(int32_t));
+  sh_seqs_free(&seqs);
+  return st;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+sheaf_status ex_data_load(sheaf_ctx *ctx, const char *path, ex_data_kind kind, ex_data *d) {
+  ex_data_init(d, ctx, kind);
+  sheaf_status st;
+  if (ends_with(path, ".conllu")) {
+    sh_depbank db;
+    sh_depbank_init(&db, ctx);
+    st = sh_conllu_read_file(&db, path);
+    if (st == SHEAF_OK) {
+      if (kind == EX_DATA_BINARY) st = sh_binarize(&db, &d->tb);
+      else if (kind == EX_DATA_CHILDSUM) st = sh_childsum(&db, &d->tb);
+      else st = load_conllu_sents(d, &db);
+    }
+    sh_depbank_free(&db);
+  } else if (kind == EX_DATA_SENTS) {
+    st = load_token_lines(d, path);
+  } else {
+    st = sh_ptb_read_file(&d->tb, path);
+    if (st == SHEAF_OK && kind == EX_DATA_BINARY) {
+      const sh_treebank *tb = &d->tb;
+      for (int32_t t = 0; t < tb->n_trees && st == SHEAF_OK; t++)
+        for (int32_t n = tb->tree_first[t]; n < tb->tree_first[t] + tb->tree_size[t]; n++)
+          if (tb->n_children[n] > 2 || (tb->n_children[n] > 0 && tb->word[n] >= 0)) {
+            st = sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
+                         "%s: tree %d is not binary (a node with %d children%s); binary "
+                         "models need binarized trees (sheaf data binarize)",
+                         path, (int)t + 1, (int)tb->n_children[n],
+                         tb->word[n] >= 0 ? " and a word" : "");
+            break;
+          }
+    }
+  }
+  if (st == SHEAF_OK && ex_data_count(d) == 0)
+    st = sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: no %s", path,
+                 kind == EX_DATA_SENTS ? "sentences" : "trees");
+  if (st == SHEAF_OK) st = ex_data_finish(d, 0);
+  if (st != SHEAF_OK) ex_data_free(d);
+  return st;
+}
+
+/* ------------------------------------------------------------ vocabulary */
+
+static const int64_t *g_sort_counts; /* qsort has no user pointer */
+
+static int by_count_desc(const void *a, const void *b) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  int64_t cx = g_sort_counts[x], cy = g_sort_counts[y];
+  if (cx != cy) return cx > cy ? -1 : 1;
+  return (x > y) - (x < y);
+}
+
+sheaf_status ex_data_finish(ex_data *d, int32_t mv_cap) {
+  sheaf_ctx *ctx = d->ctx;
+  if (mv_cap <= 0) mv_cap = EX_MV_CAP_DEFAULT;
+  const int32_t *ids;
+  int64_t n_ids;
+  int32_t types;
+  if (d->kind == EX_DATA_SENTS) {
+    ids = d->sent_words;
+    n_ids = d->n_tokens;
+    types = sh_vocab_size(&d->words);
+  } else {
+    ids = d->tb.word;
+    n_ids = d->tb.n_nodes;
+    types = sh_vocab_size(&d->tb.words);
+  }
+  for (int64_t i = 0; i < n_ids; i++)
+    if (ids[i] >= types) types = ids[i] + 1; /* token-id files carry no vocabulary */
+  if (types >= INT32_MAX - 1)
+    return sh_fail(ctx, SHEAF_ERR_UNSUPPORTED, "vocabulary of %d words is too large", types);
+  sh_free(ctx, d->mv_row, (size_t)d->n_word_types * sizeof(int32_t));
+  d->mv_row = NULL;
+  d->n_word_types = 0;
+
+  size_t nt = types ? (size_t)types : 1;
+  int64_t *counts = sh_calloc(ctx, nt, sizeof(int64_t));
+  int32_t *order = sh_malloc(ctx, nt * sizeof(int32_t));
+  int32_t *row = sh_malloc(ctx, nt * sizeof(int32_t));
+  if (!counts || !order || !row) {
+    sh_free(ctx, counts, nt * sizeof(int64_t));
+    sh_free(ctx, order, nt * sizeof(int32_t));
+    sh_free(ctx, row, nt * sizeof(int32_t));
+    return SHEAF_ERR_NOMEM;
+  }
+  for (int64_t i = 0; i < n_ids; i++)
+    if (ids[i] >= 0) counts[ids[i]]++;
+  for (int32_t w = 0; w < types; w++) order[w] = w;
+  g_sort_counts = counts;
+  qsort(order, (size_t)types, sizeof(int32_t), by_count_desc);
+  g_sort_counts = NULL;
+  int32_t kept = types < mv_cap ? types : mv_cap;
+  for (int32_t r = 0; r < types; r++) row[order[r]] = r < kept ? r : kept;
+  sh_free(ctx, counts, nt * sizeof(int64_t));
+  sh_free(ctx, order, nt * sizeof(int32_t));
+  if (types == 0) {
+    sh_free(ctx, row, nt * sizeof(int32_t));
+    row = NULL;
+  }
+  d->n_word_types = types;
+  d->mv_row = row;
+  d->vocab = types + 1;
+  d->unk = types;
+  d->mv_cap = mv_cap;
+  d->mv_vocab = kept + 1;
+  return SHEAF_OK;
+}
+
+/* ------------------------------------------------------------- instances */
+
+int32_t ex_data_count(const ex_data *d) {
+  return d->kind == EX_DATA_SENTS ? d->n_sents : d->tb.n_trees;
+}
+
+int32_t ex_data_size(const ex_data *d, int32_t i) {
+  if (d->kind == EX_DATA_SENTS) return d->sent_off[i + 1] - d->sent_off[i];
+  return d->tb.tree_size[i];
+}
+
+int64_t ex_data_size_range(const ex_data *d, int32_t first, int32_t count) {
+  int64_t n = 0;
+  for (int32_t i = first; i < first + count; i++) n += ex_data_size(d, i);
+  return n;
+}

@@ -1,0 +1,93 @@
+/*
+ * data.h — the inputs of the example models (examples/), shared by `sheaf
+ * run`, the tests and the benchmarks: trees (binary or child-sum) and tagged
+ * sentences, with the embedding rows the models look up.
+ *
+ *   ex_data d;
+ *   ex_data_load(ctx, "en_ewt-ud-test.conllu", EX_DATA_BINARY, &d);  // or PTB trees
+ *   for (int32_t t = 0; t < ex_data_count(&d); t++) ... d.tb (trees) or d.sent_* ...
+ *   ex_data_free(&d);
+ *
+ * Vocabulary: a word's embedding row is its id in the data's own word
+ * vocabulary (tb.words, or the CoNLL-U forms for sentences) and one more row,
+ * the last (`unk`), is <unk>: V = words + 1. The MV-RNN's word matrices use a
+ * capped vocabulary (mv_row): the `mv_cap` most frequent words (ties: first
+ * seen first) get rows 0..mv_cap-1 in frequency order, every other word the
+ * row mv_cap (<unk>): V' = min(words, mv_cap) + 1.
+ *
+ * Sentences (EX_DATA_SENTS) carry UPOS tags mapped to the 17 universal tags
+ * in the order of ex_upos_names (an unknown tag, e.g. "_", is -1 and is
+ * never used as a target); token-line files (no tags) load with all tags -1.
+ */
+#ifndef SHEAF_EXAMPLES_DATA_H
+#define SHEAF_EXAMPLES_DATA_H
+
+#include "io/treebank.h"
+
+typedef enum ex_data_kind {
+  EX_DATA_BINARY = 0, /* binary trees: sh_binarize of CoNLL-U, or PTB trees */
+  EX_DATA_CHILDSUM,   /* dependency trees: sh_childsum of CoNLL-U, or PTB child-sum form */
+  EX_DATA_SENTS       /* sentences: CoNLL-U words + UPOS, or token lines */
+} ex_data_kind;
+
+#define EX_UPOS_COUNT 17
+extern const char *const ex_upos_names[EX_UPOS_COUNT];
+
+#define EX_MV_CAP_DEFAULT 2000
+
+typedef struct ex_data {
+  sheaf_ctx *ctx;
+  ex_data_kind kind;
+  /* trees (EX_DATA_BINARY, EX_DATA_CHILDSUM) */
+  sh_treebank tb;
+  /* sentences (EX_DATA_SENTS): sentence s is tokens [sent_off[s], sent_off[s+1]) */
+  int32_t n_sents;
+  int32_t *sent_off;   /* n_sents + 1 */
+  int32_t *sent_words; /* word ids (in `words`) */
+  int32_t *sent_tags;  /* 0..16 or -1 */
+  int32_t n_tokens;
+  size_t cap_sents, cap_words, cap_tags; /* capacities (entries) */
+  sh_vocab words;      /* sentence vocabulary (trees use tb.words) */
+  /* embedding rows */
+  int32_t vocab;       /* V: n_word_types + 1 */
+  int32_t unk;         /* V - 1 */
+  int32_t mv_cap;      /* cap of the MV-RNN matrix vocabulary */
+  int32_t mv_vocab;    /* V' */
+  int32_t n_word_types; /* word ids are 0..n_word_types-1 (V = n_word_types + 1) */
+  int32_t *mv_row;     /* word id -> capped row (n_word_types entries) */
+} ex_data;
+
+/* An empty set of `kind` (trees or sentences to be added by the caller, as
+ * the tests do); call ex_data_finish when done adding. */
+void ex_data_init(ex_data *d, sheaf_ctx *ctx, ex_data_kind kind);
+void ex_data_free(ex_data *d); /* NULL-safe fields; the struct itself is the caller's */
+
+/* Reads `path`: .conllu (binarized, child-sum or sentences per kind), else
+ * PTB trees for the tree kinds and token lines for sentences. On failure
+ * the context's last error names the file (line and column for bad input)
+ * and d is left freed. */
+sheaf_status ex_data_load(sheaf_ctx *ctx, const char *path, ex_data_kind kind, ex_data *d);
+
+/* Appends a sentence (word ids must be interned in d->words). */
+sheaf_status ex_data_add_sent(ex_data *d, const int32_t *words, const int32_t *tags, int32_t n);
+
+/* Computes vocab/unk and the MV-RNN rows (cap <= 0: EX_MV_CAP_DEFAULT). Call
+ * after the last tree or sentence was added (ex_data_load does). */
+sheaf_status ex_data_finish(ex_data *d, int32_t mv_cap);
+
+/* Instances: trees or sentences. */
+int32_t ex_data_count(const ex_data *d);
+/* Nodes of tree i / tokens of sentence i. */
+int32_t ex_data_size(const ex_data *d, int32_t i);
+/* Sum of ex_data_size over [first, first + count). */
+int64_t ex_data_size_range(const ex_data *d, int32_t first, int32_t count);
+
+/* The embedding row of word id w (-1 or out of range: unk). */
+static inline int32_t ex_data_row(const ex_data *d, int32_t w) {
+  return w >= 0 && w < d->vocab - 1 ? w : d->unk;
+}
+static inline int32_t ex_data_mv_row(const ex_data *d, int32_t w) {
+  return w >= 0 && w < d->n_word_types ? d->mv_row[w] : d->mv_vocab - 1;
+}
+
+#endif

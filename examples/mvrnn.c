@@ -1,0 +1,80 @@
+/*
+ * mvrnn.c — the MV-RNN (see mvrnn.h): parameters, the identity
+ * initialization of the word matrices, and the per-tree recursive builder.
+ */
+#include "mvrnn.h"
+
+sheaf_status ex_mvrnn_declare(sheaf_model *m, int64_t H, int64_t V, int64_t Vm, ex_mvrnn *p) {
+  p->hidden = H;
+  p->vocab = V;
+  p->mat_vocab = Vm;
+  const struct {
+    const char *name;
+    int rank;
+    int64_t d0, d1;
+    sheaf_init init;
+    sheaf_param *out;
+  } decl[] = {
+      {"emb", 2, V, H, SHEAF_INIT_NORMAL, &p->emb},
+      {"emb_mat", 2, Vm, H * H, SHEAF_INIT_NORMAL, &p->emb_mat},
+      {"W", 2, 2 * H, H, SHEAF_INIT_GLOROT, &p->W},
+      {"bias", 1, H, 0, SHEAF_INIT_ZERO, &p->bias},
+      {"W_1", 2, H, H, SHEAF_INIT_GLOROT, &p->W_1},
+      {"W_2", 2, H, H, SHEAF_INIT_GLOROT, &p->W_2},
+  };
+  for (size_t i = 0; i < sizeof decl / sizeof decl[0]; i++) {
+    int64_t shape[2] = {decl[i].d0, decl[i].d1};
+    sheaf_status st = sheaf_model_param(m, decl[i].name, decl[i].rank, shape, decl[i].init,
+                                        decl[i].out);
+    if (st != SHEAF_OK) return st;
+  }
+  return SHEAF_OK;
+}
+
+void ex_mvrnn_init_identity(sheaf_model *m, const ex_mvrnn *p) {
+  int rank;
+  const int64_t *shape;
+  float *d = sheaf_model_param_data(m, p->emb_mat, &rank, &shape);
+  if (!d) return;
+  int64_t H = p->hidden;
+  for (int64_t r = 0; r < shape[0]; r++)
+    for (int64_t i = 0; i < H; i++) d[r * H * H + i * H + i] += 1.0f;
+}
+
+typedef struct state {
+  sheaf_expr a, A;
+} state;
+
+static state node(sheaf_graph *g, const ex_mvrnn *p, const sh_treebank *tb, int32_t n,
+                  const int32_t *mat_row, int32_t n_words, bool need_matrix) {
+  int64_t H = p->hidden;
+  int32_t nc = tb->n_children[n];
+  state s = {{0}, {0}};
+  if (nc == 0) {
+    int32_t w = tb->word[n];
+    bool known = w >= 0 && w < n_words;
+    s.a = sheaf_lookup(g, p->emb, known && w < p->vocab - 1 ? w : p->vocab - 1);
+    if (need_matrix) {
+      int64_t shape[2] = {H, H};
+      s.A = sheaf_reshape(g, sheaf_lookup(g, p->emb_mat, known ? mat_row[w] : p->mat_vocab - 1),
+                          2, shape);
+    }
+    return s;
+  }
+  if (nc == 1) return node(g, p, tb, sh_tb_child(tb, n, 0), mat_row, n_words, need_matrix);
+  state l = node(g, p, tb, sh_tb_child(tb, n, 0), mat_row, n_words, true);
+  state r = node(g, p, tb, sh_tb_child(tb, n, 1), mat_row, n_words, true);
+  sheaf_expr ba_ab[2] = {sheaf_matmul(g, r.A, l.a), sheaf_matmul(g, l.A, r.a)};
+  s.a = sheaf_tanh(g, sheaf_affine(g, p->W, sheaf_concat(g, 2, ba_ab), p->bias));
+  if (need_matrix) {
+    sheaf_param w12[2] = {p->W_1, p->W_2};
+    sheaf_expr AB[2] = {l.A, r.A};
+    s.A = sheaf_affine_n(g, 2, w12, AB, SHEAF_NO_PARAM);
+  }
+  return s;
+}
+
+sheaf_expr ex_mvrnn_build(sheaf_graph *g, const ex_mvrnn *p, const sh_treebank *tb, int32_t t,
+                          const int32_t *mat_row, int32_t n_words) {
+  return node(g, p, tb, tb->tree_root[t], mat_row, n_words, false).a;
+}

@@ -1,0 +1,83 @@
+/*
+ * treelstm.c — the binary TreeLSTM (see treelstm.h): parameters and the
+ * per-tree builder, a plain recursion that builds expressions (Sheaf batches
+ * them across trees and levels when the graph is flushed).
+ */
+#include "treelstm.h"
+
+sheaf_status ex_treelstm_declare(sheaf_model *m, int64_t H, int64_t E, int64_t V,
+                                 ex_treelstm *p) {
+  p->hidden = H;
+  p->embed = E;
+  p->vocab = V;
+  const struct {
+    const char *name;
+    int rank;
+    int64_t d0, d1;
+    sheaf_init init;
+    sheaf_param *out;
+  } decl[] = {
+      {"emb", 2, V, E, SHEAF_INIT_NORMAL, &p->emb},
+      {"W_leaf", 2, E, 3 * H, SHEAF_INIT_GLOROT, &p->W_leaf},
+      {"b_leaf", 1, 3 * H, 0, SHEAF_INIT_ZERO, &p->b_leaf},
+      {"W_node", 2, 2 * H, 5 * H, SHEAF_INIT_GLOROT, &p->W_node},
+      {"b_node", 1, 5 * H, 0, SHEAF_INIT_ZERO, &p->b_node},
+      {"W_out", 2, H, EX_TREELSTM_CLASSES, SHEAF_INIT_GLOROT, &p->W_out},
+      {"b_out", 1, EX_TREELSTM_CLASSES, 0, SHEAF_INIT_ZERO, &p->b_out},
+  };
+  for (size_t i = 0; i < sizeof decl / sizeof decl[0]; i++) {
+    int64_t shape[2] = {decl[i].d0, decl[i].d1};
+    sheaf_status st = sheaf_model_param(m, decl[i].name, decl[i].rank, shape, decl[i].init,
+                                        decl[i].out);
+    if (st != SHEAF_OK) return st;
+  }
+  return SHEAF_OK;
+}
+
+typedef struct state {
+  sheaf_expr h, c;
+} state;
+
+/* node -> (h, c), recursively. */
+static state node(sheaf_graph *g, const ex_treelstm *p, const sh_treebank *tb, int32_t n,
+                  int32_t unk_row) {
+  int64_t H = p->hidden;
+  int32_t nc = tb->n_children[n];
+  state s;
+  if (nc == 0) {
+    int32_t w = tb->word[n];
+    int64_t row = w >= 0 && w < p->vocab - 1 ? w : unk_row;
+    sheaf_expr x = sheaf_lookup(g, p->emb, row);
+    sheaf_expr z = sheaf_affine(g, p->W_leaf, x, p->b_leaf);     /* [i o u] */
+    sheaf_expr io = sheaf_sigmoid(g, sheaf_slice(g, z, 0, 2 * H));
+    sheaf_expr u = sheaf_tanh(g, sheaf_slice(g, z, 2 * H, 3 * H));
+    s.c = sheaf_mul(g, sheaf_slice(g, io, 0, H), u);
+    s.h = sheaf_mul(g, sheaf_slice(g, io, H, 2 * H), sheaf_tanh(g, s.c));
+    return s;
+  }
+  if (nc == 1) return node(g, p, tb, sh_tb_child(tb, n, 0), unk_row);
+  state l = node(g, p, tb, sh_tb_child(tb, n, 0), unk_row);
+  state r = node(g, p, tb, sh_tb_child(tb, n, 1), unk_row);
+  sheaf_expr hh[2] = {l.h, r.h};
+  sheaf_expr z = sheaf_affine(g, p->W_node, sheaf_concat(g, 2, hh), p->b_node); /* [i fl fr o u] */
+  sheaf_expr gates = sheaf_sigmoid(g, sheaf_slice(g, z, 0, 4 * H));
+  sheaf_expr u = sheaf_tanh(g, sheaf_slice(g, z, 4 * H, 5 * H));
+  sheaf_expr terms[3] = {
+      sheaf_mul(g, sheaf_slice(g, gates, 0, H), u),
+      sheaf_mul(g, sheaf_slice(g, gates, H, 2 * H), l.c),
+      sheaf_mul(g, sheaf_slice(g, gates, 2 * H, 3 * H), r.c),
+  };
+  s.c = sheaf_sum_n(g, 3, terms);
+  s.h = sheaf_mul(g, sheaf_slice(g, gates, 3 * H, 4 * H), sheaf_tanh(g, s.c));
+  return s;
+}
+
+sheaf_expr ex_treelstm_build(sheaf_graph *g, const ex_treelstm *p, const sh_treebank *tb,
+                             int32_t t, int32_t unk_row, sheaf_expr *root_h) {
+  state s = node(g, p, tb, tb->tree_root[t], unk_row);
+  if (root_h) *root_h = s.h;
+  sheaf_graph_phase(g, 1); /* every tree's classifier in one batch */
+  sheaf_expr out = sheaf_log_softmax(g, sheaf_affine(g, p->W_out, s.h, p->b_out));
+  sheaf_graph_phase(g, 0);
+  return out;
+}

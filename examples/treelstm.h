@@ -1,0 +1,45 @@
+/*
+ * treelstm.h — the binary TreeLSTM (Tai, Socher, Manning 2015: N-ary
+ * TreeLSTM with N = 2) over binarized trees, written against the C API as
+ * ordinary recursion over one tree. Row vectors: x·W, W is [in, out].
+ *
+ *   leaf (word w):   [i o u] = emb[w]·W_leaf + b_leaf
+ *                    c = σ(i)⊙tanh(u)              h = σ(o)⊙tanh(c)
+ *   node (l, r):     [i f_l f_r o u] = [h_l ; h_r]·W_node + b_node
+ *                    c = σ(i)⊙tanh(u) + σ(f_l)⊙c_l + σ(f_r)⊙c_r
+ *                    h = σ(o)⊙tanh(c)
+ *   tree output:     log_softmax(h_root·W_out + b_out)       (5 classes)
+ *
+ * Parameters (safetensors names, shared with bench/treelstm_torch.py):
+ *   emb [V, E], W_leaf [E, 3H], b_leaf [3H], W_node [2H, 5H], b_node [5H],
+ *   W_out [H, 5], b_out [5].
+ * A unary node (PTB input only; binarized trees have none) passes its
+ * child's state through. The tree is built in phase 0 and its classifier in
+ * phase 1 (so all trees' classifiers batch together whatever their depth);
+ * the builder leaves the graph in phase 0.
+ */
+#ifndef SHEAF_EXAMPLES_TREELSTM_H
+#define SHEAF_EXAMPLES_TREELSTM_H
+
+#include "io/treebank.h"
+
+#define EX_TREELSTM_CLASSES 5
+
+typedef struct ex_treelstm {
+  int64_t hidden, embed, vocab;
+  sheaf_param emb, W_leaf, b_leaf, W_node, b_node, W_out, b_out;
+} ex_treelstm;
+
+/* Declares the parameters on m (Glorot weights, zero biases, normal
+ * embeddings; values from the model's seed). */
+sheaf_status ex_treelstm_declare(sheaf_model *m, int64_t hidden, int64_t embed, int64_t vocab,
+                                 ex_treelstm *p);
+
+/* Builds tree t of tb (a leaf looks up emb[word], or emb[unk_row] when its
+ * word is -1 or >= vocab - 1): returns the log-probabilities [5]; *root_h
+ * (if non-NULL) gets the root's h [H]. A null expression on error (the
+ * graph holds the reason). */
+sheaf_expr ex_treelstm_build(sheaf_graph *g, const ex_treelstm *p, const sh_treebank *tb,
+                             int32_t t, int32_t unk_row, sheaf_expr *root_h);
+
+#endif

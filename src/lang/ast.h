@@ -1,0 +1,254 @@
+/*
+ * ast.h — the syntax tree of a Sheaf model, which the checker annotates in
+ * place into the typed program that lowering consumes.
+ *
+ * Every node lives in the module's pool (pool.h) and dies with it. The
+ * parser fills the syntax; the checker fills the fields marked "(checker)":
+ * the type of every expression and pattern, what each name and call refers
+ * to, the local-variable slots of each function, and the sizes of slices.
+ * After a successful check there are no SH_TY_ERROR types, every name is
+ * resolved and every match is exhaustive, so lowering needs no checks of
+ * its own. A failed parse leaves SH_EX_ERROR / SH_PAT_ERROR / SH_TX_ERROR
+ * nodes where the syntax was broken; the tree is always well formed.
+ */
+#ifndef SH_LANG_AST_H
+#define SH_LANG_AST_H
+
+#include "lang/types.h"
+
+#define SH_LANG_MAX_DEPTH 256 /* nesting of expressions, types and patterns */
+
+typedef struct sh_expr sh_expr;
+typedef struct sh_pat sh_pat;
+typedef struct sh_fn sh_fn;
+
+/* ------------------------------------------------------------ type syntax */
+
+typedef enum sh_texpr_kind {
+  SH_TX_ERROR, SH_TX_I32, SH_TX_BOOL, SH_TX_TENSOR, SH_TX_TUPLE, SH_TX_LIST, SH_TX_NAME
+} sh_texpr_kind;
+
+typedef struct sh_texpr {
+  sh_texpr_kind kind;
+  sh_span span;
+  int n;                   /* TENSOR: rank; TUPLE: arity */
+  sh_expr **dims;          /* TENSOR: size expressions (INT, NAME, + - *) */
+  struct sh_texpr **elems; /* TUPLE items; LIST: elems[0] */
+  sh_sym name;             /* NAME: an ADT */
+} sh_texpr;
+
+/* ------------------------------------------------------------ declarations */
+
+typedef struct sh_ctor {
+  sh_sym name;
+  sh_span span;
+  int index; /* in its ADT */
+  struct sh_adt *adt;
+  int n_fields;
+  sh_sym *field_names; /* 0 for an unnamed field */
+  sh_texpr **field_tx;
+  sh_type **field_types; /* (checker) */
+} sh_ctor;
+
+typedef struct sh_adt {
+  sh_sym name;
+  sh_span span;
+  int n_ctors;
+  sh_ctor *ctors;
+  sh_type *type; /* (checker) */
+} sh_adt;
+
+typedef struct sh_param {
+  sh_sym name;
+  sh_span span;
+  int index; /* declaration order: the runtime's parameter id - 1 */
+  sh_texpr *tx;
+  sh_type *type; /* (checker) f32 tensor of rank 1 or 2 */
+} sh_param;
+
+typedef struct sh_sizedecl {
+  sh_sym name;
+  sh_span span;
+  bool has_value;
+  int64_t value;
+  uint32_t var; /* (checker) its size variable */
+} sh_sizedecl;
+
+/* A local variable of a function: a parameter, or bound by let, match,
+ * for. Slot `index` is unique within its function (0 .. n_locals-1). */
+typedef struct sh_local {
+  sh_sym name;
+  sh_span span;
+  int index;
+  sh_type *type;
+  int subterm_of; /* (checker) >= 0: a strict part of ADT parameter k (structural recursion) */
+} sh_local;
+
+struct sh_fn {
+  sh_sym name;
+  sh_span span;
+  int index;
+  int n_params;
+  sh_local **params;
+  sh_texpr **param_tx;
+  sh_texpr *ret_tx;
+  sh_expr *body;
+  /* (checker) */
+  sh_type **param_types;
+  sh_type *ret_type;
+  int n_locals;
+  sh_local **locals; /* every local, by slot */
+  int n_size_params; /* the sizes it is generic in (LOCAL size variables) */
+  uint32_t *size_params;
+  bool recursive; /* in a cycle of the call graph */
+  bool checked;
+};
+
+/* ------------------------------------------------------------- patterns */
+
+typedef enum sh_pat_kind {
+  SH_PAT_ERROR, SH_PAT_WILD, SH_PAT_VAR, SH_PAT_TUPLE, SH_PAT_CTOR, SH_PAT_INT, SH_PAT_BOOL
+} sh_pat_kind;
+
+struct sh_pat {
+  sh_pat_kind kind;
+  sh_span span;
+  sh_type *type; /* (checker) */
+  sh_sym name;   /* VAR: the variable; CTOR: the constructor */
+  int n;         /* TUPLE, CTOR: sub-patterns */
+  sh_pat **items;
+  int64_t ival;      /* INT (BOOL: 0 or 1) */
+  sh_local *local;   /* (checker) VAR */
+  sh_ctor *ctor;     /* (checker) CTOR */
+};
+
+/* ----------------------------------------------------------- expressions */
+
+typedef enum sh_expr_kind {
+  SH_EX_ERROR,
+  SH_EX_INT,    /* ival */
+  SH_EX_FLOAT,  /* fval: an f32[1] constant */
+  SH_EX_BOOL,   /* ival 0/1 */
+  SH_EX_NAME,   /* name, res */
+  SH_EX_TUPLE,  /* items */
+  SH_EX_LIST,   /* items (non-empty list literal) */
+  SH_EX_UNARY,  /* op (MINUS, BANG), a */
+  SH_EX_BINARY, /* op, a, b */
+  SH_EX_CALL,   /* name (callee), items (arguments), call */
+  SH_EX_INDEX,  /* a[b] */
+  SH_EX_SLICE,  /* a[b:c], lo/hi sizes */
+  SH_EX_BLOCK,  /* lets, a (value) */
+  SH_EX_IF,     /* a (cond), b (then), c (else) */
+  SH_EX_MATCH,  /* a (scrutinee), arms */
+  SH_EX_FOR,    /* pat in a [.. b] { c } */
+  SH_EX_PHASE   /* phase ival { a } */
+} sh_expr_kind;
+
+/* What a name refers to (checker). */
+typedef enum sh_res_kind {
+  SH_RES_NONE, SH_RES_LOCAL, SH_RES_PARAM, SH_RES_SIZE, SH_RES_FN, SH_RES_CTOR
+} sh_res_kind;
+
+/* What a call calls (checker). */
+typedef enum sh_call_kind { SH_CALL_NONE, SH_CALL_FN, SH_CALL_CTOR, SH_CALL_BUILTIN } sh_call_kind;
+
+typedef enum sh_builtin {
+  SH_BI_NONE = 0,
+  /* elementwise f32[s] -> f32[s] */
+  SH_BI_TANH, SH_BI_SIGMOID, SH_BI_RELU, SH_BI_GELU, SH_BI_EXP, SH_BI_LOG,
+  /* last-axis reductions and normalizations */
+  SH_BI_SUM, SH_BI_MEAN, SH_BI_MAX, SH_BI_SOFTMAX, SH_BI_LOG_SOFTMAX,
+  /* shapes */
+  SH_BI_CAT, SH_BI_RESHAPE, SH_BI_ZEROS,
+  /* fused cell */
+  SH_BI_LSTM_CELL,
+  /* lists */
+  SH_BI_LEN, SH_BI_REV, SH_BI_MAP, SH_BI_FOLD, SH_BI_SCAN,
+  SH_BI_COUNT_
+} sh_builtin;
+
+typedef struct sh_let {
+  sh_span span;
+  sh_pat *pat;
+  sh_texpr *tx; /* optional annotation */
+  sh_expr *value;
+} sh_let;
+
+typedef struct sh_arm {
+  sh_pat *pat;
+  sh_expr *body;
+} sh_arm;
+
+struct sh_expr {
+  sh_expr_kind kind;
+  sh_span span;
+  int depth;     /* nesting depth of this subtree (parser; bounded) */
+  sh_type *type; /* (checker) */
+  int op;        /* sh_tok_kind of UNARY / BINARY */
+  int64_t ival;
+  double fval;
+  sh_sym name; /* NAME; CALL: the callee */
+  sh_span name_span;
+  sh_expr *a, *b, *c;
+  int n;          /* TUPLE, LIST, CALL: items; BLOCK: lets; MATCH: arms */
+  sh_expr **items;
+  sh_let *lets;
+  sh_arm *arms;
+  sh_pat *pat; /* FOR */
+  /* (checker) */
+  sh_res_kind res;
+  union {
+    sh_local *local;
+    sh_param *param;
+    uint32_t size_var;
+    sh_fn *fn;
+    sh_ctor *ctor;
+  } ref;                /* NAME: what res names; CALL: fn / ctor */
+  sh_call_kind call;    /* CALL */
+  sh_builtin builtin;   /* CALL of a builtin */
+  sh_fn *fn_arg;        /* CALL of map/fold/scan: the function applied */
+  sh_size *lo, *hi;     /* SLICE: bounds (pool) */
+  bool lookup;          /* INDEX: a row of a parameter table (embedding) */
+  bool param_rhs;       /* BINARY '@': right operand is a parameter (affine) */
+};
+
+/* --------------------------------------------------------------- module */
+
+typedef enum sh_decl_kind { SH_DECL_TYPE, SH_DECL_PARAM, SH_DECL_SIZE, SH_DECL_FN } sh_decl_kind;
+
+typedef struct sh_decl {
+  sh_decl_kind kind;
+  union {
+    sh_adt *adt;
+    sh_param *param;
+    sh_sizedecl *size;
+    sh_fn *fn;
+  } u;
+} sh_decl;
+
+/* A parsed (and, after sh_check, checked) source file. */
+typedef struct sh_module {
+  sheaf_ctx *ctx;
+  sh_pool pool;
+  sh_symtab syms;
+  sh_sizevars sizes;
+  sh_diags diags;
+  sh_tokens toks;
+  int n_decls;
+  sh_decl *decls;
+  int n_adts, n_params, n_sizes, n_fns;
+  sh_adt **adts;
+  sh_param **params;
+  sh_sizedecl **size_decls;
+  sh_fn **fns;
+  sh_fn *main; /* (checker) */
+} sh_module;
+
+/* Helpers for the parser and tests. */
+sh_expr *sh_expr_new(sh_pool *p, sh_expr_kind kind, sh_span span);
+/* An S-expression dump of the syntax ("(fn f (x i32) i32 (+ x 1))"), for
+ * tests and debugging. */
+void sh_ast_dump(sh_buf *b, const sh_module *m);
+void sh_ast_dump_expr(sh_buf *b, const sh_module *m, const sh_expr *e);
+
+#endif

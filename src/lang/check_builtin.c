@@ -1,0 +1,238 @@
+/*
+ * check_builtin.c — types of the built-in functions: activations,
+ * reductions and softmax, cat, reshape, zeros, the fused lstm_cell, and the
+ * list functions len, rev, map, fold, scan (which take a function by name).
+ * Each matches an operation of the runtime (include/sheaf_graph.h).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "lang/check_int.h"
+
+static const char *nm(const checker *c, sh_sym s) { return sh_sym_name(c->syms, s); }
+
+static sh_type *mk_tensor(checker *c, int rank, const sh_size *dims) {
+  sh_type *t = sh_type_tensor(c->pool, rank, dims);
+  if (!t) c->nomem = true;
+  return t ? t : &sh_type_error;
+}
+
+static bool arity(checker *c, sh_expr *e, int lo, int hi) {
+  if (e->n >= lo && e->n <= hi) return true;
+  const char *name = sh_builtin_name(e->builtin);
+  if (lo == hi)
+    c_error(c, e->span, "wrong number of arguments: '%s' takes %d but got %d", name, lo, e->n);
+  else
+    c_error(c, e->span, "wrong number of arguments: '%s' takes %d to %d but got %d", name, lo, hi, e->n);
+  return false;
+}
+
+static sh_type *need_tensor(checker *c, sh_expr *e, sh_expr *arg, sh_type *t) {
+  if (c_is_err(t) || t->kind == SH_TY_TENSOR) return t;
+  c_error(c, arg->span, "'%s' needs an f32 tensor, not %s", sh_builtin_name(e->builtin), c_ty(c, t));
+  return &sh_type_error;
+}
+
+static sh_type *need_list(checker *c, sh_expr *e, sh_expr *arg, sh_type *t) {
+  if (c_is_err(t) || t->kind == SH_TY_LIST) return t;
+  c_error(c, arg->span, "'%s' needs a list, not %s", sh_builtin_name(e->builtin), c_ty(c, t));
+  return &sh_type_error;
+}
+
+/* Sizes given as arguments (zeros, reshape): positive, at most rank 2. */
+static bool size_args(checker *c, sh_expr *e, int first, sh_size *dims) {
+  bool ok = true;
+  for (int i = first; i < e->n; i++) {
+    sh_expr *a = e->items[i];
+    if (!c_size_of(c, a, SIZES_KNOWN, &dims[i - first])) {
+      ok = false;
+      continue;
+    }
+    a->type = &sh_type_i32;
+    sh_size r;
+    int64_t k;
+    if (sh_size_resolve(c->sv, &dims[i - first], true, &r) && sh_size_is_const(&r, &k) && k <= 0) {
+      c_error(c, a->span, "a dimension must be positive, but this one is %lld", (long long)k);
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+/* The PARAM named by an argument of lstm_cell. */
+static sh_param *param_arg(checker *c, sh_expr *e, sh_expr *arg, int rank, const char *what) {
+  sh_type *t = c_expr(c, arg);
+  if (c_is_err(t)) return NULL;
+  if (arg->kind != SH_EX_NAME || arg->res != SH_RES_PARAM) {
+    c_error(c, arg->span, "the %s of lstm_cell must be a parameter (declared with 'param')", what);
+    return NULL;
+  }
+  if (t->n != rank) {
+    c_error(c, arg->span, "the %s of lstm_cell must be a %s, not %s", what, rank == 2 ? "matrix" : "vector",
+            c_ty(c, t));
+    return NULL;
+  }
+  return arg->ref.param;
+}
+
+static sh_type *lstm_cell(checker *c, sh_expr *e) {
+  if (!arity(c, e, 4, 4)) return &sh_type_error;
+  sh_param *W = param_arg(c, e, e->items[0], 2, "weight (first argument)");
+  sh_param *b = param_arg(c, e, e->items[1], 1, "bias (second argument)");
+  sh_type *tx = need_tensor(c, e, e->items[2], c_expr(c, e->items[2]));
+  sh_type *tc = need_tensor(c, e, e->items[3], c_expr(c, e->items[3]));
+  if (!W || !b || c_is_err(tx) || c_is_err(tc)) return &sh_type_error;
+  if (tx->n != 1 || tc->n != 1) {
+    c_error(c, e->span, "lstm_cell works on vectors: x and c must be f32[N], not %s and %s", c_ty(c, tx),
+            c_ty(c, tc));
+    return &sh_type_error;
+  }
+  sh_size four, g;
+  sh_size_const(&four, 4);
+  if (!sh_size_mul(&g, &four, &tc->dims[0])) return &sh_type_error;
+  sh_type *want_w = mk_tensor(c, 2, (sh_size[]){tx->dims[0], g});
+  sh_type *want_b = mk_tensor(c, 1, &g);
+  bool ok = c_expect(c, e->items[0]->span, want_w, W->type, "lstm_cell's weight (x's size, then 4 gates of c's size)");
+  ok = c_expect(c, e->items[1]->span, want_b, b->type, "lstm_cell's bias") && ok;
+  if (!ok) return &sh_type_error;
+  sh_type *pair[2] = {tc, tc};
+  sh_type *t = sh_type_tuple(c->pool, 2, pair);
+  if (!t) c->nomem = true;
+  return t ? t : &sh_type_error;
+}
+
+/* map(f, xs), fold(f, init, xs), scan(f, init, xs). */
+static sh_type *apply(checker *c, sh_expr *e) {
+  bool is_map = e->builtin == SH_BI_MAP;
+  if (!arity(c, e, is_map ? 2 : 3, is_map ? 2 : 3)) return &sh_type_error;
+  sh_expr *fe = e->items[0], *xs = e->items[e->n - 1];
+  sh_fn *f = NULL;
+  if (fe->kind == SH_EX_NAME && fe->name <= c->n_syms && c->globals[fe->name].kind == G_FN &&
+      !c_lookup_local(c, fe->name)) {
+    f = c->globals[fe->name].u.fn;
+    fe->res = SH_RES_FN;
+    fe->ref.fn = f;
+    fe->type = &sh_type_error; /* functions are not values */
+    e->fn_arg = f;
+  } else {
+    c_error(c, fe->span, "the first argument of '%s' must be the name of a function (declared with 'fn')",
+            sh_builtin_name(e->builtin));
+  }
+  sh_type *tinit = is_map ? NULL : c_expr(c, e->items[1]);
+  sh_type *tl = need_list(c, e, xs, c_expr(c, xs));
+  if (!f || c_is_err(tl) || (tinit && c_is_err(tinit))) return &sh_type_error;
+  bool strict;
+  int k = c_origin(c, xs, &strict);
+  c_add_edge(c, f, fe->span, k >= 0);
+  sh_expr *args[2] = {is_map ? xs : e->items[1], xs};
+  sh_type *types[2] = {is_map ? tl->elems[0] : tinit, tl->elems[0]};
+  if (f->n_params != (is_map ? 1 : 2)) {
+    c_error(c, fe->span, "'%s' applies a function of %d parameter%s, but '%s' takes %d",
+            sh_builtin_name(e->builtin), is_map ? 1 : 2, is_map ? "" : "s (accumulator, element)",
+            nm(c, f->name), f->n_params);
+    return &sh_type_error;
+  }
+  sh_type *r = c_call_fn(c, e, f, args, types, is_map ? 1 : 2);
+  if (c_is_err(r)) return r;
+  if (!is_map) {
+    char ctx[160];
+    snprintf(ctx, sizeof ctx, "the result of '%s' must have the accumulator's type", nm(c, f->name));
+    if (!c_expect(c, e->items[1]->span, tinit, r, ctx)) return &sh_type_error;
+    r = tinit;
+  }
+  if (e->builtin == SH_BI_FOLD) return r;
+  sh_type *t = sh_type_list(c->pool, r);
+  if (!t) c->nomem = true;
+  return t ? t : &sh_type_error;
+}
+
+static sh_type *cat(checker *c, sh_expr *e, sh_type **t) {
+  if (!arity(c, e, 1, 64)) return &sh_type_error;
+  sh_size last;
+  sh_size_const(&last, 0);
+  for (int i = 0; i < e->n; i++) {
+    if (c_is_err(t[i])) return t[i];
+    if (i > 0 && t[i]->n != t[0]->n) {
+      c_error(c, e->items[i]->span, "cat joins tensors of the same rank, but got %s and %s", c_ty(c, t[0]),
+              c_ty(c, t[i]));
+      return &sh_type_error;
+    }
+    if (i > 0 && t[0]->n == 2 && !sh_size_unify(c->sv, &t[0]->dims[0], &t[i]->dims[0])) {
+      c_error(c, e->items[i]->span, "cat joins along the last axis; the rows differ: %s and %s",
+              c_ty(c, t[0]), c_ty(c, t[i]));
+      return &sh_type_error;
+    }
+    if (!sh_size_add(&last, &last, &t[i]->dims[t[i]->n - 1])) {
+      c_error(c, e->span, "size of cat is too complex");
+      return &sh_type_error;
+    }
+  }
+  sh_size dims[2] = {t[0]->dims[0], last};
+  if (t[0]->n == 1) dims[0] = last;
+  return mk_tensor(c, t[0]->n, dims);
+}
+
+static sh_type *reshape(checker *c, sh_expr *e) {
+  if (!arity(c, e, 2, 3)) return &sh_type_error;
+  sh_type *t = need_tensor(c, e, e->items[0], c_expr(c, e->items[0]));
+  sh_size dims[2];
+  if (!size_args(c, e, 1, dims) || c_is_err(t)) return &sh_type_error;
+  sh_size a = t->dims[0], b = dims[0];
+  bool ok = (t->n == 1 || sh_size_mul(&a, &a, &t->dims[1])) &&
+            (e->n == 2 || sh_size_mul(&b, &b, &dims[1]));
+  sh_type *r = mk_tensor(c, e->n - 1, dims);
+  if (!ok || !sh_size_unify(c->sv, &a, &b)) {
+    c_error(c, e->span, "cannot reshape %s to %s: the element counts differ", c_ty(c, t), c_ty(c, r));
+    return &sh_type_error;
+  }
+  return r;
+}
+
+sh_type *c_builtin(checker *c, sh_expr *e) {
+  sh_builtin bi = e->builtin;
+  switch (bi) {
+  case SH_BI_MAP:
+  case SH_BI_FOLD:
+  case SH_BI_SCAN: return apply(c, e);
+  case SH_BI_LSTM_CELL: return lstm_cell(c, e);
+  case SH_BI_RESHAPE: return reshape(c, e);
+  case SH_BI_ZEROS: {
+    sh_size dims[2];
+    if (!arity(c, e, 1, 2) || !size_args(c, e, 0, dims)) return &sh_type_error;
+    return mk_tensor(c, e->n, dims);
+  }
+  default: break;
+  }
+  sh_type **t = c_alloc(c, (size_t)e->n * sizeof *t + 1);
+  if (!t) return &sh_type_error;
+  for (int i = 0; i < e->n; i++) t[i] = c_expr(c, e->items[i]);
+  if (bi == SH_BI_CAT) {
+    for (int i = 0; i < e->n; i++) t[i] = need_tensor(c, e, e->items[i], t[i]);
+    return cat(c, e, t);
+  }
+  if (!arity(c, e, 1, 1)) return &sh_type_error;
+  sh_type *x = t[0];
+  if (c_is_err(x)) return x;
+  switch (bi) {
+  case SH_BI_LEN:
+    return c_is_err(need_list(c, e, e->items[0], x)) ? &sh_type_error : &sh_type_i32;
+  case SH_BI_REV: return need_list(c, e, e->items[0], x);
+  case SH_BI_SUM:
+    if (x->kind == SH_TY_LIST) { /* elementwise sum of a list of tensors */
+      sh_type *el = x->elems[0];
+      if (el->kind == SH_TY_TENSOR) return el;
+      c_error(c, e->items[0]->span, "sum of a list needs a list of tensors, not %s", c_ty(c, x));
+      return &sh_type_error;
+    }
+    /* fall through */
+  case SH_BI_MEAN:
+  case SH_BI_MAX: {
+    if (c_is_err(need_tensor(c, e, e->items[0], x))) return &sh_type_error;
+    sh_size one;
+    sh_size_const(&one, 1);
+    return mk_tensor(c, 1, x->n == 1 ? &one : &x->dims[0]);
+  }
+  default: /* elementwise and softmax: same shape */
+    return need_tensor(c, e, e->items[0], x);
+  }
+}

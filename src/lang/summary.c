@@ -1,0 +1,55 @@
+/*
+ * summary.c — the text `sheaf check` prints for a model that checks: its
+ * global sizes (with values where declared), types, parameters with their
+ * shapes, and function signatures (recursive ones and the entry marked).
+ */
+#include "lang/check.h"
+
+void sh_check_summary(const sh_module *m, sh_buf *out) {
+  const sh_symtab *syms = &m->syms;
+  const sh_sizevars *sv = &m->sizes;
+  sh_buf_printf(out, "%s: ok\n", m->diags.file);
+  int n_global = 0;
+  for (uint32_t v = 1; v <= sv->n; v++) n_global += sv->v[v].kind == SH_SV_GLOBAL;
+  sh_buf_puts(out, "sizes:");
+  for (uint32_t v = 1; v <= sv->n; v++) {
+    if (sv->v[v].kind != SH_SV_GLOBAL) continue;
+    sh_buf_printf(out, " %s", sh_sym_name(syms, sv->v[v].name));
+    if (sv->v[v].has_value) sh_buf_printf(out, "=%lld", (long long)sv->v[v].value);
+  }
+  sh_buf_puts(out, n_global ? "  (unset sizes come from the weights file)\n" : " none\n");
+  for (int i = 0; i < m->n_adts; i++) {
+    const sh_adt *a = m->adts[i];
+    sh_buf_printf(out, "type %s =", sh_sym_name(syms, a->name));
+    for (int k = 0; k < a->n_ctors; k++) {
+      const sh_ctor *ct = &a->ctors[k];
+      sh_buf_printf(out, "%s %s", k ? " |" : "", sh_sym_name(syms, ct->name));
+      if (ct->n_fields) sh_buf_putc(out, '(');
+      for (int f = 0; f < ct->n_fields; f++) {
+        if (f) sh_buf_puts(out, ", ");
+        if (ct->field_names[f]) sh_buf_printf(out, "%s: ", sh_sym_name(syms, ct->field_names[f]));
+        sh_type_print(out, sv, syms, ct->field_types[f]);
+      }
+      if (ct->n_fields) sh_buf_putc(out, ')');
+    }
+    sh_buf_putc(out, '\n');
+  }
+  for (int i = 0; i < m->n_params; i++) {
+    sh_buf_printf(out, "param %s: ", sh_sym_name(syms, m->params[i]->name));
+    sh_type_print(out, sv, syms, m->params[i]->type);
+    sh_buf_putc(out, '\n');
+  }
+  for (int i = 0; i < m->n_fns; i++) {
+    const sh_fn *f = m->fns[i];
+    sh_buf_printf(out, "fn %s(", sh_sym_name(syms, f->name));
+    for (int k = 0; k < f->n_params; k++) {
+      sh_buf_printf(out, "%s%s: ", k ? ", " : "", sh_sym_name(syms, f->params[k]->name));
+      sh_type_print(out, sv, syms, f->param_types[k]);
+    }
+    sh_buf_puts(out, ") -> ");
+    sh_type_print(out, sv, syms, f->ret_type);
+    if (f->recursive) sh_buf_puts(out, "  [recursive]");
+    if (f == m->main) sh_buf_puts(out, "  [entry]");
+    sh_buf_putc(out, '\n');
+  }
+}

@@ -1,0 +1,333 @@
+/*
+ * exec.c — the batched executor shared by every policy: one call runs a
+ * batch (kernel nodes with one signature) as one kernel call. Arguments are
+ * built as row-pointer arrays straight from the inputs' values (no gather
+ * copy); evenly spaced pointers become base + ld (contiguous), identical ones
+ * a broadcast row (a parameter used by every node: reuse). Each batch writes
+ * ONE contiguous output block, so the next level's inputs are usually
+ * contiguous. Row kernels split their rows over the pool when the batch is
+ * large. GEMM-based ops (affine, LSTM cell, matmul) are in exec_gemm.c.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "base/pool.h"
+#include "kernels/rows.h"
+#include "kernels/vmath.h"
+#include "runtime/runtime.h"
+
+/* ------------------------------------------------------------- operands */
+
+sh_gemm_in sh_exec_operand(sheaf_graph *g, const float **rp, int64_t m, int64_t w, bool *same) {
+  if (same) *same = false;
+  if (m == 1) return (sh_gemm_in){NULL, rp[0], w};
+  ptrdiff_t ld = rp[1] - rp[0];
+  bool even = true;
+  for (int64_t i = 2; i < m && even; i++) even = rp[i] - rp[i - 1] == ld;
+  if (even && ld >= w) return (sh_gemm_in){NULL, rp[0], (int64_t)ld};
+  if (even && ld == 0 && same) {
+    *same = true; /* every row is the same vector */
+    return (sh_gemm_in){NULL, rp[0], w};
+  }
+  g->stats.rows_gathered += (uint64_t)m;
+  return (sh_gemm_in){rp, NULL, 0};
+}
+
+/* Row pointers of input k of each node. A node contributes its own rows
+ * (in_rows: its input's rows); a scalar input of a larger node repeats. */
+static const float **gather(sheaf_graph *g, const uint32_t *ids, uint32_t n, int k, int64_t m,
+                            bool in_rows) {
+  const float **rp = sh_arena_alloc(&g->scratch, (size_t)m * sizeof *rp);
+  if (!rp) return NULL;
+  int64_t j = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const sh_node *nd = &g->nodes[ids[i]];
+    uint32_t x = g->ins[nd->in + k];
+    const float *v = sh_graph_val(g, x);
+    if (!v) return NULL;
+    const sh_node *xn = &g->nodes[x];
+    int32_t rows = in_rows ? xn->rows : nd->rows;
+    if (!in_rows && xn->rows * xn->cols == 1 && nd->rows * nd->cols > 1)
+      for (int32_t r = 0; r < rows; r++) rp[j++] = v;
+    else
+      for (int32_t r = 0; r < rows; r++) rp[j++] = v + (int64_t)r * xn->ld;
+  }
+  return rp;
+}
+
+float *sh_exec_out_block(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m, int64_t cols) {
+  size_t bytes = (size_t)m * (size_t)cols * sizeof(float);
+  float *blk = sh_arena_alloc(&g->data, bytes);
+  if (!blk) return NULL;
+  int64_t off = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    sh_node *nd = &g->nodes[ids[i]];
+    nd->val = blk + off * cols;
+    nd->ld = (int32_t)cols;
+    off += nd->rows;
+  }
+  return blk;
+}
+
+/* --------------------------------------------------------- row kernels */
+
+enum { RJ_BINARY, RJ_ACT, RJ_VMATH, RJ_REDUCE, RJ_SOFTMAX, RJ_LOG_SOFTMAX, RJ_PICK };
+
+typedef struct rowjob {
+  sheaf_isa isa;
+  int kind, op; /* op: sh_ew_op / sh_gemm_act / sh_vmath_fn / sh_reduce_op */
+  int64_t m, n;
+  sh_ew_operand a, b; /* RJ_BINARY */
+  sh_gemm_in x;       /* the others */
+  sh_gemm_out y;
+  float *out1;        /* RJ_REDUCE / RJ_PICK: one float per row */
+  const int32_t *idx; /* RJ_PICK */
+  int64_t tasks;
+} rowjob;
+
+static inline sh_gemm_in in_at(sh_gemm_in in, int64_t r) {
+  if (in.rows)
+    in.rows += r;
+  else
+    in.base += r * in.ld;
+  return in;
+}
+static inline sh_gemm_out out_at(sh_gemm_out o, int64_t r) {
+  if (o.rows)
+    o.rows += r;
+  else
+    o.base += r * o.ld;
+  return o;
+}
+static inline const float *in_row(const sh_gemm_in *in, int64_t r) {
+  return in->rows ? in->rows[r] : in->base + r * in->ld;
+}
+
+static void log_softmax_row(sheaf_isa isa, int64_t n, const float *x, float *y) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+  for (int64_t i = 0; i < n; i++) y[i] = x[i] - mx;
+  sh_vmath_f32(isa, SH_VMATH_EXP, n, y, y);
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += y[i];
+  float ls = (float)log(s);
+  for (int64_t i = 0; i < n; i++) y[i] = (x[i] - mx) - ls;
+}
+
+static void rowjob_range(const rowjob *j, int64_t r0, int64_t r1) {
+  int64_t m = r1 - r0;
+  switch (j->kind) {
+  case RJ_BINARY: {
+    sh_ew_operand a = j->a, b = j->b;
+    if (a.m > 1) a.in = in_at(a.in, r0), a.m = m;
+    if (b.m > 1) b.in = in_at(b.in, r0), b.m = m;
+    sh_ew_binary(j->isa, (sh_ew_op)j->op, m, j->n, a, b, out_at(j->y, r0));
+    break;
+  }
+  case RJ_ACT:
+    sh_ew_act(j->isa, (sh_gemm_act)j->op, m, j->n, in_at(j->x, r0), out_at(j->y, r0));
+    break;
+  case RJ_VMATH:
+    for (int64_t r = r0; r < r1; r++)
+      sh_vmath_f32(j->isa, (sh_vmath_fn)j->op, j->n, in_row(&j->x, r), j->y.base + r * j->y.ld);
+    break;
+  case RJ_REDUCE:
+    sh_reduce_rows(j->isa, (sh_reduce_op)j->op, m, j->n, in_at(j->x, r0), j->out1 + r0);
+    break;
+  case RJ_SOFTMAX: sh_softmax_rows(j->isa, m, j->n, 1.0f, in_at(j->x, r0), out_at(j->y, r0)); break;
+  case RJ_LOG_SOFTMAX:
+    for (int64_t r = r0; r < r1; r++)
+      log_softmax_row(j->isa, j->n, in_row(&j->x, r), j->y.base + r * j->y.ld);
+    break;
+  case RJ_PICK:
+    for (int64_t r = r0; r < r1; r++) j->out1[r] = in_row(&j->x, r)[j->idx[r]];
+    break;
+  }
+}
+
+static void rowjob_task(void *arg, int64_t task, int tid) {
+  const rowjob *j = arg;
+  (void)tid;
+  int64_t r0 = j->m * task / j->tasks, r1 = j->m * (task + 1) / j->tasks;
+  if (r0 < r1) rowjob_range(j, r0, r1);
+}
+
+/* Runs a row job, split over the pool when it is large enough to pay. */
+static void run_rows(sheaf_graph *g, rowjob *j) {
+  uint64_t t0 = sheaf_time_ns();
+  j->isa = g->isa;
+  if (g->threads > 1 && j->m >= 2 && j->m * j->n >= 32768) {
+    j->tasks = j->m < 4 * g->threads ? j->m : 4 * g->threads;
+    sh_pool_run(g->ctx->pool, j->tasks, rowjob_task, j, g->threads);
+  } else {
+    rowjob_range(j, 0, j->m);
+  }
+  g->stats.ns_kernels += sheaf_time_ns() - t0;
+}
+
+/* -------------------------------------------------------------- batches */
+
+static sheaf_status exec_rows(sheaf_graph *g, int op, const uint32_t *ids, uint32_t n, int64_t m) {
+  const sh_node *n0 = &g->nodes[ids[0]];
+  int64_t cols = n0->cols;
+  rowjob j = {0};
+  j.m = m;
+  j.n = cols;
+  switch (op) {
+  case SH_OP_ADD:
+  case SH_OP_SUB:
+  case SH_OP_MUL:
+  case SH_OP_DIV: {
+    const float **ra = gather(g, ids, n, 0, m, false),
+                **rb = ra ? gather(g, ids, n, 1, m, false) : NULL;
+    float *out = rb ? sh_exec_out_block(g, ids, n, m, cols) : NULL;
+    if (!out) return SHEAF_ERR_NOMEM;
+    const sh_node *a0 = &g->nodes[g->ins[n0->in]], *b0 = &g->nodes[g->ins[n0->in + 1]];
+    bool sa, sb;
+    int64_t wa = a0->rows * a0->cols == 1 ? 1 : cols, wb = b0->rows * b0->cols == 1 ? 1 : cols;
+    j.a = (sh_ew_operand){sh_exec_operand(g, ra, m, wa, &sa), m, wa};
+    j.b = (sh_ew_operand){sh_exec_operand(g, rb, m, wb, &sb), m, wb};
+    if (sa) j.a.m = 1;
+    if (sb) j.b.m = 1;
+    j.kind = RJ_BINARY;
+    j.op = op == SH_OP_ADD   ? SH_EW_ADD
+           : op == SH_OP_SUB ? SH_EW_SUB
+           : op == SH_OP_MUL ? SH_EW_MUL
+                             : SH_EW_DIV;
+    j.y = (sh_gemm_out){NULL, out, cols};
+    run_rows(g, &j);
+    g->stats.flops += (uint64_t)(m * cols);
+    return SHEAF_OK;
+  }
+  case SH_OP_SUM_N: {
+    float *out = sh_exec_out_block(g, ids, n, m, cols);
+    if (!out) return SHEAF_ERR_NOMEM;
+    j.kind = RJ_BINARY;
+    j.op = SH_EW_ADD;
+    j.y = (sh_gemm_out){NULL, out, cols};
+    for (int k = 1; k < n0->n_in; k++) {
+      const float **rb = gather(g, ids, n, k, m, false);
+      if (!rb) return SHEAF_ERR_NOMEM;
+      if (k == 1) {
+        const float **ra = gather(g, ids, n, 0, m, false);
+        if (!ra) return SHEAF_ERR_NOMEM;
+        j.a = (sh_ew_operand){sh_exec_operand(g, ra, m, cols, NULL), m, cols};
+      } else {
+        j.a = (sh_ew_operand){{NULL, out, cols}, m, cols};
+      }
+      j.b = (sh_ew_operand){sh_exec_operand(g, rb, m, cols, NULL), m, cols};
+      run_rows(g, &j);
+    }
+    g->stats.flops += (uint64_t)(m * cols * (n0->n_in - 1));
+    return SHEAF_OK;
+  }
+  default: break;
+  }
+  /* one input */
+  bool red = op == SH_OP_SUM || op == SH_OP_MEAN || op == SH_OP_MAX || op == SH_OP_PICK;
+  const float **rx = gather(g, ids, n, 0, m, red);
+  if (!rx) return SHEAF_ERR_NOMEM;
+  int64_t w = g->nodes[g->ins[n0->in]].cols;
+  j.n = w;
+  j.x = sh_exec_operand(g, rx, m, w, NULL);
+  if (red) {
+    float *out = sh_arena_alloc(&g->data, (size_t)m * sizeof(float));
+    int32_t *idx = op == SH_OP_PICK ? sh_arena_alloc(&g->scratch, (size_t)m * sizeof *idx) : NULL;
+    if (!out || (op == SH_OP_PICK && !idx)) return SHEAF_ERR_NOMEM;
+    int64_t off = 0;
+    for (uint32_t i = 0; i < n; i++) {
+      sh_node *nd = &g->nodes[ids[i]];
+      nd->val = out + off;
+      nd->ld = nd->cols;
+      int32_t r = g->nodes[g->ins[nd->in]].rows;
+      for (int32_t k = 0; idx && k < r; k++) idx[off + k] = (int32_t)nd->aux;
+      off += r;
+    }
+    j.kind = op == SH_OP_PICK ? RJ_PICK : RJ_REDUCE;
+    j.op = op == SH_OP_SUM ? SH_REDUCE_SUM : op == SH_OP_MEAN ? SH_REDUCE_MEAN : SH_REDUCE_MAX;
+    j.out1 = out;
+    j.idx = idx;
+    run_rows(g, &j);
+    g->stats.flops += (uint64_t)(op == SH_OP_PICK ? m : m * w);
+    return SHEAF_OK;
+  }
+  float *out = sh_exec_out_block(g, ids, n, m, cols);
+  if (!out) return SHEAF_ERR_NOMEM;
+  j.y = (sh_gemm_out){NULL, out, cols};
+  switch (op) {
+  case SH_OP_SCALE: {
+    j.kind = RJ_BINARY;
+    j.op = SH_EW_MUL;
+    j.a = (sh_ew_operand){j.x, m, cols};
+    j.b = (sh_ew_operand){{NULL, &g->nodes[ids[0]].f, 1}, 1, 1};
+    break;
+  }
+  case SH_OP_TANH:
+    j.kind = RJ_ACT;
+    j.op = SH_GEMM_ACT_TANH;
+    break;
+  case SH_OP_SIGMOID:
+    j.kind = RJ_ACT;
+    j.op = SH_GEMM_ACT_SIGMOID;
+    break;
+  case SH_OP_RELU:
+    j.kind = RJ_ACT;
+    j.op = SH_GEMM_ACT_RELU;
+    break;
+  case SH_OP_GELU:
+    j.kind = RJ_ACT;
+    j.op = SH_GEMM_ACT_GELU_ERF;
+    break;
+  case SH_OP_EXP:
+    j.kind = RJ_VMATH;
+    j.op = SH_VMATH_EXP;
+    break;
+  case SH_OP_LOG:
+    j.kind = RJ_VMATH;
+    j.op = SH_VMATH_LOG;
+    break;
+  case SH_OP_SOFTMAX: j.kind = RJ_SOFTMAX; break;
+  case SH_OP_LOG_SOFTMAX: j.kind = RJ_LOG_SOFTMAX; break;
+  default:
+    return sh_fail(g->ctx, SHEAF_ERR_INTERNAL, "internal error: no kernel for op %s",
+                   sh_op_name(op));
+  }
+  run_rows(g, &j);
+  g->stats.flops += (uint64_t)(m * cols);
+  return SHEAF_OK;
+}
+
+sheaf_status sh_exec_batch(sheaf_graph *g, uint32_t sig, const uint32_t *ids, uint32_t n) {
+  /* rewinding to a mark taken on an empty arena would free its chunk: keep one */
+  if (SH_UNLIKELY(!g->scratch.head) && !sh_arena_alloc(&g->scratch, SH_ARENA_ALIGN))
+    return SHEAF_ERR_NOMEM;
+  sh_arena_mark mark = sh_arena_get_mark(&g->scratch);
+  uint64_t t0 = g->trace_path ? sheaf_time_ns() : 0;
+  int op = g->nodes[ids[0]].op;
+  bool red = op == SH_OP_SUM || op == SH_OP_MEAN || op == SH_OP_MAX || op == SH_OP_PICK;
+  int64_t m = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const sh_node *nd = &g->nodes[ids[i]];
+    m += red ? g->nodes[g->ins[nd->in]].rows : nd->rows;
+  }
+  sheaf_status st;
+  switch (op) {
+  case SH_OP_AFFINE: st = sh_exec_affine(g, ids, n, m); break;
+  case SH_OP_LSTM: st = sh_exec_lstm(g, ids, n, m); break;
+  case SH_OP_MATMUL: st = sh_exec_matmul(g, ids, n); break;
+  default: st = exec_rows(g, op, ids, n, m); break;
+  }
+  sh_arena_rewind(&g->scratch, mark);
+  if (st) {
+    if (g->status) return g->status;
+    return st == SHEAF_ERR_NOMEM ? sh_fail(g->ctx, st, "out of memory running a batch of %u '%s'",
+                                           n, g->sigs[sig].name)
+                                 : st;
+  }
+  for (uint32_t i = 0; i < n; i++) g->nodes[ids[i]].flags |= SH_NODE_DONE;
+  g->stats.batches++;
+  g->sigs[sig].batches++;
+  g->sigs[sig].nodes += n;
+  if (g->trace_path) sh_trace_record(g, sig, n, g->cur_depth, g->cur_phase, t0, sheaf_time_ns());
+  return SHEAF_OK;
+}

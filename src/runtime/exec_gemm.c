@@ -1,0 +1,292 @@
+/*
+ * exec_gemm.c — batches that run on the GEMM: affine (weights packed once
+ * per model; the pieces of a concat input are K-split sources read through
+ * row pointers, so [h_l ; h_r] costs no copy; bias and a fused activation in
+ * the epilogue), the LSTM cell (gate-interleaved weights, the whole cell
+ * tail in the GEMM's store) and matmul between two expressions (one small
+ * product per node, nodes spread over the pool).
+ */
+#include <string.h>
+
+#include "base/pool.h"
+#include "kernels/rows.h"
+#include "runtime/runtime.h"
+
+/* The K-split sources of a batch: inputs [0, n_x) of each node, split into
+ * their concat pieces as the signature says (or read whole). */
+static sheaf_status sources(sheaf_graph *g, const uint32_t *ids, uint32_t n, int n_x, int64_t m,
+                            sh_gemm_args *a) {
+  const sh_sig_key *k = &g->sigs[g->nodes[ids[0]].sig].key;
+  int ns = k->n_w;
+  const float **rp[SH_GEMM_MAX_KSRC];
+  for (int s = 0; s < ns; s++) {
+    rp[s] = sh_arena_alloc(&g->scratch, (size_t)m * sizeof *rp[s]);
+    if (!rp[s]) return SHEAF_ERR_NOMEM;
+  }
+  int64_t j = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const sh_node *nd = &g->nodes[ids[i]];
+    uint32_t pc[SH_GEMM_MAX_KSRC];
+    int np = 0;
+    for (int x = 0; x < n_x; x++) {
+      uint32_t xid = g->ins[nd->in + x];
+      if (k->mat)
+        pc[np++] = xid;
+      else
+        np = sh_pieces(g, xid, pc, np, SH_GEMM_MAX_KSRC);
+    }
+    if (np != ns)
+      return sh_fail(g->ctx, SHEAF_ERR_INTERNAL, "internal error: %d pieces, signature has %d", np,
+                     ns);
+    int32_t rows = nd->rows;
+    for (int s = 0; s < ns; s++) {
+      const float *v = sh_graph_val(g, pc[s]);
+      if (!v) return g->status ? g->status : SHEAF_ERR_INTERNAL;
+      int64_t ld = g->nodes[pc[s]].ld;
+      for (int32_t r = 0; r < rows; r++) rp[s][j + r] = v + r * ld;
+    }
+    j += rows;
+  }
+  a->n_src = ns;
+  for (int s = 0; s < ns; s++) {
+    a->src[s].k = k->w[s];
+    a->src[s].in = sh_exec_operand(g, rp[s], m, k->w[s], NULL);
+  }
+  return SHEAF_OK;
+}
+
+static sheaf_status gemm(sheaf_graph *g, const sh_gemm_args *a) {
+  uint64_t t0 = sheaf_time_ns();
+  sheaf_status st = sh_gemm(g->ctx, g->isa, g->threads, a);
+  g->stats.ns_kernels += sheaf_time_ns() - t0;
+  return st;
+}
+
+static sheaf_status affine_run(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m,
+                               bool raw_only) {
+  const sh_node *n0 = &g->nodes[ids[0]];
+  const sh_gemm_packed_b *pb;
+  sheaf_status st = n0->n_in == 1 ? sh_model_packed(g->model, n0->p0, false, &pb)
+                                  : sh_model_stack_packed(g->model, n0->p0, &pb);
+  if (st) return st;
+  sh_gemm_args a = {0};
+  a.m = m;
+  a.b_packed = pb;
+  a.ws = g->ws[0];
+  st = sources(g, ids, n, n0->n_in, m, &a);
+  if (st) return st;
+  int64_t cols = n0->cols;
+  if (n0->p1) {
+    a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_BIAS, 0, 0, 0, g->model->params[n0->p1 - 1].data, {0}};
+  }
+  /* fused activation ranges: in the epilogue when every node has the same
+   * ones and none needs its raw value; else applied after, into blocks */
+  bool uniform = !raw_only && n0->act;
+  for (uint32_t i = 0; i < n && uniform; i++) {
+    const sh_node *nd = &g->nodes[ids[i]];
+    if (nd->act != n0->act || (nd->flags & SH_NODE_RAW_USED)) uniform = false;
+    for (uint32_t k = nd->aux, k0 = n0->aux; uniform && k != SH_NONE;
+         k = g->fuse[k].next, k0 = g->fuse[k0].next)
+      uniform = g->fuse[k].c0 == g->fuse[k0].c0 && g->fuse[k].c1 == g->fuse[k0].c1 &&
+                g->fuse[k].act == g->fuse[k0].act;
+  }
+  for (uint32_t k = n0->aux; uniform && k != SH_NONE; k = g->fuse[k].next)
+    a.ep[a.n_ep++] = (sh_gemm_ep){
+        SH_GEMM_EP_ACT, g->fuse[k].c0, g->fuse[k].c1, (sh_gemm_act)g->fuse[k].act, NULL, {0}};
+  float *blk = sh_exec_out_block(g, ids, n, m, cols);
+  if (!blk) return SHEAF_ERR_NOMEM;
+  a.c = (sh_gemm_out){NULL, blk, cols};
+  st = gemm(g, &a);
+  if (st) return st;
+  g->stats.flops += 2 * (uint64_t)m * (uint64_t)pb->k * (uint64_t)cols;
+  if (raw_only) {
+    g->nodes[ids[0]].flags &= (uint8_t)~SH_NODE_VAL_IS_ACT;
+    return SHEAF_OK;
+  }
+  uint64_t t0 = sheaf_time_ns();
+  for (uint32_t i = 0; i < n; i++) {
+    sh_node *nd = &g->nodes[ids[i]];
+    if (!nd->act) continue;
+    if (uniform) nd->flags |= SH_NODE_VAL_IS_ACT;
+    for (uint32_t k = nd->aux; k != SH_NONE; k = g->fuse[k].next) {
+      const sh_fuse *fz = &g->fuse[k];
+      sh_node *al = &g->nodes[fz->alias];
+      if (uniform) {
+        al->val = nd->val + fz->c0;
+        al->ld = nd->ld;
+        continue;
+      }
+      int64_t w = fz->c1 - fz->c0;
+      float *out = sh_arena_alloc(&g->data, (size_t)nd->rows * (size_t)w * sizeof(float));
+      if (!out) return SHEAF_ERR_NOMEM;
+      sh_ew_act(g->isa, (sh_gemm_act)fz->act, nd->rows, w,
+                (sh_gemm_in){NULL, nd->val + fz->c0, nd->ld}, (sh_gemm_out){NULL, out, w});
+      al->val = out;
+      al->ld = (int32_t)w;
+    }
+  }
+  if (!uniform) g->stats.ns_kernels += sheaf_time_ns() - t0;
+  return SHEAF_OK;
+}
+
+sheaf_status sh_exec_affine(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m) {
+  return affine_run(g, ids, n, m, false);
+}
+
+sheaf_status sh_exec_affine_raw(sheaf_graph *g, uint32_t id) {
+  sh_arena_mark mark = sh_arena_get_mark(&g->scratch);
+  sheaf_status st = affine_run(g, &id, 1, g->nodes[id].rows, true);
+  sh_arena_rewind(&g->scratch, mark);
+  if (st) return sh_graph_fail(g, st, "sheaf_value: %s", sheaf_ctx_last_error(g->ctx));
+  return SHEAF_OK;
+}
+
+/* ------------------------------------------------------------ LSTM cell */
+
+static const float *zero_row(sheaf_graph *g, int64_t n) {
+  if (g->zeros_n < n) {
+    float *z = sh_calloc(g->ctx, (size_t)n, sizeof(float));
+    if (!z) return NULL;
+    sh_free(g->ctx, g->zeros, (size_t)g->zeros_n * sizeof(float));
+    g->zeros = z;
+    g->zeros_n = n;
+  }
+  return g->zeros;
+}
+
+sheaf_status sh_exec_lstm(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m) {
+  const sh_node *n0 = &g->nodes[ids[0]];
+  const sh_gemm_packed_b *pb;
+  sheaf_status st = sh_model_packed(g->model, n0->p0, true, &pb);
+  if (st) return st;
+  int64_t hid = n0->cols;
+  sh_gemm_args a = {0};
+  a.m = m;
+  a.b_packed = pb;
+  a.ws = g->ws[0];
+  st = sources(g, ids, n, 1, m, &a);
+  if (st) return st;
+  sh_gemm_lstm l = {0};
+  l.gate_i = 0, l.gate_f = 1, l.gate_u = 2, l.gate_o = 3; /* PyTorch order i, f, g, o */
+  l.bias = n0->p1 ? g->model->params[n0->p1 - 1].data : NULL;
+  uint32_t with_c = 0;
+  for (uint32_t i = 0; i < n; i++) with_c += g->nodes[ids[i]].n_in == 2;
+  if (with_c) {
+    const float **rp = sh_arena_alloc(&g->scratch, (size_t)m * sizeof *rp);
+    const float *z = with_c < n ? zero_row(g, hid) : NULL;
+    if (!rp || (with_c < n && !z)) return SHEAF_ERR_NOMEM;
+    int64_t j = 0;
+    for (uint32_t i = 0; i < n; i++) {
+      const sh_node *nd = &g->nodes[ids[i]];
+      const float *v = z;
+      int64_t ld = 0;
+      if (nd->n_in == 2) {
+        uint32_t c = g->ins[nd->in + 1];
+        if (!(v = sh_graph_val(g, c))) return g->status ? g->status : SHEAF_ERR_INTERNAL;
+        ld = g->nodes[c].ld;
+      }
+      for (int32_t r = 0; r < nd->rows; r++) rp[j++] = v + r * ld;
+    }
+    l.c_prev = sh_exec_operand(g, rp, m, hid, NULL);
+  }
+  float *h = sh_exec_out_block(g, ids, n, m, hid);
+  float *c = sh_arena_alloc(&g->data, (size_t)m * (size_t)hid * sizeof(float));
+  if (!h || !c) return SHEAF_ERR_NOMEM;
+  int64_t off = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const sh_node *nd = &g->nodes[ids[i]];
+    sh_node *cn = &g->nodes[nd->aux];
+    cn->val = c + off * hid;
+    cn->ld = (int32_t)hid;
+    cn->flags |= SH_NODE_DONE;
+    off += nd->rows;
+  }
+  l.c_out = (sh_gemm_out){NULL, c, hid};
+  l.h_out = (sh_gemm_out){NULL, h, hid};
+  a.lstm = &l;
+  st = gemm(g, &a);
+  g->stats.flops +=
+      2 * (uint64_t)m * (uint64_t)pb->k * (uint64_t)(4 * hid) + 10 * (uint64_t)(m * hid);
+  return st;
+}
+
+/* --------------------------------------------------------------- matmul */
+
+typedef struct mm_job {
+  sheaf_graph *g;
+  const uint32_t *ids;
+} mm_job;
+
+/* Dot product with 16 independent partial sums (the compiler vectorizes
+ * it; a single running sum would serialize on the add latency). */
+static float dot(int64_t k, const float *a, const float *b) {
+  float acc[16] = {0};
+  int64_t kk = 0;
+  for (; kk + 16 <= k; kk += 16)
+    for (int j = 0; j < 16; j++) acc[j] += a[kk + j] * b[kk + j];
+  for (int j = 0; kk + j < k; j++) acc[j] += a[kk + j] * b[kk + j];
+  for (int w = 8; w >= 1; w /= 2)
+    for (int j = 0; j < w; j++) acc[j] += acc[j + w];
+  return acc[0];
+}
+
+/* y = a·b for one node: a [r, k] (row stride lda), b [k, c] (stride ldb)
+ * or a vector [k]; y contiguous. Row-times-matrix as axpy rows (the
+ * compiler vectorizes the inner loop). */
+static void mm_node(sheaf_graph *g, uint32_t id) {
+  const sh_node *nd = &g->nodes[id];
+  const sh_node *an = &g->nodes[g->ins[nd->in]], *bn = &g->nodes[g->ins[nd->in + 1]];
+  const float *a = an->val, *b = bn->val;
+  float *y = nd->val;
+  int64_t r = an->rows, k = an->cols, lda = an->ld;
+  if (bn->rank == 1) {
+    for (int64_t i = 0; i < r; i++) y[i] = dot(k, a + i * lda, b);
+    return;
+  }
+  int64_t c = bn->cols, ldb = bn->ld;
+  for (int64_t i = 0; i < r; i++) {
+    const float *ai = a + i * lda;
+    float *yi = y + i * c;
+    memset(yi, 0, (size_t)c * sizeof(float));
+    for (int64_t kk = 0; kk < k; kk++) {
+      const float s = ai[kk], *bk = b + kk * ldb;
+      for (int64_t j = 0; j < c; j++) yi[j] += s * bk[j];
+    }
+  }
+}
+
+static void mm_task(void *arg, int64_t task, int tid) {
+  const mm_job *j = arg;
+  (void)tid;
+  mm_node(j->g, j->ids[task]);
+}
+
+sheaf_status sh_exec_matmul(sheaf_graph *g, const uint32_t *ids, uint32_t n) {
+  size_t total = 0;
+  uint64_t flops = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const sh_node *nd = &g->nodes[ids[i]];
+    total += (size_t)nd->rows * (size_t)nd->cols;
+    for (int k = 0; k < 2; k++)
+      if (!sh_graph_val(g, g->ins[nd->in + k])) return g->status ? g->status : SHEAF_ERR_INTERNAL;
+    flops += 2 * (uint64_t)nd->rows * (uint64_t)nd->cols * (uint64_t)g->nodes[g->ins[nd->in]].cols;
+  }
+  float *blk = sh_arena_alloc(&g->data, total * sizeof(float));
+  if (!blk) return SHEAF_ERR_NOMEM;
+  size_t off = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    sh_node *nd = &g->nodes[ids[i]];
+    nd->val = blk + off;
+    nd->ld = nd->cols;
+    off += (size_t)nd->rows * (size_t)nd->cols;
+  }
+  uint64_t t0 = sheaf_time_ns();
+  mm_job j = {g, ids};
+  if (n > 1 && g->threads > 1 && flops >= 65536)
+    sh_pool_run(g->ctx->pool, n, mm_task, &j, g->threads);
+  else
+    for (uint32_t i = 0; i < n; i++) mm_node(g, ids[i]);
+  g->stats.ns_kernels += sheaf_time_ns() - t0;
+  g->stats.flops += flops;
+  return SHEAF_OK;
+}

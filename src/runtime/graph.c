@@ -1,0 +1,341 @@
+/*
+ * graph.c — a graph's lifetime (create, reset, free), its first-error rule,
+ * flush (dispatch to the policy, time accounting), reading values (views
+ * resolved on demand: slices, concats, the outputs the executor sets), and
+ * the policy names.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/pool.h"
+#include "runtime/runtime.h"
+
+static atomic_uint g_graph_tags = 0;
+
+sheaf_status sh_grow(sheaf_ctx *ctx, void **ptr, uint32_t *cap, uint32_t need, size_t elem) {
+  if (need <= *cap) return SHEAF_OK;
+  uint64_t nc = *cap ? *cap : 16;
+  while (nc < need) nc *= 2;
+  if (nc > UINT32_MAX) {
+    if (need == UINT32_MAX) return sh_fail(ctx, SHEAF_ERR_NOMEM, "out of memory: too many items");
+    nc = UINT32_MAX;
+  }
+  void *p = sh_realloc(ctx, *ptr, (size_t)*cap * elem, (size_t)nc * elem);
+  if (!p) return SHEAF_ERR_NOMEM;
+  memset((char *)p + (size_t)*cap * elem, 0, (size_t)(nc - *cap) * elem);
+  *ptr = p;
+  *cap = (uint32_t)nc;
+  return SHEAF_OK;
+}
+
+sheaf_status sh_graph_fail(sheaf_graph *g, sheaf_status st, const char *fmt, ...) {
+  if (g->status) return g->status; /* the first error stays */
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(g->err, sizeof g->err, fmt, ap);
+  va_end(ap);
+  g->status = st;
+  return sh_fail(g->ctx, st, "%s", g->err);
+}
+
+/* Re-reports the sticky error as the context's last error. */
+static sheaf_status sticky(sheaf_graph *g) { return sh_fail(g->ctx, g->status, "%s", g->err); }
+
+/* ------------------------------------------------------------- policies */
+
+static const char *const policy_names[] = {"sheaf", "none", "depth", "agenda"};
+
+const char *sheaf_policy_name(sheaf_policy p) {
+  return (unsigned)p < SH_ARRAY_LEN(policy_names) ? policy_names[p] : "?";
+}
+
+sheaf_status sheaf_policy_parse(sheaf_ctx *ctx, const char *name, sheaf_policy *out) {
+  for (size_t i = 0; name && i < SH_ARRAY_LEN(policy_names); i++)
+    if (strcmp(name, policy_names[i]) == 0) {
+      if (out) *out = (sheaf_policy)i;
+      return SHEAF_OK;
+    }
+  return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
+                 "unknown batching policy '%s' (expected sheaf, none, depth or agenda)",
+                 name ? name : "(null)");
+}
+
+/* ------------------------------------------------------------- lifetime */
+
+sheaf_status sheaf_graph_create(sheaf_model *m, const sheaf_graph_opts *opts, sheaf_graph **out) {
+  if (!out)
+    return m ? sh_fail(m->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_graph_create: out is NULL")
+             : SHEAF_ERR_INVALID_ARG;
+  *out = NULL;
+  if (!m) return SHEAF_ERR_INVALID_ARG;
+  sheaf_ctx *ctx = m->ctx;
+  sheaf_graph_opts o = {SHEAF_POLICY_SHEAF, 0, NULL};
+  if (opts) o = *opts;
+  if ((unsigned)o.policy > SHEAF_POLICY_AGENDA)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_graph_create: unknown policy %d",
+                   (int)o.policy);
+  sheaf_graph *g = sh_calloc(ctx, 1, sizeof *g);
+  if (!g) return SHEAF_ERR_NOMEM;
+  g->ctx = ctx;
+  g->model = m;
+  g->policy = o.policy;
+  int pt = sheaf_ctx_threads(ctx);
+  g->threads = o.threads <= 0 || o.threads > pt ? pt : o.threads;
+  g->isa = sheaf_cpu_isa();
+  unsigned t;
+  do t = (atomic_fetch_add(&g_graph_tags, 1) + 1) & 0xfffu;
+  while (t == 0);
+  g->tag = t;
+  g->gen = 1;
+  g->handle = g->tag << 20 | g->gen;
+  sh_arena_init(&g->data, ctx, 1u << 20);
+  sh_arena_init(&g->scratch, ctx, 256u << 10);
+  sheaf_status st = sh_gemm_ws_create(ctx, &g->ws[0]);
+  if (st == SHEAF_OK) g->n_ws = 1;
+  if (st == SHEAF_OK && o.trace_path) {
+    g->trace_path = sh_strdup(ctx, o.trace_path);
+    if (!g->trace_path) st = SHEAF_ERR_NOMEM;
+  }
+  if (st) {
+    sheaf_graph_free(g);
+    return st;
+  }
+  *out = g;
+  return SHEAF_OK;
+}
+
+void sheaf_graph_free(sheaf_graph *g) {
+  if (!g) return;
+  sheaf_ctx *ctx = g->ctx;
+  if (g->trace_path) sh_trace_write(g);
+  sh_strfree(ctx, g->trace_path);
+  sh_free(ctx, g->nodes, (size_t)g->cap_nodes * sizeof *g->nodes);
+  sh_free(ctx, g->ins, (size_t)g->cap_ins * sizeof *g->ins);
+  sh_free(ctx, g->fuse, (size_t)g->cap_fuse * sizeof *g->fuse);
+  sh_arena_destroy(&g->data);
+  sh_arena_destroy(&g->scratch);
+  sh_free(ctx, g->zeros, (size_t)g->zeros_n * sizeof(float));
+  sh_sched_sheaf_free(g);
+  sh_sigs_free(g);
+  for (int i = 0; i < g->n_ws; i++) sh_gemm_ws_free(ctx, g->ws[i]);
+  sh_free(ctx, g->ev, (size_t)g->cap_ev * sizeof *g->ev);
+  sh_free(ctx, g, sizeof *g);
+}
+
+sheaf_status sheaf_graph_reset(sheaf_graph *g) {
+  if (!g) return SHEAF_ERR_INVALID_ARG;
+  if (g->build_t0) g->stats.ns_build += sheaf_time_ns() - g->build_t0 - g->ns_kernels_build;
+  g->build_t0 = 0;
+  g->ns_kernels_build = 0;
+  g->gen = (g->gen + 1) & 0xfffffu;
+  if (g->gen == 0) g->gen = 1;
+  g->handle = g->tag << 20 | g->gen;
+  g->n_nodes = g->n_ins = g->n_fuse = g->first_pending = 0;
+  g->max_phase = 0;
+  g->status = SHEAF_OK;
+  g->err[0] = '\0';
+  sh_sched_sheaf_clear(g);
+  /* next time, one chunk holds what this round needed: no allocation */
+  if (g->data.used_total > g->data.chunk_size)
+    g->data.chunk_size = sh_align_up(g->data.used_total + g->data.used_total / 8, SH_ARENA_ALIGN);
+  sh_arena_reset(&g->data);
+  sh_arena_reset(&g->scratch);
+  return SHEAF_OK;
+}
+
+void sheaf_graph_phase(sheaf_graph *g, int phase) {
+  if (!g) return;
+  if (phase < 0 || phase > SH_MAX_PHASE) {
+    sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "sheaf_graph_phase: phase %d is outside [0, %d]", phase,
+                  SH_MAX_PHASE);
+    return;
+  }
+  g->phase = phase;
+}
+
+sheaf_status sheaf_graph_status(const sheaf_graph *g) {
+  return g ? g->status : SHEAF_ERR_INVALID_ARG;
+}
+
+/* --------------------------------------------------------------- flush */
+
+sheaf_status sheaf_graph_flush(sheaf_graph *g) {
+  if (!g) return SHEAF_ERR_INVALID_ARG;
+  if (g->status) return sticky(g);
+  if (g->first_pending == g->n_nodes) return SHEAF_OK;
+  uint64_t t0 = sheaf_time_ns();
+  if (g->build_t0) g->stats.ns_build += t0 - g->build_t0 - g->ns_kernels_build;
+  g->build_t0 = 0;
+  g->ns_kernels_build = 0;
+  uint64_t k0 = g->stats.ns_kernels;
+  sheaf_status st = SHEAF_OK;
+  switch (g->policy) {
+  case SHEAF_POLICY_SHEAF: st = sh_sched_sheaf_flush(g); break;
+  case SHEAF_POLICY_DEPTH: st = sh_sched_depth_flush(g); break;
+  case SHEAF_POLICY_AGENDA: st = sh_sched_agenda_flush(g); break;
+  case SHEAF_POLICY_NONE: break; /* every kernel ran when it was built */
+  }
+  sh_sched_sheaf_clear(g);
+  if (g->scratch.used_total > g->scratch.chunk_size)
+    g->scratch.chunk_size =
+        sh_align_up(g->scratch.used_total + g->scratch.used_total / 8, SH_ARENA_ALIGN);
+  sh_arena_reset(&g->scratch);
+  if (st) {
+    if (!g->status) sh_graph_fail(g, st, "sheaf_graph_flush: %s", sheaf_ctx_last_error(g->ctx));
+    return sticky(g);
+  }
+  g->first_pending = g->n_nodes;
+  g->stats.flushes++;
+  uint64_t t1 = sheaf_time_ns();
+  g->stats.ns_schedule += (t1 - t0) - (g->stats.ns_kernels - k0);
+  return SHEAF_OK;
+}
+
+/* --------------------------------------------------------------- values */
+
+static float *materialize_concat(sheaf_graph *g, uint32_t id) {
+  sh_node *n = &g->nodes[id];
+  size_t bytes = (size_t)n->rows * (size_t)n->cols * sizeof(float);
+  float *dst = sh_arena_alloc(&g->data, bytes);
+  if (!dst) {
+    sh_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: %zu bytes for a concat", bytes);
+    return NULL;
+  }
+  int64_t off = 0;
+  for (uint32_t i = 0; i < n->n_in; i++) {
+    uint32_t p = g->ins[n->in + i];
+    const float *v = sh_graph_val(g, p);
+    if (!v) return NULL;
+    n = &g->nodes[id];
+    const sh_node *pn = &g->nodes[p];
+    for (int32_t r = 0; r < n->rows; r++)
+      memcpy(dst + (int64_t)r * n->cols + off, v + (int64_t)r * pn->ld,
+             (size_t)pn->cols * sizeof(float));
+    off += pn->cols;
+  }
+  n->ld = n->cols;
+  n->val = dst;
+  g->stats.bytes_copied += bytes;
+  return dst;
+}
+
+sheaf_status sh_graph_raw_guard(sheaf_graph *g, uint32_t id) {
+  uint32_t r = id;
+  while (g->nodes[r].op == SH_OP_SLICE) r = g->ins[g->nodes[r].in];
+  if (g->nodes[r].op != SH_OP_AFFINE || !(g->nodes[r].flags & SH_NODE_VAL_IS_ACT)) return SHEAF_OK;
+  sheaf_status st = sh_exec_affine_raw(g, r);
+  if (st) return st;
+  for (uint32_t s = id; s != r; s = g->ins[g->nodes[s].in]) g->nodes[s].val = NULL; /* re-resolve */
+  return SHEAF_OK;
+}
+
+float *sh_graph_val(sheaf_graph *g, uint32_t id) {
+  sh_node *n = &g->nodes[id];
+  if (n->val) return n->val;
+  switch (n->op) {
+  case SH_OP_SLICE: {
+    uint32_t x = g->ins[n->in];
+    const sh_node *xn = &g->nodes[x];
+    if (xn->op == SH_OP_CONCAT && !xn->val) { /* a slice within one piece: no copy */
+      uint32_t off = 0;
+      for (uint32_t i = 0; i < xn->n_in; i++) {
+        uint32_t p = g->ins[xn->in + i];
+        uint32_t pc = (uint32_t)g->nodes[p].cols;
+        if (n->aux >= off && n->aux + (uint32_t)n->cols <= off + pc) {
+          float *v = sh_graph_val(g, p);
+          if (!v) return NULL;
+          n = &g->nodes[id];
+          n->ld = g->nodes[p].ld;
+          return n->val = v + (n->aux - off);
+        }
+        off += pc;
+      }
+    }
+    float *v = sh_graph_val(g, x);
+    if (!v) return NULL;
+    n = &g->nodes[id];
+    n->ld = g->nodes[x].ld;
+    return n->val = v + n->aux;
+  }
+  case SH_OP_CONCAT: return materialize_concat(g, id);
+  case SH_OP_RESHAPE: {
+    uint32_t x = g->ins[n->in];
+    float *v = sh_graph_val(g, x);
+    if (!v) return NULL;
+    const sh_node *xn = &g->nodes[x];
+    n = &g->nodes[id];
+    if (xn->rows > 1 && xn->ld != xn->cols) { /* strided: copy */
+      size_t bytes = (size_t)xn->rows * (size_t)xn->cols * sizeof(float);
+      float *c = sh_arena_alloc(&g->data, bytes);
+      if (!c) {
+        sh_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: %zu bytes for a reshape", bytes);
+        return NULL;
+      }
+      for (int32_t r = 0; r < xn->rows; r++)
+        memcpy(c + (int64_t)r * xn->cols, v + (int64_t)r * xn->ld,
+               (size_t)xn->cols * sizeof(float));
+      g->stats.bytes_copied += bytes;
+      v = c;
+    }
+    n->ld = n->cols;
+    return n->val = v;
+  }
+  default:
+    sh_graph_fail(g, SHEAF_ERR_INTERNAL, "internal error: node %u (%s) has no value", id,
+                  sh_op_name(n->op));
+    return NULL;
+  }
+}
+
+int sheaf_expr_shape(const sheaf_graph *g, sheaf_expr e, int64_t shape[2]) {
+  if (!g || e.graph != g->handle || e.node >= g->n_nodes) return 0;
+  const sh_node *n = &g->nodes[e.node];
+  if (n->rank == 2) {
+    shape[0] = n->rows;
+    shape[1] = n->cols;
+  } else {
+    shape[0] = n->cols;
+    shape[1] = 1;
+  }
+  return n->rank;
+}
+
+sheaf_status sheaf_value(sheaf_graph *g, sheaf_expr e, sheaf_value_view *out) {
+  if (!g) return SHEAF_ERR_INVALID_ARG;
+  if (out) memset(out, 0, sizeof *out);
+  if (!out) return sh_fail(g->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_value: out is NULL");
+  if (g->status) return sticky(g);
+  if (e.graph == 0)
+    return sh_fail(g->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_value: the expression is null");
+  if (e.graph != g->handle || e.node >= g->n_nodes || g->nodes[e.node].depth != e.depth) {
+    bool stale = e.graph >> 20 == g->tag;
+    return sh_fail(g->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_value: %s",
+                   stale ? "the expression was built before sheaf_graph_reset (a stale handle)"
+                         : "the expression belongs to another graph (or was built before "
+                           "sheaf_graph_reset)");
+  }
+  if (e.node >= g->first_pending) {
+    sheaf_status st = sheaf_graph_flush(g);
+    if (st) return st;
+  }
+  sheaf_status st = sh_graph_raw_guard(g, e.node);
+  if (st) return st;
+  sh_node *n;
+  const float *v = sh_graph_val(g, e.node);
+  if (!v) return sticky(g);
+  n = &g->nodes[e.node];
+  if (n->rank == 2 && n->rows > 1 && n->ld != n->cols) { /* a strided view: copy */
+    size_t bytes = (size_t)n->rows * (size_t)n->cols * sizeof(float);
+    float *c = sh_arena_alloc(&g->data, bytes);
+    if (!c) return sh_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: %zu bytes", bytes);
+    for (int32_t r = 0; r < n->rows; r++)
+      memcpy(c + (int64_t)r * n->cols, v + (int64_t)r * n->ld, (size_t)n->cols * sizeof(float));
+    v = c;
+  }
+  out->data = v;
+  out->rank = n->rank;
+  out->shape[0] = n->rank == 2 ? n->rows : n->cols;
+  out->shape[1] = n->rank == 2 ? n->cols : 1;
+  return SHEAF_OK;
+}

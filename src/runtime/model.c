@@ -1,0 +1,405 @@
+/*
+ * model.c — a model's parameters: declaration, seeded initialization (one
+ * splitmix64 stream per parameter, keyed by the hash of its name and the
+ * seed, so values do not depend on declaration order or platform), load and
+ * save through safetensors (one error lists every missing tensor and every
+ * shape mismatch), and the packed GEMM forms of weights (plain, gate-
+ * interleaved for LSTM cells, and stacked [W_1; W_2; ...] for affine_n),
+ * built on first use and rebuilt when a parameter's values may have changed.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/runtime.h"
+#include "tensor/tensor.h"
+
+static atomic_uint g_model_tags = 0;
+
+/* ------------------------------------------------------------------ PRNG */
+
+static uint64_t splitmix64(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static uint64_t fnv1a64(const char *s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+  return h;
+}
+
+/* 24 random bits as an integer (exact in float and double). */
+static inline uint32_t rand24(uint64_t *s) { return (uint32_t)(splitmix64(s) >> 40); }
+
+static void param_init(sh_param *p, uint64_t seed) {
+  uint64_t s = fnv1a64(p->name) ^ (seed * 0xd1342543de82ef95ull);
+  splitmix64(&s);
+  size_t n = p->numel;
+  switch (p->init) {
+  case SHEAF_INIT_ZERO: memset(p->data, 0, n * sizeof(float)); break;
+  case SHEAF_INIT_ONE:
+    for (size_t i = 0; i < n; i++) p->data[i] = 1.0f;
+    break;
+  case SHEAF_INIT_NORMAL:
+    /* Irwin-Hall: the sum of 12 uniforms minus 6 (integer arithmetic, so the
+     * same bits everywhere), std 0.02 */
+    for (size_t i = 0; i < n; i++) {
+      int64_t acc = 0;
+      for (int j = 0; j < 12; j++) acc += rand24(&s);
+      double z = (double)(acc - 6 * (int64_t)(1 << 24)) / (double)(1 << 24);
+      p->data[i] = (float)(0.02 * z);
+    }
+    break;
+  case SHEAF_INIT_GLOROT:
+  default: {
+    double lim = p->rank == 2 ? sqrt(6.0 / (double)(p->shape[0] + p->shape[1]))
+                              : sqrt(3.0 / (double)(p->shape[0] > 0 ? p->shape[0] : 1));
+    for (size_t i = 0; i < n; i++) {
+      double u = (double)rand24(&s) / (double)(1 << 24); /* [0, 1) */
+      p->data[i] = (float)((2.0 * u - 1.0) * lim);
+    }
+    break;
+  }
+  }
+  p->version++;
+}
+
+/* --------------------------------------------------------------- model */
+
+sheaf_status sheaf_model_create(sheaf_ctx *ctx, sheaf_model **out) {
+  if (!out) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_create: out is NULL");
+  *out = NULL;
+  if (!ctx) return SHEAF_ERR_INVALID_ARG;
+  sheaf_model *m = sh_calloc(ctx, 1, sizeof *m);
+  if (!m) return SHEAF_ERR_NOMEM;
+  m->ctx = ctx;
+  unsigned t;
+  do t = atomic_fetch_add(&g_model_tags, 1) + 1;
+  while (t == 0);
+  m->tag = t;
+  *out = m;
+  return SHEAF_OK;
+}
+
+void sheaf_model_free(sheaf_model *m) {
+  if (!m) return;
+  sheaf_ctx *ctx = m->ctx;
+  for (uint32_t i = 0; i < m->n_params; i++) {
+    sh_param *p = &m->params[i];
+    sh_strfree(ctx, p->name);
+    sh_free(ctx, p->data, p->numel * sizeof(float));
+    sh_gemm_packed_b_free(ctx, p->packed);
+    sh_gemm_packed_b_free(ctx, p->gates);
+  }
+  for (uint32_t i = 0; i < m->n_stacks; i++) sh_gemm_packed_b_free(ctx, m->stacks[i].packed);
+  sh_free(ctx, m->params, m->cap_params * sizeof *m->params);
+  sh_free(ctx, m->stacks, m->cap_stacks * sizeof *m->stacks);
+  sh_free(ctx, m, sizeof *m);
+}
+
+static const char *shape_str(int rank, const int64_t *shape, char *buf, size_t size) {
+  return sh_shape_str(rank, shape, buf, size);
+}
+
+sheaf_status sheaf_model_param(sheaf_model *m, const char *name, int rank, const int64_t *shape,
+                               sheaf_init init, sheaf_param *out) {
+  if (out) *out = SHEAF_NO_PARAM;
+  if (!m) return SHEAF_ERR_INVALID_ARG;
+  sheaf_ctx *ctx = m->ctx;
+  if (!name || !*name || !shape || !out)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_param: %s is NULL or empty",
+                   !name || !*name ? "name"
+                   : !shape        ? "shape"
+                                   : "out");
+  if (rank < 1 || rank > 2)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_param: '%s': rank %d (1 or 2)", name,
+                   rank);
+  if ((unsigned)init > SHEAF_INIT_NORMAL)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_param: '%s': unknown init %d", name,
+                   (int)init);
+  int64_t numel = 1;
+  for (int i = 0; i < rank; i++) {
+    if (shape[i] < 1 || shape[i] > INT32_MAX || __builtin_mul_overflow(numel, shape[i], &numel) ||
+        numel > ((int64_t)1 << 40)) {
+      char b[64];
+      return sh_fail(ctx, SHEAF_ERR_SHAPE, "sheaf_model_param: '%s': invalid shape %s", name,
+                     shape_str(rank, shape, b, sizeof b));
+    }
+  }
+  for (uint32_t i = 0; i < m->n_params; i++)
+    if (strcmp(m->params[i].name, name) == 0)
+      return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_param: '%s' is declared twice", name);
+  if (m->n_params >= (1u << 24))
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_param: too many parameters");
+  sheaf_status st =
+      sh_grow(ctx, (void **)&m->params, &m->cap_params, m->n_params + 1, sizeof *m->params);
+  if (st) return st;
+  sh_param p = {0};
+  p.name = sh_strdup(ctx, name);
+  if (!p.name) return SHEAF_ERR_NOMEM;
+  p.rank = rank;
+  p.shape[0] = shape[0];
+  p.shape[1] = rank == 2 ? shape[1] : 1;
+  p.numel = (size_t)numel;
+  p.init = init;
+  p.data = sh_alloc(ctx, p.numel * sizeof(float), 64);
+  if (!p.data) {
+    sh_strfree(ctx, p.name);
+    return SHEAF_ERR_NOMEM;
+  }
+  param_init(&p, m->seed);
+  m->params[m->n_params++] = p;
+  *out = (sheaf_param){m->n_params, m->tag};
+  return SHEAF_OK;
+}
+
+sheaf_status sheaf_model_seed(sheaf_model *m, uint64_t seed) {
+  if (!m) return SHEAF_ERR_INVALID_ARG;
+  m->seed = seed;
+  for (uint32_t i = 0; i < m->n_params; i++) param_init(&m->params[i], seed);
+  return SHEAF_OK;
+}
+
+sheaf_status sheaf_model_find(const sheaf_model *m, const char *name, sheaf_param *out) {
+  if (out) *out = SHEAF_NO_PARAM;
+  if (!m || !name || !out)
+    return m ? sh_fail(m->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_find: NULL argument")
+             : SHEAF_ERR_INVALID_ARG;
+  for (uint32_t i = 0; i < m->n_params; i++)
+    if (strcmp(m->params[i].name, name) == 0) {
+      *out = (sheaf_param){i + 1, m->tag};
+      return SHEAF_OK;
+    }
+  return sh_fail(m->ctx, SHEAF_ERR_NOT_FOUND, "sheaf_model_find: no parameter '%s'", name);
+}
+
+size_t sheaf_model_param_count(const sheaf_model *m) { return m ? m->n_params : 0; }
+
+float *sheaf_model_param_data(sheaf_model *m, sheaf_param p, int *rank, const int64_t **shape) {
+  sh_param *q = sh_model_param_get(m, p);
+  if (!q) return NULL;
+  if (rank) *rank = q->rank;
+  if (shape) *shape = q->shape;
+  q->version++; /* the caller may write: repack before the next use */
+  return q->data;
+}
+
+const char *sheaf_model_param_name(const sheaf_model *m, sheaf_param p) {
+  sh_param *q = sh_model_param_get(m, p);
+  return q ? q->name : NULL;
+}
+
+/* ---------------------------------------------------------- load / save */
+
+static float f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023, bits;
+  if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else { /* subnormal: renormalize */
+      int e = -1;
+      do {
+        man <<= 1;
+        e++;
+      } while (!(man & 1024));
+      bits = sign | (uint32_t)(127 - 15 - e) << 23 | (man & 1023) << 13;
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | man << 13;
+  } else {
+    bits = sign | (exp + 127 - 15) << 23 | man << 13;
+  }
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+static void convert(sheaf_dtype dt, const unsigned char *src, size_t n, float *dst) {
+  for (size_t i = 0; i < n; i++) {
+    switch (dt) {
+    case SHEAF_F32: memcpy(&dst[i], src + 4 * i, 4); break;
+    case SHEAF_F64: {
+      double d;
+      memcpy(&d, src + 8 * i, 8);
+      dst[i] = (float)d;
+      break;
+    }
+    case SHEAF_F16: {
+      uint16_t h;
+      memcpy(&h, src + 2 * i, 2);
+      dst[i] = f16_to_f32(h);
+      break;
+    }
+    case SHEAF_BF16: {
+      uint16_t h;
+      memcpy(&h, src + 2 * i, 2);
+      uint32_t b = (uint32_t)h << 16;
+      memcpy(&dst[i], &b, 4);
+      break;
+    }
+    default: dst[i] = 0; break;
+    }
+  }
+}
+
+/* Appends to a bounded message buffer. */
+static void msg_add(char *buf, size_t cap, size_t *len, const char *fmt, ...) SH_PRINTF(4, 5);
+static void msg_add(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
+  if (*len + 1 >= cap) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int w = vsnprintf(buf + *len, cap - *len, fmt, ap);
+  va_end(ap);
+  if (w > 0) *len = *len + (size_t)w < cap ? *len + (size_t)w : cap - 1;
+}
+
+sheaf_status sheaf_model_load(sheaf_model *m, const char *path) {
+  if (!m) return SHEAF_ERR_INVALID_ARG;
+  sheaf_ctx *ctx = m->ctx;
+  if (!path) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_load: path is NULL");
+  sheaf_st_file *f;
+  sheaf_status st = sheaf_st_open(ctx, path, &f);
+  if (st) return st;
+  /* check everything first: a failed load changes nothing */
+  char msg[SH_ERR_MAX - 64];
+  size_t len = 0;
+  int problems = 0;
+  sheaf_status kind = SHEAF_OK;
+  for (uint32_t i = 0; i < m->n_params; i++) {
+    sh_param *p = &m->params[i];
+    char want[64], got[64];
+    shape_str(p->rank, p->shape, want, sizeof want);
+    long j = sheaf_st_find(f, p->name);
+    if (j < 0) {
+      msg_add(msg, sizeof msg, &len, "%s missing '%s' %s", problems ? ";" : "", p->name, want);
+      problems++;
+      if (!kind) kind = SHEAF_ERR_NOT_FOUND;
+      continue;
+    }
+    int rank = sheaf_st_rank(f, (size_t)j);
+    const int64_t *shape = sheaf_st_shape(f, (size_t)j);
+    bool same = rank == p->rank;
+    for (int a = 0; same && a < rank; a++) same = shape[a] == p->shape[a];
+    if (!same) {
+      msg_add(msg, sizeof msg, &len, "%s '%s' has shape %s but the model declares %s",
+              problems ? ";" : "", p->name, shape_str(rank, shape, got, sizeof got), want);
+      problems++;
+      kind = SHEAF_ERR_SHAPE;
+      continue;
+    }
+    sheaf_dtype dt = sheaf_st_dtype(f, (size_t)j);
+    if (dt != SHEAF_F32 && dt != SHEAF_F16 && dt != SHEAF_BF16 && dt != SHEAF_F64) {
+      msg_add(msg, sizeof msg, &len, "%s '%s' has dtype %s (F32, F16, BF16 or F64 expected)",
+              problems ? ";" : "", p->name, sheaf_dtype_name(dt));
+      problems++;
+      if (!kind || kind == SHEAF_ERR_NOT_FOUND) kind = SHEAF_ERR_FORMAT;
+    }
+  }
+  if (problems) {
+    sheaf_st_close(f);
+    return sh_fail(ctx, kind, "%s: %d problem%s:%s", path, problems, problems > 1 ? "s" : "", msg);
+  }
+  for (uint32_t i = 0; i < m->n_params; i++) {
+    sh_param *p = &m->params[i];
+    size_t j = (size_t)sheaf_st_find(f, p->name);
+    convert(sheaf_st_dtype(f, j), sheaf_st_bytes(f, j), p->numel, p->data);
+    p->version++;
+  }
+  sheaf_st_close(f);
+  return SHEAF_OK;
+}
+
+sheaf_status sheaf_model_save(const sheaf_model *m, const char *path) {
+  if (!m) return SHEAF_ERR_INVALID_ARG;
+  sheaf_ctx *ctx = m->ctx;
+  if (!path) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_save: path is NULL");
+  size_t n = m->n_params;
+  const char **names = sh_calloc(ctx, n ? n : 1, sizeof *names);
+  sheaf_tensor **ts = sh_calloc(ctx, n ? n : 1, sizeof *ts);
+  sheaf_status st = names && ts ? SHEAF_OK : SHEAF_ERR_NOMEM;
+  for (size_t i = 0; st == SHEAF_OK && i < n; i++) {
+    sh_param *p = &m->params[i];
+    names[i] = p->name;
+    st = sheaf_tensor_wrap(ctx, SHEAF_F32, p->rank, p->shape, NULL, p->data, NULL, NULL, &ts[i]);
+  }
+  if (st == SHEAF_OK)
+    st = sheaf_st_write(ctx, path, n, names, (const sheaf_tensor *const *)ts, 0, NULL);
+  for (size_t i = 0; ts && i < n; i++) sheaf_tensor_free(ts[i]);
+  sh_free(ctx, names, (n ? n : 1) * sizeof *names);
+  sh_free(ctx, ts, (n ? n : 1) * sizeof *ts);
+  return st;
+}
+
+/* -------------------------------------------------------------- packing */
+
+sheaf_status sh_model_packed(sheaf_model *m, uint32_t id, bool gates,
+                             const sh_gemm_packed_b **out) {
+  sh_param *p = &m->params[id - 1];
+  sh_gemm_packed_b **slot = gates ? &p->gates : &p->packed;
+  uint64_t *ver = gates ? &p->gates_ver : &p->packed_ver;
+  if (!*slot || *ver != p->version) {
+    sh_gemm_packed_b *pb;
+    sheaf_status st = sh_gemm_pack_b(m->ctx, p->data, p->shape[1], p->shape[0], p->shape[1],
+                                     gates ? SH_GEMM_PACK_GATES : 0, &pb);
+    if (st) return st;
+    sh_gemm_packed_b_free(m->ctx, *slot);
+    *slot = pb;
+    *ver = p->version;
+  }
+  *out = *slot;
+  return SHEAF_OK;
+}
+
+sheaf_status sh_model_stack_id(sheaf_model *m, int n, const uint32_t *ids, uint32_t *out) {
+  for (uint32_t i = 0; i < m->n_stacks; i++) {
+    sh_stack *s = &m->stacks[i];
+    if (s->n == n && memcmp(s->ids, ids, (size_t)n * sizeof *ids) == 0) {
+      *out = i + 1;
+      return SHEAF_OK;
+    }
+  }
+  sheaf_status st =
+      sh_grow(m->ctx, (void **)&m->stacks, &m->cap_stacks, m->n_stacks + 1, sizeof *m->stacks);
+  if (st) return st;
+  sh_stack *s = &m->stacks[m->n_stacks++];
+  memset(s, 0, sizeof *s);
+  s->n = n;
+  memcpy(s->ids, ids, (size_t)n * sizeof *ids);
+  *out = m->n_stacks;
+  return SHEAF_OK;
+}
+
+sheaf_status sh_model_stack_packed(sheaf_model *m, uint32_t stack, const sh_gemm_packed_b **out) {
+  sh_stack *s = &m->stacks[stack - 1];
+  uint64_t ver = 0;
+  int64_t k = 0, ncols = m->params[s->ids[0] - 1].shape[1];
+  for (int i = 0; i < s->n; i++) {
+    ver += m->params[s->ids[i] - 1].version;
+    k += m->params[s->ids[i] - 1].shape[0];
+  }
+  if (!s->packed || s->ver != ver) {
+    size_t bytes = (size_t)(k * ncols) * sizeof(float);
+    float *tmp = sh_alloc(m->ctx, bytes ? bytes : 64, 64);
+    if (!tmp) return SHEAF_ERR_NOMEM;
+    size_t off = 0;
+    for (int i = 0; i < s->n; i++) {
+      sh_param *p = &m->params[s->ids[i] - 1];
+      memcpy(tmp + off, p->data, p->numel * sizeof(float));
+      off += p->numel;
+    }
+    sh_gemm_packed_b *pb;
+    sheaf_status st = sh_gemm_pack_b(m->ctx, tmp, ncols, k, ncols, 0, &pb);
+    sh_free(m->ctx, tmp, bytes ? bytes : 64);
+    if (st) return st;
+    sh_gemm_packed_b_free(m->ctx, s->packed);
+    s->packed = pb;
+    s->ver = ver;
+  }
+  *out = s->packed;
+  return SHEAF_OK;
+}

@@ -1,0 +1,285 @@
+/*
+ * ops_pointwise.c — the elementwise builders (binary ops with scalar
+ * broadcast, sum_n, scale, activations, exp/log), reductions, softmax and
+ * pick, the shape views (concat, slice, reshape), and the build-time fusion
+ * of an activation into the affine (or the column slice of one) it reads.
+ */
+#include <string.h>
+
+#include "runtime/runtime.h"
+#include "tensor/tensor.h"
+
+/* ------------------------------------------------------------ elementwise */
+
+static sheaf_expr binary(sheaf_graph *g, int opc, const char *op, sheaf_expr a, sheaf_expr b) {
+  if (!sh_build_enter(g) || sh_build_check(g, a, op, 1) || sh_build_check(g, b, op, 2)) return SH_NULL_EXPR;
+  const sh_node *an = &g->nodes[a.node], *bn = &g->nodes[b.node];
+  bool as = an->rows == 1 && an->cols == 1, bs = bn->rows == 1 && bn->cols == 1;
+  bool same = an->rows == bn->rows && an->cols == bn->cols && an->rank == bn->rank;
+  if (!same && !as && !bs) {
+    char s1[64], s2[64];
+    sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: shapes %s and %s differ", op, sh_node_shape_str(an, s1, sizeof s1),
+                  sh_node_shape_str(bn, s2, sizeof s2));
+    return SH_NULL_EXPR;
+  }
+  const sh_node *big = as && !bs ? bn : an;
+  int rank = big->rank, rows = big->rows, cols = big->cols;
+  uint32_t ids[2] = {a.node, b.node};
+  uint32_t id = sh_node_new(g, opc, ids, 2);
+  if (id == SH_NONE) return SH_NULL_EXPR;
+  sh_node *n = &g->nodes[id];
+  n->rank = (uint8_t)rank;
+  n->rows = rows;
+  n->cols = cols;
+  return sh_build_finish(g, id);
+}
+
+sheaf_expr sheaf_add(sheaf_graph *g, sheaf_expr a, sheaf_expr b) {
+  return binary(g, SH_OP_ADD, "sheaf_add", a, b);
+}
+sheaf_expr sheaf_sub(sheaf_graph *g, sheaf_expr a, sheaf_expr b) {
+  return binary(g, SH_OP_SUB, "sheaf_sub", a, b);
+}
+sheaf_expr sheaf_mul(sheaf_graph *g, sheaf_expr a, sheaf_expr b) {
+  return binary(g, SH_OP_MUL, "sheaf_mul", a, b);
+}
+sheaf_expr sheaf_div(sheaf_graph *g, sheaf_expr a, sheaf_expr b) {
+  return binary(g, SH_OP_DIV, "sheaf_div", a, b);
+}
+
+sheaf_expr sheaf_sum_n(sheaf_graph *g, int nx, const sheaf_expr *xs) {
+  static const char op[] = "sheaf_sum_n";
+  if (!sh_build_enter(g)) return SH_NULL_EXPR;
+  if (nx < 1 || nx > 65535 || !xs) {
+    sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: %d inputs (1..65535)", op, nx);
+    return SH_NULL_EXPR;
+  }
+  for (int i = 0; i < nx; i++) {
+    if (sh_build_check(g, xs[i], op, i + 1)) return SH_NULL_EXPR;
+    const sh_node *a = &g->nodes[xs[0].node], *b = &g->nodes[xs[i].node];
+    if (a->rows != b->rows || a->cols != b->cols || a->rank != b->rank) {
+      char s1[64], s2[64];
+      sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: argument %d has shape %s but argument 1 has %s", op,
+                    i + 1, sh_node_shape_str(b, s2, sizeof s2), sh_node_shape_str(a, s1, sizeof s1));
+      return SH_NULL_EXPR;
+    }
+  }
+  if (nx == 1) return xs[0];
+  uint32_t buf[16], *ids = buf;
+  if (nx > 16) {
+    ids = sh_arena_alloc(&g->scratch, (size_t)nx * sizeof *ids);
+    if (!ids) {
+      sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", op);
+      return SH_NULL_EXPR;
+    }
+  }
+  for (int i = 0; i < nx; i++) ids[i] = xs[i].node;
+  uint32_t id = sh_node_new(g, SH_OP_SUM_N, ids, nx);
+  if (id == SH_NONE) return SH_NULL_EXPR;
+  sh_node *n = &g->nodes[id];
+  const sh_node *a = &g->nodes[ids[0]];
+  n->rank = a->rank;
+  n->rows = a->rows;
+  n->cols = a->cols;
+  return sh_build_finish(g, id);
+}
+
+static sheaf_expr unary(sheaf_graph *g, int opc, const char *op, sheaf_expr x, float f,
+                        uint32_t aux) {
+  if (!sh_build_enter(g) || sh_build_check(g, x, op, 1)) return SH_NULL_EXPR;
+  int act = opc == SH_OP_TANH      ? SH_GEMM_ACT_TANH
+            : opc == SH_OP_SIGMOID ? SH_GEMM_ACT_SIGMOID
+            : opc == SH_OP_RELU    ? SH_GEMM_ACT_RELU
+            : opc == SH_OP_GELU    ? SH_GEMM_ACT_GELU_ERF
+                                   : -1;
+  /* act(affine) or act(slice of an affine), nothing else reading that value
+   * yet: run the activation in the GEMM's store, on those columns */
+  uint32_t src = x.node;
+  int32_t c0 = 0, c1 = g->nodes[x.node].cols;
+  const sh_node *xn = &g->nodes[x.node];
+  if (act >= 0 && xn->op == SH_OP_SLICE && g->nodes[g->ins[xn->in]].op == SH_OP_AFFINE) {
+    src = g->ins[xn->in];
+    c0 = (int32_t)xn->aux;
+    c1 = c0 + xn->cols;
+  }
+  const sh_node *an = &g->nodes[src];
+  bool fuse = act >= 0 && an->op == SH_OP_AFFINE && !xn->uses && !(an->flags & SH_NODE_DONE) &&
+              an->act < SH_MAX_FUSE && g->policy != SHEAF_POLICY_NONE &&
+              !(an->flags & SH_NODE_RAW_USED && src == x.node);
+  for (uint32_t k = an->act ? an->aux : SH_NONE; fuse && k != SH_NONE; k = g->fuse[k].next)
+    if (c0 < g->fuse[k].c1 && g->fuse[k].c0 < c1) fuse = false; /* overlaps a fused range */
+  if (fuse && sh_grow(g->ctx, (void **)&g->fuse, &g->cap_fuse, g->n_fuse + 1, sizeof *g->fuse)) {
+    sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", op);
+    return SH_NULL_EXPR;
+  }
+  uint32_t id = sh_node_new(g, fuse ? SH_OP_ALIAS : opc, fuse ? &src : &x.node, 1);
+  if (id == SH_NONE) return SH_NULL_EXPR;
+  sh_node *n = &g->nodes[id];
+  xn = &g->nodes[x.node];
+  n->rank = xn->rank;
+  n->rows = xn->rows;
+  n->cols = xn->cols;
+  if (fuse) {
+    sh_node *a = &g->nodes[src];
+    uint32_t k = g->n_fuse++;
+    g->fuse[k] = (sh_fuse){id, SH_NONE, c0, c1, act};
+    if (a->act) { /* append: ranges keep their creation order */
+      uint32_t t = a->aux;
+      while (g->fuse[t].next != SH_NONE) t = g->fuse[t].next;
+      g->fuse[t].next = k;
+    } else {
+      a->aux = k;
+    }
+    a->act++;
+    return sh_expr_of(g, id);
+  }
+  n->f = f;
+  n->aux = aux;
+  if (opc == SH_OP_SUM || opc == SH_OP_MEAN || opc == SH_OP_MAX || opc == SH_OP_PICK) {
+    n->rank = 1;
+    n->cols = xn->rank == 2 ? xn->rows : 1;
+    n->rows = 1;
+  }
+  return sh_build_finish(g, id);
+}
+
+sheaf_expr sheaf_tanh(sheaf_graph *g, sheaf_expr x) {
+  return unary(g, SH_OP_TANH, "sheaf_tanh", x, 0.0f, 0);
+}
+sheaf_expr sheaf_sigmoid(sheaf_graph *g, sheaf_expr x) {
+  return unary(g, SH_OP_SIGMOID, "sheaf_sigmoid", x, 0.0f, 0);
+}
+sheaf_expr sheaf_relu(sheaf_graph *g, sheaf_expr x) {
+  return unary(g, SH_OP_RELU, "sheaf_relu", x, 0.0f, 0);
+}
+sheaf_expr sheaf_gelu(sheaf_graph *g, sheaf_expr x) {
+  return unary(g, SH_OP_GELU, "sheaf_gelu", x, 0.0f, 0);
+}
+sheaf_expr sheaf_exp(sheaf_graph *g, sheaf_expr x) {
+  return unary(g, SH_OP_EXP, "sheaf_exp", x, 0.0f, 0);
+}
+sheaf_expr sheaf_log(sheaf_graph *g, sheaf_expr x) {
+  return unary(g, SH_OP_LOG, "sheaf_log", x, 0.0f, 0);
+}
+sheaf_expr sheaf_sum(sheaf_graph *g, sheaf_expr x) {
+  return unary(g, SH_OP_SUM, "sheaf_sum", x, 0.0f, 0);
+}
+sheaf_expr sheaf_mean(sheaf_graph *g, sheaf_expr x) {
+  return unary(g, SH_OP_MEAN, "sheaf_mean", x, 0.0f, 0);
+}
+sheaf_expr sheaf_max(sheaf_graph *g, sheaf_expr x) {
+  return unary(g, SH_OP_MAX, "sheaf_max", x, 0.0f, 0);
+}
+sheaf_expr sheaf_softmax(sheaf_graph *g, sheaf_expr x) {
+  return unary(g, SH_OP_SOFTMAX, "sheaf_softmax", x, 0.0f, 0);
+}
+sheaf_expr sheaf_log_softmax(sheaf_graph *g, sheaf_expr x) {
+  return unary(g, SH_OP_LOG_SOFTMAX, "sheaf_log_softmax", x, 0.0f, 0);
+}
+
+sheaf_expr sheaf_scale(sheaf_graph *g, sheaf_expr x, float s) {
+  return unary(g, SH_OP_SCALE, "sheaf_scale", x, s, 0);
+}
+
+sheaf_expr sheaf_pick(sheaf_graph *g, sheaf_expr x, int64_t index) {
+  if (!sh_build_enter(g) || sh_build_check(g, x, "sheaf_pick", 1)) return SH_NULL_EXPR;
+  const sh_node *xn = &g->nodes[x.node];
+  if (index < 0 || index >= xn->cols) {
+    char s[64];
+    sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "sheaf_pick: index %lld is outside [0, %d) of shape %s",
+                  (long long)index, xn->cols, sh_node_shape_str(xn, s, sizeof s));
+    return SH_NULL_EXPR;
+  }
+  return unary(g, SH_OP_PICK, "sheaf_pick", x, 0.0f, (uint32_t)index);
+}
+
+/* ----------------------------------------------------------------- shape */
+
+sheaf_expr sheaf_concat(sheaf_graph *g, int nx, const sheaf_expr *xs) {
+  static const char op[] = "sheaf_concat";
+  if (!sh_build_enter(g)) return SH_NULL_EXPR;
+  if (nx < 1 || nx > 65535 || !xs) {
+    sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: %d inputs (1..65535)", op, nx);
+    return SH_NULL_EXPR;
+  }
+  int64_t cols = 0;
+  for (int i = 0; i < nx; i++) {
+    if (sh_build_check(g, xs[i], op, i + 1)) return SH_NULL_EXPR;
+    const sh_node *a = &g->nodes[xs[0].node], *b = &g->nodes[xs[i].node];
+    if (a->rank != b->rank || a->rows != b->rows) {
+      char s1[64], s2[64];
+      sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: argument %d has shape %s but argument 1 has %s", op,
+                    i + 1, sh_node_shape_str(b, s2, sizeof s2), sh_node_shape_str(a, s1, sizeof s1));
+      return SH_NULL_EXPR;
+    }
+    cols += b->cols;
+  }
+  if (cols > INT32_MAX) {
+    sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: %lld columns", op, (long long)cols);
+    return SH_NULL_EXPR;
+  }
+  if (nx == 1) return xs[0];
+  uint32_t buf[16], *ids = buf;
+  if (nx > 16) {
+    ids = sh_arena_alloc(&g->scratch, (size_t)nx * sizeof *ids);
+    if (!ids) {
+      sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", op);
+      return SH_NULL_EXPR;
+    }
+  }
+  for (int i = 0; i < nx; i++) ids[i] = xs[i].node;
+  uint32_t id = sh_node_new(g, SH_OP_CONCAT, ids, nx);
+  if (id == SH_NONE) return SH_NULL_EXPR;
+  sh_node *n = &g->nodes[id];
+  n->rank = g->nodes[ids[0]].rank;
+  n->rows = g->nodes[ids[0]].rows;
+  n->cols = (int32_t)cols;
+  return sh_expr_of(g, id);
+}
+
+sheaf_expr sheaf_slice(sheaf_graph *g, sheaf_expr x, int64_t begin, int64_t end) {
+  static const char op[] = "sheaf_slice";
+  if (!sh_build_enter(g) || sh_build_check(g, x, op, 1)) return SH_NULL_EXPR;
+  const sh_node *xn = &g->nodes[x.node];
+  if (begin < 0 || begin >= end || end > xn->cols) {
+    char s[64];
+    sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: [%lld, %lld) is not a non-empty range of shape %s", op,
+                  (long long)begin, (long long)end, sh_node_shape_str(xn, s, sizeof s));
+    return SH_NULL_EXPR;
+  }
+  if (begin == 0 && end == xn->cols) return x;
+  uint32_t id = sh_node_new(g, SH_OP_SLICE, &x.node, 1);
+  if (id == SH_NONE) return SH_NULL_EXPR;
+  sh_node *n = &g->nodes[id];
+  xn = &g->nodes[x.node];
+  n->rank = xn->rank;
+  n->rows = xn->rows;
+  n->cols = (int32_t)(end - begin);
+  n->aux = (uint32_t)begin;
+  return sh_expr_of(g, id);
+}
+
+sheaf_expr sheaf_reshape(sheaf_graph *g, sheaf_expr x, int rank, const int64_t *shape) {
+  static const char op[] = "sheaf_reshape";
+  if (!sh_build_enter(g) || sh_build_check(g, x, op, 1)) return SH_NULL_EXPR;
+  const sh_node *xn = &g->nodes[x.node];
+  int64_t numel = 1;
+  bool ok = rank >= 1 && rank <= 2 && shape;
+  for (int i = 0; ok && i < rank; i++) {
+    ok = shape[i] >= 1 && shape[i] <= INT32_MAX;
+    numel *= ok ? shape[i] : 1;
+  }
+  if (!ok || numel != (int64_t)xn->rows * xn->cols) {
+    char s1[64], s2[64];
+    sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: cannot view shape %s as %s", op, sh_node_shape_str(xn, s1, sizeof s1),
+                  ok ? sh_shape_str(rank, shape, s2, sizeof s2) : "(invalid shape)");
+    return SH_NULL_EXPR;
+  }
+  uint32_t id = sh_node_new(g, SH_OP_RESHAPE, &x.node, 1);
+  if (id == SH_NONE) return SH_NULL_EXPR;
+  sh_node *n = &g->nodes[id];
+  n->rank = (uint8_t)rank;
+  n->rows = rank == 2 ? (int32_t)shape[0] : 1;
+  n->cols = (int32_t)shape[rank - 1];
+  return sh_expr_of(g, id);
+}

@@ -1,0 +1,325 @@
+/*
+ * runtime.h — internal types of the auto-batching runtime (the public API is
+ * include/sheaf_graph.h): models and their parameters (model.c), graph nodes
+ * and handles (graph.c, ops.c), kernel signatures (sig.c), the scheduling
+ * policies (sched_*.c), the batched executor (exec.c, exec_gemm.c) and the
+ * instruments (trace.c).
+ *
+ * A graph is a flat array of 64-byte nodes; a node's inputs are a run of ids
+ * in a side array. Values are f32 matrices of `rows` rows of `cols` floats
+ * (row r at val + r*ld); rank-1 values have one row. Views (inputs,
+ * parameters, lookups, concat, slice, the second output of an LSTM cell, a
+ * fused activation) run no kernel; every other node is a kernel node that a
+ * policy puts into a batch of nodes with the same signature.
+ */
+#ifndef SH_RUNTIME_H
+#define SH_RUNTIME_H
+
+#include "base/arena.h"
+#include "base/base.h"
+#include "kernels/gemm.h"
+
+#if defined(__GNUC__)
+#define SH_LIKELY(x) __builtin_expect(!!(x), 1)
+#else
+#define SH_LIKELY(x) (x)
+#endif
+
+/* ---------------------------------------------------------------- model */
+
+typedef struct sh_param {
+  char *name;
+  int rank;
+  int64_t shape[2];
+  size_t numel;
+  float *data;                   /* numel floats, 64-byte aligned */
+  sheaf_init init;
+  uint64_t version;              /* bumped when the values may have changed */
+  sh_gemm_packed_b *packed;      /* B = W [in, out], packed on first use */
+  sh_gemm_packed_b *gates;       /* same, gate-interleaved (LSTM cells) */
+  uint64_t packed_ver, gates_ver;
+} sh_param;
+
+/* A stacked weight [W_1; W_2; ...] (affine_n), packed once per version. */
+typedef struct sh_stack {
+  int n;
+  uint32_t ids[SH_GEMM_MAX_KSRC];
+  sh_gemm_packed_b *packed;
+  uint64_t ver;                  /* sum of the members' versions when packed */
+} sh_stack;
+
+struct sheaf_model {
+  sheaf_ctx *ctx;
+  uint32_t tag;
+  uint64_t seed;
+  sh_param *params;
+  uint32_t n_params, cap_params;
+  sh_stack *stacks;
+  uint32_t n_stacks, cap_stacks;
+};
+
+/* The parameter for a handle, or NULL (no message). */
+static inline sh_param *sh_model_param_get(const sheaf_model *m, sheaf_param p) {
+  if (!m || p.model != m->tag || p.id == 0 || p.id > m->n_params) return NULL;
+  return &m->params[p.id - 1];
+}
+/* W packed as B (plain or gate-interleaved), repacked when its version moved. */
+sheaf_status sh_model_packed(sheaf_model *m, uint32_t id, bool gates, const sh_gemm_packed_b **out);
+/* Id (1-based) of the stack of these weights, created on first request. */
+sheaf_status sh_model_stack_id(sheaf_model *m, int n, const uint32_t *ids, uint32_t *out);
+sheaf_status sh_model_stack_packed(sheaf_model *m, uint32_t stack, const sh_gemm_packed_b **out);
+
+/* ----------------------------------------------------------------- nodes */
+
+typedef enum sh_op {
+  /* views: no kernel */
+  SH_OP_INPUT = 0, /* graph data (also zeros) */
+  SH_OP_PARAM,     /* a parameter's values */
+  SH_OP_LOOKUP,    /* a parameter row: aux = row */
+  SH_OP_CONCAT,    /* inputs side by side; materialized only when read whole */
+  SH_OP_SLICE,     /* columns [aux, aux + cols) of its input */
+  SH_OP_ALIAS,     /* act(columns of an affine node), fused into its GEMM (see sh_fuse) */
+  SH_OP_LSTM_C,    /* the cell state of an LSTM node (set by the executor) */
+  SH_OP_RESHAPE,   /* its input's values in another shape (copied if strided) */
+  /* kernels */
+  SH_OP_AFFINE,    /* inputs x_1..x_n; p0 = W (n = 1) or stack id; p1 = b;
+                      act = fused ranges, aux = the first (graph->fuse) */
+  SH_OP_LSTM,      /* inputs x [, c_prev]; p0 = W, p1 = b, aux = the LSTM_C node */
+  SH_OP_MATMUL,
+  SH_OP_ADD,
+  SH_OP_SUB,
+  SH_OP_MUL,
+  SH_OP_DIV,
+  SH_OP_SUM_N,
+  SH_OP_SCALE,     /* f */
+  SH_OP_TANH,
+  SH_OP_SIGMOID,
+  SH_OP_RELU,
+  SH_OP_GELU,
+  SH_OP_EXP,
+  SH_OP_LOG,
+  SH_OP_SUM,
+  SH_OP_MEAN,
+  SH_OP_MAX,
+  SH_OP_SOFTMAX,
+  SH_OP_LOG_SOFTMAX,
+  SH_OP_PICK,      /* aux = index */
+  SH_OP_COUNT
+} sh_op;
+
+#define SH_OP_FIRST_KERNEL SH_OP_AFFINE
+static inline bool sh_op_is_kernel(int op) { return op >= SH_OP_FIRST_KERNEL; }
+const char *sh_op_name(int op);
+
+enum {
+  SH_NODE_DONE = 1,       /* kernel executed (views: value resolved) */
+  SH_NODE_RAW_USED = 2,   /* an affine whose raw value is read (directly or via a slice) */
+  SH_NODE_VAL_IS_ACT = 4, /* the affine's val holds activated values in its fused ranges */
+};
+
+#define SH_NONE UINT32_MAX
+
+typedef struct sh_node {
+  uint8_t op;
+  uint8_t act;      /* affine: number of fused activation ranges */
+  uint8_t rank;
+  uint8_t flags;
+  uint16_t n_in;
+  uint16_t phase;
+  uint32_t in;      /* first input in graph->ins */
+  uint32_t depth;
+  uint32_t sig;     /* kernel signature (SH_NONE until known) */
+  uint32_t next;    /* bucket / ready list */
+  int32_t rows, cols;
+  uint32_t p0, p1;  /* parameter ids (0: none) */
+  uint32_t aux;
+  uint32_t uses;
+  float f;
+  int32_t ld;
+  float *val;
+} sh_node;
+
+/* ------------------------------------------------------------ signatures */
+
+typedef struct sh_sig_key {
+  uint8_t op, rank, n_w, mat; /* mat: affine inputs read whole (too many pieces) */
+  uint32_t p0, p1;            /* p0 of affine_n: 0x80000000 | stack id */
+  int32_t cols;
+  int32_t w[4];
+  uint32_t fbits;
+} sh_sig_key;
+
+typedef struct sh_sig {
+  sh_sig_key key;
+  char *name;
+  size_t name_size;
+  uint64_t batches, nodes;
+  uint32_t *slot;             /* policy sheaf: bucket + 1 by depth */
+  uint32_t slot_cap;
+  uint32_t head, tail, count; /* flush-time lists (depth, agenda) */
+  uint64_t depth_sum;
+  uint32_t mark;
+} sh_sig;
+
+typedef struct sh_bucket {
+  uint32_t sig, depth, head, tail, count, next_level, next_same;
+  uint32_t phase;
+} sh_bucket;
+
+typedef struct sh_phase_lv {
+  uint32_t *head; /* first bucket by depth */
+  uint32_t cap, max_depth;
+  bool used;
+} sh_phase_lv;
+
+/* An activation over columns [c0, c1) of an affine node, run in the GEMM's
+ * epilogue; `alias` is the node that holds the result. */
+typedef struct sh_fuse {
+  uint32_t alias, next; /* next: the affine's next range (SH_NONE ends) */
+  int32_t c0, c1;
+  int act;              /* sh_gemm_act */
+} sh_fuse;
+
+#define SH_MAX_FUSE 6 /* ranges per affine (with the bias: <= SH_GEMM_MAX_EP) */
+
+typedef struct sh_trace_ev {
+  uint64_t t0, dur;
+  uint32_t sig, n, depth, phase;
+} sh_trace_ev;
+
+#define SH_MAX_PHASE 1023
+#define SH_MAX_WS 64
+
+struct sheaf_graph {
+  sheaf_ctx *ctx;
+  sheaf_model *model;
+  sheaf_policy policy;
+  int threads;
+  sheaf_isa isa;
+  char *trace_path;
+  uint32_t tag, gen, handle; /* handle = tag << 20 | gen */
+
+  sh_node *nodes;
+  uint32_t n_nodes, cap_nodes;
+  uint32_t *ins;
+  uint32_t n_ins, cap_ins;
+  sh_fuse *fuse;
+  uint32_t n_fuse, cap_fuse;
+  uint32_t first_pending; /* nodes below are computed */
+  int phase;
+  uint32_t max_phase;     /* highest phase of a node since the last flush */
+
+  sheaf_status status;    /* first build error since reset */
+  char err[512];
+
+  sh_arena data;          /* values: inputs, batch outputs (reset with the graph) */
+  sh_arena scratch;       /* flush temporaries */
+  float *zeros;           /* a zero row for LSTM cells without c_prev */
+  int64_t zeros_n;
+
+  sh_sig *sigs;
+  uint32_t n_sigs, cap_sigs;
+  uint32_t *sig_table;    /* open addressing: sig + 1 */
+  uint32_t sig_table_cap;
+  uint32_t sig_cache[256]; /* build-time direct-mapped cache: sig + 1 */
+
+  sh_bucket *buckets;
+  uint32_t n_buckets, cap_buckets;
+  sh_phase_lv *phases;
+  uint32_t n_phases;
+
+  sh_gemm_ws *ws[SH_MAX_WS];
+  int n_ws;
+
+  sheaf_graph_stats stats;
+  uint64_t build_t0;      /* first builder call since the last flush (0: none) */
+  uint64_t ns_kernels_build;
+  sh_trace_ev *ev;
+  uint32_t n_ev, cap_ev;
+  uint32_t cur_depth, cur_phase; /* of the batch being run (for the trace) */
+  uint32_t stamp;                /* flush-time grouping marks in sh_sig.mark */
+};
+
+/* ---------------------------------------------------------- graph (graph.c) */
+
+/* Records the graph's first error (also the context's last error); returns it. */
+sheaf_status sh_graph_fail(sheaf_graph *g, sheaf_status st, const char *fmt, ...) SH_PRINTF(3, 4);
+/* Before node `id` is read again after a flush: an affine (or a slice of
+ * one) whose buffer holds fused activations gets its raw value back. */
+sheaf_status sh_graph_raw_guard(sheaf_graph *g, uint32_t id);
+/* The value of a node, resolving views (materializes a concat read whole). */
+float *sh_graph_val(sheaf_graph *g, uint32_t id);
+/* Grows a (ptr, cap) array of `elem`-byte items to hold `need`. */
+sheaf_status sh_grow(sheaf_ctx *ctx, void **ptr, uint32_t *cap, uint32_t need, size_t elem);
+
+/* ------------------------------------------------ builders (ops*.c) */
+
+#define SH_NULL_EXPR ((sheaf_expr){0, 0, 0})
+static inline sheaf_expr sh_expr_of(const sheaf_graph *g, uint32_t id) {
+  return (sheaf_expr){id, g->nodes[id].depth, g->handle};
+}
+/* "[2, 3]" */
+const char *sh_node_shape_str(const sh_node *n, char *buf, size_t size);
+/* Start of every builder: false when it must return a null expression. */
+static inline bool sh_build_enter(sheaf_graph *g) {
+  if (!g || g->status) return false;
+  if (!g->build_t0) g->build_t0 = sheaf_time_ns();
+  return true;
+}
+/* 0: a valid handle; 1: null (propagate silently); 2: misuse (error recorded). */
+int sh_build_check(sheaf_graph *g, sheaf_expr e, const char *op, int argno);
+/* Appends a node reading `ins` (SH_NONE on failure, error recorded). */
+uint32_t sh_node_new(sheaf_graph *g, int op, const uint32_t *ins, int n_in);
+/* Hands a finished node to the policy; returns its expression. */
+sheaf_expr sh_build_finish(sheaf_graph *g, uint32_t id);
+
+/* ------------------------------------------------------------ sigs (sig.c) */
+
+void sh_sig_key_of(const sheaf_graph *g, const sh_node *n, sh_sig_key *k);
+/* Appends the pieces of `id` (the inputs of nested concats, else id itself)
+ * to out[n..max); returns the new count, or -1 when they do not fit. */
+int sh_pieces(const sheaf_graph *g, uint32_t id, uint32_t *out, int n, int max);
+/* Build-time lookup (policy sheaf / none): direct-mapped cache, then the table. */
+sheaf_status sh_sig_find_fast(sheaf_graph *g, const sh_sig_key *k, uint32_t *out);
+/* Flush-time lookup (policies depth / agenda): hash of the whole key. */
+sheaf_status sh_sig_find_hash(sheaf_graph *g, const sh_sig_key *k, uint32_t *out);
+void sh_sigs_free(sheaf_graph *g);
+
+/* -------------------------------------------------------- policies (sched_*.c) */
+
+sheaf_status sh_sched_sheaf_add(sheaf_graph *g, uint32_t id);
+sheaf_status sh_sched_sheaf_flush(sheaf_graph *g);
+void sh_sched_sheaf_clear(sheaf_graph *g);
+void sh_sched_sheaf_free(sheaf_graph *g);
+sheaf_status sh_sched_none_add(sheaf_graph *g, uint32_t id);
+sheaf_status sh_sched_depth_flush(sheaf_graph *g);
+/* The DyNet-style walk over the pending nodes: depth (from the inputs, not
+ * the handles) into depth[i - first_pending], and each kernel node's
+ * signature by hashing its key. */
+sheaf_status sh_sched_walk(sheaf_graph *g, uint32_t **depth, uint32_t *max_depth);
+sheaf_status sh_sched_agenda_flush(sheaf_graph *g);
+
+/* ----------------------------------------------------- executor (exec*.c) */
+
+/* Runs one batch: n kernel nodes with the same signature, all inputs computed. */
+sheaf_status sh_exec_batch(sheaf_graph *g, uint32_t sig, const uint32_t *ids, uint32_t n);
+sheaf_status sh_exec_affine(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m_rows);
+sheaf_status sh_exec_lstm(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m_rows);
+sheaf_status sh_exec_matmul(sheaf_graph *g, const uint32_t *ids, uint32_t n);
+/* The raw value of an affine node whose val holds the activated one. */
+sheaf_status sh_exec_affine_raw(sheaf_graph *g, uint32_t id);
+/* A GEMM operand from m row pointers of width w: base + ld when they are
+ * evenly spaced (contiguous), a single row with *same when they are all equal
+ * (same may be NULL: then equal rows stay a pointer array), else the array. */
+sh_gemm_in sh_exec_operand(sheaf_graph *g, const float **rows, int64_t m, int64_t w, bool *same);
+/* Allocates a batch's output block and points each node's val into it. */
+float *sh_exec_out_block(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m_rows,
+                         int64_t cols);
+
+/* ---------------------------------------------------------- trace (trace.c) */
+
+void sh_trace_record(sheaf_graph *g, uint32_t sig, uint32_t n, uint32_t depth, uint32_t phase,
+                     uint64_t t0, uint64_t t1);
+void sh_trace_write(sheaf_graph *g);
+
+#endif

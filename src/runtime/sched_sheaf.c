@@ -1,0 +1,101 @@
+/*
+ * sched_sheaf.c — policy `sheaf` (ACRoBat's inline depth): at build time a
+ * kernel node is appended to bucket (phase, depth, signature), found in O(1)
+ * through its signature's slot array indexed by depth (a short chain when
+ * several phases use one signature at one depth); a new bucket is linked into
+ * its phase's list for that depth. Flush walks phases ascending, depths
+ * ascending, and runs each bucket as one batch: no graph walk, no hashing.
+ */
+#include <string.h>
+
+#include "runtime/runtime.h"
+
+sheaf_status sh_sched_sheaf_add(sheaf_graph *g, uint32_t id) {
+  sh_node *n = &g->nodes[id];
+  sh_sig *s = &g->sigs[n->sig];
+  uint32_t d = n->depth, ph = n->phase;
+  n->next = SH_NONE;
+  if (SH_UNLIKELY(d >= s->slot_cap)) {
+    sheaf_status st = sh_grow(g->ctx, (void **)&s->slot, &s->slot_cap, d + 1, sizeof *s->slot);
+    if (st) return st;
+  }
+  uint32_t b = s->slot[d];
+  while (b && g->buckets[b - 1].phase != ph) b = g->buckets[b - 1].next_same;
+  if (SH_LIKELY(b)) {
+    sh_bucket *bk = &g->buckets[b - 1];
+    g->nodes[bk->tail].next = id;
+    bk->tail = id;
+    bk->count++;
+    return SHEAF_OK;
+  }
+  /* a new bucket */
+  sheaf_status st =
+      sh_grow(g->ctx, (void **)&g->buckets, &g->cap_buckets, g->n_buckets + 1, sizeof *g->buckets);
+  if (!st) st = sh_grow(g->ctx, (void **)&g->phases, &g->n_phases, ph + 1, sizeof *g->phases);
+  if (st) return st;
+  sh_phase_lv *lv = &g->phases[ph];
+  if (d >= lv->cap) {
+    st = sh_grow(g->ctx, (void **)&lv->head, &lv->cap, d + 1, sizeof *lv->head);
+    if (st) return st;
+  }
+  b = ++g->n_buckets;
+  sh_bucket *bk = &g->buckets[b - 1];
+  bk->sig = n->sig;
+  bk->depth = d;
+  bk->phase = ph;
+  bk->head = bk->tail = id;
+  bk->count = 1;
+  bk->next_same = s->slot[d];
+  bk->next_level = lv->head[d];
+  s->slot[d] = b;
+  lv->head[d] = b;
+  if (!lv->used || d > lv->max_depth) lv->max_depth = d;
+  lv->used = true;
+  return SHEAF_OK;
+}
+
+sheaf_status sh_sched_sheaf_flush(sheaf_graph *g) {
+  uint32_t *ids = NULL;
+  uint32_t cap = 0;
+  for (uint32_t ph = 0; ph < g->n_phases; ph++) {
+    sh_phase_lv *lv = &g->phases[ph];
+    if (!lv->used) continue;
+    for (uint32_t d = 0; d <= lv->max_depth; d++) {
+      for (uint32_t b = lv->head[d]; b; b = g->buckets[b - 1].next_level) {
+        const sh_bucket *bk = &g->buckets[b - 1];
+        if (bk->count > cap) {
+          cap = bk->count > 2 * cap ? bk->count : 2 * cap;
+          ids = sh_arena_alloc(&g->scratch, (size_t)cap * sizeof *ids);
+          if (!ids) return SHEAF_ERR_NOMEM;
+        }
+        uint32_t k = 0;
+        for (uint32_t i = bk->head; i != SH_NONE; i = g->nodes[i].next) ids[k++] = i;
+        g->cur_depth = d;
+        g->cur_phase = ph;
+        sheaf_status st = sh_exec_batch(g, bk->sig, ids, k);
+        if (st) return st;
+      }
+    }
+  }
+  return SHEAF_OK;
+}
+
+void sh_sched_sheaf_clear(sheaf_graph *g) {
+  for (uint32_t b = 0; b < g->n_buckets; b++) {
+    const sh_bucket *bk = &g->buckets[b];
+    g->sigs[bk->sig].slot[bk->depth] = 0;
+    g->phases[bk->phase].head[bk->depth] = 0;
+  }
+  g->n_buckets = 0;
+  for (uint32_t ph = 0; ph < g->n_phases; ph++) {
+    g->phases[ph].used = false;
+    g->phases[ph].max_depth = 0;
+  }
+}
+
+void sh_sched_sheaf_free(sheaf_graph *g) {
+  for (uint32_t ph = 0; ph < g->n_phases; ph++)
+    sh_free(g->ctx, g->phases[ph].head, (size_t)g->phases[ph].cap * sizeof(uint32_t));
+  sh_free(g->ctx, g->phases, (size_t)g->n_phases * sizeof *g->phases);
+  sh_free(g->ctx, g->buckets, (size_t)g->cap_buckets * sizeof *g->buckets);
+}

@@ -1,0 +1,196 @@
+/*
+ * sig.c — kernel signatures: the key that decides which nodes may share a
+ * batched kernel call (op, output shape, parameters, input widths and the
+ * K-split of an affine's input), the graph's table of signatures (kept
+ * across resets, with per-kernel statistics and a readable name), and the
+ * two ways to find a node's signature: a direct-mapped cache indexed by
+ * (op, parameter, width) that policies sheaf and none use at build time, and
+ * a hash of the whole key that the DyNet-style policies use at flush.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/runtime.h"
+
+static const char *const op_names[SH_OP_COUNT] = {
+    "input",  "parameter", "lookup",  "concat",      "slice", "alias", "lstm_c", "reshape",
+    "affine", "lstm",      "matmul",  "add",         "sub",   "mul",   "div",    "sum_n",
+    "scale",  "tanh",      "sigmoid", "relu",        "gelu",  "exp",   "log",    "sum",
+    "mean",   "max",       "softmax", "log_softmax", "pick"};
+
+const char *sh_op_name(int op) { return op >= 0 && op < SH_OP_COUNT ? op_names[op] : "?"; }
+
+int sh_pieces(const sheaf_graph *g, uint32_t id, uint32_t *out, int n, int max) {
+  const sh_node *x = &g->nodes[id];
+  if (x->op != SH_OP_CONCAT) {
+    if (n >= max) return -1;
+    out[n] = id;
+    return n + 1;
+  }
+  for (uint32_t i = 0; i < x->n_in && n >= 0; i++) n = sh_pieces(g, g->ins[x->in + i], out, n, max);
+  return n;
+}
+
+static void key_widths(const sheaf_graph *g, const sh_node *n, int n_x, sh_sig_key *k) {
+  uint32_t pc[SH_GEMM_MAX_KSRC];
+  int np = 0;
+  for (int i = 0; i < n_x && np >= 0; i++)
+    np = sh_pieces(g, g->ins[n->in + i], pc, np, SH_GEMM_MAX_KSRC);
+  if (np < 0) { /* too many pieces: inputs are read whole (concats materialized) */
+    k->mat = 1;
+    k->n_w = (uint8_t)n_x;
+    for (int i = 0; i < n_x; i++) k->w[i] = g->nodes[g->ins[n->in + i]].cols;
+    return;
+  }
+  k->n_w = (uint8_t)np;
+  for (int i = 0; i < np; i++) k->w[i] = g->nodes[pc[i]].cols;
+}
+
+void sh_sig_key_of(const sheaf_graph *g, const sh_node *n, sh_sig_key *k) {
+  memset(k, 0, sizeof *k);
+  k->op = n->op;
+  k->rank = n->rank;
+  k->cols = n->cols;
+  k->p0 = n->p0;
+  k->p1 = n->p1;
+  const sh_node *a = &g->nodes[n->n_in ? g->ins[n->in] : 0]; /* views have no key */
+  switch (n->op) {
+  case SH_OP_AFFINE:
+    if (n->n_in > 1) k->p0 = 0x80000000u | n->p0;
+    key_widths(g, n, n->n_in, k);
+    break;
+  case SH_OP_LSTM: key_widths(g, n, 1, k); break;
+  case SH_OP_MATMUL: {
+    const sh_node *b = &g->nodes[g->ins[n->in + 1]];
+    k->cols = 0;
+    k->w[0] = a->rank, k->w[1] = a->cols, k->w[2] = b->rank, k->w[3] = b->cols;
+    break;
+  }
+  case SH_OP_ADD:
+  case SH_OP_SUB:
+  case SH_OP_MUL:
+  case SH_OP_DIV: {
+    const sh_node *b = &g->nodes[g->ins[n->in + 1]];
+    int64_t on = (int64_t)n->rows * n->cols;
+    k->w[0] = (int64_t)a->rows * a->cols == 1 && on > 1;
+    k->w[1] = (int64_t)b->rows * b->cols == 1 && on > 1;
+    break;
+  }
+  case SH_OP_SUM_N: k->w[0] = n->n_in; break;
+  case SH_OP_SCALE: memcpy(&k->fbits, &n->f, 4); break;
+  case SH_OP_SUM:
+  case SH_OP_MEAN:
+  case SH_OP_MAX:
+  case SH_OP_PICK:
+    k->cols = 0;
+    k->rank = a->rank;
+    k->w[0] = a->cols;
+    break;
+  default: break;
+  }
+}
+
+static uint64_t key_hash(const sh_sig_key *k) {
+  uint32_t w[sizeof *k / 4];
+  memcpy(w, k, sizeof w);
+  uint64_t h = 0x243f6a8885a308d3ull;
+  for (size_t i = 0; i < SH_ARRAY_LEN(w); i++) {
+    h ^= w[i];
+    h *= 0x9e3779b97f4a7c15ull;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+static void sig_name(const sheaf_graph *g, const sh_sig_key *k, char *buf, size_t size) {
+  const sheaf_model *m = g->model;
+  const char *op = sh_op_name(k->op);
+  if ((k->op == SH_OP_AFFINE || k->op == SH_OP_LSTM) && !(k->p0 & 0x80000000u)) {
+    snprintf(buf, size, "%s %s", op, m->params[k->p0 - 1].name);
+  } else if (k->op == SH_OP_AFFINE) {
+    const sh_stack *s = &m->stacks[(k->p0 & 0x7fffffffu) - 1];
+    size_t len = (size_t)snprintf(buf, size, "%s ", op);
+    for (int i = 0; i < s->n && len < size; i++)
+      len += (size_t)snprintf(buf + len, size - len, "%s%s", i ? "+" : "",
+                              m->params[s->ids[i] - 1].name);
+  } else if (k->op == SH_OP_MATMUL) {
+    snprintf(buf, size, "%s [%d]x[%d]", op, (int)k->w[1], (int)k->w[3]);
+  } else {
+    snprintf(buf, size, "%s [%d]", op, (int)(k->cols ? k->cols : k->w[0]));
+  }
+}
+
+static sheaf_status table_insert(sheaf_graph *g, uint64_t h, uint32_t sig) {
+  if (2 * (g->n_sigs + 1) > g->sig_table_cap) {
+    uint32_t cap = g->sig_table_cap ? 2 * g->sig_table_cap : 64;
+    uint32_t *t = sh_calloc(g->ctx, cap, sizeof *t);
+    if (!t) return SHEAF_ERR_NOMEM;
+    for (uint32_t i = 0; i < g->n_sigs; i++) {
+      uint32_t j = (uint32_t)key_hash(&g->sigs[i].key) & (cap - 1);
+      while (t[j]) j = (j + 1) & (cap - 1);
+      t[j] = i + 1;
+    }
+    sh_free(g->ctx, g->sig_table, g->sig_table_cap * sizeof *t);
+    g->sig_table = t;
+    g->sig_table_cap = cap;
+  }
+  uint32_t j = (uint32_t)h & (g->sig_table_cap - 1);
+  while (g->sig_table[j]) j = (j + 1) & (g->sig_table_cap - 1);
+  g->sig_table[j] = sig + 1;
+  return SHEAF_OK;
+}
+
+sheaf_status sh_sig_find_hash(sheaf_graph *g, const sh_sig_key *k, uint32_t *out) {
+  uint64_t h = key_hash(k);
+  if (g->sig_table_cap) {
+    uint32_t j = (uint32_t)h & (g->sig_table_cap - 1);
+    for (uint32_t s; (s = g->sig_table[j]) != 0; j = (j + 1) & (g->sig_table_cap - 1))
+      if (memcmp(&g->sigs[s - 1].key, k, sizeof *k) == 0) {
+        *out = s - 1;
+        return SHEAF_OK;
+      }
+  }
+  /* new signature */
+  sheaf_status st =
+      sh_grow(g->ctx, (void **)&g->sigs, &g->cap_sigs, g->n_sigs + 1, sizeof *g->sigs);
+  if (st) return st;
+  char name[160];
+  sig_name(g, k, name, sizeof name);
+  sh_sig s = {0};
+  s.key = *k;
+  s.name_size = strlen(name) + 1;
+  s.name = sh_alloc(g->ctx, s.name_size, 1);
+  if (!s.name) return SHEAF_ERR_NOMEM;
+  memcpy(s.name, name, s.name_size);
+  st = table_insert(g, h, g->n_sigs);
+  if (st) {
+    sh_free(g->ctx, s.name, s.name_size);
+    return st;
+  }
+  g->sigs[g->n_sigs] = s;
+  *out = g->n_sigs++;
+  return SHEAF_OK;
+}
+
+sheaf_status sh_sig_find_fast(sheaf_graph *g, const sh_sig_key *k, uint32_t *out) {
+  uint32_t i = (k->op * 0x9e37u ^ k->p0 * 0x85ebu ^ (uint32_t)k->cols * 0xc2b3u ^
+                (uint32_t)k->w[0] * 0x27d5u) &
+               255u;
+  uint32_t s = g->sig_cache[i];
+  if (s && memcmp(&g->sigs[s - 1].key, k, sizeof *k) == 0) {
+    *out = s - 1;
+    return SHEAF_OK;
+  }
+  sheaf_status st = sh_sig_find_hash(g, k, out);
+  if (st == SHEAF_OK) g->sig_cache[i] = *out + 1;
+  return st;
+}
+
+void sh_sigs_free(sheaf_graph *g) {
+  for (uint32_t i = 0; i < g->n_sigs; i++) {
+    sh_free(g->ctx, g->sigs[i].name, g->sigs[i].name_size);
+    sh_free(g->ctx, g->sigs[i].slot, g->sigs[i].slot_cap * sizeof(uint32_t));
+  }
+  sh_free(g->ctx, g->sigs, g->cap_sigs * sizeof *g->sigs);
+  sh_free(g->ctx, g->sig_table, g->sig_table_cap * sizeof(uint32_t));
+}
