@@ -52,7 +52,9 @@ static void run(sheaf_isa isa, int kind, const bufs *b) {
     sh_ew_binary(isa, SH_EW_ADD, m, n, (sh_ew_operand){x, m, n},
                  (sh_ew_operand){{NULL, b->gamma, 0}, 1, n}, y);
     break;
-  case K_ADD: sh_ew_binary(isa, SH_EW_ADD, m, n, (sh_ew_operand){x, m, n}, (sh_ew_operand){r, m, n}, y); break;
+  case K_ADD:
+    sh_ew_binary(isa, SH_EW_ADD, m, n, (sh_ew_operand){x, m, n}, (sh_ew_operand){r, m, n}, y);
+    break;
   case K_SUM: sh_reduce_rows(isa, SH_REDUCE_SUM, m, n, x, b->y); break;
   case K_GELU: sh_ew_act(isa, SH_GEMM_ACT_GELU_TANH, m, n, x, y); break;
   case K_EMBED: sh_embedding_rows(NULL, isa, m, n, b->table, 4 * m, n, b->idx, y); break;

@@ -299,8 +299,10 @@ AVX2_INLINE __m256 binop(const sh_ew_op op, __m256 a, __m256 b) {
   case SH_EW_MUL: return _mm256_mul_ps(a, b);
   case SH_EW_DIV: return _mm256_div_ps(a, b);
   /* max_ps/min_ps return b when either is NaN: put a back where a is NaN */
-  case SH_EW_MAX: return _mm256_blendv_ps(_mm256_max_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
-  case SH_EW_MIN: return _mm256_blendv_ps(_mm256_min_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+  case SH_EW_MAX:
+    return _mm256_blendv_ps(_mm256_max_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+  case SH_EW_MIN:
+    return _mm256_blendv_ps(_mm256_min_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
   }
   return a;
 }
