@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "run_lang.h"
 #include "run.h"
 
 static const char usage[] =
@@ -65,7 +66,15 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(cmd, "--version") || !strcmp(cmd, "-V")) return version();
   if (!strcmp(cmd, "data")) return cli_data(argc - 1, argv + 1);
-  if (!strcmp(cmd, "run")) return cli_run(argc - 1, argv + 1);
+  if (!strcmp(cmd, "run")) {
+    /* `sheaf run MODEL.sf ...` runs a model from source; otherwise a built-in example. */
+    for (int i = 2; i < argc; i++) {
+      size_t n = strlen(argv[i]);
+      if (argv[i][0] != '-' && n > 3 && !strcmp(argv[i] + n - 3, ".sf")) return cli_run_lang(argc - 1, argv + 1);
+      if (argv[i][0] != '-') break;
+    }
+    return cli_run(argc - 1, argv + 1);
+  }
   if (!strcmp(cmd, "check")) return cli_check(argc - 1, argv + 1);
   if (!strcmp(cmd, "bench")) return cli_bench(argc - 1, argv + 1);
   if (!strcmp(cmd, "trace")) return not_yet(cmd, "it arrives with the auto-batching runtime");

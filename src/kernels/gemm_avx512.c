@@ -246,21 +246,46 @@ static AVX512_FN void lstm_tail(const sh_gemm_ep_ctx *e, const float *t, int64_t
   const float *ti = t + l->gate_i * SH_GEMM_LSTM_G, *tf = t + l->gate_f * SH_GEMM_LSTM_G;
   const float *to = t + l->gate_o * SH_GEMM_LSTM_G, *tu = t + l->gate_u * SH_GEMM_LSTM_G;
   int64_t r = 0;
-  if (hv == SH_GEMM_LSTM_G)
-    for (; r + 2 <= rows; r += 2) {
-      int64_t o = r * SH_GEMM_NR, o1 = o + SH_GEMM_NR;
-      __m512 cp = _mm512_setzero_ps(), c, h;
-      if (has_prev)
-        cp = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(in_row(&l->c_prev, m0 + r) + h0)),
-                                _mm256_loadu_ps(in_row(&l->c_prev, m0 + r + 1) + h0), 1);
-      lstm16(_mm512_fmadd_ps(ld2(ti + o, ti + o1), ks, bi), _mm512_fmadd_ps(ld2(tf + o, tf + o1), ks, bf),
-             _mm512_fmadd_ps(ld2(to + o, to + o1), ks, bo), _mm512_fmadd_ps(ld2(tu + o, tu + o1), kt, bu),
-             cp, has_prev, tab, &c, &h);
+  if (hv == SH_GEMM_LSTM_G && rows >= 2) {
+    /* Row pairs in three passes through an L1 buffer, so that each loop
+     * body is a few short independent chains (one pass per pair is one
+     * long chain, and the scheduler then runs the pairs one by one). */
+    const __m512 one = _mm512_set1_ps(1.0f);
+    _Alignas(64) float st[8][4][16];
+    int64_t pairs = rows / 2;
+    for (int64_t q = 0; q < pairs; q++) { /* 1: the four gate exponentials */
+      int64_t o = 2 * q * SH_GEMM_NR, o1 = o + SH_GEMM_NR;
+      __m512 ei = exp2_32(_mm512_fmadd_ps(ld2(ti + o, ti + o1), ks, bi), tab);
+      __m512 eu = exp2_32(_mm512_fmadd_ps(ld2(tu + o, tu + o1), kt, bu), tab);
+      __m512 ef = exp2_32(_mm512_fmadd_ps(ld2(tf + o, tf + o1), ks, bf), tab);
+      __m512 eo = exp2_32(_mm512_fmadd_ps(ld2(to + o, to + o1), ks, bo), tab);
+      _mm512_store_ps(st[q][0], _mm512_sub_ps(one, eu));
+      _mm512_store_ps(st[q][1], _mm512_mul_ps(_mm512_add_ps(one, ei), _mm512_add_ps(one, eu)));
+      _mm512_store_ps(st[q][2], _mm512_add_ps(one, ef));
+      _mm512_store_ps(st[q][3], _mm512_add_ps(one, eo));
+    }
+    for (int64_t q = 0; q < pairs; q++) { /* 2: c, and the pieces of h */
+      __m512 c = _mm512_mul_ps(_mm512_load_ps(st[q][0]), rcp_nr(_mm512_load_ps(st[q][1])));
+      if (has_prev) {
+        __m512 cp = _mm512_insertf32x8(
+            _mm512_castps256_ps512(_mm256_loadu_ps(in_row(&l->c_prev, m0 + 2 * q) + h0)),
+            _mm256_loadu_ps(in_row(&l->c_prev, m0 + 2 * q + 1) + h0), 1);
+        c = _mm512_fmadd_ps(cp, rcp_nr(_mm512_load_ps(st[q][2])), c);
+      }
+      __m512 ec = exp2_32(_mm512_mul_ps(c, kt), tab);
+      _mm512_store_ps(st[q][0], c);
+      _mm512_store_ps(st[q][1], _mm512_sub_ps(one, ec));
+      _mm512_store_ps(st[q][2], _mm512_mul_ps(_mm512_load_ps(st[q][3]), _mm512_add_ps(one, ec)));
+    }
+    for (int64_t q = 0; q < pairs; q++, r += 2) { /* 3: h, and the stores */
+      __m512 c = _mm512_load_ps(st[q][0]);
+      __m512 h = _mm512_mul_ps(_mm512_load_ps(st[q][1]), rcp_nr(_mm512_load_ps(st[q][2])));
       _mm256_storeu_ps(out_row(&l->c_out, m0 + r) + h0, _mm512_castps512_ps256(c));
       _mm256_storeu_ps(out_row(&l->c_out, m0 + r + 1) + h0, _mm512_extractf32x8_ps(c, 1));
       _mm256_storeu_ps(out_row(&l->h_out, m0 + r) + h0, _mm512_castps512_ps256(h));
       _mm256_storeu_ps(out_row(&l->h_out, m0 + r + 1) + h0, _mm512_extractf32x8_ps(h, 1));
     }
+  }
   for (; r < rows; r++) { /* one row in the low half (odd row, or a partial group) */
     int64_t o = r * SH_GEMM_NR;
 #define LD1(p) _mm512_zextps256_ps512(_mm256_load_ps(p))

@@ -42,15 +42,15 @@ static sheaf_status get_tensor(sheaf_ctx *ctx, const sheaf_st_file *f, const cha
   bool ok = t->dtype == SHEAF_F32 && t->rank == rank && t->shape[0] == dim0 &&
             (rank == 1 || t->shape[1] == dim1) && sheaf_tensor_is_contiguous(t);
   if (!ok) {
-    char sb[128];
+    char sb[128], want[64];
     sh_shape_str(t->rank, t->shape, sb, sizeof sb);
+    if (rank == 1) snprintf(want, sizeof want, "[%lld]", (long long)dim0);
+    else snprintf(want, sizeof want, "[%lld, %lld]", (long long)dim0, (long long)dim1);
+    st = sh_fail(ctx, SHEAF_ERR_SHAPE, "sheaf_encoder_load: '%s' is %s %s; expected F32 %s", full,
+                 sheaf_dtype_name(t->dtype), sb, want);
     sheaf_tensor_free(*out);
     *out = NULL;
-    if (rank == 1)
-      return sh_fail(ctx, SHEAF_ERR_SHAPE, "sheaf_encoder_load: '%s' is %s %s; expected F32 [%lld]",
-                     full, sheaf_dtype_name(t->dtype), sb, (long long)dim0);
-    return sh_fail(ctx, SHEAF_ERR_SHAPE, "sheaf_encoder_load: '%s' is %s %s; expected F32 [%lld, %lld]",
-                   full, sheaf_dtype_name(t->dtype), sb, (long long)dim0, (long long)dim1);
+    return st;
   }
   return SHEAF_OK;
 }

@@ -71,14 +71,13 @@ float *sh_exec_out_block(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_
 
 /* --------------------------------------------------------- row kernels */
 
-enum { RJ_BINARY, RJ_ACT, RJ_VMATH, RJ_REDUCE, RJ_SOFTMAX, RJ_LOG_SOFTMAX, RJ_PICK };
+enum { RJ_REDUCE, RJ_SOFTMAX, RJ_LOG_SOFTMAX, RJ_PICK };
 
 typedef struct rowjob {
   sheaf_isa isa;
-  int kind, op; /* op: sh_ew_op / sh_gemm_act / sh_vmath_fn / sh_reduce_op */
+  int kind, op; /* op: sh_reduce_op */
   int64_t m, n;
-  sh_ew_operand a, b; /* RJ_BINARY */
-  sh_gemm_in x;       /* the others */
+  sh_gemm_in x;
   sh_gemm_out y;
   float *out1;        /* RJ_REDUCE / RJ_PICK: one float per row */
   const int32_t *idx; /* RJ_PICK */
@@ -117,20 +116,6 @@ static void log_softmax_row(sheaf_isa isa, int64_t n, const float *x, float *y) 
 static void rowjob_range(const rowjob *j, int64_t r0, int64_t r1) {
   int64_t m = r1 - r0;
   switch (j->kind) {
-  case RJ_BINARY: {
-    sh_ew_operand a = j->a, b = j->b;
-    if (a.m > 1) a.in = in_at(a.in, r0), a.m = m;
-    if (b.m > 1) b.in = in_at(b.in, r0), b.m = m;
-    sh_ew_binary(j->isa, (sh_ew_op)j->op, m, j->n, a, b, out_at(j->y, r0));
-    break;
-  }
-  case RJ_ACT:
-    sh_ew_act(j->isa, (sh_gemm_act)j->op, m, j->n, in_at(j->x, r0), out_at(j->y, r0));
-    break;
-  case RJ_VMATH:
-    for (int64_t r = r0; r < r1; r++)
-      sh_vmath_f32(j->isa, (sh_vmath_fn)j->op, j->n, in_row(&j->x, r), j->y.base + r * j->y.ld);
-    break;
   case RJ_REDUCE:
     sh_reduce_rows(j->isa, (sh_reduce_op)j->op, m, j->n, in_at(j->x, r0), j->out1 + r0);
     break;
@@ -172,58 +157,6 @@ static sheaf_status exec_rows(sheaf_graph *g, int op, const uint32_t *ids, uint3
   int64_t cols = n0->cols;
   rowjob j = {0};
   j.m = m;
-  j.n = cols;
-  switch (op) {
-  case SH_OP_ADD:
-  case SH_OP_SUB:
-  case SH_OP_MUL:
-  case SH_OP_DIV: {
-    const float **ra = gather(g, ids, n, 0, m, false),
-                **rb = ra ? gather(g, ids, n, 1, m, false) : NULL;
-    float *out = rb ? sh_exec_out_block(g, ids, n, m, cols) : NULL;
-    if (!out) return SHEAF_ERR_NOMEM;
-    const sh_node *a0 = &g->nodes[g->ins[n0->in]], *b0 = &g->nodes[g->ins[n0->in + 1]];
-    bool sa, sb;
-    int64_t wa = a0->rows * a0->cols == 1 ? 1 : cols, wb = b0->rows * b0->cols == 1 ? 1 : cols;
-    j.a = (sh_ew_operand){sh_exec_operand(g, ra, m, wa, &sa), m, wa};
-    j.b = (sh_ew_operand){sh_exec_operand(g, rb, m, wb, &sb), m, wb};
-    if (sa) j.a.m = 1;
-    if (sb) j.b.m = 1;
-    j.kind = RJ_BINARY;
-    j.op = op == SH_OP_ADD   ? SH_EW_ADD
-           : op == SH_OP_SUB ? SH_EW_SUB
-           : op == SH_OP_MUL ? SH_EW_MUL
-                             : SH_EW_DIV;
-    j.y = (sh_gemm_out){NULL, out, cols};
-    run_rows(g, &j);
-    g->stats.flops += (uint64_t)(m * cols);
-    return SHEAF_OK;
-  }
-  case SH_OP_SUM_N: {
-    float *out = sh_exec_out_block(g, ids, n, m, cols);
-    if (!out) return SHEAF_ERR_NOMEM;
-    j.kind = RJ_BINARY;
-    j.op = SH_EW_ADD;
-    j.y = (sh_gemm_out){NULL, out, cols};
-    for (int k = 1; k < n0->n_in; k++) {
-      const float **rb = gather(g, ids, n, k, m, false);
-      if (!rb) return SHEAF_ERR_NOMEM;
-      if (k == 1) {
-        const float **ra = gather(g, ids, n, 0, m, false);
-        if (!ra) return SHEAF_ERR_NOMEM;
-        j.a = (sh_ew_operand){sh_exec_operand(g, ra, m, cols, NULL), m, cols};
-      } else {
-        j.a = (sh_ew_operand){{NULL, out, cols}, m, cols};
-      }
-      j.b = (sh_ew_operand){sh_exec_operand(g, rb, m, cols, NULL), m, cols};
-      run_rows(g, &j);
-    }
-    g->stats.flops += (uint64_t)(m * cols * (n0->n_in - 1));
-    return SHEAF_OK;
-  }
-  default: break;
-  }
-  /* one input */
   bool red = op == SH_OP_SUM || op == SH_OP_MEAN || op == SH_OP_MAX || op == SH_OP_PICK;
   const float **rx = gather(g, ids, n, 0, m, red);
   if (!rx) return SHEAF_ERR_NOMEM;
@@ -255,37 +188,6 @@ static sheaf_status exec_rows(sheaf_graph *g, int op, const uint32_t *ids, uint3
   if (!out) return SHEAF_ERR_NOMEM;
   j.y = (sh_gemm_out){NULL, out, cols};
   switch (op) {
-  case SH_OP_SCALE: {
-    j.kind = RJ_BINARY;
-    j.op = SH_EW_MUL;
-    j.a = (sh_ew_operand){j.x, m, cols};
-    j.b = (sh_ew_operand){{NULL, &g->nodes[ids[0]].f, 1}, 1, 1};
-    break;
-  }
-  case SH_OP_TANH:
-    j.kind = RJ_ACT;
-    j.op = SH_GEMM_ACT_TANH;
-    break;
-  case SH_OP_SIGMOID:
-    j.kind = RJ_ACT;
-    j.op = SH_GEMM_ACT_SIGMOID;
-    break;
-  case SH_OP_RELU:
-    j.kind = RJ_ACT;
-    j.op = SH_GEMM_ACT_RELU;
-    break;
-  case SH_OP_GELU:
-    j.kind = RJ_ACT;
-    j.op = SH_GEMM_ACT_GELU_ERF;
-    break;
-  case SH_OP_EXP:
-    j.kind = RJ_VMATH;
-    j.op = SH_VMATH_EXP;
-    break;
-  case SH_OP_LOG:
-    j.kind = RJ_VMATH;
-    j.op = SH_VMATH_LOG;
-    break;
   case SH_OP_SOFTMAX: j.kind = RJ_SOFTMAX; break;
   case SH_OP_LOG_SOFTMAX: j.kind = RJ_LOG_SOFTMAX; break;
   default:
@@ -315,7 +217,7 @@ sheaf_status sh_exec_batch(sheaf_graph *g, uint32_t sig, const uint32_t *ids, ui
   case SH_OP_AFFINE: st = sh_exec_affine(g, ids, n, m); break;
   case SH_OP_LSTM: st = sh_exec_lstm(g, ids, n, m); break;
   case SH_OP_MATMUL: st = sh_exec_matmul(g, ids, n); break;
-  default: st = exec_rows(g, op, ids, n, m); break;
+  default: st = sh_op_is_pw(op) ? sh_exec_pw(g, ids, n, m) : exec_rows(g, op, ids, n, m); break;
   }
   sh_arena_rewind(&g->scratch, mark);
   if (st) {

@@ -117,6 +117,7 @@ void sheaf_graph_free(sheaf_graph *g) {
   sh_arena_destroy(&g->scratch);
   sh_free(ctx, g->zeros, (size_t)g->zeros_n * sizeof(float));
   sh_sched_sheaf_free(g);
+  sh_pw_free(g);
   sh_sigs_free(g);
   for (int i = 0; i < g->n_ws; i++) sh_gemm_ws_free(ctx, g->ws[i]);
   sh_free(ctx, g->ev, (size_t)g->cap_ev * sizeof *g->ev);
@@ -132,6 +133,7 @@ sheaf_status sheaf_graph_reset(sheaf_graph *g) {
   if (g->gen == 0) g->gen = 1;
   g->handle = g->tag << 20 | g->gen;
   g->n_nodes = g->n_ins = g->n_fuse = g->first_pending = 0;
+  g->n_pw_list = g->n_pwl = 0;
   g->max_phase = 0;
   g->status = SHEAF_OK;
   g->err[0] = '\0';
@@ -321,6 +323,8 @@ sheaf_status sheaf_value(sheaf_graph *g, sheaf_expr e, sheaf_value_view *out) {
   }
   sheaf_status st = sh_graph_raw_guard(g, e.node);
   if (st) return st;
+  if (SH_UNLIKELY(g->nodes[e.node].flags & SH_NODE_ABS) && (st = sh_pw_need(g, e.node)))
+    return st; /* fused into its reader: computed now */
   sh_node *n;
   const float *v = sh_graph_val(g, e.node);
   if (!v) return sticky(g);

@@ -73,13 +73,17 @@ uint32_t sh_node_new(sheaf_graph *g, int op, const uint32_t *ins, int n_in) {
     if (SH_UNLIKELY(g->nodes[r].flags & SH_NODE_VAL_IS_ACT) && sh_graph_raw_guard(g, ins[i]))
       return SH_NONE;
   }
+  for (int i = 0; i < n_in; i++) /* a second reader of a value fused into its reader */
+    if (SH_UNLIKELY(g->nodes[ins[i]].flags & SH_NODE_ABS) && sh_pw_need(g, ins[i])) return SH_NONE;
   uint32_t id = g->n_nodes++;
   sh_node *n = &g->nodes[id];
   uint32_t depth = 0, phase = (uint32_t)g->phase;
+  for (int i = 0; i < n_in; i++)
+    if (g->nodes[ins[i]].phase > phase) phase = g->nodes[ins[i]].phase;
   for (int i = 0; i < n_in; i++) {
     sh_node *x = &g->nodes[ins[i]];
-    if (x->depth > depth) depth = x->depth;
-    if (x->phase > phase) phase = x->phase;
+    /* depth counts within a phase: an earlier phase's value is ready when this one starts */
+    if (x->depth > depth && x->phase == phase) depth = x->depth;
     x->uses++;
     /* a read of an affine's raw value: directly, or through slices (making a
      * slice is not a read; a fused activation reads through its epilogue) */
@@ -110,9 +114,22 @@ sheaf_expr sh_build_finish(sheaf_graph *g, uint32_t id) {
   if (!sh_op_is_kernel(n->op) || g->policy == SHEAF_POLICY_DEPTH ||
       g->policy == SHEAF_POLICY_AGENDA)
     return sh_expr_of(g, id);
-  sh_sig_key k;
-  sh_sig_key_of(g, n, &k);
-  sheaf_status st = sh_sig_find_fast(g, &k, &n->sig);
+  sheaf_status st;
+  if (sh_op_is_pw(n->op) && g->policy == SHEAF_POLICY_SHEAF) {
+    /* bucketed at flush, unless a later pointwise node absorbs it */
+    st = sh_grow(g->ctx, (void **)&g->pw_list, &g->cap_pw_list, g->n_pw_list + 1,
+                 sizeof *g->pw_list);
+    if (!st) {
+      g->pw_list[g->n_pw_list++] = id;
+      return sh_expr_of(g, id);
+    }
+  } else if (sh_op_is_pw(n->op)) {
+    st = sh_pw_finalize(g, id, true);
+  } else {
+    sh_sig_key k;
+    sh_sig_key_of(g, n, &k);
+    st = sh_sig_find_fast(g, &k, &n->sig);
+  }
   if (!st)
     st = g->policy == SHEAF_POLICY_SHEAF ? sh_sched_sheaf_add(g, id) : sh_sched_none_add(g, id);
   if (st) {

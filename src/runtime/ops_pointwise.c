@@ -23,15 +23,8 @@ static sheaf_expr binary(sheaf_graph *g, int opc, const char *op, sheaf_expr a, 
     return SH_NULL_EXPR;
   }
   const sh_node *big = as && !bs ? bn : an;
-  int rank = big->rank, rows = big->rows, cols = big->cols;
   uint32_t ids[2] = {a.node, b.node};
-  uint32_t id = sh_node_new(g, opc, ids, 2);
-  if (id == SH_NONE) return SH_NULL_EXPR;
-  sh_node *n = &g->nodes[id];
-  n->rank = (uint8_t)rank;
-  n->rows = rows;
-  n->cols = cols;
-  return sh_build_finish(g, id);
+  return sh_pw_build(g, opc, ids, 2, big->rank, big->rows, big->cols, 0.0f);
 }
 
 sheaf_expr sheaf_add(sheaf_graph *g, sheaf_expr a, sheaf_expr b) {
@@ -65,23 +58,26 @@ sheaf_expr sheaf_sum_n(sheaf_graph *g, int nx, const sheaf_expr *xs) {
     }
   }
   if (nx == 1) return xs[0];
-  uint32_t buf[16], *ids = buf;
-  if (nx > 16) {
-    ids = sh_arena_alloc(&g->scratch, (size_t)nx * sizeof *ids);
-    if (!ids) {
-      sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", op);
-      return SH_NULL_EXPR;
+  const sh_node *a = &g->nodes[xs[0].node];
+  int rank = a->rank;
+  int32_t rows = a->rows, cols = a->cols;
+  /* a program reads at most SH_PW_MAX_LEAVES values: sum groups of them first */
+  sheaf_expr part[SH_PW_MAX_LEAVES];
+  int np = 0;
+  for (int i = 0; i < nx; i += SH_PW_MAX_LEAVES) {
+    uint32_t ids[SH_PW_MAX_LEAVES];
+    int k = 0;
+    for (; k < SH_PW_MAX_LEAVES && i + k < nx; k++) ids[k] = xs[i + k].node;
+    if (nx <= SH_PW_MAX_LEAVES) return sh_pw_build(g, SH_OP_SUM_N, ids, k, rank, rows, cols, 0.0f);
+    part[np] = k == 1 ? xs[i] : sh_pw_build(g, SH_OP_SUM_N, ids, k, rank, rows, cols, 0.0f);
+    if (sheaf_expr_is_null(part[np])) return SH_NULL_EXPR;
+    if (++np == SH_PW_MAX_LEAVES) { /* fold the partial sums so far into one */
+      part[0] = sheaf_sum_n(g, np, part);
+      if (sheaf_expr_is_null(part[0])) return SH_NULL_EXPR;
+      np = 1;
     }
   }
-  for (int i = 0; i < nx; i++) ids[i] = xs[i].node;
-  uint32_t id = sh_node_new(g, SH_OP_SUM_N, ids, nx);
-  if (id == SH_NONE) return SH_NULL_EXPR;
-  sh_node *n = &g->nodes[id];
-  const sh_node *a = &g->nodes[ids[0]];
-  n->rank = a->rank;
-  n->rows = a->rows;
-  n->cols = a->cols;
-  return sh_build_finish(g, id);
+  return sheaf_sum_n(g, np, part);
 }
 
 static sheaf_expr unary(sheaf_graph *g, int opc, const char *op, sheaf_expr x, float f,
@@ -111,6 +107,10 @@ static sheaf_expr unary(sheaf_graph *g, int opc, const char *op, sheaf_expr x, f
   if (fuse && sh_grow(g->ctx, (void **)&g->fuse, &g->cap_fuse, g->n_fuse + 1, sizeof *g->fuse)) {
     sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", op);
     return SH_NULL_EXPR;
+  }
+  if (!fuse && sh_op_is_pw(opc)) {
+    xn = &g->nodes[x.node];
+    return sh_pw_build(g, opc, &x.node, 1, xn->rank, xn->rows, xn->cols, f);
   }
   uint32_t id = sh_node_new(g, fuse ? SH_OP_ALIAS : opc, fuse ? &src : &x.node, 1);
   if (id == SH_NONE) return SH_NULL_EXPR;

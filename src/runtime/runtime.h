@@ -104,24 +104,33 @@ typedef enum sh_op {
   SH_OP_SOFTMAX,
   SH_OP_LOG_SOFTMAX,
   SH_OP_PICK,      /* aux = index */
+  SH_OP_FUSED,     /* never a node's op: the signature op of a pointwise program */
   SH_OP_COUNT
 } sh_op;
 
 #define SH_OP_FIRST_KERNEL SH_OP_AFFINE
 static inline bool sh_op_is_kernel(int op) { return op >= SH_OP_FIRST_KERNEL; }
+/* Elementwise ops (add .. log): built as nodes, run as pointwise programs. */
+static inline bool sh_op_is_pw(int op) { return op >= SH_OP_ADD && op <= SH_OP_LOG; }
 const char *sh_op_name(int op);
 
 enum {
   SH_NODE_DONE = 1,       /* kernel executed (views: value resolved) */
   SH_NODE_RAW_USED = 2,   /* an affine whose raw value is read (directly or via a slice) */
   SH_NODE_VAL_IS_ACT = 4, /* the affine's val holds activated values in its fused ranges */
+  /* pointwise fusion (pointwise.c) */
+  SH_NODE_ABS = 8,        /* inlined into its only reader p1 - 1 (permanent) */
+  SH_NODE_NEED = 16,      /* absorbed, and read by another node too: needs its own value */
+  SH_NODE_SIDE = 32,      /* ... stored by the program of its root absorber (else recomputed) */
+  SH_NODE_HAS_SIDE = 64,  /* a program that stores a side output (never absorbed itself) */
+  SH_NODE_FINAL = 128,    /* program flattened: p0 = program, aux = leaves in graph->pwl */
 };
 
 #define SH_NONE UINT32_MAX
 
 typedef struct sh_node {
   uint8_t op;
-  uint8_t act;      /* affine: number of fused activation ranges */
+  uint8_t act;      /* affine: number of fused activation ranges; pointwise: code length */
   uint8_t rank;
   uint8_t flags;
   uint16_t n_in;
@@ -131,8 +140,8 @@ typedef struct sh_node {
   uint32_t sig;     /* kernel signature (SH_NONE until known) */
   uint32_t next;    /* bucket / ready list */
   int32_t rows, cols;
-  uint32_t p0, p1;  /* parameter ids (0: none) */
-  uint32_t aux;
+  uint32_t p0, p1;  /* parameter ids (0: none); pointwise: p0 program, p1 absorber + 1 */
+  uint32_t aux;     /* pointwise: sizes (sh_pw_sizes) until flattened, then leaves in pwl */
   uint32_t uses;
   float f;
   int32_t ld;
@@ -161,8 +170,15 @@ typedef struct sh_sig {
   uint32_t mark;
 } sh_sig;
 
+/* A bucket's node ids, in chunks (flush reads them without touching nodes). */
+#define SH_BCHUNK 15
+typedef struct sh_bchunk {
+  uint32_t next;
+  uint32_t ids[SH_BCHUNK];
+} sh_bchunk;
+
 typedef struct sh_bucket {
-  uint32_t sig, depth, head, tail, count, next_level, next_same;
+  uint32_t sig, depth, head, tail, count, next_level, next_same; /* head, tail: chunks */
   uint32_t phase;
 } sh_bucket;
 
@@ -181,6 +197,40 @@ typedef struct sh_fuse {
 } sh_fuse;
 
 #define SH_MAX_FUSE 6 /* ranges per affine (with the bias: <= SH_GEMM_MAX_EP) */
+
+/* ------------------------------------------------------ pointwise programs */
+
+/* A pointwise program: a stack machine over `n_leaves` input rows (each
+ * [cols] or a broadcast scalar), run in chunks of a row. Built at flush from
+ * a root node and the chain of pointwise producers it absorbed; interned per
+ * graph (its id is the FUSED signature's p0), so identical cells batch. */
+typedef enum sh_pw_opc {
+  SH_PW_LOAD = 0, /* push leaf arg */
+  SH_PW_STORE,    /* side output arg = top (not popped) */
+  SH_PW_ADD,      /* binary: pop b, pop a, push a op b */
+  SH_PW_SUB,
+  SH_PW_MUL,
+  SH_PW_DIV,
+  SH_PW_SCALE,    /* top *= k[arg] */
+  SH_PW_TANH,     /* unary: top = f(top) */
+  SH_PW_SIGMOID,
+  SH_PW_RELU,
+  SH_PW_GELU,     /* erf form */
+  SH_PW_EXP,
+  SH_PW_LOG
+} sh_pw_opc;
+
+#define SH_PW_MAX_CODE 32
+#define SH_PW_MAX_LEAVES 8
+#define SH_PW_MAX_STACK 8
+#define SH_PW_MAX_CONST 4
+#define SH_PW_MAX_SIDE 4
+
+typedef struct sh_pw_prog {
+  uint8_t n_code, n_leaves, n_const, n_side, stack, pad[3];
+  uint8_t op[SH_PW_MAX_CODE], arg[SH_PW_MAX_CODE];
+  float k[SH_PW_MAX_CONST];
+} sh_pw_prog;
 
 typedef struct sh_trace_ev {
   uint64_t t0, dur;
@@ -225,8 +275,19 @@ struct sheaf_graph {
 
   sh_bucket *buckets;
   uint32_t n_buckets, cap_buckets;
+  sh_bchunk *bchunks;
+  uint32_t n_bchunks, cap_bchunks;
   sh_phase_lv *phases;
   uint32_t n_phases;
+
+  sh_pw_prog *progs;      /* interned programs (kept across resets) */
+  uint32_t n_progs, cap_progs;
+  uint32_t *prog_table;   /* open addressing: program + 1 */
+  uint32_t prog_table_cap;
+  uint32_t *pw_list;      /* policy sheaf: pointwise nodes built since the last flush */
+  uint32_t n_pw_list, cap_pw_list;
+  uint32_t *pwl;          /* leaves (then side outputs) of flattened pointwise nodes */
+  uint32_t n_pwl, cap_pwl;
 
   sh_gemm_ws *ws[SH_MAX_WS];
   int n_ws;
@@ -315,6 +376,27 @@ sh_gemm_in sh_exec_operand(sheaf_graph *g, const float **rows, int64_t m, int64_
 /* Allocates a batch's output block and points each node's val into it. */
 float *sh_exec_out_block(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m_rows,
                          int64_t cols);
+
+/* ------------------------------------------------- pointwise (pointwise.c) */
+
+/* Builds a pointwise node (add .. log): absorbs pending pointwise producers
+ * nobody else has read (policy sheaf) and hands the node to the policy. */
+sheaf_expr sh_pw_build(sheaf_graph *g, int op, const uint32_t *ins, int n_in, int rank, int32_t rows,
+                       int32_t cols, float f);
+/* A new reader of absorbed node `id` (from sh_node_new): it gets a value of
+ * its own (stored by its absorber's program, recomputed, or computed now). */
+sheaf_status sh_pw_need(sheaf_graph *g, uint32_t id);
+/* Flattens pointwise node `id` into a program over its leaves, interns it
+ * and finds its signature (fast: the build-time cache). */
+sheaf_status sh_pw_finalize(sheaf_graph *g, uint32_t id, bool fast);
+/* Policy sheaf, start of flush: buckets the pointwise nodes that need a value. */
+sheaf_status sh_pw_flush_roots(sheaf_graph *g);
+/* Computes absorbed node `id` alone (read after the flush that skipped it). */
+sheaf_status sh_pw_compute(sheaf_graph *g, uint32_t id);
+sheaf_status sh_exec_pw(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m_rows);
+/* "x0*x1+x2" */
+void sh_pw_prog_str(const sh_pw_prog *p, char *buf, size_t size);
+void sh_pw_free(sheaf_graph *g);
 
 /* ---------------------------------------------------------- trace (trace.c) */
 

@@ -15,15 +15,21 @@ sheaf_status sh_sched_walk(sheaf_graph *g, uint32_t **depth, uint32_t *max_depth
   for (uint32_t i = base; i < g->n_nodes; i++) {
     sh_node *nd = &g->nodes[i];
     uint32_t dd = 0;
-    for (uint32_t k = 0; k < nd->n_in; k++) {
+    for (uint32_t k = 0; k < nd->n_in; k++) { /* depth within the node's phase */
       uint32_t x = g->ins[nd->in + k];
-      if (x >= base && d[x - base] > dd) dd = d[x - base];
+      if (x >= base && d[x - base] > dd && g->nodes[x].phase == nd->phase) dd = d[x - base];
     }
     if (sh_op_is_kernel(nd->op)) {
       dd++;
-      sh_sig_key key;
-      sh_sig_key_of(g, nd, &key);
-      sheaf_status st = sh_sig_find_hash(g, &key, &nd->sig);
+      sheaf_status st;
+      if (sh_op_is_pw(nd->op)) {
+        st = sh_pw_finalize(g, i, false); /* no fusion under this policy: a one-op program */
+        nd = &g->nodes[i];
+      } else {
+        sh_sig_key key;
+        sh_sig_key_of(g, nd, &key);
+        st = sh_sig_find_hash(g, &key, &nd->sig);
+      }
       if (st) return st;
     }
     d[i - base] = dd;

@@ -3,8 +3,12 @@
  * kernel node is appended to bucket (phase, depth, signature), found in O(1)
  * through its signature's slot array indexed by depth (a short chain when
  * several phases use one signature at one depth); a new bucket is linked into
- * its phase's list for that depth. Flush walks phases ascending, depths
- * ascending, and runs each bucket as one batch: no graph walk, no hashing.
+ * its phase's list for that depth. A bucket keeps its node ids in chunks of
+ * SH_BCHUNK (appending touches no other node; flush reads ids sequentially).
+ * Pointwise nodes are bucketed at the start of flush (sh_pw_flush_roots):
+ * until then a later pointwise node may absorb them. Flush walks phases
+ * ascending, depths ascending, and runs each bucket as one batch: no graph
+ * walk, no hashing.
  */
 #include <string.h>
 
@@ -14,7 +18,6 @@ sheaf_status sh_sched_sheaf_add(sheaf_graph *g, uint32_t id) {
   sh_node *n = &g->nodes[id];
   sh_sig *s = &g->sigs[n->sig];
   uint32_t d = n->depth, ph = n->phase;
-  n->next = SH_NONE;
   if (SH_UNLIKELY(d >= s->slot_cap)) {
     sheaf_status st = sh_grow(g->ctx, (void **)&s->slot, &s->slot_cap, d + 1, sizeof *s->slot);
     if (st) return st;
@@ -23,14 +26,25 @@ sheaf_status sh_sched_sheaf_add(sheaf_graph *g, uint32_t id) {
   while (b && g->buckets[b - 1].phase != ph) b = g->buckets[b - 1].next_same;
   if (SH_LIKELY(b)) {
     sh_bucket *bk = &g->buckets[b - 1];
-    g->nodes[bk->tail].next = id;
-    bk->tail = id;
+    uint32_t pos = bk->count % SH_BCHUNK;
+    if (SH_UNLIKELY(pos == 0)) { /* the tail chunk is full */
+      if (g->n_bchunks == g->cap_bchunks &&
+          sh_grow(g->ctx, (void **)&g->bchunks, &g->cap_bchunks, g->n_bchunks + 1, sizeof *g->bchunks))
+        return SHEAF_ERR_NOMEM;
+      uint32_t c = g->n_bchunks++;
+      g->bchunks[c].next = SH_NONE;
+      g->bchunks[bk->tail].next = c;
+      bk->tail = c;
+    }
+    g->bchunks[bk->tail].ids[pos] = id;
     bk->count++;
     return SHEAF_OK;
   }
   /* a new bucket */
   sheaf_status st =
       sh_grow(g->ctx, (void **)&g->buckets, &g->cap_buckets, g->n_buckets + 1, sizeof *g->buckets);
+  if (!st && g->n_bchunks == g->cap_bchunks)
+    st = sh_grow(g->ctx, (void **)&g->bchunks, &g->cap_bchunks, g->n_bchunks + 1, sizeof *g->bchunks);
   if (!st) st = sh_grow(g->ctx, (void **)&g->phases, &g->n_phases, ph + 1, sizeof *g->phases);
   if (st) return st;
   sh_phase_lv *lv = &g->phases[ph];
@@ -43,7 +57,10 @@ sheaf_status sh_sched_sheaf_add(sheaf_graph *g, uint32_t id) {
   bk->sig = n->sig;
   bk->depth = d;
   bk->phase = ph;
-  bk->head = bk->tail = id;
+  uint32_t c = g->n_bchunks++;
+  g->bchunks[c].next = SH_NONE;
+  g->bchunks[c].ids[0] = id;
+  bk->head = bk->tail = c;
   bk->count = 1;
   bk->next_same = s->slot[d];
   bk->next_level = lv->head[d];
@@ -57,6 +74,8 @@ sheaf_status sh_sched_sheaf_add(sheaf_graph *g, uint32_t id) {
 sheaf_status sh_sched_sheaf_flush(sheaf_graph *g) {
   uint32_t *ids = NULL;
   uint32_t cap = 0;
+  sheaf_status st0 = sh_pw_flush_roots(g); /* pointwise programs that need a value */
+  if (st0) return st0;
   for (uint32_t ph = 0; ph < g->n_phases; ph++) {
     sh_phase_lv *lv = &g->phases[ph];
     if (!lv->used) continue;
@@ -69,7 +88,11 @@ sheaf_status sh_sched_sheaf_flush(sheaf_graph *g) {
           if (!ids) return SHEAF_ERR_NOMEM;
         }
         uint32_t k = 0;
-        for (uint32_t i = bk->head; i != SH_NONE; i = g->nodes[i].next) ids[k++] = i;
+        for (uint32_t c = bk->head; c != SH_NONE; c = g->bchunks[c].next) {
+          uint32_t nc = bk->count - k < SH_BCHUNK ? bk->count - k : SH_BCHUNK;
+          memcpy(ids + k, g->bchunks[c].ids, nc * sizeof *ids);
+          k += nc;
+        }
         g->cur_depth = d;
         g->cur_phase = ph;
         sheaf_status st = sh_exec_batch(g, bk->sig, ids, k);
@@ -87,6 +110,7 @@ void sh_sched_sheaf_clear(sheaf_graph *g) {
     g->phases[bk->phase].head[bk->depth] = 0;
   }
   g->n_buckets = 0;
+  g->n_bchunks = 0;
   for (uint32_t ph = 0; ph < g->n_phases; ph++) {
     g->phases[ph].used = false;
     g->phases[ph].max_depth = 0;
@@ -98,4 +122,5 @@ void sh_sched_sheaf_free(sheaf_graph *g) {
     sh_free(g->ctx, g->phases[ph].head, (size_t)g->phases[ph].cap * sizeof(uint32_t));
   sh_free(g->ctx, g->phases, (size_t)g->n_phases * sizeof *g->phases);
   sh_free(g->ctx, g->buckets, (size_t)g->cap_buckets * sizeof *g->buckets);
+  sh_free(g->ctx, g->bchunks, (size_t)g->cap_bchunks * sizeof *g->bchunks);
 }

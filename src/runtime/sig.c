@@ -1,7 +1,8 @@
 /*
  * sig.c — kernel signatures: the key that decides which nodes may share a
  * batched kernel call (op, output shape, parameters, input widths and the
- * K-split of an affine's input), the graph's table of signatures (kept
+ * K-split of an affine's input; for a fused pointwise node its interned
+ * program and which leaves are broadcast scalars), the graph's table of signatures (kept
  * across resets, with per-kernel statistics and a readable name), and the
  * two ways to find a node's signature: a direct-mapped cache indexed by
  * (op, parameter, width) that policies sheaf and none use at build time, and
@@ -16,7 +17,7 @@ static const char *const op_names[SH_OP_COUNT] = {
     "input",  "parameter", "lookup",  "concat",      "slice", "alias", "lstm_c", "reshape",
     "affine", "lstm",      "matmul",  "add",         "sub",   "mul",   "div",    "sum_n",
     "scale",  "tanh",      "sigmoid", "relu",        "gelu",  "exp",   "log",    "sum",
-    "mean",   "max",       "softmax", "log_softmax", "pick"};
+    "mean",   "max",       "softmax", "log_softmax", "pick",  "pointwise"};
 
 const char *sh_op_name(int op) { return op >= 0 && op < SH_OP_COUNT ? op_names[op] : "?"; }
 
@@ -66,18 +67,6 @@ void sh_sig_key_of(const sheaf_graph *g, const sh_node *n, sh_sig_key *k) {
     k->w[0] = a->rank, k->w[1] = a->cols, k->w[2] = b->rank, k->w[3] = b->cols;
     break;
   }
-  case SH_OP_ADD:
-  case SH_OP_SUB:
-  case SH_OP_MUL:
-  case SH_OP_DIV: {
-    const sh_node *b = &g->nodes[g->ins[n->in + 1]];
-    int64_t on = (int64_t)n->rows * n->cols;
-    k->w[0] = (int64_t)a->rows * a->cols == 1 && on > 1;
-    k->w[1] = (int64_t)b->rows * b->cols == 1 && on > 1;
-    break;
-  }
-  case SH_OP_SUM_N: k->w[0] = n->n_in; break;
-  case SH_OP_SCALE: memcpy(&k->fbits, &n->f, 4); break;
   case SH_OP_SUM:
   case SH_OP_MEAN:
   case SH_OP_MAX:
@@ -113,6 +102,10 @@ static void sig_name(const sheaf_graph *g, const sh_sig_key *k, char *buf, size_
     for (int i = 0; i < s->n && len < size; i++)
       len += (size_t)snprintf(buf + len, size - len, "%s%s", i ? "+" : "",
                               m->params[s->ids[i] - 1].name);
+  } else if (k->op == SH_OP_FUSED) {
+    char prog[128];
+    sh_pw_prog_str(&g->progs[k->p0], prog, sizeof prog);
+    snprintf(buf, size, "pw %s [%d]", prog, (int)k->cols);
   } else if (k->op == SH_OP_MATMUL) {
     snprintf(buf, size, "%s [%d]x[%d]", op, (int)k->w[1], (int)k->w[3]);
   } else {

@@ -1,0 +1,183 @@
+/*
+ * bind.c — the parameters of a checked program on a sheaf_model (see
+ * interp.h): global sizes solved from `size` declarations, --size
+ * overrides, the weights file's shapes and the vocabulary, then every
+ * `param` declared and loaded (or seeded).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/buf.h"
+#include "lang/interp.h"
+
+/* Marks the parameters used as lookup tables (emb[w]). */
+static void find_lookups(const sh_expr *e, bool *is_table, int depth) {
+  if (!e || depth > SH_LANG_MAX_DEPTH + 8) return;
+  if (e->kind == SH_EX_INDEX && e->lookup && e->a && e->a->res == SH_RES_PARAM)
+    is_table[e->a->ref.param->index] = true;
+  find_lookups(e->a, is_table, depth + 1);
+  find_lookups(e->b, is_table, depth + 1);
+  find_lookups(e->c, is_table, depth + 1);
+  if (e->kind == SH_EX_TUPLE || e->kind == SH_EX_LIST || e->kind == SH_EX_CALL)
+    for (int i = 0; i < e->n; i++) find_lookups(e->items[i], is_table, depth + 1);
+  if (e->kind == SH_EX_BLOCK)
+    for (int i = 0; i < e->n; i++) find_lookups(e->lets[i].value, is_table, depth + 1);
+  if (e->kind == SH_EX_MATCH)
+    for (int i = 0; i < e->n; i++) find_lookups(e->arms[i].body, is_table, depth + 1);
+}
+
+/* Value of s, or -1 when a variable is unknown. */
+static int64_t eval_known(const sh_size *s, const int64_t *val) {
+  int64_t r = 0;
+  for (int i = 0; i < s->n; i++) {
+    int64_t t = s->t[i].coef;
+    for (int k = 0; k < s->t[i].deg; k++) {
+      int64_t v = val[s->t[i].var[k]];
+      if (v <= 0) return -1;
+      t *= v;
+    }
+    r += t;
+  }
+  return r;
+}
+
+/* Solves `s = n` when s has exactly one unknown variable, in a term of
+ * degree 1: returns true when it set a value. */
+static bool solve(const sh_size *s, int64_t n, int64_t *val) {
+  int unknown_term = -1;
+  uint32_t x = 0;
+  int64_t rest = 0;
+  for (int i = 0; i < s->n; i++) {
+    int64_t t = s->t[i].coef;
+    bool known = true;
+    for (int k = 0; k < s->t[i].deg; k++) {
+      int64_t v = val[s->t[i].var[k]];
+      if (v <= 0) known = false;
+      else t *= v;
+    }
+    if (known) {
+      rest += t;
+      continue;
+    }
+    if (unknown_term >= 0 || s->t[i].deg != 1) return false;
+    unknown_term = i;
+    x = s->t[i].var[0];
+  }
+  if (unknown_term < 0) return false;
+  int64_t c = s->t[unknown_term].coef, d = n - rest;
+  if (c == 0 || d % c != 0 || d / c <= 0) return false;
+  val[x] = d / c;
+  return true;
+}
+
+void sh_lang_bind_free(sheaf_ctx *ctx, sh_lang_bind *b) {
+  if (b->size_values) sh_free(ctx, b->size_values, (b->n_sizes + 1) * sizeof(int64_t));
+  if (b->params) sh_free(ctx, b->params, (size_t)(b->n_params ? b->n_params : 1) * sizeof(sheaf_param));
+  memset(b, 0, sizeof *b);
+}
+
+sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
+                                const sh_lang_bind_opts *opts, sh_lang_bind *out) {
+  sheaf_ctx *ctx = m->ctx;
+  memset(out, 0, sizeof *out);
+  uint32_t nv = m->sizes.n;
+  out->n_sizes = nv;
+  out->n_params = m->n_params;
+  out->size_values = sh_alloc(ctx, (nv + 1) * sizeof(int64_t), 16);
+  out->params = sh_alloc(ctx, (size_t)(m->n_params ? m->n_params : 1) * sizeof(sheaf_param), 16);
+  bool *is_table = sh_alloc(ctx, (size_t)m->n_params + 1, 16);
+  sheaf_st_file *wf = NULL;
+  sh_buf msg;
+  sh_buf_init(&msg, ctx);
+  sheaf_status st = SHEAF_OK;
+  if (!out->size_values || !out->params || !is_table) {
+    st = SHEAF_ERR_NOMEM;
+    goto done;
+  }
+  int64_t *val = out->size_values;
+  memset(val, 0, (nv + 1) * sizeof(int64_t));
+  memset(is_table, 0, (size_t)m->n_params + 1);
+  for (uint32_t v = 1; v <= nv; v++)
+    if (m->sizes.v[v].kind == SH_SV_GLOBAL && m->sizes.v[v].has_value) val[v] = m->sizes.v[v].value;
+  for (int i = 0; i < opts->n_overrides; i++) {
+    bool found = false;
+    for (uint32_t v = 1; v <= nv; v++) {
+      if (m->sizes.v[v].kind != SH_SV_GLOBAL) continue;
+      if (strcmp(sh_sym_name(&m->syms, m->sizes.v[v].name), opts->override_name[i])) continue;
+      val[v] = opts->override_value[i];
+      found = true;
+    }
+    if (!found) {
+      st = sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "--size %s: the model has no size '%s'",
+                   opts->override_name[i], opts->override_name[i]);
+      goto done;
+    }
+  }
+  for (int f = 0; f < m->n_fns; f++) find_lookups(m->fns[f]->body, is_table, 0);
+  if (opts->weights) {
+    st = sheaf_st_open(ctx, opts->weights, &wf);
+    if (st != SHEAF_OK) goto done;
+  }
+  /* solve sizes from shapes until nothing changes */
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int p = 0; p < m->n_params; p++) {
+      const sh_param *pp = m->params[p];
+      const sh_type *t = pp->type;
+      if (wf) {
+        long k = sheaf_st_find(wf, sh_sym_name(&m->syms, pp->name));
+        if (k >= 0 && sheaf_st_rank(wf, (size_t)k) == t->n) {
+          const int64_t *sh = sheaf_st_shape(wf, (size_t)k);
+          for (int d = 0; d < t->n; d++)
+            if (eval_known(&t->dims[d], val) < 0 && solve(&t->dims[d], sh[d], val)) progress = true;
+        }
+      }
+      if (is_table[p] && opts->vocab > 0 && eval_known(&t->dims[0], val) < 0 &&
+          solve(&t->dims[0], opts->vocab, val))
+        progress = true;
+    }
+  }
+  /* declare */
+  bool missing = false;
+  for (int p = 0; p < m->n_params; p++) {
+    const sh_param *pp = m->params[p];
+    const sh_type *t = pp->type;
+    int64_t shape[2] = {0, 0};
+    for (int d = 0; d < t->n; d++) {
+      shape[d] = eval_known(&t->dims[d], val);
+      if (shape[d] <= 0) {
+        for (int k = 0; k < t->dims[d].n; k++)
+          for (int j = 0; j < t->dims[d].t[k].deg; j++) {
+            uint32_t v = t->dims[d].t[k].var[j];
+            if (val[v] != 0) continue;
+            sh_buf_printf(&msg, "%s%s", missing ? ", " : "", sh_sym_name(&m->syms, m->sizes.v[v].name));
+            missing = true;
+            val[v] = -1; /* listed once */
+          }
+      }
+    }
+    if (missing) continue;
+    sheaf_init init = t->n == 1 ? SHEAF_INIT_ZERO : is_table[p] ? SHEAF_INIT_NORMAL : SHEAF_INIT_GLOROT;
+    st = sheaf_model_param(model, sh_sym_name(&m->syms, pp->name), t->n, shape, init, &out->params[p]);
+    if (st != SHEAF_OK) goto done;
+  }
+  if (missing) {
+    st = sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
+                 "unknown sizes: %s (give a weights file, a 'size' declaration or --size NAME=VALUE)",
+                 msg.data ? (const char *)msg.data : "");
+    goto done;
+  }
+  for (int p = 0; p < m->n_params; p++)
+    if (is_table[p]) {
+      int64_t rows = eval_known(&m->params[p]->type->dims[0], val);
+      if (out->vocab == 0 || rows < out->vocab) out->vocab = rows;
+    }
+  if (opts->weights) st = sheaf_model_load(model, opts->weights);
+  else st = sheaf_model_seed(model, opts->seed);
+done:
+  if (wf) sheaf_st_close(wf);
+  sh_buf_free(&msg);
+  if (is_table) sh_free(ctx, is_table, (size_t)m->n_params + 1);
+  if (st != SHEAF_OK) sh_lang_bind_free(ctx, out);
+  return st;
+}

@@ -1,0 +1,571 @@
+/*
+ * interp.c — runs a checked program (see interp.h): a direct walk over the
+ * typed AST, host values in a pool reset per batch, tensor operations issued
+ * to the graph.
+ */
+#include "lang/interp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct sh_interp {
+  const sh_module *m;
+  sheaf_ctx *ctx;
+  const sh_lang_bind *bind;
+  int64_t *sv;     /* size values by variable id (globals fixed, locals bound per call) */
+  sh_pool pool;    /* host values of the current batch */
+  sheaf_graph *g;
+  int phase;
+  sheaf_status err;
+  sh_input_kind input;
+  /* tree binding */
+  const sh_adt *adt;
+  int ctor_leaf, ctor_node, ctor_unary, ctor_dep;
+  int leaf_word; /* field of the word in the leaf / dep constructor */
+  int dep_kids;
+};
+
+#define FAIL(ip, ...) ((ip)->err ? (ip)->err : ((ip)->err = sh_fail((ip)->ctx, SHEAF_ERR_INVALID_ARG, __VA_ARGS__)))
+
+static const sh_value v_none = {0};
+
+/* ------------------------------------------------------------- sizes */
+
+static int64_t size_eval(const sh_interp *ip, const sh_size *s, int depth);
+
+static int64_t var_value(const sh_interp *ip, uint32_t var, int depth) {
+  const sh_sizevar *v = &ip->m->sizes.v[var];
+  if (v->kind == SH_SV_FLEX && v->bound && depth < 16) return size_eval(ip, &v->binding, depth + 1);
+  if (v->has_value) return v->value;
+  return ip->sv[var];
+}
+
+static int64_t size_eval(const sh_interp *ip, const sh_size *s, int depth) {
+  int64_t r = 0;
+  for (int i = 0; i < s->n; i++) {
+    int64_t t = s->t[i].coef;
+    for (int k = 0; k < s->t[i].deg; k++) t *= var_value(ip, s->t[i].var[k], depth);
+    r += t;
+  }
+  return r;
+}
+
+/* ------------------------------------------------------------- values */
+
+static sh_agg *agg_new(sh_interp *ip, int32_t tag, int32_t n) {
+  sh_agg *a = sh_lang_alloc(&ip->pool, sizeof(sh_agg) + (size_t)n * sizeof(sh_value));
+  if (!a) {
+    if (!ip->err) ip->err = SHEAF_ERR_NOMEM;
+    return NULL;
+  }
+  a->tag = tag;
+  a->n = n;
+  return a;
+}
+
+static sh_value mk_int(int32_t i) { return (sh_value){.kind = SH_V_INT, .i = i}; }
+static sh_value mk_bool(bool b) { return (sh_value){.kind = SH_V_BOOL, .i = b}; }
+static sh_value mk_tensor(sheaf_expr t) { return (sh_value){.kind = SH_V_TENSOR, .t = t}; }
+static sh_value mk_agg(uint8_t kind, sh_agg *a) {
+  return a ? (sh_value){.kind = kind, .agg = a} : v_none;
+}
+
+size_t sh_value_tensors(sh_value v, sheaf_expr *out, size_t cap) {
+  if (v.kind == SH_V_TENSOR) {
+    if (cap) out[0] = v.t;
+    return 1;
+  }
+  if (v.kind != SH_V_TUPLE && v.kind != SH_V_LIST && v.kind != SH_V_ADT) return 0;
+  size_t n = 0;
+  for (int32_t i = 0; i < v.agg->n; i++)
+    n += sh_value_tensors(v.agg->items[i], out + (n < cap ? n : cap), n < cap ? cap - n : 0);
+  return n;
+}
+
+/* ------------------------------------------------------------- evaluation */
+
+static sh_value eval(sh_interp *ip, const sh_expr *e, sh_value *fr);
+static sh_value call_fn(sh_interp *ip, const sh_fn *f, sh_value *args);
+
+static bool pat_bind(sh_interp *ip, const sh_pat *p, sh_value v, sh_value *fr) {
+  switch (p->kind) {
+  case SH_PAT_WILD: return true;
+  case SH_PAT_VAR: fr[p->local->index] = v; return true;
+  case SH_PAT_INT:
+  case SH_PAT_BOOL: return v.i == p->ival;
+  case SH_PAT_TUPLE:
+    for (int i = 0; i < p->n; i++)
+      if (!pat_bind(ip, p->items[i], v.agg->items[i], fr)) return false;
+    return true;
+  case SH_PAT_CTOR:
+    if (v.agg->tag != p->ctor->index) return false;
+    for (int i = 0; i < p->n; i++)
+      if (!pat_bind(ip, p->items[i], v.agg->items[i], fr)) return false;
+    return true;
+  default: FAIL(ip, "interp: bad pattern"); return false;
+  }
+}
+
+static sheaf_expr unary_tensor(sheaf_graph *g, sh_builtin b, sheaf_expr x) {
+  switch (b) {
+  case SH_BI_TANH: return sheaf_tanh(g, x);
+  case SH_BI_SIGMOID: return sheaf_sigmoid(g, x);
+  case SH_BI_RELU: return sheaf_relu(g, x);
+  case SH_BI_GELU: return sheaf_gelu(g, x);
+  case SH_BI_EXP: return sheaf_exp(g, x);
+  case SH_BI_LOG: return sheaf_log(g, x);
+  case SH_BI_SUM: return sheaf_sum(g, x);
+  case SH_BI_MEAN: return sheaf_mean(g, x);
+  case SH_BI_MAX: return sheaf_max(g, x);
+  case SH_BI_SOFTMAX: return sheaf_softmax(g, x);
+  case SH_BI_LOG_SOFTMAX: return sheaf_log_softmax(g, x);
+  default: return (sheaf_expr){0, 0, 0};
+  }
+}
+
+static sh_value tensor_zeros(sh_interp *ip, const sh_type *t) {
+  int64_t shape[2] = {1, 1};
+  for (int i = 0; i < t->n && i < 2; i++) shape[i] = size_eval(ip, &t->dims[i], 0);
+  return mk_tensor(sheaf_zeros(ip->g, t->n, shape));
+}
+
+static sh_value builtin(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+  sheaf_graph *g = ip->g;
+  sh_value a[4] = {0};
+  int nargs = e->n;
+  bool applies = e->builtin == SH_BI_MAP || e->builtin == SH_BI_FOLD || e->builtin == SH_BI_SCAN;
+  if (e->builtin != SH_BI_LSTM_CELL && e->builtin != SH_BI_CAT) {
+    for (int i = applies ? 1 : 0; i < nargs && i < 4; i++) {
+      a[i] = eval(ip, e->items[i], fr);
+      if (ip->err) return v_none;
+    }
+  }
+  switch (e->builtin) {
+  case SH_BI_TANH: case SH_BI_SIGMOID: case SH_BI_RELU: case SH_BI_GELU: case SH_BI_EXP:
+  case SH_BI_LOG: case SH_BI_SOFTMAX: case SH_BI_LOG_SOFTMAX:
+    return mk_tensor(unary_tensor(g, e->builtin, a[0].t));
+  case SH_BI_SUM: case SH_BI_MEAN: case SH_BI_MAX:
+    if (a[0].kind == SH_V_LIST) { /* sum of a list of tensors */
+      int32_t n = a[0].agg->n;
+      if (n == 0) return tensor_zeros(ip, e->type);
+      sheaf_expr *xs = sh_lang_alloc(&ip->pool, (size_t)n * sizeof *xs);
+      if (!xs) return ip->err = SHEAF_ERR_NOMEM, v_none;
+      for (int32_t i = 0; i < n; i++) xs[i] = a[0].agg->items[i].t;
+      return mk_tensor(sheaf_sum_n(g, n, xs));
+    }
+    return mk_tensor(unary_tensor(g, e->builtin, a[0].t));
+  case SH_BI_CAT: {
+    sheaf_expr *xs = sh_lang_alloc(&ip->pool, (size_t)nargs * sizeof *xs);
+    if (!xs) return ip->err = SHEAF_ERR_NOMEM, v_none;
+    for (int i = 0; i < nargs; i++) {
+      sh_value v = eval(ip, e->items[i], fr);
+      if (ip->err) return v_none;
+      xs[i] = v.t;
+    }
+    return mk_tensor(sheaf_concat(g, nargs, xs));
+  }
+  case SH_BI_RESHAPE: {
+    int64_t shape[2] = {a[1].i, nargs > 2 ? a[2].i : 0};
+    return mk_tensor(sheaf_reshape(g, a[0].t, nargs - 1, shape));
+  }
+  case SH_BI_ZEROS: {
+    int64_t shape[2] = {a[0].i, nargs > 1 ? a[1].i : 0};
+    return mk_tensor(sheaf_zeros(g, nargs, shape));
+  }
+  case SH_BI_LSTM_CELL: {
+    const sh_expr *we = e->items[0], *be = e->items[1];
+    if (we->res != SH_RES_PARAM || be->res != SH_RES_PARAM)
+      return FAIL(ip, "lstm_cell: W and b must be parameters"), v_none;
+    sh_value x = eval(ip, e->items[2], fr);
+    if (ip->err) return v_none;
+    sh_value c = eval(ip, e->items[3], fr);
+    if (ip->err) return v_none;
+    sheaf_expr h, cn;
+    sheaf_lstm_cell(g, ip->bind->params[we->ref.param->index], ip->bind->params[be->ref.param->index],
+                    x.t, c.t, &h, &cn);
+    sh_agg *t = agg_new(ip, -1, 2);
+    if (!t) return v_none;
+    t->items[0] = mk_tensor(h);
+    t->items[1] = mk_tensor(cn);
+    return mk_agg(SH_V_TUPLE, t);
+  }
+  case SH_BI_LEN: return mk_int(a[0].agg->n);
+  case SH_BI_REV: {
+    int32_t n = a[0].agg->n;
+    sh_agg *r = agg_new(ip, -1, n);
+    if (!r) return v_none;
+    for (int32_t i = 0; i < n; i++) r->items[i] = a[0].agg->items[n - 1 - i];
+    return mk_agg(SH_V_LIST, r);
+  }
+  case SH_BI_MAP: {
+    sh_agg *xs = a[1].agg;
+    sh_agg *r = agg_new(ip, -1, xs->n);
+    if (!r) return v_none;
+    for (int32_t i = 0; i < xs->n; i++) {
+      r->items[i] = call_fn(ip, e->fn_arg, &xs->items[i]);
+      if (ip->err) return v_none;
+    }
+    return mk_agg(SH_V_LIST, r);
+  }
+  case SH_BI_FOLD:
+  case SH_BI_SCAN: {
+    sh_agg *xs = a[2].agg;
+    sh_agg *r = NULL;
+    if (e->builtin == SH_BI_SCAN && !(r = agg_new(ip, -1, xs->n))) return v_none;
+    sh_value acc = a[1];
+    for (int32_t i = 0; i < xs->n; i++) {
+      sh_value args[2] = {acc, xs->items[i]};
+      acc = call_fn(ip, e->fn_arg, args);
+      if (ip->err) return v_none;
+      if (r) r->items[i] = acc;
+    }
+    return r ? mk_agg(SH_V_LIST, r) : acc;
+  }
+  default: return FAIL(ip, "interp: builtin '%s' is not supported yet", sh_builtin_name(e->builtin)), v_none;
+  }
+}
+
+static sh_value binary(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+  int op = e->op;
+  if (op == SH_TK_ANDAND || op == SH_TK_OROR) {
+    sh_value x = eval(ip, e->a, fr);
+    if (ip->err) return v_none;
+    if ((op == SH_TK_ANDAND) != (x.i != 0)) return x;
+    return eval(ip, e->b, fr);
+  }
+  /* x @ W + b (or b + x @ W) with parameters W, b: one affine */
+  if (op == SH_TK_PLUS) {
+    const sh_expr *mm = NULL, *bias = NULL;
+    if (e->a->kind == SH_EX_BINARY && e->a->op == SH_TK_AT && e->a->param_rhs) mm = e->a, bias = e->b;
+    else if (e->b->kind == SH_EX_BINARY && e->b->op == SH_TK_AT && e->b->param_rhs) mm = e->b, bias = e->a;
+    if (mm && bias->kind == SH_EX_NAME && bias->res == SH_RES_PARAM && bias->ref.param->type->n == 1 &&
+        mm->type->kind == SH_TY_TENSOR && mm->type->n == 1) {
+      sh_value x = eval(ip, mm->a, fr);
+      if (ip->err) return v_none;
+      return mk_tensor(sheaf_affine(ip->g, ip->bind->params[mm->b->ref.param->index], x.t,
+                                    ip->bind->params[bias->ref.param->index]));
+    }
+  }
+  if (op == SH_TK_AT && e->param_rhs) {
+    sh_value x = eval(ip, e->a, fr);
+    if (ip->err) return v_none;
+    return mk_tensor(sheaf_affine(ip->g, ip->bind->params[e->b->ref.param->index], x.t, SHEAF_NO_PARAM));
+  }
+  sh_value x = eval(ip, e->a, fr);
+  if (ip->err) return v_none;
+  sh_value y = eval(ip, e->b, fr);
+  if (ip->err) return v_none;
+  if (x.kind == SH_V_TENSOR) {
+    sheaf_graph *g = ip->g;
+    switch (op) {
+    case SH_TK_PLUS: return mk_tensor(sheaf_add(g, x.t, y.t));
+    case SH_TK_MINUS: return mk_tensor(sheaf_sub(g, x.t, y.t));
+    case SH_TK_STAR: return mk_tensor(sheaf_mul(g, x.t, y.t));
+    case SH_TK_SLASH: return mk_tensor(sheaf_div(g, x.t, y.t));
+    case SH_TK_AT: return mk_tensor(sheaf_matmul(g, x.t, y.t));
+    default: return FAIL(ip, "interp: bad tensor operator"), v_none;
+    }
+  }
+  int64_t a = x.i, b = y.i;
+  switch (op) {
+  case SH_TK_PLUS: return mk_int((int32_t)(uint32_t)(a + b));
+  case SH_TK_MINUS: return mk_int((int32_t)(uint32_t)(a - b));
+  case SH_TK_STAR: return mk_int((int32_t)(uint32_t)(a * b));
+  case SH_TK_SLASH:
+  case SH_TK_PERCENT:
+    if (b == 0) return FAIL(ip, "division by zero"), v_none;
+    return mk_int((int32_t)(op == SH_TK_SLASH ? a / b : a % b));
+  case SH_TK_EQ: return mk_bool(a == b);
+  case SH_TK_NE: return mk_bool(a != b);
+  case SH_TK_LT: return mk_bool(a < b);
+  case SH_TK_LE: return mk_bool(a <= b);
+  case SH_TK_GT: return mk_bool(a > b);
+  case SH_TK_GE: return mk_bool(a >= b);
+  default: return FAIL(ip, "interp: bad operator"), v_none;
+  }
+}
+
+static sh_value call_fn(sh_interp *ip, const sh_fn *f, sh_value *args) {
+  sh_value *fr = sh_lang_alloc(&ip->pool, (size_t)(f->n_locals ? f->n_locals : 1) * sizeof *fr);
+  if (!fr) return ip->err = SHEAF_ERR_NOMEM, v_none;
+  for (int i = 0; i < f->n_params; i++) fr[f->params[i]->index] = args[i];
+  int64_t saved[8];
+  int ns = f->n_size_params < 8 ? f->n_size_params : 8;
+  if (ns) { /* bind the sizes f is generic in from its tensor arguments */
+    for (int k = 0; k < ns; k++) saved[k] = ip->sv[f->size_params[k]];
+    for (int i = 0; i < f->n_params; i++) {
+      const sh_type *t = f->param_types[i];
+      if (t->kind != SH_TY_TENSOR || args[i].kind != SH_V_TENSOR) continue;
+      int64_t shape[2];
+      int r = sheaf_expr_shape(ip->g, args[i].t, shape);
+      for (int d = 0; d < t->n && d < r; d++) {
+        const sh_size *s = &t->dims[d];
+        if (s->n == 1 && s->t[0].deg == 1 && s->t[0].coef != 0 &&
+            ip->m->sizes.v[s->t[0].var[0]].kind == SH_SV_LOCAL)
+          ip->sv[s->t[0].var[0]] = shape[d] / s->t[0].coef;
+      }
+    }
+  }
+  sh_value r = eval(ip, f->body, fr);
+  for (int k = 0; k < ns; k++) ip->sv[f->size_params[k]] = saved[k];
+  return r;
+}
+
+static sh_value eval(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+  switch (e->kind) {
+  case SH_EX_INT: return mk_int((int32_t)e->ival);
+  case SH_EX_BOOL: return mk_bool(e->ival != 0);
+  case SH_EX_FLOAT: {
+    float f = (float)e->fval;
+    return mk_tensor(sheaf_input_vector(ip->g, 1, &f));
+  }
+  case SH_EX_NAME:
+    switch (e->res) {
+    case SH_RES_LOCAL: return fr[e->ref.local->index];
+    case SH_RES_PARAM: return mk_tensor(sheaf_parameter(ip->g, ip->bind->params[e->ref.param->index]));
+    case SH_RES_SIZE: return mk_int((int32_t)var_value(ip, e->ref.size_var, 0));
+    case SH_RES_CTOR: return mk_agg(SH_V_ADT, agg_new(ip, e->ref.ctor->index, 0));
+    default: return FAIL(ip, "interp: unresolved name"), v_none;
+    }
+  case SH_EX_TUPLE:
+  case SH_EX_LIST: {
+    sh_agg *a = agg_new(ip, -1, e->n);
+    if (!a) return v_none;
+    for (int i = 0; i < e->n; i++) {
+      a->items[i] = eval(ip, e->items[i], fr);
+      if (ip->err) return v_none;
+    }
+    return mk_agg(e->kind == SH_EX_TUPLE ? SH_V_TUPLE : SH_V_LIST, a);
+  }
+  case SH_EX_UNARY: {
+    sh_value x = eval(ip, e->a, fr);
+    if (ip->err) return v_none;
+    if (e->op == SH_TK_BANG) return mk_bool(!x.i);
+    if (x.kind == SH_V_TENSOR) return mk_tensor(sheaf_scale(ip->g, x.t, -1.0f));
+    return mk_int((int32_t)(0u - (uint32_t)x.i));
+  }
+  case SH_EX_BINARY: return binary(ip, e, fr);
+  case SH_EX_CALL:
+    if (e->call == SH_CALL_BUILTIN) return builtin(ip, e, fr);
+    if (e->call == SH_CALL_CTOR || e->call == SH_CALL_FN) {
+      sh_agg *a = agg_new(ip, e->call == SH_CALL_CTOR ? e->ref.ctor->index : -1, e->n);
+      if (!a) return v_none;
+      for (int i = 0; i < e->n; i++) {
+        a->items[i] = eval(ip, e->items[i], fr);
+        if (ip->err) return v_none;
+      }
+      if (e->call == SH_CALL_CTOR) return mk_agg(SH_V_ADT, a);
+      return call_fn(ip, e->ref.fn, a->items);
+    }
+    return FAIL(ip, "interp: unresolved call"), v_none;
+  case SH_EX_INDEX: {
+    sh_value i = eval(ip, e->b, fr);
+    if (ip->err) return v_none;
+    if (e->lookup) {
+      int64_t row = i.i, V = ip->bind->vocab;
+      if (V > 0 && (row < 0 || row >= V)) row = V - 1; /* unknown words: the last row */
+      return mk_tensor(sheaf_lookup(ip->g, ip->bind->params[e->a->ref.param->index], row));
+    }
+    sh_value x = eval(ip, e->a, fr);
+    if (ip->err) return v_none;
+    if (x.kind == SH_V_LIST) {
+      if (i.i < 0 || i.i >= x.agg->n)
+        return FAIL(ip, "index %d out of range for a list of %d", (int)i.i, (int)x.agg->n), v_none;
+      return x.agg->items[i.i];
+    }
+    return mk_tensor(sheaf_pick(ip->g, x.t, i.i));
+  }
+  case SH_EX_SLICE: {
+    sh_value x = eval(ip, e->a, fr);
+    if (ip->err) return v_none;
+    return mk_tensor(sheaf_slice(ip->g, x.t, size_eval(ip, e->lo, 0), size_eval(ip, e->hi, 0)));
+  }
+  case SH_EX_BLOCK:
+    for (int i = 0; i < e->n; i++) {
+      sh_value v = eval(ip, e->lets[i].value, fr);
+      if (ip->err) return v_none;
+      if (!pat_bind(ip, e->lets[i].pat, v, fr)) return FAIL(ip, "let: pattern did not match"), v_none;
+    }
+    return eval(ip, e->a, fr);
+  case SH_EX_IF: {
+    sh_value c = eval(ip, e->a, fr);
+    if (ip->err) return v_none;
+    return eval(ip, c.i ? e->b : e->c, fr);
+  }
+  case SH_EX_MATCH: {
+    sh_value s = eval(ip, e->a, fr);
+    if (ip->err) return v_none;
+    for (int i = 0; i < e->n; i++)
+      if (pat_bind(ip, e->arms[i].pat, s, fr)) return eval(ip, e->arms[i].body, fr);
+    return FAIL(ip, "match: no arm matched"), v_none;
+  }
+  case SH_EX_FOR: {
+    sh_value xs = eval(ip, e->a, fr);
+    if (ip->err) return v_none;
+    int32_t lo = 0, n;
+    if (e->b) {
+      sh_value hi = eval(ip, e->b, fr);
+      if (ip->err) return v_none;
+      lo = xs.i;
+      n = hi.i > lo ? hi.i - lo : 0;
+    } else {
+      n = xs.agg->n;
+    }
+    sh_agg *r = agg_new(ip, -1, n);
+    if (!r) return v_none;
+    for (int32_t k = 0; k < n; k++) {
+      sh_value v = e->b ? mk_int(lo + k) : xs.agg->items[k];
+      if (!pat_bind(ip, e->pat, v, fr)) return FAIL(ip, "for: pattern did not match"), v_none;
+      r->items[k] = eval(ip, e->c, fr);
+      if (ip->err) return v_none;
+    }
+    return mk_agg(SH_V_LIST, r);
+  }
+  case SH_EX_PHASE: {
+    int old = ip->phase;
+    ip->phase = (int)e->ival;
+    sheaf_graph_phase(ip->g, ip->phase);
+    sh_value v = eval(ip, e->a, fr);
+    ip->phase = old;
+    sheaf_graph_phase(ip->g, old);
+    return v;
+  }
+  default: return FAIL(ip, "interp: unsupported expression"), v_none;
+  }
+}
+
+/* ------------------------------------------------------------- inputs */
+
+static bool is_adt(const sh_type *t, const sh_adt *adt) { return t->kind == SH_TY_ADT && t->adt == adt; }
+
+static void classify_input(sh_interp *ip) {
+  const sh_fn *mf = ip->m->main;
+  ip->ctor_leaf = ip->ctor_node = ip->ctor_unary = ip->ctor_dep = -1;
+  if (!mf || mf->n_params != 1) return;
+  const sh_type *t = mf->param_types[0];
+  if (t->kind == SH_TY_LIST && t->elems[0]->kind == SH_TY_I32) {
+    ip->input = SH_INPUT_TOKENS;
+    return;
+  }
+  if (t->kind != SH_TY_ADT) return;
+  const sh_adt *adt = ip->adt = t->adt;
+  for (int c = 0; c < adt->n_ctors; c++) {
+    const sh_ctor *k = &adt->ctors[c];
+    int n_int = 0, n_sub = 0, n_list = 0, word = -1, kids = -1;
+    for (int f = 0; f < k->n_fields; f++) {
+      const sh_type *ft = k->field_types[f];
+      if (ft->kind == SH_TY_I32) n_int++, word = f;
+      else if (is_adt(ft, adt)) n_sub++;
+      else if (ft->kind == SH_TY_LIST && is_adt(ft->elems[0], adt)) n_list++, kids = f;
+    }
+    if (n_int + n_sub + n_list != k->n_fields) continue;
+    if (n_int == 1 && n_sub == 0 && n_list == 0 && ip->ctor_leaf < 0) ip->ctor_leaf = c, ip->leaf_word = word;
+    else if (n_int == 0 && n_sub == 2 && n_list == 0 && ip->ctor_node < 0) ip->ctor_node = c;
+    else if (n_int == 0 && n_sub == 1 && n_list == 0 && ip->ctor_unary < 0) ip->ctor_unary = c;
+    else if (n_int == 1 && n_sub == 0 && n_list == 1 && ip->ctor_dep < 0)
+      ip->ctor_dep = c, ip->leaf_word = word, ip->dep_kids = kids;
+  }
+  if (ip->ctor_dep >= 0) ip->input = SH_INPUT_DEP_TREE;
+  else if (ip->ctor_leaf >= 0 && ip->ctor_node >= 0) ip->input = SH_INPUT_BINARY_TREE;
+}
+
+sh_input_kind sh_interp_input_kind(const sh_interp *ip) { return ip->input; }
+
+static sh_value tree_value(sh_interp *ip, const sh_treebank *tb, int32_t n, int32_t vocab,
+                           int32_t unk, int depth) {
+  if (depth > 100000) return FAIL(ip, "tree too deep"), v_none;
+  int32_t w = tb->word[n];
+  int32_t row = w >= 0 && w < vocab - 1 ? w : unk;
+  int32_t nc = tb->n_children[n];
+  if (ip->input == SH_INPUT_DEP_TREE) {
+    const sh_ctor *k = &ip->adt->ctors[ip->ctor_dep];
+    sh_agg *kids = agg_new(ip, -1, nc), *a = agg_new(ip, ip->ctor_dep, k->n_fields);
+    if (!kids || !a) return v_none;
+    for (int32_t i = 0; i < nc; i++) {
+      kids->items[i] = tree_value(ip, tb, sh_tb_child(tb, n, i), vocab, unk, depth + 1);
+      if (ip->err) return v_none;
+    }
+    a->items[ip->leaf_word] = mk_int(row);
+    a->items[ip->dep_kids] = mk_agg(SH_V_LIST, kids);
+    return mk_agg(SH_V_ADT, a);
+  }
+  if (nc == 0) {
+    sh_agg *a = agg_new(ip, ip->ctor_leaf, 1);
+    if (!a) return v_none;
+    a->items[0] = mk_int(row);
+    return mk_agg(SH_V_ADT, a);
+  }
+  if (nc == 1 && ip->ctor_unary < 0) return tree_value(ip, tb, sh_tb_child(tb, n, 0), vocab, unk, depth + 1);
+  if (nc > 2) return FAIL(ip, "tree node with %d children: the model takes binary trees", (int)nc), v_none;
+  sh_agg *a = agg_new(ip, nc == 1 ? ip->ctor_unary : ip->ctor_node, nc);
+  if (!a) return v_none;
+  for (int32_t i = 0; i < nc; i++) {
+    a->items[i] = tree_value(ip, tb, sh_tb_child(tb, n, i), vocab, unk, depth + 1);
+    if (ip->err) return v_none;
+  }
+  return mk_agg(SH_V_ADT, a);
+}
+
+sheaf_status sh_interp_tree(sh_interp *ip, const sh_treebank *tb, int32_t node, int32_t vocab,
+                            int32_t unk, sh_value *out) {
+  if (ip->input != SH_INPUT_BINARY_TREE && ip->input != SH_INPUT_DEP_TREE)
+    return sh_fail(ip->ctx, SHEAF_ERR_INVALID_ARG, "main does not take a tree");
+  ip->err = SHEAF_OK;
+  *out = tree_value(ip, tb, node, vocab, unk, 0);
+  return ip->err;
+}
+
+sheaf_status sh_interp_ints(sh_interp *ip, const int32_t *v, int32_t n, sh_value *out) {
+  ip->err = SHEAF_OK;
+  sh_agg *a = agg_new(ip, -1, n);
+  if (!a) return ip->err;
+  for (int32_t i = 0; i < n; i++) a->items[i] = mk_int(v[i]);
+  *out = mk_agg(SH_V_LIST, a);
+  return SHEAF_OK;
+}
+
+/* ------------------------------------------------------------- lifetime */
+
+sheaf_status sh_interp_create(const sh_module *m, const sh_lang_bind *bind, sh_interp **out) {
+  *out = NULL;
+  if (!m->main) return sh_fail(m->ctx, SHEAF_ERR_INVALID_ARG, "the program has no main");
+  sh_interp *ip = sh_alloc(m->ctx, sizeof *ip, 16);
+  if (!ip) return SHEAF_ERR_NOMEM;
+  memset(ip, 0, sizeof *ip);
+  ip->m = m;
+  ip->ctx = m->ctx;
+  ip->bind = bind;
+  ip->sv = sh_alloc(m->ctx, (m->sizes.n + 1) * sizeof(int64_t), 16);
+  if (!ip->sv) {
+    sh_free(m->ctx, ip, sizeof *ip);
+    return SHEAF_ERR_NOMEM;
+  }
+  for (uint32_t i = 0; i <= m->sizes.n; i++) ip->sv[i] = bind->size_values && i <= bind->n_sizes ? bind->size_values[i] : 0;
+  sh_pool_init(&ip->pool, m->ctx);
+  classify_input(ip);
+  *out = ip;
+  return SHEAF_OK;
+}
+
+void sh_interp_free(sh_interp *ip) {
+  if (!ip) return;
+  sh_pool_destroy(&ip->pool);
+  sh_free(ip->ctx, ip->sv, (ip->m->sizes.n + 1) * sizeof(int64_t));
+  sh_free(ip->ctx, ip, sizeof *ip);
+}
+
+void sh_interp_reset(sh_interp *ip) {
+  sh_pool_destroy(&ip->pool);
+  sh_pool_init(&ip->pool, ip->ctx);
+}
+
+sheaf_status sh_interp_main(sh_interp *ip, sheaf_graph *g, sh_value input, sh_value *out) {
+  ip->g = g;
+  ip->err = SHEAF_OK;
+  ip->phase = 0;
+  *out = call_fn(ip, ip->m->main, &input);
+  sheaf_graph_phase(g, 0);
+  if (ip->err) return ip->err;
+  return sheaf_graph_status(g);
+}

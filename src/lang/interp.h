@@ -1,0 +1,109 @@
+/*
+ * interp.h — execution of a checked program (first cut).
+ *
+ * The typed AST that sh_check leaves is interpreted directly (no separate
+ * IR yet: names are already resolved to local slots, `@` with a parameter
+ * is marked as an affine, lookups and slice bounds are recorded, so a walk
+ * over it is a switch per node). The host part of a program — i32/bool
+ * scalars, tuples, lists, ADT values, let, if, match, for, recursion — runs
+ * per instance; every tensor operation is issued to a sheaf_graph as the
+ * corresponding builder (`x @ W + b` with parameters W, b is one
+ * sheaf_affine with the bias folded in; `emb[w]` is sheaf_lookup; slices,
+ * cat, activations and reductions map one to one). Calling main on N
+ * instances and then flushing the graph batches them.
+ *
+ *   sh_lang_bind(m, model, &opts, &bind);   // sizes + parameters on model
+ *   sh_interp *ip;  sh_interp_create(m, &bind, &ip);
+ *   for (each instance) { v = sh_interp_tree(ip, tb, root, ...); sh_interp_main(ip, g, v, &out[i]); }
+ *   sheaf_graph_flush(g);   ... read the tensors in out[i] ...
+ *   sh_interp_reset(ip);    // frees the host values of the batch
+ */
+#ifndef SH_LANG_INTERP_H
+#define SH_LANG_INTERP_H
+
+#include "io/treebank.h"
+#include "lang/check.h"
+
+/* ------------------------------------------------------------- binding */
+
+#define SH_BIND_MAX_OVERRIDES 16
+
+typedef struct sh_lang_bind_opts {
+  const char *weights;  /* safetensors file: sizes solved from its shapes, then loaded */
+  uint64_t seed;        /* without weights: sheaf_model_seed(seed) */
+  int64_t vocab;        /* > 0: the size of the first axis of looked-up tables (V) */
+  int n_overrides;      /* --size NAME=VALUE */
+  const char *override_name[SH_BIND_MAX_OVERRIDES];
+  int64_t override_value[SH_BIND_MAX_OVERRIDES];
+} sh_lang_bind_opts;
+
+typedef struct sh_lang_bind {
+  int64_t *size_values; /* by size variable id (1..m->sizes.n); 0 = unknown */
+  uint32_t n_sizes;
+  sheaf_param *params;  /* by sh_param index */
+  int n_params;
+  int64_t vocab;        /* rows of the lookup tables (0 when none) */
+} sh_lang_bind;
+
+/* Solves every global size (size declarations, overrides, the weights
+ * file's shapes, opts->vocab), declares each `param` on model with its
+ * shape, then loads the weights (one error listing every missing or
+ * mis-shaped tensor) or seeds. Free with sh_lang_bind_free. */
+sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
+                                const sh_lang_bind_opts *opts, sh_lang_bind *out);
+void sh_lang_bind_free(sheaf_ctx *ctx, sh_lang_bind *b);
+
+/* -------------------------------------------------------------- values */
+
+typedef struct sh_agg sh_agg;
+
+typedef enum sh_value_kind {
+  SH_V_NONE = 0, SH_V_INT, SH_V_BOOL, SH_V_TENSOR, SH_V_TUPLE, SH_V_LIST, SH_V_ADT
+} sh_value_kind;
+
+typedef struct sh_value {
+  uint8_t kind;
+  int32_t i;    /* INT, BOOL */
+  sheaf_expr t; /* TENSOR */
+  sh_agg *agg;  /* TUPLE, LIST, ADT */
+} sh_value;
+
+struct sh_agg {
+  int32_t tag; /* ADT: constructor index */
+  int32_t n;
+  sh_value items[];
+};
+
+/* ------------------------------------------------------------- the interpreter */
+
+typedef struct sh_interp sh_interp;
+
+sheaf_status sh_interp_create(const sh_module *m, const sh_lang_bind *bind, sh_interp **out);
+void sh_interp_free(sh_interp *ip);
+/* Frees every host value built since the last reset. */
+void sh_interp_reset(sh_interp *ip);
+
+/* What main takes. */
+typedef enum sh_input_kind {
+  SH_INPUT_UNSUPPORTED = 0,
+  SH_INPUT_BINARY_TREE, /* ADT: Leaf(i32) | Node(T, T) (| Unary(T)) */
+  SH_INPUT_DEP_TREE,    /* ADT: Dep(i32, list[T]) */
+  SH_INPUT_TOKENS       /* list[i32] */
+} sh_input_kind;
+sh_input_kind sh_interp_input_kind(const sh_interp *ip);
+
+/* The ADT value of the subtree of tb at node (word ids w mapped to rows:
+ * w when 0 <= w < vocab - 1, else unk). */
+sheaf_status sh_interp_tree(sh_interp *ip, const sh_treebank *tb, int32_t node, int32_t vocab,
+                            int32_t unk, sh_value *out);
+/* A list[i32] value. */
+sheaf_status sh_interp_ints(sh_interp *ip, const int32_t *v, int32_t n, sh_value *out);
+
+/* Runs main on one input, issuing its tensor operations to g. */
+sheaf_status sh_interp_main(sh_interp *ip, sheaf_graph *g, sh_value input, sh_value *out);
+
+/* Appends the tensors of a value (depth first) to out[0..cap): returns how
+ * many there are (which may exceed cap). */
+size_t sh_value_tensors(sh_value v, sheaf_expr *out, size_t cap);
+
+#endif
