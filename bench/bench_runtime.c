@@ -13,7 +13,12 @@
  *   kernel  ns per node inside kernel calls
  *   total   build + sched: what a node costs besides its arithmetic
  *
- *   bench_runtime [--quick] [--trees N] [--leaves N] [--hidden N] [--rounds N] [--threads N]
+ * Two models: the cell as one sheaf_lstm_cell (GEMM + fused tail), and Tai
+ * et al.'s cell written with slices and pointwise ops (examples/treelstm.c:
+ * activations fused into the GEMM, the tail into one pointwise program).
+ *
+ *   bench_runtime [--quick] [--model lstm|tai|both] [--trees N] [--leaves N] [--hidden N]
+ *                 [--rounds N] [--threads N]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +53,7 @@ static int random_tree(tree *t, int leaves) {
 
 typedef struct model {
   sheaf_param emb, Wl, bl, Wn, bn, Wo, bo;
+  sheaf_param Wlt, blt, Wnt, bnt; /* Tai's cell: [i o u] and [i f_l f_r o u] */
 } model;
 
 static void node(sheaf_graph *g, const model *p, const tree *t, int n, sheaf_expr *h,
@@ -64,6 +70,33 @@ static void node(sheaf_graph *g, const model *p, const tree *t, int n, sheaf_exp
   sheaf_lstm_cell(g, p->Wn, p->bn, sheaf_concat(g, 2, hh), sheaf_add(g, cl, cr), h, c);
 }
 
+/* Tai et al.'s cell written with slices and pointwise ops, as
+ * examples/treelstm.c: activations fuse into the GEMM, the cell's
+ * elementwise tail into one pointwise program. */
+static void node_tai(sheaf_graph *g, const model *p, const tree *t, int n, int64_t H, sheaf_expr *h,
+                     sheaf_expr *c) {
+  if (t->left[n] < 0) {
+    sheaf_expr z = sheaf_affine(g, p->Wlt, sheaf_lookup(g, p->emb, t->word[n]), p->blt);
+    sheaf_expr io = sheaf_sigmoid(g, sheaf_slice(g, z, 0, 2 * H));
+    sheaf_expr u = sheaf_tanh(g, sheaf_slice(g, z, 2 * H, 3 * H));
+    *c = sheaf_mul(g, sheaf_slice(g, io, 0, H), u);
+    *h = sheaf_mul(g, sheaf_slice(g, io, H, 2 * H), sheaf_tanh(g, *c));
+    return;
+  }
+  sheaf_expr hl, cl, hr, cr;
+  node_tai(g, p, t, t->left[n], H, &hl, &cl);
+  node_tai(g, p, t, t->right[n], H, &hr, &cr);
+  sheaf_expr hh[2] = {hl, hr};
+  sheaf_expr z = sheaf_affine(g, p->Wnt, sheaf_concat(g, 2, hh), p->bnt);
+  sheaf_expr gates = sheaf_sigmoid(g, sheaf_slice(g, z, 0, 4 * H));
+  sheaf_expr u = sheaf_tanh(g, sheaf_slice(g, z, 4 * H, 5 * H));
+  sheaf_expr terms[3] = {sheaf_mul(g, sheaf_slice(g, gates, 0, H), u),
+                         sheaf_mul(g, sheaf_slice(g, gates, H, 2 * H), cl),
+                         sheaf_mul(g, sheaf_slice(g, gates, 2 * H, 3 * H), cr)};
+  *c = sheaf_sum_n(g, 3, terms);
+  *h = sheaf_mul(g, sheaf_slice(g, gates, 3 * H, 4 * H), sheaf_tanh(g, *c));
+}
+
 static int cmp(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -76,9 +109,12 @@ static int fail(sheaf_ctx *ctx, const char *what) {
 
 int main(int argc, char **argv) {
   int trees = 64, leaves = 25, hidden = 8, rounds = 200, threads = 1;
+  const char *which = "both";
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick"))
       rounds = 40;
+    else if (i + 1 < argc && !strcmp(argv[i], "--model"))
+      which = argv[++i];
     else if (i + 1 < argc && !strcmp(argv[i], "--trees"))
       trees = atoi(argv[++i]);
     else if (i + 1 < argc && !strcmp(argv[i], "--leaves"))
@@ -90,12 +126,14 @@ int main(int argc, char **argv) {
     else if (i + 1 < argc && !strcmp(argv[i], "--threads"))
       threads = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: bench_runtime [--quick] [--trees N] [--leaves N] [--hidden N] "
-                      "[--rounds N] [--threads N]\n");
+      fprintf(stderr, "usage: bench_runtime [--quick] [--model lstm|tai|both] [--trees N] "
+                      "[--leaves N] [--hidden N] [--rounds N] [--threads N]\n");
       return 2;
     }
   }
-  if (trees < 1 || leaves < 1 || hidden < 1 || rounds < 1 || threads < 1) return 2;
+  if (trees < 1 || leaves < 1 || hidden < 1 || rounds < 1 || threads < 1 ||
+      (strcmp(which, "lstm") && strcmp(which, "tai") && strcmp(which, "both")))
+    return 2;
   sheaf_ctx_options o = {0};
   o.threads = threads;
   sheaf_ctx *ctx;
@@ -108,7 +146,8 @@ int main(int argc, char **argv) {
   model p;
   int64_t H = hidden;
   int64_t se[2] = {100, H}, sl[2] = {H, 4 * H}, sn[2] = {2 * H, 4 * H}, sb[1] = {4 * H},
-          so[2] = {H, 5}, sbo[1] = {5};
+          so[2] = {H, 5}, sbo[1] = {5}, slt[2] = {H, 3 * H}, sblt[1] = {3 * H},
+          snt[2] = {2 * H, 5 * H}, sbnt[1] = {5 * H};
   if (sheaf_model_create(ctx, &m) ||
       sheaf_model_param(m, "emb", 2, se, SHEAF_INIT_NORMAL, &p.emb) ||
       sheaf_model_param(m, "W_leaf", 2, sl, SHEAF_INIT_GLOROT, &p.Wl) ||
@@ -116,7 +155,11 @@ int main(int argc, char **argv) {
       sheaf_model_param(m, "W_node", 2, sn, SHEAF_INIT_GLOROT, &p.Wn) ||
       sheaf_model_param(m, "b_node", 1, sb, SHEAF_INIT_ZERO, &p.bn) ||
       sheaf_model_param(m, "W_out", 2, so, SHEAF_INIT_GLOROT, &p.Wo) ||
-      sheaf_model_param(m, "b_out", 1, sbo, SHEAF_INIT_ZERO, &p.bo))
+      sheaf_model_param(m, "b_out", 1, sbo, SHEAF_INIT_ZERO, &p.bo) ||
+      sheaf_model_param(m, "W_leaf_tai", 2, slt, SHEAF_INIT_GLOROT, &p.Wlt) ||
+      sheaf_model_param(m, "b_leaf_tai", 1, sblt, SHEAF_INIT_ZERO, &p.blt) ||
+      sheaf_model_param(m, "W_node_tai", 2, snt, SHEAF_INIT_GLOROT, &p.Wnt) ||
+      sheaf_model_param(m, "b_node_tai", 1, sbnt, SHEAF_INIT_ZERO, &p.bnt))
     return fail(ctx, "model");
   tree *ts = calloc((size_t)trees, sizeof *ts);
   int *roots = calloc((size_t)trees, sizeof *roots);
@@ -126,18 +169,21 @@ int main(int argc, char **argv) {
     ts[i].word = calloc((size_t)(2 * leaves), sizeof(int));
     roots[i] = random_tree(&ts[i], leaves);
   }
-  printf("runtime overhead: binary TreeLSTM-like model, hidden %d, %d trees of %d leaves per "
-         "graph, %d thread%s, ISA %s, median of %d rounds\n\n",
-         hidden, trees, leaves, threads, threads > 1 ? "s" : "", sheaf_isa_name(sheaf_cpu_isa()),
-         rounds);
+  const sheaf_policy pols[] = {SHEAF_POLICY_SHEAF, SHEAF_POLICY_NONE, SHEAF_POLICY_DEPTH,
+                               SHEAF_POLICY_AGENDA};
+  double *bs = calloc((size_t)rounds, sizeof *bs), *ss = calloc((size_t)rounds, sizeof *ss),
+         *ks = calloc((size_t)rounds, sizeof *ks);
+  for (int tai = 0; tai < 2; tai++) {
+  if (!strcmp(which, tai ? "lstm" : "tai")) continue;
+  printf("%sruntime overhead: binary TreeLSTM-like model (%s), hidden %d, %d trees of %d leaves "
+         "per graph, %d thread%s, ISA %s, median of %d rounds\n\n",
+         tai && strcmp(which, "tai") ? "\n" : "",
+         tai ? "Tai et al.'s cell with slices and pointwise ops: fused" : "sheaf_lstm_cell", hidden,
+         trees, leaves, threads, threads > 1 ? "s" : "", sheaf_isa_name(sheaf_cpu_isa()), rounds);
   printf(
       "| policy | nodes/graph | batches/graph | build ns/node | sched ns/node | kernel ns/node | "
       "total ns/node | vs sheaf |\n|---|---|---|---|---|---|---|---|\n");
-  const sheaf_policy pols[] = {SHEAF_POLICY_SHEAF, SHEAF_POLICY_NONE, SHEAF_POLICY_DEPTH,
-                               SHEAF_POLICY_AGENDA};
   double sheaf_total = 0;
-  double *bs = calloc((size_t)rounds, sizeof *bs), *ss = calloc((size_t)rounds, sizeof *ss),
-         *ks = calloc((size_t)rounds, sizeof *ks);
   for (int pi = 0; pi < 4; pi++) {
     sheaf_graph_opts go = {pols[pi], threads, NULL};
     sheaf_graph *g;
@@ -149,7 +195,10 @@ int main(int argc, char **argv) {
       sheaf_expr out[1024];
       for (int i = 0; i < trees; i++) {
         sheaf_expr h, c;
-        node(g, &p, &ts[i], roots[i], &h, &c);
+        if (tai)
+          node_tai(g, &p, &ts[i], roots[i], H, &h, &c);
+        else
+          node(g, &p, &ts[i], roots[i], &h, &c);
         sheaf_expr o1 = sheaf_log_softmax(g, sheaf_affine(g, p.Wo, h, p.bo));
         if (i < 1024) out[i] = o1;
       }
@@ -174,6 +223,7 @@ int main(int argc, char **argv) {
     printf("| %s | %llu | %llu | %.1f | %.1f | %.1f | %.1f | %.2f |\n", sheaf_policy_name(pols[pi]),
            (unsigned long long)nodes, (unsigned long long)batches, b, s, k, tot, tot / sheaf_total);
     sheaf_graph_free(g);
+  }
   }
   printf("\n(nodes count every expression, views included; lower is better)\n");
   free(bs);

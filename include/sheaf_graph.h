@@ -37,7 +37,10 @@
  *     sheaf_graph_reset.
  *   - Activations (tanh, sigmoid, relu, gelu) of an affine, or of a column
  *     slice of one, that nothing else has read yet run in the affine's GEMM
- *     epilogue (docs/RUNTIME.md, "Fusion"); results are the same either way.
+ *     epilogue; under the default policy a chain of elementwise ops runs as
+ *     one pointwise program batched across instances, at one depth level
+ *     (docs/RUNTIME.md, "Fusion"). Results are the same either way, and
+ *     every intermediate expression stays readable.
  */
 #ifndef SHEAF_GRAPH_H
 #define SHEAF_GRAPH_H

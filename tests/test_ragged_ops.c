@@ -6,7 +6,8 @@
  * sequence and head (lengths 1, tile-1, tile, tile+1 for the micro-kernel's
  * MR and NR tiles, one long among short ones, empty sequences; head widths
  * that are and are not multiples of the panel width), layernorm with a
- * residual. Every ISA level the host supports; 1 and 2 threads.
+ * residual. Every ISA level the host supports; 1 and 2 threads (the
+ * linear layer's dynamically claimed row chunks included).
  */
 #include <stdlib.h>
 
@@ -83,6 +84,7 @@ TEST(ragged_linear_matches_padded_reference) {
   for (int64_t b = 0; b < NL; b++) n += LENS[b], T = LENS[b] > T ? LENS[b] : T;
   float **rows = malloc((size_t)(3 * n) * sizeof *rows);
   double *ref = malloc((size_t)(NL * T * N) * sizeof *ref);
+  sh_rlin_ws lws = {{NULL}};
   for (int isa = 0; isa < n_isas(); isa++)
     for (int v = 0; v < 4; v++) {
       int64_t tin = v & 1 ? 8 : 1, tout = v & 2 ? 4 : 1; /* storage padding of x / y */
@@ -105,9 +107,10 @@ TEST(ragged_linear_matches_padded_reference) {
             }
             ref[(b * T + i) * N + o] = s;
           }
-      REQUIRE_OK(ctx, sh_ragged_linear(ctx, (sheaf_isa)isa, 2, n, in_of(x, rows), pb, bias,
-                                       SH_GEMM_ACT_RELU, in_of(res, rows + n), out_of(y, rows + 2 * n),
-                                       NULL));
+      /* 2 threads: row chunks claimed dynamically, a workspace per thread */
+      REQUIRE_OK(ctx, sh_ragged_linear(ctx, (sheaf_isa)isa, v == 3 ? 1 : 2, n, in_of(x, rows), pb,
+                                       bias, SH_GEMM_ACT_RELU, in_of(res, rows + n),
+                                       out_of(y, rows + 2 * n), v == 1 ? &lws : NULL));
       double e = rel_err(y, ref, T);
       if (!CHECK(e < 1e-5))
         fprintf(stderr, "  isa %d tiles %lld/%lld: rel err %.3g\n", isa, (long long)tin,
@@ -117,6 +120,7 @@ TEST(ragged_linear_matches_padded_reference) {
       sheaf_ragged_free(res);
       sheaf_ragged_free(y);
     }
+  sh_rlin_ws_free(ctx, &lws);
   sh_gemm_packed_b_free(ctx, pb);
   free(w), free(bias), free(rows), free(ref);
 }

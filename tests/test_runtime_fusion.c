@@ -149,6 +149,7 @@ TEST(runtime_fusion_chains) {
   for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) chain_case(1, 1, cols[i]);
   chain_case(2, 3, 37);
   chain_case(2, 4, 64);
+  chain_case(2, 64, 130); /* large enough to split rows over 2 threads */
 }
 
 /* -------------------------------------------------- producers read again */

@@ -2,9 +2,11 @@
  * vmath_avx512.h — inline AVX-512 versions of the vector math where 512-bit
  * instructions do the job in fewer operations than vmath_avx2.h (on Zen 4 a
  * zmm op costs two ymm ops' execution slots but one decode/schedule slot,
- * and vgetexpps/vgetmantps replace the exponent-field bit manipulation):
- * log. Same algorithm and special values as sh_log_avx2. Include only from
- * x86-64 files; callers need target("avx512f,avx512dq,fma") or a superset.
+ * vscalefps applies 2^n with overflow and gradual underflow in one rounded
+ * op, and vgetexpps/vgetmantps replace the exponent-field bit manipulation):
+ * exp, sigmoid, tanh, log. Same algorithms, error bounds and special values
+ * as the vmath_avx2.h versions. Include only from x86-64 files; callers
+ * need target("avx512f,avx512dq,fma") or a superset.
  */
 #ifndef SH_KERNELS_VMATH_AVX512_H
 #define SH_KERNELS_VMATH_AVX512_H
@@ -13,6 +15,51 @@
 #include <immintrin.h>
 
 #define SH_AVX512_FN static inline __attribute__((target("avx512f,avx512dq,fma"), always_inline))
+
+/* exp: Cephes expf as sh_exp_avx2, input clamped to [-104, 89] (beyond:
+ * 0 and +inf anyway; NaN passes through min/max as the second operand),
+ * 2^n by vscalefps (one rounding, also into the denormals or to +inf). */
+SH_AVX512_FN __m512 sh_exp_avx512(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), _mm512_min_ps(_mm512_set1_ps(89.0f), x));
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+/* sigmoid: e = exp(-|x|); x >= 0: 1/(1+e), else e/(1+e). */
+SH_AVX512_FN __m512 sh_sigmoid_avx512(__m512 x) {
+  __m512 e = sh_exp_avx512(_mm512_or_ps(x, _mm512_set1_ps(-0.0f)));
+  __mmask16 neg = _mm512_movepi32_mask(_mm512_castps_si512(x)); /* sign bits */
+  __m512 num = _mm512_mask_blend_ps(neg, _mm512_set1_ps(1.0f), e);
+  return _mm512_div_ps(num, _mm512_add_ps(e, _mm512_set1_ps(1.0f)));
+}
+
+/* tanh: |x| < 0.625: Cephes odd polynomial; else sign(x)(1 − 2/(exp(2|x|)+1)). */
+SH_AVX512_FN __m512 sh_tanh_avx512(__m512 x) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  __m512 ax = _mm512_andnot_ps(sign, x);
+  __m512 s = _mm512_mul_ps(x, x);
+  __m512 p = _mm512_set1_ps(-5.70498872745E-3f);
+  p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(2.06390887954E-2f));
+  p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(-5.37397155531E-2f));
+  p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(1.33314422036E-1f));
+  p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(-3.33332819422E-1f));
+  __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, s), ax, ax);
+  __m512 e = sh_exp_avx512(_mm512_add_ps(ax, ax));
+  __m512 big = _mm512_sub_ps(_mm512_set1_ps(1.0f),
+                             _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
+  __mmask16 is_small = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.625f), _CMP_LT_OQ);
+  return _mm512_or_ps(_mm512_mask_blend_ps(is_small, big, small), _mm512_and_ps(x, sign));
+}
 
 /* log: x = m·2^e with m in [sqrt(1/2), sqrt 2) from getmant/getexp (which
  * also normalize denormals), then Cephes logf's degree-8 polynomial in

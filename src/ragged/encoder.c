@@ -150,7 +150,6 @@ sheaf_status sheaf_encoder_load(sheaf_ctx *ctx, const sheaf_st_file *f,
     e->vecs = sh_alloc(ctx, e->vecs_bytes, 64);
     if (!e->layers || !e->vecs) st = SHEAF_ERR_NOMEM;
   }
-  if (st == SHEAF_OK) st = sh_gemm_ws_create(ctx, &e->gws);
   if (st == SHEAF_OK) st = sh_attn_ws_create(ctx, &e->aws);
   const int64_t d = e->d, ff = e->ff;
   float *v = e->vecs;
@@ -199,7 +198,7 @@ void sheaf_encoder_free(sheaf_encoder *e) {
   sh_free(ctx, e->act_buf, e->act_bytes);
   sh_free(ctx, e->offs, e->offs_bytes);
   sh_free(ctx, e->rows, e->rows_bytes);
-  sh_gemm_ws_free(ctx, e->gws);
+  sh_rlin_ws_free(ctx, &e->gws);
   sh_attn_ws_free(ctx, e->aws);
   sh_free(ctx, e, sizeof *e);
 }
@@ -296,16 +295,16 @@ sheaf_status sheaf_encoder_forward_into(sheaf_encoder *e, const sheaf_ragged *x,
     sh_gemm_out out = l == e->n_layers - 1 ? outF : (sh_gemm_out){.base = cur, .ld = d};
     sh_gemm_in out_in = {.rows = (const float *const *)out.rows, .base = out.base, .ld = out.ld};
     st = sh_ragged_linear(ctx, isa, 0, N, in, L->w_in, L->b_in, -1, none,
-                          (sh_gemm_out){.base = qkv, .ld = 3 * d}, e->gws);
+                          (sh_gemm_out){.base = qkv, .ld = 3 * d}, &e->gws);
     if (!st) st = sh_ragged_attention(ctx, isa, 0, &s, e->heads, dh, scale, qkv, 3 * d, ctxb, d, e->aws);
     if (!st) st = sh_ragged_linear(ctx, isa, 0, N, (sh_gemm_in){.base = ctxb, .ld = d}, L->w_out,
-                                   L->b_out, -1, in, (sh_gemm_out){.base = x1, .ld = d}, e->gws);
+                                   L->b_out, -1, in, (sh_gemm_out){.base = x1, .ld = d}, &e->gws);
     if (!st) st = sh_ragged_layernorm(ctx, isa, 0, N, d, (sh_gemm_in){.base = x1, .ld = d}, none,
                                       L->g1, L->be1, e->eps, (sh_gemm_out){.base = x1, .ld = d});
     if (!st) st = sh_ragged_linear(ctx, isa, 0, N, (sh_gemm_in){.base = x1, .ld = d}, L->w_1, L->b_1,
-                                   act, none, (sh_gemm_out){.base = hid, .ld = e->ff}, e->gws);
+                                   act, none, (sh_gemm_out){.base = hid, .ld = e->ff}, &e->gws);
     if (!st) st = sh_ragged_linear(ctx, isa, 0, N, (sh_gemm_in){.base = hid, .ld = e->ff}, L->w_2,
-                                   L->b_2, -1, (sh_gemm_in){.base = x1, .ld = d}, out, e->gws);
+                                   L->b_2, -1, (sh_gemm_in){.base = x1, .ld = d}, out, &e->gws);
     if (!st) st = sh_ragged_layernorm(ctx, isa, 0, N, d, out_in, none, L->g2, L->be2, e->eps, out);
   }
   return st ? sh_fail_prefix(ctx, "sheaf_encoder_forward") : SHEAF_OK;

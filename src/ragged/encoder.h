@@ -36,7 +36,7 @@ struct sheaf_encoder {
   size_t offs_bytes;
   float **rows; /* token row pointers of x (then y) when storage-padded */
   size_t rows_bytes;
-  sh_gemm_ws *gws;
+  sh_rlin_ws gws;
   sh_attn_ws *aws;
 };
 

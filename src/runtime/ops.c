@@ -67,19 +67,19 @@ uint32_t sh_node_new(sheaf_graph *g, int op, const uint32_t *ins, int n_in) {
     sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", sh_op_name(op));
     return SH_NONE;
   }
-  for (int i = 0; i < n_in; i++) { /* an earlier flush fused activations into this value */
+  uint32_t depth = 0, phase = (uint32_t)g->phase;
+  for (int i = 0; i < n_in; i++) {
+    const sh_node *x = &g->nodes[ins[i]];
+    if (x->phase > phase) phase = x->phase;
+    if (SH_UNLIKELY(x->flags & SH_NODE_ABS) && sh_pw_need(g, ins[i]))
+      return SH_NONE; /* a second reader of a value fused into its reader */
     uint32_t r = ins[i];
     while (g->nodes[r].op == SH_OP_SLICE) r = g->ins[g->nodes[r].in];
     if (SH_UNLIKELY(g->nodes[r].flags & SH_NODE_VAL_IS_ACT) && sh_graph_raw_guard(g, ins[i]))
-      return SH_NONE;
+      return SH_NONE; /* an earlier flush fused activations into this value */
   }
-  for (int i = 0; i < n_in; i++) /* a second reader of a value fused into its reader */
-    if (SH_UNLIKELY(g->nodes[ins[i]].flags & SH_NODE_ABS) && sh_pw_need(g, ins[i])) return SH_NONE;
   uint32_t id = g->n_nodes++;
   sh_node *n = &g->nodes[id];
-  uint32_t depth = 0, phase = (uint32_t)g->phase;
-  for (int i = 0; i < n_in; i++)
-    if (g->nodes[ins[i]].phase > phase) phase = g->nodes[ins[i]].phase;
   for (int i = 0; i < n_in; i++) {
     sh_node *x = &g->nodes[ins[i]];
     /* depth counts within a phase: an earlier phase's value is ready when this one starts */
@@ -121,6 +121,7 @@ sheaf_expr sh_build_finish(sheaf_graph *g, uint32_t id) {
                  sizeof *g->pw_list);
     if (!st) {
       g->pw_list[g->n_pw_list++] = id;
+      g->nodes[id].p0 = 1;
       return sh_expr_of(g, id);
     }
   } else if (sh_op_is_pw(n->op)) {

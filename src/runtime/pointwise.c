@@ -113,6 +113,12 @@ sheaf_expr sh_pw_build(sheaf_graph *g, int op, const uint32_t *ins, int n_in, in
       x->p1 = id + 1;
     }
   }
+  /* absorbed producers leave the flush list (usually its tail: just built) */
+  for (int i = n_in - 1; i >= 0; i--)
+    if (absorbed >> i & 1 && g->n_pw_list && g->pw_list[g->n_pw_list - 1] == ins[i]) {
+      g->n_pw_list--;
+      g->nodes[ins[i]].p0 = 0;
+    }
   n->depth = depth;
   n->act = (uint8_t)code;
   tot.stack = stack;
@@ -136,15 +142,24 @@ sheaf_status sh_pw_need(sheaf_graph *g, uint32_t id) {
     s.sides++;
     rn->aux = sizes_pack(s);
     rn->flags |= SH_NODE_HAS_SIDE;
+    return SHEAF_OK;
   }
-  return SHEAF_OK; /* else: bucketed at flush on its own (recomputed) */
+  /* else bucketed at flush on its own (recomputed) */
+  if (g->policy == SHEAF_POLICY_SHEAF && !x->p0) {
+    if (sh_grow(g->ctx, (void **)&g->pw_list, &g->cap_pw_list, g->n_pw_list + 1, sizeof *g->pw_list))
+      return sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", sh_op_name(x->op));
+    g->pw_list[g->n_pw_list++] = id;
+    x->p0 = 1;
+  }
+  return SHEAF_OK;
 }
 
 /* ---------------------------------------------------------------- flatten */
 
 typedef struct pw_flat {
   sh_pw_prog p;
-  uint32_t leaf[SH_PW_MAX_LEAVES], side[SH_PW_MAX_SIDE];
+  uint32_t leaf[SH_PW_MAX_LEAVES]; /* the leaf node as read (a slice: its own id) */
+  uint32_t slot[SH_PW_MAX_LEAVES], side[SH_PW_MAX_SIDE];
   uint32_t root;
   unsigned sp;
   bool bad;
@@ -172,6 +187,36 @@ static void push_leaf(pw_flat *b, uint32_t x) {
   put(b, SH_PW_LOAD, k);
   if (++b->sp > b->p.stack) b->p.stack = (uint8_t)b->sp;
   if (b->sp > SH_PW_MAX_STACK) b->bad = true;
+}
+
+/* Value slots of the leaves: slices of one value (not of a concat, whose
+ * pieces lie apart) are read through it at their column offsets, so they
+ * share one row-pointer array; a leaf whose source no other leaf reads stays
+ * its own slot at offset 0 (its signature then does not depend on where it
+ * was sliced, so such ops batch as before). */
+static void assign_slots(const sheaf_graph *g, pw_flat *b) {
+  uint32_t src[SH_PW_MAX_LEAVES];
+  int64_t off[SH_PW_MAX_LEAVES];
+  unsigned nl = b->p.n_leaves;
+  for (unsigned k = 0; k < nl; k++) {
+    uint32_t v = b->leaf[k];
+    off[k] = 0;
+    while (g->nodes[v].op == SH_OP_SLICE && g->nodes[g->ins[g->nodes[v].in]].op != SH_OP_CONCAT) {
+      off[k] += g->nodes[v].aux;
+      v = g->ins[g->nodes[v].in];
+    }
+    src[k] = v;
+  }
+  for (unsigned k = 0; k < nl; k++) {
+    bool shared = false;
+    for (unsigned q = 0; q < nl && !shared; q++) shared = q != k && src[q] == src[k];
+    uint32_t v = shared ? src[k] : b->leaf[k];
+    unsigned j = 0;
+    while (j < b->p.n_slots && b->slot[j] != v) j++;
+    if (j == b->p.n_slots) b->slot[b->p.n_slots++] = v;
+    b->p.slot[k] = (uint8_t)j;
+    b->p.off[k] = shared ? (int32_t)off[k] : 0;
+  }
 }
 
 static void emit(const sheaf_graph *g, pw_flat *b, uint32_t id, int level) {
@@ -225,16 +270,24 @@ static void emit(const sheaf_graph *g, pw_flat *b, uint32_t id, int level) {
   }
 }
 
+/* Four independent multiply chains over the program's 16 words (one chain
+ * would serialize on the multiplies: this runs once per flushed root). */
 static uint64_t prog_hash(const sh_pw_prog *p) {
-  uint32_t w[sizeof *p / 4];
+  _Static_assert(sizeof(sh_pw_prog) % 32 == 0, "whole 4-word groups");
+  uint64_t w[sizeof *p / 8];
   memcpy(w, p, sizeof w);
-  uint64_t h = 0x6a09e667f3bcc909ull;
-  for (size_t i = 0; i < SH_ARRAY_LEN(w); i++) {
-    h ^= w[i];
-    h *= 0x9e3779b97f4a7c15ull;
-    h ^= h >> 31;
+  uint64_t h0 = 0x6a09e667f3bcc909ull, h1 = 0xbb67ae8584caa73bull, h2 = 0x3c6ef372fe94f82bull,
+           h3 = 0xa54ff53a5f1d36f1ull;
+  for (size_t i = 0; i < SH_ARRAY_LEN(w); i += 4) {
+    h0 = (h0 ^ w[i]) * 0x9e3779b97f4a7c15ull;
+    h1 = (h1 ^ w[i + 1]) * 0xc2b2ae3d27d4eb4full;
+    h2 = (h2 ^ w[i + 2]) * 0x165667b19e3779f9ull;
+    h3 = (h3 ^ w[i + 3]) * 0x85ebca77c2b2ae63ull;
   }
-  return h;
+  uint64_t h = h0 ^ (h1 << 17 | h1 >> 47) ^ (h2 << 31 | h2 >> 33) ^ (h3 << 47 | h3 >> 17);
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ull;
+  return h ^ h >> 32;
 }
 
 static sheaf_status intern(sheaf_graph *g, const sh_pw_prog *p, uint32_t *out) {
@@ -274,22 +327,28 @@ static sheaf_status intern(sheaf_graph *g, const sh_pw_prog *p, uint32_t *out) {
 sheaf_status sh_pw_finalize(sheaf_graph *g, uint32_t id, bool fast) {
   if (g->nodes[id].flags & SH_NODE_FINAL) return SHEAF_OK;
   pw_flat b;
-  memset(&b.p, 0, sizeof b.p);
+  memset(&b, 0, sizeof b);
   b.root = id;
   b.sp = 0;
   b.bad = false;
   emit(g, &b, id, 0);
+  if (!b.bad) assign_slots(g, &b);
   if (b.bad || b.sp != 1)
     return sh_fail(g->ctx, SHEAF_ERR_INTERNAL, "internal error: pointwise program of node %u", id);
-  uint32_t pid;
-  sheaf_status st = intern(g, &b.p, &pid);
-  uint32_t nl = b.p.n_leaves, ns = b.p.n_side;
-  if (!st) st = sh_grow(g->ctx, (void **)&g->pwl, &g->cap_pwl, g->n_pwl + nl + ns, sizeof *g->pwl);
+  /* consecutive roots are usually the same cell: try the last program first */
+  uint32_t pid = g->pw_memo_prog - 1;
+  sheaf_status st = SHEAF_OK;
+  if (!g->pw_memo_prog || memcmp(&g->progs[pid], &b.p, sizeof b.p) != 0) {
+    st = intern(g, &b.p, &pid);
+    if (!st) g->pw_memo_prog = pid + 1;
+  }
+  uint32_t nl = b.p.n_leaves, nv = b.p.n_slots, ns = b.p.n_side;
+  if (!st) st = sh_grow(g->ctx, (void **)&g->pwl, &g->cap_pwl, g->n_pwl + nv + ns, sizeof *g->pwl);
   if (st) return st;
   uint32_t off = g->n_pwl;
-  memcpy(g->pwl + off, b.leaf, nl * sizeof *b.leaf);
-  memcpy(g->pwl + off + nl, b.side, ns * sizeof *b.side);
-  g->n_pwl += nl + ns;
+  memcpy(g->pwl + off, b.slot, nv * sizeof *b.slot);
+  memcpy(g->pwl + off + nv, b.side, ns * sizeof *b.side);
+  g->n_pwl += nv + ns;
   sh_node *n = &g->nodes[id];
   sh_sig_key k;
   memset(&k, 0, sizeof k);
@@ -302,9 +361,13 @@ sheaf_status sh_pw_finalize(sheaf_graph *g, uint32_t id, bool fast) {
     const sh_node *x = &g->nodes[b.leaf[i]];
     if (big && (int64_t)x->rows * x->cols == 1) k.w[0] |= 1 << i; /* a broadcast scalar */
   }
-  uint32_t sig;
-  st = fast ? sh_sig_find_fast(g, &k, &sig) : sh_sig_find_hash(g, &k, &sig);
-  if (st) return st;
+  uint32_t sig = g->pw_memo_sig - 1;
+  if (!g->pw_memo_sig || memcmp(&k, &g->pw_memo_key, sizeof k) != 0) {
+    st = fast ? sh_sig_find_fast(g, &k, &sig) : sh_sig_find_hash(g, &k, &sig);
+    if (st) return st;
+    g->pw_memo_key = k;
+    g->pw_memo_sig = sig + 1;
+  }
   n = &g->nodes[id];
   n->p0 = pid;
   n->aux = off;
@@ -409,12 +472,13 @@ bad:
 
 /* ------------------------------------------------------------- execution */
 
-#define PW_CH 64 /* floats per chunk of a row */
+#define PW_CH 128 /* floats per chunk of a row */
 
 typedef struct pw_arg {
-  sh_gemm_in in;
-  bool row_bc; /* one row for every row of the batch */
-  bool col_bc; /* a scalar for every column */
+  sh_gemm_in in; /* the slot's rows */
+  int64_t off;   /* + this column */
+  bool row_bc;   /* one row for every row of the batch */
+  bool col_bc;   /* a scalar for every column */
 } pw_arg;
 
 typedef struct pw_job {
@@ -427,7 +491,7 @@ typedef struct pw_job {
 
 static inline const float *arg_row(const pw_arg *a, int64_t r) {
   if (a->row_bc) r = 0;
-  return a->in.rows ? a->in.rows[r] : a->in.base + r * a->in.ld;
+  return (a->in.rows ? a->in.rows[r] : a->in.base + r * a->in.ld) + a->off;
 }
 static inline float *out_row(const sh_gemm_out *o, int64_t r) {
   return o->rows ? o->rows[r] : o->base + r * o->ld;
@@ -618,23 +682,33 @@ sheaf_status sh_exec_pw(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t
 #if defined(__x86_64__)
   j.simd = g->isa != SHEAF_ISA_SCALAR && sheaf_cpu_isa_host() >= SHEAF_ISA_AVX2;
 #endif
-  for (uint32_t k = 0; k < nl; k++) {
-    bool bc = mask >> k & 1;
-    const float **rp = sh_arena_alloc(&g->scratch, (size_t)m * sizeof *rp);
-    if (!rp) return SHEAF_ERR_NOMEM;
-    int64_t r = 0;
-    for (uint32_t i = 0; i < n; i++) {
-      const sh_node *nd = &g->nodes[ids[i]];
-      uint32_t x = g->pwl[nd->aux + k];
-      const float *v = sh_graph_val(g, x);
-      if (!v) return g->status ? g->status : SHEAF_ERR_INTERNAL;
-      int64_t ld = bc ? 0 : g->nodes[x].ld;
-      for (int32_t q = 0; q < nd->rows; q++) rp[r++] = v + q * ld;
+  uint32_t nv = p->n_slots;
+  sh_gemm_in slot[SH_PW_MAX_LEAVES];
+  bool same[SH_PW_MAX_LEAVES];
+  const float **rp[SH_PW_MAX_LEAVES];
+  for (uint32_t v = 0; v < nv; v++) {
+    rp[v] = sh_arena_alloc(&g->scratch, (size_t)m * sizeof *rp[v]);
+    if (!rp[v]) return SHEAF_ERR_NOMEM;
+  }
+  int64_t r = 0;
+  for (uint32_t i = 0; i < n; i++) { /* row pointers of each slot (a one-row slot repeats) */
+    const sh_node *nd = &g->nodes[ids[i]];
+    for (uint32_t v = 0; v < nv; v++) {
+      uint32_t x = g->pwl[nd->aux + v];
+      const float *val = g->nodes[x].val;
+      if (!val && !(val = sh_graph_val(g, x))) return g->status ? g->status : SHEAF_ERR_INTERNAL;
+      const sh_node *xn = &g->nodes[x];
+      int64_t ld = xn->rows == 1 ? 0 : xn->ld;
+      for (int32_t q = 0; q < nd->rows; q++) rp[v][r + q] = val + q * ld;
     }
-    bool same;
-    j.a[k].in = sh_exec_operand(g, rp, m, bc ? 1 : cols, &same);
-    j.a[k].row_bc = same;
-    j.a[k].col_bc = bc;
+    r += nd->rows;
+  }
+  for (uint32_t v = 0; v < nv; v++) slot[v] = sh_exec_operand(g, rp[v], m, 1, &same[v]);
+  for (uint32_t k = 0; k < nl; k++) {
+    j.a[k].in = slot[p->slot[k]];
+    j.a[k].off = p->off[k];
+    j.a[k].row_bc = same[p->slot[k]];
+    j.a[k].col_bc = mask >> k & 1;
   }
   float *out = sh_exec_out_block(g, ids, n, m, cols);
   if (!out) return SHEAF_ERR_NOMEM;
@@ -645,7 +719,7 @@ sheaf_status sh_exec_pw(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t
     int64_t off = 0;
     for (uint32_t i = 0; i < n; i++) {
       const sh_node *nd = &g->nodes[ids[i]];
-      sh_node *sn = &g->nodes[g->pwl[nd->aux + nl + s]];
+      sh_node *sn = &g->nodes[g->pwl[nd->aux + nv + s]];
       sn->val = blk + off * cols;
       sn->ld = (int32_t)cols;
       off += nd->rows;
@@ -653,7 +727,9 @@ sheaf_status sh_exec_pw(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t
     j.s[s] = (sh_gemm_out){NULL, blk, cols};
   }
   uint64_t t0 = sheaf_time_ns();
-  if (g->threads > 1 && m >= 2 && m * cols >= 16384) {
+  /* split rows over the pool when each thread gets a few microseconds of
+   * work (about one vector op per element and instruction) */
+  if (g->threads > 1 && m >= 2 && m * cols * p->n_code >= 65536) {
     j.tasks = m < 4 * g->threads ? m : 4 * g->threads;
     sh_pool_run(g->ctx->pool, j.tasks, pw_task, &j, g->threads);
   } else {
@@ -663,7 +739,7 @@ sheaf_status sh_exec_pw(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t
   for (uint32_t s = 0; s < p->n_side; s++)
     for (uint32_t i = 0; i < n; i++) {
       const sh_node *nd = &g->nodes[ids[i]];
-      g->nodes[g->pwl[nd->aux + nl + s]].flags |= SH_NODE_DONE;
+      g->nodes[g->pwl[nd->aux + nv + s]].flags |= SH_NODE_DONE;
     }
   uint64_t ops = 0;
   for (int pc = 0; pc < p->n_code; pc++) ops += p->op[pc] != SH_PW_LOAD && p->op[pc] != SH_PW_STORE;

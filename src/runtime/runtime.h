@@ -123,7 +123,7 @@ enum {
   SH_NODE_NEED = 16,      /* absorbed, and read by another node too: needs its own value */
   SH_NODE_SIDE = 32,      /* ... stored by the program of its root absorber (else recomputed) */
   SH_NODE_HAS_SIDE = 64,  /* a program that stores a side output (never absorbed itself) */
-  SH_NODE_FINAL = 128,    /* program flattened: p0 = program, aux = leaves in graph->pwl */
+  SH_NODE_FINAL = 128,    /* program flattened: p0 = program, aux = slots in graph->pwl */
 };
 
 #define SH_NONE UINT32_MAX
@@ -140,8 +140,9 @@ typedef struct sh_node {
   uint32_t sig;     /* kernel signature (SH_NONE until known) */
   uint32_t next;    /* bucket / ready list */
   int32_t rows, cols;
-  uint32_t p0, p1;  /* parameter ids (0: none); pointwise: p0 program, p1 absorber + 1 */
-  uint32_t aux;     /* pointwise: sizes (sh_pw_sizes) until flattened, then leaves in pwl */
+  uint32_t p0, p1;  /* parameter ids (0: none); pointwise: p0 program (before: 1 while on
+                       graph->pw_list), p1 absorber + 1 */
+  uint32_t aux;     /* pointwise: sizes until flattened, then its slots in graph->pwl */
   uint32_t uses;
   float f;
   int32_t ld;
@@ -226,9 +227,13 @@ typedef enum sh_pw_opc {
 #define SH_PW_MAX_CONST 4
 #define SH_PW_MAX_SIDE 4
 
+/* Leaf k reads columns [off[k], off[k] + cols) of value slot[k] (a slice
+ * is read through its source: slices of one value share a slot). */
 typedef struct sh_pw_prog {
-  uint8_t n_code, n_leaves, n_const, n_side, stack, pad[3];
+  uint8_t n_code, n_leaves, n_slots, n_const, n_side, stack, pad[2];
   uint8_t op[SH_PW_MAX_CODE], arg[SH_PW_MAX_CODE];
+  uint8_t slot[SH_PW_MAX_LEAVES];
+  int32_t off[SH_PW_MAX_LEAVES];
   float k[SH_PW_MAX_CONST];
 } sh_pw_prog;
 
@@ -284,9 +289,11 @@ struct sheaf_graph {
   uint32_t n_progs, cap_progs;
   uint32_t *prog_table;   /* open addressing: program + 1 */
   uint32_t prog_table_cap;
+  uint32_t pw_memo_prog, pw_memo_sig; /* the last program and signature found (+ 1) */
+  sh_sig_key pw_memo_key;
   uint32_t *pw_list;      /* policy sheaf: pointwise nodes built since the last flush */
   uint32_t n_pw_list, cap_pw_list;
-  uint32_t *pwl;          /* leaves (then side outputs) of flattened pointwise nodes */
+  uint32_t *pwl;          /* value slots (then side outputs) of flattened pointwise nodes */
   uint32_t n_pwl, cap_pwl;
 
   sh_gemm_ws *ws[SH_MAX_WS];
