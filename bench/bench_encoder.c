@@ -254,6 +254,13 @@ static bool run_torch(const char *python, const char *wpath, const char *dir, bc
 
 /* ---------------------------------------------------------------- main */
 
+/* A JSON number, or null when not finite. */
+static const char *json_num(double v, char *buf, size_t n) {
+  if (isfinite(v)) snprintf(buf, n, "%.4f", v);
+  else snprintf(buf, n, "null");
+  return buf;
+}
+
 static double geo_add(double *acc, int *n, double v) {
   if (v > 0 && isfinite(v)) *acc += log(v), (*n)++;
   return v;
@@ -316,8 +323,8 @@ int main(int argc, char **argv) {
   bool first_json = true, info_done = false;
   printf("Sheaf ragged encoder vs PyTorch, %d layer(s), post-LN, relu; ISA %s; best of up to %d runs\n",
          layers, sheaf_isa_name(sheaf_cpu_isa()), reps);
-  printf("ms per batch; ratios = PyTorch ms / Sheaf ms (higher: Sheaf faster); FLOPs = executed / useful;\n"
-         "act = activation bytes Sheaf / padded\n\n");
+  printf("ms per batch; ratios = PyTorch ms / Sheaf ms (higher: Sheaf faster); FLOPs = executed / useful\n"
+         "(Sheaf; padF: padded batch); act = activation bytes Sheaf / padded (MB in the last column)\n\n");
   double g_pad = 0, g_nest = 0, g_mnli = 0, g_loop = 0, max_flops = 0, g_act = 0, max_act = 0;
   int n_pad = 0, n_nest = 0, n_mnli = 0, n_loop = 0, n_act = 0, max_chk_bad = 0;
   double worst_chk = 0;
@@ -378,9 +385,9 @@ int main(int argc, char **argv) {
       sheaf_encoder_free(enc);
       sheaf_ctx_free(ctx);
       if (n) {
-        printf("%-13s %-9s %3s %2s %11s %9s %9s %9s %9s %6s %6s %6s %6s %6s %5s\n", "config",
+        printf("%-13s %-9s %3s %2s %11s %9s %9s %9s %9s %6s %6s %6s %6s %6s %5s %13s\n", "config",
                "dataset", "B", "T", "len mean/max", "sheaf", "padded", "nested", "loop", "pad/S",
-               "nest/S", "loop/S", "FLOPs", "padF", "act");
+               "nest/S", "loop/S", "FLOPs", "padF", "act", "act MB S/pad");
       }
       for (int i = 0; i < n; i++) {
         bcase *k = &cs[i];
@@ -388,9 +395,10 @@ int main(int argc, char **argv) {
         double pf = k->cost.macs_padded / k->cost.macs_useful;
         double act = k->cost.act_bytes_sheaf / k->cost.act_bytes_padded;
         for (int s = 0; s < 4; s++) r[s] = k->ms[s] / k->ms[0];
-        printf("%-13s %-9s %3lld %2d %6.1f/%-4lld %9.2f %9.2f %9.2f %9.2f %6.2f %6.2f %6.2f %6.3f %6.2f %5.2f\n",
+        printf("%-13s %-9s %3lld %2d %6.1f/%-4lld %9.2f %9.2f %9.2f %9.2f %6.2f %6.2f %6.2f %6.3f %6.2f %5.2f %6.0f/%-6.0f\n",
                c->name, k->ds->name, (long long)k->batch, t, k->mean_len, (long long)k->max_len,
-               k->ms[0], k->ms[1], k->ms[2], k->ms[3], r[1], r[2], r[3], fl, pf, act);
+               k->ms[0], k->ms[1], k->ms[2], k->ms[3], r[1], r[2], r[3], fl, pf, act,
+               k->cost.act_bytes_sheaf / 1e6, k->cost.act_bytes_padded / 1e6);
         geo_add(&g_pad, &n_pad, r[1]);
         geo_add(&g_nest, &n_nest, r[2]);
         geo_add(&g_loop, &n_loop, r[3]);
@@ -408,13 +416,15 @@ int main(int argc, char **argv) {
           }
         }
         for (int s = 0; s < 4 && jf; s++) {
+          char rbuf[32];
           if (!isfinite(k->ms[s])) continue;
           fprintf(jf,
                   "%s  {\"system\": \"%s\", \"config\": \"%s\", \"dataset\": \"%s\", \"batch\": %lld, "
-                  "\"threads\": %d, \"layers\": %d, \"ms\": %.4f, \"ratio_vs_padded\": %.4f, "
+                  "\"threads\": %d, \"layers\": %d, \"ms\": %.4f, \"ratio_vs_padded\": %s, "
                   "\"mean_len\": %.2f, \"max_len\": %lld",
                   first_json ? "" : ",\n", systems[s], c->name, k->ds->name, (long long)k->batch, t,
-                  layers, k->ms[s], k->ms[1] / k->ms[s], k->mean_len, (long long)k->max_len);
+                  layers, k->ms[s], json_num(k->ms[1] / k->ms[s], rbuf, sizeof rbuf), k->mean_len,
+                  (long long)k->max_len);
           if (s == 0)
             fprintf(jf, ", \"flops_executed_over_useful\": %.4f, \"gflops_useful\": %.2f, "
                         "\"act_bytes\": %.0f, \"act_bytes_padded\": %.0f",
@@ -433,10 +443,12 @@ int main(int argc, char **argv) {
     fprintf(jf, "\n]\n");
     fclose(jf);
   }
-  printf("geomean speedup over PyTorch padded: %.2fx (%d cases)", n_pad ? exp(g_pad / n_pad) : NAN, n_pad);
-  printf("; over nested: %.2fx (%d)", n_nest ? exp(g_nest / n_nest) : NAN, n_nest);
-  printf("; over per-sequence loop: %.2fx (%d)\n", n_loop ? exp(g_loop / n_loop) : NAN, n_loop);
-  printf("MNLI-like, over padded: %.2fx geomean (%d cases)\n", n_mnli ? exp(g_mnli / n_mnli) : NAN, n_mnli);
+  if (n_pad) {
+    printf("geomean speedup over PyTorch padded: %.2fx (%d cases)", exp(g_pad / n_pad), n_pad);
+    printf("; over nested: %.2fx (%d)", n_nest ? exp(g_nest / n_nest) : NAN, n_nest);
+    printf("; over per-sequence loop: %.2fx (%d)\n", n_loop ? exp(g_loop / n_loop) : NAN, n_loop);
+    if (n_mnli) printf("MNLI-like, over padded: %.2fx geomean (%d cases)\n", exp(g_mnli / n_mnli), n_mnli);
+  }
   printf("FLOPs executed / useful: at most %.3f; activation bytes / padded: geomean %.2f, at most %.2f\n",
          max_flops, n_act ? exp(g_act / n_act) : NAN, max_act);
   if (n_pad) printf("outputs agree with PyTorch: worst checksum rel diff %.2g%s\n", worst_chk,

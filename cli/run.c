@@ -20,7 +20,8 @@ static const char usage_run[] =
     "usage: sheaf run MODEL --data FILE [options]\n"
     "\n"
     "Runs a built-in example model over every instance of FILE, batched, and\n"
-    "prints throughput and the runtime's counters.\n"
+    "prints throughput and the runtime's counters. (A model source, 'sheaf run\n"
+    "MODEL.sf ...', has its own options: 'sheaf run MODEL.sf --help'.)\n"
     "\n"
     "models:\n"
     "  treelstm   binary TreeLSTM (Tai et al. 2015) over binarized trees; output per\n"
@@ -243,7 +244,8 @@ static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
     return CLI_USAGE;
   }
   if (!ex_model_parse(model, &o->model)) {
-    cli_error("%s: unknown model '%s' (expected treelstm, childsum, bilstm or mvrnn)", cmd, model);
+    cli_error("%s: unknown model '%s' (expected treelstm, childsum, bilstm or mvrnn%s)", cmd,
+              model, bench ? "" : ", or a MODEL.sf source");
     return CLI_USAGE;
   }
   if (!o->data) {

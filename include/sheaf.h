@@ -283,7 +283,8 @@ sheaf_status sheaf_ragged_from_padded(sheaf_ctx *ctx, const sheaf_tensor *padded
                                       const int64_t *lens, const int64_t *dims,
                                       const sheaf_ragged_opts *opts, sheaf_ragged **out);
 /* Back to a contiguous padded tensor [batch, ...], every ragged extent
- * padded to pad_len (0: the longest length), padding set to `fill`. */
+ * padded to pad_len (0: the longest length), padding set to `fill` (F32,
+ * F64, I32, I64; other dtypes pad with zero bytes). */
 sheaf_status sheaf_ragged_to_padded(sheaf_ctx *ctx, const sheaf_ragged *r, int64_t pad_len,
                                     double fill, sheaf_tensor **out);
 /* A dense view (no copy) of sequence b: shape = dims with lens[b] for the

@@ -49,7 +49,7 @@ static bool close_to(sheaf_graph *g, sheaf_expr e, const double *want, int64_t n
 
 /* ------------------------------------------------------------------ chains */
 
-enum { NI = 7, NOUT = 4 };
+enum { NI = 7, NOUT = 5 };
 
 typedef struct chain_in {
   int rank, rows, cols;
@@ -59,7 +59,8 @@ typedef struct chain_in {
 /* y0 = tanh(a*b + c*d) * sigmoid(e)
  * y1 = 0.5*exp(a - s) / (relu(b) + s2)
  * y2 = sum_n(a, b, c, d, e, tanh(a), sigmoid(b), gelu(c), log(relu(d) + s2), a*b, s*e)
- * y3 = s - tanh(a)*s                                    (s, s2: [1] scalars) */
+ * y3 = s - tanh(a)*s                                    (s, s2: [1] scalars)
+ * y4 = sum_n of 20 inputs (a, b, c, d, e four times: more than one program reads) */
 static void chain_build(sheaf_graph *g, const chain_in *x, sheaf_expr *y) {
   int64_t shape[2] = {x->rows, x->cols};
   const int64_t *sh = x->rank == 2 ? shape : shape + 1;
@@ -76,6 +77,9 @@ static void chain_build(sheaf_graph *g, const chain_in *x, sheaf_expr *y) {
                       sheaf_mul(g, s, e)};
   y[2] = sheaf_sum_n(g, 11, t);
   y[3] = sheaf_sub(g, s, sheaf_mul(g, sheaf_tanh(g, a), s));
+  sheaf_expr u[20];
+  for (int i = 0; i < 20; i++) u[i] = i % 5 == 0 ? a : i % 5 == 1 ? b : i % 5 == 2 ? c : i % 5 == 3 ? d : e;
+  y[4] = sheaf_sum_n(g, 20, u);
 }
 
 static void chain_ref(const chain_in *x, double *y[NOUT]) {
@@ -86,6 +90,7 @@ static void chain_ref(const chain_in *x, double *y[NOUT]) {
     y[1][i] = 0.5 * exp(a - s) / (relu(b) + s2);
     y[2][i] = a + b + c + d + e + tanh(a) + sigm(b) + gelu(c) + log(relu(d) + s2) + a * b + s * e;
     y[3][i] = s - tanh(a) * s;
+    y[4][i] = 4 * (a + b + c + d + e);
   }
 }
 
@@ -133,7 +138,7 @@ static void chain_case(int rank, int rows, int cols) {
     }
     sheaf_graph_free(g);
   }
-  /* fused: y0, y1, y3 one program each; y2 three (groups of 8, then their sum) */
+  /* fused: y0 .. y3 one program each; y4 two (16 values, then the rest and that sum) */
   CHECK(batches[0] <= 6);
   CHECK(batches[1] >= 20 * NI);
   CHECK(batches[2] > 2 * batches[0]); /* depth batches across instances, unfused */

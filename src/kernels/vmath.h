@@ -1,10 +1,11 @@
 /*
  * vmath.h — f32 exp / sigmoid / tanh / log / GELU (tanh and erf forms) used
  * by the GEMM epilogues and the row kernels. One array entry point per ISA
- * level; the AVX2+FMA inline versions live in vmath_avx2.h (used for the
- * AVX2 and AVX-512 levels: on Zen 4 256-bit ops have the same per-element
- * throughput). The scalar level is libm (sigmoid and both GELUs evaluated
- * in double, then rounded).
+ * level; the AVX2+FMA inline versions live in vmath_avx2.h (the GEMM
+ * epilogues use them at both vector levels), the AVX-512 ones of exp,
+ * sigmoid, tanh and log in vmath_avx512.h (the array entry point's AVX-512
+ * level; the GELUs stay AVX2 there). The scalar level is libm (sigmoid and
+ * both GELUs evaluated in double, then rounded).
  *
  * Every level is defined on the whole f32 range with IEEE special values:
  * NaN propagates, ±inf give the limits (exp(-inf) = 0, sigmoid(±inf) = 1/0,

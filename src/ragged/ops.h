@@ -33,10 +33,9 @@ void sh_rlin_ws_free(sheaf_ctx *ctx, sh_rlin_ws *ws); /* frees the members only 
 
 /* act < 0: no activation. residual with no rows and no base: none. ws may
  * be NULL (allocated for this call). With several threads and enough rows
- * the N rows are cut into 2..16 equal chunks per thread, each a GEMM of its
- * own, claimed dynamically (a stalled thread does not hold up half of the
- * layer); chunks are kept >= the GEMM's row block, so B is streamed no more
- * often than by one split GEMM. */
+ * the N rows are cut into equal chunks of about the GEMM's row block (MC),
+ * 2..16 per thread, each a single-threaded GEMM, claimed dynamically (a
+ * stalled thread does not hold up half of the layer). */
 sheaf_status sh_ragged_linear(sheaf_ctx *ctx, sheaf_isa isa, int threads, int64_t n,
                               sh_gemm_in x, const sh_gemm_packed_b *w, const float *bias,
                               int act, sh_gemm_in residual, sh_gemm_out y, sh_rlin_ws *ws);

@@ -270,20 +270,22 @@ static void emit(const sheaf_graph *g, pw_flat *b, uint32_t id, int level) {
   }
 }
 
-/* Four independent multiply chains over the program's 16 words (one chain
+/* Four independent multiply chains over the program's words (one chain
  * would serialize on the multiplies: this runs once per flushed root). */
 static uint64_t prog_hash(const sh_pw_prog *p) {
-  _Static_assert(sizeof(sh_pw_prog) % 32 == 0, "whole 4-word groups");
+  _Static_assert(sizeof(sh_pw_prog) % 8 == 0, "whole words");
   uint64_t w[sizeof *p / 8];
   memcpy(w, p, sizeof w);
   uint64_t h0 = 0x6a09e667f3bcc909ull, h1 = 0xbb67ae8584caa73bull, h2 = 0x3c6ef372fe94f82bull,
            h3 = 0xa54ff53a5f1d36f1ull;
-  for (size_t i = 0; i < SH_ARRAY_LEN(w); i += 4) {
+  size_t i = 0;
+  for (; i + 4 <= SH_ARRAY_LEN(w); i += 4) {
     h0 = (h0 ^ w[i]) * 0x9e3779b97f4a7c15ull;
     h1 = (h1 ^ w[i + 1]) * 0xc2b2ae3d27d4eb4full;
     h2 = (h2 ^ w[i + 2]) * 0x165667b19e3779f9ull;
     h3 = (h3 ^ w[i + 3]) * 0x85ebca77c2b2ae63ull;
   }
+  for (; i < SH_ARRAY_LEN(w); i++) h0 = (h0 ^ w[i]) * 0x9e3779b97f4a7c15ull;
   uint64_t h = h0 ^ (h1 << 17 | h1 >> 47) ^ (h2 << 31 | h2 >> 33) ^ (h3 << 47 | h3 >> 17);
   h ^= h >> 29;
   h *= 0xbf58476d1ce4e5b9ull;

@@ -221,8 +221,8 @@ typedef enum sh_pw_opc {
   SH_PW_LOG
 } sh_pw_opc;
 
-#define SH_PW_MAX_CODE 32
-#define SH_PW_MAX_LEAVES 8
+#define SH_PW_MAX_CODE 48
+#define SH_PW_MAX_LEAVES 16
 #define SH_PW_MAX_STACK 8
 #define SH_PW_MAX_CONST 4
 #define SH_PW_MAX_SIDE 4
