@@ -419,7 +419,7 @@ void sh_pw_prog_str(const sh_pw_prog *p, char *buf, size_t size) {
   int sp = 0;
   for (int pc = 0; pc < p->n_code; pc++) {
     int op = p->op[pc], a = p->arg[pc];
-    char t[W];
+    char t[2 * W + 32]; /* room for two operands: truncated to W when stored */
     switch (op) {
     case SH_PW_LOAD:
       if (sp >= SH_PW_MAX_STACK) goto bad;
@@ -428,8 +428,8 @@ void sh_pw_prog_str(const sh_pw_prog *p, char *buf, size_t size) {
       continue;
     case SH_PW_STORE: /* a side output: {...} */
       if (sp < 1) goto bad;
-      snprintf(t, W, "{%s}", s[sp - 1]);
-      memcpy(s[sp - 1], t, W);
+      snprintf(t, sizeof t, "{%s}", s[sp - 1]);
+      memcpy(s[sp - 1], t, W - 1), s[sp - 1][W - 1] = '\0';
       prec[sp - 1] = 3;
       continue;
     case SH_PW_ADD:
@@ -439,26 +439,26 @@ void sh_pw_prog_str(const sh_pw_prog *p, char *buf, size_t size) {
       if (sp < 2) goto bad;
       int pr = op == SH_PW_ADD || op == SH_PW_SUB ? 1 : 2;
       bool pl = prec[sp - 2] < pr, prr = prec[sp - 1] < pr || (prec[sp - 1] == pr && op != SH_PW_ADD && op != SH_PW_MUL);
-      snprintf(t, W, "%s%s%s%c%s%s%s", pl ? "(" : "", s[sp - 2], pl ? ")" : "", "+-*/"[op - SH_PW_ADD],
+      snprintf(t, sizeof t, "%s%s%s%c%s%s%s", pl ? "(" : "", s[sp - 2], pl ? ")" : "", "+-*/"[op - SH_PW_ADD],
                prr ? "(" : "", s[sp - 1], prr ? ")" : "");
       sp--;
-      memcpy(s[sp - 1], t, W);
+      memcpy(s[sp - 1], t, W - 1), s[sp - 1][W - 1] = '\0';
       prec[sp - 1] = pr;
       continue;
     }
     case SH_PW_SCALE: {
       if (sp < 1) goto bad;
       bool par = prec[sp - 1] < 2;
-      snprintf(t, W, "%g*%s%s%s", (double)p->k[a], par ? "(" : "", s[sp - 1], par ? ")" : "");
-      memcpy(s[sp - 1], t, W);
+      snprintf(t, sizeof t, "%g*%s%s%s", (double)p->k[a], par ? "(" : "", s[sp - 1], par ? ")" : "");
+      memcpy(s[sp - 1], t, W - 1), s[sp - 1][W - 1] = '\0';
       prec[sp - 1] = 2;
       continue;
     }
     default: {
       static const char *const fn[] = {"tanh", "sigmoid", "relu", "gelu", "exp", "log"};
       if (sp < 1 || op < SH_PW_TANH || op > SH_PW_LOG) goto bad;
-      snprintf(t, W, "%s(%s)", fn[op - SH_PW_TANH], s[sp - 1]);
-      memcpy(s[sp - 1], t, W);
+      snprintf(t, sizeof t, "%s(%s)", fn[op - SH_PW_TANH], s[sp - 1]);
+      memcpy(s[sp - 1], t, W - 1), s[sp - 1][W - 1] = '\0';
       prec[sp - 1] = 3;
       continue;
     }
@@ -731,7 +731,7 @@ sheaf_status sh_exec_pw(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t
   uint64_t t0 = sheaf_time_ns();
   /* split rows over the pool when each thread gets a few microseconds of
    * work (about one vector op per element and instruction) */
-  if (g->threads > 1 && m >= 2 && m * cols * p->n_code >= 65536) {
+  if (g->threads > 1 && m >= 2 && m * cols * p->n_code >= 32768) {
     j.tasks = m < 4 * g->threads ? m : 4 * g->threads;
     sh_pool_run(g->ctx->pool, j.tasks, pw_task, &j, g->threads);
   } else {
