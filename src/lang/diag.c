@@ -16,7 +16,7 @@ void sh_diags_init(sh_diags *d, const char *file, const char *src, size_t len) {
   d->dropping = false;
 }
 
-static void add(sh_diags *d, sh_diag_kind kind, sh_span at, const char *fmt, va_list ap) {
+SH_PRINTF_V(4) static void add(sh_diags *d, sh_diag_kind kind, sh_span at, const char *fmt, va_list ap) {
   if (d->n >= (int)SH_ARRAY_LEN(d->v)) return;
   sh_diag *e = &d->v[d->n++];
   e->kind = kind;
