@@ -23,9 +23,11 @@ else
 Q := @
 say = @printf '  %-6s %s\n' $(1) $(2)
 endif
-# Cross builds (e.g. CC=aarch64-linux-gnu-gcc) get the target in the directory name.
+# Cross builds (e.g. CC=aarch64-linux-gnu-gcc) get the target in the directory
+# name, and clang builds a -clang suffix, so gcc and clang objects never mix.
 ARCH := $(shell $(CC) -dumpmachine 2>/dev/null | cut -d- -f1)
-BUILDDIR := build/$(BUILD)$(if $(SAN),-san-$(subst $(comma),-,$(SAN)))$(if $(filter-out x86_64,$(ARCH)),-$(ARCH))
+CC_TAG := $(if $(findstring clang,$(shell $(CC) --version 2>/dev/null | head -n 1)),-clang)
+BUILDDIR := build/$(BUILD)$(if $(SAN),-san-$(subst $(comma),-,$(SAN)))$(if $(filter-out x86_64,$(ARCH)),-$(ARCH))$(CC_TAG)
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wvla \
         -Wpointer-arith -Wformat=2 -Wundef -Wcast-qual -Wnull-dereference \

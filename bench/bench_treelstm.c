@@ -26,33 +26,16 @@
 
 #include "bench_util.h"
 
-#define EWT_TEST "data/ud_english_ewt/en_ewt-ud-test.conllu"
-#define MAXL 8
+#define MAXL EXB_MAXL
 #define EMBED 256
-#define CHECK_TREES 64
+#define CHECK_TREES 64 /* instances compared with the PyTorch peers */
 
-static const sheaf_policy policies[4] = {SHEAF_POLICY_SHEAF, SHEAF_POLICY_NONE,
-                                         SHEAF_POLICY_DEPTH, SHEAF_POLICY_AGENDA};
+typedef exb_cell cell; /* peer[0]: pytorch-naive, peer[1]: pytorch-level */
 
-typedef struct cell {
-  double sheaf[4];     /* trees/s per policy */
-  double naive, level; /* PyTorch; 0 = not measured */
-  double useful_gflops;
-} cell;
-
-static void usage(void) {
-  fprintf(stderr,
-          "usage: bench_treelstm [--quick] [--json FILE] [--hidden LIST] [--batch LIST]\n"
-          "                      [--threads LIST] [--trees N] [--data FILE] [--python PY]\n"
-          "                      [--no-torch]\n");
-  exit(2);
-}
-
-/* v with `decimals` decimals, or "-" when not measured (v <= 0). */
-static void fmt_num(char out[16], double v, int decimals) {
-  if (v > 0) snprintf(out, 16, "%.*f", decimals, v);
-  else snprintf(out, 16, "-");
-}
+static const char usage[] =
+    "usage: bench_treelstm [--quick] [--json FILE] [--hidden LIST] [--batch LIST]\n"
+    "                      [--threads LIST] [--trees N] [--data FILE] [--python PY]\n"
+    "                      [--no-torch]\n";
 
 /* Trees [0, n) as "n w l r ..." lines (post-order, local indices). */
 static bool write_trees(const ex_data *d, int32_t n, const char *path) {
@@ -112,117 +95,52 @@ static bool synthetic(sheaf_ctx *ctx, int32_t count, int leaves, ex_data *d) {
 }
 
 int main(int argc, char **argv) {
-  bool quick = false, no_torch = false;
-  const char *json = NULL, *data_path = EWT_TEST, *python = "python3";
-  int hidden[MAXL] = {256, 512}, nh = 2, batch[MAXL] = {1, 10, 64}, nb = 3,
-      threads[MAXL] = {1, 2}, nt = 2;
-  long trees_arg = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    bool has = i + 1 < argc;
-    if (!strcmp(a, "--quick")) quick = true;
-    else if (!strcmp(a, "--no-torch")) no_torch = true;
-    else if (!strcmp(a, "--json") && has) json = argv[++i];
-    else if (!strcmp(a, "--data") && has) data_path = argv[++i];
-    else if (!strcmp(a, "--python") && has) python = argv[++i];
-    else if (!strcmp(a, "--trees") && has) trees_arg = strtol(argv[++i], NULL, 10);
-    else if (!strcmp(a, "--hidden") && has) {
-      if (!exb_parse_list(argv[++i], hidden, MAXL, &nh)) usage();
-    } else if (!strcmp(a, "--batch") && has) {
-      if (!exb_parse_list(argv[++i], batch, MAXL, &nb)) usage();
-    } else if (!strcmp(a, "--threads") && has) {
-      if (!exb_parse_list(argv[++i], threads, MAXL, &nt)) usage();
-    } else usage();
-  }
-  int max_threads = 1;
-  for (int i = 0; i < nt; i++) max_threads = threads[i] > max_threads ? threads[i] : max_threads;
-  sheaf_ctx_options o = {.threads = max_threads};
-  sheaf_ctx *ctx;
-  char err[512];
-  if (sheaf_ctx_create(&o, &ctx, err, sizeof err) != SHEAF_OK) {
-    fprintf(stderr, "bench_treelstm: %s\n", err);
+  exb_opts o;
+  exb_env e;
+  if (!exb_start(argc, argv, "bench_treelstm", "--trees", usage, EX_DATA_BINARY, 256,
+                 "trees.txt", write_trees, &o, &e))
     return 1;
-  }
-  ex_data d;
-  if (ex_data_load(ctx, data_path, EX_DATA_BINARY, &d) != SHEAF_OK) {
-    fprintf(stderr, "bench_treelstm: %s\n", sheaf_ctx_last_error(ctx));
-    return 1;
-  }
-  int32_t S = ex_data_count(&d);
-  if (quick && S > 256) S = 256;
-  if (trees_arg > 0 && trees_arg < S) S = (int32_t)trees_arg;
-  double min_s = quick ? 0.2 : 1.0;
-  int rounds = quick ? 1 : 3;
-  int64_t nodes = ex_data_size_range(&d, 0, S);
-  int32_t *scratch = malloc((size_t)d.tb.n_nodes * sizeof(int32_t)),
-          *heights = malloc((size_t)d.tb.n_trees * sizeof(int32_t));
-  sh_tb_tree_heights(&d.tb, scratch, heights);
+  const ex_data *d = &e.d;
+  int32_t S = e.n;
+  int64_t nodes = ex_data_size_range(d, 0, S);
+  int32_t *scratch = malloc((size_t)d->tb.n_nodes * sizeof(int32_t)),
+          *heights = malloc((size_t)d->tb.n_trees * sizeof(int32_t));
+  sh_tb_tree_heights(&d->tb, scratch, heights);
   double mean_h = 0;
   for (int32_t t = 0; t < S; t++) mean_h += heights[t];
   mean_h /= S;
   free(scratch);
   free(heights);
-  const char *trees_file = exb_tmp_path("trees.txt");
-  if (!write_trees(&d, S, trees_file)) {
-    fprintf(stderr, "bench_treelstm: cannot write %s\n", trees_file);
-    return 1;
-  }
-  bool torch = !no_torch && exb_have_torch(python);
-  if (!exb_json_open(json)) {
-    fprintf(stderr, "bench_treelstm: cannot write %s\n", json);
-    return 1;
-  }
 
   printf("TreeLSTM (binary, Tai et al. 2015), %s binarized: %d trees, %lld nodes "
          "(mean %.1f nodes, mean height %.2f), embed %d\n",
-         data_path, (int)S, (long long)nodes, (double)nodes / S, mean_h, EMBED);
+         o.data, (int)S, (long long)nodes, (double)nodes / S, mean_h, EMBED);
   printf("sheaf %s, isa %s; trees/s = trees / wall time of whole passes (build + schedule + "
          "kernels + reading outputs), best of %d window(s) of >= %.2f s\n",
-         sheaf_version(), sheaf_isa_name(sheaf_cpu_isa()), rounds, min_s);
-  if (!torch)
-    printf("note: PyTorch peers skipped: %s\n",
-           no_torch ? "--no-torch"
-                    : "'import torch' failed (scripts/install_torch.sh installs it)");
+         sheaf_version(), sheaf_isa_name(sheaf_cpu_isa()), e.rounds, e.min_s);
+  exb_note_torch(&o, &e);
 
+  const exb_peer peer = {"bench/treelstm_torch.py", "--trees", "--naive-batches", "tree",
+                         {"pytorch-naive", "pytorch-level"}};
   cell cells[MAXL][MAXL][MAXL]; /* [hidden][threads][batch] */
   memset(cells, 0, sizeof cells);
   double ceiling[MAXL][MAXL][2];
   memset(ceiling, 0, sizeof ceiling);
   double worst_check = 0;
 
-  for (int hi = 0; hi < nh; hi++) {
-    int H = hidden[hi];
+  for (int hi = 0; hi < o.nh; hi++) {
+    int H = o.hidden[hi];
     ex_net net;
-    if (ex_net_create(ctx, EX_MODEL_TREELSTM, &d, H, EMBED, &net) != SHEAF_OK ||
-        ex_net_seed(&net, 1) != SHEAF_OK) {
-      fprintf(stderr, "bench_treelstm: %s\n", sheaf_ctx_last_error(ctx));
-      return 1;
-    }
+    ex_outputs ref;
+    const char *wpath;
+    if (!exb_net_open(&e, EX_MODEL_TREELSTM, H, EMBED, CHECK_TREES, &net, &ref, &wpath)) return 1;
     double flops = 0;
     for (int32_t t = 0; t < S; t++) flops += ex_net_flops(&net, t);
-    char wname[64];
-    snprintf(wname, sizeof wname, "treelstm-h%d.safetensors", H);
-    const char *wpath = exb_tmp_path(wname);
-    if (sheaf_model_save(net.model, wpath) != SHEAF_OK) {
-      fprintf(stderr, "bench_treelstm: %s\n", sheaf_ctx_last_error(ctx));
-      return 1;
-    }
-    /* Sheaf's outputs for the check against PyTorch */
-    int32_t C = S < CHECK_TREES ? S : CHECK_TREES;
-    ex_outputs ref;
-    sheaf_graph *g = NULL;
-    if (ex_outputs_init(&ref, &net, 0, C) != SHEAF_OK ||
-        sheaf_graph_create(net.model, NULL, &g) != SHEAF_OK ||
-        ex_run(&net, g, 0, C, 64, &ref) != SHEAF_OK) {
-      fprintf(stderr, "bench_treelstm: %s\n", sheaf_ctx_last_error(ctx));
-      return 1;
-    }
-    sheaf_graph_free(g);
 
-    for (int ti = 0; ti < nt; ti++) {
-      int T = threads[ti];
-      ceiling[hi][ti][0] = exb_gemm_gflops(ctx, T, 64, 5 * H, 2 * H, quick ? 0.05 : 0.2);
-      ceiling[hi][ti][1] = exb_gemm_gflops(ctx, T, 256, 5 * H, 2 * H, quick ? 0.05 : 0.2);
+    for (int ti = 0; ti < o.nt; ti++) {
+      int T = o.threads[ti];
+      ceiling[hi][ti][0] = exb_gemm_gflops(e.ctx, T, 64, 5 * H, 2 * H, o.quick ? 0.05 : 0.2);
+      ceiling[hi][ti][1] = exb_gemm_gflops(e.ctx, T, 256, 5 * H, 2 * H, o.quick ? 0.05 : 0.2);
       printf("\nhidden %d, %d thread%s: GEMM ceiling (sh_gemm, N=%d, K=%d, packed B): "
              "M=64 %.1f GFLOP/s, M=256 %.1f GFLOP/s\n",
              H, T, T > 1 ? "s" : "", 5 * H, 2 * H, ceiling[hi][ti][0], ceiling[hi][ti][1]);
@@ -232,90 +150,20 @@ int main(int argc, char **argv) {
       exb_json_rec("\"system\": \"gemm-ceiling\", \"model\": \"treelstm\", \"hidden\": %d, "
                    "\"threads\": %d, \"m\": 256, \"n\": %d, \"k\": %d, \"gflops\": %.2f",
                    H, T, 5 * H, 2 * H, ceiling[hi][ti][1]);
-      if (torch) {
-        char cmd[2048], blist[128] = "";
-        for (int bi = 0; bi < nb; bi++)
-          snprintf(blist + strlen(blist), sizeof blist - strlen(blist), "%s%d", bi ? "," : "",
-                   batch[bi]);
-        char first_batch[16];
-        snprintf(first_batch, sizeof first_batch, "%d", batch[0]);
-        const char *check = exb_tmp_path("check.f32");
-        remove(check);
-        /* with several threads, OMP_WAIT_POLICY=PASSIVE (needed by OpenBLAS builds)
-         * and the default (often better for MKL builds) both run: the best counts */
-        for (int wp = 0; wp < (T > 1 ? 2 : 1); wp++) {
-          snprintf(cmd, sizeof cmd,
-                   "OMP_NUM_THREADS=%d MKL_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d %s "
-                   "%s bench/treelstm_torch.py --weights %s --trees %s --threads %d "
-                   "--batches %s --min-time %g --rounds %d%s%s --check-count %d --naive-batches %s",
-                   T, T, T, T > 1 && wp == 0 ? "OMP_WAIT_POLICY=PASSIVE" : "", python, wpath,
-                   trees_file, T, blist, min_s, rounds, ti == 0 ? " --check " : "",
-                   ti == 0 ? check : "", C,
-                   quick ? first_batch : blist); /* quick: naive at the first batch size */
-          exb_peer_rec recs[64];
-          int n = 0;
-          int st = exb_run_peer(cmd, "trees_per_s", recs, 64, &n);
-          if (st != 0) printf("  note: the PyTorch peer exited with status %d\n", st);
-          for (int r = 0; r < n; r++)
-            for (int bi = 0; bi < nb; bi++) {
-              cell *c = &cells[hi][ti][bi];
-              if (recs[r].batch != batch[bi]) continue;
-              if (!strcmp(recs[r].system, "pytorch-naive")) c->naive = fmax(c->naive, recs[r].rate);
-              if (!strcmp(recs[r].system, "pytorch-level")) c->level = fmax(c->level, recs[r].rate);
-            }
-        }
-        if (ti == 0) {
-          size_t nv = 0;
-          float *v = exb_read_f32(check, &nv);
-          size_t want = (size_t)C * EX_TREELSTM_CLASSES;
-          if (v && nv == 2 * want) {
-            double dn = 0, dl = 0;
-            for (size_t k = 0; k < want; k++) {
-              double a = fabs((double)ref.values[k] - v[k]), b = fabs((double)ref.values[k] - v[want + k]);
-              dn = a > dn ? a : dn;
-              dl = b > dl ? b : dl;
-            }
-            printf("  check (first %d trees, same weights): max |sheaf - pytorch-naive| = %.2g, "
-                   "max |sheaf - pytorch-level| = %.2g%s\n",
-                   (int)C, dn, dl, dn > 1e-4 || dl > 1e-4 ? "  ** MISMATCH **" : "");
-            if (dn > worst_check) worst_check = dn;
-            if (dl > worst_check) worst_check = dl;
-          } else {
-            printf("  check: no PyTorch outputs to compare\n");
-          }
-          free(v);
-        }
+      if (e.torch) {
+        worst_check = fmax(worst_check,
+                           exb_peers(&o, &e, &peer, wpath, T, ti == 0 ? &ref : NULL, cells[hi][ti]));
       }
       printf("  %5s | %9s %9s %9s %9s | %9s %9s | %8s %8s | %7s %7s\n", "batch", "sheaf", "none",
              "depth", "agenda", "pt-naive", "pt-level", "vs level", "vs naive", "GFLOP/s",
              "of ceil");
-      for (int bi = 0; bi < nb; bi++) {
+      for (int bi = 0; bi < o.nb; bi++) {
         cell *c = &cells[hi][ti][bi];
-        for (int p = 0; p < 4; p++) {
-          c->sheaf[p] = exb_sheaf_rate(&net, policies[p], T, batch[bi], S, min_s, rounds, NULL, NULL);
-          if (c->sheaf[p] <= 0) return 1;
-          exb_json_rec("\"system\": \"sheaf\", \"policy\": \"%s\", \"model\": \"treelstm\", "
-                       "\"hidden\": %d, \"batch\": %d, \"threads\": %d, \"trees_per_s\": %.2f",
-                       sheaf_policy_name(policies[p]), H, batch[bi], T, c->sheaf[p]);
-        }
-        if (c->naive > 0)
-          exb_json_rec("\"system\": \"pytorch-naive\", \"policy\": null, \"model\": \"treelstm\", "
-                       "\"hidden\": %d, \"batch\": %d, \"threads\": %d, \"trees_per_s\": %.2f",
-                       H, batch[bi], T, c->naive);
-        if (c->level > 0)
-          exb_json_rec("\"system\": \"pytorch-level\", \"policy\": null, \"model\": \"treelstm\", "
-                       "\"hidden\": %d, \"batch\": %d, \"threads\": %d, \"trees_per_s\": %.2f",
-                       H, batch[bi], T, c->level);
-        c->useful_gflops = c->sheaf[0] * flops / S * 1e-9;
-        double naive = c->naive > 0 ? c->naive : cells[hi][ti][0].naive;
         char f[4][16];
-        fmt_num(f[0], c->naive, 1);
-        if (c->naive <= 0 && naive > 0) snprintf(f[0], 16, "(above)");
-        fmt_num(f[1], c->level, 1);
-        fmt_num(f[2], c->level > 0 ? c->sheaf[0] / c->level : 0, 2);
-        fmt_num(f[3], naive > 0 ? c->sheaf[0] / naive : 0, 2);
+        if (!exb_row(&e, &net, &peer, T, o.batch[bi], c, &cells[hi][ti][0], f)) return 1;
+        c->useful_gflops = c->sheaf[0] * flops / S * 1e-9;
         printf("  %5d | %9.1f %9.1f %9.1f %9.1f | %9s %9s | %8s %8s | %7.1f %6.1f%%\n",
-               batch[bi], c->sheaf[0], c->sheaf[1], c->sheaf[2], c->sheaf[3], f[0], f[1], f[2],
+               o.batch[bi], c->sheaf[0], c->sheaf[1], c->sheaf[2], c->sheaf[3], f[0], f[1], f[2],
                f[3], c->useful_gflops, 100 * c->useful_gflops / ceiling[hi][ti][0]);
         fflush(stdout);
       }
@@ -325,30 +173,7 @@ int main(int argc, char **argv) {
   }
 
   /* runtime overhead: hidden 8, kernels cost (almost) nothing */
-  printf("\nruntime overhead at hidden 8, embed 8, batch 64, 1 thread, %d trees "
-         "(ns per graph op: one builder call, views included)\n",
-         (int)S);
-  printf("  %-8s %10s %12s %12s %12s %12s\n", "policy", "trees/s", "ops/tree", "build ns/op",
-         "sched ns/op", "wall ns/op");
-  {
-    ex_net tiny;
-    if (ex_net_create(ctx, EX_MODEL_TREELSTM, &d, 8, 8, &tiny) != SHEAF_OK) return 1;
-    for (int p = 0; p < 4; p++) {
-      sheaf_graph_stats s;
-      long passes = 0;
-      double r = exb_sheaf_rate(&tiny, policies[p], 1, 64, S, min_s, rounds, &s, &passes);
-      if (r <= 0) return 1;
-      double ops = (double)s.nodes, per_tree = ops / ((double)passes * S);
-      printf("  %-8s %10.1f %12.1f %12.1f %12.1f %12.1f\n", sheaf_policy_name(policies[p]), r,
-             per_tree, (double)s.ns_build / ops, (double)s.ns_schedule / ops, 1e9 / r / per_tree);
-      exb_json_rec("\"system\": \"sheaf-overhead\", \"policy\": \"%s\", \"model\": \"treelstm\", "
-                   "\"hidden\": 8, \"batch\": 64, \"threads\": 1, \"trees_per_s\": %.2f, "
-                   "\"build_ns_per_op\": %.2f, \"schedule_ns_per_op\": %.2f",
-                   sheaf_policy_name(policies[p]), r, (double)s.ns_build / ops,
-                   (double)s.ns_schedule / ops);
-    }
-    ex_net_free(&tiny);
-  }
+  if (!exb_overhead(&e, EX_MODEL_TREELSTM, "tree")) return 1;
 
   /* DyNet's setting: 49-node synthetic trees, hidden 256, 1 thread */
   printf("\nDyNet's setting (issue 4): 49-node synthetic trees, hidden 256, embed %d, 1 thread\n",
@@ -356,15 +181,15 @@ int main(int argc, char **argv) {
   {
     ex_data syn;
     ex_net net;
-    if (!synthetic(ctx, 256, 25, &syn) ||
-        ex_net_create(ctx, EX_MODEL_TREELSTM, &syn, 256, EMBED, &net) != SHEAF_OK) {
-      fprintf(stderr, "bench_treelstm: synthetic trees: %s\n", sheaf_ctx_last_error(ctx));
+    if (!synthetic(e.ctx, 256, 25, &syn) ||
+        ex_net_create(e.ctx, EX_MODEL_TREELSTM, &syn, 256, EMBED, &net) != SHEAF_OK) {
+      fprintf(stderr, "bench_treelstm: synthetic trees: %s\n", sheaf_ctx_last_error(e.ctx));
       return 1;
     }
     static const int bs[2] = {1, 64};
     static const double dynet[2] = {770, 1200};
     for (int i = 0; i < 2; i++) {
-      double r = exb_sheaf_rate(&net, SHEAF_POLICY_SHEAF, 1, bs[i], 256, min_s, rounds, NULL, NULL);
+      double r = exb_sheaf_rate(&net, SHEAF_POLICY_SHEAF, 1, bs[i], 256, e.min_s, e.rounds, NULL, NULL);
       printf("  batch %2d: sheaf %.1f trees/s; DyNet agenda autobatching ~%.0f trees/s "
              "(measured on this machine, issue 4): %.2fx\n",
              bs[i], r, dynet[i], r / dynet[i]);
@@ -382,14 +207,14 @@ int main(int argc, char **argv) {
 
   /* the headline figures */
   int h256 = -1, t1 = -1, t2 = -1, b1 = -1, b64 = -1;
-  for (int i = 0; i < nh; i++) h256 = hidden[i] == 256 ? i : h256;
-  for (int i = 0; i < nt; i++) {
-    t1 = threads[i] == 1 ? i : t1;
-    t2 = threads[i] == 2 ? i : t2;
+  for (int i = 0; i < o.nh; i++) h256 = o.hidden[i] == 256 ? i : h256;
+  for (int i = 0; i < o.nt; i++) {
+    t1 = o.threads[i] == 1 ? i : t1;
+    t2 = o.threads[i] == 2 ? i : t2;
   }
-  for (int i = 0; i < nb; i++) {
-    b1 = batch[i] == 1 ? i : b1;
-    b64 = batch[i] == 64 ? i : b64;
+  for (int i = 0; i < o.nb; i++) {
+    b1 = o.batch[i] == 1 ? i : b1;
+    b64 = o.batch[i] == 64 ? i : b64;
   }
   if (h256 >= 0 && t1 >= 0) {
     printf("\nsummary, hidden 256, 1 thread:\n");
@@ -398,23 +223,20 @@ int main(int argc, char **argv) {
       printf("  batch 64: sheaf %.1f trees/s = %.1f%% of the GEMM ceiling (M=64; %.1f%% of M=256)",
              c->sheaf[0], 100 * c->useful_gflops / ceiling[h256][t1][0],
              100 * c->useful_gflops / ceiling[h256][t1][1]);
-      if (c->level > 0) printf(", %.2fx pytorch-level", c->sheaf[0] / c->level);
+      if (c->peer[1] > 0) printf(", %.2fx pytorch-level", c->sheaf[0] / c->peer[1]);
       printf("\n");
     }
     if (b1 >= 0) {
       cell *c = &cells[h256][t1][b1];
       printf("  batch 1:  sheaf %.1f trees/s", c->sheaf[0]);
-      if (c->level > 0) printf(", %.2fx pytorch-level", c->sheaf[0] / c->level);
+      if (c->peer[1] > 0) printf(", %.2fx pytorch-level", c->sheaf[0] / c->peer[1]);
       printf("\n");
     }
     if (b64 >= 0 && t2 >= 0)
       printf("  batch 64, 2 threads / 1 thread: %.2fx\n",
              cells[h256][t2][b64].sheaf[0] / cells[h256][t1][b64].sheaf[0]);
   }
-  if (torch && worst_check > 1e-4) printf("\nWARNING: Sheaf and PyTorch outputs differ\n");
-  exb_json_close();
-  exb_tmp_cleanup();
-  ex_data_free(&d);
-  sheaf_ctx_free(ctx);
+  if (e.torch && worst_check > 1e-4) printf("\nWARNING: Sheaf and PyTorch outputs differ\n");
+  exb_finish(&e);
   return 0;
 }

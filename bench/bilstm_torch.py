@@ -24,33 +24,12 @@ Prints "# ..." configuration lines and one JSON object per measurement:
 {"system", "batch", "threads", "hidden", "sents_per_s"}. --check FILE
 writes the tag log-probabilities of the first --check-count sentences'
 words, float32, loop then packed (batches of 64). Exit status 3 when torch
-cannot be imported.
+cannot be imported. The flags, the banner, the weights reader and the timing
+windows are torch_peer.py's (shared with the other model peers).
 """
 import argparse
-import json
-import os
-import struct
-import sys
-import time
 
-
-def load_safetensors(path, torch):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    base = 8 + n
-    buf = bytearray(data)
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        if info["dtype"] != "F32":
-            raise SystemExit(f"{path}: tensor {name}: dtype {info['dtype']}, expected F32")
-        a, b = info["data_offsets"]
-        t = torch.frombuffer(buf, dtype=torch.float32, count=(b - a) // 4, offset=base + a)
-        out[name] = t.reshape(info["shape"]).clone()
-    return out
+import torch_peer
 
 
 def load_sents(path):
@@ -129,54 +108,15 @@ class Tagger:
         return ys
 
 
-def rate(fn, items, n, min_time, rounds):
-    fn(items[0])
-    best = 0.0
-    for _ in range(rounds):
-        passes = 0
-        t0 = time.perf_counter()
-        while True:
-            for it in items:
-                fn(it)
-            passes += 1
-            dt = time.perf_counter() - t0
-            if dt >= min_time:
-                break
-        best = max(best, passes * n / dt)
-    return best
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--weights", required=True)
     ap.add_argument("--sents", required=True)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--batches", default="1,10,64")
-    ap.add_argument("--systems", default="loop,packed")
-    ap.add_argument("--loop-batches", default=None,
-                    help="batch sizes at which to time the per-sentence loop (default: "
-                         "all; its work per sentence does not depend on the batch)")
-    ap.add_argument("--min-time", type=float, default=1.0)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--check")
-    ap.add_argument("--check-count", type=int, default=64)
+    torch_peer.common_args(ap, "loop,packed", "loop",
+                           "batch sizes at which to time the per-sentence loop (default: "
+                           "all; its work per sentence does not depend on the batch)")
     args = ap.parse_args()
-    try:
-        import torch
-    except Exception as e:  # noqa: BLE001 -- any import failure means "no peer"
-        print(f"# torch not importable: {e}")
-        sys.exit(3)
-    torch.set_num_threads(args.threads)
-    cfg = torch.__config__.show()
-    blas = "MKL" if "BLAS_INFO=mkl" in cfg else ("OpenBLAS" if "openblas" in cfg.lower() else "?")
-    isa = [l.split(":")[-1].strip() for l in cfg.splitlines() if "CPU capability" in l]
-    print(f"# torch {torch.__version__}, BLAS {blas}, oneDNN {torch.backends.mkldnn.is_available()}, "
-          f"CPU capability {isa[0] if isa else '?'}, threads {torch.get_num_threads()} "
-          f"(OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
-          f"MKL_NUM_THREADS={os.environ.get('MKL_NUM_THREADS')}, "
-          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'default')})")
-    sys.stdout.flush()
-    m = Tagger(load_safetensors(args.weights, torch), torch)
+    torch = torch_peer.import_torch(args.threads)
+    m = Tagger(torch_peer.load_safetensors(args.weights, torch), torch)
     sents = load_sents(args.sents)
     with torch.inference_mode():
         if args.check:
@@ -184,25 +124,20 @@ def main():
             loop = torch.cat(m.loop(m.plan_loop(sents[:c])), 0)
             packed = torch.cat([m.packed_by_sentence(sents[i:min(i + 64, c)])
                                 for i in range(0, c, 64)], 0)
-            with open(args.check, "wb") as f:
-                f.write(loop.contiguous().numpy().tobytes())
-                f.write(packed.contiguous().numpy().tobytes())
-        loop_batches = set(map(int, (args.loop_batches or args.batches).split(",")))
+            torch_peer.write_check(args.check, loop, packed)
+        loop_batches = torch_peer.batch_set(args.loop_batches or args.batches)
         for b in map(int, args.batches.split(",")):
             groups = [sents[i:i + b] for i in range(0, len(sents), b)]
             for system in args.systems.split(","):
                 if system == "loop" and b not in loop_batches:
                     continue
                 if system == "loop":
-                    r = rate(m.loop, [m.plan_loop(g) for g in groups], len(sents),
-                             args.min_time, args.rounds)
+                    r = torch_peer.rate(m.loop, [m.plan_loop(g) for g in groups], len(sents),
+                                        args.min_time, args.rounds)
                 else:
-                    r = rate(m.packed, [m.plan(g) for g in groups], len(sents),
-                             args.min_time, args.rounds)
-                print(json.dumps({"system": "pytorch-" + system, "batch": b,
-                                  "threads": args.threads, "hidden": m.H,
-                                  "sents_per_s": round(r, 2)}))
-                sys.stdout.flush()
+                    r = torch_peer.rate(m.packed, [m.plan(g) for g in groups], len(sents),
+                                        args.min_time, args.rounds)
+                torch_peer.emit(system, b, args.threads, m.H, "sents_per_s", r)
 
 
 if __name__ == "__main__":

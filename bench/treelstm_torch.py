@@ -25,33 +25,12 @@ Prints "# ..." lines (torch version and configuration) and one JSON object
 per measurement: {"system", "batch", "threads", "hidden", "trees_per_s"}.
 --check FILE writes the log-probabilities of the first --check-count trees,
 float32: naive (count x 5) then level (count x 5, batches of 64).
-Exit status 3 when torch cannot be imported.
+Exit status 3 when torch cannot be imported. The flags, the banner, the weights reader and the timing
+windows are torch_peer.py's (shared with the other model peers).
 """
 import argparse
-import json
-import os
-import struct
-import sys
-import time
 
-
-def load_safetensors(path, torch):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    base = 8 + n
-    out = {}
-    buf = bytearray(data)
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        if info["dtype"] != "F32":
-            raise SystemExit(f"{path}: tensor {name}: dtype {info['dtype']}, expected F32")
-        a, b = info["data_offsets"]
-        t = torch.frombuffer(buf, dtype=torch.float32, count=(b - a) // 4, offset=base + a)
-        out[name] = t.reshape(info["shape"]).clone()
-    return out
+import torch_peer
 
 
 def load_trees(path):
@@ -161,56 +140,15 @@ class Model:
         return t.log_softmax(t.addmm(self.b_out, Hs.index_select(0, roots), self.W_out), 1)
 
 
-def rate(fn, items, n_trees, min_time, rounds):
-    """Best trees/s over `rounds` windows of at least min_time seconds, each
-    made of whole passes over `items`."""
-    fn(items[0])  # warm-up (allocator, oneDNN/MKL init)
-    best = 0.0
-    for _ in range(rounds):
-        passes = 0
-        t0 = time.perf_counter()
-        while True:
-            for it in items:
-                fn(it)
-            passes += 1
-            dt = time.perf_counter() - t0
-            if dt >= min_time:
-                break
-        best = max(best, passes * n_trees / dt)
-    return best
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--weights", required=True)
     ap.add_argument("--trees", required=True)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--batches", default="1,10,64")
-    ap.add_argument("--systems", default="naive,level")
-    ap.add_argument("--naive-batches", default=None,
-                    help="batch sizes at which to time naive (default: all; its work "
-                         "per tree does not depend on the batch)")
-    ap.add_argument("--min-time", type=float, default=1.0)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--check")
-    ap.add_argument("--check-count", type=int, default=64)
+    torch_peer.common_args(ap, "naive,level", "naive",
+                           "batch sizes at which to time naive (default: all; its work "
+                           "per tree does not depend on the batch)")
     args = ap.parse_args()
-    try:
-        import torch
-    except Exception as e:  # noqa: BLE001 -- any import failure means "no peer"
-        print(f"# torch not importable: {e}")
-        sys.exit(3)
-    torch.set_num_threads(args.threads)
-    cfg = torch.__config__.show()
-    blas = "MKL" if "BLAS_INFO=mkl" in cfg else ("OpenBLAS" if "openblas" in cfg.lower() else "?")
-    isa = [l.split(":")[-1].strip() for l in cfg.splitlines() if "CPU capability" in l]
-    print(f"# torch {torch.__version__}, BLAS {blas}, oneDNN {torch.backends.mkldnn.is_available()}, "
-          f"CPU capability {isa[0] if isa else '?'}, threads {torch.get_num_threads()} "
-          f"(OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, "
-          f"MKL_NUM_THREADS={os.environ.get('MKL_NUM_THREADS')}, "
-          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'default')})")
-    sys.stdout.flush()
-    w = load_safetensors(args.weights, torch)
+    torch = torch_peer.import_torch(args.threads)
+    w = torch_peer.load_safetensors(args.weights, torch)
     trees = load_trees(args.trees)
     m = Model(w, torch)
     systems = args.systems.split(",")
@@ -219,25 +157,21 @@ def main():
             c = min(args.check_count, len(trees))
             naive = m.naive_batch(trees[:c])
             level = torch.cat([m.level_batch(m.plan(trees[i:i + 64])) for i in range(0, c, 64)], 0)
-            with open(args.check, "wb") as f:
-                f.write(naive.contiguous().numpy().tobytes())
-                f.write(level.contiguous().numpy().tobytes())
-        naive_batches = args.naive_batches or args.batches
-        naive_batches = set(map(int, naive_batches.split(",")))
+            torch_peer.write_check(args.check, naive, level)
+        naive_batches = torch_peer.batch_set(args.naive_batches or args.batches)
         for b in map(int, args.batches.split(",")):
             groups = [trees[i:i + b] for i in range(0, len(trees), b)]
             for system in systems:
                 if system == "naive" and b not in naive_batches:
                     continue
                 if system == "naive":
-                    r = rate(m.naive_batch, groups, len(trees), args.min_time, args.rounds)
+                    r = torch_peer.rate(m.naive_batch, groups, len(trees), args.min_time,
+                                        args.rounds)
                 else:
                     plans = [m.plan(g) for g in groups]
-                    r = rate(m.level_batch, plans, len(trees), args.min_time, args.rounds)
-                print(json.dumps({"system": "pytorch-" + system, "batch": b,
-                                  "threads": args.threads, "hidden": m.H,
-                                  "trees_per_s": round(r, 2)}))
-                sys.stdout.flush()
+                    r = torch_peer.rate(m.level_batch, plans, len(trees), args.min_time,
+                                        args.rounds)
+                torch_peer.emit(system, b, args.threads, m.H, "trees_per_s", r)
 
 
 if __name__ == "__main__":

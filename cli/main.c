@@ -26,11 +26,14 @@ static const char usage[] =
     "             sheaf run treelstm|childsum|bilstm|mvrnn --data FILE [--hidden H]\n"
     "                 [--batch N] [--threads T] [--policy sheaf|none|depth|agenda]\n"
     "                 [--seed S | --weights W] [--out FILE] [--trace FILE] [--stats]\n"
+    "           or a model from source (see 'sheaf run MODEL.sf --help'):\n"
+    "             sheaf run MODEL.sf --data FILE [--batch N] [--threads T] ...\n"
+    "           --trace FILE writes the timeline of batches as Chrome-trace JSON\n"
+    "           (open it in ui.perfetto.dev or chrome://tracing)\n"
     "  check    type-check model sources: errors, or a summary of sizes, types,\n"
     "           parameters and functions:  sheaf check MODEL.sf...\n"
     "  bench    throughput of a built-in model per batching policy:\n"
     "             sheaf bench MODEL --data FILE [--policy LIST] [--repeat R] ...\n"
-    "  trace    timeline of batches as Chrome-trace JSON     (not implemented yet)\n"
     "\n"
     "environment:\n"
     "  SHEAF_ISA=scalar|avx2|avx512   lower the instruction set the kernels use\n"
@@ -47,11 +50,6 @@ static int version(void) {
   printf("threads: %d\n", sheaf_ctx_threads(ctx));
   sheaf_ctx_free(ctx);
   return CLI_OK;
-}
-
-static int not_yet(const char *cmd, const char *what) {
-  cli_error("'%s' is not implemented yet: %s", cmd, what);
-  return CLI_FAIL;
 }
 
 int main(int argc, char **argv) {
@@ -77,7 +75,10 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(cmd, "check")) return cli_check(argc - 1, argv + 1);
   if (!strcmp(cmd, "bench")) return cli_bench(argc - 1, argv + 1);
-  if (!strcmp(cmd, "trace")) return not_yet(cmd, "it arrives with the auto-batching runtime");
+  if (!strcmp(cmd, "trace")) {
+    cli_error("there is no 'trace' command: pass --trace FILE to 'sheaf run' or 'sheaf bench'");
+    return CLI_USAGE;
+  }
   cli_error("unknown command '%s' (see 'sheaf --help')", cmd);
   return CLI_USAGE;
 }

@@ -1,15 +1,18 @@
 /*
- * run_lang.c — `sheaf run MODEL.sf [--weights W.safetensors | --seed N]
- * --data FILE [--batch N] [--threads T] [--policy P] [--out FILE]
- * [--size NAME=VALUE]...`: compiles the model, binds its parameters, reads
- * the data according to main's argument type (a tree ADT: binarized or
- * dependency trees from CoNLL-U / PTB; list[i32]: sentences), runs main on
- * each instance, `--batch` instances per flush, and prints every output
- * tensor's rows as "INSTANCE v0 v1 ...".
+ * run_lang.c — `sheaf run MODEL.sf --data FILE [--weights W.safetensors |
+ * --seed N] [--vocab FILE] [--batch N] [--threads T] [--policy P]
+ * [--out FILE] [--trace FILE] [--size NAME=VALUE]...`: compiles the model,
+ * reads the data according to main's argument type (a tree ADT: binarized
+ * or dependency trees from CoNLL-U / PTB; list[i32]: sentences), numbers
+ * its words (in order of first appearance, or by --vocab), binds the
+ * parameters, runs main on each instance, `--batch` instances per flush,
+ * and prints every output (see write_value). A progress bar goes to stderr
+ * when it is a terminal and the run is long.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/file.h"
 #include "cli.h"
@@ -18,67 +21,323 @@
 #include "run_lang.h"
 
 static const char usage[] =
-    "usage: sheaf run MODEL.sf --data FILE [--weights W.safetensors | --seed N]\n"
-    "                 [--batch N] [--threads T] [--policy P] [--out FILE] [--size NAME=VALUE]...\n";
+    "usage: sheaf run MODEL.sf --data FILE [--weights W.safetensors | --seed N] [--vocab FILE]\n"
+    "                 [--batch N] [--threads T] [--policy P] [--out FILE] [--trace FILE]\n"
+    "                 [--size NAME=VALUE]...\n"
+    "\n"
+    "Runs the model's main on every instance of FILE, read according to main's argument:\n"
+    "a tree type from CoNLL-U (binarized, or dependency trees for Dep(i32, list[T])) or PTB\n"
+    "trees; list[i32] from CoNLL-U sentences or token lines.\n"
+    "\n"
+    "  --data FILE        the instances\n"
+    "  --weights W        parameters from a safetensors file (sizes are solved from its shapes)\n"
+    "  --seed N           seeded random parameters instead (default 0)\n"
+    "  --vocab FILE       word ids: line i of FILE is word i; words not in it use the unknown\n"
+    "                     row (a line '<unk>', else the tables' last row). Default: words are\n"
+    "                     numbered in order of first appearance in --data, <unk> last\n"
+    "  --size NAME=VALUE  a size the weights do not fix (e.g. --size H=256)\n"
+    "  --batch N          instances per flush (default 64)\n"
+    "  --threads T        threads (default 1)\n"
+    "  --policy P         batching policy: sheaf (default), none, depth, agenda\n"
+    "  --out FILE         outputs (default stdout): per instance, one line per output row,\n"
+    "                     'INSTANCE v0 v1 ...' ('INSTANCE K v0 ...' for element K of a list)\n"
+    "  --trace FILE       Chrome-trace / Perfetto JSON timeline of the batches\n";
 
-static int write_value(FILE *f, sheaf_graph *g, int32_t inst, sh_value v) {
-  sheaf_expr ts[64];
-  size_t n = sh_value_tensors(v, ts, 64);
-  if (n > 64) n = 64;
-  if (v.kind == SH_V_INT || v.kind == SH_V_BOOL) fprintf(f, "%d %d\n", (int)inst, (int)v.i);
-  for (size_t k = 0; k < n; k++) {
+static int flag_value(int argc, char **argv, int *i, const char *name, const char **out) {
+  const char *a = argv[*i];
+  size_t n = strlen(name);
+  if (strncmp(a, name, n) != 0) return 0;
+  if (a[n] == '=') {
+    *out = a + n + 1;
+    return 1;
+  }
+  if (a[n] != '\0') return 0;
+  if (*i + 1 >= argc) {
+    cli_error("%s needs a value", name);
+    return -1;
+  }
+  *out = argv[++*i];
+  return 1;
+}
+
+static bool parse_i64(const char *flag, const char *v, long long lo, long long hi, long long *out) {
+  char *end;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  if (!*v || *end || errno || x < lo || x > hi) {
+    cli_error("%s: expected an integer in %lld..%lld, got '%s'", flag, lo, hi, v);
+    return false;
+  }
+  *out = x;
+  return true;
+}
+
+typedef struct lang_opts {
+  const char *file, *data, *out, *policy, *trace, *vocab;
+  long long batch, threads;
+  bool seed_given;
+  sh_lang_bind_opts bo;
+  char names[SH_BIND_MAX_OVERRIDES][64];
+} lang_opts;
+
+/* CLI_OK, CLI_USAGE, or -1 (help printed). */
+static int parse_args(int argc, char **argv, lang_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->out = "-";
+  o->batch = 64;
+  o->threads = 1;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = NULL;
+    int r;
+    long long x;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      fputs(usage, stdout);
+      return -1;
+    }
+#define FLAG(name) ((r = flag_value(argc, argv, &i, name, &v)) != 0)
+    if (FLAG("--weights")) {
+      if (r < 0) return CLI_USAGE;
+      o->bo.weights = v;
+    } else if (FLAG("--seed")) {
+      if (r < 0) return CLI_USAGE;
+      char *end;
+      errno = 0;
+      unsigned long long s = strtoull(v, &end, 10);
+      if (!*v || *end || errno || *v == '-') {
+        cli_error("--seed: expected a non-negative integer, got '%s'", v);
+        return CLI_USAGE;
+      }
+      o->bo.seed = s;
+      o->seed_given = true;
+    } else if (FLAG("--data")) {
+      if (r < 0) return CLI_USAGE;
+      o->data = v;
+    } else if (FLAG("--vocab")) {
+      if (r < 0) return CLI_USAGE;
+      o->vocab = v;
+    } else if (FLAG("--out")) {
+      if (r < 0) return CLI_USAGE;
+      o->out = v;
+    } else if (FLAG("--trace")) {
+      if (r < 0) return CLI_USAGE;
+      o->trace = v;
+    } else if (FLAG("--policy")) {
+      if (r < 0) return CLI_USAGE;
+      o->policy = v;
+    } else if (FLAG("--batch")) {
+      if (r < 0 || !parse_i64("--batch", v, 1, INT32_MAX, &o->batch)) return CLI_USAGE;
+    } else if (FLAG("--threads")) {
+      if (r < 0 || !parse_i64("--threads", v, 1, 1024, &o->threads)) return CLI_USAGE;
+    } else if (FLAG("--size")) {
+      if (r < 0) return CLI_USAGE;
+      const char *eq = strchr(v, '=');
+      int k = o->bo.n_overrides;
+      if (!eq || eq == v || (size_t)(eq - v) >= sizeof o->names[0]) {
+        cli_error("--size %s: expected NAME=VALUE (e.g. --size H=256)", v);
+        return CLI_USAGE;
+      }
+      if (k == SH_BIND_MAX_OVERRIDES) {
+        cli_error("--size %s: at most %d sizes", v, SH_BIND_MAX_OVERRIDES);
+        return CLI_USAGE;
+      }
+      snprintf(o->names[k], sizeof o->names[0], "%.*s", (int)(eq - v), v);
+      if (!parse_i64("--size", eq + 1, 1, INT32_MAX, &x)) return CLI_USAGE;
+      o->bo.override_name[k] = o->names[k];
+      o->bo.override_value[k] = x;
+      o->bo.n_overrides++;
+    } else if (a[0] == '-' && a[1] != '\0') {
+      cli_error("run: unknown option '%s' (see 'sheaf run MODEL.sf --help')", a);
+      return CLI_USAGE;
+    } else if (!o->file) {
+      o->file = a;
+    } else {
+      cli_error("run: unexpected argument '%s' (the model is '%s')", a, o->file);
+      return CLI_USAGE;
+    }
+#undef FLAG
+  }
+  if (!o->file || !o->data) {
+    cli_error("run: need MODEL.sf and --data FILE\n%s", usage);
+    return CLI_USAGE;
+  }
+  if (o->bo.weights && o->seed_given) {
+    cli_error("run: --seed and --weights exclude each other (weights are loaded, not drawn)");
+    return CLI_USAGE;
+  }
+  return CLI_OK;
+}
+
+/* ------------------------------------------------------------- words */
+
+typedef struct words_info {
+  int64_t vocab;        /* the table rows the words need (sh_lang_bind_opts.vocab) */
+  const int32_t *rank;  /* frequency ranks (borrowed from the data) or NULL */
+  int32_t n_ids;        /* word ids are 0 .. n_ids - 1 */
+  int32_t unk;          /* the id of unknown words */
+  bool own_unk;         /* --vocab has a '<unk>' line */
+  int64_t n_unknown, n_words; /* --vocab: words of the data not in it, of all */
+} words_info;
+
+/* The run's word ids: --vocab's (data ids remapped in place; unknown words
+ * get the '<unk>' line's id, or the word count: one row more) or, without
+ * it, the data's own, with every word's frequency rank for capped tables. */
+static sheaf_status number_words(sheaf_ctx *ctx, const lang_opts *o, ex_data *d, words_info *wi) {
+  memset(wi, 0, sizeof *wi);
+  if (!o->vocab) {
+    /* every word ranked: the capped-table rows of data.h with no cap */
+    sheaf_status st = ex_data_finish(d, INT32_MAX);
+    if (st != SHEAF_OK) return st;
+    wi->vocab = d->vocab;
+    wi->n_ids = d->n_word_types;
+    wi->unk = d->unk;
+    wi->rank = d->n_word_types > 0 ? d->mv_row : NULL;
+    return SHEAF_OK;
+  }
+  bool sents = d->kind == EX_DATA_SENTS;
+  const sh_vocab *dw = sents ? &d->words : &d->tb.words;
+  if (sents && sh_vocab_size(dw) == 0 && d->n_tokens > 0)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
+                   "--vocab %s: %s holds token ids, not words; --vocab maps words to ids", o->vocab,
+                   o->data);
+  sh_vocab v;
+  sh_vocab_init(&v, ctx);
+  sheaf_status st = sh_vocab_load_file(&v, o->vocab);
+  if (st == SHEAF_OK && sh_vocab_size(&v) == 0)
+    st = sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: the vocabulary is empty (one word per line)", o->vocab);
+  int32_t nd = sh_vocab_size(dw), *map = NULL;
+  if (st == SHEAF_OK && !(map = sh_malloc(ctx, ((size_t)nd + 1) * sizeof *map))) st = SHEAF_ERR_NOMEM;
+  if (st != SHEAF_OK) {
+    sh_vocab_free(&v);
+    return st;
+  }
+  int32_t n = sh_vocab_size(&v), unk = sh_vocab_find(&v, "<unk>", 5);
+  wi->own_unk = unk >= 0;
+  if (unk < 0) unk = n;
+  for (int32_t w = 0; w < nd; w++) {
+    int32_t id = sh_vocab_find(&v, sh_vocab_str(dw, w), sh_vocab_len(dw, w));
+    map[w] = id >= 0 ? id : unk;
+  }
+  int32_t *ids = sents ? d->sent_words : d->tb.word;
+  int64_t n_ids = sents ? d->n_tokens : d->tb.n_nodes;
+  for (int64_t i = 0; i < n_ids; i++) {
+    if (!sents && ids[i] < 0) continue; /* a tree node without a word */
+    ids[i] = ids[i] >= 0 && ids[i] < nd ? map[ids[i]] : unk;
+    wi->n_words++;
+    if (ids[i] == unk) wi->n_unknown++;
+  }
+  sh_free(ctx, map, ((size_t)nd + 1) * sizeof *map);
+  sh_vocab_free(&v);
+  wi->vocab = wi->own_unk ? n : (int64_t)n + 1;
+  wi->n_ids = n;
+  wi->unk = unk;
+  return SHEAF_OK;
+}
+
+/* The tables must fit the vocabulary file: a row per word (and <unk>). */
+static sheaf_status check_tables(sheaf_ctx *ctx, const lang_opts *o, const sh_module *m,
+                                 const sh_lang_bind *b, const words_info *wi) {
+  int best = -1;
+  for (int p = 0; p < b->n_params; p++)
+    if (b->table_rows[p] > 0 && (best < 0 || b->table_rows[p] > b->table_rows[best])) best = p;
+  if (best < 0) return SHEAF_OK;
+  int64_t rows = b->table_rows[best];
+  const char *table = sh_sym_name(&m->syms, m->params[best]->name);
+  if (!o->vocab) {
+    if (rows != wi->vocab)
+      fprintf(stderr, "sheaf: note: table %s has %lld rows but %s has %lld words (+1 for <unk>): "
+                      "words are numbered in order of first appearance there; give the vocabulary "
+                      "of the weights with --vocab FILE\n",
+              table, (long long)rows, o->data, (long long)wi->n_ids);
+    return SHEAF_OK;
+  }
+  if (rows == wi->vocab) return SHEAF_OK;
+  return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
+                 "--vocab %s: the largest table, %s, has %lld rows, but the vocabulary needs %lld "
+                 "(one per word%s)",
+                 o->vocab, table, (long long)rows, (long long)wi->vocab,
+                 wi->own_unk ? ", '<unk>' included" : ", then one for <unk>");
+}
+
+/* ------------------------------------------------------------- output */
+
+static bool scalar(sh_value v) { return v.kind == SH_V_INT || v.kind == SH_V_BOOL; }
+
+/* One line per row of every tensor of v, depth first, each prefixed by the
+ * instance (and, inside lists, the element index); scalars on a line of
+ * their own; a list of scalars on one line. */
+static int write_value(FILE *f, sheaf_graph *g, const char *prefix, sh_value v) {
+  switch (v.kind) {
+  case SH_V_INT:
+  case SH_V_BOOL: fprintf(f, "%s %d\n", prefix, (int)v.i); return 0;
+  case SH_V_TENSOR: {
     sheaf_value_view vv;
-    if (sheaf_value(g, ts[k], &vv) != SHEAF_OK) return -1;
+    if (sheaf_value(g, v.t, &vv) != SHEAF_OK) return -1;
     int64_t rows = vv.rank == 2 ? vv.shape[0] : 1, cols = vv.shape[vv.rank - 1];
     for (int64_t r = 0; r < rows; r++) {
-      fprintf(f, "%d", (int)inst);
+      fputs(prefix, f);
       for (int64_t j = 0; j < cols; j++) fprintf(f, " %.7g", (double)vv.data[r * cols + j]);
       fputc('\n', f);
     }
+    return 0;
   }
-  return 0;
+  case SH_V_LIST:
+  case SH_V_TUPLE:
+  case SH_V_ADT: {
+    bool all_scalar = v.agg->n > 0;
+    for (int32_t i = 0; i < v.agg->n; i++) all_scalar &= scalar(v.agg->items[i]);
+    if (all_scalar) {
+      fputs(prefix, f);
+      for (int32_t i = 0; i < v.agg->n; i++) fprintf(f, " %d", (int)v.agg->items[i].i);
+      fputc('\n', f);
+      return 0;
+    }
+    for (int32_t i = 0; i < v.agg->n; i++) {
+      char sub[64];
+      if (v.kind == SH_V_LIST) snprintf(sub, sizeof sub, "%s %d", prefix, (int)i);
+      if (write_value(f, g, v.kind == SH_V_LIST ? sub : prefix, v.agg->items[i]) != 0) return -1;
+    }
+    return 0;
+  }
+  default: return 0;
+  }
 }
 
+/* ------------------------------------------------------------- progress */
+
+typedef struct progress {
+  bool on;
+  uint64_t t0, last;
+  int shown;
+} progress;
+
+/* Redraws the bar on stderr (a terminal only; first after 0.5 s, then at
+ * most every 0.1 s). */
+static void progress_update(progress *p, int32_t done, int32_t total, const char *noun) {
+  if (!p->on) return;
+  uint64_t now = sheaf_time_ns();
+  if (now - p->t0 < 500000000ull || (done < total && now - p->last < 100000000ull)) return;
+  p->last = now;
+  int width = 30, fill = total ? (int)((int64_t)done * width / total) : width;
+  double secs = (double)(now - p->t0) * 1e-9;
+  fprintf(stderr, "\r[%.*s%*s] %3d%%  %d/%d %s  %.0f/s ", fill, "==============================",
+          width - fill, "", total ? (int)((int64_t)done * 100 / total) : 100, (int)done, (int)total,
+          noun, secs > 0 ? done / secs : 0.0);
+  fflush(stderr);
+  p->shown = 1;
+}
+
+static void progress_end(progress *p) {
+  if (p->shown) fputs("\r\033[K", stderr);
+  p->shown = 0;
+}
+
+/* ------------------------------------------------------------- run */
+
 int cli_run_lang(int argc, char **argv) {
-  const char *file = NULL, *data = NULL, *out_path = "-", *policy = NULL;
-  sh_lang_bind_opts bo = {0};
-  long batch = 64, threads = 1;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define TAKE(name) (!strcmp(a, name) && v && (i++, 1))
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      fputs(usage, stdout);
-      return CLI_OK;
-    } else if (TAKE("--weights")) bo.weights = v;
-    else if (TAKE("--seed")) bo.seed = strtoull(v, NULL, 10);
-    else if (TAKE("--data")) data = v;
-    else if (TAKE("--out")) out_path = v;
-    else if (TAKE("--policy")) policy = v;
-    else if (TAKE("--batch")) batch = strtol(v, NULL, 10);
-    else if (TAKE("--threads")) threads = strtol(v, NULL, 10);
-    else if (TAKE("--size")) {
-      const char *eq = strchr(v, '=');
-      if (!eq || bo.n_overrides == SH_BIND_MAX_OVERRIDES) {
-        cli_error("--size %s: expected NAME=VALUE", v);
-        return CLI_USAGE;
-      }
-      static char names[SH_BIND_MAX_OVERRIDES][64];
-      snprintf(names[bo.n_overrides], sizeof names[0], "%.*s", (int)(eq - v), v);
-      bo.override_name[bo.n_overrides] = names[bo.n_overrides];
-      bo.override_value[bo.n_overrides++] = strtoll(eq + 1, NULL, 10);
-    } else if (a[0] != '-' && !file) file = a;
-    else {
-      cli_error("run: unknown or incomplete option '%s'\n%s", a, usage);
-      return CLI_USAGE;
-    }
-#undef TAKE
-  }
-  if (!file || !data || batch < 1) {
-    cli_error("run: need MODEL.sf and --data FILE (batch >= 1)\n%s", usage);
-    return CLI_USAGE;
-  }
-  sheaf_ctx *ctx = cli_ctx((int)threads);
+  lang_opts o;
+  int prc = parse_args(argc, argv, &o);
+  if (prc) return prc < 0 ? CLI_OK : prc;
+  sheaf_ctx *ctx = cli_ctx((int)o.threads);
   if (!ctx) return CLI_FAIL;
   int rc = CLI_FAIL;
   char *src = NULL;
@@ -91,17 +350,21 @@ int cli_run_lang(int argc, char **argv) {
   sh_interp *ip = NULL;
   sheaf_graph *g = NULL;
   FILE *out = NULL;
-  sheaf_graph_opts go = {.policy = SHEAF_POLICY_SHEAF, .threads = (int)threads};
-  if (policy && sheaf_policy_parse(ctx, policy, &go.policy) != SHEAF_OK) goto fail;
-  if (sh_file_read(ctx, file, &src, &len) != SHEAF_OK) goto fail;
+  sh_value *res = NULL;
+  int32_t *words = NULL;
+  int32_t failed_at = -1;
+  progress pg = {0};
+  sheaf_graph_opts go = {.policy = SHEAF_POLICY_SHEAF, .threads = (int)o.threads, .trace_path = o.trace};
+  if (o.policy && sheaf_policy_parse(ctx, o.policy, &go.policy) != SHEAF_OK) goto fail;
+  if (sh_file_read(ctx, o.file, &src, &len) != SHEAF_OK) goto fail;
   have_m = true;
-  if (sh_lang_compile(&m, ctx, file, src, len) != SHEAF_OK) {
+  if (sh_lang_compile(&m, ctx, o.file, src, len) != SHEAF_OK) {
     sh_buf b;
     sh_buf_init(&b, ctx);
     sh_diags_render(&m.diags, &b);
     if (b.data) fputs((const char *)b.data, stderr);
     sh_buf_free(&b);
-    goto fail;
+    goto fail_quiet;
   }
   /* what main takes decides how the data is read */
   if (sheaf_model_create(ctx, &model) != SHEAF_OK) goto fail;
@@ -112,67 +375,109 @@ int cli_run_lang(int argc, char **argv) {
     sh_input_kind k = sh_interp_input_kind(probe);
     sh_interp_free(probe);
     if (k == SH_INPUT_UNSUPPORTED) {
-      sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "main's argument must be a tree type (Leaf(i32) | "
-                                           "Node(T, T), or Dep(i32, list[T])) or list[i32]");
+      sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: main's argument must be a tree type (Leaf(i32) | "
+                                           "Node(T, T), or Dep(i32, list[T])) or list[i32]", o.file);
       goto fail;
     }
     ex_data_kind dk = k == SH_INPUT_TOKENS ? EX_DATA_SENTS
                       : k == SH_INPUT_DEP_TREE ? EX_DATA_CHILDSUM : EX_DATA_BINARY;
-    if (ex_data_load(ctx, data, dk, &d) != SHEAF_OK) goto fail;
+    if (ex_data_load(ctx, o.data, dk, &d) != SHEAF_OK) goto fail;
     have_d = true;
   }
-  bo.vocab = d.vocab;
-  if (sh_lang_bind_model(&m, model, &bo, &bind) != SHEAF_OK) goto fail;
+  words_info wi;
+  if (number_words(ctx, &o, &d, &wi) != SHEAF_OK) goto fail;
+  o.bo.vocab = wi.vocab;
+  o.bo.word_rank = wi.rank;
+  if (sh_lang_bind_model(&m, model, &o.bo, &bind) != SHEAF_OK) goto fail;
+  if (check_tables(ctx, &o, &m, &bind, &wi) != SHEAF_OK) goto fail;
+  if (wi.n_unknown > 0)
+    fprintf(stderr, "sheaf: note: %lld of %lld words of %s are not in %s: they use the <unk> row\n",
+            (long long)wi.n_unknown, (long long)wi.n_words, o.data, o.vocab);
   if (sh_interp_create(&m, &bind, &ip) != SHEAF_OK) goto fail;
+  if (o.trace) remove(o.trace); /* so that a trace left over is not taken for ours */
   if (sheaf_graph_create(model, &go, &g) != SHEAF_OK) goto fail;
-  out = strcmp(out_path, "-") ? fopen(out_path, "w") : stdout;
+  out = strcmp(o.out, "-") ? fopen(o.out, "w") : stdout;
   if (!out) {
-    cli_error("%s: %s", out_path, strerror(errno));
+    cli_error("%s: %s", o.out, strerror(errno));
     goto fail_quiet;
   }
-  int32_t n = ex_data_count(&d);
-  sh_value *res = calloc((size_t)batch, sizeof *res);
-  int32_t *words = NULL;
-  if (!res) goto fail;
-  bool ok = true;
-  for (int32_t first = 0; first < n && ok; first += (int32_t)batch) {
-    int32_t last = first + (int32_t)batch < n ? first + (int32_t)batch : n;
-    for (int32_t i = first; i < last && ok; i++) {
+  int32_t n = ex_data_count(&d), batch = (int32_t)o.batch;
+  res = calloc((size_t)(batch < n ? batch : n) + 1, sizeof *res);
+  if (!res) {
+    sh_fail(ctx, SHEAF_ERR_NOMEM, "out of memory: %d results", (int)batch);
+    goto fail;
+  }
+  const char *noun = d.kind == EX_DATA_SENTS ? "sentences" : "trees";
+  pg.on = isatty(STDERR_FILENO) && n > batch;
+  pg.t0 = sheaf_time_ns();
+  for (int32_t first = 0; first < n; first += batch) {
+    int32_t last = n - first > batch ? first + batch : n;
+    for (int32_t i = first; i < last; i++) {
       sh_value in;
       sheaf_status st;
       if (d.kind == EX_DATA_SENTS) {
         int32_t len_i = d.sent_off[i + 1] - d.sent_off[i];
         free(words);
         words = malloc(((size_t)len_i + 1) * sizeof *words);
-        if (!words) { ok = false; break; }
-        for (int32_t j = 0; j < len_i; j++) words[j] = ex_data_row(&d, d.sent_words[d.sent_off[i] + j]);
+        if (!words) {
+          sh_fail(ctx, SHEAF_ERR_NOMEM, "out of memory: a sentence of %d words", (int)len_i);
+          goto fail;
+        }
+        for (int32_t j = 0; j < len_i; j++) {
+          int32_t w = d.sent_words[d.sent_off[i] + j];
+          words[j] = w >= 0 && w < wi.n_ids ? w : wi.unk;
+        }
         st = sh_interp_ints(ip, words, len_i, &in);
       } else {
-        st = sh_interp_tree(ip, &d.tb, d.tb.tree_root[i], d.vocab, d.unk, &in);
+        st = sh_interp_tree(ip, &d.tb, d.tb.tree_root[i], wi.n_ids + 1, wi.unk, &in);
       }
       if (st == SHEAF_OK) st = sh_interp_main(ip, g, in, &res[i - first]);
-      ok = st == SHEAF_OK;
+      if (st != SHEAF_OK) {
+        failed_at = i;
+        goto fail;
+      }
     }
-    if (ok) ok = sheaf_graph_flush(g) == SHEAF_OK;
-    for (int32_t i = first; i < last && ok; i++) ok = write_value(out, g, i, res[i - first]) == 0;
-    if (ok) ok = sheaf_graph_reset(g) == SHEAF_OK;
+    if (sheaf_graph_flush(g) != SHEAF_OK) goto fail;
+    for (int32_t i = first; i < last; i++) {
+      char prefix[16];
+      snprintf(prefix, sizeof prefix, "%d", (int)i);
+      if (write_value(out, g, prefix, res[i - first]) != 0) goto fail;
+    }
+    if (sheaf_graph_reset(g) != SHEAF_OK) goto fail;
     sh_interp_reset(ip);
+    progress_update(&pg, last, n, noun);
   }
-  free(words);
-  free(res);
-  if (!ok) goto fail;
-  if (fflush(out) != 0) {
-    cli_error("%s: write failed", out_path);
+  progress_end(&pg);
+  if (fflush(out) != 0 || ferror(out)) {
+    cli_error("%s: write failed", o.out);
     goto fail_quiet;
   }
   rc = CLI_OK;
   goto done;
 fail:
+  progress_end(&pg);
   cli_error("%s", sheaf_ctx_last_error(ctx));
+  if (failed_at >= 0)
+    fprintf(stderr, "sheaf: note: while running %s %d of %s (0-based)\n",
+            d.kind == EX_DATA_SENTS ? "sentence" : "tree", (int)failed_at, o.data);
 fail_quiet:
 done:
-  if (out && out != stdout) fclose(out);
-  sheaf_graph_free(g);
+  free(words);
+  free(res);
+  if (out && out != stdout && fclose(out) != 0 && rc == CLI_OK) {
+    cli_error("%s: write failed", o.out);
+    rc = CLI_FAIL;
+  }
+  sheaf_graph_free(g); /* writes the trace */
+  if (rc == CLI_OK && o.trace) {
+    FILE *tf = fopen(o.trace, "r"); /* sheaf_graph_free cannot report a failure */
+    if (tf) {
+      fclose(tf);
+    } else {
+      cli_error("%s: the trace was not written (%s)", o.trace, strerror(errno));
+      rc = CLI_FAIL;
+    }
+  }
   sh_interp_free(ip);
   sh_lang_bind_free(ctx, &bind);
   sheaf_model_free(model);

@@ -1,9 +1,11 @@
 /*
  * bench_util.c — helpers of the model benchmarks (see bench_util.h):
- * throughput windows, the GEMM ceiling, peer subprocesses, temp files, JSON.
+ * throughput windows, the GEMM ceiling, peer subprocesses, temp files, JSON,
+ * and the flags, setup, peer runs and tables the model benchmarks share.
  */
 #include "bench_util.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,17 +14,18 @@
 
 #include "kernels/gemm.h"
 
-double exb_sheaf_rate(const ex_net *net, sheaf_policy policy, int threads, int32_t batch,
-                      int32_t count, double min_s, int rounds, sheaf_graph_stats *delta,
-                      long *passes_out) {
-  sheaf_ctx *ctx = net->data->ctx;
+double exb_rate(sheaf_model *model, exb_pass_fn pass, void *arg, sheaf_policy policy,
+                int threads, int32_t batch, int32_t count, double min_s, int rounds,
+                sheaf_graph_stats *delta, long *passes_out) {
   sheaf_graph_opts go = {policy, threads, NULL};
   sheaf_graph *g = NULL;
-  if (sheaf_graph_create(net->model, &go, &g) != SHEAF_OK) goto fail;
+  if (sheaf_graph_create(model, &go, &g) != SHEAF_OK) return -1;
   int32_t warm = count < 2 * batch ? count : 2 * batch;
-  if (ex_run(net, g, 0, warm, batch, NULL) != SHEAF_OK) goto fail;
-  sheaf_graph_stats a, b;
-  sheaf_graph_get_stats(g, &a);
+  if (pass(arg, g, warm, batch) != SHEAF_OK) {
+    sheaf_graph_free(g);
+    return -1;
+  }
+  sheaf_graph_stats_reset(g); /* the counters of the timed passes only */
   double best = 0;
   long total_passes = 0;
   for (int r = 0; r < rounds; r++) {
@@ -30,7 +33,10 @@ double exb_sheaf_rate(const ex_net *net, sheaf_policy policy, int threads, int32
     uint64_t t0 = sheaf_time_ns();
     double dt;
     do {
-      if (ex_run(net, g, 0, count, batch, NULL) != SHEAF_OK) goto fail;
+      if (pass(arg, g, count, batch) != SHEAF_OK) {
+        sheaf_graph_free(g);
+        return -1;
+      }
       passes++;
       dt = (double)(sheaf_time_ns() - t0) * 1e-9;
     } while (dt < min_s);
@@ -38,26 +44,26 @@ double exb_sheaf_rate(const ex_net *net, sheaf_policy policy, int threads, int32
     double rate = (double)passes * count / dt;
     if (rate > best) best = rate;
   }
-  sheaf_graph_get_stats(g, &b);
-  if (delta) {
-    delta->nodes = b.nodes - a.nodes;
-    delta->batches = b.batches - a.batches;
-    delta->flushes = b.flushes - a.flushes;
-    delta->rows_gathered = b.rows_gathered - a.rows_gathered;
-    delta->bytes_copied = b.bytes_copied - a.bytes_copied;
-    delta->flops = b.flops - a.flops;
-    delta->ns_build = b.ns_build - a.ns_build;
-    delta->ns_schedule = b.ns_schedule - a.ns_schedule;
-    delta->ns_kernels = b.ns_kernels - a.ns_kernels;
-  }
+  if (delta) sheaf_graph_get_stats(g, delta);
   if (passes_out) *passes_out = total_passes;
   sheaf_graph_free(g);
   return best;
-fail:
-  fprintf(stderr, "bench: %s policy %s: %s\n", ex_model_name(net->kind),
-          sheaf_policy_name(policy), sheaf_ctx_last_error(ctx));
-  sheaf_graph_free(g);
-  return -1;
+}
+
+static sheaf_status net_pass(void *arg, sheaf_graph *g, int32_t count, int32_t batch) {
+  const ex_net *const *net = arg;
+  return ex_run(*net, g, 0, count, batch, NULL);
+}
+
+double exb_sheaf_rate(const ex_net *net, sheaf_policy policy, int threads, int32_t batch,
+                      int32_t count, double min_s, int rounds, sheaf_graph_stats *delta,
+                      long *passes_out) {
+  double r = exb_rate(net->model, net_pass, &net, policy, threads, batch, count, min_s,
+                      rounds, delta, passes_out);
+  if (r <= 0)
+    fprintf(stderr, "bench: %s policy %s: %s\n", ex_model_name(net->kind),
+            sheaf_policy_name(policy), sheaf_ctx_last_error(net->data->ctx));
+  return r;
 }
 
 static float *frand(int64_t n, uint64_t seed) {
@@ -252,4 +258,248 @@ bool exb_parse_list(const char *s, int *out, int max, int *n) {
     else if (*s) return false;
   }
   return *n > 0;
+}
+
+/* ------------------------------------------------------- model benchmarks */
+
+const sheaf_policy exb_policies[4] = {SHEAF_POLICY_SHEAF, SHEAF_POLICY_NONE, SHEAF_POLICY_DEPTH,
+                                      SHEAF_POLICY_AGENDA};
+
+static void parse_args(int argc, char **argv, const char *count_flag, const char *usage,
+                       exb_opts *o) {
+  *o = (exb_opts){.data = "data/ud_english_ewt/en_ewt-ud-test.conllu",
+                  .python = "python3",
+                  .hidden = {256, 512}, .nh = 2, .batch = {1, 10, 64}, .nb = 3,
+                  .threads = {1, 2}, .nt = 2};
+  bool ok = true;
+  for (int i = 1; i < argc && ok; i++) {
+    const char *a = argv[i];
+    bool has = i + 1 < argc;
+    if (!strcmp(a, "--quick")) o->quick = true;
+    else if (!strcmp(a, "--no-torch")) o->no_torch = true;
+    else if (!strcmp(a, "--json") && has) o->json = argv[++i];
+    else if (!strcmp(a, "--data") && has) o->data = argv[++i];
+    else if (!strcmp(a, "--python") && has) o->python = argv[++i];
+    else if (!strcmp(a, count_flag) && has) o->count = strtol(argv[++i], NULL, 10);
+    else if (!strcmp(a, "--hidden") && has)
+      ok = exb_parse_list(argv[++i], o->hidden, EXB_MAXL, &o->nh);
+    else if (!strcmp(a, "--batch") && has)
+      ok = exb_parse_list(argv[++i], o->batch, EXB_MAXL, &o->nb);
+    else if (!strcmp(a, "--threads") && has)
+      ok = exb_parse_list(argv[++i], o->threads, EXB_MAXL, &o->nt);
+    else ok = false;
+  }
+  if (!ok) {
+    fputs(usage, stderr);
+    exit(2);
+  }
+}
+
+bool exb_setup(const char *prog, const exb_opts *o, ex_data_kind kind, int32_t quick_n,
+               exb_env *e) {
+  memset(e, 0, sizeof *e);
+  e->prog = prog;
+  int max_threads = 1;
+  for (int i = 0; i < o->nt; i++)
+    if (o->threads[i] > max_threads) max_threads = o->threads[i];
+  sheaf_ctx_options co = {.threads = max_threads};
+  char err[512];
+  if (sheaf_ctx_create(&co, &e->ctx, err, sizeof err) != SHEAF_OK) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    return false;
+  }
+  if (ex_data_load(e->ctx, o->data, kind, &e->d) != SHEAF_OK) {
+    fprintf(stderr, "%s: %s\n", prog, sheaf_ctx_last_error(e->ctx));
+    return false;
+  }
+  e->n = ex_data_count(&e->d);
+  if (o->quick && e->n > quick_n) e->n = quick_n;
+  if (o->count > 0 && o->count < e->n) e->n = (int32_t)o->count;
+  e->min_s = o->quick ? 0.2 : 1.0;
+  e->rounds = o->quick ? 1 : 3;
+  e->torch = !o->no_torch && exb_have_torch(o->python);
+  if (!exb_json_open(o->json)) {
+    fprintf(stderr, "%s: cannot write %s\n", prog, o->json);
+    return false;
+  }
+  return true;
+}
+
+bool exb_start(int argc, char **argv, const char *prog, const char *count_flag,
+               const char *usage, ex_data_kind kind, int32_t quick_n, const char *file,
+               bool (*write)(const ex_data *d, int32_t n, const char *path), exb_opts *o,
+               exb_env *e) {
+  parse_args(argc, argv, count_flag, usage, o);
+  if (!exb_setup(prog, o, kind, quick_n, e)) return false;
+  e->data_file = exb_tmp_path(file);
+  if (!write(&e->d, e->n, e->data_file)) {
+    fprintf(stderr, "%s: cannot write %s\n", prog, e->data_file);
+    return false;
+  }
+  return true;
+}
+
+void exb_note_torch(const exb_opts *o, const exb_env *e) {
+  if (!e->torch)
+    printf("note: PyTorch peers skipped: %s\n",
+           o->no_torch ? "--no-torch"
+                       : "'import torch' failed (scripts/install_torch.sh installs it)");
+}
+
+void exb_finish(exb_env *e) {
+  exb_json_close();
+  exb_tmp_cleanup();
+  ex_data_free(&e->d);
+  sheaf_ctx_free(e->ctx);
+}
+
+bool exb_net_open(exb_env *e, ex_model_kind kind, int H, int E, int32_t check, ex_net *net,
+                  ex_outputs *ref, const char **wpath) {
+  char wname[64];
+  snprintf(wname, sizeof wname, "%s-h%d.safetensors", ex_model_name(kind), H);
+  *wpath = exb_tmp_path(wname);
+  int32_t c = e->n < check ? e->n : check;
+  sheaf_graph *g = NULL;
+  bool ok = ex_net_create(e->ctx, kind, &e->d, H, E, net) == SHEAF_OK &&
+            ex_net_seed(net, 1) == SHEAF_OK && sheaf_model_save(net->model, *wpath) == SHEAF_OK &&
+            ex_outputs_init(ref, net, 0, c) == SHEAF_OK &&
+            sheaf_graph_create(net->model, NULL, &g) == SHEAF_OK &&
+            ex_run(net, g, 0, c, 64, ref) == SHEAF_OK;
+  if (!ok) fprintf(stderr, "%s: %s\n", e->prog, sheaf_ctx_last_error(e->ctx));
+  sheaf_graph_free(g);
+  return ok;
+}
+
+int exb_run_peer_threads(const char *python, const char *script, int T, const char *args,
+                         const char *key, exb_peer_rec *recs, int max) {
+  int total = 0;
+  for (int wp = 0; wp < (T > 1 ? 2 : 1); wp++) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "OMP_NUM_THREADS=%d MKL_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d %s %s %s %s", T, T,
+             T, T > 1 && wp == 0 ? "OMP_WAIT_POLICY=PASSIVE" : "", python, script, args);
+    int n = 0;
+    int st = exb_run_peer(cmd, key, recs + total, max - total, &n);
+    if (st != 0) printf("  note: the PyTorch peer exited with status %d\n", st);
+    total += n;
+  }
+  return total;
+}
+
+/* Reads a peer's check file (two blocks of `want` floats) and gives the
+ * max |ref - block| of each; false when it is missing or the wrong size. */
+static bool check_peer(const char *path, const float *ref, size_t want, double d[2]) {
+  size_t nv = 0;
+  float *v = exb_read_f32(path, &nv);
+  bool ok = v && nv == 2 * want;
+  d[0] = d[1] = 0;
+  for (size_t k = 0; ok && k < want; k++)
+    for (int s = 0; s < 2; s++) d[s] = fmax(d[s], fabs((double)ref[k] - v[s * want + k]));
+  free(v);
+  return ok;
+}
+
+double exb_peers(const exb_opts *o, const exb_env *e, const exb_peer *p, const char *weights,
+                 int T, const ex_outputs *ref, exb_cell *cells) {
+  char args[1024], blist[128], first[16];
+  exb_list_str(o->batch, o->nb, blist, sizeof blist);
+  snprintf(first, sizeof first, "%d", o->batch[0]);
+  const char *check = exb_tmp_path("check.f32");
+  remove(check);
+  snprintf(args, sizeof args,
+           "--weights %s %s %s --threads %d --batches %s --min-time %g --rounds %d%s%s "
+           "--check-count %d %s %s",
+           weights, p->data_flag, e->data_file, T, blist, e->min_s, e->rounds,
+           ref ? " --check " : "", ref ? check : "", ref ? (int)ref->count : 64, p->slow_flag,
+           o->quick ? first : blist);
+  exb_peer_rec recs[64];
+  char key[32];
+  snprintf(key, sizeof key, "%ss_per_s", p->unit);
+  int n = exb_run_peer_threads(o->python, p->script, T, args, key, recs, 64);
+  for (int bi = 0; bi < o->nb; bi++)
+    for (int k = 0; k < 2; k++)
+      for (int r = 0; r < n; r++)
+        if (recs[r].batch == o->batch[bi] && !strcmp(recs[r].system, p->sys[k]))
+          cells[bi].peer[k] = fmax(cells[bi].peer[k], recs[r].rate);
+  if (!ref) return 0;
+  double d[2];
+  if (!check_peer(check, ref->values, (size_t)(ref->rows * ref->dim), d)) {
+    printf("  check: no PyTorch outputs to compare\n");
+    return 0;
+  }
+  char words[48] = ""; /* models with a row per word: how many */
+  if (ref->rows != ref->count) snprintf(words, sizeof words, ", %lld words", (long long)ref->rows);
+  printf("  check (first %d %s%s, same weights): max |sheaf - %s| = %.2g, max |sheaf - %s| = "
+         "%.2g%s\n",
+         (int)ref->count, strcmp(p->data_flag, "--sents") ? "trees" : "sentences", words,
+         p->sys[0], d[0], p->sys[1], d[1], d[0] > 1e-4 || d[1] > 1e-4 ? "  ** MISMATCH **" : "");
+  return fmax(d[0], d[1]);
+}
+
+bool exb_row(const exb_env *e, const ex_net *net, const exb_peer *p, int T, int B, exb_cell *c,
+             const exb_cell *first, char f[4][16]) {
+  const char *model = ex_model_name(net->kind);
+  for (int k = 0; k < 4; k++) {
+    c->sheaf[k] = exb_sheaf_rate(net, exb_policies[k], T, B, e->n, e->min_s, e->rounds, NULL, NULL);
+    if (c->sheaf[k] <= 0) return false;
+    exb_json_rec("\"system\": \"sheaf\", \"policy\": \"%s\", \"model\": \"%s\", "
+                 "\"hidden\": %d, \"batch\": %d, \"threads\": %d, \"%ss_per_s\": %.2f",
+                 sheaf_policy_name(exb_policies[k]), model, (int)net->hidden, B, T, p->unit,
+                 c->sheaf[k]);
+  }
+  for (int k = 0; k < 2; k++)
+    if (c->peer[k] > 0)
+      exb_json_rec("\"system\": \"%s\", \"policy\": null, \"model\": \"%s\", "
+                   "\"hidden\": %d, \"batch\": %d, \"threads\": %d, \"%ss_per_s\": %.2f",
+                   p->sys[k], model, (int)net->hidden, B, T, p->unit, c->peer[k]);
+  double slow = c->peer[0] > 0 ? c->peer[0] : first->peer[0];
+  exb_fmt_num(f[0], c->peer[0], 1);
+  if (c->peer[0] <= 0 && slow > 0) snprintf(f[0], 16, "(above)");
+  exb_fmt_num(f[1], c->peer[1], 1);
+  exb_fmt_num(f[2], c->peer[1] > 0 ? c->sheaf[0] / c->peer[1] : 0, 2);
+  exb_fmt_num(f[3], slow > 0 ? c->sheaf[0] / slow : 0, 2);
+  return true;
+}
+
+bool exb_overhead(const exb_env *e, ex_model_kind kind, const char *unit) {
+  printf("\nruntime overhead at hidden 8, embed 8, batch 64, 1 thread, %d %s "
+         "(ns per graph op: one builder call, views included)\n",
+         (int)e->n, ex_model_instance_noun(kind));
+  char rate_col[16], per_col[16];
+  snprintf(rate_col, sizeof rate_col, "%ss/s", unit);
+  snprintf(per_col, sizeof per_col, "ops/%s", unit);
+  printf("  %-8s %10s %12s %12s %12s %12s\n", "policy", rate_col, per_col, "build ns/op",
+         "sched ns/op", "wall ns/op");
+  ex_net tiny;
+  if (ex_net_create(e->ctx, kind, &e->d, 8, 8, &tiny) != SHEAF_OK) return false;
+  for (int p = 0; p < 4; p++) {
+    sheaf_graph_stats s;
+    long passes = 0;
+    double r = exb_sheaf_rate(&tiny, exb_policies[p], 1, 64, e->n, e->min_s, e->rounds, &s, &passes);
+    if (r <= 0) {
+      ex_net_free(&tiny);
+      return false;
+    }
+    double ops = (double)s.nodes, per = ops / ((double)passes * e->n);
+    printf("  %-8s %10.1f %12.1f %12.1f %12.1f %12.1f\n", sheaf_policy_name(exb_policies[p]), r,
+           per, (double)s.ns_build / ops, (double)s.ns_schedule / ops, 1e9 / r / per);
+    exb_json_rec("\"system\": \"sheaf-overhead\", \"policy\": \"%s\", \"model\": \"%s\", "
+                 "\"hidden\": 8, \"batch\": 64, \"threads\": 1, \"%ss_per_s\": %.2f, "
+                 "\"build_ns_per_op\": %.2f, \"schedule_ns_per_op\": %.2f",
+                 sheaf_policy_name(exb_policies[p]), ex_model_name(kind), unit, r,
+                 (double)s.ns_build / ops, (double)s.ns_schedule / ops);
+  }
+  ex_net_free(&tiny);
+  return true;
+}
+
+void exb_list_str(const int *v, int n, char *out, size_t cap) {
+  out[0] = '\0';
+  for (int i = 0; i < n; i++)
+    snprintf(out + strlen(out), cap - strlen(out), "%s%d", i ? "," : "", v[i]);
+}
+
+void exb_fmt_num(char out[16], double v, int decimals) {
+  if (v > 0) snprintf(out, 16, "%.*f", decimals, v);
+  else snprintf(out, 16, "-");
 }

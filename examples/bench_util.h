@@ -1,9 +1,11 @@
 /*
- * bench_util.h — what bench/bench_treelstm.c and bench/bench_bilstm.c share:
- * time-bounded throughput of a model on the runtime, the GEMM ceiling
- * (Sheaf's own sh_gemm on a model's shape), running a PyTorch peer script
- * and reading its JSON lines, temporary files, the JSON records file.
- * (In examples/ so that the Makefile links it into every benchmark.)
+ * bench_util.h — what the model benchmarks (bench/bench_treelstm.c,
+ * bench_bilstm.c, bench_lang.c) share: their common flags and setup,
+ * time-bounded throughput of a model on the runtime (every policy), the
+ * GEMM ceiling (Sheaf's own sh_gemm on a model's shape), running a PyTorch
+ * peer script at a thread count and reading its JSON lines and check
+ * outputs, the runtime-overhead table, temporary files, the JSON records
+ * file. (In examples/ so that the Makefile links it into every benchmark.)
  */
 #ifndef SHEAF_EXAMPLES_BENCH_UTIL_H
 #define SHEAF_EXAMPLES_BENCH_UTIL_H
@@ -12,11 +14,128 @@
 
 #include "models.h"
 
-/* Best instances/s over `rounds` windows of at least min_s seconds, each
- * made of whole passes over instances [0, count) in batches of `batch`,
- * after one warm-up pass over min(count, 2 batches). *delta (optional) gets
- * the graph counters of the timed passes; *passes their number. Returns <=
- * 0 on error (printed). */
+#define EXB_MAXL 8 /* entries of a --hidden / --batch / --threads list */
+
+/* The flags of the model benchmarks against PyTorch. */
+typedef struct exb_opts {
+  bool quick, no_torch;
+  const char *json, *data, *python;
+  int hidden[EXB_MAXL], nh, batch[EXB_MAXL], nb, threads[EXB_MAXL], nt;
+  long count; /* count_flag N (--trees, --sents); 0: all */
+} exb_opts;
+
+
+/* What a model benchmark sets up from its flags. */
+typedef struct exb_env {
+  const char *prog;   /* "bench_treelstm": prefixes error messages */
+  sheaf_ctx *ctx;     /* threads: the largest of --threads */
+  ex_data d;
+  int32_t n;          /* instances timed: all, at most quick_n with --quick, --count */
+  double min_s;       /* window length (1 s; --quick 0.2 s) */
+  int rounds;         /* windows per figure (3; --quick 1) */
+  bool torch;         /* the PyTorch peers run */
+  const char *data_file; /* exb_start: the n instances written for the peer */
+} exb_env;
+
+/* Context, data (kind), counts, windows, PyTorch detection, the --json
+ * file. Prints the error and returns false on failure. */
+bool exb_setup(const char *prog, const exb_opts *o, ex_data_kind kind, int32_t quick_n,
+               exb_env *e);
+/* Parses --quick --no-torch --json F --data F --python PY --hidden L
+ * --batch L --threads L and `count_flag` N into *o (defaults: hidden
+ * 256,512, batch 1,10,64, threads 1,2, the bundled EWT test file, python3;
+ * prints `usage` and exits 2 on anything else), then exb_setup, then
+ * write(&e->d, e->n, path) of the temporary file `file` (e->data_file). */
+bool exb_start(int argc, char **argv, const char *prog, const char *count_flag,
+               const char *usage, ex_data_kind kind, int32_t quick_n, const char *file,
+               bool (*write)(const ex_data *d, int32_t n, const char *path), exb_opts *o,
+               exb_env *e);
+/* "note: PyTorch peers skipped: ..." when they do not run. */
+void exb_note_torch(const exb_opts *o, const exb_env *e);
+/* Closes the JSON file, removes the temporary files, frees data and context. */
+void exb_finish(exb_env *e);
+
+/* The model at hidden H (embed E) seeded 1, its weights saved to a
+ * temporary file (*wpath), and its outputs for the first min(n, check)
+ * instances at batch 64 in *ref. Prints the error and returns false. */
+bool exb_net_open(exb_env *e, ex_model_kind kind, int H, int E, int32_t check, ex_net *net,
+                  ex_outputs *ref, const char **wpath);
+
+/* The four batching policies, in table order: sheaf, none, depth, agenda. */
+extern const sheaf_policy exb_policies[4];
+
+/* One JSON line of a peer: {"system": S, "batch": B, ..., KEY: RATE}. */
+typedef struct exb_peer_rec {
+  char system[40];
+  int batch;
+  double rate;
+} exb_peer_rec;
+
+/* Runs `python script args` at T threads (OMP/MKL/OpenBLAS thread counts
+ * set); at T > 1 twice, with OMP_WAIT_POLICY=PASSIVE (needed by OpenBLAS
+ * builds) and with the default (often better for MKL builds). Collects the
+ * records of both (rate from `key`) into recs; returns how many. */
+int exb_run_peer_threads(const char *python, const char *script, int T, const char *args,
+                         const char *key, exb_peer_rec *recs, int max);
+/* A PyTorch peer script of a model benchmark and its two systems. */
+typedef struct exb_peer {
+  const char *script;    /* "bench/treelstm_torch.py" */
+  const char *data_flag; /* "--trees": the instances file (exb_env.data_file) */
+  const char *slow_flag; /* "--naive-batches": the per-instance system, timed at the first
+                            batch size only with --quick (its work does not depend on it) */
+  const char *unit;      /* "tree": JSON key "trees_per_s" */
+  const char *sys[2];    /* "pytorch-naive", "pytorch-level" */
+} exb_peer;
+
+/* One row of a model benchmark's table. */
+typedef struct exb_cell {
+  double sheaf[4];      /* instances/s per policy (exb_policies) */
+  double peer[2];       /* the peer's systems (exb_peer.sys); 0 = not measured */
+  double useful_gflops;
+} exb_cell;
+
+/* Runs the peer at T threads (exb_run_peer_threads) with the weights file,
+ * the batch sizes and e's windows: cells[bi].peer[k] gets the best rate of
+ * sys[k] at batch o->batch[bi]. With ref non-NULL the peer also writes its
+ * outputs for ref's instances, compared here with ref ("check (first N
+ * trees, same weights): max |sheaf - SYS| = ..."); returns the larger max
+ * abs difference (0 without ref or outputs). */
+double exb_peers(const exb_opts *o, const exb_env *e, const exb_peer *p, const char *weights,
+                 int T, const ex_outputs *ref, exb_cell *cells);
+
+/* One row of the table at threads T and batch B: the rate of every policy
+ * (exb_policies) on instances [0, e->n) into c->sheaf, JSON records for
+ * them and the peer's measured systems, and the peer columns as text: f[0]
+ * peer[0] ("(above)": measured at the first batch size only, `first`), f[1]
+ * peer[1], f[2] sheaf / peer[1], f[3] sheaf / peer[0] ("-": not
+ * measured). False on error (printed). */
+bool exb_row(const exb_env *e, const ex_net *net, const exb_peer *p, int T, int B, exb_cell *c,
+             const exb_cell *first, char f[4][16]);
+
+/* The runtime-overhead table: every policy at hidden 8, embed 8, batch 64,
+ * 1 thread over e->n instances of `kind`, ns per graph op for build and
+ * schedule; unit "tree" or "sent" (column and JSON key names). */
+bool exb_overhead(const exb_env *e, ex_model_kind kind, const char *unit);
+
+/* "1,10,64" */
+void exb_list_str(const int *v, int n, char *out, size_t cap);
+/* v with `decimals` decimals, or "-" when not measured (v <= 0). */
+void exb_fmt_num(char out[16], double v, int decimals);
+
+/* One whole pass over instances [0, count) in batches of `batch` on g. */
+typedef sheaf_status (*exb_pass_fn)(void *arg, sheaf_graph *g, int32_t count, int32_t batch);
+
+/* Best instances/s of `pass` over `rounds` windows of at least min_s
+ * seconds, each made of whole passes, on one graph of `model` (policy,
+ * threads), after one warm-up pass over min(count, 2 batches). *delta
+ * (optional) gets the graph counters of the timed passes; *passes their
+ * number. Returns <= 0 on error (the context's last error says why). */
+double exb_rate(sheaf_model *model, exb_pass_fn pass, void *arg, sheaf_policy policy,
+                int threads, int32_t batch, int32_t count, double min_s, int rounds,
+                sheaf_graph_stats *delta, long *passes);
+
+/* exb_rate of the example model's ex_run (outputs not copied); an error is
+ * printed. */
 double exb_sheaf_rate(const ex_net *net, sheaf_policy policy, int threads, int32_t batch,
                       int32_t count, double min_s, int rounds, sheaf_graph_stats *delta,
                       long *passes);
@@ -29,13 +148,6 @@ double exb_gemm_gflops(sheaf_ctx *ctx, int threads, int64_t m, int64_t n, int64_
  * with its files by exb_tmp_cleanup. */
 const char *exb_tmp_path(const char *name);
 void exb_tmp_cleanup(void);
-
-/* One JSON line of a peer: {"system": S, "batch": B, ..., KEY: RATE}. */
-typedef struct exb_peer_rec {
-  char system[40];
-  int batch;
-  double rate;
-} exb_peer_rec;
 
 /* Runs `cmd` (through the shell), echoes its "# " lines indented, collects
  * its JSON lines (rate from `key`). Returns the exit status (-1: could not

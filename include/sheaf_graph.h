@@ -61,15 +61,27 @@ typedef enum sheaf_init {
   SHEAF_INIT_GLOROT = 0, /* uniform ±sqrt(6 / (fan_in + fan_out)) (vectors: ±sqrt(3 / n)) */
   SHEAF_INIT_ZERO,
   SHEAF_INIT_ONE,
-  SHEAF_INIT_NORMAL      /* normal, std 0.02 (embeddings) */
+  SHEAF_INIT_NORMAL,     /* normal, std 0.02 (embeddings) */
+  SHEAF_INIT_IDENTITY,   /* rank 2 [r, c] with one side a multiple of the other: identity
+                            blocks of n = min(r, c), i.e. element (i, j) = (i % n == j % n):
+                            [n, n] is I, [2n, n] is [I; I] (MV-RNN's composition W) */
+  SHEAF_INIT_IDENTITY_ROWS /* rank 2 [V, n*n]: every row an n x n identity, row-major (a
+                              table of matrices, e.g. MV-RNN's word matrices) */
 } sheaf_init;
 
 sheaf_status sheaf_model_create(sheaf_ctx *ctx, sheaf_model **out);
 void sheaf_model_free(sheaf_model *m); /* NULL is fine */
 
+/* The context the model was created with (NULL for NULL). */
+sheaf_ctx *sheaf_model_ctx(const sheaf_model *m);
+
 /* Declares a parameter (rank 1 or 2) and initializes it from the model's
  * seed (sheaf_model_seed; default 0): deterministic across runs and
- * platforms. Names are unique within a model. */
+ * platforms. Names are unique within a model. The identity initializers
+ * ignore the seed (exact 0s and 1s; add noise through
+ * sheaf_model_param_data if wanted) and reject, with SHEAF_ERR_SHAPE, a
+ * shape they have no meaning for: a vector, [r, c] with neither side a
+ * multiple of the other (IDENTITY), a width that is not a square (ROWS). */
 sheaf_status sheaf_model_param(sheaf_model *m, const char *name, int rank, const int64_t *shape,
                                sheaf_init init, sheaf_param *out);
 
@@ -113,8 +125,9 @@ sheaf_status sheaf_policy_parse(sheaf_ctx *ctx, const char *name, sheaf_policy *
 typedef struct sheaf_graph_opts {
   sheaf_policy policy;
   int threads;            /* threads of the context's pool to use; <= 0: all */
-  const char *trace_path; /* non-NULL: write a Chrome-trace / Perfetto JSON timeline of
-                             every batch there when the graph is freed */
+  const char *trace_path; /* non-NULL: collect a Chrome-trace / Perfetto JSON timeline of
+                             every batch, written there when the graph is freed (and by
+                             sheaf_graph_write_trace at any time, to any path) */
 } sheaf_graph_opts;
 
 /* opts NULL: policy sheaf, all threads, no trace. The model must outlive
@@ -233,5 +246,18 @@ void sheaf_graph_get_stats(const sheaf_graph *g, sheaf_graph_stats *out);
  * batches / nodes (average batch = nodes / batches). Returns count. */
 size_t sheaf_graph_kernel_stats(const sheaf_graph *g, size_t max, const char **names,
                                 uint64_t *batches, uint64_t *nodes);
+
+/* Starts a new measurement window: zeroes the counters of
+ * sheaf_graph_get_stats (a construction in progress counts from now), the
+ * per-kernel counts of sheaf_graph_kernel_stats, and drops the timeline
+ * collected so far. Expressions, values and the graph's error are kept. */
+sheaf_status sheaf_graph_stats_reset(sheaf_graph *g);
+
+/* Writes the timeline collected so far (since creation or the last
+ * sheaf_graph_stats_reset) to `path` as Chrome-trace / Perfetto JSON, and
+ * keeps collecting. Needs a graph created with sheaf_graph_opts.trace_path
+ * (else SHEAF_ERR_INVALID_ARG: nothing is collected); a file that cannot
+ * be written gives SHEAF_ERR_IO naming the path and the reason. */
+sheaf_status sheaf_graph_write_trace(const sheaf_graph *g, const char *path);
 
 #endif /* SHEAF_GRAPH_H */

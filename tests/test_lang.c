@@ -3,15 +3,19 @@
  * (precedence, sugar, recovery), canonical symbolic sizes and their
  * unification, the checker on the examples and on the features one by one
  * (generic sizes, broadcasting, lists, patterns), the typed-AST annotations
- * lowering relies on, every ```sheaf block of docs/LANGUAGE.md, allocation
- * failure at every point, and random mutations of the examples.
+ * lowering relies on, every ```sheaf block of docs/LANGUAGE.md (checked,
+ * then run on EWT instances), allocation failure at every point, and
+ * random mutations of the examples.
  */
+#include <math.h>
 #include <stdlib.h>
 
 #include "base/buf.h"
 #include "base/file.h"
+#include "data.h"
 #include "harness.h"
 #include "lang/check.h"
+#include "lang/interp.h"
 
 /* Compiles text; returns the status and (in out) rendered diagnostics. */
 static sheaf_status compile(sheaf_ctx *ctx, const char *src, char *out, size_t cap) {
@@ -263,8 +267,8 @@ TEST(lang_examples_via_cli) {
   CHECK_CONTAINS(out, "fn cell(z: f32[5*H], cl: f32[H], cr: f32[H]) -> (f32[H], f32[H])\n");
   CHECK_CONTAINS(out, "fn tree(t: Tree) -> (f32[H], f32[H])  [recursive]\n");
   CHECK_CONTAINS(out, "type Dep = Dep(word: i32, kids: list[Dep])\n");
-  CHECK_CONTAINS(out, "param emb_M: f32[V, H*H]\n");
-  CHECK_CONTAINS(out, "param W_fw: f32[E + H, 4*H]\n");
+  CHECK_CONTAINS(out, "param emb_mat: f32[Vm, H*H]\n");
+  CHECK_CONTAINS(out, "param W_fwd: f32[E + H, 4*H]\n");
   CHECK_CONTAINS(out, "fn main(words: list[i32]) -> list[f32[T]]  [entry]\n");
   snprintf(cmd, sizeof cmd, "%s check", th_sheaf_bin());
   CHECK_EQ_INT(th_run(cmd, out, sizeof out), 2);
@@ -323,6 +327,25 @@ TEST(lang_checker_features) {
   CHECK_ERROR(ctx, "type R = R(i32, list[R])\nfn f(t: R) -> i32 = g(t)\nfn g(t: R) -> i32 = f(t)\n"
                    "fn main(t: R) -> i32 = f(t)",
               "recursive call to 'g' must pass a part of a parameter");
+  /* another name for a parameter is that parameter: taking it apart gives
+   * strict parts (a tuple of names is not another name: 'g' fails below) */
+  CHECK_COMPILES(ctx, "type T = L(i32) | N(T, T)\n"
+                      "fn f(t: T) -> i32 { let u = t; let v: T = u; match v { L(w) => w, N(l, r) => f(l) + f(r) } }\n"
+                      "fn main(t: T) -> i32 = f(t)");
+  CHECK_COMPILES(ctx, "type R = R(i32, list[R])\n"
+                      "fn size(t: R) -> i32 { let u = t; let R(_, kids) = u; let ks = kids; 1 + fold(plus, 0, map(size, ks)) }\n"
+                      "fn plus(a: i32, b: i32) -> i32 { a + b }\n"
+                      "fn main(t: R) -> i32 { size(t) }");
+  /* ... but it is not smaller than the parameter */
+  CHECK_ERROR(ctx, "type T = L(i32) | N(T, T)\n"
+                   "fn g(t: T, k: i32) -> i32 { let (u, j) = (t, k); match u { L(w) => w + j, N(l, _) => g(l, j) } }\n"
+                   "fn main(t: T) -> i32 = g(t, 1)",
+              "recursive call to 'g' must pass a part of a parameter");
+  CHECK_ERROR(ctx, "type T = L(i32) | N(T, T)\nfn f(t: T) -> i32 { let u = t; f(u) }\nfn main(t: T) -> i32 = f(t)",
+              "recursive call to 'f' must pass a part of a parameter");
+  CHECK_ERROR(ctx, "type T = L(i32) | N(T, T)\nfn f(t: T, s: T) -> i32 { let u = s; match u { L(w) => w, N(l, _) => f(t, N(l, l)) } }\n"
+                   "fn main(t: T) -> i32 = f(t, t)",
+              "recursive call to 'f' must pass a part of a parameter");
   /* shadowing and scopes */
   CHECK_COMPILES(ctx, "fn main(x: list[i32]) -> i32 { let a = 1; let a = a + 1; let b = { let a = 5; a }; a + b }");
   CHECK_ERROR(ctx, "fn main(x: list[i32]) -> i32 { let b = { let a = 5; a }; a }", "unknown name 'a'");
@@ -360,14 +383,77 @@ TEST(lang_typed_ast_annotations) {
   sh_module_free(&m);
 }
 
-/* Every ```sheaf block of docs/LANGUAGE.md compiles; ```sheaf-error blocks
- * must fail with the message on their first line ("# error: ..."). */
-TEST(lang_docs_examples_compile) {
+#define EWT "data/ud_english_ewt/en_ewt-ud-test.conllu"
+
+/* Runs a checked docs block on the first EWT instances of the kind its main
+ * takes (seeded weights; sizes other than V and those the block fixes are 4)
+ * and checks that every output tensor is finite. Returns false after
+ * reporting a failure. */
+static bool run_block(sheaf_ctx *ctx, const char *src, ex_data data[3]) {
+  sh_module m;
+  if (!CHECK_OK(ctx, sh_lang_compile(&m, ctx, "doc.sf", src, strlen(src)))) return false;
+  bool ok = true;
+  sheaf_model *model = NULL;
+  sh_lang_bind bind = {0}, none = {0};
+  sh_interp *ip = NULL;
+  sheaf_graph *g = NULL;
+  sh_lang_bind_opts bo = {.seed = 7};
+  for (uint32_t v = 1; v <= m.sizes.n && bo.n_overrides < SH_BIND_MAX_OVERRIDES; v++) {
+    const char *name = sh_sym_name(&m.syms, m.sizes.v[v].name);
+    if (m.sizes.v[v].kind != SH_SV_GLOBAL || m.sizes.v[v].has_value || !strcmp(name, "V")) continue;
+    bo.override_name[bo.n_overrides] = name;
+    bo.override_value[bo.n_overrides++] = 4;
+  }
+  ok = CHECK_OK(ctx, sh_interp_create(&m, &none, &ip));
+  sh_input_kind k = ok ? sh_interp_input_kind(ip) : SH_INPUT_UNSUPPORTED;
+  sh_interp_free(ip);
+  ip = NULL;
+  ok = ok && CHECK(k != SH_INPUT_UNSUPPORTED);
+  ex_data *d = &data[k == SH_INPUT_TOKENS ? 2 : k == SH_INPUT_DEP_TREE ? 1 : 0];
+  bo.vocab = d->vocab;
+  ok = ok && CHECK_OK(ctx, sheaf_model_create(ctx, &model)) && CHECK_OK(ctx, sh_lang_bind_model(&m, model, &bo, &bind)) &&
+       CHECK_OK(ctx, sh_interp_create(&m, &bind, &ip)) && CHECK_OK(ctx, sheaf_graph_create(model, NULL, &g));
+  sh_value res[5];
+  for (int32_t i = 0; i < 5 && ok; i++) {
+    sh_value in;
+    if (k == SH_INPUT_TOKENS)
+      ok = CHECK_OK(ctx, sh_interp_ints(ip, d->sent_words + d->sent_off[i], d->sent_off[i + 1] - d->sent_off[i], &in));
+    else
+      ok = CHECK_OK(ctx, sh_interp_tree(ip, &d->tb, d->tb.tree_root[i], d->vocab, d->unk, &in));
+    ok = ok && CHECK_OK(ctx, sh_interp_main(ip, g, in, &res[i]));
+  }
+  ok = ok && CHECK_OK(ctx, sheaf_graph_flush(g));
+  for (int32_t i = 0; i < 5 && ok; i++) {
+    sheaf_expr ts[256];
+    size_t n = sh_value_tensors(res[i], ts, 256);
+    for (size_t t = 0; t < n && t < 256 && ok; t++) {
+      sheaf_value_view v;
+      ok = CHECK_OK(ctx, sheaf_value(g, ts[t], &v));
+      int64_t numel = v.rank == 2 ? v.shape[0] * v.shape[1] : v.shape[0];
+      for (int64_t j = 0; j < numel && ok; j++) ok = CHECK(isfinite(v.data[j]));
+    }
+  }
+  sheaf_graph_free(g);
+  sh_interp_free(ip);
+  sh_lang_bind_free(ctx, &bind);
+  sheaf_model_free(model);
+  sh_module_free(&m);
+  return ok;
+}
+
+/* Every ```sheaf block of docs/LANGUAGE.md compiles and runs (every block
+ * is a complete model with a main); ```sheaf-error blocks must fail with
+ * the message on their first line ("# error: ..."). */
+TEST(lang_docs_examples_compile_and_run) {
   sheaf_ctx *ctx = th_ctx();
   char *doc;
   size_t len;
+  ex_data data[3];
+  REQUIRE_OK(ctx, ex_data_load(ctx, EWT, EX_DATA_BINARY, &data[0]));
+  REQUIRE_OK(ctx, ex_data_load(ctx, EWT, EX_DATA_CHILDSUM, &data[1]));
+  REQUIRE_OK(ctx, ex_data_load(ctx, EWT, EX_DATA_SENTS, &data[2]));
   REQUIRE_OK(ctx, sh_file_read(ctx, "docs/LANGUAGE.md", &doc, &len));
-  int n_ok = 0, n_err = 0;
+  int n_ok = 0, n_err = 0, n_ran = 0;
   for (char *p = doc; (p = strstr(p, "```sheaf"));) {
     bool want_error = strncmp(p, "```sheaf-error", 14) == 0;
     char *start = strchr(p, '\n');
@@ -388,12 +474,16 @@ TEST(lang_docs_examples_compile) {
     } else {
       n_ok++;
       if (st != SHEAF_OK) th_fail(__FILE__, __LINE__, "docs example does not compile:\n%s\n%s", start, diag);
+      else if (!run_block(ctx, start, data)) th_fail(__FILE__, __LINE__, "docs example does not run:\n%s", start);
+      else n_ran++;
     }
     p = end + 3;
   }
   CHECK(n_ok >= 10);
   CHECK(n_err >= 3);
+  CHECK_EQ_INT(n_ran, n_ok);
   sh_free(ctx, doc, len + 1);
+  for (int i = 0; i < 3; i++) ex_data_free(&data[i]);
 }
 
 /* --------------------------------------------------------- robustness */

@@ -30,6 +30,10 @@ struct sh_gemm_ws {
 static int64_t g_kc = 384, g_mc = 336, g_nc = 8;
 /* With a packed B, split M across threads from this many rows per thread. */
 static int64_t g_split_m_rows = 128;
+/* Finer split over threads (sh_gemm): tasks per thread, and the least work
+ * (multiply-adds) worth a task of its own. */
+#define TASKS_PER_THREAD 4
+#define MIN_TASK_MACS 2.0e6
 
 void sh_gemm_get_blocking(int64_t *kc, int64_t *mc, int64_t *nc_panels, int64_t *split_m_rows) {
   *kc = g_kc;
@@ -189,10 +193,14 @@ typedef struct plan {
   int64_t m, n, k, panels;
   int64_t kc, mc, ncp;
   bool lstm, has_ep, packed;
+  bool pairs; /* micro-panels of even row counts (the AVX-512 LSTM tail) */
   const float *bdata; /* packed B */
   bool split_m;
+  bool hook_in; /* rows_done from inside the loop (each task owns whole rows) */
+  bool a_reuse; /* N split, one K pass, one MC block: a thread packs A once */
   int64_t n_tasks;
   sh_gemm_ws *ws;
+  bool a_ready[WS_MAX_THREADS]; /* a_reuse: thread tid's workspace holds packed A */
 } plan;
 
 static inline const float *in_row(const sh_gemm_in *in, int64_t m) {
@@ -247,7 +255,7 @@ static void pack_b_block(const plan *pl, int64_t k0, int64_t kc, int64_t p0, int
 /* Splits `rows` into micro-panels of near-equal size <= mr. */
 static inline int64_t n_micro(int64_t rows, int64_t mr) { return (rows + mr - 1) / mr; }
 
-static void run_range(const plan *pl, int64_t r0, int64_t r1, int64_t p0, int64_t p1, int tid) {
+static void run_range(plan *pl, int64_t r0, int64_t r1, int64_t p0, int64_t p1, int tid) {
   const sh_gemm_args *a = pl->args;
   const int64_t K = pl->k, mr_max = pl->kern->mr;
   float *ws = (float *)sh_align_up((uintptr_t)pl->ws->buf[tid], 64);
@@ -258,19 +266,27 @@ static void run_range(const plan *pl, int64_t r0, int64_t r1, int64_t p0, int64_
   float *crow[16];
   for (int i = 0; i < 16; i++) trow[i] = tile + i * SH_GEMM_NR;
 
+  /* rows_done per micro-panel when one NC block covers the task's panels,
+   * else per MC row block; only on the last K pass */
+  const bool hook_mp = pl->hook_in && p1 - p0 <= pl->ncp;
   int64_t pc = 0;
   do {
     int64_t kc = K - pc < pl->kc ? K - pc : pl->kc;
-    bool first = pc == 0;
+    bool first = pc == 0, last = pc + kc >= K;
     for (int64_t ic = r0; ic < r1; ic += pl->mc) {
       int64_t mc = r1 - ic < pl->mc ? r1 - ic : pl->mc;
       int64_t nmp = n_micro(mc, mr_max);
-      /* micro-panel i: rows [ic + off_i, +rows_i), packed at apack + off_i*kc */
-      int64_t base_rows = mc / nmp, extra = mc % nmp;
-      {
+      /* micro-panel i: rows [ic + off_i, +rows_i), packed at apack + off_i*kc;
+       * near-equal sizes, and for the AVX-512 LSTM tail (which works on row
+       * pairs) even ones, any odd row in the last */
+      bool even = pl->pairs && !(mr_max & 1);
+      int64_t base_rows = even ? 2 * (mc / 2 / nmp) : mc / nmp;
+      int64_t extra = even ? mc / 2 % nmp : mc % nmp;
+      if (!pl->a_reuse || !pl->a_ready[tid]) {
+        pl->a_ready[tid] = pl->a_reuse;
         int64_t off = 0;
         for (int64_t i = 0; i < nmp; i++) {
-          int64_t rows = base_rows + (i < extra);
+          int64_t rows = base_rows + (i < extra) * (1 + even) + (even && i == nmp - 1) * (mc & 1);
           pack_a_panel(a, pl->kern->pack_a, ic + off, rows, pc, kc, apack + off * kc);
           off += rows;
         }
@@ -280,7 +296,7 @@ static void run_range(const plan *pl, int64_t r0, int64_t r1, int64_t p0, int64_
         if (!pl->packed) pack_b_block(pl, pc, kc, jc, np, bpack);
         int64_t off = 0;
         for (int64_t i = 0; i < nmp; i++) {
-          int64_t rows = base_rows + (i < extra);
+          int64_t rows = base_rows + (i < extra) * (1 + even) + (even && i == nmp - 1) * (mc & 1);
           const float *ap = apack + off * kc;
           int64_t m0 = ic + off;
           if (!pl->has_ep)
@@ -301,16 +317,18 @@ static void run_range(const plan *pl, int64_t r0, int64_t r1, int64_t p0, int64_
               pl->kern->ukernel(rows, cols, kc, ap, bp, SH_GEMM_NR, cp, a->accumulate || !first);
             }
           }
+          if (hook_mp && last) a->rows_done(a->rows_done_arg, m0, rows, tid);
           off += rows;
         }
       }
+      if (pl->hook_in && !hook_mp && last) a->rows_done(a->rows_done_arg, ic, mc, tid);
     }
     pc += kc;
   } while (pc < K);
 }
 
 static void gemm_task(void *arg, int64_t task, int tid) {
-  const plan *pl = arg;
+  plan *pl = arg;
   int64_t nt = pl->n_tasks;
   if (pl->split_m) {
     /* even row ranges; each is cut into near-equal micro-panels */
@@ -457,6 +475,7 @@ sheaf_status sh_gemm(sheaf_ctx *ctx, sheaf_isa isa, int threads, const sh_gemm_a
   pl.k = k;
   pl.lstm = args->lstm != NULL || args->gru != NULL;
   pl.has_ep = pl.lstm || args->n_ep > 0;
+  pl.pairs = args->lstm != NULL && isa == SHEAF_ISA_AVX512;
   pl.packed = args->b_packed != NULL;
   pl.bdata = pl.packed ? args->b_packed->data : NULL;
   pl.panels = pl.packed ? args->b_packed->n_panels : (n + SH_GEMM_NR - 1) / SH_GEMM_NR;
@@ -488,8 +507,26 @@ sheaf_status sh_gemm(sheaf_ctx *ctx, sheaf_isa isa, int threads, const sh_gemm_a
   if (threads > 1 && pl.panels < 2 * threads && args->m >= 2 * mr * threads) pl.split_m = true;
   if (threads > 1 && !pl.split_m && pl.panels < threads) threads = (int)pl.panels;
   if (threads > 1 && pl.split_m && args->m < threads) threads = (int)args->m;
-  pl.n_tasks = threads;
-  int64_t rows_per_task = pl.split_m ? (args->m + threads - 1) / threads : args->m;
+  /* Several tasks per thread, claimed dynamically, so that a preempted or
+   * slow thread delays the call by one small task, not by its whole share:
+   * up to TASKS_PER_THREAD per thread, each at least MIN_TASK_MACS of work
+   * and at least 2 micro-panels of rows (M split) or 2 panels (N split; 8
+   * when each task must pack its own copy of A). */
+  pl.n_tasks = 1;
+  if (threads > 1) {
+    double macs = (double)args->m * (double)n * (double)(k > 0 ? k : 1);
+    int64_t units = pl.split_m ? args->m / (2 * mr) : pl.panels / 2;
+    pl.a_reuse = !pl.split_m && pl.kc >= k && args->m <= g_mc;
+    if (!pl.split_m && !pl.a_reuse) units = pl.panels / pl.ncp;
+    int64_t by_work = (int64_t)(macs / MIN_TASK_MACS);
+    int64_t nt = (int64_t)threads * TASKS_PER_THREAD;
+    if (nt > units) nt = units;
+    if (nt > by_work) nt = by_work;
+    nt -= nt % threads; /* equal tasks: a multiple of the thread count */
+    pl.n_tasks = nt > threads ? nt : threads;
+  }
+  pl.hook_in = args->rows_done && (threads == 1 || pl.split_m);
+  int64_t rows_per_task = pl.split_m ? (args->m + pl.n_tasks - 1) / pl.n_tasks : args->m;
   pl.mc = rows_per_task < g_mc ? rows_per_task : g_mc;
   size_t need = sizeof(float) * (sh_align_up((size_t)(pl.mc * pl.kc), 16) +
                                  (pl.packed ? 0 : (size_t)(pl.kc * pl.ncp * SH_GEMM_NR)));
@@ -507,6 +544,9 @@ sheaf_status sh_gemm(sheaf_ctx *ctx, sheaf_isa isa, int threads, const sh_gemm_a
       gemm_task(&pl, 0, 0);
     else
       sh_pool_run(ctx->pool, pl.n_tasks, gemm_task, &pl, threads);
+    if (args->rows_done && !pl.hook_in)
+      for (int64_t m0 = 0; m0 < args->m; m0 += 64)
+        args->rows_done(args->rows_done_arg, m0, args->m - m0 < 64 ? args->m - m0 : 64, 0);
   }
   if (own) sh_gemm_ws_free(ctx, own);
   return st;

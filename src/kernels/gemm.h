@@ -163,6 +163,21 @@ typedef struct sh_gemm_args {
   const sh_gemm_lstm *lstm;             /* replaces C and ep */
   const sh_gemm_gru *gru;               /* replaces C and ep */
   sh_gemm_ws *ws;                       /* NULL: allocate for this call */
+  /* Row-completion hook (NULL: none, and no cost). Called once for every
+   * row of C over the whole call, in blocks [m0, m0 + rows), after those
+   * rows are final: every column, the whole K sum, accumulate and epilogue
+   * applied and stored (LSTM / GRU: c_out / h_out written). Blocks come in
+   * no particular order and possibly concurrently from several pool
+   * threads; tid (0 .. threads-1) is the pool thread calling, for per-thread
+   * scratch. Meant for follow-up pointwise work on rows still hot in cache:
+   * when a task owns whole rows (one K pass, every N panel; 1 thread, or M
+   * split over threads) it is called from inside the loop as each row block
+   * (or micro-panel) is finished; otherwise (K in several passes, or N split
+   * over threads) after the whole product by the calling thread (tid 0), in
+   * blocks of at most 64 rows. Not called when the call fails or M or N is
+   * 0. The callee must not call sh_gemm with the same workspace. */
+  void (*rows_done)(void *arg, int64_t m0, int64_t rows, int tid);
+  void *rows_done_arg;
 } sh_gemm_args;
 
 /* Runs the GEMM with the micro-kernels of `isa` (lowered to what the host

@@ -14,6 +14,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "kernels/vmath_avx2.h"
+
 #define AVX512_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 
 static inline AVX512_FN __attribute__((always_inline)) void ukr(const int MR, int64_t cols,
@@ -131,8 +133,9 @@ AVX512_FN void sh_f32_gemm_pack_a__avx512(int64_t rows, int64_t len, const float
 /* ------------------------------------------------------------ epilogue */
 
 /* The fused cell tails use fast nonlinearities (absolute error ~4e-7 on c
- * and h, see lstm16; far below what an RNN notices); the general epilogue
- * (with the ulp-tested activations of vmath_avx2.h) is the AVX2 one.
+ * and h, see lstm16; far below what an RNN notices); the generic epilogue
+ * (below) uses the vmath_avx512.h algorithms with a reciprocal instead of
+ * the division (a few ulp).
  * GRU: every nonlinearity is one fast sigmoid on ymm — tanh(x) = 2σ(2x) − 1
  * — with exp through 2^t = scalef(p(t − round t), round t) (degree-5
  * minimax, rel. error 7.5e-8) and 1/(1+e) by rcp14 + one Newton step. */
@@ -153,35 +156,47 @@ static inline AVX512_FN __attribute__((always_inline)) __m256 sig_fast(__m256 x,
   return _mm256_mul_ps(r, _mm256_fnmadd_ps(d, r, _mm256_set1_ps(2.0f)));
 }
 
-/* 2^(t/32) for the LSTM tail: |t| clamped to 1920 (2^±60, so products of
- * two (1 + e) stay finite), n = round(t) by the 1.5·2^23 trick, 2^(n/32) =
- * 2^(n>>5) · T[n & 31] (a 32-entry table in two zmm, one vpermt2ps),
- * 2^(f/32) for |f| <= 1/2 by a degree-2 minimax polynomial (rel. error
- * 5e-8), 2^(n>>5) added to the exponent field. Mostly add-pipe and integer
- * work: Zen 4's two FMA pipes are the tail's bottleneck. */
-static const float k_exp2_32[32] = { /* 2^(j/32) rounded to f32 */
-    1.0f, 1.0218972f, 1.04427373f, 1.06714046f, 1.09050775f, 1.1143868f,
-    1.13878858f, 1.1637249f, 1.18920708f, 1.21524739f, 1.24185777f, 1.26905096f,
-    1.29683959f, 1.32523668f, 1.35425556f, 1.38390994f, 1.41421354f, 1.44518077f,
-    1.47682619f, 1.50916445f, 1.54221082f, 1.5759809f, 1.61049032f, 1.64575553f,
-    1.68179286f, 1.71861935f, 1.75625217f, 1.79470909f, 1.8340081f, 1.87416768f,
-    1.91520655f, 1.95714414f};
+/* 2^(t/32) for the LSTM tail, as S·p: |t| clamped to 1920 (2^±60, so
+ * products of two (1 + e) stay finite), n = round(t) (vcvtps2dq) and
+ * f = t − n (vreduceps, exact), S = 2^(n/32) = 2^(n>>5) · T[n & 31] built in the integer domain: one
+ * vpermt2ps picks the bits of T[j] − (j << 18) from a 32-entry table in two
+ * zmm and one vpaddd adds n << 18 = ((n>>5) << 23) + (j << 18) — the
+ * exponent and, cancelling, the index bits (no mask); p = 2^(f/32) for
+ * |f| <= 1/2 by a degree-2 minimax polynomial (rel. error 5e-8). The
+ * caller forms e = S·p, 1 + e = fma(S, p, 1) or 1 − e in one op. Mostly
+ * add-pipe and integer work: Zen 4's two FMA pipes are the tail's
+ * bottleneck. */
+static const uint32_t k_exp2_32[32] = { /* bits of f32(2^(j/32)) − (j << 18) */
+    0x3f800000u, 0x3f7ecd87u, 0x3f7daac3u, 0x3f7c980fu, 0x3f7b95c2u, 0x3f7aa43au, 0x3f79c3d3u,
+    0x3f78f4f0u, 0x3f7837f0u, 0x3f778d3au, 0x3f76f532u, 0x3f767043u, 0x3f75fed7u, 0x3f75a15bu,
+    0x3f75583fu, 0x3f7523f6u, 0x3f7504f3u, 0x3f74fbafu, 0x3f7508a4u, 0x3f752c4du, 0x3f75672au,
+    0x3f75b9beu, 0x3f76248cu, 0x3f76a81eu, 0x3f7744fdu, 0x3f77fbb8u, 0x3f78ccdfu, 0x3f79b907u,
+    0x3f7ac0c7u, 0x3f7be4bau, 0x3f7d257du, 0x3f7e83b3u};
 
 typedef struct exp2_tab {
   __m512 lo, hi;
 } exp2_tab;
 
-static inline AVX512_FN __attribute__((always_inline)) __m512 exp2_32(__m512 t, exp2_tab tab) {
-  const __m512 magic = _mm512_set1_ps(12582912.0f);
+static inline AVX512_FN __attribute__((always_inline)) __m512 exp2_32_sp(__m512 t, exp2_tab tab,
+                                                                          __m512 *p_out) {
   t = _mm512_range_ps(t, _mm512_set1_ps(1920.0f), 0x02); /* min |.|, sign of t */
-  __m512 r = _mm512_add_ps(t, magic);
-  __m512 f = _mm512_sub_ps(t, _mm512_sub_ps(r, magic));
+  __m512i n = _mm512_cvt_roundps_epi32(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 f = _mm512_reduce_ps(t, _MM_FROUND_TO_NEAREST_INT); /* t − round(t), exact */
   __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(0.00023459672f), f, _mm512_set1_ps(0.021661166f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-  __m512i ri = _mm512_castps_si512(r);
-  __m512 tv = _mm512_permutex2var_ps(tab.lo, ri, tab.hi);
-  __m512i sc = _mm512_and_si512(_mm512_slli_epi32(ri, 18), _mm512_set1_epi32((int)0xff800000));
-  return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(_mm512_mul_ps(tv, p)), sc));
+  *p_out = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  __m512i tv = _mm512_castps_si512(_mm512_permutex2var_ps(tab.lo, n, tab.hi));
+  return _mm512_castsi512_ps(_mm512_add_epi32(tv, _mm512_slli_epi32(n, 18)));
+}
+
+/* 1 + 2^(t/32) */
+static inline AVX512_FN __attribute__((always_inline)) __m512 exp2_32_p1(__m512 t, exp2_tab tab) {
+  __m512 p, sc = exp2_32_sp(t, tab, &p);
+  return _mm512_fmadd_ps(sc, p, _mm512_set1_ps(1.0f));
+}
+
+static inline AVX512_FN __attribute__((always_inline)) exp2_tab exp2_tab_load(void) {
+  return (exp2_tab){_mm512_castsi512_ps(_mm512_loadu_si512(k_exp2_32)),
+                    _mm512_castsi512_ps(_mm512_loadu_si512(k_exp2_32 + 16))};
 }
 
 /* 1/d: rcp14 and one Newton step. */
@@ -211,15 +226,13 @@ static inline float *out_row(const sh_gemm_out *o, int64_t m) {
 static inline AVX512_FN __attribute__((always_inline)) void lstm16(
     __m512 ti, __m512 tf, __m512 to, __m512 tu, __m512 cp, bool has_prev, exp2_tab tab,
     __m512 *c_out, __m512 *h_out) {
-  const __m512 one = _mm512_set1_ps(1.0f);
-  __m512 ei = exp2_32(ti, tab), eu = exp2_32(tu, tab), eo = exp2_32(to, tab);
-  __m512 c = _mm512_mul_ps(_mm512_sub_ps(one, eu),
-                           rcp_nr(_mm512_mul_ps(_mm512_add_ps(one, ei), _mm512_add_ps(one, eu))));
-  if (has_prev) c = _mm512_fmadd_ps(cp, rcp_nr(_mm512_add_ps(one, exp2_32(tf, tab))), c);
-  __m512 ec = exp2_32(_mm512_mul_ps(c, _mm512_set1_ps(-2.0f * 32.0f * 1.44269504088896341f)), tab);
+  const __m512 two = _mm512_set1_ps(2.0f);
+  __m512 ai = exp2_32_p1(ti, tab), au = exp2_32_p1(tu, tab), ao = exp2_32_p1(to, tab);
+  __m512 c = _mm512_mul_ps(_mm512_sub_ps(two, au), rcp_nr(_mm512_mul_ps(ai, au)));
+  if (has_prev) c = _mm512_fmadd_ps(cp, rcp_nr(exp2_32_p1(tf, tab)), c);
+  __m512 ac = exp2_32_p1(_mm512_mul_ps(c, _mm512_set1_ps(-2.0f * 32.0f * 1.44269504088896341f)), tab);
   *c_out = c;
-  *h_out = _mm512_mul_ps(_mm512_sub_ps(one, ec),
-                         rcp_nr(_mm512_mul_ps(_mm512_add_ps(one, eo), _mm512_add_ps(one, ec))));
+  *h_out = _mm512_mul_ps(_mm512_sub_ps(two, ac), rcp_nr(_mm512_mul_ps(ao, ac)));
 }
 
 static AVX512_FN void lstm_tail(const sh_gemm_ep_ctx *e, const float *t, int64_t m0,
@@ -242,29 +255,30 @@ static AVX512_FN void lstm_tail(const sh_gemm_ep_ctx *e, const float *t, int64_t
     bu = BIAS2(l->gate_u, kt);
 #undef BIAS2
   }
-  const exp2_tab tab = {_mm512_loadu_ps(k_exp2_32), _mm512_loadu_ps(k_exp2_32 + 16)};
+  const exp2_tab tab = exp2_tab_load();
   const float *ti = t + l->gate_i * SH_GEMM_LSTM_G, *tf = t + l->gate_f * SH_GEMM_LSTM_G;
   const float *to = t + l->gate_o * SH_GEMM_LSTM_G, *tu = t + l->gate_u * SH_GEMM_LSTM_G;
   int64_t r = 0;
   if (hv == SH_GEMM_LSTM_G && rows >= 2) {
-    /* Row pairs in three passes through an L1 buffer, so that each loop
-     * body is a few short independent chains (one pass per pair is one
-     * long chain, and the scheduler then runs the pairs one by one). */
-    const __m512 one = _mm512_set1_ps(1.0f);
+    /* Row pairs in two passes through an L1 buffer (the four independent
+     * gate exponentials, then the c → tanh(c) → h chain), so that the
+     * scheduler overlaps pairs (one pass per pair is one long chain, and
+     * the pairs then run one by one). */
+    const __m512 two = _mm512_set1_ps(2.0f);
     _Alignas(64) float st[8][4][16];
     int64_t pairs = rows / 2;
     for (int64_t q = 0; q < pairs; q++) { /* 1: the four gate exponentials */
       int64_t o = 2 * q * SH_GEMM_NR, o1 = o + SH_GEMM_NR;
-      __m512 ei = exp2_32(_mm512_fmadd_ps(ld2(ti + o, ti + o1), ks, bi), tab);
-      __m512 eu = exp2_32(_mm512_fmadd_ps(ld2(tu + o, tu + o1), kt, bu), tab);
-      __m512 ef = exp2_32(_mm512_fmadd_ps(ld2(tf + o, tf + o1), ks, bf), tab);
-      __m512 eo = exp2_32(_mm512_fmadd_ps(ld2(to + o, to + o1), ks, bo), tab);
-      _mm512_store_ps(st[q][0], _mm512_sub_ps(one, eu));
-      _mm512_store_ps(st[q][1], _mm512_mul_ps(_mm512_add_ps(one, ei), _mm512_add_ps(one, eu)));
-      _mm512_store_ps(st[q][2], _mm512_add_ps(one, ef));
-      _mm512_store_ps(st[q][3], _mm512_add_ps(one, eo));
+      __m512 ai = exp2_32_p1(_mm512_fmadd_ps(ld2(ti + o, ti + o1), ks, bi), tab);
+      __m512 au = exp2_32_p1(_mm512_fmadd_ps(ld2(tu + o, tu + o1), kt, bu), tab);
+      __m512 af = exp2_32_p1(_mm512_fmadd_ps(ld2(tf + o, tf + o1), ks, bf), tab);
+      __m512 ao = exp2_32_p1(_mm512_fmadd_ps(ld2(to + o, to + o1), ks, bo), tab);
+      _mm512_store_ps(st[q][0], _mm512_sub_ps(two, au)); /* 1 − e_u */
+      _mm512_store_ps(st[q][1], _mm512_mul_ps(ai, au));
+      _mm512_store_ps(st[q][2], af);
+      _mm512_store_ps(st[q][3], ao);
     }
-    for (int64_t q = 0; q < pairs; q++) { /* 2: c, and the pieces of h */
+    for (int64_t q = 0; q < pairs; q++, r += 2) { /* 2: c, h, and the stores */
       __m512 c = _mm512_mul_ps(_mm512_load_ps(st[q][0]), rcp_nr(_mm512_load_ps(st[q][1])));
       if (has_prev) {
         __m512 cp = _mm512_insertf32x8(
@@ -272,14 +286,8 @@ static AVX512_FN void lstm_tail(const sh_gemm_ep_ctx *e, const float *t, int64_t
             _mm256_loadu_ps(in_row(&l->c_prev, m0 + 2 * q + 1) + h0), 1);
         c = _mm512_fmadd_ps(cp, rcp_nr(_mm512_load_ps(st[q][2])), c);
       }
-      __m512 ec = exp2_32(_mm512_mul_ps(c, kt), tab);
-      _mm512_store_ps(st[q][0], c);
-      _mm512_store_ps(st[q][1], _mm512_sub_ps(one, ec));
-      _mm512_store_ps(st[q][2], _mm512_mul_ps(_mm512_load_ps(st[q][3]), _mm512_add_ps(one, ec)));
-    }
-    for (int64_t q = 0; q < pairs; q++, r += 2) { /* 3: h, and the stores */
-      __m512 c = _mm512_load_ps(st[q][0]);
-      __m512 h = _mm512_mul_ps(_mm512_load_ps(st[q][1]), rcp_nr(_mm512_load_ps(st[q][2])));
+      __m512 ac = exp2_32_p1(_mm512_mul_ps(c, kt), tab);
+      __m512 h = _mm512_mul_ps(_mm512_sub_ps(two, ac), rcp_nr(_mm512_mul_ps(_mm512_load_ps(st[q][3]), ac)));
       _mm256_storeu_ps(out_row(&l->c_out, m0 + r) + h0, _mm512_castps512_ps256(c));
       _mm256_storeu_ps(out_row(&l->c_out, m0 + r + 1) + h0, _mm512_extractf32x8_ps(c, 1));
       _mm256_storeu_ps(out_row(&l->h_out, m0 + r) + h0, _mm512_castps512_ps256(h));
@@ -325,6 +333,155 @@ static AVX512_FN void gru_tail(const sh_gemm_ep_ctx *e, const float *t, int64_t 
   }
 }
 
+/* ---------------------------------------------------- generic epilogue */
+
+/* exp(x) for x in [-104, 89] (callers clamp): Cephes expf as
+ * sh_exp_avx512 (two-part ln 2, degree-7 polynomial, vscalefps). */
+static inline AVX512_FN __attribute__((always_inline)) __m512 exp_in_range(__m512 x) {
+  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500E-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
+  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(p, n);
+}
+
+/* sigmoid as sh_sigmoid_avx512 (e = exp(−|x|) in (0, 1]; x >= 0: 1/(1+e),
+ * else e/(1+e)) with the division replaced by rcp14 and one Newton step
+ * (1 + e is in [1, 2], so the reciprocal is always a normal number):
+ * ~3 ulp. NaN propagates; sigmoid(±inf) = 1 / 0. */
+static inline AVX512_FN __attribute__((always_inline)) __m512 sigmoid_ep(__m512 x) {
+  __m512 nx = _mm512_or_ps(x, _mm512_set1_ps(-0.0f)); /* −|x| */
+  __m512 e = exp_in_range(_mm512_max_ps(_mm512_set1_ps(-104.0f), nx)); /* NaN stays */
+  __mmask16 neg = _mm512_movepi32_mask(_mm512_castps_si512(x));
+  __m512 r = rcp_nr(_mm512_add_ps(e, _mm512_set1_ps(1.0f)));
+  return _mm512_mask_mul_ps(r, neg, r, e);
+}
+
+/* tanh as sh_tanh_avx512 (|x| < 0.625: Cephes odd polynomial; else
+ * sign(x)(1 − 2/(exp(2|x|) + 1)), |x| clamped to 10 where the result is 1
+ * in f32) with rcp14 + one Newton step for the division: ~2 ulp. */
+static inline AVX512_FN __attribute__((always_inline)) __m512 tanh_ep(__m512 x) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  __m512 ax = _mm512_andnot_ps(sign, x);
+  __m512 s = _mm512_mul_ps(x, x);
+  __m512 p = _mm512_set1_ps(-5.70498872745E-3f);
+  p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(2.06390887954E-2f));
+  p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(-5.37397155531E-2f));
+  p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(1.33314422036E-1f));
+  p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(-3.33332819422E-1f));
+  __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, s), ax, ax);
+  __m512 a2 = _mm512_min_ps(_mm512_set1_ps(20.0f), _mm512_add_ps(ax, ax)); /* NaN stays */
+  __m512 r = rcp_nr(_mm512_add_ps(exp_in_range(a2), _mm512_set1_ps(1.0f)));
+  __m512 big = _mm512_fnmadd_ps(_mm512_set1_ps(2.0f), r, _mm512_set1_ps(1.0f));
+  __mmask16 is_small = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.625f), _CMP_LT_OQ);
+  return _mm512_or_ps(_mm512_mask_blend_ps(is_small, big, small), _mm512_and_ps(x, sign));
+}
+
+static inline AVX512_FN __attribute__((always_inline)) __m512 act_ep(sh_gemm_act act, __m512 x) {
+  switch (act) {
+  case SH_GEMM_ACT_RELU: return _mm512_max_ps(x, _mm512_setzero_ps());
+  case SH_GEMM_ACT_SIGMOID: return sigmoid_ep(x);
+  case SH_GEMM_ACT_TANH: return tanh_ep(x);
+  case SH_GEMM_ACT_GELU_TANH:
+    return _mm512_insertf32x8(_mm512_castps256_ps512(sh_gelu_tanh_avx2(_mm512_castps512_ps256(x))),
+                              sh_gelu_tanh_avx2(_mm512_extractf32x8_ps(x, 1)), 1);
+  case SH_GEMM_ACT_GELU_ERF:
+    return _mm512_insertf32x8(_mm512_castps256_ps512(sh_gelu_erf_avx2(_mm512_castps512_ps256(x))),
+                              sh_gelu_erf_avx2(_mm512_extractf32x8_ps(x, 1)), 1);
+  }
+  return x;
+}
+
+/* One op of a 16-column vector's program: lanes `m` (already cut to the
+ * tile's columns); BIAS ops before the first other op are folded into one
+ * bias vector. */
+typedef struct vop {
+  sh_gemm_ep_kind kind;
+  sh_gemm_act act;
+  __mmask16 m;
+  const float *vec;         /* BIAS */
+  const sh_gemm_in *other;  /* ADD / MUL */
+} vop;
+
+/* Rows of one 16-column vector q of the tile: x = t (+ C) + bias, then
+ * `act` on every lane (the common case: the whole program is bias + one
+ * activation on full lanes), stored to C under `cm`. */
+#define EP_FAST_LOOP(ACT)                                                               \
+  for (int64_t r = 0; r < rows; r++) {                                                  \
+    float *cr = out_row(&a->c, m0 + r) + col;                                           \
+    __m512 x = _mm512_add_ps(_mm512_load_ps(t + r * SH_GEMM_NR + q * 16), bias);         \
+    if (acc) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(cm, cr));                       \
+    _mm512_mask_storeu_ps(cr, cm, ACT);                                                 \
+  }
+
+static AVX512_FN void generic_ep(const sh_gemm_ep_ctx *e, float *t, int64_t m0, int64_t rows,
+                                 int64_t col0, int64_t cols) {
+  const sh_gemm_args *a = e->args;
+  const bool acc = a->accumulate;
+  for (int q = 0; q * 16 < cols; q++) {
+    const int64_t col = col0 + q * 16, vc = cols - q * 16 < 16 ? cols - q * 16 : 16;
+    const __mmask16 cm = (__mmask16)((1u << vc) - 1);
+    /* this vector's program: leading biases folded, then the other ops */
+    __m512 bias = _mm512_setzero_ps();
+    vop prog[SH_GEMM_MAX_EP];
+    int np = 0;
+    for (int i = 0; i < a->n_ep; i++) {
+      const sh_gemm_ep *op = &a->ep[i];
+      int64_t n1 = op->n1 <= 0 ? e->n : op->n1;
+      int64_t lo = op->n0 - col, hi = n1 - col;
+      if (lo < 0) lo = 0;
+      if (hi > vc) hi = vc;
+      if (lo >= hi) continue;
+      __mmask16 m = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+      if (op->kind == SH_GEMM_EP_BIAS && np == 0) {
+        bias = _mm512_add_ps(bias, _mm512_maskz_loadu_ps(m, op->vec + col));
+        continue;
+      }
+      prog[np++] = (vop){op->kind, op->act, m, op->vec, &op->other};
+    }
+    if (np == 0) {
+      EP_FAST_LOOP(x)
+    } else if (np == 1 && prog[0].kind == SH_GEMM_EP_ACT && prog[0].m == cm) {
+      switch (prog[0].act) {
+      case SH_GEMM_ACT_RELU: EP_FAST_LOOP(_mm512_max_ps(x, _mm512_setzero_ps())) break;
+      case SH_GEMM_ACT_SIGMOID: EP_FAST_LOOP(sigmoid_ep(x)) break;
+      case SH_GEMM_ACT_TANH: EP_FAST_LOOP(tanh_ep(x)) break;
+      default: EP_FAST_LOOP(act_ep(prog[0].act, x)) break;
+      }
+    } else {
+      for (int64_t r = 0; r < rows; r++) {
+        float *cr = out_row(&a->c, m0 + r) + col;
+        __m512 x = _mm512_add_ps(_mm512_load_ps(t + r * SH_GEMM_NR + q * 16), bias);
+        if (acc) x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(cm, cr));
+        for (int i = 0; i < np; i++) {
+          const vop *v = &prog[i];
+          switch (v->kind) {
+          case SH_GEMM_EP_BIAS:
+            x = _mm512_mask_add_ps(x, v->m, x, _mm512_maskz_loadu_ps(v->m, v->vec + col));
+            break;
+          case SH_GEMM_EP_ACT: x = _mm512_mask_mov_ps(x, v->m, act_ep(v->act, x)); break;
+          case SH_GEMM_EP_ADD:
+            x = _mm512_mask_add_ps(x, v->m, x, _mm512_maskz_loadu_ps(v->m, in_row(v->other, m0 + r) + col));
+            break;
+          case SH_GEMM_EP_MUL:
+            x = _mm512_mask_mul_ps(x, v->m, x, _mm512_maskz_loadu_ps(v->m, in_row(v->other, m0 + r) + col));
+            break;
+          }
+        }
+        _mm512_mask_storeu_ps(cr, cm, x);
+      }
+    }
+  }
+}
+#undef EP_FAST_LOOP
+
 AVX512_FN void sh_gemm_epilogue__avx512(const sh_gemm_ep_ctx *e, float *t, int64_t m0,
                                         int64_t rows, int64_t col0, int64_t cols) {
   if (e->args->lstm)
@@ -332,6 +489,6 @@ AVX512_FN void sh_gemm_epilogue__avx512(const sh_gemm_ep_ctx *e, float *t, int64
   else if (e->args->gru)
     gru_tail(e, t, m0, rows, col0);
   else
-    sh_gemm_epilogue__avx2(e, t, m0, rows, col0, cols);
+    generic_ep(e, t, m0, rows, col0, cols);
 }
 #endif

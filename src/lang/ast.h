@@ -82,6 +82,8 @@ typedef struct sh_local {
   int index;
   sh_type *type;
   int subterm_of; /* (checker) >= 0: a strict part of ADT parameter k (structural recursion) */
+  int alias_of;   /* (checker) >= 0: parameter k itself, or a tuple component of it, under
+                     another name (`let u = t;`): taking it apart gives strict parts of k */
 } sh_local;
 
 struct sh_fn {

@@ -2,7 +2,9 @@
  * bind.c — the parameters of a checked program on a sheaf_model (see
  * interp.h): global sizes solved from `size` declarations, --size
  * overrides, the weights file's shapes and the vocabulary, then every
- * `param` declared and loaded (or seeded).
+ * `param` declared and loaded (or seeded); the rows of the looked-up tables
+ * and the rule that maps a word of the data to a row (sh_lang_word_row:
+ * full tables by id, capped tables by frequency rank, <unk> last).
  */
 #include <stdio.h>
 #include <string.h>
@@ -70,10 +72,23 @@ static bool solve(const sh_size *s, int64_t n, int64_t *val) {
   return true;
 }
 
+static size_t rank_bytes(int64_t vocab) { return (size_t)(vocab > 1 ? vocab - 1 : 1) * sizeof(int32_t); }
+
 void sh_lang_bind_free(sheaf_ctx *ctx, sh_lang_bind *b) {
+  size_t np = (size_t)(b->n_params ? b->n_params : 1);
   if (b->size_values) sh_free(ctx, b->size_values, (b->n_sizes + 1) * sizeof(int64_t));
-  if (b->params) sh_free(ctx, b->params, (size_t)(b->n_params ? b->n_params : 1) * sizeof(sheaf_param));
+  if (b->params) sh_free(ctx, b->params, np * sizeof(sheaf_param));
+  if (b->table_rows) sh_free(ctx, b->table_rows, np * sizeof(int64_t));
+  if (b->word_rank) sh_free(ctx, b->word_rank, rank_bytes(b->vocab));
   memset(b, 0, sizeof *b);
+}
+
+int64_t sh_lang_word_row(const sh_lang_bind *b, int p, int64_t w) {
+  int64_t rows = b->table_rows[p], words = b->vocab - 1;
+  if (w < 0 || w >= words) return rows - 1; /* <unk> */
+  if (rows > words) return w < rows - 1 ? w : rows - 1;
+  int64_t r = b->word_rank ? b->word_rank[w] : w; /* a capped table */
+  return r < rows - 1 ? r : rows - 1;
 }
 
 sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
@@ -85,18 +100,20 @@ sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
   out->n_params = m->n_params;
   out->size_values = sh_alloc(ctx, (nv + 1) * sizeof(int64_t), 16);
   out->params = sh_alloc(ctx, (size_t)(m->n_params ? m->n_params : 1) * sizeof(sheaf_param), 16);
+  out->table_rows = sh_alloc(ctx, (size_t)(m->n_params ? m->n_params : 1) * sizeof(int64_t), 16);
   bool *is_table = sh_alloc(ctx, (size_t)m->n_params + 1, 16);
   sheaf_st_file *wf = NULL;
   sh_buf msg;
   sh_buf_init(&msg, ctx);
   sheaf_status st = SHEAF_OK;
-  if (!out->size_values || !out->params || !is_table) {
+  if (!out->size_values || !out->params || !out->table_rows || !is_table) {
     st = SHEAF_ERR_NOMEM;
     goto done;
   }
   int64_t *val = out->size_values;
   memset(val, 0, (nv + 1) * sizeof(int64_t));
   memset(is_table, 0, (size_t)m->n_params + 1);
+  memset(out->table_rows, 0, (size_t)(m->n_params ? m->n_params : 1) * sizeof(int64_t));
   for (uint32_t v = 1; v <= nv; v++)
     if (m->sizes.v[v].kind == SH_SV_GLOBAL && m->sizes.v[v].has_value) val[v] = m->sizes.v[v].value;
   for (int i = 0; i < opts->n_overrides; i++) {
@@ -169,9 +186,18 @@ sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
   }
   for (int p = 0; p < m->n_params; p++)
     if (is_table[p]) {
-      int64_t rows = eval_known(&m->params[p]->type->dims[0], val);
-      if (out->vocab == 0 || rows < out->vocab) out->vocab = rows;
+      int64_t rows = out->table_rows[p] = eval_known(&m->params[p]->type->dims[0], val);
+      if (opts->vocab <= 0 && (out->vocab == 0 || rows < out->vocab)) out->vocab = rows;
     }
+  if (opts->vocab > 0) out->vocab = opts->vocab;
+  if (opts->word_rank && out->vocab > 1) {
+    out->word_rank = sh_alloc(ctx, rank_bytes(out->vocab), 16);
+    if (!out->word_rank) {
+      st = SHEAF_ERR_NOMEM;
+      goto done;
+    }
+    memcpy(out->word_rank, opts->word_rank, rank_bytes(out->vocab));
+  }
   if (opts->weights) st = sheaf_model_load(model, opts->weights);
   else st = sheaf_model_seed(model, opts->seed);
 done:

@@ -74,6 +74,7 @@ sh_local *c_new_local(checker *c, sh_sym name, sh_span span, sh_type *type) {
   l->span = span;
   l->type = type;
   l->subterm_of = -1;
+  l->alias_of = -1;
   l->index = f->n_locals;
   if (f->n_locals == c->cap_locals) {
     int nc = c->cap_locals ? 2 * c->cap_locals : 16;

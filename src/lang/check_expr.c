@@ -44,6 +44,7 @@ int c_origin(checker *c, const sh_expr *e, bool *strict) {
     *strict = true;
     return l->subterm_of;
   }
+  if (l->alias_of >= 0) return l->alias_of;
   if (c->fn && l->index < c->fn->n_params) return l->index;
   return -1;
 }
@@ -69,7 +70,10 @@ void c_bind_pattern(checker *c, sh_pat *q, sh_type *t, bool refutable, int subte
   case SH_PAT_WILD: return;
   case SH_PAT_VAR: {
     sh_local *l = c_new_local(c, q->name, q->span, t);
-    if (l) l->subterm_of = strict ? subterm : -1;
+    if (l) { /* a strict part, or the parameter (a part of its tuple) under another name */
+      l->subterm_of = strict ? subterm : -1;
+      l->alias_of = strict ? -1 : subterm;
+    }
     q->local = l;
     return;
   }
@@ -158,7 +162,8 @@ static sh_type *matmul(checker *c, sh_expr *e, sh_type *ta, sh_type *tb) {
     sh_buf_free(&b);
     return &sh_type_error;
   }
-  e->param_rhs = e->b->kind == SH_EX_NAME && e->b->res == SH_RES_PARAM;
+  /* x @ W with a parameter matrix W: the runtime's affine (M @ v stays a product) */
+  e->param_rhs = tb->n == 2 && e->b->kind == SH_EX_NAME && e->b->res == SH_RES_PARAM;
   if (ta->n == 1) return tensor1(c, &tb->dims[1]);
   if (tb->n == 1) return tensor1(c, &ta->dims[0]);
   return tensor2(c, &ta->dims[0], &tb->dims[1]);

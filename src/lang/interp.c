@@ -1,10 +1,13 @@
 /*
  * interp.c — runs a checked program (see interp.h): a direct walk over the
  * typed AST, host values in a pool reset per batch, tensor operations issued
- * to the graph.
+ * to the graph (sums of parameter products as one affine). Errors of the
+ * program while it runs (a row, list index or element out of range, a
+ * division by zero) name its FILE:LINE:COL.
  */
 #include "lang/interp.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +30,19 @@ struct sh_interp {
 };
 
 #define FAIL(ip, ...) ((ip)->err ? (ip)->err : ((ip)->err = sh_fail((ip)->ctx, SHEAF_ERR_INVALID_ARG, __VA_ARGS__)))
+
+/* A run-time error of the program at `at`: "FILE:LINE:COL: error: ...". */
+static sheaf_status fail_at(sh_interp *ip, sh_span at, const char *fmt, ...) SH_PRINTF(3, 4);
+static sheaf_status fail_at(sh_interp *ip, sh_span at, const char *fmt, ...) {
+  if (ip->err) return ip->err;
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return ip->err = sh_fail(ip->ctx, SHEAF_ERR_INVALID_ARG, "%s:%u:%u: error: %s", ip->m->diags.file,
+                           (unsigned)at.line, (unsigned)at.col, msg);
+}
 
 static const sh_value v_none = {0};
 
@@ -65,6 +81,7 @@ static sh_agg *agg_new(sh_interp *ip, int32_t tag, int32_t n) {
 }
 
 static sh_value mk_int(int32_t i) { return (sh_value){.kind = SH_V_INT, .i = i}; }
+static sh_value mk_word(int32_t i) { return (sh_value){.kind = SH_V_INT, .word = 1, .i = i}; }
 static sh_value mk_bool(bool b) { return (sh_value){.kind = SH_V_BOOL, .i = b}; }
 static sh_value mk_tensor(sheaf_expr t) { return (sh_value){.kind = SH_V_TENSOR, .t = t}; }
 static sh_value mk_agg(uint8_t kind, sh_agg *a) {
@@ -226,6 +243,54 @@ static sh_value builtin(sh_interp *ip, const sh_expr *e, sh_value *fr) {
   }
 }
 
+/* The terms of a chain of '+' (at most cap; -1 when there are more). */
+static int sum_terms(const sh_expr *e, const sh_expr **t, int n, int cap) {
+  if (n < 0) return -1;
+  if (e->kind == SH_EX_BINARY && e->op == SH_TK_PLUS)
+    return sum_terms(e->b, t, sum_terms(e->a, t, n, cap), cap);
+  if (n == cap) return -1;
+  t[n] = e;
+  return n + 1;
+}
+
+/* A sum of products with parameters on the right and at most one parameter
+ * vector as the bias (of the products' width) is one sheaf_affine(_n): the
+ * weights are packed once and the bias is folded in. false: not of that
+ * form (nothing evaluated). */
+static bool fused_affine(sh_interp *ip, const sh_expr *e, sh_value *fr, sh_value *out) {
+  const sh_expr *t[6], *mm[4], *bias = NULL;
+  int n = sum_terms(e, t, 0, 6), n_mm = 0;
+  if (n < 2) return false;
+  for (int i = 0; i < n; i++) {
+    const sh_expr *x = t[i];
+    if (x->kind == SH_EX_BINARY && x->op == SH_TK_AT && x->param_rhs && x->type->kind == SH_TY_TENSOR) {
+      if (n_mm == 4) return false;
+      mm[n_mm++] = x;
+    } else if (x->kind == SH_EX_NAME && x->res == SH_RES_PARAM && x->ref.param->type->n == 1 && !bias) {
+      bias = x;
+    } else {
+      return false;
+    }
+  }
+  if (n_mm == 0) return false;
+  if (bias) { /* a vector bias as wide as vector products (not a broadcast f32[1]) */
+    const sh_type *mt = mm[0]->type;
+    if (mt->n != 1 || size_eval(ip, &bias->ref.param->type->dims[0], 0) != size_eval(ip, &mt->dims[0], 0))
+      return false;
+  }
+  sheaf_param w[4];
+  sheaf_expr xs[4];
+  for (int i = 0; i < n_mm; i++) {
+    sh_value x = eval(ip, mm[i]->a, fr);
+    if (ip->err) return *out = v_none, true;
+    xs[i] = x.t;
+    w[i] = ip->bind->params[mm[i]->b->ref.param->index];
+  }
+  sheaf_param b = bias ? ip->bind->params[bias->ref.param->index] : SHEAF_NO_PARAM;
+  *out = mk_tensor(n_mm == 1 ? sheaf_affine(ip->g, w[0], xs[0], b) : sheaf_affine_n(ip->g, n_mm, w, xs, b));
+  return true;
+}
+
 static sh_value binary(sh_interp *ip, const sh_expr *e, sh_value *fr) {
   int op = e->op;
   if (op == SH_TK_ANDAND || op == SH_TK_OROR) {
@@ -234,18 +299,11 @@ static sh_value binary(sh_interp *ip, const sh_expr *e, sh_value *fr) {
     if ((op == SH_TK_ANDAND) != (x.i != 0)) return x;
     return eval(ip, e->b, fr);
   }
-  /* x @ W + b (or b + x @ W) with parameters W, b: one affine */
+  /* x @ W + b, x1 @ W1 + x2 @ W2 + b, ... (parameters W_i, b; any order):
+   * one affine (affine_n) */
   if (op == SH_TK_PLUS) {
-    const sh_expr *mm = NULL, *bias = NULL;
-    if (e->a->kind == SH_EX_BINARY && e->a->op == SH_TK_AT && e->a->param_rhs) mm = e->a, bias = e->b;
-    else if (e->b->kind == SH_EX_BINARY && e->b->op == SH_TK_AT && e->b->param_rhs) mm = e->b, bias = e->a;
-    if (mm && bias->kind == SH_EX_NAME && bias->res == SH_RES_PARAM && bias->ref.param->type->n == 1 &&
-        mm->type->kind == SH_TY_TENSOR && mm->type->n == 1) {
-      sh_value x = eval(ip, mm->a, fr);
-      if (ip->err) return v_none;
-      return mk_tensor(sheaf_affine(ip->g, ip->bind->params[mm->b->ref.param->index], x.t,
-                                    ip->bind->params[bias->ref.param->index]));
-    }
+    sh_value r;
+    if (fused_affine(ip, e, fr, &r)) return r;
   }
   if (op == SH_TK_AT && e->param_rhs) {
     sh_value x = eval(ip, e->a, fr);
@@ -274,7 +332,7 @@ static sh_value binary(sh_interp *ip, const sh_expr *e, sh_value *fr) {
   case SH_TK_STAR: return mk_int((int32_t)(uint32_t)(a * b));
   case SH_TK_SLASH:
   case SH_TK_PERCENT:
-    if (b == 0) return FAIL(ip, "division by zero"), v_none;
+    if (b == 0) return fail_at(ip, e->span, "division by zero"), v_none;
     return mk_int((int32_t)(op == SH_TK_SLASH ? a / b : a % b));
   case SH_TK_EQ: return mk_bool(a == b);
   case SH_TK_NE: return mk_bool(a != b);
@@ -310,6 +368,22 @@ static sh_value call_fn(sh_interp *ip, const sh_fn *f, sh_value *args) {
   sh_value r = eval(ip, f->body, fr);
   for (int k = 0; k < ns; k++) ip->sv[f->size_params[k]] = saved[k];
   return r;
+}
+
+/* emb[i]: a word of the data looks up its row (sh_lang_word_row); any
+ * other i32 is a row number, checked. */
+static sh_value lookup(sh_interp *ip, const sh_expr *e, sh_value i) {
+  int p = e->a->ref.param->index;
+  int64_t rows = ip->bind->table_rows[p], row = i.i;
+  if (i.word) {
+    row = sh_lang_word_row(ip->bind, p, i.i);
+  } else if (row < 0 || row >= rows) {
+    return fail_at(ip, e->span, "%s[%d]: row %d is out of range: %s has %lld rows (0..%lld)",
+                   sh_sym_name(&ip->m->syms, e->a->ref.param->name), (int)i.i, (int)i.i,
+                   sh_sym_name(&ip->m->syms, e->a->ref.param->name), (long long)rows,
+                   (long long)rows - 1), v_none;
+  }
+  return mk_tensor(sheaf_lookup(ip->g, ip->bind->params[p], row));
 }
 
 static sh_value eval(sh_interp *ip, const sh_expr *e, sh_value *fr) {
@@ -362,18 +436,20 @@ static sh_value eval(sh_interp *ip, const sh_expr *e, sh_value *fr) {
   case SH_EX_INDEX: {
     sh_value i = eval(ip, e->b, fr);
     if (ip->err) return v_none;
-    if (e->lookup) {
-      int64_t row = i.i, V = ip->bind->vocab;
-      if (V > 0 && (row < 0 || row >= V)) row = V - 1; /* unknown words: the last row */
-      return mk_tensor(sheaf_lookup(ip->g, ip->bind->params[e->a->ref.param->index], row));
-    }
+    if (e->lookup) return lookup(ip, e, i);
     sh_value x = eval(ip, e->a, fr);
     if (ip->err) return v_none;
     if (x.kind == SH_V_LIST) {
       if (i.i < 0 || i.i >= x.agg->n)
-        return FAIL(ip, "index %d out of range for a list of %d", (int)i.i, (int)x.agg->n), v_none;
+        return fail_at(ip, e->span, "index %d is out of range for a list of %d element%s", (int)i.i,
+                       (int)x.agg->n, x.agg->n == 1 ? "" : "s"), v_none;
       return x.agg->items[i.i];
     }
+    int64_t shape[2] = {0, 0};
+    int r = sheaf_expr_shape(ip->g, x.t, shape);
+    if (r >= 1 && (i.i < 0 || i.i >= shape[r - 1]))
+      return fail_at(ip, e->span, "index %d is out of range for a tensor of %lld element%s", (int)i.i,
+                     (long long)shape[r - 1], shape[r - 1] == 1 ? "" : "s"), v_none;
     return mk_tensor(sheaf_pick(ip->g, x.t, i.i));
   }
   case SH_EX_SLICE: {
@@ -486,14 +562,14 @@ static sh_value tree_value(sh_interp *ip, const sh_treebank *tb, int32_t n, int3
       kids->items[i] = tree_value(ip, tb, sh_tb_child(tb, n, i), vocab, unk, depth + 1);
       if (ip->err) return v_none;
     }
-    a->items[ip->leaf_word] = mk_int(row);
+    a->items[ip->leaf_word] = mk_word(row);
     a->items[ip->dep_kids] = mk_agg(SH_V_LIST, kids);
     return mk_agg(SH_V_ADT, a);
   }
   if (nc == 0) {
     sh_agg *a = agg_new(ip, ip->ctor_leaf, 1);
     if (!a) return v_none;
-    a->items[0] = mk_int(row);
+    a->items[0] = mk_word(row);
     return mk_agg(SH_V_ADT, a);
   }
   if (nc == 1 && ip->ctor_unary < 0) return tree_value(ip, tb, sh_tb_child(tb, n, 0), vocab, unk, depth + 1);
@@ -520,7 +596,7 @@ sheaf_status sh_interp_ints(sh_interp *ip, const int32_t *v, int32_t n, sh_value
   ip->err = SHEAF_OK;
   sh_agg *a = agg_new(ip, -1, n);
   if (!a) return ip->err;
-  for (int32_t i = 0; i < n; i++) a->items[i] = mk_int(v[i]);
+  for (int32_t i = 0; i < n; i++) a->items[i] = mk_word(v[i]);
   *out = mk_agg(SH_V_LIST, a);
   return SHEAF_OK;
 }

@@ -31,7 +31,12 @@
 typedef struct sh_lang_bind_opts {
   const char *weights;  /* safetensors file: sizes solved from its shapes, then loaded */
   uint64_t seed;        /* without weights: sheaf_model_seed(seed) */
-  int64_t vocab;        /* > 0: the size of the first axis of looked-up tables (V) */
+  int64_t vocab;        /* > 0: the run's vocabulary, words + 1 (<unk> last): word ids are
+                           0 .. vocab - 2, vocab - 1 is <unk>; also the first size of
+                           looked-up tables when nothing else fixes it (V) */
+  const int32_t *word_rank; /* vocab - 1 entries or NULL: the rank of each word (0 = most
+                               frequent) for tables with fewer rows than vocab; NULL: ids are
+                               ranks (a --vocab file's order) */
   int n_overrides;      /* --size NAME=VALUE */
   const char *override_name[SH_BIND_MAX_OVERRIDES];
   int64_t override_value[SH_BIND_MAX_OVERRIDES];
@@ -41,17 +46,30 @@ typedef struct sh_lang_bind {
   int64_t *size_values; /* by size variable id (1..m->sizes.n); 0 = unknown */
   uint32_t n_sizes;
   sheaf_param *params;  /* by sh_param index */
+  int64_t *table_rows;  /* by sh_param index: rows of a looked-up table, 0 for the others */
   int n_params;
-  int64_t vocab;        /* rows of the lookup tables (0 when none) */
+  int64_t vocab;        /* opts->vocab, or (0 there) the fewest rows of a looked-up table */
+  int32_t *word_rank;   /* a copy of opts->word_rank (vocab - 1 entries) or NULL */
 } sh_lang_bind;
 
 /* Solves every global size (size declarations, overrides, the weights
  * file's shapes, opts->vocab), declares each `param` on model with its
  * shape, then loads the weights (one error listing every missing or
- * mis-shaped tensor) or seeds. Free with sh_lang_bind_free. */
+ * mis-shaped tensor) or seeds. Free with sh_lang_bind_free.
+ *
+ * Word lookups (emb[w] with w a word of the data, see sh_value.word): a
+ * table of R rows maps word id w to row w when R >= vocab (ids past
+ * R - 2 and <unk> to R - 1); a table with fewer rows (a capped table, the
+ * MV-RNN's word matrices) holds the R - 1 words of lowest rank and <unk>:
+ * row = rank(w) when rank(w) < R - 1, else R - 1. Any other index is a row
+ * number and must lie in [0, R). */
 sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
                                 const sh_lang_bind_opts *opts, sh_lang_bind *out);
 void sh_lang_bind_free(sheaf_ctx *ctx, sh_lang_bind *b);
+
+/* The row of table param p (rows R = b->table_rows[p]) that word id w
+ * looks up (see above); w outside [0, vocab - 1) is <unk>. */
+int64_t sh_lang_word_row(const sh_lang_bind *b, int p, int64_t w);
 
 /* -------------------------------------------------------------- values */
 
@@ -63,6 +81,8 @@ typedef enum sh_value_kind {
 
 typedef struct sh_value {
   uint8_t kind;
+  uint8_t word; /* INT: a word id as read from the data (a tree's word, a sentence's
+                   element), not computed: a lookup maps it to the table's row */
   int32_t i;    /* INT, BOOL */
   sheaf_expr t; /* TENSOR */
   sh_agg *agg;  /* TUPLE, LIST, ADT */
@@ -92,11 +112,11 @@ typedef enum sh_input_kind {
 } sh_input_kind;
 sh_input_kind sh_interp_input_kind(const sh_interp *ip);
 
-/* The ADT value of the subtree of tb at node (word ids w mapped to rows:
- * w when 0 <= w < vocab - 1, else unk). */
+/* The ADT value of the subtree of tb at node (word ids w kept when
+ * 0 <= w < vocab - 1, else unk; marked as words). */
 sheaf_status sh_interp_tree(sh_interp *ip, const sh_treebank *tb, int32_t node, int32_t vocab,
                             int32_t unk, sh_value *out);
-/* A list[i32] value. */
+/* A list[i32] value of word ids (marked as words). */
 sheaf_status sh_interp_ints(sh_interp *ip, const int32_t *v, int32_t n, sh_value *out);
 
 /* Runs main on one input, issuing its tensor operations to g. */

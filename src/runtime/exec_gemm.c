@@ -2,7 +2,8 @@
  * exec_gemm.c — batches that run on the GEMM: affine (weights packed once
  * per model; the pieces of a concat input are K-split sources read through
  * row pointers, so [h_l ; h_r] costs no copy; bias and a fused activation in
- * the epilogue), the LSTM cell (gate-interleaved weights, the whole cell
+ * the epilogue; the pointwise programs that read its rows in the GEMM's row
+ * hook, see pw_exec.c), the LSTM cell (gate-interleaved weights, the whole cell
  * tail in the GEMM's store) and matmul between two expressions (one small
  * product per node, nodes spread over the pool).
  */
@@ -11,6 +12,21 @@
 #include "base/pool.h"
 #include "kernels/rows.h"
 #include "runtime/runtime.h"
+
+/* Prefetches the batch's nodes, their input ids and first inputs: built
+ * long before (the GEMMs since have streamed megabytes of weights), they
+ * come from L3; asking for all of them at once overlaps the misses. */
+static void prefetch_inputs(const sheaf_graph *g, const uint32_t *ids, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++) __builtin_prefetch(&g->nodes[ids[i]]);
+  for (uint32_t i = 0; i < n; i++) __builtin_prefetch(g->ins + g->nodes[ids[i]].in);
+  for (uint32_t i = 0; i < n; i++) __builtin_prefetch(&g->nodes[g->ins[g->nodes[ids[i]].in]]);
+  for (uint32_t i = 0; i < n; i++) { /* the pieces of a concat input */
+    const sh_node *x = &g->nodes[g->ins[g->nodes[ids[i]].in]];
+    if (x->op != SH_OP_CONCAT) continue;
+    for (uint32_t k = 0; k < x->n_in && k < SH_GEMM_MAX_KSRC; k++)
+      __builtin_prefetch(&g->nodes[g->ins[x->in + k]]);
+  }
+}
 
 /* The K-split sources of a batch: inputs [0, n_x) of each node, split into
  * their concat pieces as the signature says (or read whole). */
@@ -73,6 +89,7 @@ static sheaf_status affine_run(sheaf_graph *g, const uint32_t *ids, uint32_t n, 
   a.m = m;
   a.b_packed = pb;
   a.ws = g->ws[0];
+  prefetch_inputs(g, ids, n);
   st = sources(g, ids, n, n0->n_in, m, &a);
   if (st) return st;
   int64_t cols = n0->cols;
@@ -96,26 +113,59 @@ static sheaf_status affine_run(sheaf_graph *g, const uint32_t *ids, uint32_t n, 
   float *blk = sh_exec_out_block(g, ids, n, m, cols);
   if (!blk) return SHEAF_ERR_NOMEM;
   a.c = (sh_gemm_out){NULL, blk, cols};
+  /* activations in the epilogue: their aliases are views of the block */
+  bool post = false; /* activations applied after the GEMM */
+  for (uint32_t i = 0; i < n && !raw_only; i++) {
+    sh_node *nd = &g->nodes[ids[i]];
+    if (!nd->act) continue;
+    post |= !uniform;
+    if (uniform) nd->flags |= SH_NODE_VAL_IS_ACT;
+    for (uint32_t k = nd->aux; uniform && k != SH_NONE; k = g->fuse[k].next) {
+      sh_node *al = &g->nodes[g->fuse[k].alias];
+      al->val = nd->val + g->fuse[k].c0;
+      al->ld = nd->ld;
+    }
+  }
+  /* pointwise roots reading these rows run in the GEMM's row hook */
+  sh_pw_hook *hook = NULL;
+  bool in_gemm = true; /* else right after it, rows split over the pool */
+  if (g->policy == SHEAF_POLICY_SHEAF && !raw_only && !post) {
+    st = sh_pw_hook_plan(g, ids, n, m, &hook);
+    if (st) return st;
+    if (hook && g->threads > 1) {
+      /* a GEMM that splits N over the threads calls the hook only after the
+       * whole product, on one thread: run the programs then, on all of them
+       * (only the speed depends on guessing sh_gemm's split right) */
+      int64_t kc, mc, nc, split_rows;
+      sh_gemm_get_blocking(&kc, &mc, &nc, &split_rows);
+      in_gemm = m >= split_rows * g->threads;
+    }
+    if (hook && in_gemm) {
+      a.rows_done = sh_pw_hook_rows;
+      a.rows_done_arg = hook;
+    }
+  }
   st = gemm(g, &a);
   if (st) return st;
   g->stats.flops += 2 * (uint64_t)m * (uint64_t)pb->k * (uint64_t)cols;
+  if (hook && !in_gemm) {
+    uint64_t t0 = sheaf_time_ns();
+    sh_pw_hook_run(g, hook);
+    g->stats.ns_kernels += sheaf_time_ns() - t0;
+  }
+  if (hook) sh_pw_hook_done(g, hook);
   if (raw_only) {
     g->nodes[ids[0]].flags &= (uint8_t)~SH_NODE_VAL_IS_ACT;
     return SHEAF_OK;
   }
+  if (!post) return SHEAF_OK;
   uint64_t t0 = sheaf_time_ns();
   for (uint32_t i = 0; i < n; i++) {
     sh_node *nd = &g->nodes[ids[i]];
     if (!nd->act) continue;
-    if (uniform) nd->flags |= SH_NODE_VAL_IS_ACT;
     for (uint32_t k = nd->aux; k != SH_NONE; k = g->fuse[k].next) {
       const sh_fuse *fz = &g->fuse[k];
       sh_node *al = &g->nodes[fz->alias];
-      if (uniform) {
-        al->val = nd->val + fz->c0;
-        al->ld = nd->ld;
-        continue;
-      }
       int64_t w = fz->c1 - fz->c0;
       float *out = sh_arena_alloc(&g->data, (size_t)nd->rows * (size_t)w * sizeof(float));
       if (!out) return SHEAF_ERR_NOMEM;
@@ -125,7 +175,7 @@ static sheaf_status affine_run(sheaf_graph *g, const uint32_t *ids, uint32_t n, 
       al->ld = (int32_t)w;
     }
   }
-  if (!uniform) g->stats.ns_kernels += sheaf_time_ns() - t0;
+  g->stats.ns_kernels += sheaf_time_ns() - t0;
   return SHEAF_OK;
 }
 

@@ -3,8 +3,9 @@
  * splitmix64 stream per parameter, keyed by the hash of its name and the
  * seed, so values do not depend on declaration order or platform), load and
  * save through safetensors (one error lists every missing tensor and every
- * shape mismatch), and the packed GEMM forms of weights (plain, gate-
- * interleaved for LSTM cells, and stacked [W_1; W_2; ...] for affine_n),
+ * shape mismatch), identity initializers (blocks, or one n x n identity per
+ * row of a table of matrices), and the packed GEMM forms of weights (plain,
+ * gate-interleaved for LSTM cells, and stacked [W_1; W_2; ...] for affine_n),
  * built on first use and rebuilt when a parameter's values may have changed.
  */
 #include <math.h>
@@ -36,6 +37,14 @@ static uint64_t fnv1a64(const char *s) {
 /* 24 random bits as an integer (exact in float and double). */
 static inline uint32_t rand24(uint64_t *s) { return (uint32_t)(splitmix64(s) >> 40); }
 
+/* floor(sqrt(v)) for 0 <= v < 2^52 */
+static int64_t isqrt(int64_t v) {
+  int64_t k = (int64_t)sqrt((double)v);
+  while (k * k > v) k--;
+  while ((k + 1) * (k + 1) <= v) k++;
+  return k;
+}
+
 static void param_init(sh_param *p, uint64_t seed) {
   uint64_t s = fnv1a64(p->name) ^ (seed * 0xd1342543de82ef95ull);
   splitmix64(&s);
@@ -45,6 +54,19 @@ static void param_init(sh_param *p, uint64_t seed) {
   case SHEAF_INIT_ONE:
     for (size_t i = 0; i < n; i++) p->data[i] = 1.0f;
     break;
+  case SHEAF_INIT_IDENTITY: { /* (i % k == j % k), k = min(rows, cols) */
+    int64_t r = p->shape[0], c = p->shape[1], k = r < c ? r : c;
+    for (int64_t i = 0; i < r; i++)
+      for (int64_t j = 0; j < c; j++) p->data[i * c + j] = i % k == j % k ? 1.0f : 0.0f;
+    break;
+  }
+  case SHEAF_INIT_IDENTITY_ROWS: { /* every row an n x n identity */
+    int64_t r = p->shape[0], c = p->shape[1], k = isqrt(c);
+    memset(p->data, 0, n * sizeof(float));
+    for (int64_t i = 0; i < r; i++)
+      for (int64_t d = 0; d < k; d++) p->data[i * c + d * (k + 1)] = 1.0f;
+    break;
+  }
   case SHEAF_INIT_NORMAL:
     /* Irwin-Hall: the sum of 12 uniforms minus 6 (integer arithmetic, so the
      * same bits everywhere), std 0.02 */
@@ -70,6 +92,8 @@ static void param_init(sh_param *p, uint64_t seed) {
 }
 
 /* --------------------------------------------------------------- model */
+
+sheaf_ctx *sheaf_model_ctx(const sheaf_model *m) { return m ? m->ctx : NULL; }
 
 sheaf_status sheaf_model_create(sheaf_ctx *ctx, sheaf_model **out) {
   if (!out) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_create: out is NULL");
@@ -106,6 +130,31 @@ static const char *shape_str(int rank, const int64_t *shape, char *buf, size_t s
   return sh_shape_str(rank, shape, buf, size);
 }
 
+/* The shapes the identity initializers have a meaning for (valid shape). */
+static sheaf_status identity_check(sheaf_ctx *ctx, const char *name, int rank,
+                                   const int64_t *shape, sheaf_init init) {
+  if (init != SHEAF_INIT_IDENTITY && init != SHEAF_INIT_IDENTITY_ROWS) return SHEAF_OK;
+  const char *what =
+      init == SHEAF_INIT_IDENTITY ? "SHEAF_INIT_IDENTITY" : "SHEAF_INIT_IDENTITY_ROWS";
+  char b[64];
+  shape_str(rank, shape, b, sizeof b);
+  if (rank != 2)
+    return sh_fail(ctx, SHEAF_ERR_SHAPE, "sheaf_model_param: '%s': %s needs a matrix, not shape %s",
+                   name, what, b);
+  int64_t r = shape[0], c = shape[1], k = isqrt(c);
+  if (init == SHEAF_INIT_IDENTITY && r % c != 0 && c % r != 0)
+    return sh_fail(ctx, SHEAF_ERR_SHAPE,
+                   "sheaf_model_param: '%s': %s of shape %s: neither side is a multiple of the "
+                   "other, so it is not made of identity blocks",
+                   name, what, b);
+  if (init == SHEAF_INIT_IDENTITY_ROWS && k * k != c)
+    return sh_fail(ctx, SHEAF_ERR_SHAPE,
+                   "sheaf_model_param: '%s': %s of shape %s: a row of %lld floats is not an n x n "
+                   "matrix",
+                   name, what, b, (long long)c);
+  return SHEAF_OK;
+}
+
 sheaf_status sheaf_model_param(sheaf_model *m, const char *name, int rank, const int64_t *shape,
                                sheaf_init init, sheaf_param *out) {
   if (out) *out = SHEAF_NO_PARAM;
@@ -119,7 +168,7 @@ sheaf_status sheaf_model_param(sheaf_model *m, const char *name, int rank, const
   if (rank < 1 || rank > 2)
     return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_param: '%s': rank %d (1 or 2)", name,
                    rank);
-  if ((unsigned)init > SHEAF_INIT_NORMAL)
+  if ((unsigned)init > SHEAF_INIT_IDENTITY_ROWS)
     return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_param: '%s': unknown init %d", name,
                    (int)init);
   int64_t numel = 1;
@@ -131,13 +180,14 @@ sheaf_status sheaf_model_param(sheaf_model *m, const char *name, int rank, const
                      shape_str(rank, shape, b, sizeof b));
     }
   }
+  sheaf_status st = identity_check(ctx, name, rank, shape, init);
+  if (st) return st;
   for (uint32_t i = 0; i < m->n_params; i++)
     if (strcmp(m->params[i].name, name) == 0)
       return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_param: '%s' is declared twice", name);
   if (m->n_params >= (1u << 24))
     return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_param: too many parameters");
-  sheaf_status st =
-      sh_grow(ctx, (void **)&m->params, &m->cap_params, m->n_params + 1, sizeof *m->params);
+  st = sh_grow(ctx, (void **)&m->params, &m->cap_params, m->n_params + 1, sizeof *m->params);
   if (st) return st;
   sh_param p = {0};
   p.name = sh_strdup(ctx, name);

@@ -20,21 +20,13 @@
  * leaves (sh_pw_prog: LOAD leaf, STORE side, binary / unary / scale ops),
  * interned in the graph's program table; its signature is (program, shape,
  * which leaves are broadcast scalars), so identical cells of every instance
- * batch together. A batch runs the program over chunks of each row with the
- * inline vector math of vmath_avx2.h (libm references at the scalar level),
- * leaves read through row pointers (or base + ld, or one broadcast row),
- * one output block per batch and one per side output.
+ * batch together. Running them (batches, and inside a GEMM's row hook) is
+ * pw_exec.c.
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "base/pool.h"
-#include "kernels/vmath.h"
 #include "runtime/runtime.h"
-
-#if defined(__x86_64__)
-#include "kernels/vmath_avx2.h"
-#endif
 
 /* Sizes of a node's program before flattening (upper bounds: leaves are
  * counted before deduplication): code length in node->act, the rest here. */
@@ -378,15 +370,27 @@ sheaf_status sh_pw_finalize(sheaf_graph *g, uint32_t id, bool fast) {
   return SHEAF_OK;
 }
 
+/* The nodes (and their input ids) built after `id` up to the next root: a
+ * cell's chain is usually built just before its root, so flattening the
+ * next root finds them in cache instead of waiting on each in turn. */
+static void prefetch_next(const sheaf_graph *g, uint32_t id, uint32_t next) {
+  if (next <= id || next - id > 48) return;
+  for (uint32_t x = id + 1; x <= next; x++) __builtin_prefetch(&g->nodes[x]);
+  const uint32_t *in = g->ins + g->nodes[id].in + g->nodes[id].n_in;
+  for (uint32_t k = 0; k < 64 && in + k < g->ins + g->n_ins; k += 16) __builtin_prefetch(in + k);
+}
+
 sheaf_status sh_pw_flush_roots(sheaf_graph *g) {
   for (uint32_t i = 0; i < g->n_pw_list; i++) {
     uint32_t id = g->pw_list[i];
+    if (i + 1 < g->n_pw_list) prefetch_next(g, id, g->pw_list[i + 1]);
     uint8_t f = g->nodes[id].flags;
     bool own = !(f & SH_NODE_ABS) || ((f & SH_NODE_NEED) && !(f & SH_NODE_SIDE));
     if (!own || (f & SH_NODE_DONE)) continue;
     sheaf_status st = sh_pw_finalize(g, id, true);
     if (!st) st = sh_sched_sheaf_add(g, id);
     if (st) return st;
+    sh_pw_link_hot(g, id); /* may run in the row hook of the GEMM it reads */
   }
   g->n_pw_list = 0;
   return SHEAF_OK;
@@ -470,281 +474,4 @@ void sh_pw_prog_str(const sh_pw_prog *p, char *buf, size_t size) {
   }
 bad:
   snprintf(buf, size, "?");
-}
-
-/* ------------------------------------------------------------- execution */
-
-#define PW_CH 128 /* floats per chunk of a row */
-
-typedef struct pw_arg {
-  sh_gemm_in in; /* the slot's rows */
-  int64_t off;   /* + this column */
-  bool row_bc;   /* one row for every row of the batch */
-  bool col_bc;   /* a scalar for every column */
-} pw_arg;
-
-typedef struct pw_job {
-  const sh_pw_prog *p;
-  int64_t m, n, tasks;
-  pw_arg a[SH_PW_MAX_LEAVES];
-  sh_gemm_out y, s[SH_PW_MAX_SIDE];
-  bool simd;
-} pw_job;
-
-static inline const float *arg_row(const pw_arg *a, int64_t r) {
-  if (a->row_bc) r = 0;
-  return (a->in.rows ? a->in.rows[r] : a->in.base + r * a->in.ld) + a->off;
-}
-static inline float *out_row(const sh_gemm_out *o, int64_t r) {
-  return o->rows ? o->rows[r] : o->base + r * o->ld;
-}
-
-static float relu1(float x) { return 0.0f > x ? 0.0f : x; } /* NaN and -0 pass */
-
-/* Libm references (the scalar level of vmath.h). */
-static void pw_rows_scalar(const pw_job *j, int64_t r0, int64_t r1) {
-  const sh_pw_prog *p = j->p;
-  float buf[SH_PW_MAX_STACK][PW_CH];
-  for (int64_t r = r0; r < r1; r++) {
-    const float *lr[SH_PW_MAX_LEAVES];
-    for (int k = 0; k < p->n_leaves; k++) lr[k] = arg_row(&j->a[k], r);
-    float *yr = out_row(&j->y, r);
-    for (int64_t c0 = 0; c0 < j->n; c0 += PW_CH) {
-      int64_t len = j->n - c0 < PW_CH ? j->n - c0 : PW_CH;
-      const float *rd[SH_PW_MAX_STACK];
-      int sp = 0;
-      for (int pc = 0; pc < p->n_code; pc++) {
-        int op = p->op[pc], arg = p->arg[pc];
-        if (op == SH_PW_LOAD) {
-          if (j->a[arg].col_bc) {
-            for (int64_t i = 0; i < len; i++) buf[sp][i] = lr[arg][0];
-            rd[sp] = buf[sp];
-          } else {
-            rd[sp] = lr[arg] + c0;
-          }
-          sp++;
-          continue;
-        }
-        if (op == SH_PW_STORE) {
-          memcpy(out_row(&j->s[arg], r) + c0, rd[sp - 1], (size_t)len * sizeof(float));
-          continue;
-        }
-        bool bin = op >= SH_PW_ADD && op <= SH_PW_DIV;
-        int t = bin ? sp - 2 : sp - 1;
-        float *d = t == 0 ? yr + c0 : buf[t];
-        const float *a = rd[t], *b = bin ? rd[t + 1] : NULL;
-        switch (op) {
-        case SH_PW_ADD: for (int64_t i = 0; i < len; i++) d[i] = a[i] + b[i]; break;
-        case SH_PW_SUB: for (int64_t i = 0; i < len; i++) d[i] = a[i] - b[i]; break;
-        case SH_PW_MUL: for (int64_t i = 0; i < len; i++) d[i] = a[i] * b[i]; break;
-        case SH_PW_DIV: for (int64_t i = 0; i < len; i++) d[i] = a[i] / b[i]; break;
-        case SH_PW_SCALE: {
-          float k = p->k[arg];
-          for (int64_t i = 0; i < len; i++) d[i] = a[i] * k;
-          break;
-        }
-        case SH_PW_TANH: for (int64_t i = 0; i < len; i++) d[i] = tanhf(a[i]); break;
-        case SH_PW_SIGMOID: for (int64_t i = 0; i < len; i++) d[i] = sh_sigmoid_ref(a[i]); break;
-        case SH_PW_RELU: for (int64_t i = 0; i < len; i++) d[i] = relu1(a[i]); break;
-        case SH_PW_GELU: for (int64_t i = 0; i < len; i++) d[i] = sh_gelu_erf_ref(a[i]); break;
-        case SH_PW_EXP: for (int64_t i = 0; i < len; i++) d[i] = expf(a[i]); break;
-        case SH_PW_LOG: for (int64_t i = 0; i < len; i++) d[i] = logf(a[i]); break;
-        default: break;
-        }
-        rd[t] = d;
-        sp = t + 1;
-      }
-      if (rd[0] != yr + c0) memcpy(yr + c0, rd[0], (size_t)len * sizeof(float));
-    }
-  }
-}
-
-#if defined(__x86_64__)
-#define PW_AVX2 __attribute__((target("avx2,fma")))
-
-#define PW_LOOP(expr)                                                                         \
-  for (int64_t q = 0; q < nv; q++) {                                                          \
-    __m256 x = _mm256_loadu_ps(a + 8 * q);                                                    \
-    _mm256_storeu_ps(d + 8 * q, expr);                                                        \
-  }
-#define PW_LOOP2(fn)                                                                          \
-  for (int64_t q = 0; q < nv; q++)                                                            \
-    _mm256_storeu_ps(d + 8 * q, fn(_mm256_loadu_ps(a + 8 * q), _mm256_loadu_ps(b + 8 * q)));
-
-/* AVX2+FMA: each stack slot holds a chunk of PW_CH floats; a leaf chunk is
- * read in place (copied, zero-padded, only for the row's last partial
- * vector); slot 0 is the output row itself when the chunk is whole vectors. */
-PW_AVX2 static void pw_rows_avx2(const pw_job *j, int64_t r0, int64_t r1) {
-  const sh_pw_prog *p = j->p;
-  float buf[SH_PW_MAX_STACK][PW_CH] __attribute__((aligned(32)));
-  int64_t row_bytes = j->n * (int64_t)sizeof(float);
-  for (int64_t r = r0; r < r1; r++) {
-    const float *lr[SH_PW_MAX_LEAVES];
-    for (int k = 0; k < p->n_leaves; k++) lr[k] = arg_row(&j->a[k], r);
-    float *yr = out_row(&j->y, r);
-    if (r + 1 < r1) { /* the next row's leaves and outputs: scattered rows defeat the prefetchers */
-      for (int k = 0; k < p->n_leaves; k++) {
-        if (j->a[k].col_bc || j->a[k].row_bc) continue;
-        const char *q = (const char *)arg_row(&j->a[k], r + 1);
-        for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(q + b, 0, 3);
-      }
-      const char *q = (const char *)out_row(&j->y, r + 1);
-      for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(q + b, 1, 3);
-      for (int s = 0; s < p->n_side; s++) {
-        q = (const char *)out_row(&j->s[s], r + 1);
-        for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(q + b, 1, 3);
-      }
-    }
-    for (int64_t c0 = 0; c0 < j->n; c0 += PW_CH) {
-      int64_t len = j->n - c0 < PW_CH ? j->n - c0 : PW_CH, nv = (len + 7) >> 3;
-      bool whole = (len & 7) == 0;
-      const float *rd[SH_PW_MAX_STACK];
-      int sp = 0;
-      for (int pc = 0; pc < p->n_code; pc++) {
-        int op = p->op[pc], arg = p->arg[pc];
-        if (op == SH_PW_LOAD) {
-          if (j->a[arg].col_bc) {
-            __m256 v = _mm256_set1_ps(lr[arg][0]);
-            for (int64_t q = 0; q < nv; q++) _mm256_store_ps(buf[sp] + 8 * q, v);
-            rd[sp] = buf[sp];
-          } else if (whole) {
-            rd[sp] = lr[arg] + c0;
-          } else {
-            memcpy(buf[sp], lr[arg] + c0, (size_t)len * sizeof(float));
-            memset(buf[sp] + len, 0, (size_t)(nv * 8 - len) * sizeof(float));
-            rd[sp] = buf[sp];
-          }
-          sp++;
-          continue;
-        }
-        if (op == SH_PW_STORE) {
-          memcpy(out_row(&j->s[arg], r) + c0, rd[sp - 1], (size_t)len * sizeof(float));
-          continue;
-        }
-        bool bin = op >= SH_PW_ADD && op <= SH_PW_DIV;
-        int t = bin ? sp - 2 : sp - 1;
-        float *d = t == 0 && whole ? yr + c0 : buf[t];
-        const float *a = rd[t], *b = bin ? rd[t + 1] : NULL;
-        switch (op) {
-        case SH_PW_ADD: PW_LOOP2(_mm256_add_ps) break;
-        case SH_PW_SUB: PW_LOOP2(_mm256_sub_ps) break;
-        case SH_PW_MUL: PW_LOOP2(_mm256_mul_ps) break;
-        case SH_PW_DIV: PW_LOOP2(_mm256_div_ps) break;
-        case SH_PW_SCALE: {
-          __m256 k = _mm256_set1_ps(p->k[arg]);
-          PW_LOOP(_mm256_mul_ps(x, k))
-          break;
-        }
-        case SH_PW_TANH: PW_LOOP(sh_tanh_avx2(x)) break;
-        case SH_PW_SIGMOID: PW_LOOP(sh_sigmoid_avx2(x)) break;
-        case SH_PW_RELU: PW_LOOP(_mm256_max_ps(_mm256_setzero_ps(), x)) break;
-        case SH_PW_GELU: PW_LOOP(sh_gelu_erf_avx2(x)) break;
-        case SH_PW_EXP: PW_LOOP(sh_exp_avx2(x)) break;
-        case SH_PW_LOG: PW_LOOP(sh_log_avx2(x)) break;
-        default: break;
-        }
-        rd[t] = d;
-        sp = t + 1;
-      }
-      if (rd[0] != yr + c0) memcpy(yr + c0, rd[0], (size_t)len * sizeof(float));
-    }
-  }
-}
-#undef PW_LOOP
-#undef PW_LOOP2
-#endif
-
-static void pw_range(const pw_job *j, int64_t r0, int64_t r1) {
-#if defined(__x86_64__)
-  if (j->simd) {
-    pw_rows_avx2(j, r0, r1);
-    return;
-  }
-#endif
-  pw_rows_scalar(j, r0, r1);
-}
-
-static void pw_task(void *arg, int64_t task, int tid) {
-  const pw_job *j = arg;
-  (void)tid;
-  int64_t r0 = j->m * task / j->tasks, r1 = j->m * (task + 1) / j->tasks;
-  if (r0 < r1) pw_range(j, r0, r1);
-}
-
-sheaf_status sh_exec_pw(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m) {
-  const sh_node *n0 = &g->nodes[ids[0]];
-  const sh_pw_prog *p = &g->progs[n0->p0];
-  uint32_t mask = (uint32_t)g->sigs[n0->sig].key.w[0], nl = p->n_leaves;
-  int64_t cols = n0->cols;
-  pw_job j;
-  memset(&j, 0, sizeof j);
-  j.p = p;
-  j.m = m;
-  j.n = cols;
-#if defined(__x86_64__)
-  j.simd = g->isa != SHEAF_ISA_SCALAR && sheaf_cpu_isa_host() >= SHEAF_ISA_AVX2;
-#endif
-  uint32_t nv = p->n_slots;
-  sh_gemm_in slot[SH_PW_MAX_LEAVES];
-  bool same[SH_PW_MAX_LEAVES];
-  const float **rp[SH_PW_MAX_LEAVES];
-  for (uint32_t v = 0; v < nv; v++) {
-    rp[v] = sh_arena_alloc(&g->scratch, (size_t)m * sizeof *rp[v]);
-    if (!rp[v]) return SHEAF_ERR_NOMEM;
-  }
-  int64_t r = 0;
-  for (uint32_t i = 0; i < n; i++) { /* row pointers of each slot (a one-row slot repeats) */
-    const sh_node *nd = &g->nodes[ids[i]];
-    for (uint32_t v = 0; v < nv; v++) {
-      uint32_t x = g->pwl[nd->aux + v];
-      const float *val = g->nodes[x].val;
-      if (!val && !(val = sh_graph_val(g, x))) return g->status ? g->status : SHEAF_ERR_INTERNAL;
-      const sh_node *xn = &g->nodes[x];
-      int64_t ld = xn->rows == 1 ? 0 : xn->ld;
-      for (int32_t q = 0; q < nd->rows; q++) rp[v][r + q] = val + q * ld;
-    }
-    r += nd->rows;
-  }
-  for (uint32_t v = 0; v < nv; v++) slot[v] = sh_exec_operand(g, rp[v], m, 1, &same[v]);
-  for (uint32_t k = 0; k < nl; k++) {
-    j.a[k].in = slot[p->slot[k]];
-    j.a[k].off = p->off[k];
-    j.a[k].row_bc = same[p->slot[k]];
-    j.a[k].col_bc = mask >> k & 1;
-  }
-  float *out = sh_exec_out_block(g, ids, n, m, cols);
-  if (!out) return SHEAF_ERR_NOMEM;
-  j.y = (sh_gemm_out){NULL, out, cols};
-  for (uint32_t s = 0; s < p->n_side; s++) {
-    float *blk = sh_arena_alloc(&g->data, (size_t)m * (size_t)cols * sizeof(float));
-    if (!blk) return SHEAF_ERR_NOMEM;
-    int64_t off = 0;
-    for (uint32_t i = 0; i < n; i++) {
-      const sh_node *nd = &g->nodes[ids[i]];
-      sh_node *sn = &g->nodes[g->pwl[nd->aux + nv + s]];
-      sn->val = blk + off * cols;
-      sn->ld = (int32_t)cols;
-      off += nd->rows;
-    }
-    j.s[s] = (sh_gemm_out){NULL, blk, cols};
-  }
-  uint64_t t0 = sheaf_time_ns();
-  /* split rows over the pool when each thread gets a few microseconds of
-   * work (about one vector op per element and instruction) */
-  if (g->threads > 1 && m >= 2 && m * cols * p->n_code >= 32768) {
-    j.tasks = m < 4 * g->threads ? m : 4 * g->threads;
-    sh_pool_run(g->ctx->pool, j.tasks, pw_task, &j, g->threads);
-  } else {
-    pw_range(&j, 0, m);
-  }
-  g->stats.ns_kernels += sheaf_time_ns() - t0;
-  for (uint32_t s = 0; s < p->n_side; s++)
-    for (uint32_t i = 0; i < n; i++) {
-      const sh_node *nd = &g->nodes[ids[i]];
-      g->nodes[g->pwl[nd->aux + nv + s]].flags |= SH_NODE_DONE;
-    }
-  uint64_t ops = 0;
-  for (int pc = 0; pc < p->n_code; pc++) ops += p->op[pc] != SH_PW_LOAD && p->op[pc] != SH_PW_STORE;
-  g->stats.flops += ops * (uint64_t)m * (uint64_t)cols;
-  return SHEAF_OK;
 }

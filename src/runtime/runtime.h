@@ -2,8 +2,8 @@
  * runtime.h — internal types of the auto-batching runtime (the public API is
  * include/sheaf_graph.h): models and their parameters (model.c), graph nodes
  * and handles (graph.c, ops.c), kernel signatures (sig.c), the scheduling
- * policies (sched_*.c), the batched executor (exec.c, exec_gemm.c) and the
- * instruments (trace.c).
+ * policies (sched_*.c), the batched executor (exec.c, exec_gemm.c, pw_exec.c)
+ * and the instruments (trace.c).
  *
  * A graph is a flat array of 64-byte nodes; a node's inputs are a run of ids
  * in a side array. Values are f32 matrices of `rows` rows of `cols` floats
@@ -138,7 +138,8 @@ typedef struct sh_node {
   uint32_t in;      /* first input in graph->ins */
   uint32_t depth;
   uint32_t sig;     /* kernel signature (SH_NONE until known) */
-  uint32_t next;    /* bucket / ready list */
+  uint32_t next;    /* depth, agenda: ready lists; sheaf: an affine's first pointwise root
+                       reading it, a root's next one (pw_exec.c) */
   int32_t rows, cols;
   uint32_t p0, p1;  /* parameter ids (0: none); pointwise: p0 program (before: 1 while on
                        graph->pw_list), p1 absorber + 1 */
@@ -300,6 +301,7 @@ struct sheaf_graph {
   int n_ws;
 
   sheaf_graph_stats stats;
+  uint64_t pw_hooked;     /* pointwise roots run in a GEMM's row hook (pw_exec.c) */
   uint64_t build_t0;      /* first builder call since the last flush (0: none) */
   uint64_t ns_kernels_build;
   sh_trace_ev *ev;
@@ -400,10 +402,27 @@ sheaf_status sh_pw_finalize(sheaf_graph *g, uint32_t id, bool fast);
 sheaf_status sh_pw_flush_roots(sheaf_graph *g);
 /* Computes absorbed node `id` alone (read after the flush that skipped it). */
 sheaf_status sh_pw_compute(sheaf_graph *g, uint32_t id);
-sheaf_status sh_exec_pw(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m_rows);
 /* "x0*x1+x2" */
 void sh_pw_prog_str(const sh_pw_prog *p, char *buf, size_t size);
 void sh_pw_free(sheaf_graph *g);
+
+/* ------------------------------------------------- pointwise runs (pw_exec.c) */
+
+sheaf_status sh_exec_pw(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m_rows);
+/* Policy sheaf, flush: links flattened root `id` on the list (sh_node.next)
+ * of the one pending affine whose rows it reads, if any. */
+void sh_pw_link_hot(sheaf_graph *g, uint32_t id);
+/* The linked roots of affine batch ids[0..n) whose other leaves are
+ * computed, prepared to run in its GEMM's row hook (node values, aliases
+ * already point into the GEMM's output block); *out NULL when none. */
+typedef struct sh_pw_hook sh_pw_hook;
+sheaf_status sh_pw_hook_plan(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m_rows,
+                             sh_pw_hook **out);
+void sh_pw_hook_rows(void *arg, int64_t m0, int64_t rows, int tid); /* sh_gemm_args.rows_done */
+/* Instead of the hook: runs them all after the GEMM, rows split over the pool. */
+void sh_pw_hook_run(sheaf_graph *g, sh_pw_hook *h);
+/* After the GEMM: the roots are done (their buckets skip them), counted as batches. */
+void sh_pw_hook_done(sheaf_graph *g, const sh_pw_hook *h);
 
 /* ---------------------------------------------------------- trace (trace.c) */
 

@@ -8,7 +8,8 @@
  * Pointwise nodes are bucketed at the start of flush (sh_pw_flush_roots):
  * until then a later pointwise node may absorb them. Flush walks phases
  * ascending, depths ascending, and runs each bucket as one batch: no graph
- * walk, no hashing.
+ * walk, no hashing (a pointwise bucket skips the roots that already ran in
+ * the row hook of the GEMM they read, see pw_exec.c).
  */
 #include <string.h>
 
@@ -92,6 +93,12 @@ sheaf_status sh_sched_sheaf_flush(sheaf_graph *g) {
           uint32_t nc = bk->count - k < SH_BCHUNK ? bk->count - k : SH_BCHUNK;
           memcpy(ids + k, g->bchunks[c].ids, nc * sizeof *ids);
           k += nc;
+        }
+        if (g->sigs[bk->sig].key.op == SH_OP_FUSED) { /* some ran in a GEMM's row hook */
+          uint32_t kk = 0;
+          for (uint32_t i = 0; i < k; i++)
+            if (!(g->nodes[ids[i]].flags & SH_NODE_DONE)) ids[kk++] = ids[i];
+          if (!(k = kk)) continue;
         }
         g->cur_depth = d;
         g->cur_phase = ph;

@@ -1,10 +1,13 @@
 /*
  * trace.c — a graph's instruments: the counters (sheaf_graph_get_stats),
- * per-kernel batch counts (sheaf_graph_kernel_stats), and the timeline of
- * batches written as Chrome-trace / Perfetto JSON ("traceEvents", one
- * complete "X" event per batch: name = kernel, args = batch size, depth,
- * phase) when the graph is freed.
+ * per-kernel batch counts (sheaf_graph_kernel_stats), both zeroed by
+ * sheaf_graph_stats_reset, and the timeline of batches (collected when the
+ * graph has a trace_path) written as Chrome-trace / Perfetto JSON
+ * ("traceEvents", one complete "X" event per batch: name = kernel, args =
+ * batch size, depth, phase) by sheaf_graph_write_trace and when the graph
+ * is freed.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,6 +41,18 @@ size_t sheaf_graph_kernel_stats(const sheaf_graph *g, size_t max, const char **n
   return k;
 }
 
+sheaf_status sheaf_graph_stats_reset(sheaf_graph *g) {
+  if (!g) return SHEAF_ERR_INVALID_ARG;
+  memset(&g->stats, 0, sizeof g->stats);
+  if (g->build_t0) { /* construction in progress: count from now */
+    g->build_t0 = sheaf_time_ns();
+    g->ns_kernels_build = 0;
+  }
+  for (uint32_t i = 0; i < g->n_sigs; i++) g->sigs[i].batches = g->sigs[i].nodes = 0;
+  g->n_ev = 0;
+  return SHEAF_OK;
+}
+
 void sh_trace_record(sheaf_graph *g, uint32_t sig, uint32_t n, uint32_t depth, uint32_t phase,
                      uint64_t t0, uint64_t t1) {
   if (g->n_ev == g->cap_ev) {
@@ -62,11 +77,12 @@ static void json_str(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-void sh_trace_write(sheaf_graph *g) {
-  FILE *f = fopen(g->trace_path, "w");
+/* The timeline as JSON to path; false on failure, with the reason in msg. */
+static bool trace_write(const sheaf_graph *g, const char *path, char *msg, size_t cap) {
+  FILE *f = fopen(path, "w");
   if (!f) {
-    sh_log(g->ctx, SHEAF_LOG_WARN, "%s: cannot write the trace", g->trace_path);
-    return;
+    snprintf(msg, cap, "cannot write the trace to '%s': %s", path, strerror(errno));
+    return false;
   }
   uint64_t origin = g->n_ev ? g->ev[0].t0 : 0;
   fprintf(f, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
@@ -84,5 +100,31 @@ void sh_trace_write(sheaf_graph *g) {
             (double)(e->t0 - origin) / 1000.0, (double)e->dur / 1000.0, e->n, e->depth, e->phase);
   }
   fprintf(f, "\n]}\n");
-  if (fclose(f) != 0) sh_log(g->ctx, SHEAF_LOG_WARN, "%s: error writing the trace", g->trace_path);
+  bool bad = ferror(f) != 0;
+  if (fclose(f) != 0 || bad) {
+    snprintf(msg, cap, "error writing the trace to '%s'", path);
+    return false;
+  }
+  return true;
+}
+
+sheaf_status sheaf_graph_write_trace(const sheaf_graph *g, const char *path) {
+  if (!g) return SHEAF_ERR_INVALID_ARG;
+  if (!path || !*path)
+    return sh_fail(g->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_graph_write_trace: path is %s",
+                   path ? "empty" : "NULL");
+  if (!g->trace_path)
+    return sh_fail(g->ctx, SHEAF_ERR_INVALID_ARG,
+                   "sheaf_graph_write_trace: the graph collects no timeline (create it with "
+                   "sheaf_graph_opts.trace_path)");
+  char msg[512];
+  if (!trace_write(g, path, msg, sizeof msg))
+    return sh_fail(g->ctx, SHEAF_ERR_IO, "sheaf_graph_write_trace: %s", msg);
+  return SHEAF_OK;
+}
+
+void sh_trace_write(sheaf_graph *g) {
+  char msg[512];
+  if (!trace_write(g, g->trace_path, msg, sizeof msg)) /* free cannot fail: a warning */
+    sh_log(g->ctx, SHEAF_LOG_WARN, "sheaf_graph_free: %s", msg);
 }

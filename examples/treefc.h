@@ -1,0 +1,33 @@
+/*
+ * treefc.h — TreeFC (Cortex, Fegade et al. 2021: the fully connected tree
+ * cell) over binarized trees, written against the C API as ordinary
+ * recursion over one tree; the C-API twin of examples/treefc.sf. Row
+ * vectors: x·W, W is [in, out].
+ *
+ *   leaf (word w):   h = emb[w]
+ *   node (l, r):     h = tanh([h_l ; h_r]·W + b)
+ *   tree output:     the root's h [H]
+ *
+ * Parameters (safetensors names, as in treefc.sf): emb [V, H], W [2H, H],
+ * b [H]. A unary node (PTB input only) passes its child's h through.
+ */
+#ifndef SHEAF_EXAMPLES_TREEFC_H
+#define SHEAF_EXAMPLES_TREEFC_H
+
+#include "io/treebank.h"
+
+typedef struct ex_treefc {
+  int64_t hidden, vocab;
+  sheaf_param emb, W, b;
+} ex_treefc;
+
+/* Declares the parameters on m (normal embeddings, Glorot W, zero b; values
+ * from the model's seed). */
+sheaf_status ex_treefc_declare(sheaf_model *m, int64_t hidden, int64_t vocab, ex_treefc *p);
+
+/* Builds tree t of tb (a leaf looks up emb[word], or emb[unk_row] when its
+ * word is -1 or >= vocab - 1): the root's h [H]. */
+sheaf_expr ex_treefc_build(sheaf_graph *g, const ex_treefc *p, const sh_treebank *tb, int32_t t,
+                           int32_t unk_row);
+
+#endif

@@ -1,0 +1,530 @@
+/*
+ * pw_exec.c — running pointwise programs (pointwise.c builds them): a
+ * batch's job (the leaves' row pointers, one output block and one block per
+ * side output), the row interpreters (AVX-512, AVX2+FMA with the inline
+ * vmath_*.h functions, and libm references at the scalar level), and the
+ * GEMM-hook fusion.
+ *
+ * GEMM-hook fusion (policy sheaf): at the start of flush each pointwise root
+ * whose leaves read exactly one pending affine node A (its value, slices of
+ * it, activations fused into its GEMM), with A's rows, is linked on A's list
+ * (sh_node.next, free under this policy). When A's batch runs, the linked
+ * roots whose other leaves are all computed by then (the children's c of a
+ * TreeLSTM cell: earlier levels) are prepared as batches, one per program
+ * signature, and run from the GEMM's row hook (sh_gemm_args.rows_done) on
+ * each block of rows as soon as the GEMM has finished it, while those rows
+ * are still in cache; the roots are then marked done, so their own bucket
+ * (one level later) skips them. Same program, same interpreter, same values.
+ * With several threads, a GEMM that splits N (under 128 rows a thread)
+ * calls the hook only after the whole product, on one thread: then the
+ * programs run right after it instead, rows split over the pool.
+ */
+#include <string.h>
+
+#include "base/pool.h"
+#include "kernels/vmath.h"
+#include "runtime/runtime.h"
+
+#if defined(__x86_64__)
+#include "kernels/vmath_avx2.h"
+#include "kernels/vmath_avx512.h"
+#endif
+
+#define PW_CH 128 /* floats per chunk of a row */
+
+typedef struct pw_arg {
+  sh_gemm_in in; /* the slot's rows */
+  int64_t off;   /* + this column */
+  bool row_bc;   /* one row for every row of the batch */
+  bool col_bc;   /* a scalar for every column */
+} pw_arg;
+
+typedef struct pw_job {
+  const sh_pw_prog *p;
+  int64_t m, n, tasks;
+  int level; /* 0 scalar, 1 AVX2+FMA, 2 AVX-512 */
+  pw_arg a[SH_PW_MAX_LEAVES];
+  sh_gemm_out y, s[SH_PW_MAX_SIDE];
+} pw_job;
+
+static inline const float *arg_row(const pw_arg *a, int64_t r) {
+  if (a->row_bc) r = 0;
+  return (a->in.rows ? a->in.rows[r] : a->in.base + r * a->in.ld) + a->off;
+}
+static inline float *out_row(const sh_gemm_out *o, int64_t r) {
+  return o->rows ? o->rows[r] : o->base + r * o->ld;
+}
+
+static float relu1(float x) { return 0.0f > x ? 0.0f : x; } /* NaN and -0 pass */
+
+/* ------------------------------------------------------- row interpreters */
+
+/* Libm references (the scalar level of vmath.h). */
+static void pw_rows_scalar(const pw_job *j, int64_t r0, int64_t r1) {
+  const sh_pw_prog *p = j->p;
+  float buf[SH_PW_MAX_STACK][PW_CH];
+  for (int64_t r = r0; r < r1; r++) {
+    const float *lr[SH_PW_MAX_LEAVES];
+    for (int k = 0; k < p->n_leaves; k++) lr[k] = arg_row(&j->a[k], r);
+    float *yr = out_row(&j->y, r);
+    for (int64_t c0 = 0; c0 < j->n; c0 += PW_CH) {
+      int64_t len = j->n - c0 < PW_CH ? j->n - c0 : PW_CH;
+      const float *rd[SH_PW_MAX_STACK];
+      int sp = 0;
+      for (int pc = 0; pc < p->n_code; pc++) {
+        int op = p->op[pc], arg = p->arg[pc];
+        if (op == SH_PW_LOAD) {
+          if (j->a[arg].col_bc) {
+            for (int64_t i = 0; i < len; i++) buf[sp][i] = lr[arg][0];
+            rd[sp] = buf[sp];
+          } else {
+            rd[sp] = lr[arg] + c0;
+          }
+          sp++;
+          continue;
+        }
+        if (op == SH_PW_STORE) {
+          memcpy(out_row(&j->s[arg], r) + c0, rd[sp - 1], (size_t)len * sizeof(float));
+          continue;
+        }
+        bool bin = op >= SH_PW_ADD && op <= SH_PW_DIV;
+        int t = bin ? sp - 2 : sp - 1;
+        float *d = t == 0 ? yr + c0 : buf[t];
+        const float *a = rd[t], *b = bin ? rd[t + 1] : NULL;
+        switch (op) {
+        case SH_PW_ADD: for (int64_t i = 0; i < len; i++) d[i] = a[i] + b[i]; break;
+        case SH_PW_SUB: for (int64_t i = 0; i < len; i++) d[i] = a[i] - b[i]; break;
+        case SH_PW_MUL: for (int64_t i = 0; i < len; i++) d[i] = a[i] * b[i]; break;
+        case SH_PW_DIV: for (int64_t i = 0; i < len; i++) d[i] = a[i] / b[i]; break;
+        case SH_PW_SCALE: {
+          float k = p->k[arg];
+          for (int64_t i = 0; i < len; i++) d[i] = a[i] * k;
+          break;
+        }
+        case SH_PW_TANH: for (int64_t i = 0; i < len; i++) d[i] = tanhf(a[i]); break;
+        case SH_PW_SIGMOID: for (int64_t i = 0; i < len; i++) d[i] = sh_sigmoid_ref(a[i]); break;
+        case SH_PW_RELU: for (int64_t i = 0; i < len; i++) d[i] = relu1(a[i]); break;
+        case SH_PW_GELU: for (int64_t i = 0; i < len; i++) d[i] = sh_gelu_erf_ref(a[i]); break;
+        case SH_PW_EXP: for (int64_t i = 0; i < len; i++) d[i] = expf(a[i]); break;
+        case SH_PW_LOG: for (int64_t i = 0; i < len; i++) d[i] = logf(a[i]); break;
+        default: break;
+        }
+        rd[t] = d;
+        sp = t + 1;
+      }
+      if (rd[0] != yr + c0) memcpy(yr + c0, rd[0], (size_t)len * sizeof(float));
+    }
+  }
+}
+
+#if defined(__x86_64__)
+/* The next row's leaves and outputs: scattered rows defeat the prefetchers. */
+static inline void prefetch_row(const pw_job *j, int64_t r) {
+  const sh_pw_prog *p = j->p;
+  int64_t row_bytes = j->n * (int64_t)sizeof(float);
+  for (int k = 0; k < p->n_leaves; k++) {
+    if (j->a[k].col_bc || j->a[k].row_bc) continue;
+    const char *q = (const char *)arg_row(&j->a[k], r);
+    for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(q + b, 0, 3);
+  }
+  const char *q = (const char *)out_row(&j->y, r);
+  for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(q + b, 1, 3);
+  for (int s = 0; s < p->n_side; s++) {
+    q = (const char *)out_row(&j->s[s], r);
+    for (int64_t b = 0; b < row_bytes; b += 64) __builtin_prefetch(q + b, 1, 3);
+  }
+}
+
+/* Both SIMD interpreters: each stack slot holds a chunk of PW_CH floats; a
+ * leaf chunk is read in place (copied, zero-padded, only for the row's last
+ * partial vector); slot 0 is the output row itself when the chunk is whole
+ * vectors. V: floats per vector; VEC, LOADU, STOREU, STORE, SET1: the
+ * vector type and its ops; the ops' bodies are the PW_OPS_* macros. */
+#define PW_INTERP(NAME, ATTR, V, VEC, LOADU, STOREU, STORE, SET1, OPS)                          \
+  ATTR static void NAME(const pw_job *j, int64_t r0, int64_t r1) {                              \
+    const sh_pw_prog *p = j->p;                                                                 \
+    float buf[SH_PW_MAX_STACK][PW_CH] __attribute__((aligned(64)));                             \
+    for (int64_t r = r0; r < r1; r++) {                                                         \
+      const float *lr[SH_PW_MAX_LEAVES];                                                        \
+      for (int k = 0; k < p->n_leaves; k++) lr[k] = arg_row(&j->a[k], r);                      \
+      float *yr = out_row(&j->y, r);                                                            \
+      if (r + 1 < r1) prefetch_row(j, r + 1); /* 2 or 4 rows ahead: no better */             \
+      for (int64_t c0 = 0; c0 < j->n; c0 += PW_CH) {                                            \
+        int64_t len = j->n - c0 < PW_CH ? j->n - c0 : PW_CH, nv = (len + V - 1) / V;            \
+        bool whole = len % V == 0;                                                              \
+        const float *rd[SH_PW_MAX_STACK];                                                       \
+        int sp = 0;                                                                             \
+        for (int pc = 0; pc < p->n_code; pc++) {                                                \
+          int op = p->op[pc], arg = p->arg[pc];                                                 \
+          if (op == SH_PW_LOAD) {                                                               \
+            if (j->a[arg].col_bc) {                                                             \
+              VEC v = SET1(lr[arg][0]);                                                         \
+              for (int64_t q = 0; q < nv; q++) STORE(buf[sp] + V * q, v);                       \
+              rd[sp] = buf[sp];                                                                 \
+            } else if (whole) {                                                                 \
+              rd[sp] = lr[arg] + c0;                                                            \
+            } else {                                                                            \
+              memcpy(buf[sp], lr[arg] + c0, (size_t)len * sizeof(float));                       \
+              memset(buf[sp] + len, 0, (size_t)(nv * V - len) * sizeof(float));                \
+              rd[sp] = buf[sp];                                                                 \
+            }                                                                                   \
+            sp++;                                                                               \
+            continue;                                                                           \
+          }                                                                                     \
+          if (op == SH_PW_STORE) {                                                              \
+            float *so = out_row(&j->s[arg], r) + c0;                                            \
+            const float *si = rd[sp - 1];                                                       \
+            if (whole)                                                                          \
+              for (int64_t q = 0; q < nv; q++) STOREU(so + V * q, LOADU(si + V * q));           \
+            else                                                                                \
+              memcpy(so, si, (size_t)len * sizeof(float));                                      \
+            continue;                                                                           \
+          }                                                                                     \
+          bool bin = op >= SH_PW_ADD && op <= SH_PW_DIV;                                        \
+          int t = bin ? sp - 2 : sp - 1;                                                        \
+          float *d = t == 0 && whole ? yr + c0 : buf[t];                                        \
+          const float *a = rd[t], *b = bin ? rd[t + 1] : NULL;                                  \
+          (void)b;                                                                              \
+          switch (op) { OPS }                                                                   \
+          rd[t] = d;                                                                            \
+          sp = t + 1;                                                                           \
+        }                                                                                       \
+        if (rd[0] != yr + c0) memcpy(yr + c0, rd[0], (size_t)len * sizeof(float));             \
+      }                                                                                         \
+    }                                                                                           \
+  }
+
+#define PW_LOOP(V, LOADU, STOREU, expr)                                                         \
+  for (int64_t q = 0; q < nv; q++) {                                                            \
+    x = LOADU(a + V * q);                                                                       \
+    STOREU(d + V * q, expr);                                                                    \
+  }
+#define PW_LOOP2(V, LOADU, STOREU, fn)                                                          \
+  for (int64_t q = 0; q < nv; q++) STOREU(d + V * q, fn(LOADU(a + V * q), LOADU(b + V * q)));
+
+#define PW_AVX2 __attribute__((target("avx2,fma")))
+#define L2(f) PW_LOOP2(8, _mm256_loadu_ps, _mm256_storeu_ps, f)
+#define L1(e) PW_LOOP(8, _mm256_loadu_ps, _mm256_storeu_ps, e)
+#define PW_OPS_AVX2                                                                             \
+  case SH_PW_ADD: L2(_mm256_add_ps) break;                                                      \
+  case SH_PW_SUB: L2(_mm256_sub_ps) break;                                                      \
+  case SH_PW_MUL: L2(_mm256_mul_ps) break;                                                      \
+  case SH_PW_DIV: L2(_mm256_div_ps) break;                                                      \
+  case SH_PW_SCALE: {                                                                           \
+    __m256 k = _mm256_set1_ps(p->k[arg]), x;                                                    \
+    L1(_mm256_mul_ps(x, k))                                                                     \
+    break;                                                                                      \
+  }                                                                                             \
+  case SH_PW_TANH: { __m256 x; L1(sh_tanh_avx2(x)) break; }                                     \
+  case SH_PW_SIGMOID: { __m256 x; L1(sh_sigmoid_avx2(x)) break; }                               \
+  case SH_PW_RELU: { __m256 x; L1(_mm256_max_ps(_mm256_setzero_ps(), x)) break; }               \
+  case SH_PW_GELU: { __m256 x; L1(sh_gelu_erf_avx2(x)) break; }                                 \
+  case SH_PW_EXP: { __m256 x; L1(sh_exp_avx2(x)) break; }                                       \
+  case SH_PW_LOG: { __m256 x; L1(sh_log_avx2(x)) break; }                                       \
+  default: break;
+
+PW_INTERP(pw_rows_avx2, PW_AVX2, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_store_ps,
+          _mm256_set1_ps, PW_OPS_AVX2)
+#undef L1
+#undef L2
+
+/* AVX-512: 16 floats a vector (Zen 4 runs a zmm op in two halves, but
+ * decodes and schedules it once); GELU through the AVX2 function on each
+ * half (no AVX-512 version: same values at every level). */
+#define PW_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
+PW_AVX512 static inline __m512 gelu_avx512(__m512 x) {
+  __m256 lo = sh_gelu_erf_avx2(_mm512_castps512_ps256(x));
+  __m256 hi = sh_gelu_erf_avx2(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+  return _mm512_castpd_ps(
+      _mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
+}
+#define L2(f) PW_LOOP2(16, _mm512_loadu_ps, _mm512_storeu_ps, f)
+#define L1(e) PW_LOOP(16, _mm512_loadu_ps, _mm512_storeu_ps, e)
+#define PW_OPS_AVX512                                                                           \
+  case SH_PW_ADD: L2(_mm512_add_ps) break;                                                      \
+  case SH_PW_SUB: L2(_mm512_sub_ps) break;                                                      \
+  case SH_PW_MUL: L2(_mm512_mul_ps) break;                                                      \
+  case SH_PW_DIV: L2(_mm512_div_ps) break;                                                      \
+  case SH_PW_SCALE: {                                                                           \
+    __m512 k = _mm512_set1_ps(p->k[arg]), x;                                                    \
+    L1(_mm512_mul_ps(x, k))                                                                     \
+    break;                                                                                      \
+  }                                                                                             \
+  case SH_PW_TANH: { __m512 x; L1(sh_tanh_avx512(x)) break; }                                   \
+  case SH_PW_SIGMOID: { __m512 x; L1(sh_sigmoid_avx512(x)) break; }                             \
+  case SH_PW_RELU: { __m512 x; L1(_mm512_max_ps(_mm512_setzero_ps(), x)) break; }               \
+  case SH_PW_GELU: { __m512 x; L1(gelu_avx512(x)) break; }                                      \
+  case SH_PW_EXP: { __m512 x; L1(sh_exp_avx512(x)) break; }                                     \
+  case SH_PW_LOG: { __m512 x; L1(sh_log_avx512(x)) break; }                                     \
+  default: break;
+
+PW_INTERP(pw_rows_avx512, PW_AVX512, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
+          _mm512_store_ps, _mm512_set1_ps, PW_OPS_AVX512)
+#undef L1
+#undef L2
+#endif
+
+static void pw_range(const pw_job *j, int64_t r0, int64_t r1) {
+#if defined(__x86_64__)
+  if (j->level == 2) {
+    pw_rows_avx512(j, r0, r1);
+    return;
+  }
+  if (j->level == 1) {
+    pw_rows_avx2(j, r0, r1);
+    return;
+  }
+#endif
+  pw_rows_scalar(j, r0, r1);
+}
+
+static void pw_task(void *arg, int64_t task, int tid) {
+  const pw_job *j = arg;
+  (void)tid;
+  int64_t r0 = j->m * task / j->tasks, r1 = j->m * (task + 1) / j->tasks;
+  if (r0 < r1) pw_range(j, r0, r1);
+}
+
+/* ------------------------------------------------------------------ jobs */
+
+/* The job of a batch: row pointers of each slot (a one-row slot repeats),
+ * the output block (node values point into it) and the side-output blocks. */
+static sheaf_status job_setup(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m, pw_job *j) {
+  const sh_node *n0 = &g->nodes[ids[0]];
+  const sh_pw_prog *p = &g->progs[n0->p0];
+  uint32_t mask = (uint32_t)g->sigs[n0->sig].key.w[0], nl = p->n_leaves;
+  int64_t cols = n0->cols;
+  memset(j, 0, sizeof *j);
+  j->p = p;
+  j->m = m;
+  j->n = cols;
+#if defined(__x86_64__)
+  sheaf_isa host = sheaf_cpu_isa_host(), isa = g->isa < host ? g->isa : host;
+  j->level = isa >= SHEAF_ISA_AVX512 ? 2 : isa >= SHEAF_ISA_AVX2 ? 1 : 0;
+#endif
+  uint32_t nv = p->n_slots;
+  /* the nodes' slot lists, then the slot and side nodes (cold: see exec_gemm.c) */
+  for (uint32_t i = 0; i < n; i++) __builtin_prefetch(g->pwl + g->nodes[ids[i]].aux);
+  for (uint32_t i = 0; i < n; i++)
+    for (uint32_t v = 0; v < nv + p->n_side; v++)
+      __builtin_prefetch(&g->nodes[g->pwl[g->nodes[ids[i]].aux + v]]);
+  sh_gemm_in slot[SH_PW_MAX_LEAVES];
+  bool same[SH_PW_MAX_LEAVES];
+  const float **rp[SH_PW_MAX_LEAVES];
+  for (uint32_t v = 0; v < nv; v++) {
+    rp[v] = sh_arena_alloc(&g->scratch, (size_t)m * sizeof *rp[v]);
+    if (!rp[v]) return SHEAF_ERR_NOMEM;
+  }
+  int64_t r = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const sh_node *nd = &g->nodes[ids[i]];
+    for (uint32_t v = 0; v < nv; v++) {
+      uint32_t x = g->pwl[nd->aux + v];
+      const float *val = g->nodes[x].val;
+      if (!val && !(val = sh_graph_val(g, x))) return g->status ? g->status : SHEAF_ERR_INTERNAL;
+      const sh_node *xn = &g->nodes[x];
+      int64_t ld = xn->rows == 1 ? 0 : xn->ld;
+      for (int32_t q = 0; q < nd->rows; q++) rp[v][r + q] = val + q * ld;
+    }
+    r += nd->rows;
+  }
+  for (uint32_t v = 0; v < nv; v++) slot[v] = sh_exec_operand(g, rp[v], m, 1, &same[v]);
+  for (uint32_t k = 0; k < nl; k++) {
+    j->a[k].in = slot[p->slot[k]];
+    j->a[k].off = p->off[k];
+    j->a[k].row_bc = same[p->slot[k]];
+    j->a[k].col_bc = mask >> k & 1;
+  }
+  float *out = sh_exec_out_block(g, ids, n, m, cols);
+  if (!out) return SHEAF_ERR_NOMEM;
+  j->y = (sh_gemm_out){NULL, out, cols};
+  for (uint32_t s = 0; s < p->n_side; s++) {
+    float *blk = sh_arena_alloc(&g->data, (size_t)m * (size_t)cols * sizeof(float));
+    if (!blk) return SHEAF_ERR_NOMEM;
+    int64_t off = 0;
+    for (uint32_t i = 0; i < n; i++) {
+      const sh_node *nd = &g->nodes[ids[i]];
+      sh_node *sn = &g->nodes[g->pwl[nd->aux + nv + s]];
+      sn->val = blk + off * cols;
+      sn->ld = (int32_t)cols;
+      off += nd->rows;
+    }
+    j->s[s] = (sh_gemm_out){NULL, blk, cols};
+  }
+  return SHEAF_OK;
+}
+
+/* After the job ran: side outputs are computed; the batch's flops. */
+static void job_finish(sheaf_graph *g, const pw_job *j, const uint32_t *ids, uint32_t n) {
+  const sh_pw_prog *p = j->p;
+  for (uint32_t s = 0; s < p->n_side; s++)
+    for (uint32_t i = 0; i < n; i++) {
+      const sh_node *nd = &g->nodes[ids[i]];
+      g->nodes[g->pwl[nd->aux + p->n_slots + s]].flags |= SH_NODE_DONE;
+    }
+  uint64_t ops = 0;
+  for (int pc = 0; pc < p->n_code; pc++) ops += p->op[pc] != SH_PW_LOAD && p->op[pc] != SH_PW_STORE;
+  g->stats.flops += ops * (uint64_t)j->m * (uint64_t)j->n;
+}
+
+sheaf_status sh_exec_pw(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m) {
+  pw_job j;
+  sheaf_status st = job_setup(g, ids, n, m, &j);
+  if (st) return st;
+  uint64_t t0 = sheaf_time_ns();
+  /* split rows over the pool when each thread gets a few microseconds of
+   * work (about one vector op per element and instruction) */
+  if (g->threads > 1 && m >= 2 && m * j.n * j.p->n_code >= 32768) {
+    j.tasks = m < 4 * g->threads ? m : 4 * g->threads;
+    sh_pool_run(g->ctx->pool, j.tasks, pw_task, &j, g->threads);
+  } else {
+    pw_range(&j, 0, m);
+  }
+  g->stats.ns_kernels += sheaf_time_ns() - t0;
+  job_finish(g, &j, ids, n);
+  return SHEAF_OK;
+}
+
+/* ------------------------------------------------------- GEMM-hook fusion */
+
+/* A slot's value through slices and fused activations: the node that holds
+ * it (an affine for its slices and aliases), or SH_NONE when it is read
+ * through a concat or a reshape (never fused: those may copy). */
+static uint32_t slot_base(const sheaf_graph *g, uint32_t x) {
+  for (;;) {
+    const sh_node *n = &g->nodes[x];
+    if (n->op == SH_OP_SLICE || n->op == SH_OP_ALIAS) {
+      x = g->ins[n->in];
+      continue;
+    }
+    return n->op == SH_OP_CONCAT || n->op == SH_OP_RESHAPE ? SH_NONE : x;
+  }
+}
+
+/* Links root `id` to the one pending affine A whose rows it reads when
+ * every other leaf is computed before A runs: done already, from an earlier
+ * phase, or at a lower depth of A's phase (policy sheaf runs phases, then
+ * depths, in ascending order; a value stored by a program or recomputed is
+ * computed at its own depth). */
+void sh_pw_link_hot(sheaf_graph *g, uint32_t id) {
+  sh_node *r = &g->nodes[id];
+  const uint32_t *slots = g->pwl + r->aux;
+  uint32_t hot = SH_NONE, nv = g->progs[r->p0].n_slots;
+  for (uint32_t v = 0; v < nv; v++) {
+    uint32_t b = slot_base(g, slots[v]);
+    if (b == SH_NONE) return;
+    const sh_node *bn = &g->nodes[b];
+    if (bn->op != SH_OP_AFFINE || (bn->flags & SH_NODE_DONE)) continue;
+    if ((hot != SH_NONE && b != hot) || bn->rows != r->rows || bn->phase != r->phase) return;
+    hot = b;
+  }
+  if (hot == SH_NONE) return;
+  const sh_node *a = &g->nodes[hot];
+  for (uint32_t v = 0; v < nv; v++) {
+    uint32_t b = slot_base(g, slots[v]);
+    const sh_node *bn = &g->nodes[b];
+    if (b != hot && !(bn->flags & SH_NODE_DONE) && bn->phase == a->phase && bn->depth >= a->depth)
+      return; /* may not be computed yet when A runs */
+  }
+  r->next = a->next;
+  g->nodes[hot].next = id;
+}
+
+#define PW_HOOK_MAX 4 /* programs (signatures) run in one GEMM's hook */
+
+typedef struct pw_hook_grp {
+  pw_job j;
+  uint32_t sig, n;
+  uint32_t *ids, *aff; /* the roots, and the index of each one's affine in the batch */
+  int64_t *cnt;        /* cnt[r]: job rows before GEMM row r (m + 1 entries) */
+} pw_hook_grp;
+
+struct sh_pw_hook {
+  int n;
+  pw_hook_grp grp[PW_HOOK_MAX];
+};
+
+sheaf_status sh_pw_hook_plan(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m,
+                             sh_pw_hook **out) {
+  *out = NULL;
+  sh_pw_hook *h = NULL;
+  for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t r = g->nodes[ids[i]].next; r != SH_NONE; r = g->nodes[r].next) {
+      if (g->nodes[r].flags & SH_NODE_DONE) continue;
+      if (!h) {
+        h = sh_arena_alloc(&g->scratch, sizeof *h);
+        if (!h) return SHEAF_ERR_NOMEM;
+        h->n = 0;
+      }
+      uint32_t sig = g->nodes[r].sig;
+      int k = 0;
+      while (k < h->n && h->grp[k].sig != sig) k++;
+      pw_hook_grp *q = &h->grp[k];
+      if (k == h->n) {
+        if (k == PW_HOOK_MAX) continue;
+        h->n++;
+        q->sig = sig;
+        q->n = 0;
+        q->ids = sh_arena_alloc(&g->scratch, (size_t)n * sizeof *q->ids);
+        q->aff = sh_arena_alloc(&g->scratch, (size_t)n * sizeof *q->aff);
+        if (!q->ids || !q->aff) return SHEAF_ERR_NOMEM;
+      } else if (q->aff[q->n - 1] == i) {
+        continue; /* one root per affine and program: job rows follow GEMM rows */
+      }
+      q->ids[q->n] = r;
+      q->aff[q->n++] = i;
+    }
+  }
+  if (!h) return SHEAF_OK;
+  for (int k = 0; k < h->n; k++) {
+    pw_hook_grp *q = &h->grp[k];
+    q->cnt = sh_arena_alloc(&g->scratch, (size_t)(m + 1) * sizeof *q->cnt);
+    if (!q->cnt) return SHEAF_ERR_NOMEM;
+    int64_t row = 0, jr = 0;
+    uint32_t e = 0;
+    q->cnt[0] = 0;
+    for (uint32_t i = 0; i < n; i++) {
+      bool mine = e < q->n && q->aff[e] == i;
+      e += mine;
+      for (int32_t t = g->nodes[ids[i]].rows; t > 0; t--, row++) q->cnt[row + 1] = mine ? ++jr : jr;
+    }
+    sheaf_status st = job_setup(g, q->ids, q->n, jr, &q->j);
+    if (st) return st;
+  }
+  *out = h;
+  return SHEAF_OK;
+}
+
+void sh_pw_hook_rows(void *arg, int64_t m0, int64_t rows, int tid) {
+  const sh_pw_hook *h = arg;
+  (void)tid;
+  for (int k = 0; k < h->n; k++) {
+    const pw_hook_grp *q = &h->grp[k];
+    int64_t r0 = q->cnt[m0], r1 = q->cnt[m0 + rows];
+    if (r0 < r1) pw_range(&q->j, r0, r1);
+  }
+}
+
+void sh_pw_hook_run(sheaf_graph *g, sh_pw_hook *h) {
+  for (int k = 0; k < h->n; k++) {
+    pw_job *j = &h->grp[k].j;
+    if (g->threads > 1 && j->m >= 2 && j->m * j->n * j->p->n_code >= 32768) {
+      j->tasks = j->m < 4 * g->threads ? j->m : 4 * g->threads;
+      sh_pool_run(g->ctx->pool, j->tasks, pw_task, j, g->threads);
+    } else {
+      pw_range(j, 0, j->m);
+    }
+  }
+}
+
+void sh_pw_hook_done(sheaf_graph *g, const sh_pw_hook *h) {
+  for (int k = 0; k < h->n; k++) {
+    const pw_hook_grp *q = &h->grp[k];
+    for (uint32_t i = 0; i < q->n; i++) g->nodes[q->ids[i]].flags |= SH_NODE_DONE;
+    job_finish(g, &q->j, q->ids, q->n);
+    g->pw_hooked += q->n;
+    g->stats.batches++;
+    g->sigs[q->sig].batches++;
+    g->sigs[q->sig].nodes += q->n;
+  }
+}

@@ -1,0 +1,241 @@
+/*
+ * test_lang_cli.c — `sheaf run MODEL.sf` beyond the numbers
+ * (test_lang_models.c has those): --vocab (same ids as the data's own
+ * numbering give the same outputs; a '<unk>' line; words not in it; errors
+ * naming the file and line), --trace, argument errors, run-time errors of
+ * the program naming MODEL.sf:LINE:COL (an out-of-range embedding row),
+ * silence on a pipe (no progress bar), and the word-to-row rule of
+ * sh_lang_word_row.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "data.h"
+#include "harness.h"
+#include "lang/interp.h"
+
+#define EWT "data/ud_english_ewt/en_ewt-ud-test.conllu"
+
+static char out[1 << 16];
+
+static int run(const char *args) {
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "%s run %s", th_sheaf_bin(), args);
+  return th_run(cmd, out, sizeof out);
+}
+
+/* The contents of a file (static buffer; "" when unreadable). */
+static const char *slurp(const char *path, size_t *n) {
+  static char buf[1 << 20];
+  FILE *f = fopen(path, "rb");
+  *n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+  buf[*n] = '\0';
+  if (f) fclose(f);
+  return buf;
+}
+
+static bool same_file(const char *a, const char *b) {
+  size_t na, nb;
+  char *x = strdup(slurp(a, &na));
+  const char *y = slurp(b, &nb);
+  bool same = x && na == nb && na > 0 && memcmp(x, y, na) == 0;
+  free(x);
+  return same;
+}
+
+/* The binarized EWT's words in id order (first appearance), one a line;
+ * extra lines first when `pre` (shifting every id) or last (`post`). */
+static const char *write_vocab(sheaf_ctx *ctx, const char *name, const char *pre, const char *post,
+                               int32_t skip_from) {
+  ex_data d;
+  if (!CHECK_OK(ctx, ex_data_load(ctx, EWT, EX_DATA_BINARY, &d))) return NULL;
+  const char *path = th_tmp_path(name);
+  FILE *f = path ? fopen(path, "w") : NULL;
+  if (f) {
+    if (pre) fputs(pre, f);
+    for (int32_t w = 0; w < sh_vocab_size(&d.tb.words) && w < skip_from; w++)
+      fprintf(f, "%s\n", sh_vocab_str(&d.tb.words, w));
+    if (post) fputs(post, f);
+    fclose(f);
+  }
+  ex_data_free(&d);
+  return f ? path : NULL;
+}
+
+TEST(lang_cli_vocab) {
+  if (!th_sheaf_bin()) return;
+  sheaf_ctx *ctx = th_ctx();
+  char w[512], a[512], b[512], args[2048];
+  snprintf(w, sizeof w, "%s", th_tmp_path("v_w.safetensors"));
+  snprintf(a, sizeof a, "%s", th_tmp_path("v_a.txt"));
+  snprintf(b, sizeof b, "%s", th_tmp_path("v_b.txt"));
+  /* weights saved by the C-API model on the data's own numbering */
+  snprintf(args, sizeof args, "treelstm --data " EWT " --seed 2 --hidden 6 --embed 5 --save-weights %s", w);
+  REQUIRE_EQ_INT(run(args), 0);
+  snprintf(args, sizeof args, "examples/treelstm.sf --data " EWT " --weights %s --out %s", w, a);
+  REQUIRE_EQ_INT(run(args), 0);
+  CHECK_EQ_STR(out, "");
+  /* the same words in the same order: the same outputs */
+  const char *same = write_vocab(ctx, "vocab_same.txt", NULL, NULL, INT32_MAX);
+  REQUIRE(same);
+  snprintf(args, sizeof args, "examples/treelstm.sf --data " EWT " --weights %s --vocab %s --out %s", w, same, b);
+  CHECK_EQ_INT(run(args), 0);
+  CHECK_EQ_STR(out, "");
+  CHECK(same_file(a, b));
+  /* '<unk>' as the last line names the last row: still the same */
+  const char *with_unk = write_vocab(ctx, "vocab_unk.txt", NULL, "<unk>\n", INT32_MAX);
+  snprintf(args, sizeof args, "examples/treelstm.sf --data " EWT " --weights %s --vocab=%s --out %s", w, with_unk, b);
+  CHECK_EQ_INT(run(args), 0);
+  CHECK(same_file(a, b));
+  /* the first 1000 words, then <unk>: the others are counted and use <unk> */
+  const char *part = write_vocab(ctx, "vocab_part.txt", NULL, NULL, 1000);
+  snprintf(args, sizeof args, "examples/treelstm.sf --data " EWT " --seed 1 --size E=4 --size H=4 --size C=3 --vocab %s --out %s", part, b);
+  CHECK_EQ_INT(run(args), 0);
+  CHECK_CONTAINS(out, "sheaf: note: ");
+  CHECK_CONTAINS(out, "words of " EWT " are not in ");
+  /* ... but weights with a row per data word do not fit 1000 words */
+  snprintf(args, sizeof args, "examples/treelstm.sf --data " EWT " --weights %s --vocab %s", w, part);
+  CHECK_EQ_INT(run(args), 1);
+  CHECK_CONTAINS(out, "--vocab ");
+  CHECK_CONTAINS(out, "the largest table, emb, has ");
+  CHECK_CONTAINS(out, "rows, but the vocabulary needs 1001 (one per word, then one for <unk>)");
+  /* errors name the file (and line) */
+  CHECK_EQ_INT(run("examples/treelstm.sf --data " EWT " --seed 1 --vocab /nonexistent/vocab.txt"), 1);
+  CHECK_CONTAINS(out, "/nonexistent/vocab.txt");
+  const char *empty = th_write_tmp("vocab_empty.txt", "", 0);
+  snprintf(args, sizeof args, "examples/treelstm.sf --data " EWT " --seed 1 --vocab %s", empty);
+  CHECK_EQ_INT(run(args), 1);
+  CHECK_CONTAINS(out, "vocab_empty.txt: the vocabulary is empty");
+  static const char dup[] = "the\ncat\nthe\n";
+  const char *dupf = th_write_tmp("vocab_dup.txt", dup, sizeof dup - 1);
+  snprintf(args, sizeof args, "examples/treelstm.sf --data " EWT " --seed 1 --vocab %s", dupf);
+  CHECK_EQ_INT(run(args), 1);
+  CHECK_CONTAINS(out, "vocab_dup.txt:3:1: error: token 'the' already appeared (as id 0, line 1)");
+  static const char blank[] = "the\n\ncat\n";
+  const char *blankf = th_write_tmp("vocab_blank.txt", blank, sizeof blank - 1);
+  snprintf(args, sizeof args, "examples/treelstm.sf --data " EWT " --seed 1 --vocab %s", blankf);
+  CHECK_EQ_INT(run(args), 1);
+  CHECK_CONTAINS(out, "vocab_blank.txt:2:1: error: empty line");
+  /* token-id data has no words to map */
+  static const char ids[] = "1 2 3\n4 5\n";
+  const char *idf = th_write_tmp("ids.txt", ids, sizeof ids - 1);
+  snprintf(args, sizeof args, "examples/bilstm.sf --data %s --seed 1 --size E=4 --size H=4 --size T=3 --vocab %s", idf, same);
+  CHECK_EQ_INT(run(args), 1);
+  CHECK_CONTAINS(out, "holds token ids, not words");
+}
+
+TEST(lang_cli_trace_and_arguments) {
+  if (!th_sheaf_bin()) return;
+  char args[2048], trace[512];
+  snprintf(trace, sizeof trace, "%s", th_tmp_path("lang_trace.json"));
+  snprintf(args, sizeof args, "examples/treefc.sf --data " EWT " --seed 1 --size H=8 --batch 500 --out /dev/null --trace %s", trace);
+  CHECK_EQ_INT(run(args), 0);
+  CHECK_EQ_STR(out, ""); /* nothing on stderr in a pipe: no progress bar */
+  size_t n;
+  const char *t = slurp(trace, &n);
+  CHECK(n > 100);
+  CHECK_CONTAINS(t, "traceEvents");
+  /* an unwritable trace is an error */
+  CHECK_EQ_INT(run("examples/treefc.sf --data " EWT " --seed 1 --size H=8 --out /dev/null --trace /nonexistent/t.json"), 1);
+  CHECK_CONTAINS(out, "/nonexistent/t.json");
+  /* argument errors: exit 2, naming the argument */
+  CHECK_EQ_INT(run("examples/treefc.sf --data " EWT " --batch 0"), 2);
+  CHECK_CONTAINS(out, "--batch: expected an integer in 1..");
+  CHECK_EQ_INT(run("examples/treefc.sf --data " EWT " --size H"), 2);
+  CHECK_CONTAINS(out, "--size H: expected NAME=VALUE");
+  CHECK_EQ_INT(run("examples/treefc.sf --data " EWT " --size H=x"), 2);
+  CHECK_CONTAINS(out, "--size: expected an integer");
+  CHECK_EQ_INT(run("examples/treefc.sf --data " EWT " --seed 1 --weights w.safetensors"), 2);
+  CHECK_CONTAINS(out, "exclude each other");
+  CHECK_EQ_INT(run("examples/treefc.sf --data " EWT " --frobnicate"), 2);
+  CHECK_CONTAINS(out, "unknown option '--frobnicate'");
+  CHECK_EQ_INT(run("examples/treefc.sf --data " EWT " --seed 1 --size Q=3"), 1);
+  CHECK_CONTAINS(out, "--size Q: the model has no size 'Q'");
+  CHECK_EQ_INT(run("examples/treefc.sf --help"), 0);
+  CHECK_CONTAINS(out, "--vocab FILE");
+  CHECK_CONTAINS(out, "--trace FILE");
+  /* a program that reads past its table: file:line:col, the row, the rows */
+  static const char prog[] = "param emb: f32[V, H]\n"
+                             "fn main(ws: list[i32]) -> f32[H] {\n"
+                             "  emb[len(ws) + 100000]\n"
+                             "}\n";
+  const char *pf = th_write_tmp("oob.sf", prog, sizeof prog - 1);
+  static const char sents[] = "a b c\nd\n";
+  const char *sf = th_write_tmp("oob.txt", sents, sizeof sents - 1);
+  snprintf(args, sizeof args, "%s --data %s --seed 1 --size H=4", pf, sf);
+  CHECK_EQ_INT(run(args), 1);
+  CHECK_CONTAINS(out, "oob.sf:3:3: error: emb[100003]: row 100003 is out of range: emb has 5 rows (0..4)");
+  CHECK_CONTAINS(out, "while running sentence 0 of ");
+}
+
+TEST(lang_run_errors_name_the_source) {
+  sheaf_ctx *ctx = th_ctx();
+  static const char prog[] = "param emb: f32[V, H]\n"
+                             "fn pick(ws: list[i32], k: i32) -> f32[1] { emb[ws[0]][k] }\n"
+                             "fn main(ws: list[i32]) -> f32[1] {\n"
+                             "  let n = len(ws);\n"
+                             "  if n == 1 { emb[-1][0] } else if n == 2 { pick(ws, 7) }\n"
+                             "  else if n == 3 { emb[ws[5]][0] } else if n == 4 { emb[0][n / (n - 4)] }\n"
+                             "  else { emb[ws[0]][0] + emb[ws[1] + 0][0] }\n"
+                             "}\n";
+  sh_module m;
+  REQUIRE_OK(ctx, sh_lang_compile(&m, ctx, "e.sf", prog, sizeof prog - 1));
+  sheaf_model *model = NULL;
+  sh_lang_bind bind = {0};
+  sh_interp *ip = NULL;
+  sheaf_graph *g = NULL;
+  sh_lang_bind_opts bo = {.vocab = 6, .n_overrides = 1, .override_name = {"H"}, .override_value = {3}};
+  if (!CHECK_OK(ctx, sheaf_model_create(ctx, &model)) || !CHECK_OK(ctx, sh_lang_bind_model(&m, model, &bo, &bind)) ||
+      !CHECK_OK(ctx, sh_interp_create(&m, &bind, &ip)) || !CHECK_OK(ctx, sheaf_graph_create(model, NULL, &g)))
+    goto out;
+  static const struct {
+    int n;
+    const char *msg;
+  } cases[] = {
+      {1, "e.sf:5:15: error: emb[-1]: row -1 is out of range: emb has 6 rows (0..5)"},
+      {2, "e.sf:2:44: error: index 7 is out of range for a tensor of 3 elements"},
+      {3, "e.sf:6:24: error: index 5 is out of range for a list of 3 elements"},
+      {4, "e.sf:6:60: error: division by zero"},
+  };
+  int32_t words[5] = {1, 2, 3, 4, 5};
+  for (size_t k = 0; k < SH_ARRAY_LEN(cases); k++) {
+    sh_value in, res;
+    REQUIRE_OK(ctx, sh_interp_ints(ip, words, cases[k].n, &in));
+    CHECK(sh_interp_main(ip, g, in, &res) != SHEAF_OK);
+    CHECK_CONTAINS(sheaf_ctx_last_error(ctx), cases[k].msg);
+    CHECK_OK(ctx, sheaf_graph_reset(g));
+    sh_interp_reset(ip);
+  }
+  /* words of the data are never out of range: 9 is past V - 1 = 5, so <unk>,
+   * the last row; a computed 9 would be an error */
+  int32_t big[5] = {9, 1, 2, 3, 4};
+  sh_value in, res;
+  REQUIRE_OK(ctx, sh_interp_ints(ip, big, 5, &in));
+  CHECK_OK(ctx, sh_interp_main(ip, g, in, &res));
+out:
+  sheaf_graph_free(g);
+  sh_interp_free(ip);
+  sh_lang_bind_free(ctx, &bind);
+  sheaf_model_free(model);
+  sh_module_free(&m);
+}
+
+TEST(lang_word_rows) {
+  /* vocab 10: words 0..8, <unk> 9; ranks reverse the ids */
+  int32_t rank[9] = {8, 7, 6, 5, 4, 3, 2, 1, 0};
+  int64_t rows[3] = {10, 4, 12};
+  sh_lang_bind b = {.table_rows = rows, .n_params = 3, .vocab = 10, .word_rank = rank};
+  CHECK_EQ_INT(sh_lang_word_row(&b, 0, 3), 3);   /* a full table: the id */
+  CHECK_EQ_INT(sh_lang_word_row(&b, 0, 9), 9);   /* <unk>: the last row */
+  CHECK_EQ_INT(sh_lang_word_row(&b, 0, -1), 9);
+  CHECK_EQ_INT(sh_lang_word_row(&b, 1, 8), 0);   /* capped: the most frequent word */
+  CHECK_EQ_INT(sh_lang_word_row(&b, 1, 6), 2);
+  CHECK_EQ_INT(sh_lang_word_row(&b, 1, 5), 3);   /* rank 3: past the 3 kept words */
+  CHECK_EQ_INT(sh_lang_word_row(&b, 1, 0), 3);
+  CHECK_EQ_INT(sh_lang_word_row(&b, 1, 9), 3);
+  CHECK_EQ_INT(sh_lang_word_row(&b, 2, 8), 8);   /* more rows than words: ids, <unk> last */
+  CHECK_EQ_INT(sh_lang_word_row(&b, 2, 9), 11);
+  b.word_rank = NULL; /* --vocab: ids are ranks */
+  CHECK_EQ_INT(sh_lang_word_row(&b, 1, 2), 2);
+  CHECK_EQ_INT(sh_lang_word_row(&b, 1, 3), 3);
+}
