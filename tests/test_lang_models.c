@@ -241,6 +241,50 @@ TEST(lang_models_mvrnn_matches_c_api) {
   ref_close(&r);
 }
 
+/* Seeded without a weights file, examples/mvrnn.sf draws the C model's
+ * weights exactly: `emb_mat ... = normal + identity_rows` is
+ * ex_mvrnn_init_identity's identity plus noise. */
+TEST(lang_models_mvrnn_seeded_weights_match_c_api) {
+  sheaf_ctx *ctx = th_ctx();
+  ref r;
+  char *src = NULL;
+  size_t len = 0;
+  sh_module m;
+  sheaf_model *model = NULL;
+  sh_lang_bind bind = {0};
+  if (!ref_open(ctx, M_MVRNN, &r)) goto out;
+  REQUIRE_OK(ctx, sh_file_read(ctx, "examples/mvrnn.sf", &src, &len));
+  if (!CHECK_OK(ctx, sh_lang_compile(&m, ctx, "examples/mvrnn.sf", src, len))) goto out;
+  if (!CHECK_OK(ctx, sheaf_model_create(ctx, &model))) goto out;
+  sh_lang_bind_opts bo = {.seed = 5, .vocab = r.d.vocab, .word_rank = r.d.mv_row, .n_overrides = 2,
+                          .override_name = {"H", "Vm"}, .override_value = {8, r.d.mv_vocab}};
+  if (!CHECK_OK(ctx, sh_lang_bind_model(&m, model, &bo, &bind))) goto out;
+  CHECK_EQ_INT(m.n_params, 6);
+  for (int p = 0; p < m.n_params; p++) {
+    const char *name = sh_sym_name(&m.syms, m.params[p]->name);
+    if (!strcmp(name, "bias")) continue; /* set by ref_open */
+    sheaf_param cp;
+    int ra, rb;
+    const int64_t *sa, *sb;
+    if (!CHECK_OK(ctx, sheaf_model_find(r.model, name, &cp))) continue;
+    const float *a = sheaf_model_param_data(model, bind.params[p], &ra, &sa);
+    const float *b = sheaf_model_param_data(r.model, cp, &rb, &sb);
+    if (!CHECK(a && b) || !CHECK_EQ_INT(ra, rb) || !CHECK_EQ_INT(sa[0], sb[0]) ||
+        (ra == 2 && !CHECK_EQ_INT(sa[1], sb[1])))
+      continue;
+    size_t n = (size_t)sa[0] * (size_t)(ra == 2 ? sa[1] : 1);
+    if (!CHECK(memcmp(a, b, n * sizeof *a) == 0)) fprintf(stderr, "mvrnn.sf: %s differs\n", name);
+  }
+out:
+  sh_lang_bind_free(ctx, &bind);
+  sheaf_model_free(model);
+  if (src) {
+    sh_module_free(&m);
+    sh_free(ctx, src, len + 1);
+  }
+  ref_close(&r);
+}
+
 TEST(lang_models_treefc_matches_c_api) {
   sheaf_ctx *ctx = th_ctx();
   ref r;

@@ -335,40 +335,41 @@ static AVX512_FN void gru_tail(const sh_gemm_ep_ctx *e, const float *t, int64_t 
 
 /* ---------------------------------------------------- generic epilogue */
 
-/* exp(x) for x in [-104, 89] (callers clamp): Cephes expf as
- * sh_exp_avx512 (two-part ln 2, degree-7 polynomial, vscalefps). */
-static inline AVX512_FN __attribute__((always_inline)) __m512 exp_in_range(__m512 x) {
-  __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                  _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500E-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507E-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073E-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894E-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459E-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201E-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
+/* exp(x) = S·p for x in [−87.3, 0] (callers clamp; e^−87.3 is the
+ * smallest normal): the LSTM tail's 2^(t/32) table with t = x·32·log2(e)
+ * rounded to n (vcvtps2dq) and the remainder f = x·32·log2(e) − n from
+ * two FMAs with a two-part constant (t itself rounds too coarsely for
+ * large |x|). */
+static inline AVX512_FN __attribute__((always_inline)) __m512 exp_neg(__m512 x, exp2_tab tab,
+                                                                       __m512 *p_out) {
+  const __m512 k = _mm512_set1_ps(46.166241308446828f); /* 32·log2(e), high part */
+  __m512i n = _mm512_cvt_roundps_epi32(_mm512_mul_ps(x, k), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 f = _mm512_fmsub_ps(x, k, _mm512_cvtepi32_ps(n));
+  f = _mm512_fmadd_ps(x, _mm512_set1_ps(6.1630817e-7f), f); /* low part */
+  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(0.00023459672f), f, _mm512_set1_ps(0.021661166f));
+  *p_out = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  __m512i tv = _mm512_castps_si512(_mm512_permutex2var_ps(tab.lo, n, tab.hi));
+  return _mm512_castsi512_ps(_mm512_add_epi32(tv, _mm512_slli_epi32(n, 18)));
 }
 
-/* sigmoid as sh_sigmoid_avx512 (e = exp(−|x|) in (0, 1]; x >= 0: 1/(1+e),
- * else e/(1+e)) with the division replaced by rcp14 and one Newton step
- * (1 + e is in [1, 2], so the reciprocal is always a normal number):
- * ~3 ulp. NaN propagates; sigmoid(±inf) = 1 / 0. */
-static inline AVX512_FN __attribute__((always_inline)) __m512 sigmoid_ep(__m512 x) {
-  __m512 nx = _mm512_or_ps(x, _mm512_set1_ps(-0.0f)); /* −|x| */
-  __m512 e = exp_in_range(_mm512_max_ps(_mm512_set1_ps(-104.0f), nx)); /* NaN stays */
+/* sigmoid: e = exp(−|x|) in (0, 1]; x >= 0: 1/(1+e), else e/(1+e) (no
+ * cancellation). x < −87.3 (results below 2^−126, and −inf) gives 0; NaN
+ * propagates. ~2 ulp. On Zen 4 the division is cheaper here than rcp14 +
+ * a Newton step: the FMA pipes are the bottleneck, the divider is not. */
+static inline AVX512_FN __attribute__((always_inline)) __m512 sigmoid_ep(__m512 x, exp2_tab tab) {
+  __m512 nx = _mm512_max_ps(_mm512_set1_ps(-87.3f), _mm512_or_ps(x, _mm512_set1_ps(-0.0f)));
+  __m512 p, sc = exp_neg(nx, tab, &p);
   __mmask16 neg = _mm512_movepi32_mask(_mm512_castps_si512(x));
-  __m512 r = rcp_nr(_mm512_add_ps(e, _mm512_set1_ps(1.0f)));
-  return _mm512_mask_mul_ps(r, neg, r, e);
+  __mmask16 live = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_NLT_UQ);
+  __m512 num = _mm512_mask_mul_ps(_mm512_set1_ps(1.0f), neg, sc, p);
+  return _mm512_maskz_div_ps(live, num, _mm512_fmadd_ps(sc, p, _mm512_set1_ps(1.0f)));
 }
 
-/* tanh as sh_tanh_avx512 (|x| < 0.625: Cephes odd polynomial; else
- * sign(x)(1 − 2/(exp(2|x|) + 1)), |x| clamped to 10 where the result is 1
- * in f32) with rcp14 + one Newton step for the division: ~2 ulp. */
-static inline AVX512_FN __attribute__((always_inline)) __m512 tanh_ep(__m512 x) {
-  const __m512 sign = _mm512_set1_ps(-0.0f);
+/* tanh: |x| < 0.625: Cephes odd polynomial; else sign(x)(1 − e)/(1 + e)
+ * with e = exp(−2|x|) (−2|x| clamped at −20, where the result is 1 in
+ * f32). ~1 ulp; NaN propagates, tanh(±inf) = ±1. */
+static inline AVX512_FN __attribute__((always_inline)) __m512 tanh_ep(__m512 x, exp2_tab tab) {
+  const __m512 sign = _mm512_set1_ps(-0.0f), one = _mm512_set1_ps(1.0f);
   __m512 ax = _mm512_andnot_ps(sign, x);
   __m512 s = _mm512_mul_ps(x, x);
   __m512 p = _mm512_set1_ps(-5.70498872745E-3f);
@@ -377,18 +378,19 @@ static inline AVX512_FN __attribute__((always_inline)) __m512 tanh_ep(__m512 x) 
   p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(1.33314422036E-1f));
   p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(-3.33332819422E-1f));
   __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, s), ax, ax);
-  __m512 a2 = _mm512_min_ps(_mm512_set1_ps(20.0f), _mm512_add_ps(ax, ax)); /* NaN stays */
-  __m512 r = rcp_nr(_mm512_add_ps(exp_in_range(a2), _mm512_set1_ps(1.0f)));
-  __m512 big = _mm512_fnmadd_ps(_mm512_set1_ps(2.0f), r, _mm512_set1_ps(1.0f));
+  __m512 m2 = _mm512_max_ps(_mm512_set1_ps(-20.0f), _mm512_mul_ps(ax, _mm512_set1_ps(-2.0f)));
+  __m512 q, sc = exp_neg(m2, tab, &q);
+  __m512 big = _mm512_div_ps(_mm512_fnmadd_ps(sc, q, one), _mm512_fmadd_ps(sc, q, one));
   __mmask16 is_small = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.625f), _CMP_LT_OQ);
   return _mm512_or_ps(_mm512_mask_blend_ps(is_small, big, small), _mm512_and_ps(x, sign));
 }
 
-static inline AVX512_FN __attribute__((always_inline)) __m512 act_ep(sh_gemm_act act, __m512 x) {
+static inline AVX512_FN __attribute__((always_inline)) __m512 act_ep(sh_gemm_act act, __m512 x,
+                                                                      exp2_tab tab) {
   switch (act) {
   case SH_GEMM_ACT_RELU: return _mm512_max_ps(x, _mm512_setzero_ps());
-  case SH_GEMM_ACT_SIGMOID: return sigmoid_ep(x);
-  case SH_GEMM_ACT_TANH: return tanh_ep(x);
+  case SH_GEMM_ACT_SIGMOID: return sigmoid_ep(x, tab);
+  case SH_GEMM_ACT_TANH: return tanh_ep(x, tab);
   case SH_GEMM_ACT_GELU_TANH:
     return _mm512_insertf32x8(_mm512_castps256_ps512(sh_gelu_tanh_avx2(_mm512_castps512_ps256(x))),
                               sh_gelu_tanh_avx2(_mm512_extractf32x8_ps(x, 1)), 1);
@@ -425,6 +427,7 @@ static AVX512_FN void generic_ep(const sh_gemm_ep_ctx *e, float *t, int64_t m0, 
                                  int64_t col0, int64_t cols) {
   const sh_gemm_args *a = e->args;
   const bool acc = a->accumulate;
+  const exp2_tab tab = exp2_tab_load();
   for (int q = 0; q * 16 < cols; q++) {
     const int64_t col = col0 + q * 16, vc = cols - q * 16 < 16 ? cols - q * 16 : 16;
     const __mmask16 cm = (__mmask16)((1u << vc) - 1);
@@ -451,9 +454,9 @@ static AVX512_FN void generic_ep(const sh_gemm_ep_ctx *e, float *t, int64_t m0, 
     } else if (np == 1 && prog[0].kind == SH_GEMM_EP_ACT && prog[0].m == cm) {
       switch (prog[0].act) {
       case SH_GEMM_ACT_RELU: EP_FAST_LOOP(_mm512_max_ps(x, _mm512_setzero_ps())) break;
-      case SH_GEMM_ACT_SIGMOID: EP_FAST_LOOP(sigmoid_ep(x)) break;
-      case SH_GEMM_ACT_TANH: EP_FAST_LOOP(tanh_ep(x)) break;
-      default: EP_FAST_LOOP(act_ep(prog[0].act, x)) break;
+      case SH_GEMM_ACT_SIGMOID: EP_FAST_LOOP(sigmoid_ep(x, tab)) break;
+      case SH_GEMM_ACT_TANH: EP_FAST_LOOP(tanh_ep(x, tab)) break;
+      default: EP_FAST_LOOP(act_ep(prog[0].act, x, tab)) break;
       }
     } else {
       for (int64_t r = 0; r < rows; r++) {
@@ -466,7 +469,7 @@ static AVX512_FN void generic_ep(const sh_gemm_ep_ctx *e, float *t, int64_t m0, 
           case SH_GEMM_EP_BIAS:
             x = _mm512_mask_add_ps(x, v->m, x, _mm512_maskz_loadu_ps(v->m, v->vec + col));
             break;
-          case SH_GEMM_EP_ACT: x = _mm512_mask_mov_ps(x, v->m, act_ep(v->act, x)); break;
+          case SH_GEMM_EP_ACT: x = _mm512_mask_mov_ps(x, v->m, act_ep(v->act, x, tab)); break;
           case SH_GEMM_EP_ADD:
             x = _mm512_mask_add_ps(x, v->m, x, _mm512_maskz_loadu_ps(v->m, in_row(v->other, m0 + r) + col));
             break;

@@ -58,12 +58,24 @@ typedef struct sh_adt {
   sh_type *type; /* (checker) */
 } sh_adt;
 
+/* How a parameter is drawn without a weights file (`param W: T = init`,
+ * `= init + identity`): the runtime's sheaf_init, or the binder's default. */
+typedef enum sh_param_init {
+  SH_INIT_DEFAULT = 0, /* tables normal, matrices Glorot, vectors zero */
+  SH_INIT_GLOROT, SH_INIT_NORMAL, SH_INIT_ZEROS, SH_INIT_ONES,
+  SH_INIT_IDENTITY,     /* identity blocks (SHEAF_INIT_IDENTITY) */
+  SH_INIT_IDENTITY_ROWS /* every row an n x n identity (SHEAF_INIT_IDENTITY_ROWS) */
+} sh_param_init;
+
 typedef struct sh_param {
   sh_sym name;
   sh_span span;
   int index; /* declaration order: the runtime's parameter id - 1 */
   sh_texpr *tx;
-  sh_type *type; /* (checker) f32 tensor of rank 1 or 2 */
+  sh_type *type;         /* (checker) f32 tensor of rank 1 or 2 */
+  sh_param_init init;    /* DEFAULT when not given */
+  sh_param_init plus;    /* DEFAULT, or an identity added to a drawn `init` */
+  sh_span init_span;
 } sh_param;
 
 typedef struct sh_sizedecl {

@@ -72,6 +72,55 @@ static bool solve(const sh_size *s, int64_t n, int64_t *val) {
   return true;
 }
 
+/* The runtime's initializer for parameter pp (the binder's default: tables
+ * normal, matrices Glorot, vectors zero). */
+static sheaf_init param_init(const sh_param *pp, bool is_table) {
+  switch (pp->init) {
+  case SH_INIT_GLOROT: return SHEAF_INIT_GLOROT;
+  case SH_INIT_NORMAL: return SHEAF_INIT_NORMAL;
+  case SH_INIT_ZEROS: return SHEAF_INIT_ZERO;
+  case SH_INIT_ONES: return SHEAF_INIT_ONE;
+  case SH_INIT_IDENTITY: return SHEAF_INIT_IDENTITY;
+  case SH_INIT_IDENTITY_ROWS: return SHEAF_INIT_IDENTITY_ROWS;
+  default: return pp->type->n == 1 ? SHEAF_INIT_ZERO : is_table ? SHEAF_INIT_NORMAL : SHEAF_INIT_GLOROT;
+  }
+}
+
+/* `= normal + identity` (or identity_rows): the identity's shape rule (as
+ * the runtime's SHEAF_INIT_IDENTITY / _ROWS), checked when declaring; with
+ * add, the identity is added to the seeded values. */
+static sheaf_status plus_identity(const sh_module *m, sheaf_model *model, const sh_param *pp,
+                                  sheaf_param h, const int64_t *shape, bool add) {
+  int64_t r = shape[0], c = shape[1], k = 1;
+  const char *name = sh_sym_name(&m->syms, pp->name);
+  if (pp->plus == SH_INIT_IDENTITY) {
+    if (r % c != 0 && c % r != 0)
+      return sh_fail(m->ctx, SHEAF_ERR_SHAPE,
+                     "parameter '%s': identity of shape [%lld, %lld]: neither side is a multiple of the other",
+                     name, (long long)r, (long long)c);
+  } else {
+    while (k * k < c) k++;
+    if (k * k != c)
+      return sh_fail(m->ctx, SHEAF_ERR_SHAPE,
+                     "parameter '%s': identity_rows of shape [%lld, %lld]: %lld is not a square", name,
+                     (long long)r, (long long)c, (long long)c);
+  }
+  if (!add) return SHEAF_OK;
+  int rank;
+  const int64_t *sh;
+  float *d = sheaf_model_param_data(model, h, &rank, &sh);
+  if (!d) return sh_fail(m->ctx, SHEAF_ERR_INTERNAL, "parameter '%s' has no data", name);
+  if (pp->plus == SH_INIT_IDENTITY) {
+    int64_t n = r < c ? r : c;
+    for (int64_t i = 0; i < r; i++)
+      for (int64_t j = i % n; j < c; j += n) d[i * c + j] += 1.0f;
+  } else {
+    for (int64_t row = 0; row < r; row++)
+      for (int64_t i = 0; i < k; i++) d[row * c + i * k + i] += 1.0f;
+  }
+  return SHEAF_OK;
+}
+
 static size_t rank_bytes(int64_t vocab) { return (size_t)(vocab > 1 ? vocab - 1 : 1) * sizeof(int32_t); }
 
 void sh_lang_bind_free(sheaf_ctx *ctx, sh_lang_bind *b) {
@@ -174,8 +223,9 @@ sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
       }
     }
     if (missing) continue;
-    sheaf_init init = t->n == 1 ? SHEAF_INIT_ZERO : is_table[p] ? SHEAF_INIT_NORMAL : SHEAF_INIT_GLOROT;
-    st = sheaf_model_param(model, sh_sym_name(&m->syms, pp->name), t->n, shape, init, &out->params[p]);
+    st = sheaf_model_param(model, sh_sym_name(&m->syms, pp->name), t->n, shape, param_init(pp, is_table[p]),
+                           &out->params[p]);
+    if (st == SHEAF_OK && pp->plus) st = plus_identity(m, model, pp, out->params[p], shape, false);
     if (st != SHEAF_OK) goto done;
   }
   if (missing) {
@@ -200,6 +250,13 @@ sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
   }
   if (opts->weights) st = sheaf_model_load(model, opts->weights);
   else st = sheaf_model_seed(model, opts->seed);
+  for (int p = 0; p < m->n_params && st == SHEAF_OK && !opts->weights; p++)
+    if (m->params[p]->plus) {
+      int rank;
+      const int64_t *shape;
+      if (sheaf_model_param_data(model, out->params[p], &rank, &shape))
+        st = plus_identity(m, model, m->params[p], out->params[p], shape, true);
+    }
 done:
   if (wf) sheaf_st_close(wf);
   sh_buf_free(&msg);

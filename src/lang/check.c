@@ -405,6 +405,10 @@ static void resolve_decl_types(checker *c) {
               name_of(c, p->name), c_ty(c, t));
       t = &sh_type_error;
     }
+    sh_param_init id = p->plus ? p->plus : p->init;
+    if (t->kind == SH_TY_TENSOR && t->n != 2 && (id == SH_INIT_IDENTITY || id == SH_INIT_IDENTITY_ROWS))
+      c_error(c, p->init_span, "parameter '%s': %s needs a matrix, not %s", name_of(c, p->name),
+              id == SH_INIT_IDENTITY ? "identity" : "identity_rows", c_ty(c, t));
     p->type = t;
   }
 }

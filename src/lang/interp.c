@@ -1,7 +1,8 @@
 /*
  * interp.c — runs a checked program (see interp.h): a direct walk over the
  * typed AST, host values in a pool reset per batch, tensor operations issued
- * to the graph (sums of parameter products as one affine). Errors of the
+ * to the graph (sums of parameter products as one affine, longer sums as one
+ * sum_n). Errors of the
  * program while it runs (a row, list index or element out of range, a
  * division by zero) name its FILE:LINE:COL.
  */
@@ -102,23 +103,31 @@ size_t sh_value_tensors(sh_value v, sheaf_expr *out, size_t cap) {
 
 /* ------------------------------------------------------------- evaluation */
 
-static sh_value eval(sh_interp *ip, const sh_expr *e, sh_value *fr);
-static sh_value call_fn(sh_interp *ip, const sh_fn *f, sh_value *args);
+/* eval is a small dispatcher: a local is loaded in place and every other
+ * kind of expression has its own out-of-line helper (called as a tail
+ * call), so eval's stack frame, paid on every level of the recursion, stays
+ * small. */
+#if defined(__GNUC__) || defined(__clang__)
+#define SH_NOINLINE __attribute__((noinline))
+#else
+#define SH_NOINLINE
+#endif
 
-static bool pat_bind(sh_interp *ip, const sh_pat *p, sh_value v, sh_value *fr) {
+static sh_value eval(sh_interp *ip, const sh_expr *e, sh_value *fr);
+static sh_value call_fn(sh_interp *ip, const sh_fn *f, const sh_value *args);
+
+static bool pat_bind(sh_interp *ip, const sh_pat *p, const sh_value *v, sh_value *fr) {
   switch (p->kind) {
   case SH_PAT_WILD: return true;
-  case SH_PAT_VAR: fr[p->local->index] = v; return true;
+  case SH_PAT_VAR: fr[p->local->index] = *v; return true;
   case SH_PAT_INT:
-  case SH_PAT_BOOL: return v.i == p->ival;
+  case SH_PAT_BOOL: return v->i == p->ival;
+  case SH_PAT_CTOR:
+    if (v->agg->tag != p->ctor->index) return false;
+    /* fall through */
   case SH_PAT_TUPLE:
     for (int i = 0; i < p->n; i++)
-      if (!pat_bind(ip, p->items[i], v.agg->items[i], fr)) return false;
-    return true;
-  case SH_PAT_CTOR:
-    if (v.agg->tag != p->ctor->index) return false;
-    for (int i = 0; i < p->n; i++)
-      if (!pat_bind(ip, p->items[i], v.agg->items[i], fr)) return false;
+      if (!pat_bind(ip, p->items[i], &v->agg->items[i], fr)) return false;
     return true;
   default: FAIL(ip, "interp: bad pattern"); return false;
   }
@@ -147,16 +156,76 @@ static sh_value tensor_zeros(sh_interp *ip, const sh_type *t) {
   return mk_tensor(sheaf_zeros(ip->g, t->n, shape));
 }
 
-static sh_value builtin(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+static SH_NOINLINE sh_value builtin_lstm_cell(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+  const sh_expr *we = e->items[0], *be = e->items[1];
+  if (we->res != SH_RES_PARAM || be->res != SH_RES_PARAM)
+    return FAIL(ip, "lstm_cell: W and b must be parameters"), v_none;
+  sh_value x = eval(ip, e->items[2], fr);
+  if (ip->err) return v_none;
+  sh_value c = eval(ip, e->items[3], fr);
+  if (ip->err) return v_none;
+  sheaf_expr h, cn;
+  sheaf_lstm_cell(ip->g, ip->bind->params[we->ref.param->index], ip->bind->params[be->ref.param->index],
+                  x.t, c.t, &h, &cn);
+  sh_agg *t = agg_new(ip, -1, 2);
+  if (!t) return v_none;
+  t->items[0] = mk_tensor(h);
+  t->items[1] = mk_tensor(cn);
+  return mk_agg(SH_V_TUPLE, t);
+}
+
+static SH_NOINLINE sh_value builtin_cat(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+  sheaf_expr small[4], *xs = small;
+  if (e->n > 4 && !(xs = sh_lang_alloc(&ip->pool, (size_t)e->n * sizeof *xs)))
+    return ip->err = SHEAF_ERR_NOMEM, v_none;
+  for (int i = 0; i < e->n; i++) {
+    sh_value v = eval(ip, e->items[i], fr);
+    if (ip->err) return v_none;
+    xs[i] = v.t;
+  }
+  return mk_tensor(sheaf_concat(ip->g, e->n, xs));
+}
+
+/* map, fold, scan: a named function applied along a list. */
+static SH_NOINLINE sh_value builtin_apply(sh_interp *ip, const sh_expr *e, const sh_value *a) {
+  if (e->builtin == SH_BI_MAP) {
+    sh_agg *xs = a[1].agg;
+    sh_agg *r = agg_new(ip, -1, xs->n);
+    if (!r) return v_none;
+    for (int32_t i = 0; i < xs->n; i++) {
+      r->items[i] = call_fn(ip, e->fn_arg, &xs->items[i]);
+      if (ip->err) return v_none;
+    }
+    return mk_agg(SH_V_LIST, r);
+  }
+  sh_agg *xs = a[2].agg;
+  sh_agg *r = NULL;
+  if (e->builtin == SH_BI_SCAN && !(r = agg_new(ip, -1, xs->n))) return v_none;
+  sh_value acc = a[1];
+  for (int32_t i = 0; i < xs->n; i++) {
+    sh_value args[2] = {acc, xs->items[i]};
+    acc = call_fn(ip, e->fn_arg, args);
+    if (ip->err) return v_none;
+    if (r) r->items[i] = acc;
+  }
+  return r ? mk_agg(SH_V_LIST, r) : acc;
+}
+
+static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+  if (e->builtin <= SH_BI_LOG && e->builtin != SH_BI_NONE) { /* tanh(x), sigmoid(x), ...: the common case */
+    sh_value x = eval(ip, e->items[0], fr);
+    if (ip->err) return v_none;
+    return mk_tensor(unary_tensor(ip->g, e->builtin, x.t));
+  }
+  if (e->builtin == SH_BI_LSTM_CELL) return builtin_lstm_cell(ip, e, fr);
+  if (e->builtin == SH_BI_CAT) return builtin_cat(ip, e, fr);
   sheaf_graph *g = ip->g;
   sh_value a[4] = {0};
   int nargs = e->n;
   bool applies = e->builtin == SH_BI_MAP || e->builtin == SH_BI_FOLD || e->builtin == SH_BI_SCAN;
-  if (e->builtin != SH_BI_LSTM_CELL && e->builtin != SH_BI_CAT) {
-    for (int i = applies ? 1 : 0; i < nargs && i < 4; i++) {
-      a[i] = eval(ip, e->items[i], fr);
-      if (ip->err) return v_none;
-    }
+  for (int i = applies ? 1 : 0; i < nargs && i < 4; i++) {
+    a[i] = eval(ip, e->items[i], fr);
+    if (ip->err) return v_none;
   }
   switch (e->builtin) {
   case SH_BI_TANH: case SH_BI_SIGMOID: case SH_BI_RELU: case SH_BI_GELU: case SH_BI_EXP:
@@ -172,16 +241,6 @@ static sh_value builtin(sh_interp *ip, const sh_expr *e, sh_value *fr) {
       return mk_tensor(sheaf_sum_n(g, n, xs));
     }
     return mk_tensor(unary_tensor(g, e->builtin, a[0].t));
-  case SH_BI_CAT: {
-    sheaf_expr *xs = sh_lang_alloc(&ip->pool, (size_t)nargs * sizeof *xs);
-    if (!xs) return ip->err = SHEAF_ERR_NOMEM, v_none;
-    for (int i = 0; i < nargs; i++) {
-      sh_value v = eval(ip, e->items[i], fr);
-      if (ip->err) return v_none;
-      xs[i] = v.t;
-    }
-    return mk_tensor(sheaf_concat(g, nargs, xs));
-  }
   case SH_BI_RESHAPE: {
     int64_t shape[2] = {a[1].i, nargs > 2 ? a[2].i : 0};
     return mk_tensor(sheaf_reshape(g, a[0].t, nargs - 1, shape));
@@ -189,23 +248,6 @@ static sh_value builtin(sh_interp *ip, const sh_expr *e, sh_value *fr) {
   case SH_BI_ZEROS: {
     int64_t shape[2] = {a[0].i, nargs > 1 ? a[1].i : 0};
     return mk_tensor(sheaf_zeros(g, nargs, shape));
-  }
-  case SH_BI_LSTM_CELL: {
-    const sh_expr *we = e->items[0], *be = e->items[1];
-    if (we->res != SH_RES_PARAM || be->res != SH_RES_PARAM)
-      return FAIL(ip, "lstm_cell: W and b must be parameters"), v_none;
-    sh_value x = eval(ip, e->items[2], fr);
-    if (ip->err) return v_none;
-    sh_value c = eval(ip, e->items[3], fr);
-    if (ip->err) return v_none;
-    sheaf_expr h, cn;
-    sheaf_lstm_cell(g, ip->bind->params[we->ref.param->index], ip->bind->params[be->ref.param->index],
-                    x.t, c.t, &h, &cn);
-    sh_agg *t = agg_new(ip, -1, 2);
-    if (!t) return v_none;
-    t->items[0] = mk_tensor(h);
-    t->items[1] = mk_tensor(cn);
-    return mk_agg(SH_V_TUPLE, t);
   }
   case SH_BI_LEN: return mk_int(a[0].agg->n);
   case SH_BI_REV: {
@@ -215,33 +257,14 @@ static sh_value builtin(sh_interp *ip, const sh_expr *e, sh_value *fr) {
     for (int32_t i = 0; i < n; i++) r->items[i] = a[0].agg->items[n - 1 - i];
     return mk_agg(SH_V_LIST, r);
   }
-  case SH_BI_MAP: {
-    sh_agg *xs = a[1].agg;
-    sh_agg *r = agg_new(ip, -1, xs->n);
-    if (!r) return v_none;
-    for (int32_t i = 0; i < xs->n; i++) {
-      r->items[i] = call_fn(ip, e->fn_arg, &xs->items[i]);
-      if (ip->err) return v_none;
-    }
-    return mk_agg(SH_V_LIST, r);
-  }
-  case SH_BI_FOLD:
-  case SH_BI_SCAN: {
-    sh_agg *xs = a[2].agg;
-    sh_agg *r = NULL;
-    if (e->builtin == SH_BI_SCAN && !(r = agg_new(ip, -1, xs->n))) return v_none;
-    sh_value acc = a[1];
-    for (int32_t i = 0; i < xs->n; i++) {
-      sh_value args[2] = {acc, xs->items[i]};
-      acc = call_fn(ip, e->fn_arg, args);
-      if (ip->err) return v_none;
-      if (r) r->items[i] = acc;
-    }
-    return r ? mk_agg(SH_V_LIST, r) : acc;
-  }
+  case SH_BI_MAP: case SH_BI_FOLD: case SH_BI_SCAN: return builtin_apply(ip, e, a);
   default: return FAIL(ip, "interp: builtin '%s' is not supported yet", sh_builtin_name(e->builtin)), v_none;
   }
 }
+
+/* ------------------------------------------------------------- sums */
+
+#define SUM_MAX 8 /* terms of a '+' chain lowered at once */
 
 /* The terms of a chain of '+' (at most cap; -1 when there are more). */
 static int sum_terms(const sh_expr *e, const sh_expr **t, int n, int cap) {
@@ -253,45 +276,74 @@ static int sum_terms(const sh_expr *e, const sh_expr **t, int n, int cap) {
   return n + 1;
 }
 
-/* A sum of products with parameters on the right and at most one parameter
- * vector as the bias (of the products' width) is one sheaf_affine(_n): the
- * weights are packed once and the bias is folded in. false: not of that
- * form (nothing evaluated). */
-static bool fused_affine(sh_interp *ip, const sh_expr *e, sh_value *fr, sh_value *out) {
-  const sh_expr *t[6], *mm[4], *bias = NULL;
-  int n = sum_terms(e, t, 0, 6), n_mm = 0;
-  if (n < 2) return false;
-  for (int i = 0; i < n; i++) {
-    const sh_expr *x = t[i];
-    if (x->kind == SH_EX_BINARY && x->op == SH_TK_AT && x->param_rhs && x->type->kind == SH_TY_TENSOR) {
-      if (n_mm == 4) return false;
-      mm[n_mm++] = x;
-    } else if (x->kind == SH_EX_NAME && x->res == SH_RES_PARAM && x->ref.param->type->n == 1 && !bias) {
-      bias = x;
-    } else {
-      return false;
-    }
-  }
-  if (n_mm == 0) return false;
-  if (bias) { /* a vector bias as wide as vector products (not a broadcast f32[1]) */
-    const sh_type *mt = mm[0]->type;
-    if (mt->n != 1 || size_eval(ip, &bias->ref.param->type->dims[0], 0) != size_eval(ip, &mt->dims[0], 0))
-      return false;
-  }
-  sheaf_param w[4];
-  sheaf_expr xs[4];
-  for (int i = 0; i < n_mm; i++) {
-    sh_value x = eval(ip, mm[i]->a, fr);
-    if (ip->err) return *out = v_none, true;
-    xs[i] = x.t;
-    w[i] = ip->bind->params[mm[i]->b->ref.param->index];
-  }
-  sheaf_param b = bias ? ip->bind->params[bias->ref.param->index] : SHEAF_NO_PARAM;
-  *out = mk_tensor(n_mm == 1 ? sheaf_affine(ip->g, w[0], xs[0], b) : sheaf_affine_n(ip->g, n_mm, w, xs, b));
+static bool same_type(const sh_type *a, const sh_type *b) {
+  if (a == b) return true;
+  if (a->kind != SH_TY_TENSOR || b->kind != SH_TY_TENSOR || a->n != b->n) return false;
+  for (int d = 0; d < a->n; d++)
+    if (!sh_size_equal(&a->dims[d], &b->dims[d])) return false;
   return true;
 }
 
-static sh_value binary(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+static bool is_param_product(const sh_expr *x) {
+  return x->kind == SH_EX_BINARY && x->op == SH_TK_AT && x->param_rhs && x->type->kind == SH_TY_TENSOR;
+}
+
+static bool is_param_vector(const sh_expr *x) {
+  return x->kind == SH_EX_NAME && x->res == SH_RES_PARAM && x->ref.param->type->n == 1;
+}
+
+/* A sum of products with parameters on the right and at most one parameter
+ * vector as the bias (of the products' width) is one sheaf_affine(_n): the
+ * weights are packed once and the bias is folded in. With a broadcast
+ * f32[1] term that is all; otherwise (every term of the sum's shape) the
+ * affine and the other terms are added by one sheaf_sum_n, as a C model
+ * would write `a + b + c`. false: none of this applies (nothing evaluated):
+ * the caller adds two operands. */
+static bool tensor_sum(sh_interp *ip, const sh_expr *e, sh_value *fr, sh_value *out) {
+  const sh_expr *t[SUM_MAX];
+  int n = sum_terms(e, t, 0, SUM_MAX), n_mm = 0, bias = -1;
+  if (n < 2) return false;
+  bool uniform = true;
+  uint8_t cls[SUM_MAX]; /* 0 another term, 1 a product with a parameter, 2 the bias */
+  for (int i = 0; i < n; i++) {
+    cls[i] = 0;
+    if (!same_type(t[i]->type, e->type)) uniform = false;
+    if (is_param_product(t[i]) && n_mm < 4) cls[i] = 1, n_mm++;
+    else if (is_param_vector(t[i]) && bias < 0) bias = i;
+  }
+  if (!uniform) { /* the affine alone, as before: x @ W + b, a vector bias as wide */
+    if (n_mm != n - (bias >= 0)) return false;
+    if (bias >= 0) {
+      const sh_type *mt = e->type, *bt = t[bias]->ref.param->type;
+      if (mt->n != 1 || size_eval(ip, &bt->dims[0], 0) != size_eval(ip, &mt->dims[0], 0)) return false;
+    }
+  }
+  if (n_mm == 0 && n == 2) return false;
+  if (n_mm > 0 && bias >= 0) cls[bias] = 2;
+  sheaf_param w[4];
+  sheaf_expr xs[4], pieces[SUM_MAX];
+  int np = 0, at = -1, k = 0;
+  for (int i = 0; i < n; i++) { /* in source order */
+    if (cls[i] == 2) continue;
+    sh_value v = eval(ip, cls[i] == 1 ? t[i]->a : t[i], fr);
+    if (ip->err) return *out = v_none, true;
+    if (cls[i] == 1) {
+      xs[k] = v.t;
+      w[k++] = ip->bind->params[t[i]->b->ref.param->index];
+      if (at < 0) at = np++;
+    } else {
+      pieces[np++] = v.t;
+    }
+  }
+  if (n_mm) {
+    sheaf_param b = bias >= 0 ? ip->bind->params[t[bias]->ref.param->index] : SHEAF_NO_PARAM;
+    pieces[at] = n_mm == 1 ? sheaf_affine(ip->g, w[0], xs[0], b) : sheaf_affine_n(ip->g, n_mm, w, xs, b);
+  }
+  *out = mk_tensor(np == 1 ? pieces[0] : np == 2 ? sheaf_add(ip->g, pieces[0], pieces[1]) : sheaf_sum_n(ip->g, np, pieces));
+  return true;
+}
+
+static SH_NOINLINE sh_value binary(sh_interp *ip, const sh_expr *e, sh_value *fr) {
   int op = e->op;
   if (op == SH_TK_ANDAND || op == SH_TK_OROR) {
     sh_value x = eval(ip, e->a, fr);
@@ -299,11 +351,10 @@ static sh_value binary(sh_interp *ip, const sh_expr *e, sh_value *fr) {
     if ((op == SH_TK_ANDAND) != (x.i != 0)) return x;
     return eval(ip, e->b, fr);
   }
-  /* x @ W + b, x1 @ W1 + x2 @ W2 + b, ... (parameters W_i, b; any order):
-   * one affine (affine_n) */
-  if (op == SH_TK_PLUS) {
+  /* x @ W + b, x1 @ W1 + x2 @ W2 + b, a + b + c, ...: one affine, one sum */
+  if (op == SH_TK_PLUS && e->type->kind == SH_TY_TENSOR) {
     sh_value r;
-    if (fused_affine(ip, e, fr, &r)) return r;
+    if (tensor_sum(ip, e, fr, &r)) return r;
   }
   if (op == SH_TK_AT && e->param_rhs) {
     sh_value x = eval(ip, e->a, fr);
@@ -344,31 +395,72 @@ static sh_value binary(sh_interp *ip, const sh_expr *e, sh_value *fr) {
   }
 }
 
-static sh_value call_fn(sh_interp *ip, const sh_fn *f, sh_value *args) {
-  sh_value *fr = sh_lang_alloc(&ip->pool, (size_t)(f->n_locals ? f->n_locals : 1) * sizeof *fr);
-  if (!fr) return ip->err = SHEAF_ERR_NOMEM, v_none;
-  for (int i = 0; i < f->n_params; i++) fr[f->params[i]->index] = args[i];
+/* ------------------------------------------------------------- calls */
+
+/* A frame of f's locals (not zeroed: every local is bound before it is read). */
+static sh_value *frame_new(sh_interp *ip, const sh_fn *f) {
+  sh_value *fr = sh_lang_alloc_raw(&ip->pool, (size_t)(f->n_locals ? f->n_locals : 1) * sizeof *fr);
+  if (!fr && !ip->err) ip->err = SHEAF_ERR_NOMEM;
+  return fr;
+}
+
+/* Runs f's body on a frame whose parameters are bound. */
+static sh_value run_fn(sh_interp *ip, const sh_fn *f, sh_value *fr) {
+  if (!f->n_size_params) return eval(ip, f->body, fr);
   int64_t saved[8];
   int ns = f->n_size_params < 8 ? f->n_size_params : 8;
-  if (ns) { /* bind the sizes f is generic in from its tensor arguments */
-    for (int k = 0; k < ns; k++) saved[k] = ip->sv[f->size_params[k]];
-    for (int i = 0; i < f->n_params; i++) {
-      const sh_type *t = f->param_types[i];
-      if (t->kind != SH_TY_TENSOR || args[i].kind != SH_V_TENSOR) continue;
-      int64_t shape[2];
-      int r = sheaf_expr_shape(ip->g, args[i].t, shape);
-      for (int d = 0; d < t->n && d < r; d++) {
-        const sh_size *s = &t->dims[d];
-        if (s->n == 1 && s->t[0].deg == 1 && s->t[0].coef != 0 &&
-            ip->m->sizes.v[s->t[0].var[0]].kind == SH_SV_LOCAL)
-          ip->sv[s->t[0].var[0]] = shape[d] / s->t[0].coef;
-      }
+  /* bind the sizes f is generic in from its tensor arguments */
+  for (int k = 0; k < ns; k++) saved[k] = ip->sv[f->size_params[k]];
+  for (int i = 0; i < f->n_params; i++) {
+    const sh_type *t = f->param_types[i];
+    const sh_value *a = &fr[f->params[i]->index];
+    if (t->kind != SH_TY_TENSOR || a->kind != SH_V_TENSOR) continue;
+    int64_t shape[2];
+    int r = sheaf_expr_shape(ip->g, a->t, shape);
+    for (int d = 0; d < t->n && d < r; d++) {
+      const sh_size *s = &t->dims[d];
+      if (s->n == 1 && s->t[0].deg == 1 && s->t[0].coef != 0 &&
+          ip->m->sizes.v[s->t[0].var[0]].kind == SH_SV_LOCAL)
+        ip->sv[s->t[0].var[0]] = shape[d] / s->t[0].coef;
     }
   }
   sh_value r = eval(ip, f->body, fr);
   for (int k = 0; k < ns; k++) ip->sv[f->size_params[k]] = saved[k];
   return r;
 }
+
+static sh_value call_fn(sh_interp *ip, const sh_fn *f, const sh_value *args) {
+  sh_value *fr = frame_new(ip, f);
+  if (!fr) return v_none;
+  for (int i = 0; i < f->n_params; i++) fr[f->params[i]->index] = args[i];
+  return run_fn(ip, f, fr);
+}
+
+static SH_NOINLINE sh_value eval_call(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+  if (e->call == SH_CALL_BUILTIN) return builtin(ip, e, fr);
+  if (e->call == SH_CALL_FN) { /* the arguments go straight into the callee's frame */
+    const sh_fn *f = e->ref.fn;
+    sh_value *nf = frame_new(ip, f);
+    if (!nf) return v_none;
+    for (int i = 0; i < e->n; i++) {
+      nf[f->params[i]->index] = eval(ip, e->items[i], fr);
+      if (ip->err) return v_none;
+    }
+    return run_fn(ip, f, nf);
+  }
+  if (e->call == SH_CALL_CTOR) {
+    sh_agg *a = agg_new(ip, e->ref.ctor->index, e->n);
+    if (!a) return v_none;
+    for (int i = 0; i < e->n; i++) {
+      a->items[i] = eval(ip, e->items[i], fr);
+      if (ip->err) return v_none;
+    }
+    return mk_agg(SH_V_ADT, a);
+  }
+  return FAIL(ip, "interp: unresolved call"), v_none;
+}
+
+/* ------------------------------------------------------------- other expressions */
 
 /* emb[i]: a word of the data looks up its row (sh_lang_word_row); any
  * other i32 is a row number, checked. */
@@ -386,127 +478,139 @@ static sh_value lookup(sh_interp *ip, const sh_expr *e, sh_value i) {
   return mk_tensor(sheaf_lookup(ip->g, ip->bind->params[p], row));
 }
 
+static SH_NOINLINE sh_value eval_index(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+  sh_value i = eval(ip, e->b, fr);
+  if (ip->err) return v_none;
+  if (e->lookup) return lookup(ip, e, i);
+  sh_value x = eval(ip, e->a, fr);
+  if (ip->err) return v_none;
+  if (x.kind == SH_V_LIST) {
+    if (i.i < 0 || i.i >= x.agg->n)
+      return fail_at(ip, e->span, "index %d is out of range for a list of %d element%s", (int)i.i,
+                     (int)x.agg->n, x.agg->n == 1 ? "" : "s"), v_none;
+    return x.agg->items[i.i];
+  }
+  int64_t shape[2] = {0, 0};
+  int r = sheaf_expr_shape(ip->g, x.t, shape);
+  if (r >= 1 && (i.i < 0 || i.i >= shape[r - 1]))
+    return fail_at(ip, e->span, "index %d is out of range for a tensor of %lld element%s", (int)i.i,
+                   (long long)shape[r - 1], shape[r - 1] == 1 ? "" : "s"), v_none;
+  return mk_tensor(sheaf_pick(ip->g, x.t, i.i));
+}
+
+static SH_NOINLINE sh_value eval_slice(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+  sh_value x = eval(ip, e->a, fr);
+  if (ip->err) return v_none;
+  return mk_tensor(sheaf_slice(ip->g, x.t, size_eval(ip, e->lo, 0), size_eval(ip, e->hi, 0)));
+}
+
+static SH_NOINLINE sh_value eval_name(sh_interp *ip, const sh_expr *e) {
+  switch (e->res) {
+  case SH_RES_PARAM: return mk_tensor(sheaf_parameter(ip->g, ip->bind->params[e->ref.param->index]));
+  case SH_RES_SIZE: return mk_int((int32_t)var_value(ip, e->ref.size_var, 0));
+  case SH_RES_CTOR: return mk_agg(SH_V_ADT, agg_new(ip, e->ref.ctor->index, 0));
+  default: return FAIL(ip, "interp: unresolved name"), v_none;
+  }
+}
+
+static SH_NOINLINE sh_value eval_items(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+  sh_agg *a = agg_new(ip, -1, e->n);
+  if (!a) return v_none;
+  for (int i = 0; i < e->n; i++) {
+    a->items[i] = eval(ip, e->items[i], fr);
+    if (ip->err) return v_none;
+  }
+  return mk_agg(e->kind == SH_EX_TUPLE ? SH_V_TUPLE : SH_V_LIST, a);
+}
+
+static SH_NOINLINE sh_value eval_unary(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+  sh_value x = eval(ip, e->a, fr);
+  if (ip->err) return v_none;
+  if (e->op == SH_TK_BANG) return mk_bool(!x.i);
+  if (x.kind == SH_V_TENSOR) return mk_tensor(sheaf_scale(ip->g, x.t, -1.0f));
+  return mk_int((int32_t)(0u - (uint32_t)x.i));
+}
+
+static SH_NOINLINE sh_value eval_block(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+  for (int i = 0; i < e->n; i++) {
+    sh_value v = eval(ip, e->lets[i].value, fr);
+    if (ip->err) return v_none;
+    if (!pat_bind(ip, e->lets[i].pat, &v, fr)) return FAIL(ip, "let: pattern did not match"), v_none;
+  }
+  return eval(ip, e->a, fr);
+}
+
+static SH_NOINLINE sh_value eval_if(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+  sh_value c = eval(ip, e->a, fr);
+  if (ip->err) return v_none;
+  return eval(ip, c.i ? e->b : e->c, fr);
+}
+
+static SH_NOINLINE sh_value eval_match(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+  sh_value s = eval(ip, e->a, fr);
+  if (ip->err) return v_none;
+  for (int i = 0; i < e->n; i++)
+    if (pat_bind(ip, e->arms[i].pat, &s, fr)) return eval(ip, e->arms[i].body, fr);
+  return FAIL(ip, "match: no arm matched"), v_none;
+}
+
+static SH_NOINLINE sh_value eval_for(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+  sh_value xs = eval(ip, e->a, fr);
+  if (ip->err) return v_none;
+  int32_t lo = 0, n;
+  if (e->b) {
+    sh_value hi = eval(ip, e->b, fr);
+    if (ip->err) return v_none;
+    lo = xs.i;
+    n = hi.i > lo ? hi.i - lo : 0;
+  } else {
+    n = xs.agg->n;
+  }
+  sh_agg *r = agg_new(ip, -1, n);
+  if (!r) return v_none;
+  for (int32_t k = 0; k < n; k++) {
+    sh_value v = e->b ? mk_int(lo + k) : xs.agg->items[k];
+    if (!pat_bind(ip, e->pat, &v, fr)) return FAIL(ip, "for: pattern did not match"), v_none;
+    r->items[k] = eval(ip, e->c, fr);
+    if (ip->err) return v_none;
+  }
+  return mk_agg(SH_V_LIST, r);
+}
+
+static SH_NOINLINE sh_value eval_phase(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+  int old = ip->phase;
+  ip->phase = (int)e->ival;
+  sheaf_graph_phase(ip->g, ip->phase);
+  sh_value v = eval(ip, e->a, fr);
+  ip->phase = old;
+  sheaf_graph_phase(ip->g, old);
+  return v;
+}
+
+static SH_NOINLINE sh_value eval_float(sh_interp *ip, const sh_expr *e) {
+  float f = (float)e->fval;
+  return mk_tensor(sheaf_input_vector(ip->g, 1, &f));
+}
+
 static sh_value eval(sh_interp *ip, const sh_expr *e, sh_value *fr) {
   switch (e->kind) {
+  case SH_EX_NAME:
+    if (e->res == SH_RES_LOCAL) return fr[e->ref.local->index];
+    return eval_name(ip, e);
+  case SH_EX_BINARY: return binary(ip, e, fr);
+  case SH_EX_CALL: return eval_call(ip, e, fr);
+  case SH_EX_SLICE: return eval_slice(ip, e, fr);
+  case SH_EX_INDEX: return eval_index(ip, e, fr);
+  case SH_EX_BLOCK: return eval_block(ip, e, fr);
+  case SH_EX_MATCH: return eval_match(ip, e, fr);
+  case SH_EX_IF: return eval_if(ip, e, fr);
   case SH_EX_INT: return mk_int((int32_t)e->ival);
   case SH_EX_BOOL: return mk_bool(e->ival != 0);
-  case SH_EX_FLOAT: {
-    float f = (float)e->fval;
-    return mk_tensor(sheaf_input_vector(ip->g, 1, &f));
-  }
-  case SH_EX_NAME:
-    switch (e->res) {
-    case SH_RES_LOCAL: return fr[e->ref.local->index];
-    case SH_RES_PARAM: return mk_tensor(sheaf_parameter(ip->g, ip->bind->params[e->ref.param->index]));
-    case SH_RES_SIZE: return mk_int((int32_t)var_value(ip, e->ref.size_var, 0));
-    case SH_RES_CTOR: return mk_agg(SH_V_ADT, agg_new(ip, e->ref.ctor->index, 0));
-    default: return FAIL(ip, "interp: unresolved name"), v_none;
-    }
-  case SH_EX_TUPLE:
-  case SH_EX_LIST: {
-    sh_agg *a = agg_new(ip, -1, e->n);
-    if (!a) return v_none;
-    for (int i = 0; i < e->n; i++) {
-      a->items[i] = eval(ip, e->items[i], fr);
-      if (ip->err) return v_none;
-    }
-    return mk_agg(e->kind == SH_EX_TUPLE ? SH_V_TUPLE : SH_V_LIST, a);
-  }
-  case SH_EX_UNARY: {
-    sh_value x = eval(ip, e->a, fr);
-    if (ip->err) return v_none;
-    if (e->op == SH_TK_BANG) return mk_bool(!x.i);
-    if (x.kind == SH_V_TENSOR) return mk_tensor(sheaf_scale(ip->g, x.t, -1.0f));
-    return mk_int((int32_t)(0u - (uint32_t)x.i));
-  }
-  case SH_EX_BINARY: return binary(ip, e, fr);
-  case SH_EX_CALL:
-    if (e->call == SH_CALL_BUILTIN) return builtin(ip, e, fr);
-    if (e->call == SH_CALL_CTOR || e->call == SH_CALL_FN) {
-      sh_agg *a = agg_new(ip, e->call == SH_CALL_CTOR ? e->ref.ctor->index : -1, e->n);
-      if (!a) return v_none;
-      for (int i = 0; i < e->n; i++) {
-        a->items[i] = eval(ip, e->items[i], fr);
-        if (ip->err) return v_none;
-      }
-      if (e->call == SH_CALL_CTOR) return mk_agg(SH_V_ADT, a);
-      return call_fn(ip, e->ref.fn, a->items);
-    }
-    return FAIL(ip, "interp: unresolved call"), v_none;
-  case SH_EX_INDEX: {
-    sh_value i = eval(ip, e->b, fr);
-    if (ip->err) return v_none;
-    if (e->lookup) return lookup(ip, e, i);
-    sh_value x = eval(ip, e->a, fr);
-    if (ip->err) return v_none;
-    if (x.kind == SH_V_LIST) {
-      if (i.i < 0 || i.i >= x.agg->n)
-        return fail_at(ip, e->span, "index %d is out of range for a list of %d element%s", (int)i.i,
-                       (int)x.agg->n, x.agg->n == 1 ? "" : "s"), v_none;
-      return x.agg->items[i.i];
-    }
-    int64_t shape[2] = {0, 0};
-    int r = sheaf_expr_shape(ip->g, x.t, shape);
-    if (r >= 1 && (i.i < 0 || i.i >= shape[r - 1]))
-      return fail_at(ip, e->span, "index %d is out of range for a tensor of %lld element%s", (int)i.i,
-                     (long long)shape[r - 1], shape[r - 1] == 1 ? "" : "s"), v_none;
-    return mk_tensor(sheaf_pick(ip->g, x.t, i.i));
-  }
-  case SH_EX_SLICE: {
-    sh_value x = eval(ip, e->a, fr);
-    if (ip->err) return v_none;
-    return mk_tensor(sheaf_slice(ip->g, x.t, size_eval(ip, e->lo, 0), size_eval(ip, e->hi, 0)));
-  }
-  case SH_EX_BLOCK:
-    for (int i = 0; i < e->n; i++) {
-      sh_value v = eval(ip, e->lets[i].value, fr);
-      if (ip->err) return v_none;
-      if (!pat_bind(ip, e->lets[i].pat, v, fr)) return FAIL(ip, "let: pattern did not match"), v_none;
-    }
-    return eval(ip, e->a, fr);
-  case SH_EX_IF: {
-    sh_value c = eval(ip, e->a, fr);
-    if (ip->err) return v_none;
-    return eval(ip, c.i ? e->b : e->c, fr);
-  }
-  case SH_EX_MATCH: {
-    sh_value s = eval(ip, e->a, fr);
-    if (ip->err) return v_none;
-    for (int i = 0; i < e->n; i++)
-      if (pat_bind(ip, e->arms[i].pat, s, fr)) return eval(ip, e->arms[i].body, fr);
-    return FAIL(ip, "match: no arm matched"), v_none;
-  }
-  case SH_EX_FOR: {
-    sh_value xs = eval(ip, e->a, fr);
-    if (ip->err) return v_none;
-    int32_t lo = 0, n;
-    if (e->b) {
-      sh_value hi = eval(ip, e->b, fr);
-      if (ip->err) return v_none;
-      lo = xs.i;
-      n = hi.i > lo ? hi.i - lo : 0;
-    } else {
-      n = xs.agg->n;
-    }
-    sh_agg *r = agg_new(ip, -1, n);
-    if (!r) return v_none;
-    for (int32_t k = 0; k < n; k++) {
-      sh_value v = e->b ? mk_int(lo + k) : xs.agg->items[k];
-      if (!pat_bind(ip, e->pat, v, fr)) return FAIL(ip, "for: pattern did not match"), v_none;
-      r->items[k] = eval(ip, e->c, fr);
-      if (ip->err) return v_none;
-    }
-    return mk_agg(SH_V_LIST, r);
-  }
-  case SH_EX_PHASE: {
-    int old = ip->phase;
-    ip->phase = (int)e->ival;
-    sheaf_graph_phase(ip->g, ip->phase);
-    sh_value v = eval(ip, e->a, fr);
-    ip->phase = old;
-    sheaf_graph_phase(ip->g, old);
-    return v;
-  }
+  case SH_EX_FLOAT: return eval_float(ip, e);
+  case SH_EX_TUPLE: case SH_EX_LIST: return eval_items(ip, e, fr);
+  case SH_EX_UNARY: return eval_unary(ip, e, fr);
+  case SH_EX_FOR: return eval_for(ip, e, fr);
+  case SH_EX_PHASE: return eval_phase(ip, e, fr);
   default: return FAIL(ip, "interp: unsupported expression"), v_none;
   }
 }
@@ -631,10 +735,7 @@ void sh_interp_free(sh_interp *ip) {
   sh_free(ip->ctx, ip, sizeof *ip);
 }
 
-void sh_interp_reset(sh_interp *ip) {
-  sh_pool_destroy(&ip->pool);
-  sh_pool_init(&ip->pool, ip->ctx);
-}
+void sh_interp_reset(sh_interp *ip) { sh_pool_reset(&ip->pool); }
 
 sheaf_status sh_interp_main(sh_interp *ip, sheaf_graph *g, sh_value input, sh_value *out) {
   ip->g = g;

@@ -305,13 +305,45 @@ static sh_adt *p_type_decl(parser *p) {
   return a;
 }
 
-/* param_decl = "param" IDENT ":" type */
+/* init = "glorot" | "normal" | "zeros" | "ones" | "identity" | "identity_rows" */
+static sh_param_init p_init(parser *p) {
+  static const char *const names[] = {"glorot", "normal", "zeros", "ones", "identity", "identity_rows"};
+  if (p_at(p, SH_TK_IDENT)) {
+    const char *s = sh_sym_name(&p->m->syms, p_cur(p)->v.sym);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+      if (!strcmp(s, names[i])) {
+        p_next(p);
+        return (sh_param_init)(i + 1);
+      }
+  }
+  p_error(p, p_cur(p)->span,
+          "expected an initializer (glorot, normal, zeros, ones, identity, identity_rows) but found %s",
+          found(p));
+  return SH_INIT_DEFAULT;
+}
+
+static bool is_identity(sh_param_init i) { return i == SH_INIT_IDENTITY || i == SH_INIT_IDENTITY_ROWS; }
+
+/* param_decl = "param" IDENT ":" type [ "=" init [ "+" init ] ] */
 static sh_param *p_param_decl(parser *p) {
   p_next(p);
   sh_param *q = p_alloc(p, sizeof *q);
   if (!q) return NULL;
   q->name = p_name(p, "a parameter name after 'param'", &q->span);
   if (!p->panic && p_expect(p, SH_TK_COLON)) q->tx = p_type(p);
+  if (!p->panic && p_accept(p, SH_TK_ASSIGN)) {
+    sh_span start = p_cur(p)->span;
+    q->init = p_init(p);
+    if (!p->panic && p_accept(p, SH_TK_PLUS)) {
+      sh_span at = p_cur(p)->span;
+      sh_param_init b = p_init(p);
+      if (is_identity(q->init) && !is_identity(b)) q->plus = q->init, q->init = b;
+      else q->plus = b;
+      if (!p->panic && (is_identity(q->init) || !is_identity(q->plus)))
+        p_error(p, at, "an initializer sum is a drawn one and an identity: 'normal + identity'");
+    }
+    q->init_span = p_span_from(p, start);
+  }
   return q;
 }
 

@@ -31,6 +31,32 @@ static inline void sh_pool_destroy(sh_pool *p) {
   p->left = 0;
 }
 
+/* Forgets every allocation, keeping one block for reuse (the interpreter's
+ * values of one batch). */
+static inline void sh_pool_reset(sh_pool *p) {
+  sh_arena_reset(&p->arena);
+  p->cur = NULL;
+  p->left = 0;
+}
+
+/* Memory of unspecified content, 8-byte aligned; NULL (last error set) when
+ * out of memory. */
+static inline void *sh_lang_alloc_raw(sh_pool *p, size_t size) {
+  size = (size + 7) & ~(size_t)7;
+  if (size == 0) size = 8;
+  if (size > SH_POOL_BLOCK / 4) return sh_arena_alloc(&p->arena, size);
+  if (size > p->left) {
+    char *blk = sh_arena_alloc(&p->arena, SH_POOL_BLOCK);
+    if (!blk) return NULL;
+    p->cur = blk;
+    p->left = SH_POOL_BLOCK;
+  }
+  void *r = p->cur;
+  p->cur += size;
+  p->left -= size;
+  return r;
+}
+
 /* Zeroed memory, 8-byte aligned; NULL (last error set) when out of memory. */
 static inline void *sh_lang_alloc(sh_pool *p, size_t size) {
   size = (size + 7) & ~(size_t)7;
