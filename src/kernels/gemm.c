@@ -1,8 +1,9 @@
 /*
  * gemm.c — the GEMM driver: packing B (once, or per call into the
  * workspace), packing A from row pointers / K-split sources, cache blocking,
- * the epilogue tile path, the per-thread workspace and the split over the
- * pool. Micro-kernels live in gemm_{scalar,avx2,avx512}.c.
+ * the epilogue tile path, the per-thread workspace, the split over the
+ * pool (several dynamically claimed tasks per thread) and the
+ * row-completion hook. Micro-kernels live in gemm_{scalar,avx2,avx512}.c.
  *
  * Loop nest (per task = a range of B panels and a range of rows):
  *   for pc in K by KC                      (one pass when there is an epilogue)

@@ -13,7 +13,9 @@
  *     pointwise tail (B packed gate-interleaved, see SH_GEMM_PACK_GATES).
  *   - Micro-kernels for AVX-512, AVX2+FMA and scalar C, picked by the `isa`
  *     argument (callers pass sheaf_cpu_isa(); tests pass each level).
- *   - Parallel over the context's persistent pool (split N, or M).
+ *   - Parallel over the context's persistent pool (split N, or M, into a
+ *     few dynamically claimed tasks per thread); a row-completion hook
+ *     reports rows of C as they become final.
  *
  * Zero allocation per call when the caller passes a workspace (sh_gemm_ws)
  * that has grown to the call's needs; without one the call allocates and

@@ -6,7 +6,7 @@
  * LSTM / GRU tails with the accurate vmath; and the
  * vectorized epilogue (8 columns per ymm, lane masks for column ranges and
  * tails, masked loads/stores so caller arrays are never over-read). The
- * AVX-512 level uses this epilogue too.
+ * AVX-512 level has its own single-pass epilogue (gemm_avx512.c).
  */
 #include "kernels/gemm.h"
 

@@ -2,12 +2,13 @@
  * gemm_avx512.c — AVX-512 level of the GEMM: the micro-kernel (up to 14 rows
  * × 32 columns: 28 zmm accumulators, 2 B vectors per k, A broadcast from
  * memory; one instantiation per row count so a short micro-panel wastes no
- * FMAs; masked column tails), the A packer (16×16 register transposes) and
+ * FMAs; masked column tails), the A packer (16×16 register transposes),
  * the fused LSTM tail (table-driven 2^x, three reciprocals per five
- * nonlinearities, two rows per zmm) and GRU tail (fast sigmoid on
- * AVX-512VL). Zen 4 runs a
- * 512-bit FMA as two 256-bit halves, so the gain over AVX2 is the 32
- * registers (fewer loads per FMA), not the width.
+ * nonlinearities, two rows per zmm), the GRU tail (fast sigmoid on
+ * AVX-512VL) and the generic epilogue (one pass over the tile, whole op
+ * list in registers, table-based sigmoid / tanh). Zen 4 runs a 512-bit FMA
+ * as two 256-bit halves, so the gain over AVX2 is the 32 registers (fewer
+ * loads per FMA), not the width.
  */
 #include "kernels/gemm.h"
 
@@ -423,32 +424,77 @@ typedef struct vop {
     _mm512_mask_storeu_ps(cr, cm, ACT);                                                 \
   }
 
+/* The program of the 16-column vector at column col: leading biases
+ * folded into *bias, the other ops (lanes cut to the vector's columns) in
+ * prog; returns their count. */
+static inline AVX512_FN __attribute__((always_inline)) int vec_program(
+    const sh_gemm_ep_ctx *e, int64_t col, int64_t vc, __m512 *bias, vop *prog) {
+  const sh_gemm_args *a = e->args;
+  int np = 0;
+  *bias = _mm512_setzero_ps();
+  for (int i = 0; i < a->n_ep; i++) {
+    const sh_gemm_ep *op = &a->ep[i];
+    int64_t n1 = op->n1 <= 0 ? e->n : op->n1;
+    int64_t lo = op->n0 - col, hi = n1 - col;
+    if (lo < 0) lo = 0;
+    if (hi > vc) hi = vc;
+    if (lo >= hi) continue;
+    __mmask16 m = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
+    if (op->kind == SH_GEMM_EP_BIAS && np == 0) {
+      *bias = _mm512_add_ps(*bias, _mm512_maskz_loadu_ps(m, op->vec + col));
+      continue;
+    }
+    prog[np++] = (vop){op->kind, op->act, m, op->vec, &op->other};
+  }
+  return np;
+}
+
+/* Both vectors of a full 32-column tile with the same program "bias + act
+ * on every lane": one loop over rows, two independent chains per row. */
+#define EP_PAIR_LOOP(ACT)                                                                   \
+  for (int64_t r = 0; r < rows; r++) {                                                      \
+    float *cr = out_row(&a->c, m0 + r) + col0;                                              \
+    __m512 x0 = _mm512_add_ps(_mm512_load_ps(t + r * SH_GEMM_NR), b0);                       \
+    __m512 x1 = _mm512_add_ps(_mm512_load_ps(t + r * SH_GEMM_NR + 16), b1);                  \
+    if (acc) {                                                                              \
+      x0 = _mm512_add_ps(x0, _mm512_loadu_ps(cr));                                          \
+      x1 = _mm512_add_ps(x1, _mm512_loadu_ps(cr + 16));                                     \
+    }                                                                                       \
+    { __m512 x = x0; x0 = ACT; }                                                            \
+    { __m512 x = x1; x1 = ACT; }                                                            \
+    _mm512_storeu_ps(cr, x0);                                                               \
+    _mm512_storeu_ps(cr + 16, x1);                                                          \
+  }
+
 static AVX512_FN void generic_ep(const sh_gemm_ep_ctx *e, float *t, int64_t m0, int64_t rows,
                                  int64_t col0, int64_t cols) {
   const sh_gemm_args *a = e->args;
   const bool acc = a->accumulate;
   const exp2_tab tab = exp2_tab_load();
+  if (cols == SH_GEMM_NR) {
+    __m512 b0, b1;
+    vop p0[SH_GEMM_MAX_EP], p1[SH_GEMM_MAX_EP];
+    int n0 = vec_program(e, col0, 16, &b0, p0), n1 = vec_program(e, col0 + 16, 16, &b1, p1);
+    bool same = n0 == n1 && n0 <= 1 &&
+                (n0 == 0 || (p0[0].kind == SH_GEMM_EP_ACT && p1[0].kind == SH_GEMM_EP_ACT &&
+                             p0[0].act == p1[0].act && p0[0].m == 0xffff && p1[0].m == 0xffff));
+    if (same) {
+      switch (n0 == 0 ? -1 : (int)p0[0].act) {
+      case -1: EP_PAIR_LOOP(x) break;
+      case SH_GEMM_ACT_RELU: EP_PAIR_LOOP(_mm512_max_ps(x, _mm512_setzero_ps())) break;
+      case SH_GEMM_ACT_SIGMOID: EP_PAIR_LOOP(sigmoid_ep(x, tab)) break;
+      case SH_GEMM_ACT_TANH: EP_PAIR_LOOP(tanh_ep(x, tab)) break;
+      default: EP_PAIR_LOOP(act_ep(p0[0].act, x, tab)) break;
+      }
+      return;
+    }
+  }
   for (int q = 0; q * 16 < cols; q++) {
     const int64_t col = col0 + q * 16, vc = cols - q * 16 < 16 ? cols - q * 16 : 16;
     const __mmask16 cm = (__mmask16)((1u << vc) - 1);
-    /* this vector's program: leading biases folded, then the other ops */
-    __m512 bias = _mm512_setzero_ps();
+    __m512 bias;
     vop prog[SH_GEMM_MAX_EP];
-    int np = 0;
-    for (int i = 0; i < a->n_ep; i++) {
-      const sh_gemm_ep *op = &a->ep[i];
-      int64_t n1 = op->n1 <= 0 ? e->n : op->n1;
-      int64_t lo = op->n0 - col, hi = n1 - col;
-      if (lo < 0) lo = 0;
-      if (hi > vc) hi = vc;
-      if (lo >= hi) continue;
-      __mmask16 m = (__mmask16)(((1u << hi) - 1) & ~((1u << lo) - 1));
-      if (op->kind == SH_GEMM_EP_BIAS && np == 0) {
-        bias = _mm512_add_ps(bias, _mm512_maskz_loadu_ps(m, op->vec + col));
-        continue;
-      }
-      prog[np++] = (vop){op->kind, op->act, m, op->vec, &op->other};
-    }
+    int np = vec_program(e, col, vc, &bias, prog);
     if (np == 0) {
       EP_FAST_LOOP(x)
     } else if (np == 1 && prog[0].kind == SH_GEMM_EP_ACT && prog[0].m == cm) {
@@ -484,6 +530,7 @@ static AVX512_FN void generic_ep(const sh_gemm_ep_ctx *e, float *t, int64_t m0, 
   }
 }
 #undef EP_FAST_LOOP
+#undef EP_PAIR_LOOP
 
 AVX512_FN void sh_gemm_epilogue__avx512(const sh_gemm_ep_ctx *e, float *t, int64_t m0,
                                         int64_t rows, int64_t col0, int64_t cols) {
