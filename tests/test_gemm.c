@@ -331,7 +331,9 @@ static bool run_lstm(sheaf_ctx *ctx, sheaf_isa isa, int64_t M, int64_t H, int64_
 
 TEST(gemm_lstm_cell_epilogue) {
   sheaf_ctx *ctx = th_ctx();
-  static const int64_t Hs[] = {1, 7, 8, 9, 16, 33};
+  /* around the gate group (16 hidden units over two panels): < 16, one
+   * group, one and a bit, several with a partial last one */
+  static const int64_t Hs[] = {1, 7, 8, 9, 15, 16, 17, 31, 33, 48, 65};
   static const int64_t Mk[][2] = {{1, 5}, {13, 40}, {15, 64}, {30, 17}, {40, 64}};
   for (int isa = 0; isa < n_isas(); isa++)
     for (size_t h = 0; h < SH_ARRAY_LEN(Hs); h++)
@@ -408,7 +410,9 @@ static bool run_gru(sheaf_ctx *ctx, sheaf_isa isa, int64_t M, int64_t H, int64_t
 
 TEST(gemm_gru_cell_epilogue) {
   sheaf_ctx *ctx = th_ctx();
-  static const int64_t Hs[] = {1, 7, 8, 9, 16, 33};
+  /* around the gate group (16 hidden units over two panels): < 16, one
+   * group, one and a bit, several with a partial last one */
+  static const int64_t Hs[] = {1, 7, 8, 9, 15, 16, 17, 31, 33, 48, 65};
   static const int64_t Md[][2] = {{1, 5}, {13, 40}, {15, 64}, {30, 17}, {40, 64}};
   for (int isa = 0; isa < n_isas(); isa++)
     for (size_t h = 0; h < SH_ARRAY_LEN(Hs); h++)
@@ -418,6 +422,27 @@ TEST(gemm_gru_cell_epilogue) {
                      v % 3 != 0, v % 4 != 1, 1 + v % 2))
           return;
       }
+}
+
+/* Cells under odd NC blocks (1 and 3 panels: a gate group spans two) and
+ * an N split of gate groups over 2 threads (5 groups, tiny tasks). */
+TEST(gemm_cell_group_blocking) {
+  sheaf_ctx *ctx = th_ctx();
+  int64_t kc, mc, nc, sm;
+  sh_gemm_get_blocking(&kc, &mc, &nc, &sm);
+  static const int64_t ncs[] = {1, 3, 2};
+  static const int64_t Hs[] = {5, 17, 65, 80};
+  for (size_t b = 0; b < SH_ARRAY_LEN(ncs); b++) {
+    sh_gemm_set_blocking(24, 20, ncs[b], 1000);
+    for (int isa = 0; isa < n_isas(); isa++)
+      for (size_t h = 0; h < SH_ARRAY_LEN(Hs); h++)
+        for (int v = 0; v < 2; v++)
+          if (!run_lstm(ctx, (sheaf_isa)isa, 13 + 17 * v, Hs[h], 21, v, v, true, true, 2) ||
+              !run_gru(ctx, (sheaf_isa)isa, 13 + 17 * v, Hs[h], 11, v, !v, true, true, 2))
+            goto out;
+  }
+out:
+  sh_gemm_set_blocking(kc, mc, nc, sm);
 }
 
 /* -------------------------------------------------------------- errors */

@@ -3,7 +3,15 @@
  */
 #include "arena.h"
 
+#include <stdint.h>
 #include <string.h>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+#define SH_ARENA_HUGE ((size_t)2 << 20)      /* a transparent huge page */
+#define SH_ARENA_HUGE_MIN ((size_t)4 << 20) /* chunks that get the advice */
 
 struct sh_arena_chunk {
   sh_arena_chunk *next;
@@ -40,6 +48,17 @@ static sh_arena_chunk *chunk_new(sh_arena *a, size_t min_payload) {
   }
   sh_arena_chunk *c = sh_alloc(a->ctx, total, SH_ARENA_ALIGN);
   if (!c) return NULL;
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  /* A big chunk (a graph's values for a whole flush: megabytes, read
+   * through scattered row pointers) in 2 MiB pages where the system allows
+   * them (transparent huge pages in madvise mode): one fault and one TLB
+   * entry per 2 MiB instead of 512. Advice only: a refusal changes nothing. */
+  if (total >= SH_ARENA_HUGE_MIN) {
+    uintptr_t p0 = ((uintptr_t)c + SH_ARENA_HUGE - 1) & ~(uintptr_t)(SH_ARENA_HUGE - 1);
+    uintptr_t p1 = ((uintptr_t)c + total) & ~(uintptr_t)(SH_ARENA_HUGE - 1);
+    if (p1 > p0) (void)madvise((void *)p0, p1 - p0, MADV_HUGEPAGE);
+  }
+#endif
   c->next = a->head;
   c->cap = cap;
   c->used = 0;

@@ -89,13 +89,20 @@ static inline float b_at(const float *b, int64_t ldb, bool trans, int64_t k, int
   return trans ? b[n * ldb + k] : b[k * ldb + n];
 }
 
+/* Panels per LSTM / GRU gate group (the cell tails run once per group). */
+#define GROUP_PANELS (SH_GEMM_LSTM_W / SH_GEMM_NR)
+_Static_assert(SH_GEMM_LSTM_W % SH_GEMM_NR == 0 && SH_GEMM_LSTM_W <= 2 * SH_GEMM_NR,
+               "a gate group is one or two whole panels");
+
 /* Logical column of packed lane j of panel p, or -1 for padding. */
 static inline int64_t packed_col(int64_t p, int64_t j, int64_t n, int64_t hidden, bool lstm) {
   if (!lstm) {
     int64_t c = p * SH_GEMM_NR + j;
     return c < n ? c : -1;
   }
-  int64_t g = j / SH_GEMM_LSTM_G, h = p * SH_GEMM_LSTM_G + j % SH_GEMM_LSTM_G;
+  /* gate group q = c / W holds gates 0..3 of hidden units qG..qG+G-1 */
+  int64_t c = p * SH_GEMM_NR + j, g = c % SH_GEMM_LSTM_W / SH_GEMM_LSTM_G;
+  int64_t h = c / SH_GEMM_LSTM_W * SH_GEMM_LSTM_G + c % SH_GEMM_LSTM_G;
   return h < hidden ? g * hidden + h : -1;
 }
 
@@ -113,7 +120,7 @@ sheaf_status sh_gemm_pack_b(sheaf_ctx *ctx, const float *b, int64_t ldb, int64_t
     return sh_fail(ctx, SHEAF_ERR_SHAPE, "gemm pack: LSTM gates need N %% 4 == 0 (N = %lld)",
                    (long long)n);
   int64_t hidden = lstm ? n / 4 : 0;
-  int64_t panels = lstm ? (hidden + SH_GEMM_LSTM_G - 1) / SH_GEMM_LSTM_G
+  int64_t panels = lstm ? (hidden + SH_GEMM_LSTM_G - 1) / SH_GEMM_LSTM_G * GROUP_PANELS
                         : (n + SH_GEMM_NR - 1) / SH_GEMM_NR;
   size_t elems, bytes;
   if (sh_mul_overflow((size_t)panels, (size_t)k, &elems) ||
@@ -194,7 +201,7 @@ typedef struct plan {
   int64_t m, n, k, panels;
   int64_t kc, mc, ncp;
   bool lstm, has_ep, packed;
-  bool pairs; /* micro-panels of even row counts (the AVX-512 LSTM tail) */
+  int64_t pstep; /* panels per unit of the N loop and split: GROUP_PANELS for a cell */
   const float *bdata; /* packed B */
   bool split_m;
   bool hook_in; /* rows_done from inside the loop (each task owns whole rows) */
@@ -262,10 +269,14 @@ static void run_range(plan *pl, int64_t r0, int64_t r1, int64_t p0, int64_t p1, 
   float *ws = (float *)sh_align_up((uintptr_t)pl->ws->buf[tid], 64);
   float *apack = ws;
   float *bpack = ws + sh_align_up((size_t)(pl->mc * pl->kc), 16);
-  _Alignas(64) float tile[16 * SH_GEMM_NR];
-  float *trow[16];
+  /* the epilogue tile: rows × 32 (stride 32), or for a cell rows × W
+   * (stride W), panel s of the group in columns [32s, 32s + 32) */
+  _Alignas(64) float tile[16 * SH_GEMM_LSTM_W];
+  float *trow[GROUP_PANELS][16];
   float *crow[16];
-  for (int i = 0; i < 16; i++) trow[i] = tile + i * SH_GEMM_NR;
+  for (int s = 0; s < GROUP_PANELS; s++)
+    for (int i = 0; i < 16; i++)
+      trow[s][i] = pl->lstm ? tile + i * SH_GEMM_LSTM_W + s * SH_GEMM_NR : tile + i * SH_GEMM_NR;
 
   /* rows_done per micro-panel when one NC block covers the task's panels,
    * else per MC row block; only on the last K pass */
@@ -278,16 +289,13 @@ static void run_range(plan *pl, int64_t r0, int64_t r1, int64_t p0, int64_t p1, 
       int64_t mc = r1 - ic < pl->mc ? r1 - ic : pl->mc;
       int64_t nmp = n_micro(mc, mr_max);
       /* micro-panel i: rows [ic + off_i, +rows_i), packed at apack + off_i*kc;
-       * near-equal sizes, and for the AVX-512 LSTM tail (which works on row
-       * pairs) even ones, any odd row in the last */
-      bool even = pl->pairs && !(mr_max & 1);
-      int64_t base_rows = even ? 2 * (mc / 2 / nmp) : mc / nmp;
-      int64_t extra = even ? mc / 2 % nmp : mc % nmp;
+       * near-equal sizes */
+      int64_t base_rows = mc / nmp, extra = mc % nmp;
       if (!pl->a_reuse || !pl->a_ready[tid]) {
         pl->a_ready[tid] = pl->a_reuse;
         int64_t off = 0;
         for (int64_t i = 0; i < nmp; i++) {
-          int64_t rows = base_rows + (i < extra) * (1 + even) + (even && i == nmp - 1) * (mc & 1);
+          int64_t rows = base_rows + (i < extra);
           pack_a_panel(a, pl->kern->pack_a, ic + off, rows, pc, kc, apack + off * kc);
           off += rows;
         }
@@ -297,19 +305,23 @@ static void run_range(plan *pl, int64_t r0, int64_t r1, int64_t p0, int64_t p1, 
         if (!pl->packed) pack_b_block(pl, pc, kc, jc, np, bpack);
         int64_t off = 0;
         for (int64_t i = 0; i < nmp; i++) {
-          int64_t rows = base_rows + (i < extra) * (1 + even) + (even && i == nmp - 1) * (mc & 1);
+          int64_t rows = base_rows + (i < extra);
           const float *ap = apack + off * kc;
           int64_t m0 = ic + off;
           if (!pl->has_ep)
             for (int64_t r = 0; r < rows; r++) crow[r] = out_row(&a->c, m0 + r);
-          for (int64_t p = jc; p < jc + np; p++) {
+          for (int64_t p = jc; p < jc + np; p += pl->pstep) {
             const float *bp = pl->packed ? pl->bdata + (p * K + pc) * SH_GEMM_NR
                                          : bpack + (p - jc) * kc * SH_GEMM_NR;
             int64_t col0 = p * SH_GEMM_NR;
-            if (pl->has_ep) {
-              int64_t cols = pl->lstm ? SH_GEMM_NR
-                                      : (pl->n - col0 < SH_GEMM_NR ? pl->n - col0 : SH_GEMM_NR);
-              pl->kern->ukernel(rows, SH_GEMM_NR, kc, ap, bp, SH_GEMM_NR, trow, false);
+            if (pl->lstm) { /* the group's panels into one tile, then the cell tail */
+              for (int64_t s = 0; s < pl->pstep; s++)
+                pl->kern->ukernel(rows, SH_GEMM_NR, kc, ap, bp + s * K * SH_GEMM_NR, SH_GEMM_NR,
+                                  trow[s], false);
+              pl->epilogue(&pl->ec, tile, m0, rows, col0, SH_GEMM_LSTM_W);
+            } else if (pl->has_ep) {
+              int64_t cols = pl->n - col0 < SH_GEMM_NR ? pl->n - col0 : SH_GEMM_NR;
+              pl->kern->ukernel(rows, SH_GEMM_NR, kc, ap, bp, SH_GEMM_NR, trow[0], false);
               pl->epilogue(&pl->ec, tile, m0, rows, col0, cols);
             } else {
               int64_t cols = pl->n - col0 < SH_GEMM_NR ? pl->n - col0 : SH_GEMM_NR;
@@ -336,7 +348,9 @@ static void gemm_task(void *arg, int64_t task, int tid) {
     int64_t r0 = pl->m * task / nt, r1 = pl->m * (task + 1) / nt;
     if (r0 < r1) run_range(pl, r0, r1, 0, pl->panels, tid);
   } else {
-    int64_t q0 = pl->panels * task / nt, q1 = pl->panels * (task + 1) / nt;
+    /* even ranges of panels (of gate groups for a cell) */
+    int64_t units = pl->panels / pl->pstep;
+    int64_t q0 = units * task / nt * pl->pstep, q1 = units * (task + 1) / nt * pl->pstep;
     if (q0 < q1) run_range(pl, 0, pl->m, q0, q1, tid);
   }
 }
@@ -476,7 +490,7 @@ sheaf_status sh_gemm(sheaf_ctx *ctx, sheaf_isa isa, int threads, const sh_gemm_a
   pl.k = k;
   pl.lstm = args->lstm != NULL || args->gru != NULL;
   pl.has_ep = pl.lstm || args->n_ep > 0;
-  pl.pairs = args->lstm != NULL && isa == SHEAF_ISA_AVX512;
+  pl.pstep = pl.lstm ? GROUP_PANELS : 1;
   pl.packed = args->b_packed != NULL;
   pl.bdata = pl.packed ? args->b_packed->data : NULL;
   pl.panels = pl.packed ? args->b_packed->n_panels : (n + SH_GEMM_NR - 1) / SH_GEMM_NR;
@@ -493,7 +507,7 @@ sheaf_status sh_gemm(sheaf_ctx *ctx, sheaf_isa isa, int threads, const sh_gemm_a
     int64_t nb = (k + kc_max - 1) / kc_max;
     pl.kc = (k + nb - 1) / nb;
   }
-  pl.ncp = g_nc;
+  pl.ncp = (g_nc + pl.pstep - 1) / pl.pstep * pl.pstep; /* whole gate groups */
 
   int pool_threads = sh_pool_threads(ctx->pool);
   if (threads <= 0 || threads > pool_threads) threads = pool_threads;
@@ -505,8 +519,9 @@ sheaf_status sh_gemm(sheaf_ctx *ctx, sheaf_isa isa, int threads, const sh_gemm_a
    * B is pre-packed), else N when there are enough panels, else M. */
   int64_t mr = pl.kern->mr;
   if (threads > 1 && pl.packed && args->m >= g_split_m_rows * threads) pl.split_m = true;
+  int64_t n_units = pl.panels / pl.pstep; /* what an N split divides */
   if (threads > 1 && pl.panels < 2 * threads && args->m >= 2 * mr * threads) pl.split_m = true;
-  if (threads > 1 && !pl.split_m && pl.panels < threads) threads = (int)pl.panels;
+  if (threads > 1 && !pl.split_m && n_units < threads) threads = (int)n_units;
   if (threads > 1 && pl.split_m && args->m < threads) threads = (int)args->m;
   /* Several tasks per thread, claimed dynamically, so that a preempted or
    * slow thread delays the call by one small task, not by its whole share:
@@ -516,7 +531,7 @@ sheaf_status sh_gemm(sheaf_ctx *ctx, sheaf_isa isa, int threads, const sh_gemm_a
   pl.n_tasks = 1;
   if (threads > 1) {
     double macs = (double)args->m * (double)n * (double)(k > 0 ? k : 1);
-    int64_t units = pl.split_m ? args->m / (2 * mr) : pl.panels / 2;
+    int64_t units = pl.split_m ? args->m / (2 * mr) : pl.lstm ? n_units : pl.panels / 2;
     pl.a_reuse = !pl.split_m && pl.kc >= k && args->m <= g_mc;
     if (!pl.split_m && !pl.a_reuse) units = pl.panels / pl.ncp;
     int64_t by_work = (int64_t)(macs / MIN_TASK_MACS);

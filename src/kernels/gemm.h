@@ -29,7 +29,8 @@
 #define SH_GEMM_NR 32      /* columns per packed-B panel */
 #define SH_GEMM_MAX_KSRC 4 /* K-split sources of A */
 #define SH_GEMM_MAX_EP 8   /* epilogue ops per call */
-#define SH_GEMM_LSTM_G 8   /* hidden units per gate group (4 groups = one panel) */
+#define SH_GEMM_LSTM_G 16  /* hidden units per gate in a gate group */
+#define SH_GEMM_LSTM_W (4 * SH_GEMM_LSTM_G) /* columns of a gate group: two panels */
 
 /* ------------------------------------------------------------ packed B */
 
@@ -37,8 +38,10 @@ enum {
   SH_GEMM_PACK_TRANS = 1, /* the source is B^T: element (k, n) at b[n*ldb + k]
                              (a PyTorch Linear weight [out, in]) */
   SH_GEMM_PACK_GATES = 2  /* n = 4*hidden gate columns [g0 | g1 | g2 | g3];
-                             packed gate-interleaved so that one panel holds
-                             all four gates of SH_GEMM_LSTM_G hidden units.
+                             packed gate-interleaved so that a group of two
+                             panels holds all four gates of SH_GEMM_LSTM_G
+                             hidden units (panel 2q: gates 0, 1; panel
+                             2q + 1: gates 2, 3; 16 columns each).
                              Only usable with an LSTM or GRU epilogue. */
 };
 
@@ -230,7 +233,9 @@ void sh_f32_gemm_pack_a__avx2(int64_t rows, int64_t len, const float *const *src
 void sh_f32_gemm_pack_a__avx512(int64_t rows, int64_t len, const float *const *src, float *dst);
 
 /* Epilogue over a micro-tile t[rows][SH_GEMM_NR] (stride SH_GEMM_NR) whose
- * first column is packed column `col0` of panel col0/NR, rows m0.. of C. */
+ * first column is packed column `col0` of panel col0/NR, rows m0.. of C.
+ * LSTM / GRU tails: t[rows][SH_GEMM_LSTM_W] (stride SH_GEMM_LSTM_W), the
+ * two panels of gate group col0 / SH_GEMM_LSTM_W. */
 typedef struct sh_gemm_ep_ctx {
   const sh_gemm_args *args;
   int64_t n;        /* N (logical) */

@@ -170,41 +170,46 @@ static inline AVX2_FN __attribute__((always_inline)) __m256 act_avx2(sh_gemm_act
   return x;
 }
 
+/* The cell tails work on 8 hidden units at a time: the two halves of a
+ * gate group's 16. */
 static AVX2_FN void lstm_tail(const sh_gemm_ep_ctx *e, const float *t, int64_t m0, int64_t rows,
                               int64_t col0) {
   const sh_gemm_lstm *l = e->args->lstm;
-  int64_t H = e->hidden, h0 = col0 / SH_GEMM_NR * SH_GEMM_LSTM_G;
-  int64_t hv = H - h0 < SH_GEMM_LSTM_G ? H - h0 : SH_GEMM_LSTM_G;
+  int64_t H = e->hidden;
   bool has_prev = l->c_prev.rows || l->c_prev.base;
-  __m256i mask = lane_mask(0, hv);
-  bool full = hv == SH_GEMM_LSTM_G;
-  __m256 bi = _mm256_setzero_ps(), bf = bi, bo = bi, bu = bi;
-  if (l->bias) {
-    bi = _mm256_maskload_ps(l->bias + l->gate_i * H + h0, mask);
-    bf = _mm256_maskload_ps(l->bias + l->gate_f * H + h0, mask);
-    bo = _mm256_maskload_ps(l->bias + l->gate_o * H + h0, mask);
-    bu = _mm256_maskload_ps(l->bias + l->gate_u * H + h0, mask);
-  }
-  for (int64_t r = 0; r < rows; r++) {
-    const float *tr = t + r * SH_GEMM_NR;
-    __m256 zi = _mm256_add_ps(_mm256_load_ps(tr + l->gate_i * SH_GEMM_LSTM_G), bi);
-    __m256 zf = _mm256_add_ps(_mm256_load_ps(tr + l->gate_f * SH_GEMM_LSTM_G), bf);
-    __m256 zo = _mm256_add_ps(_mm256_load_ps(tr + l->gate_o * SH_GEMM_LSTM_G), bo);
-    __m256 zu = _mm256_add_ps(_mm256_load_ps(tr + l->gate_u * SH_GEMM_LSTM_G), bu);
-    __m256 c = _mm256_mul_ps(sh_sigmoid_avx2(zi), sh_tanh_avx2(zu));
-    if (has_prev) {
-      const float *cp = in_row(&l->c_prev, m0 + r) + h0;
-      __m256 cpv = full ? _mm256_loadu_ps(cp) : _mm256_maskload_ps(cp, mask);
-      c = _mm256_fmadd_ps(sh_sigmoid_avx2(zf), cpv, c);
+  for (int64_t h0 = col0 / SH_GEMM_LSTM_W * SH_GEMM_LSTM_G, j0 = 0; j0 < SH_GEMM_LSTM_G && h0 < H;
+       h0 += 8, j0 += 8) {
+    int64_t hv = H - h0 < 8 ? H - h0 : 8;
+    __m256i mask = lane_mask(0, hv);
+    bool full = hv == 8;
+    __m256 bi = _mm256_setzero_ps(), bf = bi, bo = bi, bu = bi;
+    if (l->bias) {
+      bi = _mm256_maskload_ps(l->bias + l->gate_i * H + h0, mask);
+      bf = _mm256_maskload_ps(l->bias + l->gate_f * H + h0, mask);
+      bo = _mm256_maskload_ps(l->bias + l->gate_o * H + h0, mask);
+      bu = _mm256_maskload_ps(l->bias + l->gate_u * H + h0, mask);
     }
-    __m256 h = _mm256_mul_ps(sh_sigmoid_avx2(zo), sh_tanh_avx2(c));
-    float *co = out_row(&l->c_out, m0 + r) + h0, *ho = out_row(&l->h_out, m0 + r) + h0;
-    if (full) {
-      _mm256_storeu_ps(co, c);
-      _mm256_storeu_ps(ho, h);
-    } else {
-      _mm256_maskstore_ps(co, mask, c);
-      _mm256_maskstore_ps(ho, mask, h);
+    for (int64_t r = 0; r < rows; r++) {
+      const float *tr = t + r * SH_GEMM_LSTM_W + j0;
+      __m256 zi = _mm256_add_ps(_mm256_load_ps(tr + l->gate_i * SH_GEMM_LSTM_G), bi);
+      __m256 zf = _mm256_add_ps(_mm256_load_ps(tr + l->gate_f * SH_GEMM_LSTM_G), bf);
+      __m256 zo = _mm256_add_ps(_mm256_load_ps(tr + l->gate_o * SH_GEMM_LSTM_G), bo);
+      __m256 zu = _mm256_add_ps(_mm256_load_ps(tr + l->gate_u * SH_GEMM_LSTM_G), bu);
+      __m256 c = _mm256_mul_ps(sh_sigmoid_avx2(zi), sh_tanh_avx2(zu));
+      if (has_prev) {
+        const float *cp = in_row(&l->c_prev, m0 + r) + h0;
+        __m256 cpv = full ? _mm256_loadu_ps(cp) : _mm256_maskload_ps(cp, mask);
+        c = _mm256_fmadd_ps(sh_sigmoid_avx2(zf), cpv, c);
+      }
+      __m256 h = _mm256_mul_ps(sh_sigmoid_avx2(zo), sh_tanh_avx2(c));
+      float *co = out_row(&l->c_out, m0 + r) + h0, *ho = out_row(&l->h_out, m0 + r) + h0;
+      if (full) {
+        _mm256_storeu_ps(co, c);
+        _mm256_storeu_ps(ho, h);
+      } else {
+        _mm256_maskstore_ps(co, mask, c);
+        _mm256_maskstore_ps(ho, mask, h);
+      }
     }
   }
 }
@@ -212,22 +217,25 @@ static AVX2_FN void lstm_tail(const sh_gemm_ep_ctx *e, const float *t, int64_t m
 static AVX2_FN void gru_tail(const sh_gemm_ep_ctx *e, const float *t, int64_t m0, int64_t rows,
                              int64_t col0) {
   const sh_gemm_gru *g = e->args->gru;
-  int64_t H = e->hidden, h0 = col0 / SH_GEMM_NR * SH_GEMM_LSTM_G;
-  int64_t hv = H - h0 < SH_GEMM_LSTM_G ? H - h0 : SH_GEMM_LSTM_G;
+  int64_t H = e->hidden;
   bool has_prev = g->h_prev.rows || g->h_prev.base;
-  __m256i mask = lane_mask(0, hv);
-  __m256 b[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
-  if (g->bias)
-    for (int q = 0; q < 4; q++) b[q] = _mm256_maskload_ps(g->bias + q * H + h0, mask);
-  for (int64_t r = 0; r < rows; r++) {
-    const float *tr = t + r * SH_GEMM_NR;
-    __m256 z[4];
-    for (int q = 0; q < 4; q++) z[q] = _mm256_add_ps(_mm256_load_ps(tr + q * SH_GEMM_LSTM_G), b[q]);
-    __m256 rg = sh_sigmoid_avx2(z[g->gate_r]), u = sh_sigmoid_avx2(z[g->gate_z]);
-    __m256 n = sh_tanh_avx2(_mm256_fmadd_ps(rg, z[g->gate_nh], z[g->gate_nx]));
-    __m256 h = _mm256_fnmadd_ps(u, n, n); /* (1 - u) n */
-    if (has_prev) h = _mm256_fmadd_ps(u, _mm256_maskload_ps(in_row(&g->h_prev, m0 + r) + h0, mask), h);
-    _mm256_maskstore_ps(out_row(&g->h_out, m0 + r) + h0, mask, h);
+  for (int64_t h0 = col0 / SH_GEMM_LSTM_W * SH_GEMM_LSTM_G, j0 = 0; j0 < SH_GEMM_LSTM_G && h0 < H;
+       h0 += 8, j0 += 8) {
+    int64_t hv = H - h0 < 8 ? H - h0 : 8;
+    __m256i mask = lane_mask(0, hv);
+    __m256 b[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    if (g->bias)
+      for (int q = 0; q < 4; q++) b[q] = _mm256_maskload_ps(g->bias + q * H + h0, mask);
+    for (int64_t r = 0; r < rows; r++) {
+      const float *tr = t + r * SH_GEMM_LSTM_W + j0;
+      __m256 z[4];
+      for (int q = 0; q < 4; q++) z[q] = _mm256_add_ps(_mm256_load_ps(tr + q * SH_GEMM_LSTM_G), b[q]);
+      __m256 rg = sh_sigmoid_avx2(z[g->gate_r]), u = sh_sigmoid_avx2(z[g->gate_z]);
+      __m256 n = sh_tanh_avx2(_mm256_fmadd_ps(rg, z[g->gate_nh], z[g->gate_nx]));
+      __m256 h = _mm256_fnmadd_ps(u, n, n); /* (1 - u) n */
+      if (has_prev) h = _mm256_fmadd_ps(u, _mm256_maskload_ps(in_row(&g->h_prev, m0 + r) + h0, mask), h);
+      _mm256_maskstore_ps(out_row(&g->h_out, m0 + r) + h0, mask, h);
+    }
   }
 }
 

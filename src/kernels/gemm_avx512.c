@@ -4,8 +4,8 @@
  * memory; one instantiation per row count so a short micro-panel wastes no
  * FMAs; masked column tails), the A packer (16×16 register transposes),
  * the fused LSTM tail (table-driven 2^x, three reciprocals per five
- * nonlinearities, two rows per zmm), the GRU tail (fast sigmoid on
- * AVX-512VL) and the generic epilogue (one pass over the tile, whole op
+ * nonlinearities, one row of a 16-unit gate group per zmm), the GRU tail
+ * (fast sigmoid) and the generic epilogue (one pass over the tile, whole op
  * list in registers, table-based sigmoid / tanh). Zen 4 runs a 512-bit FMA
  * as two 256-bit halves, so the gain over AVX2 is the 32 registers (fewer
  * loads per FMA), not the width.
@@ -134,27 +134,27 @@ AVX512_FN void sh_f32_gemm_pack_a__avx512(int64_t rows, int64_t len, const float
 /* ------------------------------------------------------------ epilogue */
 
 /* The fused cell tails use fast nonlinearities (absolute error ~4e-7 on c
- * and h, see lstm16; far below what an RNN notices); the generic epilogue
+ * and h, see lstm_tail; far below what an RNN notices); the generic epilogue
  * (below) uses the vmath_avx512.h algorithms with a reciprocal instead of
  * the division (a few ulp).
- * GRU: every nonlinearity is one fast sigmoid on ymm — tanh(x) = 2σ(2x) − 1
+ * GRU: every nonlinearity is one fast sigmoid on zmm — tanh(x) = 2σ(2x) − 1
  * — with exp through 2^t = scalef(p(t − round t), round t) (degree-5
  * minimax, rel. error 7.5e-8) and 1/(1+e) by rcp14 + one Newton step. */
-static inline AVX512_FN __attribute__((always_inline)) __m256 sig_fast(__m256 x, float scale) {
+static inline AVX512_FN __attribute__((always_inline)) __m512 sig_fast(__m512 x, float scale) {
   /* sigmoid(scale·x / 2 · 2) with t = −scale·x·log2 e */
-  __m256 t = _mm256_mul_ps(x, _mm256_set1_ps(-scale * 1.44269504088896341f));
-  t = _mm256_min_ps(t, _mm256_set1_ps(126.0f));
-  __m256 n = _mm256_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 f = _mm256_sub_ps(t, n);
-  __m256 p = _mm256_set1_ps(1.327647196e-3f);
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.675541739e-3f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550713277e-2f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402211972e-1f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931469671e-1f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.000000072f));
-  __m256 d = _mm256_add_ps(_mm256_scalef_ps(p, n), _mm256_set1_ps(1.0f));
-  __m256 r = _mm256_rcp14_ps(d);
-  return _mm256_mul_ps(r, _mm256_fnmadd_ps(d, r, _mm256_set1_ps(2.0f)));
+  __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(-scale * 1.44269504088896341f));
+  t = _mm512_min_ps(t, _mm512_set1_ps(126.0f));
+  __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 f = _mm512_sub_ps(t, n);
+  __m512 p = _mm512_set1_ps(1.327647196e-3f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.675541739e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550713277e-2f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402211972e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931469671e-1f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.000000072f));
+  __m512 d = _mm512_add_ps(_mm512_scalef_ps(p, n), _mm512_set1_ps(1.0f));
+  __m512 r = _mm512_rcp14_ps(d);
+  return _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
 }
 
 /* 2^(t/32) for the LSTM tail, as S·p: |t| clamped to 1920 (2^±60, so
@@ -206,11 +206,6 @@ static inline AVX512_FN __attribute__((always_inline)) __m512 rcp_nr(__m512 d) {
   return _mm512_fmadd_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(1.0f)), r);
 }
 
-/* Rows r and r+1 of one gate group in one zmm (low half row r). */
-static inline AVX512_FN __attribute__((always_inline)) __m512 ld2(const float *a, const float *b) {
-  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_load_ps(a)), _mm256_load_ps(b), 1);
-}
-
 static inline const float *in_row(const sh_gemm_in *in, int64_t m) {
   return in->rows ? in->rows[m] : in->base + m * in->ld;
 }
@@ -218,119 +213,91 @@ static inline float *out_row(const sh_gemm_out *o, int64_t m) {
   return o->rows ? o->rows[m] : o->base + m * o->ld;
 }
 
-/* One LSTM step on 16 lanes (two rows of 8 hidden units, or one row in the
- * low half) from the gate pre-activations scaled into 2^(t/32) units:
- * with e_g = exp(-z_g) and e_u = exp(-2 z_u), e_c = exp(-2c),
+/* The LSTM tail over a gate group's tile t[rows][64]: per row, gates i, f,
+ * o, u of 16 hidden units, one zmm each (a partial group masked). With
+ * e_g = exp(−z_g), e_u = exp(−2 z_u) and e_c = exp(−2c):
  *   sigmoid(z_i)·tanh(z_u) = (1 − e_u) / ((1 + e_i)(1 + e_u))
  *   c = that + c_prev / (1 + e_f),   h = (1 − e_c) / ((1 + e_o)(1 + e_c))
- * (three reciprocals for five nonlinearities). */
-static inline AVX512_FN __attribute__((always_inline)) void lstm16(
-    __m512 ti, __m512 tf, __m512 to, __m512 tu, __m512 cp, bool has_prev, exp2_tab tab,
-    __m512 *c_out, __m512 *h_out) {
-  const __m512 two = _mm512_set1_ps(2.0f);
-  __m512 ai = exp2_32_p1(ti, tab), au = exp2_32_p1(tu, tab), ao = exp2_32_p1(to, tab);
-  __m512 c = _mm512_mul_ps(_mm512_sub_ps(two, au), rcp_nr(_mm512_mul_ps(ai, au)));
-  if (has_prev) c = _mm512_fmadd_ps(cp, rcp_nr(exp2_32_p1(tf, tab)), c);
-  __m512 ac = exp2_32_p1(_mm512_mul_ps(c, _mm512_set1_ps(-2.0f * 32.0f * 1.44269504088896341f)), tab);
-  *c_out = c;
-  *h_out = _mm512_mul_ps(_mm512_sub_ps(two, ac), rcp_nr(_mm512_mul_ps(ao, ac)));
-}
-
+ * (three reciprocals for five nonlinearities). Two passes through an L1
+ * buffer (the four independent gate exponentials of every row, then the
+ * c → tanh(c) → h chains), so that the scheduler overlaps rows. */
 static AVX512_FN void lstm_tail(const sh_gemm_ep_ctx *e, const float *t, int64_t m0,
                                 int64_t rows, int64_t col0) {
   const sh_gemm_lstm *l = e->args->lstm;
-  int64_t H = e->hidden, h0 = col0 / SH_GEMM_NR * SH_GEMM_LSTM_G;
+  int64_t H = e->hidden, h0 = col0 / SH_GEMM_LSTM_W * SH_GEMM_LSTM_G;
   int64_t hv = H - h0 < SH_GEMM_LSTM_G ? H - h0 : SH_GEMM_LSTM_G;
-  bool has_prev = l->c_prev.rows || l->c_prev.base;
-  __mmask8 mask = (__mmask8)((1u << hv) - 1);
+  bool has_prev = l->c_prev.rows || l->c_prev.base, full = hv == SH_GEMM_LSTM_G;
+  __mmask16 mask = (__mmask16)((1u << hv) - 1);
   /* t = z·k + bias·k, k = −log2(e)·32 (sigmoid gates) or twice that (tanh) */
   const float k1 = -32.0f * 1.44269504088896341f;
   const __m512 ks = _mm512_set1_ps(k1), kt = _mm512_set1_ps(2.0f * k1);
+  const __m512 two = _mm512_set1_ps(2.0f);
   __m512 bi = _mm512_setzero_ps(), bf = bi, bo = bi, bu = bi;
   if (l->bias) {
-#define BIAS2(g, k)                                                                   \
-  _mm512_mul_ps(_mm512_broadcast_f32x8(_mm256_maskz_loadu_ps(mask, l->bias + (g) * H + h0)), k)
-    bi = BIAS2(l->gate_i, ks);
-    bf = BIAS2(l->gate_f, ks);
-    bo = BIAS2(l->gate_o, ks);
-    bu = BIAS2(l->gate_u, kt);
-#undef BIAS2
+#define BIAS(g, k) _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, l->bias + (g) * H + h0), k)
+    bi = BIAS(l->gate_i, ks);
+    bf = BIAS(l->gate_f, ks);
+    bo = BIAS(l->gate_o, ks);
+    bu = BIAS(l->gate_u, kt);
+#undef BIAS
   }
   const exp2_tab tab = exp2_tab_load();
   const float *ti = t + l->gate_i * SH_GEMM_LSTM_G, *tf = t + l->gate_f * SH_GEMM_LSTM_G;
   const float *to = t + l->gate_o * SH_GEMM_LSTM_G, *tu = t + l->gate_u * SH_GEMM_LSTM_G;
-  int64_t r = 0;
-  if (hv == SH_GEMM_LSTM_G && rows >= 2) {
-    /* Row pairs in two passes through an L1 buffer (the four independent
-     * gate exponentials, then the c → tanh(c) → h chain), so that the
-     * scheduler overlaps pairs (one pass per pair is one long chain, and
-     * the pairs then run one by one). */
-    const __m512 two = _mm512_set1_ps(2.0f);
-    _Alignas(64) float st[8][4][16];
-    int64_t pairs = rows / 2;
-    for (int64_t q = 0; q < pairs; q++) { /* 1: the four gate exponentials */
-      int64_t o = 2 * q * SH_GEMM_NR, o1 = o + SH_GEMM_NR;
-      __m512 ai = exp2_32_p1(_mm512_fmadd_ps(ld2(ti + o, ti + o1), ks, bi), tab);
-      __m512 au = exp2_32_p1(_mm512_fmadd_ps(ld2(tu + o, tu + o1), kt, bu), tab);
-      __m512 af = exp2_32_p1(_mm512_fmadd_ps(ld2(tf + o, tf + o1), ks, bf), tab);
-      __m512 ao = exp2_32_p1(_mm512_fmadd_ps(ld2(to + o, to + o1), ks, bo), tab);
-      _mm512_store_ps(st[q][0], _mm512_sub_ps(two, au)); /* 1 − e_u */
-      _mm512_store_ps(st[q][1], _mm512_mul_ps(ai, au));
-      _mm512_store_ps(st[q][2], af);
-      _mm512_store_ps(st[q][3], ao);
-    }
-    for (int64_t q = 0; q < pairs; q++, r += 2) { /* 2: c, h, and the stores */
-      __m512 c = _mm512_mul_ps(_mm512_load_ps(st[q][0]), rcp_nr(_mm512_load_ps(st[q][1])));
-      if (has_prev) {
-        __m512 cp = _mm512_insertf32x8(
-            _mm512_castps256_ps512(_mm256_loadu_ps(in_row(&l->c_prev, m0 + 2 * q) + h0)),
-            _mm256_loadu_ps(in_row(&l->c_prev, m0 + 2 * q + 1) + h0), 1);
-        c = _mm512_fmadd_ps(cp, rcp_nr(_mm512_load_ps(st[q][2])), c);
-      }
-      __m512 ac = exp2_32_p1(_mm512_mul_ps(c, kt), tab);
-      __m512 h = _mm512_mul_ps(_mm512_sub_ps(two, ac), rcp_nr(_mm512_mul_ps(_mm512_load_ps(st[q][3]), ac)));
-      _mm256_storeu_ps(out_row(&l->c_out, m0 + r) + h0, _mm512_castps512_ps256(c));
-      _mm256_storeu_ps(out_row(&l->c_out, m0 + r + 1) + h0, _mm512_extractf32x8_ps(c, 1));
-      _mm256_storeu_ps(out_row(&l->h_out, m0 + r) + h0, _mm512_castps512_ps256(h));
-      _mm256_storeu_ps(out_row(&l->h_out, m0 + r + 1) + h0, _mm512_extractf32x8_ps(h, 1));
-    }
+  _Alignas(64) float st[16][4][16];
+  for (int64_t r = 0; r < rows; r++) { /* 1: the four gate exponentials */
+    int64_t o = r * SH_GEMM_LSTM_W;
+    __m512 ai = exp2_32_p1(_mm512_fmadd_ps(_mm512_load_ps(ti + o), ks, bi), tab);
+    __m512 au = exp2_32_p1(_mm512_fmadd_ps(_mm512_load_ps(tu + o), kt, bu), tab);
+    __m512 af = exp2_32_p1(_mm512_fmadd_ps(_mm512_load_ps(tf + o), ks, bf), tab);
+    __m512 ao = exp2_32_p1(_mm512_fmadd_ps(_mm512_load_ps(to + o), ks, bo), tab);
+    _mm512_store_ps(st[r][0], _mm512_sub_ps(two, au)); /* 1 − e_u */
+    _mm512_store_ps(st[r][1], _mm512_mul_ps(ai, au));
+    _mm512_store_ps(st[r][2], af);
+    _mm512_store_ps(st[r][3], ao);
   }
-  for (; r < rows; r++) { /* one row in the low half (odd row, or a partial group) */
-    int64_t o = r * SH_GEMM_NR;
-#define LD1(p) _mm512_zextps256_ps512(_mm256_load_ps(p))
-    __m512 cp = _mm512_setzero_ps(), c, h;
-    if (has_prev) cp = _mm512_zextps256_ps512(_mm256_maskz_loadu_ps(mask, in_row(&l->c_prev, m0 + r) + h0));
-    lstm16(_mm512_fmadd_ps(LD1(ti + o), ks, bi), _mm512_fmadd_ps(LD1(tf + o), ks, bf),
-           _mm512_fmadd_ps(LD1(to + o), ks, bo), _mm512_fmadd_ps(LD1(tu + o), kt, bu), cp, has_prev,
-           tab, &c, &h);
-#undef LD1
-    _mm256_mask_storeu_ps(out_row(&l->c_out, m0 + r) + h0, mask, _mm512_castps512_ps256(c));
-    _mm256_mask_storeu_ps(out_row(&l->h_out, m0 + r) + h0, mask, _mm512_castps512_ps256(h));
+  for (int64_t r = 0; r < rows; r++) { /* 2: c, h, and the stores */
+    __m512 c = _mm512_mul_ps(_mm512_load_ps(st[r][0]), rcp_nr(_mm512_load_ps(st[r][1])));
+    if (has_prev) {
+      const float *cpr = in_row(&l->c_prev, m0 + r) + h0;
+      __m512 cp = full ? _mm512_loadu_ps(cpr) : _mm512_maskz_loadu_ps(mask, cpr);
+      c = _mm512_fmadd_ps(cp, rcp_nr(_mm512_load_ps(st[r][2])), c);
+    }
+    __m512 ac = exp2_32_p1(_mm512_mul_ps(c, kt), tab);
+    __m512 h = _mm512_mul_ps(_mm512_sub_ps(two, ac), rcp_nr(_mm512_mul_ps(_mm512_load_ps(st[r][3]), ac)));
+    float *co = out_row(&l->c_out, m0 + r) + h0, *ho = out_row(&l->h_out, m0 + r) + h0;
+    if (full) {
+      _mm512_storeu_ps(co, c);
+      _mm512_storeu_ps(ho, h);
+    } else {
+      _mm512_mask_storeu_ps(co, mask, c);
+      _mm512_mask_storeu_ps(ho, mask, h);
+    }
   }
 }
 
 static AVX512_FN void gru_tail(const sh_gemm_ep_ctx *e, const float *t, int64_t m0,
                                int64_t rows, int64_t col0) {
   const sh_gemm_gru *g = e->args->gru;
-  int64_t H = e->hidden, h0 = col0 / SH_GEMM_NR * SH_GEMM_LSTM_G;
+  int64_t H = e->hidden, h0 = col0 / SH_GEMM_LSTM_W * SH_GEMM_LSTM_G;
   int64_t hv = H - h0 < SH_GEMM_LSTM_G ? H - h0 : SH_GEMM_LSTM_G;
   bool has_prev = g->h_prev.rows || g->h_prev.base;
-  __mmask8 mask = (__mmask8)((1u << hv) - 1);
-  __m256 b[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  __mmask16 mask = (__mmask16)((1u << hv) - 1);
+  __m512 b[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
   if (g->bias)
-    for (int q = 0; q < 4; q++) b[q] = _mm256_maskz_loadu_ps(mask, g->bias + q * H + h0);
-  const __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f);
+    for (int q = 0; q < 4; q++) b[q] = _mm512_maskz_loadu_ps(mask, g->bias + q * H + h0);
+  const __m512 one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f);
   for (int64_t r = 0; r < rows; r++) {
-    const float *tr = t + r * SH_GEMM_NR;
-    __m256 z[4];
-    for (int q = 0; q < 4; q++) z[q] = _mm256_add_ps(_mm256_load_ps(tr + q * SH_GEMM_LSTM_G), b[q]);
-    __m256 rg = sig_fast(z[g->gate_r], 1.0f), u = sig_fast(z[g->gate_z], 1.0f);
-    __m256 n = _mm256_fmsub_ps(sig_fast(_mm256_fmadd_ps(rg, z[g->gate_nh], z[g->gate_nx]), 2.0f),
+    const float *tr = t + r * SH_GEMM_LSTM_W;
+    __m512 z[4];
+    for (int q = 0; q < 4; q++) z[q] = _mm512_add_ps(_mm512_load_ps(tr + q * SH_GEMM_LSTM_G), b[q]);
+    __m512 rg = sig_fast(z[g->gate_r], 1.0f), u = sig_fast(z[g->gate_z], 1.0f);
+    __m512 n = _mm512_fmsub_ps(sig_fast(_mm512_fmadd_ps(rg, z[g->gate_nh], z[g->gate_nx]), 2.0f),
                                two, one);
-    __m256 h = _mm256_fnmadd_ps(u, n, n);
+    __m512 h = _mm512_fnmadd_ps(u, n, n);
     if (has_prev)
-      h = _mm256_fmadd_ps(u, _mm256_maskz_loadu_ps(mask, in_row(&g->h_prev, m0 + r) + h0), h);
-    _mm256_mask_storeu_ps(out_row(&g->h_out, m0 + r) + h0, mask, h);
+      h = _mm512_fmadd_ps(u, _mm512_maskz_loadu_ps(mask, in_row(&g->h_prev, m0 + r) + h0), h);
+    _mm512_mask_storeu_ps(out_row(&g->h_out, m0 + r) + h0, mask, h);
   }
 }
 

@@ -57,11 +57,11 @@ void sh_gemm_epilogue__scalar(const sh_gemm_ep_ctx *e, float *t, int64_t m0, int
   const sh_gemm_args *a = e->args;
   if (a->lstm) {
     const sh_gemm_lstm *l = a->lstm;
-    int64_t H = e->hidden, h0 = col0 / SH_GEMM_NR * SH_GEMM_LSTM_G;
+    int64_t H = e->hidden, h0 = col0 / SH_GEMM_LSTM_W * SH_GEMM_LSTM_G;
     int64_t hv = H - h0 < SH_GEMM_LSTM_G ? H - h0 : SH_GEMM_LSTM_G;
     bool has_prev = l->c_prev.rows || l->c_prev.base;
     for (int64_t r = 0; r < rows; r++) {
-      const float *tr = t + r * SH_GEMM_NR;
+      const float *tr = t + r * SH_GEMM_LSTM_W;
       const float *cp = has_prev ? in_row(&l->c_prev, m0 + r) + h0 : NULL;
       float *co = out_row(&l->c_out, m0 + r) + h0, *ho = out_row(&l->h_out, m0 + r) + h0;
       for (int64_t j = 0; j < hv; j++) {
@@ -79,11 +79,11 @@ void sh_gemm_epilogue__scalar(const sh_gemm_ep_ctx *e, float *t, int64_t m0, int
   }
   if (a->gru) {
     const sh_gemm_gru *g = a->gru;
-    int64_t H = e->hidden, h0 = col0 / SH_GEMM_NR * SH_GEMM_LSTM_G;
+    int64_t H = e->hidden, h0 = col0 / SH_GEMM_LSTM_W * SH_GEMM_LSTM_G;
     int64_t hv = H - h0 < SH_GEMM_LSTM_G ? H - h0 : SH_GEMM_LSTM_G;
     bool has_prev = g->h_prev.rows || g->h_prev.base;
     for (int64_t r = 0; r < rows; r++) {
-      const float *tr = t + r * SH_GEMM_NR;
+      const float *tr = t + r * SH_GEMM_LSTM_W;
       const float *hp = has_prev ? in_row(&g->h_prev, m0 + r) + h0 : NULL;
       float *ho = out_row(&g->h_out, m0 + r) + h0;
       for (int64_t j = 0; j < hv; j++) {

@@ -17,8 +17,8 @@ const char *sh_node_shape_str(const sh_node *n, char *buf, size_t size) {
   return sh_shape_str(n->rank, s, buf, size);
 }
 
-/* 0: valid; 1: null (propagate silently); 2: misuse (error recorded). */
-int sh_build_check(sheaf_graph *g, sheaf_expr e, const char *op, int argno) {
+/* sh_build_check's slow path: the whole check again, with the messages. */
+int sh_build_check_slow(sheaf_graph *g, sheaf_expr e, const char *op, int argno) {
   if (e.graph == g->handle) {
     if (SH_UNLIKELY(e.node >= g->n_nodes || g->nodes[e.node].depth != e.depth)) {
       sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: argument %d is not a valid expression", op,

@@ -318,6 +318,22 @@ static sheaf_status intern(sheaf_graph *g, const sh_pw_prog *p, uint32_t *out) {
   return SHEAF_OK;
 }
 
+/* memcmp equality of two flattened programs, read with the widths the
+ * flattener wrote them (bytes, int32): a memcmp right after flattening
+ * reads those narrow stores with wide loads, which the store buffer cannot
+ * forward (a stall until the stores retire). Programs are flattened into a
+ * zeroed struct, so both are zero past their counts. */
+static bool prog_same(const sh_pw_prog *a, const sh_pw_prog *b) {
+  if (a->n_code != b->n_code || a->n_leaves != b->n_leaves || a->n_slots != b->n_slots ||
+      a->n_const != b->n_const || a->n_side != b->n_side || a->stack != b->stack)
+    return false;
+  for (unsigned i = 0; i < a->n_code; i++)
+    if (a->op[i] != b->op[i] || a->arg[i] != b->arg[i]) return false;
+  for (unsigned i = 0; i < a->n_leaves; i++)
+    if (a->slot[i] != b->slot[i] || a->off[i] != b->off[i]) return false;
+  return a->n_const == 0 || memcmp(a->k, b->k, a->n_const * sizeof *a->k) == 0;
+}
+
 sheaf_status sh_pw_finalize(sheaf_graph *g, uint32_t id, bool fast) {
   if (g->nodes[id].flags & SH_NODE_FINAL) return SHEAF_OK;
   pw_flat b;
@@ -332,7 +348,7 @@ sheaf_status sh_pw_finalize(sheaf_graph *g, uint32_t id, bool fast) {
   /* consecutive roots are usually the same cell: try the last program first */
   uint32_t pid = g->pw_memo_prog - 1;
   sheaf_status st = SHEAF_OK;
-  if (!g->pw_memo_prog || memcmp(&g->progs[pid], &b.p, sizeof b.p) != 0) {
+  if (!g->pw_memo_prog || !prog_same(&g->progs[pid], &b.p)) {
     st = intern(g, &b.p, &pid);
     if (!st) g->pw_memo_prog = pid + 1;
   }
@@ -356,7 +372,10 @@ sheaf_status sh_pw_finalize(sheaf_graph *g, uint32_t id, bool fast) {
     if (big && (int64_t)x->rows * x->cols == 1) k.w[0] |= 1 << i; /* a broadcast scalar */
   }
   uint32_t sig = g->pw_memo_sig - 1;
-  if (!g->pw_memo_sig || memcmp(&k, &g->pw_memo_key, sizeof k) != 0) {
+  /* the fields set above (the rest is zero in both), not memcmp: see prog_same */
+  const sh_sig_key *mk = &g->pw_memo_key;
+  if (!g->pw_memo_sig || mk->op != k.op || mk->rank != k.rank || mk->cols != k.cols ||
+      mk->p0 != k.p0 || mk->w[0] != k.w[0]) {
     st = fast ? sh_sig_find_fast(g, &k, &sig) : sh_sig_find_hash(g, &k, &sig);
     if (st) return st;
     g->pw_memo_key = k;

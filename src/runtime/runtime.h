@@ -336,8 +336,15 @@ static inline bool sh_build_enter(sheaf_graph *g) {
   if (!g->build_t0) g->build_t0 = sheaf_time_ns();
   return true;
 }
-/* 0: a valid handle; 1: null (propagate silently); 2: misuse (error recorded). */
-int sh_build_check(sheaf_graph *g, sheaf_expr e, const char *op, int argno);
+/* 0: a valid handle; 1: null (propagate silently); 2: misuse (error recorded).
+ * Inline: every builder checks each argument (a call spilled the handle). */
+int sh_build_check_slow(sheaf_graph *g, sheaf_expr e, const char *op, int argno);
+static inline int sh_build_check(sheaf_graph *g, sheaf_expr e, const char *op, int argno) {
+  if (!SH_UNLIKELY(e.graph != g->handle || e.node >= g->n_nodes ||
+                   g->nodes[e.node].depth != e.depth))
+    return 0;
+  return sh_build_check_slow(g, e, op, argno);
+}
 /* Appends a node reading `ins` (SH_NONE on failure, error recorded). */
 uint32_t sh_node_new(sheaf_graph *g, int op, const uint32_t *ins, int n_in);
 /* Hands a finished node to the policy; returns its expression. */
