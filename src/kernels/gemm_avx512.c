@@ -135,8 +135,8 @@ AVX512_FN void sh_f32_gemm_pack_a__avx512(int64_t rows, int64_t len, const float
 
 /* The fused cell tails use fast nonlinearities (absolute error ~4e-7 on c
  * and h, see lstm_tail; far below what an RNN notices); the generic epilogue
- * (below) uses the vmath_avx512.h algorithms with a reciprocal instead of
- * the division (a few ulp).
+ * (below) has its own sigmoid / tanh (the LSTM tail's table-driven exp, then
+ * one division; a few ulp).
  * GRU: every nonlinearity is one fast sigmoid on zmm — tanh(x) = 2σ(2x) − 1
  * — with exp through 2^t = scalef(p(t − round t), round t) (degree-5
  * minimax, rel. error 7.5e-8) and 1/(1+e) by rcp14 + one Newton step. */
