@@ -87,9 +87,7 @@ int main(int argc, char **argv) {
       printf("\nhidden %d, %d thread%s: GEMM ceiling (sh_gemm, M=64, N=%d, K=%d, packed B): "
              "%.1f GFLOP/s\n",
              H, T, T > 1 ? "s" : "", 4 * H, EMBED + H, ceil64);
-      exb_json_rec("\"system\": \"gemm-ceiling\", \"model\": \"bilstm\", \"hidden\": %d, "
-                   "\"threads\": %d, \"m\": 64, \"n\": %d, \"k\": %d, \"gflops\": %.2f",
-                   H, T, 4 * H, EMBED + H, ceil64);
+      exb_json_ceiling("bilstm", H, T, 64, 4 * H, EMBED + H, ceil64);
       if (e.torch) {
         worst_check = fmax(worst_check,
                            exb_peers(&o, &e, &peer, wpath, T, ti == 0 ? &ref : NULL, cells[hi][ti]));

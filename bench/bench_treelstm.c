@@ -144,12 +144,8 @@ int main(int argc, char **argv) {
       printf("\nhidden %d, %d thread%s: GEMM ceiling (sh_gemm, N=%d, K=%d, packed B): "
              "M=64 %.1f GFLOP/s, M=256 %.1f GFLOP/s\n",
              H, T, T > 1 ? "s" : "", 5 * H, 2 * H, ceiling[hi][ti][0], ceiling[hi][ti][1]);
-      exb_json_rec("\"system\": \"gemm-ceiling\", \"model\": \"treelstm\", \"hidden\": %d, "
-                   "\"threads\": %d, \"m\": 64, \"n\": %d, \"k\": %d, \"gflops\": %.2f",
-                   H, T, 5 * H, 2 * H, ceiling[hi][ti][0]);
-      exb_json_rec("\"system\": \"gemm-ceiling\", \"model\": \"treelstm\", \"hidden\": %d, "
-                   "\"threads\": %d, \"m\": 256, \"n\": %d, \"k\": %d, \"gflops\": %.2f",
-                   H, T, 5 * H, 2 * H, ceiling[hi][ti][1]);
+      exb_json_ceiling("treelstm", H, T, 64, 5 * H, 2 * H, ceiling[hi][ti][0]);
+      exb_json_ceiling("treelstm", H, T, 256, 5 * H, 2 * H, ceiling[hi][ti][1]);
       if (e.torch) {
         worst_check = fmax(worst_check,
                            exb_peers(&o, &e, &peer, wpath, T, ti == 0 ? &ref : NULL, cells[hi][ti]));

@@ -7,6 +7,7 @@
 #ifndef SHEAF_CLI_H
 #define SHEAF_CLI_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "sheaf.h"
@@ -18,6 +19,16 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Creates the context used by a subcommand; on failure prints the reason and
  * returns NULL. threads 0 = all CPUs. */
 sheaf_ctx *cli_ctx(int threads);
+
+/* "NAME VALUE" or "NAME=VALUE" at argv[*i]: 1 matched (value in *out, *i
+ * advanced past a separate value), 0 not this flag, -1 the value is
+ * missing (not reported: the caller says what was expected). */
+int cli_flag_match(int argc, char **argv, int *i, const char *name, const char **out);
+/* cli_flag_match, reporting a missing value as "NAME needs a value". */
+int cli_flag_value(int argc, char **argv, int *i, const char *name, const char **out);
+/* A decimal integer in [lo, hi]; otherwise reports "FLAG: expected an
+ * integer in LO..HI, got 'V'" and returns false. */
+bool cli_parse_int(const char *flag, const char *v, long long lo, long long hi, long long *out);
 
 /* `sheaf data ...` (cli/data.c). argv[0] is "data". */
 int cli_data(int argc, char **argv);

@@ -1,9 +1,12 @@
 /*
- * common.c — helpers shared by the sheaf subcommands: error printing and
- * context creation.
+ * common.c — helpers shared by the sheaf subcommands: error printing,
+ * context creation and flag parsing.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -27,4 +30,36 @@ sheaf_ctx *cli_ctx(int threads) {
     return NULL;
   }
   return ctx;
+}
+
+int cli_flag_match(int argc, char **argv, int *i, const char *name, const char **out) {
+  const char *a = argv[*i];
+  size_t n = strlen(name);
+  if (strncmp(a, name, n) != 0) return 0;
+  if (a[n] == '=') {
+    *out = a + n + 1;
+    return 1;
+  }
+  if (a[n] != '\0') return 0;
+  if (*i + 1 >= argc) return -1;
+  *out = argv[++*i];
+  return 1;
+}
+
+int cli_flag_value(int argc, char **argv, int *i, const char *name, const char **out) {
+  int r = cli_flag_match(argc, argv, i, name, out);
+  if (r < 0) cli_error("%s needs a value", name);
+  return r;
+}
+
+bool cli_parse_int(const char *flag, const char *v, long long lo, long long hi, long long *out) {
+  char *end;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  if (!*v || *end || errno || x < lo || x > hi) {
+    cli_error("%s: expected an integer in %lld..%lld, got '%s'", flag, lo, hi, v);
+    return false;
+  }
+  *out = x;
+  return true;
 }

@@ -84,22 +84,6 @@ static const char usage_binarize[] =
 
 static bool is_help(const char *a) { return !strcmp(a, "--help") || !strcmp(a, "-h"); }
 
-/* Matches "NAME VALUE" or "NAME=VALUE" at argv[*i]: 1 matched (value in
- * *out, *i advanced past it), 0 not this flag, -1 the value is missing. */
-static int flag_value(int argc, char **argv, int *i, const char *name, const char **out) {
-  const char *a = argv[*i];
-  size_t n = strlen(name);
-  if (strncmp(a, name, n) != 0) return 0;
-  if (a[n] == '=') {
-    *out = a + n + 1;
-    return 1;
-  }
-  if (a[n] != '\0') return 0;
-  if (*i + 1 >= argc) return -1;
-  *out = argv[++*i];
-  return 1;
-}
-
 static bool ends_with(const char *s, const char *suffix) {
   size_t n = strlen(s), m = strlen(suffix);
   return n >= m && strcmp(s + n - m, suffix) == 0;
@@ -296,12 +280,12 @@ static int data_stats(int argc, char **argv) {
     }
     if (!only_args && !strcmp(a, "--")) {
       only_args = true;
-    } else if (!only_args && (r = flag_value(argc, argv, &i, "--format", &fmt_name)) != 0) {
+    } else if (!only_args && (r = cli_flag_match(argc, argv, &i, "--format", &fmt_name)) != 0) {
       if (r < 0) {
         cli_error("data stats: --format needs a value (conllu, ptb, tokens, safetensors)");
         return CLI_USAGE;
       }
-    } else if (!only_args && (r = flag_value(argc, argv, &i, "--vocab", &vocab)) != 0) {
+    } else if (!only_args && (r = cli_flag_match(argc, argv, &i, "--vocab", &vocab)) != 0) {
       if (r < 0) {
         cli_error("data stats: --vocab needs a file");
         return CLI_USAGE;
@@ -372,8 +356,8 @@ static int data_binarize(int argc, char **argv) {
     }
     if (!only_args && !strcmp(a, "--")) {
       only_args = true;
-    } else if (!only_args && ((r = flag_value(argc, argv, &i, "-o", &out)) != 0 ||
-                              (r = flag_value(argc, argv, &i, "--output", &out)) != 0)) {
+    } else if (!only_args && ((r = cli_flag_match(argc, argv, &i, "-o", &out)) != 0 ||
+                              (r = cli_flag_match(argc, argv, &i, "--output", &out)) != 0)) {
       if (r < 0) {
         cli_error("data binarize: %s needs a file name", a);
         return CLI_USAGE;

@@ -69,7 +69,7 @@ typedef struct run_opts {
   ex_model_kind model;
   const char *data, *weights, *save_weights, *out, *trace;
   int64_t hidden, embed;
-  long batch, threads, limit, mv_vocab, repeat;
+  long long batch, threads, limit, mv_vocab, repeat;
   uint64_t seed;
   bool seed_given, stats;
   sheaf_policy policies[4];
@@ -77,38 +77,6 @@ typedef struct run_opts {
 } run_opts;
 
 static bool is_help(const char *a) { return !strcmp(a, "--help") || !strcmp(a, "-h"); }
-
-/* "NAME VALUE" or "NAME=VALUE" at argv[*i]: 1 matched (value in *out), 0 not
- * this flag, -1 the value is missing (reported). */
-static int flag_value(int argc, char **argv, int *i, const char *name, const char **out) {
-  const char *a = argv[*i];
-  size_t n = strlen(name);
-  if (strncmp(a, name, n) != 0) return 0;
-  if (a[n] == '=') {
-    *out = a + n + 1;
-    return 1;
-  }
-  if (a[n] != '\0') return 0;
-  if (*i + 1 >= argc) {
-    cli_error("%s needs a value", name);
-    return -1;
-  }
-  *out = argv[++*i];
-  return 1;
-}
-
-/* A decimal integer in [lo, hi]; reports "FLAG: expected ..., got 'V'". */
-static bool parse_long(const char *flag, const char *v, long lo, long hi, long *out) {
-  char *end;
-  errno = 0;
-  long x = strtol(v, &end, 10);
-  if (!*v || *end || errno || x < lo || x > hi) {
-    cli_error("%s: expected an integer in %ld..%ld, got '%s'", flag, lo, hi, v);
-    return false;
-  }
-  *out = x;
-  return true;
-}
 
 static bool parse_policy(const char *flag, const char *v, sheaf_policy *out) {
   static const struct {
@@ -173,12 +141,12 @@ static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = NULL;
     int r;
-    long x;
+    long long x;
     if (is_help(a)) {
       fputs(bench ? usage_bench : usage_run, stdout);
       return -1;
     }
-#define FLAG(name) ((r = flag_value(argc, argv, &i, name, &v)) != 0)
+#define FLAG(name) ((r = cli_flag_value(argc, argv, &i, name, &v)) != 0)
     if (FLAG("--data")) {
       if (r < 0) return CLI_USAGE;
       o->data = v;
@@ -186,19 +154,19 @@ static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
       if (r < 0) return CLI_USAGE;
       o->weights = v;
     } else if (FLAG("--hidden")) {
-      if (r < 0 || !parse_long("--hidden", v, 1, 65536, &x)) return CLI_USAGE;
+      if (r < 0 || !cli_parse_int("--hidden", v, 1, 65536, &x)) return CLI_USAGE;
       o->hidden = x;
     } else if (FLAG("--embed")) {
-      if (r < 0 || !parse_long("--embed", v, 1, 65536, &x)) return CLI_USAGE;
+      if (r < 0 || !cli_parse_int("--embed", v, 1, 65536, &x)) return CLI_USAGE;
       o->embed = x;
     } else if (FLAG("--batch")) {
-      if (r < 0 || !parse_long("--batch", v, 1, INT32_MAX, &o->batch)) return CLI_USAGE;
+      if (r < 0 || !cli_parse_int("--batch", v, 1, INT32_MAX, &o->batch)) return CLI_USAGE;
     } else if (FLAG("--threads")) {
-      if (r < 0 || !parse_long("--threads", v, 1, 1024, &o->threads)) return CLI_USAGE;
+      if (r < 0 || !cli_parse_int("--threads", v, 1, 1024, &o->threads)) return CLI_USAGE;
     } else if (FLAG("--limit")) {
-      if (r < 0 || !parse_long("--limit", v, 1, INT32_MAX, &o->limit)) return CLI_USAGE;
+      if (r < 0 || !cli_parse_int("--limit", v, 1, INT32_MAX, &o->limit)) return CLI_USAGE;
     } else if (FLAG("--mv-vocab")) {
-      if (r < 0 || !parse_long("--mv-vocab", v, 1, 10000000, &o->mv_vocab)) return CLI_USAGE;
+      if (r < 0 || !cli_parse_int("--mv-vocab", v, 1, 10000000, &o->mv_vocab)) return CLI_USAGE;
     } else if (FLAG("--seed")) {
       if (r < 0) return CLI_USAGE;
       char *end;
@@ -224,7 +192,7 @@ static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
       if (r < 0) return CLI_USAGE;
       o->save_weights = v;
     } else if (bench && FLAG("--repeat")) {
-      if (r < 0 || !parse_long("--repeat", v, 1, 1000000, &o->repeat)) return CLI_USAGE;
+      if (r < 0 || !cli_parse_int("--repeat", v, 1, 1000000, &o->repeat)) return CLI_USAGE;
     } else if (!bench && !strcmp(a, "--stats")) {
       o->stats = true;
     } else if (a[0] == '-' && a[1] != '\0') {
@@ -329,7 +297,7 @@ static void print_header(const run_opts *o, const session *s, const char *policy
   printf(", %s", o->weights ? "weights " : "seed ");
   if (o->weights) printf("%s", o->weights);
   else printf("%llu", (unsigned long long)o->seed);
-  printf("\n  policy %s, batch %ld, threads %d, isa %s\n", policy, o->batch,
+  printf("\n  policy %s, batch %lld, threads %d, isa %s\n", policy, o->batch,
          sheaf_ctx_threads(s->ctx), sheaf_isa_name(sheaf_cpu_isa()));
 }
 
@@ -454,7 +422,7 @@ static int cmd_bench(int argc, char **argv) {
     snprintf(plist + strlen(plist), sizeof plist - strlen(plist), "%s%s", i ? "," : "",
              sheaf_policy_name(o.policies[i]));
   print_header(&o, &s, plist);
-  printf("  best of %ld timed passes after one warm-up pass\n\n", o.repeat);
+  printf("  best of %lld timed passes after one warm-up pass\n\n", o.repeat);
   printf("%-8s %12s %10s %12s %10s %9s %12s %12s %9s\n", "policy",
          ex_model_instance_noun(o.model), "ms/pass", "ops/pass", "batches", "avg batch",
          "build ns/op", "sched ns/op", "vs sheaf");
@@ -471,7 +439,7 @@ static int cmd_bench(int argc, char **argv) {
     double best = 1e30;
     sheaf_graph_stats a, b;
     sheaf_graph_get_stats(g, &a);
-    for (long r = 0; r < o.repeat && rc == CLI_OK; r++) {
+    for (long long r = 0; r < o.repeat && rc == CLI_OK; r++) {
       uint64_t t0 = sheaf_time_ns();
       if (ex_run(&s.net, g, 0, s.count, (int32_t)o.batch, NULL) != SHEAF_OK) rc = fail_ctx(s.ctx);
       double dt = (double)(sheaf_time_ns() - t0) * 1e-9;

@@ -43,35 +43,6 @@ static const char usage[] =
     "                     'INSTANCE v0 v1 ...' ('INSTANCE K v0 ...' for element K of a list)\n"
     "  --trace FILE       Chrome-trace / Perfetto JSON timeline of the batches\n";
 
-static int flag_value(int argc, char **argv, int *i, const char *name, const char **out) {
-  const char *a = argv[*i];
-  size_t n = strlen(name);
-  if (strncmp(a, name, n) != 0) return 0;
-  if (a[n] == '=') {
-    *out = a + n + 1;
-    return 1;
-  }
-  if (a[n] != '\0') return 0;
-  if (*i + 1 >= argc) {
-    cli_error("%s needs a value", name);
-    return -1;
-  }
-  *out = argv[++*i];
-  return 1;
-}
-
-static bool parse_i64(const char *flag, const char *v, long long lo, long long hi, long long *out) {
-  char *end;
-  errno = 0;
-  long long x = strtoll(v, &end, 10);
-  if (!*v || *end || errno || x < lo || x > hi) {
-    cli_error("%s: expected an integer in %lld..%lld, got '%s'", flag, lo, hi, v);
-    return false;
-  }
-  *out = x;
-  return true;
-}
-
 typedef struct lang_opts {
   const char *file, *data, *out, *policy, *trace, *vocab;
   long long batch, threads;
@@ -94,7 +65,7 @@ static int parse_args(int argc, char **argv, lang_opts *o) {
       fputs(usage, stdout);
       return -1;
     }
-#define FLAG(name) ((r = flag_value(argc, argv, &i, name, &v)) != 0)
+#define FLAG(name) ((r = cli_flag_value(argc, argv, &i, name, &v)) != 0)
     if (FLAG("--weights")) {
       if (r < 0) return CLI_USAGE;
       o->bo.weights = v;
@@ -125,9 +96,9 @@ static int parse_args(int argc, char **argv, lang_opts *o) {
       if (r < 0) return CLI_USAGE;
       o->policy = v;
     } else if (FLAG("--batch")) {
-      if (r < 0 || !parse_i64("--batch", v, 1, INT32_MAX, &o->batch)) return CLI_USAGE;
+      if (r < 0 || !cli_parse_int("--batch", v, 1, INT32_MAX, &o->batch)) return CLI_USAGE;
     } else if (FLAG("--threads")) {
-      if (r < 0 || !parse_i64("--threads", v, 1, 1024, &o->threads)) return CLI_USAGE;
+      if (r < 0 || !cli_parse_int("--threads", v, 1, 1024, &o->threads)) return CLI_USAGE;
     } else if (FLAG("--size")) {
       if (r < 0) return CLI_USAGE;
       const char *eq = strchr(v, '=');
@@ -141,7 +112,7 @@ static int parse_args(int argc, char **argv, lang_opts *o) {
         return CLI_USAGE;
       }
       snprintf(o->names[k], sizeof o->names[0], "%.*s", (int)(eq - v), v);
-      if (!parse_i64("--size", eq + 1, 1, INT32_MAX, &x)) return CLI_USAGE;
+      if (!cli_parse_int("--size", eq + 1, 1, INT32_MAX, &x)) return CLI_USAGE;
       o->bo.override_name[k] = o->names[k];
       o->bo.override_value[k] = x;
       o->bo.n_overrides++;

@@ -506,3 +506,10 @@ void exb_fmt_num(char out[16], double v, int decimals) {
   if (v > 0) snprintf(out, 16, "%.*f", decimals, v);
   else snprintf(out, 16, "-");
 }
+
+void exb_json_ceiling(const char *model, int hidden, int threads, int64_t m, int64_t n, int64_t k,
+                      double gflops) {
+  exb_json_rec("\"system\": \"gemm-ceiling\", \"model\": \"%s\", \"hidden\": %d, "
+               "\"threads\": %d, \"m\": %lld, \"n\": %lld, \"k\": %lld, \"gflops\": %.2f",
+               model, hidden, threads, (long long)m, (long long)n, (long long)k, gflops);
+}

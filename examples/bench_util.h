@@ -164,6 +164,9 @@ float *exb_read_f32(const char *path, size_t *n);
  * appends one object (fmt gives its members), exb_json_close. */
 bool exb_json_open(const char *path);
 void exb_json_rec(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The record of a GEMM ceiling measured for `model`: system "gemm-ceiling". */
+void exb_json_ceiling(const char *model, int hidden, int threads, int64_t m, int64_t n, int64_t k,
+                      double gflops);
 void exb_json_close(void);
 
 /* Comma list of positive integers into out (at most max); false if bad. */
