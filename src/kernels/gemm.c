@@ -340,6 +340,30 @@ static void run_range(plan *pl, int64_t r0, int64_t r1, int64_t p0, int64_t p1, 
   } while (pc < K);
 }
 
+/* rows_done after the whole product (N was split over the threads, so no
+ * task owned whole rows): blocks of rows spread over the same threads. */
+typedef struct rows_job {
+  const sh_gemm_args *args;
+  int64_t block;
+} rows_job;
+
+static void rows_task(void *arg, int64_t task, int tid) {
+  const rows_job *j = arg;
+  int64_t m0 = task * j->block, rows = j->args->m - m0 < j->block ? j->args->m - m0 : j->block;
+  j->args->rows_done(j->args->rows_done_arg, m0, rows, tid);
+}
+
+static void rows_done_after(sheaf_ctx *ctx, const sh_gemm_args *args, int threads) {
+  int64_t nb = (int64_t)threads * TASKS_PER_THREAD;
+  rows_job j = {args, (args->m + nb - 1) / nb};
+  if (j.block > 64) j.block = 64;
+  int64_t n_tasks = (args->m + j.block - 1) / j.block;
+  if (threads == 1 || n_tasks == 1)
+    for (int64_t t = 0; t < n_tasks; t++) rows_task(&j, t, 0);
+  else
+    sh_pool_run(ctx->pool, n_tasks, rows_task, &j, threads);
+}
+
 static void gemm_task(void *arg, int64_t task, int tid) {
   plan *pl = arg;
   int64_t nt = pl->n_tasks;
@@ -560,9 +584,7 @@ sheaf_status sh_gemm(sheaf_ctx *ctx, sheaf_isa isa, int threads, const sh_gemm_a
       gemm_task(&pl, 0, 0);
     else
       sh_pool_run(ctx->pool, pl.n_tasks, gemm_task, &pl, threads);
-    if (args->rows_done && !pl.hook_in)
-      for (int64_t m0 = 0; m0 < args->m; m0 += 64)
-        args->rows_done(args->rows_done_arg, m0, args->m - m0 < 64 ? args->m - m0 : 64, 0);
+    if (args->rows_done && !pl.hook_in) rows_done_after(ctx, args, threads);
   }
   if (own) sh_gemm_ws_free(ctx, own);
   return st;

@@ -177,9 +177,9 @@ typedef struct sh_gemm_args {
    * scratch. Meant for follow-up pointwise work on rows still hot in cache:
    * when a task owns whole rows (one K pass, every N panel; 1 thread, or M
    * split over threads) it is called from inside the loop as each row block
-   * (or micro-panel) is finished; otherwise (K in several passes, or N split
-   * over threads) after the whole product by the calling thread (tid 0), in
-   * blocks of at most 64 rows. Not called when the call fails or M or N is
+   * (or micro-panel) is finished; otherwise (N split over threads) after
+   * the whole product, in blocks of at most 64 rows spread over the same
+   * threads (up to 4 blocks per thread). Not called when the call fails or M or N is
    * 0. The callee must not call sh_gemm with the same workspace. */
   void (*rows_done)(void *arg, int64_t m0, int64_t rows, int tid);
   void *rows_done_arg;

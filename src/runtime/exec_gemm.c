@@ -127,20 +127,13 @@ static sheaf_status affine_run(sheaf_graph *g, const uint32_t *ids, uint32_t n, 
     }
   }
   /* pointwise roots reading these rows run in the GEMM's row hook */
+  /* (sh_gemm calls the hook as rows become final, or, when it splits N
+   * over the threads, after the product in row blocks over the same threads) */
   sh_pw_hook *hook = NULL;
-  bool in_gemm = true; /* else right after it, rows split over the pool */
   if (g->policy == SHEAF_POLICY_SHEAF && !raw_only && !post) {
     st = sh_pw_hook_plan(g, ids, n, m, &hook);
     if (st) return st;
-    if (hook && g->threads > 1) {
-      /* a GEMM that splits N over the threads calls the hook only after the
-       * whole product, on one thread: run the programs then, on all of them
-       * (only the speed depends on guessing sh_gemm's split right) */
-      int64_t kc, mc, nc, split_rows;
-      sh_gemm_get_blocking(&kc, &mc, &nc, &split_rows);
-      in_gemm = m >= split_rows * g->threads;
-    }
-    if (hook && in_gemm) {
+    if (hook) {
       a.rows_done = sh_pw_hook_rows;
       a.rows_done_arg = hook;
     }
@@ -148,11 +141,6 @@ static sheaf_status affine_run(sheaf_graph *g, const uint32_t *ids, uint32_t n, 
   st = gemm(g, &a);
   if (st) return st;
   g->stats.flops += 2 * (uint64_t)m * (uint64_t)pb->k * (uint64_t)cols;
-  if (hook && !in_gemm) {
-    uint64_t t0 = sheaf_time_ns();
-    sh_pw_hook_run(g, hook);
-    g->stats.ns_kernels += sheaf_time_ns() - t0;
-  }
   if (hook) sh_pw_hook_done(g, hook);
   if (raw_only) {
     g->nodes[ids[0]].flags &= (uint8_t)~SH_NODE_VAL_IS_ACT;

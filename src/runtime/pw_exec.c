@@ -15,9 +15,8 @@
  * each block of rows as soon as the GEMM has finished it, while those rows
  * are still in cache; the roots are then marked done, so their own bucket
  * (one level later) skips them. Same program, same interpreter, same values.
- * With several threads, a GEMM that splits N (under 128 rows a thread)
- * calls the hook only after the whole product, on one thread: then the
- * programs run right after it instead, rows split over the pool.
+ * With several threads, a GEMM that splits N calls the hook after the
+ * whole product, in row blocks spread over its threads.
  */
 #include <string.h>
 
@@ -546,18 +545,6 @@ void sh_pw_hook_rows(void *arg, int64_t m0, int64_t rows, int tid) {
     const pw_hook_grp *q = &h->grp[k];
     int64_t r0 = q->cnt[m0], r1 = q->cnt[m0 + rows];
     if (r0 < r1) pw_range(&q->j, r0, r1);
-  }
-}
-
-void sh_pw_hook_run(sheaf_graph *g, sh_pw_hook *h) {
-  for (int k = 0; k < h->n; k++) {
-    pw_job *j = &h->grp[k].j;
-    if (g->threads > 1 && j->m >= 2 && j->m * j->n * j->p->n_code >= 32768) {
-      j->tasks = j->m < 4 * g->threads ? j->m : 4 * g->threads;
-      sh_pool_run(g->ctx->pool, j->tasks, pw_task, j, g->threads);
-    } else {
-      pw_range(j, 0, j->m);
-    }
   }
 }
 

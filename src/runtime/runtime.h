@@ -426,8 +426,6 @@ typedef struct sh_pw_hook sh_pw_hook;
 sheaf_status sh_pw_hook_plan(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m_rows,
                              sh_pw_hook **out);
 void sh_pw_hook_rows(void *arg, int64_t m0, int64_t rows, int tid); /* sh_gemm_args.rows_done */
-/* Instead of the hook: runs them all after the GEMM, rows split over the pool. */
-void sh_pw_hook_run(sheaf_graph *g, sh_pw_hook *h);
 /* After the GEMM: the roots are done (their buckets skip them), counted as batches. */
 void sh_pw_hook_done(sheaf_graph *g, const sh_pw_hook *h);
 
