@@ -4,7 +4,9 @@
  * over a dense sample of the whole f32 range (every 1021st bit pattern, both
  * signs, plus runs of consecutive floats at the overflow / underflow
  * boundaries and around 0), at every ISA level up to SHEAF_ISA; special
- * values (±0, ±inf, NaN). SHEAF_VMATH_REPORT=1 prints the measured figures.
+ * values (±0, ±inf, NaN); the same for the division-free AVX-512 sigmoid
+ * and tanh (vmath_avx512.h) that the runtime's pointwise programs use.
+ * SHEAF_VMATH_REPORT=1 prints the measured figures.
  * The exhaustive sweep over all 2^32 inputs is `make bench-vmath`.
  */
 #include <float.h>
@@ -12,6 +14,9 @@
 
 #include "harness.h"
 #include "kernels/vmath.h"
+#if defined(__x86_64__)
+#include "kernels/vmath_avx512.h"
+#endif
 
 static double ulp_of(double ref) {
   double a = fabs(ref);
@@ -188,4 +193,73 @@ TEST(gemm_vmath_special_values) {
     CHECK_NEAR(y[1], 2.718281828, 3e-7);
     CHECK_NEAR(y[2], 0.3678794412, 1e-7);
   }
+}
+
+#if defined(__x86_64__)
+/* y = f(x) through the division-free AVX-512 sigmoid (fn SIGMOID) or tanh. */
+__attribute__((target("avx512f,avx512dq,fma"))) static void fast_f32(sh_vmath_fn fn, int n,
+                                                                      const float *x, float *y) {
+  for (int i = 0; i < n; i += 16) {
+    __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+    __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    v = fn == SH_VMATH_SIGMOID ? sh_sigmoid_fast_avx512(v) : sh_tanh_fast_avx512(v);
+    _mm512_mask_storeu_ps(y + i, m, v);
+  }
+}
+#endif
+
+TEST(gemm_vmath_fast_avx512_bounds_and_specials) {
+#if defined(__x86_64__)
+  if (sheaf_cpu_isa() < SHEAF_ISA_AVX512) return; /* no AVX-512 here: nothing to check */
+  static const sh_vmath_fn fns[2] = {SH_VMATH_SIGMOID, SH_VMATH_TANH};
+  enum { B = 4096 };
+  static float x[B], y[B];
+  for (int f = 0; f < 2; f++) {
+    double worst = 0;
+    float wx = 0;
+    uint64_t i = 0;
+    for (bool more = true; more;) {
+      int n = 0;
+      float v;
+      while (n < B && (more = sample(i, &v))) {
+        i++;
+        x[n++] = v;
+      }
+      fast_f32(fns[f], n, x, y);
+      for (int k = 0; k < n; k++) {
+        double e = err_ulp(y[k], ref_fn(fns[f], x[k]));
+        if (!(e <= worst)) {
+          worst = e;
+          wx = x[k];
+        }
+      }
+    }
+    if (getenv("SHEAF_VMATH_REPORT"))
+      printf("vmath %-9s avx512-fast max %.2f ulp (at x = %.9g)\n",
+             f ? "tanh" : "sigmoid", worst, wx);
+    if (!(worst <= 4))
+      th_fail(__FILE__, __LINE__, "fast %s: %.2f ulp at x = %.9g (bound 4)",
+              f ? "tanh" : "sigmoid", worst, wx);
+  }
+  const float inf = INFINITY, nan = NAN;
+  static const struct { sh_vmath_fn fn; float x, y; bool sign; } sp[] = {
+      {SH_VMATH_SIGMOID, 0.0f, 0.5f, false},  {SH_VMATH_SIGMOID, -0.0f, 0.5f, false},
+      {SH_VMATH_SIGMOID, inf, 1.0f, false},   {SH_VMATH_SIGMOID, -inf, 0.0f, true},
+      {SH_VMATH_SIGMOID, nan, nan, false},    {SH_VMATH_SIGMOID, 100.0f, 1.0f, false},
+      {SH_VMATH_SIGMOID, -200.0f, 0.0f, true}, {SH_VMATH_TANH, 0.0f, 0.0f, true},
+      {SH_VMATH_TANH, -0.0f, -0.0f, true},    {SH_VMATH_TANH, inf, 1.0f, false},
+      {SH_VMATH_TANH, -inf, -1.0f, false},    {SH_VMATH_TANH, nan, nan, false},
+      {SH_VMATH_TANH, 1e30f, 1.0f, false},    {SH_VMATH_TANH, -20.0f, -1.0f, false},
+      {SH_VMATH_TANH, 9.1f, 1.0f, false},     {SH_VMATH_TANH, 1e-30f, 1e-30f, false},
+  };
+  for (size_t k = 0; k < SH_ARRAY_LEN(sp); k++) {
+    float got;
+    fast_f32(sp[k].fn, 1, &sp[k].x, &got);
+    bool ok = isnan(sp[k].y) ? isnan(got)
+                             : got == sp[k].y && (!sp[k].sign || signbit(got) == signbit(sp[k].y));
+    if (!ok)
+      th_fail(__FILE__, __LINE__, "fast %s(%g) = %g, expected %g",
+              sp[k].fn == SH_VMATH_TANH ? "tanh" : "sigmoid", sp[k].x, got, sp[k].y);
+  }
+#endif
 }

@@ -228,57 +228,16 @@ PW_INTERP(pw_rows_avx2, PW_AVX2, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps, _
 #undef L2
 
 /* AVX-512: 16 floats a vector (Zen 4 runs a zmm op in two halves, but
- * decodes and schedules it once); GELU through the AVX2 function on each
- * half (no AVX-512 version: same values at every level). */
+ * decodes and schedules it once); sigmoid and tanh division-free
+ * (sh_*_fast_avx512: the values stream through memory here); GELU through
+ * the AVX2 function on each half (no AVX-512 version: same values at every
+ * level). */
 #define PW_AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
 PW_AVX512 static inline __m512 gelu_avx512(__m512 x) {
   __m256 lo = sh_gelu_erf_avx2(_mm512_castps512_ps256(x));
   __m256 hi = sh_gelu_erf_avx2(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
   return _mm512_castpd_ps(
       _mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
-}
-
-/* 1/d for d >= 1 finite, without a division (vdivps zmm: ~20 cycles a
- * vector on Zen 4): rcp14 (relative error < 2^-14), then one Newton step
- * r + r(1 - dr), which squares the error: below 2^-28 before rounding. */
-PW_AVX512 static inline __m512 rcp_nr512(__m512 d) {
-  __m512 r = _mm512_rcp14_ps(d);
-  return _mm512_fmadd_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(1.0f)), r);
-}
-
-/* sigmoid and tanh as sh_sigmoid_avx512 / sh_tanh_avx512 (vmath_avx512.h),
- * the division replaced by rcp_nr512. Max error against double, measured
- * over every 2^-12-spaced x in [-20, 20] plus ±0, ±1e-30, ±9, ±9.01, ±30,
- * ±88, ±100, ±inf, NaN: sigmoid 2.4 ulp (2.0e-7 relative, normal results;
- * the division form: 2.6 ulp, 2.0e-7), tanh 1.2 ulp (1.3e-7 relative,
- * as the division form); special values unchanged (NaN passes, ±inf give
- * 0/1 and ±1, tanh(-0) = -0). */
-PW_AVX512 static inline __m512 pw_sigmoid512(__m512 x) {
-  __m512 e = sh_exp_avx512(_mm512_or_ps(x, _mm512_set1_ps(-0.0f)));
-  __mmask16 neg = _mm512_movepi32_mask(_mm512_castps_si512(x)); /* sign bits */
-  __m512 num = _mm512_mask_blend_ps(neg, _mm512_set1_ps(1.0f), e);
-  return _mm512_mul_ps(num, rcp_nr512(_mm512_add_ps(e, _mm512_set1_ps(1.0f))));
-}
-
-/* tanh: |x| < 0.625: Cephes odd polynomial; else sign(x)(1 - 2/(exp(2|x|)+1))
- * with |x| clamped to 9 (tanh rounds to 1 from 9.01; keeps exp finite for
- * the Newton step; min(9, NaN) is NaN). */
-PW_AVX512 static inline __m512 pw_tanh512(__m512 x) {
-  const __m512 sign = _mm512_set1_ps(-0.0f);
-  __m512 ax = _mm512_andnot_ps(sign, x);
-  __m512 s = _mm512_mul_ps(x, x);
-  __m512 p = _mm512_set1_ps(-5.70498872745E-3f);
-  p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(2.06390887954E-2f));
-  p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(-5.37397155531E-2f));
-  p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(1.33314422036E-1f));
-  p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(-3.33332819422E-1f));
-  __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, s), ax, ax);
-  __m512 cx = _mm512_min_ps(_mm512_set1_ps(9.0f), ax);
-  __m512 e = sh_exp_avx512(_mm512_add_ps(cx, cx));
-  __m512 r = rcp_nr512(_mm512_add_ps(e, _mm512_set1_ps(1.0f)));
-  __m512 big = _mm512_fnmadd_ps(_mm512_set1_ps(2.0f), r, _mm512_set1_ps(1.0f));
-  __mmask16 is_small = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.625f), _CMP_LT_OQ);
-  return _mm512_or_ps(_mm512_mask_blend_ps(is_small, big, small), _mm512_and_ps(x, sign));
 }
 
 #define L2(f) PW_LOOP2(16, _mm512_loadu_ps, _mm512_storeu_ps, f)
@@ -293,8 +252,8 @@ PW_AVX512 static inline __m512 pw_tanh512(__m512 x) {
     L1(_mm512_mul_ps(x, k))                                                                     \
     break;                                                                                      \
   }                                                                                             \
-  case SH_PW_TANH: { __m512 x; L1(pw_tanh512(x)) break; }                                       \
-  case SH_PW_SIGMOID: { __m512 x; L1(pw_sigmoid512(x)) break; }                                 \
+  case SH_PW_TANH: { __m512 x; L1(sh_tanh_fast_avx512(x)) break; }                                       \
+  case SH_PW_SIGMOID: { __m512 x; L1(sh_sigmoid_fast_avx512(x)) break; }                                 \
   case SH_PW_RELU: { __m512 x; L1(_mm512_max_ps(_mm512_setzero_ps(), x)) break; }               \
   case SH_PW_GELU: { __m512 x; L1(gelu_avx512(x)) break; }                                      \
   case SH_PW_EXP: { __m512 x; L1(sh_exp_avx512(x)) break; }                                     \
