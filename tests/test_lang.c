@@ -267,7 +267,7 @@ TEST(lang_examples_via_cli) {
   CHECK_CONTAINS(out, "fn cell(z: f32[5*H], cl: f32[H], cr: f32[H]) -> (f32[H], f32[H])\n");
   CHECK_CONTAINS(out, "fn tree(t: Tree) -> (f32[H], f32[H])  [recursive]\n");
   CHECK_CONTAINS(out, "type Dep = Dep(word: i32, kids: list[Dep])\n");
-  CHECK_CONTAINS(out, "param emb_mat: f32[Vm, H*H]\n");
+  CHECK_CONTAINS(out, "param emb_mat: f32[Vm, H*H] = normal + identity_rows\n");
   CHECK_CONTAINS(out, "param W_fwd: f32[E + H, 4*H]\n");
   CHECK_CONTAINS(out, "fn main(words: list[i32]) -> list[f32[T]]  [entry]\n");
   snprintf(cmd, sizeof cmd, "%s check", th_sheaf_bin());

@@ -59,6 +59,12 @@ static void dump_list(sh_buf *b, const sh_module *m, const char *head, sh_expr *
   sh_buf_putc(b, ')');
 }
 
+const char *sh_param_init_name(sh_param_init i) {
+  static const char *const names[SH_INIT_COUNT] = {"default", "glorot",   "normal",       "zeros",
+                                                   "ones",    "identity", "identity_rows"};
+  return (int)i >= 0 && (int)i < SH_INIT_COUNT ? names[i] : "?";
+}
+
 void sh_ast_dump_expr(sh_buf *b, const sh_module *m, const sh_expr *e) {
   if (!e) {
     sh_buf_puts(b, "<null>");

@@ -66,6 +66,10 @@ typedef enum sh_param_init {
   SH_INIT_IDENTITY,     /* identity blocks (SHEAF_INIT_IDENTITY) */
   SH_INIT_IDENTITY_ROWS /* every row an n x n identity (SHEAF_INIT_IDENTITY_ROWS) */
 } sh_param_init;
+#define SH_INIT_COUNT (SH_INIT_IDENTITY_ROWS + 1)
+
+/* The source name of an initializer ("glorot", ...; "default" for DEFAULT). */
+const char *sh_param_init_name(sh_param_init i);
 
 typedef struct sh_param {
   sh_sym name;

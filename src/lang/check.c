@@ -408,7 +408,7 @@ static void resolve_decl_types(checker *c) {
     sh_param_init id = p->plus ? p->plus : p->init;
     if (t->kind == SH_TY_TENSOR && t->n != 2 && (id == SH_INIT_IDENTITY || id == SH_INIT_IDENTITY_ROWS))
       c_error(c, p->init_span, "parameter '%s': %s needs a matrix, not %s", name_of(c, p->name),
-              id == SH_INIT_IDENTITY ? "identity" : "identity_rows", c_ty(c, t));
+              sh_param_init_name(id), c_ty(c, t));
     p->type = t;
   }
 }

@@ -307,13 +307,12 @@ static sh_adt *p_type_decl(parser *p) {
 
 /* init = "glorot" | "normal" | "zeros" | "ones" | "identity" | "identity_rows" */
 static sh_param_init p_init(parser *p) {
-  static const char *const names[] = {"glorot", "normal", "zeros", "ones", "identity", "identity_rows"};
   if (p_at(p, SH_TK_IDENT)) {
     const char *s = sh_sym_name(&p->m->syms, p_cur(p)->v.sym);
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-      if (!strcmp(s, names[i])) {
+    for (int i = SH_INIT_DEFAULT + 1; i < SH_INIT_COUNT; i++)
+      if (!strcmp(s, sh_param_init_name((sh_param_init)i))) {
         p_next(p);
-        return (sh_param_init)(i + 1);
+        return (sh_param_init)i;
       }
   }
   p_error(p, p_cur(p)->span,

@@ -37,6 +37,8 @@ void sh_check_summary(const sh_module *m, sh_buf *out) {
   for (int i = 0; i < m->n_params; i++) {
     sh_buf_printf(out, "param %s: ", sh_sym_name(syms, m->params[i]->name));
     sh_type_print(out, sv, syms, m->params[i]->type);
+    if (m->params[i]->init) sh_buf_printf(out, " = %s", sh_param_init_name(m->params[i]->init));
+    if (m->params[i]->plus) sh_buf_printf(out, " + %s", sh_param_init_name(m->params[i]->plus));
     sh_buf_putc(out, '\n');
   }
   for (int i = 0; i < m->n_fns; i++) {
