@@ -18,6 +18,7 @@
 #include "kernels/vmath_avx2.h"
 
 #define AVX512_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
+#define UKR_C_PREFETCH_K 24 /* k steps (~24 x 28 FMAs) before the end of a tile */
 
 static inline AVX512_FN __attribute__((always_inline)) void ukr(const int MR, int64_t cols,
                                                                 int64_t kc, const float *a,
@@ -39,15 +40,27 @@ static inline AVX512_FN __attribute__((always_inline)) void ukr(const int MR, in
     acc0[0] = _mm512_add_ps(acc0[0], e0);
     acc1[0] = _mm512_add_ps(acc1[0], e1);
   }
-  for (; k < kc; k++) {
-    __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
-    _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) {
-      __m512 av = _mm512_set1_ps(a[r]);
-      acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
-      acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+  /* Two legs: C's lines are fetched for writing UKR_C_PREFETCH_K steps
+   * before the end, so that the stores do not wait for them (a fresh C
+   * block comes from L3), yet late enough that the B panel streaming
+   * through L1 does not evict them first. */
+  for (int leg = 0; leg < 2; leg++) {
+    const int64_t k_end = leg == 0 ? kc - UKR_C_PREFETCH_K : kc;
+    if (leg == 1)
+      _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) {
+        _mm_prefetch((const char *)c[r], _MM_HINT_ET0);
+        _mm_prefetch((const char *)c[r] + 64, _MM_HINT_ET0);
+      }
+    for (; k < k_end; k++) {
+      __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+      _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) {
+        __m512 av = _mm512_set1_ps(a[r]);
+        acc0[r] = _mm512_fmadd_ps(av, b0, acc0[r]);
+        acc1[r] = _mm512_fmadd_ps(av, b1, acc1[r]);
+      }
+      a += MR;
+      b += ldb;
     }
-    a += MR;
-    b += ldb;
   }
   if (cols == SH_GEMM_NR) {
     _Pragma("GCC unroll 16") for (int r = 0; r < MR; r++) {
@@ -438,6 +451,13 @@ static AVX512_FN void generic_ep(const sh_gemm_ep_ctx *e, float *t, int64_t m0, 
   const sh_gemm_args *a = e->args;
   const bool acc = a->accumulate;
   const exp2_tab tab = exp2_tab_load();
+  /* C's lines for writing (a fresh C block comes from L3): they arrive
+   * while the nonlinearities of the first rows are computed */
+  for (int64_t r = 0; r < rows; r++) {
+    const char *cr = (const char *)(out_row(&a->c, m0 + r) + col0);
+    _mm_prefetch(cr, _MM_HINT_ET0);
+    _mm_prefetch(cr + (cols - 1) * (int64_t)sizeof(float), _MM_HINT_ET0);
+  }
   if (cols == SH_GEMM_NR) {
     __m512 b0, b1;
     vop p0[SH_GEMM_MAX_EP], p1[SH_GEMM_MAX_EP];
