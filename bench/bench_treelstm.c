@@ -10,6 +10,7 @@
  *
  *   bench_treelstm [--quick] [--json FILE] [--hidden 256,512] [--batch 1,10,64]
  *                  [--threads 1,2] [--trees N] [--data FILE] [--python PY] [--no-torch]
+ *                  [--paired R]
  *
  * Throughput = trees / wall time of whole passes over the same N trees
  * (batches of consecutive trees; graph building, scheduling, kernels and
@@ -19,6 +20,18 @@
  * that figure); default: all 2077 trees, everything at every batch size.
  * PyTorch at 2 threads runs twice, with OMP_WAIT_POLICY=PASSIVE and with
  * the default policy, and keeps its better figure per system and batch.
+ *
+ * --paired R (after everything above; hidden 256 only): R rounds of the
+ * headline figures, each taken from windows measured back to back in one
+ * round, in this order: the shape ceiling (bare sh_gemm calls at the
+ * model's own batch shapes: per batch of 64 trees one leaf GEMM and one
+ * node GEMM per internal-node height), Sheaf batch 64 at 2 threads, the
+ * GEMM ceiling (M=64), Sheaf batch 64 at 1 thread, PyTorch level-batched at
+ * batch 64 then 1 (one subprocess, one window each), Sheaf batch 1. Each
+ * ratio is computed per round; printed as median and min-max over the
+ * rounds (one window is one sample on a shared machine: the ratio of
+ * neighbouring windows is steadier than either figure). The context gets
+ * at least 2 threads in this mode.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -35,7 +48,9 @@ typedef exb_cell cell; /* peer[0]: pytorch-naive, peer[1]: pytorch-level */
 static const char usage[] =
     "usage: bench_treelstm [--quick] [--json FILE] [--hidden LIST] [--batch LIST]\n"
     "                      [--threads LIST] [--trees N] [--data FILE] [--python PY]\n"
-    "                      [--no-torch]\n";
+    "                      [--no-torch] [--paired R]\n"
+    "  --paired R: R rounds (1..99) of the headline ratios at hidden 256 from\n"
+    "              back-to-back windows; median and min-max over the rounds\n";
 
 /* Trees [0, n) as "n w l r ..." lines (post-order, local indices). */
 static bool write_trees(const ex_data *d, int32_t n, const char *path) {
@@ -94,9 +109,266 @@ static bool synthetic(sheaf_ctx *ctx, int32_t count, int leaves, ex_data *d) {
   return ex_data_finish(d, 0) == SHEAF_OK;
 }
 
+/* ------------------------------------------------------------ --paired */
+
+#define MAX_PAIRED 99
+
+/* Takes "--paired R" out of argv (the shared flag parser does not know it):
+ * R, or 0 when absent; prints the usage and exits 2 when R is bad. */
+static int take_paired(int *argc, char **argv) {
+  int R = 0, out = 1;
+  for (int i = 1; i < *argc; i++) {
+    if (strcmp(argv[i], "--paired")) {
+      argv[out++] = argv[i];
+      continue;
+    }
+    char *end = NULL;
+    long v = i + 1 < *argc ? strtol(argv[i + 1], &end, 10) : 0;
+    if (!end || end == argv[i + 1] || *end || v < 1 || v > MAX_PAIRED) {
+      fputs(usage, stderr);
+      exit(2);
+    }
+    R = (int)v;
+    i++;
+  }
+  *argc = out;
+  argv[out] = NULL;
+  return R;
+}
+
+/* The GEMM shapes policy sheaf runs on trees [0, n) in batches of B
+ * consecutive trees: per batch one leaf GEMM (M = its leaves, N = 3H,
+ * K = E) and, per internal-node height h, one node GEMM (M = its internal
+ * nodes of height h, N = 5H, K = 2H). malloc'd; *count entries. */
+static exb_mnk *batch_shapes(const sh_treebank *tb, int32_t n, int B, int H, int *count) {
+  int32_t *height = malloc((size_t)tb->n_nodes * sizeof(int32_t));
+  sh_tb_heights(tb, height);
+  int32_t max_h = 1;
+  for (int32_t v = 0; v < tb->n_nodes; v++) max_h = height[v] > max_h ? height[v] : max_h;
+  int64_t *at_h = malloc((size_t)(max_h + 1) * sizeof(int64_t));
+  exb_mnk *shapes = malloc((size_t)((n + B - 1) / B) * (size_t)max_h * sizeof *shapes);
+  *count = 0;
+  for (int32_t t0 = 0; t0 < n; t0 += B) {
+    memset(at_h, 0, (size_t)(max_h + 1) * sizeof(int64_t));
+    int32_t first = tb->tree_first[t0], t1 = t0 + B < n ? t0 + B : n;
+    int32_t end = tb->tree_first[t1 - 1] + tb->tree_size[t1 - 1];
+    for (int32_t v = first; v < end; v++) at_h[tb->n_children[v] ? height[v] : 1]++;
+    shapes[(*count)++] = (exb_mnk){at_h[1], 3 * H, EMBED};
+    for (int32_t h = 2; h <= max_h; h++)
+      if (at_h[h]) shapes[(*count)++] = (exb_mnk){at_h[h], 5 * H, 2 * H};
+  }
+  free(at_h);
+  free(height);
+  return shapes;
+}
+
+/* One line on the shape list: how many GEMMs, their mean M per kind. */
+static void print_shapes(const exb_mnk *shapes, int count, int H, double of_useful) {
+  double m[2] = {0, 0};
+  int n[2] = {0, 0};
+  for (int i = 0; i < count; i++) {
+    int node = shapes[i].n == 5 * H;
+    m[node] += (double)shapes[i].m;
+    n[node]++;
+  }
+  printf("shape ceiling: %d bare sh_gemm calls per pass at batch 64: %d leaf GEMMs (N=%d, K=%d, "
+         "mean M %.1f), %d node GEMMs, one per height (N=%d, K=%d, mean M %.1f); %.1f%% of the "
+         "model's useful FLOPs\n",
+         count, n[0], 3 * H, EMBED, n[0] ? m[0] / n[0] : 0, n[1], 5 * H, 2 * H,
+         n[1] ? m[1] / n[1] : 0, 100 * of_useful);
+}
+
+/* One ratio over the rounds (0 = not measured that round). */
+typedef struct paired_fig {
+  const char *name;   /* JSON "figure" */
+  const char *label;  /* printed */
+  const char *target; /* the target, or "information" */
+  double scale;       /* 100 for percentages */
+  double v[MAX_PAIRED];
+} paired_fig;
+
+enum { FIG_CEIL, FIG_VS_B64, FIG_VS_B1, FIG_T2, FIG_SHAPE, FIG_SHAPE_CEIL, NFIG };
+
+/* What one round measures (0 = not measured). */
+typedef struct paired_round {
+  double shape, ceil;       /* GFLOP/s: shape ceiling, GEMM ceiling M=64 (1 thread) */
+  double b64_t2, b64, b1;   /* Sheaf trees/s */
+  double pt_b64, pt_b1;     /* PyTorch level-batched trees/s */
+  double useful;            /* Sheaf b64 1 thread, useful GFLOP/s */
+} paired_round;
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Median, min, max of the measured (> 0) values of f; false if none. */
+static bool fig_stats(const paired_fig *f, int R, double *med, double *lo, double *hi, int *n) {
+  double v[MAX_PAIRED];
+  *n = 0;
+  for (int r = 0; r < R; r++)
+    if (f->v[r] > 0) v[(*n)++] = f->v[r] * f->scale;
+  if (!*n) return false;
+  qsort(v, (size_t)*n, sizeof *v, cmp_double);
+  *med = *n % 2 ? v[*n / 2] : 0.5 * (v[*n / 2 - 1] + v[*n / 2]);
+  *lo = v[0];
+  *hi = v[*n - 1];
+  return true;
+}
+
+/* PyTorch level-batched at 1 thread, batch 64 then 1, one window each. */
+static void paired_torch(const exb_opts *o, const exb_env *e, const exb_peer *p,
+                         const char *wpath, paired_round *rd) {
+  char args[1024], key[32];
+  snprintf(args, sizeof args,
+           "--weights %s %s %s --threads 1 --systems level --batches 64,1 --min-time %g "
+           "--rounds 1",
+           wpath, p->data_flag, e->data_file, e->min_s);
+  snprintf(key, sizeof key, "%ss_per_s", p->unit);
+  exb_peer_rec recs[8];
+  int n = exb_run_peer_threads(o->python, p->script, 1, args, key, recs, 8);
+  for (int r = 0; r < n; r++) {
+    if (strcmp(recs[r].system, p->sys[1])) continue;
+    if (recs[r].batch == 64) rd->pt_b64 = recs[r].rate;
+    if (recs[r].batch == 1) rd->pt_b1 = recs[r].rate;
+  }
+}
+
+/* One round, windows back to back (order: see the top of the file). */
+static bool paired_round_run(const exb_opts *o, const exb_env *e, const exb_peer *p,
+                             const ex_net *net, const char *wpath, const exb_mnk *shapes,
+                             int nshapes, double flops_per_tree, paired_round *rd) {
+  int H = (int)net->hidden;
+  double gemm_s = o->quick ? 0.05 : 0.2;
+  memset(rd, 0, sizeof *rd);
+  rd->shape = exb_gemm_list_gflops(e->ctx, 1, shapes, nshapes, gemm_s);
+  if (sheaf_ctx_threads(e->ctx) >= 2) {
+    rd->b64_t2 = exb_sheaf_rate(net, SHEAF_POLICY_SHEAF, 2, 64, e->n, e->min_s, 1, NULL, NULL);
+    if (rd->b64_t2 <= 0) return false;
+  }
+  rd->ceil = exb_gemm_gflops(e->ctx, 1, 64, 5 * H, 2 * H, gemm_s);
+  rd->b64 = exb_sheaf_rate(net, SHEAF_POLICY_SHEAF, 1, 64, e->n, e->min_s, 1, NULL, NULL);
+  if (rd->b64 <= 0) return false;
+  rd->useful = rd->b64 * flops_per_tree * 1e-9;
+  if (e->torch) paired_torch(o, e, p, wpath, rd);
+  rd->b1 = exb_sheaf_rate(net, SHEAF_POLICY_SHEAF, 1, 1, e->n, e->min_s, 1, NULL, NULL);
+  return rd->b1 > 0;
+}
+
+static double ratio(double a, double b) { return a > 0 && b > 0 ? a / b : 0; }
+
+/* The round's ratios into the figures' column r. */
+static void paired_record(const paired_round *rd, int r, paired_fig *f) {
+  f[FIG_CEIL].v[r] = ratio(rd->useful, rd->ceil);
+  f[FIG_VS_B64].v[r] = ratio(rd->b64, rd->pt_b64);
+  f[FIG_VS_B1].v[r] = ratio(rd->b1, rd->pt_b1);
+  f[FIG_T2].v[r] = ratio(rd->b64_t2, rd->b64);
+  f[FIG_SHAPE].v[r] = ratio(rd->useful, rd->shape);
+  f[FIG_SHAPE_CEIL].v[r] = ratio(rd->shape, rd->ceil);
+}
+
+static void paired_print_round(int r, const paired_round *rd) {
+  char t2[16], pt64[16], pt1[16];
+  exb_fmt_num(t2, rd->b64_t2, 1);
+  exb_fmt_num(pt64, rd->pt_b64, 1);
+  exb_fmt_num(pt1, rd->pt_b1, 1);
+  printf("  %5d | %8.1f %8.1f | %9s %9.1f %8.1f %9s | %9.1f %9s\n", r + 1, rd->shape, rd->ceil,
+         t2, rd->b64, rd->useful, pt64, rd->b1, pt1);
+  fflush(stdout);
+}
+
+/* The summary table and one JSON record per figure. */
+static void paired_summary(const paired_fig *f, int R, int H, bool torch) {
+  printf("\n  %-44s %9s %19s   %s\n", "ratio (per round)", "median", "min - max", "target");
+  for (int i = 0; i < NFIG; i++) {
+    double med, lo, hi;
+    int n;
+    const char *unit = f[i].scale == 100 ? "%" : "x";
+    if (!fig_stats(&f[i], R, &med, &lo, &hi, &n)) {
+      printf("  %-44s %9s %19s   %s%s\n", f[i].label, "-", "-", f[i].target,
+             (i == FIG_VS_B64 || i == FIG_VS_B1) && !torch ? " (PyTorch skipped)" : "");
+      continue;
+    }
+    char mid[24], range[40];
+    snprintf(mid, sizeof mid, "%.*f%s", f[i].scale == 100 ? 1 : 2, med, unit);
+    snprintf(range, sizeof range, "%.*f - %.*f%s", f[i].scale == 100 ? 1 : 2, lo,
+             f[i].scale == 100 ? 1 : 2, hi, unit);
+    printf("  %-44s %9s %19s   %s%s\n", f[i].label, mid, range, f[i].target,
+           n < R ? " (not every round)" : "");
+    exb_json_rec("\"system\": \"paired\", \"model\": \"treelstm\", \"hidden\": %d, "
+                 "\"figure\": \"%s\", \"unit\": \"%s\", \"median\": %.4f, \"min\": %.4f, "
+                 "\"max\": %.4f, \"rounds\": %d",
+                 H, f[i].name, f[i].scale == 100 ? "percent" : "ratio", med, lo, hi, n);
+  }
+}
+
+/* --paired R: see the top of the file. False on error (printed). */
+static bool paired(const exb_opts *o, exb_env *e, const exb_peer *p, int R) {
+  int hi = 0;
+  while (hi < o->nh && o->hidden[hi] != 256) hi++;
+  if (hi == o->nh) {
+    printf("\n--paired: skipped (hidden 256 is not in --hidden)\n");
+    return true;
+  }
+  int H = o->hidden[hi];
+  ex_net net;
+  ex_outputs ref;
+  const char *wpath;
+  if (!exb_net_open(e, EX_MODEL_TREELSTM, H, EMBED, CHECK_TREES, &net, &ref, &wpath)) return false;
+  ex_outputs_free(&ref);
+  double flops = 0;
+  for (int32_t t = 0; t < e->n; t++) flops += ex_net_flops(&net, t);
+  int nshapes = 0;
+  exb_mnk *shapes = batch_shapes(&e->d.tb, e->n, 64, H, &nshapes);
+  double shape_flops = 0;
+  for (int i = 0; i < nshapes; i++)
+    shape_flops += 2.0 * (double)shapes[i].m * (double)shapes[i].n * (double)shapes[i].k;
+
+  printf("\npaired rounds (--paired %d), hidden %d, %d trees: per round, back to back: shape "
+         "ceiling, sheaf b64 2 threads, GEMM ceiling (M=64), sheaf b64 1 thread, %s, sheaf b1; "
+         "sheaf and PyTorch one window of >= %.2f s each\n",
+         R, H, (int)e->n, e->torch ? "pytorch-level b64 and b1 (one subprocess)" : "(no PyTorch)",
+         e->min_s);
+  print_shapes(shapes, nshapes, H, shape_flops / flops);
+  exb_note_torch(o, e);
+  printf("  %5s | %8s %8s | %9s %9s %8s %9s | %9s %9s\n", "round", "shape", "ceil M64",
+         "b64 2thr", "b64 1thr", "GFLOP/s", "pt-level", "b1 1thr", "pt-level");
+  printf("  %5s | %8s %8s | %9s %9s %8s %9s | %9s %9s\n", "", "GFLOP/s", "GFLOP/s", "trees/s",
+         "trees/s", "useful", "b64", "trees/s", "b1");
+
+  paired_fig figs[NFIG] = {
+      [FIG_CEIL] = {"ceiling_pct_b64_t1", "% of GEMM ceiling (M=64), batch 64, 1 thread",
+                    ">= 90%", 100, {0}},
+      [FIG_VS_B64] = {"vs_pytorch_level_b64_t1", "vs pytorch-level, batch 64, 1 thread",
+                      ">= 1.3x", 1, {0}},
+      [FIG_VS_B1] = {"vs_pytorch_level_b1_t1", "vs pytorch-level, batch 1, 1 thread", ">= 2x",
+                     1, {0}},
+      [FIG_T2] = {"threads2_over_1_b64", "2 threads / 1 thread, batch 64", ">= 1.7x", 1, {0}},
+      [FIG_SHAPE] = {"shape_ceiling_pct_b64_t1", "% of shape ceiling, batch 64, 1 thread",
+                     "information", 100, {0}},
+      [FIG_SHAPE_CEIL] = {"shape_over_ceiling_pct", "shape ceiling / GEMM ceiling (M=64)",
+                          "information", 100, {0}},
+  };
+  bool ok = true;
+  for (int r = 0; r < R && ok; r++) {
+    paired_round rd;
+    ok = paired_round_run(o, e, p, &net, wpath, shapes, nshapes, flops / e->n, &rd);
+    if (ok) {
+      paired_print_round(r, &rd);
+      paired_record(&rd, r, figs);
+    }
+  }
+  if (ok) paired_summary(figs, R, H, e->torch);
+  free(shapes);
+  ex_net_free(&net);
+  return ok;
+}
+
 int main(int argc, char **argv) {
   exb_opts o;
   exb_env e;
+  int R = take_paired(&argc, argv);
+  if (R > 0) exb_ctx_min_threads = 2; /* the 2-thread figure */
   if (!exb_start(argc, argv, "bench_treelstm", "--trees", usage, EX_DATA_BINARY, 256,
                  "trees.txt", write_trees, &o, &e))
     return 1;
@@ -232,6 +504,7 @@ int main(int argc, char **argv) {
       printf("  batch 64, 2 threads / 1 thread: %.2fx\n",
              cells[h256][t2][b64].sheaf[0] / cells[h256][t1][b64].sheaf[0]);
   }
+  if (R > 0 && !paired(&o, &e, &peer, R)) return 1;
   if (e.torch && worst_check > 1e-4) printf("\nWARNING: Sheaf and PyTorch outputs differ\n");
   exb_finish(&e);
   return 0;

@@ -79,37 +79,78 @@ static float *frand(int64_t n, uint64_t seed) {
   return p;
 }
 
-double exb_gemm_gflops(sheaf_ctx *ctx, int threads, int64_t m, int64_t n, int64_t k,
-                       double min_s) {
-  float *a = frand(m * k, 1), *b = frand(k * n, 2), *c = frand(m * n, 3);
-  sh_gemm_packed_b *pb = NULL;
+#define LIST_MAXB 8 /* distinct weight shapes of exb_gemm_list_gflops */
+
+/* One pass over the calls; false if one fails. */
+static bool gemm_pass(sheaf_ctx *ctx, int threads, const sh_gemm_args *args, int count) {
+  for (int i = 0; i < count; i++)
+    if (sh_gemm(ctx, sheaf_cpu_isa(), threads, &args[i]) != SHEAF_OK) return false;
+  return true;
+}
+
+/* The packed B of shape (k, n) in pb[0, *npb), packed (from b) if new;
+ * NULL when there are LIST_MAXB already or packing fails. */
+static const sh_gemm_packed_b *list_packed_b(sheaf_ctx *ctx, const float *b, int64_t k,
+                                             int64_t n, sh_gemm_packed_b **pb, int *npb) {
+  for (int j = 0; j < *npb; j++)
+    if (pb[j]->k == k && pb[j]->n == n) return pb[j];
+  if (*npb == LIST_MAXB || sh_gemm_pack_b(ctx, b, n, k, n, 0, &pb[*npb]) != SHEAF_OK)
+    return NULL;
+  return pb[(*npb)++];
+}
+
+double exb_gemm_list_gflops(sheaf_ctx *ctx, int threads, const exb_mnk *shapes, int count,
+                            double min_s) {
+  int64_t max_a = 1, max_b = 1, max_c = 1;
+  double flops = 0;
+  for (int i = 0; i < count; i++) {
+    exb_mnk s = shapes[i];
+    max_a = s.m * s.k > max_a ? s.m * s.k : max_a;
+    max_b = s.k * s.n > max_b ? s.k * s.n : max_b;
+    max_c = s.m * s.n > max_c ? s.m * s.n : max_c;
+    flops += 2.0 * (double)s.m * (double)s.n * (double)s.k;
+  }
+  float *a = frand(max_a, 1), *b = frand(max_b, 2), *c = frand(max_c, 3);
+  sh_gemm_args *args = calloc((size_t)(count > 0 ? count : 1), sizeof *args);
+  sh_gemm_packed_b *pb[LIST_MAXB];
+  int npb = 0;
   sh_gemm_ws *ws = NULL;
   double best = 0;
-  if (!a || !b || !c || sh_gemm_pack_b(ctx, b, n, k, n, 0, &pb) != SHEAF_OK ||
-      sh_gemm_ws_create(ctx, &ws) != SHEAF_OK)
-    goto done;
-  sh_gemm_args args = {.m = m, .n_src = 1, .src = {{k, {NULL, a, k}}}, .b_packed = pb,
-                       .c = {NULL, c, n}, .ws = ws};
-  if (sh_gemm(ctx, sheaf_cpu_isa(), threads, &args) != SHEAF_OK) goto done; /* warm-up */
+  if (!a || !b || !c || !args || count <= 0 || sh_gemm_ws_create(ctx, &ws) != SHEAF_OK) goto done;
+  for (int i = 0; i < count; i++) {
+    exb_mnk s = shapes[i];
+    const sh_gemm_packed_b *p = list_packed_b(ctx, b, s.k, s.n, pb, &npb);
+    if (!p) goto done;
+    args[i] = (sh_gemm_args){.m = s.m, .n_src = 1, .src = {{s.k, {NULL, a, s.k}}},
+                             .b_packed = p, .c = {NULL, c, s.n}, .ws = ws};
+  }
+  if (!gemm_pass(ctx, threads, args, count)) goto done; /* warm-up */
   for (int r = 0; r < 3; r++) {
-    long iters = 0;
+    long passes = 0;
     uint64_t t0 = sheaf_time_ns();
     double dt;
     do {
-      for (int i = 0; i < 16; i++) sh_gemm(ctx, sheaf_cpu_isa(), threads, &args);
-      iters += 16;
+      if (!gemm_pass(ctx, threads, args, count)) goto done;
+      passes++;
       dt = (double)(sheaf_time_ns() - t0) * 1e-9;
     } while (dt < min_s);
-    double g = 2.0 * (double)m * (double)n * (double)k * (double)iters / dt * 1e-9;
+    double g = flops * (double)passes / dt * 1e-9;
     if (g > best) best = g;
   }
 done:
   sh_gemm_ws_free(ctx, ws);
-  sh_gemm_packed_b_free(ctx, pb);
+  for (int j = 0; j < npb; j++) sh_gemm_packed_b_free(ctx, pb[j]);
+  free(args);
   free(a);
   free(b);
   free(c);
   return best;
+}
+
+double exb_gemm_gflops(sheaf_ctx *ctx, int threads, int64_t m, int64_t n, int64_t k,
+                       double min_s) {
+  const exb_mnk one = {m, n, k};
+  return exb_gemm_list_gflops(ctx, threads, &one, 1, min_s);
 }
 
 /* ------------------------------------------------------------ temp files */
@@ -298,11 +339,13 @@ static void parse_args(int argc, char **argv, const char *count_flag, const char
   }
 }
 
+int exb_ctx_min_threads = 1;
+
 bool exb_setup(const char *prog, const exb_opts *o, ex_data_kind kind, int32_t quick_n,
                exb_env *e) {
   memset(e, 0, sizeof *e);
   e->prog = prog;
-  int max_threads = 1;
+  int max_threads = exb_ctx_min_threads > 1 ? exb_ctx_min_threads : 1;
   for (int i = 0; i < o->nt; i++)
     if (o->threads[i] > max_threads) max_threads = o->threads[i];
   sheaf_ctx_options co = {.threads = max_threads};

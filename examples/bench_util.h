@@ -37,6 +37,10 @@ typedef struct exb_env {
   const char *data_file; /* exb_start: the n instances written for the peer */
 } exb_env;
 
+/* The context exb_setup creates gets at least this many threads (default
+ * 1: the largest of --threads decides; bench_treelstm --paired sets 2). */
+extern int exb_ctx_min_threads;
+
 /* Context, data (kind), counts, windows, PyTorch detection, the --json
  * file. Prints the error and returns false on failure. */
 bool exb_setup(const char *prog, const exb_opts *o, ex_data_kind kind, int32_t quick_n,
@@ -143,6 +147,19 @@ double exb_sheaf_rate(const ex_net *net, sheaf_policy policy, int threads, int32
 /* GFLOP/s of sh_gemm C[m,n] = A[m,k]·B[k,n] with B packed (the batched
  * kernel's best case: A contiguous), best of 3 windows of min_s. */
 double exb_gemm_gflops(sheaf_ctx *ctx, int threads, int64_t m, int64_t n, int64_t k, double min_s);
+
+/* One GEMM shape C[m,n] = A[m,k]·B[k,n]. */
+typedef struct exb_mnk {
+  int64_t m, n, k;
+} exb_mnk;
+
+/* GFLOP/s of one whole pass of sh_gemm calls over a list of shapes (a
+ * model's own batches: its levels' M, its weights' N and K), same setting
+ * as exb_gemm_gflops: A contiguous, B packed once per (K, N), one
+ * workspace; one warm-up pass, then the best of 3 windows of whole passes
+ * of at least min_s. Returns <= 0 on error (or more than 8 weight shapes). */
+double exb_gemm_list_gflops(sheaf_ctx *ctx, int threads, const exb_mnk *shapes, int count,
+                            double min_s);
 
 /* A temporary directory (created on first use) and paths in it; removed
  * with its files by exb_tmp_cleanup. */
