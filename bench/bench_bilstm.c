@@ -88,23 +88,10 @@ int main(int argc, char **argv) {
              "%.1f GFLOP/s\n",
              H, T, T > 1 ? "s" : "", 4 * H, EMBED + H, ceil64);
       exb_json_ceiling("bilstm", H, T, 64, 4 * H, EMBED + H, ceil64);
-      if (e.torch) {
-        worst_check = fmax(worst_check,
-                           exb_peers(&o, &e, &peer, wpath, T, ti == 0 ? &ref : NULL, cells[hi][ti]));
-      }
-      printf("  %5s | %9s %9s %9s %9s | %9s %9s | %9s %8s | %7s %7s\n", "batch", "sheaf", "none",
-             "depth", "agenda", "pt-loop", "pt-packed", "vs packed", "vs loop", "GFLOP/s",
-             "of ceil");
-      for (int bi = 0; bi < o.nb; bi++) {
-        cell *c = &cells[hi][ti][bi];
-        char f[4][16];
-        if (!exb_row(&e, &net, &peer, T, o.batch[bi], c, &cells[hi][ti][0], f)) return 1;
-        c->useful_gflops = c->sheaf[0] * flops / S * 1e-9;
-        printf("  %5d | %9.1f %9.1f %9.1f %9.1f | %9s %9s | %9s %8s | %7.1f %6.1f%%\n",
-               o.batch[bi], c->sheaf[0], c->sheaf[1], c->sheaf[2], c->sheaf[3], f[0], f[1], f[2],
-               f[3], c->useful_gflops, 100 * c->useful_gflops / ceil64);
-        fflush(stdout);
-      }
+      double check = exb_table(&o, &e, &net, &peer, wpath, T, ti == 0 ? &ref : NULL,
+                               cells[hi][ti], flops / S, ceil64);
+      if (check < 0) return 1;
+      worst_check = fmax(worst_check, check);
     }
     ex_outputs_free(&ref);
     ex_net_free(&net);

@@ -507,6 +507,33 @@ bool exb_row(const exb_env *e, const ex_net *net, const exb_peer *p, int T, int 
   return true;
 }
 
+double exb_table(const exb_opts *o, const exb_env *e, const ex_net *net, const exb_peer *p,
+                 const char *weights, int T, const ex_outputs *ref, exb_cell *cells,
+                 double flops_per_instance, double ceiling) {
+  double check = e->torch ? exb_peers(o, e, p, weights, T, ref, cells) : 0;
+  /* the peer's systems by their short names: "pytorch-level" -> "level" */
+  const char *s0 = strchr(p->sys[0], '-') ? strchr(p->sys[0], '-') + 1 : p->sys[0];
+  const char *s1 = strchr(p->sys[1], '-') ? strchr(p->sys[1], '-') + 1 : p->sys[1];
+  char h[4][24];
+  snprintf(h[0], sizeof h[0], "pt-%s", s0);
+  snprintf(h[1], sizeof h[1], "pt-%s", s1);
+  snprintf(h[2], sizeof h[2], "vs %s", s1);
+  snprintf(h[3], sizeof h[3], "vs %s", s0);
+  printf("  %5s | %9s %9s %9s %9s | %9s %9s | %9s %9s | %7s %7s\n", "batch", "sheaf", "none",
+         "depth", "agenda", h[0], h[1], h[2], h[3], "GFLOP/s", "of ceil");
+  for (int bi = 0; bi < o->nb; bi++) {
+    exb_cell *c = &cells[bi];
+    char f[4][16];
+    if (!exb_row(e, net, p, T, o->batch[bi], c, &cells[0], f)) return -1;
+    c->useful_gflops = c->sheaf[0] * flops_per_instance * 1e-9;
+    printf("  %5d | %9.1f %9.1f %9.1f %9.1f | %9s %9s | %9s %9s | %7.1f %6.1f%%\n", o->batch[bi],
+           c->sheaf[0], c->sheaf[1], c->sheaf[2], c->sheaf[3], f[0], f[1], f[2], f[3],
+           c->useful_gflops, 100 * c->useful_gflops / ceiling);
+    fflush(stdout);
+  }
+  return check;
+}
+
 bool exb_overhead(const exb_env *e, ex_model_kind kind, const char *unit) {
   printf("\nruntime overhead at hidden 8, embed 8, batch 64, 1 thread, %d %s "
          "(ns per graph op: one builder call, views included)\n",

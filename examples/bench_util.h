@@ -116,6 +116,16 @@ double exb_peers(const exb_opts *o, const exb_env *e, const exb_peer *p, const c
 bool exb_row(const exb_env *e, const ex_net *net, const exb_peer *p, int T, int B, exb_cell *c,
              const exb_cell *first, char f[4][16]);
 
+/* One (hidden, threads) block of a model benchmark's table: the peer at T
+ * threads when it runs (exb_peers with the weights file, and ref when
+ * non-NULL), the header, then one row per
+ * batch size of o (exb_row into cells[bi]; useful GFLOP/s from
+ * flops_per_instance, and its percentage of `ceiling`). Returns the
+ * check's max abs difference (0 without it), or < 0 on error (printed). */
+double exb_table(const exb_opts *o, const exb_env *e, const ex_net *net, const exb_peer *p,
+                 const char *weights, int T, const ex_outputs *ref, exb_cell *cells,
+                 double flops_per_instance, double ceiling);
+
 /* The runtime-overhead table: every policy at hidden 8, embed 8, batch 64,
  * 1 thread over e->n instances of `kind`, ns per graph op for build and
  * schedule; unit "tree" or "sent" (column and JSON key names). */
