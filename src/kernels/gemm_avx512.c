@@ -16,6 +16,7 @@
 #include <immintrin.h>
 
 #include "kernels/vmath_avx2.h"
+#include "kernels/vmath_avx512.h"
 
 #define AVX512_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 #define UKR_C_PREFETCH_K 24 /* k steps (~24 x 28 FMAs) before the end of a tile */
@@ -352,13 +353,7 @@ static inline AVX512_FN __attribute__((always_inline)) __m512 sigmoid_ep(__m512 
 static inline AVX512_FN __attribute__((always_inline)) __m512 tanh_ep(__m512 x, exp2_tab tab) {
   const __m512 sign = _mm512_set1_ps(-0.0f), one = _mm512_set1_ps(1.0f);
   __m512 ax = _mm512_andnot_ps(sign, x);
-  __m512 s = _mm512_mul_ps(x, x);
-  __m512 p = _mm512_set1_ps(-5.70498872745E-3f);
-  p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(2.06390887954E-2f));
-  p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(-5.37397155531E-2f));
-  p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(1.33314422036E-1f));
-  p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(-3.33332819422E-1f));
-  __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, s), ax, ax);
+  __m512 small = sh_tanh_small_avx512(x, ax);
   __m512 m2 = _mm512_max_ps(_mm512_set1_ps(-20.0f), _mm512_mul_ps(ax, _mm512_set1_ps(-2.0f)));
   __m512 q, sc = exp_neg(m2, tab, &q);
   __m512 big = _mm512_div_ps(_mm512_fnmadd_ps(sc, q, one), _mm512_fmadd_ps(sc, q, one));
