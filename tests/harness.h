@@ -36,6 +36,18 @@ void th_register(const char *name, const char *file, th_test_fn fn);
 bool th_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Uniform floats in [-1, 1) from a xorshift64 stream; *state is its seed
+ * and is advanced. th_frand_fill: n of them, malloc'd (at least one). */
+float th_frand(uint64_t *state);
+float *th_frand_fill(uint64_t *state, int64_t n);
+
+/* The value of expression e equals want[0..n) within 1e-5 * max(1, |want|)
+ * per element; a failure names what[inst] and the caller's line. */
+bool th_value_close_at(const char *file, int line, sheaf_graph *g, sheaf_expr e,
+                       const double *want, int64_t n, const char *what, int inst);
+#define TH_VALUE_CLOSE(g, e, want, n, what, inst) \
+  th_value_close_at(__FILE__, __LINE__, g, e, want, n, what, inst)
+
 #define CHECK(cond) \
   ((cond) ? true : th_fail(__FILE__, __LINE__, "CHECK(%s) failed", #cond))
 

@@ -47,6 +47,39 @@ bool th_fail(const char *file, int line, const char *fmt, ...) {
   return false;
 }
 
+float th_frand(uint64_t *state) {
+  uint64_t x = *state;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  *state = x;
+  return (float)((double)(x >> 40) / (double)(1ull << 23) - 1.0);
+}
+
+float *th_frand_fill(uint64_t *state, int64_t n) {
+  float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+  for (int64_t i = 0; p && i < n; i++) p[i] = th_frand(state);
+  return p;
+}
+
+bool th_value_close_at(const char *file, int line, sheaf_graph *g, sheaf_expr e,
+                       const double *want, int64_t n, const char *what, int inst) {
+  sheaf_value_view v;
+  sheaf_status st = sheaf_value(g, e, &v);
+  if (st != SHEAF_OK) return th_fail(file, line, "%s[%d]: %s", what, inst, sheaf_status_str(st));
+  int64_t got_n = v.rank == 2 ? v.shape[0] * v.shape[1] : v.shape[0];
+  if (got_n != n)
+    return th_fail(file, line, "%s[%d]: %lld values, want %lld", what, inst, (long long)got_n,
+                   (long long)n);
+  for (int64_t i = 0; i < n; i++) {
+    double d = fabs(v.data[i] - want[i]), s = fabs(want[i]) > 1 ? fabs(want[i]) : 1;
+    if (!(d <= 1e-5 * s))
+      return th_fail(file, line, "%s[%d]: element %lld: got %.9g, want %.9g", what, inst,
+                     (long long)i, (double)v.data[i], want[i]);
+  }
+  return true;
+}
+
 /* ---- leak-checking, fault-injecting allocator ---- */
 
 typedef struct blk { void *p; size_t size; } blk;

@@ -16,18 +16,8 @@
 /* ------------------------------------------------------------ helpers */
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-static float frand(void) { /* uniform in [-1, 1) */
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return (float)((double)(g_rng >> 40) / (double)(1ull << 23) - 1.0);
-}
 
-static float *fill(int64_t n) {
-  float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-  for (int64_t i = 0; i < n; i++) p[i] = frand();
-  return p;
-}
+static float *fill(int64_t n) { return th_frand_fill(&g_rng, n); }
 
 /* Levels up to SHEAF_ISA (default: the host). */
 static int n_isas(void) { return (int)sheaf_cpu_isa() + 1; }

@@ -13,17 +13,7 @@
 #include "kernels/gemm.h"
 
 static uint64_t g_rng = 0x2545f4914f6cdd1dull;
-static float frand(void) { /* uniform in [-1, 1) */
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return (float)((double)(g_rng >> 40) / (double)(1ull << 23) - 1.0);
-}
-static float *fill(int64_t n) {
-  float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
-  for (int64_t i = 0; i < n; i++) p[i] = frand();
-  return p;
-}
+static float *fill(int64_t n) { return th_frand_fill(&g_rng, n); }
 
 /* What the callback checks: up to two outputs of `cols` columns (C; or the
  * LSTM's c_out and h_out; or the GRU's h_out), base + m*cols. */

@@ -18,12 +18,7 @@
 /* ------------------------------------------------------------ helpers */
 
 static uint64_t g_rng = 0x2545f4914f6cdd1dull;
-static float frand(void) { /* uniform in [-1, 1) */
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return (float)((double)(g_rng >> 40) / (double)(1ull << 23) - 1.0);
-}
+static float frand(void) { return th_frand(&g_rng); } /* uniform in [-1, 1) */
 static unsigned urand(unsigned n) { return (unsigned)((frand() + 1.0f) * 0.5f * (float)n) % n; }
 
 static const int64_t g_sizes[] = {1,   2,   3,   4,   5,   6,   7,   8,   9,   10,  11,  12,  13,

@@ -13,12 +13,7 @@
 #include "harness.h"
 
 static uint64_t g_rng = 0x2545f4914f6cdd1dull;
-static float frand(void) { /* [-1, 1) */
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return (float)((double)(g_rng >> 40) / (double)(1ull << 23) - 1.0);
-}
+static float frand(void) { return th_frand(&g_rng); } /* uniform in [-1, 1) */
 static void fill(float *p, int64_t n) {
   for (int64_t i = 0; i < n; i++) p[i] = frand();
 }

@@ -15,12 +15,7 @@
 #include "harness.h"
 
 static uint64_t g_rng = 0x853c49e6748fea9bull;
-static float frand(void) { /* [-1, 1) */
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return (float)((double)(g_rng >> 40) / (double)(1ull << 23) - 1.0);
-}
+static float frand(void) { return th_frand(&g_rng); } /* uniform in [-1, 1) */
 
 static const sheaf_policy k_pols[] = {SHEAF_POLICY_SHEAF, SHEAF_POLICY_NONE, SHEAF_POLICY_DEPTH,
                                       SHEAF_POLICY_AGENDA};
@@ -29,23 +24,6 @@ static double sigm(double x) { return 1 / (1 + exp(-x)); }
 static double gelu(double x) { return 0.5 * x * erfc(-x / sqrt(2.0)); }
 static double relu(double x) { return x > 0 ? x : 0; }
 
-/* got vs want, |d| <= 1e-5 * max(1, |want|) */
-static bool close_to(sheaf_graph *g, sheaf_expr e, const double *want, int64_t n, const char *what,
-                     int inst) {
-  sheaf_value_view v;
-  sheaf_status st = sheaf_value(g, e, &v);
-  if (st != SHEAF_OK) return th_fail(__FILE__, __LINE__, "%s[%d]: %s", what, inst, sheaf_status_str(st));
-  int64_t got_n = v.rank == 2 ? v.shape[0] * v.shape[1] : v.shape[0];
-  if (got_n != n) return th_fail(__FILE__, __LINE__, "%s[%d]: %lld values, want %lld", what, inst,
-                                 (long long)got_n, (long long)n);
-  for (int64_t i = 0; i < n; i++) {
-    double d = fabs(v.data[i] - want[i]), s = fabs(want[i]) > 1 ? fabs(want[i]) : 1;
-    if (!(d <= 1e-5 * s))
-      return th_fail(__FILE__, __LINE__, "%s[%d]: element %lld: got %.9g, want %.9g", what, inst,
-                     (long long)i, (double)v.data[i], want[i]);
-  }
-  return true;
-}
 
 /* ------------------------------------------------------------------ chains */
 
@@ -131,7 +109,7 @@ static void chain_case(int rank, int rows, int cols) {
       if (round == 0) batches[pi] = st.batches;
       for (int i = 0; i < NI; i++)
         for (int q = 0; q < NOUT; q++)
-          if (!close_to(g, y[i][q], want + ((int64_t)i * NOUT + q) * n, n, sheaf_policy_name(k_pols[pi]), i * 10 + q))
+          if (!TH_VALUE_CLOSE(g, y[i][q], want + ((int64_t)i * NOUT + q) * n, n, sheaf_policy_name(k_pols[pi]), i * 10 + q))
             th_fail(__FILE__, __LINE__, "rank %d, %d x %d, output y%d, round %d", rank, rows, cols, q,
                     round);
       CHECK_OK(ctx, sheaf_graph_reset(g));
@@ -217,16 +195,16 @@ TEST(runtime_fusion_producer_read_again) {
       }
       const char *pn = sheaf_policy_name(k_pols[pi]);
       for (int i = 0; i < N; i++) {
-        CHECK(close_to(g, h3[i], wh3, C, pn, 0));
-        CHECK(close_to(g, f3[i], wf3, C, pn, 1));
-        CHECK(close_to(g, t3[i], wt3, C, pn, 2));
-        CHECK(close_to(g, c3[i], wc3, C, pn, 3));
-        CHECK(close_to(g, h[i], wh, C, pn, 4));
-        CHECK(close_to(g, e[i], we, C, pn, 5));
-        CHECK(close_to(g, c[i], wc, C, pn, 6));
-        CHECK(close_to(g, h2[i], wh2, C, pn, 7));
-        CHECK(close_to(g, e2[i], we2, C, pn, 8));
-        CHECK(close_to(g, c2[i], wc, C, pn, 9));
+        CHECK(TH_VALUE_CLOSE(g, h3[i], wh3, C, pn, 0));
+        CHECK(TH_VALUE_CLOSE(g, f3[i], wf3, C, pn, 1));
+        CHECK(TH_VALUE_CLOSE(g, t3[i], wt3, C, pn, 2));
+        CHECK(TH_VALUE_CLOSE(g, c3[i], wc3, C, pn, 3));
+        CHECK(TH_VALUE_CLOSE(g, h[i], wh, C, pn, 4));
+        CHECK(TH_VALUE_CLOSE(g, e[i], we, C, pn, 5));
+        CHECK(TH_VALUE_CLOSE(g, c[i], wc, C, pn, 6));
+        CHECK(TH_VALUE_CLOSE(g, h2[i], wh2, C, pn, 7));
+        CHECK(TH_VALUE_CLOSE(g, e2[i], we2, C, pn, 8));
+        CHECK(TH_VALUE_CLOSE(g, c2[i], wc, C, pn, 9));
       }
       CHECK_OK(ctx, sheaf_graph_reset(g));
     }

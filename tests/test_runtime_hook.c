@@ -17,12 +17,7 @@
 #include "runtime/runtime.h"
 
 static uint64_t g_rng = 0x2545f4914f6cdd1dull;
-static float frand(void) { /* [-1, 1) */
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return (float)((double)(g_rng >> 40) / (double)(1ull << 23) - 1.0);
-}
+static float frand(void) { return th_frand(&g_rng); } /* uniform in [-1, 1) */
 
 static uint32_t irand(uint32_t n) { /* [0, n) */
   frand();
@@ -34,23 +29,6 @@ static const sheaf_policy k_pols[] = {SHEAF_POLICY_SHEAF, SHEAF_POLICY_NONE, SHE
 
 static double sigm(double x) { return 1 / (1 + exp(-x)); }
 
-/* got vs want, |d| <= 1e-5 * max(1, |want|) */
-static bool close_to(sheaf_graph *g, sheaf_expr e, const double *want, int64_t n, const char *what,
-                     int inst) {
-  sheaf_value_view v;
-  sheaf_status st = sheaf_value(g, e, &v);
-  if (st != SHEAF_OK) return th_fail(__FILE__, __LINE__, "%s[%d]: %s", what, inst, sheaf_status_str(st));
-  int64_t got_n = v.rank == 2 ? v.shape[0] * v.shape[1] : v.shape[0];
-  if (got_n != n) return th_fail(__FILE__, __LINE__, "%s[%d]: %lld values, want %lld", what, inst,
-                                 (long long)got_n, (long long)n);
-  for (int64_t i = 0; i < n; i++) {
-    double d = fabs(v.data[i] - want[i]), s = fabs(want[i]) > 1 ? fabs(want[i]) : 1;
-    if (!(d <= 1e-5 * s))
-      return th_fail(__FILE__, __LINE__, "%s[%d]: element %lld: got %.9g, want %.9g", what, inst,
-                     (long long)i, (double)v.data[i], want[i]);
-  }
-  return true;
-}
 
 /* y[j] = b[j] + sum_k x[k] W[k][j] */
 static void affine_ref(const float *W, const float *b, const double *x, int K, int N, double *y) {
@@ -181,8 +159,8 @@ static void cells_case(int H, int threads, int n_trees, int min_leaves, int max_
         snprintf(what, sizeof what, "%s H=%d isa %d threads %d", sheaf_policy_name(k_pols[pi]), H,
                  isa, threads);
         for (int i = 0; i < n_trees; i++) {
-          CHECK(close_to(g, h[i], wh[i], H, what, 2 * i));
-          CHECK(close_to(g, c[i], wc[i], H, what, 2 * i + 1));
+          CHECK(TH_VALUE_CLOSE(g, h[i], wh[i], H, what, 2 * i));
+          CHECK(TH_VALUE_CLOSE(g, c[i], wc[i], H, what, 2 * i + 1));
         }
         CHECK_OK(ctx, sheaf_graph_reset(g));
       }
@@ -297,8 +275,8 @@ TEST(runtime_hook_not_fused) {
         } else {
           for (int j = 0; j < N; j++) wy2[j] = tanh(z[i][N + j]) * a[i][j];
         }
-        CHECK(close_to(g, y[i], wy, N, what, 2 * i));
-        CHECK(close_to(g, y2[i], wy2, n2, what, 2 * i + 1));
+        CHECK(TH_VALUE_CLOSE(g, y[i], wy, N, what, 2 * i));
+        CHECK(TH_VALUE_CLOSE(g, y2[i], wy2, n2, what, 2 * i + 1));
       }
       sheaf_graph_free(g);
     }
