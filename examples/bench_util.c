@@ -14,21 +14,17 @@
 
 #include "kernels/gemm.h"
 
-double exb_rate(sheaf_model *model, exb_pass_fn pass, void *arg, sheaf_policy policy,
-                int threads, int32_t batch, int32_t count, double min_s, int rounds,
-                sheaf_graph_stats *delta, long *passes_out) {
-  sheaf_graph_opts go = {policy, threads, NULL};
-  sheaf_graph *g = NULL;
-  if (sheaf_graph_create(model, &go, &g) != SHEAF_OK) return -1;
-  /* Warm up with two whole passes: the graph's arenas grow to their steady
-   * size over the first flushes (first-touch page faults), which a long
-   * run pays once; the timed windows measure the steady state. */
+/* Best instances/s over `rounds` windows of at least min_s seconds, each
+ * made of whole passes of step(arg), after two whole warm-up passes (a
+ * graph's arenas grow to their steady size over the first flushes, with
+ * first-touch page faults a long run pays once; the windows measure the
+ * steady state). reset(arg), when given, runs between warm-up and timing.
+ * Returns -1 on error. */
+static double windows(sheaf_status (*step)(void *), void (*reset)(void *), void *arg, int32_t count,
+                      double min_s, int rounds, long *passes_out) {
   for (int w = 0; w < 2; w++)
-    if (pass(arg, g, count, batch) != SHEAF_OK) {
-      sheaf_graph_free(g);
-      return -1;
-    }
-  sheaf_graph_stats_reset(g); /* the counters of the timed passes only */
+    if (step(arg) != SHEAF_OK) return -1;
+  if (reset) reset(arg);
   double best = 0;
   long total_passes = 0;
   for (int r = 0; r < rounds; r++) {
@@ -36,10 +32,7 @@ double exb_rate(sheaf_model *model, exb_pass_fn pass, void *arg, sheaf_policy po
     uint64_t t0 = sheaf_time_ns();
     double dt;
     do {
-      if (pass(arg, g, count, batch) != SHEAF_OK) {
-        sheaf_graph_free(g);
-        return -1;
-      }
+      if (step(arg) != SHEAF_OK) return -1;
       passes++;
       dt = (double)(sheaf_time_ns() - t0) * 1e-9;
     } while (dt < min_s);
@@ -47,9 +40,32 @@ double exb_rate(sheaf_model *model, exb_pass_fn pass, void *arg, sheaf_policy po
     double rate = (double)passes * count / dt;
     if (rate > best) best = rate;
   }
-  if (delta) sheaf_graph_get_stats(g, delta);
   if (passes_out) *passes_out = total_passes;
-  sheaf_graph_free(g);
+  return best;
+}
+
+typedef struct graph_step {
+  exb_pass_fn pass;
+  void *arg;
+  sheaf_graph *g;
+  int32_t count, batch;
+} graph_step;
+
+static sheaf_status graph_step_run(void *a) {
+  graph_step *s = a;
+  return s->pass(s->arg, s->g, s->count, s->batch);
+}
+static void graph_step_reset(void *a) { sheaf_graph_stats_reset(((graph_step *)a)->g); }
+
+double exb_rate(sheaf_model *model, exb_pass_fn pass, void *arg, sheaf_policy policy,
+                int threads, int32_t batch, int32_t count, double min_s, int rounds,
+                sheaf_graph_stats *delta, long *passes_out) {
+  sheaf_graph_opts go = {policy, threads, NULL};
+  graph_step s = {pass, arg, NULL, count, batch};
+  if (sheaf_graph_create(model, &go, &s.g) != SHEAF_OK) return -1;
+  double best = windows(graph_step_run, graph_step_reset, &s, count, min_s, rounds, passes_out);
+  if (best > 0 && delta) sheaf_graph_get_stats(s.g, delta);
+  sheaf_graph_free(s.g);
   return best;
 }
 
@@ -67,6 +83,34 @@ double exb_sheaf_rate(const ex_net *net, sheaf_policy policy, int threads, int32
     fprintf(stderr, "bench: %s policy %s: %s\n", ex_model_name(net->kind),
             sheaf_policy_name(policy), sheaf_ctx_last_error(net->data->ctx));
   return r;
+}
+
+typedef struct runner_step {
+  const ex_net *net;
+  sheaf_runner *r;
+  int32_t count;
+} runner_step;
+
+static sheaf_status runner_step_run(void *a) {
+  runner_step *s = a;
+  return ex_run_runner(s->net, s->r, 0, s->count, NULL);
+}
+static void runner_step_reset(void *a) { sheaf_runner_stats_reset(((runner_step *)a)->r); }
+
+double exb_runner_rate(const ex_net *net, sheaf_policy policy, int threads, sheaf_parallel par,
+                       int32_t batch, int32_t count, double min_s, int rounds,
+                       sheaf_graph_stats *delta, long *passes_out) {
+  sheaf_runner_opts ro = {batch, threads, policy, par};
+  runner_step s = {net, NULL, count};
+  double best = -1;
+  if (sheaf_runner_create(net->model, &ro, &s.r) == SHEAF_OK)
+    best = windows(runner_step_run, runner_step_reset, &s, count, min_s, rounds, passes_out);
+  if (best > 0 && delta) sheaf_runner_get_stats(s.r, delta);
+  if (best <= 0)
+    fprintf(stderr, "bench: %s runner (policy %s, %d threads): %s\n", ex_model_name(net->kind),
+            sheaf_policy_name(policy), threads, sheaf_ctx_last_error(net->data->ctx));
+  sheaf_runner_free(s.r);
+  return best;
 }
 
 static float *frand(int64_t n, uint64_t seed) {

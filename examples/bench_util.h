@@ -154,6 +154,12 @@ double exb_sheaf_rate(const ex_net *net, sheaf_policy policy, int threads, int32
                       int32_t count, double min_s, int rounds, sheaf_graph_stats *delta,
                       long *passes);
 
+/* The same through a runner (ex_run_runner; batches in parallel under
+ * SHEAF_PARALLEL_BATCHES): one runner, warmed up the same way. */
+double exb_runner_rate(const ex_net *net, sheaf_policy policy, int threads, sheaf_parallel par,
+                       int32_t batch, int32_t count, double min_s, int rounds,
+                       sheaf_graph_stats *delta, long *passes);
+
 /* GFLOP/s of sh_gemm C[m,n] = A[m,k]·B[k,n] with B packed (the batched
  * kernel's best case: A contiguous), best of 3 windows of min_s. */
 double exb_gemm_gflops(sheaf_ctx *ctx, int threads, int64_t m, int64_t n, int64_t k, double min_s);

@@ -213,6 +213,55 @@ sheaf_status ex_run(const ex_net *n, sheaf_graph *g, int32_t first, int32_t coun
   return st;
 }
 
+/* ex_run_runner's callbacks: instance i's expressions live at ex + off[i - first]. */
+typedef struct runner_job {
+  const ex_net *n;
+  int32_t first;
+  const int64_t *off; /* off[i - first]: instance i's first row (from off[0]) */
+  sheaf_expr *ex;     /* row k at ex[k - off[0]] */
+  ex_outputs *out;
+} runner_job;
+
+static sheaf_status job_build(sheaf_graph *g, int64_t i, void *user) {
+  const runner_job *j = user;
+  return ex_net_build(j->n, g, (int32_t)i, j->ex + (j->off[i - j->first] - j->off[0]));
+}
+
+static sheaf_status job_read(sheaf_graph *g, int64_t i, void *user) {
+  const runner_job *j = user;
+  int64_t k = j->off[i - j->first] - j->off[0], rows = j->off[i - j->first + 1] - j->off[i - j->first];
+  for (int64_t r = 0; r < rows; r++) {
+    sheaf_value_view v;
+    sheaf_status st = sheaf_value(g, j->ex[k + r], &v);
+    if (st != SHEAF_OK) return st;
+    int64_t numel = v.rank == 2 ? v.shape[0] * v.shape[1] : v.shape[0];
+    if (numel != j->out->dim)
+      return sh_fail(j->n->data->ctx, SHEAF_ERR_INTERNAL, "%s: output of instance %d has %lld values, expected %lld",
+                     ex_model_name(j->n->kind), (int)i, (long long)numel, (long long)j->out->dim);
+    memcpy(j->out->values + (j->out->row_off[i - j->out->first] + r) * j->out->dim, v.data,
+           (size_t)numel * sizeof(float));
+  }
+  return SHEAF_OK;
+}
+
+sheaf_status ex_run_runner(const ex_net *n, sheaf_runner *r, int32_t first, int32_t count, ex_outputs *out) {
+  sheaf_ctx *ctx = n->data->ctx;
+  int64_t *off = out ? NULL : malloc(((size_t)count + 1) * sizeof *off);
+  if (!out && !off) return sh_fail(ctx, SHEAF_ERR_NOMEM, "out of memory: %d offsets", (int)count);
+  if (off) {
+    off[0] = 0;
+    for (int32_t i = 0; i < count; i++) off[i + 1] = off[i] + ex_net_out_rows(n, first + i);
+  }
+  runner_job j = {n, first, out ? out->row_off + (first - out->first) : off, NULL, out};
+  j.ex = malloc(((size_t)(j.off[count] - j.off[0]) + 1) * sizeof *j.ex);
+  sheaf_status st = SHEAF_OK;
+  if (!j.ex) st = sh_fail(ctx, SHEAF_ERR_NOMEM, "out of memory: expressions of %d instances", (int)count);
+  if (!st) st = sheaf_runner_run(r, first, count, job_build, out ? job_read : NULL, &j);
+  free(j.ex);
+  free(off);
+  return st;
+}
+
 int ex_outputs_write(const ex_outputs *o, const ex_net *n, FILE *f) {
   bool per_word = n->kind == EX_MODEL_BILSTM;
   for (int32_t i = o->first; i < o->first + o->count; i++) {

@@ -92,6 +92,11 @@ static inline const float *ex_outputs_row(const ex_outputs *o, int32_t i, int32_
 sheaf_status ex_run(const ex_net *n, sheaf_graph *g, int32_t first, int32_t count,
                     int32_t batch, ex_outputs *out);
 
+/* The same through a runner (which decides the graphs, the batch size and
+ * how threads are used): batches in parallel on several threads. */
+sheaf_status ex_run_runner(const ex_net *n, sheaf_runner *r, int32_t first, int32_t count,
+                           ex_outputs *out);
+
 /* Writes outputs as text, one line per output row: "INDEX v1 v2 ..." or,
  * for models with one row per word, "INDEX WORD v1 v2 ..." (0-based
  * indices; values %.7g). Returns 0, or -1 when the stream failed. */

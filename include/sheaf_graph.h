@@ -260,4 +260,61 @@ sheaf_status sheaf_graph_stats_reset(sheaf_graph *g);
  * be written gives SHEAF_ERR_IO naming the path and the reason. */
 sheaf_status sheaf_graph_write_trace(const sheaf_graph *g, const char *path);
 
+/* --------------------------------------------------------------- runners */
+
+/* A runner drives the model's per-instance code over many instances: for
+ * each batch of instances it resets a graph, calls build(g, i, user) for
+ * every instance i of the batch (the code for ONE instance, building on g),
+ * flushes, then calls read(g, i, user) for each (sheaf_value works there;
+ * read may be NULL). With several threads whole batches run in parallel,
+ * each on one thread with a graph of its own, so building and scheduling
+ * scale along with the kernels (SHEAF_PARALLEL_BATCHES): build and read are
+ * then called concurrently for different instances, and may only share
+ * read-only data or write to per-instance places (and a custom allocator
+ * must be thread-safe).
+ *
+ *   static sheaf_status build(sheaf_graph *g, int64_t i, void *u) {
+ *     ((my_run *)u)->out[i] = my_model(g, ((my_run *)u)->data, i);
+ *     return sheaf_graph_status(g);
+ *   }
+ *   sheaf_runner *r;  sheaf_runner_create(m, NULL, &r);   // batches of 64, all threads
+ *   sheaf_runner_run(r, 0, n, build, read, &run);
+ */
+typedef sheaf_status (*sheaf_instance_fn)(sheaf_graph *g, int64_t instance, void *user);
+
+typedef enum sheaf_parallel {
+  SHEAF_PARALLEL_AUTO = 0, /* batches when there are at least 2 per thread, else kernels */
+  SHEAF_PARALLEL_BATCHES,  /* a batch per thread at a time, each on that thread alone */
+  SHEAF_PARALLEL_KERNELS   /* one batch at a time, its kernels split over the threads */
+} sheaf_parallel;
+
+typedef struct sheaf_runner_opts {
+  int64_t batch;           /* instances per flush; <= 0: 64 */
+  int threads;             /* threads of the context's pool to use; <= 0: all */
+  sheaf_policy policy;     /* of every graph (default sheaf) */
+  sheaf_parallel parallel; /* default AUTO */
+} sheaf_runner_opts;
+
+typedef struct sheaf_runner sheaf_runner;
+
+/* opts NULL: batches of 64, all threads, policy sheaf, parallel AUTO. The
+ * graphs are created on first use and kept (warm) across runs. */
+sheaf_status sheaf_runner_create(sheaf_model *m, const sheaf_runner_opts *opts, sheaf_runner **out);
+void sheaf_runner_free(sheaf_runner *r); /* NULL is fine */
+
+/* Runs instances [first, first + count). A failure (a callback's status, a
+ * build error recorded on the graph, a flush error) stops the run: batches
+ * after the failing one do not start, and the error returned, also the
+ * context's last error, is the first failing instance's, as a sequential
+ * run would report it: "instance 17: sheaf_add: shapes [4] and [8] differ". */
+sheaf_status sheaf_runner_run(sheaf_runner *r, int64_t first, int64_t count, sheaf_instance_fn build,
+                              sheaf_instance_fn read, void *user);
+
+/* How a run of `count` instances is parallelized (never AUTO). */
+sheaf_parallel sheaf_runner_mode(const sheaf_runner *r, int64_t count);
+
+/* Counters summed over the runner's graphs (times: summed over threads). */
+void sheaf_runner_get_stats(const sheaf_runner *r, sheaf_graph_stats *out);
+sheaf_status sheaf_runner_stats_reset(sheaf_runner *r);
+
 #endif /* SHEAF_GRAPH_H */

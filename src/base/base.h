@@ -6,6 +6,7 @@
 #ifndef SH_BASE_H
 #define SH_BASE_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -25,6 +26,7 @@ struct sheaf_ctx {
   struct sh_pool *pool;
   sheaf_status last_status;
   char err[SH_ERR_MAX];
+  pthread_mutex_t err_mu; /* writers of err (runner threads may fail at once) */
 };
 
 #if defined(__GNUC__)

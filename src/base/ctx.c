@@ -80,6 +80,7 @@ sheaf_status sheaf_ctx_create(const sheaf_ctx_options *opts, sheaf_ctx **out,
     return SHEAF_ERR_NOMEM;
   }
   memset(ctx, 0, sizeof *ctx);
+  pthread_mutex_init(&ctx->err_mu, NULL);
   ctx->alloc = *a;
   ctx->log = o.log;
   ctx->log_user = o.log_user;
@@ -98,6 +99,7 @@ sheaf_status sheaf_ctx_create(const sheaf_ctx_options *opts, sheaf_ctx **out,
 void sheaf_ctx_free(sheaf_ctx *ctx) {
   if (!ctx) return;
   sh_pool_free(ctx->pool);
+  pthread_mutex_destroy(&ctx->err_mu);
   sheaf_allocator a = ctx->alloc;
   a.free(a.user, ctx, sizeof *ctx);
 }
@@ -115,9 +117,13 @@ int sheaf_ctx_threads(const sheaf_ctx *ctx) { return ctx ? sh_pool_threads(ctx->
 
 sheaf_status sh_failv(sheaf_ctx *ctx, sheaf_status status, const char *fmt, va_list ap) {
   if (!ctx) return status;
-  vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
+  char msg[SH_ERR_MAX]; /* formatted outside the lock: fmt may read ctx->err */
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  pthread_mutex_lock(&ctx->err_mu);
+  memcpy(ctx->err, msg, strlen(msg) + 1);
   ctx->last_status = status;
-  if (ctx->log) ctx->log(ctx->log_user, SHEAF_LOG_ERROR, ctx->err);
+  if (ctx->log) ctx->log(ctx->log_user, SHEAF_LOG_ERROR, msg);
+  pthread_mutex_unlock(&ctx->err_mu);
   return status;
 }
 
@@ -136,6 +142,7 @@ sheaf_status sh_fail_prefix(sheaf_ctx *ctx, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(prefix, sizeof prefix, fmt, ap);
   va_end(ap);
+  pthread_mutex_lock(&ctx->err_mu);
   char old[SH_ERR_MAX];
   memcpy(old, ctx->err, sizeof old);
   size_t np = strlen(prefix);
@@ -145,7 +152,9 @@ sheaf_status sh_fail_prefix(sheaf_ctx *ctx, const char *fmt, ...) {
   size_t no = strnlen(old, room);
   memcpy(ctx->err + np + 2, old, no);
   ctx->err[np + 2 + no] = '\0';
-  return ctx->last_status;
+  sheaf_status st = ctx->last_status;
+  pthread_mutex_unlock(&ctx->err_mu);
+  return st;
 }
 
 void sh_log(sheaf_ctx *ctx, sheaf_log_level level, const char *fmt, ...) {

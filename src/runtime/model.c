@@ -9,6 +9,7 @@
  * built on first use and rebuilt when a parameter's values may have changed.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -102,6 +103,7 @@ sheaf_status sheaf_model_create(sheaf_ctx *ctx, sheaf_model **out) {
   sheaf_model *m = sh_calloc(ctx, 1, sizeof *m);
   if (!m) return SHEAF_ERR_NOMEM;
   m->ctx = ctx;
+  pthread_mutex_init(&m->mu, NULL);
   unsigned t;
   do t = atomic_fetch_add(&g_model_tags, 1) + 1;
   while (t == 0);
@@ -123,6 +125,7 @@ void sheaf_model_free(sheaf_model *m) {
   for (uint32_t i = 0; i < m->n_stacks; i++) sh_gemm_packed_b_free(ctx, m->stacks[i].packed);
   sh_free(ctx, m->params, m->cap_params * sizeof *m->params);
   sh_free(ctx, m->stacks, m->cap_stacks * sizeof *m->stacks);
+  pthread_mutex_destroy(&m->mu);
   sh_free(ctx, m, sizeof *m);
 }
 
@@ -387,8 +390,10 @@ sheaf_status sheaf_model_save(const sheaf_model *m, const char *path) {
 
 /* -------------------------------------------------------------- packing */
 
-sheaf_status sh_model_packed(sheaf_model *m, uint32_t id, bool gates,
-                             const sh_gemm_packed_b **out) {
+/* The packed forms are built on first use, possibly by several runner
+ * threads at once: under the model's lock (uncontended: one lock per batch). */
+static sheaf_status packed_locked(sheaf_model *m, uint32_t id, bool gates,
+                                  const sh_gemm_packed_b **out) {
   sh_param *p = &m->params[id - 1];
   sh_gemm_packed_b **slot = gates ? &p->gates : &p->packed;
   uint64_t *ver = gates ? &p->gates_ver : &p->packed_ver;
@@ -405,7 +410,15 @@ sheaf_status sh_model_packed(sheaf_model *m, uint32_t id, bool gates,
   return SHEAF_OK;
 }
 
-sheaf_status sh_model_stack_id(sheaf_model *m, int n, const uint32_t *ids, uint32_t *out) {
+sheaf_status sh_model_packed(sheaf_model *m, uint32_t id, bool gates,
+                             const sh_gemm_packed_b **out) {
+  pthread_mutex_lock(&m->mu);
+  sheaf_status st = packed_locked(m, id, gates, out);
+  pthread_mutex_unlock(&m->mu);
+  return st;
+}
+
+static sheaf_status stack_id_locked(sheaf_model *m, int n, const uint32_t *ids, uint32_t *out) {
   for (uint32_t i = 0; i < m->n_stacks; i++) {
     sh_stack *s = &m->stacks[i];
     if (s->n == n && memcmp(s->ids, ids, (size_t)n * sizeof *ids) == 0) {
@@ -424,7 +437,14 @@ sheaf_status sh_model_stack_id(sheaf_model *m, int n, const uint32_t *ids, uint3
   return SHEAF_OK;
 }
 
-sheaf_status sh_model_stack_packed(sheaf_model *m, uint32_t stack, const sh_gemm_packed_b **out) {
+sheaf_status sh_model_stack_id(sheaf_model *m, int n, const uint32_t *ids, uint32_t *out) {
+  pthread_mutex_lock(&m->mu);
+  sheaf_status st = stack_id_locked(m, n, ids, out);
+  pthread_mutex_unlock(&m->mu);
+  return st;
+}
+
+static sheaf_status stack_packed_locked(sheaf_model *m, uint32_t stack, const sh_gemm_packed_b **out) {
   sh_stack *s = &m->stacks[stack - 1];
   uint64_t ver = 0;
   int64_t k = 0, ncols = m->params[s->ids[0] - 1].shape[1];
@@ -452,4 +472,11 @@ sheaf_status sh_model_stack_packed(sheaf_model *m, uint32_t stack, const sh_gemm
   }
   *out = s->packed;
   return SHEAF_OK;
+}
+
+sheaf_status sh_model_stack_packed(sheaf_model *m, uint32_t stack, const sh_gemm_packed_b **out) {
+  pthread_mutex_lock(&m->mu);
+  sheaf_status st = stack_packed_locked(m, stack, out);
+  pthread_mutex_unlock(&m->mu);
+  return st;
 }

@@ -15,6 +15,8 @@
 #ifndef SH_RUNTIME_H
 #define SH_RUNTIME_H
 
+#include <pthread.h>
+
 #include "base/arena.h"
 #include "base/base.h"
 #include "kernels/gemm.h"
@@ -56,6 +58,7 @@ struct sheaf_model {
   uint32_t n_params, cap_params;
   sh_stack *stacks;
   uint32_t n_stacks, cap_stacks;
+  pthread_mutex_t mu; /* the packed forms and stacks (runner threads share the model) */
 };
 
 /* The parameter for a handle, or NULL (no message). */

@@ -92,16 +92,19 @@ static uint64_t key_hash(const sh_sig_key *k) {
 }
 
 static void sig_name(const sheaf_graph *g, const sh_sig_key *k, char *buf, size_t size) {
-  const sheaf_model *m = g->model;
+  sheaf_model *m = g->model;
   const char *op = sh_op_name(k->op);
   if ((k->op == SH_OP_AFFINE || k->op == SH_OP_LSTM) && !(k->p0 & 0x80000000u)) {
     snprintf(buf, size, "%s %s", op, m->params[k->p0 - 1].name);
   } else if (k->op == SH_OP_AFFINE) {
+    pthread_mutex_t *mu = &m->mu; /* stacks may grow in another runner thread */
+    pthread_mutex_lock(mu);
     const sh_stack *s = &m->stacks[(k->p0 & 0x7fffffffu) - 1];
     size_t len = (size_t)snprintf(buf, size, "%s ", op);
     for (int i = 0; i < s->n && len < size; i++)
       len += (size_t)snprintf(buf + len, size - len, "%s%s", i ? "+" : "",
                               m->params[s->ids[i] - 1].name);
+    pthread_mutex_unlock(mu);
   } else if (k->op == SH_OP_FUSED) {
     char prog[128];
     sh_pw_prog_str(&g->progs[k->p0], prog, sizeof prog);

@@ -1,0 +1,231 @@
+/*
+ * runner.c — a runner drives a per-instance program over many instances:
+ * per batch, reset a graph, call the user's build for each instance, flush,
+ * call the user's read for each. With several threads it runs whole batches
+ * in parallel (SHEAF_PARALLEL_BATCHES): each pool thread owns a graph of one
+ * thread and claims the next batch, so building, scheduling and kernels all
+ * scale, not only the kernels; with few batches it runs one at a time on a
+ * graph whose kernels use every thread (SHEAF_PARALLEL_KERNELS).
+ *
+ * Errors: a batch after the first failing one does not start (it may already
+ * run); every batch before it runs, so the error reported, the smallest
+ * failing instance's, is the one a sequential run would report.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/pool.h"
+#include "runtime/runtime.h"
+
+struct sheaf_runner {
+  sheaf_model *model;
+  sheaf_ctx *ctx;
+  sheaf_runner_opts o;
+  int threads;
+  sheaf_graph **per_thread; /* batches mode: graph of thread tid (threads = 1), created lazily */
+  sheaf_graph *shared;      /* kernels mode: one graph over every thread */
+
+  /* the run in progress */
+  int64_t first, count;
+  sheaf_instance_fn build, read;
+  void *user;
+  atomic_int_fast64_t stop_batch; /* first failing batch: later ones do not start */
+  pthread_mutex_t mu;
+  int64_t err_instance; /* first failing instance (INT64_MAX: none) */
+  sheaf_status err_status;
+  char err[512];
+};
+
+sheaf_status sheaf_runner_create(sheaf_model *m, const sheaf_runner_opts *opts, sheaf_runner **out) {
+  if (!out)
+    return m ? sh_fail(m->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_runner_create: out is NULL")
+             : SHEAF_ERR_INVALID_ARG;
+  *out = NULL;
+  if (!m) return SHEAF_ERR_INVALID_ARG;
+  sheaf_ctx *ctx = m->ctx;
+  sheaf_runner_opts o = {0};
+  if (opts) o = *opts;
+  if ((unsigned)o.policy > SHEAF_POLICY_AGENDA)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_runner_create: unknown policy %d", (int)o.policy);
+  if ((unsigned)o.parallel > SHEAF_PARALLEL_KERNELS)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_runner_create: unknown parallel mode %d",
+                   (int)o.parallel);
+  if (o.batch <= 0) o.batch = 64;
+  int pt = sheaf_ctx_threads(ctx);
+  sheaf_runner *r = sh_calloc(ctx, 1, sizeof *r);
+  if (!r) return SHEAF_ERR_NOMEM;
+  r->model = m;
+  r->ctx = ctx;
+  r->threads = o.threads <= 0 || o.threads > pt ? pt : o.threads;
+  o.threads = r->threads;
+  r->o = o;
+  r->per_thread = sh_calloc(ctx, (size_t)r->threads, sizeof *r->per_thread);
+  if (!r->per_thread) {
+    sh_free(ctx, r, sizeof *r);
+    return SHEAF_ERR_NOMEM;
+  }
+  pthread_mutex_init(&r->mu, NULL);
+  atomic_init(&r->stop_batch, INT64_MAX);
+  *out = r;
+  return SHEAF_OK;
+}
+
+void sheaf_runner_free(sheaf_runner *r) {
+  if (!r) return;
+  for (int t = 0; t < r->threads; t++) sheaf_graph_free(r->per_thread[t]);
+  sheaf_graph_free(r->shared);
+  pthread_mutex_destroy(&r->mu);
+  sh_free(r->ctx, r->per_thread, (size_t)r->threads * sizeof *r->per_thread);
+  sh_free(r->ctx, r, sizeof *r);
+}
+
+sheaf_parallel sheaf_runner_mode(const sheaf_runner *r, int64_t count) {
+  if (!r) return SHEAF_PARALLEL_KERNELS;
+  if (r->threads <= 1) return SHEAF_PARALLEL_KERNELS;
+  if (r->o.parallel != SHEAF_PARALLEL_AUTO) return r->o.parallel;
+  int64_t batches = (count + r->o.batch - 1) / r->o.batch;
+  return batches >= 2 * (int64_t)r->threads ? SHEAF_PARALLEL_BATCHES : SHEAF_PARALLEL_KERNELS;
+}
+
+static sheaf_status graph_of(sheaf_runner *r, bool shared, int tid, sheaf_graph **out) {
+  sheaf_graph **slot = shared ? &r->shared : &r->per_thread[tid];
+  if (!*slot) {
+    sheaf_graph_opts go = {r->o.policy, shared ? r->threads : 1, NULL};
+    sheaf_status st = sheaf_graph_create(r->model, &go, slot);
+    if (st) return st;
+  }
+  *out = *slot;
+  return SHEAF_OK;
+}
+
+/* Records the failure of `instance` (kept if it is the first so far). */
+static void record(sheaf_runner *r, sheaf_graph *g, int64_t instance, sheaf_status st,
+                   const char *what) {
+  int64_t b = (instance - r->first) / r->o.batch;
+  int_fast64_t cur = atomic_load(&r->stop_batch);
+  while (b < cur && !atomic_compare_exchange_weak(&r->stop_batch, &cur, b)) {
+  }
+  pthread_mutex_lock(&r->mu);
+  if (instance < r->err_instance) {
+    r->err_instance = instance;
+    r->err_status = st;
+    if (g && sheaf_graph_status(g) != SHEAF_OK)
+      snprintf(r->err, sizeof r->err, "%s", g->err);
+    else
+      snprintf(r->err, sizeof r->err, "%s returned %s", what, sheaf_status_str(st));
+  }
+  pthread_mutex_unlock(&r->mu);
+}
+
+static void run_batch(sheaf_runner *r, sheaf_graph *g, int64_t b) {
+  int64_t i0 = r->first + b * r->o.batch, n = r->count - b * r->o.batch;
+  int64_t i1 = i0 + (n < r->o.batch ? n : r->o.batch);
+  sheaf_status st = sheaf_graph_reset(g);
+  if (st) {
+    record(r, g, i0, st, "sheaf_graph_reset");
+    return;
+  }
+  for (int64_t i = i0; i < i1; i++) {
+    st = r->build(g, i, r->user);
+    if (!st) st = sheaf_graph_status(g);
+    if (st) {
+      record(r, g, i, st, "build");
+      return;
+    }
+  }
+  st = sheaf_graph_flush(g);
+  if (st) {
+    record(r, g, i0, st, "sheaf_graph_flush");
+    return;
+  }
+  for (int64_t i = i0; r->read && i < i1; i++) {
+    st = r->read(g, i, r->user);
+    if (st) {
+      record(r, g, i, st, "read");
+      return;
+    }
+  }
+}
+
+static void batch_task(void *arg, int64_t b, int tid) {
+  sheaf_runner *r = arg;
+  if (b > atomic_load_explicit(&r->stop_batch, memory_order_relaxed)) return;
+  sheaf_graph *g;
+  sheaf_status st = graph_of(r, false, tid, &g);
+  if (st) {
+    record(r, NULL, r->first + b * r->o.batch, st, "sheaf_graph_create");
+    return;
+  }
+  run_batch(r, g, b);
+}
+
+sheaf_status sheaf_runner_run(sheaf_runner *r, int64_t first, int64_t count, sheaf_instance_fn build,
+                              sheaf_instance_fn read, void *user) {
+  if (!r) return SHEAF_ERR_INVALID_ARG;
+  if (!build)
+    return sh_fail(r->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_runner_run: build is NULL");
+  if (first < 0 || count < 0 || count > INT64_MAX - first)
+    return sh_fail(r->ctx, SHEAF_ERR_INVALID_ARG,
+                   "sheaf_runner_run: instances [%lld, %lld + %lld) out of range", (long long)first,
+                   (long long)first, (long long)count);
+  if (count == 0) return SHEAF_OK;
+  r->first = first;
+  r->count = count;
+  r->build = build;
+  r->read = read;
+  r->user = user;
+  r->err_instance = INT64_MAX;
+  r->err_status = SHEAF_OK;
+  r->err[0] = '\0';
+  atomic_store(&r->stop_batch, INT64_MAX);
+  int64_t batches = (count + r->o.batch - 1) / r->o.batch;
+  if (sheaf_runner_mode(r, count) == SHEAF_PARALLEL_BATCHES) {
+    sh_pool_run(r->ctx->pool, batches, batch_task, r, r->threads);
+  } else {
+    sheaf_graph *g;
+    sheaf_status st = graph_of(r, true, 0, &g);
+    if (st) return st;
+    for (int64_t b = 0; b < batches && b <= atomic_load(&r->stop_batch); b++) run_batch(r, g, b);
+  }
+  if (r->err_status)
+    return sh_fail(r->ctx, r->err_status, "instance %lld: %s", (long long)r->err_instance, r->err);
+  return SHEAF_OK;
+}
+
+static void add_stats(sheaf_graph_stats *a, const sheaf_graph_stats *b) {
+  a->nodes += b->nodes;
+  a->batches += b->batches;
+  a->flushes += b->flushes;
+  a->rows_gathered += b->rows_gathered;
+  a->bytes_copied += b->bytes_copied;
+  a->flops += b->flops;
+  a->ns_build += b->ns_build;
+  a->ns_schedule += b->ns_schedule;
+  a->ns_kernels += b->ns_kernels;
+}
+
+void sheaf_runner_get_stats(const sheaf_runner *r, sheaf_graph_stats *out) {
+  if (!out) return;
+  memset(out, 0, sizeof *out);
+  if (!r) return;
+  sheaf_graph_stats s;
+  for (int t = 0; t < r->threads; t++)
+    if (r->per_thread[t]) {
+      sheaf_graph_get_stats(r->per_thread[t], &s);
+      add_stats(out, &s);
+    }
+  if (r->shared) {
+    sheaf_graph_get_stats(r->shared, &s);
+    add_stats(out, &s);
+  }
+}
+
+sheaf_status sheaf_runner_stats_reset(sheaf_runner *r) {
+  if (!r) return SHEAF_ERR_INVALID_ARG;
+  for (int t = 0; t < r->threads; t++)
+    if (r->per_thread[t]) sheaf_graph_stats_reset(r->per_thread[t]);
+  if (r->shared) sheaf_graph_stats_reset(r->shared);
+  return SHEAF_OK;
+}
