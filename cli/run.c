@@ -40,6 +40,11 @@ static const char usage_run[] =
     "  --batch N          instances per batch (default 64)\n"
     "  --threads T        threads (default: all CPUs)\n"
     "  --policy P         sheaf (default), none, depth or agenda\n"
+    "  --parallel M       how threads are used: batches (whole batches in parallel,\n"
+    "                     one graph per thread), kernels (one batch at a time, its\n"
+    "                     kernels split over the threads) or auto (default: batches\n"
+    "                     when there are at least 2 per thread; kernels with --trace\n"
+    "                     or --stats, which read one graph)\n"
     "  --seed S           seed of the random initialization (default 0)\n"
     "  --weights W        load the parameters from a safetensors file instead\n"
     "  --save-weights W   write the parameters used to a safetensors file\n"
@@ -60,6 +65,7 @@ static const char usage_bench[] =
     "--trace, --save-weights, --stats), plus:\n"
     "  --policy LIST      comma-separated policies (default: sheaf,none,depth,agenda)\n"
     "  --repeat R         timed passes per policy, best kept (default 3)\n"
+    "  (--parallel as for 'sheaf run')\n"
     "\n"
     "models: treelstm, childsum, bilstm, mvrnn ('sheaf run --help' has details)\n";
 
@@ -72,6 +78,7 @@ typedef struct run_opts {
   long long batch, threads, limit, mv_vocab, repeat;
   uint64_t seed;
   bool seed_given, stats;
+  sheaf_parallel parallel;
   sheaf_policy policies[4];
   int n_policies;
 } run_opts;
@@ -182,6 +189,15 @@ static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
       if (r < 0) return CLI_USAGE;
       if (bench ? !parse_policies(v, o) : !parse_policy("--policy", v, &o->policies[0]))
         return CLI_USAGE;
+    } else if (FLAG("--parallel")) {
+      if (r < 0) return CLI_USAGE;
+      if (!strcmp(v, "auto")) o->parallel = SHEAF_PARALLEL_AUTO;
+      else if (!strcmp(v, "batches")) o->parallel = SHEAF_PARALLEL_BATCHES;
+      else if (!strcmp(v, "kernels")) o->parallel = SHEAF_PARALLEL_KERNELS;
+      else {
+        cli_error("--parallel: unknown mode '%s' (expected auto, batches or kernels)", v);
+        return CLI_USAGE;
+      }
     } else if (!bench && FLAG("--out")) {
       if (r < 0) return CLI_USAGE;
       o->out = v;
@@ -226,6 +242,12 @@ static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
               cmd);
     return CLI_USAGE;
   }
+  if ((o->trace || o->stats) && o->parallel == SHEAF_PARALLEL_BATCHES) {
+    cli_error("%s: --%s reads one graph: use --parallel kernels (or auto)", cmd,
+              o->trace ? "trace" : "stats");
+    return CLI_USAGE;
+  }
+  if (o->trace || o->stats) o->parallel = SHEAF_PARALLEL_KERNELS;
   if (o->hidden < 0) o->hidden = ex_model_default_hidden(o->model);
   if (o->model == EX_MODEL_MVRNN && o->embed >= 0 && o->embed != o->hidden) {
     cli_error("--embed: mvrnn word vectors have the hidden size (%lld), got %lld",
@@ -301,6 +323,14 @@ static void print_header(const run_opts *o, const session *s, const char *policy
          sheaf_ctx_threads(s->ctx), sheaf_isa_name(sheaf_cpu_isa()));
 }
 
+static void print_parallel(sheaf_parallel mode, const sheaf_ctx *ctx) {
+  int t = sheaf_ctx_threads(ctx);
+  if (t <= 1) return;
+  printf("  parallel: %s\n", mode == SHEAF_PARALLEL_BATCHES
+                                 ? "batches (whole batches at once, a graph per thread)"
+                                 : "kernels (one batch at a time, its kernels over the threads)");
+}
+
 static void print_kernel_stats(const sheaf_graph *g) {
   size_t n = sheaf_graph_kernel_stats(g, 0, NULL, NULL, NULL);
   if (n == 0) return;
@@ -353,22 +383,31 @@ static int cmd_run(int argc, char **argv) {
   }
 
   if (o.trace) remove(o.trace); /* so that a trace left over is not taken for ours */
+  /* --trace and --stats read one graph; otherwise a runner (batches in parallel) */
+  bool one_graph = o.trace || o.stats;
   sheaf_graph_opts go = {policy, (int)o.threads, o.trace};
+  sheaf_runner_opts ro = {o.batch, (int)o.threads, policy, o.parallel};
   sheaf_graph *g = NULL;
+  sheaf_runner *r = NULL;
   ex_outputs out = {0};
-  if (sheaf_graph_create(s.net.model, &go, &g) != SHEAF_OK ||
+  if ((one_graph ? sheaf_graph_create(s.net.model, &go, &g)
+                 : sheaf_runner_create(s.net.model, &ro, &r)) != SHEAF_OK ||
       ex_outputs_init(&out, &s.net, 0, s.count) != SHEAF_OK) {
     rc = fail_ctx(s.ctx);
     goto done;
   }
+  sheaf_parallel mode = r ? sheaf_runner_mode(r, s.count) : SHEAF_PARALLEL_KERNELS;
+  print_parallel(mode, s.ctx);
   uint64_t t0 = sheaf_time_ns();
-  if (ex_run(&s.net, g, 0, s.count, (int32_t)o.batch, &out) != SHEAF_OK) {
+  if ((g ? ex_run(&s.net, g, 0, s.count, (int32_t)o.batch, &out)
+         : ex_run_runner(&s.net, r, 0, s.count, &out)) != SHEAF_OK) {
     rc = fail_ctx(s.ctx);
     goto done;
   }
   double secs = (double)(sheaf_time_ns() - t0) * 1e-9;
   sheaf_graph_stats st;
-  sheaf_graph_get_stats(g, &st);
+  if (g) sheaf_graph_get_stats(g, &st);
+  else sheaf_runner_get_stats(r, &st);
   printf("  %d %s in %.3f s: %.1f %s/s (%.0f %s/s), %.2f GFLOP/s useful\n", (int)s.count,
          ex_model_instance_noun(o.model), secs, s.count / secs, ex_model_instance_noun(o.model),
          (double)s.size / secs, size_noun(o.model), s.flops / secs * 1e-9);
@@ -376,8 +415,9 @@ static int cmd_run(int argc, char **argv) {
          (unsigned long long)st.nodes, (unsigned long long)st.batches,
          st.batches ? (double)st.nodes / (double)st.batches : 0.0,
          (unsigned long long)st.flushes);
-  printf("  time: build %.1f ms, schedule %.1f ms, kernels %.1f ms; %.1f ns of build+schedule "
+  printf("  time%s: build %.1f ms, schedule %.1f ms, kernels %.1f ms; %.1f ns of build+schedule "
          "per op\n",
+         mode == SHEAF_PARALLEL_BATCHES ? " (summed over the threads)" : "",
          st.ns_build * 1e-6, st.ns_schedule * 1e-6, st.ns_kernels * 1e-6,
          st.nodes ? (double)(st.ns_build + st.ns_schedule) / (double)st.nodes : 0.0);
   printf("  data: %llu rows gathered through row pointers, %llu bytes copied\n",
@@ -393,6 +433,7 @@ static int cmd_run(int argc, char **argv) {
   }
 done:
   ex_outputs_free(&out);
+  sheaf_runner_free(r);
   sheaf_graph_free(g); /* writes the trace */
   if (rc == CLI_OK && o.trace) {
     /* sheaf_graph_free writes the trace and cannot report a failure */
@@ -422,31 +463,38 @@ static int cmd_bench(int argc, char **argv) {
     snprintf(plist + strlen(plist), sizeof plist - strlen(plist), "%s%s", i ? "," : "",
              sheaf_policy_name(o.policies[i]));
   print_header(&o, &s, plist);
+  {
+    sheaf_runner_opts ro = {o.batch, (int)o.threads, SHEAF_POLICY_SHEAF, o.parallel};
+    sheaf_runner *r = NULL;
+    if (sheaf_runner_create(s.net.model, &ro, &r) == SHEAF_OK)
+      print_parallel(sheaf_runner_mode(r, s.count), s.ctx);
+    sheaf_runner_free(r);
+  }
   printf("  best of %lld timed passes after one warm-up pass\n\n", o.repeat);
   printf("%-8s %12s %10s %12s %10s %9s %12s %12s %9s\n", "policy",
          ex_model_instance_noun(o.model), "ms/pass", "ops/pass", "batches", "avg batch",
          "build ns/op", "sched ns/op", "vs sheaf");
   double sheaf_rate = 0;
   for (int pi = 0; pi < o.n_policies && rc == CLI_OK; pi++) {
-    sheaf_graph_opts go = {o.policies[pi], (int)o.threads, NULL};
-    sheaf_graph *g = NULL;
-    if (sheaf_graph_create(s.net.model, &go, &g) != SHEAF_OK ||
-        ex_run(&s.net, g, 0, s.count, (int32_t)o.batch, NULL) != SHEAF_OK) {
+    sheaf_runner_opts ro = {o.batch, (int)o.threads, o.policies[pi], o.parallel};
+    sheaf_runner *r = NULL;
+    if (sheaf_runner_create(s.net.model, &ro, &r) != SHEAF_OK ||
+        ex_run_runner(&s.net, r, 0, s.count, NULL) != SHEAF_OK) { /* the warm-up pass */
       rc = fail_ctx(s.ctx);
-      sheaf_graph_free(g);
+      sheaf_runner_free(r);
       break;
     }
     double best = 1e30;
     sheaf_graph_stats a, b;
-    sheaf_graph_get_stats(g, &a);
-    for (long long r = 0; r < o.repeat && rc == CLI_OK; r++) {
+    sheaf_runner_get_stats(r, &a);
+    for (long long k = 0; k < o.repeat && rc == CLI_OK; k++) {
       uint64_t t0 = sheaf_time_ns();
-      if (ex_run(&s.net, g, 0, s.count, (int32_t)o.batch, NULL) != SHEAF_OK) rc = fail_ctx(s.ctx);
+      if (ex_run_runner(&s.net, r, 0, s.count, NULL) != SHEAF_OK) rc = fail_ctx(s.ctx);
       double dt = (double)(sheaf_time_ns() - t0) * 1e-9;
       if (dt < best) best = dt;
     }
-    sheaf_graph_get_stats(g, &b);
-    sheaf_graph_free(g);
+    sheaf_runner_get_stats(r, &b);
+    sheaf_runner_free(r);
     if (rc != CLI_OK) break;
     double ops = (double)(b.nodes - a.nodes) / (double)o.repeat;
     double batches = (double)(b.batches - a.batches) / (double)o.repeat;

@@ -523,6 +523,49 @@ TEST(models_cli_run_bilstm_stdout_and_mvrnn) {
   CHECK_CONTAINS(g_out, "\nsame\n");
 }
 
+/* Whole batches in parallel (2 threads, 60 batches of 5) give the outputs,
+ * in order, of one batch at a time. */
+TEST(models_cli_run_parallel_batches_equal_kernels) {
+  NEED_BIN();
+  const char *a = th_tmp_path("par-a.txt"), *b = th_tmp_path("par-b.txt");
+  char args[2048];
+  snprintf(args, sizeof args,
+           "run treelstm --data " EWT_TEST " --limit 300 --hidden 8 --embed 8 --batch 5 "
+           "--threads 2 --parallel batches --out %s",
+           a);
+  CHECK_EQ_INT(sheaf(args), 0);
+  CHECK_CONTAINS(g_out, "parallel: batches");
+  CHECK_CONTAINS(g_out, "(summed over the threads)");
+  snprintf(args, sizeof args,
+           "run treelstm --data " EWT_TEST " --limit 300 --hidden 8 --embed 8 --batch 5 "
+           "--threads 2 --parallel kernels --out %s && cmp %s %s && echo same",
+           b, a, b);
+  CHECK_EQ_INT(sheaf(args), 0);
+  CHECK_CONTAINS(g_out, "parallel: kernels");
+  CHECK_CONTAINS(g_out, "\nsame\n");
+  CHECK_EQ_INT(count_lines(a), 300);
+  /* auto: batches with >= 2 per thread, kernels with --stats */
+  CHECK_EQ_INT(sheaf("run treelstm --data " EWT_TEST " --limit 40 --hidden 8 --embed 8 --batch 10 --threads 2"), 0);
+  CHECK_CONTAINS(g_out, "parallel: batches");
+  CHECK_EQ_INT(sheaf("run treelstm --data " EWT_TEST " --limit 30 --hidden 8 --embed 8 --batch 10 --threads 2"), 0);
+  CHECK_CONTAINS(g_out, "parallel: kernels");
+  CHECK_EQ_INT(sheaf("run treelstm --data " EWT_TEST " --limit 40 --hidden 8 --embed 8 --batch 10 --threads 2 --stats"), 0);
+  CHECK_CONTAINS(g_out, "parallel: kernels");
+  CHECK_CONTAINS(g_out, "avg batch");
+  CHECK_EQ_INT(sheaf("bench treelstm --data tests/data/small.conllu --hidden 8 --embed 8 --repeat 1 "
+                     "--threads 2 --batch 1 --parallel batches --policy sheaf"),
+               0);
+  CHECK_CONTAINS(g_out, "parallel: batches");
+  CHECK_CONTAINS(g_out, "\nsheaf ");
+  /* errors */
+  CHECK_EQ_INT(sheaf("run treelstm --data " EWT_TEST " --parallel fast"), 2);
+  CHECK_CONTAINS(g_out, "--parallel: unknown mode 'fast' (expected auto, batches or kernels)");
+  CHECK_EQ_INT(sheaf("run treelstm --data " EWT_TEST " --parallel batches --trace t.json"), 2);
+  CHECK_CONTAINS(g_out, "--trace reads one graph: use --parallel kernels");
+  CHECK_EQ_INT(sheaf("run treelstm --data " EWT_TEST " --stats --parallel batches"), 2);
+  CHECK_CONTAINS(g_out, "--stats reads one graph");
+}
+
 TEST(models_cli_bench_table) {
   NEED_BIN();
   CHECK_EQ_INT(sheaf("bench treelstm --data tests/data/small.conllu --hidden 8 --embed 8 "
