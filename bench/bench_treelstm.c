@@ -25,9 +25,11 @@
  * headline figures, each taken from windows measured back to back in one
  * round, in this order: the shape ceiling (bare sh_gemm calls at the
  * model's own batch shapes: per batch of 64 trees one leaf GEMM and one
- * node GEMM per internal-node height), Sheaf batch 64 at 2 threads, the
- * GEMM ceiling (M=64), Sheaf batch 64 at 1 thread, PyTorch level-batched at
- * batch 64 then 1 (one subprocess, one window each), Sheaf batch 1. Each
+ * node GEMM per internal-node height), Sheaf batch 64 at 2 threads with
+ * one graph (its kernels split over the threads), the GEMM ceiling (M=64),
+ * Sheaf batch 64 at 1 thread, Sheaf batch 64 at 2 threads the default way
+ * (whole batches in parallel, a graph per thread), PyTorch level-batched
+ * at batch 64 then 1 (one subprocess, one window each), Sheaf batch 1. Each
  * ratio is computed per round; printed as median and min-max over the
  * rounds (one window is one sample on a shared machine: the ratio of
  * neighbouring windows is steadier than either figure). The context gets
@@ -187,12 +189,13 @@ typedef struct paired_fig {
   double v[MAX_PAIRED];
 } paired_fig;
 
-enum { FIG_CEIL, FIG_VS_B64, FIG_VS_B1, FIG_T2, FIG_SHAPE, FIG_SHAPE_CEIL, NFIG };
+enum { FIG_CEIL, FIG_VS_B64, FIG_VS_B1, FIG_T2, FIG_T2K, FIG_SHAPE, FIG_SHAPE_CEIL, NFIG };
 
 /* What one round measures (0 = not measured). */
 typedef struct paired_round {
   double shape, ceil;       /* GFLOP/s: shape ceiling, GEMM ceiling M=64 (1 thread) */
-  double b64_t2, b64, b1;   /* Sheaf trees/s */
+  double b64_t2, b64, b1;   /* Sheaf trees/s (2 threads: whole batches in parallel) */
+  double b64_t2k;           /* Sheaf trees/s, 2 threads, one graph (kernels split) */
   double pt_b64, pt_b1;     /* PyTorch level-batched trees/s */
   double useful;            /* Sheaf b64 1 thread, useful GFLOP/s */
 } paired_round;
@@ -226,7 +229,7 @@ static void paired_torch(const exb_opts *o, const exb_env *e, const exb_peer *p,
            wpath, p->data_flag, e->data_file, e->min_s);
   snprintf(key, sizeof key, "%ss_per_s", p->unit);
   exb_peer_rec recs[8];
-  int n = exb_run_peer_threads(o->python, p->script, 1, args, key, recs, 8);
+  int n = exb_run_peer_threads(o->python, p->script, 1, args, NULL, key, recs, 8);
   for (int r = 0; r < n; r++) {
     if (strcmp(recs[r].system, p->sys[1])) continue;
     if (recs[r].batch == 64) rd->pt_b64 = recs[r].rate;
@@ -242,13 +245,20 @@ static bool paired_round_run(const exb_opts *o, const exb_env *e, const exb_peer
   double gemm_s = o->quick ? 0.05 : 0.2;
   memset(rd, 0, sizeof *rd);
   rd->shape = exb_gemm_list_gflops(e->ctx, 1, shapes, nshapes, gemm_s);
-  if (sheaf_ctx_threads(e->ctx) >= 2) {
-    rd->b64_t2 = exb_sheaf_rate(net, SHEAF_POLICY_SHEAF, 2, 64, e->n, e->min_s, 1, NULL, NULL);
-    if (rd->b64_t2 <= 0) return false;
+  bool two = sheaf_ctx_threads(e->ctx) >= 2;
+  if (two) {
+    rd->b64_t2k = exb_runner_rate(net, SHEAF_POLICY_SHEAF, 2, SHEAF_PARALLEL_KERNELS, 64, e->n,
+                                  e->min_s, 1, NULL, NULL);
+    if (rd->b64_t2k <= 0) return false;
   }
   rd->ceil = exb_gemm_gflops(e->ctx, 1, 64, 5 * H, 2 * H, gemm_s);
   rd->b64 = exb_sheaf_rate(net, SHEAF_POLICY_SHEAF, 1, 64, e->n, e->min_s, 1, NULL, NULL);
   if (rd->b64 <= 0) return false;
+  if (two) {
+    rd->b64_t2 = exb_runner_rate(net, SHEAF_POLICY_SHEAF, 2, SHEAF_PARALLEL_BATCHES, 64, e->n,
+                                 e->min_s, 1, NULL, NULL);
+    if (rd->b64_t2 <= 0) return false;
+  }
   rd->useful = rd->b64 * flops_per_tree * 1e-9;
   if (e->torch) paired_torch(o, e, p, wpath, rd);
   rd->b1 = exb_sheaf_rate(net, SHEAF_POLICY_SHEAF, 1, 1, e->n, e->min_s, 1, NULL, NULL);
@@ -263,17 +273,19 @@ static void paired_record(const paired_round *rd, int r, paired_fig *f) {
   f[FIG_VS_B64].v[r] = ratio(rd->b64, rd->pt_b64);
   f[FIG_VS_B1].v[r] = ratio(rd->b1, rd->pt_b1);
   f[FIG_T2].v[r] = ratio(rd->b64_t2, rd->b64);
+  f[FIG_T2K].v[r] = ratio(rd->b64_t2k, rd->b64);
   f[FIG_SHAPE].v[r] = ratio(rd->useful, rd->shape);
   f[FIG_SHAPE_CEIL].v[r] = ratio(rd->shape, rd->ceil);
 }
 
 static void paired_print_round(int r, const paired_round *rd) {
-  char t2[16], pt64[16], pt1[16];
+  char t2[16], t2k[16], pt64[16], pt1[16];
   exb_fmt_num(t2, rd->b64_t2, 1);
+  exb_fmt_num(t2k, rd->b64_t2k, 1);
   exb_fmt_num(pt64, rd->pt_b64, 1);
   exb_fmt_num(pt1, rd->pt_b1, 1);
-  printf("  %5d | %8.1f %8.1f | %9s %9.1f %8.1f %9s | %9.1f %9s\n", r + 1, rd->shape, rd->ceil,
-         t2, rd->b64, rd->useful, pt64, rd->b1, pt1);
+  printf("  %5d | %8.1f %8.1f | %9s %9.1f %9s %8.1f %9s | %9.1f %9s\n", r + 1, rd->shape,
+         rd->ceil, t2k, rd->b64, t2, rd->useful, pt64, rd->b1, pt1);
   fflush(stdout);
 }
 
@@ -325,16 +337,17 @@ static bool paired(const exb_opts *o, exb_env *e, const exb_peer *p, int R) {
     shape_flops += 2.0 * (double)shapes[i].m * (double)shapes[i].n * (double)shapes[i].k;
 
   printf("\npaired rounds (--paired %d), hidden %d, %d trees: per round, back to back: shape "
-         "ceiling, sheaf b64 2 threads, GEMM ceiling (M=64), sheaf b64 1 thread, %s, sheaf b1; "
+         "ceiling, sheaf b64 2 threads one graph (kernels split), GEMM ceiling (M=64), sheaf b64 1 "
+         "thread, sheaf b64 2 threads (whole batches in parallel), %s, sheaf b1; "
          "sheaf and PyTorch one window of >= %.2f s each\n",
          R, H, (int)e->n, e->torch ? "pytorch-level b64 and b1 (one subprocess)" : "(no PyTorch)",
          e->min_s);
   print_shapes(shapes, nshapes, H, shape_flops / flops);
   exb_note_torch(o, e);
-  printf("  %5s | %8s %8s | %9s %9s %8s %9s | %9s %9s\n", "round", "shape", "ceil M64",
-         "b64 2thr", "b64 1thr", "GFLOP/s", "pt-level", "b1 1thr", "pt-level");
-  printf("  %5s | %8s %8s | %9s %9s %8s %9s | %9s %9s\n", "", "GFLOP/s", "GFLOP/s", "trees/s",
-         "trees/s", "useful", "b64", "trees/s", "b1");
+  printf("  %5s | %8s %8s | %9s %9s %9s %8s %9s | %9s %9s\n", "round", "shape", "ceil M64",
+         "b64 2thr", "b64 1thr", "b64 2thr", "GFLOP/s", "pt-level", "b1 1thr", "pt-level");
+  printf("  %5s | %8s %8s | %9s %9s %9s %8s %9s | %9s %9s\n", "", "GFLOP/s", "GFLOP/s",
+         "kernels", "trees/s", "batches", "useful", "b64", "trees/s", "b1");
 
   paired_fig figs[NFIG] = {
       [FIG_CEIL] = {"ceiling_pct_b64_t1", "% of GEMM ceiling (M=64), batch 64, 1 thread",
@@ -344,6 +357,8 @@ static bool paired(const exb_opts *o, exb_env *e, const exb_peer *p, int R) {
       [FIG_VS_B1] = {"vs_pytorch_level_b1_t1", "vs pytorch-level, batch 1, 1 thread", ">= 2x",
                      1, {0}},
       [FIG_T2] = {"threads2_over_1_b64", "2 threads / 1 thread, batch 64", ">= 1.7x", 1, {0}},
+      [FIG_T2K] = {"threads2_kernels_over_1_b64", "  the same, one graph (kernels split)",
+                   "information", 1, {0}},
       [FIG_SHAPE] = {"shape_ceiling_pct_b64_t1", "% of shape ceiling, batch 64, 1 thread",
                      "information", 100, {0}},
       [FIG_SHAPE_CEIL] = {"shape_over_ceiling_pct", "shape ceiling / GEMM ceiling (M=64)",

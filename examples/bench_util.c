@@ -69,22 +69,6 @@ double exb_rate(sheaf_model *model, exb_pass_fn pass, void *arg, sheaf_policy po
   return best;
 }
 
-static sheaf_status net_pass(void *arg, sheaf_graph *g, int32_t count, int32_t batch) {
-  const ex_net *const *net = arg;
-  return ex_run(*net, g, 0, count, batch, NULL);
-}
-
-double exb_sheaf_rate(const ex_net *net, sheaf_policy policy, int threads, int32_t batch,
-                      int32_t count, double min_s, int rounds, sheaf_graph_stats *delta,
-                      long *passes_out) {
-  double r = exb_rate(net->model, net_pass, &net, policy, threads, batch, count, min_s,
-                      rounds, delta, passes_out);
-  if (r <= 0)
-    fprintf(stderr, "bench: %s policy %s: %s\n", ex_model_name(net->kind),
-            sheaf_policy_name(policy), sheaf_ctx_last_error(net->data->ctx));
-  return r;
-}
-
 typedef struct runner_step {
   const ex_net *net;
   sheaf_runner *r;
@@ -111,6 +95,13 @@ double exb_runner_rate(const ex_net *net, sheaf_policy policy, int threads, shea
             sheaf_policy_name(policy), threads, sheaf_ctx_last_error(net->data->ctx));
   sheaf_runner_free(s.r);
   return best;
+}
+
+double exb_sheaf_rate(const ex_net *net, sheaf_policy policy, int threads, int32_t batch,
+                      int32_t count, double min_s, int rounds, sheaf_graph_stats *delta,
+                      long *passes_out) {
+  return exb_runner_rate(net, policy, threads, SHEAF_PARALLEL_AUTO, batch, count, min_s, rounds,
+                         delta, passes_out);
 }
 
 static float *frand(int64_t n, uint64_t seed) {
@@ -461,7 +452,7 @@ bool exb_net_open(exb_env *e, ex_model_kind kind, int H, int E, int32_t check, e
 }
 
 int exb_run_peer_threads(const char *python, const char *script, int T, const char *args,
-                         const char *key, exb_peer_rec *recs, int max) {
+                         const char *args_procs, const char *key, exb_peer_rec *recs, int max) {
   int total = 0;
   for (int wp = 0; wp < (T > 1 ? 2 : 1); wp++) {
     char cmd[2048];
@@ -472,6 +463,31 @@ int exb_run_peer_threads(const char *python, const char *script, int T, const ch
     int st = exb_run_peer(cmd, key, recs + total, max - total, &n);
     if (st != 0) printf("  note: the PyTorch peer exited with status %d\n", st);
     total += n;
+  }
+  if (T <= 1 || !args_procs || T > 8) return total;
+  /* T processes of one thread at once, each over all the instances: the
+   * throughput of the T together is the sum of theirs */
+  char cmd[8192] = "(";
+  for (int k = 0; k < T; k++)
+    snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd),
+             "OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 %s %s %s | "
+             "sed 's/^#/# process %d:/' & ",
+             python, script, args_procs, k + 1);
+  snprintf(cmd + strlen(cmd), sizeof cmd - strlen(cmd), "wait)");
+  exb_peer_rec got[64];
+  int n = 0, st = exb_run_peer(cmd, key, got, 64, &n);
+  if (st != 0) printf("  note: the PyTorch peer processes exited with status %d\n", st);
+  for (int i = 0; i < n; i++) {
+    if (!got[i].batch) continue; /* summed already */
+    exb_peer_rec sum = got[i];
+    int copies = 1;
+    for (int j = i + 1; j < n; j++)
+      if (got[j].batch == sum.batch && !strcmp(got[j].system, sum.system)) {
+        sum.rate += got[j].rate;
+        got[j].batch = 0;
+        copies++;
+      }
+    if (copies == T && total < max) recs[total++] = sum;
   }
   return total;
 }
@@ -502,10 +518,14 @@ double exb_peers(const exb_opts *o, const exb_env *e, const exb_peer *p, const c
            weights, p->data_flag, e->data_file, T, blist, e->min_s, e->rounds,
            ref ? " --check " : "", ref ? check : "", ref ? (int)ref->count : 64, p->slow_flag,
            o->quick ? first : blist);
+  char procs[1024]; /* the T-process configuration: one thread each, no check file */
+  snprintf(procs, sizeof procs, "--weights %s %s %s --threads 1 --batches %s --min-time %g --rounds %d %s %s",
+           weights, p->data_flag, e->data_file, blist, e->min_s, e->rounds, p->slow_flag,
+           o->quick ? first : blist);
   exb_peer_rec recs[64];
   char key[32];
   snprintf(key, sizeof key, "%ss_per_s", p->unit);
-  int n = exb_run_peer_threads(o->python, p->script, T, args, key, recs, 64);
+  int n = exb_run_peer_threads(o->python, p->script, T, args, procs, key, recs, 64);
   for (int bi = 0; bi < o->nb; bi++)
     for (int k = 0; k < 2; k++)
       for (int r = 0; r < n; r++)
@@ -554,6 +574,12 @@ bool exb_row(const exb_env *e, const ex_net *net, const exb_peer *p, int T, int 
 double exb_table(const exb_opts *o, const exb_env *e, const ex_net *net, const exb_peer *p,
                  const char *weights, int T, const ex_outputs *ref, exb_cell *cells,
                  double flops_per_instance, double ceiling) {
+  if (T > 1)
+    printf("  (%d threads: Sheaf as sheaf_runner's parallel auto: whole batches in parallel, a "
+           "graph per thread, when there are at least 2 batches per thread, else one batch at a "
+           "time with its kernels split; PyTorch: the best of %d intra-op threads and %d "
+           "one-thread processes at once)\n",
+           T, T, T);
   double check = e->torch ? exb_peers(o, e, p, weights, T, ref, cells) : 0;
   /* the peer's systems by their short names: "pytorch-level" -> "level" */
   const char *s0 = strchr(p->sys[0], '-') ? strchr(p->sys[0], '-') + 1 : p->sys[0];

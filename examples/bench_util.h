@@ -77,10 +77,13 @@ typedef struct exb_peer_rec {
 
 /* Runs `python script args` at T threads (OMP/MKL/OpenBLAS thread counts
  * set); at T > 1 twice, with OMP_WAIT_POLICY=PASSIVE (needed by OpenBLAS
- * builds) and with the default (often better for MKL builds). Collects the
- * records of both (rate from `key`) into recs; returns how many. */
+ * builds) and with the default (often better for MKL builds), and, when
+ * args_procs is given, as T processes of one thread at once (the way to
+ * use T cores that Sheaf's whole batches in parallel match; each record
+ * then the sum of the T processes' rates). Collects the records of every
+ * configuration (rate from `key`) into recs; returns how many. */
 int exb_run_peer_threads(const char *python, const char *script, int T, const char *args,
-                         const char *key, exb_peer_rec *recs, int max);
+                         const char *args_procs, const char *key, exb_peer_rec *recs, int max);
 /* A PyTorch peer script of a model benchmark and its two systems. */
 typedef struct exb_peer {
   const char *script;    /* "bench/treelstm_torch.py" */
@@ -148,17 +151,19 @@ double exb_rate(sheaf_model *model, exb_pass_fn pass, void *arg, sheaf_policy po
                 int threads, int32_t batch, int32_t count, double min_s, int rounds,
                 sheaf_graph_stats *delta, long *passes);
 
-/* exb_rate of the example model's ex_run (outputs not copied); an error is
- * printed. */
-double exb_sheaf_rate(const ex_net *net, sheaf_policy policy, int threads, int32_t batch,
-                      int32_t count, double min_s, int rounds, sheaf_graph_stats *delta,
-                      long *passes);
-
-/* The same through a runner (ex_run_runner; batches in parallel under
- * SHEAF_PARALLEL_BATCHES): one runner, warmed up the same way. */
+/* Best instances/s of the example model through a runner (ex_run_runner,
+ * outputs not read) with `par` over `rounds` windows as exb_rate (same
+ * warm-up); *delta gets the runner's counters of the timed passes. An
+ * error is printed. */
 double exb_runner_rate(const ex_net *net, sheaf_policy policy, int threads, sheaf_parallel par,
                        int32_t batch, int32_t count, double min_s, int rounds,
                        sheaf_graph_stats *delta, long *passes);
+/* exb_runner_rate with SHEAF_PARALLEL_AUTO: what `sheaf run` does (at 1
+ * thread one graph; at T threads whole batches in parallel when there are
+ * at least 2 per thread). */
+double exb_sheaf_rate(const ex_net *net, sheaf_policy policy, int threads, int32_t batch,
+                      int32_t count, double min_s, int rounds, sheaf_graph_stats *delta,
+                      long *passes);
 
 /* GFLOP/s of sh_gemm C[m,n] = A[m,k]·B[k,n] with B packed (the batched
  * kernel's best case: A contiguous), best of 3 windows of min_s. */
