@@ -302,11 +302,13 @@ typedef struct sheaf_runner sheaf_runner;
 sheaf_status sheaf_runner_create(sheaf_model *m, const sheaf_runner_opts *opts, sheaf_runner **out);
 void sheaf_runner_free(sheaf_runner *r); /* NULL is fine */
 
-/* Runs instances [first, first + count). A failure (a callback's status, a
- * build error recorded on the graph, a flush error) stops the run: batches
- * after the failing one do not start, and the error returned, also the
- * context's last error, is the first failing instance's, as a sequential
- * run would report it: "instance 17: sheaf_add: shapes [4] and [8] differ". */
+/* Runs instances [first, first + count), one run at a time per runner (a
+ * callback must not start another run on it). A failure (a callback's
+ * status, a build error recorded on the graph, a flush error) stops the
+ * run: batches after the failing one do not start, and the error returned,
+ * also the context's last error, is the first failing instance's, as a
+ * sequential run would report it: "instance 17: sheaf_add: shapes [4] and
+ * [8] differ". */
 sheaf_status sheaf_runner_run(sheaf_runner *r, int64_t first, int64_t count, sheaf_instance_fn build,
                               sheaf_instance_fn read, void *user);
 
