@@ -29,6 +29,8 @@ int cli_flag_value(int argc, char **argv, int *i, const char *name, const char *
 /* A decimal integer in [lo, hi]; otherwise reports "FLAG: expected an
  * integer in LO..HI, got 'V'" and returns false. */
 bool cli_parse_int(const char *flag, const char *v, long long lo, long long hi, long long *out);
+/* --parallel's value: auto, batches or kernels (else an error, false). */
+bool cli_parse_parallel(const char *v, sheaf_parallel *out);
 
 /* `sheaf data ...` (cli/data.c). argv[0] is "data". */
 int cli_data(int argc, char **argv);

@@ -63,3 +63,14 @@ bool cli_parse_int(const char *flag, const char *v, long long lo, long long hi, 
   *out = x;
   return true;
 }
+
+bool cli_parse_parallel(const char *v, sheaf_parallel *out) {
+  static const char *const names[] = {"auto", "batches", "kernels"};
+  for (int k = 0; k < 3; k++)
+    if (!strcmp(v, names[k])) {
+      *out = (sheaf_parallel)k;
+      return true;
+    }
+  cli_error("--parallel: unknown mode '%s' (expected auto, batches or kernels)", v);
+  return false;
+}

@@ -190,14 +190,7 @@ static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
       if (bench ? !parse_policies(v, o) : !parse_policy("--policy", v, &o->policies[0]))
         return CLI_USAGE;
     } else if (FLAG("--parallel")) {
-      if (r < 0) return CLI_USAGE;
-      if (!strcmp(v, "auto")) o->parallel = SHEAF_PARALLEL_AUTO;
-      else if (!strcmp(v, "batches")) o->parallel = SHEAF_PARALLEL_BATCHES;
-      else if (!strcmp(v, "kernels")) o->parallel = SHEAF_PARALLEL_KERNELS;
-      else {
-        cli_error("--parallel: unknown mode '%s' (expected auto, batches or kernels)", v);
-        return CLI_USAGE;
-      }
+      if (r < 0 || !cli_parse_parallel(v, &o->parallel)) return CLI_USAGE;
     } else if (!bench && FLAG("--out")) {
       if (r < 0) return CLI_USAGE;
       o->out = v;
@@ -386,7 +379,7 @@ static int cmd_run(int argc, char **argv) {
   /* --trace and --stats read one graph; otherwise a runner (batches in parallel) */
   bool one_graph = o.trace || o.stats;
   sheaf_graph_opts go = {policy, (int)o.threads, o.trace};
-  sheaf_runner_opts ro = {o.batch, (int)o.threads, policy, o.parallel};
+  sheaf_runner_opts ro = {o.batch, (int)o.threads, policy, o.parallel, NULL};
   sheaf_graph *g = NULL;
   sheaf_runner *r = NULL;
   ex_outputs out = {0};
@@ -464,7 +457,7 @@ static int cmd_bench(int argc, char **argv) {
              sheaf_policy_name(o.policies[i]));
   print_header(&o, &s, plist);
   {
-    sheaf_runner_opts ro = {o.batch, (int)o.threads, SHEAF_POLICY_SHEAF, o.parallel};
+    sheaf_runner_opts ro = {o.batch, (int)o.threads, SHEAF_POLICY_SHEAF, o.parallel, NULL};
     sheaf_runner *r = NULL;
     if (sheaf_runner_create(s.net.model, &ro, &r) == SHEAF_OK)
       print_parallel(sheaf_runner_mode(r, s.count), s.ctx);
@@ -476,7 +469,7 @@ static int cmd_bench(int argc, char **argv) {
          "build ns/op", "sched ns/op", "vs sheaf");
   double sheaf_rate = 0;
   for (int pi = 0; pi < o.n_policies && rc == CLI_OK; pi++) {
-    sheaf_runner_opts ro = {o.batch, (int)o.threads, o.policies[pi], o.parallel};
+    sheaf_runner_opts ro = {o.batch, (int)o.threads, o.policies[pi], o.parallel, NULL};
     sheaf_runner *r = NULL;
     if (sheaf_runner_create(s.net.model, &ro, &r) != SHEAF_OK ||
         ex_run_runner(&s.net, r, 0, s.count, NULL) != SHEAF_OK) { /* the warm-up pass */

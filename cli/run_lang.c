@@ -1,15 +1,20 @@
 /*
  * run_lang.c — `sheaf run MODEL.sf --data FILE [--weights W.safetensors |
  * --seed N] [--vocab FILE] [--batch N] [--threads T] [--policy P]
- * [--out FILE] [--trace FILE] [--size NAME=VALUE]...`: compiles the model,
+ * [--parallel M] [--out FILE] [--trace FILE] [--size NAME=VALUE]...`: compiles the model,
  * reads the data according to main's argument type (a tree ADT: binarized
  * or dependency trees from CoNLL-U / PTB; list[i32]: sentences), numbers
  * its words (in order of first appearance, or by --vocab), binds the
  * parameters, runs main on each instance, `--batch` instances per flush,
- * and prints every output (see write_value). A progress bar goes to stderr
+ * through a runner (on several threads whole batches in parallel, an
+ * interpreter per thread), and prints every output in instance order (see
+ * write_value). A progress bar goes to stderr
  * when it is a terminal and the run is long.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,7 +27,8 @@
 
 static const char usage[] =
     "usage: sheaf run MODEL.sf --data FILE [--weights W.safetensors | --seed N] [--vocab FILE]\n"
-    "                 [--batch N] [--threads T] [--policy P] [--out FILE] [--trace FILE]\n"
+    "                 [--batch N] [--threads T] [--parallel M] [--policy P] [--out FILE]\n"
+    "                 [--trace FILE]\n"
     "                 [--size NAME=VALUE]...\n"
     "\n"
     "Runs the model's main on every instance of FILE, read according to main's argument:\n"
@@ -37,15 +43,22 @@ static const char usage[] =
     "                     numbered in order of first appearance in --data, <unk> last\n"
     "  --size NAME=VALUE  a size the weights do not fix (e.g. --size H=256)\n"
     "  --batch N          instances per flush (default 64)\n"
-    "  --threads T        threads (default 1)\n"
+    "  --threads T        threads (default 1, at most 64)\n"
+    "  --parallel M       with several threads: batches (whole batches in parallel, one\n"
+    "                     graph and interpreter per thread), kernels (one batch at a time,\n"
+    "                     its kernels split) or auto (default: batches when there are at\n"
+    "                     least 2 per thread; kernels with --trace)\n"
     "  --policy P         batching policy: sheaf (default), none, depth, agenda\n"
     "  --out FILE         outputs (default stdout): per instance, one line per output row,\n"
     "                     'INSTANCE v0 v1 ...' ('INSTANCE K v0 ...' for element K of a list)\n"
     "  --trace FILE       Chrome-trace / Perfetto JSON timeline of the batches\n";
 
+#define SH_LANG_MAX_WORKERS 64 /* --threads */
+
 typedef struct lang_opts {
   const char *file, *data, *out, *policy, *trace, *vocab;
   long long batch, threads;
+  sheaf_parallel parallel;
   bool seed_given;
   sh_lang_bind_opts bo;
   char names[SH_BIND_MAX_OVERRIDES][64];
@@ -98,7 +111,9 @@ static int parse_args(int argc, char **argv, lang_opts *o) {
     } else if (FLAG("--batch")) {
       if (r < 0 || !cli_parse_int("--batch", v, 1, INT32_MAX, &o->batch)) return CLI_USAGE;
     } else if (FLAG("--threads")) {
-      if (r < 0 || !cli_parse_int("--threads", v, 1, 1024, &o->threads)) return CLI_USAGE;
+      if (r < 0 || !cli_parse_int("--threads", v, 1, SH_LANG_MAX_WORKERS, &o->threads)) return CLI_USAGE;
+    } else if (FLAG("--parallel")) {
+      if (r < 0 || !cli_parse_parallel(v, &o->parallel)) return CLI_USAGE;
     } else if (FLAG("--size")) {
       if (r < 0) return CLI_USAGE;
       const char *eq = strchr(v, '=');
@@ -133,6 +148,10 @@ static int parse_args(int argc, char **argv, lang_opts *o) {
   }
   if (o->bo.weights && o->seed_given) {
     cli_error("run: --seed and --weights exclude each other (weights are loaded, not drawn)");
+    return CLI_USAGE;
+  }
+  if (o->trace && o->parallel == SHEAF_PARALLEL_BATCHES) {
+    cli_error("run: --trace reads one graph: use --parallel kernels (or auto)");
     return CLI_USAGE;
   }
   return CLI_OK;
@@ -302,6 +321,141 @@ static void progress_end(progress *p) {
   p->shown = 0;
 }
 
+/* ---------------------------------------------------------- the runner */
+
+/* One runner thread's interpreter (found by its graph) and word buffer. */
+typedef struct lang_worker {
+  sheaf_graph *g;
+  sh_interp *ip;
+  int32_t *words;
+  int32_t cap;
+} lang_worker;
+
+/* What the runner's callbacks share. Outputs are formatted per instance as
+ * their batch finishes (possibly out of order on several threads) and
+ * written in instance order by whichever callback completes the next one. */
+typedef struct lang_job {
+  sheaf_ctx *ctx;
+  const sh_module *m;
+  const sh_lang_bind *bind;
+  const ex_data *d;
+  const words_info *wi;
+  int32_t n, batch;
+  const char *noun;
+  sh_value *res;       /* by instance */
+  char **text;         /* by instance: formatted, not yet written */
+  size_t *text_len;
+  int32_t next;        /* first instance not written */
+  FILE *out;
+  bool write_failed;
+  progress *pg;
+  pthread_mutex_t mu;  /* workers, text, next, out, pg */
+  lang_worker w[SH_LANG_MAX_WORKERS];
+  int nw;
+  atomic_int failed_at; /* smallest failing instance (INT32_MAX: none) */
+} lang_job;
+
+static lang_worker *worker_of(lang_job *j, sheaf_graph *g) {
+  pthread_mutex_lock(&j->mu);
+  lang_worker *w = NULL;
+  for (int k = 0; k < j->nw && !w; k++)
+    if (j->w[k].g == g) w = &j->w[k];
+  if (!w && j->nw < SH_LANG_MAX_WORKERS) {
+    lang_worker *nw = &j->w[j->nw];
+    if (sh_interp_create(j->m, j->bind, &nw->ip) == SHEAF_OK) {
+      nw->g = g;
+      w = nw;
+      j->nw++;
+    }
+  }
+  pthread_mutex_unlock(&j->mu);
+  return w;
+}
+
+static void note_failure(lang_job *j, int64_t i) {
+  int cur = atomic_load(&j->failed_at);
+  while ((int)i < cur && !atomic_compare_exchange_weak(&j->failed_at, &cur, (int)i)) {
+  }
+}
+
+static sheaf_status lang_build(sheaf_graph *g, int64_t i, void *user) {
+  lang_job *j = user;
+  lang_worker *w = worker_of(j, g);
+  if (!w) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: an interpreter");
+  const ex_data *d = j->d;
+  sh_value in;
+  sheaf_status st;
+  if (d->kind == EX_DATA_SENTS) {
+    int32_t len = d->sent_off[i + 1] - d->sent_off[i];
+    if (len + 1 > w->cap) {
+      int32_t *nb = realloc(w->words, ((size_t)len + 1) * sizeof *nb);
+      if (!nb) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: a sentence of %d words", (int)len);
+      w->words = nb;
+      w->cap = len + 1;
+    }
+    for (int32_t k = 0; k < len; k++) {
+      int32_t x = d->sent_words[d->sent_off[i] + k];
+      w->words[k] = x >= 0 && x < j->wi->n_ids ? x : j->wi->unk;
+    }
+    st = sh_interp_ints(w->ip, w->words, len, &in);
+  } else {
+    st = sh_interp_tree(w->ip, &d->tb, d->tb.tree_root[i], j->wi->n_ids + 1, j->wi->unk, &in);
+  }
+  if (st == SHEAF_OK) st = sh_interp_main(w->ip, g, in, &j->res[i]);
+  if (st != SHEAF_OK) note_failure(j, i);
+  return st;
+}
+
+/* Writes every formatted instance from j->next on that is ready (j->mu held). */
+static void drain(lang_job *j) {
+  while (j->next < j->n && j->text[j->next]) {
+    if (!j->write_failed && fwrite(j->text[j->next], 1, j->text_len[j->next], j->out) != j->text_len[j->next])
+      j->write_failed = true;
+    free(j->text[j->next]);
+    j->text[j->next++] = NULL;
+  }
+  progress_update(j->pg, j->next, j->n, j->noun);
+}
+
+static sheaf_status lang_read(sheaf_graph *g, int64_t i, void *user) {
+  lang_job *j = user;
+  lang_worker *w = worker_of(j, g);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = w ? open_memstream(&buf, &len) : NULL;
+  if (!f) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: the outputs of instance %d", (int)i);
+  char prefix[16];
+  snprintf(prefix, sizeof prefix, "%d", (int)i);
+  int bad = write_value(f, g, prefix, j->res[i]);
+  bad |= fclose(f);
+  if (bad) {
+    free(buf);
+    note_failure(j, i);
+    return sheaf_graph_status(g) ? sheaf_graph_status(g)
+                                 : sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "formatting the outputs of instance %d", (int)i);
+  }
+  /* the last instance of its batch: the batch's host values are done */
+  if ((i + 1) % j->batch == 0 || i + 1 == j->n) sh_interp_reset(w->ip);
+  pthread_mutex_lock(&j->mu);
+  j->text[i] = buf;
+  j->text_len[i] = len;
+  drain(j);
+  pthread_mutex_unlock(&j->mu);
+  return SHEAF_OK;
+}
+
+static void lang_job_free(lang_job *j) {
+  for (int k = 0; k < j->nw; k++) {
+    sh_interp_free(j->w[k].ip);
+    free(j->w[k].words);
+  }
+  for (int32_t i = 0; j->text && i < j->n; i++) free(j->text[i]);
+  free(j->text);
+  free(j->text_len);
+  free(j->res);
+  pthread_mutex_destroy(&j->mu);
+}
+
 /* ------------------------------------------------------------- run */
 
 int cli_run_lang(int argc, char **argv) {
@@ -318,15 +472,17 @@ int cli_run_lang(int argc, char **argv) {
   ex_data d;
   sheaf_model *model = NULL;
   sh_lang_bind bind = {0};
-  sh_interp *ip = NULL;
-  sheaf_graph *g = NULL;
+  sheaf_runner *runner = NULL;
   FILE *out = NULL;
-  sh_value *res = NULL;
-  int32_t *words = NULL;
   int32_t failed_at = -1;
   progress pg = {0};
-  sheaf_graph_opts go = {.policy = SHEAF_POLICY_SHEAF, .threads = (int)o.threads, .trace_path = o.trace};
-  if (o.policy && sheaf_policy_parse(ctx, o.policy, &go.policy) != SHEAF_OK) goto fail;
+  lang_job job;
+  memset(&job, 0, sizeof job);
+  pthread_mutex_init(&job.mu, NULL);
+  atomic_init(&job.failed_at, INT32_MAX);
+  sheaf_runner_opts ro = {.batch = o.batch, .threads = (int)o.threads, .policy = SHEAF_POLICY_SHEAF,
+                          .parallel = o.parallel, .trace_path = o.trace};
+  if (o.policy && sheaf_policy_parse(ctx, o.policy, &ro.policy) != SHEAF_OK) goto fail;
   if (sh_file_read(ctx, o.file, &src, &len) != SHEAF_OK) goto fail;
   have_m = true;
   if (sh_lang_compile(&m, ctx, o.file, src, len) != SHEAF_OK) {
@@ -364,59 +520,41 @@ int cli_run_lang(int argc, char **argv) {
   if (wi.n_unknown > 0)
     fprintf(stderr, "sheaf: note: %lld of %lld words of %s are not in %s: they use the <unk> row\n",
             (long long)wi.n_unknown, (long long)wi.n_words, o.data, o.vocab);
-  if (sh_interp_create(&m, &bind, &ip) != SHEAF_OK) goto fail;
   if (o.trace) remove(o.trace); /* so that a trace left over is not taken for ours */
-  if (sheaf_graph_create(model, &go, &g) != SHEAF_OK) goto fail;
   out = strcmp(o.out, "-") ? fopen(o.out, "w") : stdout;
   if (!out) {
     cli_error("%s: %s", o.out, strerror(errno));
     goto fail_quiet;
   }
-  int32_t n = ex_data_count(&d), batch = (int32_t)o.batch;
-  res = calloc((size_t)(batch < n ? batch : n) + 1, sizeof *res);
-  if (!res) {
-    sh_fail(ctx, SHEAF_ERR_NOMEM, "out of memory: %d results", (int)batch);
+  int32_t n = ex_data_count(&d);
+  job.ctx = ctx;
+  job.m = &m;
+  job.bind = &bind;
+  job.d = &d;
+  job.wi = &wi;
+  job.n = n;
+  job.batch = (int32_t)o.batch;
+  job.noun = d.kind == EX_DATA_SENTS ? "sentences" : "trees";
+  job.out = out;
+  job.pg = &pg;
+  job.res = calloc((size_t)n + 1, sizeof *job.res);
+  job.text = calloc((size_t)n + 1, sizeof *job.text);
+  job.text_len = calloc((size_t)n + 1, sizeof *job.text_len);
+  if (!job.res || !job.text || !job.text_len) {
+    sh_fail(ctx, SHEAF_ERR_NOMEM, "out of memory: the outputs of %d instances", (int)n);
     goto fail;
   }
-  const char *noun = d.kind == EX_DATA_SENTS ? "sentences" : "trees";
-  pg.on = isatty(STDERR_FILENO) && n > batch;
+  if (sheaf_runner_create(model, &ro, &runner) != SHEAF_OK) goto fail;
+  pg.on = isatty(STDERR_FILENO) && n > job.batch;
   pg.t0 = sheaf_time_ns();
-  for (int32_t first = 0; first < n; first += batch) {
-    int32_t last = n - first > batch ? first + batch : n;
-    for (int32_t i = first; i < last; i++) {
-      sh_value in;
-      sheaf_status st;
-      if (d.kind == EX_DATA_SENTS) {
-        int32_t len_i = d.sent_off[i + 1] - d.sent_off[i];
-        free(words);
-        words = malloc(((size_t)len_i + 1) * sizeof *words);
-        if (!words) {
-          sh_fail(ctx, SHEAF_ERR_NOMEM, "out of memory: a sentence of %d words", (int)len_i);
-          goto fail;
-        }
-        for (int32_t j = 0; j < len_i; j++) {
-          int32_t w = d.sent_words[d.sent_off[i] + j];
-          words[j] = w >= 0 && w < wi.n_ids ? w : wi.unk;
-        }
-        st = sh_interp_ints(ip, words, len_i, &in);
-      } else {
-        st = sh_interp_tree(ip, &d.tb, d.tb.tree_root[i], wi.n_ids + 1, wi.unk, &in);
-      }
-      if (st == SHEAF_OK) st = sh_interp_main(ip, g, in, &res[i - first]);
-      if (st != SHEAF_OK) {
-        failed_at = i;
-        goto fail;
-      }
-    }
-    if (sheaf_graph_flush(g) != SHEAF_OK) goto fail;
-    for (int32_t i = first; i < last; i++) {
-      char prefix[16];
-      snprintf(prefix, sizeof prefix, "%d", (int)i);
-      if (write_value(out, g, prefix, res[i - first]) != 0) goto fail;
-    }
-    if (sheaf_graph_reset(g) != SHEAF_OK) goto fail;
-    sh_interp_reset(ip);
-    progress_update(&pg, last, n, noun);
+  if (sheaf_runner_run(runner, 0, n, lang_build, lang_read, &job) != SHEAF_OK) {
+    int at = atomic_load(&job.failed_at);
+    failed_at = at == INT32_MAX ? -1 : at;
+    goto fail;
+  }
+  if (job.write_failed) {
+    cli_error("%s: write failed", o.out);
+    goto fail_quiet;
   }
   progress_end(&pg);
   if (fflush(out) != 0 || ferror(out)) {
@@ -433,13 +571,12 @@ fail:
             d.kind == EX_DATA_SENTS ? "sentence" : "tree", (int)failed_at, o.data);
 fail_quiet:
 done:
-  free(words);
-  free(res);
+  sheaf_runner_free(runner); /* writes the trace */
+  lang_job_free(&job);
   if (out && out != stdout && fclose(out) != 0 && rc == CLI_OK) {
     cli_error("%s: write failed", o.out);
     rc = CLI_FAIL;
   }
-  sheaf_graph_free(g); /* writes the trace */
   if (rc == CLI_OK && o.trace) {
     FILE *tf = fopen(o.trace, "r"); /* sheaf_graph_free cannot report a failure */
     if (tf) {
@@ -449,7 +586,6 @@ done:
       rc = CLI_FAIL;
     }
   }
-  sh_interp_free(ip);
   sh_lang_bind_free(ctx, &bind);
   sheaf_model_free(model);
   if (have_d) ex_data_free(&d);

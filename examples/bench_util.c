@@ -84,7 +84,7 @@ static void runner_step_reset(void *a) { sheaf_runner_stats_reset(((runner_step 
 double exb_runner_rate(const ex_net *net, sheaf_policy policy, int threads, sheaf_parallel par,
                        int32_t batch, int32_t count, double min_s, int rounds,
                        sheaf_graph_stats *delta, long *passes_out) {
-  sheaf_runner_opts ro = {batch, threads, policy, par};
+  sheaf_runner_opts ro = {batch, threads, policy, par, NULL};
   runner_step s = {net, NULL, count};
   double best = -1;
   if (sheaf_runner_create(net->model, &ro, &s.r) == SHEAF_OK)

@@ -147,6 +147,18 @@ sheaf_status sheaf_graph_reset(sheaf_graph *g);
  * phases run in increasing order, each batched on its own. */
 void sheaf_graph_phase(sheaf_graph *g, int phase);
 
+/* Records an error of the caller's own on the graph, as a builder's misuse
+ * would be (the first error since reset stays; also the context's last
+ * error): a model's run-time check, or a runner callback's failure, which
+ * the runner then reports with the instance's index. Returns the graph's
+ * error (st, or the earlier one); SHEAF_OK for st is taken as
+ * SHEAF_ERR_INVALID_ARG. */
+sheaf_status sheaf_graph_fail(sheaf_graph *g, sheaf_status st, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
 /* The first build error since the last reset, or SHEAF_OK. */
 sheaf_status sheaf_graph_status(const sheaf_graph *g);
 
@@ -293,6 +305,8 @@ typedef struct sheaf_runner_opts {
   int threads;             /* threads of the context's pool to use; <= 0: all */
   sheaf_policy policy;     /* of every graph (default sheaf) */
   sheaf_parallel parallel; /* default AUTO */
+  const char *trace_path;  /* non-NULL: one graph (kernels) collecting a Chrome-trace /
+                              Perfetto timeline, written there when the runner is freed */
 } sheaf_runner_opts;
 
 typedef struct sheaf_runner sheaf_runner;
@@ -312,7 +326,8 @@ void sheaf_runner_free(sheaf_runner *r); /* NULL is fine */
 sheaf_status sheaf_runner_run(sheaf_runner *r, int64_t first, int64_t count, sheaf_instance_fn build,
                               sheaf_instance_fn read, void *user);
 
-/* How a run of `count` instances is parallelized (never AUTO). */
+/* How a run of `count` instances is parallelized (never AUTO; KERNELS with
+ * a trace). */
 sheaf_parallel sheaf_runner_mode(const sheaf_runner *r, int64_t count);
 
 /* Counters summed over the runner's graphs (times: summed over threads). */

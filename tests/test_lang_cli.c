@@ -168,6 +168,44 @@ TEST(lang_cli_trace_and_arguments) {
   CHECK_CONTAINS(out, "while running sentence 0 of ");
 }
 
+/* Several threads: whole batches in parallel (an interpreter per thread)
+ * write, in instance order, what one thread writes; the first failing
+ * instance is the one named. */
+TEST(lang_runner_cli_parallel_batches_equal_one_thread) {
+  char args[2048];
+  const char *a = th_tmp_path("lang-par-1.txt"), *b = th_tmp_path("lang-par-2.txt");
+  snprintf(args, sizeof args,
+           "examples/treelstm.sf --data " EWT " --seed 1 --size H=8 --size E=8 --size C=5 "
+           "--batch 7 --out %s",
+           a);
+  CHECK_EQ_INT(run(args), 0);
+  snprintf(args, sizeof args,
+           "examples/treelstm.sf --data " EWT " --seed 1 --size H=8 --size E=8 --size C=5 "
+           "--batch 7 --threads 2 --parallel batches --out %s && cmp %s %s && echo same",
+           b, a, b);
+  CHECK_EQ_INT(run(args), 0);
+  CHECK_CONTAINS(out, "same");
+  CHECK_EQ_INT(run("examples/treefc.sf --data " EWT " --parallel fast"), 2);
+  CHECK_CONTAINS(out, "--parallel: unknown mode 'fast'");
+  CHECK_EQ_INT(run("examples/treefc.sf --data " EWT " --parallel batches --trace t.json"), 2);
+  CHECK_CONTAINS(out, "--trace reads one graph");
+  /* sentences 3 and 9 fail (words past the table): 3 is reported */
+  static const char prog[] = "param emb: f32[V, H]\n"
+                             "fn main(ws: list[i32]) -> f32[H] {\n"
+                             "  emb[len(ws) * 1000]\n"
+                             "}\n";
+  const char *pf = th_write_tmp("par-oob.sf", prog, sizeof prog - 1);
+  static const char sents[] = "a\nb\nc\nd d d d d d d d d d d d d d d d d d d d d d d d d d d d d d d d d d d d d d d d\n"
+                              "e\nf\ng\nh\ni\nj j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j j\n"
+                              "k\nl\n";
+  const char *sf = th_write_tmp("par-oob.txt", sents, sizeof sents - 1);
+  snprintf(args, sizeof args, "%s --data %s --seed 1 --size H=4 --size V=2000 --batch 1 --threads 2 --parallel batches", pf, sf);
+  CHECK_EQ_INT(run(args), 1);
+  CHECK_CONTAINS(out, "instance 3: ");
+  CHECK_CONTAINS(out, "par-oob.sf:3:3: error: emb[40000]: row 40000 is out of range");
+  CHECK_CONTAINS(out, "while running sentence 3 of ");
+}
+
 TEST(lang_run_errors_name_the_source) {
   sheaf_ctx *ctx = th_ctx();
   static const char prog[] = "param emb: f32[V, H]\n"

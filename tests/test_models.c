@@ -525,7 +525,7 @@ TEST(models_cli_run_bilstm_stdout_and_mvrnn) {
 
 /* Whole batches in parallel (2 threads, 60 batches of 5) give the outputs,
  * in order, of one batch at a time. */
-TEST(models_cli_run_parallel_batches_equal_kernels) {
+TEST(models_cli_runner_parallel_batches_equal_kernels) {
   NEED_BIN();
   const char *a = th_tmp_path("par-a.txt"), *b = th_tmp_path("par-b.txt");
   char args[2048];

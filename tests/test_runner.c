@@ -46,7 +46,7 @@ static void runner_matches(ex_model_kind kind, int64_t hidden, int32_t first, in
                {2, SHEAF_PARALLEL_KERNELS, 7}, {1, SHEAF_PARALLEL_AUTO, 7},
                {2, SHEAF_PARALLEL_AUTO, 5}};
     for (size_t c = 0; c < SH_ARRAY_LEN(cfg); c++) {
-      sheaf_runner_opts ro = {cfg[c].batch, cfg[c].threads, SHEAF_POLICY_SHEAF, cfg[c].par};
+      sheaf_runner_opts ro = {cfg[c].batch, cfg[c].threads, SHEAF_POLICY_SHEAF, cfg[c].par, NULL};
       sheaf_runner *r = NULL;
       ex_outputs got;
       if (!CHECK_OK(ctx, sheaf_runner_create(net.model, &ro, &r))) continue;
@@ -84,7 +84,7 @@ TEST(runner_auto_mode) {
   sheaf_model *m = NULL;
   if (!CHECK_OK(ctx, sheaf_model_create(ctx, &m))) return;
   sheaf_runner *r = NULL;
-  sheaf_runner_opts ro = {10, 2, SHEAF_POLICY_SHEAF, SHEAF_PARALLEL_AUTO};
+  sheaf_runner_opts ro = {10, 2, SHEAF_POLICY_SHEAF, SHEAF_PARALLEL_AUTO, NULL};
   if (CHECK_OK(ctx, sheaf_runner_create(m, &ro, &r))) {
     CHECK_EQ_INT(sheaf_runner_mode(r, 40), SHEAF_PARALLEL_BATCHES); /* 4 batches, 2 threads */
     CHECK_EQ_INT(sheaf_runner_mode(r, 31), SHEAF_PARALLEL_BATCHES); /* 4, the last short */
@@ -137,7 +137,7 @@ TEST(runner_reports_first_failing_instance) {
   static const sheaf_parallel modes[] = {SHEAF_PARALLEL_BATCHES, SHEAF_PARALLEL_KERNELS};
   for (int k = 0; k < 2; k++)
     for (int rep = 0; rep < 20; rep++) { /* whichever thread fails first */
-      sheaf_runner_opts ro = {4, 2, SHEAF_POLICY_SHEAF, modes[k]};
+      sheaf_runner_opts ro = {4, 2, SHEAF_POLICY_SHEAF, modes[k], NULL};
       sheaf_runner *r = NULL;
       if (!CHECK_OK(ctx, sheaf_runner_create(m, &ro, &r))) break;
       fail_job *j = calloc(1, sizeof *j);
@@ -177,7 +177,7 @@ TEST(runner_bad_arguments_and_callback_errors) {
   CHECK_EQ_INT(sheaf_runner_create(m, NULL, NULL), SHEAF_ERR_INVALID_ARG);
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "sheaf_runner_create: out is NULL");
   sheaf_runner *r = NULL;
-  sheaf_runner_opts bad = {8, 2, (sheaf_policy)9, SHEAF_PARALLEL_AUTO};
+  sheaf_runner_opts bad = {8, 2, (sheaf_policy)9, SHEAF_PARALLEL_AUTO, NULL};
   CHECK_EQ_INT(sheaf_runner_create(m, &bad, &r), SHEAF_ERR_INVALID_ARG);
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "unknown policy 9");
   CHECK(r == NULL);

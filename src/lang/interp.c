@@ -30,19 +30,38 @@ struct sh_interp {
   int dep_kids;
 };
 
-#define FAIL(ip, ...) ((ip)->err ? (ip)->err : ((ip)->err = sh_fail((ip)->ctx, SHEAF_ERR_INVALID_ARG, __VA_ARGS__)))
+/* The interpreter's first error of an instance: on the graph it builds on
+ * (so a runner reports it with the instance), else on the context. */
+static sheaf_status fail_msg(sh_interp *ip, const char *msg) {
+  if (ip->err) return ip->err;
+  return ip->err = ip->g ? sheaf_graph_fail(ip->g, SHEAF_ERR_INVALID_ARG, "%s", msg)
+                         : sh_fail(ip->ctx, SHEAF_ERR_INVALID_ARG, "%s", msg);
+}
 
-/* A run-time error of the program at `at`: "FILE:LINE:COL: error: ...". */
-static sheaf_status fail_at(sh_interp *ip, sh_span at, const char *fmt, ...) SH_PRINTF(3, 4);
-static sheaf_status fail_at(sh_interp *ip, sh_span at, const char *fmt, ...) {
+static sheaf_status failf(sh_interp *ip, const char *fmt, ...) SH_PRINTF(2, 3);
+static sheaf_status failf(sh_interp *ip, const char *fmt, ...) {
   if (ip->err) return ip->err;
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return ip->err = sh_fail(ip->ctx, SHEAF_ERR_INVALID_ARG, "%s:%u:%u: error: %s", ip->m->diags.file,
-                           (unsigned)at.line, (unsigned)at.col, msg);
+  return fail_msg(ip, msg);
+}
+#define FAIL(ip, ...) failf(ip, __VA_ARGS__)
+
+/* A run-time error of the program at `at`: "FILE:LINE:COL: error: ...". */
+static sheaf_status fail_at(sh_interp *ip, sh_span at, const char *fmt, ...) SH_PRINTF(3, 4);
+static sheaf_status fail_at(sh_interp *ip, sh_span at, const char *fmt, ...) {
+  if (ip->err) return ip->err;
+  char msg[512], full[640];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  snprintf(full, sizeof full, "%s:%u:%u: error: %s", ip->m->diags.file, (unsigned)at.line,
+           (unsigned)at.col, msg);
+  return fail_msg(ip, full);
 }
 
 static const sh_value v_none = {0};

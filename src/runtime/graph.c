@@ -39,6 +39,18 @@ sheaf_status sh_graph_fail(sheaf_graph *g, sheaf_status st, const char *fmt, ...
   return sh_fail(g->ctx, st, "%s", g->err);
 }
 
+sheaf_status sheaf_graph_fail(sheaf_graph *g, sheaf_status st, const char *fmt, ...) {
+  if (!g) return SHEAF_ERR_INVALID_ARG;
+  if (st == SHEAF_OK) st = SHEAF_ERR_INVALID_ARG;
+  if (g->status) return g->status; /* the first error stays */
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(g->err, sizeof g->err, fmt ? fmt : "(no message)", ap);
+  va_end(ap);
+  g->status = st;
+  return sh_fail(g->ctx, st, "%s", g->err);
+}
+
 /* Re-reports the sticky error as the context's last error. */
 static sheaf_status sticky(sheaf_graph *g) { return sh_fail(g->ctx, g->status, "%s", g->err); }
 

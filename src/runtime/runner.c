@@ -22,7 +22,8 @@
 struct sheaf_runner {
   sheaf_model *model;
   sheaf_ctx *ctx;
-  sheaf_runner_opts o;
+  sheaf_runner_opts o; /* o.trace_path is `trace` */
+  char *trace;
   int threads;
   sheaf_graph **per_thread; /* batches mode: graph of thread tid (threads = 1), created lazily */
   sheaf_graph *shared;      /* kernels mode: one graph over every thread */
@@ -62,7 +63,10 @@ sheaf_status sheaf_runner_create(sheaf_model *m, const sheaf_runner_opts *opts, 
   o.threads = r->threads;
   r->o = o;
   r->per_thread = sh_calloc(ctx, (size_t)r->threads, sizeof *r->per_thread);
-  if (!r->per_thread) {
+  r->trace = o.trace_path ? sh_strdup(ctx, o.trace_path) : NULL;
+  r->o.trace_path = r->trace;
+  if (!r->per_thread || (o.trace_path && !r->trace)) {
+    sh_free(ctx, r->per_thread, (size_t)r->threads * sizeof *r->per_thread);
     sh_free(ctx, r, sizeof *r);
     return SHEAF_ERR_NOMEM;
   }
@@ -77,13 +81,14 @@ void sheaf_runner_free(sheaf_runner *r) {
   for (int t = 0; t < r->threads; t++) sheaf_graph_free(r->per_thread[t]);
   sheaf_graph_free(r->shared);
   pthread_mutex_destroy(&r->mu);
+  if (r->trace) sh_strfree(r->ctx, r->trace);
   sh_free(r->ctx, r->per_thread, (size_t)r->threads * sizeof *r->per_thread);
   sh_free(r->ctx, r, sizeof *r);
 }
 
 sheaf_parallel sheaf_runner_mode(const sheaf_runner *r, int64_t count) {
   if (!r) return SHEAF_PARALLEL_KERNELS;
-  if (r->threads <= 1) return SHEAF_PARALLEL_KERNELS;
+  if (r->threads <= 1 || r->o.trace_path) return SHEAF_PARALLEL_KERNELS;
   if (r->o.parallel != SHEAF_PARALLEL_AUTO) return r->o.parallel;
   int64_t batches = (count + r->o.batch - 1) / r->o.batch;
   return batches >= 2 * (int64_t)r->threads ? SHEAF_PARALLEL_BATCHES : SHEAF_PARALLEL_KERNELS;
@@ -92,7 +97,7 @@ sheaf_parallel sheaf_runner_mode(const sheaf_runner *r, int64_t count) {
 static sheaf_status graph_of(sheaf_runner *r, bool shared, int tid, sheaf_graph **out) {
   sheaf_graph **slot = shared ? &r->shared : &r->per_thread[tid];
   if (!*slot) {
-    sheaf_graph_opts go = {r->o.policy, shared ? r->threads : 1, NULL};
+    sheaf_graph_opts go = {r->o.policy, shared ? r->threads : 1, shared ? r->o.trace_path : NULL};
     sheaf_status st = sheaf_graph_create(r->model, &go, slot);
     if (st) return st;
   }
