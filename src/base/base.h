@@ -49,6 +49,9 @@ sheaf_status sh_failv(sheaf_ctx *ctx, sheaf_status status, const char *fmt, va_l
     SH_PRINTF_V(3);
 /* Prefixes the current last error with "prefix: " (keeps its status). */
 sheaf_status sh_fail_prefix(sheaf_ctx *ctx, const char *fmt, ...) SH_PRINTF(2, 3);
+/* A copy of the context's last error taken under its lock (runner threads
+ * may be writing it): for messages that wrap it. Returns buf. */
+const char *sh_last_error_copy(sheaf_ctx *ctx, char *buf, size_t size);
 
 void sh_log(sheaf_ctx *ctx, sheaf_log_level level, const char *fmt, ...) SH_PRINTF(3, 4);
 

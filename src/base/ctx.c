@@ -157,6 +157,16 @@ sheaf_status sh_fail_prefix(sheaf_ctx *ctx, const char *fmt, ...) {
   return st;
 }
 
+const char *sh_last_error_copy(sheaf_ctx *ctx, char *buf, size_t size) {
+  if (!size) return buf;
+  buf[0] = '\0';
+  if (!ctx) return buf;
+  pthread_mutex_lock(&ctx->err_mu);
+  snprintf(buf, size, "%s", ctx->err);
+  pthread_mutex_unlock(&ctx->err_mu);
+  return buf;
+}
+
 void sh_log(sheaf_ctx *ctx, sheaf_log_level level, const char *fmt, ...) {
   if (!ctx || !ctx->log || level > ctx->log_level) return;
   char msg[SH_ERR_MAX];

@@ -175,7 +175,10 @@ sheaf_status sh_exec_affine_raw(sheaf_graph *g, uint32_t id) {
   sh_arena_mark mark = sh_arena_get_mark(&g->scratch);
   sheaf_status st = affine_run(g, &id, 1, g->nodes[id].rows, true);
   sh_arena_rewind(&g->scratch, mark);
-  if (st) return sh_graph_fail(g, st, "sheaf_value: %s", sheaf_ctx_last_error(g->ctx));
+  if (st) {
+    char e[SH_ERR_MAX];
+    return sh_graph_fail(g, st, "sheaf_value: %s", sh_last_error_copy(g->ctx, e, sizeof e));
+  }
   return SHEAF_OK;
 }
 

@@ -196,7 +196,8 @@ sheaf_status sheaf_graph_flush(sheaf_graph *g) {
         sh_align_up(g->scratch.used_total + g->scratch.used_total / 8, SH_ARENA_ALIGN);
   sh_arena_reset(&g->scratch);
   if (st) {
-    if (!g->status) sh_graph_fail(g, st, "sheaf_graph_flush: %s", sheaf_ctx_last_error(g->ctx));
+    char e[SH_ERR_MAX];
+    if (!g->status) sh_graph_fail(g, st, "sheaf_graph_flush: %s", sh_last_error_copy(g->ctx, e, sizeof e));
     return sticky(g);
   }
   g->first_pending = g->n_nodes;

@@ -134,7 +134,8 @@ sheaf_expr sh_build_finish(sheaf_graph *g, uint32_t id) {
   if (!st)
     st = g->policy == SHEAF_POLICY_SHEAF ? sh_sched_sheaf_add(g, id) : sh_sched_none_add(g, id);
   if (st) {
-    sh_graph_fail(g, st, "%s: %s", sh_op_name(g->nodes[id].op), sheaf_ctx_last_error(g->ctx));
+    char e[SH_ERR_MAX];
+    sh_graph_fail(g, st, "%s: %s", sh_op_name(g->nodes[id].op), sh_last_error_copy(g->ctx, e, sizeof e));
     return SH_NULL_EXPR;
   }
   return sh_expr_of(g, id);

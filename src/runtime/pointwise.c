@@ -422,7 +422,10 @@ sheaf_status sh_pw_compute(sheaf_graph *g, uint32_t id) {
     g->cur_phase = g->nodes[id].phase;
     st = sh_exec_batch(g, g->nodes[id].sig, &id, 1);
   }
-  if (st && !g->status) sh_graph_fail(g, st, "computing a fused value: %s", sheaf_ctx_last_error(g->ctx));
+  if (st && !g->status) {
+    char e[SH_ERR_MAX];
+    sh_graph_fail(g, st, "computing a fused value: %s", sh_last_error_copy(g->ctx, e, sizeof e));
+  }
   return st ? (g->status ? g->status : st) : SHEAF_OK;
 }
 
