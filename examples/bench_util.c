@@ -440,14 +440,10 @@ bool exb_net_open(exb_env *e, ex_model_kind kind, int H, int E, int32_t check, e
   snprintf(wname, sizeof wname, "%s-h%d.safetensors", ex_model_name(kind), H);
   *wpath = exb_tmp_path(wname);
   int32_t c = e->n < check ? e->n : check;
-  sheaf_graph *g = NULL;
   bool ok = ex_net_create(e->ctx, kind, &e->d, H, E, net) == SHEAF_OK &&
             ex_net_seed(net, 1) == SHEAF_OK && sheaf_model_save(net->model, *wpath) == SHEAF_OK &&
-            ex_outputs_init(ref, net, 0, c) == SHEAF_OK &&
-            sheaf_graph_create(net->model, NULL, &g) == SHEAF_OK &&
-            ex_run(net, g, 0, c, 64, ref) == SHEAF_OK;
+            ex_run_fresh(net, SHEAF_POLICY_SHEAF, 0, 0, c, 64, ref) == SHEAF_OK;
   if (!ok) fprintf(stderr, "%s: %s\n", e->prog, sheaf_ctx_last_error(e->ctx));
-  sheaf_graph_free(g);
   return ok;
 }
 

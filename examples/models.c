@@ -213,6 +213,19 @@ sheaf_status ex_run(const ex_net *n, sheaf_graph *g, int32_t first, int32_t coun
   return st;
 }
 
+sheaf_status ex_run_fresh(const ex_net *n, sheaf_policy policy, int threads, int32_t first,
+                          int32_t count, int32_t batch, ex_outputs *out) {
+  sheaf_status st = ex_outputs_init(out, n, first, count);
+  if (st) return st;
+  sheaf_graph_opts go = {policy, threads, NULL};
+  sheaf_graph *g = NULL;
+  st = sheaf_graph_create(n->model, &go, &g);
+  if (!st) st = ex_run(n, g, first, count, batch, out);
+  sheaf_graph_free(g);
+  if (st) ex_outputs_free(out);
+  return st;
+}
+
 /* ex_run_runner's callbacks: instance i's expressions live at ex + off[i - first]. */
 typedef struct runner_job {
   const ex_net *n;

@@ -92,6 +92,12 @@ static inline const float *ex_outputs_row(const ex_outputs *o, int32_t i, int32_
 sheaf_status ex_run(const ex_net *n, sheaf_graph *g, int32_t first, int32_t count,
                     int32_t batch, ex_outputs *out);
 
+/* ex_run on a graph of its own (policy, threads; <= 0: all), freed after:
+ * *out is initialized here for [first, first + count) and freed again on
+ * failure. */
+sheaf_status ex_run_fresh(const ex_net *n, sheaf_policy policy, int threads, int32_t first,
+                          int32_t count, int32_t batch, ex_outputs *out);
+
 /* The same through a runner (which decides the graphs, the batch size and
  * how threads are used): batches in parallel on several threads. */
 sheaf_status ex_run_runner(const ex_net *n, sheaf_runner *r, int32_t first, int32_t count,

@@ -24,15 +24,7 @@ static const sheaf_policy all_policies[] = {SHEAF_POLICY_SHEAF, SHEAF_POLICY_NON
  * `batch` into *out (initialized here). */
 static bool run_net(const ex_net *net, sheaf_policy policy, int32_t batch, int32_t first,
                     int32_t count, ex_outputs *out) {
-  sheaf_ctx *ctx = th_ctx();
-  sheaf_graph_opts go = {policy, 0, NULL};
-  sheaf_graph *g = NULL;
-  if (!CHECK_OK(ctx, ex_outputs_init(out, net, first, count))) return false;
-  bool ok = CHECK_OK(ctx, sheaf_graph_create(net->model, &go, &g)) &&
-            CHECK_OK(ctx, ex_run(net, g, first, count, batch, out));
-  sheaf_graph_free(g);
-  if (!ok) ex_outputs_free(out);
-  return ok;
+  return CHECK_OK(th_ctx(), ex_run_fresh(net, policy, 0, first, count, batch, out));
 }
 
 static bool all_finite(const ex_outputs *o) {

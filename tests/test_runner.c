@@ -14,18 +14,6 @@
 
 #define EWT_TEST "data/ud_english_ewt/en_ewt-ud-test.conllu"
 
-static bool plain_run(const ex_net *net, int32_t batch, int32_t first, int32_t count, ex_outputs *out) {
-  sheaf_ctx *ctx = th_ctx();
-  sheaf_graph_opts go = {SHEAF_POLICY_SHEAF, 1, NULL};
-  sheaf_graph *g = NULL;
-  if (!CHECK_OK(ctx, ex_outputs_init(out, net, first, count))) return false;
-  bool ok = CHECK_OK(ctx, sheaf_graph_create(net->model, &go, &g)) &&
-            CHECK_OK(ctx, ex_run(net, g, first, count, batch, out));
-  sheaf_graph_free(g);
-  if (!ok) ex_outputs_free(out);
-  return ok;
-}
-
 static void runner_matches(ex_model_kind kind, int64_t hidden, int32_t first, int32_t count) {
   sheaf_ctx *ctx = th_ctx();
   ex_data d;
@@ -37,7 +25,7 @@ static void runner_matches(ex_model_kind kind, int64_t hidden, int32_t first, in
   }
   CHECK_OK(ctx, ex_net_seed(&net, 3));
   ex_outputs ref;
-  if (plain_run(&net, 7, first, count, &ref)) {
+  if (CHECK_OK(ctx, ex_run_fresh(&net, SHEAF_POLICY_SHEAF, 1, first, count, 7, &ref))) {
     static const struct {
       int threads;
       sheaf_parallel par;
