@@ -82,6 +82,44 @@ static int sample(uint64_t i, float *x) { /* 0 when past the end */
   return 1;
 }
 
+/* y[0, n) = fn(x[0, n)) by evaluator `which` (an ISA, or the fast variants). */
+typedef void (*eval_fn)(int which, sh_vmath_fn fn, int n, const float *x, float *y);
+
+enum { SWEEP_B = 4096, SWEEP_MAX_EVAL = 4 };
+
+/* The worst ulp error of fn over the sample's inputs in [lo, hi], for
+ * evaluators 0 .. n_eval - 1 (each chunk's reference computed once):
+ * worst[e], and wx[e] the input where it occurs. */
+static void sweep(sh_vmath_fn fn, float lo, float hi, eval_fn eval, int n_eval, double *worst,
+                  float *wx) {
+  static float x[SWEEP_B], y[SWEEP_MAX_EVAL][SWEEP_B];
+  for (int e = 0; e < n_eval; e++) worst[e] = 0, wx[e] = 0;
+  uint64_t i = 0;
+  for (bool more = true; more;) {
+    int n = 0;
+    float v;
+    while (n < SWEEP_B && (more = sample(i, &v))) {
+      i++;
+      if (v >= lo && v <= hi) x[n++] = v;
+    }
+    for (int e = 0; e < n_eval; e++) eval(e, fn, n, x, y[e]);
+    for (int k = 0; k < n; k++) {
+      double r = ref_fn(fn, x[k]);
+      for (int e = 0; e < n_eval; e++) {
+        double err = err_ulp(y[e][k], r);
+        if (!(err <= worst[e])) {
+          worst[e] = err;
+          wx[e] = x[k];
+        }
+      }
+    }
+  }
+}
+
+static void isa_eval(int isa, sh_vmath_fn fn, int n, const float *x, float *y) {
+  sh_vmath_f32((sheaf_isa)isa, fn, n, x, y);
+}
+
 TEST(gemm_vmath_ulp_bounds) {
   static const ucase cases[] = {
       {SH_VMATH_EXP, "exp", -FLT_MAX, FLT_MAX, 4},
@@ -92,34 +130,13 @@ TEST(gemm_vmath_ulp_bounds) {
       {SH_VMATH_GELU_TANH, "gelu_tanh", -4.0f, FLT_MAX, 32}, /* ill-conditioned for x << 0 */
       {SH_VMATH_GELU_TANH, "gelu_tanh", -FLT_MAX, FLT_MAX, 256},
   };
-  enum { B = 4096 };
-  static float x[B], y[3][B];
   bool report = getenv("SHEAF_VMATH_REPORT") != NULL;
   int n_isa = (int)sheaf_cpu_isa() + 1;
   for (size_t c = 0; c < SH_ARRAY_LEN(cases); c++) {
     const ucase *uc = &cases[c];
-    double worst[3] = {0, 0, 0};
-    float wx[3] = {0, 0, 0};
-    uint64_t i = 0;
-    for (bool more = true; more;) {
-      int n = 0;
-      float v;
-      while (n < B && (more = sample(i, &v))) {
-        i++;
-        if (v >= uc->lo && v <= uc->hi) x[n++] = v;
-      }
-      for (int isa = 0; isa < n_isa; isa++) sh_vmath_f32((sheaf_isa)isa, uc->fn, n, x, y[isa]);
-      for (int k = 0; k < n; k++) {
-        double r = ref_fn(uc->fn, x[k]);
-        for (int isa = 0; isa < n_isa; isa++) {
-          double e = err_ulp(y[isa][k], r);
-          if (!(e <= worst[isa])) {
-            worst[isa] = e;
-            wx[isa] = x[k];
-          }
-        }
-      }
-    }
+    double worst[SWEEP_MAX_EVAL];
+    float wx[SWEEP_MAX_EVAL];
+    sweep(uc->fn, uc->lo, uc->hi, isa_eval, n_isa, worst, wx);
     for (int isa = 0; isa < n_isa; isa++) {
       if (report)
         printf("vmath %-9s %-6s max %.2f ulp (at x = %.9g) on [%g, %g]\n", uc->name,
@@ -137,6 +154,10 @@ typedef struct special {
   float x, y;
   bool sign; /* also check the sign of a zero result */
 } special;
+
+static bool special_ok(const special *sp, float got) {
+  return isnan(sp->y) ? isnan(got) : got == sp->y && (!sp->sign || signbit(got) == signbit(sp->y));
+}
 
 TEST(gemm_vmath_special_values) {
   const float inf = INFINITY, nan = NAN;
@@ -180,9 +201,7 @@ TEST(gemm_vmath_special_values) {
           sh_vmath_f32((sheaf_isa)isa, sp[i].fn, 9, in, out);
           got = out[8];
         }
-        bool ok = isnan(sp[i].y) ? isnan(got)
-                                 : got == sp[i].y && (!sp[i].sign || signbit(got) == signbit(sp[i].y));
-        if (!ok)
+        if (!special_ok(&sp[i], got))
           th_fail(__FILE__, __LINE__, "vmath fn %d %s: f(%g) = %g, expected %g", (int)sp[i].fn,
                   sheaf_isa_name((sheaf_isa)isa), sp[i].x, got, sp[i].y);
       }
@@ -197,8 +216,10 @@ TEST(gemm_vmath_special_values) {
 
 #if defined(__x86_64__)
 /* y = f(x) through the division-free AVX-512 sigmoid (fn SIGMOID) or tanh. */
-__attribute__((target("avx512f,avx512dq,fma"))) static void fast_f32(sh_vmath_fn fn, int n,
-                                                                      const float *x, float *y) {
+__attribute__((target("avx512f,avx512dq,fma"))) static void fast_eval(int which, sh_vmath_fn fn,
+                                                                       int n, const float *x,
+                                                                       float *y) {
+  (void)which; /* one evaluator */
   for (int i = 0; i < n; i += 16) {
     __mmask16 m = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
     __m512 v = _mm512_maskz_loadu_ps(m, x + i);
@@ -212,28 +233,10 @@ TEST(gemm_vmath_fast_avx512_bounds_and_specials) {
 #if defined(__x86_64__)
   if (sheaf_cpu_isa() < SHEAF_ISA_AVX512) return; /* no AVX-512 here: nothing to check */
   static const sh_vmath_fn fns[2] = {SH_VMATH_SIGMOID, SH_VMATH_TANH};
-  enum { B = 4096 };
-  static float x[B], y[B];
   for (int f = 0; f < 2; f++) {
-    double worst = 0;
-    float wx = 0;
-    uint64_t i = 0;
-    for (bool more = true; more;) {
-      int n = 0;
-      float v;
-      while (n < B && (more = sample(i, &v))) {
-        i++;
-        x[n++] = v;
-      }
-      fast_f32(fns[f], n, x, y);
-      for (int k = 0; k < n; k++) {
-        double e = err_ulp(y[k], ref_fn(fns[f], x[k]));
-        if (!(e <= worst)) {
-          worst = e;
-          wx = x[k];
-        }
-      }
-    }
+    double worst;
+    float wx;
+    sweep(fns[f], -INFINITY, INFINITY, fast_eval, 1, &worst, &wx); /* every sampled input */
     if (getenv("SHEAF_VMATH_REPORT"))
       printf("vmath %-9s avx512-fast max %.2f ulp (at x = %.9g)\n",
              f ? "tanh" : "sigmoid", worst, wx);
@@ -242,7 +245,7 @@ TEST(gemm_vmath_fast_avx512_bounds_and_specials) {
               f ? "tanh" : "sigmoid", worst, wx);
   }
   const float inf = INFINITY, nan = NAN;
-  static const struct { sh_vmath_fn fn; float x, y; bool sign; } sp[] = {
+  static const special sp[] = {
       {SH_VMATH_SIGMOID, 0.0f, 0.5f, false},  {SH_VMATH_SIGMOID, -0.0f, 0.5f, false},
       {SH_VMATH_SIGMOID, inf, 1.0f, false},   {SH_VMATH_SIGMOID, -inf, 0.0f, true},
       {SH_VMATH_SIGMOID, nan, nan, false},    {SH_VMATH_SIGMOID, 100.0f, 1.0f, false},
@@ -254,10 +257,8 @@ TEST(gemm_vmath_fast_avx512_bounds_and_specials) {
   };
   for (size_t k = 0; k < SH_ARRAY_LEN(sp); k++) {
     float got;
-    fast_f32(sp[k].fn, 1, &sp[k].x, &got);
-    bool ok = isnan(sp[k].y) ? isnan(got)
-                             : got == sp[k].y && (!sp[k].sign || signbit(got) == signbit(sp[k].y));
-    if (!ok)
+    fast_eval(0, sp[k].fn, 1, &sp[k].x, &got);
+    if (!special_ok(&sp[k], got))
       th_fail(__FILE__, __LINE__, "fast %s(%g) = %g, expected %g",
               sp[k].fn == SH_VMATH_TANH ? "tanh" : "sigmoid", sp[k].x, got, sp[k].y);
   }
