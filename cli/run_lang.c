@@ -335,7 +335,6 @@ typedef struct lang_worker {
  * their batch finishes (possibly out of order on several threads) and
  * written in instance order by whichever callback completes the next one. */
 typedef struct lang_job {
-  sheaf_ctx *ctx;
   const sh_module *m;
   const sh_lang_bind *bind;
   const ex_data *d;
@@ -527,7 +526,6 @@ int cli_run_lang(int argc, char **argv) {
     goto fail_quiet;
   }
   int32_t n = ex_data_count(&d);
-  job.ctx = ctx;
   job.m = &m;
   job.bind = &bind;
   job.d = &d;

@@ -48,7 +48,6 @@ static sheaf_status failf(sh_interp *ip, const char *fmt, ...) {
   va_end(ap);
   return fail_msg(ip, msg);
 }
-#define FAIL(ip, ...) failf(ip, __VA_ARGS__)
 
 /* A run-time error of the program at `at`: "FILE:LINE:COL: error: ...". */
 static sheaf_status fail_at(sh_interp *ip, sh_span at, const char *fmt, ...) SH_PRINTF(3, 4);
@@ -148,7 +147,7 @@ static bool pat_bind(sh_interp *ip, const sh_pat *p, const sh_value *v, sh_value
     for (int i = 0; i < p->n; i++)
       if (!pat_bind(ip, p->items[i], &v->agg->items[i], fr)) return false;
     return true;
-  default: FAIL(ip, "interp: bad pattern"); return false;
+  default: failf(ip, "interp: bad pattern"); return false;
   }
 }
 
@@ -178,7 +177,7 @@ static sh_value tensor_zeros(sh_interp *ip, const sh_type *t) {
 static SH_NOINLINE sh_value builtin_lstm_cell(sh_interp *ip, const sh_expr *e, sh_value *fr) {
   const sh_expr *we = e->items[0], *be = e->items[1];
   if (we->res != SH_RES_PARAM || be->res != SH_RES_PARAM)
-    return FAIL(ip, "lstm_cell: W and b must be parameters"), v_none;
+    return failf(ip, "lstm_cell: W and b must be parameters"), v_none;
   sh_value x = eval(ip, e->items[2], fr);
   if (ip->err) return v_none;
   sh_value c = eval(ip, e->items[3], fr);
@@ -277,7 +276,7 @@ static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_expr *e, sh_value *f
     return mk_agg(SH_V_LIST, r);
   }
   case SH_BI_MAP: case SH_BI_FOLD: case SH_BI_SCAN: return builtin_apply(ip, e, a);
-  default: return FAIL(ip, "interp: builtin '%s' is not supported yet", sh_builtin_name(e->builtin)), v_none;
+  default: return failf(ip, "interp: builtin '%s' is not supported yet", sh_builtin_name(e->builtin)), v_none;
   }
 }
 
@@ -392,7 +391,7 @@ static SH_NOINLINE sh_value binary(sh_interp *ip, const sh_expr *e, sh_value *fr
     case SH_TK_STAR: return mk_tensor(sheaf_mul(g, x.t, y.t));
     case SH_TK_SLASH: return mk_tensor(sheaf_div(g, x.t, y.t));
     case SH_TK_AT: return mk_tensor(sheaf_matmul(g, x.t, y.t));
-    default: return FAIL(ip, "interp: bad tensor operator"), v_none;
+    default: return failf(ip, "interp: bad tensor operator"), v_none;
     }
   }
   int64_t a = x.i, b = y.i;
@@ -410,7 +409,7 @@ static SH_NOINLINE sh_value binary(sh_interp *ip, const sh_expr *e, sh_value *fr
   case SH_TK_LE: return mk_bool(a <= b);
   case SH_TK_GT: return mk_bool(a > b);
   case SH_TK_GE: return mk_bool(a >= b);
-  default: return FAIL(ip, "interp: bad operator"), v_none;
+  default: return failf(ip, "interp: bad operator"), v_none;
   }
 }
 
@@ -476,7 +475,7 @@ static SH_NOINLINE sh_value eval_call(sh_interp *ip, const sh_expr *e, sh_value 
     }
     return mk_agg(SH_V_ADT, a);
   }
-  return FAIL(ip, "interp: unresolved call"), v_none;
+  return failf(ip, "interp: unresolved call"), v_none;
 }
 
 /* ------------------------------------------------------------- other expressions */
@@ -528,7 +527,7 @@ static SH_NOINLINE sh_value eval_name(sh_interp *ip, const sh_expr *e) {
   case SH_RES_PARAM: return mk_tensor(sheaf_parameter(ip->g, ip->bind->params[e->ref.param->index]));
   case SH_RES_SIZE: return mk_int((int32_t)var_value(ip, e->ref.size_var, 0));
   case SH_RES_CTOR: return mk_agg(SH_V_ADT, agg_new(ip, e->ref.ctor->index, 0));
-  default: return FAIL(ip, "interp: unresolved name"), v_none;
+  default: return failf(ip, "interp: unresolved name"), v_none;
   }
 }
 
@@ -554,7 +553,7 @@ static SH_NOINLINE sh_value eval_block(sh_interp *ip, const sh_expr *e, sh_value
   for (int i = 0; i < e->n; i++) {
     sh_value v = eval(ip, e->lets[i].value, fr);
     if (ip->err) return v_none;
-    if (!pat_bind(ip, e->lets[i].pat, &v, fr)) return FAIL(ip, "let: pattern did not match"), v_none;
+    if (!pat_bind(ip, e->lets[i].pat, &v, fr)) return failf(ip, "let: pattern did not match"), v_none;
   }
   return eval(ip, e->a, fr);
 }
@@ -570,7 +569,7 @@ static SH_NOINLINE sh_value eval_match(sh_interp *ip, const sh_expr *e, sh_value
   if (ip->err) return v_none;
   for (int i = 0; i < e->n; i++)
     if (pat_bind(ip, e->arms[i].pat, &s, fr)) return eval(ip, e->arms[i].body, fr);
-  return FAIL(ip, "match: no arm matched"), v_none;
+  return failf(ip, "match: no arm matched"), v_none;
 }
 
 static SH_NOINLINE sh_value eval_for(sh_interp *ip, const sh_expr *e, sh_value *fr) {
@@ -589,7 +588,7 @@ static SH_NOINLINE sh_value eval_for(sh_interp *ip, const sh_expr *e, sh_value *
   if (!r) return v_none;
   for (int32_t k = 0; k < n; k++) {
     sh_value v = e->b ? mk_int(lo + k) : xs.agg->items[k];
-    if (!pat_bind(ip, e->pat, &v, fr)) return FAIL(ip, "for: pattern did not match"), v_none;
+    if (!pat_bind(ip, e->pat, &v, fr)) return failf(ip, "for: pattern did not match"), v_none;
     r->items[k] = eval(ip, e->c, fr);
     if (ip->err) return v_none;
   }
@@ -630,7 +629,7 @@ static sh_value eval(sh_interp *ip, const sh_expr *e, sh_value *fr) {
   case SH_EX_UNARY: return eval_unary(ip, e, fr);
   case SH_EX_FOR: return eval_for(ip, e, fr);
   case SH_EX_PHASE: return eval_phase(ip, e, fr);
-  default: return FAIL(ip, "interp: unsupported expression"), v_none;
+  default: return failf(ip, "interp: unsupported expression"), v_none;
   }
 }
 
@@ -673,7 +672,7 @@ sh_input_kind sh_interp_input_kind(const sh_interp *ip) { return ip->input; }
 
 static sh_value tree_value(sh_interp *ip, const sh_treebank *tb, int32_t n, int32_t vocab,
                            int32_t unk, int depth) {
-  if (depth > 100000) return FAIL(ip, "tree too deep"), v_none;
+  if (depth > 100000) return failf(ip, "tree too deep"), v_none;
   int32_t w = tb->word[n];
   int32_t row = w >= 0 && w < vocab - 1 ? w : unk;
   int32_t nc = tb->n_children[n];
@@ -696,7 +695,7 @@ static sh_value tree_value(sh_interp *ip, const sh_treebank *tb, int32_t n, int3
     return mk_agg(SH_V_ADT, a);
   }
   if (nc == 1 && ip->ctor_unary < 0) return tree_value(ip, tb, sh_tb_child(tb, n, 0), vocab, unk, depth + 1);
-  if (nc > 2) return FAIL(ip, "tree node with %d children: the model takes binary trees", (int)nc), v_none;
+  if (nc > 2) return failf(ip, "tree node with %d children: the model takes binary trees", (int)nc), v_none;
   sh_agg *a = agg_new(ip, nc == 1 ? ip->ctor_unary : ip->ctor_node, nc);
   if (!a) return v_none;
   for (int32_t i = 0; i < nc; i++) {
