@@ -51,8 +51,15 @@ static uint32_t root_of(const sheaf_graph *g, uint32_t id) {
 sheaf_expr sh_pw_build(sheaf_graph *g, int op, const uint32_t *ins, int n_in, int rank, int32_t rows,
                        int32_t cols, float f) {
   uint32_t phase = (uint32_t)g->phase;
-  for (int i = 0; i < n_in; i++)
+  for (int i = 0; i < n_in; i++) {
     if (g->nodes[ins[i]].phase > phase) phase = g->nodes[ins[i]].phase;
+    /* Reads come first: an absorbed input gets its value (a side output of
+     * its root, which is then never absorbed) before this node chooses what
+     * to absorb, so it cannot absorb the program that stores a value it
+     * also reads as a leaf (a / (a + b): a cycle). */
+    if (SH_UNLIKELY(g->nodes[ins[i]].flags & SH_NODE_ABS) && sh_pw_need(g, ins[i]))
+      return SH_NULL_EXPR;
+  }
   /* what each input contributes: absorbed (its program) or a leaf */
   int n_ops = op == SH_OP_SUM_N ? n_in - 1 : 1;
   unsigned code = (unsigned)n_ops, stack = 0, rest_stack = 0;
