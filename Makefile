@@ -184,7 +184,9 @@ $(FUZZ_DIR)/obj/%.o: %.c | fuzz-check-cc
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS:-fsanitize=fuzzer,%=-fsanitize=fuzzer-no-link,%) -MMD -MP -c $< -o $@
 $(FUZZ_DIR)/%: fuzz/%.c fuzz/fuzz_common.h $(FUZZ_OBJS)
 	$(call say,LD,$@)
-	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_OBJS) -lm -lpthread -ldl
+	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c %.o,$^) -lm -lpthread -ldl
+# the graph fuzzer's generator is shared with its seeded test
+$(FUZZ_DIR)/fuzz_graph: $(FUZZ_DIR)/obj/tests/graph_fuzz.o
 
 fuzz: fuzz-build
 	FUZZ_SECONDS=$(FUZZ_SECONDS) sh fuzz/run.sh $(FUZZ_DIR)
