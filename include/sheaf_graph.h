@@ -205,6 +205,14 @@ sheaf_expr sheaf_relu(sheaf_graph *g, sheaf_expr x);
 sheaf_expr sheaf_gelu(sheaf_graph *g, sheaf_expr x); /* erf form */
 sheaf_expr sheaf_exp(sheaf_graph *g, sheaf_expr x);
 sheaf_expr sheaf_log(sheaf_graph *g, sheaf_expr x);
+sheaf_expr sheaf_sqrt(sheaf_graph *g, sheaf_expr x);
+sheaf_expr sheaf_rsqrt(sheaf_graph *g, sheaf_expr x);    /* 1 / sqrt(x) */
+sheaf_expr sheaf_abs(sheaf_graph *g, sheaf_expr x);
+sheaf_expr sheaf_softplus(sheaf_graph *g, sheaf_expr x); /* log(1 + exp(x)); x above 20: x */
+sheaf_expr sheaf_erf(sheaf_graph *g, sheaf_expr x);
+sheaf_expr sheaf_pow(sheaf_graph *g, sheaf_expr a, sheaf_expr b);     /* a^b, as powf */
+sheaf_expr sheaf_minimum(sheaf_graph *g, sheaf_expr a, sheaf_expr b); /* NaN if either is */
+sheaf_expr sheaf_maximum(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
 
 /* Shape ops on the last axis (views where possible: no copy). */
 sheaf_expr sheaf_concat(sheaf_graph *g, int n, const sheaf_expr *xs);

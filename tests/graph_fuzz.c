@@ -64,14 +64,15 @@ typedef enum gf_op {
   GF_INPUT, GF_ZEROS, GF_PARAM, GF_LOOKUP, GF_AFFINE, GF_MATMUL, GF_ADD, GF_SUB, GF_MUL,
   GF_DIV, GF_SUM_N, GF_SCALE, GF_TANH, GF_SIGMOID, GF_RELU, GF_GELU, GF_EXP, GF_LOG,
   GF_CONCAT, GF_SLICE, GF_RESHAPE, GF_SUM, GF_MEAN, GF_MAX, GF_SOFTMAX, GF_LOG_SOFTMAX,
-  GF_PICK, GF_LSTM, GF_READ, GF_PHASE, GF_NOPS
+  GF_PICK, GF_LSTM, GF_READ, GF_PHASE, GF_SQRT, GF_RSQRT, GF_ABS, GF_SOFTPLUS, GF_ERF,
+  GF_POW, GF_MINIMUM, GF_MAXIMUM, GF_NOPS
 } gf_op;
 
 static const char *const k_op_names[GF_NOPS] = {
     "input", "zeros", "parameter", "lookup", "affine", "matmul", "add", "sub", "mul", "div",
     "sum_n", "scale", "tanh", "sigmoid", "relu", "gelu", "exp", "log", "concat", "slice",
     "reshape", "sum", "mean", "max", "softmax", "log_softmax", "pick", "lstm_cell", "value",
-    "phase"};
+    "phase", "sqrt", "rsqrt", "abs", "softplus", "erf", "pow", "minimum", "maximum"};
 
 /* A value's shape and bounds: |v| <= mag, and v >= lo when lo > 0. */
 typedef struct gf_val {
@@ -280,7 +281,8 @@ static bool gen_step(gen *G) {
       [GF_SCALE] = 2, [GF_TANH] = 4, [GF_SIGMOID] = 3, [GF_RELU] = 2, [GF_GELU] = 2, [GF_EXP] = 3,
       [GF_LOG] = 2, [GF_CONCAT] = 3, [GF_SLICE] = 3, [GF_RESHAPE] = 1, [GF_SUM] = 2, [GF_MEAN] = 1,
       [GF_MAX] = 1, [GF_SOFTMAX] = 2, [GF_LOG_SOFTMAX] = 1, [GF_PICK] = 1, [GF_LSTM] = 3,
-      [GF_READ] = 1, [GF_PHASE] = 1};
+      [GF_READ] = 1, [GF_PHASE] = 1, [GF_SQRT] = 1, [GF_RSQRT] = 1, [GF_ABS] = 1,
+      [GF_SOFTPLUS] = 1, [GF_ERF] = 1, [GF_POW] = 1, [GF_MINIMUM] = 2, [GF_MAXIMUM] = 2};
   unsigned total = 0;
   for (int i = 0; i < GF_NOPS; i++) total += weights[i];
   unsigned r = pick(G->src, total);
@@ -376,16 +378,24 @@ static bool gen_step(gen *G) {
       out = new_val(G, s, av.rank, av.rows, bv.cols, mag, 0);
     break;
   }
-  case GF_ADD: case GF_SUB: case GF_MUL: case GF_DIV: {
-    float cap = op == GF_MUL ? 4.0f : GF_MAG_CAP / 2;
-    int a = bounded(G, any_value(G), cap);
+  case GF_ADD: case GF_SUB: case GF_MUL: case GF_DIV: case GF_POW: case GF_MINIMUM: case GF_MAXIMUM: {
+    float cap = op == GF_MUL || op == GF_POW ? 4.0f : GF_MAG_CAP / 2;
+    int a;
+    if (op == GF_POW) { /* a positive base */
+      want qp = {0, 0, 0, false, 0.25f, cap};
+      a = find(G, &qp);
+      if (a < 0) a = make_input(G, 1, 1, k_widths[pick(G->src, NW)], true);
+    } else {
+      a = bounded(G, any_value(G), cap);
+    }
     gf_val av = p->vals[a];
     unsigned how = pick(G->src, 8); /* 0: b = a; 1, 2: a scalar; else the same shape */
     int b;
     want q = shape_of(&av);
     q.max_mag = cap;
     if (op == GF_DIV) q.min_lo = 0.25f;
-    if (how == 0 && (op != GF_DIV || av.lo >= 0.25f)) {
+    if (op == GF_POW) q.max_mag = cap = 2.0f; /* the exponent */
+    if (how == 0 && (op != GF_DIV || av.lo >= 0.25f) && av.mag <= cap) {
       b = a;
     } else if (how <= 2) {
       want qs = {1, 0, 1, false, q.min_lo, cap};
@@ -397,7 +407,7 @@ static bool gen_step(gen *G) {
     if (!room(G, 1, 1)) return false;
     s = new_step(G, op);
     s->n_in = 2;
-    bool swap = op != GF_DIV && p->vals[b].cols == 1 && p->vals[b].rows == 1 && pick(G->src, 2);
+    bool swap = op != GF_DIV && op != GF_POW && p->vals[b].cols == 1 && p->vals[b].rows == 1 && pick(G->src, 2);
     s->in[0] = (uint16_t)(swap ? b : a);
     s->in[1] = (uint16_t)(swap ? a : b);
     gf_val x = p->vals[s->in[0]], y = p->vals[s->in[1]];
@@ -408,7 +418,14 @@ static bool gen_step(gen *G) {
     case GF_ADD: mag = x.mag + y.mag; lo = x.lo > 0 && y.lo > 0 ? x.lo + y.lo : 0; break;
     case GF_SUB: mag = x.mag + y.mag; break;
     case GF_MUL: mag = x.mag * y.mag; lo = x.lo * y.lo; break;
-    default: mag = x.mag / y.lo; lo = x.lo > 0 ? x.lo / y.mag : 0; break;
+    case GF_DIV: mag = x.mag / y.lo; lo = x.lo > 0 ? x.lo / y.mag : 0; break;
+    case GF_POW: {
+      float hi = fmaxf(x.mag, 1 / x.lo), low = fminf(x.lo, 1 / x.mag);
+      mag = powf(hi, y.mag), lo = powf(low, y.mag);
+      break;
+    }
+    case GF_MINIMUM: mag = fmaxf(x.mag, y.mag); lo = fminf(x.lo, y.lo); break;
+    default: mag = fmaxf(x.mag, y.mag); lo = fmaxf(x.lo, y.lo); break;
     }
     out = new_val(G, s, big->rank, big->rows, big->cols, mag, lo);
     break;
@@ -438,7 +455,8 @@ static bool gen_step(gen *G) {
     out = new_val(G, s, av.rank, av.rows, av.cols, mag, pos ? lo : 0);
     break;
   }
-  case GF_SCALE: case GF_TANH: case GF_SIGMOID: case GF_RELU: case GF_GELU: case GF_EXP: {
+  case GF_SCALE: case GF_TANH: case GF_SIGMOID: case GF_RELU: case GF_GELU: case GF_EXP:
+  case GF_ABS: case GF_SOFTPLUS: case GF_ERF: {
     float f = k_scales[pick(G->src, sizeof k_scales / sizeof k_scales[0])];
     float cap = op == GF_EXP ? 2.5f : op == GF_SCALE ? GF_MAG_CAP / fabsf(f) : GF_MAG_CAP;
     int a = bounded(G, any_value(G), cap);
@@ -454,21 +472,29 @@ static bool gen_step(gen *G) {
     case GF_SIGMOID: mag = 1.0f, lo = 1.0f / (1.0f + expf(x.mag)); break;
     case GF_RELU: lo = x.lo; break;
     case GF_GELU: lo = x.lo / 2; break;
+    case GF_ABS: lo = x.lo; break;
+    case GF_SOFTPLUS: mag = x.mag + 0.7f, lo = log1pf(expf(-x.mag)); break;
+    case GF_ERF: mag = fminf(x.mag * 1.2f, 1.0f), lo = x.lo > 0 ? erff(x.lo) : 0; break;
     default: mag = expf(x.mag), lo = expf(-x.mag); break;
     }
     out = new_val(G, s, x.rank, x.rows, x.cols, mag, lo);
     break;
   }
-  case GF_LOG: {
+  case GF_LOG: case GF_SQRT: case GF_RSQRT: { /* of values bounded away from 0 */
     want q = {0, 0, 0, false, 0.25f, GF_MAG_CAP};
     int a = find(G, &q);
     if (a < 0) a = make_input(G, 1, 1, k_widths[pick(G->src, NW)], true);
     gf_val x = p->vals[a];
-    s = new_step(G, GF_LOG);
+    s = new_step(G, op);
     s->n_in = 1;
     s->in[0] = (uint16_t)a;
-    out = new_val(G, s, x.rank, x.rows, x.cols, fmaxf(fabsf(logf(x.lo)), fabsf(logf(x.mag))),
-                  x.lo > 1.25f ? logf(x.lo) : 0);
+    if (op == GF_LOG)
+      out = new_val(G, s, x.rank, x.rows, x.cols, fmaxf(fabsf(logf(x.lo)), fabsf(logf(x.mag))),
+                    x.lo > 1.25f ? logf(x.lo) : 0);
+    else if (op == GF_SQRT)
+      out = new_val(G, s, x.rank, x.rows, x.cols, sqrtf(x.mag), sqrtf(x.lo));
+    else
+      out = new_val(G, s, x.rank, x.rows, x.cols, 1 / sqrtf(x.lo), 1 / sqrtf(x.mag));
     break;
   }
   case GF_CONCAT: {
@@ -675,6 +701,14 @@ static void exec_step(gf_world *w, sheaf_graph *g, const gf_prog *p, unsigned si
   case GF_GELU: r = sheaf_gelu(g, x[0]); break;
   case GF_EXP: r = sheaf_exp(g, x[0]); break;
   case GF_LOG: r = sheaf_log(g, x[0]); break;
+  case GF_SQRT: r = sheaf_sqrt(g, x[0]); break;
+  case GF_RSQRT: r = sheaf_rsqrt(g, x[0]); break;
+  case GF_ABS: r = sheaf_abs(g, x[0]); break;
+  case GF_SOFTPLUS: r = sheaf_softplus(g, x[0]); break;
+  case GF_ERF: r = sheaf_erf(g, x[0]); break;
+  case GF_POW: r = sheaf_pow(g, x[0], x[1]); break;
+  case GF_MINIMUM: r = sheaf_minimum(g, x[0], x[1]); break;
+  case GF_MAXIMUM: r = sheaf_maximum(g, x[0], x[1]); break;
   case GF_CONCAT: r = sheaf_concat(g, s->n_in, x); break;
   case GF_SLICE: r = sheaf_slice(g, x[0], s->a, s->b); break;
   case GF_RESHAPE: {

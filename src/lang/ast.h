@@ -172,10 +172,15 @@ typedef enum sh_call_kind { SH_CALL_NONE, SH_CALL_FN, SH_CALL_CTOR, SH_CALL_BUIL
 
 typedef enum sh_builtin {
   SH_BI_NONE = 0,
-  /* elementwise f32[s] -> f32[s] */
-  SH_BI_TANH, SH_BI_SIGMOID, SH_BI_RELU, SH_BI_GELU, SH_BI_EXP, SH_BI_LOG,
-  /* last-axis reductions and normalizations */
-  SH_BI_SUM, SH_BI_MEAN, SH_BI_MAX, SH_BI_SOFTMAX, SH_BI_LOG_SOFTMAX,
+  /* the runtime's ops with a builtin name (src/runtime/ops.def): elementwise
+   * f32[s] -> f32[s] (unary) or two tensors of one shape (or an f32[1]);
+   * last-axis reductions and normalizations */
+#define SH_OP(ID, name, cls, arity, form, act)
+#define SH_OP_LANG(ID, name, cls, arity, form, act, builtin) SH_BI_##ID,
+#include "runtime/ops.def"
+  /* elementwise, written with the ops above: min(a, b), max(a, b) (max(x) is
+   * the reduction), clamp(x, lo, hi) */
+  SH_BI_MIN, SH_BI_CLAMP,
   /* shapes */
   SH_BI_CAT, SH_BI_RESHAPE, SH_BI_ZEROS,
   /* fused cell */

@@ -16,13 +16,21 @@
 /* ------------------------------------------------------------- builtins */
 
 static const char *const builtin_names[SH_BI_COUNT_] = {
-    [SH_BI_TANH] = "tanh", [SH_BI_SIGMOID] = "sigmoid", [SH_BI_RELU] = "relu",
-    [SH_BI_GELU] = "gelu", [SH_BI_EXP] = "exp", [SH_BI_LOG] = "log", [SH_BI_SUM] = "sum",
-    [SH_BI_MEAN] = "mean", [SH_BI_MAX] = "max", [SH_BI_SOFTMAX] = "softmax",
-    [SH_BI_LOG_SOFTMAX] = "log_softmax", [SH_BI_CAT] = "cat", [SH_BI_RESHAPE] = "reshape",
+#define SH_OP(ID, name, cls, arity, form, act)
+#define SH_OP_LANG(ID, name, cls, arity, form, act, builtin) [SH_BI_##ID] = #builtin,
+#include "runtime/ops.def"
+    [SH_BI_MIN] = "min", [SH_BI_CLAMP] = "clamp", [SH_BI_CAT] = "cat", [SH_BI_RESHAPE] = "reshape",
     [SH_BI_ZEROS] = "zeros", [SH_BI_LSTM_CELL] = "lstm_cell", [SH_BI_LEN] = "len",
     [SH_BI_REV] = "rev", [SH_BI_MAP] = "map", [SH_BI_FOLD] = "fold", [SH_BI_SCAN] = "scan",
 };
+
+/* Tensor inputs of a runtime op's builtin (ops.def); 0 for the others. */
+static const uint8_t builtin_arity[SH_BI_COUNT_] = {
+#define SH_OP(ID, name, cls, arity, form, act)
+#define SH_OP_LANG(ID, name, cls, arity, form, act, builtin) [SH_BI_##ID] = arity,
+#include "runtime/ops.def"
+};
+int sh_builtin_op_arity(sh_builtin b) { return (unsigned)b < SH_BI_COUNT_ ? builtin_arity[b] : 0; }
 
 const char *sh_builtin_name(sh_builtin b) {
   return (unsigned)b < SH_BI_COUNT_ && builtin_names[b] ? builtin_names[b] : "?";

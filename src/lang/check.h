@@ -34,5 +34,7 @@ void sh_check_summary(const sh_module *m, sh_buf *out);
  * if none). */
 const char *sh_builtin_name(sh_builtin b);
 sh_builtin sh_builtin_find(const char *name);
+/* Tensor inputs of a builtin that is one runtime op (1 or 2); 0 otherwise. */
+int sh_builtin_op_arity(sh_builtin b);
 
 #endif

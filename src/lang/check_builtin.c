@@ -1,6 +1,7 @@
 /*
- * check_builtin.c — types of the built-in functions: activations,
- * reductions and softmax, cat, reshape, zeros, the fused lstm_cell, and the
+ * check_builtin.c — types of the built-in functions: the runtime's
+ * elementwise ops (unary, and binary with f32[1] broadcast: pow, min, max,
+ * clamp), reductions and softmax, cat, reshape, zeros, the fused lstm_cell, and the
  * list functions len, rev, map, fold, scan (which take a function by name).
  * Each matches an operation of the runtime (include/sheaf_graph.h).
  */
@@ -188,7 +189,26 @@ static sh_type *reshape(checker *c, sh_expr *e) {
   return r;
 }
 
+/* Elementwise over tensors of one shape, or with f32[1] broadcast: the
+ * shape of the larger (pow, minimum, maximum, min, max, clamp). */
+static sh_type *elementwise(checker *c, sh_expr *e, sh_type **t) {
+  sh_type *r = NULL;
+  for (int i = 0; i < e->n; i++) {
+    if (c_is_err(t[i]) || c_is_err(need_tensor(c, e, e->items[i], t[i]))) return &sh_type_error;
+    if (!r || (c_is_scalar1(c, r) && !c_is_scalar1(c, t[i]))) {
+      r = t[i];
+    } else if (!c_is_scalar1(c, t[i]) && !sh_type_unify(c->sv, r, t[i])) {
+      c_error(c, e->items[i]->span, "argument %d of '%s' has shape %s but argument 1 has %s", i + 1,
+              sh_builtin_name(e->builtin), c_ty(c, t[i]), c_ty(c, r));
+      return &sh_type_error;
+    }
+  }
+  return r;
+}
+
 sh_type *c_builtin(checker *c, sh_expr *e) {
+  if (e->builtin == SH_BI_MAX && e->n == 2) e->builtin = SH_BI_MAXIMUM; /* max(a, b) */
+  if (e->builtin == SH_BI_MIN && e->n == 2) e->builtin = SH_BI_MINIMUM;
   sh_builtin bi = e->builtin;
   switch (bi) {
   case SH_BI_MAP:
@@ -209,6 +229,18 @@ sh_type *c_builtin(checker *c, sh_expr *e) {
   if (bi == SH_BI_CAT) {
     for (int i = 0; i < e->n; i++) t[i] = need_tensor(c, e, e->items[i], t[i]);
     return cat(c, e, t);
+  }
+  if (sh_builtin_op_arity(bi) == 2 || bi == SH_BI_MIN)
+    return arity(c, e, 2, 2) ? elementwise(c, e, t) : &sh_type_error;
+  if (bi == SH_BI_CLAMP) {
+    if (!arity(c, e, 3, 3)) return &sh_type_error;
+    sh_type *r = elementwise(c, e, t);
+    if (!c_is_err(r) && !c_is_err(t[0]) && r != t[0] && !sh_type_unify(c->sv, r, t[0])) {
+      c_error(c, e->items[0]->span, "clamp(x, lo, hi): the bounds must be f32[1] or have x's shape %s",
+              c_ty(c, t[0]));
+      return &sh_type_error;
+    }
+    return c_is_err(r) ? r : t[0];
   }
   if (!arity(c, e, 1, 1)) return &sh_type_error;
   sh_type *x = t[0];

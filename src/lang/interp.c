@@ -151,22 +151,25 @@ static bool pat_bind(sh_interp *ip, const sh_pat *p, const sh_value *v, sh_value
   }
 }
 
-static sheaf_expr unary_tensor(sheaf_graph *g, sh_builtin b, sheaf_expr x) {
-  switch (b) {
-  case SH_BI_TANH: return sheaf_tanh(g, x);
-  case SH_BI_SIGMOID: return sheaf_sigmoid(g, x);
-  case SH_BI_RELU: return sheaf_relu(g, x);
-  case SH_BI_GELU: return sheaf_gelu(g, x);
-  case SH_BI_EXP: return sheaf_exp(g, x);
-  case SH_BI_LOG: return sheaf_log(g, x);
-  case SH_BI_SUM: return sheaf_sum(g, x);
-  case SH_BI_MEAN: return sheaf_mean(g, x);
-  case SH_BI_MAX: return sheaf_max(g, x);
-  case SH_BI_SOFTMAX: return sheaf_softmax(g, x);
-  case SH_BI_LOG_SOFTMAX: return sheaf_log_softmax(g, x);
-  default: return (sheaf_expr){0, 0, 0};
-  }
-}
+/* The runtime's builder of each builtin that is one op (ops.def). */
+#define BI_FN_x(ID, name) [SH_BI_##ID] = sheaf_##name,
+#define BI_FN_ab(ID, name)
+#define SH_OP(ID, name, cls, arity, form, act)
+#define SH_OP_LANG(ID, name, cls, arity, form, act, builtin) BI_FN_##form(ID, name)
+static sheaf_expr (*const bi_unary[SH_BI_COUNT_])(sheaf_graph *, sheaf_expr) = {
+#include "runtime/ops.def"
+};
+#undef BI_FN_x
+#undef BI_FN_ab
+#define BI_FN_x(ID, name)
+#define BI_FN_ab(ID, name) [SH_BI_##ID] = sheaf_##name,
+#define SH_OP(ID, name, cls, arity, form, act)
+#define SH_OP_LANG(ID, name, cls, arity, form, act, builtin) BI_FN_##form(ID, name)
+static sheaf_expr (*const bi_binary[SH_BI_COUNT_])(sheaf_graph *, sheaf_expr, sheaf_expr) = {
+#include "runtime/ops.def"
+};
+#undef BI_FN_x
+#undef BI_FN_ab
 
 static sh_value tensor_zeros(sh_interp *ip, const sh_type *t) {
   int64_t shape[2] = {1, 1};
@@ -230,10 +233,11 @@ static SH_NOINLINE sh_value builtin_apply(sh_interp *ip, const sh_expr *e, const
 }
 
 static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_expr *e, sh_value *fr) {
-  if (e->builtin <= SH_BI_LOG && e->builtin != SH_BI_NONE) { /* tanh(x), sigmoid(x), ...: the common case */
+  sheaf_expr (*f1)(sheaf_graph *, sheaf_expr) = bi_unary[e->builtin];
+  if (f1 && e->builtin != SH_BI_SUM) { /* tanh(x), sigmoid(x), ...: the common case */
     sh_value x = eval(ip, e->items[0], fr);
     if (ip->err) return v_none;
-    return mk_tensor(unary_tensor(ip->g, e->builtin, x.t));
+    return mk_tensor(f1(ip->g, x.t));
   }
   if (e->builtin == SH_BI_LSTM_CELL) return builtin_lstm_cell(ip, e, fr);
   if (e->builtin == SH_BI_CAT) return builtin_cat(ip, e, fr);
@@ -245,11 +249,10 @@ static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_expr *e, sh_value *f
     a[i] = eval(ip, e->items[i], fr);
     if (ip->err) return v_none;
   }
+  if (bi_binary[e->builtin]) return mk_tensor(bi_binary[e->builtin](g, a[0].t, a[1].t));
   switch (e->builtin) {
-  case SH_BI_TANH: case SH_BI_SIGMOID: case SH_BI_RELU: case SH_BI_GELU: case SH_BI_EXP:
-  case SH_BI_LOG: case SH_BI_SOFTMAX: case SH_BI_LOG_SOFTMAX:
-    return mk_tensor(unary_tensor(g, e->builtin, a[0].t));
-  case SH_BI_SUM: case SH_BI_MEAN: case SH_BI_MAX:
+  case SH_BI_CLAMP: return mk_tensor(sheaf_minimum(g, sheaf_maximum(g, a[0].t, a[1].t), a[2].t));
+  case SH_BI_SUM:
     if (a[0].kind == SH_V_LIST) { /* sum of a list of tensors */
       int32_t n = a[0].agg->n;
       if (n == 0) return tensor_zeros(ip, e->type);
@@ -258,7 +261,7 @@ static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_expr *e, sh_value *f
       for (int32_t i = 0; i < n; i++) xs[i] = a[0].agg->items[i].t;
       return mk_tensor(sheaf_sum_n(g, n, xs));
     }
-    return mk_tensor(unary_tensor(g, e->builtin, a[0].t));
+    return mk_tensor(sheaf_sum(g, a[0].t));
   case SH_BI_RESHAPE: {
     int64_t shape[2] = {a[1].i, nargs > 2 ? a[2].i : 0};
     return mk_tensor(sheaf_reshape(g, a[0].t, nargs - 1, shape));

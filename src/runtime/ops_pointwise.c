@@ -1,7 +1,7 @@
 /*
- * ops_pointwise.c — the elementwise builders (binary ops with scalar
- * broadcast, sum_n, scale, activations, exp/log), reductions, softmax and
- * pick, the shape views (concat, slice, reshape), and the build-time fusion
+ * ops_pointwise.c — the elementwise builders (generated from ops.def:
+ * binary ops with scalar broadcast, activations and the other unary math;
+ * by hand: sum_n, scale), reductions, softmax and pick, the shape views (concat, slice, reshape), and the build-time fusion
  * of an activation into the affine (or the column slice of one) it reads.
  */
 #include <string.h>
@@ -25,19 +25,6 @@ static sheaf_expr binary(sheaf_graph *g, int opc, const char *op, sheaf_expr a, 
   const sh_node *big = as && !bs ? bn : an;
   uint32_t ids[2] = {a.node, b.node};
   return sh_pw_build(g, opc, ids, 2, big->rank, big->rows, big->cols, 0.0f);
-}
-
-sheaf_expr sheaf_add(sheaf_graph *g, sheaf_expr a, sheaf_expr b) {
-  return binary(g, SH_OP_ADD, "sheaf_add", a, b);
-}
-sheaf_expr sheaf_sub(sheaf_graph *g, sheaf_expr a, sheaf_expr b) {
-  return binary(g, SH_OP_SUB, "sheaf_sub", a, b);
-}
-sheaf_expr sheaf_mul(sheaf_graph *g, sheaf_expr a, sheaf_expr b) {
-  return binary(g, SH_OP_MUL, "sheaf_mul", a, b);
-}
-sheaf_expr sheaf_div(sheaf_graph *g, sheaf_expr a, sheaf_expr b) {
-  return binary(g, SH_OP_DIV, "sheaf_div", a, b);
 }
 
 sheaf_expr sheaf_sum_n(sheaf_graph *g, int nx, const sheaf_expr *xs) {
@@ -83,11 +70,7 @@ sheaf_expr sheaf_sum_n(sheaf_graph *g, int nx, const sheaf_expr *xs) {
 static sheaf_expr unary(sheaf_graph *g, int opc, const char *op, sheaf_expr x, float f,
                         uint32_t aux) {
   if (!sh_build_enter(g) || sh_build_check(g, x, op, 1)) return SH_NULL_EXPR;
-  int act = opc == SH_OP_TANH      ? SH_GEMM_ACT_TANH
-            : opc == SH_OP_SIGMOID ? SH_GEMM_ACT_SIGMOID
-            : opc == SH_OP_RELU    ? SH_GEMM_ACT_RELU
-            : opc == SH_OP_GELU    ? SH_GEMM_ACT_GELU_ERF
-                                   : -1;
+  int act = sh_op_act(opc);
   /* act(affine) or act(slice of an affine), nothing else reading that value
    * yet: run the activation in the GEMM's store, on those columns */
   uint32_t src = x.node;
@@ -143,39 +126,21 @@ static sheaf_expr unary(sheaf_graph *g, int opc, const char *op, sheaf_expr x, f
   return sh_build_finish(g, id);
 }
 
-sheaf_expr sheaf_tanh(sheaf_graph *g, sheaf_expr x) {
-  return unary(g, SH_OP_TANH, "sheaf_tanh", x, 0.0f, 0);
-}
-sheaf_expr sheaf_sigmoid(sheaf_graph *g, sheaf_expr x) {
-  return unary(g, SH_OP_SIGMOID, "sheaf_sigmoid", x, 0.0f, 0);
-}
-sheaf_expr sheaf_relu(sheaf_graph *g, sheaf_expr x) {
-  return unary(g, SH_OP_RELU, "sheaf_relu", x, 0.0f, 0);
-}
-sheaf_expr sheaf_gelu(sheaf_graph *g, sheaf_expr x) {
-  return unary(g, SH_OP_GELU, "sheaf_gelu", x, 0.0f, 0);
-}
-sheaf_expr sheaf_exp(sheaf_graph *g, sheaf_expr x) {
-  return unary(g, SH_OP_EXP, "sheaf_exp", x, 0.0f, 0);
-}
-sheaf_expr sheaf_log(sheaf_graph *g, sheaf_expr x) {
-  return unary(g, SH_OP_LOG, "sheaf_log", x, 0.0f, 0);
-}
-sheaf_expr sheaf_sum(sheaf_graph *g, sheaf_expr x) {
-  return unary(g, SH_OP_SUM, "sheaf_sum", x, 0.0f, 0);
-}
-sheaf_expr sheaf_mean(sheaf_graph *g, sheaf_expr x) {
-  return unary(g, SH_OP_MEAN, "sheaf_mean", x, 0.0f, 0);
-}
-sheaf_expr sheaf_max(sheaf_graph *g, sheaf_expr x) {
-  return unary(g, SH_OP_MAX, "sheaf_max", x, 0.0f, 0);
-}
-sheaf_expr sheaf_softmax(sheaf_graph *g, sheaf_expr x) {
-  return unary(g, SH_OP_SOFTMAX, "sheaf_softmax", x, 0.0f, 0);
-}
-sheaf_expr sheaf_log_softmax(sheaf_graph *g, sheaf_expr x) {
-  return unary(g, SH_OP_LOG_SOFTMAX, "sheaf_log_softmax", x, 0.0f, 0);
-}
+/* The builders of the ops of form x (unary) and ab (binary) in ops.def. */
+#define SH_BUILD_x(ID, name)                                  \
+  sheaf_expr sheaf_##name(sheaf_graph *g, sheaf_expr x) {     \
+    return unary(g, SH_OP_##ID, "sheaf_" #name, x, 0.0f, 0); \
+  }
+#define SH_BUILD_ab(ID, name)                                           \
+  sheaf_expr sheaf_##name(sheaf_graph *g, sheaf_expr a, sheaf_expr b) { \
+    return binary(g, SH_OP_##ID, "sheaf_" #name, a, b);                 \
+  }
+#define SH_BUILD_own(ID, name)
+#define SH_OP(ID, name, cls, arity, form, act) SH_BUILD_##form(ID, name)
+#include "runtime/ops.def"
+#undef SH_BUILD_x
+#undef SH_BUILD_ab
+#undef SH_BUILD_own
 
 sheaf_expr sheaf_scale(sheaf_graph *g, sheaf_expr x, float s) {
   return unary(g, SH_OP_SCALE, "sheaf_scale", x, s, 0);

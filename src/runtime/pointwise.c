@@ -1,6 +1,6 @@
 /*
- * pointwise.c — generic fusion of elementwise chains (add, sub, mul, div,
- * sum_n, scale, tanh, sigmoid, relu, gelu, exp, log).
+ * pointwise.c — generic fusion of chains of the elementwise ops (class EW
+ * in ops.def: arithmetic, sum_n, scale, activations, exp, log, ...).
  *
  * Build (policy sheaf): a pointwise node absorbs each input that is itself a
  * pending pointwise node nobody else has read yet (same phase, within the
@@ -246,10 +246,6 @@ static void emit(const sheaf_graph *g, pw_flat *b, uint32_t id, int level) {
     }
   }
   switch (n->op) {
-  case SH_OP_ADD: put(b, SH_PW_ADD, 0), b->sp--; break;
-  case SH_OP_SUB: put(b, SH_PW_SUB, 0), b->sp--; break;
-  case SH_OP_MUL: put(b, SH_PW_MUL, 0), b->sp--; break;
-  case SH_OP_DIV: put(b, SH_PW_DIV, 0), b->sp--; break;
   case SH_OP_SUM_N: break;
   case SH_OP_SCALE:
     if (b->p.n_const >= SH_PW_MAX_CONST) {
@@ -259,13 +255,14 @@ static void emit(const sheaf_graph *g, pw_flat *b, uint32_t id, int level) {
     b->p.k[b->p.n_const] = n->f;
     put(b, SH_PW_SCALE, b->p.n_const++);
     break;
-  case SH_OP_TANH: put(b, SH_PW_TANH, 0); break;
-  case SH_OP_SIGMOID: put(b, SH_PW_SIGMOID, 0); break;
-  case SH_OP_RELU: put(b, SH_PW_RELU, 0); break;
-  case SH_OP_GELU: put(b, SH_PW_GELU, 0); break;
-  case SH_OP_EXP: put(b, SH_PW_EXP, 0); break;
-  case SH_OP_LOG: put(b, SH_PW_LOG, 0); break;
-  default: b->bad = true; break;
+  default: /* every other elementwise op is its own opcode (ops.def) */
+    if (!sh_op_is_pw(n->op)) {
+      b->bad = true;
+      return;
+    }
+    put(b, SH_PW_OPS + n->op, 0);
+    b->sp -= (unsigned)sh_op_arity(n->op) - 1;
+    break;
   }
 }
 
@@ -472,7 +469,8 @@ void sh_pw_prog_str(const sh_pw_prog *p, char *buf, size_t size) {
       if (sp < 2) goto bad;
       int pr = op == SH_PW_ADD || op == SH_PW_SUB ? 1 : 2;
       bool pl = prec[sp - 2] < pr, prr = prec[sp - 1] < pr || (prec[sp - 1] == pr && op != SH_PW_ADD && op != SH_PW_MUL);
-      snprintf(t, sizeof t, "%s%s%s%c%s%s%s", pl ? "(" : "", s[sp - 2], pl ? ")" : "", "+-*/"[op - SH_PW_ADD],
+      char sym = op == SH_PW_ADD ? '+' : op == SH_PW_SUB ? '-' : op == SH_PW_MUL ? '*' : '/';
+      snprintf(t, sizeof t, "%s%s%s%c%s%s%s", pl ? "(" : "", s[sp - 2], pl ? ")" : "", sym,
                prr ? "(" : "", s[sp - 1], prr ? ")" : "");
       sp--;
       memcpy(s[sp - 1], t, W - 1), s[sp - 1][W - 1] = '\0';
@@ -487,10 +485,14 @@ void sh_pw_prog_str(const sh_pw_prog *p, char *buf, size_t size) {
       prec[sp - 1] = 2;
       continue;
     }
-    default: {
-      static const char *const fn[] = {"tanh", "sigmoid", "relu", "gelu", "exp", "log"};
-      if (sp < 1 || op < SH_PW_TANH || op > SH_PW_LOG) goto bad;
-      snprintf(t, sizeof t, "%s(%s)", fn[op - SH_PW_TANH], s[sp - 1]);
+    default: { /* name(x) or name(x, y) */
+      int opi = op - SH_PW_OPS, ar = sh_op_arity(opi);
+      if (op < SH_PW_OPS || !sh_op_is_pw(opi) || ar < 1 || ar > 2 || sp < ar) goto bad;
+      if (ar == 2)
+        snprintf(t, sizeof t, "%s(%s, %s)", sh_op_name(opi), s[sp - 2], s[sp - 1]);
+      else
+        snprintf(t, sizeof t, "%s(%s)", sh_op_name(opi), s[sp - 1]);
+      sp -= ar - 1;
       memcpy(s[sp - 1], t, W - 1), s[sp - 1][W - 1] = '\0';
       prec[sp - 1] = 3;
       continue;

@@ -18,6 +18,7 @@
  * With several threads, a GEMM that splits N calls the hook after the
  * whole product, in row blocks spread over its threads.
  */
+#include <math.h>
 #include <string.h>
 
 #include "base/pool.h"
@@ -55,6 +56,17 @@ static inline float *out_row(const sh_gemm_out *o, int64_t r) {
 }
 
 static float relu1(float x) { return 0.0f > x ? 0.0f : x; } /* NaN and -0 pass */
+static float min1(float a, float b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
+static float max1(float a, float b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
+static float rsqrt1(float x) { return 1.0f / sqrtf(x); }
+/* log(1 + exp(x)), linear above 20 as PyTorch's Softplus */
+static float softplus1(float x) { return x > 20.0f ? x : (float)log1p(exp((double)x)); }
+
+/* Opcodes that pop two operands (the rest of the ops' opcodes are unary). */
+static const bool pw_bin[SH_PW_COUNT] = {
+#define SH_OP(ID, name, cls, arity, form, act) [SH_PW_##ID] = arity == 2,
+#include "runtime/ops.def"
+};
 
 /* ------------------------------------------------------- row interpreters */
 
@@ -86,7 +98,7 @@ static void pw_rows_scalar(const pw_job *j, int64_t r0, int64_t r1) {
           memcpy(out_row(&j->s[arg], r) + c0, rd[sp - 1], (size_t)len * sizeof(float));
           continue;
         }
-        bool bin = op >= SH_PW_ADD && op <= SH_PW_DIV;
+        bool bin = pw_bin[op];
         int t = bin ? sp - 2 : sp - 1;
         float *d = t == 0 ? yr + c0 : buf[t];
         const float *a = rd[t], *b = bin ? rd[t + 1] : NULL;
@@ -106,6 +118,14 @@ static void pw_rows_scalar(const pw_job *j, int64_t r0, int64_t r1) {
         case SH_PW_GELU: for (int64_t i = 0; i < len; i++) d[i] = sh_gelu_erf_ref(a[i]); break;
         case SH_PW_EXP: for (int64_t i = 0; i < len; i++) d[i] = expf(a[i]); break;
         case SH_PW_LOG: for (int64_t i = 0; i < len; i++) d[i] = logf(a[i]); break;
+        case SH_PW_POW: for (int64_t i = 0; i < len; i++) d[i] = powf(a[i], b[i]); break;
+        case SH_PW_MINIMUM: for (int64_t i = 0; i < len; i++) d[i] = min1(a[i], b[i]); break;
+        case SH_PW_MAXIMUM: for (int64_t i = 0; i < len; i++) d[i] = max1(a[i], b[i]); break;
+        case SH_PW_SQRT: for (int64_t i = 0; i < len; i++) d[i] = sqrtf(a[i]); break;
+        case SH_PW_RSQRT: for (int64_t i = 0; i < len; i++) d[i] = rsqrt1(a[i]); break;
+        case SH_PW_ABS: for (int64_t i = 0; i < len; i++) d[i] = fabsf(a[i]); break;
+        case SH_PW_SOFTPLUS: for (int64_t i = 0; i < len; i++) d[i] = softplus1(a[i]); break;
+        case SH_PW_ERF: for (int64_t i = 0; i < len; i++) d[i] = erff(a[i]); break;
         default: break;
         }
         rd[t] = d;
@@ -179,7 +199,7 @@ static inline void prefetch_row(const pw_job *j, int64_t r) {
               memcpy(so, si, (size_t)len * sizeof(float));                                      \
             continue;                                                                           \
           }                                                                                     \
-          bool bin = op >= SH_PW_ADD && op <= SH_PW_DIV;                                        \
+          bool bin = pw_bin[op];                                                                \
           int t = bin ? sp - 2 : sp - 1;                                                        \
           float *d = t == 0 && whole ? yr + c0 : buf[t];                                        \
           const float *a = rd[t], *b = bin ? rd[t + 1] : NULL;                                  \
@@ -200,8 +220,19 @@ static inline void prefetch_row(const pw_job *j, int64_t r) {
   }
 #define PW_LOOP2(V, LOADU, STOREU, fn)                                                          \
   for (int64_t q = 0; q < nv; q++) STOREU(d + V * q, fn(LOADU(a + V * q), LOADU(b + V * q)));
+/* ops without a vector body yet: the scalar reference on every lane (the
+ * chunk's padding lanes included: they are zeros, and never stored) */
+#define PW_SCALAR1(V, f) for (int64_t i = 0; i < nv * V; i++) d[i] = f(a[i]);
+#define PW_SCALAR2(V, f) for (int64_t i = 0; i < nv * V; i++) d[i] = f(a[i], b[i]);
 
 #define PW_AVX2 __attribute__((target("avx2,fma")))
+/* minimum/maximum with NaN from either side (min_ps returns b when either is NaN) */
+PW_AVX2 static inline __m256 min_avx2(__m256 a, __m256 b) {
+  return _mm256_blendv_ps(_mm256_min_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+}
+PW_AVX2 static inline __m256 max_avx2(__m256 a, __m256 b) {
+  return _mm256_blendv_ps(_mm256_max_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+}
 #define L2(f) PW_LOOP2(8, _mm256_loadu_ps, _mm256_storeu_ps, f)
 #define L1(e) PW_LOOP(8, _mm256_loadu_ps, _mm256_storeu_ps, e)
 #define PW_OPS_AVX2                                                                             \
@@ -220,6 +251,14 @@ static inline void prefetch_row(const pw_job *j, int64_t r) {
   case SH_PW_GELU: { __m256 x; L1(sh_gelu_erf_avx2(x)) break; }                                 \
   case SH_PW_EXP: { __m256 x; L1(sh_exp_avx2(x)) break; }                                       \
   case SH_PW_LOG: { __m256 x; L1(sh_log_avx2(x)) break; }                                       \
+  case SH_PW_POW: PW_SCALAR2(8, powf) break;                                                    \
+  case SH_PW_MINIMUM: L2(min_avx2) break;                                                       \
+  case SH_PW_MAXIMUM: L2(max_avx2) break;                                                       \
+  case SH_PW_SQRT: { __m256 x; L1(_mm256_sqrt_ps(x)) break; }                                   \
+  case SH_PW_RSQRT: { __m256 x; L1(_mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_sqrt_ps(x))) break; } \
+  case SH_PW_ABS: { __m256 x; L1(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x)) break; }           \
+  case SH_PW_SOFTPLUS: PW_SCALAR1(8, softplus1) break;                                          \
+  case SH_PW_ERF: PW_SCALAR1(8, erff) break;                                                    \
   default: break;
 
 PW_INTERP(pw_rows_avx2, PW_AVX2, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_store_ps,
@@ -240,6 +279,13 @@ PW_AVX512 static inline __m512 gelu_avx512(__m512 x) {
       _mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
 }
 
+PW_AVX512 static inline __m512 min_avx512(__m512 a, __m512 b) {
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), _mm512_min_ps(a, b), a);
+}
+PW_AVX512 static inline __m512 max_avx512(__m512 a, __m512 b) {
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), _mm512_max_ps(a, b), a);
+}
+
 #define L2(f) PW_LOOP2(16, _mm512_loadu_ps, _mm512_storeu_ps, f)
 #define L1(e) PW_LOOP(16, _mm512_loadu_ps, _mm512_storeu_ps, e)
 #define PW_OPS_AVX512                                                                           \
@@ -258,6 +304,14 @@ PW_AVX512 static inline __m512 gelu_avx512(__m512 x) {
   case SH_PW_GELU: { __m512 x; L1(gelu_avx512(x)) break; }                                      \
   case SH_PW_EXP: { __m512 x; L1(sh_exp_avx512(x)) break; }                                     \
   case SH_PW_LOG: { __m512 x; L1(sh_log_avx512(x)) break; }                                     \
+  case SH_PW_POW: PW_SCALAR2(16, powf) break;                                                   \
+  case SH_PW_MINIMUM: L2(min_avx512) break;                                                     \
+  case SH_PW_MAXIMUM: L2(max_avx512) break;                                                     \
+  case SH_PW_SQRT: { __m512 x; L1(_mm512_sqrt_ps(x)) break; }                                   \
+  case SH_PW_RSQRT: { __m512 x; L1(_mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_sqrt_ps(x))) break; } \
+  case SH_PW_ABS: { __m512 x; L1(_mm512_abs_ps(x)) break; }                                     \
+  case SH_PW_SOFTPLUS: PW_SCALAR1(16, softplus1) break;                                         \
+  case SH_PW_ERF: PW_SCALAR1(16, erff) break;                                                   \
   default: break;
 
 PW_INTERP(pw_rows_avx512, PW_AVX512, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,

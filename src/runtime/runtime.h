@@ -74,47 +74,31 @@ sheaf_status sh_model_stack_packed(sheaf_model *m, uint32_t stack, const sh_gemm
 
 /* ----------------------------------------------------------------- nodes */
 
+/* The ops (src/runtime/ops.def lists them with their classes). */
 typedef enum sh_op {
-  /* views: no kernel */
-  SH_OP_INPUT = 0, /* graph data (also zeros) */
-  SH_OP_PARAM,     /* a parameter's values */
-  SH_OP_LOOKUP,    /* a parameter row: aux = row */
-  SH_OP_CONCAT,    /* inputs side by side; materialized only when read whole */
-  SH_OP_SLICE,     /* columns [aux, aux + cols) of its input */
-  SH_OP_ALIAS,     /* act(columns of an affine node), fused into its GEMM (see sh_fuse) */
-  SH_OP_LSTM_C,    /* the cell state of an LSTM node (set by the executor) */
-  SH_OP_RESHAPE,   /* its input's values in another shape (copied if strided) */
-  /* kernels */
-  SH_OP_AFFINE,    /* inputs x_1..x_n; p0 = W (n = 1) or stack id; p1 = b;
-                      act = fused ranges, aux = the first (graph->fuse) */
-  SH_OP_LSTM,      /* inputs x [, c_prev]; p0 = W, p1 = b, aux = the LSTM_C node */
-  SH_OP_MATMUL,
-  SH_OP_ADD,
-  SH_OP_SUB,
-  SH_OP_MUL,
-  SH_OP_DIV,
-  SH_OP_SUM_N,
-  SH_OP_SCALE,     /* f */
-  SH_OP_TANH,
-  SH_OP_SIGMOID,
-  SH_OP_RELU,
-  SH_OP_GELU,
-  SH_OP_EXP,
-  SH_OP_LOG,
-  SH_OP_SUM,
-  SH_OP_MEAN,
-  SH_OP_MAX,
-  SH_OP_SOFTMAX,
-  SH_OP_LOG_SOFTMAX,
-  SH_OP_PICK,      /* aux = index */
-  SH_OP_FUSED,     /* never a node's op: the signature op of a pointwise program */
+#define SH_OP(ID, name, cls, arity, form, act) SH_OP_##ID,
+#include "runtime/ops.def"
   SH_OP_COUNT
 } sh_op;
+_Static_assert(SH_OP_COUNT <= 64, "op classes are 64-bit masks");
 
-#define SH_OP_FIRST_KERNEL SH_OP_AFFINE
-static inline bool sh_op_is_kernel(int op) { return op >= SH_OP_FIRST_KERNEL; }
-/* Elementwise ops (add .. log): built as nodes, run as pointwise programs. */
-static inline bool sh_op_is_pw(int op) { return op >= SH_OP_ADD && op <= SH_OP_LOG; }
+enum { SH_OPC_VIEW, SH_OPC_GEMM, SH_OPC_EW, SH_OPC_ROW }; /* ops.def's classes */
+#define SH_OP(ID, name, cls, arity, form, act) | (uint64_t)(SH_OPC_##cls != SH_OPC_VIEW) << SH_OP_##ID
+static const uint64_t sh_op_kernel_mask = 0
+#include "runtime/ops.def"
+    ;
+#define SH_OP(ID, name, cls, arity, form, act) | (uint64_t)(SH_OPC_##cls == SH_OPC_EW) << SH_OP_##ID
+static const uint64_t sh_op_ew_mask = 0
+#include "runtime/ops.def"
+    ;
+/* Kernel ops: a policy batches them (the rest are views). */
+static inline bool sh_op_is_kernel(int op) { return sh_op_kernel_mask >> op & 1; }
+/* Elementwise ops: built as nodes, run as pointwise programs. */
+static inline bool sh_op_is_pw(int op) { return sh_op_ew_mask >> op & 1; }
+/* Inputs of an op (0: any number). */
+int sh_op_arity(int op);
+/* The GEMM-epilogue activation an op fuses as (sh_gemm_act), or -1. */
+int sh_op_act(int op);
 const char *sh_op_name(int op);
 
 enum {
@@ -212,18 +196,15 @@ typedef struct sh_fuse {
 typedef enum sh_pw_opc {
   SH_PW_LOAD = 0, /* push leaf arg */
   SH_PW_STORE,    /* side output arg = top (not popped) */
-  SH_PW_ADD,      /* binary: pop b, pop a, push a op b */
-  SH_PW_SUB,
-  SH_PW_MUL,
-  SH_PW_DIV,
-  SH_PW_SCALE,    /* top *= k[arg] */
-  SH_PW_TANH,     /* unary: top = f(top) */
-  SH_PW_SIGMOID,
-  SH_PW_RELU,
-  SH_PW_GELU,     /* erf form */
-  SH_PW_EXP,
-  SH_PW_LOG
+  SH_PW_OPS,      /* then an opcode per op (SH_PW_ADD: SH_PW_OPS + SH_OP_ADD), used for the
+                     elementwise ones: binary pops b, pops a, pushes a op b; unary
+                     replaces the top; SH_PW_SCALE: top *= k[arg] */
+#define SH_OP(ID, name, cls, arity, form, act) SH_PW_##ID = SH_PW_OPS + SH_OP_##ID,
+#include "runtime/ops.def"
+  SH_PW_COUNT
 } sh_pw_opc;
+_Static_assert(SH_PW_COUNT <= 256, "opcodes are bytes");
+
 
 #define SH_PW_MAX_CODE 48
 #define SH_PW_MAX_LEAVES 16

@@ -14,11 +14,22 @@
 #include "runtime/runtime.h"
 
 static const char *const op_names[SH_OP_COUNT] = {
-    "input",  "parameter", "lookup",  "concat",      "slice", "alias", "lstm_c", "reshape",
-    "affine", "lstm",      "matmul",  "add",         "sub",   "mul",   "div",    "sum_n",
-    "scale",  "tanh",      "sigmoid", "relu",        "gelu",  "exp",   "log",    "sum",
-    "mean",   "max",       "softmax", "log_softmax", "pick",  "pointwise"};
+#define SH_OP(ID, name, cls, arity, form, act) [SH_OP_##ID] = #name,
+#include "runtime/ops.def"
+};
+static const uint8_t op_arity[SH_OP_COUNT] = {
+#define SH_OP(ID, name, cls, arity, form, act) [SH_OP_##ID] = arity,
+#include "runtime/ops.def"
+};
+#define SH_GEMM_ACT_NONE (-1)
+static const int8_t op_act[SH_OP_COUNT] = {
+#define SH_OP(ID, name, cls, arity, form, act) [SH_OP_##ID] = SH_GEMM_ACT_##act,
+#include "runtime/ops.def"
+};
+#undef SH_GEMM_ACT_NONE
 
+int sh_op_arity(int op) { return op >= 0 && op < SH_OP_COUNT ? op_arity[op] : 0; }
+int sh_op_act(int op) { return op >= 0 && op < SH_OP_COUNT ? op_act[op] : -1; }
 const char *sh_op_name(int op) { return op >= 0 && op < SH_OP_COUNT ? op_names[op] : "?"; }
 
 int sh_pieces(const sheaf_graph *g, uint32_t id, uint32_t *out, int n, int max) {

@@ -1,0 +1,133 @@
+/*
+ * test_runtime_ew.c — the elementwise ops of the op table (src/runtime/ops.def)
+ * that are not covered by the fusion tests: sqrt, rsqrt, abs, softplus, erf,
+ * pow, minimum, maximum. Each runs alone (policy none: a one-op program) and
+ * inside a fused chain (policy sheaf), at row widths below, at and above
+ * the vector widths and the interpreter's 128-float chunk, on every
+ * instruction-set level the host has (the graph's level is lowered
+ * directly), against a double reference within 1e-5 relative (floor 1);
+ * NaN propagation of minimum/maximum; the language's builtins for them.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "harness.h"
+#include "runtime/runtime.h"
+
+static uint64_t g_rng = 0x2545f4914f6cdd1dull;
+static float urand(float lo, float hi) { return lo + (hi - lo) * 0.5f * (th_frand(&g_rng) + 1.0f); }
+
+typedef enum { EW_SQRT, EW_RSQRT, EW_ABS, EW_SOFTPLUS, EW_ERF, EW_POW, EW_MIN, EW_MAX, EW_N } ew_op;
+static const char *const k_names[EW_N] = {"sqrt", "rsqrt", "abs", "softplus", "erf", "pow", "minimum", "maximum"};
+
+static sheaf_expr ew_build(sheaf_graph *g, ew_op op, sheaf_expr a, sheaf_expr b) {
+  switch (op) {
+  case EW_SQRT: return sheaf_sqrt(g, a);
+  case EW_RSQRT: return sheaf_rsqrt(g, a);
+  case EW_ABS: return sheaf_abs(g, a);
+  case EW_SOFTPLUS: return sheaf_softplus(g, a);
+  case EW_ERF: return sheaf_erf(g, a);
+  case EW_POW: return sheaf_pow(g, a, b);
+  case EW_MIN: return sheaf_minimum(g, a, b);
+  default: return sheaf_maximum(g, a, b);
+  }
+}
+
+static double ew_ref(ew_op op, double a, double b) {
+  switch (op) {
+  case EW_SQRT: return sqrt(a);
+  case EW_RSQRT: return 1 / sqrt(a);
+  case EW_ABS: return fabs(a);
+  case EW_SOFTPLUS: return a > 20 ? a : log1p(exp(a));
+  case EW_ERF: return erf(a);
+  case EW_POW: return pow(a, b);
+  case EW_MIN: return a < b ? a : b;
+  default: return a > b ? a : b;
+  }
+}
+
+/* Inputs in the op's domain: positive for the roots and pow's base. */
+static void ew_inputs(ew_op op, int n, float *a, float *b) {
+  for (int i = 0; i < n; i++) {
+    bool pos = op == EW_SQRT || op == EW_RSQRT || op == EW_POW;
+    a[i] = pos ? urand(0.25f, 4.0f) : op == EW_SOFTPLUS ? urand(-30.0f, 30.0f) : urand(-3.0f, 3.0f);
+    b[i] = op == EW_POW ? urand(-2.0f, 2.0f) : urand(-3.0f, 3.0f);
+  }
+  if (n > 2 && (op == EW_MIN || op == EW_MAX)) b[1] = a[1]; /* ties */
+}
+
+TEST(runtime_ew_ops_every_isa) {
+  sheaf_ctx *ctx = th_ctx();
+  sheaf_model *m;
+  REQUIRE_OK(ctx, sheaf_model_create(ctx, &m));
+  static const int widths[] = {1, 7, 8, 15, 16, 17, 33, 128, 130, 300};
+  enum { NI = 3, MAXW = 300 };
+  float *a = malloc(NI * MAXW * sizeof *a), *b = malloc(NI * MAXW * sizeof *b);
+  double *want = malloc(MAXW * sizeof *want), *want2 = malloc(MAXW * sizeof *want2);
+  REQUIRE(a && b && want && want2);
+  for (int isa = SHEAF_ISA_SCALAR; isa <= (int)sheaf_cpu_isa(); isa++)
+    for (int pol = 0; pol < 2; pol++) {
+      sheaf_graph_opts o = {pol ? SHEAF_POLICY_SHEAF : SHEAF_POLICY_NONE, 1, NULL};
+      sheaf_graph *g;
+      REQUIRE_OK(ctx, sheaf_graph_create(m, &o, &g));
+      g->isa = (sheaf_isa)isa;
+      for (int op = 0; op < EW_N; op++)
+        for (size_t wi = 0; wi < sizeof widths / sizeof *widths; wi++) {
+          int n = widths[wi];
+          sheaf_expr y[NI], z[NI];
+          for (int i = 0; i < NI; i++) {
+            ew_inputs((ew_op)op, n, a + i * MAXW, b + i * MAXW);
+            sheaf_expr x = sheaf_input_vector(g, n, a + i * MAXW), w = sheaf_input_vector(g, n, b + i * MAXW);
+            y[i] = ew_build(g, (ew_op)op, x, w);
+            z[i] = sheaf_add(g, sheaf_mul(g, ew_build(g, (ew_op)op, x, w), w), x); /* fused under sheaf */
+          }
+          CHECK_OK(ctx, sheaf_graph_flush(g));
+          for (int i = 0; i < NI; i++) {
+            for (int k = 0; k < n; k++) {
+              double r = ew_ref((ew_op)op, a[i * MAXW + k], b[i * MAXW + k]);
+              want[k] = r;
+              want2[k] = r * b[i * MAXW + k] + a[i * MAXW + k];
+            }
+            if (!TH_VALUE_CLOSE(g, y[i], want, n, k_names[op], i) ||
+                !TH_VALUE_CLOSE(g, z[i], want2, n, k_names[op], 10 + i))
+              th_fail(__FILE__, __LINE__, "%s, width %d, ISA %s, policy %s", k_names[op], n,
+                      sheaf_isa_name((sheaf_isa)isa), sheaf_policy_name(o.policy));
+          }
+          CHECK_OK(ctx, sheaf_graph_reset(g));
+        }
+      sheaf_graph_free(g);
+    }
+  free(a), free(b), free(want), free(want2);
+  sheaf_model_free(m);
+}
+
+TEST(runtime_ew_min_max_propagate_nan) {
+  sheaf_ctx *ctx = th_ctx();
+  sheaf_model *m;
+  REQUIRE_OK(ctx, sheaf_model_create(ctx, &m));
+  enum { N = 37 };
+  float a[N], b[N];
+  for (int i = 0; i < N; i++) a[i] = (float)i, b[i] = (float)(N - i);
+  a[3] = NAN, b[20] = NAN, a[36] = NAN, b[36] = NAN;
+  for (int isa = SHEAF_ISA_SCALAR; isa <= (int)sheaf_cpu_isa(); isa++) {
+    sheaf_graph *g;
+    REQUIRE_OK(ctx, sheaf_graph_create(m, NULL, &g));
+    g->isa = (sheaf_isa)isa;
+    sheaf_expr x = sheaf_input_vector(g, N, a), y = sheaf_input_vector(g, N, b);
+    sheaf_expr lo = sheaf_minimum(g, x, y), hi = sheaf_maximum(g, x, y);
+    sheaf_value_view vl, vh;
+    REQUIRE_OK(ctx, sheaf_value(g, lo, &vl));
+    REQUIRE_OK(ctx, sheaf_value(g, hi, &vh));
+    for (int i = 0; i < N; i++) {
+      bool nan = isnan(a[i]) || isnan(b[i]);
+      if (nan) {
+        CHECK(isnan(vl.data[i]) && isnan(vh.data[i]));
+      } else {
+        CHECK(vl.data[i] == fminf(a[i], b[i]));
+        CHECK(vh.data[i] == fmaxf(a[i], b[i]));
+      }
+    }
+    sheaf_graph_free(g);
+  }
+  sheaf_model_free(m);
+}
