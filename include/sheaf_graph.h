@@ -228,6 +228,15 @@ sheaf_expr sheaf_max(sheaf_graph *g, sheaf_expr x);
 sheaf_expr sheaf_softmax(sheaf_graph *g, sheaf_expr x);
 sheaf_expr sheaf_log_softmax(sheaf_graph *g, sheaf_expr x);
 sheaf_expr sheaf_pick(sheaf_graph *g, sheaf_expr x, int64_t index); /* x[index]: [1] */
+/* (x - mean) / sqrt(var + eps) * gamma + beta along the last axis (the
+ * biased variance, as PyTorch's LayerNorm); gamma and beta are [n] (often
+ * sheaf_parameter values). */
+sheaf_expr sheaf_layer_norm(sheaf_graph *g, sheaf_expr x, sheaf_expr gamma, sheaf_expr beta,
+                            float eps);
+/* n one-row values [D] (or [1, D]) as the rows of an [n, D] matrix. */
+sheaf_expr sheaf_stack(sheaf_graph *g, int n, const sheaf_expr *xs);
+/* [r, c] -> [c, r]. */
+sheaf_expr sheaf_transpose(sheaf_graph *g, sheaf_expr x);
 
 /* A fused LSTM cell (PyTorch gate order i, f, g, o in W's 4H columns):
  *   z = x·W + b;  c = σ(z_f)·c_prev + σ(z_i)·tanh(z_g);  h = σ(z_o)·tanh(c)

@@ -65,14 +65,14 @@ typedef enum gf_op {
   GF_DIV, GF_SUM_N, GF_SCALE, GF_TANH, GF_SIGMOID, GF_RELU, GF_GELU, GF_EXP, GF_LOG,
   GF_CONCAT, GF_SLICE, GF_RESHAPE, GF_SUM, GF_MEAN, GF_MAX, GF_SOFTMAX, GF_LOG_SOFTMAX,
   GF_PICK, GF_LSTM, GF_READ, GF_PHASE, GF_SQRT, GF_RSQRT, GF_ABS, GF_SOFTPLUS, GF_ERF,
-  GF_POW, GF_MINIMUM, GF_MAXIMUM, GF_NOPS
+  GF_POW, GF_MINIMUM, GF_MAXIMUM, GF_STACK, GF_TRANSPOSE, GF_LAYER_NORM, GF_NOPS
 } gf_op;
 
 static const char *const k_op_names[GF_NOPS] = {
     "input", "zeros", "parameter", "lookup", "affine", "matmul", "add", "sub", "mul", "div",
     "sum_n", "scale", "tanh", "sigmoid", "relu", "gelu", "exp", "log", "concat", "slice",
     "reshape", "sum", "mean", "max", "softmax", "log_softmax", "pick", "lstm_cell", "value",
-    "phase", "sqrt", "rsqrt", "abs", "softplus", "erf", "pow", "minimum", "maximum"};
+    "phase", "sqrt", "rsqrt", "abs", "softplus", "erf", "pow", "minimum", "maximum", "stack", "transpose", "layer_norm"};
 
 /* A value's shape and bounds: |v| <= mag, and v >= lo when lo > 0. */
 typedef struct gf_val {
@@ -282,7 +282,8 @@ static bool gen_step(gen *G) {
       [GF_LOG] = 2, [GF_CONCAT] = 3, [GF_SLICE] = 3, [GF_RESHAPE] = 1, [GF_SUM] = 2, [GF_MEAN] = 1,
       [GF_MAX] = 1, [GF_SOFTMAX] = 2, [GF_LOG_SOFTMAX] = 1, [GF_PICK] = 1, [GF_LSTM] = 3,
       [GF_READ] = 1, [GF_PHASE] = 1, [GF_SQRT] = 1, [GF_RSQRT] = 1, [GF_ABS] = 1,
-      [GF_SOFTPLUS] = 1, [GF_ERF] = 1, [GF_POW] = 1, [GF_MINIMUM] = 2, [GF_MAXIMUM] = 2};
+      [GF_SOFTPLUS] = 1, [GF_ERF] = 1, [GF_POW] = 1, [GF_MINIMUM] = 2, [GF_MAXIMUM] = 2,
+      [GF_STACK] = 2, [GF_TRANSPOSE] = 1, [GF_LAYER_NORM] = 2};
   unsigned total = 0;
   for (int i = 0; i < GF_NOPS; i++) total += weights[i];
   unsigned r = pick(G->src, total);
@@ -590,6 +591,55 @@ static bool gen_step(gen *G) {
     s->out = (uint16_t)out;
     break;
   }
+  case GF_STACK: {
+    want q1 = {0, 1, 0, false, 0, 0}; /* one-row values */
+    int a = find(G, &q1);
+    if (a < 0) a = make_input(G, 1, 1, k_widths[pick(G->src, NW)], false);
+    gf_val av = p->vals[a];
+    int n = 1 + (int)pick(G->src, 6), xs[6] = {a};
+    want q = {0, 1, av.cols, false, 0, 0};
+    for (int i = 1; i < n; i++) {
+      int v = pick(G->src, 3) ? find(G, &q) : -1;
+      xs[i] = v >= 0 ? v : make_input(G, 1, 1, av.cols, false);
+    }
+    s = new_step(G, GF_STACK);
+    s->n_in = (uint8_t)n;
+    float mag = 0, lo = INFINITY;
+    for (int i = 0; i < n; i++) {
+      s->in[i] = (uint16_t)xs[i];
+      mag = fmaxf(mag, p->vals[xs[i]].mag);
+      lo = fminf(lo, p->vals[xs[i]].lo);
+    }
+    out = new_val(G, s, 2, n, av.cols, mag, lo);
+    break;
+  }
+  case GF_TRANSPOSE: {
+    want q = {2, 0, 0, false, 0, 0};
+    int a = find(G, &q);
+    if (a < 0) a = make_input(G, 2, k_rows[pick(G->src, 4)], k_widths[pick(G->src, NW)], false);
+    gf_val x = p->vals[a];
+    s = new_step(G, GF_TRANSPOSE);
+    s->n_in = 1;
+    s->in[0] = (uint16_t)a;
+    out = new_val(G, s, 2, x.cols, x.rows, x.mag, x.lo);
+    break;
+  }
+  case GF_LAYER_NORM: {
+    int a = any_value(G);
+    gf_val x = p->vals[a];
+    want q = {1, 0, x.cols, false, 0, 2.0f}; /* gamma, beta: vectors (or bias parameters) */
+    int ga = find_or_make(G, &q), be = find_or_make(G, &q);
+    if (!room(G, 1, 1)) return false;
+    s = new_step(G, GF_LAYER_NORM);
+    s->n_in = 3;
+    s->in[0] = (uint16_t)a;
+    s->in[1] = (uint16_t)ga;
+    s->in[2] = (uint16_t)be;
+    s->f = pick(G->src, 2) ? 0.1f : 1.0f; /* eps: well conditioned on nearly constant rows */
+    out = new_val(G, s, x.rank, x.rows, x.cols,
+                  sqrtf((float)x.cols) * p->vals[ga].mag + p->vals[be].mag, 0);
+    break;
+  }
   case GF_READ:
     s = new_step(G, GF_READ);
     s->n_in = 1;
@@ -709,6 +759,9 @@ static void exec_step(gf_world *w, sheaf_graph *g, const gf_prog *p, unsigned si
   case GF_POW: r = sheaf_pow(g, x[0], x[1]); break;
   case GF_MINIMUM: r = sheaf_minimum(g, x[0], x[1]); break;
   case GF_MAXIMUM: r = sheaf_maximum(g, x[0], x[1]); break;
+  case GF_STACK: r = sheaf_stack(g, s->n_in, x); break;
+  case GF_TRANSPOSE: r = sheaf_transpose(g, x[0]); break;
+  case GF_LAYER_NORM: r = sheaf_layer_norm(g, x[0], x[1], x[2], s->f); break;
   case GF_CONCAT: r = sheaf_concat(g, s->n_in, x); break;
   case GF_SLICE: r = sheaf_slice(g, x[0], s->a, s->b); break;
   case GF_RESHAPE: {

@@ -131,3 +131,74 @@ TEST(runtime_ew_min_max_propagate_nan) {
   }
   sheaf_model_free(m);
 }
+
+/* stack, transpose and layer_norm against double, several instances in one
+ * batch (shared and per-instance gamma/beta, two eps values), every policy. */
+TEST(runtime_stack_transpose_layer_norm) {
+  sheaf_ctx *ctx = th_ctx();
+  sheaf_model *m;
+  REQUIRE_OK(ctx, sheaf_model_create(ctx, &m));
+  enum { NI = 5, D = 19, R = 3, MAXN = 6 };
+  sheaf_param gp, bp;
+  REQUIRE_OK(ctx, sheaf_model_param(m, "ln.g", 1, (int64_t[]){D}, SHEAF_INIT_GLOROT, &gp));
+  REQUIRE_OK(ctx, sheaf_model_param(m, "ln.b", 1, (int64_t[]){D}, SHEAF_INIT_GLOROT, &bp));
+  const float *gd = sheaf_model_param_data(m, gp, NULL, NULL), *bd = sheaf_model_param_data(m, bp, NULL, NULL);
+  float rows[NI][MAXN][D], mat[NI][R][D], gam[NI][D], bet[NI][D];
+  for (int i = 0; i < NI; i++) {
+    for (int k = 0; k < MAXN; k++)
+      for (int j = 0; j < D; j++) rows[i][k][j] = urand(-2, 2);
+    for (int r = 0; r < R; r++)
+      for (int j = 0; j < D; j++) mat[i][r][j] = urand(-2, 2) + (float)r;
+    for (int j = 0; j < D; j++) gam[i][j] = urand(-1, 1), bet[i][j] = urand(-1, 1);
+  }
+  static const sheaf_policy pols[] = {SHEAF_POLICY_SHEAF, SHEAF_POLICY_NONE, SHEAF_POLICY_DEPTH,
+                                      SHEAF_POLICY_AGENDA};
+  for (int pi = 0; pi < 4; pi++) {
+    sheaf_graph_opts o = {pols[pi], 2, NULL};
+    sheaf_graph *g;
+    REQUIRE_OK(ctx, sheaf_graph_create(m, &o, &g));
+    sheaf_expr st[NI], tr[NI], ln[NI];
+    for (int i = 0; i < NI; i++) {
+      int n = 1 + i % MAXN;
+      sheaf_expr xs[MAXN];
+      for (int k = 0; k < n; k++) xs[k] = sheaf_input_vector(g, D, rows[i][k]);
+      st[i] = sheaf_stack(g, n, xs);
+      sheaf_expr x = sheaf_input(g, 2, (int64_t[]){R, D}, &mat[i][0][0]);
+      tr[i] = sheaf_transpose(g, x);
+      bool shared = i % 2 == 0;
+      sheaf_expr ga = shared ? sheaf_parameter(g, gp) : sheaf_input_vector(g, D, gam[i]);
+      sheaf_expr be = shared ? sheaf_parameter(g, bp) : sheaf_input_vector(g, D, bet[i]);
+      ln[i] = sheaf_layer_norm(g, x, ga, be, i % 3 ? 1e-5f : 0.5f);
+    }
+    CHECK_OK(ctx, sheaf_graph_flush(g));
+    for (int i = 0; i < NI; i++) {
+      int n = 1 + i % MAXN;
+      double want[MAXN * D];
+      for (int k = 0; k < n; k++)
+        for (int j = 0; j < D; j++) want[k * D + j] = rows[i][k][j];
+      CHECK(TH_VALUE_CLOSE(g, st[i], want, n * D, sheaf_policy_name(pols[pi]), i));
+      for (int r = 0; r < R; r++)
+        for (int j = 0; j < D; j++) want[j * R + r] = mat[i][r][j];
+      CHECK(TH_VALUE_CLOSE(g, tr[i], want, R * D, sheaf_policy_name(pols[pi]), i));
+      bool shared = i % 2 == 0;
+      double eps = i % 3 ? 1e-5 : 0.5;
+      for (int r = 0; r < R; r++) {
+        double mean = 0, var = 0;
+        for (int j = 0; j < D; j++) mean += mat[i][r][j];
+        mean /= D;
+        for (int j = 0; j < D; j++) var += (mat[i][r][j] - mean) * (mat[i][r][j] - mean);
+        var /= D;
+        for (int j = 0; j < D; j++)
+          want[r * D + j] = (mat[i][r][j] - mean) / sqrt(var + eps) * (shared ? gd[j] : gam[i][j]) +
+                            (shared ? bd[j] : bet[i][j]);
+      }
+      CHECK(TH_VALUE_CLOSE(g, ln[i], want, R * D, sheaf_policy_name(pols[pi]), i));
+    }
+    /* misuse: named errors */
+    sheaf_expr v = sheaf_input_vector(g, D, rows[0][0]);
+    CHECK(sheaf_expr_is_null(sheaf_transpose(g, v)));
+    CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "sheaf_transpose: x has shape [19] (a matrix");
+    sheaf_graph_free(g);
+  }
+  sheaf_model_free(m);
+}

@@ -154,6 +154,7 @@ static bool pat_bind(sh_interp *ip, const sh_pat *p, const sh_value *v, sh_value
 /* The runtime's builder of each builtin that is one op (ops.def). */
 #define BI_FN_x(ID, name) [SH_BI_##ID] = sheaf_##name,
 #define BI_FN_ab(ID, name)
+#define BI_FN_own(ID, name) /* by hand: builtin() */
 #define SH_OP(ID, name, cls, arity, form, act)
 #define SH_OP_LANG(ID, name, cls, arity, form, act, builtin) BI_FN_##form(ID, name)
 static sheaf_expr (*const bi_unary[SH_BI_COUNT_])(sheaf_graph *, sheaf_expr) = {
@@ -170,6 +171,7 @@ static sheaf_expr (*const bi_binary[SH_BI_COUNT_])(sheaf_graph *, sheaf_expr, sh
 };
 #undef BI_FN_x
 #undef BI_FN_ab
+#undef BI_FN_own
 
 static sh_value tensor_zeros(sh_interp *ip, const sh_type *t) {
   int64_t shape[2] = {1, 1};

@@ -6,7 +6,8 @@
  * a broadcast row (a parameter used by every node: reuse). Each batch writes
  * ONE contiguous output block, so the next level's inputs are usually
  * contiguous. Row kernels split their rows over the pool when the batch is
- * large. GEMM-based ops (affine, LSTM cell, matmul) are in exec_gemm.c.
+ * large; stack and transpose copy rows, layer_norm runs the row kernel over
+ * the batch. GEMM-based ops (affine, LSTM cell, matmul) are in exec_gemm.c.
  */
 #include <math.h>
 #include <string.h>
@@ -150,9 +151,89 @@ static void run_rows(sheaf_graph *g, rowjob *j) {
   g->stats.ns_kernels += sheaf_time_ns() - t0;
 }
 
+/* ------------------------------------------------- stack, transpose, LN */
+
+/* Each node's rows are its inputs' one row each, into one block. */
+static sheaf_status exec_stack(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m) {
+  int64_t cols = g->nodes[ids[0]].cols;
+  float *out = sh_exec_out_block(g, ids, n, m, cols);
+  if (!out) return SHEAF_ERR_NOMEM;
+  uint64_t t0 = sheaf_time_ns();
+  for (uint32_t i = 0; i < n; i++) {
+    const sh_node *nd = &g->nodes[ids[i]];
+    for (uint32_t k = 0; k < nd->n_in; k++) {
+      const float *v = sh_graph_val(g, g->ins[nd->in + k]);
+      if (!v) return g->status ? g->status : SHEAF_ERR_INTERNAL;
+      nd = &g->nodes[ids[i]];
+      memcpy(nd->val + (int64_t)k * cols, v, (size_t)cols * sizeof(float));
+    }
+  }
+  g->stats.bytes_copied += (uint64_t)m * (uint64_t)cols * sizeof(float);
+  g->stats.ns_kernels += sheaf_time_ns() - t0;
+  return SHEAF_OK;
+}
+
+static sheaf_status exec_transpose(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m) {
+  int64_t cols = g->nodes[ids[0]].cols;
+  float *out = sh_exec_out_block(g, ids, n, m, cols);
+  if (!out) return SHEAF_ERR_NOMEM;
+  uint64_t t0 = sheaf_time_ns();
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t x = g->ins[g->nodes[ids[i]].in];
+    const float *v = sh_graph_val(g, x);
+    if (!v) return g->status ? g->status : SHEAF_ERR_INTERNAL;
+    const sh_node *nd = &g->nodes[ids[i]], *xn = &g->nodes[x];
+    for (int32_t r = 0; r < xn->rows; r++)
+      for (int32_t c = 0; c < xn->cols; c++) nd->val[(int64_t)c * cols + r] = v[(int64_t)r * xn->ld + c];
+  }
+  g->stats.bytes_copied += (uint64_t)m * (uint64_t)cols * sizeof(float);
+  g->stats.ns_kernels += sheaf_time_ns() - t0;
+  return SHEAF_OK;
+}
+
+/* One sh_layernorm_rows call per run of nodes sharing gamma and beta (the
+ * usual case: parameters; the whole batch is one run). */
+static sheaf_status exec_layer_norm(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m) {
+  const sh_node *n0 = &g->nodes[ids[0]];
+  int64_t cols = n0->cols;
+  float eps = n0->f;
+  const float **rx = gather(g, ids, n, 0, m, true);
+  if (!rx) return g->status ? g->status : SHEAF_ERR_NOMEM;
+  float *out = sh_exec_out_block(g, ids, n, m, cols);
+  if (!out) return SHEAF_ERR_NOMEM;
+  uint64_t t0 = sheaf_time_ns();
+  int64_t r0 = 0;
+  for (uint32_t i = 0; i < n;) {
+    const sh_node *nd = &g->nodes[ids[i]];
+    const float *ga = sh_graph_val(g, g->ins[nd->in + 1]), *be = sh_graph_val(g, g->ins[nd->in + 2]);
+    if (!ga || !be) return g->status ? g->status : SHEAF_ERR_INTERNAL;
+    int64_t rows = 0;
+    uint32_t j = i;
+    for (; j < n; j++) {
+      const sh_node *q = &g->nodes[ids[j]];
+      if (j > i && (sh_graph_val(g, g->ins[q->in + 1]) != ga || sh_graph_val(g, g->ins[q->in + 2]) != be))
+        break;
+      rows += g->nodes[ids[j]].rows;
+    }
+    sh_gemm_in x = sh_exec_operand(g, rx + r0, rows, cols, NULL), none = {NULL, NULL, 0};
+    sh_layernorm_rows(g->isa, rows, cols, x, none, ga, be, eps, (sh_gemm_out){NULL, out + r0 * cols, cols});
+    r0 += rows;
+    i = j;
+  }
+  g->stats.flops += (uint64_t)(8 * m * cols);
+  g->stats.ns_kernels += sheaf_time_ns() - t0;
+  return SHEAF_OK;
+}
+
 /* -------------------------------------------------------------- batches */
 
 static sheaf_status exec_rows(sheaf_graph *g, int op, const uint32_t *ids, uint32_t n, int64_t m) {
+  switch (op) {
+  case SH_OP_STACK: return exec_stack(g, ids, n, m);
+  case SH_OP_TRANSPOSE: return exec_transpose(g, ids, n, m);
+  case SH_OP_LAYER_NORM: return exec_layer_norm(g, ids, n, m);
+  default: break;
+  }
   const sh_node *n0 = &g->nodes[ids[0]];
   int64_t cols = n0->cols;
   rowjob j = {0};

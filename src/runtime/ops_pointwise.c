@@ -4,6 +4,7 @@
  * by hand: sum_n, scale), reductions, softmax and pick, the shape views (concat, slice, reshape), and the build-time fusion
  * of an activation into the affine (or the column slice of one) it reads.
  */
+#include <math.h>
 #include <string.h>
 
 #include "runtime/runtime.h"
@@ -158,7 +159,97 @@ sheaf_expr sheaf_pick(sheaf_graph *g, sheaf_expr x, int64_t index) {
   return unary(g, SH_OP_PICK, "sheaf_pick", x, 0.0f, (uint32_t)index);
 }
 
+sheaf_expr sheaf_layer_norm(sheaf_graph *g, sheaf_expr x, sheaf_expr gamma, sheaf_expr beta,
+                            float eps) {
+  static const char op[] = "sheaf_layer_norm";
+  if (!sh_build_enter(g) || sh_build_check(g, x, op, 1) || sh_build_check(g, gamma, op, 2) ||
+      sh_build_check(g, beta, op, 3))
+    return SH_NULL_EXPR;
+  const sh_node *xn = &g->nodes[x.node];
+  for (int i = 0; i < 2; i++) {
+    const sh_node *v = &g->nodes[(i ? beta : gamma).node];
+    if (v->rows != 1 || v->cols != xn->cols) {
+      char s1[64], s2[64];
+      sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: %s has shape %s but x has %s (one row of %d expected)", op,
+                    i ? "beta" : "gamma", sh_node_shape_str(v, s1, sizeof s1),
+                    sh_node_shape_str(xn, s2, sizeof s2), xn->cols);
+      return SH_NULL_EXPR;
+    }
+  }
+  if (!(eps > 0.0f) || !(eps < INFINITY)) {
+    sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: eps %g must be positive and finite", op, (double)eps);
+    return SH_NULL_EXPR;
+  }
+  uint32_t ids[3] = {x.node, gamma.node, beta.node};
+  uint32_t id = sh_node_new(g, SH_OP_LAYER_NORM, ids, 3);
+  if (id == SH_NONE) return SH_NULL_EXPR;
+  sh_node *n = &g->nodes[id];
+  xn = &g->nodes[x.node];
+  n->rank = xn->rank;
+  n->rows = xn->rows;
+  n->cols = xn->cols;
+  n->f = eps;
+  return sh_build_finish(g, id);
+}
+
 /* ----------------------------------------------------------------- shape */
+
+sheaf_expr sheaf_stack(sheaf_graph *g, int nx, const sheaf_expr *xs) {
+  static const char op[] = "sheaf_stack";
+  if (!sh_build_enter(g)) return SH_NULL_EXPR;
+  if (!xs) {
+    sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: xs is NULL", op);
+    return SH_NULL_EXPR;
+  }
+  if (nx < 1 || nx > 65535) {
+    sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: %d inputs (1..65535)", op, nx);
+    return SH_NULL_EXPR;
+  }
+  for (int i = 0; i < nx; i++) {
+    if (sh_build_check(g, xs[i], op, i + 1)) return SH_NULL_EXPR;
+    const sh_node *a = &g->nodes[xs[0].node], *b = &g->nodes[xs[i].node];
+    if (b->rows != 1 || b->cols != a->cols) {
+      char s1[64], s2[64];
+      sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: argument %d has shape %s but argument 1 has %s (one row each)",
+                    op, i + 1, sh_node_shape_str(b, s2, sizeof s2), sh_node_shape_str(a, s1, sizeof s1));
+      return SH_NULL_EXPR;
+    }
+  }
+  uint32_t buf[16], *ids = buf;
+  if (nx > 16 && !(ids = sh_arena_alloc(&g->scratch, (size_t)nx * sizeof *ids))) {
+    sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", op);
+    return SH_NULL_EXPR;
+  }
+  for (int i = 0; i < nx; i++) ids[i] = xs[i].node;
+  uint32_t id = sh_node_new(g, SH_OP_STACK, ids, nx);
+  if (id == SH_NONE) return SH_NULL_EXPR;
+  sh_node *n = &g->nodes[id];
+  n->rank = 2;
+  n->rows = nx;
+  n->cols = g->nodes[ids[0]].cols;
+  return sh_build_finish(g, id);
+}
+
+sheaf_expr sheaf_transpose(sheaf_graph *g, sheaf_expr x) {
+  static const char op[] = "sheaf_transpose";
+  if (!sh_build_enter(g) || sh_build_check(g, x, op, 1)) return SH_NULL_EXPR;
+  const sh_node *xn = &g->nodes[x.node];
+  if (xn->rank != 2) {
+    char s[64];
+    sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: x has shape %s (a matrix [r, c] is expected)", op,
+                  sh_node_shape_str(xn, s, sizeof s));
+    return SH_NULL_EXPR;
+  }
+  uint32_t id = sh_node_new(g, SH_OP_TRANSPOSE, &x.node, 1);
+  if (id == SH_NONE) return SH_NULL_EXPR;
+  sh_node *n = &g->nodes[id];
+  xn = &g->nodes[x.node];
+  n->rank = 2;
+  n->rows = xn->cols;
+  n->cols = xn->rows;
+  return sh_build_finish(g, id);
+}
+
 
 sheaf_expr sheaf_concat(sheaf_graph *g, int nx, const sheaf_expr *xs) {
   static const char op[] = "sheaf_concat";

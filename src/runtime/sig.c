@@ -86,6 +86,7 @@ void sh_sig_key_of(const sheaf_graph *g, const sh_node *n, sh_sig_key *k) {
     k->rank = a->rank;
     k->w[0] = a->cols;
     break;
+  case SH_OP_LAYER_NORM: memcpy(&k->fbits, &n->f, sizeof k->fbits); break; /* eps */
   default: break;
   }
 }
