@@ -179,8 +179,8 @@ typedef enum sh_builtin {
 #define SH_OP_LANG(ID, name, cls, arity, form, act, builtin) SH_BI_##ID,
 #include "runtime/ops.def"
   /* elementwise, written with the ops above: min(a, b), max(a, b) (max(x) is
-   * the reduction), clamp(x, lo, hi) */
-  SH_BI_MIN, SH_BI_CLAMP,
+   * the reduction), clamp(x, lo, hi); float(i): an i32 as f32[1] */
+  SH_BI_MIN, SH_BI_CLAMP, SH_BI_FLOAT,
   /* shapes */
   SH_BI_CAT, SH_BI_RESHAPE, SH_BI_ZEROS,
   /* fused cell */

@@ -189,6 +189,64 @@ static sh_type *reshape(checker *c, sh_expr *e) {
   return r;
 }
 
+/* The size "?": the module's run-time list length (types.h, SH_SV_DYN). */
+static bool dyn_size(checker *c, sh_span at, sh_size *out) {
+  if (!c->dyn_var && !(c->dyn_var = sh_sizevar_new(c->sv, 0, SH_SV_DYN, at))) {
+    c->nomem = true;
+    return false;
+  }
+  sh_size_var(out, c->dyn_var);
+  return true;
+}
+
+/* The element type of a list of tensors (an error reported otherwise). */
+static sh_type *tensor_list(checker *c, sh_expr *e, sh_type *t) {
+  if (c_is_err(t)) return t;
+  if (t->kind == SH_TY_LIST && t->elems[0]->kind == SH_TY_TENSOR) return t->elems[0];
+  if (t->kind == SH_TY_LIST && c_is_err(t->elems[0])) return &sh_type_error;
+  c_error(c, e->items[0]->span, "'%s' needs a list of f32 tensors here, not %s", sh_builtin_name(e->builtin),
+          c_ty(c, t));
+  return &sh_type_error;
+}
+
+/* stack(xs: list[f32[D]]) -> f32[?, D] */
+static sh_type *stack(checker *c, sh_expr *e, sh_type *t) {
+  sh_type *el = tensor_list(c, e, t);
+  if (c_is_err(el)) return el;
+  if (el->n != 1) {
+    c_error(c, e->items[0]->span, "stack needs a list of vectors f32[D], not of %s", c_ty(c, el));
+    return &sh_type_error;
+  }
+  sh_size dims[2] = {{0}, el->dims[0]};
+  return dyn_size(c, e->span, &dims[0]) ? mk_tensor(c, 2, dims) : &sh_type_error;
+}
+
+/* softmax / log_softmax of a list of scores list[f32[1]] -> f32[?]; max,
+ * mean (and sum, above) of a list elementwise -> its element type */
+static sh_type *of_list(checker *c, sh_expr *e, sh_type *t) {
+  sh_type *el = tensor_list(c, e, t);
+  if (c_is_err(el)) return el;
+  if (e->builtin != SH_BI_SOFTMAX && e->builtin != SH_BI_LOG_SOFTMAX) return el;
+  if (!c_is_scalar1(c, el)) {
+    c_error(c, e->items[0]->span,
+            "%s of a list needs scores list[f32[1]], not %s (stack the list for a matrix)",
+            sh_builtin_name(e->builtin), c_ty(c, t));
+    return &sh_type_error;
+  }
+  sh_size n;
+  return dyn_size(c, e->span, &n) ? mk_tensor(c, 1, &n) : &sh_type_error;
+}
+
+/* layer_norm(x: f32[.., D], gamma: f32[D], beta: f32[D]) -> x's type */
+static sh_type *layer_norm(checker *c, sh_expr *e, sh_type **t) {
+  for (int i = 0; i < 3; i++)
+    if (c_is_err(t[i]) || c_is_err(need_tensor(c, e, e->items[i], t[i]))) return &sh_type_error;
+  sh_type *row = mk_tensor(c, 1, &t[0]->dims[t[0]->n - 1]);
+  bool ok = c_expect(c, e->items[1]->span, row, t[1], "gamma of 'layer_norm'");
+  ok = c_expect(c, e->items[2]->span, row, t[2], "beta of 'layer_norm'") && ok;
+  return ok ? t[0] : &sh_type_error;
+}
+
 /* Elementwise over tensors of one shape, or with f32[1] broadcast: the
  * shape of the larger (pow, minimum, maximum, min, max, clamp). */
 static sh_type *elementwise(checker *c, sh_expr *e, sh_type **t) {
@@ -232,6 +290,7 @@ sh_type *c_builtin(checker *c, sh_expr *e) {
   }
   if (sh_builtin_op_arity(bi) == 2 || bi == SH_BI_MIN)
     return arity(c, e, 2, 2) ? elementwise(c, e, t) : &sh_type_error;
+  if (bi == SH_BI_LAYER_NORM) return arity(c, e, 3, 3) ? layer_norm(c, e, t) : &sh_type_error;
   if (bi == SH_BI_CLAMP) {
     if (!arity(c, e, 3, 3)) return &sh_type_error;
     sh_type *r = elementwise(c, e, t);
@@ -246,6 +305,29 @@ sh_type *c_builtin(checker *c, sh_expr *e) {
   sh_type *x = t[0];
   if (c_is_err(x)) return x;
   switch (bi) {
+  case SH_BI_STACK: return stack(c, e, x);
+  case SH_BI_TRANSPOSE: {
+    if (c_is_err(need_tensor(c, e, e->items[0], x))) return &sh_type_error;
+    if (x->n != 2) {
+      c_error(c, e->items[0]->span, "transpose needs a matrix f32[R, C], not %s", c_ty(c, x));
+      return &sh_type_error;
+    }
+    sh_size dims[2] = {x->dims[1], x->dims[0]};
+    return mk_tensor(c, 2, dims);
+  }
+  case SH_BI_FLOAT: {
+    if (x->kind != SH_TY_I32) {
+      c_error(c, e->items[0]->span, "float needs an i32, not %s", c_ty(c, x));
+      return &sh_type_error;
+    }
+    sh_size one;
+    sh_size_const(&one, 1);
+    return mk_tensor(c, 1, &one);
+  }
+  case SH_BI_SOFTMAX:
+  case SH_BI_LOG_SOFTMAX:
+    if (x->kind == SH_TY_LIST) return of_list(c, e, x);
+    return need_tensor(c, e, e->items[0], x);
   case SH_BI_LEN:
     return c_is_err(need_list(c, e, e->items[0], x)) ? &sh_type_error : &sh_type_i32;
   case SH_BI_REV: return need_list(c, e, e->items[0], x);
@@ -259,6 +341,7 @@ sh_type *c_builtin(checker *c, sh_expr *e) {
     /* fall through */
   case SH_BI_MEAN:
   case SH_BI_MAX: {
+    if (x->kind == SH_TY_LIST) return of_list(c, e, x); /* elementwise over the list */
     if (c_is_err(need_tensor(c, e, e->items[0], x))) return &sh_type_error;
     sh_size one;
     sh_size_const(&one, 1);

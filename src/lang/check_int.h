@@ -60,6 +60,7 @@ typedef struct checker {
   call_edge *edges;
   int n_edges, cap_edges;
   long match_budget;
+  uint32_t dyn_var; /* the module's run-time list length "?" (0: not yet made) */
 } checker;
 
 void *c_alloc(checker *c, size_t size);

@@ -209,6 +209,36 @@ static SH_NOINLINE sh_value builtin_cat(sh_interp *ip, const sh_expr *e, sh_valu
   return mk_tensor(sheaf_concat(ip->g, e->n, xs));
 }
 
+/* stack(xs), and sum / mean / max / softmax / log_softmax of a list of
+ * tensors (elementwise; softmax over a list of scores). */
+static SH_NOINLINE sh_value list_to_tensor(sh_interp *ip, const sh_expr *e, const sh_agg *l) {
+  sheaf_graph *g = ip->g;
+  int32_t n = l->n;
+  if (n == 0) {
+    if (e->builtin == SH_BI_SUM) return tensor_zeros(ip, e->type);
+    return fail_at(ip, e->span, "%s of an empty list", sh_builtin_name(e->builtin)), v_none;
+  }
+  sheaf_expr *xs = sh_lang_alloc(&ip->pool, (size_t)n * sizeof *xs);
+  if (!xs) return ip->err = SHEAF_ERR_NOMEM, v_none;
+  for (int32_t i = 0; i < n; i++) xs[i] = l->items[i].t;
+  switch (e->builtin) {
+  case SH_BI_STACK: return mk_tensor(sheaf_stack(g, n, xs));
+  case SH_BI_SUM: return mk_tensor(sheaf_sum_n(g, n, xs));
+  case SH_BI_MEAN: return mk_tensor(sheaf_scale(g, sheaf_sum_n(g, n, xs), 1.0f / (float)n));
+  case SH_BI_MAX: { /* a balanced tree of maximum */
+    for (int32_t w = n, h; w > 1; w = h) {
+      h = 0;
+      for (int32_t i = 0; i + 1 < w; i += 2) xs[h++] = sheaf_maximum(g, xs[i], xs[i + 1]);
+      if (w % 2) xs[h++] = xs[w - 1];
+    }
+    return mk_tensor(xs[0]);
+  }
+  case SH_BI_SOFTMAX: return mk_tensor(sheaf_softmax(g, sheaf_concat(g, n, xs)));
+  case SH_BI_LOG_SOFTMAX: return mk_tensor(sheaf_log_softmax(g, sheaf_concat(g, n, xs)));
+  default: return failf(ip, "interp: builtin '%s' of a list", sh_builtin_name(e->builtin)), v_none;
+  }
+}
+
 /* map, fold, scan: a named function applied along a list. */
 static SH_NOINLINE sh_value builtin_apply(sh_interp *ip, const sh_expr *e, const sh_value *a) {
   if (e->builtin == SH_BI_MAP) {
@@ -236,7 +266,7 @@ static SH_NOINLINE sh_value builtin_apply(sh_interp *ip, const sh_expr *e, const
 
 static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_expr *e, sh_value *fr) {
   sheaf_expr (*f1)(sheaf_graph *, sheaf_expr) = bi_unary[e->builtin];
-  if (f1 && e->builtin != SH_BI_SUM) { /* tanh(x), sigmoid(x), ...: the common case */
+  if (f1 && e->items[0]->type->kind == SH_TY_TENSOR) { /* tanh(x), sigmoid(x), ...: the common case */
     sh_value x = eval(ip, e->items[0], fr);
     if (ip->err) return v_none;
     return mk_tensor(f1(ip->g, x.t));
@@ -252,18 +282,16 @@ static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_expr *e, sh_value *f
     if (ip->err) return v_none;
   }
   if (bi_binary[e->builtin]) return mk_tensor(bi_binary[e->builtin](g, a[0].t, a[1].t));
+  if (a[0].kind == SH_V_LIST && e->builtin != SH_BI_LEN && e->builtin != SH_BI_REV && !applies)
+    return list_to_tensor(ip, e, a[0].agg);
   switch (e->builtin) {
   case SH_BI_CLAMP: return mk_tensor(sheaf_minimum(g, sheaf_maximum(g, a[0].t, a[1].t), a[2].t));
-  case SH_BI_SUM:
-    if (a[0].kind == SH_V_LIST) { /* sum of a list of tensors */
-      int32_t n = a[0].agg->n;
-      if (n == 0) return tensor_zeros(ip, e->type);
-      sheaf_expr *xs = sh_lang_alloc(&ip->pool, (size_t)n * sizeof *xs);
-      if (!xs) return ip->err = SHEAF_ERR_NOMEM, v_none;
-      for (int32_t i = 0; i < n; i++) xs[i] = a[0].agg->items[i].t;
-      return mk_tensor(sheaf_sum_n(g, n, xs));
-    }
-    return mk_tensor(sheaf_sum(g, a[0].t));
+  case SH_BI_LAYER_NORM: return mk_tensor(sheaf_layer_norm(g, a[0].t, a[1].t, a[2].t, 1e-5f));
+  case SH_BI_TRANSPOSE: return mk_tensor(sheaf_transpose(g, a[0].t));
+  case SH_BI_FLOAT: {
+    float f = (float)a[0].i;
+    return mk_tensor(sheaf_input_vector(g, 1, &f));
+  }
   case SH_BI_RESHAPE: {
     int64_t shape[2] = {a[1].i, nargs > 2 ? a[2].i : 0};
     return mk_tensor(sheaf_reshape(g, a[0].t, nargs - 1, shape));

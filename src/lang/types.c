@@ -295,7 +295,8 @@ void sh_size_print(sh_buf *b, const sh_sizevars *sv, const sh_size *a0) {
     if (mag != 1 || m->deg == 0) sh_buf_printf(b, "%llu%s", (unsigned long long)mag, m->deg ? "*" : "");
     for (int j = 0; j < m->deg; j++) {
       uint32_t v = m->var[j];
-      sh_buf_printf(b, "%s%s", j ? "*" : "", v <= sv->n ? sh_sym_name(sv->syms, sv->v[v].name) : "?");
+      bool named = v <= sv->n && sv->v[v].kind != SH_SV_DYN;
+      sh_buf_printf(b, "%s%s", j ? "*" : "", named ? sh_sym_name(sv->syms, sv->v[v].name) : "?");
     }
   }
 }

@@ -11,8 +11,8 @@
  * or implicitly by a parameter's shape; their values come from the `size`
  * declaration or the weights file at run time), LOCAL (a name in a function
  * signature that is not global: the function is generic in it, and inside
- * its body it is a fixed unknown) and FLEX (a fresh copy of a LOCAL at one
- * call site, bound by unification with the arguments). Unification binds a
+ * its body it is a fixed unknown), FLEX (a fresh copy of a LOCAL at one
+ * call site, bound by unification with the arguments) and DYN (below). Unification binds a
  * FLEX variable X when the difference of the two sizes is linear in X with
  * a coefficient that divides the rest: f32[2*N] against f32[4*H] binds
  * N = 2*H; f32[2*N] against f32[H] fails.
@@ -36,7 +36,11 @@ typedef struct sh_size {
   sh_mono t[SH_SIZE_TERMS];
 } sh_size;
 
-typedef enum sh_sv_kind { SH_SV_GLOBAL, SH_SV_LOCAL, SH_SV_FLEX } sh_sv_kind;
+/* DYN: the length of a list made into a tensor (stack, softmax of a list),
+ * known only at run time; a module has at most one, printed "?", so all
+ * such lengths are one unknown to the checker (equal to each other, to no
+ * other size) and the runtime checks the shapes when it builds the ops. */
+typedef enum sh_sv_kind { SH_SV_GLOBAL, SH_SV_LOCAL, SH_SV_FLEX, SH_SV_DYN } sh_sv_kind;
 
 typedef struct sh_sizevar {
   sh_sym name;
