@@ -237,6 +237,9 @@ sheaf_expr sheaf_layer_norm(sheaf_graph *g, sheaf_expr x, sheaf_expr gamma, shea
 sheaf_expr sheaf_stack(sheaf_graph *g, int n, const sheaf_expr *xs);
 /* [r, c] -> [c, r]. */
 sheaf_expr sheaf_transpose(sheaf_graph *g, sheaf_expr x);
+/* Row `index` of a matrix [r, c]: [c] (a copy; sheaf_lookup for a
+ * parameter table). */
+sheaf_expr sheaf_row(sheaf_graph *g, sheaf_expr x, int64_t index);
 
 /* A fused LSTM cell (PyTorch gate order i, f, g, o in W's 4H columns):
  *   z = x·W + b;  c = σ(z_f)·c_prev + σ(z_i)·tanh(z_g);  h = σ(z_o)·tanh(c)

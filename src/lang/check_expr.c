@@ -361,13 +361,8 @@ static sh_type *index_expr(checker *c, sh_expr *e) {
     return tensor1(c, &one); /* pick */
   }
   if (ta->kind == SH_TY_TENSOR && ta->n == 2) {
-    if (e->a->kind == SH_EX_NAME && e->a->res == SH_RES_PARAM) {
-      e->lookup = true;
-      return tensor1(c, &ta->dims[1]);
-    }
-    c_error(c, e->span, "row indexing needs a parameter table (like emb[w]), not a computed %s",
-            c_ty(c, ta));
-    return &sh_type_error;
+    if (e->a->kind == SH_EX_NAME && e->a->res == SH_RES_PARAM) e->lookup = true; /* emb[w] */
+    return tensor1(c, &ta->dims[1]); /* a row (checked against the rows at run time) */
   }
   c_error(c, e->span, "cannot index a value of type %s", c_ty(c, ta));
   return &sh_type_error;

@@ -543,6 +543,12 @@ static SH_NOINLINE sh_value eval_index(sh_interp *ip, const sh_expr *e, sh_value
   }
   int64_t shape[2] = {0, 0};
   int r = sheaf_expr_shape(ip->g, x.t, shape);
+  if (r == 2) {
+    if (i.i < 0 || i.i >= shape[0])
+      return fail_at(ip, e->span, "row %d is out of range for a matrix of %lld row%s", (int)i.i,
+                     (long long)shape[0], shape[0] == 1 ? "" : "s"), v_none;
+    return mk_tensor(sheaf_row(ip->g, x.t, i.i));
+  }
   if (r >= 1 && (i.i < 0 || i.i >= shape[r - 1]))
     return fail_at(ip, e->span, "index %d is out of range for a tensor of %lld element%s", (int)i.i,
                    (long long)shape[r - 1], shape[r - 1] == 1 ? "" : "s"), v_none;

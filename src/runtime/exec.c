@@ -6,7 +6,7 @@
  * a broadcast row (a parameter used by every node: reuse). Each batch writes
  * ONE contiguous output block, so the next level's inputs are usually
  * contiguous. Row kernels split their rows over the pool when the batch is
- * large; stack and transpose copy rows, layer_norm runs the row kernel over
+ * large; stack, transpose and row copy values, layer_norm runs the row kernel over
  * the batch. GEMM-based ops (affine, LSTM cell, matmul) are in exec_gemm.c.
  */
 #include <math.h>
@@ -191,6 +191,21 @@ static sheaf_status exec_transpose(sheaf_graph *g, const uint32_t *ids, uint32_t
   return SHEAF_OK;
 }
 
+static sheaf_status exec_row(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m) {
+  int64_t cols = g->nodes[ids[0]].cols;
+  float *out = sh_exec_out_block(g, ids, n, m, cols);
+  if (!out) return SHEAF_ERR_NOMEM;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t x = g->ins[g->nodes[ids[i]].in];
+    const float *v = sh_graph_val(g, x);
+    if (!v) return g->status ? g->status : SHEAF_ERR_INTERNAL;
+    const sh_node *nd = &g->nodes[ids[i]];
+    memcpy(nd->val, v + (int64_t)nd->aux * g->nodes[x].ld, (size_t)cols * sizeof(float));
+  }
+  g->stats.bytes_copied += (uint64_t)m * (uint64_t)cols * sizeof(float);
+  return SHEAF_OK;
+}
+
 /* One sh_layernorm_rows call per run of nodes sharing gamma and beta (the
  * usual case: parameters; the whole batch is one run). */
 static sheaf_status exec_layer_norm(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m) {
@@ -231,6 +246,7 @@ static sheaf_status exec_rows(sheaf_graph *g, int op, const uint32_t *ids, uint3
   switch (op) {
   case SH_OP_STACK: return exec_stack(g, ids, n, m);
   case SH_OP_TRANSPOSE: return exec_transpose(g, ids, n, m);
+  case SH_OP_ROW: return exec_row(g, ids, n, m);
   case SH_OP_LAYER_NORM: return exec_layer_norm(g, ids, n, m);
   default: break;
   }

@@ -230,6 +230,27 @@ sheaf_expr sheaf_stack(sheaf_graph *g, int nx, const sheaf_expr *xs) {
   return sh_build_finish(g, id);
 }
 
+sheaf_expr sheaf_row(sheaf_graph *g, sheaf_expr x, int64_t index) {
+  static const char op[] = "sheaf_row";
+  if (!sh_build_enter(g) || sh_build_check(g, x, op, 1)) return SH_NULL_EXPR;
+  const sh_node *xn = &g->nodes[x.node];
+  if (xn->rank != 2 || index < 0 || index >= xn->rows) {
+    char s[64];
+    sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: row %lld of shape %s%s", op, (long long)index,
+                  sh_node_shape_str(xn, s, sizeof s),
+                  xn->rank != 2 ? " (a matrix [r, c] is expected)" : " is out of range");
+    return SH_NULL_EXPR;
+  }
+  uint32_t id = sh_node_new(g, SH_OP_ROW, &x.node, 1);
+  if (id == SH_NONE) return SH_NULL_EXPR;
+  sh_node *n = &g->nodes[id];
+  n->rank = 1;
+  n->rows = 1;
+  n->cols = g->nodes[x.node].cols;
+  n->aux = (uint32_t)index;
+  return sh_build_finish(g, id);
+}
+
 sheaf_expr sheaf_transpose(sheaf_graph *g, sheaf_expr x) {
   static const char op[] = "sheaf_transpose";
   if (!sh_build_enter(g) || sh_build_check(g, x, op, 1)) return SH_NULL_EXPR;
