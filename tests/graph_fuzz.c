@@ -65,14 +65,14 @@ typedef enum gf_op {
   GF_DIV, GF_SUM_N, GF_SCALE, GF_TANH, GF_SIGMOID, GF_RELU, GF_GELU, GF_EXP, GF_LOG,
   GF_CONCAT, GF_SLICE, GF_RESHAPE, GF_SUM, GF_MEAN, GF_MAX, GF_SOFTMAX, GF_LOG_SOFTMAX,
   GF_PICK, GF_LSTM, GF_READ, GF_PHASE, GF_SQRT, GF_RSQRT, GF_ABS, GF_SOFTPLUS, GF_ERF,
-  GF_POW, GF_MINIMUM, GF_MAXIMUM, GF_STACK, GF_TRANSPOSE, GF_LAYER_NORM, GF_NOPS
+  GF_POW, GF_MINIMUM, GF_MAXIMUM, GF_STACK, GF_TRANSPOSE, GF_LAYER_NORM, GF_ROW, GF_NOPS
 } gf_op;
 
 static const char *const k_op_names[GF_NOPS] = {
     "input", "zeros", "parameter", "lookup", "affine", "matmul", "add", "sub", "mul", "div",
     "sum_n", "scale", "tanh", "sigmoid", "relu", "gelu", "exp", "log", "concat", "slice",
     "reshape", "sum", "mean", "max", "softmax", "log_softmax", "pick", "lstm_cell", "value",
-    "phase", "sqrt", "rsqrt", "abs", "softplus", "erf", "pow", "minimum", "maximum", "stack", "transpose", "layer_norm"};
+    "phase", "sqrt", "rsqrt", "abs", "softplus", "erf", "pow", "minimum", "maximum", "stack", "transpose", "layer_norm", "row"};
 
 /* A value's shape and bounds: |v| <= mag, and v >= lo when lo > 0. */
 typedef struct gf_val {
@@ -283,7 +283,7 @@ static bool gen_step(gen *G) {
       [GF_MAX] = 1, [GF_SOFTMAX] = 2, [GF_LOG_SOFTMAX] = 1, [GF_PICK] = 1, [GF_LSTM] = 3,
       [GF_READ] = 1, [GF_PHASE] = 1, [GF_SQRT] = 1, [GF_RSQRT] = 1, [GF_ABS] = 1,
       [GF_SOFTPLUS] = 1, [GF_ERF] = 1, [GF_POW] = 1, [GF_MINIMUM] = 2, [GF_MAXIMUM] = 2,
-      [GF_STACK] = 2, [GF_TRANSPOSE] = 1, [GF_LAYER_NORM] = 2};
+      [GF_STACK] = 2, [GF_TRANSPOSE] = 1, [GF_LAYER_NORM] = 2, [GF_ROW] = 2};
   unsigned total = 0;
   for (int i = 0; i < GF_NOPS; i++) total += weights[i];
   unsigned r = pick(G->src, total);
@@ -613,15 +613,17 @@ static bool gen_step(gen *G) {
     out = new_val(G, s, 2, n, av.cols, mag, lo);
     break;
   }
-  case GF_TRANSPOSE: {
+  case GF_TRANSPOSE: case GF_ROW: {
     want q = {2, 0, 0, false, 0, 0};
     int a = find(G, &q);
     if (a < 0) a = make_input(G, 2, k_rows[pick(G->src, 4)], k_widths[pick(G->src, NW)], false);
     gf_val x = p->vals[a];
-    s = new_step(G, GF_TRANSPOSE);
+    s = new_step(G, op);
     s->n_in = 1;
     s->in[0] = (uint16_t)a;
-    out = new_val(G, s, 2, x.cols, x.rows, x.mag, x.lo);
+    s->a = (int16_t)pick(G->src, (unsigned)x.rows);
+    out = op == GF_ROW ? new_val(G, s, 1, 1, x.cols, x.mag, x.lo)
+                       : new_val(G, s, 2, x.cols, x.rows, x.mag, x.lo);
     break;
   }
   case GF_LAYER_NORM: {
@@ -761,6 +763,7 @@ static void exec_step(gf_world *w, sheaf_graph *g, const gf_prog *p, unsigned si
   case GF_MAXIMUM: r = sheaf_maximum(g, x[0], x[1]); break;
   case GF_STACK: r = sheaf_stack(g, s->n_in, x); break;
   case GF_TRANSPOSE: r = sheaf_transpose(g, x[0]); break;
+  case GF_ROW: r = sheaf_row(g, x[0], s->a); break;
   case GF_LAYER_NORM: r = sheaf_layer_norm(g, x[0], x[1], x[2], s->f); break;
   case GF_CONCAT: r = sheaf_concat(g, s->n_in, x); break;
   case GF_SLICE: r = sheaf_slice(g, x[0], s->a, s->b); break;

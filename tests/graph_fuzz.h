@@ -4,7 +4,7 @@
  * affine_n, matmul, the elementwise ops with scalar broadcast, sum_n,
  * activations, exp/log, sqrt/rsqrt, abs, softplus, erf, pow, minimum and
  * maximum, concat, slice, reshape, stack, transpose, reductions, softmax,
- * layer_norm, pick,
+ * layer_norm, pick, row,
  * LSTM cells, phases, values read mid-build), run for several instances on
  * one graph under every policy and thread count, every value compared with
  * policy none on one thread (within 1e-5 relative, floor 1).
