@@ -1,7 +1,8 @@
 /*
  * run_lang.c — `sheaf run MODEL.sf --data FILE [--weights W.safetensors |
  * --seed N] [--vocab FILE] [--batch N] [--threads T] [--policy P]
- * [--parallel M] [--out FILE] [--trace FILE] [--size NAME=VALUE]...`: compiles the model,
+ * [--parallel M] [--out FILE] [--trace FILE] [--limit N] [--save-weights W]
+ * [--size NAME=VALUE]...`: compiles the model,
  * reads the data according to main's argument type (a tree ADT: binarized
  * or dependency trees from CoNLL-U / PTB; list[i32]: sentences), numbers
  * its words (in order of first appearance, or by --vocab), binds the
@@ -28,7 +29,7 @@
 static const char usage[] =
     "usage: sheaf run MODEL.sf --data FILE [--weights W.safetensors | --seed N] [--vocab FILE]\n"
     "                 [--batch N] [--threads T] [--parallel M] [--policy P] [--out FILE]\n"
-    "                 [--trace FILE]\n"
+    "                 [--trace FILE] [--limit N] [--save-weights W.safetensors]\n"
     "                 [--size NAME=VALUE]...\n"
     "\n"
     "Runs the model's main on every instance of FILE, read according to main's argument:\n"
@@ -51,13 +52,15 @@ static const char usage[] =
     "  --policy P         batching policy: sheaf (default), none, depth, agenda\n"
     "  --out FILE         outputs (default stdout): per instance, one line per output row,\n"
     "                     'INSTANCE v0 v1 ...' ('INSTANCE K v0 ...' for element K of a list)\n"
-    "  --trace FILE       Chrome-trace / Perfetto JSON timeline of the batches\n";
+    "  --trace FILE       Chrome-trace / Perfetto JSON timeline of the batches\n"
+    "  --limit N          only the first N instances\n"
+    "  --save-weights W   write the parameters used (loaded or drawn) to a safetensors file\n";
 
 #define SH_LANG_MAX_WORKERS 64 /* --threads */
 
 typedef struct lang_opts {
-  const char *file, *data, *out, *policy, *trace, *vocab;
-  long long batch, threads;
+  const char *file, *data, *out, *policy, *trace, *vocab, *save_weights;
+  long long batch, threads, limit;
   sheaf_parallel parallel;
   bool seed_given;
   sh_lang_bind_opts bo;
@@ -108,6 +111,11 @@ static int parse_args(int argc, char **argv, lang_opts *o) {
     } else if (FLAG("--policy")) {
       if (r < 0) return CLI_USAGE;
       o->policy = v;
+    } else if (FLAG("--limit")) {
+      if (r < 0 || !cli_parse_int("--limit", v, 1, INT32_MAX, &o->limit)) return CLI_USAGE;
+    } else if (FLAG("--save-weights")) {
+      if (r < 0) return CLI_USAGE;
+      o->save_weights = v;
     } else if (FLAG("--batch")) {
       if (r < 0 || !cli_parse_int("--batch", v, 1, INT32_MAX, &o->batch)) return CLI_USAGE;
     } else if (FLAG("--threads")) {
@@ -519,6 +527,7 @@ int cli_run_lang(int argc, char **argv) {
   if (wi.n_unknown > 0)
     fprintf(stderr, "sheaf: note: %lld of %lld words of %s are not in %s: they use the <unk> row\n",
             (long long)wi.n_unknown, (long long)wi.n_words, o.data, o.vocab);
+  if (o.save_weights && sheaf_model_save(model, o.save_weights) != SHEAF_OK) goto fail;
   if (o.trace) remove(o.trace); /* so that a trace left over is not taken for ours */
   out = strcmp(o.out, "-") ? fopen(o.out, "w") : stdout;
   if (!out) {
@@ -526,6 +535,7 @@ int cli_run_lang(int argc, char **argv) {
     goto fail_quiet;
   }
   int32_t n = ex_data_count(&d);
+  if (o.limit && o.limit < n) n = (int32_t)o.limit;
   job.m = &m;
   job.bind = &bind;
   job.d = &d;

@@ -192,7 +192,9 @@ sheaf_expr sheaf_affine_n(sheaf_graph *g, int n, const sheaf_param *W, const she
 sheaf_expr sheaf_matmul(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
 
 /* Elementwise. Binary ops need equal shapes, or one side of size 1 (a scalar
- * broadcast). sum_n adds n >= 1 expressions of one shape. */
+ * broadcast), or one side one row ([c] or [1, c]) of the other's width (the
+ * row repeats over the other's rows, as PyTorch broadcasts a bias). sum_n
+ * adds n >= 1 expressions of one shape. */
 sheaf_expr sheaf_add(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
 sheaf_expr sheaf_sub(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
 sheaf_expr sheaf_mul(sheaf_graph *g, sheaf_expr a, sheaf_expr b);

@@ -131,6 +131,9 @@ static sh_type *arith(checker *c, sh_expr *e, sh_type *ta, sh_type *tb) {
     if (c_is_scalar1(c, tb)) return ta;
     if (c_is_scalar1(c, ta)) return tb;
     if (sh_type_unify(c->sv, ta, tb)) return ta;
+    /* a row against a matrix of its width: the row repeats (a bias) */
+    if (ta->n == 2 && tb->n == 1 && sh_size_unify(c->sv, &ta->dims[1], &tb->dims[0])) return ta;
+    if (ta->n == 1 && tb->n == 2 && sh_size_unify(c->sv, &tb->dims[1], &ta->dims[0])) return tb;
     c_error(c, e->span, "mismatched shapes for %s: %s and %s", op_name(e->op), c_ty(c, ta), c_ty(c, tb));
     return &sh_type_error;
   }

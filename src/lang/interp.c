@@ -362,11 +362,11 @@ static bool tensor_sum(sh_interp *ip, const sh_expr *e, sh_value *fr, sh_value *
     if (is_param_product(t[i]) && n_mm < 4) cls[i] = 1, n_mm++;
     else if (is_param_vector(t[i]) && bias < 0) bias = i;
   }
-  if (!uniform) { /* the affine alone, as before: x @ W + b, a vector bias as wide */
+  if (!uniform) { /* the affine alone: x @ W + b, a vector bias as wide (rows of a matrix too) */
     if (n_mm != n - (bias >= 0)) return false;
     if (bias >= 0) {
       const sh_type *mt = e->type, *bt = t[bias]->ref.param->type;
-      if (mt->n != 1 || size_eval(ip, &bt->dims[0], 0) != size_eval(ip, &mt->dims[0], 0)) return false;
+      if (size_eval(ip, &bt->dims[0], 0) != size_eval(ip, &mt->dims[mt->n - 1], 0)) return false;
     }
   }
   if (n_mm == 0 && n == 2) return false;

@@ -17,13 +17,15 @@ static sheaf_expr binary(sheaf_graph *g, int opc, const char *op, sheaf_expr a, 
   const sh_node *an = &g->nodes[a.node], *bn = &g->nodes[b.node];
   bool as = an->rows == 1 && an->cols == 1, bs = bn->rows == 1 && bn->cols == 1;
   bool same = an->rows == bn->rows && an->cols == bn->cols && an->rank == bn->rank;
-  if (!same && !as && !bs) {
+  /* one row against a matrix of as many columns: the row repeats */
+  bool rows_bc = an->cols == bn->cols && (an->rows == 1 || bn->rows == 1);
+  if (!same && !as && !bs && !rows_bc) {
     char s1[64], s2[64];
     sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: shapes %s and %s differ", op, sh_node_shape_str(an, s1, sizeof s1),
                   sh_node_shape_str(bn, s2, sizeof s2));
     return SH_NULL_EXPR;
   }
-  const sh_node *big = as && !bs ? bn : an;
+  const sh_node *big = (as && !bs) || (rows_bc && !same && an->rows == 1 && (bn->rows > 1 || bn->rank == 2)) ? bn : an;
   uint32_t ids[2] = {a.node, b.node};
   return sh_pw_build(g, opc, ids, 2, big->rank, big->rows, big->cols, 0.0f);
 }
