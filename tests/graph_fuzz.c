@@ -401,6 +401,9 @@ static bool gen_step(gen *G) {
     } else if (how <= 2) {
       want qs = {1, 0, 1, false, q.min_lo, cap};
       b = find_or_make(G, &qs);
+    } else if (how == 3 && av.rank == 2 && av.cols > 1) { /* a row repeated over a's rows */
+      want qr = {1, 0, av.cols, false, q.min_lo, cap};
+      b = find_or_make(G, &qr);
     } else {
       b = find_or_make(G, &q);
     }
@@ -408,12 +411,14 @@ static bool gen_step(gen *G) {
     if (!room(G, 1, 1)) return false;
     s = new_step(G, op);
     s->n_in = 2;
-    bool swap = op != GF_DIV && op != GF_POW && p->vals[b].cols == 1 && p->vals[b].rows == 1 && pick(G->src, 2);
+    bool swap = op != GF_DIV && op != GF_POW && p->vals[b].rows == 1 && pick(G->src, 2);
     s->in[0] = (uint16_t)(swap ? b : a);
     s->in[1] = (uint16_t)(swap ? a : b);
     gf_val x = p->vals[s->in[0]], y = p->vals[s->in[1]];
     const gf_val *big = x.rows * x.cols >= y.rows * y.cols ? &x : &y;
     if (x.rows * x.cols == y.rows * y.cols) big = &x;
+    if (x.cols > 1 && x.cols == y.cols && x.rank != y.rank && x.rows == 1 && y.rows == 1)
+      big = x.rank == 2 ? &x : &y; /* [c] against [1, c] */
     float mag, lo = 0;
     switch (op) {
     case GF_ADD: mag = x.mag + y.mag; lo = x.lo > 0 && y.lo > 0 ? x.lo + y.lo : 0; break;

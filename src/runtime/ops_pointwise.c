@@ -18,7 +18,7 @@ static sheaf_expr binary(sheaf_graph *g, int opc, const char *op, sheaf_expr a, 
   bool as = an->rows == 1 && an->cols == 1, bs = bn->rows == 1 && bn->cols == 1;
   bool same = an->rows == bn->rows && an->cols == bn->cols && an->rank == bn->rank;
   /* one row against a matrix of as many columns: the row repeats */
-  bool rows_bc = an->cols == bn->cols && (an->rows == 1 || bn->rows == 1);
+  bool rows_bc = !as && !bs && an->cols == bn->cols && (an->rows == 1 || bn->rows == 1);
   if (!same && !as && !bs && !rows_bc) {
     char s1[64], s2[64];
     sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: shapes %s and %s differ", op, sh_node_shape_str(an, s1, sizeof s1),
