@@ -1,0 +1,283 @@
+/*
+ * bench_transformer_sf.c — examples/transformer.sf (a post-LN transformer
+ * layer written in the model language, run by the interpreter on the
+ * batching runtime) against src/ragged's encoder (sheaf_encoder: the
+ * hand-scheduled CoRa-style layer) on the same weights and the same
+ * sentences (the bundled EWT test split, embedded by the same table):
+ * outputs compared first, then tokens/s of both over whole passes in
+ * batches, windows alternating (encoder, language, language, encoder,
+ * ...), best of each. The target is language / encoder >= 1 / 1.5.
+ *
+ *   bench_transformer_sf [--dk 128] [--ff 2048] [--batch 64] [--threads 1]
+ *                        [--sents N] [--rounds 5] [--min-s 0.5] [--quick]
+ *
+ * d_model = 4 * dk (the model has 4 heads), ReLU, eps 1e-5.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/file.h"
+#include "bench_util.h"
+#include "lang/interp.h"
+
+#define EWT_TEST "data/ud_english_ewt/en_ewt-ud-test.conllu"
+#define MODEL_SF "examples/transformer.sf"
+
+typedef struct bench {
+  sheaf_ctx *ctx;
+  ex_data d;
+  int D, F, batch, threads;
+  int32_t n_sent;
+  float *emb;
+  /* encoder */
+  sheaf_encoder *enc;
+  float *enc_out; /* [tokens, D] of the last pass */
+  /* language */
+  sh_module m;
+  char *src;
+  size_t len;
+  sheaf_model *model;
+  sh_lang_bind bind;
+  sh_interp *ip;
+  sheaf_graph *g;
+  sh_value *res;
+  float *sf_out;
+} bench;
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static float frand(void) {
+  g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
+  return (float)((double)(g_rng >> 40) / (double)(1ull << 23) - 1.0);
+}
+static float *rnd(int64_t n, float center, float scale) {
+  float *p = malloc((size_t)n * sizeof *p);
+  for (int64_t i = 0; p && i < n; i++) p[i] = center + scale * frand();
+  return p;
+}
+static float *transposed(const float *src, int64_t row0, int64_t out, int64_t in) {
+  float *t = malloc((size_t)(in * out) * sizeof *t);
+  for (int64_t o = 0; o < out; o++)
+    for (int64_t i = 0; i < in; i++) t[i * out + o] = src[(row0 + o) * in + i];
+  return t;
+}
+
+static sheaf_status write_st(sheaf_ctx *ctx, const char *path, int n, const char *const *names,
+                             float *const *data, const int64_t (*shapes)[2], const char *const *meta,
+                             size_t n_meta) {
+  sheaf_tensor *ts[32];
+  sheaf_status st = SHEAF_OK;
+  int k = 0;
+  for (; k < n && !st; k++)
+    st = sheaf_tensor_wrap(ctx, SHEAF_F32, shapes[k][1] ? 2 : 1, shapes[k], NULL, data[k], NULL, NULL, &ts[k]);
+  if (!st) st = sheaf_st_write(ctx, path, (size_t)n, names, (const sheaf_tensor *const *)ts, n_meta, meta);
+  for (int i = 0; i < k; i++) sheaf_tensor_free(ts[i]);
+  return st;
+}
+
+/* Random weights written twice: PyTorch's encoder layout, and the model's. */
+static sheaf_status make_weights(bench *b, const char *enc_path, const char *sf_path) {
+  int64_t D = b->D, F = b->F, V = b->d.vocab;
+  float s = 1.0f / sqrtf((float)D);
+  float *in_w = rnd(3 * D * D, 0, s), *in_b = rnd(3 * D, 0, 0.1f), *out_w = rnd(D * D, 0, s);
+  float *out_b = rnd(D, 0, 0.1f), *l1_w = rnd(F * D, 0, s), *l1_b = rnd(F, 0, 0.1f);
+  float *l2_w = rnd(D * F, 0, 1.0f / sqrtf((float)F)), *l2_b = rnd(D, 0, 0.1f);
+  float *n1_w = rnd(D, 1, 0.2f), *n1_b = rnd(D, 0, 0.1f), *n2_w = rnd(D, 1, 0.2f), *n2_b = rnd(D, 0, 0.1f);
+  b->emb = rnd(V * D, 0, 1.0f);
+  const char *enames[] = {"layers.0.self_attn.in_proj_weight", "layers.0.self_attn.in_proj_bias",
+                          "layers.0.self_attn.out_proj.weight", "layers.0.self_attn.out_proj.bias",
+                          "layers.0.linear1.weight", "layers.0.linear1.bias", "layers.0.linear2.weight",
+                          "layers.0.linear2.bias", "layers.0.norm1.weight", "layers.0.norm1.bias",
+                          "layers.0.norm2.weight", "layers.0.norm2.bias"};
+  float *edata[] = {in_w, in_b, out_w, out_b, l1_w, l1_b, l2_w, l2_b, n1_w, n1_b, n2_w, n2_b};
+  const int64_t eshapes[][2] = {{3 * D, D}, {3 * D, 0}, {D, D}, {D, 0}, {F, D}, {F, 0},
+                                {D, F},     {D, 0},     {D, 0}, {D, 0}, {D, 0}, {D, 0}};
+  const char *meta[] = {"nhead", "4", "activation", "relu", "layer_norm_eps", "1e-05"};
+  sheaf_status st = write_st(b->ctx, enc_path, 12, enames, edata, eshapes, meta, 3);
+  float *wq = transposed(in_w, 0, D, D), *wk = transposed(in_w, D, D, D), *wv = transposed(in_w, 2 * D, D, D);
+  float *wo = transposed(out_w, 0, D, D), *w1 = transposed(l1_w, 0, F, D), *w2 = transposed(l2_w, 0, D, F);
+  const char *snames[] = {"emb", "W_q", "b_q", "W_k", "b_k", "W_v", "b_v", "W_o", "b_o",
+                          "W_1", "b_1", "W_2", "b_2", "g1",  "be1", "g2",  "be2"};
+  float *sdata[] = {b->emb, wq, in_b, wk, in_b + D, wv, in_b + 2 * D, wo, out_b,
+                    w1,     l1_b, w2, l2_b, n1_w, n1_b, n2_w, n2_b};
+  const int64_t sshapes[][2] = {{V, D}, {D, D}, {D, 0}, {D, D}, {D, 0}, {D, D}, {D, 0}, {D, D}, {D, 0},
+                                {D, F}, {F, 0}, {F, D}, {D, 0}, {D, 0}, {D, 0}, {D, 0}, {D, 0}};
+  if (!st) st = write_st(b->ctx, sf_path, 17, snames, sdata, sshapes, NULL, 0);
+  float *all[] = {in_w, in_b, out_w, out_b, l1_w, l1_b, l2_w, l2_b, n1_w, n1_b, n2_w, n2_b, wq, wk, wv, wo, w1, w2};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
+  return st;
+}
+
+/* ------------------------------------------------------------- passes */
+
+static int64_t tokens(const bench *b, int32_t s0, int32_t s1) { return b->d.sent_off[s1] - b->d.sent_off[s0]; }
+
+/* The encoder: per batch, embed into a ragged tensor, one forward. */
+static sheaf_status enc_pass(bench *b) {
+  sheaf_status st = SHEAF_OK;
+  int64_t lens[4096], dims[2] = {SHEAF_RAGGED_DIM, b->D};
+  for (int32_t s0 = 0; s0 < b->n_sent && !st; s0 += b->batch) {
+    int32_t s1 = s0 + b->batch < b->n_sent ? s0 + b->batch : b->n_sent;
+    for (int32_t s = s0; s < s1; s++) lens[s - s0] = b->d.sent_off[s + 1] - b->d.sent_off[s];
+    sheaf_ragged *x = NULL, *y = NULL;
+    st = sheaf_ragged_create(b->ctx, SHEAF_F32, s1 - s0, lens, 2, dims, NULL, &x);
+    if (!st) st = sheaf_ragged_create(b->ctx, SHEAF_F32, s1 - s0, lens, 2, dims, NULL, &y);
+    if (!st) {
+      float *xd = sheaf_ragged_data(x);
+      const int32_t *w = b->d.sent_words + b->d.sent_off[s0];
+      for (int64_t t = 0; t < tokens(b, s0, s1); t++)
+        memcpy(xd + t * b->D, b->emb + (int64_t)w[t] * b->D, (size_t)b->D * sizeof(float));
+      st = sheaf_encoder_forward_into(b->enc, x, y);
+    }
+    if (!st)
+      memcpy(b->enc_out + (int64_t)b->d.sent_off[s0] * b->D, sheaf_ragged_data(y),
+             (size_t)(tokens(b, s0, s1) * b->D) * sizeof(float));
+    sheaf_ragged_free(x);
+    sheaf_ragged_free(y);
+  }
+  return st;
+}
+
+/* The language: per batch, reset, run main on each sentence, flush, read
+ * every token's row. */
+static sheaf_status sf_pass(bench *b) {
+  sheaf_status st = SHEAF_OK;
+  for (int32_t s0 = 0; s0 < b->n_sent && !st; s0 += b->batch) {
+    int32_t s1 = s0 + b->batch < b->n_sent ? s0 + b->batch : b->n_sent;
+    st = sheaf_graph_reset(b->g);
+    for (int32_t s = s0; s < s1 && !st; s++) {
+      sh_value in;
+      int32_t off = b->d.sent_off[s], n = b->d.sent_off[s + 1] - off;
+      st = sh_interp_ints(b->ip, b->d.sent_words + off, n, &in);
+      if (!st) st = sh_interp_main(b->ip, b->g, in, &b->res[s - s0]);
+    }
+    if (!st) st = sheaf_graph_flush(b->g);
+    for (int32_t s = s0; s < s1 && !st; s++) {
+      const sh_value *l = &b->res[s - s0];
+      for (int32_t k = 0; k < l->agg->n && !st; k++) {
+        sheaf_value_view v;
+        st = sheaf_value(b->g, l->agg->items[k].t, &v);
+        if (!st) memcpy(b->sf_out + ((int64_t)b->d.sent_off[s] + k) * b->D, v.data, (size_t)b->D * sizeof(float));
+      }
+    }
+    sh_interp_reset(b->ip);
+  }
+  return st;
+}
+
+static double window(bench *b, bool sf, double min_s) {
+  uint64_t t0 = sheaf_time_ns(), t;
+  long passes = 0;
+  do {
+    if ((sf ? sf_pass(b) : enc_pass(b)) != SHEAF_OK) return -1;
+    passes++;
+    t = sheaf_time_ns();
+  } while ((double)(t - t0) * 1e-9 < min_s);
+  return (double)passes * (double)tokens(b, 0, b->n_sent) / ((double)(t - t0) * 1e-9);
+}
+
+int main(int argc, char **argv) {
+  long dk = 128, ff = 2048, batch = 64, threads = 1, sents = 0, rounds = 5;
+  double min_s = 0.5;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    bool has = i + 1 < argc;
+    if (!strcmp(a, "--quick")) dk = 32, ff = 256, sents = 400, rounds = 2, min_s = 0.2;
+    else if (!strcmp(a, "--dk") && has) dk = atol(argv[++i]);
+    else if (!strcmp(a, "--ff") && has) ff = atol(argv[++i]);
+    else if (!strcmp(a, "--batch") && has) batch = atol(argv[++i]);
+    else if (!strcmp(a, "--threads") && has) threads = atol(argv[++i]);
+    else if (!strcmp(a, "--sents") && has) sents = atol(argv[++i]);
+    else if (!strcmp(a, "--rounds") && has) rounds = atol(argv[++i]);
+    else if (!strcmp(a, "--min-s") && has) min_s = atof(argv[++i]);
+    else {
+      fprintf(stderr, "usage: bench_transformer_sf [--dk N] [--ff N] [--batch N] [--threads T] [--sents N]\n"
+                      "                            [--rounds N] [--min-s S] [--quick]\n");
+      return 2;
+    }
+  }
+  if (dk < 1 || ff < 1 || batch < 1 || batch > 4096 || threads < 1 || rounds < 1) {
+    fprintf(stderr, "bench_transformer_sf: bad option value\n");
+    return 2;
+  }
+  bench b;
+  memset(&b, 0, sizeof b);
+  char err[256];
+  if (sheaf_ctx_create(&(sheaf_ctx_options){.threads = (int)threads}, &b.ctx, err, sizeof err)) {
+    fprintf(stderr, "%s\n", err);
+    return 1;
+  }
+  int rc = 1;
+  b.D = (int)(4 * dk), b.F = (int)ff, b.batch = (int)batch, b.threads = (int)threads;
+  const char *enc_path = exb_tmp_path("encoder.safetensors"), *sf_path = exb_tmp_path("transformer.safetensors");
+  sheaf_st_file *f = NULL;
+  bool have_m = false;
+  if (ex_data_load(b.ctx, EWT_TEST, EX_DATA_SENTS, &b.d)) goto fail;
+  b.n_sent = sents > 0 && sents < b.d.n_sents ? (int32_t)sents : b.d.n_sents;
+  if (make_weights(&b, enc_path, sf_path)) goto fail;
+  if (sheaf_st_open(b.ctx, enc_path, &f) || sheaf_encoder_load(b.ctx, f, NULL, &b.enc)) goto fail;
+  sheaf_st_close(f);
+  f = NULL;
+  if (sh_file_read(b.ctx, MODEL_SF, &b.src, &b.len)) goto fail;
+  have_m = true;
+  if (sh_lang_compile(&b.m, b.ctx, MODEL_SF, b.src, b.len)) goto fail;
+  sh_lang_bind_opts bo = {.weights = sf_path, .vocab = b.d.vocab};
+  sheaf_graph_opts go = {SHEAF_POLICY_SHEAF, (int)threads, NULL};
+  if (sheaf_model_create(b.ctx, &b.model) || sh_lang_bind_model(&b.m, b.model, &bo, &b.bind) ||
+      sh_interp_create(&b.m, &b.bind, &b.ip) || sheaf_graph_create(b.model, &go, &b.g))
+    goto fail;
+  int64_t ntok = tokens(&b, 0, b.n_sent);
+  b.res = calloc((size_t)batch, sizeof *b.res);
+  b.enc_out = malloc((size_t)(ntok * b.D) * sizeof(float));
+  b.sf_out = malloc((size_t)(ntok * b.D) * sizeof(float));
+  if (!b.res || !b.enc_out || !b.sf_out) goto fail;
+  if (enc_pass(&b) || sf_pass(&b)) goto fail;
+  double worst = 0;
+  for (int64_t i = 0; i < ntok * b.D; i++) {
+    double e = fabs((double)b.sf_out[i] - b.enc_out[i]) / fmax(1.0, fabs((double)b.enc_out[i]));
+    if (!(e <= worst)) worst = e;
+  }
+  printf("# transformer layer: examples/transformer.sf vs sheaf_encoder, d %d (4 heads of %ld), ff %d, "
+         "ReLU; %d EWT sentences (%lld tokens), batch %ld, %ld thread%s, ISA %s\n",
+         b.D, dk, b.F, (int)b.n_sent, (long long)ntok, batch, threads, threads > 1 ? "s" : "",
+         sheaf_isa_name(sheaf_cpu_isa()));
+  printf("# outputs: max rel err %.3g (floor 1)\n", worst);
+  double best_e = 0, best_s = 0;
+  for (long r = 0; r < rounds; r++) {
+    bool sf_first = r % 2;
+    double x = window(&b, sf_first, min_s), y = window(&b, !sf_first, min_s);
+    double e = sf_first ? y : x, s = sf_first ? x : y;
+    if (e < 0 || s < 0) goto fail;
+    if (e > best_e) best_e = e;
+    if (s > best_s) best_s = s;
+  }
+  printf("| system | tokens/s | vs encoder |\n|---|---|---|\n");
+  printf("| sheaf_encoder (src/ragged) | %.0f | 1.00 |\n", best_e);
+  printf("| transformer.sf (language) | %.0f | %.2f |\n", best_s, best_s / best_e);
+  printf("# target: language / encoder >= 0.67 (within 1.5x): %s\n", best_s / best_e >= 1 / 1.5 ? "met" : "MISSED");
+  rc = 0;
+  goto done;
+fail:
+  fprintf(stderr, "bench_transformer_sf: %s\n", sheaf_ctx_last_error(b.ctx));
+  if (have_m && b.m.diags.n) {
+    sh_buf bb;
+    sh_buf_init(&bb, b.ctx);
+    sh_diags_render(&b.m.diags, &bb);
+    if (bb.data) fputs((const char *)bb.data, stderr);
+    sh_buf_free(&bb);
+  }
+done:
+  sheaf_st_close(f);
+  sheaf_graph_free(b.g);
+  sh_interp_free(b.ip);
+  sh_lang_bind_free(b.ctx, &b.bind);
+  sheaf_model_free(b.model);
+  if (have_m) sh_module_free(&b.m);
+  if (b.src) sh_free(b.ctx, b.src, b.len + 1);
+  sheaf_encoder_free(b.enc);
+  ex_data_free(&b.d);
+  free(b.emb), free(b.res), free(b.enc_out), free(b.sf_out);
+  exb_tmp_cleanup();
+  sheaf_ctx_free(b.ctx);
+  return rc;
+}
