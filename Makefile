@@ -165,12 +165,16 @@ bench-encoder: $(BUILDDIR)/bench/bench_encoder
 	$< $(BENCH_ARGS)
 
 # Fuzzing (clang + libFuzzer): each target runs FUZZ_SECONDS under ASan+UBSan.
+# FUZZ_SAN= (empty) builds without sanitizers in build/fuzz-nosan: several
+# times the executions per second, for long searches (a crash found there is
+# then replayed under the sanitizer build).
 FUZZ_CC ?= clang
-FUZZ_DIR := build/fuzz
+FUZZ_SAN ?= address,undefined
+FUZZ_DIR := build/fuzz$(if $(FUZZ_SAN),,-nosan)
 FUZZ_SRCS := $(sort $(wildcard fuzz/fuzz_*.c))
 FUZZ_BINS := $(patsubst fuzz/%.c,$(FUZZ_DIR)/%,$(FUZZ_SRCS))
-FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined \
-               -fno-sanitize-recover=all -Iinclude -Isrc
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE $(if $(FUZZ_SAN),-O1,-O2) -g -fsanitize=fuzzer$(if $(FUZZ_SAN),$(comma)$(FUZZ_SAN)) \
+               $(if $(FUZZ_SAN),-fno-sanitize-recover=all) -Iinclude -Isrc
 
 FUZZ_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(LIB_SRCS))
 .SECONDARY: $(FUZZ_OBJS)
@@ -181,7 +185,7 @@ fuzz-check-cc:
 $(FUZZ_DIR)/obj/%.o: %.c | fuzz-check-cc
 	@mkdir -p $(dir $@)
 	$(call say,CC,$< [fuzz])
-	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS:-fsanitize=fuzzer,%=-fsanitize=fuzzer-no-link,%) -MMD -MP -c $< -o $@
+	$(Q)$(FUZZ_CC) $(subst -fsanitize=fuzzer,-fsanitize=fuzzer-no-link,$(FUZZ_CFLAGS)) -MMD -MP -c $< -o $@
 $(FUZZ_DIR)/%: fuzz/%.c fuzz/fuzz_common.h $(FUZZ_OBJS)
 	$(call say,LD,$@)
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c %.o,$^) -lm -lpthread -ldl

@@ -369,7 +369,10 @@ static int cmd_run(int argc, char **argv) {
   if ((rc = session_open(&o, &s)) != CLI_OK) return rc;
   sheaf_policy policy = o.policies[0];
   print_header(&o, &s, sheaf_policy_name(policy));
-  if (o.save_weights && sheaf_model_save(s.net.model, o.save_weights) != SHEAF_OK) {
+  char fp[96]; /* the word numbering, so that a model run on these weights can check its own */
+  ex_data_vocab_fingerprint(&s.data, fp, sizeof fp);
+  const char *meta[2] = {"sheaf.vocab", fp};
+  if (o.save_weights && sheaf_model_save_meta(s.net.model, o.save_weights, 1, meta) != SHEAF_OK) {
     rc = fail_ctx(s.ctx);
     session_free(&s);
     return rc;

@@ -174,6 +174,7 @@ typedef struct words_info {
   int32_t unk;          /* the id of unknown words */
   bool own_unk;         /* --vocab has a '<unk>' line */
   int64_t n_unknown, n_words; /* --vocab: words of the data not in it, of all */
+  char fp[96];          /* the numbering's fingerprint (no --vocab): ex_data_vocab_fingerprint */
 } words_info;
 
 /* The run's word ids: --vocab's (data ids remapped in place; unknown words
@@ -189,6 +190,7 @@ static sheaf_status number_words(sheaf_ctx *ctx, const lang_opts *o, ex_data *d,
     wi->n_ids = d->n_word_types;
     wi->unk = d->unk;
     wi->rank = d->n_word_types > 0 ? d->mv_row : NULL;
+    ex_data_vocab_fingerprint(d, wi->fp, sizeof wi->fp);
     return SHEAF_OK;
   }
   bool sents = d->kind == EX_DATA_SENTS;
@@ -241,10 +243,27 @@ static sheaf_status check_tables(sheaf_ctx *ctx, const lang_opts *o, const sh_mo
   int64_t rows = b->table_rows[best];
   const char *table = sh_sym_name(&m->syms, m->params[best]->name);
   if (!o->vocab) {
-    if (rows != wi->vocab)
+    /* trained weights read through this data's own numbering: unless the
+     * weights recorded this very numbering (saved by a run on this data),
+     * almost certainly not the one they were trained with */
+    if (o->bo.weights && b->vocab_fp[0] && !strcmp(b->vocab_fp, wi->fp)) return SHEAF_OK;
+    if (o->bo.weights && rows != wi->vocab)
+      fprintf(stderr,
+              "sheaf: warning: table %s of %s has %lld rows but %s numbers %lld words (+1 for "
+              "<unk>) in order of first appearance: the weights were trained with another "
+              "vocabulary, so word lookups pick the wrong rows. Give that vocabulary with "
+              "--vocab FILE (one word per line, line i = row i)\n",
+              table, o->bo.weights, (long long)rows, o->data, (long long)wi->n_ids);
+    else if (o->bo.weights)
+      fprintf(stderr,
+              "sheaf: warning: words of %s are numbered in order of first appearance there, "
+              "but the weights %s %s: give their vocabulary with --vocab FILE\n",
+              o->data, o->bo.weights,
+              b->vocab_fp[0] ? "were saved with another numbering"
+                             : "do not record the numbering they were trained with");
+    else if (rows != wi->vocab)
       fprintf(stderr, "sheaf: note: table %s has %lld rows but %s has %lld words (+1 for <unk>): "
-                      "words are numbered in order of first appearance there; give the vocabulary "
-                      "of the weights with --vocab FILE\n",
+                      "words are numbered in order of first appearance there\n",
               table, (long long)rows, o->data, (long long)wi->n_ids);
     return SHEAF_OK;
   }
@@ -527,7 +546,10 @@ int cli_run_lang(int argc, char **argv) {
   if (wi.n_unknown > 0)
     fprintf(stderr, "sheaf: note: %lld of %lld words of %s are not in %s: they use the <unk> row\n",
             (long long)wi.n_unknown, (long long)wi.n_words, o.data, o.vocab);
-  if (o.save_weights && sheaf_model_save(model, o.save_weights) != SHEAF_OK) goto fail;
+  if (o.save_weights) { /* with the word numbering (ours, unless --vocab gave one) */
+    const char *meta[2] = {"sheaf.vocab", wi.fp};
+    if (sheaf_model_save_meta(model, o.save_weights, o.vocab ? 0 : 1, meta) != SHEAF_OK) goto fail;
+  }
   if (o.trace) remove(o.trace); /* so that a trace left over is not taken for ours */
   out = strcmp(o.out, "-") ? fopen(o.out, "w") : stdout;
   if (!out) {

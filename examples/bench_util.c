@@ -273,7 +273,7 @@ int exb_run_peer(const char *cmd, const char *key, exb_peer_rec *recs, int max, 
 
 bool exb_have_torch(const char *python) {
   char cmd[512];
-  snprintf(cmd, sizeof cmd, "%s -c 'import torch' >/dev/null 2>&1", python);
+  snprintf(cmd, sizeof cmd, "%s -c 'import torch, numpy' >/dev/null 2>&1", python);
   return system(cmd) == 0;
 }
 
@@ -424,7 +424,7 @@ void exb_note_torch(const exb_opts *o, const exb_env *e) {
   if (!e->torch)
     printf("note: PyTorch peers skipped: %s\n",
            o->no_torch ? "--no-torch"
-                       : "'import torch' failed (scripts/install_torch.sh installs it)");
+                       : "'import torch, numpy' failed (scripts/install_torch.sh installs them)");
 }
 
 void exb_finish(exb_env *e) {

@@ -5,6 +5,7 @@
  */
 #include "data.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -285,4 +286,16 @@ int64_t ex_data_size_range(const ex_data *d, int32_t first, int32_t count) {
   int64_t n = 0;
   for (int32_t i = first; i < first + count; i++) n += ex_data_size(d, i);
   return n;
+}
+
+void ex_data_vocab_fingerprint(const ex_data *d, char *out, size_t cap) {
+  const sh_vocab *v = d->kind == EX_DATA_SENTS ? &d->words : &d->tb.words;
+  uint64_t h = 0xcbf29ce484222325ull;
+  int32_t n = sh_vocab_size(v);
+  for (int32_t w = 0; w < n; w++) {
+    const unsigned char *s = (const unsigned char *)sh_vocab_str(v, w);
+    for (size_t i = 0; i < sh_vocab_len(v, w); i++) h = (h ^ s[i]) * 0x100000001b3ull;
+    h = (h ^ '\n') * 0x100000001b3ull;
+  }
+  snprintf(out, cap, "%d words, fnv1a64 %016llx", (int)n, (unsigned long long)h);
 }

@@ -75,6 +75,11 @@ sheaf_status ex_data_add_sent(ex_data *d, const int32_t *words, const int32_t *t
  * after the last tree or sentence was added (ex_data_load does). */
 sheaf_status ex_data_finish(ex_data *d, int32_t mv_cap);
 
+/* The word numbering as text, "WORDS words, fnv1a64 HEX" over the words
+ * in id order: written as weights' "sheaf.vocab" metadata so a later run
+ * can tell whether its data numbers words the same way. */
+void ex_data_vocab_fingerprint(const ex_data *d, char *out, size_t cap);
+
 /* Instances: trees or sentences. */
 int32_t ex_data_count(const ex_data *d);
 /* Nodes of tree i / tokens of sentence i. */

@@ -96,6 +96,11 @@ sheaf_status sheaf_model_load(sheaf_model *m, const char *path);
 
 /* Writes every parameter to a safetensors file, in declaration order. */
 sheaf_status sheaf_model_save(const sheaf_model *m, const char *path);
+/* The same with "__metadata__" entries: n_meta (key, value) pairs (e.g. the
+ * vocabulary the weights were trained with: `sheaf run` writes
+ * "sheaf.vocab" and warns when weights recorded another). */
+sheaf_status sheaf_model_save_meta(const sheaf_model *m, const char *path, size_t n_meta,
+                                   const char *const *meta_kv);
 
 sheaf_status sheaf_model_find(const sheaf_model *m, const char *name, sheaf_param *out);
 size_t sheaf_model_param_count(const sheaf_model *m);

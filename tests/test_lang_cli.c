@@ -277,3 +277,33 @@ TEST(lang_word_rows) {
   CHECK_EQ_INT(sh_lang_word_row(&b, 1, 2), 2);
   CHECK_EQ_INT(sh_lang_word_row(&b, 1, 3), 3);
 }
+
+/* Trained weights read through another word numbering warn, loudly: saved
+ * by a run on other data (another table size, or the same size and another
+ * recorded numbering), or recording no numbering at all; weights saved on
+ * this very data do not. */
+TEST(lang_cli_vocab_mismatch_warns) {
+  if (!th_sheaf_bin()) return;
+  char w[512], w2[512], args[2048];
+  snprintf(w, sizeof w, "%s", th_tmp_path("vm_small.safetensors"));
+  snprintf(w2, sizeof w2, "%s", th_tmp_path("vm_nometa.safetensors"));
+  /* weights saved on tests/data/small.conllu: a smaller vocabulary */
+  snprintf(args, sizeof args, "examples/gru.sf --data tests/data/small.conllu --seed 2 --size E=4 "
+                              "--size H=4 --size C=3 --save-weights %s --out /dev/null", w);
+  REQUIRE_EQ_INT(run(args), 0);
+  snprintf(args, sizeof args, "examples/gru.sf --data tests/data/small.conllu --weights %s --out /dev/null", w);
+  REQUIRE_EQ_INT(run(args), 0);
+  CHECK_EQ_STR(out, ""); /* the numbering it was saved with */
+  snprintf(args, sizeof args, "examples/gru.sf --data " EWT " --weights %s --limit 3 --out /dev/null", w);
+  REQUIRE_EQ_INT(run(args), 0);
+  CHECK_CONTAINS(out, "sheaf: warning: table emb of ");
+  CHECK_CONTAINS(out, "word lookups pick the wrong rows. Give that vocabulary with --vocab FILE");
+  /* weights saved with --vocab record no numbering of the data */
+  snprintf(args, sizeof args, "examples/gru.sf --data tests/data/small.conllu --seed 2 --size E=4 "
+                              "--size H=4 --size C=3 --vocab tests/data/vocab.txt --save-weights %s --out /dev/null", w2);
+  REQUIRE_EQ_INT(run(args), 0);
+  snprintf(args, sizeof args, "examples/gru.sf --data tests/data/small.conllu --weights %s --out /dev/null", w2);
+  REQUIRE_EQ_INT(run(args), 0);
+  CHECK_CONTAINS(out, "sheaf: warning: ");
+  CHECK_CONTAINS(out, "--vocab FILE");
+}

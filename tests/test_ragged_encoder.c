@@ -4,7 +4,7 @@
  * reference (each sequence alone, dense, in double; <= 1e-4 max rel err);
  * storage-padded input and output give the same result as packed ones;
  * empty sequences are handled; PyTorch's nn.TransformerEncoder on the same
- * weights and inputs (<= 1e-3) when `python3 -c 'import torch'` works
+ * weights and inputs (<= 1e-3) when `python3 -c 'import torch, numpy'` works
  * (otherwise the test says it skipped and passes); load errors.
  */
 #include <stdlib.h>
@@ -290,8 +290,8 @@ TEST(encoder_matches_pytorch_when_installed) {
   sheaf_ctx *ctx = th_ctx();
   char out[4096];
   FILE *script = fopen("bench/encoder_torch.py", "r");
-  if (!script || th_run("python3 -c 'import torch' 2>&1", out, sizeof out) != 0) {
-    fprintf(stderr, "  skipped: PyTorch (python3 -c 'import torch') or bench/encoder_torch.py missing\n");
+  if (!script || th_run("python3 -c 'import torch, numpy' 2>&1", out, sizeof out) != 0) {
+    fprintf(stderr, "  skipped: PyTorch (python3 -c 'import torch, numpy') or bench/encoder_torch.py missing\n");
     if (script) fclose(script);
     return;
   }

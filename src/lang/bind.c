@@ -183,6 +183,9 @@ sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
   if (opts->weights) {
     st = sheaf_st_open(ctx, opts->weights, &wf);
     if (st != SHEAF_OK) goto done;
+    for (size_t i = 0; i < sheaf_st_metadata_count(wf); i++)
+      if (!strcmp(sheaf_st_metadata_key(wf, i), "sheaf.vocab"))
+        snprintf(out->vocab_fp, sizeof out->vocab_fp, "%s", sheaf_st_metadata_value(wf, i));
   }
   /* solve sizes from shapes until nothing changes */
   for (bool progress = true; progress;) {

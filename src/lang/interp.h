@@ -50,6 +50,8 @@ typedef struct sh_lang_bind {
   int n_params;
   int64_t vocab;        /* opts->vocab, or (0 there) the fewest rows of a looked-up table */
   int32_t *word_rank;   /* a copy of opts->word_rank (vocab - 1 entries) or NULL */
+  char vocab_fp[96];    /* the weights file's "sheaf.vocab" metadata (the word numbering
+                           they were saved with), or "" */
 } sh_lang_bind;
 
 /* Solves every global size (size declarations, overrides, the weights

@@ -368,6 +368,11 @@ sheaf_status sheaf_model_load(sheaf_model *m, const char *path) {
 }
 
 sheaf_status sheaf_model_save(const sheaf_model *m, const char *path) {
+  return sheaf_model_save_meta(m, path, 0, NULL);
+}
+
+sheaf_status sheaf_model_save_meta(const sheaf_model *m, const char *path, size_t n_meta,
+                                   const char *const *meta_kv) {
   if (!m) return SHEAF_ERR_INVALID_ARG;
   sheaf_ctx *ctx = m->ctx;
   if (!path) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_save: path is NULL");
@@ -381,7 +386,7 @@ sheaf_status sheaf_model_save(const sheaf_model *m, const char *path) {
     st = sheaf_tensor_wrap(ctx, SHEAF_F32, p->rank, p->shape, NULL, p->data, NULL, NULL, &ts[i]);
   }
   if (st == SHEAF_OK)
-    st = sheaf_st_write(ctx, path, n, names, (const sheaf_tensor *const *)ts, 0, NULL);
+    st = sheaf_st_write(ctx, path, n, names, (const sheaf_tensor *const *)ts, n_meta, meta_kv);
   for (size_t i = 0; ts && i < n; i++) sheaf_tensor_free(ts[i]);
   sh_free(ctx, names, (n ? n : 1) * sizeof *names);
   sh_free(ctx, ts, (n ? n : 1) * sizeof *ts);
