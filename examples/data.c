@@ -18,12 +18,36 @@ const char *const ex_upos_names[EX_UPOS_COUNT] = {
     "ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM",
     "PART", "PRON", "PROPN", "PUNCT", "SCONJ", "SYM", "VERB", "X"};
 
+const char *const ex_deprel_names[EX_DEPREL_COUNT] = {
+    "acl",   "advcl",     "advmod", "amod",     "appos",      "aux",   "case",  "cc",
+    "ccomp", "clf",       "compound", "conj",   "cop",        "csubj", "dep",   "det",
+    "discourse", "dislocated", "expl", "fixed", "flat",       "goeswith", "iobj", "list",
+    "mark",  "nmod",      "nsubj",  "nummod",   "obj",        "obl",   "orphan", "parataxis",
+    "punct", "reparandum", "root",  "vocative", "xcomp"};
+
+static int32_t deprel_index(const char *s) {
+  size_t n = strcspn(s, ":");
+  for (int32_t i = 0; i < EX_DEPREL_COUNT; i++)
+    if (strlen(ex_deprel_names[i]) == n && !strncmp(s, ex_deprel_names[i], n)) return i;
+  return EX_DEPREL_COUNT; /* another relation */
+}
+
 void ex_data_init(ex_data *d, sheaf_ctx *ctx, ex_data_kind kind) {
   memset(d, 0, sizeof *d);
   d->ctx = ctx;
   d->kind = kind;
   sh_tb_init(&d->tb, ctx);
   sh_vocab_init(&d->words, ctx);
+  sh_vocab_init(&d->xpos, ctx);
+}
+
+/* Frees the CoNLL-U columns (XPOS, DEPREL, HEAD). */
+static void drop_columns(ex_data *d) {
+  sh_free(d->ctx, d->sent_xpos, d->cols_bytes);
+  sh_free(d->ctx, d->sent_deprel, d->cols_bytes);
+  sh_free(d->ctx, d->sent_head, d->cols_bytes);
+  d->sent_xpos = d->sent_deprel = d->sent_head = NULL;
+  d->cols_bytes = 0;
 }
 
 void ex_data_free(ex_data *d) {
@@ -34,6 +58,8 @@ void ex_data_free(ex_data *d) {
   sh_free(ctx, d->sent_off, d->cap_sents * sizeof(int32_t));
   sh_free(ctx, d->sent_words, d->cap_words * sizeof(int32_t));
   sh_free(ctx, d->sent_tags, d->cap_tags * sizeof(int32_t));
+  drop_columns(d);
+  sh_vocab_free(&d->xpos);
   sh_free(ctx, d->mv_row, (size_t)d->n_word_types * sizeof(int32_t));
   ex_data_kind kind = d->kind;
   ex_data_init(d, ctx, kind);
@@ -67,6 +93,7 @@ sheaf_status ex_data_add_sent(ex_data *d, const int32_t *words, const int32_t *t
     return sh_fail(d->ctx, SHEAF_ERR_INVALID_ARG, "ex_data_add_sent: bad length %d", (int)n);
   sheaf_status st = reserve_sents(d, (size_t)d->n_sents + 1, (size_t)d->n_tokens + (size_t)n);
   if (st != SHEAF_OK) return st;
+  drop_columns(d); /* they do not cover the new words */
   for (int32_t i = 0; i < n; i++) {
     d->sent_words[d->n_tokens + i] = words[i];
     d->sent_tags[d->n_tokens + i] = tags ? tags[i] : -1;
@@ -107,15 +134,32 @@ static sheaf_status load_conllu_sents(ex_data *d, sh_depbank *db) {
     for (int32_t u = 0; u < n_upos; u++) umap[u] = upos_index(sh_vocab_str(&db->upos, u));
     st = set_sents(d, db->n_sents, lens, db->n_tokens);
   }
+  int32_t n_rel = sh_vocab_size(&db->deprels);
+  int32_t *rmap = st == SHEAF_OK ? sh_malloc(ctx, ((size_t)n_rel + 1) * sizeof(int32_t)) : NULL;
+  size_t tok_bytes = (size_t)db->n_tokens * sizeof(int32_t) + 1;
   if (st == SHEAF_OK) {
+    d->cols_bytes = tok_bytes;
+    if (!rmap || !(d->sent_xpos = sh_malloc(ctx, tok_bytes)) || !(d->sent_deprel = sh_malloc(ctx, tok_bytes)) ||
+        !(d->sent_head = sh_malloc(ctx, tok_bytes)))
+      st = SHEAF_ERR_NOMEM;
+  }
+  if (st == SHEAF_OK) {
+    for (int32_t r = 0; r < n_rel; r++) rmap[r] = deprel_index(sh_vocab_str(&db->deprels, r));
     for (int32_t s = 0; s < db->n_sents; s++) {
       const sh_dep_sentence *se = &db->sents[s];
       for (int32_t i = 0; i < se->len; i++) {
         const sh_dep_token *tk = &db->tokens[se->first + i];
-        d->sent_words[d->sent_off[s] + i] = tk->form;
-        d->sent_tags[d->sent_off[s] + i] = umap[tk->upos];
+        int32_t at = d->sent_off[s] + i;
+        d->sent_words[at] = tk->form;
+        d->sent_tags[at] = umap[tk->upos];
+        d->sent_xpos[at] = tk->xpos;
+        d->sent_deprel[at] = rmap[tk->deprel];
+        d->sent_head[at] = tk->head;
       }
     }
+    sh_vocab_free(&d->xpos);
+    d->xpos = db->xpos;
+    sh_vocab_init(&db->xpos, ctx);
     /* the forms vocabulary moves over to d->words */
     sh_vocab_free(&d->words);
     d->words = db->forms;
@@ -123,6 +167,7 @@ static sheaf_status load_conllu_sents(ex_data *d, sh_depbank *db) {
   }
   sh_free(ctx, lens, ((size_t)db->n_sents + 1) * sizeof(int32_t));
   sh_free(ctx, umap, ((size_t)n_upos + 1) * sizeof(int32_t));
+  if (rmap) sh_free(ctx, rmap, ((size_t)n_rel + 1) * sizeof(int32_t));
   return st;
 }
 

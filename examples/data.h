@@ -18,6 +18,7 @@
  * Sentences (EX_DATA_SENTS) carry UPOS tags mapped to the 17 universal tags
  * in the order of ex_upos_names (an unknown tag, e.g. "_", is -1 and is
  * never used as a target); token-line files (no tags) load with all tags -1.
+ * From CoNLL-U they also carry XPOS, DEPREL and HEAD per word.
  */
 #ifndef SHEAF_EXAMPLES_DATA_H
 #define SHEAF_EXAMPLES_DATA_H
@@ -32,6 +33,11 @@ typedef enum ex_data_kind {
 
 #define EX_UPOS_COUNT 17
 extern const char *const ex_upos_names[EX_UPOS_COUNT];
+/* The 37 universal dependency relations (UD v2), in this order; a DEPREL's
+ * subtype is dropped (nmod:poss is nmod) and any other relation is
+ * EX_DEPREL_COUNT - 1 + 1 = 37 ("other"). */
+#define EX_DEPREL_COUNT 37
+extern const char *const ex_deprel_names[EX_DEPREL_COUNT];
 
 #define EX_MV_CAP_DEFAULT 2000
 
@@ -45,6 +51,12 @@ typedef struct ex_data {
   int32_t *sent_off;   /* n_sents + 1 */
   int32_t *sent_words; /* word ids (in `words`) */
   int32_t *sent_tags;  /* 0..16 or -1 */
+  /* CoNLL-U sentences only (NULL otherwise), n_tokens each: XPOS ids (in
+   * `xpos`, order of first appearance), DEPREL ids (ex_deprel_names; 37:
+   * another relation), HEAD (1-based word index, 0 for the root) */
+  int32_t *sent_xpos, *sent_deprel, *sent_head;
+  size_t cols_bytes; /* their allocation (dropped when ex_data_add_sent adds a sentence) */
+  sh_vocab xpos;
   int32_t n_tokens;
   size_t cap_sents, cap_words, cap_tags; /* capacities (entries) */
   sh_vocab words;      /* sentence vocabulary (trees use tb.words) */

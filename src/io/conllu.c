@@ -20,6 +20,7 @@ void sh_depbank_init(sh_depbank *db, sheaf_ctx *ctx) {
   db->ctx = ctx;
   sh_vocab_init(&db->forms, ctx);
   sh_vocab_init(&db->upos, ctx);
+  sh_vocab_init(&db->xpos, ctx);
   sh_vocab_init(&db->deprels, ctx);
 }
 
@@ -30,6 +31,7 @@ void sh_depbank_free(sh_depbank *db) {
   sh_free(ctx, db->sents, db->cap_sents * sizeof *db->sents);
   sh_vocab_free(&db->forms);
   sh_vocab_free(&db->upos);
+  sh_vocab_free(&db->xpos);
   sh_vocab_free(&db->deprels);
   sh_depbank_init(db, ctx);
 }
@@ -346,6 +348,7 @@ static sheaf_status word_line(reader *r, const char *p, size_t len, int64_t line
   sh_dep_token t = {.head = head};
   sheaf_status st = sh_vocab_intern(&db->forms, f[F_FORM], fl[F_FORM], &t.form);
   if (st == SHEAF_OK) st = sh_vocab_intern(&db->upos, f[F_UPOS], fl[F_UPOS], &t.upos);
+  if (st == SHEAF_OK) st = sh_vocab_intern(&db->xpos, f[F_XPOS], fl[F_XPOS], &t.xpos);
   if (st == SHEAF_OK) st = sh_vocab_intern(&db->deprels, f[F_DEPREL], fl[F_DEPREL], &t.deprel);
   if (st != SHEAF_OK) return st;
   db->tokens[db->n_tokens++] = t;

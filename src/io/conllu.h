@@ -3,7 +3,7 @@
  * https://universaldependencies.org/format.html) into a dependency bank.
  *
  * A word line has 10 TAB-separated fields: ID FORM LEMMA UPOS XPOS FEATS
- * HEAD DEPREL DEPS MISC. Kept: FORM, UPOS, HEAD, DEPREL. Lines starting
+ * HEAD DEPREL DEPS MISC. Kept: FORM, UPOS, XPOS, HEAD, DEPREL. Lines starting
  * with '#' are comments (allowed anywhere); a sentence ends at a blank line
  * or at the end of the file (a missing final blank line is fine; further
  * blank lines are ignored). Multiword-token lines (ID "3-4") and empty nodes
@@ -24,7 +24,7 @@
 #include "io/vocab.h"
 
 typedef struct sh_dep_token {
-  int32_t form, upos, deprel; /* ids in the bank's vocabularies */
+  int32_t form, upos, xpos, deprel; /* ids in the bank's vocabularies */
   int32_t head;               /* 1-based word index in the sentence; 0 = root */
 } sh_dep_token;
 
@@ -45,7 +45,7 @@ typedef struct sh_depbank {
   sh_dep_sentence *sents;
   int32_t n_sents;
   size_t cap_sents;
-  sh_vocab forms, upos, deprels;
+  sh_vocab forms, upos, xpos, deprels;
   int64_t n_multiword;     /* skipped "3-4" lines */
   int64_t n_empty_nodes;   /* skipped "5.1" lines */
   /* Non-projective sentences: some subtree's words are not contiguous (the
