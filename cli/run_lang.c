@@ -356,6 +356,8 @@ typedef struct lang_worker {
   sh_interp *ip;
   int32_t *words;
   int32_t cap;
+  const char **form; /* token records' word texts (chars), cap entries */
+  size_t *form_len;
 } lang_worker;
 
 /* What the runner's callbacks share. Outputs are formatted per instance as
@@ -366,6 +368,9 @@ typedef struct lang_job {
   const sh_lang_bind *bind;
   const ex_data *d;
   const words_info *wi;
+  const int32_t *form_ids; /* token records: each token's id in d->words before --vocab */
+  sheaf_ctx *ctx;
+  const char *model_path;
   int32_t n, batch;
   const char *noun;
   sh_value *res;       /* by instance */
@@ -412,18 +417,40 @@ static sheaf_status lang_build(sheaf_graph *g, int64_t i, void *user) {
   sh_value in;
   sheaf_status st;
   if (d->kind == EX_DATA_SENTS) {
-    int32_t len = d->sent_off[i + 1] - d->sent_off[i];
+    int32_t off = d->sent_off[i], len = d->sent_off[i + 1] - off;
     if (len + 1 > w->cap) {
       int32_t *nb = realloc(w->words, ((size_t)len + 1) * sizeof *nb);
-      if (!nb) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: a sentence of %d words", (int)len);
-      w->words = nb;
+      const char **nf = nb ? realloc(w->form, ((size_t)len + 1) * sizeof *nf) : NULL;
+      if (nf) w->form = nf;
+      size_t *nl = nf ? realloc(w->form_len, ((size_t)len + 1) * sizeof *nl) : NULL;
+      if (nb) w->words = nb;
+      if (!nl) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: a sentence of %d words", (int)len);
+      w->form_len = nl;
       w->cap = len + 1;
     }
     for (int32_t k = 0; k < len; k++) {
-      int32_t x = d->sent_words[d->sent_off[i] + k];
+      int32_t x = d->sent_words[off + k];
       w->words[k] = x >= 0 && x < j->wi->n_ids ? x : j->wi->unk;
     }
-    st = sh_interp_ints(w->ip, w->words, len, &in);
+    if (sh_interp_input_kind(w->ip) == SH_INPUT_RECORDS) {
+      bool conllu = d->sent_xpos != NULL; /* token lines have words only */
+      sh_token_cols t = {len, w->words, conllu ? d->sent_tags + off : NULL, conllu ? d->sent_xpos + off : NULL,
+                         d->sent_deprel ? d->sent_deprel + off : NULL, d->sent_head ? d->sent_head + off : NULL,
+                         NULL, NULL};
+      if (j->form_ids) {
+        for (int32_t k = 0; k < len; k++) {
+          w->form[k] = sh_vocab_str(&d->words, j->form_ids[off + k]);
+          w->form_len[k] = sh_vocab_len(&d->words, j->form_ids[off + k]);
+        }
+        t.form = w->form;
+        t.form_len = w->form_len;
+      }
+      st = sh_interp_records(w->ip, &t, &in);
+      if (st != SHEAF_OK && !sheaf_graph_status(g)) /* on the graph: the runner names the instance */
+        st = sheaf_graph_fail(g, st, "%s: %s", j->model_path, sheaf_ctx_last_error(j->ctx));
+    } else {
+      st = sh_interp_ints(w->ip, w->words, len, &in);
+    }
   } else {
     st = sh_interp_tree(w->ip, &d->tb, d->tb.tree_root[i], j->wi->n_ids + 1, j->wi->unk, &in);
   }
@@ -474,6 +501,8 @@ static void lang_job_free(lang_job *j) {
   for (int k = 0; k < j->nw; k++) {
     sh_interp_free(j->w[k].ip);
     free(j->w[k].words);
+    free(j->w[k].form);
+    free(j->w[k].form_len);
   }
   for (int32_t i = 0; j->text && i < j->n; i++) free(j->text[i]);
   free(j->text);
@@ -501,6 +530,8 @@ int cli_run_lang(int argc, char **argv) {
   sheaf_runner *runner = NULL;
   FILE *out = NULL;
   int32_t failed_at = -1;
+  bool uses_chars = false;
+  int32_t *form_ids = NULL;
   progress pg = {0};
   lang_job job;
   memset(&job, 0, sizeof job);
@@ -526,18 +557,32 @@ int cli_run_lang(int argc, char **argv) {
     sh_interp *probe = NULL;
     if (sh_interp_create(&m, &pre, &probe) != SHEAF_OK) goto fail;
     sh_input_kind k = sh_interp_input_kind(probe);
+    uses_chars = sh_interp_token_fields(probe) >> SH_TF_CHARS & 1;
     sh_interp_free(probe);
     if (k == SH_INPUT_UNSUPPORTED) {
       sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: main's argument must be a tree type (Leaf(i32) | "
-                                           "Node(T, T), or Dep(i32, list[T])) or list[i32]", o.file);
+                                           "Node(T, T), or Dep(i32, list[T])), list[i32] or a list of "
+                                           "token records", o.file);
       goto fail;
     }
-    ex_data_kind dk = k == SH_INPUT_TOKENS ? EX_DATA_SENTS
+    ex_data_kind dk = k == SH_INPUT_TOKENS || k == SH_INPUT_RECORDS ? EX_DATA_SENTS
                       : k == SH_INPUT_DEP_TREE ? EX_DATA_CHILDSUM : EX_DATA_BINARY;
     if (ex_data_load(ctx, o.data, dk, &d) != SHEAF_OK) goto fail;
     have_d = true;
   }
   words_info wi;
+  if (uses_chars) { /* the texts of the words, before --vocab renumbers them */
+    if (sh_vocab_size(&d.words) == 0 && d.n_tokens > 0) {
+      sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: main reads 'chars', but %s holds token ids, not words",
+              o.file, o.data);
+      goto fail;
+    }
+    if (!(form_ids = malloc(((size_t)d.n_tokens + 1) * sizeof *form_ids))) {
+      sh_fail(ctx, SHEAF_ERR_NOMEM, "out of memory: %d words", (int)d.n_tokens);
+      goto fail;
+    }
+    memcpy(form_ids, d.sent_words, (size_t)d.n_tokens * sizeof *form_ids);
+  }
   if (number_words(ctx, &o, &d, &wi) != SHEAF_OK) goto fail;
   o.bo.vocab = wi.vocab;
   o.bo.word_rank = wi.rank;
@@ -562,6 +607,9 @@ int cli_run_lang(int argc, char **argv) {
   job.bind = &bind;
   job.d = &d;
   job.wi = &wi;
+  job.form_ids = form_ids;
+  job.ctx = ctx;
+  job.model_path = o.file;
   job.n = n;
   job.batch = (int32_t)o.batch;
   job.noun = d.kind == EX_DATA_SENTS ? "sentences" : "trees";
@@ -618,6 +666,7 @@ done:
   }
   sh_lang_bind_free(ctx, &bind);
   sheaf_model_free(model);
+  free(form_ids);
   if (have_d) ex_data_free(&d);
   if (have_m) sh_module_free(&m);
   if (src) sh_free(ctx, src, len + 1);

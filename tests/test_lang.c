@@ -409,16 +409,26 @@ static bool run_block(sheaf_ctx *ctx, const char *src, ex_data data[3]) {
   sh_interp_free(ip);
   ip = NULL;
   ok = ok && CHECK(k != SH_INPUT_UNSUPPORTED);
-  ex_data *d = &data[k == SH_INPUT_TOKENS ? 2 : k == SH_INPUT_DEP_TREE ? 1 : 0];
+  ex_data *d = &data[k == SH_INPUT_TOKENS || k == SH_INPUT_RECORDS ? 2 : k == SH_INPUT_DEP_TREE ? 1 : 0];
   bo.vocab = d->vocab;
   ok = ok && CHECK_OK(ctx, sheaf_model_create(ctx, &model)) && CHECK_OK(ctx, sh_lang_bind_model(&m, model, &bo, &bind)) &&
        CHECK_OK(ctx, sh_interp_create(&m, &bind, &ip)) && CHECK_OK(ctx, sheaf_graph_create(model, NULL, &g));
   sh_value res[5];
   for (int32_t i = 0; i < 5 && ok; i++) {
     sh_value in;
-    if (k == SH_INPUT_TOKENS)
-      ok = CHECK_OK(ctx, sh_interp_ints(ip, d->sent_words + d->sent_off[i], d->sent_off[i + 1] - d->sent_off[i], &in));
-    else
+    bool sents = k == SH_INPUT_TOKENS || k == SH_INPUT_RECORDS;
+    int32_t off = sents ? d->sent_off[i] : 0, len = sents ? d->sent_off[i + 1] - off : 0;
+    if (k == SH_INPUT_TOKENS) {
+      ok = CHECK_OK(ctx, sh_interp_ints(ip, d->sent_words + off, len, &in));
+    } else if (k == SH_INPUT_RECORDS) {
+      const char *form[256];
+      size_t form_len[256];
+      for (int32_t j = 0; j < len && j < 256; j++)
+        form[j] = sh_vocab_str(&d->words, d->sent_words[off + j]), form_len[j] = sh_vocab_len(&d->words, d->sent_words[off + j]);
+      sh_token_cols t = {len < 256 ? len : 256, d->sent_words + off, d->sent_tags + off, d->sent_xpos + off,
+                         d->sent_deprel + off, d->sent_head + off, form, form_len};
+      ok = CHECK_OK(ctx, sh_interp_records(ip, &t, &in));
+    } else
       ok = CHECK_OK(ctx, sh_interp_tree(ip, &d->tb, d->tb.tree_root[i], d->vocab, d->unk, &in));
     ok = ok && CHECK_OK(ctx, sh_interp_main(ip, g, in, &res[i]));
   }

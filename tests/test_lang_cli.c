@@ -307,3 +307,32 @@ TEST(lang_cli_vocab_mismatch_warns) {
   CHECK_CONTAINS(out, "sheaf: warning: ");
   CHECK_CONTAINS(out, "--vocab FILE");
 }
+
+/* Token records from CoNLL-U: every field reads its column (UPOS and
+ * DEPREL as universal ids, XPOS by first appearance, HEAD, the 0-based
+ * index, the form's bytes); fields the data lacks are errors naming them. */
+TEST(lang_cli_token_records) {
+  if (!th_sheaf_bin()) return;
+  static const char src[] =
+      "type Tok = Tok(head: i32, upos: i32, xpos: i32, deprel: i32, index: i32, chars: list[i32], word: i32)\n"
+      "fn field(t: Tok, k: i32) -> i32 {\n"
+      "  let Tok(h, u, x, r, i, cs, w) = t;\n"
+      "  if k == 0 { h } else if k == 1 { u } else if k == 2 { x } else if k == 3 { r }\n"
+      "  else if k == 4 { i } else if k == 5 { len(cs) } else { cs[0] }\n"
+      "}\n"
+      "fn main(s: list[Tok]) -> list[list[i32]] { for k in 0..7 { for t in s { field(t, k) } } }\n";
+  const char *sf = th_write_tmp("records.sf", src, sizeof src - 1);
+  REQUIRE(sf);
+  char args[1024];
+  snprintf(args, sizeof args, "%s --data tests/data/small.conllu --limit 2", sf);
+  REQUIRE_EQ_INT(run(args), 0);
+  /* sentence 1: The cat sat . ; DET NOUN VERB PUNCT = 5 7 15 12; DT NN VBD . = 0 1 2 3;
+   * det nsubj root punct = 15 26 34 32 */
+  CHECK_CONTAINS(out, "0 0 2 3 0 3\n0 1 5 7 15 12\n0 2 0 1 2 3\n0 3 15 26 34 32\n0 4 0 1 2 3\n0 5 3 3 3 1\n0 6 84 99 115 46\n");
+  /* sentence 2: Do n't go . (the multiword line skipped): AUX PART VERB PUNCT, VBP RB VB . */
+  CHECK_CONTAINS(out, "1 1 3 9 15 12\n1 2 4 5 6 3\n1 3 5 2 34 32\n");
+  /* token lines have words but no CoNLL-U columns */
+  snprintf(args, sizeof args, "%s --data tests/data/tokens_words.txt", sf);
+  CHECK_EQ_INT(run(args), 1);
+  CHECK_CONTAINS(out, "main reads the token field 'upos', which the data does not have (it comes from CoNLL-U)");
+}

@@ -3,7 +3,7 @@
  * (the examples/ models without a C twin: GRU, tree-GRU, tree attention, stacked
  * BiLSTM tagger, attention pooling, trigram CNN, structure branches,
  * seq2seq with attention, a post-LN transformer layer, hand-written
- * softmax and layer norm): each runs through `sheaf run` on the first EWT
+ * softmax and layer norm, a tagger over CoNLL-U token records): each runs through `sheaf run` on the first EWT
  * instances with seeded weights under every policy on 1 and 2 threads,
  * and every output equals policy none on one thread within 1e-5 relative
  * (floor 1); the hand-written softmax and layer norm equal the builtins.
@@ -32,6 +32,7 @@ static const example k_examples[] = {
     {"seq2seq", "--size E=24 --size H=20 --size C=30", 2},
     {"transformer", "--size DK=8 --size F=64", 2},
     {"handnorm", "--size H=20", 1},
+    {"chartagger", "--size E=12 --size H=16 --size T=17", 2},
 };
 
 /* Max over elements of |a - b| / max(1, |a|) between two output files, or

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "lang/check_int.h"
+#include "lang/input.h"
 
 #define SH_LANG_MAX_FNS 4096 /* the recursion check recurses over the call graph */
 
@@ -476,11 +477,14 @@ static void check_main(checker *c) {
     return;
   }
   const sh_type *t = f->param_types[0];
-  bool ok = t->kind == SH_TY_ADT || t->kind == SH_TY_ERROR ||
-            (t->kind == SH_TY_LIST && t->elems[0]->kind == SH_TY_I32);
-  if (!ok)
-    c_error(c, f->param_tx[0]->span,
-            "the input of 'main' must be a tree type (an ADT) or list[i32], not %s", c_ty(c, t));
+  /* an input type with errors of its own (an unknown field type, no leaf)
+   * was reported already: its shape says nothing more */
+  if (sh_type_contains_error(t) || sh_diags_failed(c->d)) return;
+  sh_input_shape in;
+  char why[256];
+  sh_input_classify(t, c->syms, &in, why, sizeof why);
+  if (in.kind == SH_INPUT_UNSUPPORTED)
+    c_error(c, f->param_tx[0]->span, "sheaf run cannot feed 'main' a %s: %s", c_ty(c, t), why);
 }
 
 static void check_body(checker *c, sh_fn *f) {

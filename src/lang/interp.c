@@ -22,12 +22,7 @@ struct sh_interp {
   sheaf_graph *g;
   int phase;
   sheaf_status err;
-  sh_input_kind input;
-  /* tree binding */
-  const sh_adt *adt;
-  int ctor_leaf, ctor_node, ctor_unary, ctor_dep;
-  int leaf_word; /* field of the word in the leaf / dep constructor */
-  int dep_kids;
+  sh_input_shape in; /* what main takes (input.h) */
 };
 
 /* The interpreter's first error of an instance: on the graph it builds on
@@ -674,40 +669,15 @@ static sh_value eval(sh_interp *ip, const sh_expr *e, sh_value *fr) {
 
 /* ------------------------------------------------------------- inputs */
 
-static bool is_adt(const sh_type *t, const sh_adt *adt) { return t->kind == SH_TY_ADT && t->adt == adt; }
-
 static void classify_input(sh_interp *ip) {
   const sh_fn *mf = ip->m->main;
-  ip->ctor_leaf = ip->ctor_node = ip->ctor_unary = ip->ctor_dep = -1;
-  if (!mf || mf->n_params != 1) return;
-  const sh_type *t = mf->param_types[0];
-  if (t->kind == SH_TY_LIST && t->elems[0]->kind == SH_TY_I32) {
-    ip->input = SH_INPUT_TOKENS;
-    return;
-  }
-  if (t->kind != SH_TY_ADT) return;
-  const sh_adt *adt = ip->adt = t->adt;
-  for (int c = 0; c < adt->n_ctors; c++) {
-    const sh_ctor *k = &adt->ctors[c];
-    int n_int = 0, n_sub = 0, n_list = 0, word = -1, kids = -1;
-    for (int f = 0; f < k->n_fields; f++) {
-      const sh_type *ft = k->field_types[f];
-      if (ft->kind == SH_TY_I32) n_int++, word = f;
-      else if (is_adt(ft, adt)) n_sub++;
-      else if (ft->kind == SH_TY_LIST && is_adt(ft->elems[0], adt)) n_list++, kids = f;
-    }
-    if (n_int + n_sub + n_list != k->n_fields) continue;
-    if (n_int == 1 && n_sub == 0 && n_list == 0 && ip->ctor_leaf < 0) ip->ctor_leaf = c, ip->leaf_word = word;
-    else if (n_int == 0 && n_sub == 2 && n_list == 0 && ip->ctor_node < 0) ip->ctor_node = c;
-    else if (n_int == 0 && n_sub == 1 && n_list == 0 && ip->ctor_unary < 0) ip->ctor_unary = c;
-    else if (n_int == 1 && n_sub == 0 && n_list == 1 && ip->ctor_dep < 0)
-      ip->ctor_dep = c, ip->leaf_word = word, ip->dep_kids = kids;
-  }
-  if (ip->ctor_dep >= 0) ip->input = SH_INPUT_DEP_TREE;
-  else if (ip->ctor_leaf >= 0 && ip->ctor_node >= 0) ip->input = SH_INPUT_BINARY_TREE;
+  char why[8];
+  if (mf && mf->n_params == 1) sh_input_classify(mf->param_types[0], &ip->m->syms, &ip->in, why, sizeof why);
+  else memset(&ip->in, 0, sizeof ip->in);
 }
 
-sh_input_kind sh_interp_input_kind(const sh_interp *ip) { return ip->input; }
+sh_input_kind sh_interp_input_kind(const sh_interp *ip) { return ip->in.kind; }
+uint32_t sh_interp_token_fields(const sh_interp *ip) { return ip->in.uses; }
 
 static sh_value tree_value(sh_interp *ip, const sh_treebank *tb, int32_t n, int32_t vocab,
                            int32_t unk, int depth) {
@@ -715,27 +685,28 @@ static sh_value tree_value(sh_interp *ip, const sh_treebank *tb, int32_t n, int3
   int32_t w = tb->word[n];
   int32_t row = w >= 0 && w < vocab - 1 ? w : unk;
   int32_t nc = tb->n_children[n];
-  if (ip->input == SH_INPUT_DEP_TREE) {
-    const sh_ctor *k = &ip->adt->ctors[ip->ctor_dep];
-    sh_agg *kids = agg_new(ip, -1, nc), *a = agg_new(ip, ip->ctor_dep, k->n_fields);
+  const sh_input_shape *in = &ip->in;
+  if (in->kind == SH_INPUT_DEP_TREE) {
+    const sh_ctor *k = &in->adt->ctors[in->ctor_dep];
+    sh_agg *kids = agg_new(ip, -1, nc), *a = agg_new(ip, in->ctor_dep, k->n_fields);
     if (!kids || !a) return v_none;
     for (int32_t i = 0; i < nc; i++) {
       kids->items[i] = tree_value(ip, tb, sh_tb_child(tb, n, i), vocab, unk, depth + 1);
       if (ip->err) return v_none;
     }
-    a->items[ip->leaf_word] = mk_word(row);
-    a->items[ip->dep_kids] = mk_agg(SH_V_LIST, kids);
+    a->items[in->leaf_word] = mk_word(row);
+    a->items[in->dep_kids] = mk_agg(SH_V_LIST, kids);
     return mk_agg(SH_V_ADT, a);
   }
   if (nc == 0) {
-    sh_agg *a = agg_new(ip, ip->ctor_leaf, 1);
+    sh_agg *a = agg_new(ip, in->ctor_leaf, 1);
     if (!a) return v_none;
     a->items[0] = mk_word(row);
     return mk_agg(SH_V_ADT, a);
   }
-  if (nc == 1 && ip->ctor_unary < 0) return tree_value(ip, tb, sh_tb_child(tb, n, 0), vocab, unk, depth + 1);
+  if (nc == 1 && in->ctor_unary < 0) return tree_value(ip, tb, sh_tb_child(tb, n, 0), vocab, unk, depth + 1);
   if (nc > 2) return failf(ip, "tree node with %d children: the model takes binary trees", (int)nc), v_none;
-  sh_agg *a = agg_new(ip, nc == 1 ? ip->ctor_unary : ip->ctor_node, nc);
+  sh_agg *a = agg_new(ip, nc == 1 ? in->ctor_unary : in->ctor_node, nc);
   if (!a) return v_none;
   for (int32_t i = 0; i < nc; i++) {
     a->items[i] = tree_value(ip, tb, sh_tb_child(tb, n, i), vocab, unk, depth + 1);
@@ -746,7 +717,7 @@ static sh_value tree_value(sh_interp *ip, const sh_treebank *tb, int32_t n, int3
 
 sheaf_status sh_interp_tree(sh_interp *ip, const sh_treebank *tb, int32_t node, int32_t vocab,
                             int32_t unk, sh_value *out) {
-  if (ip->input != SH_INPUT_BINARY_TREE && ip->input != SH_INPUT_DEP_TREE)
+  if (ip->in.kind != SH_INPUT_BINARY_TREE && ip->in.kind != SH_INPUT_DEP_TREE)
     return sh_fail(ip->ctx, SHEAF_ERR_INVALID_ARG, "main does not take a tree");
   ip->err = SHEAF_OK;
   *out = tree_value(ip, tb, node, vocab, unk, 0);
@@ -759,6 +730,45 @@ sheaf_status sh_interp_ints(sh_interp *ip, const int32_t *v, int32_t n, sh_value
   if (!a) return ip->err;
   for (int32_t i = 0; i < n; i++) a->items[i] = mk_word(v[i]);
   *out = mk_agg(SH_V_LIST, a);
+  return SHEAF_OK;
+}
+
+sheaf_status sh_interp_records(sh_interp *ip, const sh_token_cols *t, sh_value *out) {
+  ip->err = SHEAF_OK;
+  const sh_input_shape *in = &ip->in;
+  if (in->kind != SH_INPUT_RECORDS)
+    return sh_fail(ip->ctx, SHEAF_ERR_INVALID_ARG, "main does not take token records");
+  const int32_t *col[SH_TF_COUNT] = {t->word, t->upos, t->xpos, t->deprel, t->head, NULL, NULL};
+  for (int f = 0; f < SH_TF_COUNT; f++)
+    if (in->uses >> f & 1 && f != SH_TF_INDEX && (f == SH_TF_CHARS ? !t->form : !col[f]))
+      return sh_fail(ip->ctx, SHEAF_ERR_INVALID_ARG,
+                     "main reads the token field '%s', which the data does not have (%s)",
+                     sh_tok_field_name((sh_tok_field)f),
+                     f == SH_TF_CHARS ? "word texts: token ids have none" : "it comes from CoNLL-U");
+  sh_agg *l = agg_new(ip, -1, t->n);
+  if (!l) return ip->err;
+  for (int32_t i = 0; i < t->n; i++) {
+    sh_agg *r = agg_new(ip, in->ctor_rec, in->n_rec_fields);
+    if (!r) return ip->err;
+    for (int k = 0; k < in->n_rec_fields; k++) {
+      int f = in->rec_field[k];
+      if (f == SH_TF_WORD) {
+        r->items[k] = mk_word(t->word[i]);
+      } else if (f == SH_TF_INDEX) {
+        r->items[k] = mk_int(i);
+      } else if (f == SH_TF_CHARS) {
+        size_t n = t->form_len[i];
+        sh_agg *c = agg_new(ip, -1, (int32_t)n);
+        if (!c) return ip->err;
+        for (size_t b = 0; b < n; b++) c->items[b] = mk_int((unsigned char)t->form[i][b]);
+        r->items[k] = mk_agg(SH_V_LIST, c);
+      } else {
+        r->items[k] = mk_int(col[f][i]);
+      }
+    }
+    l->items[i] = mk_agg(SH_V_ADT, r);
+  }
+  *out = mk_agg(SH_V_LIST, l);
   return SHEAF_OK;
 }
 

@@ -23,6 +23,7 @@
 
 #include "io/treebank.h"
 #include "lang/check.h"
+#include "lang/input.h"
 
 /* ------------------------------------------------------------- binding */
 
@@ -105,13 +106,7 @@ void sh_interp_free(sh_interp *ip);
 /* Frees every host value built since the last reset. */
 void sh_interp_reset(sh_interp *ip);
 
-/* What main takes. */
-typedef enum sh_input_kind {
-  SH_INPUT_UNSUPPORTED = 0,
-  SH_INPUT_BINARY_TREE, /* ADT: Leaf(i32) | Node(T, T) (| Unary(T)) */
-  SH_INPUT_DEP_TREE,    /* ADT: Dep(i32, list[T]) */
-  SH_INPUT_TOKENS       /* list[i32] */
-} sh_input_kind;
+/* What main takes (input.h). */
 sh_input_kind sh_interp_input_kind(const sh_interp *ip);
 
 /* The ADT value of the subtree of tb at node (word ids w kept when
@@ -120,6 +115,21 @@ sheaf_status sh_interp_tree(sh_interp *ip, const sh_treebank *tb, int32_t node, 
                             int32_t unk, sh_value *out);
 /* A list[i32] value of word ids (marked as words). */
 sheaf_status sh_interp_ints(sh_interp *ip, const int32_t *v, int32_t n, sh_value *out);
+
+/* One sentence's token columns (n words each; a NULL column is not in the
+ * data): word ids (as for sh_interp_ints) and the CoNLL-U fields of
+ * input.h; form[i] / form_len[i]: the word's text (for chars). */
+typedef struct sh_token_cols {
+  int32_t n;
+  const int32_t *word, *upos, *xpos, *deprel, *head;
+  const char *const *form;
+  const size_t *form_len;
+} sh_token_cols;
+/* Which token fields the input's records read (bit per sh_tok_field). */
+uint32_t sh_interp_token_fields(const sh_interp *ip);
+/* A list of main's token records (SH_INPUT_RECORDS). A field the data
+ * lacks is an error naming it. */
+sheaf_status sh_interp_records(sh_interp *ip, const sh_token_cols *t, sh_value *out);
 
 /* Runs main on one input, issuing its tensor operations to g. */
 sheaf_status sh_interp_main(sh_interp *ip, sheaf_graph *g, sh_value input, sh_value *out);
