@@ -220,6 +220,14 @@ sheaf_expr sheaf_erf(sheaf_graph *g, sheaf_expr x);
 sheaf_expr sheaf_pow(sheaf_graph *g, sheaf_expr a, sheaf_expr b);     /* a^b, as powf */
 sheaf_expr sheaf_minimum(sheaf_graph *g, sheaf_expr a, sheaf_expr b); /* NaN if either is */
 sheaf_expr sheaf_maximum(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
+/* Comparisons as masks: 1 where it holds, else 0 (NaN compares false,
+ * but not-equal true, as in C). */
+sheaf_expr sheaf_gt(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
+sheaf_expr sheaf_ge(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
+sheaf_expr sheaf_eq(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
+sheaf_expr sheaf_ne(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
+/* c != 0 ? a : b elementwise; the three broadcast as the binary ops do. */
+sheaf_expr sheaf_where(sheaf_graph *g, sheaf_expr c, sheaf_expr a, sheaf_expr b);
 
 /* Shape ops on the last axis (views where possible: no copy). */
 sheaf_expr sheaf_concat(sheaf_graph *g, int n, const sheaf_expr *xs);

@@ -65,21 +65,40 @@ typedef enum gf_op {
   GF_DIV, GF_SUM_N, GF_SCALE, GF_TANH, GF_SIGMOID, GF_RELU, GF_GELU, GF_EXP, GF_LOG,
   GF_CONCAT, GF_SLICE, GF_RESHAPE, GF_SUM, GF_MEAN, GF_MAX, GF_SOFTMAX, GF_LOG_SOFTMAX,
   GF_PICK, GF_LSTM, GF_READ, GF_PHASE, GF_SQRT, GF_RSQRT, GF_ABS, GF_SOFTPLUS, GF_ERF,
-  GF_POW, GF_MINIMUM, GF_MAXIMUM, GF_STACK, GF_TRANSPOSE, GF_LAYER_NORM, GF_ROW, GF_NOPS
+  GF_POW, GF_MINIMUM, GF_MAXIMUM, GF_STACK, GF_TRANSPOSE, GF_LAYER_NORM, GF_ROW, GF_GT, GF_GE,
+  GF_EQ, GF_NE, GF_WHERE, GF_NOPS
 } gf_op;
 
 static const char *const k_op_names[GF_NOPS] = {
     "input", "zeros", "parameter", "lookup", "affine", "matmul", "add", "sub", "mul", "div",
     "sum_n", "scale", "tanh", "sigmoid", "relu", "gelu", "exp", "log", "concat", "slice",
     "reshape", "sum", "mean", "max", "softmax", "log_softmax", "pick", "lstm_cell", "value",
-    "phase", "sqrt", "rsqrt", "abs", "softplus", "erf", "pow", "minimum", "maximum", "stack", "transpose", "layer_norm", "row"};
+    "phase", "sqrt", "rsqrt", "abs", "softplus", "erf", "pow", "minimum", "maximum", "stack", "transpose", "layer_norm", "row", "gt", "ge", "eq", "ne", "where"};
 
-/* A value's shape and bounds: |v| <= mag, and v >= lo when lo > 0. */
+static bool exact_op(int op) {
+  switch (op) {
+  case GF_INPUT: case GF_ZEROS: case GF_PARAM: case GF_LOOKUP: case GF_ADD: case GF_SUB: case GF_MUL:
+  case GF_DIV: case GF_SCALE: case GF_RELU: case GF_ABS: case GF_MINIMUM: case GF_MAXIMUM: case GF_CONCAT:
+  case GF_SLICE: case GF_RESHAPE: case GF_STACK: case GF_TRANSPOSE: case GF_ROW: case GF_PICK:
+  case GF_GT: case GF_GE: case GF_EQ: case GF_NE: case GF_WHERE:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* A value's shape and bounds: |v| <= mag, and v >= lo when lo > 0; exact:
+ * computed bit for bit alike by every configuration (data, parameters,
+ * views, and IEEE arithmetic of exact values: no GEMM, no vector math), so
+ * a comparison of it cannot flip on a last-bit difference. */
 typedef struct gf_val {
   uint8_t rank;
   int16_t rows, cols;
   float mag, lo;
+  bool exact;
 } gf_val;
+
+static bool exact_op(int op);
 
 typedef struct gf_step {
   uint8_t op, n_in, mod, rem; /* runs for instances i with i % mod == rem (mod 0: all) */
@@ -198,12 +217,14 @@ typedef struct want {
   int rank, rows, cols;   /* 0: any */
   bool widths;            /* cols must be one of k_widths */
   float min_lo, max_mag;  /* 0: no bound */
+  bool exact;             /* an exact value */
 } want;
 
 static bool matches(const gf_val *v, const want *q) {
   return (!q->rank || v->rank == q->rank) && (!q->rows || v->rows == q->rows) &&
          (!q->cols || v->cols == q->cols) && (!q->widths || width_index(v->cols) >= 0) &&
-         (q->min_lo <= 0 || v->lo >= q->min_lo) && (q->max_mag <= 0 || v->mag <= q->max_mag);
+         (q->min_lo <= 0 || v->lo >= q->min_lo) && (q->max_mag <= 0 || v->mag <= q->max_mag) &&
+         (!q->exact || v->exact);
 }
 
 /* A value matching q, most often a recent one; -1 if none. */
@@ -227,7 +248,9 @@ static gf_step *new_step(gen *G, int op) {
 
 static int new_val(gen *G, gf_step *s, int rank, int rows, int cols, float mag, float lo) {
   unsigned k = G->p->n_vals++;
-  G->p->vals[k] = (gf_val){(uint8_t)rank, (int16_t)(rank == 2 ? rows : 1), (int16_t)cols, mag, lo};
+  bool exact = exact_op(s->op);
+  for (unsigned i = 0; i < s->n_in; i++) exact = exact && G->p->vals[s->in[i]].exact;
+  G->p->vals[k] = (gf_val){(uint8_t)rank, (int16_t)(rank == 2 ? rows : 1), (int16_t)cols, mag, lo, exact};
   s->out = (uint16_t)k;
   return (int)k;
 }
@@ -263,7 +286,7 @@ static int bounded(gen *G, int v, float cap) {
             : new_val(G, s, x.rank, x.rows, x.cols, fminf(x.mag, 1.0f), x.lo > 0 ? tanhf(x.lo) : 0);
 }
 
-static want shape_of(const gf_val *v) { return (want){v->rank, v->rank == 2 ? v->rows : 0, v->cols, false, 0, 0}; }
+static want shape_of(const gf_val *v) { return (want){v->rank, v->rank == 2 ? v->rows : 0, v->cols, false, 0, 0, false}; }
 
 static int any_value(gen *G) {
   want q = {0};
@@ -283,7 +306,8 @@ static bool gen_step(gen *G) {
       [GF_MAX] = 1, [GF_SOFTMAX] = 2, [GF_LOG_SOFTMAX] = 1, [GF_PICK] = 1, [GF_LSTM] = 3,
       [GF_READ] = 1, [GF_PHASE] = 1, [GF_SQRT] = 1, [GF_RSQRT] = 1, [GF_ABS] = 1,
       [GF_SOFTPLUS] = 1, [GF_ERF] = 1, [GF_POW] = 1, [GF_MINIMUM] = 2, [GF_MAXIMUM] = 2,
-      [GF_STACK] = 2, [GF_TRANSPOSE] = 1, [GF_LAYER_NORM] = 2, [GF_ROW] = 2};
+      [GF_STACK] = 2, [GF_TRANSPOSE] = 1, [GF_LAYER_NORM] = 2, [GF_ROW] = 2,
+      [GF_GT] = 1, [GF_GE] = 1, [GF_EQ] = 1, [GF_NE] = 1, [GF_WHERE] = 2};
   unsigned total = 0;
   for (int i = 0; i < GF_NOPS; i++) total += weights[i];
   unsigned r = pick(G->src, total);
@@ -325,14 +349,14 @@ static bool gen_step(gen *G) {
     break;
   }
   case GF_AFFINE: {
-    want q = {0, 0, 0, true, 0, 0};
+    want q = {0, 0, 0, true, 0, 0, false};
     int x0 = find(G, &q);
     if (x0 < 0) x0 = make_input(G, 1, 1, k_widths[pick(G->src, NW)], false);
     int nx = pick(G->src, 4) == 0 ? 2 + (int)pick(G->src, 3) : 1;
     int xs[4] = {x0};
     for (int i = 1; i < nx; i++) {
       const gf_val *v0 = &p->vals[x0];
-      want qi = {v0->rank, v0->rank == 2 ? v0->rows : 0, 0, true, 0, 0};
+      want qi = {v0->rank, v0->rank == 2 ? v0->rows : 0, 0, true, 0, 0, false};
       int v = pick(G->src, 3) ? find(G, &qi) : -1;
       xs[i] = v >= 0 ? v : make_input(G, v0->rank, v0->rows, k_widths[pick(G->src, NW)], false);
     }
@@ -360,10 +384,10 @@ static bool gen_step(gen *G) {
     int form = (int)pick(G->src, 3); /* 0: [.., k]·[k]; else [.., k]·[k, c] */
     int b;
     if (form == 0) {
-      want q = {1, 0, av.cols, false, 0, 2.0f};
+      want q = {1, 0, av.cols, false, 0, 2.0f, false};
       b = find_or_make(G, &q);
     } else {
-      want q = {2, av.cols, 0, false, 0, 2.0f};
+      want q = {2, av.cols, 0, false, 0, 2.0f, false};
       b = pick(G->src, 2) ? find(G, &q) : -1;
       if (b < 0) b = make_input(G, 2, av.cols, k_widths[pick(G->src, NW)], false);
     }
@@ -383,7 +407,7 @@ static bool gen_step(gen *G) {
     float cap = op == GF_MUL || op == GF_POW ? 4.0f : GF_MAG_CAP / 2;
     int a;
     if (op == GF_POW) { /* a positive base */
-      want qp = {0, 0, 0, false, 0.25f, cap};
+      want qp = {0, 0, 0, false, 0.25f, cap, false};
       a = find(G, &qp);
       if (a < 0) a = make_input(G, 1, 1, k_widths[pick(G->src, NW)], true);
     } else {
@@ -399,10 +423,10 @@ static bool gen_step(gen *G) {
     if (how == 0 && (op != GF_DIV || av.lo >= 0.25f) && av.mag <= cap) {
       b = a;
     } else if (how <= 2) {
-      want qs = {1, 0, 1, false, q.min_lo, cap};
+      want qs = {1, 0, 1, false, q.min_lo, cap, false};
       b = find_or_make(G, &qs);
     } else if (how == 3 && av.rank == 2 && av.cols > 1) { /* a row repeated over a's rows */
-      want qr = {1, 0, av.cols, false, q.min_lo, cap};
+      want qr = {1, 0, av.cols, false, q.min_lo, cap, false};
       b = find_or_make(G, &qr);
     } else {
       b = find_or_make(G, &q);
@@ -487,7 +511,7 @@ static bool gen_step(gen *G) {
     break;
   }
   case GF_LOG: case GF_SQRT: case GF_RSQRT: { /* of values bounded away from 0 */
-    want q = {0, 0, 0, false, 0.25f, GF_MAG_CAP};
+    want q = {0, 0, 0, false, 0.25f, GF_MAG_CAP, false};
     int a = find(G, &q);
     if (a < 0) a = make_input(G, 1, 1, k_widths[pick(G->src, NW)], true);
     gf_val x = p->vals[a];
@@ -507,7 +531,7 @@ static bool gen_step(gen *G) {
     int a = any_value(G);
     gf_val av = p->vals[a];
     int n = 2 + (int)pick(G->src, 3), xs[4] = {a}, cols = av.cols;
-    want q = {av.rank, av.rank == 2 ? av.rows : 0, 0, false, 0, 0};
+    want q = {av.rank, av.rank == 2 ? av.rows : 0, 0, false, 0, 0, false};
     for (int i = 1; i < n; i++) {
       int v = pick(G->src, 4) ? find(G, &q) : -1;
       if (v < 0) v = make_input(G, av.rank, av.rows, k_widths[pick(G->src, NW)], false);
@@ -574,14 +598,14 @@ static bool gen_step(gen *G) {
     break;
   }
   case GF_LSTM: {
-    want q = {0, 0, 0, true, 0, 0};
+    want q = {0, 0, 0, true, 0, 0, false};
     int x = find(G, &q);
     if (x < 0) x = make_input(G, 1, 1, k_widths[pick(G->src, NW)], false);
     x = bounded(G, x, 4.0f);
     gf_val xv = p->vals[x];
     int h = (int)pick(G->src, NH), c = -1;
     if (pick(G->src, 3)) {
-      want qc = {xv.rank, xv.rank == 2 ? xv.rows : 0, k_hidden[h], false, 0, 0};
+      want qc = {xv.rank, xv.rank == 2 ? xv.rows : 0, k_hidden[h], false, 0, 0, false};
       c = bounded(G, find_or_make(G, &qc), 4.0f);
     }
     if (!room(G, 1, 2)) return false;
@@ -597,12 +621,12 @@ static bool gen_step(gen *G) {
     break;
   }
   case GF_STACK: {
-    want q1 = {0, 1, 0, false, 0, 0}; /* one-row values */
+    want q1 = {0, 1, 0, false, 0, 0, false}; /* one-row values */
     int a = find(G, &q1);
     if (a < 0) a = make_input(G, 1, 1, k_widths[pick(G->src, NW)], false);
     gf_val av = p->vals[a];
     int n = 1 + (int)pick(G->src, 6), xs[6] = {a};
-    want q = {0, 1, av.cols, false, 0, 0};
+    want q = {0, 1, av.cols, false, 0, 0, false};
     for (int i = 1; i < n; i++) {
       int v = pick(G->src, 3) ? find(G, &q) : -1;
       xs[i] = v >= 0 ? v : make_input(G, 1, 1, av.cols, false);
@@ -619,7 +643,7 @@ static bool gen_step(gen *G) {
     break;
   }
   case GF_TRANSPOSE: case GF_ROW: {
-    want q = {2, 0, 0, false, 0, 0};
+    want q = {2, 0, 0, false, 0, 0, false};
     int a = find(G, &q);
     if (a < 0) a = make_input(G, 2, k_rows[pick(G->src, 4)], k_widths[pick(G->src, NW)], false);
     gf_val x = p->vals[a];
@@ -634,7 +658,7 @@ static bool gen_step(gen *G) {
   case GF_LAYER_NORM: {
     int a = any_value(G);
     gf_val x = p->vals[a];
-    want q = {1, 0, x.cols, false, 0, 2.0f}; /* gamma, beta: vectors (or bias parameters) */
+    want q = {1, 0, x.cols, false, 0, 2.0f, false}; /* gamma, beta: vectors (or bias parameters) */
     int ga = find_or_make(G, &q), be = find_or_make(G, &q);
     if (!room(G, 1, 1)) return false;
     s = new_step(G, GF_LAYER_NORM);
@@ -645,6 +669,41 @@ static bool gen_step(gen *G) {
     s->f = pick(G->src, 2) ? 0.1f : 1.0f; /* eps: well conditioned on nearly constant rows */
     out = new_val(G, s, x.rank, x.rows, x.cols,
                   sqrtf((float)x.cols) * p->vals[ga].mag + p->vals[be].mag, 0);
+    break;
+  }
+  case GF_GT: case GF_GE: case GF_EQ: case GF_NE: { /* of exact values (see gf_val) */
+    want qa = {0, 0, 0, false, 0, 0, true};
+    int a = find(G, &qa);
+    if (a < 0) a = make_input(G, 1, 1, k_widths[pick(G->src, NW)], false);
+    gf_val av = p->vals[a];
+    want qb = shape_of(&av);
+    qb.exact = true;
+    int b = pick(G->src, 4) == 0 ? a : pick(G->src, 5) == 0 ? make_input(G, 1, 1, 1, false) : find_or_make(G, &qb);
+    s = new_step(G, op);
+    s->n_in = 2;
+    bool swap = pick(G->src, 2);
+    s->in[0] = (uint16_t)(swap ? b : a);
+    s->in[1] = (uint16_t)(swap ? a : b);
+    const gf_val *x = &p->vals[s->in[0]], *y = &p->vals[s->in[1]];
+    const gf_val *big = x->rows * x->cols >= y->rows * y->cols ? x : y;
+    out = new_val(G, s, big->rank, big->rows, big->cols, 1.0f, 0);
+    break;
+  }
+  case GF_WHERE: {
+    want qc = {0, 0, 0, false, 0, 0, true};
+    int c = find(G, &qc);
+    if (c < 0) c = make_input(G, 1, 1, k_widths[pick(G->src, NW)], false);
+    gf_val cv = p->vals[c];
+    want q = shape_of(&cv);
+    q.max_mag = GF_MAG_CAP;
+    int a = find_or_make(G, &q), b = pick(G->src, 4) ? find_or_make(G, &q) : make_input(G, 1, 1, 1, false);
+    s = new_step(G, GF_WHERE);
+    s->n_in = 3;
+    s->in[0] = (uint16_t)c;
+    s->in[1] = (uint16_t)a;
+    s->in[2] = (uint16_t)b;
+    out = new_val(G, s, cv.rank, cv.rows, cv.cols, fmaxf(p->vals[a].mag, p->vals[b].mag),
+                  fminf(p->vals[a].lo, p->vals[b].lo));
     break;
   }
   case GF_READ:
@@ -674,6 +733,7 @@ static bool gen_step(gen *G) {
         gf_val *v = &p->vals[out + k];
         v->mag = fmaxf(v->mag, p->vals[alt].mag);
         v->lo = fminf(v->lo, p->vals[alt].lo);
+        v->exact = v->exact && p->vals[alt].exact;
       }
     }
   }
@@ -769,6 +829,11 @@ static void exec_step(gf_world *w, sheaf_graph *g, const gf_prog *p, unsigned si
   case GF_STACK: r = sheaf_stack(g, s->n_in, x); break;
   case GF_TRANSPOSE: r = sheaf_transpose(g, x[0]); break;
   case GF_ROW: r = sheaf_row(g, x[0], s->a); break;
+  case GF_GT: r = sheaf_gt(g, x[0], x[1]); break;
+  case GF_GE: r = sheaf_ge(g, x[0], x[1]); break;
+  case GF_EQ: r = sheaf_eq(g, x[0], x[1]); break;
+  case GF_NE: r = sheaf_ne(g, x[0], x[1]); break;
+  case GF_WHERE: r = sheaf_where(g, x[0], x[1], x[2]); break;
   case GF_LAYER_NORM: r = sheaf_layer_norm(g, x[0], x[1], x[2], s->f); break;
   case GF_CONCAT: r = sheaf_concat(g, s->n_in, x); break;
   case GF_SLICE: r = sheaf_slice(g, x[0], s->a, s->b); break;

@@ -1,7 +1,7 @@
 /*
  * test_runtime_ew.c — the elementwise ops of the op table (src/runtime/ops.def)
  * that are not covered by the fusion tests: sqrt, rsqrt, abs, softplus, erf,
- * pow, minimum, maximum. Each runs alone (policy none: a one-op program) and
+ * pow, minimum, maximum, the comparisons gt/ge/eq/ne and where. Each runs alone (policy none: a one-op program) and
  * inside a fused chain (policy sheaf), at row widths below, at and above
  * the vector widths and the interpreter's 128-float chunk, on every
  * instruction-set level the host has (the graph's level is lowered
@@ -17,8 +17,11 @@
 static uint64_t g_rng = 0x2545f4914f6cdd1dull;
 static float urand(float lo, float hi) { return lo + (hi - lo) * 0.5f * (th_frand(&g_rng) + 1.0f); }
 
-typedef enum { EW_SQRT, EW_RSQRT, EW_ABS, EW_SOFTPLUS, EW_ERF, EW_POW, EW_MIN, EW_MAX, EW_N } ew_op;
-static const char *const k_names[EW_N] = {"sqrt", "rsqrt", "abs", "softplus", "erf", "pow", "minimum", "maximum"};
+typedef enum {
+  EW_SQRT, EW_RSQRT, EW_ABS, EW_SOFTPLUS, EW_ERF, EW_POW, EW_MIN, EW_MAX, EW_GT, EW_GE, EW_EQ, EW_NE, EW_WHERE, EW_N
+} ew_op;
+static const char *const k_names[EW_N] = {"sqrt", "rsqrt", "abs", "softplus", "erf", "pow", "minimum",
+                                          "maximum", "gt", "ge", "eq", "ne", "where"};
 
 static sheaf_expr ew_build(sheaf_graph *g, ew_op op, sheaf_expr a, sheaf_expr b) {
   switch (op) {
@@ -29,7 +32,12 @@ static sheaf_expr ew_build(sheaf_graph *g, ew_op op, sheaf_expr a, sheaf_expr b)
   case EW_ERF: return sheaf_erf(g, a);
   case EW_POW: return sheaf_pow(g, a, b);
   case EW_MIN: return sheaf_minimum(g, a, b);
-  default: return sheaf_maximum(g, a, b);
+  case EW_MAX: return sheaf_maximum(g, a, b);
+  case EW_GT: return sheaf_gt(g, a, b);
+  case EW_GE: return sheaf_ge(g, a, b);
+  case EW_EQ: return sheaf_eq(g, a, b);
+  case EW_NE: return sheaf_ne(g, a, b);
+  default: return sheaf_where(g, a, b, sheaf_sub(g, b, a)); /* a != 0 ? b : b - a */
   }
 }
 
@@ -42,7 +50,12 @@ static double ew_ref(ew_op op, double a, double b) {
   case EW_ERF: return erf(a);
   case EW_POW: return pow(a, b);
   case EW_MIN: return a < b ? a : b;
-  default: return a > b ? a : b;
+  case EW_MAX: return a > b ? a : b;
+  case EW_GT: return a > b;
+  case EW_GE: return a >= b;
+  case EW_EQ: return a == b;
+  case EW_NE: return a != b;
+  default: return a != 0 ? b : b - a;
   }
 }
 
@@ -53,7 +66,8 @@ static void ew_inputs(ew_op op, int n, float *a, float *b) {
     a[i] = pos ? urand(0.25f, 4.0f) : op == EW_SOFTPLUS ? urand(-30.0f, 30.0f) : urand(-3.0f, 3.0f);
     b[i] = op == EW_POW ? urand(-2.0f, 2.0f) : urand(-3.0f, 3.0f);
   }
-  if (n > 2 && (op == EW_MIN || op == EW_MAX)) b[1] = a[1]; /* ties */
+  for (int i = 1; i < n; i += 3) b[i] = a[i]; /* ties (minimum, maximum, comparisons) */
+  for (int i = 2; op == EW_WHERE && i < n; i += 4) a[i] = 0; /* where's false side */
 }
 
 TEST(runtime_ew_ops_every_isa) {

@@ -1,7 +1,7 @@
 /*
  * check_builtin.c — types of the built-in functions: the runtime's
  * elementwise ops (unary, and binary with f32[1] broadcast: pow, min, max,
- * clamp), reductions and softmax, cat, reshape, zeros, the fused lstm_cell, and the
+ * clamp, where), reductions and softmax, cat, reshape, zeros, the fused lstm_cell, and the
  * list functions len, rev, map, fold, scan (which take a function by name).
  * Each matches an operation of the runtime (include/sheaf_graph.h).
  */
@@ -291,6 +291,7 @@ sh_type *c_builtin(checker *c, sh_expr *e) {
   if (sh_builtin_op_arity(bi) == 2 || bi == SH_BI_MIN)
     return arity(c, e, 2, 2) ? elementwise(c, e, t) : &sh_type_error;
   if (bi == SH_BI_LAYER_NORM) return arity(c, e, 3, 3) ? layer_norm(c, e, t) : &sh_type_error;
+  if (bi == SH_BI_WHERE) return arity(c, e, 3, 3) ? elementwise(c, e, t) : &sh_type_error;
   if (bi == SH_BI_CLAMP) {
     if (!arity(c, e, 3, 3)) return &sh_type_error;
     sh_type *r = elementwise(c, e, t);

@@ -190,10 +190,12 @@ static sh_type *binary(checker *c, sh_expr *e) {
   default: /* comparisons */
     if (c_is_err(ta) || c_is_err(tb)) return &sh_type_error;
     if (ta->kind == SH_TY_I32 && tb->kind == SH_TY_I32) return &sh_type_bool;
+    /* of tensors: a mask of 1 and 0, shaped as arithmetic would be */
+    if (ta->kind == SH_TY_TENSOR && tb->kind == SH_TY_TENSOR) return arith(c, e, ta, tb);
     if (ta->kind == SH_TY_BOOL && tb->kind == SH_TY_BOOL &&
         (e->op == SH_TK_EQ || e->op == SH_TK_NE))
       return &sh_type_bool;
-    c_error(c, e->span, "%s compares two i32 (or two bool with == and !=), but got %s and %s",
+    c_error(c, e->span, "%s compares two i32, two tensors (a 1/0 mask), or two bool with == and !=, but got %s and %s",
             op_name(e->op), c_ty(c, ta), c_ty(c, tb));
     return &sh_type_error;
   }

@@ -282,6 +282,7 @@ static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_expr *e, sh_value *f
   switch (e->builtin) {
   case SH_BI_CLAMP: return mk_tensor(sheaf_minimum(g, sheaf_maximum(g, a[0].t, a[1].t), a[2].t));
   case SH_BI_LAYER_NORM: return mk_tensor(sheaf_layer_norm(g, a[0].t, a[1].t, a[2].t, 1e-5f));
+  case SH_BI_WHERE: return mk_tensor(sheaf_where(g, a[0].t, a[1].t, a[2].t));
   case SH_BI_TRANSPOSE: return mk_tensor(sheaf_transpose(g, a[0].t));
   case SH_BI_FLOAT: {
     float f = (float)a[0].i;
@@ -419,6 +420,12 @@ static SH_NOINLINE sh_value binary(sh_interp *ip, const sh_expr *e, sh_value *fr
     case SH_TK_STAR: return mk_tensor(sheaf_mul(g, x.t, y.t));
     case SH_TK_SLASH: return mk_tensor(sheaf_div(g, x.t, y.t));
     case SH_TK_AT: return mk_tensor(sheaf_matmul(g, x.t, y.t));
+    case SH_TK_GT: return mk_tensor(sheaf_gt(g, x.t, y.t)); /* masks */
+    case SH_TK_GE: return mk_tensor(sheaf_ge(g, x.t, y.t));
+    case SH_TK_LT: return mk_tensor(sheaf_gt(g, y.t, x.t));
+    case SH_TK_LE: return mk_tensor(sheaf_ge(g, y.t, x.t));
+    case SH_TK_EQ: return mk_tensor(sheaf_eq(g, x.t, y.t));
+    case SH_TK_NE: return mk_tensor(sheaf_ne(g, x.t, y.t));
     default: return failf(ip, "interp: bad tensor operator"), v_none;
     }
   }

@@ -12,22 +12,46 @@
 
 /* ------------------------------------------------------------ elementwise */
 
-static sheaf_expr binary(sheaf_graph *g, int opc, const char *op, sheaf_expr a, sheaf_expr b) {
-  if (!sh_build_enter(g) || sh_build_check(g, a, op, 1) || sh_build_check(g, b, op, 2)) return SH_NULL_EXPR;
-  const sh_node *an = &g->nodes[a.node], *bn = &g->nodes[b.node];
+/* The shape two elementwise operands make: equal shapes, a one-element
+ * side (a scalar broadcast), or one row ([c] or [1, c]) against a matrix
+ * of as many columns (the row repeats); the larger operand, or NULL. */
+static const sh_node *ew_shape(const sh_node *an, const sh_node *bn) {
   bool as = an->rows == 1 && an->cols == 1, bs = bn->rows == 1 && bn->cols == 1;
   bool same = an->rows == bn->rows && an->cols == bn->cols && an->rank == bn->rank;
-  /* one row against a matrix of as many columns: the row repeats */
   bool rows_bc = !as && !bs && an->cols == bn->cols && (an->rows == 1 || bn->rows == 1);
-  if (!same && !as && !bs && !rows_bc) {
+  if (!same && !as && !bs && !rows_bc) return NULL;
+  return (as && !bs) || (rows_bc && !same && an->rows == 1 && (bn->rows > 1 || bn->rank == 2)) ? bn : an;
+}
+
+static sheaf_expr binary(sheaf_graph *g, int opc, const char *op, sheaf_expr a, sheaf_expr b) {
+  if (!sh_build_enter(g) || sh_build_check(g, a, op, 1) || sh_build_check(g, b, op, 2)) return SH_NULL_EXPR;
+  const sh_node *an = &g->nodes[a.node], *bn = &g->nodes[b.node], *big = ew_shape(an, bn);
+  if (!big) {
     char s1[64], s2[64];
     sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: shapes %s and %s differ", op, sh_node_shape_str(an, s1, sizeof s1),
                   sh_node_shape_str(bn, s2, sizeof s2));
     return SH_NULL_EXPR;
   }
-  const sh_node *big = (as && !bs) || (rows_bc && !same && an->rows == 1 && (bn->rows > 1 || bn->rank == 2)) ? bn : an;
   uint32_t ids[2] = {a.node, b.node};
   return sh_pw_build(g, opc, ids, 2, big->rank, big->rows, big->cols, 0.0f);
+}
+
+sheaf_expr sheaf_where(sheaf_graph *g, sheaf_expr c, sheaf_expr a, sheaf_expr b) {
+  static const char op[] = "sheaf_where";
+  if (!sh_build_enter(g) || sh_build_check(g, c, op, 1) || sh_build_check(g, a, op, 2) ||
+      sh_build_check(g, b, op, 3))
+    return SH_NULL_EXPR;
+  const sh_node *cn = &g->nodes[c.node], *an = &g->nodes[a.node], *bn = &g->nodes[b.node];
+  const sh_node *ab = ew_shape(an, bn), *big = ab ? ew_shape(ab, cn) : NULL;
+  if (!big) {
+    char s1[64], s2[64], s3[64];
+    sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: shapes %s (c), %s (a) and %s (b) do not broadcast", op,
+                  sh_node_shape_str(cn, s1, sizeof s1), sh_node_shape_str(an, s2, sizeof s2),
+                  sh_node_shape_str(bn, s3, sizeof s3));
+    return SH_NULL_EXPR;
+  }
+  uint32_t ids[3] = {c.node, a.node, b.node};
+  return sh_pw_build(g, SH_OP_WHERE, ids, 3, big->rank, big->rows, big->cols, 0.0f);
 }
 
 sheaf_expr sheaf_sum_n(sheaf_graph *g, int nx, const sheaf_expr *xs) {

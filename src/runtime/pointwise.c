@@ -62,13 +62,16 @@ sheaf_expr sh_pw_build(sheaf_graph *g, int op, const uint32_t *ins, int n_in, in
   }
   /* what each input contributes: absorbed (its program) or a leaf */
   int n_ops = op == SH_OP_SUM_N ? n_in - 1 : 1;
-  unsigned code = (unsigned)n_ops, stack = 0, rest_stack = 0;
+  unsigned code = (unsigned)n_ops, stack = 0;
   pw_sizes tot = {0, 0, op == SH_OP_SCALE, 0};
   uint32_t absorbed = 0; /* bit i: input i is absorbed */
   bool fuse = g->policy == SHEAF_POLICY_SHEAF && n_in <= 16;
   for (int i = 0; i < n_in; i++) {
     const sh_node *x = &g->nodes[ins[i]];
     unsigned left = (unsigned)(n_in - 1 - i); /* later inputs take >= 1 code, 1 leaf */
+    /* values on the stack below input i's: sum_n adds as it goes, the
+     * other ops pop all their inputs at the end */
+    unsigned below = op == SH_OP_SUM_N ? (i > 0) : (unsigned)i;
     bool cand = fuse && sh_op_is_pw(x->op) && ins[i] >= g->first_pending && x->uses == 0 &&
                 !(x->flags & (SH_NODE_DONE | SH_NODE_ABS | SH_NODE_HAS_SIDE)) && x->phase == phase;
     for (int k = 0; cand && k < n_in; k++) cand = k == i || ins[k] != ins[i];
@@ -76,8 +79,7 @@ sheaf_expr sh_pw_build(sheaf_graph *g, int op, const uint32_t *ins, int n_in, in
     pw_sizes xs = {1, 1, 0, 0};
     if (cand) {
       pw_sizes s = sizes_of(x);
-      unsigned st = i == 0 ? (s.stack > stack ? s.stack : stack)
-                           : (1 + s.stack > stack ? 1 + s.stack : stack);
+      unsigned st = below + s.stack > stack ? below + s.stack : stack;
       if (code + x->act + left <= SH_PW_MAX_CODE && tot.leaves + s.leaves + left <= SH_PW_MAX_LEAVES &&
           tot.consts + s.consts <= SH_PW_MAX_CONST && st <= SH_PW_MAX_STACK) {
         xc = x->act;
@@ -88,11 +90,7 @@ sheaf_expr sh_pw_build(sheaf_graph *g, int op, const uint32_t *ins, int n_in, in
     code += xc;
     tot.leaves += xs.leaves;
     tot.consts += xs.consts;
-    if (i == 0)
-      stack = xs.stack;
-    else if (1 + xs.stack > rest_stack)
-      rest_stack = 1 + xs.stack;
-    if (rest_stack > stack) stack = rest_stack;
+    if (below + xs.stack > stack) stack = below + xs.stack;
   }
   uint32_t id = sh_node_new(g, op, ins, n_in);
   if (id == SH_NONE) return SH_NULL_EXPR;
@@ -487,8 +485,10 @@ void sh_pw_prog_str(const sh_pw_prog *p, char *buf, size_t size) {
     }
     default: { /* name(x) or name(x, y) */
       int opi = op - SH_PW_OPS, ar = sh_op_arity(opi);
-      if (op < SH_PW_OPS || !sh_op_is_pw(opi) || ar < 1 || ar > 2 || sp < ar) goto bad;
-      if (ar == 2)
+      if (op < SH_PW_OPS || !sh_op_is_pw(opi) || ar < 1 || ar > 3 || sp < ar) goto bad;
+      if (ar == 3)
+        snprintf(t, sizeof t, "%s(%.24s, %.24s, %.24s)", sh_op_name(opi), s[sp - 3], s[sp - 2], s[sp - 1]);
+      else if (ar == 2)
         snprintf(t, sizeof t, "%s(%s, %s)", sh_op_name(opi), s[sp - 2], s[sp - 1]);
       else
         snprintf(t, sizeof t, "%s(%s)", sh_op_name(opi), s[sp - 1]);

@@ -62,11 +62,15 @@ static float rsqrt1(float x) { return 1.0f / sqrtf(x); }
 /* log(1 + exp(x)), linear above 20 as PyTorch's Softplus */
 static float softplus1(float x) { return x > 20.0f ? x : (float)log1p(exp((double)x)); }
 
-/* Opcodes that pop two operands (the rest of the ops' opcodes are unary). */
-static const bool pw_bin[SH_PW_COUNT] = {
-#define SH_OP(ID, name, cls, arity, form, act) [SH_PW_##ID] = arity == 2,
+/* Operands each opcode pops (sum_n and scale: see pointwise.c). */
+static const uint8_t pw_arity[SH_PW_COUNT] = {
+#define SH_OP(ID, name, cls, arity, form, act) [SH_PW_##ID] = arity == 0 ? 1 : arity,
 #include "runtime/ops.def"
 };
+static float gt1(float a, float b) { return a > b ? 1.0f : 0.0f; }
+static float ge1(float a, float b) { return a >= b ? 1.0f : 0.0f; }
+static float eq1(float a, float b) { return a == b ? 1.0f : 0.0f; }
+static float ne1(float a, float b) { return a != b ? 1.0f : 0.0f; }
 
 /* ------------------------------------------------------- row interpreters */
 
@@ -98,10 +102,9 @@ static void pw_rows_scalar(const pw_job *j, int64_t r0, int64_t r1) {
           memcpy(out_row(&j->s[arg], r) + c0, rd[sp - 1], (size_t)len * sizeof(float));
           continue;
         }
-        bool bin = pw_bin[op];
-        int t = bin ? sp - 2 : sp - 1;
+        int ar = pw_arity[op], t = sp - ar;
         float *d = t == 0 ? yr + c0 : buf[t];
-        const float *a = rd[t], *b = bin ? rd[t + 1] : NULL;
+        const float *a = rd[t], *b = ar > 1 ? rd[t + 1] : NULL, *c = ar > 2 ? rd[t + 2] : NULL;
         switch (op) {
         case SH_PW_ADD: for (int64_t i = 0; i < len; i++) d[i] = a[i] + b[i]; break;
         case SH_PW_SUB: for (int64_t i = 0; i < len; i++) d[i] = a[i] - b[i]; break;
@@ -126,6 +129,11 @@ static void pw_rows_scalar(const pw_job *j, int64_t r0, int64_t r1) {
         case SH_PW_ABS: for (int64_t i = 0; i < len; i++) d[i] = fabsf(a[i]); break;
         case SH_PW_SOFTPLUS: for (int64_t i = 0; i < len; i++) d[i] = softplus1(a[i]); break;
         case SH_PW_ERF: for (int64_t i = 0; i < len; i++) d[i] = erff(a[i]); break;
+        case SH_PW_GT: for (int64_t i = 0; i < len; i++) d[i] = gt1(a[i], b[i]); break;
+        case SH_PW_GE: for (int64_t i = 0; i < len; i++) d[i] = ge1(a[i], b[i]); break;
+        case SH_PW_EQ: for (int64_t i = 0; i < len; i++) d[i] = eq1(a[i], b[i]); break;
+        case SH_PW_NE: for (int64_t i = 0; i < len; i++) d[i] = ne1(a[i], b[i]); break;
+        case SH_PW_WHERE: for (int64_t i = 0; i < len; i++) d[i] = a[i] != 0 ? b[i] : c[i]; break;
         default: break;
         }
         rd[t] = d;
@@ -199,11 +207,10 @@ static inline void prefetch_row(const pw_job *j, int64_t r) {
               memcpy(so, si, (size_t)len * sizeof(float));                                      \
             continue;                                                                           \
           }                                                                                     \
-          bool bin = pw_bin[op];                                                                \
-          int t = bin ? sp - 2 : sp - 1;                                                        \
+          int ar = pw_arity[op], t = sp - ar;                                                   \
           float *d = t == 0 && whole ? yr + c0 : buf[t];                                        \
-          const float *a = rd[t], *b = bin ? rd[t + 1] : NULL;                                  \
-          (void)b;                                                                              \
+          const float *a = rd[t], *b = ar > 1 ? rd[t + 1] : NULL, *c = ar > 2 ? rd[t + 2] : NULL; \
+          (void)b, (void)c;                                                                     \
           switch (op) { OPS }                                                                   \
           rd[t] = d;                                                                            \
           sp = t + 1;                                                                           \
@@ -233,6 +240,15 @@ PW_AVX2 static inline __m256 min_avx2(__m256 a, __m256 b) {
 PW_AVX2 static inline __m256 max_avx2(__m256 a, __m256 b) {
   return _mm256_blendv_ps(_mm256_max_ps(a, b), a, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
 }
+/* comparisons as 1 / 0 masks (ordered: NaN false; not-equal unordered: NaN true) */
+#define PW_CMP_AVX2(name, pred)                                                        \
+  PW_AVX2 static inline __m256 name(__m256 a, __m256 b) {                             \
+    return _mm256_and_ps(_mm256_cmp_ps(a, b, pred), _mm256_set1_ps(1.0f));           \
+  }
+PW_CMP_AVX2(gt_avx2, _CMP_GT_OQ)
+PW_CMP_AVX2(ge_avx2, _CMP_GE_OQ)
+PW_CMP_AVX2(eq_avx2, _CMP_EQ_OQ)
+PW_CMP_AVX2(ne_avx2, _CMP_NEQ_UQ)
 #define L2(f) PW_LOOP2(8, _mm256_loadu_ps, _mm256_storeu_ps, f)
 #define L1(e) PW_LOOP(8, _mm256_loadu_ps, _mm256_storeu_ps, e)
 #define PW_OPS_AVX2                                                                             \
@@ -259,6 +275,15 @@ PW_AVX2 static inline __m256 max_avx2(__m256 a, __m256 b) {
   case SH_PW_ABS: { __m256 x; L1(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x)) break; }           \
   case SH_PW_SOFTPLUS: PW_SCALAR1(8, softplus1) break;                                          \
   case SH_PW_ERF: PW_SCALAR1(8, erff) break;                                                    \
+  case SH_PW_GT: L2(gt_avx2) break;                                                             \
+  case SH_PW_GE: L2(ge_avx2) break;                                                             \
+  case SH_PW_EQ: L2(eq_avx2) break;                                                             \
+  case SH_PW_NE: L2(ne_avx2) break;                                                             \
+  case SH_PW_WHERE:                                                                             \
+    for (int64_t q = 0; q < nv; q++)                                                            \
+      _mm256_storeu_ps(d + 8 * q, _mm256_blendv_ps(_mm256_loadu_ps(c + 8 * q), _mm256_loadu_ps(b + 8 * q), \
+                       _mm256_cmp_ps(_mm256_loadu_ps(a + 8 * q), _mm256_setzero_ps(), _CMP_NEQ_UQ))); \
+    break;                                                                                      \
   default: break;
 
 PW_INTERP(pw_rows_avx2, PW_AVX2, 8, __m256, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_store_ps,
@@ -285,6 +310,14 @@ PW_AVX512 static inline __m512 min_avx512(__m512 a, __m512 b) {
 PW_AVX512 static inline __m512 max_avx512(__m512 a, __m512 b) {
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), _mm512_max_ps(a, b), a);
 }
+#define PW_CMP_AVX512(name, pred)                                                      \
+  PW_AVX512 static inline __m512 name(__m512 a, __m512 b) {                           \
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(a, b, pred), _mm512_set1_ps(1.0f)); \
+  }
+PW_CMP_AVX512(gt_avx512, _CMP_GT_OQ)
+PW_CMP_AVX512(ge_avx512, _CMP_GE_OQ)
+PW_CMP_AVX512(eq_avx512, _CMP_EQ_OQ)
+PW_CMP_AVX512(ne_avx512, _CMP_NEQ_UQ)
 
 #define L2(f) PW_LOOP2(16, _mm512_loadu_ps, _mm512_storeu_ps, f)
 #define L1(e) PW_LOOP(16, _mm512_loadu_ps, _mm512_storeu_ps, e)
@@ -312,6 +345,15 @@ PW_AVX512 static inline __m512 max_avx512(__m512 a, __m512 b) {
   case SH_PW_ABS: { __m512 x; L1(_mm512_abs_ps(x)) break; }                                     \
   case SH_PW_SOFTPLUS: PW_SCALAR1(16, softplus1) break;                                         \
   case SH_PW_ERF: PW_SCALAR1(16, erff) break;                                                   \
+  case SH_PW_GT: L2(gt_avx512) break;                                                           \
+  case SH_PW_GE: L2(ge_avx512) break;                                                           \
+  case SH_PW_EQ: L2(eq_avx512) break;                                                           \
+  case SH_PW_NE: L2(ne_avx512) break;                                                           \
+  case SH_PW_WHERE:                                                                             \
+    for (int64_t q = 0; q < nv; q++)                                                            \
+      _mm512_storeu_ps(d + 16 * q, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(_mm512_loadu_ps(a + 16 * q), \
+                       _mm512_setzero_ps(), _CMP_NEQ_UQ), _mm512_loadu_ps(c + 16 * q), _mm512_loadu_ps(b + 16 * q))); \
+    break;                                                                                      \
   default: break;
 
 PW_INTERP(pw_rows_avx512, PW_AVX512, 16, __m512, _mm512_loadu_ps, _mm512_storeu_ps,
