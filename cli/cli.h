@@ -32,6 +32,13 @@ bool cli_parse_int(const char *flag, const char *v, long long lo, long long hi, 
 /* --parallel's value: auto, batches or kernels (else an error, false). */
 bool cli_parse_parallel(const char *v, sheaf_parallel *out);
 
+/* The end-of-run lines both run commands print: the graph counters ("graph:",
+ * "time:", "data:"; times summed over threads when `summed`), and per-kernel
+ * batch counts (--stats) from names/batches/nodes. */
+void cli_print_graph_stats(FILE *f, const sheaf_graph_stats *st, bool summed);
+void cli_print_kernel_stats(FILE *f, size_t n, const char *const *names, const uint64_t *batches,
+                            const uint64_t *nodes);
+
 /* `sheaf data ...` (cli/data.c). argv[0] is "data". */
 int cli_data(int argc, char **argv);
 /* `sheaf data stats FILE.safetensors` (cli/data_weights.c): lists name,

@@ -74,3 +74,25 @@ bool cli_parse_parallel(const char *v, sheaf_parallel *out) {
   cli_error("--parallel: unknown mode '%s' (expected auto, batches or kernels)", v);
   return false;
 }
+
+void cli_print_graph_stats(FILE *f, const sheaf_graph_stats *st, bool summed) {
+  fprintf(f, "  graph: %llu ops, %llu batches (average batch %.1f ops), %llu flushes\n",
+          (unsigned long long)st->nodes, (unsigned long long)st->batches,
+          st->batches ? (double)st->nodes / (double)st->batches : 0.0, (unsigned long long)st->flushes);
+  fprintf(f,
+          "  time%s: build %.1f ms, schedule %.1f ms, kernels %.1f ms; %.1f ns of build+schedule per op\n",
+          summed ? " (summed over the threads)" : "", st->ns_build * 1e-6, st->ns_schedule * 1e-6,
+          st->ns_kernels * 1e-6,
+          st->nodes ? (double)(st->ns_build + st->ns_schedule) / (double)st->nodes : 0.0);
+  fprintf(f, "  data: %llu rows gathered through row pointers, %llu bytes copied\n",
+          (unsigned long long)st->rows_gathered, (unsigned long long)st->bytes_copied);
+}
+
+void cli_print_kernel_stats(FILE *f, size_t n, const char *const *names, const uint64_t *batches,
+                            const uint64_t *nodes) {
+  if (n == 0) return;
+  fprintf(f, "  %-32s %10s %12s %10s\n", "kernel", "batches", "nodes", "avg batch");
+  for (size_t i = 0; i < n; i++)
+    fprintf(f, "  %-32s %10llu %12llu %10.1f\n", names[i] ? names[i] : "?", (unsigned long long)batches[i],
+            (unsigned long long)nodes[i], batches[i] ? (double)nodes[i] / (double)batches[i] : 0.0);
+}

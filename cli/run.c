@@ -331,11 +331,7 @@ static void print_kernel_stats(const sheaf_graph *g) {
   uint64_t *batches = calloc(n, sizeof *batches), *nodes = calloc(n, sizeof *nodes);
   if (names && batches && nodes) {
     n = sheaf_graph_kernel_stats(g, n, names, batches, nodes);
-    printf("  %-32s %10s %12s %10s\n", "kernel", "batches", "nodes", "avg batch");
-    for (size_t i = 0; i < n; i++)
-      printf("  %-32s %10llu %12llu %10.1f\n", names[i] ? names[i] : "?",
-             (unsigned long long)batches[i], (unsigned long long)nodes[i],
-             batches[i] ? (double)nodes[i] / (double)batches[i] : 0.0);
+    cli_print_kernel_stats(stdout, n, names, batches, nodes);
   }
   free(names);
   free(batches);
@@ -407,17 +403,7 @@ static int cmd_run(int argc, char **argv) {
   printf("  %d %s in %.3f s: %.1f %s/s (%.0f %s/s), %.2f GFLOP/s useful\n", (int)s.count,
          ex_model_instance_noun(o.model), secs, s.count / secs, ex_model_instance_noun(o.model),
          (double)s.size / secs, size_noun(o.model), s.flops / secs * 1e-9);
-  printf("  graph: %llu ops, %llu batches (average batch %.1f ops), %llu flushes\n",
-         (unsigned long long)st.nodes, (unsigned long long)st.batches,
-         st.batches ? (double)st.nodes / (double)st.batches : 0.0,
-         (unsigned long long)st.flushes);
-  printf("  time%s: build %.1f ms, schedule %.1f ms, kernels %.1f ms; %.1f ns of build+schedule "
-         "per op\n",
-         mode == SHEAF_PARALLEL_BATCHES ? " (summed over the threads)" : "",
-         st.ns_build * 1e-6, st.ns_schedule * 1e-6, st.ns_kernels * 1e-6,
-         st.nodes ? (double)(st.ns_build + st.ns_schedule) / (double)st.nodes : 0.0);
-  printf("  data: %llu rows gathered through row pointers, %llu bytes copied\n",
-         (unsigned long long)st.rows_gathered, (unsigned long long)st.bytes_copied);
+  cli_print_graph_stats(stdout, &st, mode == SHEAF_PARALLEL_BATCHES);
   if (o.stats) print_kernel_stats(g);
   if (o.out) {
     rc = write_outputs(o.out, &out, &s.net);

@@ -29,7 +29,7 @@
 static const char usage[] =
     "usage: sheaf run MODEL.sf --data FILE [--weights W.safetensors | --seed N] [--vocab FILE]\n"
     "                 [--batch N] [--threads T] [--parallel M] [--policy P] [--out FILE]\n"
-    "                 [--trace FILE] [--limit N] [--save-weights W.safetensors]\n"
+    "                 [--trace FILE] [--limit N] [--save-weights W.safetensors] [--stats]\n"
     "                 [--size NAME=VALUE]...\n"
     "\n"
     "Runs the model's main on every instance of FILE, read according to main's argument:\n"
@@ -44,7 +44,7 @@ static const char usage[] =
     "                     numbered in order of first appearance in --data, <unk> last\n"
     "  --size NAME=VALUE  a size the weights do not fix (e.g. --size H=256)\n"
     "  --batch N          instances per flush (default 64)\n"
-    "  --threads T        threads (default 1, at most 64)\n"
+    "  --threads T        threads (default: all CPUs, at most 64)\n"
     "  --parallel M       with several threads: batches (whole batches in parallel, one\n"
     "                     graph and interpreter per thread), kernels (one batch at a time,\n"
     "                     its kernels split) or auto (default: batches when there are at\n"
@@ -54,7 +54,11 @@ static const char usage[] =
     "                     'INSTANCE v0 v1 ...' ('INSTANCE K v0 ...' for element K of a list)\n"
     "  --trace FILE       Chrome-trace / Perfetto JSON timeline of the batches\n"
     "  --limit N          only the first N instances\n"
-    "  --save-weights W   write the parameters used (loaded or drawn) to a safetensors file\n";
+    "  --save-weights W   write the parameters used (loaded or drawn) to a safetensors file\n"
+    "  --stats            per-kernel batch counts and sizes\n"
+    "\n"
+    "With --out FILE a summary of the run goes to stdout (the built-in models' one): instances/s,\n"
+    "the graph's counters and where the time went.\n";
 
 #define SH_LANG_MAX_WORKERS 64 /* --threads */
 
@@ -62,7 +66,7 @@ typedef struct lang_opts {
   const char *file, *data, *out, *policy, *trace, *vocab, *save_weights;
   long long batch, threads, limit;
   sheaf_parallel parallel;
-  bool seed_given;
+  bool seed_given, stats;
   sh_lang_bind_opts bo;
   char names[SH_BIND_MAX_OVERRIDES][64];
 } lang_opts;
@@ -72,7 +76,7 @@ static int parse_args(int argc, char **argv, lang_opts *o) {
   memset(o, 0, sizeof *o);
   o->out = "-";
   o->batch = 64;
-  o->threads = 1;
+  o->threads = 0; /* all CPUs */
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = NULL;
     int r;
@@ -116,6 +120,8 @@ static int parse_args(int argc, char **argv, lang_opts *o) {
     } else if (FLAG("--save-weights")) {
       if (r < 0) return CLI_USAGE;
       o->save_weights = v;
+    } else if (!strcmp(a, "--stats")) {
+      o->stats = true;
     } else if (FLAG("--batch")) {
       if (r < 0 || !cli_parse_int("--batch", v, 1, INT32_MAX, &o->batch)) return CLI_USAGE;
     } else if (FLAG("--threads")) {
@@ -511,6 +517,43 @@ static void lang_job_free(lang_job *j) {
   pthread_mutex_destroy(&j->mu);
 }
 
+/* ------------------------------------------------------------- summary */
+
+static void print_summary(FILE *f, const lang_opts *o, sheaf_ctx *ctx, const ex_data *d, const lang_job *j,
+                          const sheaf_runner *r, int32_t n, double secs) {
+  int64_t size = 0; /* words or nodes of the instances run */
+  for (int32_t i = 0; i < n; i++)
+    size += d->kind == EX_DATA_SENTS ? d->sent_off[i + 1] - d->sent_off[i] : d->tb.tree_size[i];
+  bool sents = d->kind == EX_DATA_SENTS;
+  fprintf(f, "%s: %d %s, %lld %s from %s\n", o->file, (int)n, j->noun, (long long)size,
+          sents ? "words" : "nodes", o->data);
+  fprintf(f, "  %s%s", o->bo.weights ? "weights " : "seed ", o->bo.weights ? o->bo.weights : "");
+  if (!o->bo.weights) fprintf(f, "%llu", (unsigned long long)o->bo.seed);
+  for (int k = 0; k < o->bo.n_overrides; k++)
+    fprintf(f, ", %s=%lld", o->bo.override_name[k], (long long)o->bo.override_value[k]);
+  fprintf(f, "\n  policy %s, batch %lld, threads %d, isa %s\n", o->policy ? o->policy : "sheaf", o->batch,
+          sheaf_ctx_threads(ctx), sheaf_isa_name(sheaf_cpu_isa()));
+  sheaf_parallel mode = sheaf_runner_mode(r, n);
+  if (sheaf_ctx_threads(ctx) > 1)
+    fprintf(f, "  parallel: %s\n", mode == SHEAF_PARALLEL_BATCHES
+                                       ? "batches (whole batches at once, a graph and interpreter per thread)"
+                                       : "kernels (one batch at a time, its kernels over the threads)");
+  sheaf_graph_stats st;
+  sheaf_runner_get_stats(r, &st);
+  fprintf(f, "  %d %s in %.3f s: %.1f %s/s (%.0f %s/s), %.2f GFLOP/s useful\n", (int)n, j->noun, secs,
+          secs > 0 ? n / secs : 0.0, j->noun, secs > 0 ? (double)size / secs : 0.0, sents ? "words" : "nodes",
+          secs > 0 ? (double)st.flops / secs * 1e-9 : 0.0);
+  cli_print_graph_stats(f, &st, mode == SHEAF_PARALLEL_BATCHES);
+  if (o->stats) {
+    size_t cap = sheaf_runner_kernel_stats(r, 0, NULL, NULL, NULL);
+    const char **names = calloc(cap + 1, sizeof *names);
+    uint64_t *b = calloc(cap + 1, sizeof *b), *c = calloc(cap + 1, sizeof *c);
+    if (names && b && c) cli_print_kernel_stats(f, sheaf_runner_kernel_stats(r, cap, names, b, c), names, b, c);
+    free(names), free(b), free(c);
+  }
+  if (strcmp(o->out, "-")) fprintf(f, "  outputs: %s (%d instances)\n", o->out, (int)n);
+}
+
 /* ------------------------------------------------------------- run */
 
 int cli_run_lang(int argc, char **argv) {
@@ -530,6 +573,7 @@ int cli_run_lang(int argc, char **argv) {
   sheaf_runner *runner = NULL;
   FILE *out = NULL;
   int32_t failed_at = -1;
+  double secs = 0;
   bool uses_chars = false;
   int32_t *form_ids = NULL;
   progress pg = {0};
@@ -635,6 +679,9 @@ int cli_run_lang(int argc, char **argv) {
     goto fail_quiet;
   }
   progress_end(&pg);
+  secs = (double)(sheaf_time_ns() - pg.t0) * 1e-9;
+  if (strcmp(o.out, "-") || o.stats) /* stdout is free for the summary (or asked for) */
+    print_summary(strcmp(o.out, "-") ? stdout : stderr, &o, ctx, &d, &job, runner, n, secs);
   if (fflush(out) != 0 || ferror(out)) {
     cli_error("%s: write failed", o.out);
     goto fail_quiet;

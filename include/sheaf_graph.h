@@ -365,6 +365,13 @@ sheaf_status sheaf_runner_run(sheaf_runner *r, int64_t first, int64_t count, she
  * a trace). */
 sheaf_parallel sheaf_runner_mode(const sheaf_runner *r, int64_t count);
 
+/* Per-kernel batch counts summed over the runner's graphs, as
+ * sheaf_graph_kernel_stats gives them for one graph. With names NULL: an
+ * upper bound on the count (size the arrays with it); otherwise the number
+ * of distinct kernels (those past max are left out). */
+size_t sheaf_runner_kernel_stats(const sheaf_runner *r, size_t max, const char **names,
+                                 uint64_t *batches, uint64_t *nodes);
+
 /* Counters summed over the runner's graphs (times: summed over threads). */
 void sheaf_runner_get_stats(const sheaf_runner *r, sheaf_graph_stats *out);
 sheaf_status sheaf_runner_stats_reset(sheaf_runner *r);

@@ -95,6 +95,17 @@ bool th_value_close_at(const char *file, int line, sheaf_graph *g, sheaf_expr e,
                   #hay, #needle, th_h_ ? th_h_ : "(null)", th_n_ ? th_n_ : "(null)"); \
   })
 
+/* The output of a `sheaf run ... --out FILE` in a pipe: the end-of-run
+ * summary (stdout) and nothing else: no note, warning or error (all start
+ * "sheaf:") and no progress bar ('\r'). */
+#define CHECK_RUN_QUIET(out)                                                             \
+  __extension__({                                                                       \
+    const char *th_o_ = (out);                                                          \
+    (!strstr(th_o_, "sheaf:") && !strchr(th_o_, '\r') && strstr(th_o_, "  outputs: "))   \
+        ? true                                                                          \
+        : th_fail(__FILE__, __LINE__, "CHECK_RUN_QUIET(%s) failed: \"%s\"", #out, th_o_); \
+  })
+
 /* A call returned `expected`; on mismatch prints both statuses and the
  * context's last error. */
 #define CHECK_STATUS(ctx, expr, expected)                                             \

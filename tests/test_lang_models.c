@@ -358,7 +358,7 @@ TEST(lang_models_cli_matches_builtin_models) {
       fprintf(stderr, "%s\n%s", cmd, out);
       continue;
     }
-    CHECK_EQ_STR(out, ""); /* no progress bar, no notes in a pipe */
+    CHECK_RUN_QUIET(out); /* the summary only: no progress bar, no notes in a pipe */
     long lines;
     double e = compare_files(c, s, strcmp(models[k], "bilstm") ? 1 : 2, &lines);
     CHECK(e >= 0 && e <= 1e-5);

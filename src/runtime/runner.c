@@ -211,6 +211,41 @@ static void add_stats(sheaf_graph_stats *a, const sheaf_graph_stats *b) {
   a->ns_kernels += b->ns_kernels;
 }
 
+size_t sheaf_runner_kernel_stats(const sheaf_runner *r, size_t max, const char **names,
+                                 uint64_t *batches, uint64_t *nodes) {
+  if (!r) return 0;
+  size_t n = 0, kept = 0; /* kernels, of them in the arrays */
+  if (!names) { /* an upper bound: the graphs' kernels, a kernel of several graphs counted in each */
+    for (int t = -1; t < r->threads; t++) {
+      const sheaf_graph *g = t < 0 ? r->shared : r->per_thread[t];
+      for (uint32_t i = 0; g && i < g->n_sigs; i++) n += g->sigs[i].batches > 0;
+    }
+    return n;
+  }
+  for (int t = -1; t < r->threads; t++) {
+    const sheaf_graph *g = t < 0 ? r->shared : r->per_thread[t];
+    for (uint32_t i = 0; g && i < g->n_sigs; i++) {
+      const sh_sig *sg = &g->sigs[i];
+      if (!sg->batches) continue;
+      size_t j = 0; /* the same kernel from another graph: summed */
+      while (j < kept && strcmp(names[j], sg->name)) j++;
+      if (j < kept) {
+        if (batches) batches[j] += sg->batches;
+        if (nodes) nodes[j] += sg->nodes;
+        continue;
+      }
+      if (kept < max) {
+        names[kept] = sg->name;
+        if (batches) batches[kept] = sg->batches;
+        if (nodes) nodes[kept] = sg->nodes;
+        kept++;
+      }
+      n++;
+    }
+  }
+  return n;
+}
+
 void sheaf_runner_get_stats(const sheaf_runner *r, sheaf_graph_stats *out) {
   if (!out) return;
   memset(out, 0, sizeof *out);
