@@ -25,11 +25,13 @@
 #include "data.h"
 #include "lang/interp.h"
 #include "run_lang.h"
+#include "run_lang_out.h"
 
 static const char usage[] =
     "usage: sheaf run MODEL.sf --data FILE [--weights W.safetensors | --seed N] [--vocab FILE]\n"
     "                 [--batch N] [--threads T] [--parallel M] [--policy P] [--out FILE]\n"
     "                 [--trace FILE] [--limit N] [--save-weights W.safetensors] [--stats]\n"
+    "                 [--format text|jsonl|npy]\n"
     "                 [--size NAME=VALUE]...\n"
     "\n"
     "Runs the model's main on every instance of FILE, read according to main's argument:\n"
@@ -56,6 +58,11 @@ static const char usage[] =
     "  --limit N          only the first N instances\n"
     "  --save-weights W   write the parameters used (loaded or drawn) to a safetensors file\n"
     "  --stats            per-kernel batch counts and sizes\n"
+    "  --format F         text (default: the lines above), jsonl (one JSON object per\n"
+    "                     instance: {\"instance\", \"tokens\" (sentences), \"output\"}, tuple\n"
+    "                     parts named as in main's result type) or npy (every output row\n"
+    "                     stacked into one f32 matrix; FILE.offsets.npy gives each\n"
+    "                     instance's first row when instances have several)\n"
     "\n"
     "With --out FILE a summary of the run goes to stdout (the built-in models' one): instances/s,\n"
     "the graph's counters and where the time went.\n";
@@ -67,6 +74,7 @@ typedef struct lang_opts {
   long long batch, threads, limit;
   sheaf_parallel parallel;
   bool seed_given, stats;
+  lang_format format;
   sh_lang_bind_opts bo;
   char names[SH_BIND_MAX_OVERRIDES][64];
 } lang_opts;
@@ -120,6 +128,15 @@ static int parse_args(int argc, char **argv, lang_opts *o) {
     } else if (FLAG("--save-weights")) {
       if (r < 0) return CLI_USAGE;
       o->save_weights = v;
+    } else if (FLAG("--format")) {
+      if (r < 0) return CLI_USAGE;
+      if (!strcmp(v, "text")) o->format = LANG_FORMAT_TEXT;
+      else if (!strcmp(v, "jsonl")) o->format = LANG_FORMAT_JSONL;
+      else if (!strcmp(v, "npy")) o->format = LANG_FORMAT_NPY;
+      else {
+        cli_error("--format: expected text, jsonl or npy, got '%s'", v);
+        return CLI_USAGE;
+      }
     } else if (!strcmp(a, "--stats")) {
       o->stats = true;
     } else if (FLAG("--batch")) {
@@ -162,6 +179,10 @@ static int parse_args(int argc, char **argv, lang_opts *o) {
   }
   if (o->bo.weights && o->seed_given) {
     cli_error("run: --seed and --weights exclude each other (weights are loaded, not drawn)");
+    return CLI_USAGE;
+  }
+  if (o->format == LANG_FORMAT_NPY && !strcmp(o->out, "-")) {
+    cli_error("run: --format npy needs --out FILE (the header is written last)");
     return CLI_USAGE;
   }
   if (o->trace && o->parallel == SHEAF_PARALLEL_BATCHES) {
@@ -281,50 +302,6 @@ static sheaf_status check_tables(sheaf_ctx *ctx, const lang_opts *o, const sh_mo
                  wi->own_unk ? ", '<unk>' included" : ", then one for <unk>");
 }
 
-/* ------------------------------------------------------------- output */
-
-static bool scalar(sh_value v) { return v.kind == SH_V_INT || v.kind == SH_V_BOOL; }
-
-/* One line per row of every tensor of v, depth first, each prefixed by the
- * instance (and, inside lists, the element index); scalars on a line of
- * their own; a list of scalars on one line. */
-static int write_value(FILE *f, sheaf_graph *g, const char *prefix, sh_value v) {
-  switch (v.kind) {
-  case SH_V_INT:
-  case SH_V_BOOL: fprintf(f, "%s %d\n", prefix, (int)v.i); return 0;
-  case SH_V_TENSOR: {
-    sheaf_value_view vv;
-    if (sheaf_value(g, v.t, &vv) != SHEAF_OK) return -1;
-    int64_t rows = vv.rank == 2 ? vv.shape[0] : 1, cols = vv.shape[vv.rank - 1];
-    for (int64_t r = 0; r < rows; r++) {
-      fputs(prefix, f);
-      for (int64_t j = 0; j < cols; j++) fprintf(f, " %.7g", (double)vv.data[r * cols + j]);
-      fputc('\n', f);
-    }
-    return 0;
-  }
-  case SH_V_LIST:
-  case SH_V_TUPLE:
-  case SH_V_ADT: {
-    bool all_scalar = v.agg->n > 0;
-    for (int32_t i = 0; i < v.agg->n; i++) all_scalar &= scalar(v.agg->items[i]);
-    if (all_scalar) {
-      fputs(prefix, f);
-      for (int32_t i = 0; i < v.agg->n; i++) fprintf(f, " %d", (int)v.agg->items[i].i);
-      fputc('\n', f);
-      return 0;
-    }
-    for (int32_t i = 0; i < v.agg->n; i++) {
-      char sub[64];
-      if (v.kind == SH_V_LIST) snprintf(sub, sizeof sub, "%s %d", prefix, (int)i);
-      if (write_value(f, g, v.kind == SH_V_LIST ? sub : prefix, v.agg->items[i]) != 0) return -1;
-    }
-    return 0;
-  }
-  default: return 0;
-  }
-}
-
 /* ------------------------------------------------------------- progress */
 
 typedef struct progress {
@@ -374,7 +351,10 @@ typedef struct lang_job {
   const sh_lang_bind *bind;
   const ex_data *d;
   const words_info *wi;
-  const int32_t *form_ids; /* token records: each token's id in d->words before --vocab */
+  const int32_t *form_ids; /* each token's id in d->words before --vocab (chars, jsonl tokens) */
+  lang_format format;
+  int64_t *npy_rows, npy_cols; /* npy: rows of each instance; the width (0: none yet) */
+  char npy_why[256];           /* npy: why an instance could not be written */
   sheaf_ctx *ctx;
   const char *model_path;
   int32_t n, batch;
@@ -483,10 +463,32 @@ static sheaf_status lang_read(sheaf_graph *g, int64_t i, void *user) {
   size_t len = 0;
   FILE *f = w ? open_memstream(&buf, &len) : NULL;
   if (!f) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: the outputs of instance %d", (int)i);
-  char prefix[16];
-  snprintf(prefix, sizeof prefix, "%d", (int)i);
-  int bad = write_value(f, g, prefix, j->res[i]);
+  int bad = 0;
+  int64_t rows = 0, cols = 0;
+  char why[256] = "";
+  if (j->format == LANG_FORMAT_TEXT) {
+    char prefix[16];
+    snprintf(prefix, sizeof prefix, "%d", (int)i);
+    bad = lang_out_text(f, g, prefix, j->res[i]);
+  } else if (j->format == LANG_FORMAT_JSONL) {
+    const ex_data *d = j->d;
+    int32_t off = d->kind == EX_DATA_SENTS ? d->sent_off[i] : 0;
+    int32_t nt = d->kind == EX_DATA_SENTS ? d->sent_off[i + 1] - off : 0;
+    if (j->form_ids && nt > 0 && (w->cap < nt + 1)) nt = 0; /* (the buffer holds this sentence's) */
+    for (int32_t k = 0; j->form_ids && k < nt; k++) {
+      w->form[k] = sh_vocab_str(&d->words, j->form_ids[off + k]);
+      w->form_len[k] = sh_vocab_len(&d->words, j->form_ids[off + k]);
+    }
+    bad = lang_out_json(f, g, j->m, i, j->res[i], j->form_ids && nt ? w->form : NULL, w->form_len, nt);
+  } else {
+    bad = lang_out_npy_rows(f, g, j->res[i], &rows, &cols, why, sizeof why);
+  }
   bad |= fclose(f);
+  if (bad && why[0]) {
+    free(buf);
+    note_failure(j, i);
+    return sheaf_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s", why);
+  }
   if (bad) {
     free(buf);
     note_failure(j, i);
@@ -496,6 +498,14 @@ static sheaf_status lang_read(sheaf_graph *g, int64_t i, void *user) {
   /* the last instance of its batch: the batch's host values are done */
   if ((i + 1) % j->batch == 0 || i + 1 == j->n) sh_interp_reset(w->ip);
   pthread_mutex_lock(&j->mu);
+  if (j->format == LANG_FORMAT_NPY) {
+    j->npy_rows[i] = rows;
+    if (j->npy_cols == 0) j->npy_cols = cols;
+    if (rows > 0 && cols != j->npy_cols && !j->npy_why[0]) /* instances differ: the first says */
+      snprintf(j->npy_why, sizeof j->npy_why,
+               "--format npy writes one matrix: instance %d has rows of %lld columns, others %lld "
+               "(use --format jsonl)", (int)i, (long long)cols, (long long)j->npy_cols);
+  }
   j->text[i] = buf;
   j->text_len[i] = len;
   drain(j);
@@ -514,7 +524,36 @@ static void lang_job_free(lang_job *j) {
   free(j->text);
   free(j->text_len);
   free(j->res);
+  free(j->npy_rows);
   pthread_mutex_destroy(&j->mu);
+}
+
+/* ------------------------------------------------------------- npy */
+
+/* The real shape in out's header, and FILE.offsets.npy (int64, n + 1) when
+ * an instance has other than one row. */
+static int write_npy_shape(const lang_opts *o, const lang_job *j, FILE *out, int32_t n) {
+  int64_t total = 0;
+  bool one_each = true;
+  for (int32_t i = 0; i < n; i++) total += j->npy_rows[i], one_each &= j->npy_rows[i] == 1;
+  if (fflush(out) != 0 || fseek(out, 0, SEEK_SET) != 0 ||
+      lang_npy_header(out, "<f4", 2, (int64_t[]){total, j->npy_cols}) != 0 || fseek(out, 0, SEEK_END) != 0) {
+    cli_error("%s: write failed (--format npy needs a seekable file)", o->out);
+    return CLI_FAIL;
+  }
+  if (one_each) return CLI_OK;
+  char path[4096];
+  snprintf(path, sizeof path, "%s.offsets.npy", o->out);
+  FILE *f = fopen(path, "wb");
+  bool ok = f && lang_npy_header(f, "<i8", 1, (int64_t[]){(int64_t)n + 1}) == 0;
+  int64_t at = 0;
+  for (int32_t i = 0; ok && i <= n; i++) {
+    ok = fwrite(&at, sizeof at, 1, f) == 1;
+    if (i < n) at += j->npy_rows[i];
+  }
+  if (f && fclose(f) != 0) ok = false;
+  if (!ok) cli_error("%s: write failed", path);
+  return ok ? CLI_OK : CLI_FAIL;
 }
 
 /* ------------------------------------------------------------- summary */
@@ -615,8 +654,9 @@ int cli_run_lang(int argc, char **argv) {
     have_d = true;
   }
   words_info wi;
-  if (uses_chars) { /* the texts of the words, before --vocab renumbers them */
-    if (sh_vocab_size(&d.words) == 0 && d.n_tokens > 0) {
+  bool want_forms = d.kind == EX_DATA_SENTS && o.format == LANG_FORMAT_JSONL && sh_vocab_size(&d.words) > 0;
+  if (uses_chars || want_forms) { /* the texts of the words, before --vocab renumbers them */
+    if (uses_chars && sh_vocab_size(&d.words) == 0 && d.n_tokens > 0) {
       sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: main reads 'chars', but %s holds token ids, not words",
               o.file, o.data);
       goto fail;
@@ -652,6 +692,15 @@ int cli_run_lang(int argc, char **argv) {
   job.d = &d;
   job.wi = &wi;
   job.form_ids = form_ids;
+  job.format = o.format;
+  if (o.format == LANG_FORMAT_NPY && !(job.npy_rows = calloc((size_t)n + 1, sizeof *job.npy_rows))) {
+    sh_fail(ctx, SHEAF_ERR_NOMEM, "out of memory: the outputs of %d instances", (int)n);
+    goto fail;
+  }
+  if (o.format == LANG_FORMAT_NPY && lang_npy_header(out, "<f4", 2, (int64_t[]){0, 0}) != 0) {
+    cli_error("%s: write failed", o.out);
+    goto fail_quiet;
+  }
   job.ctx = ctx;
   job.model_path = o.file;
   job.n = n;
@@ -679,6 +728,11 @@ int cli_run_lang(int argc, char **argv) {
     goto fail_quiet;
   }
   progress_end(&pg);
+  if (job.npy_why[0]) {
+    cli_error("%s", job.npy_why);
+    goto fail_quiet;
+  }
+  if (o.format == LANG_FORMAT_NPY && write_npy_shape(&o, &job, out, n) != CLI_OK) goto fail_quiet;
   secs = (double)(sheaf_time_ns() - pg.t0) * 1e-9;
   if (strcmp(o.out, "-") || o.stats) /* stdout is free for the summary (or asked for) */
     print_summary(strcmp(o.out, "-") ? stdout : stderr, &o, ctx, &d, &job, runner, n, secs);

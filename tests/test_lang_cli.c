@@ -336,3 +336,69 @@ TEST(lang_cli_token_records) {
   CHECK_EQ_INT(run(args), 1);
   CHECK_CONTAINS(out, "main reads the token field 'upos', which the data does not have (it comes from CoNLL-U)");
 }
+
+/* --format jsonl (named tuple parts, the sentence's tokens) and npy (every
+ * row stacked, offsets when instances have several rows) give the values
+ * of the text format. */
+TEST(lang_cli_output_formats) {
+  if (!th_sheaf_bin()) return;
+  static const char src[] = "param v: f32[H]\n"
+                            "fn main(ws: list[i32]) -> (scores: f32[H], n: i32) { (v + float(len(ws)), len(ws)) }\n";
+  const char *sf = th_write_tmp("named.sf", src, sizeof src - 1);
+  REQUIRE(sf);
+  char args[1024], npy[512], txt[512];
+  snprintf(args, sizeof args, "%s --data " EWT " --size H=2 --limit 2 --format jsonl", sf);
+  REQUIRE_EQ_INT(run(args), 0);
+  CHECK_CONTAINS(out, "{\"instance\": 0, \"tokens\": [\"What\", \"if\", \"Google\", \"Morphed\", \"Into\", "
+                      "\"GoogleOS\", \"?\"], \"output\": {\"scores\": [7, 7], \"n\": 7}}\n{\"instance\": 1, ");
+  /* npy: the BiLSTM's per-word rows of 3 sentences = the text lines */
+  snprintf(npy, sizeof npy, "%s", th_tmp_path("tags.npy"));
+  snprintf(txt, sizeof txt, "%s", th_tmp_path("tags.txt"));
+  snprintf(args, sizeof args, "examples/bilstm.sf --data " EWT " --size E=4 --size H=4 --size T=3 --limit 3 --seed 1 "
+                              "--format npy --out %s", npy);
+  REQUIRE_EQ_INT(run(args), 0);
+  snprintf(args, sizeof args, "examples/bilstm.sf --data " EWT " --size E=4 --size H=4 --size T=3 --limit 3 --seed 1 "
+                              "--out %s", txt);
+  REQUIRE_EQ_INT(run(args), 0);
+  FILE *f = fopen(npy, "rb"), *t = fopen(txt, "r");
+  REQUIRE(f && t);
+  char head[128];
+  CHECK_EQ_INT(fread(head, 1, 128, f), 128);
+  CHECK(!memcmp(head, "\x93NUMPY\x01\x00", 8));
+  head[127] = '\0';
+  CHECK_CONTAINS(head + 10, "'descr': '<f4', 'fortran_order': False, 'shape': (39, 3), }");
+  long n = 0;
+  char line[4096];
+  while (fgets(line, sizeof line, t)) {
+    char *p = line;
+    strtol(p, &p, 10), strtol(p, &p, 10);
+    for (int k = 0; k < 3; k++) {
+      float x;
+      CHECK_EQ_INT(fread(&x, 4, 1, f), 1);
+      CHECK_NEAR(x, strtod(p, &p), 1e-6);
+    }
+    n++;
+  }
+  CHECK_EQ_INT(n, 39);
+  CHECK_EQ_INT(fread(head, 1, 1, f), 0);
+  fclose(f), fclose(t);
+  char offs[600];
+  snprintf(offs, sizeof offs, "%s.offsets.npy", npy);
+  f = fopen(offs, "rb");
+  REQUIRE(f);
+  int64_t o[4];
+  CHECK_EQ_INT(fread(head, 1, 128, f), 128);
+  CHECK_EQ_INT(fread(o, 8, 4, f), 4);
+  CHECK(o[0] == 0 && o[1] == 7 && o[2] == 30 && o[3] == 39);
+  fclose(f);
+  /* what npy cannot hold, and where it cannot go */
+  snprintf(args, sizeof args, "%s --data " EWT " --size H=2 --limit 2 --format npy --out %s", sf, npy);
+  CHECK_EQ_INT(run(args), 1);
+  CHECK_CONTAINS(out, "--format npy writes f32 rows: main must return a tensor or a list of them");
+  snprintf(args, sizeof args, "%s --data " EWT " --size H=2 --format npy", sf);
+  CHECK_EQ_INT(run(args), 2);
+  CHECK_CONTAINS(out, "--format npy needs --out FILE");
+  snprintf(args, sizeof args, "%s --data " EWT " --size H=2 --format xml", sf);
+  CHECK_EQ_INT(run(args), 2);
+  CHECK_CONTAINS(out, "--format: expected text, jsonl or npy, got 'xml'");
+}

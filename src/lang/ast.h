@@ -34,6 +34,7 @@ typedef struct sh_texpr {
   int n;                   /* TENSOR: rank; TUPLE: arity */
   sh_expr **dims;          /* TENSOR: size expressions (INT, NAME, + - *) */
   struct sh_texpr **elems; /* TUPLE items; LIST: elems[0] */
+  sh_sym *elem_names;      /* TUPLE: names of the items, (h: f32[H], c: f32[H]); NULL or 0: none */
   sh_sym name;             /* NAME: an ADT */
 } sh_texpr;
 

@@ -117,10 +117,26 @@ sh_texpr *p_type(parser *p) {
   case SH_TK_LPAREN: {
     p_next(p);
     r = new_tx(p, SH_TX_TUPLE, t->span);
-    int cap = 0;
+    int cap = 0, name_cap = 0;
     bool comma = false;
     do {
       if (p_at(p, SH_TK_RPAREN)) break;
+      /* (name: T, ...): named parts (what outputs call them) */
+      sh_sym name = 0;
+      if (p_at(p, SH_TK_IDENT) && p->pos + 1 < p->n && p->t[p->pos + 1].kind == SH_TK_COLON) {
+        name = p_next(p)->v.sym;
+        p_next(p);
+      }
+      if ((name || r->elem_names) && name_cap <= r->n) {
+        int want = r->n + 8;
+        sh_sym *nn = p_alloc(p, (size_t)want * sizeof *nn);
+        if (!nn) break;
+        memset(nn, 0, (size_t)want * sizeof *nn);
+        if (r->elem_names) memcpy(nn, r->elem_names, (size_t)name_cap * sizeof *nn);
+        r->elem_names = nn;
+        name_cap = want;
+      }
+      if (name) r->elem_names[r->n] = name;
       if (!p_push(p, (void ***)&r->elems, &r->n, &cap, p_type(p))) break;
     } while (!p->panic && (comma = p_accept(p, SH_TK_COMMA)));
     p_expect_close(p, SH_TK_RPAREN, t->span);
