@@ -55,7 +55,11 @@ typedef struct sheaf_param {
   uint32_t model; /* the model's tag: catches a parameter from another model */
 } sheaf_param;
 
+#ifdef __cplusplus
+#define SHEAF_NO_PARAM (sheaf_param{0, 0})
+#else
 #define SHEAF_NO_PARAM ((sheaf_param){0, 0})
+#endif
 
 typedef enum sheaf_init {
   SHEAF_INIT_GLOROT = 0, /* uniform ±sqrt(6 / (fan_in + fan_out)) (vectors: ±sqrt(3 / n)) */
