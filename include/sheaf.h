@@ -245,6 +245,8 @@ sheaf_status sheaf_st_write(sheaf_ctx *ctx, const char *path, size_t n,
 
 /* The auto-batching runtime's define-by-run API (models, graphs, expressions). */
 #include "sheaf_graph.h"
+/* Models written in the model language, loaded and run from C. */
+#include "sheaf_program.h"
 
 /* ======================================== ragged tensors and encoder (CoRa) */
 /* (src/ragged/; docs/RAGGED.md has the representation and measured figures) */

@@ -1,0 +1,54 @@
+/*
+ * sheaf_program.h — models written in the model language (docs/LANGUAGE.md),
+ * loaded and run from C or C++ (included by sheaf.h; do not include it
+ * alone). The program is compiled and checked when loaded (errors are
+ * "FILE:LINE:COL: error: ..." in the context's last error), its parameters
+ * are loaded from safetensors or drawn from a seed, and runs go through a
+ * runner (whole batches in parallel on every thread):
+ *
+ *   sheaf_program_opts o = {0};
+ *   o.weights = "tagger.safetensors";
+ *   sheaf_program *p;
+ *   if (sheaf_program_load(ctx, "examples/bilstm.sf", &o, &p)) ... sheaf_ctx_last_error(ctx)
+ *   sheaf_program_run_words(p, n, words, lens);        // main(list[i32]) per sentence
+ *   sheaf_value_view v[64];
+ *   size_t k = sheaf_program_outputs(p, 0, 64, v);     // sentence 0's output tensors
+ *   sheaf_program_free(p);
+ */
+#ifndef SHEAF_PROGRAM_H
+#define SHEAF_PROGRAM_H
+
+typedef struct sheaf_program sheaf_program;
+
+typedef struct sheaf_program_opts {
+  const char *weights;            /* a safetensors file, or NULL: parameters drawn from seed */
+  uint64_t seed;
+  int64_t vocab;                  /* rows of the word tables: word ids 0..vocab-2, the last row
+                                     <unk> (ids outside are <unk>); 0: from the weights */
+  int n_sizes;                    /* sizes nothing else fixes: size_names[i] = size_values[i] */
+  const char *const *size_names;
+  const int64_t *size_values;
+  sheaf_runner_opts runner;       /* batch, threads, policy, parallel (zeros: defaults) */
+} sheaf_program_opts;
+
+/* opts may be NULL (seed 0, no sizes). */
+sheaf_status sheaf_program_load(sheaf_ctx *ctx, const char *path, const sheaf_program_opts *opts,
+                                sheaf_program **out);
+void sheaf_program_free(sheaf_program *p); /* NULL is fine */
+
+/* The parameters (to save them, or to read them). */
+sheaf_model *sheaf_program_model(sheaf_program *p);
+
+/* Runs main, which takes list[i32], on n sentences of word ids (sentence i:
+ * words[i][0 .. lens[i])), batched. Outputs of an earlier run are dropped.
+ * An error names the instance, as a runner does. */
+sheaf_status sheaf_program_run_words(sheaf_program *p, int64_t n, const int32_t *const *words,
+                                     const int64_t *lens);
+
+/* The output tensors of instance i of the last run, depth first (a tuple's
+ * parts and a list's elements in order): returns how many there are and
+ * fills out[0 .. min(that, max)). The views stay valid until the next run
+ * or sheaf_program_free. */
+size_t sheaf_program_outputs(const sheaf_program *p, int64_t i, size_t max, sheaf_value_view *out);
+
+#endif /* SHEAF_PROGRAM_H */

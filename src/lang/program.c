@@ -1,0 +1,212 @@
+/*
+ * program.c — the C API for models written in the language
+ * (include/sheaf_program.h): compile and bind once, then runs of main over
+ * instances through a runner, an interpreter per runner graph, with each
+ * instance's output tensors copied out as its batch finishes.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/file.h"
+#include "lang/interp.h"
+
+#define PROG_MAX_WORKERS 64
+
+typedef struct prog_worker {
+  sheaf_graph *g;
+  sh_interp *ip;
+} prog_worker;
+
+typedef struct prog_out {
+  size_t n;               /* tensors */
+  sheaf_value_view *views;
+  float *data;            /* their values, one block */
+} prog_out;
+
+struct sheaf_program {
+  sheaf_ctx *ctx;
+  char *src;
+  size_t len;
+  sh_module m;
+  bool have_m;
+  sheaf_model *model;
+  sh_lang_bind bind;
+  sheaf_runner *runner;
+  pthread_mutex_t mu; /* workers */
+  prog_worker w[PROG_MAX_WORKERS];
+  int nw;
+  /* the run */
+  int64_t n, batch;
+  const int32_t *const *words;
+  const int64_t *lens;
+  sh_value *res;
+  prog_out *out;
+};
+
+static void outs_free(sheaf_program *p) {
+  for (int64_t i = 0; p->out && i < p->n; i++) {
+    free(p->out[i].views);
+    free(p->out[i].data);
+  }
+  free(p->out);
+  free(p->res);
+  p->out = NULL;
+  p->res = NULL;
+  p->n = 0;
+}
+
+void sheaf_program_free(sheaf_program *p) {
+  if (!p) return;
+  outs_free(p);
+  for (int k = 0; k < p->nw; k++) sh_interp_free(p->w[k].ip);
+  sheaf_runner_free(p->runner);
+  sh_lang_bind_free(p->ctx, &p->bind);
+  sheaf_model_free(p->model);
+  if (p->have_m) sh_module_free(&p->m);
+  if (p->src) sh_free(p->ctx, p->src, p->len + 1);
+  pthread_mutex_destroy(&p->mu);
+  free(p);
+}
+
+sheaf_status sheaf_program_load(sheaf_ctx *ctx, const char *path, const sheaf_program_opts *opts,
+                                sheaf_program **out) {
+  if (!out) return ctx ? sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_program_load: out is NULL") : SHEAF_ERR_INVALID_ARG;
+  *out = NULL;
+  if (!ctx) return SHEAF_ERR_INVALID_ARG;
+  if (!path) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_program_load: path is NULL");
+  sheaf_program_opts none;
+  memset(&none, 0, sizeof none);
+  if (!opts) opts = &none;
+  if (opts->n_sizes < 0 || opts->n_sizes > SH_BIND_MAX_OVERRIDES ||
+      (opts->n_sizes && (!opts->size_names || !opts->size_values)))
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_program_load: %d sizes (0..%d, with names and values)",
+                   opts->n_sizes, SH_BIND_MAX_OVERRIDES);
+  sheaf_program *p = calloc(1, sizeof *p);
+  if (!p) return sh_fail(ctx, SHEAF_ERR_NOMEM, "sheaf_program_load: out of memory");
+  p->ctx = ctx;
+  pthread_mutex_init(&p->mu, NULL);
+  sheaf_status st = sh_file_read(ctx, path, &p->src, &p->len);
+  if (!st) p->have_m = true;
+  if (!st && (st = sh_lang_compile(&p->m, ctx, path, p->src, p->len)) != SHEAF_OK) {
+    sh_buf b; /* the diagnostics, as sheaf check prints them */
+    sh_buf_init(&b, ctx);
+    sh_diags_render(&p->m.diags, &b);
+    st = sh_fail(ctx, SHEAF_ERR_PARSE, "%.*s", b.data ? (int)b.len : 0, b.data ? (const char *)b.data : "");
+    sh_buf_free(&b);
+  }
+  sh_lang_bind_opts bo;
+  memset(&bo, 0, sizeof bo);
+  bo.weights = opts->weights;
+  bo.seed = opts->seed;
+  bo.vocab = opts->vocab;
+  bo.n_overrides = opts->n_sizes;
+  for (int i = 0; i < opts->n_sizes; i++) {
+    bo.override_name[i] = opts->size_names[i];
+    bo.override_value[i] = opts->size_values[i];
+  }
+  if (!st) st = sheaf_model_create(ctx, &p->model);
+  if (!st) st = sh_lang_bind_model(&p->m, p->model, &bo, &p->bind);
+  if (!st) st = sheaf_runner_create(p->model, &opts->runner, &p->runner);
+  if (st) {
+    sheaf_program_free(p);
+    return st;
+  }
+  p->batch = opts->runner.batch > 0 ? opts->runner.batch : 64;
+  *out = p;
+  return SHEAF_OK;
+}
+
+sheaf_model *sheaf_program_model(sheaf_program *p) { return p ? p->model : NULL; }
+
+static prog_worker *worker_of(sheaf_program *p, sheaf_graph *g) {
+  pthread_mutex_lock(&p->mu);
+  prog_worker *w = NULL;
+  for (int k = 0; k < p->nw && !w; k++)
+    if (p->w[k].g == g) w = &p->w[k];
+  if (!w && p->nw < PROG_MAX_WORKERS && sh_interp_create(&p->m, &p->bind, &p->w[p->nw].ip) == SHEAF_OK) {
+    w = &p->w[p->nw++];
+    w->g = g;
+  }
+  pthread_mutex_unlock(&p->mu);
+  return w;
+}
+
+static sheaf_status build(sheaf_graph *g, int64_t i, void *user) {
+  sheaf_program *p = user;
+  prog_worker *w = worker_of(p, g);
+  if (!w) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: an interpreter");
+  if (p->lens[i] < 0 || p->lens[i] > INT32_MAX || (p->lens[i] && !p->words[i]))
+    return sheaf_graph_fail(g, SHEAF_ERR_INVALID_ARG, "sentence %lld: %lld words%s", (long long)i,
+                            (long long)p->lens[i], p->lens[i] > 0 ? " but no array" : "");
+  int32_t unk = (int32_t)(p->bind.vocab > 0 ? p->bind.vocab - 1 : 0), n = (int32_t)p->lens[i];
+  int32_t *ids = n ? malloc((size_t)n * sizeof *ids) : NULL;
+  if (n && !ids) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: sentence %lld", (long long)i);
+  for (int32_t k = 0; k < n; k++) {
+    int32_t x = p->words[i][k];
+    ids[k] = x >= 0 && x < unk ? x : unk;
+  }
+  sh_value in;
+  sheaf_status st = sh_interp_ints(w->ip, ids, n, &in);
+  free(ids);
+  if (!st) st = sh_interp_main(w->ip, g, in, &p->res[i]);
+  return st;
+}
+
+static sheaf_status read(sheaf_graph *g, int64_t i, void *user) {
+  sheaf_program *p = user;
+  prog_worker *w = worker_of(p, g);
+  if (!w) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: an interpreter");
+  size_t n = sh_value_tensors(p->res[i], NULL, 0), total = 0;
+  sheaf_expr *ex = malloc((n + 1) * sizeof *ex);
+  prog_out *o = &p->out[i];
+  o->views = calloc(n + 1, sizeof *o->views);
+  sheaf_status st = ex && o->views ? SHEAF_OK : SHEAF_ERR_NOMEM;
+  if (!st) sh_value_tensors(p->res[i], ex, n);
+  for (size_t k = 0; k < n && !st; k++) {
+    st = sheaf_value(g, ex[k], &o->views[k]);
+    total += (size_t)(o->views[k].rank == 2 ? o->views[k].shape[0] * o->views[k].shape[1] : o->views[k].shape[0]);
+  }
+  if (!st && !(o->data = malloc((total + 1) * sizeof *o->data))) st = SHEAF_ERR_NOMEM;
+  for (size_t k = 0, at = 0; k < n && !st; k++) { /* copied: the graph is reset for the next batch */
+    sheaf_value_view *v = &o->views[k];
+    size_t c = (size_t)(v->rank == 2 ? v->shape[0] * v->shape[1] : v->shape[0]);
+    memcpy(o->data + at, v->data, c * sizeof *o->data);
+    v->data = o->data + at;
+    at += c;
+  }
+  o->n = n;
+  free(ex);
+  if ((i + 1) % p->batch == 0 || i + 1 == p->n) sh_interp_reset(w->ip);
+  if (st == SHEAF_ERR_NOMEM) return sheaf_graph_fail(g, st, "out of memory: the outputs of instance %lld", (long long)i);
+  return st;
+}
+
+sheaf_status sheaf_program_run_words(sheaf_program *p, int64_t n, const int32_t *const *words,
+                                     const int64_t *lens) {
+  if (!p) return SHEAF_ERR_INVALID_ARG;
+  outs_free(p);
+  if (n < 0 || (n > 0 && (!words || !lens)))
+    return sh_fail(p->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_program_run_words: %lld sentences%s", (long long)n,
+                   n > 0 ? " but words or lens is NULL" : "");
+  const sh_type *t = p->m.main->param_types[0]; /* checked: main has one parameter */
+  if (!(t->kind == SH_TY_LIST && t->elems[0]->kind == SH_TY_I32))
+    return sh_fail(p->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_program_run_words: main does not take list[i32]");
+  p->res = calloc((size_t)n + 1, sizeof *p->res);
+  p->out = calloc((size_t)n + 1, sizeof *p->out);
+  if (!p->res || !p->out) {
+    outs_free(p);
+    return sh_fail(p->ctx, SHEAF_ERR_NOMEM, "sheaf_program_run_words: out of memory (%lld sentences)", (long long)n);
+  }
+  p->n = n;
+  p->words = words;
+  p->lens = lens;
+  return sheaf_runner_run(p->runner, 0, n, build, read, p);
+}
+
+size_t sheaf_program_outputs(const sheaf_program *p, int64_t i, size_t max, sheaf_value_view *out) {
+  if (!p || i < 0 || i >= p->n || !p->out) return 0;
+  const prog_out *o = &p->out[i];
+  for (size_t k = 0; k < o->n && k < max && out; k++) out[k] = o->views[k];
+  return o->n;
+}
