@@ -41,29 +41,12 @@ import argparse
 import json
 import os
 import re
-import struct
 import sys
 
 import torch
 
-
-def _write(path, tensors, meta):
-    header, blobs, off = {}, [], 0
-    for name, t in tensors.items():
-        raw = t.detach().to(torch.float32).contiguous().cpu().numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    header["__metadata__"] = {k: str(v) for k, v in meta.items()}
-    h = json.dumps(header, separators=(",", ":")).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
-    os.replace(tmp, path)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from export_encoder import _write  # noqa: E402  (one safetensors writer for both scripts)
 
 
 def sf_params(path):

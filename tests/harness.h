@@ -122,6 +122,12 @@ bool th_value_close_at(const char *file, int line, sheaf_graph *g, sheaf_expr e,
 #define REQUIRE_OK(ctx, expr) do { if (!CHECK_OK(ctx, expr)) return; } while (0)
 #define REQUIRE_EQ_INT(a, b) do { if (!CHECK_EQ_INT(a, b)) return; } while (0)
 
+/* Two output files of `sheaf run` (lines of `keys` leading integers, then
+ * numbers): the largest |a - b| / max(1, |a|) over every number; *lines
+ * counts the lines, *agree (may be NULL) those whose largest number is at
+ * the same place. -1 when the files differ in lines, keys or numbers. */
+double th_compare_outputs(const char *a, const char *b, int keys, long *lines, long *agree);
+
 /* A context for a test: 2 threads, the leak-checking allocator below. Freed
  * (and checked for leaks) when the test ends. */
 sheaf_ctx *th_ctx(void);

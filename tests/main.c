@@ -80,6 +80,44 @@ bool th_value_close_at(const char *file, int line, sheaf_graph *g, sheaf_expr e,
   return true;
 }
 
+double th_compare_outputs(const char *a, const char *b, int keys, long *lines, long *agree) {
+  FILE *fa = fopen(a, "r"), *fb = fopen(b, "r");
+  double worst = fa && fb ? 0 : -1;
+  static char la[1 << 16], lb[1 << 16];
+  *lines = 0;
+  if (agree) *agree = 0;
+  while (worst >= 0) {
+    char *ra = fgets(la, sizeof la, fa), *rb = fgets(lb, sizeof lb, fb);
+    if (!ra || !rb) {
+      if (ra || rb) worst = -1;
+      break;
+    }
+    ++*lines;
+    char *pa = la, *pb = lb;
+    for (int k = 0; k < keys; k++)
+      if (strtol(pa, &pa, 10) != strtol(pb, &pb, 10)) worst = -1;
+    double ma = -INFINITY, mb = -INFINITY;
+    int ia = -1, ib = -1;
+    for (int j = 0;; j++) {
+      char *ea, *eb;
+      double x = strtod(pa, &ea), y = strtod(pb, &eb);
+      if (ea == pa || eb == pb) {
+        if ((ea == pa) != (eb == pb)) worst = -1;
+        break;
+      }
+      pa = ea, pb = eb;
+      double e = fabs(x - y) / (fabs(x) > 1 ? fabs(x) : 1);
+      if (worst >= 0 && !(e <= worst)) worst = e;
+      if (x > ma) ma = x, ia = j;
+      if (y > mb) mb = y, ib = j;
+    }
+    if (agree) *agree += ia == ib;
+  }
+  if (fa) fclose(fa);
+  if (fb) fclose(fb);
+  return worst;
+}
+
 /* ---- leak-checking, fault-injecting allocator ---- */
 
 typedef struct blk { void *p; size_t size; } blk;

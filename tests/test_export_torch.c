@@ -17,44 +17,6 @@
 #define EWT "data/ud_english_ewt/en_ewt-ud-test.conllu"
 #define N_SENT "60"
 
-/* Max rel err over lines that must share `keys` leading integers; *agree
- * counts lines with the same argmax. -1 on a mismatch of lines or keys. */
-static double compare(const char *a, const char *b, int keys, long *lines, long *agree) {
-  FILE *fa = fopen(a, "r"), *fb = fopen(b, "r");
-  double worst = fa && fb ? 0 : -1;
-  static char la[1 << 16], lb[1 << 16];
-  *lines = *agree = 0;
-  while (worst >= 0) {
-    char *ra = fgets(la, sizeof la, fa), *rb = fgets(lb, sizeof lb, fb);
-    if (!ra || !rb) {
-      if (ra || rb) worst = -1;
-      break;
-    }
-    ++*lines;
-    char *pa = la, *pb = lb;
-    for (int k = 0; k < keys; k++)
-      if (strtol(pa, &pa, 10) != strtol(pb, &pb, 10)) worst = -1;
-    double ma = -INFINITY, mb = -INFINITY;
-    int ia = -1, ib = -1;
-    for (int j = 0;; j++) {
-      char *ea, *eb;
-      double x = strtod(pa, &ea), y = strtod(pb, &eb);
-      if (ea == pa || eb == pb) {
-        if ((ea == pa) != (eb == pb)) worst = -1;
-        break;
-      }
-      pa = ea, pb = eb;
-      double e = fabs(x - y) / (fabs(x) > 1 ? fabs(x) : 1);
-      if (worst >= 0 && !(e <= worst)) worst = e;
-      if (x > ma) ma = x, ia = j;
-      if (y > mb) mb = y, ib = j;
-    }
-    *agree += ia == ib;
-  }
-  if (fa) fclose(fa);
-  if (fb) fclose(fb);
-  return worst;
-}
 
 TEST(export_torch_models_match_pytorch) {
   static char out[1 << 14];
@@ -86,7 +48,7 @@ TEST(export_torch_models_match_pytorch) {
     snprintf(a, sizeof a, "%s/%s.expected", dir, models[k].name);
     snprintf(b, sizeof b, "%s/%s.got", dir, models[k].name);
     long lines, agree;
-    double e = compare(a, b, models[k].keys, &lines, &agree);
+    double e = th_compare_outputs(a, b, models[k].keys, &lines, &agree);
     if (!CHECK(e >= 0 && e <= 1e-4) || !CHECK(lines > 0 && agree == lines) ||
         !CHECK(models[k].lines == 0 || lines == models[k].lines))
       fprintf(stderr, "%s: max rel err %g, %ld of %ld lines with the same argmax\n", models[k].name, e, agree,

@@ -35,39 +35,6 @@ static const example k_examples[] = {
     {"chartagger", "--size E=12 --size H=16 --size T=17", 2},
 };
 
-/* Max over elements of |a - b| / max(1, |a|) between two output files, or
- * -1 when their lines, keys or value counts differ. */
-static double compare(const char *a, const char *b, int keys, long *lines) {
-  FILE *fa = fopen(a, "r"), *fb = fopen(b, "r");
-  double worst = fa && fb ? 0 : -1;
-  static char la[1 << 16], lb[1 << 16];
-  *lines = 0;
-  while (worst >= 0) {
-    char *ra = fgets(la, sizeof la, fa), *rb = fgets(lb, sizeof lb, fb);
-    if (!ra || !rb) {
-      if (ra || rb) worst = -1;
-      break;
-    }
-    ++*lines;
-    char *pa = la, *pb = lb;
-    for (int k = 0; k < keys; k++)
-      if (strtol(pa, &pa, 10) != strtol(pb, &pb, 10)) worst = -1;
-    for (;;) {
-      char *ea, *eb;
-      double x = strtod(pa, &ea), y = strtod(pb, &eb);
-      if (ea == pa || eb == pb) {
-        if ((ea == pa) != (eb == pb)) worst = -1;
-        break;
-      }
-      pa = ea, pb = eb;
-      double e = fabs(x - y) / (fabs(x) > 1 ? fabs(x) : 1);
-      if (worst >= 0 && !(e <= worst)) worst = e;
-    }
-  }
-  if (fa) fclose(fa);
-  if (fb) fclose(fb);
-  return worst;
-}
 
 TEST(lang_examples_every_policy_same_outputs) {
   if (!th_sheaf_bin()) return;
@@ -92,7 +59,7 @@ TEST(lang_examples_every_policy_same_outputs) {
           continue;
         }
         long lines;
-        double e = compare(ref, got, x->keys, &lines);
+        double e = th_compare_outputs(ref, got, x->keys, &lines, NULL);
         if (!CHECK(e >= 0 && e <= 1e-5) || !CHECK(lines >= 300))
           fprintf(stderr, "%s, policy %s, %d threads: max rel err %g over %ld lines\n", x->name, pols[p],
                   t, e, lines);
