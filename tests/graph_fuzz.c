@@ -51,6 +51,11 @@ enum {
   GF_TABLE_ROWS = 5,
 };
 #define GF_MAG_CAP 16.0f /* no value larger than this in magnitude */
+/* No value whose configurations may differ by more than this (err, below):
+ * a step that would make one (a cancelling sum, then scaled) is not taken,
+ * so any difference beyond the 1e-5 check is a bug, never rounding. */
+#define GF_ERR_CAP 2e-6f
+#define GF_EPS 6e-8f /* half an ulp at 1 */
 
 static int width_index(int c) {
   for (int i = 0; i < NW; i++)
@@ -96,6 +101,8 @@ typedef struct gf_val {
   int16_t rows, cols;
   float mag, lo;
   bool exact;
+  float err; /* bound on how far two configurations' values may lie apart: rounding in a
+                different order (a batched GEMM, another vector tanh) propagated */
 } gf_val;
 
 static bool exact_op(int op);
@@ -137,7 +144,7 @@ struct gf_world {
   sheaf_ctx *ctx;
   sheaf_model *m;
   sheaf_param W[NW][NW], bias[NW], table[NW], lstm_W[NW][NH], lstm_b[NH];
-  float W_mag[NW][NW], bias_mag[NW], table_mag[NW];
+  float W_mag[NW][NW], bias_mag[NW], table_mag[NW], lstm_mag[NW][NH];
   sheaf_graph *g[NCONF];
   sheaf_expr v[NCONF][GF_MAX_INST][GF_MAX_VALS];
   gf_prog prog;
@@ -172,6 +179,7 @@ sheaf_status gf_world_create(sheaf_ctx *ctx, gf_world **out) {
       snprintf(name, sizeof name, "lstm%dx%d", k_widths[i], k_hidden[h]);
       st = sheaf_model_param(w->m, name, 2, (int64_t[]){k_widths[i], 4 * k_hidden[h]},
                              SHEAF_INIT_GLOROT, &w->lstm_W[i][h]);
+      if (!st) w->lstm_mag[i][h] = max_abs(w->m, w->lstm_W[i][h]);
     }
     snprintf(name, sizeof name, "b%d", k_widths[i]);
     if (!st) st = sheaf_model_param(w->m, name, 1, (int64_t[]){k_widths[i]}, SHEAF_INIT_GLOROT, &w->bias[i]);
@@ -250,7 +258,7 @@ static int new_val(gen *G, gf_step *s, int rank, int rows, int cols, float mag, 
   unsigned k = G->p->n_vals++;
   bool exact = exact_op(s->op);
   for (unsigned i = 0; i < s->n_in; i++) exact = exact && G->p->vals[s->in[i]].exact;
-  G->p->vals[k] = (gf_val){(uint8_t)rank, (int16_t)(rank == 2 ? rows : 1), (int16_t)cols, mag, lo, exact};
+  G->p->vals[k] = (gf_val){(uint8_t)rank, (int16_t)(rank == 2 ? rows : 1), (int16_t)cols, mag, lo, exact, 0};
   s->out = (uint16_t)k;
   return (int)k;
 }
@@ -294,6 +302,65 @@ static int any_value(gen *G) {
   return v >= 0 ? v : make_input(G, 1, 1, k_widths[pick(G->src, NW)], false);
 }
 
+/* The err of step s's output (see gf_val): the inputs' errors through the
+ * op's slope, plus the op's own rounding (a few ulps of its largest terms). */
+static float step_err(const gf_world *w, const gf_prog *p, const gf_step *s, const gf_val *o) {
+  const gf_val *x = s->n_in ? &p->vals[s->in[0]] : NULL, *y = s->n_in > 1 ? &p->vals[s->in[1]] : NULL;
+  float e = 0, m = o->mag, r = 4 * GF_EPS * m; /* own rounding of a vector-math op */
+  for (unsigned i = 0; i < s->n_in; i++) e = fmaxf(e, p->vals[s->in[i]].err);
+  switch ((gf_op)s->op) {
+  case GF_INPUT: case GF_ZEROS: case GF_PARAM: case GF_LOOKUP: return 0;
+  case GF_CONCAT: case GF_SLICE: case GF_RESHAPE: case GF_STACK: case GF_TRANSPOSE: case GF_ROW:
+  case GF_PICK: case GF_MINIMUM: case GF_MAXIMUM: case GF_WHERE: case GF_RELU: case GF_ABS: case GF_MAX:
+    return e;
+  case GF_GT: case GF_GE: case GF_EQ: case GF_NE: return 0; /* of exact values */
+  case GF_ADD: case GF_SUB: return x->err + y->err + GF_EPS * m;
+  case GF_MUL: return x->err * y->mag + y->err * x->mag + GF_EPS * m;
+  case GF_DIV: return (x->err + m * y->err) / y->lo + GF_EPS * m;
+  case GF_POW: {
+    float l = fmaxf(fabsf(logf(x->lo)), fabsf(logf(x->mag)));
+    return x->err * y->mag * m / x->lo + y->err * l * m + r;
+  }
+  case GF_SUM_N: {
+    float t = 0;
+    for (unsigned i = 0; i < s->n_in; i++) t += p->vals[s->in[i]].err;
+    return t + (float)s->n_in * GF_EPS * m;
+  }
+  case GF_SCALE: return fabsf(s->f) * e + GF_EPS * m;
+  case GF_TANH: case GF_SOFTPLUS: return e + r;
+  case GF_SIGMOID: return 0.25f * e + r;
+  case GF_GELU: case GF_ERF: return 1.13f * e + r;
+  case GF_EXP: return m * e + r;
+  case GF_LOG: return e / x->lo + r;
+  case GF_SQRT: return 0.5f * e / sqrtf(x->lo) + r;
+  case GF_RSQRT: return 0.5f * e / (x->lo * sqrtf(x->lo)) + r;
+  case GF_SUM: return (float)x->cols * (e + 3 * GF_EPS * x->mag);
+  case GF_MEAN: return e + 3 * GF_EPS * x->mag;
+  case GF_SOFTMAX: return 2 * e + r;
+  case GF_LOG_SOFTMAX: return 2 * e + 4 * GF_EPS * x->mag + r;
+  case GF_LAYER_NORM: {
+    const gf_val *g = &p->vals[s->in[1]];
+    return 2 * (x->err + GF_EPS * x->mag * (float)x->cols) / sqrtf(s->f) * g->mag + e + r;
+  }
+  case GF_AFFINE: case GF_MATMUL: case GF_LSTM: {
+    /* a dot product in another order: a few ulps of the sum of |terms| */
+    float terms = 0, prop = 0;
+    for (unsigned i = 0; i < s->n_in && (s->op != GF_LSTM || i == 0); i++) {
+      const gf_val *v = &p->vals[s->in[i]];
+      int wi = width_index(v->cols);
+      float wm = s->op == GF_LSTM ? w->lstm_mag[s->a][s->b] : wi >= 0 ? w->W_mag[wi][s->a] : 1.25f;
+      terms += (float)v->cols * v->mag * wm;
+      prop += (float)v->cols * v->err * wm;
+    }
+    if (s->op == GF_MATMUL) terms = (float)x->cols * x->mag * y->mag, prop = (float)x->cols * (x->err * y->mag + y->err * x->mag);
+    float d = prop + 2 * GF_EPS * terms;
+    if (s->op == GF_LSTM) return 2 * d + (s->n_in > 1 ? y->err : 0) + r;
+    return d + GF_EPS * m;
+  }
+  default: return e;
+  }
+}
+
 /* Generates one step (and the inputs it needs); false when out of room. */
 static bool gen_step(gen *G) {
   if (!room(G, 8, 12)) return false;
@@ -314,7 +381,7 @@ static bool gen_step(gen *G) {
   int op = 0;
   while (r >= weights[op]) r -= weights[op++];
 
-  unsigned first_step = p->n_steps;
+  unsigned first_step = p->n_steps, first_val = p->n_vals;
   gf_step *s = NULL;
   int out = -1;
   switch (op) {
@@ -716,7 +783,21 @@ static bool gen_step(gen *G) {
     s->a = (int16_t)pick(G->src, 3);
     break;
   }
-  (void)first_step;
+  /* every value this step made (its inputs too) within the error cap, else undone */
+  for (unsigned si = first_step; si < p->n_steps; si++) {
+    const gf_step *t = &p->steps[si];
+    if (t->op == GF_READ || t->op == GF_PHASE) continue;
+    int n_out = t->op == GF_LSTM ? 2 : 1;
+    for (int k = 0; k < n_out; k++) {
+      gf_val *v = &p->vals[t->out + k];
+      v->err = step_err(G->w, p, t, v);
+      if (!(v->err <= GF_ERR_CAP)) {
+        p->n_steps = first_step;
+        p->n_vals = first_val;
+        return true;
+      }
+    }
+  }
   /* sometimes only for some instances: the others take an earlier value of the same shape */
   if (out >= 0 && p->n_inst > 1 && pick(G->src, 5) == 0) {
     const gf_val *o = &p->vals[out];
@@ -734,6 +815,7 @@ static bool gen_step(gen *G) {
         v->mag = fmaxf(v->mag, p->vals[alt].mag);
         v->lo = fminf(v->lo, p->vals[alt].lo);
         v->exact = v->exact && p->vals[alt].exact;
+        v->err = fmaxf(v->err, p->vals[alt].err);
       }
     }
   }
