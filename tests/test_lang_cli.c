@@ -402,3 +402,20 @@ TEST(lang_cli_output_formats) {
   CHECK_EQ_INT(run(args), 2);
   CHECK_CONTAINS(out, "--format: expected text, jsonl or npy, got 'xml'");
 }
+
+/* A row of a computed matrix outside it stops the run at the source
+ * position, like a list index. */
+TEST(lang_cli_matrix_row_out_of_range) {
+  if (!th_sheaf_bin()) return;
+  static const char src[] = "param emb: f32[V, H]\n"
+                            "fn main(ws: list[i32]) -> f32[H] {\n"
+                            "  let m = stack(for w in ws { emb[w] });\n"
+                            "  m[len(ws)]\n"
+                            "}\n";
+  const char *sf = th_write_tmp("rowoob.sf", src, sizeof src - 1);
+  REQUIRE(sf);
+  char args[1024];
+  snprintf(args, sizeof args, "%s --data " EWT " --size H=2 --limit 2", sf);
+  CHECK_EQ_INT(run(args), 1);
+  CHECK_CONTAINS(out, "rowoob.sf:4:3: error: row 7 is out of range for a matrix of 7 rows");
+}
