@@ -632,6 +632,7 @@ static bool gen_step(gen *G) {
     int a = any_value(G);
     gf_val x = p->vals[a];
     int n = x.rows * x.cols, divs[16], nd = 0;
+    if (n > 1024) return true; /* shapes stay small (and within int16) */
     for (int d = 1; d <= n && nd < 16; d++)
       if (n % d == 0) divs[nd++] = d;
     s = new_step(G, GF_RESHAPE);
