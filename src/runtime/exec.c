@@ -153,56 +153,30 @@ static void run_rows(sheaf_graph *g, rowjob *j) {
 
 /* ------------------------------------------------- stack, transpose, LN */
 
-/* Each node's rows are its inputs' one row each, into one block. */
-static sheaf_status exec_stack(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m) {
+/* stack, transpose and row: each node's value is a copy of its inputs'
+ * values (stack: one row each; row: row aux of a matrix), into one block. */
+static sheaf_status exec_copy(sheaf_graph *g, int op, const uint32_t *ids, uint32_t n, int64_t m) {
   int64_t cols = g->nodes[ids[0]].cols;
   float *out = sh_exec_out_block(g, ids, n, m, cols);
   if (!out) return SHEAF_ERR_NOMEM;
   uint64_t t0 = sheaf_time_ns();
   for (uint32_t i = 0; i < n; i++) {
-    const sh_node *nd = &g->nodes[ids[i]];
-    for (uint32_t k = 0; k < nd->n_in; k++) {
-      const float *v = sh_graph_val(g, g->ins[nd->in + k]);
+    for (uint32_t k = 0; k < g->nodes[ids[i]].n_in; k++) {
+      uint32_t x = g->ins[g->nodes[ids[i]].in + k];
+      const float *v = sh_graph_val(g, x);
       if (!v) return g->status ? g->status : SHEAF_ERR_INTERNAL;
-      nd = &g->nodes[ids[i]];
-      memcpy(nd->val + (int64_t)k * cols, v, (size_t)cols * sizeof(float));
+      const sh_node *nd = &g->nodes[ids[i]], *xn = &g->nodes[x];
+      if (op == SH_OP_STACK)
+        memcpy(nd->val + (int64_t)k * cols, v, (size_t)cols * sizeof(float));
+      else if (op == SH_OP_ROW)
+        memcpy(nd->val, v + (int64_t)nd->aux * xn->ld, (size_t)cols * sizeof(float));
+      else /* transpose */
+        for (int32_t r = 0; r < xn->rows; r++)
+          for (int32_t c = 0; c < xn->cols; c++) nd->val[(int64_t)c * cols + r] = v[(int64_t)r * xn->ld + c];
     }
   }
   g->stats.bytes_copied += (uint64_t)m * (uint64_t)cols * sizeof(float);
   g->stats.ns_kernels += sheaf_time_ns() - t0;
-  return SHEAF_OK;
-}
-
-static sheaf_status exec_transpose(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m) {
-  int64_t cols = g->nodes[ids[0]].cols;
-  float *out = sh_exec_out_block(g, ids, n, m, cols);
-  if (!out) return SHEAF_ERR_NOMEM;
-  uint64_t t0 = sheaf_time_ns();
-  for (uint32_t i = 0; i < n; i++) {
-    uint32_t x = g->ins[g->nodes[ids[i]].in];
-    const float *v = sh_graph_val(g, x);
-    if (!v) return g->status ? g->status : SHEAF_ERR_INTERNAL;
-    const sh_node *nd = &g->nodes[ids[i]], *xn = &g->nodes[x];
-    for (int32_t r = 0; r < xn->rows; r++)
-      for (int32_t c = 0; c < xn->cols; c++) nd->val[(int64_t)c * cols + r] = v[(int64_t)r * xn->ld + c];
-  }
-  g->stats.bytes_copied += (uint64_t)m * (uint64_t)cols * sizeof(float);
-  g->stats.ns_kernels += sheaf_time_ns() - t0;
-  return SHEAF_OK;
-}
-
-static sheaf_status exec_row(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m) {
-  int64_t cols = g->nodes[ids[0]].cols;
-  float *out = sh_exec_out_block(g, ids, n, m, cols);
-  if (!out) return SHEAF_ERR_NOMEM;
-  for (uint32_t i = 0; i < n; i++) {
-    uint32_t x = g->ins[g->nodes[ids[i]].in];
-    const float *v = sh_graph_val(g, x);
-    if (!v) return g->status ? g->status : SHEAF_ERR_INTERNAL;
-    const sh_node *nd = &g->nodes[ids[i]];
-    memcpy(nd->val, v + (int64_t)nd->aux * g->nodes[x].ld, (size_t)cols * sizeof(float));
-  }
-  g->stats.bytes_copied += (uint64_t)m * (uint64_t)cols * sizeof(float);
   return SHEAF_OK;
 }
 
@@ -244,9 +218,9 @@ static sheaf_status exec_layer_norm(sheaf_graph *g, const uint32_t *ids, uint32_
 
 static sheaf_status exec_rows(sheaf_graph *g, int op, const uint32_t *ids, uint32_t n, int64_t m) {
   switch (op) {
-  case SH_OP_STACK: return exec_stack(g, ids, n, m);
-  case SH_OP_TRANSPOSE: return exec_transpose(g, ids, n, m);
-  case SH_OP_ROW: return exec_row(g, ids, n, m);
+  case SH_OP_STACK:
+  case SH_OP_TRANSPOSE:
+  case SH_OP_ROW: return exec_copy(g, op, ids, n, m);
   case SH_OP_LAYER_NORM: return exec_layer_norm(g, ids, n, m);
   default: break;
   }

@@ -220,6 +220,17 @@ sheaf_expr sheaf_layer_norm(sheaf_graph *g, sheaf_expr x, sheaf_expr gamma, shea
 
 /* ----------------------------------------------------------------- shape */
 
+/* The node ids of xs (checked handles): buf when they fit, else scratch. */
+static uint32_t *node_ids(sheaf_graph *g, const char *op, int nx, const sheaf_expr *xs, uint32_t buf[16]) {
+  uint32_t *ids = nx > 16 ? sh_arena_alloc(&g->scratch, (size_t)nx * sizeof *ids) : buf;
+  if (!ids) {
+    sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", op);
+    return NULL;
+  }
+  for (int i = 0; i < nx; i++) ids[i] = xs[i].node;
+  return ids;
+}
+
 sheaf_expr sheaf_stack(sheaf_graph *g, int nx, const sheaf_expr *xs) {
   static const char op[] = "sheaf_stack";
   if (!sh_build_enter(g)) return SH_NULL_EXPR;
@@ -241,12 +252,8 @@ sheaf_expr sheaf_stack(sheaf_graph *g, int nx, const sheaf_expr *xs) {
       return SH_NULL_EXPR;
     }
   }
-  uint32_t buf[16], *ids = buf;
-  if (nx > 16 && !(ids = sh_arena_alloc(&g->scratch, (size_t)nx * sizeof *ids))) {
-    sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", op);
-    return SH_NULL_EXPR;
-  }
-  for (int i = 0; i < nx; i++) ids[i] = xs[i].node;
+  uint32_t buf[16], *ids = node_ids(g, op, nx, xs, buf);
+  if (!ids) return SH_NULL_EXPR;
   uint32_t id = sh_node_new(g, SH_OP_STACK, ids, nx);
   if (id == SH_NONE) return SH_NULL_EXPR;
   sh_node *n = &g->nodes[id];
@@ -297,7 +304,6 @@ sheaf_expr sheaf_transpose(sheaf_graph *g, sheaf_expr x) {
   return sh_build_finish(g, id);
 }
 
-
 sheaf_expr sheaf_concat(sheaf_graph *g, int nx, const sheaf_expr *xs) {
   static const char op[] = "sheaf_concat";
   if (!sh_build_enter(g)) return SH_NULL_EXPR;
@@ -322,15 +328,8 @@ sheaf_expr sheaf_concat(sheaf_graph *g, int nx, const sheaf_expr *xs) {
     return SH_NULL_EXPR;
   }
   if (nx == 1) return xs[0];
-  uint32_t buf[16], *ids = buf;
-  if (nx > 16) {
-    ids = sh_arena_alloc(&g->scratch, (size_t)nx * sizeof *ids);
-    if (!ids) {
-      sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", op);
-      return SH_NULL_EXPR;
-    }
-  }
-  for (int i = 0; i < nx; i++) ids[i] = xs[i].node;
+  uint32_t buf[16], *ids = node_ids(g, op, nx, xs, buf);
+  if (!ids) return SH_NULL_EXPR;
   uint32_t id = sh_node_new(g, SH_OP_CONCAT, ids, nx);
   if (id == SH_NONE) return SH_NULL_EXPR;
   sh_node *n = &g->nodes[id];
