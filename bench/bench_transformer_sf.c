@@ -20,6 +20,7 @@
 #include "base/file.h"
 #include "bench_util.h"
 #include "lang/interp.h"
+#include "transformer_weights.h"
 
 #define EWT_TEST "data/ud_english_ewt/en_ewt-ud-test.conllu"
 #define MODEL_SF "examples/transformer.sf"
@@ -44,69 +45,6 @@ typedef struct bench {
   sh_value *res;
   float *sf_out;
 } bench;
-
-static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
-static float frand(void) {
-  g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
-  return (float)((double)(g_rng >> 40) / (double)(1ull << 23) - 1.0);
-}
-static float *rnd(int64_t n, float center, float scale) {
-  float *p = malloc((size_t)n * sizeof *p);
-  for (int64_t i = 0; p && i < n; i++) p[i] = center + scale * frand();
-  return p;
-}
-static float *transposed(const float *src, int64_t row0, int64_t out, int64_t in) {
-  float *t = malloc((size_t)(in * out) * sizeof *t);
-  for (int64_t o = 0; o < out; o++)
-    for (int64_t i = 0; i < in; i++) t[i * out + o] = src[(row0 + o) * in + i];
-  return t;
-}
-
-static sheaf_status write_st(sheaf_ctx *ctx, const char *path, int n, const char *const *names,
-                             float *const *data, const int64_t (*shapes)[2], const char *const *meta,
-                             size_t n_meta) {
-  sheaf_tensor *ts[32];
-  sheaf_status st = SHEAF_OK;
-  int k = 0;
-  for (; k < n && !st; k++)
-    st = sheaf_tensor_wrap(ctx, SHEAF_F32, shapes[k][1] ? 2 : 1, shapes[k], NULL, data[k], NULL, NULL, &ts[k]);
-  if (!st) st = sheaf_st_write(ctx, path, (size_t)n, names, (const sheaf_tensor *const *)ts, n_meta, meta);
-  for (int i = 0; i < k; i++) sheaf_tensor_free(ts[i]);
-  return st;
-}
-
-/* Random weights written twice: PyTorch's encoder layout, and the model's. */
-static sheaf_status make_weights(bench *b, const char *enc_path, const char *sf_path) {
-  int64_t D = b->D, F = b->F, V = b->d.vocab;
-  float s = 1.0f / sqrtf((float)D);
-  float *in_w = rnd(3 * D * D, 0, s), *in_b = rnd(3 * D, 0, 0.1f), *out_w = rnd(D * D, 0, s);
-  float *out_b = rnd(D, 0, 0.1f), *l1_w = rnd(F * D, 0, s), *l1_b = rnd(F, 0, 0.1f);
-  float *l2_w = rnd(D * F, 0, 1.0f / sqrtf((float)F)), *l2_b = rnd(D, 0, 0.1f);
-  float *n1_w = rnd(D, 1, 0.2f), *n1_b = rnd(D, 0, 0.1f), *n2_w = rnd(D, 1, 0.2f), *n2_b = rnd(D, 0, 0.1f);
-  b->emb = rnd(V * D, 0, 1.0f);
-  const char *enames[] = {"layers.0.self_attn.in_proj_weight", "layers.0.self_attn.in_proj_bias",
-                          "layers.0.self_attn.out_proj.weight", "layers.0.self_attn.out_proj.bias",
-                          "layers.0.linear1.weight", "layers.0.linear1.bias", "layers.0.linear2.weight",
-                          "layers.0.linear2.bias", "layers.0.norm1.weight", "layers.0.norm1.bias",
-                          "layers.0.norm2.weight", "layers.0.norm2.bias"};
-  float *edata[] = {in_w, in_b, out_w, out_b, l1_w, l1_b, l2_w, l2_b, n1_w, n1_b, n2_w, n2_b};
-  const int64_t eshapes[][2] = {{3 * D, D}, {3 * D, 0}, {D, D}, {D, 0}, {F, D}, {F, 0},
-                                {D, F},     {D, 0},     {D, 0}, {D, 0}, {D, 0}, {D, 0}};
-  const char *meta[] = {"nhead", "4", "activation", "relu", "layer_norm_eps", "1e-05"};
-  sheaf_status st = write_st(b->ctx, enc_path, 12, enames, edata, eshapes, meta, 3);
-  float *wq = transposed(in_w, 0, D, D), *wk = transposed(in_w, D, D, D), *wv = transposed(in_w, 2 * D, D, D);
-  float *wo = transposed(out_w, 0, D, D), *w1 = transposed(l1_w, 0, F, D), *w2 = transposed(l2_w, 0, D, F);
-  const char *snames[] = {"emb", "W_q", "b_q", "W_k", "b_k", "W_v", "b_v", "W_o", "b_o",
-                          "W_1", "b_1", "W_2", "b_2", "g1",  "be1", "g2",  "be2"};
-  float *sdata[] = {b->emb, wq, in_b, wk, in_b + D, wv, in_b + 2 * D, wo, out_b,
-                    w1,     l1_b, w2, l2_b, n1_w, n1_b, n2_w, n2_b};
-  const int64_t sshapes[][2] = {{V, D}, {D, D}, {D, 0}, {D, D}, {D, 0}, {D, D}, {D, 0}, {D, D}, {D, 0},
-                                {D, F}, {F, 0}, {F, D}, {D, 0}, {D, 0}, {D, 0}, {D, 0}, {D, 0}};
-  if (!st) st = write_st(b->ctx, sf_path, 17, snames, sdata, sshapes, NULL, 0);
-  float *all[] = {in_w, in_b, out_w, out_b, l1_w, l1_b, l2_w, l2_b, n1_w, n1_b, n2_w, n2_b, wq, wk, wv, wo, w1, w2};
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
-  return st;
-}
 
 /* ------------------------------------------------------------- passes */
 
@@ -214,7 +152,7 @@ int main(int argc, char **argv) {
   bool have_m = false;
   if (ex_data_load(b.ctx, EWT_TEST, EX_DATA_SENTS, &b.d)) goto fail;
   b.n_sent = sents > 0 && sents < b.d.n_sents ? (int32_t)sents : b.d.n_sents;
-  if (make_weights(&b, enc_path, sf_path)) goto fail;
+  if (ex_transformer_weights(b.ctx, b.d.vocab, b.D, b.F, 0x9e3779b97f4a7c15ull, enc_path, sf_path, &b.emb)) goto fail;
   if (sheaf_st_open(b.ctx, enc_path, &f) || sheaf_encoder_load(b.ctx, f, NULL, &b.enc)) goto fail;
   sheaf_st_close(f);
   f = NULL;
