@@ -294,6 +294,20 @@ static int bounded(gen *G, int v, float cap) {
             : new_val(G, s, x.rank, x.rows, x.cols, fminf(x.mag, 1.0f), x.lo > 0 ? tanhf(x.lo) : 0);
 }
 
+/* A step reading values xs[0..n) side by side (concat, stack): their
+ * largest magnitude and smallest lower bound. */
+static gf_step *gather_step(gen *G, int op, const int *xs, int n, float *mag, float *lo) {
+  gf_step *s = new_step(G, op);
+  s->n_in = (uint8_t)n;
+  *mag = 0, *lo = INFINITY;
+  for (int i = 0; i < n; i++) {
+    s->in[i] = (uint16_t)xs[i];
+    *mag = fmaxf(*mag, G->p->vals[xs[i]].mag);
+    *lo = fminf(*lo, G->p->vals[xs[i]].lo);
+  }
+  return s;
+}
+
 static want shape_of(const gf_val *v) { return (want){v->rank, v->rank == 2 ? v->rows : 0, v->cols, false, 0, 0, false}; }
 
 static int any_value(gen *G) {
@@ -606,14 +620,8 @@ static bool gen_step(gen *G) {
       xs[i] = v;
       cols += p->vals[v].cols;
     }
-    s = new_step(G, GF_CONCAT);
-    s->n_in = (uint8_t)n;
-    float mag = 0, lo = INFINITY;
-    for (int i = 0; i < n; i++) {
-      s->in[i] = (uint16_t)xs[i];
-      mag = fmaxf(mag, p->vals[xs[i]].mag);
-      lo = fminf(lo, p->vals[xs[i]].lo);
-    }
+    float mag, lo;
+    s = gather_step(G, GF_CONCAT, xs, n, &mag, &lo);
     out = new_val(G, s, av.rank, av.rows, cols, mag, lo);
     break;
   }
@@ -699,14 +707,8 @@ static bool gen_step(gen *G) {
       int v = pick(G->src, 3) ? find(G, &q) : -1;
       xs[i] = v >= 0 ? v : make_input(G, 1, 1, av.cols, false);
     }
-    s = new_step(G, GF_STACK);
-    s->n_in = (uint8_t)n;
-    float mag = 0, lo = INFINITY;
-    for (int i = 0; i < n; i++) {
-      s->in[i] = (uint16_t)xs[i];
-      mag = fmaxf(mag, p->vals[xs[i]].mag);
-      lo = fminf(lo, p->vals[xs[i]].lo);
-    }
+    float mag, lo;
+    s = gather_step(G, GF_STACK, xs, n, &mag, &lo);
     out = new_val(G, s, 2, n, av.cols, mag, lo);
     break;
   }
