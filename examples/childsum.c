@@ -1,8 +1,10 @@
 /*
  * childsum.c — the child-sum TreeLSTM (see childsum.h): parameters and the
- * per-tree recursive builder.
+ * per-tree builder (one pass over the nodes in post-order, no recursion).
  */
 #include "childsum.h"
+
+#include "tree_walk.h"
 
 sheaf_status ex_childsum_declare(sheaf_model *m, int64_t H, int64_t E, int64_t V,
                                  ex_childsum *p) {
@@ -41,8 +43,9 @@ typedef struct state {
  * more go through a second pass (rare: EWT's widest node has 18). */
 #define MAX_STACK_KIDS 32
 
+/* The state of node n from its children's (st, indexed by node - first). */
 static state node(sheaf_graph *g, const ex_childsum *p, const sh_treebank *tb, int32_t n,
-                  int32_t unk_row) {
+                  int32_t unk_row, const state *st, int32_t first) {
   int64_t H = p->hidden;
   int32_t w = tb->word[n];
   sheaf_expr x = sheaf_lookup(g, p->emb, w >= 0 && w < p->vocab - 1 ? w : unk_row);
@@ -53,7 +56,7 @@ static state node(sheaf_graph *g, const ex_childsum *p, const sh_treebank *tb, i
   sheaf_expr h_sum = {0}, fc_sum = {0};
   int kept = 0;
   for (int32_t k = 0; k < nc; k++) {
-    state ch = node(g, p, tb, sh_tb_child(tb, n, k), unk_row);
+    state ch = st[sh_tb_child(tb, n, k) - first];
     sheaf_param wf[2] = {p->W_f, p->U_f};
     sheaf_expr xf[2] = {x, ch.h};
     sheaf_expr f = sheaf_sigmoid(g, sheaf_affine_n(g, 2, wf, xf, p->b_f));
@@ -89,5 +92,12 @@ static state node(sheaf_graph *g, const ex_childsum *p, const sh_treebank *tb, i
 
 sheaf_expr ex_childsum_build(sheaf_graph *g, const ex_childsum *p, const sh_treebank *tb,
                              int32_t t, int32_t unk_row) {
-  return node(g, p, tb, tb->tree_root[t], unk_row).h;
+  int32_t first = tb->tree_first[t];
+  state *st = ex_tree_scratch(g, tb, t, sizeof *st); /* by node - first */
+  if (!st) return (sheaf_expr){0};
+  for (int32_t n = first; n < first + tb->tree_size[t]; n++) /* post-order: children first */
+    st[n - first] = node(g, p, tb, n, unk_row, st, first);
+  sheaf_expr h = st[tb->tree_root[t] - first].h;
+  free(st);
+  return h;
 }

@@ -1,7 +1,7 @@
 /*
  * childsum.h — the child-sum TreeLSTM (Tai, Socher, Manning 2015) over
  * dependency trees (one node per word, any number of children), written
- * against the C API as ordinary recursion over one tree. Row vectors.
+ * against the C API as one bottom-up pass over a tree. Row vectors.
  *
  *   x = emb[w]          h~ = Σ_k h_k                   (children k)
  *   [i o u] = x·W_iou + h~·U_iou + b_iou

@@ -1,8 +1,11 @@
 /*
  * mvrnn.c — the MV-RNN (see mvrnn.h): parameters, the identity
- * initialization of the word matrices, and the per-tree recursive builder.
+ * initialization of the word matrices, and the per-tree builder (one pass
+ * over the nodes in post-order, no recursion).
  */
 #include "mvrnn.h"
+
+#include "tree_walk.h"
 
 sheaf_status ex_mvrnn_declare(sheaf_model *m, int64_t H, int64_t V, int64_t Vm, ex_mvrnn *p) {
   p->hidden = H;
@@ -45,8 +48,11 @@ typedef struct state {
   sheaf_expr a, A;
 } state;
 
+/* The state of node n (its children's states in st, by node - first); the
+ * matrix only when a parent needs it. */
 static state node(sheaf_graph *g, const ex_mvrnn *p, const sh_treebank *tb, int32_t n,
-                  const int32_t *mat_row, int32_t n_words, bool need_matrix) {
+                  const int32_t *mat_row, int32_t n_words, bool need_matrix, const state *st,
+                  int32_t first) {
   int64_t H = p->hidden;
   int32_t nc = tb->n_children[n];
   state s = {{0}, {0}};
@@ -61,9 +67,8 @@ static state node(sheaf_graph *g, const ex_mvrnn *p, const sh_treebank *tb, int3
     }
     return s;
   }
-  if (nc == 1) return node(g, p, tb, sh_tb_child(tb, n, 0), mat_row, n_words, need_matrix);
-  state l = node(g, p, tb, sh_tb_child(tb, n, 0), mat_row, n_words, true);
-  state r = node(g, p, tb, sh_tb_child(tb, n, 1), mat_row, n_words, true);
+  if (nc == 1) return st[sh_tb_child(tb, n, 0) - first];
+  state l = st[sh_tb_child(tb, n, 0) - first], r = st[sh_tb_child(tb, n, 1) - first];
   sheaf_expr ba_ab[2] = {sheaf_matmul(g, r.A, l.a), sheaf_matmul(g, l.A, r.a)};
   s.a = sheaf_tanh(g, sheaf_affine(g, p->W, sheaf_concat(g, 2, ba_ab), p->bias));
   if (need_matrix) {
@@ -76,5 +81,16 @@ static state node(sheaf_graph *g, const ex_mvrnn *p, const sh_treebank *tb, int3
 
 sheaf_expr ex_mvrnn_build(sheaf_graph *g, const ex_mvrnn *p, const sh_treebank *tb, int32_t t,
                           const int32_t *mat_row, int32_t n_words) {
-  return node(g, p, tb, tb->tree_root[t], mat_row, n_words, false).a;
+  int32_t first = tb->tree_first[t], root = tb->tree_root[t];
+  state *st = ex_tree_scratch(g, tb, t, sizeof *st); /* by node - first */
+  if (!st) return (sheaf_expr){0};
+  /* Every node's matrix feeds its parent, except on the root's chain of
+   * unary nodes (their state is the root's). */
+  int32_t top = root; /* the deepest node of that chain */
+  while (tb->n_children[top] == 1) top = sh_tb_child(tb, top, 0);
+  for (int32_t n = first; n < first + tb->tree_size[t]; n++) /* post-order: children first */
+    st[n - first] = node(g, p, tb, n, mat_row, n_words, n != top, st, first);
+  sheaf_expr a = st[root - first].a;
+  free(st);
+  return a;
 }

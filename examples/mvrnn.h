@@ -1,7 +1,7 @@
 /*
  * mvrnn.h — the matrix-vector RNN (Socher, Huval, Manning, Ng 2012) over
- * binarized trees, written against the C API as ordinary recursion. Every
- * node has a vector [H] and a matrix [H, H]:
+ * binarized trees, written against the C API as one bottom-up pass over a
+ * tree. Every node has a vector [H] and a matrix [H, H]:
  *
  *   leaf (word w):  a = emb[w]        A = reshape(emb_mat[w'], [H, H])
  *                   (w' in the capped matrix vocabulary, ex_data_mv_row)

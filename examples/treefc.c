@@ -1,8 +1,10 @@
 /*
- * treefc.c — TreeFC (see treefc.h): parameters and the per-tree recursive
- * builder.
+ * treefc.c — TreeFC (see treefc.h): parameters and the per-tree builder
+ * (one pass over the nodes in post-order, no recursion).
  */
 #include "treefc.h"
+
+#include "tree_walk.h"
 
 sheaf_status ex_treefc_declare(sheaf_model *m, int64_t H, int64_t V, ex_treefc *p) {
   p->hidden = H;
@@ -14,20 +16,24 @@ sheaf_status ex_treefc_declare(sheaf_model *m, int64_t H, int64_t V, ex_treefc *
   return st;
 }
 
-static sheaf_expr node(sheaf_graph *g, const ex_treefc *p, const sh_treebank *tb, int32_t n,
-                       int32_t unk_row) {
-  int32_t nc = tb->n_children[n];
-  if (nc == 0) {
-    int32_t w = tb->word[n];
-    return sheaf_lookup(g, p->emb, w >= 0 && w < p->vocab - 1 ? w : unk_row);
-  }
-  if (nc == 1) return node(g, p, tb, sh_tb_child(tb, n, 0), unk_row);
-  sheaf_expr lr[2] = {node(g, p, tb, sh_tb_child(tb, n, 0), unk_row),
-                      node(g, p, tb, sh_tb_child(tb, n, 1), unk_row)};
-  return sheaf_tanh(g, sheaf_affine(g, p->W, sheaf_concat(g, 2, lr), p->b));
-}
-
 sheaf_expr ex_treefc_build(sheaf_graph *g, const ex_treefc *p, const sh_treebank *tb, int32_t t,
                            int32_t unk_row) {
-  return node(g, p, tb, tb->tree_root[t], unk_row);
+  int32_t first = tb->tree_first[t];
+  sheaf_expr *v = ex_tree_scratch(g, tb, t, sizeof *v); /* by node - first */
+  if (!v) return (sheaf_expr){0};
+  for (int32_t n = first; n < first + tb->tree_size[t]; n++) { /* post-order: children first */
+    int32_t nc = tb->n_children[n];
+    if (nc == 0) {
+      int32_t w = tb->word[n];
+      v[n - first] = sheaf_lookup(g, p->emb, w >= 0 && w < p->vocab - 1 ? w : unk_row);
+    } else if (nc == 1) {
+      v[n - first] = v[sh_tb_child(tb, n, 0) - first];
+    } else {
+      sheaf_expr lr[2] = {v[sh_tb_child(tb, n, 0) - first], v[sh_tb_child(tb, n, 1) - first]};
+      v[n - first] = sheaf_tanh(g, sheaf_affine(g, p->W, sheaf_concat(g, 2, lr), p->b));
+    }
+  }
+  sheaf_expr root = v[tb->tree_root[t] - first];
+  free(v);
+  return root;
 }

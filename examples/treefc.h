@@ -1,7 +1,7 @@
 /*
  * treefc.h — TreeFC (Cortex, Fegade et al. 2021: the fully connected tree
- * cell) over binarized trees, written against the C API as ordinary
- * recursion over one tree; the C-API twin of examples/treefc.sf. Row
+ * cell) over binarized trees, written against the C API as one bottom-up
+ * pass over a tree; the C-API twin of examples/treefc.sf. Row
  * vectors: x·W, W is [in, out].
  *
  *   leaf (word w):   h = emb[w]

@@ -1,9 +1,12 @@
 /*
  * treelstm.c — the binary TreeLSTM (see treelstm.h): parameters and the
- * per-tree builder, a plain recursion that builds expressions (Sheaf batches
- * them across trees and levels when the graph is flushed).
+ * per-tree builder: one pass over the tree's nodes in post-order (children
+ * first, no recursion) that builds expressions; Sheaf batches them across
+ * trees and levels when the graph is flushed.
  */
 #include "treelstm.h"
+
+#include "tree_walk.h"
 
 sheaf_status ex_treelstm_declare(sheaf_model *m, int64_t H, int64_t E, int64_t V,
                                  ex_treelstm *p) {
@@ -38,26 +41,25 @@ typedef struct state {
   sheaf_expr h, c;
 } state;
 
-/* node -> (h, c), recursively. */
-static state node(sheaf_graph *g, const ex_treelstm *p, const sh_treebank *tb, int32_t n,
+/* The state of leaf n. */
+static state leaf(sheaf_graph *g, const ex_treelstm *p, const sh_treebank *tb, int32_t n,
                   int32_t unk_row) {
   int64_t H = p->hidden;
-  int32_t nc = tb->n_children[n];
+  int32_t w = tb->word[n];
+  int64_t row = w >= 0 && w < p->vocab - 1 ? w : unk_row;
+  sheaf_expr x = sheaf_lookup(g, p->emb, row);
+  sheaf_expr z = sheaf_affine(g, p->W_leaf, x, p->b_leaf); /* [i o u] */
+  sheaf_expr io = sheaf_sigmoid(g, sheaf_slice(g, z, 0, 2 * H));
+  sheaf_expr u = sheaf_tanh(g, sheaf_slice(g, z, 2 * H, 3 * H));
   state s;
-  if (nc == 0) {
-    int32_t w = tb->word[n];
-    int64_t row = w >= 0 && w < p->vocab - 1 ? w : unk_row;
-    sheaf_expr x = sheaf_lookup(g, p->emb, row);
-    sheaf_expr z = sheaf_affine(g, p->W_leaf, x, p->b_leaf);     /* [i o u] */
-    sheaf_expr io = sheaf_sigmoid(g, sheaf_slice(g, z, 0, 2 * H));
-    sheaf_expr u = sheaf_tanh(g, sheaf_slice(g, z, 2 * H, 3 * H));
-    s.c = sheaf_mul(g, sheaf_slice(g, io, 0, H), u);
-    s.h = sheaf_mul(g, sheaf_slice(g, io, H, 2 * H), sheaf_tanh(g, s.c));
-    return s;
-  }
-  if (nc == 1) return node(g, p, tb, sh_tb_child(tb, n, 0), unk_row);
-  state l = node(g, p, tb, sh_tb_child(tb, n, 0), unk_row);
-  state r = node(g, p, tb, sh_tb_child(tb, n, 1), unk_row);
+  s.c = sheaf_mul(g, sheaf_slice(g, io, 0, H), u);
+  s.h = sheaf_mul(g, sheaf_slice(g, io, H, 2 * H), sheaf_tanh(g, s.c));
+  return s;
+}
+
+/* The state of a node from its children's. */
+static state cell(sheaf_graph *g, const ex_treelstm *p, state l, state r) {
+  int64_t H = p->hidden;
   sheaf_expr hh[2] = {l.h, r.h};
   sheaf_expr z = sheaf_affine(g, p->W_node, sheaf_concat(g, 2, hh), p->b_node); /* [i fl fr o u] */
   sheaf_expr gates = sheaf_sigmoid(g, sheaf_slice(g, z, 0, 4 * H));
@@ -67,6 +69,7 @@ static state node(sheaf_graph *g, const ex_treelstm *p, const sh_treebank *tb, i
       sheaf_mul(g, sheaf_slice(g, gates, H, 2 * H), l.c),
       sheaf_mul(g, sheaf_slice(g, gates, 2 * H, 3 * H), r.c),
   };
+  state s;
   s.c = sheaf_sum_n(g, 3, terms);
   s.h = sheaf_mul(g, sheaf_slice(g, gates, 3 * H, 4 * H), sheaf_tanh(g, s.c));
   return s;
@@ -74,7 +77,17 @@ static state node(sheaf_graph *g, const ex_treelstm *p, const sh_treebank *tb, i
 
 sheaf_expr ex_treelstm_build(sheaf_graph *g, const ex_treelstm *p, const sh_treebank *tb,
                              int32_t t, int32_t unk_row, sheaf_expr *root_h) {
-  state s = node(g, p, tb, tb->tree_root[t], unk_row);
+  int32_t first = tb->tree_first[t];
+  state *st = ex_tree_scratch(g, tb, t, sizeof *st); /* by node - first */
+  if (!st) return (sheaf_expr){0};
+  for (int32_t n = first; n < first + tb->tree_size[t]; n++) { /* post-order: children first */
+    int32_t nc = tb->n_children[n];
+    if (nc == 0) st[n - first] = leaf(g, p, tb, n, unk_row);
+    else if (nc == 1) st[n - first] = st[sh_tb_child(tb, n, 0) - first]; /* unary: pass through */
+    else st[n - first] = cell(g, p, st[sh_tb_child(tb, n, 0) - first], st[sh_tb_child(tb, n, 1) - first]);
+  }
+  state s = st[tb->tree_root[t] - first];
+  free(st);
   if (root_h) *root_h = s.h;
   sheaf_graph_phase(g, 1); /* every tree's classifier in one batch */
   sheaf_expr out = sheaf_log_softmax(g, sheaf_affine(g, p->W_out, s.h, p->b_out));

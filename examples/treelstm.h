@@ -1,7 +1,7 @@
 /*
  * treelstm.h — the binary TreeLSTM (Tai, Socher, Manning 2015: N-ary
  * TreeLSTM with N = 2) over binarized trees, written against the C API as
- * ordinary recursion over one tree. Row vectors: x·W, W is [in, out].
+ * one bottom-up pass over a tree. Row vectors: x·W, W is [in, out].
  *
  *   leaf (word w):   [i o u] = emb[w]·W_leaf + b_leaf
  *                    c = σ(i)⊙tanh(u)              h = σ(o)⊙tanh(c)
