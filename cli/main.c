@@ -2,8 +2,11 @@
  * main.c — the `sheaf` executable: global flags and subcommand dispatch.
  * Each subcommand lives in its own file (data.c, ...); this file only routes.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "base/stack.h"
 
 #include "cli.h"
 #include "run_lang.h"
@@ -52,7 +55,7 @@ static int version(void) {
   return CLI_OK;
 }
 
-int main(int argc, char **argv) {
+static int dispatch(int argc, char **argv) {
   if (argc < 2) {
     fputs(usage, stderr);
     return CLI_USAGE;
@@ -81,4 +84,28 @@ int main(int argc, char **argv) {
   }
   cli_error("unknown command '%s' (see 'sheaf --help')", cmd);
   return CLI_USAGE;
+}
+
+typedef struct main_args {
+  int argc;
+  char **argv;
+  int rc;
+} main_args;
+
+static void *main_thread(void *arg) {
+  main_args *a = arg;
+  a->rc = dispatch(a->argc, a->argv);
+  return NULL;
+}
+
+/* The commands run on a thread with a big stack (base/stack.h): models in
+ * the language recurse as deep as their inputs. */
+int main(int argc, char **argv) {
+  main_args a = {argc, argv, CLI_FAIL};
+  pthread_t t;
+  sh_stack st;
+  if (sh_thread_start(&t, &st, SH_BIG_STACK, main_thread, &a) != 0) return dispatch(argc, argv);
+  pthread_join(t, NULL);
+  sh_stack_free(&st);
+  return a.rc;
 }

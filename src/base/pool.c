@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "stack.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -39,6 +40,7 @@
 typedef struct worker {
   sh_pool *pool;
   pthread_t thread;
+  sh_stack stack; /* SH_BIG_STACK: user recursion (the interpreter) runs on workers */
   int tid;
 } worker;
 
@@ -175,7 +177,8 @@ sheaf_status sh_pool_create(sheaf_ctx *ctx, int threads, sh_pool **out) {
   for (int i = 0; i < nw; i++) {
     p->workers[i].pool = p;
     p->workers[i].tid = i + 1;
-    int rc = pthread_create(&p->workers[i].thread, NULL, worker_main, &p->workers[i]);
+    int rc = sh_thread_start(&p->workers[i].thread, &p->workers[i].stack, SH_BIG_STACK, worker_main,
+                             &p->workers[i]);
     if (rc != 0) {
       sh_pool_free(p);
       return sh_fail(ctx, SHEAF_ERR_INTERNAL, "cannot start worker thread %d of %d: %s", i + 1,
@@ -192,7 +195,10 @@ void sh_pool_free(sh_pool *p) {
   if (p->n_workers > 0) {
     atomic_store_explicit(&p->stop, true, memory_order_release);
     publish(p);
-    for (int i = 0; i < p->n_workers; i++) pthread_join(p->workers[i].thread, NULL);
+    for (int i = 0; i < p->n_workers; i++) {
+      pthread_join(p->workers[i].thread, NULL);
+      sh_stack_free(&p->workers[i].stack);
+    }
   }
   if (p->workers) sh_free(p->ctx, p->workers, (size_t)(p->threads - 1) * sizeof *p->workers);
   pthread_mutex_destroy(&p->mu);

@@ -8,6 +8,8 @@
  */
 #include "lang/interp.h"
 
+#include "base/stack.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@ struct sh_interp {
   sh_pool pool;    /* host values of the current batch */
   sheaf_graph *g;
   int phase;
+  int depth;       /* calls in progress */
   sheaf_status err;
   sh_input_shape in; /* what main takes (input.h) */
 };
@@ -127,7 +130,7 @@ size_t sh_value_tensors(sh_value v, sheaf_expr *out, size_t cap) {
 #endif
 
 static sh_value eval(sh_interp *ip, const sh_expr *e, sh_value *fr);
-static sh_value call_fn(sh_interp *ip, const sh_fn *f, const sh_value *args);
+static sh_value call_fn(sh_interp *ip, const sh_fn *f, const sh_value *args, const sh_expr *site);
 
 static bool pat_bind(sh_interp *ip, const sh_pat *p, const sh_value *v, sh_value *fr) {
   switch (p->kind) {
@@ -241,7 +244,7 @@ static SH_NOINLINE sh_value builtin_apply(sh_interp *ip, const sh_expr *e, const
     sh_agg *r = agg_new(ip, -1, xs->n);
     if (!r) return v_none;
     for (int32_t i = 0; i < xs->n; i++) {
-      r->items[i] = call_fn(ip, e->fn_arg, &xs->items[i]);
+      r->items[i] = call_fn(ip, e->fn_arg, &xs->items[i], e);
       if (ip->err) return v_none;
     }
     return mk_agg(SH_V_LIST, r);
@@ -252,7 +255,7 @@ static SH_NOINLINE sh_value builtin_apply(sh_interp *ip, const sh_expr *e, const
   sh_value acc = a[1];
   for (int32_t i = 0; i < xs->n; i++) {
     sh_value args[2] = {acc, xs->items[i]};
-    acc = call_fn(ip, e->fn_arg, args);
+    acc = call_fn(ip, e->fn_arg, args, e);
     if (ip->err) return v_none;
     if (r) r->items[i] = acc;
   }
@@ -457,8 +460,8 @@ static sh_value *frame_new(sh_interp *ip, const sh_fn *f) {
   return fr;
 }
 
-/* Runs f's body on a frame whose parameters are bound. */
-static sh_value run_fn(sh_interp *ip, const sh_fn *f, sh_value *fr) {
+/* f's body on a frame whose parameters are bound. */
+static sh_value run_body(sh_interp *ip, const sh_fn *f, sh_value *fr) {
   if (!f->n_size_params) return eval(ip, f->body, fr);
   int64_t saved[8];
   int ns = f->n_size_params < 8 ? f->n_size_params : 8;
@@ -482,11 +485,35 @@ static sh_value run_fn(sh_interp *ip, const sh_fn *f, sh_value *fr) {
   return r;
 }
 
-static sh_value call_fn(sh_interp *ip, const sh_fn *f, const sh_value *args) {
+/* Room a call must leave on the stack: the callee's own frames, the
+ * builders it calls, and ASan's larger frames. */
+#define SH_INTERP_STACK_RESERVE ((size_t)1 << 20)
+
+/* A call at `site` (NULL: main) that the thread's stack cannot hold. */
+static sh_value stack_full(sh_interp *ip, const sh_fn *f, const sh_expr *site) {
+  const char *name = sh_sym_name(&ip->m->syms, f->name);
+#define STACK_FULL_MSG "calls nested %d deep leave too little of this thread's stack for '%s' " \
+                       "(%zu KiB left; the sheaf tool and sheaf_runner's threads have %zu MiB)"
+  size_t room = sh_stack_room() / 1024, big = SH_BIG_STACK >> 20;
+  if (site) return fail_at(ip, site->span, STACK_FULL_MSG, ip->depth, name, room, big), v_none;
+  return failf(ip, STACK_FULL_MSG, ip->depth, name, room, big), v_none;
+#undef STACK_FULL_MSG
+}
+
+/* Runs f's body on a frame whose parameters are bound; site is the call. */
+static sh_value run_fn(sh_interp *ip, const sh_fn *f, sh_value *fr, const sh_expr *site) {
+  if (sh_stack_room() < SH_INTERP_STACK_RESERVE) return stack_full(ip, f, site);
+  ip->depth++;
+  sh_value r = run_body(ip, f, fr);
+  ip->depth--;
+  return r;
+}
+
+static sh_value call_fn(sh_interp *ip, const sh_fn *f, const sh_value *args, const sh_expr *site) {
   sh_value *fr = frame_new(ip, f);
   if (!fr) return v_none;
   for (int i = 0; i < f->n_params; i++) fr[f->params[i]->index] = args[i];
-  return run_fn(ip, f, fr);
+  return run_fn(ip, f, fr, site);
 }
 
 static SH_NOINLINE sh_value eval_call(sh_interp *ip, const sh_expr *e, sh_value *fr) {
@@ -499,7 +526,7 @@ static SH_NOINLINE sh_value eval_call(sh_interp *ip, const sh_expr *e, sh_value 
       nf[f->params[i]->index] = eval(ip, e->items[i], fr);
       if (ip->err) return v_none;
     }
-    return run_fn(ip, f, nf);
+    return run_fn(ip, f, nf, e);
   }
   if (e->call == SH_CALL_CTOR) {
     sh_agg *a = agg_new(ip, e->ref.ctor->index, e->n);
@@ -686,40 +713,89 @@ static void classify_input(sh_interp *ip) {
 sh_input_kind sh_interp_input_kind(const sh_interp *ip) { return ip->in.kind; }
 uint32_t sh_interp_token_fields(const sh_interp *ip) { return ip->in.uses; }
 
-static sh_value tree_value(sh_interp *ip, const sh_treebank *tb, int32_t n, int32_t vocab,
-                           int32_t unk, int depth) {
-  if (depth > 100000) return failf(ip, "tree too deep"), v_none;
-  int32_t w = tb->word[n];
-  int32_t row = w >= 0 && w < vocab - 1 ? w : unk;
-  int32_t nc = tb->n_children[n];
+/* A node of the tree being converted whose children are not all done. */
+typedef struct tree_frame {
+  int32_t n, next; /* the node; its next child to convert */
+  sh_agg *a;       /* its children's values (a dependency tree's list) or NULL (a leaf) */
+} tree_frame;
+
+/* The value of node n once its children's values are in f->a. */
+static sh_value tree_node_value(sh_interp *ip, const sh_treebank *tb, const tree_frame *f,
+                                int32_t vocab, int32_t unk) {
   const sh_input_shape *in = &ip->in;
+  int32_t w = tb->word[f->n];
+  int32_t row = w >= 0 && w < vocab - 1 ? w : unk;
   if (in->kind == SH_INPUT_DEP_TREE) {
-    const sh_ctor *k = &in->adt->ctors[in->ctor_dep];
-    sh_agg *kids = agg_new(ip, -1, nc), *a = agg_new(ip, in->ctor_dep, k->n_fields);
-    if (!kids || !a) return v_none;
-    for (int32_t i = 0; i < nc; i++) {
-      kids->items[i] = tree_value(ip, tb, sh_tb_child(tb, n, i), vocab, unk, depth + 1);
-      if (ip->err) return v_none;
-    }
-    a->items[in->leaf_word] = mk_word(row);
-    a->items[in->dep_kids] = mk_agg(SH_V_LIST, kids);
-    return mk_agg(SH_V_ADT, a);
-  }
-  if (nc == 0) {
-    sh_agg *a = agg_new(ip, in->ctor_leaf, 1);
+    sh_agg *a = agg_new(ip, in->ctor_dep, in->adt->ctors[in->ctor_dep].n_fields);
     if (!a) return v_none;
-    a->items[0] = mk_word(row);
+    a->items[in->leaf_word] = mk_word(row);
+    a->items[in->dep_kids] = mk_agg(SH_V_LIST, f->a);
     return mk_agg(SH_V_ADT, a);
   }
-  if (nc == 1 && in->ctor_unary < 0) return tree_value(ip, tb, sh_tb_child(tb, n, 0), vocab, unk, depth + 1);
-  if (nc > 2) return failf(ip, "tree node with %d children: the model takes binary trees", (int)nc), v_none;
-  sh_agg *a = agg_new(ip, nc == 1 ? in->ctor_unary : in->ctor_node, nc);
+  if (f->a) return mk_agg(SH_V_ADT, f->a); /* a node: its constructor holds the children */
+  sh_agg *a = agg_new(ip, in->ctor_leaf, 1);
   if (!a) return v_none;
-  for (int32_t i = 0; i < nc; i++) {
-    a->items[i] = tree_value(ip, tb, sh_tb_child(tb, n, i), vocab, unk, depth + 1);
-    if (ip->err) return v_none;
-  }
+  a->items[0] = mk_word(row);
   return mk_agg(SH_V_ADT, a);
+}
+
+/* The value of the subtree at node `root`, built without recursion (an
+ * explicit stack of the nodes whose children are pending), so the depth of
+ * an input costs no C stack. A unary node of a binary tree passes its child
+ * through unless the tree type has a unary constructor. */
+static sh_value tree_value(sh_interp *ip, const sh_treebank *tb, int32_t root, int32_t vocab,
+                           int32_t unk) {
+  const sh_input_shape *in = &ip->in;
+  bool dep = in->kind == SH_INPUT_DEP_TREE;
+  size_t cap = 64, depth = 0;
+  tree_frame *st = sh_alloc(ip->ctx, cap * sizeof *st, 16);
+  if (!st) return ip->err = SHEAF_ERR_NOMEM, v_none;
+  sh_value out = v_none;
+  int32_t n = root; /* the node to enter next, or -1 */
+  while (!ip->err) {
+    if (n >= 0) { /* enter n: a frame for its children's values */
+      int32_t nc = tb->n_children[n];
+      if (!dep && nc == 1 && in->ctor_unary < 0) { /* passed through */
+        n = sh_tb_child(tb, n, 0);
+        continue;
+      }
+      if (!dep && nc > 2) {
+        failf(ip, "tree node with %d children: the model takes binary trees", (int)nc);
+        break;
+      }
+      if (depth == cap) {
+        tree_frame *bigger = sh_realloc(ip->ctx, st, cap * sizeof *st, 2 * cap * sizeof *st);
+        if (!bigger) {
+          ip->err = SHEAF_ERR_NOMEM;
+          break;
+        }
+        st = bigger;
+        cap *= 2;
+      }
+      tree_frame *f = &st[depth++];
+      f->n = n;
+      f->next = 0;
+      f->a = dep ? agg_new(ip, -1, nc)
+                 : nc ? agg_new(ip, nc == 1 ? in->ctor_unary : in->ctor_node, nc) : NULL;
+      if ((dep || nc) && !f->a) break;
+      n = -1;
+    }
+    tree_frame *f = &st[depth - 1];
+    if (f->next < tb->n_children[f->n]) { /* its next child */
+      n = sh_tb_child(tb, f->n, f->next);
+      continue;
+    }
+    sh_value v = tree_node_value(ip, tb, f, vocab, unk); /* all children done */
+    if (ip->err) break;
+    if (--depth == 0) {
+      out = v;
+      break;
+    }
+    tree_frame *parent = &st[depth - 1];
+    parent->a->items[parent->next++] = v;
+  }
+  sh_free(ip->ctx, st, cap * sizeof *st);
+  return ip->err ? v_none : out;
 }
 
 sheaf_status sh_interp_tree(sh_interp *ip, const sh_treebank *tb, int32_t node, int32_t vocab,
@@ -727,7 +803,7 @@ sheaf_status sh_interp_tree(sh_interp *ip, const sh_treebank *tb, int32_t node, 
   if (ip->in.kind != SH_INPUT_BINARY_TREE && ip->in.kind != SH_INPUT_DEP_TREE)
     return sh_fail(ip->ctx, SHEAF_ERR_INVALID_ARG, "main does not take a tree");
   ip->err = SHEAF_OK;
-  *out = tree_value(ip, tb, node, vocab, unk, 0);
+  *out = tree_value(ip, tb, node, vocab, unk);
   return ip->err;
 }
 
@@ -813,9 +889,10 @@ void sh_interp_reset(sh_interp *ip) { sh_pool_reset(&ip->pool); }
 
 sheaf_status sh_interp_main(sh_interp *ip, sheaf_graph *g, sh_value input, sh_value *out) {
   ip->g = g;
+  ip->depth = 0;
   ip->err = SHEAF_OK;
   ip->phase = 0;
-  *out = call_fn(ip, ip->m->main, &input);
+  *out = call_fn(ip, ip->m->main, &input, NULL);
   sheaf_graph_phase(g, 0);
   if (ip->err) return ip->err;
   return sheaf_graph_status(g);
