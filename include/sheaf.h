@@ -84,6 +84,11 @@ typedef struct sheaf_ctx_options {
   sheaf_log_level log_level;        /* messages above this level are dropped */
   int threads;                      /* compute threads, caller included;
                                        0 = number of online CPUs */
+  uint64_t memory_limit;            /* bytes one tensor or parameter whose size comes
+                                       from inputs (data, model sources, sizes) may
+                                       take; 0 = SHEAF_MEMORY_LIMIT from the
+                                       environment (e.g. "8G"), else the machine's
+                                       physical memory */
 } sheaf_ctx_options;
 
 /* Creates a context. opts may be NULL (defaults). Fails with
@@ -100,6 +105,11 @@ void sheaf_ctx_clear_error(sheaf_ctx *ctx);
 
 /* Number of compute threads of the context's pool (caller included). */
 int sheaf_ctx_threads(const sheaf_ctx *ctx);
+
+/* The memory budget of sheaf_ctx_options.memory_limit, in bytes: a size
+ * beyond it fails before anything is allocated, with the size and the
+ * budget in the message. */
+uint64_t sheaf_ctx_memory_limit(const sheaf_ctx *ctx);
 
 /* ------------------------------------------------------------------- cpu */
 

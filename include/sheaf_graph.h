@@ -95,8 +95,16 @@ sheaf_status sheaf_model_seed(sheaf_model *m, uint64_t seed);
 
 /* Loads every declared parameter from a safetensors file (F32; F16/BF16/F64
  * converted). One error lists every missing tensor and every shape
- * mismatch; tensors the model does not declare are ignored. */
+ * mismatch; tensors the model does not declare are ignored. A tensor holding
+ * NaN or an infinity (or, in F64, a value beyond float's range) is refused
+ * too, with SHEAF_ERR_FORMAT naming it, its count of such values and the
+ * first one's index, unless sheaf_model_allow_nonfinite allowed them. A
+ * failed load changes no parameter. */
 sheaf_status sheaf_model_load(sheaf_model *m, const char *path);
+
+/* allow != 0: sheaf_model_load takes non-finite values as they are (`sheaf
+ * run --allow-nonfinite`); 0 (the default): it refuses them. */
+sheaf_status sheaf_model_allow_nonfinite(sheaf_model *m, int allow);
 
 /* Writes every parameter to a safetensors file, in declaration order. */
 sheaf_status sheaf_model_save(const sheaf_model *m, const char *path);
@@ -168,6 +176,16 @@ sheaf_status sheaf_graph_fail(sheaf_graph *g, sheaf_status st, const char *fmt, 
 #endif
     ;
 
+/* Puts the caller's context before the graph's first error: the message
+ * becomes "<context>: <error>" (e.g. where in a model's source the builder
+ * that failed was called). Does nothing on a graph without an error.
+ * Returns the graph's status. */
+sheaf_status sheaf_graph_error_context(sheaf_graph *g, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 /* The first build error since the last reset, or SHEAF_OK. */
 sheaf_status sheaf_graph_status(const sheaf_graph *g);
 
@@ -176,7 +194,10 @@ sheaf_status sheaf_graph_status(const sheaf_graph *g);
 typedef struct sheaf_expr {
   uint32_t node;  /* index in the graph */
   uint32_t depth; /* inline depth: max(input depths) + 1 */
-  uint32_t graph; /* the graph's tag and generation; 0: null expression */
+  uint64_t graph; /* the graph's id (high 32 bits: one per graph created in the process,
+                     so a handle is refused by every other graph until 2^32 more graphs
+                     have been created) and its reset epoch (low 32 bits: a handle from
+                     before sheaf_graph_reset is refused); 0: null expression */
 } sheaf_expr;
 
 static inline int sheaf_expr_is_null(sheaf_expr e) { return e.graph == 0; }

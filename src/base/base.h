@@ -24,6 +24,7 @@ struct sheaf_ctx {
   void *log_user;
   sheaf_log_level log_level;
   struct sh_pool *pool;
+  uint64_t mem_limit; /* sheaf_ctx_memory_limit */
   sheaf_status last_status;
   char err[SH_ERR_MAX];
   pthread_mutex_t err_mu; /* writers of err (runner threads may fail at once) */
@@ -47,6 +48,13 @@ sheaf_status sh_fail(sheaf_ctx *ctx, sheaf_status status, const char *fmt, ...)
     SH_PRINTF(3, 4);
 sheaf_status sh_failv(sheaf_ctx *ctx, sheaf_status status, const char *fmt, va_list ap)
     SH_PRINTF_V(3);
+/* "12.0 GB", "3.1 MB", "512 B": a byte count for messages (buf >= 32). */
+const char *sh_fmt_bytes(char *buf, size_t cap, double bytes);
+/* SHEAF_OK when `bytes` (a product computed in double, so it cannot wrap)
+ * fits the context's memory budget; else fails with SHEAF_ERR_NOMEM and
+ * "<what>: needs <bytes>, more than the memory budget of <limit> (...)". */
+sheaf_status sh_check_budget(sheaf_ctx *ctx, double bytes, const char *what_fmt, ...)
+    SH_PRINTF(3, 4);
 /* Prefixes the current last error with "prefix: " (keeps its status). */
 sheaf_status sh_fail_prefix(sheaf_ctx *ctx, const char *fmt, ...) SH_PRINTF(2, 3);
 /* A copy of the context's last error taken under its lock (runner threads

@@ -1,12 +1,15 @@
 /*
- * ctx.c — context lifetime, last-error message, logging and the allocation
- * wrappers over the caller's allocator hook.
+ * ctx.c — context lifetime, last-error message, logging, the memory budget
+ * and the allocation wrappers over the caller's allocator hook.
  */
 #include "base.h"
 
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cpu.h"
 #include "pool.h"
@@ -45,6 +48,33 @@ const char *sheaf_status_str(sheaf_status status) {
   return "unknown status";
 }
 
+/* SHEAF_MEMORY_LIMIT ("8G", "512M", "1000000"; K/M/G/T are powers of 1024),
+ * else the physical memory; an error message for a malformed value. */
+static const char *env_memory_limit(uint64_t *out) {
+  const char *env = getenv("SHEAF_MEMORY_LIMIT");
+  if (env && *env) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(env, &end, 10);
+    int shift = 0;
+    switch (*end) {
+    case 'k': case 'K': shift = 10; end++; break;
+    case 'm': case 'M': shift = 20; end++; break;
+    case 'g': case 'G': shift = 30; end++; break;
+    case 't': case 'T': shift = 40; end++; break;
+    default: break;
+    }
+    if (*end == 'B' || *end == 'b') end++;
+    if (errno || *end || v == 0 || env[0] == '-' || v > (UINT64_MAX >> shift))
+      return "SHEAF_MEMORY_LIMIT: expected a positive size such as 8G, 512M or 1000000";
+    *out = (uint64_t)v << shift;
+    return NULL;
+  }
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  *out = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+  return NULL;
+}
+
 sheaf_status sheaf_ctx_create(const sheaf_ctx_options *opts, sheaf_ctx **out,
                               char *err_buf, size_t err_buf_size) {
   if (err_buf && err_buf_size) err_buf[0] = '\0';
@@ -67,6 +97,14 @@ sheaf_status sheaf_ctx_create(const sheaf_ctx_options *opts, sheaf_ctx **out,
     if (err_buf && err_buf_size) snprintf(err_buf, err_buf_size, "%s", isa_err);
     return SHEAF_ERR_INVALID_ARG;
   }
+  uint64_t mem_limit = o.memory_limit;
+  if (!mem_limit) {
+    const char *env_err = env_memory_limit(&mem_limit);
+    if (env_err) {
+      if (err_buf && err_buf_size) snprintf(err_buf, err_buf_size, "%s", env_err);
+      return SHEAF_ERR_INVALID_ARG;
+    }
+  }
   if (o.threads < 0) {
     if (err_buf && err_buf_size)
       snprintf(err_buf, err_buf_size, "sheaf_ctx_create: threads = %d, expected >= 0",
@@ -83,6 +121,7 @@ sheaf_status sheaf_ctx_create(const sheaf_ctx_options *opts, sheaf_ctx **out,
   pthread_mutex_init(&ctx->err_mu, NULL);
   ctx->alloc = *a;
   ctx->log = o.log;
+  ctx->mem_limit = mem_limit;
   ctx->log_user = o.log_user;
   ctx->log_level = o.log ? o.log_level : SHEAF_LOG_ERROR;
   int threads = o.threads ? o.threads : sh_cpu_count();
@@ -113,6 +152,34 @@ void sheaf_ctx_clear_error(sheaf_ctx *ctx) {
   ctx->err[0] = '\0';
   ctx->last_status = SHEAF_OK;
 }
+uint64_t sheaf_ctx_memory_limit(const sheaf_ctx *ctx) { return ctx ? ctx->mem_limit : 0; }
+
+const char *sh_fmt_bytes(char *buf, size_t cap, double b) {
+  static const char *const unit[] = {"B", "KB", "MB", "GB", "TB", "PB", "EB"};
+  int u = 0;
+  while (b >= 1024 && u < 6) {
+    b /= 1024;
+    u++;
+  }
+  if (u == 0) snprintf(buf, cap, "%.0f B", b);
+  else snprintf(buf, cap, "%.1f %s", b, unit[u]);
+  return buf;
+}
+
+sheaf_status sh_check_budget(sheaf_ctx *ctx, double bytes, const char *what_fmt, ...) {
+  if (bytes <= (double)ctx->mem_limit) return SHEAF_OK;
+  char what[256], need[32], have[32];
+  va_list ap;
+  va_start(ap, what_fmt);
+  vsnprintf(what, sizeof what, what_fmt, ap);
+  va_end(ap);
+  return sh_fail(ctx, SHEAF_ERR_NOMEM,
+                 "%s: needs %s, more than the memory budget of %s (set SHEAF_MEMORY_LIMIT or "
+                 "sheaf_ctx_options.memory_limit to change it)",
+                 what, sh_fmt_bytes(need, sizeof need, bytes),
+                 sh_fmt_bytes(have, sizeof have, (double)ctx->mem_limit));
+}
+
 int sheaf_ctx_threads(const sheaf_ctx *ctx) { return ctx ? sh_pool_threads(ctx->pool) : 0; }
 
 sheaf_status sh_failv(sheaf_ctx *ctx, sheaf_status status, const char *fmt, va_list ap) {

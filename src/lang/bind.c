@@ -28,7 +28,8 @@ static void find_lookups(const sh_expr *e, bool *is_table, int depth) {
     for (int i = 0; i < e->n; i++) find_lookups(e->arms[i].body, is_table, depth + 1);
 }
 
-/* Value of s, or -1 when a variable is unknown. */
+/* Value of s, or -1 when a variable is unknown; INT64_MAX when it
+ * overflows. */
 static int64_t eval_known(const sh_size *s, const int64_t *val) {
   int64_t r = 0;
   for (int i = 0; i < s->n; i++) {
@@ -36,11 +37,45 @@ static int64_t eval_known(const sh_size *s, const int64_t *val) {
     for (int k = 0; k < s->t[i].deg; k++) {
       int64_t v = val[s->t[i].var[k]];
       if (v <= 0) return -1;
-      t *= v;
+      if (__builtin_mul_overflow(t, v, &t)) return INT64_MAX;
     }
-    r += t;
+    if (__builtin_add_overflow(r, t, &r)) return INT64_MAX;
   }
   return r;
+}
+
+/* Every variable of s has a value. */
+static bool all_known(const sh_size *s, const int64_t *val) {
+  for (int i = 0; i < s->n; i++)
+    for (int k = 0; k < s->t[i].deg; k++)
+      if (val[s->t[i].var[k]] <= 0) return false;
+  return true;
+}
+
+/* Fails for dimension d of parameter pp: "FILE:L:C: parameter 'W': its
+ * size N - 8 <why> (N = 4)". */
+static sheaf_status bad_dim(const sh_module *m, const sh_param *pp, int d, const int64_t *val,
+                            const char *why) {
+  sh_buf b;
+  sh_buf_init(&b, m->ctx);
+  sh_size_print(&b, &m->sizes, &pp->type->dims[d]);
+  sh_buf_printf(&b, " %s", why);
+  const char *sep = " (";
+  const sh_size *s = &pp->type->dims[d];
+  for (int i = 0; i < s->n; i++)
+    for (int k = 0; k < s->t[i].deg; k++) {
+      uint32_t v = s->t[i].var[k];
+      sh_buf_printf(&b, "%s%s = %lld", sep, sh_sym_name(&m->syms, m->sizes.v[v].name),
+                    (long long)val[v]);
+      sep = ", ";
+    }
+  if (*sep == ',') sh_buf_printf(&b, ")");
+  sheaf_status st = sh_fail(m->ctx, SHEAF_ERR_SHAPE, "%s:%u:%u: parameter '%s': dimension %d, %s",
+                            m->diags.file, (unsigned)pp->span.line, (unsigned)pp->span.col,
+                            sh_sym_name(&m->syms, pp->name), d + 1,
+                            b.data ? (const char *)b.data : "?");
+  sh_buf_free(&b);
+  return st;
 }
 
 /* Solves `s = n` when s has exactly one unknown variable, in a term of
@@ -55,10 +90,10 @@ static bool solve(const sh_size *s, int64_t n, int64_t *val) {
     for (int k = 0; k < s->t[i].deg; k++) {
       int64_t v = val[s->t[i].var[k]];
       if (v <= 0) known = false;
-      else t *= v;
+      else if (__builtin_mul_overflow(t, v, &t)) return false;
     }
     if (known) {
-      rest += t;
+      if (__builtin_add_overflow(rest, t, &rest)) return false;
       continue;
     }
     if (unknown_term >= 0 || s->t[i].deg != 1) return false;
@@ -170,6 +205,15 @@ sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
     for (uint32_t v = 1; v <= nv; v++) {
       if (m->sizes.v[v].kind != SH_SV_GLOBAL) continue;
       if (strcmp(sh_sym_name(&m->syms, m->sizes.v[v].name), opts->override_name[i])) continue;
+      const sh_sizevar *sv = &m->sizes.v[v];
+      if (sv->has_value && sv->value != opts->override_value[i]) {
+        st = sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
+                     "--size %s=%lld: %s:%u:%u fixes %s = %lld (change that declaration instead)",
+                     opts->override_name[i], (long long)opts->override_value[i], m->diags.file,
+                     (unsigned)sv->span.line, (unsigned)sv->span.col, opts->override_name[i],
+                     (long long)sv->value);
+        goto done;
+      }
       val[v] = opts->override_value[i];
       found = true;
     }
@@ -214,6 +258,16 @@ sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
     int64_t shape[2] = {0, 0};
     for (int d = 0; d < t->n; d++) {
       shape[d] = eval_known(&t->dims[d], val);
+      if (shape[d] <= 0 && all_known(&t->dims[d], val)) { /* e.g. N - 8 with N = 4 */
+        char why[64];
+        snprintf(why, sizeof why, "is %lld, not a positive size", (long long)shape[d]);
+        st = bad_dim(m, pp, d, val, why);
+        goto done;
+      }
+      if (shape[d] > INT32_MAX) {
+        st = bad_dim(m, pp, d, val, "is more than a tensor dimension can hold (2147483647)");
+        goto done;
+      }
       if (shape[d] <= 0) {
         for (int k = 0; k < t->dims[d].n; k++)
           for (int j = 0; j < t->dims[d].t[k].deg; j++) {
@@ -226,10 +280,43 @@ sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
       }
     }
     if (missing) continue;
+    double bytes = sizeof(float) * (double)shape[0] * (double)(t->n == 2 ? shape[1] : 1);
+    st = sh_check_budget(ctx, bytes, "%s:%u:%u: parameter '%s' of shape [%lld%s%.0lld]",
+                         m->diags.file, (unsigned)pp->span.line, (unsigned)pp->span.col,
+                         sh_sym_name(&m->syms, pp->name), (long long)shape[0], t->n == 2 ? ", " : "",
+                         (long long)(t->n == 2 ? shape[1] : 0));
+    if (st != SHEAF_OK) goto done;
     st = sheaf_model_param(model, sh_sym_name(&m->syms, pp->name), t->n, shape, param_init(pp, is_table[p]),
                            &out->params[p]);
     if (st == SHEAF_OK && pp->plus) st = plus_identity(m, model, pp, out->params[p], shape, false);
     if (st != SHEAF_OK) goto done;
+  }
+  if (missing && wf) { /* say where the weights file should have had them */
+    sh_buf why;
+    sh_buf_init(&why, ctx);
+    int said = 0;
+    for (int p = 0; p < m->n_params && said < 4; p++) {
+      const sh_param *pp = m->params[p];
+      bool unknown = false;
+      for (int d = 0; d < pp->type->n; d++) unknown |= eval_known(&pp->type->dims[d], val) < 0;
+      if (!unknown) continue;
+      const char *name = sh_sym_name(&m->syms, pp->name);
+      long k = sheaf_st_find(wf, name);
+      sh_buf_printf(&why, "%s%s:%u:%u: parameter '%s' ", said ? "; " : "", m->diags.file,
+                    (unsigned)pp->span.line, (unsigned)pp->span.col, name);
+      sh_type_print(&why, &m->sizes, &m->syms, pp->type);
+      if (k < 0)
+        sh_buf_printf(&why, " is not in %s", opts->weights);
+      else
+        sh_buf_printf(&why, " has rank %d in %s", (int)sheaf_st_rank(wf, (size_t)k), opts->weights);
+      said++;
+    }
+    st = sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
+                 "unknown sizes: %s, which the weights file would fix: %s (or give a 'size' "
+                 "declaration or --size NAME=VALUE)",
+                 msg.data ? (const char *)msg.data : "", why.data ? (const char *)why.data : "");
+    sh_buf_free(&why);
+    goto done;
   }
   if (missing) {
     st = sh_fail(ctx, SHEAF_ERR_INVALID_ARG,

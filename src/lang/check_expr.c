@@ -556,7 +556,10 @@ static sh_type *expr_kind(checker *c, sh_expr *e) {
   case SH_EX_IF: return if_expr(c, e);
   case SH_EX_MATCH: return match_expr(c, e);
   case SH_EX_FOR: return for_expr(c, e);
-  case SH_EX_PHASE: return c_expr(c, e->a);
+  case SH_EX_PHASE:
+    if (e->ival < 0 || e->ival > 1023) /* sheaf_graph_phase's range */
+      c_error(c, e->span, "phase %lld: phases are numbered 0..1023", (long long)e->ival);
+    return c_expr(c, e->a);
   }
   return &sh_type_error;
 }

@@ -61,6 +61,21 @@ static sheaf_status fail_at(sh_interp *ip, sh_span at, const char *fmt, ...) {
   return fail_msg(ip, full);
 }
 
+/* sh_check_budget for a size the program computed at e: the error names
+ * the source position. */
+static sheaf_status budget_at(sh_interp *ip, const sh_expr *e, double bytes, const char *fmt, ...)
+    SH_PRINTF(4, 5);
+static sheaf_status budget_at(sh_interp *ip, const sh_expr *e, double bytes, const char *fmt, ...) {
+  if (bytes <= (double)sheaf_ctx_memory_limit(ip->ctx)) return SHEAF_OK;
+  char what[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  sh_check_budget(ip->ctx, bytes, "%s", what); /* the message, on the context */
+  return fail_at(ip, e->span, "%s", sheaf_ctx_last_error(ip->ctx));
+}
+
 static const sh_value v_none = {0};
 
 /* ------------------------------------------------------------- sizes */
@@ -103,6 +118,18 @@ static sh_value mk_bool(bool b) { return (sh_value){.kind = SH_V_BOOL, .i = b}; 
 static sh_value mk_tensor(sheaf_expr t) { return (sh_value){.kind = SH_V_TENSOR, .t = t}; }
 static sh_value mk_agg(uint8_t kind, sh_agg *a) {
   return a ? (sh_value){.kind = kind, .agg = a} : v_none;
+}
+
+/* The i32 result r of `a op b` (computed exactly in int64): an error at e
+ * when it does not fit, as i32 arithmetic never wraps silently. */
+static sh_value int_result(sh_interp *ip, const sh_expr *e, int64_t a, const char *op, int64_t b,
+                           int64_t r) {
+  if (r >= INT32_MIN && r <= INT32_MAX) return mk_int((int32_t)r);
+  if (e->kind == SH_EX_UNARY)
+    return fail_at(ip, e->span, "i32 overflow: -(%lld) is outside -2147483648..2147483647",
+                   (long long)b), v_none;
+  return fail_at(ip, e->span, "i32 overflow: %lld %s %lld = %lld is outside -2147483648..2147483647",
+                 (long long)a, op, (long long)b, (long long)r), v_none;
 }
 
 size_t sh_value_tensors(sh_value v, sheaf_expr *out, size_t cap) {
@@ -297,6 +324,10 @@ static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_expr *e, sh_value *f
   }
   case SH_BI_ZEROS: {
     int64_t shape[2] = {a[0].i, nargs > 1 ? a[1].i : 0};
+    if (budget_at(ip, e, 4.0 * (double)shape[0] * (double)(nargs > 1 ? shape[1] : 1),
+                  "zeros(%lld%s%.0lld)", (long long)shape[0], nargs > 1 ? ", " : "",
+                  (long long)shape[1]))
+      return v_none;
     return mk_tensor(sheaf_zeros(g, nargs, shape));
   }
   case SH_BI_LEN: return mk_int(a[0].agg->n);
@@ -432,15 +463,16 @@ static SH_NOINLINE sh_value binary(sh_interp *ip, const sh_expr *e, sh_value *fr
     default: return failf(ip, "interp: bad tensor operator"), v_none;
     }
   }
-  int64_t a = x.i, b = y.i;
+  int64_t a = x.i, b = y.i; /* i32 operands: +, -, * and / are exact in int64 */
   switch (op) {
-  case SH_TK_PLUS: return mk_int((int32_t)(uint32_t)(a + b));
-  case SH_TK_MINUS: return mk_int((int32_t)(uint32_t)(a - b));
-  case SH_TK_STAR: return mk_int((int32_t)(uint32_t)(a * b));
+  case SH_TK_PLUS: return int_result(ip, e, a, "+", b, a + b);
+  case SH_TK_MINUS: return int_result(ip, e, a, "-", b, a - b);
+  case SH_TK_STAR: return int_result(ip, e, a, "*", b, a * b);
   case SH_TK_SLASH:
   case SH_TK_PERCENT:
     if (b == 0) return fail_at(ip, e->span, "division by zero"), v_none;
-    return mk_int((int32_t)(op == SH_TK_SLASH ? a / b : a % b));
+    if (op == SH_TK_SLASH) return int_result(ip, e, a, "/", b, a / b);
+    return mk_int((int32_t)(a % b));
   case SH_TK_EQ: return mk_bool(a == b);
   case SH_TK_NE: return mk_bool(a != b);
   case SH_TK_LT: return mk_bool(a < b);
@@ -614,7 +646,7 @@ static SH_NOINLINE sh_value eval_unary(sh_interp *ip, const sh_expr *e, sh_value
   if (ip->err) return v_none;
   if (e->op == SH_TK_BANG) return mk_bool(!x.i);
   if (x.kind == SH_V_TENSOR) return mk_tensor(sheaf_scale(ip->g, x.t, -1.0f));
-  return mk_int((int32_t)(0u - (uint32_t)x.i));
+  return int_result(ip, e, 0, "-", x.i, -(int64_t)x.i);
 }
 
 static SH_NOINLINE sh_value eval_block(sh_interp *ip, const sh_expr *e, sh_value *fr) {
@@ -648,7 +680,14 @@ static SH_NOINLINE sh_value eval_for(sh_interp *ip, const sh_expr *e, sh_value *
     sh_value hi = eval(ip, e->b, fr);
     if (ip->err) return v_none;
     lo = xs.i;
-    n = hi.i > lo ? hi.i - lo : 0;
+    int64_t len = hi.i > lo ? (int64_t)hi.i - lo : 0;
+    if (len > INT32_MAX)
+      return fail_at(ip, e->span, "for over %d..%d: %lld iterations, more than a list can hold "
+                     "(2147483647)", (int)lo, (int)hi.i, (long long)len), v_none;
+    if (budget_at(ip, e, (double)len * sizeof(sh_value), "for over %d..%d (%lld iterations)",
+                  (int)lo, (int)hi.i, (long long)len))
+      return v_none;
+    n = (int32_t)len;
   } else {
     n = xs.agg->n;
   }
@@ -678,15 +717,27 @@ static SH_NOINLINE sh_value eval_float(sh_interp *ip, const sh_expr *e) {
   return mk_tensor(sheaf_input_vector(ip->g, 1, &f));
 }
 
+/* v, the value of e, which may have issued builders: the first builder that
+ * fails (a slice out of range, shapes that do not agree at run time) gets
+ * e's source position before its message, and the instance stops. */
+static inline sh_value built(sh_interp *ip, const sh_expr *e, sh_value v) {
+  if (SH_UNLIKELY(!ip->err && ip->g && sheaf_graph_status(ip->g) != SHEAF_OK)) {
+    ip->err = sheaf_graph_error_context(ip->g, "%s:%u:%u: error", ip->m->diags.file,
+                                        (unsigned)e->span.line, (unsigned)e->span.col);
+    return v_none;
+  }
+  return v;
+}
+
 static sh_value eval(sh_interp *ip, const sh_expr *e, sh_value *fr) {
   switch (e->kind) {
   case SH_EX_NAME:
     if (e->res == SH_RES_LOCAL) return fr[e->ref.local->index];
     return eval_name(ip, e);
-  case SH_EX_BINARY: return binary(ip, e, fr);
-  case SH_EX_CALL: return eval_call(ip, e, fr);
-  case SH_EX_SLICE: return eval_slice(ip, e, fr);
-  case SH_EX_INDEX: return eval_index(ip, e, fr);
+  case SH_EX_BINARY: return built(ip, e, binary(ip, e, fr));
+  case SH_EX_CALL: return built(ip, e, eval_call(ip, e, fr));
+  case SH_EX_SLICE: return built(ip, e, eval_slice(ip, e, fr));
+  case SH_EX_INDEX: return built(ip, e, eval_index(ip, e, fr));
   case SH_EX_BLOCK: return eval_block(ip, e, fr);
   case SH_EX_MATCH: return eval_match(ip, e, fr);
   case SH_EX_IF: return eval_if(ip, e, fr);
@@ -694,7 +745,7 @@ static sh_value eval(sh_interp *ip, const sh_expr *e, sh_value *fr) {
   case SH_EX_BOOL: return mk_bool(e->ival != 0);
   case SH_EX_FLOAT: return eval_float(ip, e);
   case SH_EX_TUPLE: case SH_EX_LIST: return eval_items(ip, e, fr);
-  case SH_EX_UNARY: return eval_unary(ip, e, fr);
+  case SH_EX_UNARY: return built(ip, e, eval_unary(ip, e, fr));
   case SH_EX_FOR: return eval_for(ip, e, fr);
   case SH_EX_PHASE: return eval_phase(ip, e, fr);
   default: return failf(ip, "interp: unsupported expression"), v_none;

@@ -11,7 +11,7 @@
 #include "base/pool.h"
 #include "runtime/runtime.h"
 
-static atomic_uint g_graph_tags = 0;
+static atomic_uint_least32_t g_graph_tags = 0;
 
 sheaf_status sh_grow(sheaf_ctx *ctx, void **ptr, uint32_t *cap, uint32_t need, size_t elem) {
   if (need <= *cap) return SHEAF_OK;
@@ -52,6 +52,25 @@ sheaf_status sheaf_graph_fail(sheaf_graph *g, sheaf_status st, const char *fmt, 
 }
 
 /* Re-reports the sticky error as the context's last error. */
+sheaf_status sheaf_graph_error_context(sheaf_graph *g, const char *fmt, ...) {
+  if (!g) return SHEAF_ERR_INVALID_ARG;
+  if (!g->status || !fmt) return g->status;
+  char pre[256], old[sizeof g->err];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(pre, sizeof pre, fmt, ap);
+  va_end(ap);
+  memcpy(old, g->err, sizeof old);
+  size_t n = strlen(pre), m = strlen(old);
+  if (n > sizeof g->err - 3) n = sizeof g->err - 3;
+  if (m > sizeof g->err - 3 - n) m = sizeof g->err - 3 - n; /* "pre: old", cut to fit */
+  memcpy(g->err, pre, n);
+  memcpy(g->err + n, ": ", 2);
+  memcpy(g->err + n + 2, old, m);
+  g->err[n + 2 + m] = '\0';
+  return sh_fail(g->ctx, g->status, "%s", g->err);
+}
+
 static sheaf_status sticky(sheaf_graph *g) { return sh_fail(g->ctx, g->status, "%s", g->err); }
 
 /* ------------------------------------------------------------- policies */
@@ -63,14 +82,14 @@ const char *sheaf_policy_name(sheaf_policy p) {
 }
 
 sheaf_status sheaf_policy_parse(sheaf_ctx *ctx, const char *name, sheaf_policy *out) {
-  for (size_t i = 0; name && i < SH_ARRAY_LEN(policy_names); i++)
+  if (!name) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_policy_parse: name is NULL");
+  for (size_t i = 0; i < SH_ARRAY_LEN(policy_names); i++)
     if (strcmp(name, policy_names[i]) == 0) {
       if (out) *out = (sheaf_policy)i;
       return SHEAF_OK;
     }
   return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
-                 "unknown batching policy '%s' (expected sheaf, none, depth or agenda)",
-                 name ? name : "(null)");
+                 "unknown batching policy '%s' (expected sheaf, none, depth or agenda)", name);
 }
 
 /* ------------------------------------------------------------- lifetime */
@@ -87,6 +106,10 @@ sheaf_status sheaf_graph_create(sheaf_model *m, const sheaf_graph_opts *opts, sh
   if ((unsigned)o.policy > SHEAF_POLICY_AGENDA)
     return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_graph_create: unknown policy %d",
                    (int)o.policy);
+  if (o.trace_path) {
+    sheaf_status st = sh_trace_path_check(ctx, "sheaf_graph_create", o.trace_path);
+    if (st) return st;
+  }
   sheaf_graph *g = sh_calloc(ctx, 1, sizeof *g);
   if (!g) return SHEAF_ERR_NOMEM;
   g->ctx = ctx;
@@ -95,12 +118,12 @@ sheaf_status sheaf_graph_create(sheaf_model *m, const sheaf_graph_opts *opts, sh
   int pt = sheaf_ctx_threads(ctx);
   g->threads = o.threads <= 0 || o.threads > pt ? pt : o.threads;
   g->isa = sheaf_cpu_isa();
-  unsigned t;
-  do t = (atomic_fetch_add(&g_graph_tags, 1) + 1) & 0xfffu;
+  uint32_t t; /* 32-bit ids: a handle is refused by the next 2^32 - 1 graphs created */
+  do t = (uint32_t)(atomic_fetch_add(&g_graph_tags, 1) + 1);
   while (t == 0);
   g->tag = t;
   g->gen = 1;
-  g->handle = g->tag << 20 | g->gen;
+  g->handle = (uint64_t)g->tag << 32 | g->gen;
   sh_arena_init(&g->data, ctx, 1u << 20);
   sh_arena_init(&g->scratch, ctx, 256u << 10);
   sheaf_status st = sh_gemm_ws_create(ctx, &g->ws[0]);
@@ -141,9 +164,8 @@ sheaf_status sheaf_graph_reset(sheaf_graph *g) {
   if (g->build_t0) g->stats.ns_build += sheaf_time_ns() - g->build_t0 - g->ns_kernels_build;
   g->build_t0 = 0;
   g->ns_kernels_build = 0;
-  g->gen = (g->gen + 1) & 0xfffffu;
-  if (g->gen == 0) g->gen = 1;
-  g->handle = g->tag << 20 | g->gen;
+  if (++g->gen == 0) g->gen = 1; /* 2^32 resets before an epoch comes back */
+  g->handle = (uint64_t)g->tag << 32 | g->gen;
   g->n_nodes = g->n_ins = g->n_fuse = g->first_pending = 0;
   g->n_pw_list = g->n_pwl = 0;
   g->max_phase = 0;
@@ -209,32 +231,104 @@ sheaf_status sheaf_graph_flush(sheaf_graph *g) {
 
 /* --------------------------------------------------------------- values */
 
-static float *materialize_concat(sheaf_graph *g, uint32_t id) {
-  sh_node *n = &g->nodes[id];
-  size_t bytes = (size_t)n->rows * (size_t)n->cols * sizeof(float);
+/* A stack of node ids for the walks below: on the C stack while small,
+ * then on the heap (a chain of views may be as long as the graph). */
+typedef struct id_stack {
+  uint32_t *v;
+  uint32_t n, cap;
+  uint32_t local[64];
+} id_stack;
+
+static void ids_init(id_stack *s) {
+  s->v = s->local;
+  s->n = 0;
+  s->cap = SH_ARRAY_LEN(s->local);
+}
+
+static void ids_free(sheaf_graph *g, id_stack *s) {
+  if (s->v != s->local) sh_free(g->ctx, s->v, (size_t)s->cap * sizeof *s->v);
+}
+
+static bool ids_push(sheaf_graph *g, id_stack *s, uint32_t id) {
+  if (s->n == s->cap) {
+    if (s->cap >= UINT32_MAX / 2) return false;
+    uint32_t cap = 2 * s->cap;
+    uint32_t *v = sh_alloc(g->ctx, (size_t)cap * sizeof *v, 16);
+    if (!v) return false;
+    memcpy(v, s->v, (size_t)s->n * sizeof *v);
+    ids_free(g, s);
+    s->v = v;
+    s->cap = cap;
+  }
+  s->v[s->n++] = id;
+  return true;
+}
+
+/* A node read through a concat: a concat without a value is walked into
+ * (its pieces are copied directly: nested concats are not materialized
+ * one by one, which would copy a chain quadratically); anything else is a
+ * piece. */
+static bool walk_into(const sheaf_graph *g, uint32_t id) {
+  return g->nodes[id].op == SH_OP_CONCAT && !g->nodes[id].val;
+}
+
+/* Pushes onto `todo` the pieces of concat `id` that have no value yet;
+ * returns how many (or -1 when out of memory). */
+static int64_t concat_missing(sheaf_graph *g, uint32_t id, id_stack *walk, id_stack *todo) {
+  int64_t missing = 0;
+  walk->n = 0;
+  if (!ids_push(g, walk, id)) return -1;
+  while (walk->n) {
+    const sh_node *n = &g->nodes[walk->v[--walk->n]];
+    for (uint32_t i = 0; i < n->n_in; i++) {
+      uint32_t p = g->ins[n->in + i];
+      if (walk_into(g, p)) {
+        if (!ids_push(g, walk, p)) return -1;
+      } else if (!g->nodes[p].val) {
+        if (!ids_push(g, todo, p)) return -1;
+        missing++;
+      }
+    }
+  }
+  return missing;
+}
+
+/* Copies concat `id`'s pieces (all with values) into a new block, left to
+ * right; false on failure (error recorded). */
+static bool materialize_concat(sheaf_graph *g, uint32_t id, id_stack *walk) {
+  const sh_node *cn = &g->nodes[id];
+  int32_t rows = cn->rows, cols = cn->cols;
+  size_t bytes = (size_t)rows * (size_t)cols * sizeof(float);
   float *dst = sh_arena_alloc(&g->data, bytes);
   if (!dst) {
     sh_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: %zu bytes for a concat", bytes);
-    return NULL;
+    return false;
   }
   int64_t off = 0;
-  for (uint32_t i = 0; i < n->n_in; i++) {
-    uint32_t p = g->ins[n->in + i];
-    const float *v = sh_graph_val(g, p);
-    if (!v) return NULL;
-    n = &g->nodes[id];
-    const sh_node *pn = &g->nodes[p];
-    for (int32_t r = 0; r < n->rows; r++)
-      memcpy(dst + (int64_t)r * n->cols + off, v + (int64_t)r * pn->ld,
-             (size_t)pn->cols * sizeof(float));
-    off += pn->cols;
+  walk->n = 0;
+  if (!ids_push(g, walk, id)) goto nomem;
+  while (walk->n) { /* depth first, left to right: inputs pushed in reverse */
+    uint32_t x = walk->v[--walk->n];
+    if (x != id && !walk_into(g, x)) {
+      const sh_node *pn = &g->nodes[x];
+      for (int32_t r = 0; r < rows; r++)
+        memcpy(dst + (int64_t)r * cols + off, pn->val + (int64_t)r * pn->ld,
+               (size_t)pn->cols * sizeof(float));
+      off += pn->cols;
+      continue;
+    }
+    const sh_node *n = &g->nodes[x];
+    for (uint32_t i = n->n_in; i-- > 0;)
+      if (!ids_push(g, walk, g->ins[n->in + i])) goto nomem;
   }
-  n->ld = n->cols;
-  n->val = dst;
+  g->nodes[id].ld = cols;
+  g->nodes[id].val = dst;
   g->stats.bytes_copied += bytes;
-  return dst;
+  return true;
+nomem:
+  sh_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: reading a concat of %d columns", cols);
+  return false;
 }
-
 sheaf_status sh_graph_raw_guard(sheaf_graph *g, uint32_t id) {
   uint32_t r = id;
   while (g->nodes[r].op == SH_OP_SLICE) r = g->ins[g->nodes[r].in];
@@ -245,67 +339,105 @@ sheaf_status sh_graph_raw_guard(sheaf_graph *g, uint32_t id) {
   return SHEAF_OK;
 }
 
-float *sh_graph_val(sheaf_graph *g, uint32_t id) {
-  sh_node *n = &g->nodes[id];
-  if (n->val) return n->val;
-  switch (n->op) {
-  case SH_OP_SLICE: {
-    uint32_t x = g->ins[n->in];
-    const sh_node *xn = &g->nodes[x];
-    if (xn->op == SH_OP_CONCAT && !xn->val) { /* a slice within one piece: no copy */
-      uint32_t off = 0;
-      for (uint32_t i = 0; i < xn->n_in; i++) {
-        uint32_t p = g->ins[xn->in + i];
-        uint32_t pc = (uint32_t)g->nodes[p].cols;
-        if (n->aux >= off && n->aux + (uint32_t)n->cols <= off + pc) {
-          float *v = sh_graph_val(g, p);
-          if (!v) return NULL;
-          n = &g->nodes[id];
-          n->ld = g->nodes[p].ld;
-          return n->val = v + (n->aux - off);
+/* sh_graph_val without a value at hand: resolves the views under `id`
+ * with explicit stacks (no recursion: chains of slices, reshapes and
+ * concats may be as deep as the graph). */
+static float *resolve(sheaf_graph *g, uint32_t id) {
+  id_stack todo, walk;
+  ids_init(&todo);
+  ids_init(&walk);
+  bool ok = ids_push(g, &todo, id);
+  while (ok && todo.n) {
+    uint32_t t = todo.v[todo.n - 1];
+    sh_node *n = &g->nodes[t];
+    if (n->val) {
+      todo.n--;
+      continue;
+    }
+    uint32_t dep = SH_NONE; /* a view's source without a value yet: resolved first */
+    switch (n->op) {
+    case SH_OP_SLICE: {
+      uint32_t x = g->ins[n->in], src = x, off = n->aux;
+      const sh_node *xn = &g->nodes[x];
+      if (xn->op == SH_OP_CONCAT && !xn->val) { /* a slice within one piece: no copy */
+        uint32_t at = 0;
+        for (uint32_t i = 0; i < xn->n_in; i++) {
+          uint32_t p = g->ins[xn->in + i];
+          uint32_t pc = (uint32_t)g->nodes[p].cols;
+          if (n->aux >= at && n->aux + (uint32_t)n->cols <= at + pc) {
+            src = p;
+            off = n->aux - at;
+            break;
+          }
+          at += pc;
         }
-        off += pc;
       }
-    }
-    float *v = sh_graph_val(g, x);
-    if (!v) return NULL;
-    n = &g->nodes[id];
-    n->ld = g->nodes[x].ld;
-    return n->val = v + n->aux;
-  }
-  case SH_OP_CONCAT: return materialize_concat(g, id);
-  case SH_OP_RESHAPE: {
-    uint32_t x = g->ins[n->in];
-    float *v = sh_graph_val(g, x);
-    if (!v) return NULL;
-    const sh_node *xn = &g->nodes[x];
-    n = &g->nodes[id];
-    if (xn->rows > 1 && xn->ld != xn->cols) { /* strided: copy */
-      size_t bytes = (size_t)xn->rows * (size_t)xn->cols * sizeof(float);
-      float *c = sh_arena_alloc(&g->data, bytes);
-      if (!c) {
-        sh_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: %zu bytes for a reshape", bytes);
-        return NULL;
+      const sh_node *sn = &g->nodes[src];
+      if (!sn->val) {
+        dep = src;
+      } else {
+        n->ld = sn->ld;
+        n->val = sn->val + off;
       }
-      for (int32_t r = 0; r < xn->rows; r++)
-        memcpy(c + (int64_t)r * xn->cols, v + (int64_t)r * xn->ld,
-               (size_t)xn->cols * sizeof(float));
-      g->stats.bytes_copied += bytes;
-      v = c;
+      break;
     }
-    n->ld = n->cols;
-    return n->val = v;
+    case SH_OP_CONCAT: {
+      int64_t missing = concat_missing(g, t, &walk, &todo);
+      if (missing < 0) ok = false;
+      else if (missing == 0 && !materialize_concat(g, t, &walk)) goto fail;
+      break;
+    }
+    case SH_OP_RESHAPE: {
+      uint32_t x = g->ins[n->in];
+      const sh_node *xn = &g->nodes[x];
+      if (!xn->val) {
+        dep = x;
+        break;
+      }
+      float *v = xn->val;
+      if (xn->rows > 1 && xn->ld != xn->cols) { /* strided: copy */
+        size_t bytes = (size_t)xn->rows * (size_t)xn->cols * sizeof(float);
+        float *c = sh_arena_alloc(&g->data, bytes);
+        if (!c) {
+          sh_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: %zu bytes for a reshape", bytes);
+          goto fail;
+        }
+        for (int32_t r = 0; r < xn->rows; r++)
+          memcpy(c + (int64_t)r * xn->cols, v + (int64_t)r * xn->ld,
+                 (size_t)xn->cols * sizeof(float));
+        g->stats.bytes_copied += bytes;
+        v = c;
+      }
+      n->ld = n->cols;
+      n->val = v;
+      break;
+    }
+    default:
+      sh_graph_fail(g, SHEAF_ERR_INTERNAL, "internal error: node %u (%s) has no value", t,
+                    sh_op_name(n->op));
+      goto fail;
+    }
+    if (dep != SH_NONE) ok = ids_push(g, &todo, dep);
   }
-  default:
-    sh_graph_fail(g, SHEAF_ERR_INTERNAL, "internal error: node %u (%s) has no value", id,
-                  sh_op_name(n->op));
-    return NULL;
-  }
+  if (!ok) sh_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: resolving the views of node %u", id);
+  ids_free(g, &todo);
+  ids_free(g, &walk);
+  return ok ? g->nodes[id].val : NULL;
+fail:
+  ids_free(g, &todo);
+  ids_free(g, &walk);
+  return NULL;
 }
 
+float *sh_graph_val(sheaf_graph *g, uint32_t id) {
+  float *v = g->nodes[id].val;
+  return v ? v : resolve(g, id);
+}
 int sheaf_expr_shape(const sheaf_graph *g, sheaf_expr e, int64_t shape[2]) {
-  if (!g || e.graph != g->handle || e.node >= g->n_nodes) return 0;
+  if (!g || e.graph != g->handle || e.node >= g->n_nodes || g->nodes[e.node].depth != e.depth)
+    return 0;
   const sh_node *n = &g->nodes[e.node];
+  if (!shape) return n->rank; /* the rank alone */
   if (n->rank == 2) {
     shape[0] = n->rows;
     shape[1] = n->cols;
@@ -324,7 +456,7 @@ sheaf_status sheaf_value(sheaf_graph *g, sheaf_expr e, sheaf_value_view *out) {
   if (e.graph == 0)
     return sh_fail(g->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_value: the expression is null");
   if (e.graph != g->handle || e.node >= g->n_nodes || g->nodes[e.node].depth != e.depth) {
-    bool stale = e.graph >> 20 == g->tag;
+    bool stale = (uint32_t)(e.graph >> 32) == g->tag;
     return sh_fail(g->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_value: %s",
                    stale ? "the expression was built before sheaf_graph_reset (a stale handle)"
                          : "the expression belongs to another graph (or was built before "

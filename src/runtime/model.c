@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "io/finite.h"
 #include "runtime/runtime.h"
 #include "tensor/tensor.h"
 
@@ -174,16 +175,21 @@ sheaf_status sheaf_model_param(sheaf_model *m, const char *name, int rank, const
   if ((unsigned)init > SHEAF_INIT_IDENTITY_ROWS)
     return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_param: '%s': unknown init %d", name,
                    (int)init);
-  int64_t numel = 1;
+  double bytes = sizeof(float);
   for (int i = 0; i < rank; i++) {
-    if (shape[i] < 1 || shape[i] > INT32_MAX || __builtin_mul_overflow(numel, shape[i], &numel) ||
-        numel > ((int64_t)1 << 40)) {
+    if (shape[i] < 1 || shape[i] > INT32_MAX) {
       char b[64];
-      return sh_fail(ctx, SHEAF_ERR_SHAPE, "sheaf_model_param: '%s': invalid shape %s", name,
+      return sh_fail(ctx, SHEAF_ERR_SHAPE,
+                     "sheaf_model_param: '%s': invalid shape %s (each size in 1..2147483647)", name,
                      shape_str(rank, shape, b, sizeof b));
     }
+    bytes *= (double)shape[i];
   }
-  sheaf_status st = identity_check(ctx, name, rank, shape, init);
+  char b[64];
+  sheaf_status st = sh_check_budget(ctx, bytes, "sheaf_model_param: '%s' of shape %s", name,
+                                    shape_str(rank, shape, b, sizeof b));
+  if (st) return st;
+  st = identity_check(ctx, name, rank, shape, init);
   if (st) return st;
   for (uint32_t i = 0; i < m->n_params; i++)
     if (strcmp(m->params[i].name, name) == 0)
@@ -198,7 +204,7 @@ sheaf_status sheaf_model_param(sheaf_model *m, const char *name, int rank, const
   p.rank = rank;
   p.shape[0] = shape[0];
   p.shape[1] = rank == 2 ? shape[1] : 1;
-  p.numel = (size_t)numel;
+  p.numel = (size_t)(bytes / sizeof(float)); /* exact below 2^53 bytes (the budget) */
   p.init = init;
   p.data = sh_alloc(ctx, p.numel * sizeof(float), 64);
   if (!p.data) {
@@ -311,6 +317,22 @@ static void msg_add(char *buf, size_t cap, size_t *len, const char *fmt, ...) {
   if (w > 0) *len = *len + (size_t)w < cap ? *len + (size_t)w : cap - 1;
 }
 
+sheaf_status sheaf_model_allow_nonfinite(sheaf_model *m, int allow) {
+  if (!m) return SHEAF_ERR_INVALID_ARG;
+  m->allow_nonfinite = allow != 0;
+  return SHEAF_OK;
+}
+
+/* "[i, j]" for element k of a parameter of this shape (row-major). */
+static const char *index_str(int rank, const int64_t *shape, size_t k, char *buf, size_t cap) {
+  if (rank == 2 && shape[1] > 0)
+    snprintf(buf, cap, "%zu, i.e. [%lld, %lld]", k, (long long)(k / (size_t)shape[1]),
+             (long long)(k % (size_t)shape[1]));
+  else
+    snprintf(buf, cap, "%zu", k);
+  return buf;
+}
+
 sheaf_status sheaf_model_load(sheaf_model *m, const char *path) {
   if (!m) return SHEAF_ERR_INVALID_ARG;
   sheaf_ctx *ctx = m->ctx;
@@ -321,7 +343,7 @@ sheaf_status sheaf_model_load(sheaf_model *m, const char *path) {
   /* check everything first: a failed load changes nothing */
   char msg[SH_ERR_MAX - 64];
   size_t len = 0;
-  int problems = 0;
+  int problems = 0, nonfinite = 0;
   sheaf_status kind = SHEAF_OK;
   for (uint32_t i = 0; i < m->n_params; i++) {
     sh_param *p = &m->params[i];
@@ -351,11 +373,37 @@ sheaf_status sheaf_model_load(sheaf_model *m, const char *path) {
               problems ? ";" : "", p->name, sheaf_dtype_name(dt));
       problems++;
       if (!kind || kind == SHEAF_ERR_NOT_FOUND) kind = SHEAF_ERR_FORMAT;
+      continue;
+    }
+    if (m->allow_nonfinite) continue;
+    /* NaN or ±Inf (or an F64 beyond float's range) would silently turn every
+     * output they reach into nan: refuse them, naming the first */
+    size_t first;
+    uint64_t bad = sh_count_nonfinite(dt, sheaf_st_bytes(f, (size_t)j), p->numel, true, &first);
+    if (bad) {
+      float v;
+      convert(dt, (const unsigned char *)sheaf_st_bytes(f, (size_t)j) + first * sheaf_dtype_size(dt),
+              1, &v);
+      char at[64];
+      msg_add(msg, sizeof msg, &len,
+              "%s '%s' holds %llu non-finite value%s (NaN or infinity%s): the first, %s, at "
+              "index %s",
+              problems ? ";" : "", p->name, (unsigned long long)bad, bad == 1 ? "" : "s",
+              dt == SHEAF_F64 ? ", or beyond float's range" : "",
+              isnan(v) ? "nan" : v > 0 ? "inf" : "-inf",
+              index_str(p->rank, p->shape, first, at, sizeof at));
+      problems++;
+      nonfinite++;
+      if (!kind || kind == SHEAF_ERR_NOT_FOUND) kind = SHEAF_ERR_FORMAT;
     }
   }
   if (problems) {
     sheaf_st_close(f);
-    return sh_fail(ctx, kind, "%s: %d problem%s:%s", path, problems, problems > 1 ? "s" : "", msg);
+    return sh_fail(ctx, kind, "%s: %d problem%s:%s%s", path, problems, problems > 1 ? "s" : "",
+                   msg,
+                   nonfinite ? " (weights must be finite; to load them anyway: "
+                               "sheaf_model_allow_nonfinite, or sheaf run --allow-nonfinite)"
+                             : "");
   }
   for (uint32_t i = 0; i < m->n_params; i++) {
     sh_param *p = &m->params[i];
