@@ -17,6 +17,8 @@
 #include "io/seqs.h"
 #include "io/stats.h"
 
+_Static_assert(SH_TB_MAX_DEPTH == 10000, "usage_binarize and docs/DATA.md state the limit");
+
 static const char usage_data[] =
     "usage: sheaf data <command> [args]\n"
     "\n"
@@ -40,7 +42,8 @@ static const char usage_stats[] =
     "               and its histogram\n"
     "  tokens       one sequence per line (empty lines skipped): sequences,\n"
     "               tokens, vocabulary size, tokens per sequence\n"
-    "  safetensors  every tensor's name, dtype, shape and size\n"
+    "  safetensors  every tensor's name, dtype, shape, size and count of non-finite\n"
+    "               values (NaN, infinities: 'sheaf run' refuses them)\n"
     "\n"
     "The format comes from the extension unless --format is given: .conllu;\n"
     ".ptb .tree .trees; .txt when its first non-blank character is '('; .safetensors;\n"
@@ -71,6 +74,10 @@ static const char usage_binarize[] =
     "--child-sum: one node per word, '(DEPREL word child ...)', its dependents\n"
     "in sentence order (a word without dependents is '(DEPREL word)').\n"
     "  e.g. 'the cat sat' -> (root sat (nsubj cat (det the)))\n"
+    "\n"
+    "Trees deeper than 10000 levels are refused, as every reader refuses them: a\n"
+    "head with many dependents binarizes far deeper than its dependency tree (a\n"
+    "head with 99,999 dependents: 100,000 levels); 'data stats' shows the depths.\n"
     "\n"
     "In words and labels '(' and ')' are written -LRB- and -RRB-, whitespace as\n"
     "U+00A0 (no-break space).\n"
@@ -187,6 +194,10 @@ static int stats_conllu(sheaf_ctx *ctx, const char *path) {
          (long long)s.nonprojective,
          s.sentences ? 100.0 * (double)s.nonprojective / (double)s.sentences : 0.0,
          (long long)s.crossing, (long long)(s.nonprojective - s.crossing));
+  if (s.bin_too_deep)
+    printf("too deep to binarize  %lld (binarized deeper than %d levels, the tree depth limit: "
+           "'binarize' and the binary models refuse them)\n",
+           (long long)s.bin_too_deep, SH_TB_MAX_DEPTH);
   printf("\n");
   print_dist_header();
   print_dist("sentence length (words)", &s.length);

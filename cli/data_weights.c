@@ -1,7 +1,8 @@
 /*
  * data_weights.c — `sheaf data stats W.safetensors`: one line per tensor
- * (name, dtype, shape, bytes) in file order, then totals and the
- * __metadata__ entries. Names and metadata are printed with control
+ * (name, dtype, shape, bytes, non-finite values) in file order, then totals
+ * (with the non-finite values: NaN and infinities, which `sheaf run`
+ * refuses unless --allow-nonfinite) and the __metadata__ entries. Names and metadata are printed with control
  * characters escaped (\n, \t, \xNN) so that every tensor stays on one line.
  */
 #include <inttypes.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "io/finite.h"
 
 #define NAME_COL_MAX 60
 
@@ -75,9 +77,10 @@ int cli_data_stats_weights(sheaf_ctx *ctx, const char *path, FILE *out) {
   if (wname > NAME_COL_MAX) wname = NAME_COL_MAX;
 
   fprintf(out, "%s\n", path);
-  fprintf(out, "%-*s  %-*s  %-*s  %14s\n", (int)wname, "name", (int)wdtype, "dtype", (int)wshape,
-          "shape", "bytes");
-  uint64_t params = 0, bytes = 0;
+  fprintf(out, "%-*s  %-*s  %-*s  %14s  %10s\n", (int)wname, "name", (int)wdtype, "dtype",
+          (int)wshape, "shape", "bytes", "non-finite");
+  uint64_t params = 0, bytes = 0, nonfinite = 0;
+  size_t bad_tensors = 0, first_bad = 0, first_at = 0;
   size_t per_dtype[SHEAF_DTYPE_COUNT] = {0};
   uint64_t params_dtype[SHEAF_DTYPE_COUNT] = {0};
   for (size_t i = 0; i < n; i++) {
@@ -87,7 +90,19 @@ int cli_data_stats_weights(sheaf_ctx *ctx, const char *path, FILE *out) {
     shape_text(f, i, sb, sizeof sb);
     size_t nb = sheaf_st_nbytes(f, i);
     uint64_t numel = nb / sheaf_dtype_size(dt);
-    fprintf(out, "  %-*s  %-*s  %14zu\n", (int)wdtype, sheaf_dtype_name(dt), (int)wshape, sb, nb);
+    fprintf(out, "  %-*s  %-*s  %14zu", (int)wdtype, sheaf_dtype_name(dt), (int)wshape, sb, nb);
+    if (sh_dtype_is_float(dt)) { /* NaN and infinities as stored */
+      size_t at;
+      uint64_t bad = sh_count_nonfinite(dt, sheaf_st_bytes(f, i), (size_t)numel, false, &at);
+      fprintf(out, "  %10" PRIu64 "\n", bad);
+      if (bad && !bad_tensors++) {
+        first_bad = i;
+        first_at = at;
+      }
+      nonfinite += bad;
+    } else {
+      fprintf(out, "  %10s\n", "-");
+    }
     params += numel;
     bytes += nb;
     per_dtype[dt]++;
@@ -100,6 +115,15 @@ int cli_data_stats_weights(sheaf_ctx *ctx, const char *path, FILE *out) {
       fprintf(out, "  %-7s %zu tensor%s, %" PRIu64 " parameter%s\n",
               sheaf_dtype_name((sheaf_dtype)d), per_dtype[d], per_dtype[d] == 1 ? "" : "s",
               params_dtype[d], params_dtype[d] == 1 ? "" : "s");
+  if (!nonfinite) {
+    fprintf(out, "non-finite values: none\n");
+  } else {
+    fprintf(out, "non-finite values: %" PRIu64 " (NaN or infinity) in %zu tensor%s, the first in '",
+            nonfinite, bad_tensors, bad_tensors == 1 ? "" : "s");
+    put_escaped(out, sheaf_st_name(f, first_bad));
+    fprintf(out, "' at index %zu ('sheaf run' refuses them unless --allow-nonfinite)\n",
+            first_at);
+  }
   size_t nm = sheaf_st_metadata_count(f);
   if (nm) {
     fprintf(out, "metadata (%zu):\n", nm);

@@ -50,6 +50,11 @@ static const char usage_run[] =
     "  --save-weights W   write the parameters used to a safetensors file\n"
     "  --limit N          only the first N instances\n"
     "  --mv-vocab N       mvrnn: words with their own matrix (most frequent; default 2000)\n"
+    "  --max-vocab N      token ids (token-line files) must be below N (default 1000000;\n"
+    "                     with --weights: the rows of their 'emb' table, less <unk>); a\n"
+    "                     larger id is an error naming its line and column\n"
+    "  --allow-nonfinite  load weights holding NaN or infinities (refused by default:\n"
+    "                     the error names the tensor and the first bad index)\n"
     "  --out FILE         per-instance outputs, one line per output row ('-' = stdout):\n"
     "                     'INDEX v1 v2 ...' (bilstm: 'INDEX WORD v1 ...')\n"
     "  --trace FILE       Chrome-trace / Perfetto JSON timeline of the batches\n"
@@ -75,9 +80,9 @@ typedef struct run_opts {
   ex_model_kind model;
   const char *data, *weights, *save_weights, *out, *trace;
   int64_t hidden, embed;
-  long long batch, threads, limit, mv_vocab, repeat;
+  long long batch, threads, limit, mv_vocab, repeat, max_vocab;
   uint64_t seed;
-  bool seed_given, stats;
+  bool seed_given, stats, allow_nonfinite;
   sheaf_parallel parallel;
   sheaf_policy policies[4];
   int n_policies;
@@ -174,6 +179,11 @@ static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
       if (r < 0 || !cli_parse_int("--limit", v, 1, INT32_MAX, &o->limit)) return CLI_USAGE;
     } else if (FLAG("--mv-vocab")) {
       if (r < 0 || !cli_parse_int("--mv-vocab", v, 1, 10000000, &o->mv_vocab)) return CLI_USAGE;
+    } else if (FLAG("--max-vocab")) {
+      if (r < 0 || !cli_parse_int("--max-vocab", v, 1, INT32_MAX - 2, &o->max_vocab))
+        return CLI_USAGE;
+    } else if (!strcmp(a, "--allow-nonfinite")) {
+      o->allow_nonfinite = true;
     } else if (FLAG("--seed")) {
       if (r < 0) return CLI_USAGE;
       char *end;
@@ -274,11 +284,39 @@ static void session_free(session *s) {
   sheaf_ctx_free(s->ctx);
 }
 
+/* The limit on token ids: the rows of the weights' word table 'emb' (every
+ * built-in model has one; its last row is <unk>), else --max-vocab. */
+static void id_limit(sheaf_ctx *ctx, const run_opts *o, ex_data_opts *lim, char *what,
+                     size_t cap) {
+  lim->max_vocab = o->max_vocab; /* 0: the default */
+  lim->max_vocab_what = NULL;
+  sheaf_st_file *f = NULL;
+  if (!o->weights || sheaf_st_open(ctx, o->weights, &f) != SHEAF_OK) {
+    sheaf_ctx_clear_error(ctx); /* the load reports a bad weights file */
+    return;
+  }
+  long j = sheaf_st_find(f, "emb");
+  if (j >= 0 && sheaf_st_rank(f, (size_t)j) == 2) {
+    int64_t rows = sheaf_st_shape(f, (size_t)j)[0];
+    if (rows >= 2 && (!o->max_vocab || rows - 1 < o->max_vocab)) {
+      lim->max_vocab = rows - 1;
+      snprintf(what, cap, "the word table 'emb' of %s has %lld rows, the last for <unk>",
+               o->weights, (long long)rows);
+      lim->max_vocab_what = what;
+    }
+  }
+  sheaf_st_close(f);
+}
+
 static int session_open(const run_opts *o, session *s) {
   memset(s, 0, sizeof *s);
   s->ctx = cli_ctx((int)o->threads);
   if (!s->ctx) return CLI_FAIL;
-  if (ex_data_load(s->ctx, o->data, ex_model_data_kind(o->model), &s->data) != SHEAF_OK) {
+  ex_data_opts lim;
+  char lim_what[512];
+  id_limit(s->ctx, o, &lim, lim_what, sizeof lim_what);
+  if (ex_data_load_opts(s->ctx, o->data, ex_model_data_kind(o->model), &lim, &s->data) !=
+      SHEAF_OK) {
     fail_ctx(s->ctx);
     sheaf_ctx_free(s->ctx);
     return CLI_FAIL;
@@ -287,6 +325,7 @@ static int session_open(const run_opts *o, session *s) {
     goto fail;
   if (ex_net_create(s->ctx, o->model, &s->data, o->hidden, o->embed, &s->net) != SHEAF_OK)
     goto fail;
+  if (o->allow_nonfinite) sheaf_model_allow_nonfinite(s->net.model, 1);
   if (o->weights ? ex_net_load(&s->net, o->weights) : ex_net_seed(&s->net, o->seed))
     goto fail;
   s->count = ex_data_count(&s->data);

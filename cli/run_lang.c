@@ -31,7 +31,7 @@ static const char usage[] =
     "usage: sheaf run MODEL.sf --data FILE [--weights W.safetensors | --seed N] [--vocab FILE]\n"
     "                 [--batch N] [--threads T] [--parallel M] [--policy P] [--out FILE]\n"
     "                 [--trace FILE] [--limit N] [--save-weights W.safetensors] [--stats]\n"
-    "                 [--format text|jsonl|npy]\n"
+    "                 [--format text|jsonl|npy] [--max-vocab N] [--allow-nonfinite]\n"
     "                 [--size NAME=VALUE]...\n"
     "\n"
     "Runs the model's main on every instance of FILE, read according to main's argument:\n"
@@ -45,6 +45,11 @@ static const char usage[] =
     "                     row (a line '<unk>', else the tables' last row). Default: words are\n"
     "                     numbered in order of first appearance in --data, <unk> last\n"
     "  --size NAME=VALUE  a size the weights do not fix (e.g. --size H=256)\n"
+    "  --max-vocab N      token ids (token-line files) must be below N (default 1000000); with\n"
+    "                     --weights also below the rows of the largest word table, less <unk>.\n"
+    "                     A larger id is an error naming its line and column\n"
+    "  --allow-nonfinite  load weights holding NaN or infinities (refused by default: the\n"
+    "                     error names the tensor and the first bad index)\n"
     "  --batch N          instances per flush (default 64)\n"
     "  --threads T        threads (default: all CPUs, at most 64)\n"
     "  --parallel M       with several threads: batches (whole batches in parallel, one\n"
@@ -71,9 +76,9 @@ static const char usage[] =
 
 typedef struct lang_opts {
   const char *file, *data, *out, *policy, *trace, *vocab, *save_weights;
-  long long batch, threads, limit;
+  long long batch, threads, limit, max_vocab;
   sheaf_parallel parallel;
-  bool seed_given, stats;
+  bool seed_given, stats, allow_nonfinite;
   lang_format format;
   sh_lang_bind_opts bo;
   char names[SH_BIND_MAX_OVERRIDES][64];
@@ -139,6 +144,11 @@ static int parse_args(int argc, char **argv, lang_opts *o) {
       }
     } else if (!strcmp(a, "--stats")) {
       o->stats = true;
+    } else if (FLAG("--max-vocab")) {
+      if (r < 0 || !cli_parse_int("--max-vocab", v, 1, INT32_MAX - 2, &o->max_vocab))
+        return CLI_USAGE;
+    } else if (!strcmp(a, "--allow-nonfinite")) {
+      o->allow_nonfinite = true;
     } else if (FLAG("--batch")) {
       if (r < 0 || !cli_parse_int("--batch", v, 1, INT32_MAX, &o->batch)) return CLI_USAGE;
     } else if (FLAG("--threads")) {
@@ -300,6 +310,24 @@ static sheaf_status check_tables(sheaf_ctx *ctx, const lang_opts *o, const sh_mo
                  "(one per word%s)",
                  o->vocab, table, (long long)rows, (long long)wi->vocab,
                  wi->own_unk ? ", '<unk>' included" : ", then one for <unk>");
+}
+
+/* Token ids read with trained weights are rows of their word tables: an id
+ * past the largest table's rows (its last row is <unk>) is an error at its
+ * line and column, not a silent <unk> or a frequency-ranked row. */
+static sheaf_status check_ids(sheaf_ctx *ctx, const lang_opts *o, const sh_module *m,
+                              const sh_lang_bind *b, const ex_data *d) {
+  bool ids = d->kind == EX_DATA_SENTS && sh_vocab_size(&d->words) == 0 && d->n_tokens > 0;
+  if (!o->bo.weights || o->vocab || !ids) return SHEAF_OK;
+  int best = -1;
+  for (int p = 0; p < b->n_params; p++)
+    if (b->table_rows[p] > 0 && (best < 0 || b->table_rows[p] > b->table_rows[best])) best = p;
+  if (best < 0 || d->n_word_types <= b->table_rows[best] - 1) return SHEAF_OK;
+  char what[512];
+  snprintf(what, sizeof what, "the largest word table, %s, of %s has %lld rows, the last for <unk>",
+           sh_sym_name(&m->syms, m->params[best]->name), o->bo.weights,
+           (long long)b->table_rows[best]);
+  return ex_data_check_ids(ctx, o->data, b->table_rows[best] - 1, what);
 }
 
 /* ------------------------------------------------------------- progress */
@@ -635,6 +663,7 @@ int cli_run_lang(int argc, char **argv) {
   }
   /* what main takes decides how the data is read */
   if (sheaf_model_create(ctx, &model) != SHEAF_OK) goto fail;
+  if (o.allow_nonfinite) sheaf_model_allow_nonfinite(model, 1);
   {
     sh_lang_bind pre = {0};
     sh_interp *probe = NULL;
@@ -650,7 +679,8 @@ int cli_run_lang(int argc, char **argv) {
     }
     ex_data_kind dk = k == SH_INPUT_TOKENS || k == SH_INPUT_RECORDS ? EX_DATA_SENTS
                       : k == SH_INPUT_DEP_TREE ? EX_DATA_CHILDSUM : EX_DATA_BINARY;
-    if (ex_data_load(ctx, o.data, dk, &d) != SHEAF_OK) goto fail;
+    ex_data_opts lim = {.max_vocab = o.max_vocab};
+    if (ex_data_load_opts(ctx, o.data, dk, &lim, &d) != SHEAF_OK) goto fail;
     have_d = true;
   }
   words_info wi;
@@ -672,6 +702,7 @@ int cli_run_lang(int argc, char **argv) {
   o.bo.word_rank = wi.rank;
   if (sh_lang_bind_model(&m, model, &o.bo, &bind) != SHEAF_OK) goto fail;
   if (check_tables(ctx, &o, &m, &bind, &wi) != SHEAF_OK) goto fail;
+  if (check_ids(ctx, &o, &m, &bind, &d) != SHEAF_OK) goto fail;
   if (wi.n_unknown > 0)
     fprintf(stderr, "sheaf: note: %lld of %lld words of %s are not in %s: they use the <unk> row\n",
             (long long)wi.n_unknown, (long long)wi.n_words, o.data, o.vocab);

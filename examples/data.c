@@ -39,6 +39,7 @@ void ex_data_init(ex_data *d, sheaf_ctx *ctx, ex_data_kind kind) {
   sh_tb_init(&d->tb, ctx);
   sh_vocab_init(&d->words, ctx);
   sh_vocab_init(&d->xpos, ctx);
+  d->max_vocab = EX_MAX_VOCAB_DEFAULT;
 }
 
 /* Frees the CoNLL-U columns (XPOS, DEPREL, HEAD). */
@@ -62,7 +63,9 @@ void ex_data_free(ex_data *d) {
   sh_vocab_free(&d->xpos);
   sh_free(ctx, d->mv_row, (size_t)d->n_word_types * sizeof(int32_t));
   ex_data_kind kind = d->kind;
+  int64_t max_vocab = d->max_vocab;
   ex_data_init(d, ctx, kind);
+  d->max_vocab = max_vocab;
 }
 
 /* Room for n_sents + 1 offsets and n_tokens words and tags. */
@@ -171,11 +174,28 @@ static sheaf_status load_conllu_sents(ex_data *d, sh_depbank *db) {
   return st;
 }
 
-static sheaf_status load_token_lines(ex_data *d, const char *path) {
+/* The limit on token ids and how a message names it. */
+static sh_seqs_options ids_options(int64_t limit, const char *what, char *buf, size_t cap) {
+  if (!what) {
+    if (limit == EX_MAX_VOCAB_DEFAULT)
+      snprintf(buf, cap, "--max-vocab, default %d", EX_MAX_VOCAB_DEFAULT);
+    else
+      snprintf(buf, cap, "--max-vocab %lld", (long long)limit);
+    what = buf;
+  }
+  return (sh_seqs_options){.mode = SH_SEQS_AUTO, .id_limit = limit, .id_limit_what = what};
+}
+
+/* Token lines from a file (data NULL) or memory. */
+static sheaf_status load_token_lines(ex_data *d, const char *path, const char *data,
+                                     size_t size, const char *what) {
   sheaf_ctx *ctx = d->ctx;
   sh_seqs seqs;
   sh_seqs_init(&seqs, ctx);
-  sheaf_status st = sh_seqs_read_file(&seqs, path, NULL);
+  char buf[64];
+  sh_seqs_options so = ids_options(d->max_vocab, what, buf, sizeof buf);
+  sheaf_status st = data ? sh_seqs_read(&seqs, data, size, path, &so)
+                         : sh_seqs_read_file(&seqs, path, &so);
   int32_t *lens = NULL;
   size_t n = seqs.n_seqs;
   if (st == SHEAF_OK && (n > INT32_MAX - 1 || seqs.n_tokens > INT32_MAX))
@@ -210,13 +230,22 @@ static bool ends_with(const char *s, const char *suffix) {
   return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-sheaf_status ex_data_load(sheaf_ctx *ctx, const char *path, ex_data_kind kind, ex_data *d) {
+/* ex_data_load_opts and ex_data_load_mem: path is the file's name, data
+ * its bytes or NULL to read the file. */
+static sheaf_status load(sheaf_ctx *ctx, const char *path, const char *data, size_t size,
+                         ex_data_kind kind, const ex_data_opts *opts, ex_data *d) {
   ex_data_init(d, ctx, kind);
+  if (opts && opts->max_vocab < 0)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "ex_data_load: max_vocab %lld is negative",
+                   (long long)opts->max_vocab);
+  if (opts && opts->max_vocab > 0) d->max_vocab = opts->max_vocab;
+  if (d->max_vocab > INT32_MAX - 2) d->max_vocab = INT32_MAX - 2; /* V = types + 1 fits */
+  const char *what = opts ? opts->max_vocab_what : NULL;
   sheaf_status st;
   if (ends_with(path, ".conllu")) {
     sh_depbank db;
     sh_depbank_init(&db, ctx);
-    st = sh_conllu_read_file(&db, path);
+    st = data ? sh_conllu_read(&db, data, size, path) : sh_conllu_read_file(&db, path);
     if (st == SHEAF_OK) {
       if (kind == EX_DATA_BINARY) st = sh_binarize(&db, &d->tb);
       else if (kind == EX_DATA_CHILDSUM) st = sh_childsum(&db, &d->tb);
@@ -224,9 +253,9 @@ sheaf_status ex_data_load(sheaf_ctx *ctx, const char *path, ex_data_kind kind, e
     }
     sh_depbank_free(&db);
   } else if (kind == EX_DATA_SENTS) {
-    st = load_token_lines(d, path);
+    st = load_token_lines(d, path, data, size, what);
   } else {
-    st = sh_ptb_read_file(&d->tb, path);
+    st = data ? sh_ptb_read(&d->tb, data, size, path) : sh_ptb_read_file(&d->tb, path);
     if (st == SHEAF_OK && kind == EX_DATA_BINARY) {
       const sh_treebank *tb = &d->tb;
       for (int32_t t = 0; t < tb->n_trees && st == SHEAF_OK; t++)
@@ -246,6 +275,34 @@ sheaf_status ex_data_load(sheaf_ctx *ctx, const char *path, ex_data_kind kind, e
                  kind == EX_DATA_SENTS ? "sentences" : "trees");
   if (st == SHEAF_OK) st = ex_data_finish(d, 0);
   if (st != SHEAF_OK) ex_data_free(d);
+  return st;
+}
+
+sheaf_status ex_data_load(sheaf_ctx *ctx, const char *path, ex_data_kind kind, ex_data *d) {
+  return load(ctx, path, NULL, 0, kind, NULL, d);
+}
+
+sheaf_status ex_data_load_opts(sheaf_ctx *ctx, const char *path, ex_data_kind kind,
+                               const ex_data_opts *opts, ex_data *d) {
+  return load(ctx, path, NULL, 0, kind, opts, d);
+}
+
+sheaf_status ex_data_load_mem(sheaf_ctx *ctx, const char *data, size_t size, const char *name,
+                              ex_data_kind kind, const ex_data_opts *opts, ex_data *d) {
+  return load(ctx, name, data ? data : "", size, kind, opts, d);
+}
+
+sheaf_status ex_data_check_ids(sheaf_ctx *ctx, const char *path, int64_t limit,
+                               const char *what) {
+  if (limit <= 0)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: no token id fits below %lld (%s)", path,
+                   (long long)limit, what ? what : "the id limit");
+  sh_seqs seqs;
+  sh_seqs_init(&seqs, ctx);
+  char buf[64];
+  sh_seqs_options so = ids_options(limit, what, buf, sizeof buf);
+  sheaf_status st = sh_seqs_read_file(&seqs, path, &so);
+  sh_seqs_free(&seqs);
   return st;
 }
 
@@ -275,10 +332,23 @@ sheaf_status ex_data_finish(ex_data *d, int32_t mv_cap) {
     n_ids = d->tb.n_nodes;
     types = sh_vocab_size(&d->tb.words);
   }
+  /* token-id files carry no vocabulary: ids past the words count as types
+   * (in 64 bits: an id of INT32_MAX is one type more than int32 holds) */
+  int64_t n_types = types, top = -1;
   for (int64_t i = 0; i < n_ids; i++)
-    if (ids[i] >= types) types = ids[i] + 1; /* token-id files carry no vocabulary */
-  if (types >= INT32_MAX - 1)
-    return sh_fail(ctx, SHEAF_ERR_UNSUPPORTED, "vocabulary of %d words is too large", types);
+    if (ids[i] > top) top = ids[i];
+  if (top >= n_types) {
+    if (top >= d->max_vocab) /* the readers refuse these; ids added by hand */
+      return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
+                     "token id %lld is beyond the vocabulary: ids must be below %lld "
+                     "(--max-vocab)",
+                     (long long)top, (long long)d->max_vocab);
+    n_types = top + 1;
+  }
+  if (n_types >= INT32_MAX - 1)
+    return sh_fail(ctx, SHEAF_ERR_UNSUPPORTED, "vocabulary of %lld words is too large",
+                   (long long)n_types);
+  types = (int32_t)n_types;
   sh_free(ctx, d->mv_row, (size_t)d->n_word_types * sizeof(int32_t));
   d->mv_row = NULL;
   d->n_word_types = 0;

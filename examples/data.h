@@ -41,6 +41,20 @@ extern const char *const ex_deprel_names[EX_DEPREL_COUNT];
 
 #define EX_MV_CAP_DEFAULT 2000
 
+/* Token ids (token-line files read as ids) are rows of the models' word
+ * tables, so the largest id sets a table's size (V = max id + 2 rows with
+ * <unk>): ids at or beyond the limit are an error when read, naming the
+ * file, line and column. Default limit: ids below 1,000,000 (a table of
+ * 1,000,000 rows of 256 floats is 1 GiB); `sheaf run --max-vocab N` sets
+ * another, and a run with weights takes the rows of their word table. */
+#define EX_MAX_VOCAB_DEFAULT 1000000
+
+typedef struct ex_data_opts {
+  int64_t max_vocab;        /* token ids must be below this; 0: EX_MAX_VOCAB_DEFAULT */
+  const char *max_vocab_what; /* where the limit comes from, for the message (NULL:
+                                 "--max-vocab, default 1000000" or "--max-vocab") */
+} ex_data_opts;
+
 typedef struct ex_data {
   sheaf_ctx *ctx;
   ex_data_kind kind;
@@ -67,6 +81,7 @@ typedef struct ex_data {
   int32_t mv_vocab;    /* V' */
   int32_t n_word_types; /* word ids are 0..n_word_types-1 (V = n_word_types + 1) */
   int32_t *mv_row;     /* word id -> capped row (n_word_types entries) */
+  int64_t max_vocab;   /* token ids beyond the words must be below it (ex_data_finish) */
 } ex_data;
 
 /* An empty set of `kind` (trees or sentences to be added by the caller, as
@@ -79,12 +94,27 @@ void ex_data_free(ex_data *d); /* NULL-safe fields; the struct itself is the cal
  * the context's last error names the file (line and column for bad input)
  * and d is left freed. */
 sheaf_status ex_data_load(sheaf_ctx *ctx, const char *path, ex_data_kind kind, ex_data *d);
+/* The same with limits (opts may be NULL: the defaults). */
+sheaf_status ex_data_load_opts(sheaf_ctx *ctx, const char *path, ex_data_kind kind,
+                               const ex_data_opts *opts, ex_data *d);
+/* From memory: data[0..size) read as the file `name` would be (its
+ * extension picks the format; messages use it). */
+sheaf_status ex_data_load_mem(sheaf_ctx *ctx, const char *data, size_t size, const char *name,
+                              ex_data_kind kind, const ex_data_opts *opts, ex_data *d);
+
+/* Reads the token-line file `path` again with ids limited to [0, limit)
+ * and returns the reader's positioned error for the first id beyond it
+ * ("PATH:LINE:COL: error: token id ... (what)"), SHEAF_OK when none is. For
+ * a limit learnt after loading (a model's table rows). */
+sheaf_status ex_data_check_ids(sheaf_ctx *ctx, const char *path, int64_t limit, const char *what);
 
 /* Appends a sentence (word ids must be interned in d->words). */
 sheaf_status ex_data_add_sent(ex_data *d, const int32_t *words, const int32_t *tags, int32_t n);
 
 /* Computes vocab/unk and the MV-RNN rows (cap <= 0: EX_MV_CAP_DEFAULT). Call
- * after the last tree or sentence was added (ex_data_load does). */
+ * after the last tree or sentence was added (ex_data_load does). Word ids
+ * beyond the data's word vocabulary (token ids) must be below d->max_vocab
+ * (EX_MAX_VOCAB_DEFAULT unless loaded with another). */
 sheaf_status ex_data_finish(ex_data *d, int32_t mv_cap);
 
 /* The word numbering as text, "WORDS words, fnv1a64 HEX" over the words

@@ -2,7 +2,11 @@
  * binarize.c — dependency trees to binary trees and to child-sum trees (see
  * binarize.h). Both walk each sentence with an explicit stack of frames (a
  * 10,000-word chain is as safe as a 10-word sentence) and emit nodes in
- * post-order straight into the treebank.
+ * post-order straight into the treebank. A sentence whose tree would be
+ * deeper than SH_TB_MAX_DEPTH is refused before anything is built (its
+ * binary tree can be far deeper than its dependency tree: a head with
+ * 99,999 dependents binarizes 100,000 levels deep), so nothing is written
+ * that the readers would refuse.
  */
 #include "binarize.h"
 
@@ -81,6 +85,46 @@ static sheaf_status prepare(conv *c, int32_t s, const sh_dep_token **tok_out) {
   }
   *tok_out = tok;
   return SHEAF_OK;
+}
+
+/* Height of every word's binary subtree (a leaf is 1) into height[0..n],
+ * dependents before heads (reverse BFS order: no recursion):
+ * cur = 1; per absorbed dependent d: cur = max(cur, height(d)) + 1.
+ * Returns the root's. */
+static int32_t bin_heights(const sh_dep_work *w, int32_t n, int32_t *height) {
+  for (int32_t i = n; i >= 1; i--) {
+    int32_t h = w->order[i], b = w->kid_off[h], e = w->kid_off[h + 1], split = b, cur = 1;
+    while (split < e && w->kids[split] < h) split++;
+    for (int32_t k = split; k < e; k++)
+      cur = (height[w->kids[k]] > cur ? height[w->kids[k]] : cur) + 1;
+    for (int32_t k = split - 1; k >= b; k--)
+      cur = (height[w->kids[k]] > cur ? height[w->kids[k]] : cur) + 1;
+    height[h] = cur;
+  }
+  return height[w->kids[0]];
+}
+
+/* SHEAF_ERR_PARSE at sentence s's first line when its tree (binary or
+ * child-sum) would be deeper than SH_TB_MAX_DEPTH. */
+static sheaf_status check_depth(conv *c, int32_t s, bool binary) {
+  const sh_dep_sentence *sent = &c->db->sents[s];
+  int32_t depth = binary ? bin_heights(&c->w, sent->len, c->w.c) : sent->depth;
+  if (depth <= SH_TB_MAX_DEPTH) return SHEAF_OK;
+  const sh_vocab *files = &c->db->files;
+  const char *name = sent->file >= 0 && sent->file < sh_vocab_size(files)
+                         ? sh_vocab_str(files, sent->file)
+                         : "(input)";
+  if (!binary)
+    return sh_io_parse_error(c->ctx, name, (long)sent->line, 1,
+                             "this sentence's tree is %d levels deep; trees deeper than %d "
+                             "levels are refused in every format",
+                             depth, SH_TB_MAX_DEPTH);
+  return sh_io_parse_error(c->ctx, name, (long)sent->line, 1,
+                           "binarized, this sentence (%d words, dependency depth %d) would be "
+                           "a tree %d levels deep (each dependent a head absorbs adds a "
+                           "level); trees deeper than %d levels are refused in every format "
+                           "(the child-sum form keeps its dependency depth)",
+                           sent->len, sent->depth, depth, SH_TB_MAX_DEPTH);
 }
 
 static frame new_frame(const sh_dep_work *w, int32_t h) {
@@ -182,6 +226,7 @@ static sheaf_status convert(const sh_depbank *db, sh_treebank *tb, bool binary) 
   for (int32_t s = 0; s < db->n_sents && st == SHEAF_OK; s++) {
     const sh_dep_token *tok = NULL;
     st = prepare(&c, s, &tok);
+    if (st == SHEAF_OK) st = check_depth(&c, s, binary);
     if (st == SHEAF_OK) st = binary ? binarize_one(&c, tok) : childsum_one(&c, tok);
   }
   if (st != SHEAF_OK) sh_tb_rollback(tb, mark);
@@ -205,16 +250,6 @@ sheaf_status sh_binarized_height(const sh_depbank *db, int32_t s, sh_dep_work *w
   if (st != SHEAF_OK) return st;
   if (w->reached != sent->len)
     return sh_fail(w->ctx, SHEAF_ERR_INTERNAL, "sentence %d is not a tree", s);
-  int32_t *height = w->b;
-  for (int32_t i = sent->len; i >= 1; i--) { /* dependents before heads */
-    int32_t h = w->order[i], b = w->kid_off[h], e = w->kid_off[h + 1], split = b, cur = 1;
-    while (split < e && w->kids[split] < h) split++;
-    for (int32_t k = split; k < e; k++)
-      cur = (height[w->kids[k]] > cur ? height[w->kids[k]] : cur) + 1;
-    for (int32_t k = split - 1; k >= b; k--)
-      cur = (height[w->kids[k]] > cur ? height[w->kids[k]] : cur) + 1;
-    height[h] = cur;
-  }
-  *out = height[w->kids[0]];
+  *out = bin_heights(w, sent->len, w->b);
   return SHEAF_OK;
 }

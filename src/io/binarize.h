@@ -22,7 +22,11 @@
  * "(deprel word child...)".
  *
  * Both append one tree per sentence, in post-order (see treebank.h), with
- * words and labels interned into the treebank's vocabularies.
+ * words and labels interned into the treebank's vocabularies. A sentence
+ * whose tree would be deeper than SH_TB_MAX_DEPTH (the binary tree of a
+ * head with many dependents is much deeper than its dependency tree) is
+ * refused: SHEAF_ERR_PARSE "FILE:LINE:1: error: ..." at the sentence's
+ * first line, with the depth, and the treebank is left as it was.
  */
 #ifndef SH_IO_BINARIZE_H
 #define SH_IO_BINARIZE_H

@@ -22,6 +22,7 @@ void sh_depbank_init(sh_depbank *db, sheaf_ctx *ctx) {
   sh_vocab_init(&db->upos, ctx);
   sh_vocab_init(&db->xpos, ctx);
   sh_vocab_init(&db->deprels, ctx);
+  sh_vocab_init(&db->files, ctx);
 }
 
 void sh_depbank_free(sh_depbank *db) {
@@ -33,6 +34,7 @@ void sh_depbank_free(sh_depbank *db) {
   sh_vocab_free(&db->upos);
   sh_vocab_free(&db->xpos);
   sh_vocab_free(&db->deprels);
+  sh_vocab_free(&db->files);
   sh_depbank_init(db, ctx);
 }
 
@@ -100,6 +102,7 @@ typedef struct reader {
   bool open;            /* a comment or token line since the last blank line */
   int64_t open_line;    /* the first of those lines */
   int32_t first_token;  /* the open sentence's first token */
+  int32_t file;         /* name's id in db->files */
 } reader;
 
 static bool all_digits(const char *s, size_t n) {
@@ -224,13 +227,21 @@ static sheaf_status end_sentence(reader *r, int64_t line, long col) {
   /* depth (root = 1), then subtree size/min/max bottom-up: projective iff
    * every subtree covers a contiguous span. */
   int32_t *depth = w->a, *size = w->b, *lo = w->c, *hi = w->a;
-  int32_t max_depth = 0;
+  int32_t max_depth = 0, deepest = 0;
   depth[0] = 0;
   for (int32_t i = 1; i <= n; i++) {
     int32_t v = w->order[i];
     depth[v] = depth[tok[v - 1].head] + 1;
     if (depth[v] > max_depth) max_depth = depth[v];
+    if (depth[v] > SH_TB_MAX_DEPTH && !deepest) deepest = v; /* first word past the limit */
   }
+  if (max_depth > SH_TB_MAX_DEPTH)
+    return sh_io_parse_error(r->ctx, r->name, r->pos[0].line, 1,
+                             "the dependency tree of this sentence is %d levels deep (root = "
+                             "1), over the limit of %d levels for trees in every format (word "
+                             "%d, line %lld, is the first at level %d)",
+                             max_depth, SH_TB_MAX_DEPTH, deepest,
+                             (long long)r->pos[deepest - 1].line, SH_TB_MAX_DEPTH + 1);
   bool projective = true;
   for (int32_t i = n; i >= 1; i--) {
     int32_t v = w->order[i];
@@ -258,7 +269,7 @@ static sheaf_status end_sentence(reader *r, int64_t line, long col) {
     db->sents = s;
   }
   db->sents[db->n_sents++] =
-      (sh_dep_sentence){r->pos[0].line, first, n, max_depth, projective, crossing};
+      (sh_dep_sentence){r->pos[0].line, first, n, max_depth, projective, crossing, r->file};
   if (!projective) db->n_nonprojective++;
   if (crossing) db->n_crossing++;
   return SHEAF_OK;
@@ -394,6 +405,8 @@ sheaf_status sh_conllu_read(sh_depbank *db, const char *data, size_t size, const
   sheaf_status st = sh_io_check_text(ctx, data, size, name);
   if (st != SHEAF_OK) return st;
   reader r = {.ctx = ctx, .db = db, .name = name};
+  st = sh_vocab_intern(&db->files, name ? name : "", name ? strlen(name) : 0, &r.file);
+  if (st != SHEAF_OK) return st;
   sh_dep_work_init(&r.work, ctx);
   int32_t n_tokens = db->n_tokens, n_sents = db->n_sents, n_nonproj = db->n_nonprojective,
           n_crossing = db->n_crossing;

@@ -15,13 +15,15 @@
  * (too few: the end of the line; too many: the 10th TAB), no empty field,
  * IDs 1, 2, 3, ... in each sentence, HEAD an integer in 0..n (n words in the
  * sentence), exactly one root (HEAD 0), no cycle, no sentence without words
- * (comments or multiword lines followed by a blank line). On error the bank
- * keeps the sentences it had before the call.
+ * (comments or multiword lines followed by a blank line), dependency depth
+ * at most SH_TB_MAX_DEPTH (treebank.h; reported at the sentence's first
+ * line with the depth reached). On error the bank keeps the sentences it
+ * had before the call.
  */
 #ifndef SH_IO_CONLLU_H
 #define SH_IO_CONLLU_H
 
-#include "io/vocab.h"
+#include "io/treebank.h"
 
 typedef struct sh_dep_token {
   int32_t form, upos, xpos, deprel; /* ids in the bank's vocabularies */
@@ -35,6 +37,7 @@ typedef struct sh_dep_sentence {
   int32_t depth;  /* dependency depth: longest root-to-word path, root = 1 */
   bool projective; /* every subtree spans a contiguous run of words */
   bool crossing;   /* two arcs between words cross (the root's arc aside) */
+  int32_t file;    /* the name it was read from: an id in the bank's `files` */
 } sh_dep_sentence;
 
 typedef struct sh_depbank {
@@ -46,6 +49,7 @@ typedef struct sh_depbank {
   int32_t n_sents;
   size_t cap_sents;
   sh_vocab forms, upos, xpos, deprels;
+  sh_vocab files;          /* names given to sh_conllu_read, for later messages */
   int64_t n_multiword;     /* skipped "3-4" lines */
   int64_t n_empty_nodes;   /* skipped "5.1" lines */
   /* Non-projective sentences: some subtree's words are not contiguous (the

@@ -98,9 +98,9 @@ static sheaf_status intern_atom(parser *ps, sh_vocab *v, const tok *t, int32_t *
 }
 
 static sheaf_status push_frame(parser *ps, const tok *t) {
-  if (ps->n_frames >= SH_PTB_MAX_DEPTH)
+  if (ps->n_frames >= SH_TB_MAX_DEPTH)
     return sh_io_parse_error(ps->ctx, ps->name, t->line, t->col,
-                             "trees nested deeper than %d levels", SH_PTB_MAX_DEPTH);
+                             "trees nested deeper than %d levels", SH_TB_MAX_DEPTH);
   if (ps->n_frames == ps->cap_frames) {
     frame *f = sh_io_grow(ps->ctx, ps->frames, &ps->cap_frames, ps->n_frames + 1, sizeof *f);
     if (!f) return SHEAF_ERR_NOMEM;

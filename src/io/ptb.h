@@ -17,7 +17,7 @@
  * Tokens are maximal runs of bytes other than '(', ')' and ASCII whitespace.
  * In words and labels every "-LRB-" becomes '(' and every "-RRB-" ')' (the
  * PTB escapes), so "(2 -LRB-)" is the word "(". Nesting deeper than
- * SH_PTB_MAX_DEPTH is an error (the parser itself uses an explicit stack).
+ * SH_TB_MAX_DEPTH (treebank.h) is an error (the parser itself uses an explicit stack).
  * Errors are SHEAF_ERR_PARSE "NAME:LINE:COL: error: ..." (1-based, columns in
  * bytes); on error the treebank keeps the trees it had before the call.
  *
@@ -36,7 +36,8 @@
 #include "base/buf.h"
 #include "io/treebank.h"
 
-#define SH_PTB_MAX_DEPTH 10000
+/* The PTB reader's nesting limit: the limit of every format (treebank.h). */
+#define SH_PTB_MAX_DEPTH SH_TB_MAX_DEPTH
 
 /* Appends the trees of data[0..size) to tb; name is used in messages. */
 sheaf_status sh_ptb_read(sh_treebank *tb, const char *data, size_t size, const char *name);

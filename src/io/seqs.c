@@ -29,6 +29,8 @@ typedef struct reader {
   sheaf_ctx *ctx;
   const char *name;
   const sh_vocab *vocab; /* given, or NULL */
+  int64_t id_limit;      /* > 0: ids must be below it */
+  const char *id_limit_what;
   int32_t unk;           /* id of "<unk>" in the given vocabulary, or -1 */
   sh_seqs_mode mode;
   bool auto_decided;     /* mode came from the first token, at first_line:first_col */
@@ -104,6 +106,12 @@ static sheaf_status token(reader *r, const char *p, size_t n, int64_t line, long
     return sh_io_parse_error(r->ctx, r->name, line, col,
                              "token id %lld is out of range: the vocabulary has %d tokens",
                              (long long)v, sh_vocab_size(r->vocab));
+  if (r->id_limit > 0 && v >= r->id_limit)
+    return sh_io_parse_error(r->ctx, r->name, line, col,
+                             "token id %lld is beyond the vocabulary: ids must be below %lld "
+                             "(%s)",
+                             (long long)v, (long long)r->id_limit,
+                             r->id_limit_what ? r->id_limit_what : "the id limit");
   *out = (int32_t)v;
   if (*out > s->max_id) s->max_id = *out;
   return SHEAF_OK;
@@ -175,7 +183,11 @@ sheaf_status sh_seqs_read(sh_seqs *s, const char *data, size_t size, const char 
   }
   sheaf_status st = sh_io_check_text(ctx, data, size, name);
   if (st != SHEAF_OK) return st;
-  reader r = {.s = s, .ctx = ctx, .name = name, .vocab = o.vocab, .unk = -1, .mode = o.mode};
+  if (o.id_limit < 0)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: negative id limit %lld", name,
+                   (long long)o.id_limit);
+  reader r = {.s = s, .ctx = ctx, .name = name, .vocab = o.vocab, .id_limit = o.id_limit,
+              .id_limit_what = o.id_limit_what, .unk = -1, .mode = o.mode};
   if (o.vocab) r.unk = sh_vocab_find(o.vocab, "<unk>", 5);
   sh_seqs saved = *s;
   st = read_lines(&r, data, size);

@@ -7,7 +7,8 @@
  * Tokens are either token ids or words:
  *   - ids: non-negative decimal integers within int32. A negative or
  *     overflowing id is an error, so is an id >= the vocabulary size when a
- *     vocabulary is given, and so is a word in a file read as ids ("mixing").
+ *     vocabulary is given or >= id_limit when that is set, and so is a word
+ *     in a file read as ids ("mixing").
  *   - words: mapped through a given vocabulary (sh_vocab_load: one token per
  *     line, id = line index). An unknown word maps to "<unk>" when the
  *     vocabulary has it (counted in n_unk), else it is an error. Without a
@@ -28,6 +29,11 @@ typedef enum sh_seqs_mode { SH_SEQS_AUTO = 0, SH_SEQS_IDS, SH_SEQS_WORDS } sh_se
 typedef struct sh_seqs_options {
   sh_seqs_mode mode;
   const sh_vocab *vocab; /* NULL: ids unbounded; words build seqs->vocab */
+  /* > 0: ids must be below id_limit (the rows a model has for them), checked
+   * as each id is read; id_limit_what says where the limit comes from, for
+   * the message (e.g. "--max-vocab"). 0: no limit beyond int32. */
+  int64_t id_limit;
+  const char *id_limit_what;
 } sh_seqs_options;
 
 typedef struct sh_seq {

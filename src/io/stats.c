@@ -131,28 +131,24 @@ sheaf_status sh_dep_stats_compute(const sh_depbank *db, sh_dep_stats *out) {
   out->nonprojective = db->n_nonprojective;
   out->crossing = db->n_crossing;
   size_t ns = (size_t)db->n_sents;
-  int32_t *v = sh_malloc(ctx, (2 * ns + 1) * sizeof *v);
+  int32_t *v = sh_malloc(ctx, (3 * ns + 1) * sizeof *v);
   if (!v) return SHEAF_ERR_NOMEM;
-  int32_t *len = v, *depth = v + ns;
-  for (size_t s = 0; s < ns; s++) {
+  int32_t *len = v, *depth = v + ns, *bin = v + 2 * ns;
+  sh_dep_work w;
+  sh_dep_work_init(&w, ctx);
+  sheaf_status st = SHEAF_OK;
+  for (size_t s = 0; s < ns && st == SHEAF_OK; s++) {
     len[s] = db->sents[s].len;
     depth[s] = db->sents[s].depth;
+    /* the depth of the tree sh_binarize builds (the fuzzer checks they agree) */
+    st = sh_binarized_height(db, (int32_t)s, &w, &bin[s]);
+    if (st == SHEAF_OK && bin[s] > SH_TB_MAX_DEPTH) out->bin_too_deep++;
   }
-  sheaf_status st = sh_dist_compute(ctx, len, ns, &out->length);
+  sh_dep_work_free(&w);
+  if (st == SHEAF_OK) st = sh_dist_compute(ctx, len, ns, &out->length);
   if (st == SHEAF_OK) st = sh_dist_compute(ctx, depth, ns, &out->depth);
-  sh_free(ctx, v, (2 * ns + 1) * sizeof *v);
-  if (st == SHEAF_OK) { /* binarize for real: the depths of the trees we emit */
-    sh_treebank tb;
-    sh_tb_init(&tb, ctx);
-    st = sh_binarize(db, &tb);
-    sh_tb_stats ts;
-    if (st == SHEAF_OK) st = sh_tb_stats_compute(&tb, &ts);
-    if (st == SHEAF_OK) {
-      out->bin_depth = ts.depth;
-      sh_dist_free(ctx, &ts.length);
-    }
-    sh_tb_free(&tb);
-  }
+  if (st == SHEAF_OK) st = sh_dist_compute(ctx, bin, ns, &out->bin_depth);
+  sh_free(ctx, v, (3 * ns + 1) * sizeof *v);
   if (st != SHEAF_OK) sh_dep_stats_free(ctx, out);
   return st;
 }

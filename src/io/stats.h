@@ -43,10 +43,12 @@ sheaf_status sh_tb_stats_compute(const sh_treebank *tb, sh_tb_stats *out);
 void sh_tb_stats_free(sheaf_ctx *ctx, sh_tb_stats *s);
 
 /* A dependency bank: sentence length, dependency depth (root word = 1) and
- * the depth of the binarized tree (see binarize.h), computed by building
- * the binary trees. */
+ * the depth of the binarized tree (see binarize.h; computed without building
+ * it, so a sentence too deep to binarize still has its depth);
+ * bin_too_deep counts the sentences whose binary tree would exceed
+ * SH_TB_MAX_DEPTH (sh_binarize refuses them). */
 typedef struct sh_dep_stats {
-  int64_t sentences, words, multiword, empty_nodes, nonprojective, crossing;
+  int64_t sentences, words, multiword, empty_nodes, nonprojective, crossing, bin_too_deep;
   sh_dist length, depth, bin_depth;
 } sh_dep_stats;
 

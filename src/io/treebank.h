@@ -27,6 +27,16 @@
 
 #define SH_TB_NO_VALUE INT32_MIN
 
+/* The deepest tree Sheaf reads or writes, in every format: the nodes on the
+ * longest root-to-leaf path (a lone node is 1; for a CoNLL-U sentence its
+ * dependency depth, root word = 1). Readers refuse deeper input (PTB
+ * nesting, CoNLL-U dependency chains), and binarization / child-sum
+ * conversion refuse a sentence whose tree would be deeper, so every tree in
+ * a treebank stays within it and whatever walks trees (the example models,
+ * the interpreter) can rely on it. Width (children per node) is not
+ * limited. Documented in docs/DATA.md ("Limits"). */
+#define SH_TB_MAX_DEPTH 10000
+
 typedef struct sh_treebank {
   sheaf_ctx *ctx;
   /* nodes: five arrays carved from one block of cap_nodes entries each */

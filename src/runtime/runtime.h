@@ -59,6 +59,7 @@ struct sheaf_model {
   sh_stack *stacks;
   uint32_t n_stacks, cap_stacks;
   pthread_mutex_t mu; /* the packed forms and stacks (runner threads share the model) */
+  bool allow_nonfinite; /* sheaf_model_load takes NaN/Inf values (sheaf_model_allow_nonfinite) */
 };
 
 /* The parameter for a handle, or NULL (no message). */
