@@ -61,8 +61,8 @@ static void dump(sheaf_ctx *ctx, const char *src, char *out, size_t cap) {
 
 TEST(lang_lexer_tokens) {
   sheaf_ctx *ctx = th_ctx();
-  sh_pool pool;
-  sh_pool_init(&pool, ctx);
+  sh_lang_pool pool;
+  sh_lang_pool_init(&pool, ctx);
   sh_symtab syms;
   sh_symtab_init(&syms, ctx, &pool);
   const char *src = "fn f(x) -> 0..n # comment\n x[a:b] @ W => 2.5e-1 1e3 == != <= && || _ _a";
@@ -88,7 +88,7 @@ TEST(lang_lexer_tokens) {
   CHECK(t.v[3].v.sym == t.v[9].v.sym); /* interned */
   CHECK_EQ_INT(d.n_errors, 0);
   sh_symtab_free(&syms);
-  sh_pool_destroy(&pool);
+  sh_lang_pool_destroy(&pool);
 }
 
 TEST(lang_lexer_errors_are_diagnostics) {
@@ -162,8 +162,8 @@ TEST(lang_parser_depth_limits) {
 
 TEST(lang_sizes_canonical_forms_and_unification) {
   sheaf_ctx *ctx = th_ctx();
-  sh_pool pool;
-  sh_pool_init(&pool, ctx);
+  sh_lang_pool pool;
+  sh_lang_pool_init(&pool, ctx);
   sh_symtab syms;
   sh_symtab_init(&syms, ctx, &pool);
   sh_sizevars sv;
@@ -224,7 +224,7 @@ TEST(lang_sizes_canonical_forms_and_unification) {
   sh_buf_free(&buf);
   sh_sizevars_free(&sv);
   sh_symtab_free(&syms);
-  sh_pool_destroy(&pool);
+  sh_lang_pool_destroy(&pool);
 }
 
 /* -------------------------------------------------------------- checker */
@@ -364,15 +364,15 @@ TEST(lang_typed_ast_annotations) {
   sh_fn *f = m.main;
   CHECK_EQ_INT(f->n_locals, 2); /* xs, x */
   CHECK_EQ_INT(f->locals[1]->index, 1);
-  sh_expr *body = f->body;
+  sh_ast *body = f->body;
   REQUIRE_EQ_INT(body->kind, SH_EX_BLOCK);
-  sh_expr *mm = body->lets[0].value;
+  sh_ast *mm = body->lets[0].value;
   CHECK_EQ_INT(mm->kind, SH_EX_BINARY);
   CHECK(mm->param_rhs);
   CHECK(mm->a->lookup);
   CHECK_EQ_INT(mm->a->a->res, SH_RES_PARAM);
   CHECK_EQ_INT(mm->b->ref.param->index, 1);
-  sh_expr *sl = body->a;
+  sh_ast *sl = body->a;
   REQUIRE_EQ_INT(sl->kind, SH_EX_SLICE);
   char buf[128];
   CHECK_EQ_STR(sh_type_str(buf, sizeof buf, &m.sizes, &m.syms, sl->type), "f32[H]");

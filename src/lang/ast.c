@@ -7,8 +7,8 @@
 
 #include "lang/ast.h"
 
-sh_expr *sh_expr_new(sh_pool *p, sh_expr_kind kind, sh_span span) {
-  sh_expr *e = sh_lang_alloc(p, sizeof *e);
+sh_ast *sh_ast_new(sh_lang_pool *p, sh_ast_kind kind, sh_span span) {
+  sh_ast *e = sh_lang_alloc(p, sizeof *e);
   if (e) {
     e->kind = kind;
     e->span = span;
@@ -50,7 +50,7 @@ static void dump_pat(sh_buf *b, const sh_module *m, const sh_pat *q) {
   }
 }
 
-static void dump_list(sh_buf *b, const sh_module *m, const char *head, sh_expr *const *v, int n) {
+static void dump_list(sh_buf *b, const sh_module *m, const char *head, sh_ast *const *v, int n) {
   sh_buf_printf(b, "(%s", head);
   for (int i = 0; i < n; i++) {
     sh_buf_putc(b, ' ');
@@ -60,12 +60,12 @@ static void dump_list(sh_buf *b, const sh_module *m, const char *head, sh_expr *
 }
 
 const char *sh_param_init_name(sh_param_init i) {
-  static const char *const names[SH_INIT_COUNT] = {"default", "glorot",   "normal",       "zeros",
+  static const char *const names[SH_PINIT_COUNT] = {"default", "glorot",   "normal",       "zeros",
                                                    "ones",    "identity", "identity_rows"};
-  return (int)i >= 0 && (int)i < SH_INIT_COUNT ? names[i] : "?";
+  return (int)i >= 0 && (int)i < SH_PINIT_COUNT ? names[i] : "?";
 }
 
-void sh_ast_dump_expr(sh_buf *b, const sh_module *m, const sh_expr *e) {
+void sh_ast_dump_expr(sh_buf *b, const sh_module *m, const sh_ast *e) {
   if (!e) {
     sh_buf_puts(b, "<null>");
     return;

@@ -18,7 +18,7 @@
 
 #define SH_LANG_MAX_DEPTH 256 /* nesting of expressions, types and patterns */
 
-typedef struct sh_expr sh_expr;
+typedef struct sh_ast sh_ast;
 typedef struct sh_pat sh_pat;
 typedef struct sh_fn sh_fn;
 
@@ -32,7 +32,7 @@ typedef struct sh_texpr {
   sh_texpr_kind kind;
   sh_span span;
   int n;                   /* TENSOR: rank; TUPLE: arity */
-  sh_expr **dims;          /* TENSOR: size expressions (INT, NAME, + - *) */
+  sh_ast **dims;          /* TENSOR: size expressions (INT, NAME, + - *) */
   struct sh_texpr **elems; /* TUPLE items; LIST: elems[0] */
   sh_sym *elem_names;      /* TUPLE: names of the items, (h: f32[H], c: f32[H]); NULL or 0: none */
   sh_sym name;             /* NAME: an ADT */
@@ -62,17 +62,17 @@ typedef struct sh_adt {
 /* How a parameter is drawn without a weights file (`param W: T = init`,
  * `= init + identity`): the runtime's sheaf_init, or the binder's default. */
 typedef enum sh_param_init {
-  SH_INIT_DEFAULT = 0, /* tables normal, matrices Glorot, vectors zero */
-  SH_INIT_GLOROT, SH_INIT_NORMAL, SH_INIT_ZEROS, SH_INIT_ONES,
-  SH_INIT_IDENTITY,     /* identity blocks (SHEAF_INIT_IDENTITY) */
-  SH_INIT_IDENTITY_ROWS /* every row an n x n identity (SHEAF_INIT_IDENTITY_ROWS) */
+  SH_PINIT_DEFAULT = 0, /* tables normal, matrices Glorot, vectors zero */
+  SH_PINIT_GLOROT, SH_PINIT_NORMAL, SH_PINIT_ZEROS, SH_PINIT_ONES,
+  SH_PINIT_IDENTITY,     /* identity blocks (SHEAF_INIT_IDENTITY) */
+  SH_PINIT_IDENTITY_ROWS /* every row an n x n identity (SHEAF_INIT_IDENTITY_ROWS) */
 } sh_param_init;
-#define SH_INIT_COUNT (SH_INIT_IDENTITY_ROWS + 1)
+#define SH_PINIT_COUNT (SH_PINIT_IDENTITY_ROWS + 1)
 
 /* The source name of an initializer ("glorot", ...; "default" for DEFAULT). */
 const char *sh_param_init_name(sh_param_init i);
 
-typedef struct sh_param {
+typedef struct sh_param_decl {
   sh_sym name;
   sh_span span;
   int index; /* declaration order: the runtime's parameter id - 1 */
@@ -81,7 +81,7 @@ typedef struct sh_param {
   sh_param_init init;    /* DEFAULT when not given */
   sh_param_init plus;    /* DEFAULT, or an identity added to a drawn `init` */
   sh_span init_span;
-} sh_param;
+} sh_param_decl;
 
 typedef struct sh_sizedecl {
   sh_sym name;
@@ -111,7 +111,7 @@ struct sh_fn {
   sh_local **params;
   sh_texpr **param_tx;
   sh_texpr *ret_tx;
-  sh_expr *body;
+  sh_ast *body;
   /* (checker) */
   sh_type **param_types;
   sh_type *ret_type;
@@ -143,7 +143,7 @@ struct sh_pat {
 
 /* ----------------------------------------------------------- expressions */
 
-typedef enum sh_expr_kind {
+typedef enum sh_ast_kind {
   SH_EX_ERROR,
   SH_EX_INT,    /* ival */
   SH_EX_FLOAT,  /* fval: an f32[1] constant */
@@ -161,7 +161,7 @@ typedef enum sh_expr_kind {
   SH_EX_MATCH,  /* a (scrutinee), arms */
   SH_EX_FOR,    /* pat in a [.. b] { c } */
   SH_EX_PHASE   /* phase ival { a } */
-} sh_expr_kind;
+} sh_ast_kind;
 
 /* What a name refers to (checker). */
 typedef enum sh_res_kind {
@@ -195,16 +195,16 @@ typedef struct sh_let {
   sh_span span;
   sh_pat *pat;
   sh_texpr *tx; /* optional annotation */
-  sh_expr *value;
+  sh_ast *value;
 } sh_let;
 
 typedef struct sh_arm {
   sh_pat *pat;
-  sh_expr *body;
+  sh_ast *body;
 } sh_arm;
 
-struct sh_expr {
-  sh_expr_kind kind;
+struct sh_ast {
+  sh_ast_kind kind;
   sh_span span;
   int depth;     /* nesting depth of this subtree (parser; bounded) */
   sh_type *type; /* (checker) */
@@ -213,9 +213,9 @@ struct sh_expr {
   double fval;
   sh_sym name; /* NAME; CALL: the callee */
   sh_span name_span;
-  sh_expr *a, *b, *c;
+  sh_ast *a, *b, *c;
   int n;          /* TUPLE, LIST, CALL: items; BLOCK: lets; MATCH: arms */
-  sh_expr **items;
+  sh_ast **items;
   sh_let *lets;
   sh_arm *arms;
   sh_pat *pat; /* FOR */
@@ -223,7 +223,7 @@ struct sh_expr {
   sh_res_kind res;
   union {
     sh_local *local;
-    sh_param *param;
+    sh_param_decl *param;
     uint32_t size_var;
     sh_fn *fn;
     sh_ctor *ctor;
@@ -244,7 +244,7 @@ typedef struct sh_decl {
   sh_decl_kind kind;
   union {
     sh_adt *adt;
-    sh_param *param;
+    sh_param_decl *param;
     sh_sizedecl *size;
     sh_fn *fn;
   } u;
@@ -253,7 +253,7 @@ typedef struct sh_decl {
 /* A parsed (and, after sh_check, checked) source file. */
 typedef struct sh_module {
   sheaf_ctx *ctx;
-  sh_pool pool;
+  sh_lang_pool pool;
   sh_symtab syms;
   sh_sizevars sizes;
   sh_diags diags;
@@ -262,17 +262,17 @@ typedef struct sh_module {
   sh_decl *decls;
   int n_adts, n_params, n_sizes, n_fns;
   sh_adt **adts;
-  sh_param **params;
+  sh_param_decl **params;
   sh_sizedecl **size_decls;
   sh_fn **fns;
   sh_fn *main; /* (checker) */
 } sh_module;
 
 /* Helpers for the parser and tests. */
-sh_expr *sh_expr_new(sh_pool *p, sh_expr_kind kind, sh_span span);
+sh_ast *sh_ast_new(sh_lang_pool *p, sh_ast_kind kind, sh_span span);
 /* An S-expression dump of the syntax ("(fn f (x i32) i32 (+ x 1))"), for
  * tests and debugging. */
 void sh_ast_dump(sh_buf *b, const sh_module *m);
-void sh_ast_dump_expr(sh_buf *b, const sh_module *m, const sh_expr *e);
+void sh_ast_dump_expr(sh_buf *b, const sh_module *m, const sh_ast *e);
 
 #endif

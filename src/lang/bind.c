@@ -13,7 +13,7 @@
 #include "lang/interp.h"
 
 /* Marks the parameters used as lookup tables (emb[w]). */
-static void find_lookups(const sh_expr *e, bool *is_table, int depth) {
+static void find_lookups(const sh_ast *e, bool *is_table, int depth) {
   if (!e || depth > SH_LANG_MAX_DEPTH + 8) return;
   if (e->kind == SH_EX_INDEX && e->lookup && e->a && e->a->res == SH_RES_PARAM)
     is_table[e->a->ref.param->index] = true;
@@ -54,7 +54,7 @@ static bool all_known(const sh_size *s, const int64_t *val) {
 
 /* Fails for dimension d of parameter pp: "FILE:L:C: parameter 'W': its
  * size N - 8 <why> (N = 4)". */
-static sheaf_status bad_dim(const sh_module *m, const sh_param *pp, int d, const int64_t *val,
+static sheaf_status bad_dim(const sh_module *m, const sh_param_decl *pp, int d, const int64_t *val,
                             const char *why) {
   sh_buf b;
   sh_buf_init(&b, m->ctx);
@@ -109,14 +109,14 @@ static bool solve(const sh_size *s, int64_t n, int64_t *val) {
 
 /* The runtime's initializer for parameter pp (the binder's default: tables
  * normal, matrices Glorot, vectors zero). */
-static sheaf_init param_init(const sh_param *pp, bool is_table) {
+static sheaf_init param_init(const sh_param_decl *pp, bool is_table) {
   switch (pp->init) {
-  case SH_INIT_GLOROT: return SHEAF_INIT_GLOROT;
-  case SH_INIT_NORMAL: return SHEAF_INIT_NORMAL;
-  case SH_INIT_ZEROS: return SHEAF_INIT_ZERO;
-  case SH_INIT_ONES: return SHEAF_INIT_ONE;
-  case SH_INIT_IDENTITY: return SHEAF_INIT_IDENTITY;
-  case SH_INIT_IDENTITY_ROWS: return SHEAF_INIT_IDENTITY_ROWS;
+  case SH_PINIT_GLOROT: return SHEAF_INIT_GLOROT;
+  case SH_PINIT_NORMAL: return SHEAF_INIT_NORMAL;
+  case SH_PINIT_ZEROS: return SHEAF_INIT_ZERO;
+  case SH_PINIT_ONES: return SHEAF_INIT_ONE;
+  case SH_PINIT_IDENTITY: return SHEAF_INIT_IDENTITY;
+  case SH_PINIT_IDENTITY_ROWS: return SHEAF_INIT_IDENTITY_ROWS;
   default: return pp->type->n == 1 ? SHEAF_INIT_ZERO : is_table ? SHEAF_INIT_NORMAL : SHEAF_INIT_GLOROT;
   }
 }
@@ -124,11 +124,11 @@ static sheaf_init param_init(const sh_param *pp, bool is_table) {
 /* `= normal + identity` (or identity_rows): the identity's shape rule (as
  * the runtime's SHEAF_INIT_IDENTITY / _ROWS), checked when declaring; with
  * add, the identity is added to the seeded values. */
-static sheaf_status plus_identity(const sh_module *m, sheaf_model *model, const sh_param *pp,
+static sheaf_status plus_identity(const sh_module *m, sheaf_model *model, const sh_param_decl *pp,
                                   sheaf_param h, const int64_t *shape, bool add) {
   int64_t r = shape[0], c = shape[1], k = 1;
   const char *name = sh_sym_name(&m->syms, pp->name);
-  if (pp->plus == SH_INIT_IDENTITY) {
+  if (pp->plus == SH_PINIT_IDENTITY) {
     if (r % c != 0 && c % r != 0)
       return sh_fail(m->ctx, SHEAF_ERR_SHAPE,
                      "parameter '%s': identity of shape [%lld, %lld]: neither side is a multiple of the other",
@@ -145,7 +145,7 @@ static sheaf_status plus_identity(const sh_module *m, sheaf_model *model, const 
   const int64_t *sh;
   float *d = sheaf_model_param_data(model, h, &rank, &sh);
   if (!d) return sh_fail(m->ctx, SHEAF_ERR_INTERNAL, "parameter '%s' has no data", name);
-  if (pp->plus == SH_INIT_IDENTITY) {
+  if (pp->plus == SH_PINIT_IDENTITY) {
     int64_t n = r < c ? r : c;
     for (int64_t i = 0; i < r; i++)
       for (int64_t j = i % n; j < c; j += n) d[i * c + j] += 1.0f;
@@ -235,7 +235,7 @@ sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
   for (bool progress = true; progress;) {
     progress = false;
     for (int p = 0; p < m->n_params; p++) {
-      const sh_param *pp = m->params[p];
+      const sh_param_decl *pp = m->params[p];
       const sh_type *t = pp->type;
       if (wf) {
         long k = sheaf_st_find(wf, sh_sym_name(&m->syms, pp->name));
@@ -253,7 +253,7 @@ sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
   /* declare */
   bool missing = false;
   for (int p = 0; p < m->n_params; p++) {
-    const sh_param *pp = m->params[p];
+    const sh_param_decl *pp = m->params[p];
     const sh_type *t = pp->type;
     int64_t shape[2] = {0, 0};
     for (int d = 0; d < t->n; d++) {
@@ -296,7 +296,7 @@ sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
     sh_buf_init(&why, ctx);
     int said = 0;
     for (int p = 0; p < m->n_params && said < 4; p++) {
-      const sh_param *pp = m->params[p];
+      const sh_param_decl *pp = m->params[p];
       bool unknown = false;
       for (int d = 0; d < pp->type->n; d++) unknown |= eval_known(&pp->type->dims[d], val) < 0;
       if (!unknown) continue;

@@ -177,7 +177,7 @@ static uint32_t declare_size(checker *c, sh_sym name, sh_span at, size_mode mode
   return v;
 }
 
-bool c_size_of(checker *c, sh_expr *e, size_mode mode, sh_size *out) {
+bool c_size_of(checker *c, sh_ast *e, size_mode mode, sh_size *out) {
   sh_size_const(out, 0);
   switch (e->kind) {
   case SH_EX_INT: sh_size_const(out, e->ival); return true;
@@ -407,7 +407,7 @@ static void resolve_decl_types(checker *c) {
   }
   check_inhabited(c);
   for (int i = 0; i < m->n_params; i++) {
-    sh_param *p = m->params[i];
+    sh_param_decl *p = m->params[i];
     sh_type *t = c_resolve_type(c, p->tx, SIZES_DECLARE_GLOBAL);
     if (t->kind != SH_TY_TENSOR && t->kind != SH_TY_ERROR) {
       c_error(c, p->tx->span, "parameter '%s' must be an f32 vector or matrix (f32[N] or f32[N, M]), not %s",
@@ -415,7 +415,7 @@ static void resolve_decl_types(checker *c) {
       t = &sh_type_error;
     }
     sh_param_init id = p->plus ? p->plus : p->init;
-    if (t->kind == SH_TY_TENSOR && t->n != 2 && (id == SH_INIT_IDENTITY || id == SH_INIT_IDENTITY_ROWS))
+    if (t->kind == SH_TY_TENSOR && t->n != 2 && (id == SH_PINIT_IDENTITY || id == SH_PINIT_IDENTITY_ROWS))
       c_error(c, p->init_span, "parameter '%s': %s needs a matrix, not %s", name_of(c, p->name),
               sh_param_init_name(id), c_ty(c, t));
     p->type = t;

@@ -18,7 +18,7 @@ static sh_type *mk_tensor(checker *c, int rank, const sh_size *dims) {
   return t ? t : &sh_type_error;
 }
 
-static bool arity(checker *c, sh_expr *e, int lo, int hi) {
+static bool arity(checker *c, sh_ast *e, int lo, int hi) {
   if (e->n >= lo && e->n <= hi) return true;
   const char *name = sh_builtin_name(e->builtin);
   if (lo == hi)
@@ -28,23 +28,23 @@ static bool arity(checker *c, sh_expr *e, int lo, int hi) {
   return false;
 }
 
-static sh_type *need_tensor(checker *c, sh_expr *e, sh_expr *arg, sh_type *t) {
+static sh_type *need_tensor(checker *c, sh_ast *e, sh_ast *arg, sh_type *t) {
   if (c_is_err(t) || t->kind == SH_TY_TENSOR) return t;
   c_error(c, arg->span, "'%s' needs an f32 tensor, not %s", sh_builtin_name(e->builtin), c_ty(c, t));
   return &sh_type_error;
 }
 
-static sh_type *need_list(checker *c, sh_expr *e, sh_expr *arg, sh_type *t) {
+static sh_type *need_list(checker *c, sh_ast *e, sh_ast *arg, sh_type *t) {
   if (c_is_err(t) || t->kind == SH_TY_LIST) return t;
   c_error(c, arg->span, "'%s' needs a list, not %s", sh_builtin_name(e->builtin), c_ty(c, t));
   return &sh_type_error;
 }
 
 /* Sizes given as arguments (zeros, reshape): positive, at most rank 2. */
-static bool size_args(checker *c, sh_expr *e, int first, sh_size *dims) {
+static bool size_args(checker *c, sh_ast *e, int first, sh_size *dims) {
   bool ok = true;
   for (int i = first; i < e->n; i++) {
-    sh_expr *a = e->items[i];
+    sh_ast *a = e->items[i];
     if (!c_size_of(c, a, SIZES_KNOWN, &dims[i - first])) {
       ok = false;
       continue;
@@ -61,7 +61,7 @@ static bool size_args(checker *c, sh_expr *e, int first, sh_size *dims) {
 }
 
 /* The PARAM named by an argument of lstm_cell. */
-static sh_param *param_arg(checker *c, sh_expr *e, sh_expr *arg, int rank, const char *what) {
+static sh_param_decl *param_arg(checker *c, sh_ast *e, sh_ast *arg, int rank, const char *what) {
   sh_type *t = c_expr(c, arg);
   if (c_is_err(t)) return NULL;
   if (arg->kind != SH_EX_NAME || arg->res != SH_RES_PARAM) {
@@ -76,10 +76,10 @@ static sh_param *param_arg(checker *c, sh_expr *e, sh_expr *arg, int rank, const
   return arg->ref.param;
 }
 
-static sh_type *lstm_cell(checker *c, sh_expr *e) {
+static sh_type *lstm_cell(checker *c, sh_ast *e) {
   if (!arity(c, e, 4, 4)) return &sh_type_error;
-  sh_param *W = param_arg(c, e, e->items[0], 2, "weight (first argument)");
-  sh_param *b = param_arg(c, e, e->items[1], 1, "bias (second argument)");
+  sh_param_decl *W = param_arg(c, e, e->items[0], 2, "weight (first argument)");
+  sh_param_decl *b = param_arg(c, e, e->items[1], 1, "bias (second argument)");
   sh_type *tx = need_tensor(c, e, e->items[2], c_expr(c, e->items[2]));
   sh_type *tc = need_tensor(c, e, e->items[3], c_expr(c, e->items[3]));
   if (!W || !b || c_is_err(tx) || c_is_err(tc)) return &sh_type_error;
@@ -103,10 +103,10 @@ static sh_type *lstm_cell(checker *c, sh_expr *e) {
 }
 
 /* map(f, xs), fold(f, init, xs), scan(f, init, xs). */
-static sh_type *apply(checker *c, sh_expr *e) {
+static sh_type *apply(checker *c, sh_ast *e) {
   bool is_map = e->builtin == SH_BI_MAP;
   if (!arity(c, e, is_map ? 2 : 3, is_map ? 2 : 3)) return &sh_type_error;
-  sh_expr *fe = e->items[0], *xs = e->items[e->n - 1];
+  sh_ast *fe = e->items[0], *xs = e->items[e->n - 1];
   sh_fn *f = NULL;
   if (fe->kind == SH_EX_NAME && fe->name <= c->n_syms && c->globals[fe->name].kind == G_FN &&
       !c_lookup_local(c, fe->name)) {
@@ -125,7 +125,7 @@ static sh_type *apply(checker *c, sh_expr *e) {
   bool strict;
   int k = c_origin(c, xs, &strict);
   c_add_edge(c, f, fe->span, k >= 0);
-  sh_expr *args[2] = {is_map ? xs : e->items[1], xs};
+  sh_ast *args[2] = {is_map ? xs : e->items[1], xs};
   sh_type *types[2] = {is_map ? tl->elems[0] : tinit, tl->elems[0]};
   if (f->n_params != (is_map ? 1 : 2)) {
     c_error(c, fe->span, "'%s' applies a function of %d parameter%s, but '%s' takes %d",
@@ -147,7 +147,7 @@ static sh_type *apply(checker *c, sh_expr *e) {
   return t ? t : &sh_type_error;
 }
 
-static sh_type *cat(checker *c, sh_expr *e, sh_type **t) {
+static sh_type *cat(checker *c, sh_ast *e, sh_type **t) {
   if (!arity(c, e, 1, 64)) return &sh_type_error;
   sh_size last;
   sh_size_const(&last, 0);
@@ -173,7 +173,7 @@ static sh_type *cat(checker *c, sh_expr *e, sh_type **t) {
   return mk_tensor(c, t[0]->n, dims);
 }
 
-static sh_type *reshape(checker *c, sh_expr *e) {
+static sh_type *reshape(checker *c, sh_ast *e) {
   if (!arity(c, e, 2, 3)) return &sh_type_error;
   sh_type *t = need_tensor(c, e, e->items[0], c_expr(c, e->items[0]));
   sh_size dims[2];
@@ -200,7 +200,7 @@ static bool dyn_size(checker *c, sh_span at, sh_size *out) {
 }
 
 /* The element type of a list of tensors (an error reported otherwise). */
-static sh_type *tensor_list(checker *c, sh_expr *e, sh_type *t) {
+static sh_type *tensor_list(checker *c, sh_ast *e, sh_type *t) {
   if (c_is_err(t)) return t;
   if (t->kind == SH_TY_LIST && t->elems[0]->kind == SH_TY_TENSOR) return t->elems[0];
   if (t->kind == SH_TY_LIST && c_is_err(t->elems[0])) return &sh_type_error;
@@ -210,7 +210,7 @@ static sh_type *tensor_list(checker *c, sh_expr *e, sh_type *t) {
 }
 
 /* stack(xs: list[f32[D]]) -> f32[?, D] */
-static sh_type *stack(checker *c, sh_expr *e, sh_type *t) {
+static sh_type *stack(checker *c, sh_ast *e, sh_type *t) {
   sh_type *el = tensor_list(c, e, t);
   if (c_is_err(el)) return el;
   if (el->n != 1) {
@@ -223,7 +223,7 @@ static sh_type *stack(checker *c, sh_expr *e, sh_type *t) {
 
 /* softmax / log_softmax of a list of scores list[f32[1]] -> f32[?]; max,
  * mean (and sum, above) of a list elementwise -> its element type */
-static sh_type *of_list(checker *c, sh_expr *e, sh_type *t) {
+static sh_type *of_list(checker *c, sh_ast *e, sh_type *t) {
   sh_type *el = tensor_list(c, e, t);
   if (c_is_err(el)) return el;
   if (e->builtin != SH_BI_SOFTMAX && e->builtin != SH_BI_LOG_SOFTMAX) return el;
@@ -238,7 +238,7 @@ static sh_type *of_list(checker *c, sh_expr *e, sh_type *t) {
 }
 
 /* layer_norm(x: f32[.., D], gamma: f32[D], beta: f32[D]) -> x's type */
-static sh_type *layer_norm(checker *c, sh_expr *e, sh_type **t) {
+static sh_type *layer_norm(checker *c, sh_ast *e, sh_type **t) {
   for (int i = 0; i < 3; i++)
     if (c_is_err(t[i]) || c_is_err(need_tensor(c, e, e->items[i], t[i]))) return &sh_type_error;
   sh_type *row = mk_tensor(c, 1, &t[0]->dims[t[0]->n - 1]);
@@ -249,7 +249,7 @@ static sh_type *layer_norm(checker *c, sh_expr *e, sh_type **t) {
 
 /* Elementwise over tensors of one shape, or with f32[1] broadcast: the
  * shape of the larger (pow, minimum, maximum, min, max, clamp). */
-static sh_type *elementwise(checker *c, sh_expr *e, sh_type **t) {
+static sh_type *elementwise(checker *c, sh_ast *e, sh_type **t) {
   sh_type *r = NULL;
   for (int i = 0; i < e->n; i++) {
     if (c_is_err(t[i]) || c_is_err(need_tensor(c, e, e->items[i], t[i]))) return &sh_type_error;
@@ -264,7 +264,7 @@ static sh_type *elementwise(checker *c, sh_expr *e, sh_type **t) {
   return r;
 }
 
-sh_type *c_builtin(checker *c, sh_expr *e) {
+sh_type *c_builtin(checker *c, sh_ast *e) {
   if (e->builtin == SH_BI_MAX && e->n == 2) e->builtin = SH_BI_MAXIMUM; /* max(a, b) */
   if (e->builtin == SH_BI_MIN && e->n == 2) e->builtin = SH_BI_MINIMUM;
   sh_builtin bi = e->builtin;

@@ -36,7 +36,7 @@ static sh_type *tensor2(checker *c, const sh_size *d0, const sh_size *d1) {
 }
 
 /* The parameter (k) a value comes from, and whether it is a strict part. */
-int c_origin(checker *c, const sh_expr *e, bool *strict) {
+int c_origin(checker *c, const sh_ast *e, bool *strict) {
   *strict = false;
   if (e->kind != SH_EX_NAME || e->res != SH_RES_LOCAL) return -1;
   const sh_local *l = e->ref.local;
@@ -49,7 +49,7 @@ int c_origin(checker *c, const sh_expr *e, bool *strict) {
   return -1;
 }
 
-bool c_is_subterm(checker *c, const sh_expr *e) {
+bool c_is_subterm(checker *c, const sh_ast *e) {
   bool strict;
   if (e->kind == SH_EX_NAME) return c_origin(c, e, &strict) >= 0 && strict;
   if (e->kind == SH_EX_INDEX && e->a->type && e->a->type->kind == SH_TY_LIST)
@@ -120,7 +120,7 @@ void c_bind_pattern(checker *c, sh_pat *q, sh_type *t, bool refutable, int subte
 
 /* ------------------------------------------------------------ operators */
 
-static sh_type *arith(checker *c, sh_expr *e, sh_type *ta, sh_type *tb) {
+static sh_type *arith(checker *c, sh_ast *e, sh_type *ta, sh_type *tb) {
   if (c_is_err(ta) || c_is_err(tb)) return &sh_type_error;
   if (ta->kind == SH_TY_I32 && tb->kind == SH_TY_I32) return &sh_type_i32;
   if (ta->kind == SH_TY_TENSOR && tb->kind == SH_TY_TENSOR) {
@@ -142,7 +142,7 @@ static sh_type *arith(checker *c, sh_expr *e, sh_type *ta, sh_type *tb) {
   return &sh_type_error;
 }
 
-static sh_type *matmul(checker *c, sh_expr *e, sh_type *ta, sh_type *tb) {
+static sh_type *matmul(checker *c, sh_ast *e, sh_type *ta, sh_type *tb) {
   if (c_is_err(ta) || c_is_err(tb)) return &sh_type_error;
   if (ta->kind != SH_TY_TENSOR || tb->kind != SH_TY_TENSOR) {
     c_error(c, e->span, "'@' multiplies tensors, but got %s @ %s", c_ty(c, ta), c_ty(c, tb));
@@ -172,7 +172,7 @@ static sh_type *matmul(checker *c, sh_expr *e, sh_type *ta, sh_type *tb) {
   return tensor2(c, &ta->dims[0], &tb->dims[1]);
 }
 
-static sh_type *binary(checker *c, sh_expr *e) {
+static sh_type *binary(checker *c, sh_ast *e) {
   sh_type *ta = c_expr(c, e->a), *tb = c_expr(c, e->b);
   switch (e->op) {
   case SH_TK_PLUS:
@@ -201,7 +201,7 @@ static sh_type *binary(checker *c, sh_expr *e) {
   }
 }
 
-static sh_type *unary(checker *c, sh_expr *e) {
+static sh_type *unary(checker *c, sh_ast *e) {
   sh_type *t = c_expr(c, e->a);
   if (c_is_err(t)) return t;
   if (e->op == SH_TK_BANG) {
@@ -216,7 +216,7 @@ static sh_type *unary(checker *c, sh_expr *e) {
 
 /* ---------------------------------------------------------------- names */
 
-static sh_type *name(checker *c, sh_expr *e) {
+static sh_type *name(checker *c, sh_ast *e) {
   sh_local *l = c_lookup_local(c, e->name);
   if (l) {
     e->res = SH_RES_LOCAL;
@@ -263,7 +263,7 @@ static sh_type *name(checker *c, sh_expr *e) {
 
 /* ---------------------------------------------------------------- calls */
 
-sh_type *c_call_fn(checker *c, sh_expr *site, sh_fn *f, sh_expr **args, sh_type **types, int n) {
+sh_type *c_call_fn(checker *c, sh_ast *site, sh_fn *f, sh_ast **args, sh_type **types, int n) {
   if (n != f->n_params) {
     c_error(c, site->span, "wrong number of arguments: '%s' takes %d but got %d", nm(c, f->name),
             f->n_params, n);
@@ -298,7 +298,7 @@ sh_type *c_call_fn(checker *c, sh_expr *site, sh_fn *f, sh_expr **args, sh_type 
   return rt ? rt : &sh_type_error;
 }
 
-static sh_type *call(checker *c, sh_expr *e) {
+static sh_type *call(checker *c, sh_ast *e) {
   global *g = e->name <= c->n_syms ? &c->globals[e->name] : NULL;
   gkind kind = g ? g->kind : G_NONE;
   if (kind == G_BUILTIN) {
@@ -352,7 +352,7 @@ static sh_type *call(checker *c, sh_expr *e) {
 
 /* ------------------------------------------------------ index and slice */
 
-static sh_type *index_expr(checker *c, sh_expr *e) {
+static sh_type *index_expr(checker *c, sh_ast *e) {
   sh_type *ta = c_expr(c, e->a), *ti = c_expr(c, e->b);
   if (!c_is_err(ti) && ti->kind != SH_TY_I32) {
     c_error(c, e->b->span, "an index must be an i32, not %s", c_ty(c, ti));
@@ -380,7 +380,7 @@ static int sign_of(checker *c, const sh_size *s) {
   return sh_size_sign(&r);
 }
 
-static sh_type *slice(checker *c, sh_expr *e) {
+static sh_type *slice(checker *c, sh_ast *e) {
   sh_type *ta = c_expr(c, e->a);
   sh_size *lo = c_alloc(c, sizeof *lo), *hi = c_alloc(c, sizeof *hi);
   if (!lo || !hi) return &sh_type_error;
@@ -430,7 +430,7 @@ static sh_type *slice(checker *c, sh_expr *e) {
 
 /* ------------------------------------------------------- control flow */
 
-static sh_type *block(checker *c, sh_expr *e) {
+static sh_type *block(checker *c, sh_ast *e) {
   int mark = c_scope_mark(c);
   for (int i = 0; i < e->n; i++) {
     sh_let *l = &e->lets[i];
@@ -449,7 +449,7 @@ static sh_type *block(checker *c, sh_expr *e) {
   return t;
 }
 
-static sh_type *if_expr(checker *c, sh_expr *e) {
+static sh_type *if_expr(checker *c, sh_ast *e) {
   sh_type *tc = c_expr(c, e->a);
   if (!c_is_err(tc) && tc->kind != SH_TY_BOOL)
     c_error(c, e->a->span, "the condition of 'if' must be a bool, not %s", c_ty(c, tc));
@@ -459,7 +459,7 @@ static sh_type *if_expr(checker *c, sh_expr *e) {
   return tt;
 }
 
-static sh_type *match_expr(checker *c, sh_expr *e) {
+static sh_type *match_expr(checker *c, sh_ast *e) {
   sh_type *ts = c_expr(c, e->a);
   bool strict;
   int k = c_origin(c, e->a, &strict);
@@ -482,7 +482,7 @@ static sh_type *match_expr(checker *c, sh_expr *e) {
   return err || !result ? &sh_type_error : result;
 }
 
-static sh_type *for_expr(checker *c, sh_expr *e) {
+static sh_type *for_expr(checker *c, sh_ast *e) {
   sh_type *ti = c_expr(c, e->a), *el;
   int k = -1;
   bool strict = false;
@@ -513,7 +513,7 @@ static sh_type *for_expr(checker *c, sh_expr *e) {
   return t ? t : &sh_type_error;
 }
 
-static sh_type *items(checker *c, sh_expr *e) {
+static sh_type *items(checker *c, sh_ast *e) {
   sh_type **v = c_alloc(c, (size_t)e->n * sizeof *v + 1);
   if (!v) return &sh_type_error;
   bool err = false;
@@ -534,7 +534,7 @@ static sh_type *items(checker *c, sh_expr *e) {
   return t ? t : &sh_type_error;
 }
 
-static sh_type *expr_kind(checker *c, sh_expr *e) {
+static sh_type *expr_kind(checker *c, sh_ast *e) {
   switch (e->kind) {
   case SH_EX_ERROR: return &sh_type_error;
   case SH_EX_INT: return &sh_type_i32;
@@ -564,7 +564,7 @@ static sh_type *expr_kind(checker *c, sh_expr *e) {
   return &sh_type_error;
 }
 
-sh_type *c_expr(checker *c, sh_expr *e) {
+sh_type *c_expr(checker *c, sh_ast *e) {
   if (c->nomem || sh_diags_full(c->d)) return e->type = &sh_type_error;
   sh_type *t = expr_kind(c, e);
   return e->type = t ? t : &sh_type_error;

@@ -15,7 +15,7 @@ typedef struct global {
   gkind kind;
   sh_span span;
   union {
-    sh_param *param;
+    sh_param_decl *param;
     sh_fn *fn;
     sh_ctor *ctor;
     uint32_t size_var;
@@ -44,7 +44,7 @@ typedef enum size_mode {
 
 typedef struct checker {
   sh_module *m;
-  sh_pool *pool;
+  sh_lang_pool *pool;
   sh_diags *d;
   sh_sizevars *sv;
   const sh_symtab *syms;
@@ -73,7 +73,7 @@ sh_type *c_resolve_type(checker *c, sh_texpr *tx, size_mode mode);
 /* A size name: a global size or a size parameter of the current function; 0 if none. */
 uint32_t c_find_size(checker *c, sh_sym name);
 /* Evaluates a size expression (INT, NAME, + - *). false: error reported. */
-bool c_size_of(checker *c, sh_expr *e, size_mode mode, sh_size *out);
+bool c_size_of(checker *c, sh_ast *e, size_mode mode, sh_size *out);
 
 /* Local scopes. */
 sh_local *c_new_local(checker *c, sh_sym name, sh_span span, sh_type *type);
@@ -85,12 +85,12 @@ void c_scope_pop(checker *c, int mark);
 bool c_expect(checker *c, sh_span at, const sh_type *expected, const sh_type *got,
               const char *context);
 
-sh_type *c_expr(checker *c, sh_expr *e);
+sh_type *c_expr(checker *c, sh_ast *e);
 /* A call of a builtin (check_builtin.c); e->builtin is set. */
-sh_type *c_builtin(checker *c, sh_expr *e);
+sh_type *c_builtin(checker *c, sh_ast *e);
 /* A call of user function f with argument expressions args[0..n) whose
  * types are given (NULL: check them here); `via` names the caller for messages. */
-sh_type *c_call_fn(checker *c, sh_expr *site, sh_fn *f, sh_expr **args, sh_type **types, int n);
+sh_type *c_call_fn(checker *c, sh_ast *site, sh_fn *f, sh_ast **args, sh_type **types, int n);
 static inline bool c_is_err(const sh_type *t) { return t->kind == SH_TY_ERROR; }
 /* An f32[1] tensor (a scalar that broadcasts). */
 bool c_is_scalar1(checker *c, const sh_type *t);
@@ -99,15 +99,15 @@ bool c_is_scalar1(checker *c, const sh_type *t);
  * parameter k of the function (-1: not). */
 void c_bind_pattern(checker *c, sh_pat *q, sh_type *t, bool refutable, int subterm, bool strict);
 /* Reports a non-exhaustive match (check_match.c). */
-void c_check_exhaustive(checker *c, sh_expr *match);
+void c_check_exhaustive(checker *c, sh_ast *match);
 /* Records a call edge (for the recursion check). */
 void c_add_edge(checker *c, sh_fn *to, sh_span at, bool structural);
 /* Reports recursive calls that are not structural (recursion.c). */
 void c_check_recursion(checker *c);
 /* Whether an argument expression is a strict part of a parameter. */
-bool c_is_subterm(checker *c, const sh_expr *e);
+bool c_is_subterm(checker *c, const sh_ast *e);
 /* The parameter (index k) a NAME expression's value comes from (-1: none),
  * and whether it is a strict part of it. */
-int c_origin(checker *c, const sh_expr *e, bool *strict);
+int c_origin(checker *c, const sh_ast *e, bool *strict);
 
 #endif

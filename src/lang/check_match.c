@@ -179,7 +179,7 @@ static void print_w(checker *c, sh_buf *b, const wpat *w, int depth) {
   }
 }
 
-void c_check_exhaustive(checker *c, sh_expr *e) {
+void c_check_exhaustive(checker *c, sh_ast *e) {
   mrow *rows = c_alloc(c, (size_t)e->n * sizeof *rows + 1);
   if (!rows) return;
   for (int i = 0; i < e->n; i++) rows[i].p = &e->arms[i].pat;

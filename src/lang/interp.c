@@ -20,7 +20,7 @@ struct sh_interp {
   sheaf_ctx *ctx;
   const sh_lang_bind *bind;
   int64_t *sv;     /* size values by variable id (globals fixed, locals bound per call) */
-  sh_pool pool;    /* host values of the current batch */
+  sh_lang_pool pool;    /* host values of the current batch */
   sheaf_graph *g;
   int phase;
   int depth;       /* calls in progress */
@@ -63,9 +63,9 @@ static sheaf_status fail_at(sh_interp *ip, sh_span at, const char *fmt, ...) {
 
 /* sh_check_budget for a size the program computed at e: the error names
  * the source position. */
-static sheaf_status budget_at(sh_interp *ip, const sh_expr *e, double bytes, const char *fmt, ...)
+static sheaf_status budget_at(sh_interp *ip, const sh_ast *e, double bytes, const char *fmt, ...)
     SH_PRINTF(4, 5);
-static sheaf_status budget_at(sh_interp *ip, const sh_expr *e, double bytes, const char *fmt, ...) {
+static sheaf_status budget_at(sh_interp *ip, const sh_ast *e, double bytes, const char *fmt, ...) {
   if (bytes <= (double)sheaf_ctx_memory_limit(ip->ctx)) return SHEAF_OK;
   char what[256];
   va_list ap;
@@ -122,7 +122,7 @@ static sh_value mk_agg(uint8_t kind, sh_agg *a) {
 
 /* The i32 result r of `a op b` (computed exactly in int64): an error at e
  * when it does not fit, as i32 arithmetic never wraps silently. */
-static sh_value int_result(sh_interp *ip, const sh_expr *e, int64_t a, const char *op, int64_t b,
+static sh_value int_result(sh_interp *ip, const sh_ast *e, int64_t a, const char *op, int64_t b,
                            int64_t r) {
   if (r >= INT32_MIN && r <= INT32_MAX) return mk_int((int32_t)r);
   if (e->kind == SH_EX_UNARY)
@@ -156,8 +156,8 @@ size_t sh_value_tensors(sh_value v, sheaf_expr *out, size_t cap) {
 #define SH_NOINLINE
 #endif
 
-static sh_value eval(sh_interp *ip, const sh_expr *e, sh_value *fr);
-static sh_value call_fn(sh_interp *ip, const sh_fn *f, const sh_value *args, const sh_expr *site);
+static sh_value eval(sh_interp *ip, const sh_ast *e, sh_value *fr);
+static sh_value call_fn(sh_interp *ip, const sh_fn *f, const sh_value *args, const sh_ast *site);
 
 static bool pat_bind(sh_interp *ip, const sh_pat *p, const sh_value *v, sh_value *fr) {
   switch (p->kind) {
@@ -204,8 +204,8 @@ static sh_value tensor_zeros(sh_interp *ip, const sh_type *t) {
   return mk_tensor(sheaf_zeros(ip->g, t->n, shape));
 }
 
-static SH_NOINLINE sh_value builtin_lstm_cell(sh_interp *ip, const sh_expr *e, sh_value *fr) {
-  const sh_expr *we = e->items[0], *be = e->items[1];
+static SH_NOINLINE sh_value builtin_lstm_cell(sh_interp *ip, const sh_ast *e, sh_value *fr) {
+  const sh_ast *we = e->items[0], *be = e->items[1];
   if (we->res != SH_RES_PARAM || be->res != SH_RES_PARAM)
     return failf(ip, "lstm_cell: W and b must be parameters"), v_none;
   sh_value x = eval(ip, e->items[2], fr);
@@ -222,7 +222,7 @@ static SH_NOINLINE sh_value builtin_lstm_cell(sh_interp *ip, const sh_expr *e, s
   return mk_agg(SH_V_TUPLE, t);
 }
 
-static SH_NOINLINE sh_value builtin_cat(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+static SH_NOINLINE sh_value builtin_cat(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   sheaf_expr small[4], *xs = small;
   if (e->n > 4 && !(xs = sh_lang_alloc(&ip->pool, (size_t)e->n * sizeof *xs)))
     return ip->err = SHEAF_ERR_NOMEM, v_none;
@@ -236,7 +236,7 @@ static SH_NOINLINE sh_value builtin_cat(sh_interp *ip, const sh_expr *e, sh_valu
 
 /* stack(xs), and sum / mean / max / softmax / log_softmax of a list of
  * tensors (elementwise; softmax over a list of scores). */
-static SH_NOINLINE sh_value list_to_tensor(sh_interp *ip, const sh_expr *e, const sh_agg *l) {
+static SH_NOINLINE sh_value list_to_tensor(sh_interp *ip, const sh_ast *e, const sh_agg *l) {
   sheaf_graph *g = ip->g;
   int32_t n = l->n;
   if (n == 0) {
@@ -265,7 +265,7 @@ static SH_NOINLINE sh_value list_to_tensor(sh_interp *ip, const sh_expr *e, cons
 }
 
 /* map, fold, scan: a named function applied along a list. */
-static SH_NOINLINE sh_value builtin_apply(sh_interp *ip, const sh_expr *e, const sh_value *a) {
+static SH_NOINLINE sh_value builtin_apply(sh_interp *ip, const sh_ast *e, const sh_value *a) {
   if (e->builtin == SH_BI_MAP) {
     sh_agg *xs = a[1].agg;
     sh_agg *r = agg_new(ip, -1, xs->n);
@@ -289,7 +289,7 @@ static SH_NOINLINE sh_value builtin_apply(sh_interp *ip, const sh_expr *e, const
   return r ? mk_agg(SH_V_LIST, r) : acc;
 }
 
-static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   sheaf_expr (*f1)(sheaf_graph *, sheaf_expr) = bi_unary[e->builtin];
   if (f1 && e->items[0]->type->kind == SH_TY_TENSOR) { /* tanh(x), sigmoid(x), ...: the common case */
     sh_value x = eval(ip, e->items[0], fr);
@@ -348,7 +348,7 @@ static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_expr *e, sh_value *f
 #define SUM_MAX 8 /* terms of a '+' chain lowered at once */
 
 /* The terms of a chain of '+' (at most cap; -1 when there are more). */
-static int sum_terms(const sh_expr *e, const sh_expr **t, int n, int cap) {
+static int sum_terms(const sh_ast *e, const sh_ast **t, int n, int cap) {
   if (n < 0) return -1;
   if (e->kind == SH_EX_BINARY && e->op == SH_TK_PLUS)
     return sum_terms(e->b, t, sum_terms(e->a, t, n, cap), cap);
@@ -365,11 +365,11 @@ static bool same_type(const sh_type *a, const sh_type *b) {
   return true;
 }
 
-static bool is_param_product(const sh_expr *x) {
+static bool is_param_product(const sh_ast *x) {
   return x->kind == SH_EX_BINARY && x->op == SH_TK_AT && x->param_rhs && x->type->kind == SH_TY_TENSOR;
 }
 
-static bool is_param_vector(const sh_expr *x) {
+static bool is_param_vector(const sh_ast *x) {
   return x->kind == SH_EX_NAME && x->res == SH_RES_PARAM && x->ref.param->type->n == 1;
 }
 
@@ -380,8 +380,8 @@ static bool is_param_vector(const sh_expr *x) {
  * affine and the other terms are added by one sheaf_sum_n, as a C model
  * would write `a + b + c`. false: none of this applies (nothing evaluated):
  * the caller adds two operands. */
-static bool tensor_sum(sh_interp *ip, const sh_expr *e, sh_value *fr, sh_value *out) {
-  const sh_expr *t[SUM_MAX];
+static bool tensor_sum(sh_interp *ip, const sh_ast *e, sh_value *fr, sh_value *out) {
+  const sh_ast *t[SUM_MAX];
   int n = sum_terms(e, t, 0, SUM_MAX), n_mm = 0, bias = -1;
   if (n < 2) return false;
   bool uniform = true;
@@ -424,7 +424,7 @@ static bool tensor_sum(sh_interp *ip, const sh_expr *e, sh_value *fr, sh_value *
   return true;
 }
 
-static SH_NOINLINE sh_value binary(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+static SH_NOINLINE sh_value binary(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   int op = e->op;
   if (op == SH_TK_ANDAND || op == SH_TK_OROR) {
     sh_value x = eval(ip, e->a, fr);
@@ -522,7 +522,7 @@ static sh_value run_body(sh_interp *ip, const sh_fn *f, sh_value *fr) {
 #define SH_INTERP_STACK_RESERVE ((size_t)1 << 20)
 
 /* A call at `site` (NULL: main) that the thread's stack cannot hold. */
-static sh_value stack_full(sh_interp *ip, const sh_fn *f, const sh_expr *site) {
+static sh_value stack_full(sh_interp *ip, const sh_fn *f, const sh_ast *site) {
   const char *name = sh_sym_name(&ip->m->syms, f->name);
 #define STACK_FULL_MSG "calls nested %d deep leave too little of this thread's stack for '%s' " \
                        "(%zu KiB left; the sheaf tool and sheaf_runner's threads have %zu MiB)"
@@ -533,7 +533,7 @@ static sh_value stack_full(sh_interp *ip, const sh_fn *f, const sh_expr *site) {
 }
 
 /* Runs f's body on a frame whose parameters are bound; site is the call. */
-static sh_value run_fn(sh_interp *ip, const sh_fn *f, sh_value *fr, const sh_expr *site) {
+static sh_value run_fn(sh_interp *ip, const sh_fn *f, sh_value *fr, const sh_ast *site) {
   if (sh_stack_room() < SH_INTERP_STACK_RESERVE) return stack_full(ip, f, site);
   ip->depth++;
   sh_value r = run_body(ip, f, fr);
@@ -541,14 +541,14 @@ static sh_value run_fn(sh_interp *ip, const sh_fn *f, sh_value *fr, const sh_exp
   return r;
 }
 
-static sh_value call_fn(sh_interp *ip, const sh_fn *f, const sh_value *args, const sh_expr *site) {
+static sh_value call_fn(sh_interp *ip, const sh_fn *f, const sh_value *args, const sh_ast *site) {
   sh_value *fr = frame_new(ip, f);
   if (!fr) return v_none;
   for (int i = 0; i < f->n_params; i++) fr[f->params[i]->index] = args[i];
   return run_fn(ip, f, fr, site);
 }
 
-static SH_NOINLINE sh_value eval_call(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+static SH_NOINLINE sh_value eval_call(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   if (e->call == SH_CALL_BUILTIN) return builtin(ip, e, fr);
   if (e->call == SH_CALL_FN) { /* the arguments go straight into the callee's frame */
     const sh_fn *f = e->ref.fn;
@@ -576,7 +576,7 @@ static SH_NOINLINE sh_value eval_call(sh_interp *ip, const sh_expr *e, sh_value 
 
 /* emb[i]: a word of the data looks up its row (sh_lang_word_row); any
  * other i32 is a row number, checked. */
-static sh_value lookup(sh_interp *ip, const sh_expr *e, sh_value i) {
+static sh_value lookup(sh_interp *ip, const sh_ast *e, sh_value i) {
   int p = e->a->ref.param->index;
   int64_t rows = ip->bind->table_rows[p], row = i.i;
   if (i.word) {
@@ -590,7 +590,7 @@ static sh_value lookup(sh_interp *ip, const sh_expr *e, sh_value i) {
   return mk_tensor(sheaf_lookup(ip->g, ip->bind->params[p], row));
 }
 
-static SH_NOINLINE sh_value eval_index(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+static SH_NOINLINE sh_value eval_index(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   sh_value i = eval(ip, e->b, fr);
   if (ip->err) return v_none;
   if (e->lookup) return lookup(ip, e, i);
@@ -616,13 +616,13 @@ static SH_NOINLINE sh_value eval_index(sh_interp *ip, const sh_expr *e, sh_value
   return mk_tensor(sheaf_pick(ip->g, x.t, i.i));
 }
 
-static SH_NOINLINE sh_value eval_slice(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+static SH_NOINLINE sh_value eval_slice(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   sh_value x = eval(ip, e->a, fr);
   if (ip->err) return v_none;
   return mk_tensor(sheaf_slice(ip->g, x.t, size_eval(ip, e->lo, 0), size_eval(ip, e->hi, 0)));
 }
 
-static SH_NOINLINE sh_value eval_name(sh_interp *ip, const sh_expr *e) {
+static SH_NOINLINE sh_value eval_name(sh_interp *ip, const sh_ast *e) {
   switch (e->res) {
   case SH_RES_PARAM: return mk_tensor(sheaf_parameter(ip->g, ip->bind->params[e->ref.param->index]));
   case SH_RES_SIZE: return mk_int((int32_t)var_value(ip, e->ref.size_var, 0));
@@ -631,7 +631,7 @@ static SH_NOINLINE sh_value eval_name(sh_interp *ip, const sh_expr *e) {
   }
 }
 
-static SH_NOINLINE sh_value eval_items(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+static SH_NOINLINE sh_value eval_items(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   sh_agg *a = agg_new(ip, -1, e->n);
   if (!a) return v_none;
   for (int i = 0; i < e->n; i++) {
@@ -641,7 +641,7 @@ static SH_NOINLINE sh_value eval_items(sh_interp *ip, const sh_expr *e, sh_value
   return mk_agg(e->kind == SH_EX_TUPLE ? SH_V_TUPLE : SH_V_LIST, a);
 }
 
-static SH_NOINLINE sh_value eval_unary(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+static SH_NOINLINE sh_value eval_unary(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   sh_value x = eval(ip, e->a, fr);
   if (ip->err) return v_none;
   if (e->op == SH_TK_BANG) return mk_bool(!x.i);
@@ -649,7 +649,7 @@ static SH_NOINLINE sh_value eval_unary(sh_interp *ip, const sh_expr *e, sh_value
   return int_result(ip, e, 0, "-", x.i, -(int64_t)x.i);
 }
 
-static SH_NOINLINE sh_value eval_block(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+static SH_NOINLINE sh_value eval_block(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   for (int i = 0; i < e->n; i++) {
     sh_value v = eval(ip, e->lets[i].value, fr);
     if (ip->err) return v_none;
@@ -658,13 +658,13 @@ static SH_NOINLINE sh_value eval_block(sh_interp *ip, const sh_expr *e, sh_value
   return eval(ip, e->a, fr);
 }
 
-static SH_NOINLINE sh_value eval_if(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+static SH_NOINLINE sh_value eval_if(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   sh_value c = eval(ip, e->a, fr);
   if (ip->err) return v_none;
   return eval(ip, c.i ? e->b : e->c, fr);
 }
 
-static SH_NOINLINE sh_value eval_match(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+static SH_NOINLINE sh_value eval_match(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   sh_value s = eval(ip, e->a, fr);
   if (ip->err) return v_none;
   for (int i = 0; i < e->n; i++)
@@ -672,7 +672,7 @@ static SH_NOINLINE sh_value eval_match(sh_interp *ip, const sh_expr *e, sh_value
   return failf(ip, "match: no arm matched"), v_none;
 }
 
-static SH_NOINLINE sh_value eval_for(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+static SH_NOINLINE sh_value eval_for(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   sh_value xs = eval(ip, e->a, fr);
   if (ip->err) return v_none;
   int32_t lo = 0, n;
@@ -702,7 +702,7 @@ static SH_NOINLINE sh_value eval_for(sh_interp *ip, const sh_expr *e, sh_value *
   return mk_agg(SH_V_LIST, r);
 }
 
-static SH_NOINLINE sh_value eval_phase(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+static SH_NOINLINE sh_value eval_phase(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   int old = ip->phase;
   ip->phase = (int)e->ival;
   sheaf_graph_phase(ip->g, ip->phase);
@@ -712,7 +712,7 @@ static SH_NOINLINE sh_value eval_phase(sh_interp *ip, const sh_expr *e, sh_value
   return v;
 }
 
-static SH_NOINLINE sh_value eval_float(sh_interp *ip, const sh_expr *e) {
+static SH_NOINLINE sh_value eval_float(sh_interp *ip, const sh_ast *e) {
   float f = (float)e->fval;
   return mk_tensor(sheaf_input_vector(ip->g, 1, &f));
 }
@@ -720,7 +720,7 @@ static SH_NOINLINE sh_value eval_float(sh_interp *ip, const sh_expr *e) {
 /* v, the value of e, which may have issued builders: the first builder that
  * fails (a slice out of range, shapes that do not agree at run time) gets
  * e's source position before its message, and the instance stops. */
-static inline sh_value built(sh_interp *ip, const sh_expr *e, sh_value v) {
+static inline sh_value built(sh_interp *ip, const sh_ast *e, sh_value v) {
   if (SH_UNLIKELY(!ip->err && ip->g && sheaf_graph_status(ip->g) != SHEAF_OK)) {
     ip->err = sheaf_graph_error_context(ip->g, "%s:%u:%u: error", ip->m->diags.file,
                                         (unsigned)e->span.line, (unsigned)e->span.col);
@@ -729,7 +729,7 @@ static inline sh_value built(sh_interp *ip, const sh_expr *e, sh_value v) {
   return v;
 }
 
-static sh_value eval(sh_interp *ip, const sh_expr *e, sh_value *fr) {
+static sh_value eval(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   switch (e->kind) {
   case SH_EX_NAME:
     if (e->res == SH_RES_LOCAL) return fr[e->ref.local->index];
@@ -923,7 +923,7 @@ sheaf_status sh_interp_create(const sh_module *m, const sh_lang_bind *bind, sh_i
     return SHEAF_ERR_NOMEM;
   }
   for (uint32_t i = 0; i <= m->sizes.n; i++) ip->sv[i] = bind->size_values && i <= bind->n_sizes ? bind->size_values[i] : 0;
-  sh_pool_init(&ip->pool, m->ctx);
+  sh_lang_pool_init(&ip->pool, m->ctx);
   classify_input(ip);
   *out = ip;
   return SHEAF_OK;
@@ -931,12 +931,12 @@ sheaf_status sh_interp_create(const sh_module *m, const sh_lang_bind *bind, sh_i
 
 void sh_interp_free(sh_interp *ip) {
   if (!ip) return;
-  sh_pool_destroy(&ip->pool);
+  sh_lang_pool_destroy(&ip->pool);
   sh_free(ip->ctx, ip->sv, (ip->m->sizes.n + 1) * sizeof(int64_t));
   sh_free(ip->ctx, ip, sizeof *ip);
 }
 
-void sh_interp_reset(sh_interp *ip) { sh_pool_reset(&ip->pool); }
+void sh_interp_reset(sh_interp *ip) { sh_lang_pool_reset(&ip->pool); }
 
 sheaf_status sh_interp_main(sh_interp *ip, sheaf_graph *g, sh_value input, sh_value *out) {
   ip->g = g;

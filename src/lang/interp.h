@@ -46,8 +46,8 @@ typedef struct sh_lang_bind_opts {
 typedef struct sh_lang_bind {
   int64_t *size_values; /* by size variable id (1..m->sizes.n); 0 = unknown */
   uint32_t n_sizes;
-  sheaf_param *params;  /* by sh_param index */
-  int64_t *table_rows;  /* by sh_param index: rows of a looked-up table, 0 for the others */
+  sheaf_param *params;  /* by sh_param_decl index */
+  int64_t *table_rows;  /* by sh_param_decl index: rows of a looked-up table, 0 for the others */
   int n_params;
   int64_t vocab;        /* opts->vocab, or (0 there) the fewest rows of a looked-up table */
   int32_t *word_rank;   /* a copy of opts->word_rank (vocab - 1 entries) or NULL */

@@ -18,7 +18,7 @@ static uint32_t hash_bytes(const char *s, size_t n) {
   return h;
 }
 
-void sh_symtab_init(sh_symtab *t, sheaf_ctx *ctx, sh_pool *arena) {
+void sh_symtab_init(sh_symtab *t, sheaf_ctx *ctx, sh_lang_pool *arena) {
   memset(t, 0, sizeof *t);
   t->ctx = ctx;
   t->arena = arena;
@@ -122,7 +122,7 @@ typedef struct lexer {
   uint32_t line;
   size_t line_start;
   sh_symtab *syms;
-  sh_pool *arena;
+  sh_lang_pool *arena;
   sh_diags *d;
   sh_tokens toks;
   size_t cap;
@@ -256,7 +256,7 @@ static sh_tok_kind punct(lexer *l) {
   return one_k[p - one_ch];
 }
 
-sheaf_status sh_lex(const char *src, size_t len, sh_symtab *syms, sh_pool *arena,
+sheaf_status sh_lex(const char *src, size_t len, sh_symtab *syms, sh_lang_pool *arena,
                     sh_diags *d, sh_tokens *out) {
   lexer l = {.src = src, .len = len, .line = 1, .syms = syms, .arena = arena, .d = d};
   out->v = NULL;

@@ -50,14 +50,14 @@ typedef struct sh_token {
 
 /* Interned names: open addressing over arena-allocated strings. */
 typedef struct sh_symtab {
-  sh_pool *arena;
+  sh_lang_pool *arena;
   const char **names; /* names[sym], sym >= 1 */
   uint32_t *hash;     /* hash[i] = sym or 0 (table of cap slots) */
   uint32_t n, cap, names_cap;
   sheaf_ctx *ctx;
 } sh_symtab;
 
-void sh_symtab_init(sh_symtab *t, sheaf_ctx *ctx, sh_pool *arena);
+void sh_symtab_init(sh_symtab *t, sheaf_ctx *ctx, sh_lang_pool *arena);
 void sh_symtab_free(sh_symtab *t);
 /* 0 on out of memory. */
 sh_sym sh_symtab_intern(sh_symtab *t, const char *s, size_t n);
@@ -75,7 +75,7 @@ typedef struct sh_tokens {
 
 /* Lexes src into tokens allocated in arena. Errors go to d. Returns
  * SHEAF_ERR_NOMEM only when out of memory (lexical errors are diagnostics). */
-sheaf_status sh_lex(const char *src, size_t len, sh_symtab *syms, sh_pool *arena,
+sheaf_status sh_lex(const char *src, size_t len, sh_symtab *syms, sh_lang_pool *arena,
                     sh_diags *d, sh_tokens *out);
 
 /* A token kind as written in messages: "'=>'", "identifier", "end of file". */

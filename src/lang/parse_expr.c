@@ -7,10 +7,10 @@
 
 #include "lang/parser_int.h"
 
-static sh_expr *p_unary(parser *p);
+static sh_ast *p_unary(parser *p);
 
-static sh_expr *binary(parser *p, sh_expr *a, sh_tok_kind op, sh_expr *b) {
-  sh_expr *e = p_new_expr(p, SH_EX_BINARY, sh_span_join(a->span, b->span));
+static sh_ast *binary(parser *p, sh_ast *a, sh_tok_kind op, sh_ast *b) {
+  sh_ast *e = p_new_expr(p, SH_EX_BINARY, sh_span_join(a->span, b->span));
   e->op = op;
   e->a = a;
   e->b = b;
@@ -18,8 +18,8 @@ static sh_expr *binary(parser *p, sh_expr *a, sh_tok_kind op, sh_expr *b) {
 }
 
 /* mul_expr = unary { ("*" | "/" | "%" | "@") unary } */
-static sh_expr *p_mul(parser *p) {
-  sh_expr *e = p_unary(p);
+static sh_ast *p_mul(parser *p) {
+  sh_ast *e = p_unary(p);
   for (;;) {
     sh_tok_kind k = p_kind(p);
     if ((k != SH_TK_STAR && k != SH_TK_SLASH && k != SH_TK_PERCENT && k != SH_TK_AT) || p->panic)
@@ -30,8 +30,8 @@ static sh_expr *p_mul(parser *p) {
 }
 
 /* add_expr = mul_expr { ("+" | "-") mul_expr } */
-static sh_expr *p_add(parser *p) {
-  sh_expr *e = p_mul(p);
+static sh_ast *p_add(parser *p) {
+  sh_ast *e = p_mul(p);
   for (;;) {
     sh_tok_kind k = p_kind(p);
     if ((k != SH_TK_PLUS && k != SH_TK_MINUS) || p->panic) return e;
@@ -46,8 +46,8 @@ static bool is_cmp(sh_tok_kind k) {
 }
 
 /* cmp_expr = add_expr [ ("==" | "!=" | "<" | "<=" | ">" | ">=") add_expr ] */
-static sh_expr *p_cmp(parser *p) {
-  sh_expr *e = p_add(p);
+static sh_ast *p_cmp(parser *p) {
+  sh_ast *e = p_add(p);
   sh_tok_kind k = p_kind(p);
   if (!is_cmp(k) || p->panic) return e;
   p_next(p);
@@ -58,8 +58,8 @@ static sh_expr *p_cmp(parser *p) {
 }
 
 /* and_expr = cmp_expr { "&&" cmp_expr } */
-static sh_expr *p_and(parser *p) {
-  sh_expr *e = p_cmp(p);
+static sh_ast *p_and(parser *p) {
+  sh_ast *e = p_cmp(p);
   while (p_at(p, SH_TK_ANDAND) && !p->panic) {
     p_next(p);
     e = binary(p, e, SH_TK_ANDAND, p_cmp(p));
@@ -68,9 +68,9 @@ static sh_expr *p_and(parser *p) {
 }
 
 /* expr = and_expr { "||" and_expr } */
-sh_expr *p_expr(parser *p) {
+sh_ast *p_expr(parser *p) {
   if (!p_enter(p, p_cur(p)->span)) return p_new_expr(p, SH_EX_ERROR, p_cur(p)->span);
-  sh_expr *e = p_and(p);
+  sh_ast *e = p_and(p);
   while (p_at(p, SH_TK_OROR) && !p->panic) {
     p_next(p);
     e = binary(p, e, SH_TK_OROR, p_and(p));
@@ -81,7 +81,7 @@ sh_expr *p_expr(parser *p) {
 
 /* Parses "expr { , expr } [,]" up to `close` into e->items; returns whether
  * a comma was seen. */
-static bool p_items(parser *p, sh_expr *e, sh_tok_kind close, sh_span open) {
+static bool p_items(parser *p, sh_ast *e, sh_tok_kind close, sh_span open) {
   int cap = 0;
   bool comma = false;
   while (!p_at(p, close) && !p->panic) {
@@ -94,9 +94,9 @@ static bool p_items(parser *p, sh_expr *e, sh_tok_kind close, sh_span open) {
 }
 
 /* if_expr = "if" expr block "else" ( block | if_expr ) */
-static sh_expr *p_if(parser *p) {
+static sh_ast *p_if(parser *p) {
   const sh_token *kw = p_next(p);
-  sh_expr *e = p_new_expr(p, SH_EX_IF, kw->span);
+  sh_ast *e = p_new_expr(p, SH_EX_IF, kw->span);
   e->a = p_expr(p);
   if (!p->panic && !p_at(p, SH_TK_LBRACE))
     p_error(p, p_cur(p)->span, "expected '{' after the condition of 'if' but found %s",
@@ -142,9 +142,9 @@ static void sync_arm(parser *p) {
 /* match_expr = "match" expr "{" { arm } "}"
  * arm        = pattern "=>" expr [ "," ]     (the "," is required unless the arm's
  *                                             body is a block or the arm is last) */
-static sh_expr *p_match(parser *p) {
+static sh_ast *p_match(parser *p) {
   const sh_token *kw = p_next(p);
-  sh_expr *e = p_new_expr(p, SH_EX_MATCH, kw->span);
+  sh_ast *e = p_new_expr(p, SH_EX_MATCH, kw->span);
   e->a = p_expr(p);
   const sh_token *open = p_cur(p);
   if (p->panic || !p_expect(p, SH_TK_LBRACE)) {
@@ -182,9 +182,9 @@ static sh_expr *p_match(parser *p) {
 }
 
 /* for_expr = "for" pattern "in" expr [ ".." expr ] block */
-static sh_expr *p_for(parser *p) {
+static sh_ast *p_for(parser *p) {
   const sh_token *kw = p_next(p);
-  sh_expr *e = p_new_expr(p, SH_EX_FOR, kw->span);
+  sh_ast *e = p_new_expr(p, SH_EX_FOR, kw->span);
   e->pat = p_pattern(p);
   if (!p->panic && p_expect(p, SH_TK_IN)) {
     e->a = p_expr(p);
@@ -201,9 +201,9 @@ static sh_expr *p_for(parser *p) {
 }
 
 /* phase_expr = "phase" INT block */
-static sh_expr *p_phase(parser *p) {
+static sh_ast *p_phase(parser *p) {
   const sh_token *kw = p_next(p);
-  sh_expr *e = p_new_expr(p, SH_EX_PHASE, kw->span);
+  sh_ast *e = p_new_expr(p, SH_EX_PHASE, kw->span);
   if (p_at(p, SH_TK_INT)) e->ival = p_next(p)->v.ival;
   else p_error(p, p_cur(p)->span, "expected the phase number after 'phase' but found %s",
                sh_tok_desc(p_kind(p)));
@@ -215,9 +215,9 @@ static sh_expr *p_phase(parser *p) {
 /* primary = INT | FLOAT | "true" | "false" | IDENT [ "(" [ expr { "," expr } [","] ] ")" ]
  *         | "(" expr { "," expr } [","] ")" | "[" expr { "," expr } [","] "]"
  *         | block | if_expr | match_expr | for_expr | phase_expr */
-static sh_expr *p_primary(parser *p) {
+static sh_ast *p_primary(parser *p) {
   const sh_token *t = p_cur(p);
-  sh_expr *e;
+  sh_ast *e;
   switch (t->kind) {
   case SH_TK_INT:
   case SH_TK_FLOAT:
@@ -275,11 +275,11 @@ static sh_expr *p_primary(parser *p) {
 }
 
 /* postfix = primary { "[" ( expr | [ expr ] ":" [ expr ] ) "]" } */
-static sh_expr *p_postfix(parser *p) {
-  sh_expr *e = p_primary(p);
+static sh_ast *p_postfix(parser *p) {
+  sh_ast *e = p_primary(p);
   while (p_at(p, SH_TK_LBRACKET) && !p->panic) {
     const sh_token *open = p_next(p);
-    sh_expr *r = p_new_expr(p, SH_EX_INDEX, e->span);
+    sh_ast *r = p_new_expr(p, SH_EX_INDEX, e->span);
     r->a = e;
     if (!p_at(p, SH_TK_COLON)) r->b = p_expr(p);
     if (!p->panic && p_accept(p, SH_TK_COLON)) {
@@ -296,12 +296,12 @@ static sh_expr *p_postfix(parser *p) {
 }
 
 /* unary = ( "-" | "!" ) unary | postfix */
-static sh_expr *p_unary(parser *p) {
+static sh_ast *p_unary(parser *p) {
   const sh_token *t = p_cur(p);
   if (t->kind != SH_TK_MINUS && t->kind != SH_TK_BANG) return p_postfix(p);
   if (!p_enter(p, t->span)) return p_new_expr(p, SH_EX_ERROR, t->span);
   p_next(p);
-  sh_expr *e = p_new_expr(p, SH_EX_UNARY, t->span);
+  sh_ast *e = p_new_expr(p, SH_EX_UNARY, t->span);
   e->op = t->kind;
   e->a = p_unary(p);
   e->span = sh_span_join(t->span, e->a->span);

@@ -20,11 +20,11 @@ static sh_texpr *new_tx(parser *p, sh_texpr_kind kind, sh_span span) {
 }
 
 /* dfactor = INT | IDENT | "(" dim ")" */
-static sh_expr *p_dfactor(parser *p) {
+static sh_ast *p_dfactor(parser *p) {
   const sh_token *t = p_cur(p);
   if (t->kind == SH_TK_INT || t->kind == SH_TK_IDENT) {
     p_next(p);
-    sh_expr *e = p_new_expr(p, t->kind == SH_TK_INT ? SH_EX_INT : SH_EX_NAME, t->span);
+    sh_ast *e = p_new_expr(p, t->kind == SH_TK_INT ? SH_EX_INT : SH_EX_NAME, t->span);
     e->ival = t->kind == SH_TK_INT ? t->v.ival : 0;
     e->name = t->kind == SH_TK_IDENT ? t->v.sym : 0;
     e->name_span = t->span;
@@ -32,7 +32,7 @@ static sh_expr *p_dfactor(parser *p) {
   }
   if (t->kind == SH_TK_LPAREN) {
     p_next(p);
-    sh_expr *e = p_dim(p);
+    sh_ast *e = p_dim(p);
     p_expect_close(p, SH_TK_RPAREN, t->span);
     return e;
   }
@@ -42,11 +42,11 @@ static sh_expr *p_dfactor(parser *p) {
 }
 
 /* dterm = dfactor { "*" dfactor } */
-static sh_expr *p_dterm(parser *p) {
-  sh_expr *e = p_dfactor(p);
+static sh_ast *p_dterm(parser *p) {
+  sh_ast *e = p_dfactor(p);
   while (p_at(p, SH_TK_STAR) && !p->panic) {
     p_next(p);
-    sh_expr *r = p_new_expr(p, SH_EX_BINARY, e->span);
+    sh_ast *r = p_new_expr(p, SH_EX_BINARY, e->span);
     r->op = SH_TK_STAR;
     r->a = e;
     r->b = p_dfactor(p);
@@ -57,11 +57,11 @@ static sh_expr *p_dterm(parser *p) {
 }
 
 /* dim = dterm { ("+" | "-") dterm } */
-sh_expr *p_dim(parser *p) {
+sh_ast *p_dim(parser *p) {
   if (!p_enter(p, p_cur(p)->span)) return p_new_expr(p, SH_EX_ERROR, p_cur(p)->span);
-  sh_expr *e = p_dterm(p);
+  sh_ast *e = p_dterm(p);
   while ((p_at(p, SH_TK_PLUS) || p_at(p, SH_TK_MINUS)) && !p->panic) {
-    sh_expr *r = p_new_expr(p, SH_EX_BINARY, e->span);
+    sh_ast *r = p_new_expr(p, SH_EX_BINARY, e->span);
     r->op = p_next(p)->kind;
     r->a = e;
     r->b = p_dterm(p);

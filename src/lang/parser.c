@@ -58,8 +58,8 @@ sh_span p_span_from(const parser *p, sh_span start) {
   return sh_span_join(start, p->t[p->pos - 1].span);
 }
 
-sh_expr *p_new_expr(parser *p, sh_expr_kind kind, sh_span span) {
-  sh_expr *e = p->nomem ? NULL : sh_lang_alloc(p->pool, sizeof *e);
+sh_ast *p_new_expr(parser *p, sh_ast_kind kind, sh_span span) {
+  sh_ast *e = p->nomem ? NULL : sh_lang_alloc(p->pool, sizeof *e);
   if (!e) {
     p->nomem = true;
     e = &p->scratch_expr;
@@ -71,9 +71,9 @@ sh_expr *p_new_expr(parser *p, sh_expr_kind kind, sh_span span) {
   return e;
 }
 
-static int depth_of(const sh_expr *e) { return e ? e->depth : 0; }
+static int depth_of(const sh_ast *e) { return e ? e->depth : 0; }
 
-sh_expr *p_finish(parser *p, sh_expr *e) {
+sh_ast *p_finish(parser *p, sh_ast *e) {
   int d = depth_of(e->a);
   if (depth_of(e->b) > d) d = depth_of(e->b);
   if (depth_of(e->c) > d) d = depth_of(e->c);
@@ -170,9 +170,9 @@ static void p_let(parser *p, sh_let *l) {
 }
 
 /* block = "{" { let_stmt } expr "}" */
-sh_expr *p_block(parser *p) {
+sh_ast *p_block(parser *p) {
   const sh_token *open = p_cur(p);
-  sh_expr *e = p_new_expr(p, SH_EX_BLOCK, open->span);
+  sh_ast *e = p_new_expr(p, SH_EX_BLOCK, open->span);
   if (!p_expect(p, SH_TK_LBRACE)) return e;
   if (!p_enter(p, open->span)) return e;
   int cap = 0;
@@ -309,7 +309,7 @@ static sh_adt *p_type_decl(parser *p) {
 static sh_param_init p_init(parser *p) {
   if (p_at(p, SH_TK_IDENT)) {
     const char *s = sh_sym_name(&p->m->syms, p_cur(p)->v.sym);
-    for (int i = SH_INIT_DEFAULT + 1; i < SH_INIT_COUNT; i++)
+    for (int i = SH_PINIT_DEFAULT + 1; i < SH_PINIT_COUNT; i++)
       if (!strcmp(s, sh_param_init_name((sh_param_init)i))) {
         p_next(p);
         return (sh_param_init)i;
@@ -318,15 +318,15 @@ static sh_param_init p_init(parser *p) {
   p_error(p, p_cur(p)->span,
           "expected an initializer (glorot, normal, zeros, ones, identity, identity_rows) but found %s",
           found(p));
-  return SH_INIT_DEFAULT;
+  return SH_PINIT_DEFAULT;
 }
 
-static bool is_identity(sh_param_init i) { return i == SH_INIT_IDENTITY || i == SH_INIT_IDENTITY_ROWS; }
+static bool is_identity(sh_param_init i) { return i == SH_PINIT_IDENTITY || i == SH_PINIT_IDENTITY_ROWS; }
 
 /* param_decl = "param" IDENT ":" type [ "=" init [ "+" init ] ] */
-static sh_param *p_param_decl(parser *p) {
+static sh_param_decl *p_param_decl(parser *p) {
   p_next(p);
-  sh_param *q = p_alloc(p, sizeof *q);
+  sh_param_decl *q = p_alloc(p, sizeof *q);
   if (!q) return NULL;
   q->name = p_name(p, "a parameter name after 'param'", &q->span);
   if (!p->panic && p_expect(p, SH_TK_COLON)) q->tx = p_type(p);
@@ -417,7 +417,7 @@ static void p_program(parser *p) {
       break;
     case SH_TK_PARAM:
       if ((u = p_param_decl(p))) {
-        ((sh_param *)u)->index = m->n_params;
+        ((sh_param_decl *)u)->index = m->n_params;
         ok = p_push(p, (void ***)&m->params, &m->n_params, &cap_p, u);
       }
       break;
@@ -461,7 +461,7 @@ static void p_program(parser *p) {
 void sh_module_init(sh_module *m, sheaf_ctx *ctx, const char *file, const char *src, size_t len) {
   memset(m, 0, sizeof *m);
   m->ctx = ctx;
-  sh_pool_init(&m->pool, ctx);
+  sh_lang_pool_init(&m->pool, ctx);
   sh_symtab_init(&m->syms, ctx, &m->pool);
   sh_sizevars_init(&m->sizes, ctx, &m->syms);
   sh_diags_init(&m->diags, file, src, len);
@@ -470,7 +470,7 @@ void sh_module_init(sh_module *m, sheaf_ctx *ctx, const char *file, const char *
 void sh_module_free(sh_module *m) {
   sh_sizevars_free(&m->sizes);
   sh_symtab_free(&m->syms);
-  sh_pool_destroy(&m->pool);
+  sh_lang_pool_destroy(&m->pool);
 }
 
 sheaf_status sh_parse(sh_module *m) {

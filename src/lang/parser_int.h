@@ -12,14 +12,14 @@
 
 typedef struct parser {
   sh_module *m;
-  sh_pool *pool;
+  sh_lang_pool *pool;
   sh_diags *d;
   const sh_token *t; /* tokens, ending with EOF */
   size_t pos, n;
   bool panic; /* an error was reported; quiet until the next sync point */
   bool nomem;
   int depth;  /* recursion depth of nested constructs */
-  sh_expr scratch_expr; /* handed out when an allocation fails */
+  sh_ast scratch_expr; /* handed out when an allocation fails */
   sh_pat scratch_pat;
   sh_texpr scratch_tx;
 } parser;
@@ -53,19 +53,19 @@ static inline void p_leave(parser *p) { p->depth--; }
 /* The span from start to the end of the last consumed token. */
 sh_span p_span_from(const parser *p, sh_span start);
 
-sh_expr *p_new_expr(parser *p, sh_expr_kind kind, sh_span span);
+sh_ast *p_new_expr(parser *p, sh_ast_kind kind, sh_span span);
 /* Sets e->depth from its children; reports an expression nested too deeply. */
-sh_expr *p_finish(parser *p, sh_expr *e);
+sh_ast *p_finish(parser *p, sh_ast *e);
 /* Pool memory; NULL (and p->nomem) when out of memory. */
 void *p_alloc(parser *p, size_t size);
 /* Appends item to a pool vector (doubling); false when out of memory. */
 bool p_push(parser *p, void ***v, int *n, int *cap, void *item);
 
-sh_expr *p_expr(parser *p);
-sh_expr *p_block(parser *p);
+sh_ast *p_expr(parser *p);
+sh_ast *p_block(parser *p);
 sh_pat *p_pattern(parser *p);
 sh_texpr *p_type(parser *p);
 /* A size expression (types' dimensions): INT, IDENT, + - * and parentheses. */
-sh_expr *p_dim(parser *p);
+sh_ast *p_dim(parser *p);
 
 #endif

@@ -307,7 +307,7 @@ sh_type sh_type_error = {.kind = SH_TY_ERROR};
 sh_type sh_type_i32 = {.kind = SH_TY_I32};
 sh_type sh_type_bool = {.kind = SH_TY_BOOL};
 
-sh_type *sh_type_tensor(sh_pool *a, int rank, const sh_size *dims) {
+sh_type *sh_type_tensor(sh_lang_pool *a, int rank, const sh_size *dims) {
   sh_type *t = sh_lang_alloc(a, sizeof *t);
   sh_size *d = sh_lang_alloc(a, (size_t)rank * sizeof *d);
   if (!t || !d) return NULL;
@@ -318,7 +318,7 @@ sh_type *sh_type_tensor(sh_pool *a, int rank, const sh_size *dims) {
   return t;
 }
 
-sh_type *sh_type_tuple(sh_pool *a, int n, sh_type *const *elems) {
+sh_type *sh_type_tuple(sh_lang_pool *a, int n, sh_type *const *elems) {
   sh_type *t = sh_lang_alloc(a, sizeof *t);
   sh_type **e = sh_lang_alloc(a, (size_t)n * sizeof *e);
   if (!t || !e) return NULL;
@@ -329,7 +329,7 @@ sh_type *sh_type_tuple(sh_pool *a, int n, sh_type *const *elems) {
   return t;
 }
 
-sh_type *sh_type_list(sh_pool *a, sh_type *elem) {
+sh_type *sh_type_list(sh_lang_pool *a, sh_type *elem) {
   sh_type *t = sh_lang_alloc(a, sizeof *t);
   sh_type **e = sh_lang_alloc(a, sizeof *e);
   if (!t || !e) return NULL;
@@ -340,7 +340,7 @@ sh_type *sh_type_list(sh_pool *a, sh_type *elem) {
   return t;
 }
 
-sh_type *sh_type_adt(sh_pool *a, struct sh_adt *adt) {
+sh_type *sh_type_adt(sh_lang_pool *a, struct sh_adt *adt) {
   sh_type *t = sh_lang_alloc(a, sizeof *t);
   if (!t) return NULL;
   t->kind = SH_TY_ADT;
@@ -385,7 +385,7 @@ typedef struct map_ctx {
   const sh_sizevars *sv;
 } map_ctx;
 
-static sh_type *map_type(sh_pool *a, const sh_type *t, const map_ctx *m) {
+static sh_type *map_type(sh_lang_pool *a, const sh_type *t, const map_ctx *m) {
   switch (t->kind) {
   case SH_TY_TENSOR: {
     sh_type *r = sh_type_tensor(a, t->n, t->dims);
@@ -408,13 +408,13 @@ static sh_type *map_type(sh_pool *a, const sh_type *t, const map_ctx *m) {
   }
 }
 
-sh_type *sh_type_rename(sh_pool *a, const sh_type *t, const uint32_t *from, const uint32_t *to,
+sh_type *sh_type_rename(sh_lang_pool *a, const sh_type *t, const uint32_t *from, const uint32_t *to,
                         int n) {
   map_ctx m = {from, to, n, NULL};
   return map_type(a, t, &m);
 }
 
-sh_type *sh_type_resolve(sh_pool *a, const sh_sizevars *sv, const sh_type *t) {
+sh_type *sh_type_resolve(sh_lang_pool *a, const sh_sizevars *sv, const sh_type *t) {
   map_ctx m = {NULL, NULL, 0, sv};
   return map_type(a, t, &m);
 }

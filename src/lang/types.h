@@ -117,20 +117,20 @@ typedef struct sh_type {
 
 extern sh_type sh_type_error, sh_type_i32, sh_type_bool;
 
-sh_type *sh_type_tensor(sh_pool *a, int rank, const sh_size *dims);
-sh_type *sh_type_tuple(sh_pool *a, int n, sh_type *const *elems);
-sh_type *sh_type_list(sh_pool *a, sh_type *elem);
-sh_type *sh_type_adt(sh_pool *a, struct sh_adt *adt);
+sh_type *sh_type_tensor(sh_lang_pool *a, int rank, const sh_size *dims);
+sh_type *sh_type_tuple(sh_lang_pool *a, int n, sh_type *const *elems);
+sh_type *sh_type_list(sh_lang_pool *a, sh_type *elem);
+sh_type *sh_type_adt(sh_lang_pool *a, struct sh_adt *adt);
 
 /* Unifies `got` with `expected` (binding FLEX sizes); error types unify
  * with everything. */
 bool sh_type_unify(sh_sizevars *sv, const sh_type *expected, const sh_type *got);
 bool sh_type_contains_error(const sh_type *t);
 /* A copy with size variables renamed (from[i] -> to[i]); NULL on OOM. */
-sh_type *sh_type_rename(sh_pool *a, const sh_type *t, const uint32_t *from, const uint32_t *to,
+sh_type *sh_type_rename(sh_lang_pool *a, const sh_type *t, const uint32_t *from, const uint32_t *to,
                         int n);
 /* With bound FLEX sizes replaced by their bindings; NULL on OOM. */
-sh_type *sh_type_resolve(sh_pool *a, const sh_sizevars *sv, const sh_type *t);
+sh_type *sh_type_resolve(sh_lang_pool *a, const sh_sizevars *sv, const sh_type *t);
 
 /* "f32[H, 2*H]", "(f32[H], list[Tree])", "i32". */
 void sh_type_print(sh_buf *b, const sh_sizevars *sv, const sh_symtab *syms, const sh_type *t);
