@@ -15,8 +15,8 @@
 static const char usage_check[] =
     "usage: sheaf check [--quiet] [--ast] MODEL.sf...\n"
     "\n"
-    "Parses and type-checks model sources (the language is described in\n"
-    "docs/LANGUAGE.md). Errors go to stderr as 'FILE:LINE:COL: error: ...' with\n"
+    "Parses and type-checks model sources ('-' = standard input; the language\n"
+    "is described in docs/LANGUAGE.md). Errors go to stderr as 'FILE:LINE:COL: error: ...' with\n"
     "the source line and a caret under the problem (at most 20 per file).\n"
     "A model that checks gets a summary on stdout: its sizes (those without a\n"
     "value come from the weights file), types, parameters with their shapes and\n"
@@ -30,6 +30,8 @@ static const char usage_check[] =
 static int check_one(sheaf_ctx *ctx, const char *path, bool quiet, bool ast) {
   char *src = NULL;
   size_t len = 0;
+  /* '-' (standard input), a pipe or FIFO: read once, named "<stdin>" */
+  if (cli_hold_input(ctx, path, false, &path, NULL) != CLI_OK) return CLI_FAIL;
   if (sh_file_read(ctx, path, &src, &len) != SHEAF_OK) {
     cli_error("%s", sheaf_ctx_last_error(ctx));
     return CLI_FAIL;

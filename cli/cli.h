@@ -1,8 +1,15 @@
 /*
  * cli.h — declarations shared by the files of the `sheaf` command-line tool.
- * Exit codes: 0 success, 1 the command failed (bad input file, I/O),
- * 2 usage error (unknown subcommand or flag). Errors go to stderr as
+ * Exit codes: 0 success, 1 the command failed (bad input file, I/O, a write
+ * to standard output or to an output file that failed), 2 usage error
+ * (unknown subcommand or flag, a flag's bad or missing value, an output
+ * file that is one of the inputs). Errors go to stderr as
  * "sheaf: error: <message>"; results go to stdout (or -o FILE).
+ *
+ * Files: every input is opened once (standard input, pipes and FIFOs are
+ * read into memory: cli_hold_input); every output goes through sh_out
+ * (base/file.h) and cli_outs: a regular file is replaced only when the
+ * command succeeds, a device or FIFO is written into, never replaced.
  */
 #ifndef SHEAF_CLI_H
 #define SHEAF_CLI_H
@@ -10,6 +17,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "base/file.h"
 #include "sheaf.h"
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
@@ -17,14 +25,67 @@ enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 /* Prints "sheaf: error: <formatted>" to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Creates the context used by a subcommand; on failure prints the reason and
- * returns NULL. threads 0 = all CPUs. */
+ * returns NULL. threads 0 = all CPUs. The library's warnings (a trace that
+ * could not be written when its graph was freed) go to stderr as
+ * "sheaf: warning: ..." and are counted (cli_warnings). */
 sheaf_ctx *cli_ctx(int threads);
+int cli_warnings(void);
+
+/* ----------------------------------------------------------------- files */
+
+/* A flag and its file ("-": standard input, or standard output for an
+ * output); a NULL path is skipped. */
+typedef struct cli_path {
+  const char *flag, *path;
+} cli_path;
+/* Before any work: an output that is the same file (st_dev and st_ino) as
+ * an input, or two outputs that are the same file, is refused with a
+ * message naming both (returns CLI_USAGE); else CLI_OK. Outputs that are
+ * not regular files (/dev/null, a FIFO) are never refused. */
+int cli_check_paths(const cli_path *ins, int n_in, const cli_path *outs, int n_out);
+
+/* Reads an input that cannot be opened twice ("-" = standard input, a pipe,
+ * a FIFO, a device) once (sh_file_hold): *name is what the readers open
+ * afterwards: the path, "<stdin>" for "-". With `sniff`, a held input whose
+ * name lacks a known extension and whose bytes read as CoNLL-U gets
+ * ".conllu" appended (readers choose the format by extension). *held (may be NULL):
+ * whether it was read into memory. Returns CLI_OK, or CLI_FAIL after
+ * printing the error. */
+int cli_hold_input(sheaf_ctx *ctx, const char *path, bool sniff, const char **name, bool *held);
+
+/* The format of an input by its first bytes (sh_file_peek): CoNLL-U when
+ * the first line that is not blank or a '#' comment starts with a digit and
+ * has 10 TAB-separated fields, PTB when the first non-blank byte is '(',
+ * otherwise tokens. */
+typedef enum { CLI_SNIFF_TOKENS, CLI_SNIFF_CONLLU, CLI_SNIFF_PTB } cli_sniff_kind;
+cli_sniff_kind cli_sniff(const char *path);
+
+/* The files a command writes, opened (sh_out_open) before the work and
+ * committed together at the end: devices and FIFOs first, then the
+ * renames, so that a late failure (a full device) leaves every regular
+ * file as it was; or all abandoned (sh_out_abort) on a failure. */
+#define CLI_MAX_OUTS 4
+typedef struct cli_outs {
+  sh_out o[CLI_MAX_OUTS];
+  int n;
+} cli_outs;
+/* NULL after printing the error. */
+sh_out *cli_out_open(cli_outs *s, sheaf_ctx *ctx, const char *path, int flags);
+/* CLI_OK, or CLI_FAIL after printing the error (the rest abandoned). */
+int cli_outs_commit(cli_outs *s);
+/* A staged output (SH_OUT_STAGE) that the library writes by path (the
+ * trace, when its graph is freed): CLI_OK when it was written (not empty)
+ * and no warning came since cli_warnings() was warnings_before; else
+ * prints that `what` was not written and returns CLI_FAIL. */
+int cli_check_staged(const sh_out *f, const char *what, int warnings_before);
+void cli_outs_abort(cli_outs *s);
 
 /* "NAME VALUE" or "NAME=VALUE" at argv[*i]: 1 matched (value in *out, *i
  * advanced past a separate value), 0 not this flag, -1 the value is
  * missing (not reported: the caller says what was expected). */
 int cli_flag_match(int argc, char **argv, int *i, const char *name, const char **out);
-/* cli_flag_match, reporting a missing value as "NAME needs a value". */
+/* cli_flag_match, reporting a missing or empty value as "NAME needs a
+ * value" (returns -1 for both). */
 int cli_flag_value(int argc, char **argv, int *i, const char *name, const char **out);
 /* A decimal integer in [lo, hi]; otherwise reports "FLAG: expected an
  * integer in LO..HI, got 'V'" and returns false. */

@@ -47,7 +47,9 @@ static const char usage_stats[] =
     "\n"
     "The format comes from the extension unless --format is given: .conllu;\n"
     ".ptb .tree .trees; .txt when its first non-blank character is '('; .safetensors;\n"
-    "anything else is read as tokens.\n"
+    "anything else is read as tokens. Standard input ('-'), a pipe or a FIFO is read\n"
+    "once, up to SHEAF_MAX_INPUT bytes (default 1 GiB), and recognized by content:\n"
+    "CoNLL-U (10 TAB-separated fields), PTB (starts with '('), else tokens.\n"
     "\n"
     "options:\n"
     "  --format F     conllu, ptb, tokens or safetensors\n"
@@ -160,19 +162,24 @@ static data_format parse_format(const char *s) {
   return FMT_NONE;
 }
 
-/* By extension; a .txt file is PTB when its first non-blank byte is '('. */
-static data_format detect_format(const char *path) {
+/* By extension; a .txt file is PTB when its first non-blank byte is '('.
+ * Standard input, a pipe or a FIFO without an extension (held: read once
+ * into memory) by its content (cli_sniff). */
+static data_format detect_format(const char *path, bool held) {
   if (ends_with(path, ".conllu")) return FMT_CONLLU;
   if (ends_with(path, ".safetensors")) return FMT_SAFETENSORS;
   if (ends_with(path, ".ptb") || ends_with(path, ".tree") || ends_with(path, ".trees"))
     return FMT_PTB;
+  if (held && !ends_with(path, ".txt")) {
+    cli_sniff_kind k = cli_sniff(path);
+    return k == CLI_SNIFF_CONLLU ? FMT_CONLLU : k == CLI_SNIFF_PTB ? FMT_PTB : FMT_TOKENS;
+  }
   if (!ends_with(path, ".txt")) return FMT_TOKENS;
-  FILE *f = fopen(path, "rb");
-  if (!f) return FMT_TOKENS; /* the reader reports the open error */
-  int c;
-  while ((c = fgetc(f)) != EOF && (c == ' ' || c == '\t' || c == '\n' || c == '\r')) {}
-  fclose(f);
-  return c == '(' ? FMT_PTB : FMT_TOKENS;
+  static char b[1 << 16]; /* the input is read once: its first bytes from where it is kept */
+  size_t n, i = 0;
+  sh_file_peek(path, b, sizeof b, &n);
+  while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r')) i++;
+  return i < n && b[i] == '(' ? FMT_PTB : FMT_TOKENS;
 }
 
 static int stats_conllu(sheaf_ctx *ctx, const char *path) {
@@ -319,7 +326,6 @@ static int data_stats(int argc, char **argv) {
     cli_error("data stats: missing FILE (see 'sheaf data stats --help')");
     return CLI_USAGE;
   }
-  if (!strcmp(path, "-")) path = "/dev/stdin";
   data_format fmt = FMT_NONE;
   if (fmt_name) {
     fmt = parse_format(fmt_name);
@@ -328,16 +334,27 @@ static int data_stats(int argc, char **argv) {
                 fmt_name);
       return CLI_USAGE;
     }
-  } else {
-    fmt = detect_format(path);
   }
-  if (fmt != FMT_TOKENS && (vocab || mode != SH_SEQS_AUTO)) {
-    cli_error("data stats: %s applies to token files only",
-              vocab ? "--vocab" : mode == SH_SEQS_IDS ? "--ids" : "--words");
+  if (vocab && !strcmp(vocab, "-") && !strcmp(path, "-")) {
+    cli_error("data stats: FILE and --vocab cannot both be standard input");
     return CLI_USAGE;
   }
   sheaf_ctx *ctx = cli_ctx(1);
   if (!ctx) return CLI_USAGE;
+  /* standard input, a pipe or a FIFO: read once ("-" is named <stdin>) */
+  bool held = false;
+  if (cli_hold_input(ctx, path, false, &path, &held) != CLI_OK ||
+      (vocab && cli_hold_input(ctx, vocab, false, &vocab, NULL) != CLI_OK)) {
+    sheaf_ctx_free(ctx);
+    return CLI_FAIL;
+  }
+  if (!fmt_name) fmt = detect_format(path, held);
+  if (fmt != FMT_TOKENS && (vocab || mode != SH_SEQS_AUTO)) {
+    cli_error("data stats: %s applies to token files only",
+              vocab ? "--vocab" : mode == SH_SEQS_IDS ? "--ids" : "--words");
+    sheaf_ctx_free(ctx);
+    return CLI_USAGE;
+  }
   switch (fmt) {
   case FMT_CONLLU: return stats_conllu(ctx, path);
   case FMT_PTB: return stats_ptb(ctx, path);
@@ -389,13 +406,23 @@ static int data_binarize(int argc, char **argv) {
     cli_error("data binarize: missing FILE.conllu (see 'sheaf data binarize --help')");
     return CLI_USAGE;
   }
-  if (!strcmp(path, "-")) path = "/dev/stdin";
   if (out && !*out) {
     cli_error("data binarize: -o needs a non-empty file name");
     return CLI_USAGE;
   }
+  const cli_path ins[] = {{"FILE", path}}, outs[] = {{out ? "-o" : "output", out ? out : "-"}};
+  if (cli_check_paths(ins, 1, outs, 1) != CLI_OK) return CLI_USAGE;
   sheaf_ctx *ctx = cli_ctx(1);
   if (!ctx) return CLI_USAGE;
+  /* the output first (a folder or an unwritable path fails before any work);
+   * a regular file is replaced only when the whole output is written */
+  cli_outs files = {0};
+  sh_out *o = cli_out_open(&files, ctx, out ? out : "-", SH_OUT_DASH_STDOUT);
+  if (!o || cli_hold_input(ctx, path, false, &path, NULL) != CLI_OK) {
+    cli_outs_abort(&files);
+    sheaf_ctx_free(ctx);
+    return CLI_FAIL;
+  }
   sh_depbank db;
   sh_depbank_init(&db, ctx);
   sh_treebank tb;
@@ -407,20 +434,18 @@ static int data_binarize(int argc, char **argv) {
   if (st == SHEAF_OK) st = sh_ptb_write(&tb, &buf);
   sh_tb_free(&tb);
   sh_depbank_free(&db);
-  if (st == SHEAF_OK && out && strcmp(out, "-") != 0)
-    st = sh_file_write_atomic(ctx, out, buf.data, buf.len);
   if (st != SHEAF_OK) {
+    cli_outs_abort(&files);
     sh_buf_free(&buf);
     return input_error(ctx);
   }
   int rc = CLI_OK;
-  if (!out || !strcmp(out, "-")) {
-    if (buf.len && fwrite(buf.data, 1, buf.len, stdout) != buf.len) {
-      cli_error("writing to standard output failed: %s", strerror(errno));
-      rc = CLI_FAIL;
-    } else {
-      rc = finish_stdout();
-    }
+  if (buf.len && fwrite(buf.data, 1, buf.len, o->f) != buf.len) {
+    cli_error("%s: write failed: %s", o->is_stdout ? "standard output" : out, strerror(errno));
+    cli_outs_abort(&files);
+    rc = CLI_FAIL;
+  } else {
+    rc = cli_outs_commit(&files);
   }
   sh_buf_free(&buf);
   sheaf_ctx_free(ctx);

@@ -2,6 +2,7 @@
  * main.c — the `sheaf` executable: global flags and subcommand dispatch.
  * Each subcommand lives in its own file (data.c, ...); this file only routes.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -98,14 +99,35 @@ static void *main_thread(void *arg) {
   return NULL;
 }
 
+/* Standard output must have taken everything the command wrote (a full
+ * disk, /dev/full, a closed pipe): checked for every command at exit; a
+ * failure is exit 1 (a usage error keeps its 2). A standard output that was
+ * closed before the start (>&-) and never written is fine. */
+static int finish_stdout(int rc) {
+  errno = 0;
+  int e = 0;
+  if (fflush(stdout) != 0 || ferror(stdout)) e = errno ? errno : EIO;
+  errno = 0;
+  if (fclose(stdout) != 0 && !e && errno != EBADF) e = errno ? errno : EIO;
+  if (e) {
+    fprintf(stderr, "sheaf: error: writing to standard output failed: %s\n", strerror(e));
+    if (rc == CLI_OK) rc = CLI_FAIL;
+  }
+  return rc;
+}
+
 /* The commands run on a thread with a big stack (base/stack.h): models in
  * the language recurse as deep as their inputs. */
 int main(int argc, char **argv) {
   main_args a = {argc, argv, CLI_FAIL};
   pthread_t t;
   sh_stack st;
-  if (sh_thread_start(&t, &st, SH_BIG_STACK, main_thread, &a) != 0) return dispatch(argc, argv);
-  pthread_join(t, NULL);
-  sh_stack_free(&st);
-  return a.rc;
+  if (sh_thread_start(&t, &st, SH_BIG_STACK, main_thread, &a) != 0) {
+    a.rc = dispatch(argc, argv);
+  } else {
+    pthread_join(t, NULL);
+    sh_stack_free(&st);
+  }
+  sh_file_release_all(); /* the inputs held in memory (cli_hold_input) */
+  return finish_stdout(a.rc);
 }

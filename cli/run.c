@@ -308,10 +308,17 @@ static void id_limit(sheaf_ctx *ctx, const run_opts *o, ex_data_opts *lim, char 
   sheaf_st_close(f);
 }
 
-static int session_open(const run_opts *o, session *s) {
+/* o->data and o->weights become the names the inputs are read by (standard
+ * input, a pipe or a FIFO is read once into memory: cli_hold_input). */
+static int session_open(run_opts *o, session *s) {
   memset(s, 0, sizeof *s);
   s->ctx = cli_ctx((int)o->threads);
   if (!s->ctx) return CLI_FAIL;
+  if (cli_hold_input(s->ctx, o->data, true, &o->data, NULL) != CLI_OK ||
+      (o->weights && cli_hold_input(s->ctx, o->weights, false, &o->weights, NULL) != CLI_OK)) {
+    sheaf_ctx_free(s->ctx);
+    return CLI_FAIL;
+  }
   ex_data_opts lim;
   char lim_what[512];
   id_limit(s->ctx, o, &lim, lim_what, sizeof lim_what);
@@ -377,46 +384,65 @@ static void print_kernel_stats(const sheaf_graph *g) {
   free(nodes);
 }
 
-static int write_outputs(const char *path, const ex_outputs *out, const ex_net *net) {
-  bool to_stdout = !strcmp(path, "-");
-  FILE *f = to_stdout ? stdout : fopen(path, "w");
-  if (!f) {
-    cli_error("%s: cannot open for writing: %s", path, strerror(errno));
-    return CLI_FAIL;
-  }
-  int bad = ex_outputs_write(out, net, f);
-  if (to_stdout) bad |= fflush(stdout);
-  else bad |= fclose(f);
-  if (bad) {
-    cli_error("%s: write failed: %s", to_stdout ? "standard output" : path, strerror(errno));
+/* Into --out's sh_out (committed with the other outputs at the end). */
+static int write_outputs(sh_out *f, const ex_outputs *out, const ex_net *net) {
+  if (ex_outputs_write(out, net, f->f) != 0 || fflush(f->f) != 0 || ferror(f->f)) {
+    cli_error("%s: write failed: %s", f->target, strerror(errno));
     return CLI_FAIL;
   }
   return CLI_OK;
 }
 
+
 /* ---------------------------------------------------------------- run */
+
+/* Inputs and outputs before any work: no output may be an input, only one
+ * input may be standard input. */
+static int check_files(const run_opts *o) {
+  const cli_path ins[] = {{"--data", o->data}, {"--weights", o->weights}};
+  const cli_path outs[] = {{"--out", o->out}, {"--save-weights", o->save_weights}, {"--trace", o->trace}};
+  if (o->weights && !strcmp(o->data, "-") && !strcmp(o->weights, "-")) {
+    cli_error("run: --data and --weights cannot both be standard input ('-')");
+    return CLI_USAGE;
+  }
+  return cli_check_paths(ins, 2, outs, 3);
+}
 
 static int cmd_run(int argc, char **argv) {
   run_opts o;
   int rc = parse_args(argc, argv, false, &o);
   if (rc) return rc < 0 ? CLI_OK : rc;
+  if ((rc = check_files(&o)) != CLI_OK) return rc;
   session s;
   if ((rc = session_open(&o, &s)) != CLI_OK) return rc;
+  /* every output is written to a temporary file (or into a device) and
+   * replaces the file only when the whole run succeeded */
+  cli_outs files = {0};
+  sh_out *out_f = NULL, *weights_f = NULL, *trace_f = NULL;
+  if ((o.out && !(out_f = cli_out_open(&files, s.ctx, o.out, SH_OUT_DASH_STDOUT))) ||
+      (o.save_weights && !(weights_f = cli_out_open(&files, s.ctx, o.save_weights, SH_OUT_STAGE))) ||
+      (o.trace && !(trace_f = cli_out_open(&files, s.ctx, o.trace, SH_OUT_STAGE)))) {
+    cli_outs_abort(&files);
+    session_free(&s);
+    return CLI_FAIL;
+  }
   sheaf_policy policy = o.policies[0];
   print_header(&o, &s, sheaf_policy_name(policy));
   char fp[96]; /* the word numbering, so that a model run on these weights can check its own */
   ex_data_vocab_fingerprint(&s.data, fp, sizeof fp);
   const char *meta[2] = {"sheaf.vocab", fp};
-  if (o.save_weights && sheaf_model_save_meta(s.net.model, o.save_weights, 1, meta) != SHEAF_OK) {
+  if (weights_f && sheaf_model_save_meta(s.net.model, weights_f->tmp, 1, meta) != SHEAF_OK) {
     rc = fail_ctx(s.ctx);
+    cli_outs_abort(&files);
     session_free(&s);
     return rc;
   }
 
-  if (o.trace) remove(o.trace); /* so that a trace left over is not taken for ours */
   /* --trace and --stats read one graph; otherwise a runner (batches in parallel) */
   bool one_graph = o.trace || o.stats;
-  sheaf_graph_opts go = {policy, (int)o.threads, o.trace};
+  int warnings = cli_warnings();
+  int64_t rows = 0;
+  sheaf_graph_opts go = {policy, (int)o.threads, trace_f ? trace_f->tmp : NULL};
   sheaf_runner_opts ro = {o.batch, (int)o.threads, policy, o.parallel, NULL};
   sheaf_graph *g = NULL;
   sheaf_runner *r = NULL;
@@ -444,29 +470,23 @@ static int cmd_run(int argc, char **argv) {
          (double)s.size / secs, size_noun(o.model), s.flops / secs * 1e-9);
   cli_print_graph_stats(stdout, &st, mode == SHEAF_PARALLEL_BATCHES);
   if (o.stats) print_kernel_stats(g);
-  if (o.out) {
-    rc = write_outputs(o.out, &out, &s.net);
-    if (rc == CLI_OK && strcmp(o.out, "-"))
-      printf("  outputs: %s (%lld lines: %s)\n", o.out, (long long)out.rows,
-             o.model == EX_MODEL_TREELSTM ? "tree index, 5 class log-probabilities"
-             : o.model == EX_MODEL_BILSTM ? "sentence index, word index, 17 tag log-probabilities"
-                                           : "tree index, the root's vector");
-  }
+  if (out_f) rc = write_outputs(out_f, &out, &s.net);
+  rows = out.rows;
 done:
   ex_outputs_free(&out);
   sheaf_runner_free(r);
-  sheaf_graph_free(g); /* writes the trace */
-  if (rc == CLI_OK && o.trace) {
-    /* sheaf_graph_free writes the trace and cannot report a failure */
-    FILE *tf = fopen(o.trace, "r");
-    if (tf) {
-      fclose(tf);
-      printf("  trace: %s (open in https://ui.perfetto.dev or chrome://tracing)\n", o.trace);
-    } else {
-      cli_error("%s: the trace was not written (%s)", o.trace, strerror(errno));
-      rc = CLI_FAIL;
-    }
-  }
+  sheaf_graph_free(g); /* writes the trace (to its temporary file) */
+  /* sheaf_graph_free cannot report a failure: it logs a warning */
+  if (rc == CLI_OK && trace_f) rc = cli_check_staged(trace_f, "trace", warnings);
+  if (rc == CLI_OK) rc = cli_outs_commit(&files);
+  else cli_outs_abort(&files);
+  if (rc == CLI_OK && o.out && strcmp(o.out, "-"))
+    printf("  outputs: %s (%lld lines: %s)\n", o.out, (long long)rows,
+           o.model == EX_MODEL_TREELSTM ? "tree index, 5 class log-probabilities"
+           : o.model == EX_MODEL_BILSTM ? "sentence index, word index, 17 tag log-probabilities"
+                                         : "tree index, the root's vector");
+  if (rc == CLI_OK && o.trace)
+    printf("  trace: %s (open in https://ui.perfetto.dev or chrome://tracing)\n", o.trace);
   session_free(&s);
   return rc;
 }
@@ -477,6 +497,7 @@ static int cmd_bench(int argc, char **argv) {
   run_opts o;
   int rc = parse_args(argc, argv, true, &o);
   if (rc) return rc < 0 ? CLI_OK : rc;
+  if ((rc = check_files(&o)) != CLI_OK) return rc;
   session s;
   if ((rc = session_open(&o, &s)) != CLI_OK) return rc;
   char plist[64] = "";

@@ -127,6 +127,10 @@ static int parse_args(int argc, char **argv, lang_opts *o) {
       o->trace = v;
     } else if (FLAG("--policy")) {
       if (r < 0) return CLI_USAGE;
+      if (sheaf_policy_parse(NULL, v, NULL) != SHEAF_OK) {
+        cli_error("--policy: unknown policy '%s' (expected sheaf, none, depth or agenda)", v);
+        return CLI_USAGE;
+      }
       o->policy = v;
     } else if (FLAG("--limit")) {
       if (r < 0 || !cli_parse_int("--limit", v, 1, INT32_MAX, &o->limit)) return CLI_USAGE;
@@ -199,7 +203,19 @@ static int parse_args(int argc, char **argv, lang_opts *o) {
     cli_error("run: --trace reads one graph: use --parallel kernels (or auto)");
     return CLI_USAGE;
   }
-  return CLI_OK;
+  /* the files: one input at most is standard input; no output is an input */
+  const char *dash[4][2] = {{"MODEL.sf", o->file}, {"--data", o->data}, {"--weights", o->bo.weights},
+                            {"--vocab", o->vocab}};
+  for (int a = 0; a < 4; a++)
+    for (int b = a + 1; b < 4; b++)
+      if (dash[a][1] && dash[b][1] && !strcmp(dash[a][1], "-") && !strcmp(dash[b][1], "-")) {
+        cli_error("run: %s and %s cannot both be standard input ('-')", dash[a][0], dash[b][0]);
+        return CLI_USAGE;
+      }
+  const cli_path ins[] = {{"MODEL.sf", o->file}, {"--data", o->data}, {"--weights", o->bo.weights},
+                          {"--vocab", o->vocab}};
+  const cli_path outs[] = {{"--out", o->out}, {"--save-weights", o->save_weights}, {"--trace", o->trace}};
+  return cli_check_paths(ins, 4, outs, 3);
 }
 
 /* ------------------------------------------------------------- words */
@@ -560,7 +576,7 @@ static void lang_job_free(lang_job *j) {
 
 /* The real shape in out's header, and FILE.offsets.npy (int64, n + 1) when
  * an instance has other than one row. */
-static int write_npy_shape(const lang_opts *o, const lang_job *j, FILE *out, int32_t n) {
+static int write_npy_shape(const lang_opts *o, const lang_job *j, FILE *out, int32_t n, cli_outs *files) {
   int64_t total = 0;
   bool one_each = true;
   for (int32_t i = 0; i < n; i++) total += j->npy_rows[i], one_each &= j->npy_rows[i] == 1;
@@ -572,14 +588,14 @@ static int write_npy_shape(const lang_opts *o, const lang_job *j, FILE *out, int
   if (one_each) return CLI_OK;
   char path[4096];
   snprintf(path, sizeof path, "%s.offsets.npy", o->out);
-  FILE *f = fopen(path, "wb");
-  bool ok = f && lang_npy_header(f, "<i8", 1, (int64_t[]){(int64_t)n + 1}) == 0;
+  sh_out *f = cli_out_open(files, NULL, path, 0); /* committed with --out */
+  if (!f) return CLI_FAIL;
+  bool ok = lang_npy_header(f->f, "<i8", 1, (int64_t[]){(int64_t)n + 1}) == 0;
   int64_t at = 0;
   for (int32_t i = 0; ok && i <= n; i++) {
-    ok = fwrite(&at, sizeof at, 1, f) == 1;
+    ok = fwrite(&at, sizeof at, 1, f->f) == 1;
     if (i < n) at += j->npy_rows[i];
   }
-  if (f && fclose(f) != 0) ok = false;
   if (!ok) cli_error("%s: write failed", path);
   return ok ? CLI_OK : CLI_FAIL;
 }
@@ -618,7 +634,6 @@ static void print_summary(FILE *f, const lang_opts *o, sheaf_ctx *ctx, const ex_
     if (names && b && c) cli_print_kernel_stats(f, sheaf_runner_kernel_stats(r, cap, names, b, c), names, b, c);
     free(names), free(b), free(c);
   }
-  if (strcmp(o->out, "-")) fprintf(f, "  outputs: %s (%d instances)\n", o->out, (int)n);
 }
 
 /* ------------------------------------------------------------- run */
@@ -639,6 +654,9 @@ int cli_run_lang(int argc, char **argv) {
   sh_lang_bind bind = {0};
   sheaf_runner *runner = NULL;
   FILE *out = NULL;
+  cli_outs files = {0}; /* --out, --save-weights, --trace, FILE.offsets.npy: committed together */
+  sh_out *out_f = NULL, *weights_f = NULL, *trace_f = NULL;
+  int warnings = cli_warnings();
   int32_t failed_at = -1;
   double secs = 0;
   bool uses_chars = false;
@@ -649,8 +667,22 @@ int cli_run_lang(int argc, char **argv) {
   pthread_mutex_init(&job.mu, NULL);
   atomic_init(&job.failed_at, INT32_MAX);
   sheaf_runner_opts ro = {.batch = o.batch, .threads = (int)o.threads, .policy = SHEAF_POLICY_SHEAF,
-                          .parallel = o.parallel, .trace_path = o.trace};
+                          .parallel = o.parallel, .trace_path = NULL};
   if (o.policy && sheaf_policy_parse(ctx, o.policy, &ro.policy) != SHEAF_OK) goto fail;
+  /* inputs: standard input, a pipe or a FIFO is read once into memory */
+  if (cli_hold_input(ctx, o.file, false, &o.file, NULL) != CLI_OK ||
+      cli_hold_input(ctx, o.data, true, &o.data, NULL) != CLI_OK ||
+      (o.bo.weights && cli_hold_input(ctx, o.bo.weights, false, &o.bo.weights, NULL) != CLI_OK) ||
+      (o.vocab && cli_hold_input(ctx, o.vocab, false, &o.vocab, NULL) != CLI_OK))
+    goto fail_quiet;
+  /* outputs: a regular file is replaced only when the run succeeds (the
+   * library writes the weights and the trace by path: staged) */
+  if (!(out_f = cli_out_open(&files, ctx, o.out, SH_OUT_DASH_STDOUT)) ||
+      (o.save_weights && !(weights_f = cli_out_open(&files, ctx, o.save_weights, SH_OUT_STAGE))) ||
+      (o.trace && !(trace_f = cli_out_open(&files, ctx, o.trace, SH_OUT_STAGE))))
+    goto fail_quiet;
+  out = out_f->f;
+  if (trace_f) ro.trace_path = trace_f->tmp;
   if (sh_file_read(ctx, o.file, &src, &len) != SHEAF_OK) goto fail;
   have_m = true;
   if (sh_lang_compile(&m, ctx, o.file, src, len) != SHEAF_OK) {
@@ -708,13 +740,7 @@ int cli_run_lang(int argc, char **argv) {
             (long long)wi.n_unknown, (long long)wi.n_words, o.data, o.vocab);
   if (o.save_weights) { /* with the word numbering (ours, unless --vocab gave one) */
     const char *meta[2] = {"sheaf.vocab", wi.fp};
-    if (sheaf_model_save_meta(model, o.save_weights, o.vocab ? 0 : 1, meta) != SHEAF_OK) goto fail;
-  }
-  if (o.trace) remove(o.trace); /* so that a trace left over is not taken for ours */
-  out = strcmp(o.out, "-") ? fopen(o.out, "w") : stdout;
-  if (!out) {
-    cli_error("%s: %s", o.out, strerror(errno));
-    goto fail_quiet;
+    if (sheaf_model_save_meta(model, weights_f->tmp, o.vocab ? 0 : 1, meta) != SHEAF_OK) goto fail;
   }
   int32_t n = ex_data_count(&d);
   if (o.limit && o.limit < n) n = (int32_t)o.limit;
@@ -763,7 +789,7 @@ int cli_run_lang(int argc, char **argv) {
     cli_error("%s", job.npy_why);
     goto fail_quiet;
   }
-  if (o.format == LANG_FORMAT_NPY && write_npy_shape(&o, &job, out, n) != CLI_OK) goto fail_quiet;
+  if (o.format == LANG_FORMAT_NPY && write_npy_shape(&o, &job, out, n, &files) != CLI_OK) goto fail_quiet;
   secs = (double)(sheaf_time_ns() - pg.t0) * 1e-9;
   if (strcmp(o.out, "-") || o.stats) /* stdout is free for the summary (or asked for) */
     print_summary(strcmp(o.out, "-") ? stdout : stderr, &o, ctx, &d, &job, runner, n, secs);
@@ -781,21 +807,14 @@ fail:
             d.kind == EX_DATA_SENTS ? "sentence" : "tree", (int)failed_at, o.data);
 fail_quiet:
 done:
-  sheaf_runner_free(runner); /* writes the trace */
+  sheaf_runner_free(runner); /* writes the trace (to its temporary file) */
   lang_job_free(&job);
-  if (out && out != stdout && fclose(out) != 0 && rc == CLI_OK) {
-    cli_error("%s: write failed", o.out);
-    rc = CLI_FAIL;
-  }
-  if (rc == CLI_OK && o.trace) {
-    FILE *tf = fopen(o.trace, "r"); /* sheaf_graph_free cannot report a failure */
-    if (tf) {
-      fclose(tf);
-    } else {
-      cli_error("%s: the trace was not written (%s)", o.trace, strerror(errno));
-      rc = CLI_FAIL;
-    }
-  }
+  /* the runner cannot report a trace it failed to write: it logs a warning */
+  if (rc == CLI_OK && trace_f) rc = cli_check_staged(trace_f, "trace", warnings);
+  if (rc == CLI_OK) rc = cli_outs_commit(&files);
+  else cli_outs_abort(&files);
+  if (rc == CLI_OK && strcmp(o.out, "-")) /* the summary's last line, once the file is there */
+    printf("  outputs: %s (%d instances)\n", o.out, (int)job.n);
   sh_lang_bind_free(ctx, &bind);
   sheaf_model_free(model);
   free(form_ids);

@@ -2,7 +2,8 @@
  * safetensors.c — the safetensors format: a validating, zero-copy reader
  * (the file is mapped once; tensors are views into the mapping, which is
  * reference-counted so views outlive sheaf_st_close) and a streaming writer
- * (header in memory, tensor data straight to "path.tmp.<pid>", then rename).
+ * (header in memory, tensor data through sh_out: a temporary file renamed
+ * over a regular file when complete, or straight into a device or FIFO).
  *
  * Layout: u64 little-endian N, N bytes of JSON header (an object mapping
  * tensor names to {"dtype", "shape", "data_offsets": [begin, end]} plus an
@@ -502,7 +503,7 @@ sheaf_status sheaf_st_open(sheaf_ctx *ctx, const char *path, sheaf_st_file **out
   if (!path) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_st_open: path is NULL");
   st_map *map = sh_malloc(ctx, sizeof *map);
   if (!map) return sh_fail_prefix(ctx, "%s", path);
-  sheaf_status st = sh_file_map(ctx, path, &map->m);
+  sheaf_status st = sh_file_map_binary(ctx, path, &map->m);
   if (st != SHEAF_OK) {
     sh_free(ctx, map, sizeof *map);
     return st;
@@ -640,7 +641,7 @@ sheaf_status sheaf_st_tensor(sheaf_ctx *ctx, const sheaf_st_file *f, const char 
 typedef struct st_sink {
   sheaf_ctx *ctx;
   const char *name;
-  int fd;
+  FILE *f; /* sh_out's stream, or NULL with mem */
   sh_buf *mem;
   unsigned char *buf;
   size_t len, cap;
@@ -649,15 +650,9 @@ typedef struct st_sink {
 
 static bool write_all(st_sink *s, const void *p, size_t n) {
   const unsigned char *c = p;
-  while (n) {
-    ssize_t w = write(s->fd, c, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) {
-      s->st = sh_fail(s->ctx, SHEAF_ERR_IO, "%s: write failed: %s", s->name, strerror(errno));
-      return false;
-    }
-    c += w;
-    n -= (size_t)w;
+  if (n && fwrite(c, 1, n, s->f) != n) {
+    s->st = sh_fail(s->ctx, SHEAF_ERR_IO, "%s: write failed: %s", s->name, strerror(errno));
+    return false;
   }
   return true;
 }
@@ -826,7 +821,7 @@ sheaf_status sh_st_write_buf(sheaf_ctx *ctx, const char *name, size_t n,
   sh_buf_init(&hdr, ctx);
   sheaf_status st = st_header(ctx, name, n, names, tensors, n_meta, meta_kv, &hdr);
   if (st == SHEAF_OK) {
-    st_sink s = {.ctx = ctx, .name = name, .fd = -1, .mem = out, .st = SHEAF_OK};
+    st_sink s = {.ctx = ctx, .name = name, .f = NULL, .mem = out, .st = SHEAF_OK};
     if (!put_file(&s, &hdr, n, tensors)) st = s.st;
     if (st == SHEAF_ERR_NOMEM) sh_fail_prefix(ctx, "%s", name);
   }
@@ -846,28 +841,22 @@ sheaf_status sheaf_st_write(sheaf_ctx *ctx, const char *path, size_t n,
     sh_buf_free(&hdr);
     return st;
   }
-  char tmp[4096];
-  int w = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  if (w < 0 || (size_t)w >= sizeof tmp) {
-    sh_buf_free(&hdr);
-    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: path too long", path);
-  }
-  st_sink s = {.ctx = ctx, .name = path, .fd = -1, .st = SHEAF_OK, .cap = ST_WRITE_CHUNK};
+  st_sink s = {.ctx = ctx, .name = path, .f = NULL, .st = SHEAF_OK, .cap = ST_WRITE_CHUNK};
   s.buf = sh_malloc(ctx, s.cap);
   if (!s.buf) {
     sh_buf_free(&hdr);
     return sh_fail_prefix(ctx, "%s", path);
   }
-  s.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (s.fd < 0) {
-    st = sh_fail(ctx, SHEAF_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-  } else {
-    if (!put_file(&s, &hdr, n, tensors)) st = s.st;
-    if (close(s.fd) != 0 && st == SHEAF_OK)
-      st = sh_fail(ctx, SHEAF_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-    if (st == SHEAF_OK && rename(tmp, path) != 0)
-      st = sh_fail(ctx, SHEAF_ERR_IO, "%s: cannot rename from %s: %s", path, tmp, strerror(errno));
-    if (st != SHEAF_OK) unlink(tmp);
+  sh_out o; /* whole or not at all for a regular file; a device is written into */
+  st = sh_out_open(ctx, path, 0, &o);
+  if (st == SHEAF_OK) {
+    s.f = o.f;
+    if (!put_file(&s, &hdr, n, tensors)) {
+      st = s.st;
+      sh_out_abort(&o);
+    } else {
+      st = sh_out_commit(&o);
+    }
   }
   sh_free(ctx, s.buf, s.cap);
   sh_buf_free(&hdr);
