@@ -781,7 +781,7 @@ int cli_run_lang(int argc, char **argv) {
     goto fail;
   }
   if (job.write_failed) {
-    cli_error("%s: write failed", o.out);
+    cli_error("%s: write failed: %s", out_f->target, strerror(errno));
     goto fail_quiet;
   }
   progress_end(&pg);
@@ -793,8 +793,9 @@ int cli_run_lang(int argc, char **argv) {
   secs = (double)(sheaf_time_ns() - pg.t0) * 1e-9;
   if (strcmp(o.out, "-") || o.stats) /* stdout is free for the summary (or asked for) */
     print_summary(strcmp(o.out, "-") ? stdout : stderr, &o, ctx, &d, &job, runner, n, secs);
+  errno = 0;
   if (fflush(out) != 0 || ferror(out)) {
-    cli_error("%s: write failed", o.out);
+    cli_error("%s: write failed: %s", out_f->target, errno ? strerror(errno) : "I/O error");
     goto fail_quiet;
   }
   rc = CLI_OK;

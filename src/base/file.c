@@ -166,13 +166,14 @@ sheaf_status sh_file_hold(sheaf_ctx *ctx, const char *path, const char *name, bo
     return SHEAF_OK;
   }
   bool dash = !strcmp(path, "-");
-  const char *shown = dash ? "standard input" : path;
+  const char *shown = dash ? name : path; /* in messages */
   struct stat st;
   int fd = -1;
   if (dash) {
     if (fstat(STDIN_FILENO, &st) != 0)
-      return sh_fail(ctx, SHEAF_ERR_IO, "standard input: %s", strerror(errno));
-    if (S_ISDIR(st.st_mode)) return sh_fail(ctx, SHEAF_ERR_IO, "standard input: is a directory");
+      return sh_fail(ctx, SHEAF_ERR_IO, "%s (standard input): %s", shown, strerror(errno));
+    if (S_ISDIR(st.st_mode))
+      return sh_fail(ctx, SHEAF_ERR_IO, "%s (standard input): is a directory", shown);
     fd = STDIN_FILENO;
   } else {
     /* stat, not open: opening a FIFO waits for a writer */
@@ -198,7 +199,7 @@ sheaf_status sh_file_hold(sheaf_ctx *ctx, const char *path, const char *name, bo
     off_t at = lseek(STDIN_FILENO, 0, SEEK_CUR);
     h->fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0);
     h->off = at > 0 ? at : 0;
-    if (h->fd < 0) s = sh_fail(ctx, SHEAF_ERR_IO, "standard input: %s", strerror(errno));
+    if (h->fd < 0) s = sh_fail(ctx, SHEAF_ERR_IO, "%s (standard input): %s", shown, strerror(errno));
   } else {
     size_t limit;
     s = sh_file_input_limit(ctx, &limit);
