@@ -11,6 +11,25 @@
  *     to see diagnostics.
  *   - Objects are opaque handles with create/free pairs. A context is used by
  *     one thread at a time; different contexts are independent.
+ *   - NULL, one rule for every function here and in sheaf_graph.h and
+ *     sheaf_program.h (never a crash):
+ *       - free functions (sheaf_*_free, sheaf_st_close) accept NULL;
+ *       - a query (a function that returns a value, not a status) given a
+ *         NULL object returns 0, NULL, -1 for an index or an offset, or
+ *         SHEAF_DTYPE_COUNT for a dtype, and zeroes the struct it fills
+ *         (sheaf_graph_get_stats, sheaf_encoder_get_config); an optional
+ *         out-pointer left NULL is skipped (stated where it applies);
+ *       - a function returning sheaf_status given NULL for a required
+ *         pointer returns SHEAF_ERR_INVALID_ARG, with a message naming the
+ *         argument ("sheaf_tensor_slice: tensor is NULL") when a context is
+ *         at hand (the ctx argument, or the object's own); with a NULL
+ *         context or object there is none to hold it, and the status alone
+ *         says it;
+ *       - a graph builder given a NULL graph returns a null expression; one
+ *         given a NULL array or shape records SHEAF_ERR_INVALID_ARG on the
+ *         graph, naming the argument ("sheaf_concat: xs is NULL");
+ *       - void functions given a NULL object do nothing.
+ *     Pointers documented as optional ("may be NULL") are the exceptions.
  *   - Usable from C++ unchanged.
  */
 #ifndef SHEAF_H
@@ -169,7 +188,8 @@ typedef struct sheaf_tensor sheaf_tensor;
 sheaf_status sheaf_tensor_create(sheaf_ctx *ctx, sheaf_dtype dtype, int rank,
                                  const int64_t *shape, sheaf_tensor **out);
 
-/* Wraps caller memory (no copy). strides may be NULL (row-major contiguous).
+/* Wraps caller memory (no copy). strides may be NULL (row-major contiguous);
+ * strides whose last element lies past 2^63 bytes are refused.
  * release(release_user, data) is called when the last view is freed; it may
  * be NULL when the caller keeps the memory alive longer than every view.
  * When the call fails, release is never called: the memory stays the
@@ -191,7 +211,8 @@ int sheaf_tensor_is_contiguous(const sheaf_tensor *t);
 void *sheaf_tensor_data(const sheaf_tensor *t);
 
 /* t[..., start:stop:step, ...] along `axis`; negative start/stop count from
- * the end (Python rules, clamped); step > 0. */
+ * the end (Python rules, clamped); step > 0. Any int64 values are exact
+ * (INT64_MIN..INT64_MAX bounds, a step of INT64_MAX: one element). */
 sheaf_status sheaf_tensor_slice(sheaf_ctx *ctx, const sheaf_tensor *t, int axis,
                                 int64_t start, int64_t stop, int64_t step,
                                 sheaf_tensor **out);
@@ -280,7 +301,7 @@ typedef struct sheaf_ragged sheaf_ragged;
 typedef struct sheaf_ragged_opts {
   int64_t storage_tile; /* 0 or 1: no per-sequence padding */
   int64_t bulk_tile;    /* 0 or 1: no padding of the total */
-} sheaf_ragged_opts;
+} sheaf_ragged_opts;   /* tiles whose padded sizes overflow int64: SHEAF_ERR_NOMEM */
 
 /* A zero-filled ragged tensor. lens has `batch` entries (>= 0); dims has
  * `rank` entries (1..8), at least one SHEAF_RAGGED_DIM. opts may be NULL. */
@@ -321,7 +342,7 @@ int64_t sheaf_ragged_numel(const sheaf_ragged *r);
 size_t sheaf_ragged_nbytes(const sheaf_ragged *r); /* storage, padding included */
 void *sheaf_ragged_data(const sheaf_ragged *r);
 /* Element offset of (b, idx[0..rank)) from sheaf_ragged_data, or -1 when
- * out of range. O(rank). */
+ * out of range (or r or idx is NULL). O(rank). */
 int64_t sheaf_ragged_offset(const sheaf_ragged *r, int64_t b, const int64_t *idx);
 
 /* A post-LN transformer encoder (BERT, CoRa; PyTorch's
@@ -353,7 +374,7 @@ typedef struct sheaf_encoder_config {
 sheaf_status sheaf_encoder_load(sheaf_ctx *ctx, const sheaf_st_file *weights,
                                 const sheaf_encoder_config *cfg, sheaf_encoder **out);
 void sheaf_encoder_free(sheaf_encoder *enc); /* NULL is fine */
-/* The resolved configuration. */
+/* The resolved configuration (all zero for a NULL encoder; cfg NULL: nothing). */
 void sheaf_encoder_get_config(const sheaf_encoder *enc, sheaf_encoder_config *cfg);
 /* y = encoder(x): a new ragged tensor with x's lengths and storage layout. */
 sheaf_status sheaf_encoder_forward(sheaf_encoder *enc, const sheaf_ragged *x, sheaf_ragged **y);

@@ -34,7 +34,9 @@
  *     context's last error holds. Later builders fed a null expression return
  *     null without a new error, so model code may check once, at the end;
  *     once a graph has an error every builder returns null until
- *     sheaf_graph_reset.
+ *     sheaf_graph_reset. NULL follows sheaf.h's rule: a NULL graph gives a
+ *     null expression, a NULL array or shape an error naming it
+ *     ("sheaf_input: shape is NULL").
  *   - Activations (tanh, sigmoid, relu, gelu) of an affine, or of a column
  *     slice of one, that nothing else has read yet run in the affine's GEMM
  *     epilogue; under the default policy a chain of elementwise ops runs as
@@ -144,7 +146,9 @@ typedef struct sheaf_graph_opts {
   int threads;            /* threads of the context's pool to use; <= 0: all */
   const char *trace_path; /* non-NULL: collect a Chrome-trace / Perfetto JSON timeline of
                              every batch, written there when the graph is freed (and by
-                             sheaf_graph_write_trace at any time, to any path) */
+                             sheaf_graph_write_trace at any time, to any path); checked at
+                             creation: a directory or a path that cannot be written fails
+                             sheaf_graph_create with SHEAF_ERR_IO naming it and why */
 } sheaf_graph_opts;
 
 /* opts NULL: policy sheaf, all threads, no trace. The model must outlive
@@ -202,7 +206,8 @@ typedef struct sheaf_expr {
 
 static inline int sheaf_expr_is_null(sheaf_expr e) { return e.graph == 0; }
 
-/* Shape without computing (rank 1 or 2). Null or foreign handle: 0. */
+/* Shape without computing (rank 1 or 2). Null, stale or foreign handle (or
+ * a NULL graph): 0. shape may be NULL (the rank alone). */
 int sheaf_expr_shape(const sheaf_graph *g, sheaf_expr e, int64_t shape[2]);
 
 /* Inputs and parameters. `data` is copied. */
@@ -224,7 +229,7 @@ sheaf_expr sheaf_matmul(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
 /* Elementwise. Binary ops need equal shapes, or one side of size 1 (a scalar
  * broadcast), or one side one row ([c] or [1, c]) of the other's width (the
  * row repeats over the other's rows, as PyTorch broadcasts a bias). sum_n
- * adds n >= 1 expressions of one shape. */
+ * adds n >= 1 expressions of one shape (any n: summed in groups). */
 sheaf_expr sheaf_add(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
 sheaf_expr sheaf_sub(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
 sheaf_expr sheaf_mul(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
@@ -254,7 +259,8 @@ sheaf_expr sheaf_ne(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
 /* c != 0 ? a : b elementwise; the three broadcast as the binary ops do. */
 sheaf_expr sheaf_where(sheaf_graph *g, sheaf_expr c, sheaf_expr a, sheaf_expr b);
 
-/* Shape ops on the last axis (views where possible: no copy). */
+/* Shape ops on the last axis (views where possible: no copy). concat takes
+ * n >= 1 (past 65,535, a node's input count, a concat of concats). */
 sheaf_expr sheaf_concat(sheaf_graph *g, int n, const sheaf_expr *xs);
 sheaf_expr sheaf_slice(sheaf_graph *g, sheaf_expr x, int64_t begin, int64_t end);
 /* Same values, another shape of the same element count (rank 1 or 2): a
@@ -273,7 +279,8 @@ sheaf_expr sheaf_pick(sheaf_graph *g, sheaf_expr x, int64_t index); /* x[index]:
  * sheaf_parameter values). */
 sheaf_expr sheaf_layer_norm(sheaf_graph *g, sheaf_expr x, sheaf_expr gamma, sheaf_expr beta,
                             float eps);
-/* n one-row values [D] (or [1, D]) as the rows of an [n, D] matrix. */
+/* n one-row values [D] (or [1, D]) as the rows of an [n, D] matrix;
+ * 1 <= n <= 65535 (a node's input count is 16 bits). */
 sheaf_expr sheaf_stack(sheaf_graph *g, int n, const sheaf_expr *xs);
 /* [r, c] -> [c, r]. */
 sheaf_expr sheaf_transpose(sheaf_graph *g, sheaf_expr x);
@@ -361,12 +368,13 @@ typedef enum sheaf_parallel {
 } sheaf_parallel;
 
 typedef struct sheaf_runner_opts {
-  int64_t batch;           /* instances per flush; <= 0: 64 */
+  int64_t batch;           /* instances per flush; <= 0: 64 (any int64 up to INT64_MAX) */
   int threads;             /* threads of the context's pool to use; <= 0: all */
   sheaf_policy policy;     /* of every graph (default sheaf) */
   sheaf_parallel parallel; /* default AUTO */
   const char *trace_path;  /* non-NULL: one graph (kernels) collecting a Chrome-trace /
-                              Perfetto timeline, written there when the runner is freed */
+                              Perfetto timeline, written there when the runner is freed;
+                              checked by sheaf_runner_create as sheaf_graph_opts' is */
 } sheaf_runner_opts;
 
 typedef struct sheaf_runner sheaf_runner;

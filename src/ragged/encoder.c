@@ -204,7 +204,9 @@ void sheaf_encoder_free(sheaf_encoder *e) {
 }
 
 void sheaf_encoder_get_config(const sheaf_encoder *e, sheaf_encoder_config *cfg) {
+  if (!cfg) return;
   memset(cfg, 0, sizeof *cfg);
+  if (!e) return; /* NULL: all zero */
   cfg->d_model = e->d;
   cfg->n_heads = e->heads;
   cfg->d_ff = e->ff;

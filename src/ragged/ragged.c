@@ -69,7 +69,16 @@ static sheaf_status ragged_new(sheaf_ctx *ctx, const char *fn, sheaf_dtype dtype
   r->bulk_tile = opts && opts->bulk_tile > 1 ? opts->bulk_tile : 1;
   memcpy(r->dims, dims, (size_t)rank * sizeof *dims);
   r->row = 1;
-  for (int i = last_ragged(rank, dims) + 1; i < rank; i++) r->row *= dims[i];
+  bool over = false;
+  for (int i = last_ragged(rank, dims) + 1; i < rank; i++)
+    over |= __builtin_mul_overflow(r->row, dims[i], &r->row);
+  const char *what = over ? "the row (the dense dimensions after the last ragged one)"
+                     : batch > (int64_t)((SIZE_MAX / sizeof(int64_t) - 1) / 2) ? "the batch"
+                                                                                : NULL;
+  if (what) {
+    sh_free(ctx, r, sizeof *r);
+    return sh_fail(ctx, SHEAF_ERR_NOMEM, "%s: the size of %s overflows", fn, what);
+  }
   r->arrays_bytes = (size_t)(2 * batch + 1) * sizeof(int64_t);
   r->lens = sh_alloc(ctx, r->arrays_bytes, 16);
   if (!r->lens) {
@@ -78,11 +87,12 @@ static sheaf_status ragged_new(sheaf_ctx *ctx, const char *fn, sheaf_dtype dtype
   }
   r->offs = r->lens + batch;
   if (batch) memcpy(r->lens, lens, (size_t)batch * sizeof *lens);
-  /* offsets: prefix sums of per-sequence storage sizes (overflow-checked) */
-  bool over = false;
-  int64_t off = 0;
+  /* offsets: prefix sums of per-sequence storage sizes (overflow-checked,
+   * the rounding to the storage tile included) */
+  int64_t off = 0, padded;
   for (int64_t b = 0; b < batch && !over; b++) {
     r->offs[b] = off;
+    over |= !sh_ragged_round_ok(lens[b], r->storage_tile, &padded);
     int64_t sz = 1, logical = 1;
     for (int i = 0; i < rank && !over; i++) {
       over |= __builtin_mul_overflow(sz, sh_ragged_ext(r, i, b, true), &sz);
@@ -94,11 +104,14 @@ static sheaf_status ragged_new(sheaf_ctx *ctx, const char *fn, sheaf_dtype dtype
   }
   r->offs[batch] = off;
   int64_t rows = r->row > 0 ? off / r->row : 0;
-  rows = sh_ragged_round(rows, r->bulk_tile);
+  over |= !sh_ragged_round_ok(rows, r->bulk_tile, &rows);
   int64_t shape[2] = {rows, r->row};
   if (over || (rows > 0 && r->row > INT64_MAX / rows)) {
     sheaf_ragged_free(r);
-    return sh_fail(ctx, SHEAF_ERR_NOMEM, "%s: the ragged layout's size overflows", fn);
+    return sh_fail(ctx, SHEAF_ERR_NOMEM,
+                   "%s: the ragged layout's size overflows (storage_tile %lld, bulk_tile %lld)",
+                   fn, (long long)(opts ? opts->storage_tile : 0),
+                   (long long)(opts ? opts->bulk_tile : 0));
   }
   st = sheaf_tensor_create(ctx, dtype, 2, shape, &r->flat);
   if (st) {
@@ -128,18 +141,19 @@ void sheaf_ragged_free(sheaf_ragged *r) {
 
 /* ------------------------------------------------------------ accessors */
 
-sheaf_dtype sheaf_ragged_dtype(const sheaf_ragged *r) { return r->dtype; }
-int64_t sheaf_ragged_batch(const sheaf_ragged *r) { return r->batch; }
-int sheaf_ragged_rank(const sheaf_ragged *r) { return r->rank; }
-const int64_t *sheaf_ragged_dims(const sheaf_ragged *r) { return r->dims; }
-const int64_t *sheaf_ragged_lens(const sheaf_ragged *r) { return r->lens; }
-int64_t sheaf_ragged_max_len(const sheaf_ragged *r) { return r->max_len; }
-const int64_t *sheaf_ragged_offsets(const sheaf_ragged *r) { return r->offs; }
-int64_t sheaf_ragged_numel(const sheaf_ragged *r) { return r->numel; }
+/* Queries: NULL gives 0, NULL or SHEAF_DTYPE_COUNT (sheaf.h's NULL rule). */
+sheaf_dtype sheaf_ragged_dtype(const sheaf_ragged *r) { return r ? r->dtype : SHEAF_DTYPE_COUNT; }
+int64_t sheaf_ragged_batch(const sheaf_ragged *r) { return r ? r->batch : 0; }
+int sheaf_ragged_rank(const sheaf_ragged *r) { return r ? r->rank : 0; }
+const int64_t *sheaf_ragged_dims(const sheaf_ragged *r) { return r ? r->dims : NULL; }
+const int64_t *sheaf_ragged_lens(const sheaf_ragged *r) { return r ? r->lens : NULL; }
+int64_t sheaf_ragged_max_len(const sheaf_ragged *r) { return r ? r->max_len : 0; }
+const int64_t *sheaf_ragged_offsets(const sheaf_ragged *r) { return r ? r->offs : NULL; }
+int64_t sheaf_ragged_numel(const sheaf_ragged *r) { return r ? r->numel : 0; }
 size_t sheaf_ragged_nbytes(const sheaf_ragged *r) {
-  return (size_t)sheaf_tensor_numel(r->flat) * sheaf_dtype_size(r->dtype);
+  return r ? (size_t)sheaf_tensor_numel(r->flat) * sheaf_dtype_size(r->dtype) : 0;
 }
-void *sheaf_ragged_data(const sheaf_ragged *r) { return sheaf_tensor_data(r->flat); }
+void *sheaf_ragged_data(const sheaf_ragged *r) { return r ? sheaf_tensor_data(r->flat) : NULL; }
 
 int64_t sheaf_ragged_offset(const sheaf_ragged *r, int64_t b, const int64_t *idx) {
   if (!r || !idx || b < 0 || b >= r->batch) return -1;

@@ -31,10 +31,21 @@ struct sheaf_ragged {
   size_t arrays_bytes;     /* of the lens+offs block */
 };
 
+/* x (>= 0) rounded up to a multiple of tile; false when that overflows. */
+static inline bool sh_ragged_round_ok(int64_t x, int64_t tile, int64_t *out) {
+  int64_t r = tile > 1 ? x % tile : 0;
+  if (r == 0) {
+    *out = x;
+    return true;
+  }
+  return !__builtin_add_overflow(x, tile - r, out);
+}
 /* Per-sequence extent of dimension i in storage (ragged: len padded to the
- * storage tile) and logically. */
+ * storage tile) and logically. Creation checks every rounding fits, so the
+ * layout's own roundings never overflow. */
 static inline int64_t sh_ragged_round(int64_t x, int64_t tile) {
-  return tile > 1 ? (x + tile - 1) / tile * tile : x;
+  int64_t r = tile > 1 ? x % tile : 0;
+  return r ? x + (tile - r) : x;
 }
 static inline int64_t sh_ragged_ext(const sheaf_ragged *r, int i, int64_t b, bool storage) {
   if (r->dims[i] != SHEAF_RAGGED_DIM) return r->dims[i];

@@ -28,7 +28,7 @@ int sh_build_check_slow(sheaf_graph *g, sheaf_expr e, const char *op, int argno)
     return 0;
   }
   if (e.graph == 0) return 1;
-  if (e.graph >> 20 == g->tag)
+  if ((uint32_t)(e.graph >> 32) == g->tag)
     sh_graph_fail(g, SHEAF_ERR_INVALID_ARG,
                   "%s: argument %d was built before sheaf_graph_reset (a stale handle)", op, argno);
   else
@@ -143,11 +143,20 @@ sheaf_expr sh_build_finish(sheaf_graph *g, uint32_t id) {
 
 /* ---------------------------------------------------------------- leaves */
 
+/* An input (data copied; need_data: data must not be NULL) or zeros. */
 static sheaf_expr leaf(sheaf_graph *g, const char *op, int rank, const int64_t *shape,
-                       const float *data) {
+                       const float *data, bool need_data) {
   if (!sh_build_enter(g)) return SH_NULL_EXPR;
-  if (rank < 1 || rank > 2 || !shape) {
+  if (rank < 1 || rank > 2) {
     sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: rank %d (1 or 2)", op, rank);
+    return SH_NULL_EXPR;
+  }
+  if (!shape) {
+    sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: shape is NULL", op);
+    return SH_NULL_EXPR;
+  }
+  if (need_data && !data) {
+    sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: data is NULL", op);
     return SH_NULL_EXPR;
   }
   for (int i = 0; i < rank; i++)
@@ -181,19 +190,15 @@ static sheaf_expr leaf(sheaf_graph *g, const char *op, int rank, const int64_t *
 }
 
 sheaf_expr sheaf_input(sheaf_graph *g, int rank, const int64_t *shape, const float *data) {
-  if (g && !g->status && !data) {
-    sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "sheaf_input: data is NULL");
-    return SH_NULL_EXPR;
-  }
-  return leaf(g, "sheaf_input", rank, shape, data);
+  return leaf(g, "sheaf_input", rank, shape, data, true);
 }
 
 sheaf_expr sheaf_input_vector(sheaf_graph *g, int64_t n, const float *data) {
-  return sheaf_input(g, 1, &n, data);
+  return leaf(g, "sheaf_input_vector", 1, &n, data, true);
 }
 
 sheaf_expr sheaf_zeros(sheaf_graph *g, int rank, const int64_t *shape) {
-  return leaf(g, "sheaf_zeros", rank, shape, NULL);
+  return leaf(g, "sheaf_zeros", rank, shape, NULL, false);
 }
 
 sheaf_expr sheaf_parameter(sheaf_graph *g, sheaf_param p) {
@@ -284,8 +289,12 @@ sheaf_expr sheaf_affine_n(sheaf_graph *g, int nx, const sheaf_param *W, const sh
                           sheaf_param b) {
   const char *op = nx == 1 ? "sheaf_affine" : "sheaf_affine_n";
   if (!sh_build_enter(g)) return SH_NULL_EXPR;
-  if (nx < 1 || nx > SH_GEMM_MAX_KSRC || !W || !x) {
+  if (nx < 1 || nx > SH_GEMM_MAX_KSRC) {
     sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: %d inputs (1..%d)", op, nx, SH_GEMM_MAX_KSRC);
+    return SH_NULL_EXPR;
+  }
+  if (!W || !x) {
+    sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: %s is NULL", op, !W ? "W" : "x");
     return SH_NULL_EXPR;
   }
   sh_param *wp[SH_GEMM_MAX_KSRC];
@@ -328,7 +337,7 @@ sheaf_status sheaf_lstm_cell(sheaf_graph *g, sheaf_param W, sheaf_param b, sheaf
   if (h) *h = SH_NULL_EXPR;
   if (c) *c = SH_NULL_EXPR;
   if (!g) return SHEAF_ERR_INVALID_ARG;
-  if (!h || !c) return sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: h or c is NULL", op);
+  if (!h || !c) return sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: %s is NULL", op, !h ? "h" : "c");
   if (!sh_build_enter(g)) return g->status;
   sh_param *wp = param_arg(g, W, op, "W", false);
   sh_param *bp = wp ? param_arg(g, b, op, "b", true) : NULL;

@@ -4,6 +4,7 @@
  * by hand: sum_n, scale), reductions, softmax and pick, the shape views (concat, slice, reshape), and the build-time fusion
  * of an activation into the affine (or the column slice of one) it reads.
  */
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -21,6 +22,21 @@ static const sh_node *ew_shape(const sh_node *an, const sh_node *bn) {
   bool rows_bc = !as && !bs && an->cols == bn->cols && (an->rows == 1 || bn->rows == 1);
   if (!same && !as && !bs && !rows_bc) return NULL;
   return (as && !bs) || (rows_bc && !same && an->rows == 1 && (bn->rows > 1 || bn->rank == 2)) ? bn : an;
+}
+
+/* The count and array of an n-ary builder: n >= 1, xs not NULL, n <= max
+ * (a node's input count is 16 bits: SH_MAX_NODE_INS). */
+static bool n_inputs_ok(sheaf_graph *g, const char *op, int nx, const sheaf_expr *xs, int max) {
+  if (nx < 1)
+    sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: %d inputs (at least 1)", op, nx);
+  else if (!xs)
+    sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: xs is NULL (%d inputs)", op, nx);
+  else if (nx > max)
+    sh_graph_fail(g, SHEAF_ERR_INVALID_ARG,
+                  "%s: %d inputs; at most %d (a node's input count is 16 bits)", op, nx, max);
+  else
+    return true;
+  return false;
 }
 
 static sheaf_expr binary(sheaf_graph *g, int opc, const char *op, sheaf_expr a, sheaf_expr b) {
@@ -57,10 +73,7 @@ sheaf_expr sheaf_where(sheaf_graph *g, sheaf_expr c, sheaf_expr a, sheaf_expr b)
 sheaf_expr sheaf_sum_n(sheaf_graph *g, int nx, const sheaf_expr *xs) {
   static const char op[] = "sheaf_sum_n";
   if (!sh_build_enter(g)) return SH_NULL_EXPR;
-  if (nx < 1 || nx > 65535 || !xs) {
-    sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: %d inputs (1..65535)", op, nx);
-    return SH_NULL_EXPR;
-  }
+  if (!n_inputs_ok(g, op, nx, xs, INT_MAX)) return SH_NULL_EXPR; /* any n: summed in groups */
   for (int i = 0; i < nx; i++) {
     if (sh_build_check(g, xs[i], op, i + 1)) return SH_NULL_EXPR;
     const sh_node *a = &g->nodes[xs[0].node], *b = &g->nodes[xs[i].node];
@@ -234,14 +247,7 @@ static uint32_t *node_ids(sheaf_graph *g, const char *op, int nx, const sheaf_ex
 sheaf_expr sheaf_stack(sheaf_graph *g, int nx, const sheaf_expr *xs) {
   static const char op[] = "sheaf_stack";
   if (!sh_build_enter(g)) return SH_NULL_EXPR;
-  if (!xs) {
-    sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: xs is NULL", op);
-    return SH_NULL_EXPR;
-  }
-  if (nx < 1 || nx > 65535) {
-    sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: %d inputs (1..65535)", op, nx);
-    return SH_NULL_EXPR;
-  }
+  if (!n_inputs_ok(g, op, nx, xs, SH_MAX_NODE_INS)) return SH_NULL_EXPR;
   for (int i = 0; i < nx; i++) {
     if (sh_build_check(g, xs[i], op, i + 1)) return SH_NULL_EXPR;
     const sh_node *a = &g->nodes[xs[0].node], *b = &g->nodes[xs[i].node];
@@ -307,10 +313,7 @@ sheaf_expr sheaf_transpose(sheaf_graph *g, sheaf_expr x) {
 sheaf_expr sheaf_concat(sheaf_graph *g, int nx, const sheaf_expr *xs) {
   static const char op[] = "sheaf_concat";
   if (!sh_build_enter(g)) return SH_NULL_EXPR;
-  if (nx < 1 || nx > 65535 || !xs) {
-    sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: %d inputs (1..65535)", op, nx);
-    return SH_NULL_EXPR;
-  }
+  if (!n_inputs_ok(g, op, nx, xs, INT_MAX)) return SH_NULL_EXPR;
   int64_t cols = 0;
   for (int i = 0; i < nx; i++) {
     if (sh_build_check(g, xs[i], op, i + 1)) return SH_NULL_EXPR;
@@ -328,6 +331,20 @@ sheaf_expr sheaf_concat(sheaf_graph *g, int nx, const sheaf_expr *xs) {
     return SH_NULL_EXPR;
   }
   if (nx == 1) return xs[0];
+  if (nx > SH_MAX_NODE_INS) { /* more than a node holds: a concat of concats (same pieces) */
+    int ng = (nx + SH_MAX_NODE_INS - 1) / SH_MAX_NODE_INS; /* <= 32769 */
+    sheaf_expr *part = sh_arena_alloc(&g->scratch, (size_t)ng * sizeof *part);
+    if (!part) {
+      sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", op);
+      return SH_NULL_EXPR;
+    }
+    for (int k = 0; k < ng; k++) {
+      int i0 = k * SH_MAX_NODE_INS, m = nx - i0 < SH_MAX_NODE_INS ? nx - i0 : SH_MAX_NODE_INS;
+      part[k] = sheaf_concat(g, m, xs + i0);
+      if (sheaf_expr_is_null(part[k])) return SH_NULL_EXPR;
+    }
+    return sheaf_concat(g, ng, part);
+  }
   uint32_t buf[16], *ids = node_ids(g, op, nx, xs, buf);
   if (!ids) return SH_NULL_EXPR;
   uint32_t id = sh_node_new(g, SH_OP_CONCAT, ids, nx);
@@ -350,13 +367,21 @@ sheaf_expr sheaf_slice(sheaf_graph *g, sheaf_expr x, int64_t begin, int64_t end)
     return SH_NULL_EXPR;
   }
   if (begin == 0 && end == xn->cols) return x;
-  uint32_t id = sh_node_new(g, SH_OP_SLICE, &x.node, 1);
+  /* a slice of a slice (of the same phase) is a slice of its source: no
+   * chains of slices, which every later read would walk */
+  uint32_t src = x.node;
+  int64_t cols = end - begin;
+  if (xn->op == SH_OP_SLICE && g->nodes[g->ins[xn->in]].phase == xn->phase) {
+    begin += xn->aux;
+    src = g->ins[xn->in];
+  }
+  uint32_t id = sh_node_new(g, SH_OP_SLICE, &src, 1);
   if (id == SH_NONE) return SH_NULL_EXPR;
   sh_node *n = &g->nodes[id];
   xn = &g->nodes[x.node];
   n->rank = xn->rank;
   n->rows = xn->rows;
-  n->cols = (int32_t)(end - begin);
+  n->cols = (int32_t)cols;
   n->aux = (uint32_t)begin;
   return sh_expr_of(g, id);
 }
@@ -364,9 +389,13 @@ sheaf_expr sheaf_slice(sheaf_graph *g, sheaf_expr x, int64_t begin, int64_t end)
 sheaf_expr sheaf_reshape(sheaf_graph *g, sheaf_expr x, int rank, const int64_t *shape) {
   static const char op[] = "sheaf_reshape";
   if (!sh_build_enter(g) || sh_build_check(g, x, op, 1)) return SH_NULL_EXPR;
+  if (!shape) {
+    sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: shape is NULL", op);
+    return SH_NULL_EXPR;
+  }
   const sh_node *xn = &g->nodes[x.node];
   int64_t numel = 1;
-  bool ok = rank >= 1 && rank <= 2 && shape;
+  bool ok = rank >= 1 && rank <= 2;
   for (int i = 0; ok && i < rank; i++) {
     ok = shape[i] >= 1 && shape[i] <= INT32_MAX;
     numel *= ok ? shape[i] : 1;

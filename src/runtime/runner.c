@@ -53,6 +53,10 @@ sheaf_status sheaf_runner_create(sheaf_model *m, const sheaf_runner_opts *opts, 
   if ((unsigned)o.parallel > SHEAF_PARALLEL_KERNELS)
     return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_runner_create: unknown parallel mode %d",
                    (int)o.parallel);
+  if (o.trace_path) {
+    sheaf_status st = sh_trace_path_check(ctx, "sheaf_runner_create", o.trace_path);
+    if (st) return st;
+  }
   if (o.batch <= 0) o.batch = 64;
   int pt = sheaf_ctx_threads(ctx);
   sheaf_runner *r = sh_calloc(ctx, 1, sizeof *r);
@@ -86,11 +90,16 @@ void sheaf_runner_free(sheaf_runner *r) {
   sh_free(r->ctx, r, sizeof *r);
 }
 
+/* ceil(count / batch) without overflow (batch may be INT64_MAX). */
+static int64_t n_batches(int64_t count, int64_t batch) {
+  return count / batch + (count % batch != 0);
+}
+
 sheaf_parallel sheaf_runner_mode(const sheaf_runner *r, int64_t count) {
   if (!r) return SHEAF_PARALLEL_KERNELS;
   if (r->threads <= 1 || r->o.trace_path) return SHEAF_PARALLEL_KERNELS;
   if (r->o.parallel != SHEAF_PARALLEL_AUTO) return r->o.parallel;
-  int64_t batches = (count + r->o.batch - 1) / r->o.batch;
+  int64_t batches = n_batches(count, r->o.batch);
   return batches >= 2 * (int64_t)r->threads ? SHEAF_PARALLEL_BATCHES : SHEAF_PARALLEL_KERNELS;
 }
 
@@ -124,6 +133,7 @@ static void record(sheaf_runner *r, sheaf_graph *g, int64_t instance, sheaf_stat
   pthread_mutex_unlock(&r->mu);
 }
 
+/* Batch b < n_batches(count, batch): b * batch < count, no overflow. */
 static void run_batch(sheaf_runner *r, sheaf_graph *g, int64_t b) {
   int64_t i0 = r->first + b * r->o.batch, n = r->count - b * r->o.batch;
   int64_t i1 = i0 + (n < r->o.batch ? n : r->o.batch);
@@ -185,7 +195,7 @@ sheaf_status sheaf_runner_run(sheaf_runner *r, int64_t first, int64_t count, she
   r->err_status = SHEAF_OK;
   r->err[0] = '\0';
   atomic_store(&r->stop_batch, INT64_MAX);
-  int64_t batches = (count + r->o.batch - 1) / r->o.batch;
+  int64_t batches = n_batches(count, r->o.batch);
   if (sheaf_runner_mode(r, count) == SHEAF_PARALLEL_BATCHES) {
     sh_pool_run(r->ctx->pool, batches, batch_task, r, r->threads);
   } else {

@@ -115,6 +115,7 @@ enum {
 };
 
 #define SH_NONE UINT32_MAX
+#define SH_MAX_NODE_INS 65535 /* sh_node.n_in is 16 bits */
 
 typedef struct sh_node {
   uint8_t op;
@@ -238,7 +239,8 @@ struct sheaf_graph {
   int threads;
   sheaf_isa isa;
   char *trace_path;
-  uint32_t tag, gen, handle; /* handle = tag << 20 | gen */
+  uint32_t tag, gen;        /* the graph's id (unique in the process) and reset epoch */
+  uint64_t handle;          /* of its expressions: (uint64_t)tag << 32 | gen (never 0) */
 
   sh_node *nodes;
   uint32_t n_nodes, cap_nodes;
@@ -419,5 +421,9 @@ void sh_pw_hook_done(sheaf_graph *g, const sh_pw_hook *h);
 void sh_trace_record(sheaf_graph *g, uint32_t sig, uint32_t n, uint32_t depth, uint32_t phase,
                      uint64_t t0, uint64_t t1);
 void sh_trace_write(sheaf_graph *g);
+/* At creation (graph or runner, `fn`): path can be written as the trace (an
+ * existing writable non-directory, or a new name in a writable directory);
+ * else SHEAF_ERR_IO naming the path and the reason (nothing is created). */
+sheaf_status sh_trace_path_check(sheaf_ctx *ctx, const char *fn, const char *path);
 
 #endif

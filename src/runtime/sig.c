@@ -32,15 +32,25 @@ int sh_op_arity(int op) { return op >= 0 && op < SH_OP_COUNT ? op_arity[op] : 0;
 int sh_op_act(int op) { return op >= 0 && op < SH_OP_COUNT ? op_act[op] : -1; }
 const char *sh_op_name(int op) { return op >= 0 && op < SH_OP_COUNT ? op_names[op] : "?"; }
 
-int sh_pieces(const sheaf_graph *g, uint32_t id, uint32_t *out, int n, int max) {
+/* Bounded: a concat nested `depth` concats deep (each with at least two
+ * inputs) lies in a tree of at least depth + 2 pieces, so past depth `max`
+ * the pieces cannot fit and the walk stops (a chain acc = concat(acc, x)
+ * built in a loop is read whole, materialized, never walked to its end). */
+static int pieces(const sheaf_graph *g, uint32_t id, uint32_t *out, int n, int max, int depth) {
   const sh_node *x = &g->nodes[id];
   if (x->op != SH_OP_CONCAT) {
-    if (n >= max) return -1;
+    if (n < 0 || n >= max) return -1;
     out[n] = id;
     return n + 1;
   }
-  for (uint32_t i = 0; i < x->n_in && n >= 0; i++) n = sh_pieces(g, g->ins[x->in + i], out, n, max);
+  if (depth >= max) return -1;
+  for (uint32_t i = 0; i < x->n_in && n >= 0; i++)
+    n = pieces(g, g->ins[x->in + i], out, n, max, depth + 1);
   return n;
+}
+
+int sh_pieces(const sheaf_graph *g, uint32_t id, uint32_t *out, int n, int max) {
+  return pieces(g, id, out, n, max, 0);
 }
 
 static void key_widths(const sheaf_graph *g, const sh_node *n, int n_x, sh_sig_key *k) {

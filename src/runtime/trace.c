@@ -5,11 +5,13 @@
  * graph has a trace_path) written as Chrome-trace / Perfetto JSON
  * ("traceEvents", one complete "X" event per batch: name = kernel, args =
  * batch size, depth, phase) by sheaf_graph_write_trace and when the graph
- * is freed.
+ * is freed; and the check at creation that a trace path can be written.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "runtime/runtime.h"
 
@@ -128,3 +130,37 @@ void sh_trace_write(sheaf_graph *g) {
   if (!trace_write(g, g->trace_path, msg, sizeof msg)) /* free cannot fail: a warning */
     sh_log(g->ctx, SHEAF_LOG_WARN, "sheaf_graph_free: %s", msg);
 }
+sheaf_status sh_trace_path_check(sheaf_ctx *ctx, const char *fn, const char *path) {
+  if (!*path) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: trace_path is empty", fn);
+  size_t len = strlen(path);
+  struct stat sb;
+  if (stat(path, &sb) == 0) {
+    if (S_ISDIR(sb.st_mode))
+      return sh_fail(ctx, SHEAF_ERR_IO, "%s: cannot write the trace to '%s': %s", fn, path,
+                     strerror(EISDIR));
+    if (access(path, W_OK) != 0)
+      return sh_fail(ctx, SHEAF_ERR_IO, "%s: cannot write the trace to '%s': %s", fn, path,
+                     strerror(errno));
+    return SHEAF_OK;
+  }
+  if (errno != ENOENT || path[len - 1] == '/')
+    return sh_fail(ctx, SHEAF_ERR_IO, "%s: cannot write the trace to '%s': %s", fn, path,
+                   strerror(errno != ENOENT ? errno : EISDIR));
+  /* a new file: its directory must exist and take new files */
+  const char *slash = strrchr(path, '/');
+  char dir[4096];
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else if (slash == path) snprintf(dir, sizeof dir, "/");
+  else if ((size_t)(slash - path) < sizeof dir) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+  else return sh_fail(ctx, SHEAF_ERR_IO, "%s: cannot write the trace to '%s': %s", fn, path,
+                      strerror(ENAMETOOLONG));
+  int e = 0;
+  if (stat(dir, &sb) != 0) e = errno;
+  else if (!S_ISDIR(sb.st_mode)) e = ENOTDIR;
+  else if (access(dir, W_OK | X_OK) != 0) e = errno;
+  if (e)
+    return sh_fail(ctx, SHEAF_ERR_IO, "%s: cannot write the trace to '%s': %s (directory '%s')",
+                   fn, path, strerror(e), dir);
+  return SHEAF_OK;
+}
+

@@ -55,7 +55,9 @@ void sh_contiguous_strides(int rank, const int64_t *shape, int64_t *strides) {
   int64_t s = 1;
   for (int i = rank - 1; i >= 0; i--) {
     strides[i] = s;
-    s *= shape[i] > 0 ? shape[i] : 1;
+    /* only an empty tensor's extents can overflow (numel is checked at
+     * creation): it addresses no element, so its outer strides may be 0 */
+    if (__builtin_mul_overflow(s, shape[i] > 0 ? shape[i] : 1, &s)) s = 0;
   }
 }
 
@@ -156,6 +158,23 @@ sheaf_status sheaf_tensor_wrap(sheaf_ctx *ctx, sheaf_dtype dtype, int rank,
       return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
                      "sheaf_tensor_wrap: stride %lld of axis %d is negative",
                      (long long)strides[i], i);
+  /* the last element's byte offset fits in int64: views and copies never
+   * overflow computing an address */
+  int64_t last = 0, end;
+  bool over = false;
+  for (int i = 0; strides && numel > 0 && i < rank; i++) {
+    int64_t step;
+    over |= __builtin_mul_overflow(shape[i] - 1, strides[i], &step);
+    over |= __builtin_add_overflow(last, step, &last);
+  }
+  over |= __builtin_add_overflow(last, 1, &end);
+  over |= __builtin_mul_overflow(end, (int64_t)sheaf_dtype_size(dtype), &end);
+  if (over) {
+    char sb[256];
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
+                   "sheaf_tensor_wrap: shape %s with these strides reaches past 2^63 bytes",
+                   sh_shape_str(rank, shape, sb, sizeof sb));
+  }
   sh_storage *s = sh_alloc(ctx, sizeof *s, 16);
   if (!s) return SHEAF_ERR_NOMEM;
   memset(s, 0, sizeof *s);
@@ -179,22 +198,26 @@ void sheaf_tensor_free(sheaf_tensor *t) {
   sh_free(ctx, t, tensor_size(t->rank));
 }
 
-sheaf_dtype sheaf_tensor_dtype(const sheaf_tensor *t) { return t->dtype; }
-int sheaf_tensor_rank(const sheaf_tensor *t) { return t->rank; }
-const int64_t *sheaf_tensor_shape(const sheaf_tensor *t) { return t->shape; }
-const int64_t *sheaf_tensor_strides(const sheaf_tensor *t) { return t->strides; }
+/* Queries: NULL gives 0, NULL or SHEAF_DTYPE_COUNT (sheaf.h's NULL rule). */
+sheaf_dtype sheaf_tensor_dtype(const sheaf_tensor *t) { return t ? t->dtype : SHEAF_DTYPE_COUNT; }
+int sheaf_tensor_rank(const sheaf_tensor *t) { return t ? t->rank : 0; }
+const int64_t *sheaf_tensor_shape(const sheaf_tensor *t) { return t ? t->shape : NULL; }
+const int64_t *sheaf_tensor_strides(const sheaf_tensor *t) { return t ? t->strides : NULL; }
 
 int64_t sheaf_tensor_numel(const sheaf_tensor *t) {
+  if (!t) return 0;
   int64_t n = 1;
   for (int i = 0; i < t->rank; i++) n *= t->shape[i]; /* checked at creation */
   return n;
 }
 
 void *sheaf_tensor_data(const sheaf_tensor *t) {
+  if (!t) return NULL;
   return (char *)t->storage->data + t->offset * (int64_t)sheaf_dtype_size(t->dtype);
 }
 
 int sheaf_tensor_is_contiguous(const sheaf_tensor *t) {
+  if (!t) return 0;
   int64_t expect = 1;
   for (int i = t->rank - 1; i >= 0; i--) {
     if (t->shape[i] == 0) return 1;
@@ -248,13 +271,25 @@ sheaf_status sheaf_tensor_slice(sheaf_ctx *ctx, const sheaf_tensor *t, int axis,
                    (long long)step);
   int64_t n = t->shape[axis];
   int64_t b = clamp_index(start, n), e = clamp_index(stop, n);
-  int64_t len = e > b ? (e - b + step - 1) / step : 0;
+  int64_t len = e > b ? (e - b - 1) / step + 1 : 0; /* ceil((e - b) / step), any step */
+  /* The first element's offset and the new stride stay within the tensor's
+   * span (its elements are addressable) when the slice is not empty and
+   * steps at least once; otherwise they are not needed. Checked anyway. */
+  int64_t off = t->offset, stride = t->strides[axis];
+  bool empty = len == 0 || sheaf_tensor_numel(t) == 0;
+  if ((!empty && (__builtin_mul_overflow(b, t->strides[axis], &off) ||
+                  __builtin_add_overflow(off, t->offset, &off))) ||
+      (!empty && len > 1 && __builtin_mul_overflow(t->strides[axis], step, &stride)))
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
+                   "%s: [%lld:%lld:%lld] of axis %d (stride %lld) overflows an offset", fn,
+                   (long long)start, (long long)stop, (long long)step, axis,
+                   (long long)t->strides[axis]);
+  if (empty) off = t->offset;
   sheaf_tensor *v;
-  st = sh_tensor_view(ctx, t, t->rank, t->shape, t->strides,
-                      len > 0 ? t->offset + b * t->strides[axis] : t->offset, &v);
+  st = sh_tensor_view(ctx, t, t->rank, t->shape, t->strides, off, &v);
   if (st != SHEAF_OK) return st;
   v->shape[axis] = len;
-  v->strides[axis] = t->strides[axis] * step;
+  v->strides[axis] = stride;
   *out = v;
   return SHEAF_OK;
 }
@@ -269,8 +304,13 @@ sheaf_status sheaf_tensor_select(sheaf_ctx *ctx, const sheaf_tensor *t, int axis
   if (i < 0 || i >= n)
     return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: index %lld out of range for axis %d of extent %lld",
                    fn, (long long)index, axis, (long long)n);
+  int64_t off = t->offset; /* within the span of an addressable tensor; an empty one: unmoved */
+  if (sheaf_tensor_numel(t) > 0 && (__builtin_mul_overflow(i, t->strides[axis], &off) ||
+                                    __builtin_add_overflow(off, t->offset, &off)))
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: index %lld of axis %d overflows an offset", fn,
+                   (long long)index, axis);
   sheaf_tensor *v;
-  st = sh_tensor_view(ctx, t, t->rank - 1, NULL, NULL, t->offset + i * t->strides[axis], &v);
+  st = sh_tensor_view(ctx, t, t->rank - 1, NULL, NULL, off, &v);
   if (st != SHEAF_OK) return st;
   for (int k = 0, j = 0; k < t->rank; k++) {
     if (k == axis) continue;
