@@ -103,11 +103,13 @@ typedef struct sheaf_ctx_options {
   sheaf_log_level log_level;        /* messages above this level are dropped */
   int threads;                      /* compute threads, caller included;
                                        0 = number of online CPUs */
-  uint64_t memory_limit;            /* bytes one tensor or parameter whose size comes
-                                       from inputs (data, model sources, sizes) may
-                                       take; 0 = SHEAF_MEMORY_LIMIT from the
-                                       environment (e.g. "8G"), else the machine's
-                                       physical memory */
+  uint64_t memory_limit;            /* the memory budget: bytes the context may hold
+                                       at once (graphs, values, parameters, buffers);
+                                       a tensor or parameter sized beyond it is
+                                       refused before anything is allocated, and an
+                                       allocation past it fails with a message.
+                                       0 = SHEAF_MEMORY_LIMIT from the environment
+                                       (e.g. "8G"), else the physical memory */
 } sheaf_ctx_options;
 
 /* Creates a context. opts may be NULL (defaults). Fails with
@@ -127,7 +129,8 @@ int sheaf_ctx_threads(const sheaf_ctx *ctx);
 
 /* The memory budget of sheaf_ctx_options.memory_limit, in bytes: a size
  * beyond it fails before anything is allocated, with the size and the
- * budget in the message. */
+ * budget in the message; so does any allocation that would make the
+ * context hold more. */
 uint64_t sheaf_ctx_memory_limit(const sheaf_ctx *ctx);
 
 /* ------------------------------------------------------------------- cpu */

@@ -74,7 +74,7 @@ TEST(lang_limits_parameter_sizes) {
   CHECK_EQ_INT(run_src("big.sf", big, "SHEAF_MEMORY_LIMIT=1M", "--size N=1000 --size M=300"), 1);
   CHECK_CONTAINS(out, "parameter 'W' of shape [1000, 300]: needs 1.1 MB, more than the memory budget "
                       "of 1.0 MB (set SHEAF_MEMORY_LIMIT");
-  CHECK_EQ_INT(run_src("big.sf", big, "SHEAF_MEMORY_LIMIT=2M", "--size N=1000 --size M=300"), 0);
+  CHECK_EQ_INT(run_src("big.sf", big, "SHEAF_MEMORY_LIMIT=64M", "--size N=1000 --size M=300"), 0);
   CHECK_EQ_INT(run_src("big.sf", big, "SHEAF_MEMORY_LIMIT=lots", "--size N=1000 --size M=300"), 1);
   CHECK_CONTAINS(out, "SHEAF_MEMORY_LIMIT: expected a positive size");
 }
@@ -132,20 +132,35 @@ TEST(lang_limits_unknown_sizes_name_the_missing_tensors) {
 }
 
 TEST(lang_limits_api_memory_limit) {
-  sheaf_ctx_options o = {.threads = 1, .memory_limit = 1000};
+  sheaf_ctx_options o = {.threads = 1, .memory_limit = (uint64_t)1 << 20};
   sheaf_ctx *ctx = NULL;
   char err[256];
   REQUIRE_OK(NULL, sheaf_ctx_create(&o, &ctx, err, sizeof err));
-  CHECK_EQ_INT(sheaf_ctx_memory_limit(ctx), 1000);
+  CHECK_EQ_INT(sheaf_ctx_memory_limit(ctx), 1 << 20);
   sheaf_model *m = NULL;
   if (CHECK_OK(ctx, sheaf_model_create(ctx, &m))) {
     sheaf_param p;
-    int64_t small[2] = {10, 25}, big[2] = {10, 26};
-    CHECK_OK(ctx, sheaf_model_param(m, "a", 2, small, SHEAF_INIT_ZERO, &p));
-    CHECK_STATUS(ctx, sheaf_model_param(m, "b", 2, big, SHEAF_INIT_ZERO, &p), SHEAF_ERR_NOMEM);
+    /* one parameter over the budget: refused before allocating, with both sizes */
+    int64_t big[2] = {512, 1024};
+    CHECK_STATUS(ctx, sheaf_model_param(m, "big", 2, big, SHEAF_INIT_ZERO, &p), SHEAF_ERR_NOMEM);
     CHECK_CONTAINS(sheaf_ctx_last_error(ctx),
-                   "sheaf_model_param: 'b' of shape [10, 26]: needs 1.0 KB, more than the memory "
-                   "budget of 1000 B");
+                   "sheaf_model_param: 'big' of shape [512, 1024]: needs 2.0 MB, more than the "
+                   "memory budget of 1.0 MB");
+    /* each fits, together they do not: the fourth 300 KB one is over */
+    int64_t part[2] = {300, 256};
+    const char *names[] = {"a", "b", "c", "d"};
+    int ok = 0;
+    for (int i = 0; i < 4; i++) ok += sheaf_model_param(m, names[i], 2, part, SHEAF_INIT_ZERO, &p) == SHEAF_OK;
+    CHECK_EQ_INT(ok, 3);
+    CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "out of memory budget: 300.0 KB more would make ");
+    CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "more than the memory budget of 1.0 MB");
+    sheaf_model_free(m);
+  }
+  /* freeing gives the budget back */
+  if (CHECK_OK(ctx, sheaf_model_create(ctx, &m))) {
+    sheaf_param p;
+    int64_t part[2] = {300, 256};
+    CHECK_OK(ctx, sheaf_model_param(m, "a", 2, part, SHEAF_INIT_ZERO, &p));
     sheaf_model_free(m);
   }
   sheaf_ctx_free(ctx);

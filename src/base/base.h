@@ -7,6 +7,7 @@
 #define SH_BASE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -24,7 +25,8 @@ struct sheaf_ctx {
   void *log_user;
   sheaf_log_level log_level;
   struct sh_pool *pool;
-  uint64_t mem_limit; /* sheaf_ctx_memory_limit */
+  uint64_t mem_limit;            /* sheaf_ctx_memory_limit */
+  _Atomic uint64_t mem_held;     /* bytes allocated through sh_alloc and not yet freed */
   sheaf_status last_status;
   char err[SH_ERR_MAX];
   pthread_mutex_t err_mu; /* writers of err (runner threads may fail at once) */

@@ -122,6 +122,7 @@ sheaf_status sheaf_ctx_create(const sheaf_ctx_options *opts, sheaf_ctx **out,
   ctx->alloc = *a;
   ctx->log = o.log;
   ctx->mem_limit = mem_limit;
+  atomic_init(&ctx->mem_held, 0);
   ctx->log_user = o.log_user;
   ctx->log_level = o.log ? o.log_level : SHEAF_LOG_ERROR;
   int threads = o.threads ? o.threads : sh_cpu_count();
@@ -245,8 +246,22 @@ void sh_log(sheaf_ctx *ctx, sheaf_log_level level, const char *fmt, ...) {
 }
 
 void *sh_alloc(sheaf_ctx *ctx, size_t size, size_t align) {
+  uint64_t held = atomic_fetch_add_explicit(&ctx->mem_held, size, memory_order_relaxed) + size;
+  if (SH_UNLIKELY(held > ctx->mem_limit || held < size)) {
+    atomic_fetch_sub_explicit(&ctx->mem_held, size, memory_order_relaxed);
+    char a[32], h[32], l[32];
+    sh_fail(ctx, SHEAF_ERR_NOMEM,
+            "out of memory budget: %s more would make %s held, more than the memory budget of %s "
+            "(set SHEAF_MEMORY_LIMIT or sheaf_ctx_options.memory_limit to change it)",
+            sh_fmt_bytes(a, sizeof a, (double)size), sh_fmt_bytes(h, sizeof h, (double)held),
+            sh_fmt_bytes(l, sizeof l, (double)ctx->mem_limit));
+    return NULL;
+  }
   void *p = ctx->alloc.alloc(ctx->alloc.user, size, align);
-  if (!p) sh_fail(ctx, SHEAF_ERR_NOMEM, "out of memory: %zu bytes", size);
+  if (!p) {
+    atomic_fetch_sub_explicit(&ctx->mem_held, size, memory_order_relaxed);
+    sh_fail(ctx, SHEAF_ERR_NOMEM, "out of memory: %zu bytes", size);
+  }
   return p;
 }
 
@@ -264,7 +279,9 @@ void *sh_calloc(sheaf_ctx *ctx, size_t count, size_t size) {
 }
 
 void sh_free(sheaf_ctx *ctx, void *ptr, size_t size) {
-  if (ptr) ctx->alloc.free(ctx->alloc.user, ptr, size);
+  if (!ptr) return;
+  atomic_fetch_sub_explicit(&ctx->mem_held, size, memory_order_relaxed);
+  ctx->alloc.free(ctx->alloc.user, ptr, size);
 }
 
 void *sh_realloc(sheaf_ctx *ctx, void *ptr, size_t old_size, size_t new_size) {

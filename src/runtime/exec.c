@@ -293,9 +293,10 @@ sheaf_status sh_exec_batch(sheaf_graph *g, uint32_t sig, const uint32_t *ids, ui
   sh_arena_rewind(&g->scratch, mark);
   if (st) {
     if (g->status) return g->status;
-    return st == SHEAF_ERR_NOMEM ? sh_fail(g->ctx, st, "out of memory running a batch of %u '%s'",
-                                           n, g->sigs[sig].name)
-                                 : st;
+    if (st != SHEAF_ERR_NOMEM) return st;
+    char why[256]; /* the allocator's message: out of memory, or over the budget */
+    sh_last_error_copy(g->ctx, why, sizeof why);
+    return sh_fail(g->ctx, st, "running a batch of %u '%s': %s", n, g->sigs[sig].name, why);
   }
   for (uint32_t i = 0; i < n; i++) g->nodes[ids[i]].flags |= SH_NODE_DONE;
   g->stats.batches++;
