@@ -512,13 +512,17 @@ TEST(api_rel_null_sweep) {
     CHECK_STATUS(ctx, call, E);                                 \
     if (msg[0]) CHECK_CONTAINS(sheaf_ctx_last_error(ctx), msg); \
   } while (0)
+  t = (sheaf_tensor *)s2; /* out is set to NULL even without a context */
   NULL_ERR(sheaf_tensor_create(NULL, SHEAF_F32, 2, s2, &t), "");
+  CHECK(t == NULL);
   NULL_ERR(sheaf_tensor_create(ctx, SHEAF_F32, 2, NULL, &t), "sheaf_tensor_create: shape is NULL");
   NULL_ERR(sheaf_tensor_create(ctx, SHEAF_F32, 2, s2, NULL), "sheaf_tensor_create: out is NULL");
   NULL_ERR(sheaf_tensor_wrap(ctx, SHEAF_F32, 2, s2, NULL, NULL, NULL, NULL, &t),
            "sheaf_tensor_wrap: data is NULL");
   NULL_ERR(sheaf_tensor_slice(ctx, NULL, 0, 0, 1, 1, &t), "sheaf_tensor_slice: tensor is NULL");
+  t = (sheaf_tensor *)s2;
   NULL_ERR(sheaf_tensor_slice(NULL, NULL, 0, 0, 1, 1, &t), "");
+  CHECK(t == NULL);
   NULL_ERR(sheaf_tensor_select(ctx, NULL, 0, 0, &t), "tensor is NULL");
   NULL_ERR(sheaf_tensor_permute(ctx, NULL, NULL, &t), "tensor is NULL");
   NULL_ERR(sheaf_tensor_reshape(ctx, NULL, 1, s2, &t), "tensor is NULL");
@@ -596,6 +600,10 @@ TEST(api_rel_null_sweep) {
   REQUIRE_OK(ctx, sheaf_model_create(ctx, &m));
   CHECK_STATUS(ctx, sheaf_model_param(m, "W", 1, NULL, SHEAF_INIT_ZERO, &p), SHEAF_ERR_INVALID_ARG);
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "shape is NULL");
+  CHECK_STATUS(ctx, sheaf_model_find(m, NULL, &p), SHEAF_ERR_INVALID_ARG);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "sheaf_model_find: name is NULL");
+  CHECK_STATUS(ctx, sheaf_model_find(m, "W", NULL), SHEAF_ERR_INVALID_ARG);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "sheaf_model_find: out is NULL");
   CHECK_STATUS(ctx, sheaf_model_load(m, NULL), SHEAF_ERR_INVALID_ARG);
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "sheaf_model_load: path is NULL");
   CHECK_STATUS(ctx, sheaf_model_save(m, NULL), SHEAF_ERR_INVALID_ARG);

@@ -134,6 +134,7 @@ static sheaf_status resolve_config(sheaf_ctx *ctx, const sheaf_st_file *f,
 
 sheaf_status sheaf_encoder_load(sheaf_ctx *ctx, const sheaf_st_file *f,
                                 const sheaf_encoder_config *cfg, sheaf_encoder **out) {
+  if (out) *out = NULL; /* also without a context */
   if (!ctx) return SHEAF_ERR_INVALID_ARG;
   if (!out) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_encoder_load: out is NULL");
   *out = NULL;

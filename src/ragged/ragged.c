@@ -125,6 +125,7 @@ static sheaf_status ragged_new(sheaf_ctx *ctx, const char *fn, sheaf_dtype dtype
 sheaf_status sheaf_ragged_create(sheaf_ctx *ctx, sheaf_dtype dtype, int64_t batch,
                                  const int64_t *lens, int rank, const int64_t *dims,
                                  const sheaf_ragged_opts *opts, sheaf_ragged **out) {
+  if (out) *out = NULL; /* also without a context */
   if (!ctx) return SHEAF_ERR_INVALID_ARG;
   if (!out) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_ragged_create: out is NULL");
   *out = NULL;
@@ -182,6 +183,7 @@ void sh_ragged_token_rows(const sheaf_ragged *r, float **rows) {
 
 sheaf_status sheaf_ragged_seq(sheaf_ctx *ctx, const sheaf_ragged *r, int64_t b,
                               sheaf_tensor **out) {
+  if (out) *out = NULL; /* also without a context */
   if (!ctx) return SHEAF_ERR_INVALID_ARG;
   if (!out) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_ragged_seq: out is NULL");
   *out = NULL;
@@ -196,6 +198,7 @@ sheaf_status sheaf_ragged_seq(sheaf_ctx *ctx, const sheaf_ragged *r, int64_t b,
 }
 
 sheaf_status sheaf_ragged_flat(sheaf_ctx *ctx, const sheaf_ragged *r, sheaf_tensor **out) {
+  if (out) *out = NULL; /* also without a context */
   if (!ctx) return SHEAF_ERR_INVALID_ARG;
   if (!out) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_ragged_flat: out is NULL");
   *out = NULL;
@@ -239,6 +242,7 @@ sheaf_status sheaf_ragged_from_padded(sheaf_ctx *ctx, const sheaf_tensor *padded
                                       const int64_t *lens, const int64_t *dims,
                                       const sheaf_ragged_opts *opts, sheaf_ragged **out) {
   static const char fn[] = "sheaf_ragged_from_padded";
+  if (out) *out = NULL; /* also without a context */
   if (!ctx) return SHEAF_ERR_INVALID_ARG;
   if (!out) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: out is NULL", fn);
   *out = NULL;
@@ -293,6 +297,7 @@ static void fill_value(sheaf_dtype dt, double v, unsigned char *buf) {
 sheaf_status sheaf_ragged_to_padded(sheaf_ctx *ctx, const sheaf_ragged *r, int64_t pad_len,
                                     double fill, sheaf_tensor **out) {
   static const char fn[] = "sheaf_ragged_to_padded";
+  if (out) *out = NULL; /* also without a context */
   if (!ctx) return SHEAF_ERR_INVALID_ARG;
   if (!out) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: out is NULL", fn);
   *out = NULL;

@@ -227,7 +227,8 @@ sheaf_status sheaf_model_seed(sheaf_model *m, uint64_t seed) {
 sheaf_status sheaf_model_find(const sheaf_model *m, const char *name, sheaf_param *out) {
   if (out) *out = SHEAF_NO_PARAM;
   if (!m || !name || !out)
-    return m ? sh_fail(m->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_find: NULL argument")
+    return m ? sh_fail(m->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_find: %s is NULL",
+                       !name ? "name" : "out")
              : SHEAF_ERR_INVALID_ARG;
   for (uint32_t i = 0; i < m->n_params; i++)
     if (strcmp(m->params[i].name, name) == 0) {

@@ -99,6 +99,7 @@ static sheaf_status layout_new(sheaf_ctx *ctx, sh_storage *s, sheaf_dtype dtype,
 
 static sheaf_status check_new_args(sheaf_ctx *ctx, const char *fn, sheaf_dtype dtype, int rank,
                                    const int64_t *shape, sheaf_tensor **out, int64_t *numel) {
+  if (out) *out = NULL; /* also without a context */
   if (!ctx) return SHEAF_ERR_INVALID_ARG;
   if (!out) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: out is NULL", fn);
   *out = NULL;
@@ -238,6 +239,7 @@ sheaf_status sh_tensor_view(sheaf_ctx *ctx, const sheaf_tensor *t, int rank,
 
 static sheaf_status check_view_args(sheaf_ctx *ctx, const char *fn, const sheaf_tensor *t,
                                     sheaf_tensor **out) {
+  if (out) *out = NULL; /* also without a context */
   if (!ctx) return SHEAF_ERR_INVALID_ARG;
   if (!out) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: out is NULL", fn);
   *out = NULL;
