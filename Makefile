@@ -191,6 +191,7 @@ $(FUZZ_DIR)/%: fuzz/%.c fuzz/fuzz_common.h $(FUZZ_OBJS)
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c %.o,$^) -lm -lpthread -ldl
 # the graph fuzzer's generator is shared with its seeded test
 $(FUZZ_DIR)/fuzz_graph: $(FUZZ_DIR)/obj/tests/graph_fuzz.o
+$(FUZZ_DIR)/fuzz_model: $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(EX_SRCS))
 
 fuzz: fuzz-build
 	FUZZ_SECONDS=$(FUZZ_SECONDS) sh fuzz/run.sh $(FUZZ_DIR)
