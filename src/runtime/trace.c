@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "runtime/runtime.h"
 
 #define SH_TRACE_MAX_EVENTS (1u << 22)
@@ -79,13 +80,19 @@ static void json_str(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-/* The timeline as JSON to path; false on failure, with the reason in msg. */
+/* The timeline as JSON to path (through sh_out: a regular file is replaced
+ * only when complete, a device or FIFO is written into); false on failure,
+ * with the reason in msg. The context's last error is left alone (this
+ * runs when a graph is freed). */
 static bool trace_write(const sheaf_graph *g, const char *path, char *msg, size_t cap) {
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    snprintf(msg, cap, "cannot write the trace to '%s': %s", path, strerror(errno));
+  sh_out o;
+  size_t np = strlen(path); /* sh_out's messages start "PATH: " */
+  if (sh_out_open(NULL, path, 0, &o) != SHEAF_OK) {
+    snprintf(msg, cap, "cannot write the trace to '%.240s': %.240s", path,
+             strncmp(o.err, path, np) || strncmp(o.err + np, ": ", 2) ? o.err : o.err + np + 2);
     return false;
   }
+  FILE *f = o.f;
   uint64_t origin = g->n_ev ? g->ev[0].t0 : 0;
   fprintf(f, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
   fprintf(
@@ -102,9 +109,9 @@ static bool trace_write(const sheaf_graph *g, const char *path, char *msg, size_
             (double)(e->t0 - origin) / 1000.0, (double)e->dur / 1000.0, e->n, e->depth, e->phase);
   }
   fprintf(f, "\n]}\n");
-  bool bad = ferror(f) != 0;
-  if (fclose(f) != 0 || bad) {
-    snprintf(msg, cap, "error writing the trace to '%s'", path);
+  if (sh_out_commit(&o) != SHEAF_OK) {
+    snprintf(msg, cap, "error writing the trace to '%.240s': %.240s", path,
+             strncmp(o.err, path, np) || strncmp(o.err + np, ": ", 2) ? o.err : o.err + np + 2);
     return false;
   }
   return true;
@@ -125,11 +132,6 @@ sheaf_status sheaf_graph_write_trace(const sheaf_graph *g, const char *path) {
   return SHEAF_OK;
 }
 
-void sh_trace_write(sheaf_graph *g) {
-  char msg[512];
-  if (!trace_write(g, g->trace_path, msg, sizeof msg)) /* free cannot fail: a warning */
-    sh_log(g->ctx, SHEAF_LOG_WARN, "sheaf_graph_free: %s", msg);
-}
 sheaf_status sh_trace_path_check(sheaf_ctx *ctx, const char *fn, const char *path) {
   if (!*path) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: trace_path is empty", fn);
   size_t len = strlen(path);
@@ -164,3 +166,8 @@ sheaf_status sh_trace_path_check(sheaf_ctx *ctx, const char *fn, const char *pat
   return SHEAF_OK;
 }
 
+void sh_trace_write(sheaf_graph *g) {
+  char msg[512];
+  if (!trace_write(g, g->trace_path, msg, sizeof msg)) /* free cannot fail: a warning */
+    sh_log(g->ctx, SHEAF_LOG_WARN, "sheaf_graph_free: %s", msg);
+}
