@@ -242,7 +242,7 @@ TEST(file_input_limit_and_streams) {
   char fifo[700], cmd[1600];
   snprintf(fifo, sizeof fifo, "%s/fifo", d);
   REQUIRE(mkfifo(fifo, 0600) == 0);
-  snprintf(cmd, sizeof cmd, "cat " SMALL " > %s &", fifo);
+  snprintf(cmd, sizeof cmd, "timeout 60 sh -c 'cat " SMALL " > %s' &", fifo);
   REQUIRE(system(cmd) == 0);
   bool held = false;
   REQUIRE_OK(ctx, sh_file_hold(ctx, fifo, NULL, &held));
@@ -255,6 +255,56 @@ TEST(file_input_limit_and_streams) {
   REQUIRE_OK(ctx, sh_file_hold(ctx, SMALL, NULL, &held));
   CHECK(!held); /* a regular file is opened where it is read */
   sh_file_release_all();
+}
+
+/* The library's writers by path (the trace, safetensors): a device is
+ * written into and never replaced, a failure is an error naming it, and an
+ * existing file is replaced only by a complete one. */
+TEST(file_out_library_writers_trace_and_safetensors) {
+  sheaf_ctx *ctx = th_ctx();
+  const char *d = new_dir("out-lib");
+  char dev[700], trace[700], w[700];
+  device(d, dev, sizeof dev);
+  snprintf(trace, sizeof trace, "%s/t.json", d);
+  snprintf(w, sizeof w, "%s/w.safetensors", d);
+  sheaf_model *m;
+  REQUIRE_OK(ctx, sheaf_model_create(ctx, &m));
+  sheaf_param W;
+  REQUIRE_OK(ctx, sheaf_model_param(m, "W", 2, (int64_t[]){4, 4}, SHEAF_INIT_GLOROT, &W));
+  sheaf_graph_opts o = {SHEAF_POLICY_SHEAF, 1, trace};
+  sheaf_graph *g;
+  REQUIRE_OK(ctx, sheaf_graph_create(m, &o, &g));
+  float x[4] = {1, 2, 3, 4};
+  sheaf_expr h = sheaf_input_vector(g, 4, x);
+  for (int t = 0; t < 3; t++) h = sheaf_tanh(g, sheaf_affine(g, W, h, SHEAF_NO_PARAM));
+  CHECK_OK(ctx, sheaf_graph_flush(g));
+  CHECK_STATUS(ctx, sheaf_graph_write_trace(g, dev), SHEAF_ERR_IO);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "error writing the trace to '");
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "No space left on device");
+  CHECK(is_char_device(dev));
+  CHECK_OK(ctx, sheaf_graph_write_trace(g, "/dev/null"));
+  CHECK_OK(ctx, sheaf_graph_write_trace(g, trace));
+  sheaf_graph_free(g); /* writes the trace again, whole */
+  size_t n;
+  char *text = slurp(trace, &n);
+  CHECK(text && !strncmp(text, "{\"displayTimeUnit\"", 18) && n > 2 && !strcmp(text + n - 3, "]}\n"));
+  free(text);
+  CHECK_STATUS(ctx, sheaf_model_save(m, dev), SHEAF_ERR_IO);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "No space left on device");
+  CHECK(is_char_device(dev));
+  write_file(w, "old\n");
+  CHECK_OK(ctx, sheaf_model_save(m, w));
+  sheaf_st_file *f;
+  REQUIRE_OK(ctx, sheaf_st_open(ctx, w, &f));
+  CHECK_EQ_SIZE(sheaf_st_count(f), 1);
+  sheaf_st_close(f);
+  CHECK_OK(ctx, sheaf_model_save(m, "/dev/null"));
+  sheaf_model_free(m);
+  DIR *dd = opendir(d); /* no temporary file left */
+  int entries = 0;
+  for (struct dirent *de; dd && (de = readdir(dd));) entries += de->d_name[0] != '.';
+  if (dd) closedir(dd);
+  CHECK_EQ_INT(entries, strcmp(dev, "/dev/full") ? 3 : 2);
 }
 
 /* ------------------------------------------------------------- devices */
@@ -284,6 +334,21 @@ TEST(cli_rel_device_outputs_never_replaced) {
     CHECK_CONTAINS(g_out, dev);
     CHECK(is_char_device(dev));
   }
+  /* a path that names a descriptor is written through it, never renamed
+   * over (the shell's append stays an append) */
+  char log[700];
+  snprintf(log, sizeof log, "%s/log.txt", d);
+  write_file(log, "first line\n");
+  struct stat st0, st1;
+  REQUIRE(stat(log, &st0) == 0);
+  CHECK_EQ_INT(sh("$S data binarize " SMALL " -o /dev/stdout >> %s", log), 0);
+  CHECK_EQ_INT(sh("$S run " TREELSTM " --data " SMALL " --trace /dev/fd/1 >> %s", log), 0);
+  char *text = slurp(log, NULL);
+  CHECK(text && !strncmp(text, "first line\n(nsubj (det (DET The)", strlen("first line\n(nsubj (det (DET The)")));
+  CHECK(text && strstr(text, "\n{\"displayTimeUnit\"") && strstr(text, "treelstm: 3 trees"));
+  free(text);
+  REQUIRE(stat(log, &st1) == 0);
+  CHECK(st0.st_ino == st1.st_ino);
   /* the same targets through the API writers, via /dev/null: written, kept */
   CHECK_EQ_INT(sh("$S data binarize " SMALL " -o /dev/null && $S run " TREELSTM
                   " --data " SMALL " --trace /dev/null --save-weights /dev/null --out /dev/null"),
@@ -467,7 +532,7 @@ TEST(cli_rel_data_from_stdin_pipes_and_fifos) {
   CHECK(same_bytes(ref, got));
   CHECK_CONTAINS(g_out, "from <stdin>.conllu");
   /* a FIFO without an extension, its writer in the background */
-  CHECK_EQ_INT(sh("cat " SMALL " > %s & timeout 60 $S run " TREELSTM_SF " --data %s --out %s; r=$?; wait; exit $r",
+  CHECK_EQ_INT(sh("timeout 60 sh -c 'cat " SMALL " > %s' & timeout 60 $S run " TREELSTM_SF " --data %s --out %s; r=$?; wait; exit $r",
                   fifo, fifo, got),
                0);
   CHECK(same_bytes(ref, got));
@@ -494,7 +559,7 @@ TEST(cli_rel_data_from_stdin_pipes_and_fifos) {
   CHECK_EQ_INT(sh("cat tests/data/bad_head.conllu | $S data binarize -"), 1);
   CHECK_CONTAINS(g_out, "sheaf: error: <stdin>:");
   CHECK_EQ_INT(sh("$S check - < examples/treelstm.sf"), 0);
-  CHECK_EQ_INT(sh("$S data stats %s & sleep 0.2; cat " SMALL " > %s; wait", fifo, fifo), 0);
+  CHECK_EQ_INT(sh("timeout 60 $S data stats %s & timeout 60 sh -c 'cat " SMALL " > %s'; wait", fifo, fifo), 0);
   CHECK_CONTAINS(g_out, "format                conllu");
   /* one standard input only */
   CHECK_EQ_INT(sh("$S run " TREELSTM_SF " --data - --vocab - < " SMALL), 2);
@@ -516,7 +581,7 @@ TEST(cli_rel_weights_from_fifo_stdin_and_pipes) {
   const char *kv[] = {"w", w, "got", got, "fifo", fifo, NULL};
   const char *ways[] = {
       /* a FIFO, its writer done before the second open: never a hang */
-      "cat {w} > {fifo} & timeout 60 $S run examples/treelstm.sf --weights {fifo} --data " SMALL
+      "timeout 60 sh -c 'cat {w} > {fifo}' & timeout 60 $S run examples/treelstm.sf --weights {fifo} --data " SMALL
       " --out {got}; r=$?; wait; exit $r",
       "timeout 60 $S run examples/treelstm.sf --weights /dev/stdin --data " SMALL " --out {got} < {w}",
       "cat {w} | timeout 60 $S run examples/treelstm.sf --weights /dev/stdin --data " SMALL " --out {got}",
@@ -534,7 +599,7 @@ TEST(cli_rel_weights_from_fifo_stdin_and_pipes) {
   }
   /* the built-in models too */
   REQUIRE_EQ_INT(sh("$S run " TREELSTM " --data " SMALL " --save-weights %s --out %s", w, ref), 0);
-  CHECK_EQ_INT(sh("cat %s > %s & timeout 60 $S run treelstm --hidden 8 --embed 8 --weights %s --data " SMALL
+  CHECK_EQ_INT(sh("timeout 60 sh -c 'cat %s > %s' & timeout 60 $S run treelstm --hidden 8 --embed 8 --weights %s --data " SMALL
                   " --out %s; r=$?; wait; exit $r",
                   w, fifo, fifo, got),
                0);

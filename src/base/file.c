@@ -408,6 +408,8 @@ static sheaf_status out_fail(sh_out *o, sheaf_status st, const char *fmt, ...) {
 }
 
 static void out_release(sh_out *o) {
+  if (o->fd >= 0) close(o->fd);
+  o->fd = -1;
   free(o->target);
   free(o->tmp);
   o->target = o->tmp = NULL;
@@ -441,10 +443,73 @@ static int create_tmp_next_to(const char *target, char **tmp_out) {
   return -1;
 }
 
+/* The descriptor a path names (/dev/stdout, /dev/stderr, /dev/fd/N,
+ * /proc/self/fd/N), or -1. */
+static int named_fd(const char *path) {
+  if (!strcmp(path, "/dev/stdout")) return STDOUT_FILENO;
+  if (!strcmp(path, "/dev/stderr")) return STDERR_FILENO;
+  const char *p = !strncmp(path, "/dev/fd/", 8) ? path + 8
+                  : !strncmp(path, "/proc/self/fd/", 14) ? path + 14 : NULL;
+  if (!p || *p < '0' || *p > '9') return -1;
+  char *end;
+  errno = 0;
+  long n = strtol(p, &end, 10);
+  return *end || errno || n > INT_MAX ? -1 : (int)n;
+}
+
+/* A temporary file under $TMPDIR for a target that is not a regular file
+ * (SH_OUT_STAGE): copied into it at commit. */
+static sheaf_status stage_elsewhere(sh_out *o, const char *path) {
+  const char *dir = getenv("TMPDIR");
+  size_t cap = (dir && *dir ? strlen(dir) : 4) + 32;
+  if (!(o->tmp = malloc(cap))) {
+    out_release(o);
+    return out_fail(o, SHEAF_ERR_NOMEM, "out of memory");
+  }
+  snprintf(o->tmp, cap, "%s/sheaf-out-XXXXXX", dir && *dir ? dir : "/tmp");
+  int fd = mkostemp(o->tmp, O_CLOEXEC);
+  if (fd < 0 || !(o->f = fdopen(fd, "w"))) {
+    int e = errno;
+    if (fd >= 0) close(fd), unlink(o->tmp);
+    out_fail(o, SHEAF_ERR_IO, "%s: cannot create a temporary file for it (%s): %s", path, o->tmp,
+             strerror(e));
+    out_release(o);
+    return SHEAF_ERR_IO;
+  }
+  o->copy = true;
+  return SHEAF_OK;
+}
+
 sheaf_status sh_out_open(sheaf_ctx *ctx, const char *path, int flags, sh_out *o) {
   memset(o, 0, sizeof *o);
   o->ctx = ctx;
+  o->fd = -1;
   if (!path || !*path) return out_fail(o, SHEAF_ERR_INVALID_ARG, "an output file name is empty");
+  int nfd = named_fd(path);
+  if (nfd >= 0) { /* written through the descriptor itself, whatever it is open on */
+    int fl = fcntl(nfd, F_GETFL);
+    if (fl < 0 || (fl & O_ACCMODE) == O_RDONLY)
+      return out_fail(o, SHEAF_ERR_IO, "%s: cannot write: %s", path,
+                      fl < 0 ? strerror(errno) : "the descriptor is open for reading only");
+    if (!(o->target = strdup(path))) return out_fail(o, SHEAF_ERR_NOMEM, "out of memory");
+    int fd = fcntl(nfd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) {
+      int e = errno;
+      out_release(o);
+      return out_fail(o, SHEAF_ERR_IO, "%s: cannot write: %s", path, strerror(e));
+    }
+    if (flags & SH_OUT_STAGE) {
+      o->fd = fd;
+      return stage_elsewhere(o, path);
+    }
+    if (!(o->f = fdopen(fd, "w"))) {
+      int e = errno;
+      close(fd);
+      out_release(o);
+      return out_fail(o, SHEAF_ERR_IO, "%s: cannot write: %s", path, strerror(e));
+    }
+    return SHEAF_OK;
+  }
   if ((flags & SH_OUT_DASH_STDOUT) && !strcmp(path, "-")) {
     o->is_stdout = true;
     o->f = stdout;
@@ -459,26 +524,7 @@ sheaf_status sh_out_open(sheaf_ctx *ctx, const char *path, int flags, sh_out *o)
   if (exists && !S_ISREG(st.st_mode)) {
     /* a device, a FIFO, a socket, /dev/stdout: written into, never replaced */
     if (!(o->target = strdup(path))) return out_fail(o, SHEAF_ERR_NOMEM, "out of memory");
-    if (flags & SH_OUT_STAGE) {
-      const char *dir = getenv("TMPDIR");
-      size_t cap = (dir && *dir ? strlen(dir) : 4) + 32;
-      if (!(o->tmp = malloc(cap))) {
-        out_release(o);
-        return out_fail(o, SHEAF_ERR_NOMEM, "out of memory");
-      }
-      snprintf(o->tmp, cap, "%s/sheaf-out-XXXXXX", dir && *dir ? dir : "/tmp");
-      int fd = mkostemp(o->tmp, O_CLOEXEC);
-      if (fd < 0 || !(o->f = fdopen(fd, "w"))) {
-        int e = errno;
-        if (fd >= 0) close(fd), unlink(o->tmp);
-        out_fail(o, SHEAF_ERR_IO, "%s: cannot create a temporary file for it (%s): %s", path, o->tmp,
-                 strerror(e));
-        out_release(o);
-        return SHEAF_ERR_IO;
-      }
-      o->copy = true;
-      return SHEAF_OK;
-    }
+    if (flags & SH_OUT_STAGE) return stage_elsewhere(o, path);
     int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
     if (fd < 0 || !(o->f = fdopen(fd, "w"))) {
       int e = errno;
@@ -525,7 +571,8 @@ sheaf_status sh_out_open(sheaf_ctx *ctx, const char *path, int flags, sh_out *o)
 static sheaf_status copy_into(sh_out *o) {
   int in = open(o->tmp, O_RDONLY | O_CLOEXEC);
   if (in < 0) return out_fail(o, SHEAF_ERR_IO, "%s: cannot read %s back: %s", o->target, o->tmp, strerror(errno));
-  int out = open(o->target, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+  int out = o->fd >= 0 ? o->fd : open(o->target, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+  o->fd = -1; /* closed below */
   if (out < 0) {
     int e = errno;
     close(in);
@@ -559,10 +606,12 @@ static sheaf_status copy_into(sh_out *o) {
 sheaf_status sh_out_commit(sh_out *o) {
   if (o->is_stdout) {
     errno = 0;
+    sheaf_status st = SHEAF_OK;
     if (fflush(stdout) != 0 || ferror(stdout))
-      return out_fail(o, SHEAF_ERR_IO, "standard output: write failed: %s",
-                      errno ? strerror(errno) : "I/O error");
-    return SHEAF_OK;
+      st = out_fail(o, SHEAF_ERR_IO, "standard output: write failed: %s",
+                    errno ? strerror(errno) : "I/O error");
+    out_release(o); /* stdout stays open: checked again at exit */
+    return st;
   }
   if (!o->f) return out_fail(o, SHEAF_ERR_INVALID_ARG, "%s: not open for writing", o->target ? o->target : "output");
   errno = 0;

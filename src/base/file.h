@@ -88,12 +88,16 @@ typedef struct sh_out {
   char *tmp;        /* the temporary file, or NULL: f writes the target */
   bool is_stdout;   /* f is stdout */
   bool copy;        /* commit copies tmp into the target (a device, a FIFO) */
+  int fd;           /* >= 0: the descriptor a path like /dev/stdout names, for copy */
   char err[512];    /* the last failure, "PATH: reason" (also the ctx's error) */
 } sh_out;
 
-/* Opens `path` for writing as described above. A directory, a missing
- * folder or a file that cannot be created is an error (SHEAF_ERR_IO);
- * nothing is changed then. */
+/* Opens `path` for writing as described above. A path that names one of
+ * the process's descriptors (/dev/stdout, /dev/stderr, /dev/fd/N,
+ * /proc/self/fd/N) is written through that descriptor, whatever it is open
+ * on (never renamed over: `--out /dev/stdout >> log` appends to log). A
+ * directory, a missing folder or a file that cannot be created is an error
+ * (SHEAF_ERR_IO); nothing is changed then. */
 sheaf_status sh_out_open(sheaf_ctx *ctx, const char *path, int flags, sh_out *o);
 /* Finishes: flush, check, close, then rename (or copy) the temporary file
  * over the target. On failure the temporary file is removed and the target
