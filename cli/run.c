@@ -34,7 +34,7 @@ static const char usage_run[] =
     "childsum, words and UPOS tags for bilstm), PTB trees, or token lines (bilstm).\n"
     "\n"
     "options:\n"
-    "  --data FILE        input (required)\n"
+    "  --data FILE        input (required; '-' = standard input, a pipe or FIFO works)\n"
     "  --hidden H         hidden size (default 256; mvrnn 64)\n"
     "  --embed E          embedding size (default 256; mvrnn: the hidden size)\n"
     "  --batch N          instances per batch (default 64)\n"
@@ -46,7 +46,7 @@ static const char usage_run[] =
     "                     when there are at least 2 per thread; kernels with --trace\n"
     "                     or --stats, which read one graph)\n"
     "  --seed S           seed of the random initialization (default 0)\n"
-    "  --weights W        load the parameters from a safetensors file instead\n"
+    "  --weights W        load the parameters from a safetensors file instead ('-' = stdin)\n"
     "  --save-weights W   write the parameters used to a safetensors file\n"
     "  --limit N          only the first N instances\n"
     "  --mv-vocab N       mvrnn: words with their own matrix (most frequent; default 2000)\n"
@@ -59,7 +59,10 @@ static const char usage_run[] =
     "                     'INDEX v1 v2 ...' (bilstm: 'INDEX WORD v1 ...')\n"
     "  --trace FILE       Chrome-trace / Perfetto JSON timeline of the batches\n"
     "  --stats            per-kernel batch counts and sizes\n"
-    "  -h, --help         this text\n";
+    "  -h, --help         this text\n"
+    "\n"
+    "Output files (--out, --trace, --save-weights) replace an existing file only when the run\n"
+    "succeeds; a device or FIFO is written into. An output that is an input is refused (exit 2).\n";
 
 static const char usage_bench[] =
     "usage: sheaf bench MODEL --data FILE [options]\n"

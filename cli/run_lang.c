@@ -38,8 +38,9 @@ static const char usage[] =
     "a tree type from CoNLL-U (binarized, or dependency trees for Dep(i32, list[T])) or PTB\n"
     "trees; list[i32] from CoNLL-U sentences or token lines.\n"
     "\n"
-    "  --data FILE        the instances\n"
-    "  --weights W        parameters from a safetensors file (sizes are solved from its shapes)\n"
+    "  --data FILE        the instances ('-' = standard input; a pipe or FIFO works)\n"
+    "  --weights W        parameters from a safetensors file (sizes are solved from its shapes;\n"
+    "                     '-' = standard input)\n"
     "  --seed N           seeded random parameters instead (default 0)\n"
     "  --vocab FILE       word ids: line i of FILE is word i; words not in it use the unknown\n"
     "                     row (a line '<unk>', else the tables' last row). Default: words are\n"
@@ -70,7 +71,10 @@ static const char usage[] =
     "                     instance's first row when instances have several)\n"
     "\n"
     "With --out FILE a summary of the run goes to stdout (the built-in models' one): instances/s,\n"
-    "the graph's counters and where the time went.\n";
+    "the graph's counters and where the time went.\n"
+    "\n"
+    "Output files (--out, --trace, --save-weights) replace an existing file only when the run\n"
+    "succeeds; a device or FIFO is written into. An output that is an input is refused (exit 2).\n";
 
 #define SH_LANG_MAX_WORKERS 64 /* --threads */
 
