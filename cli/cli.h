@@ -53,11 +53,12 @@ int cli_check_paths(const cli_path *ins, int n_in, const cli_path *outs, int n_o
  * printing the error. */
 int cli_hold_input(sheaf_ctx *ctx, const char *path, bool sniff, const char **name, bool *held);
 
-/* The format of an input by its first bytes (sh_file_peek): CoNLL-U when
- * the first line that is not blank or a '#' comment starts with a digit and
- * has 10 TAB-separated fields, PTB when the first non-blank byte is '(',
+/* The format of an input by its first bytes (sh_file_peek): safetensors
+ * when byte 8 is '{' after a header length that fits, CoNLL-U when the
+ * first line that is not blank or a '#' comment starts with a digit and has
+ * 10 TAB-separated fields, PTB when the first non-blank byte is '(',
  * otherwise tokens. */
-typedef enum { CLI_SNIFF_TOKENS, CLI_SNIFF_CONLLU, CLI_SNIFF_PTB } cli_sniff_kind;
+typedef enum { CLI_SNIFF_TOKENS, CLI_SNIFF_CONLLU, CLI_SNIFF_PTB, CLI_SNIFF_SAFETENSORS } cli_sniff_kind;
 cli_sniff_kind cli_sniff(const char *path);
 
 /* The files a command writes, opened (sh_out_open) before the work and

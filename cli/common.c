@@ -181,6 +181,11 @@ cli_sniff_kind cli_sniff(const char *path) {
   static char buf[1 << 16];
   size_t n;
   sh_file_peek(path, buf, sizeof buf, &n);
+  if (n >= 10 && buf[8] == '{') { /* u64 little-endian header length, then the JSON header */
+    uint64_t len = 0;
+    for (int k = 7; k >= 0; k--) len = len << 8 | (unsigned char)buf[k];
+    if (len >= 2 && len <= 100000000) return CLI_SNIFF_SAFETENSORS;
+  }
   size_t i = n >= 3 && !memcmp(buf, "\xEF\xBB\xBF", 3) ? 3 : 0;
   while (i < n) {
     size_t e = i;

@@ -49,7 +49,7 @@ static const char usage_stats[] =
     ".ptb .tree .trees; .txt when its first non-blank character is '('; .safetensors;\n"
     "anything else is read as tokens. Standard input ('-'), a pipe or a FIFO is read\n"
     "once, up to SHEAF_MAX_INPUT bytes (default 1 GiB), and recognized by content:\n"
-    "CoNLL-U (10 TAB-separated fields), PTB (starts with '('), else tokens.\n"
+    "safetensors, CoNLL-U (10 TAB-separated fields), PTB (starts with '('), else tokens.\n"
     "\n"
     "options:\n"
     "  --format F     conllu, ptb, tokens or safetensors\n"
@@ -172,7 +172,8 @@ static data_format detect_format(const char *path, bool held) {
     return FMT_PTB;
   if (held && !ends_with(path, ".txt")) {
     cli_sniff_kind k = cli_sniff(path);
-    return k == CLI_SNIFF_CONLLU ? FMT_CONLLU : k == CLI_SNIFF_PTB ? FMT_PTB : FMT_TOKENS;
+    return k == CLI_SNIFF_CONLLU ? FMT_CONLLU : k == CLI_SNIFF_PTB ? FMT_PTB
+           : k == CLI_SNIFF_SAFETENSORS ? FMT_SAFETENSORS : FMT_TOKENS;
   }
   if (!ends_with(path, ".txt")) return FMT_TOKENS;
   static char b[1 << 16]; /* the input is read once: its first bytes from where it is kept */

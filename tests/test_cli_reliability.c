@@ -588,6 +588,7 @@ TEST(cli_rel_weights_from_fifo_stdin_and_pipes) {
       "timeout 60 $S run examples/treelstm.sf --weights - --data " SMALL " --out {got} < {w}",
       "cat {w} | timeout 60 $S run examples/treelstm.sf --weights - --data " SMALL " --out {got}",
       "cat {w} | timeout 60 $S data stats --format safetensors - > {got}.stats",
+      "cat {w} | timeout 60 $S data stats - | grep -q 'sheaf.vocab'",
   };
   for (size_t i = 0; i < sizeof ways / sizeof ways[0]; i++) {
     char cmd[2000];
