@@ -39,16 +39,16 @@ sheaf_status sh_graph_fail(sheaf_graph *g, sheaf_status st, const char *fmt, ...
   return sh_fail(g->ctx, st, "%s", g->err);
 }
 
+/* sh_graph_fail for the API (the first-error rule stays there): also takes a
+ * NULL graph, SHEAF_OK and a NULL format. */
 sheaf_status sheaf_graph_fail(sheaf_graph *g, sheaf_status st, const char *fmt, ...) {
   if (!g) return SHEAF_ERR_INVALID_ARG;
-  if (st == SHEAF_OK) st = SHEAF_ERR_INVALID_ARG;
-  if (g->status) return g->status; /* the first error stays */
+  char msg[sizeof g->err];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(g->err, sizeof g->err, fmt ? fmt : "(no message)", ap);
+  vsnprintf(msg, sizeof msg, fmt ? fmt : "(no message)", ap);
   va_end(ap);
-  g->status = st;
-  return sh_fail(g->ctx, st, "%s", g->err);
+  return sh_graph_fail(g, st == SHEAF_OK ? SHEAF_ERR_INVALID_ARG : st, "%s", msg);
 }
 
 /* Re-reports the sticky error as the context's last error. */
