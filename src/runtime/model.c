@@ -474,7 +474,7 @@ sheaf_status sh_model_packed(sheaf_model *m, uint32_t id, bool gates,
 
 static sheaf_status stack_id_locked(sheaf_model *m, int n, const uint32_t *ids, uint32_t *out) {
   for (uint32_t i = 0; i < m->n_stacks; i++) {
-    sh_stack *s = &m->stacks[i];
+    sh_param_stack *s = &m->stacks[i];
     if (s->n == n && memcmp(s->ids, ids, (size_t)n * sizeof *ids) == 0) {
       *out = i + 1;
       return SHEAF_OK;
@@ -483,7 +483,7 @@ static sheaf_status stack_id_locked(sheaf_model *m, int n, const uint32_t *ids, 
   sheaf_status st =
       sh_grow(m->ctx, (void **)&m->stacks, &m->cap_stacks, m->n_stacks + 1, sizeof *m->stacks);
   if (st) return st;
-  sh_stack *s = &m->stacks[m->n_stacks++];
+  sh_param_stack *s = &m->stacks[m->n_stacks++];
   memset(s, 0, sizeof *s);
   s->n = n;
   memcpy(s->ids, ids, (size_t)n * sizeof *ids);
@@ -499,7 +499,7 @@ sheaf_status sh_model_stack_id(sheaf_model *m, int n, const uint32_t *ids, uint3
 }
 
 static sheaf_status stack_packed_locked(sheaf_model *m, uint32_t stack, const sh_gemm_packed_b **out) {
-  sh_stack *s = &m->stacks[stack - 1];
+  sh_param_stack *s = &m->stacks[stack - 1];
   uint64_t ver = 0;
   int64_t k = 0, ncols = m->params[s->ids[0] - 1].shape[1];
   for (int i = 0; i < s->n; i++) {

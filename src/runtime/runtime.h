@@ -43,12 +43,12 @@ typedef struct sh_param {
 } sh_param;
 
 /* A stacked weight [W_1; W_2; ...] (affine_n), packed once per version. */
-typedef struct sh_stack {
+typedef struct sh_param_stack {
   int n;
   uint32_t ids[SH_GEMM_MAX_KSRC];
   sh_gemm_packed_b *packed;
   uint64_t ver;                  /* sum of the members' versions when packed */
-} sh_stack;
+} sh_param_stack;
 
 struct sheaf_model {
   sheaf_ctx *ctx;
@@ -56,7 +56,7 @@ struct sheaf_model {
   uint64_t seed;
   sh_param *params;
   uint32_t n_params, cap_params;
-  sh_stack *stacks;
+  sh_param_stack *stacks;
   uint32_t n_stacks, cap_stacks;
   pthread_mutex_t mu; /* the packed forms and stacks (runner threads share the model) */
   bool allow_nonfinite; /* sheaf_model_load takes NaN/Inf values (sheaf_model_allow_nonfinite) */

@@ -121,7 +121,7 @@ static void sig_name(const sheaf_graph *g, const sh_sig_key *k, char *buf, size_
   } else if (k->op == SH_OP_AFFINE) {
     pthread_mutex_t *mu = &m->mu; /* stacks may grow in another runner thread */
     pthread_mutex_lock(mu);
-    const sh_stack *s = &m->stacks[(k->p0 & 0x7fffffffu) - 1];
+    const sh_param_stack *s = &m->stacks[(k->p0 & 0x7fffffffu) - 1];
     size_t len = (size_t)snprintf(buf, size, "%s ", op);
     for (int i = 0; i < s->n && len < size; i++)
       len += (size_t)snprintf(buf + len, size - len, "%s%s", i ? "+" : "",
