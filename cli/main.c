@@ -42,6 +42,8 @@ static const char usage[] =
     "environment:\n"
     "  SHEAF_ISA=scalar|avx2|avx512   lower the instruction set the kernels use\n"
     "  SHEAF_SPIN_US=N                microseconds idle pool threads spin before sleeping\n"
+    "  SHEAF_MEMORY_LIMIT=SIZE        memory budget, e.g. 8G (default: physical memory)\n"
+    "  SHEAF_MAX_INPUT=SIZE           largest text input or stream read (default 1G)\n"
     "\n"
     "Run 'sheaf <command> --help' for a command's options.\n";
 
