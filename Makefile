@@ -89,6 +89,12 @@ $(BUILDDIR)/obj/%.o: %.c
 	$(call say,CC,$<)
 	$(Q)$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
+# The library's objects export nothing by default: libsheaf.so exports only
+# the functions the public headers mark SHEAF_API (scripts/check_exports.sh
+# checks it). The CLI, tests and benches link libsheaf.a (the fuzzers the
+# objects themselves), where the internal sh_* functions stay reachable.
+$(LIB_OBJS): CFLAGS_ALL += -fvisibility=hidden
+
 $(LIB_A): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	$(call say,AR,$@)

@@ -47,9 +47,18 @@ extern "C" {
 #define SHEAF_VERSION_PATCH 0
 #define SHEAF_VERSION_STRING "0.1.0"
 
+/* Marks the library's exported functions: libsheaf.so is built with
+ * -fvisibility=hidden, so these, the sheaf_* functions of this header,
+ * sheaf_graph.h and sheaf_program.h, are all it exports. */
+#if defined(__GNUC__) || defined(__clang__)
+#define SHEAF_API __attribute__((visibility("default")))
+#else
+#define SHEAF_API
+#endif
+
 /* The library's version string ("0.1.0"); matches SHEAF_VERSION_STRING of
  * the header it was built with. */
-const char *sheaf_version(void);
+SHEAF_API const char *sheaf_version(void);
 
 /* ---------------------------------------------------------------- status */
 
@@ -67,7 +76,7 @@ typedef enum sheaf_status {
 } sheaf_status;
 
 /* A stable lower-case name for a status ("ok", "out of memory", ...). */
-const char *sheaf_status_str(sheaf_status status);
+SHEAF_API const char *sheaf_status_str(sheaf_status status);
 
 /* ------------------------------------------------------------- allocator */
 
@@ -115,23 +124,23 @@ typedef struct sheaf_ctx_options {
 /* Creates a context. opts may be NULL (defaults). Fails with
  * SHEAF_ERR_INVALID_ARG when SHEAF_ISA holds an unknown value; then *out is
  * still NULL and, where err_buf is not NULL, the message is copied there. */
-sheaf_status sheaf_ctx_create(const sheaf_ctx_options *opts, sheaf_ctx **out,
-                              char *err_buf, size_t err_buf_size);
-void sheaf_ctx_free(sheaf_ctx *ctx);
+SHEAF_API sheaf_status sheaf_ctx_create(const sheaf_ctx_options *opts, sheaf_ctx **out,
+                                        char *err_buf, size_t err_buf_size);
+SHEAF_API void sheaf_ctx_free(sheaf_ctx *ctx);
 
 /* The message of the last failed call on this context ("" if none). */
-const char *sheaf_ctx_last_error(const sheaf_ctx *ctx);
-sheaf_status sheaf_ctx_last_status(const sheaf_ctx *ctx);
-void sheaf_ctx_clear_error(sheaf_ctx *ctx);
+SHEAF_API const char *sheaf_ctx_last_error(const sheaf_ctx *ctx);
+SHEAF_API sheaf_status sheaf_ctx_last_status(const sheaf_ctx *ctx);
+SHEAF_API void sheaf_ctx_clear_error(sheaf_ctx *ctx);
 
 /* Number of compute threads of the context's pool (caller included). */
-int sheaf_ctx_threads(const sheaf_ctx *ctx);
+SHEAF_API int sheaf_ctx_threads(const sheaf_ctx *ctx);
 
 /* The memory budget of sheaf_ctx_options.memory_limit, in bytes: a size
  * beyond it fails before anything is allocated, with the size and the
  * budget in the message; so does any allocation that would make the
  * context hold more. */
-uint64_t sheaf_ctx_memory_limit(const sheaf_ctx *ctx);
+SHEAF_API uint64_t sheaf_ctx_memory_limit(const sheaf_ctx *ctx);
 
 /* ------------------------------------------------------------------- cpu */
 
@@ -144,14 +153,14 @@ typedef enum sheaf_isa {
   SHEAF_ISA_AVX512 = 2  /* AVX-512 F + BW + VL + DQ */
 } sheaf_isa;
 
-sheaf_isa sheaf_cpu_isa(void);      /* level in use (after SHEAF_ISA) */
-sheaf_isa sheaf_cpu_isa_host(void); /* best level the host supports */
-const char *sheaf_isa_name(sheaf_isa isa);
+SHEAF_API sheaf_isa sheaf_cpu_isa(void);      /* level in use (after SHEAF_ISA) */
+SHEAF_API sheaf_isa sheaf_cpu_isa_host(void); /* best level the host supports */
+SHEAF_API const char *sheaf_isa_name(sheaf_isa isa);
 
 /* ----------------------------------------------------------------- timer */
 
 /* Monotonic time in nanoseconds (arbitrary origin). */
-uint64_t sheaf_time_ns(void);
+SHEAF_API uint64_t sheaf_time_ns(void);
 
 /* ---------------------------------------------------------------- dtypes */
 
@@ -176,8 +185,8 @@ typedef enum sheaf_dtype {
   SHEAF_DTYPE_COUNT
 } sheaf_dtype;
 
-size_t sheaf_dtype_size(sheaf_dtype dtype);      /* bytes per element */
-const char *sheaf_dtype_name(sheaf_dtype dtype); /* safetensors spelling: "F32" */
+SHEAF_API size_t sheaf_dtype_size(sheaf_dtype dtype);      /* bytes per element */
+SHEAF_API const char *sheaf_dtype_name(sheaf_dtype dtype); /* safetensors spelling: "F32" */
 
 /* --------------------------------------------------------------- tensors */
 
@@ -188,8 +197,8 @@ typedef struct sheaf_tensor sheaf_tensor;
 
 /* A new contiguous, zero-filled tensor; data is 64-byte aligned. rank may be
  * 0 (a scalar). Every extent must be >= 0. */
-sheaf_status sheaf_tensor_create(sheaf_ctx *ctx, sheaf_dtype dtype, int rank,
-                                 const int64_t *shape, sheaf_tensor **out);
+SHEAF_API sheaf_status sheaf_tensor_create(sheaf_ctx *ctx, sheaf_dtype dtype, int rank,
+                                           const int64_t *shape, sheaf_tensor **out);
 
 /* Wraps caller memory (no copy). strides may be NULL (row-major contiguous);
  * strides whose last element lies past 2^63 bytes are refused.
@@ -197,42 +206,42 @@ sheaf_status sheaf_tensor_create(sheaf_ctx *ctx, sheaf_dtype dtype, int rank,
  * be NULL when the caller keeps the memory alive longer than every view.
  * When the call fails, release is never called: the memory stays the
  * caller's. */
-sheaf_status sheaf_tensor_wrap(sheaf_ctx *ctx, sheaf_dtype dtype, int rank,
-                               const int64_t *shape, const int64_t *strides,
-                               void *data, void (*release)(void *, void *),
-                               void *release_user, sheaf_tensor **out);
+SHEAF_API sheaf_status sheaf_tensor_wrap(sheaf_ctx *ctx, sheaf_dtype dtype, int rank,
+                                         const int64_t *shape, const int64_t *strides,
+                                         void *data, void (*release)(void *, void *),
+                                         void *release_user, sheaf_tensor **out);
 
-void sheaf_tensor_free(sheaf_tensor *t); /* NULL is fine */
+SHEAF_API void sheaf_tensor_free(sheaf_tensor *t); /* NULL is fine */
 
-sheaf_dtype sheaf_tensor_dtype(const sheaf_tensor *t);
-int sheaf_tensor_rank(const sheaf_tensor *t);
-const int64_t *sheaf_tensor_shape(const sheaf_tensor *t);
-const int64_t *sheaf_tensor_strides(const sheaf_tensor *t); /* in elements */
-int64_t sheaf_tensor_numel(const sheaf_tensor *t);
-int sheaf_tensor_is_contiguous(const sheaf_tensor *t);
+SHEAF_API sheaf_dtype sheaf_tensor_dtype(const sheaf_tensor *t);
+SHEAF_API int sheaf_tensor_rank(const sheaf_tensor *t);
+SHEAF_API const int64_t *sheaf_tensor_shape(const sheaf_tensor *t);
+SHEAF_API const int64_t *sheaf_tensor_strides(const sheaf_tensor *t); /* in elements */
+SHEAF_API int64_t sheaf_tensor_numel(const sheaf_tensor *t);
+SHEAF_API int sheaf_tensor_is_contiguous(const sheaf_tensor *t);
 /* Address of element [0, 0, ...]. */
-void *sheaf_tensor_data(const sheaf_tensor *t);
+SHEAF_API void *sheaf_tensor_data(const sheaf_tensor *t);
 
 /* t[..., start:stop:step, ...] along `axis`; negative start/stop count from
  * the end (Python rules, clamped); step > 0. Any int64 values are exact
  * (INT64_MIN..INT64_MAX bounds, a step of INT64_MAX: one element). */
-sheaf_status sheaf_tensor_slice(sheaf_ctx *ctx, const sheaf_tensor *t, int axis,
-                                int64_t start, int64_t stop, int64_t step,
-                                sheaf_tensor **out);
+SHEAF_API sheaf_status sheaf_tensor_slice(sheaf_ctx *ctx, const sheaf_tensor *t, int axis,
+                                          int64_t start, int64_t stop, int64_t step,
+                                          sheaf_tensor **out);
 /* t[..., index, ...]: removes `axis`. Negative index counts from the end. */
-sheaf_status sheaf_tensor_select(sheaf_ctx *ctx, const sheaf_tensor *t, int axis,
-                                 int64_t index, sheaf_tensor **out);
+SHEAF_API sheaf_status sheaf_tensor_select(sheaf_ctx *ctx, const sheaf_tensor *t, int axis,
+                                           int64_t index, sheaf_tensor **out);
 /* Axes reordered: out.shape[i] = t.shape[perm[i]]. */
-sheaf_status sheaf_tensor_permute(sheaf_ctx *ctx, const sheaf_tensor *t,
-                                  const int *perm, sheaf_tensor **out);
+SHEAF_API sheaf_status sheaf_tensor_permute(sheaf_ctx *ctx, const sheaf_tensor *t,
+                                            const int *perm, sheaf_tensor **out);
 /* A view with a new shape (one extent may be -1). Fails with
  * SHEAF_ERR_SHAPE when the layout cannot be viewed that way (use
  * sheaf_tensor_contiguous first). */
-sheaf_status sheaf_tensor_reshape(sheaf_ctx *ctx, const sheaf_tensor *t, int rank,
-                                  const int64_t *shape, sheaf_tensor **out);
+SHEAF_API sheaf_status sheaf_tensor_reshape(sheaf_ctx *ctx, const sheaf_tensor *t, int rank,
+                                            const int64_t *shape, sheaf_tensor **out);
 /* A contiguous copy of any view. */
-sheaf_status sheaf_tensor_contiguous(sheaf_ctx *ctx, const sheaf_tensor *t,
-                                     sheaf_tensor **out);
+SHEAF_API sheaf_status sheaf_tensor_contiguous(sheaf_ctx *ctx, const sheaf_tensor *t,
+                                               sheaf_tensor **out);
 
 /* ----------------------------------------------------------- safetensors */
 
@@ -242,40 +251,40 @@ sheaf_status sheaf_tensor_contiguous(sheaf_ctx *ctx, const sheaf_tensor *t,
  * sheaf_st_close (the mapping lives until its last view is freed). */
 typedef struct sheaf_st_file sheaf_st_file;
 
-sheaf_status sheaf_st_open(sheaf_ctx *ctx, const char *path, sheaf_st_file **out);
+SHEAF_API sheaf_status sheaf_st_open(sheaf_ctx *ctx, const char *path, sheaf_st_file **out);
 /* Same checks over a caller buffer that must outlive the file object and its
  * views (name is used in messages). */
-sheaf_status sheaf_st_open_memory(sheaf_ctx *ctx, const void *data, size_t size,
-                                  const char *name, sheaf_st_file **out);
-void sheaf_st_close(sheaf_st_file *f);
+SHEAF_API sheaf_status sheaf_st_open_memory(sheaf_ctx *ctx, const void *data, size_t size,
+                                            const char *name, sheaf_st_file **out);
+SHEAF_API void sheaf_st_close(sheaf_st_file *f);
 
-size_t sheaf_st_count(const sheaf_st_file *f);
+SHEAF_API size_t sheaf_st_count(const sheaf_st_file *f);
 /* Tensors in file order of their data offsets. */
-const char *sheaf_st_name(const sheaf_st_file *f, size_t i);
-sheaf_dtype sheaf_st_dtype(const sheaf_st_file *f, size_t i);
-int sheaf_st_rank(const sheaf_st_file *f, size_t i);
-const int64_t *sheaf_st_shape(const sheaf_st_file *f, size_t i);
-size_t sheaf_st_nbytes(const sheaf_st_file *f, size_t i);
-const void *sheaf_st_bytes(const sheaf_st_file *f, size_t i);
+SHEAF_API const char *sheaf_st_name(const sheaf_st_file *f, size_t i);
+SHEAF_API sheaf_dtype sheaf_st_dtype(const sheaf_st_file *f, size_t i);
+SHEAF_API int sheaf_st_rank(const sheaf_st_file *f, size_t i);
+SHEAF_API const int64_t *sheaf_st_shape(const sheaf_st_file *f, size_t i);
+SHEAF_API size_t sheaf_st_nbytes(const sheaf_st_file *f, size_t i);
+SHEAF_API const void *sheaf_st_bytes(const sheaf_st_file *f, size_t i);
 /* Index of a tensor by name, or -1. */
-long sheaf_st_find(const sheaf_st_file *f, const char *name);
+SHEAF_API long sheaf_st_find(const sheaf_st_file *f, const char *name);
 /* "__metadata__" entries (string to string). */
-size_t sheaf_st_metadata_count(const sheaf_st_file *f);
-const char *sheaf_st_metadata_key(const sheaf_st_file *f, size_t i);
-const char *sheaf_st_metadata_value(const sheaf_st_file *f, size_t i);
+SHEAF_API size_t sheaf_st_metadata_count(const sheaf_st_file *f);
+SHEAF_API const char *sheaf_st_metadata_key(const sheaf_st_file *f, size_t i);
+SHEAF_API const char *sheaf_st_metadata_value(const sheaf_st_file *f, size_t i);
 /* A tensor view by name (zero-copy when its data is aligned for its dtype,
  * otherwise an aligned copy). SHEAF_ERR_NOT_FOUND names the missing tensor. */
-sheaf_status sheaf_st_tensor(sheaf_ctx *ctx, const sheaf_st_file *f, const char *name,
-                             sheaf_tensor **out);
+SHEAF_API sheaf_status sheaf_st_tensor(sheaf_ctx *ctx, const sheaf_st_file *f, const char *name,
+                                       sheaf_tensor **out);
 
 /* Writes tensors (any strided views) to a safetensors file, in the given
  * order, with the header padded to 8 bytes as the reference writer does.
  * metadata is n_meta (key, value) pairs, may be NULL. Written to a temporary
  * file and renamed, so a failed write never leaves a truncated file. */
-sheaf_status sheaf_st_write(sheaf_ctx *ctx, const char *path, size_t n,
-                            const char *const *names,
-                            const sheaf_tensor *const *tensors, size_t n_meta,
-                            const char *const *meta_kv);
+SHEAF_API sheaf_status sheaf_st_write(sheaf_ctx *ctx, const char *path, size_t n,
+                                      const char *const *names,
+                                      const sheaf_tensor *const *tensors, size_t n_meta,
+                                      const char *const *meta_kv);
 
 /* The auto-batching runtime's define-by-run API (models, graphs, expressions). */
 #include "sheaf_graph.h"
@@ -308,45 +317,45 @@ typedef struct sheaf_ragged_opts {
 
 /* A zero-filled ragged tensor. lens has `batch` entries (>= 0); dims has
  * `rank` entries (1..8), at least one SHEAF_RAGGED_DIM. opts may be NULL. */
-sheaf_status sheaf_ragged_create(sheaf_ctx *ctx, sheaf_dtype dtype, int64_t batch,
-                                 const int64_t *lens, int rank, const int64_t *dims,
-                                 const sheaf_ragged_opts *opts, sheaf_ragged **out);
+SHEAF_API sheaf_status sheaf_ragged_create(sheaf_ctx *ctx, sheaf_dtype dtype, int64_t batch,
+                                           const int64_t *lens, int rank, const int64_t *dims,
+                                           const sheaf_ragged_opts *opts, sheaf_ragged **out);
 /* From a padded dense tensor [batch, P1, P2, ...] and lens: dims (rank =
  * padded rank - 1) marks the ragged axes with SHEAF_RAGGED_DIM and repeats
  * the dense extents; NULL means "axis 1 is ragged, the rest dense". Every
  * lens[b] must fit in the padded extents. Padding values are not read. */
-sheaf_status sheaf_ragged_from_padded(sheaf_ctx *ctx, const sheaf_tensor *padded,
-                                      const int64_t *lens, const int64_t *dims,
-                                      const sheaf_ragged_opts *opts, sheaf_ragged **out);
+SHEAF_API sheaf_status sheaf_ragged_from_padded(sheaf_ctx *ctx, const sheaf_tensor *padded,
+                                                const int64_t *lens, const int64_t *dims,
+                                                const sheaf_ragged_opts *opts, sheaf_ragged **out);
 /* Back to a contiguous padded tensor [batch, ...], every ragged extent
  * padded to pad_len (0: the longest length), padding set to `fill` (F32,
  * F64, I32, I64; other dtypes pad with zero bytes). */
-sheaf_status sheaf_ragged_to_padded(sheaf_ctx *ctx, const sheaf_ragged *r, int64_t pad_len,
-                                    double fill, sheaf_tensor **out);
+SHEAF_API sheaf_status sheaf_ragged_to_padded(sheaf_ctx *ctx, const sheaf_ragged *r, int64_t pad_len,
+                                              double fill, sheaf_tensor **out);
 /* A dense view (no copy) of sequence b: shape = dims with lens[b] for the
  * ragged extents; strides follow the storage padding. */
-sheaf_status sheaf_ragged_seq(sheaf_ctx *ctx, const sheaf_ragged *r, int64_t b,
-                              sheaf_tensor **out);
+SHEAF_API sheaf_status sheaf_ragged_seq(sheaf_ctx *ctx, const sheaf_ragged *r, int64_t b,
+                                        sheaf_tensor **out);
 /* A dense view [rows, row] of the whole storage, bulk padding included
  * (for tokens {RAGGED, d} with storage_tile 1: [sum(lens) rounded up, d]). */
-sheaf_status sheaf_ragged_flat(sheaf_ctx *ctx, const sheaf_ragged *r, sheaf_tensor **out);
-void sheaf_ragged_free(sheaf_ragged *r); /* NULL is fine */
+SHEAF_API sheaf_status sheaf_ragged_flat(sheaf_ctx *ctx, const sheaf_ragged *r, sheaf_tensor **out);
+SHEAF_API void sheaf_ragged_free(sheaf_ragged *r); /* NULL is fine */
 
-sheaf_dtype sheaf_ragged_dtype(const sheaf_ragged *r);
-int64_t sheaf_ragged_batch(const sheaf_ragged *r);
-int sheaf_ragged_rank(const sheaf_ragged *r);            /* per sequence */
-const int64_t *sheaf_ragged_dims(const sheaf_ragged *r); /* with SHEAF_RAGGED_DIM */
-const int64_t *sheaf_ragged_lens(const sheaf_ragged *r);
-int64_t sheaf_ragged_max_len(const sheaf_ragged *r);
+SHEAF_API sheaf_dtype sheaf_ragged_dtype(const sheaf_ragged *r);
+SHEAF_API int64_t sheaf_ragged_batch(const sheaf_ragged *r);
+SHEAF_API int sheaf_ragged_rank(const sheaf_ragged *r);            /* per sequence */
+SHEAF_API const int64_t *sheaf_ragged_dims(const sheaf_ragged *r); /* with SHEAF_RAGGED_DIM */
+SHEAF_API const int64_t *sheaf_ragged_lens(const sheaf_ragged *r);
+SHEAF_API int64_t sheaf_ragged_max_len(const sheaf_ragged *r);
 /* batch + 1 element offsets: sequence b starts at element offsets[b]. */
-const int64_t *sheaf_ragged_offsets(const sheaf_ragged *r);
+SHEAF_API const int64_t *sheaf_ragged_offsets(const sheaf_ragged *r);
 /* Elements in use (sum over sequences, without any padding). */
-int64_t sheaf_ragged_numel(const sheaf_ragged *r);
-size_t sheaf_ragged_nbytes(const sheaf_ragged *r); /* storage, padding included */
-void *sheaf_ragged_data(const sheaf_ragged *r);
+SHEAF_API int64_t sheaf_ragged_numel(const sheaf_ragged *r);
+SHEAF_API size_t sheaf_ragged_nbytes(const sheaf_ragged *r); /* storage, padding included */
+SHEAF_API void *sheaf_ragged_data(const sheaf_ragged *r);
 /* Element offset of (b, idx[0..rank)) from sheaf_ragged_data, or -1 when
  * out of range (or r or idx is NULL). O(rank). */
-int64_t sheaf_ragged_offset(const sheaf_ragged *r, int64_t b, const int64_t *idx);
+SHEAF_API int64_t sheaf_ragged_offset(const sheaf_ragged *r, int64_t b, const int64_t *idx);
 
 /* A post-LN transformer encoder (BERT, CoRa; PyTorch's
  * nn.TransformerEncoderLayer with norm_first=False) over ragged f32 batches
@@ -374,19 +383,19 @@ typedef struct sheaf_encoder_config {
 
 /* Packs the weights once (the file may be closed afterwards). cfg may be
  * NULL. */
-sheaf_status sheaf_encoder_load(sheaf_ctx *ctx, const sheaf_st_file *weights,
-                                const sheaf_encoder_config *cfg, sheaf_encoder **out);
-void sheaf_encoder_free(sheaf_encoder *enc); /* NULL is fine */
+SHEAF_API sheaf_status sheaf_encoder_load(sheaf_ctx *ctx, const sheaf_st_file *weights,
+                                          const sheaf_encoder_config *cfg, sheaf_encoder **out);
+SHEAF_API void sheaf_encoder_free(sheaf_encoder *enc); /* NULL is fine */
 /* The resolved configuration (all zero for a NULL encoder; cfg NULL: nothing). */
-void sheaf_encoder_get_config(const sheaf_encoder *enc, sheaf_encoder_config *cfg);
+SHEAF_API void sheaf_encoder_get_config(const sheaf_encoder *enc, sheaf_encoder_config *cfg);
 /* y = encoder(x): a new ragged tensor with x's lengths and storage layout. */
-sheaf_status sheaf_encoder_forward(sheaf_encoder *enc, const sheaf_ragged *x, sheaf_ragged **y);
+SHEAF_API sheaf_status sheaf_encoder_forward(sheaf_encoder *enc, const sheaf_ragged *x, sheaf_ragged **y);
 /* The same into an existing y with x's batch, lens and dims (any storage
  * padding: the change of layout is fused into the first and last ops). y
  * must not overlap x. Reuses the encoder's workspace: no allocation once it
  * has grown to the batch. */
-sheaf_status sheaf_encoder_forward_into(sheaf_encoder *enc, const sheaf_ragged *x,
-                                        sheaf_ragged *y);
+SHEAF_API sheaf_status sheaf_encoder_forward_into(sheaf_encoder *enc, const sheaf_ragged *x,
+                                                  sheaf_ragged *y);
 
 /* ==================================== end of ragged tensors and encoder */
 

@@ -75,11 +75,11 @@ typedef enum sheaf_init {
                               table of matrices, e.g. MV-RNN's word matrices) */
 } sheaf_init;
 
-sheaf_status sheaf_model_create(sheaf_ctx *ctx, sheaf_model **out);
-void sheaf_model_free(sheaf_model *m); /* NULL is fine */
+SHEAF_API sheaf_status sheaf_model_create(sheaf_ctx *ctx, sheaf_model **out);
+SHEAF_API void sheaf_model_free(sheaf_model *m); /* NULL is fine */
 
 /* The context the model was created with (NULL for NULL). */
-sheaf_ctx *sheaf_model_ctx(const sheaf_model *m);
+SHEAF_API sheaf_ctx *sheaf_model_ctx(const sheaf_model *m);
 
 /* Declares a parameter (rank 1 or 2) and initializes it from the model's
  * seed (sheaf_model_seed; default 0): deterministic across runs and
@@ -88,12 +88,12 @@ sheaf_ctx *sheaf_model_ctx(const sheaf_model *m);
  * sheaf_model_param_data if wanted) and reject, with SHEAF_ERR_SHAPE, a
  * shape they have no meaning for: a vector, [r, c] with neither side a
  * multiple of the other (IDENTITY), a width that is not a square (ROWS). */
-sheaf_status sheaf_model_param(sheaf_model *m, const char *name, int rank, const int64_t *shape,
-                               sheaf_init init, sheaf_param *out);
+SHEAF_API sheaf_status sheaf_model_param(sheaf_model *m, const char *name, int rank, const int64_t *shape,
+                                         sheaf_init init, sheaf_param *out);
 
 /* Re-initializes every parameter from `seed` (each from its own stream, so
  * adding a parameter does not change the others' values). */
-sheaf_status sheaf_model_seed(sheaf_model *m, uint64_t seed);
+SHEAF_API sheaf_status sheaf_model_seed(sheaf_model *m, uint64_t seed);
 
 /* Loads every declared parameter from a safetensors file (F32; F16/BF16/F64
  * converted). One error lists every missing tensor and every shape
@@ -102,29 +102,29 @@ sheaf_status sheaf_model_seed(sheaf_model *m, uint64_t seed);
  * too, with SHEAF_ERR_FORMAT naming it, its count of such values and the
  * first one's index, unless sheaf_model_allow_nonfinite allowed them. A
  * failed load changes no parameter. */
-sheaf_status sheaf_model_load(sheaf_model *m, const char *path);
+SHEAF_API sheaf_status sheaf_model_load(sheaf_model *m, const char *path);
 
 /* allow != 0: sheaf_model_load takes non-finite values as they are (`sheaf
  * run --allow-nonfinite`); 0 (the default): it refuses them. */
-sheaf_status sheaf_model_allow_nonfinite(sheaf_model *m, int allow);
+SHEAF_API sheaf_status sheaf_model_allow_nonfinite(sheaf_model *m, int allow);
 
 /* Writes every parameter to a safetensors file, in declaration order. */
-sheaf_status sheaf_model_save(const sheaf_model *m, const char *path);
+SHEAF_API sheaf_status sheaf_model_save(const sheaf_model *m, const char *path);
 /* The same with "__metadata__" entries: n_meta (key, value) pairs (e.g. the
  * vocabulary the weights were trained with: `sheaf run` writes
  * "sheaf.vocab" and warns when weights recorded another). */
-sheaf_status sheaf_model_save_meta(const sheaf_model *m, const char *path, size_t n_meta,
-                                   const char *const *meta_kv);
+SHEAF_API sheaf_status sheaf_model_save_meta(const sheaf_model *m, const char *path, size_t n_meta,
+                                             const char *const *meta_kv);
 
-sheaf_status sheaf_model_find(const sheaf_model *m, const char *name, sheaf_param *out);
-size_t sheaf_model_param_count(const sheaf_model *m);
+SHEAF_API sheaf_status sheaf_model_find(const sheaf_model *m, const char *name, sheaf_param *out);
+SHEAF_API size_t sheaf_model_param_count(const sheaf_model *m);
 
 /* The parameter's values (row-major, writable: edits are seen by graphs
  * flushed afterwards) and shape; NULL for an invalid parameter. */
-float *sheaf_model_param_data(sheaf_model *m, sheaf_param p, int *rank, const int64_t **shape);
+SHEAF_API float *sheaf_model_param_data(sheaf_model *m, sheaf_param p, int *rank, const int64_t **shape);
 
 /* The parameter's name; NULL for an invalid parameter. */
-const char *sheaf_model_param_name(const sheaf_model *m, sheaf_param p);
+SHEAF_API const char *sheaf_model_param_name(const sheaf_model *m, sheaf_param p);
 
 /* ---------------------------------------------------------------- graphs */
 
@@ -138,8 +138,8 @@ typedef enum sheaf_policy {
 } sheaf_policy;
 
 /* "sheaf", "none", "depth", "agenda"; parse accepts these names. */
-const char *sheaf_policy_name(sheaf_policy p);
-sheaf_status sheaf_policy_parse(sheaf_ctx *ctx, const char *name, sheaf_policy *out);
+SHEAF_API const char *sheaf_policy_name(sheaf_policy p);
+SHEAF_API sheaf_status sheaf_policy_parse(sheaf_ctx *ctx, const char *name, sheaf_policy *out);
 
 typedef struct sheaf_graph_opts {
   sheaf_policy policy;
@@ -153,20 +153,20 @@ typedef struct sheaf_graph_opts {
 
 /* opts NULL: policy sheaf, all threads, no trace. The model must outlive
  * the graph; parameters are packed for the GEMM on first use. */
-sheaf_status sheaf_graph_create(sheaf_model *m, const sheaf_graph_opts *opts, sheaf_graph **out);
-void sheaf_graph_free(sheaf_graph *g); /* NULL is fine */
+SHEAF_API sheaf_status sheaf_graph_create(sheaf_model *m, const sheaf_graph_opts *opts, sheaf_graph **out);
+SHEAF_API void sheaf_graph_free(sheaf_graph *g); /* NULL is fine */
 
 /* Computes every expression built so far (phase by phase). Idempotent. */
-sheaf_status sheaf_graph_flush(sheaf_graph *g);
+SHEAF_API sheaf_status sheaf_graph_flush(sheaf_graph *g);
 
 /* Forgets every expression (their handles become invalid: using one is an
  * error) and reuses the memory; the parameters' packed forms are kept. */
-sheaf_status sheaf_graph_reset(sheaf_graph *g);
+SHEAF_API sheaf_status sheaf_graph_reset(sheaf_graph *g);
 
 /* Operations built after this call belong to `phase` (0..1023, default 0;
  * an operation reading a later phase's value joins that phase); at flush,
  * phases run in increasing order, each batched on its own. */
-void sheaf_graph_phase(sheaf_graph *g, int phase);
+SHEAF_API void sheaf_graph_phase(sheaf_graph *g, int phase);
 
 /* Records an error of the caller's own on the graph, as a builder's misuse
  * would be (the first error since reset stays; also the context's last
@@ -174,7 +174,7 @@ void sheaf_graph_phase(sheaf_graph *g, int phase);
  * the runner then reports with the instance's index. Returns the graph's
  * error (st, or the earlier one); SHEAF_OK for st is taken as
  * SHEAF_ERR_INVALID_ARG. */
-sheaf_status sheaf_graph_fail(sheaf_graph *g, sheaf_status st, const char *fmt, ...)
+SHEAF_API sheaf_status sheaf_graph_fail(sheaf_graph *g, sheaf_status st, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
@@ -184,14 +184,14 @@ sheaf_status sheaf_graph_fail(sheaf_graph *g, sheaf_status st, const char *fmt, 
  * becomes "<context>: <error>" (e.g. where in a model's source the builder
  * that failed was called). Does nothing on a graph without an error.
  * Returns the graph's status. */
-sheaf_status sheaf_graph_error_context(sheaf_graph *g, const char *fmt, ...)
+SHEAF_API sheaf_status sheaf_graph_error_context(sheaf_graph *g, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
 
 /* The first build error since the last reset, or SHEAF_OK. */
-sheaf_status sheaf_graph_status(const sheaf_graph *g);
+SHEAF_API sheaf_status sheaf_graph_status(const sheaf_graph *g);
 
 /* ----------------------------------------------------------- expressions */
 
@@ -208,92 +208,92 @@ static inline int sheaf_expr_is_null(sheaf_expr e) { return e.graph == 0; }
 
 /* Shape without computing (rank 1 or 2). Null, stale or foreign handle (or
  * a NULL graph): 0. shape may be NULL (the rank alone). */
-int sheaf_expr_shape(const sheaf_graph *g, sheaf_expr e, int64_t shape[2]);
+SHEAF_API int sheaf_expr_shape(const sheaf_graph *g, sheaf_expr e, int64_t shape[2]);
 
 /* Inputs and parameters. `data` is copied. */
-sheaf_expr sheaf_input(sheaf_graph *g, int rank, const int64_t *shape, const float *data);
-sheaf_expr sheaf_input_vector(sheaf_graph *g, int64_t n, const float *data);
-sheaf_expr sheaf_zeros(sheaf_graph *g, int rank, const int64_t *shape);
-sheaf_expr sheaf_parameter(sheaf_graph *g, sheaf_param p);              /* the value itself */
-sheaf_expr sheaf_lookup(sheaf_graph *g, sheaf_param table, int64_t row); /* table[row]: [E] */
+SHEAF_API sheaf_expr sheaf_input(sheaf_graph *g, int rank, const int64_t *shape, const float *data);
+SHEAF_API sheaf_expr sheaf_input_vector(sheaf_graph *g, int64_t n, const float *data);
+SHEAF_API sheaf_expr sheaf_zeros(sheaf_graph *g, int rank, const int64_t *shape);
+SHEAF_API sheaf_expr sheaf_parameter(sheaf_graph *g, sheaf_param p);              /* the value itself */
+SHEAF_API sheaf_expr sheaf_lookup(sheaf_graph *g, sheaf_param table, int64_t row); /* table[row]: [E] */
 
 /* Linear algebra. affine: x·W (+ b); x is [in] (or [rows, in]); a
  * sheaf_concat input is read piecewise (no copy). affine_n: Σ x_i·W_i + b
  * (1 <= n <= 4; the W_i are stacked [W_1; W_2; ...] and packed once).
  * matmul: both operands expressions ([r,k]·[k,c], [k]·[k,c], [r,k]·[k]). */
-sheaf_expr sheaf_affine(sheaf_graph *g, sheaf_param W, sheaf_expr x, sheaf_param b);
-sheaf_expr sheaf_affine_n(sheaf_graph *g, int n, const sheaf_param *W, const sheaf_expr *x,
-                          sheaf_param b);
-sheaf_expr sheaf_matmul(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
+SHEAF_API sheaf_expr sheaf_affine(sheaf_graph *g, sheaf_param W, sheaf_expr x, sheaf_param b);
+SHEAF_API sheaf_expr sheaf_affine_n(sheaf_graph *g, int n, const sheaf_param *W, const sheaf_expr *x,
+                                    sheaf_param b);
+SHEAF_API sheaf_expr sheaf_matmul(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
 
 /* Elementwise. Binary ops need equal shapes, or one side of size 1 (a scalar
  * broadcast), or one side one row ([c] or [1, c]) of the other's width (the
  * row repeats over the other's rows, as PyTorch broadcasts a bias). sum_n
  * adds n >= 1 expressions of one shape (any n: summed in groups). */
-sheaf_expr sheaf_add(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
-sheaf_expr sheaf_sub(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
-sheaf_expr sheaf_mul(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
-sheaf_expr sheaf_div(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
-sheaf_expr sheaf_sum_n(sheaf_graph *g, int n, const sheaf_expr *xs);
-sheaf_expr sheaf_scale(sheaf_graph *g, sheaf_expr x, float s); /* s·x */
-sheaf_expr sheaf_tanh(sheaf_graph *g, sheaf_expr x);
-sheaf_expr sheaf_sigmoid(sheaf_graph *g, sheaf_expr x);
-sheaf_expr sheaf_relu(sheaf_graph *g, sheaf_expr x);
-sheaf_expr sheaf_gelu(sheaf_graph *g, sheaf_expr x); /* erf form */
-sheaf_expr sheaf_exp(sheaf_graph *g, sheaf_expr x);
-sheaf_expr sheaf_log(sheaf_graph *g, sheaf_expr x);
-sheaf_expr sheaf_sqrt(sheaf_graph *g, sheaf_expr x);
-sheaf_expr sheaf_rsqrt(sheaf_graph *g, sheaf_expr x);    /* 1 / sqrt(x) */
-sheaf_expr sheaf_abs(sheaf_graph *g, sheaf_expr x);
-sheaf_expr sheaf_softplus(sheaf_graph *g, sheaf_expr x); /* log(1 + exp(x)); x above 20: x */
-sheaf_expr sheaf_erf(sheaf_graph *g, sheaf_expr x);
-sheaf_expr sheaf_pow(sheaf_graph *g, sheaf_expr a, sheaf_expr b);     /* a^b, as powf */
-sheaf_expr sheaf_minimum(sheaf_graph *g, sheaf_expr a, sheaf_expr b); /* NaN if either is */
-sheaf_expr sheaf_maximum(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
+SHEAF_API sheaf_expr sheaf_add(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
+SHEAF_API sheaf_expr sheaf_sub(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
+SHEAF_API sheaf_expr sheaf_mul(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
+SHEAF_API sheaf_expr sheaf_div(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
+SHEAF_API sheaf_expr sheaf_sum_n(sheaf_graph *g, int n, const sheaf_expr *xs);
+SHEAF_API sheaf_expr sheaf_scale(sheaf_graph *g, sheaf_expr x, float s); /* s·x */
+SHEAF_API sheaf_expr sheaf_tanh(sheaf_graph *g, sheaf_expr x);
+SHEAF_API sheaf_expr sheaf_sigmoid(sheaf_graph *g, sheaf_expr x);
+SHEAF_API sheaf_expr sheaf_relu(sheaf_graph *g, sheaf_expr x);
+SHEAF_API sheaf_expr sheaf_gelu(sheaf_graph *g, sheaf_expr x); /* erf form */
+SHEAF_API sheaf_expr sheaf_exp(sheaf_graph *g, sheaf_expr x);
+SHEAF_API sheaf_expr sheaf_ln(sheaf_graph *g, sheaf_expr x);       /* natural log (logf) */
+SHEAF_API sheaf_expr sheaf_sqrt(sheaf_graph *g, sheaf_expr x);
+SHEAF_API sheaf_expr sheaf_rsqrt(sheaf_graph *g, sheaf_expr x);    /* 1 / sqrt(x) */
+SHEAF_API sheaf_expr sheaf_abs(sheaf_graph *g, sheaf_expr x);
+SHEAF_API sheaf_expr sheaf_softplus(sheaf_graph *g, sheaf_expr x); /* log(1 + exp(x)); x above 20: x */
+SHEAF_API sheaf_expr sheaf_erf(sheaf_graph *g, sheaf_expr x);
+SHEAF_API sheaf_expr sheaf_pow(sheaf_graph *g, sheaf_expr a, sheaf_expr b);     /* a^b, as powf */
+SHEAF_API sheaf_expr sheaf_minimum(sheaf_graph *g, sheaf_expr a, sheaf_expr b); /* NaN if either is */
+SHEAF_API sheaf_expr sheaf_maximum(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
 /* Comparisons as masks: 1 where it holds, else 0 (NaN compares false,
  * but not-equal true, as in C). */
-sheaf_expr sheaf_gt(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
-sheaf_expr sheaf_ge(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
-sheaf_expr sheaf_eq(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
-sheaf_expr sheaf_ne(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
+SHEAF_API sheaf_expr sheaf_gt(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
+SHEAF_API sheaf_expr sheaf_ge(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
+SHEAF_API sheaf_expr sheaf_eq(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
+SHEAF_API sheaf_expr sheaf_ne(sheaf_graph *g, sheaf_expr a, sheaf_expr b);
 /* c != 0 ? a : b elementwise; the three broadcast as the binary ops do. */
-sheaf_expr sheaf_where(sheaf_graph *g, sheaf_expr c, sheaf_expr a, sheaf_expr b);
+SHEAF_API sheaf_expr sheaf_where(sheaf_graph *g, sheaf_expr c, sheaf_expr a, sheaf_expr b);
 
 /* Shape ops on the last axis (views where possible: no copy). concat takes
  * n >= 1 (past 65,535, a node's input count, a concat of concats). */
-sheaf_expr sheaf_concat(sheaf_graph *g, int n, const sheaf_expr *xs);
-sheaf_expr sheaf_slice(sheaf_graph *g, sheaf_expr x, int64_t begin, int64_t end);
+SHEAF_API sheaf_expr sheaf_concat(sheaf_graph *g, int n, const sheaf_expr *xs);
+SHEAF_API sheaf_expr sheaf_slice(sheaf_graph *g, sheaf_expr x, int64_t begin, int64_t end);
 /* Same values, another shape of the same element count (rank 1 or 2): a
  * view, e.g. a looked-up row of H*H floats as an [H, H] matrix (MV-RNN). */
-sheaf_expr sheaf_reshape(sheaf_graph *g, sheaf_expr x, int rank, const int64_t *shape);
+SHEAF_API sheaf_expr sheaf_reshape(sheaf_graph *g, sheaf_expr x, int rank, const int64_t *shape);
 
 /* Reductions along the last axis: [n] -> [1], [r, n] -> [r]. */
-sheaf_expr sheaf_sum(sheaf_graph *g, sheaf_expr x);
-sheaf_expr sheaf_mean(sheaf_graph *g, sheaf_expr x);
-sheaf_expr sheaf_max(sheaf_graph *g, sheaf_expr x);
-sheaf_expr sheaf_softmax(sheaf_graph *g, sheaf_expr x);
-sheaf_expr sheaf_log_softmax(sheaf_graph *g, sheaf_expr x);
-sheaf_expr sheaf_pick(sheaf_graph *g, sheaf_expr x, int64_t index); /* x[index]: [1] */
+SHEAF_API sheaf_expr sheaf_sum(sheaf_graph *g, sheaf_expr x);
+SHEAF_API sheaf_expr sheaf_mean(sheaf_graph *g, sheaf_expr x);
+SHEAF_API sheaf_expr sheaf_max(sheaf_graph *g, sheaf_expr x);
+SHEAF_API sheaf_expr sheaf_softmax(sheaf_graph *g, sheaf_expr x);
+SHEAF_API sheaf_expr sheaf_log_softmax(sheaf_graph *g, sheaf_expr x);
+SHEAF_API sheaf_expr sheaf_pick(sheaf_graph *g, sheaf_expr x, int64_t index); /* x[index]: [1] */
 /* (x - mean) / sqrt(var + eps) * gamma + beta along the last axis (the
  * biased variance, as PyTorch's LayerNorm); gamma and beta are [n] (often
  * sheaf_parameter values). */
-sheaf_expr sheaf_layer_norm(sheaf_graph *g, sheaf_expr x, sheaf_expr gamma, sheaf_expr beta,
-                            float eps);
+SHEAF_API sheaf_expr sheaf_layer_norm(sheaf_graph *g, sheaf_expr x, sheaf_expr gamma, sheaf_expr beta,
+                                      float eps);
 /* n one-row values [D] (or [1, D]) as the rows of an [n, D] matrix;
  * 1 <= n <= 65535 (a node's input count is 16 bits). */
-sheaf_expr sheaf_stack(sheaf_graph *g, int n, const sheaf_expr *xs);
+SHEAF_API sheaf_expr sheaf_stack(sheaf_graph *g, int n, const sheaf_expr *xs);
 /* [r, c] -> [c, r]. */
-sheaf_expr sheaf_transpose(sheaf_graph *g, sheaf_expr x);
+SHEAF_API sheaf_expr sheaf_transpose(sheaf_graph *g, sheaf_expr x);
 /* Row `index` of a matrix [r, c]: [c] (a copy; sheaf_lookup for a
  * parameter table). */
-sheaf_expr sheaf_row(sheaf_graph *g, sheaf_expr x, int64_t index);
+SHEAF_API sheaf_expr sheaf_row(sheaf_graph *g, sheaf_expr x, int64_t index);
 
 /* A fused LSTM cell (PyTorch gate order i, f, g, o in W's 4H columns):
  *   z = x·W + b;  c = σ(z_f)·c_prev + σ(z_i)·tanh(z_g);  h = σ(z_o)·tanh(c)
  * x may be a sheaf_concat ([x_t ; h_prev] without a copy); c_prev may be
  * null for zeros. Runs as one GEMM with the cell's tail in its epilogue. */
-sheaf_status sheaf_lstm_cell(sheaf_graph *g, sheaf_param W, sheaf_param b, sheaf_expr x,
-                             sheaf_expr c_prev, sheaf_expr *h, sheaf_expr *c);
+SHEAF_API sheaf_status sheaf_lstm_cell(sheaf_graph *g, sheaf_param W, sheaf_param b, sheaf_expr x,
+                                       sheaf_expr c_prev, sheaf_expr *h, sheaf_expr *c);
 
 /* The value of an expression (flushes the graph first if needed). The
  * pointer stays valid until the graph is reset or freed. */
@@ -302,7 +302,7 @@ typedef struct sheaf_value_view {
   int rank;
   int64_t shape[2];
 } sheaf_value_view;
-sheaf_status sheaf_value(sheaf_graph *g, sheaf_expr e, sheaf_value_view *out);
+SHEAF_API sheaf_status sheaf_value(sheaf_graph *g, sheaf_expr e, sheaf_value_view *out);
 
 /* ---------------------------------------------------------- instruments */
 
@@ -319,25 +319,25 @@ typedef struct sheaf_graph_stats {
   uint64_t ns_schedule;    /* in flush, outside kernels (grouping, argument setup) */
   uint64_t ns_kernels;     /* in kernels */
 } sheaf_graph_stats;
-void sheaf_graph_get_stats(const sheaf_graph *g, sheaf_graph_stats *out);
+SHEAF_API void sheaf_graph_get_stats(const sheaf_graph *g, sheaf_graph_stats *out);
 
 /* Per-kernel batch sizes: for i < count, name (e.g. "affine W_iou") and
  * batches / nodes (average batch = nodes / batches). Returns count. */
-size_t sheaf_graph_kernel_stats(const sheaf_graph *g, size_t max, const char **names,
-                                uint64_t *batches, uint64_t *nodes);
+SHEAF_API size_t sheaf_graph_kernel_stats(const sheaf_graph *g, size_t max, const char **names,
+                                          uint64_t *batches, uint64_t *nodes);
 
 /* Starts a new measurement window: zeroes the counters of
  * sheaf_graph_get_stats (a construction in progress counts from now), the
  * per-kernel counts of sheaf_graph_kernel_stats, and drops the timeline
  * collected so far. Expressions, values and the graph's error are kept. */
-sheaf_status sheaf_graph_stats_reset(sheaf_graph *g);
+SHEAF_API sheaf_status sheaf_graph_stats_reset(sheaf_graph *g);
 
 /* Writes the timeline collected so far (since creation or the last
  * sheaf_graph_stats_reset) to `path` as Chrome-trace / Perfetto JSON, and
  * keeps collecting. Needs a graph created with sheaf_graph_opts.trace_path
  * (else SHEAF_ERR_INVALID_ARG: nothing is collected); a file that cannot
  * be written gives SHEAF_ERR_IO naming the path and the reason. */
-sheaf_status sheaf_graph_write_trace(const sheaf_graph *g, const char *path);
+SHEAF_API sheaf_status sheaf_graph_write_trace(const sheaf_graph *g, const char *path);
 
 /* --------------------------------------------------------------- runners */
 
@@ -381,8 +381,8 @@ typedef struct sheaf_runner sheaf_runner;
 
 /* opts NULL: batches of 64, all threads, policy sheaf, parallel AUTO. The
  * graphs are created on first use and kept (warm) across runs. */
-sheaf_status sheaf_runner_create(sheaf_model *m, const sheaf_runner_opts *opts, sheaf_runner **out);
-void sheaf_runner_free(sheaf_runner *r); /* NULL is fine */
+SHEAF_API sheaf_status sheaf_runner_create(sheaf_model *m, const sheaf_runner_opts *opts, sheaf_runner **out);
+SHEAF_API void sheaf_runner_free(sheaf_runner *r); /* NULL is fine */
 
 /* Runs instances [first, first + count), one run at a time per runner (a
  * callback must not start another run on it). A failure (a callback's
@@ -391,22 +391,22 @@ void sheaf_runner_free(sheaf_runner *r); /* NULL is fine */
  * also the context's last error, is the first failing instance's, as a
  * sequential run would report it: "instance 17: sheaf_add: shapes [4] and
  * [8] differ". */
-sheaf_status sheaf_runner_run(sheaf_runner *r, int64_t first, int64_t count, sheaf_instance_fn build,
-                              sheaf_instance_fn read, void *user);
+SHEAF_API sheaf_status sheaf_runner_run(sheaf_runner *r, int64_t first, int64_t count, sheaf_instance_fn build,
+                                        sheaf_instance_fn read, void *user);
 
 /* How a run of `count` instances is parallelized (never AUTO; KERNELS with
  * a trace). */
-sheaf_parallel sheaf_runner_mode(const sheaf_runner *r, int64_t count);
+SHEAF_API sheaf_parallel sheaf_runner_mode(const sheaf_runner *r, int64_t count);
 
 /* Per-kernel batch counts summed over the runner's graphs, as
  * sheaf_graph_kernel_stats gives them for one graph. With names NULL: an
  * upper bound on the count (size the arrays with it); otherwise the number
  * of distinct kernels (those past max are left out). */
-size_t sheaf_runner_kernel_stats(const sheaf_runner *r, size_t max, const char **names,
-                                 uint64_t *batches, uint64_t *nodes);
+SHEAF_API size_t sheaf_runner_kernel_stats(const sheaf_runner *r, size_t max, const char **names,
+                                           uint64_t *batches, uint64_t *nodes);
 
 /* Counters summed over the runner's graphs (times: summed over threads). */
-void sheaf_runner_get_stats(const sheaf_runner *r, sheaf_graph_stats *out);
-sheaf_status sheaf_runner_stats_reset(sheaf_runner *r);
+SHEAF_API void sheaf_runner_get_stats(const sheaf_runner *r, sheaf_graph_stats *out);
+SHEAF_API sheaf_status sheaf_runner_stats_reset(sheaf_runner *r);
 
 #endif /* SHEAF_GRAPH_H */

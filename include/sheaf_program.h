@@ -32,23 +32,23 @@ typedef struct sheaf_program_opts {
 } sheaf_program_opts;
 
 /* opts may be NULL (seed 0, no sizes). */
-sheaf_status sheaf_program_load(sheaf_ctx *ctx, const char *path, const sheaf_program_opts *opts,
-                                sheaf_program **out);
-void sheaf_program_free(sheaf_program *p); /* NULL is fine */
+SHEAF_API sheaf_status sheaf_program_load(sheaf_ctx *ctx, const char *path, const sheaf_program_opts *opts,
+                                          sheaf_program **out);
+SHEAF_API void sheaf_program_free(sheaf_program *p); /* NULL is fine */
 
 /* The parameters (to save them, or to read them). */
-sheaf_model *sheaf_program_model(sheaf_program *p);
+SHEAF_API sheaf_model *sheaf_program_model(sheaf_program *p);
 
 /* Runs main, which takes list[i32], on n sentences of word ids (sentence i:
  * words[i][0 .. lens[i])), batched. Outputs of an earlier run are dropped.
  * An error names the instance, as a runner does. */
-sheaf_status sheaf_program_run_words(sheaf_program *p, int64_t n, const int32_t *const *words,
-                                     const int64_t *lens);
+SHEAF_API sheaf_status sheaf_program_run_words(sheaf_program *p, int64_t n, const int32_t *const *words,
+                                               const int64_t *lens);
 
 /* The output tensors of instance i of the last run, depth first (a tuple's
  * parts and a list's elements in order): returns how many there are and
  * fills out[0 .. min(that, max)). The views stay valid until the next run
  * or sheaf_program_free. */
-size_t sheaf_program_outputs(const sheaf_program *p, int64_t i, size_t max, sheaf_value_view *out);
+SHEAF_API size_t sheaf_program_outputs(const sheaf_program *p, int64_t i, size_t max, sheaf_value_view *out);
 
 #endif /* SHEAF_PROGRAM_H */

@@ -67,7 +67,7 @@ static int width_index(int c) {
 
 typedef enum gf_op {
   GF_INPUT, GF_ZEROS, GF_PARAM, GF_LOOKUP, GF_AFFINE, GF_MATMUL, GF_ADD, GF_SUB, GF_MUL,
-  GF_DIV, GF_SUM_N, GF_SCALE, GF_TANH, GF_SIGMOID, GF_RELU, GF_GELU, GF_EXP, GF_LOG,
+  GF_DIV, GF_SUM_N, GF_SCALE, GF_TANH, GF_SIGMOID, GF_RELU, GF_GELU, GF_EXP, GF_LN,
   GF_CONCAT, GF_SLICE, GF_RESHAPE, GF_SUM, GF_MEAN, GF_MAX, GF_SOFTMAX, GF_LOG_SOFTMAX,
   GF_PICK, GF_LSTM, GF_READ, GF_PHASE, GF_SQRT, GF_RSQRT, GF_ABS, GF_SOFTPLUS, GF_ERF,
   GF_POW, GF_MINIMUM, GF_MAXIMUM, GF_STACK, GF_TRANSPOSE, GF_LAYER_NORM, GF_ROW, GF_GT, GF_GE,
@@ -76,7 +76,7 @@ typedef enum gf_op {
 
 static const char *const k_op_names[GF_NOPS] = {
     "input", "zeros", "parameter", "lookup", "affine", "matmul", "add", "sub", "mul", "div",
-    "sum_n", "scale", "tanh", "sigmoid", "relu", "gelu", "exp", "log", "concat", "slice",
+    "sum_n", "scale", "tanh", "sigmoid", "relu", "gelu", "exp", "ln", "concat", "slice",
     "reshape", "sum", "mean", "max", "softmax", "log_softmax", "pick", "lstm_cell", "value",
     "phase", "sqrt", "rsqrt", "abs", "softplus", "erf", "pow", "minimum", "maximum", "stack", "transpose", "layer_norm", "row", "gt", "ge", "eq", "ne", "where"};
 
@@ -345,7 +345,7 @@ static float step_err(const gf_world *w, const gf_prog *p, const gf_step *s, con
   case GF_SIGMOID: return 0.25f * e + r;
   case GF_GELU: case GF_ERF: return 1.13f * e + r;
   case GF_EXP: return m * e + r;
-  case GF_LOG: return e / x->lo + r;
+  case GF_LN: return e / x->lo + r;
   case GF_SQRT: return 0.5f * e / sqrtf(x->lo) + r;
   case GF_RSQRT: return 0.5f * e / (x->lo * sqrtf(x->lo)) + r;
   case GF_SUM: return (float)x->cols * (e + 3 * GF_EPS * x->mag);
@@ -383,7 +383,7 @@ static bool gen_step(gen *G) {
       [GF_INPUT] = 4, [GF_ZEROS] = 1, [GF_PARAM] = 1, [GF_LOOKUP] = 2, [GF_AFFINE] = 6,
       [GF_MATMUL] = 2, [GF_ADD] = 5, [GF_SUB] = 3, [GF_MUL] = 5, [GF_DIV] = 3, [GF_SUM_N] = 3,
       [GF_SCALE] = 2, [GF_TANH] = 4, [GF_SIGMOID] = 3, [GF_RELU] = 2, [GF_GELU] = 2, [GF_EXP] = 3,
-      [GF_LOG] = 2, [GF_CONCAT] = 3, [GF_SLICE] = 3, [GF_RESHAPE] = 1, [GF_SUM] = 2, [GF_MEAN] = 1,
+      [GF_LN] = 2, [GF_CONCAT] = 3, [GF_SLICE] = 3, [GF_RESHAPE] = 1, [GF_SUM] = 2, [GF_MEAN] = 1,
       [GF_MAX] = 1, [GF_SOFTMAX] = 2, [GF_LOG_SOFTMAX] = 1, [GF_PICK] = 1, [GF_LSTM] = 3,
       [GF_READ] = 1, [GF_PHASE] = 1, [GF_SQRT] = 1, [GF_RSQRT] = 1, [GF_ABS] = 1,
       [GF_SOFTPLUS] = 1, [GF_ERF] = 1, [GF_POW] = 1, [GF_MINIMUM] = 2, [GF_MAXIMUM] = 2,
@@ -591,7 +591,7 @@ static bool gen_step(gen *G) {
     out = new_val(G, s, x.rank, x.rows, x.cols, mag, lo);
     break;
   }
-  case GF_LOG: case GF_SQRT: case GF_RSQRT: { /* of values bounded away from 0 */
+  case GF_LN: case GF_SQRT: case GF_RSQRT: { /* of values bounded away from 0 */
     want q = {0, 0, 0, false, 0.25f, GF_MAG_CAP, false};
     int a = find(G, &q);
     if (a < 0) a = make_input(G, 1, 1, k_widths[pick(G->src, NW)], true);
@@ -599,7 +599,7 @@ static bool gen_step(gen *G) {
     s = new_step(G, op);
     s->n_in = 1;
     s->in[0] = (uint16_t)a;
-    if (op == GF_LOG)
+    if (op == GF_LN)
       out = new_val(G, s, x.rank, x.rows, x.cols, fmaxf(fabsf(logf(x.lo)), fabsf(logf(x.mag))),
                     x.lo > 1.25f ? logf(x.lo) : 0);
     else if (op == GF_SQRT)
@@ -902,7 +902,7 @@ static void exec_step(gf_world *w, sheaf_graph *g, const gf_prog *p, unsigned si
   case GF_RELU: r = sheaf_relu(g, x[0]); break;
   case GF_GELU: r = sheaf_gelu(g, x[0]); break;
   case GF_EXP: r = sheaf_exp(g, x[0]); break;
-  case GF_LOG: r = sheaf_log(g, x[0]); break;
+  case GF_LN: r = sheaf_ln(g, x[0]); break;
   case GF_SQRT: r = sheaf_sqrt(g, x[0]); break;
   case GF_RSQRT: r = sheaf_rsqrt(g, x[0]); break;
   case GF_ABS: r = sheaf_abs(g, x[0]); break;

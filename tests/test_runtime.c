@@ -283,7 +283,7 @@ TEST(runtime_elementwise_and_activations) {
     typedef sheaf_expr (*binfn)(sheaf_graph *, sheaf_expr, sheaf_expr);
     typedef sheaf_expr (*unfn)(sheaf_graph *, sheaf_expr);
     binfn bf[4] = {sheaf_add, sheaf_sub, sheaf_mul, sheaf_div};
-    unfn uf[6] = {sheaf_tanh, sheaf_sigmoid, sheaf_relu, sheaf_gelu, sheaf_exp, sheaf_log};
+    unfn uf[6] = {sheaf_tanh, sheaf_sigmoid, sheaf_relu, sheaf_gelu, sheaf_exp, sheaf_ln};
     for (int i = 0; i < NI; i++) {
       fill(a[i], EW_N);
       fill(b[i], EW_N);

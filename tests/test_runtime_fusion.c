@@ -51,7 +51,7 @@ static void chain_build(sheaf_graph *g, const chain_in *x, sheaf_expr *y) {
   y[1] = sheaf_div(g, sheaf_scale(g, sheaf_exp(g, sheaf_sub(g, a, s)), 0.5f),
                    sheaf_add(g, sheaf_relu(g, b), s2));
   sheaf_expr t[11] = {a, b, c, d, e, sheaf_tanh(g, a), sheaf_sigmoid(g, b), sheaf_gelu(g, c),
-                      sheaf_log(g, sheaf_add(g, sheaf_relu(g, d), s2)), sheaf_mul(g, a, b),
+                      sheaf_ln(g, sheaf_add(g, sheaf_relu(g, d), s2)), sheaf_mul(g, a, b),
                       sheaf_mul(g, s, e)};
   y[2] = sheaf_sum_n(g, 11, t);
   y[3] = sheaf_sub(g, s, sheaf_mul(g, sheaf_tanh(g, a), s));

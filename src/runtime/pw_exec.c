@@ -120,7 +120,7 @@ static void pw_rows_scalar(const pw_job *j, int64_t r0, int64_t r1) {
         case SH_PW_RELU: for (int64_t i = 0; i < len; i++) d[i] = relu1(a[i]); break;
         case SH_PW_GELU: for (int64_t i = 0; i < len; i++) d[i] = sh_gelu_erf_ref(a[i]); break;
         case SH_PW_EXP: for (int64_t i = 0; i < len; i++) d[i] = expf(a[i]); break;
-        case SH_PW_LOG: for (int64_t i = 0; i < len; i++) d[i] = logf(a[i]); break;
+        case SH_PW_LN: for (int64_t i = 0; i < len; i++) d[i] = logf(a[i]); break;
         case SH_PW_POW: for (int64_t i = 0; i < len; i++) d[i] = powf(a[i], b[i]); break;
         case SH_PW_MINIMUM: for (int64_t i = 0; i < len; i++) d[i] = min1(a[i], b[i]); break;
         case SH_PW_MAXIMUM: for (int64_t i = 0; i < len; i++) d[i] = max1(a[i], b[i]); break;
@@ -266,7 +266,7 @@ PW_CMP_AVX2(ne_avx2, _CMP_NEQ_UQ)
   case SH_PW_RELU: { __m256 x; L1(_mm256_max_ps(_mm256_setzero_ps(), x)) break; }               \
   case SH_PW_GELU: { __m256 x; L1(sh_gelu_erf_avx2(x)) break; }                                 \
   case SH_PW_EXP: { __m256 x; L1(sh_exp_avx2(x)) break; }                                       \
-  case SH_PW_LOG: { __m256 x; L1(sh_log_avx2(x)) break; }                                       \
+  case SH_PW_LN: { __m256 x; L1(sh_log_avx2(x)) break; }                                        \
   case SH_PW_POW: PW_SCALAR2(8, powf) break;                                                    \
   case SH_PW_MINIMUM: L2(min_avx2) break;                                                       \
   case SH_PW_MAXIMUM: L2(max_avx2) break;                                                       \
@@ -336,7 +336,7 @@ PW_CMP_AVX512(ne_avx512, _CMP_NEQ_UQ)
   case SH_PW_RELU: { __m512 x; L1(_mm512_max_ps(_mm512_setzero_ps(), x)) break; }               \
   case SH_PW_GELU: { __m512 x; L1(gelu_avx512(x)) break; }                                      \
   case SH_PW_EXP: { __m512 x; L1(sh_exp_avx512(x)) break; }                                     \
-  case SH_PW_LOG: { __m512 x; L1(sh_log_avx512(x)) break; }                                     \
+  case SH_PW_LN: { __m512 x; L1(sh_log_avx512(x)) break; }                                      \
   case SH_PW_POW: PW_SCALAR2(16, powf) break;                                                   \
   case SH_PW_MINIMUM: L2(min_avx512) break;                                                     \
   case SH_PW_MAXIMUM: L2(max_avx512) break;                                                     \

@@ -117,7 +117,7 @@ static sheaf_status check_new_args(sheaf_ctx *ctx, const char *fn, sheaf_dtype d
 
 sheaf_status sheaf_tensor_create(sheaf_ctx *ctx, sheaf_dtype dtype, int rank,
                                  const int64_t *shape, sheaf_tensor **out) {
-  int64_t numel;
+  int64_t numel = 0; /* check_new_args sets it when it succeeds (GCC cannot always tell) */
   sheaf_status st = check_new_args(ctx, "sheaf_tensor_create", dtype, rank, shape, out, &numel);
   if (st != SHEAF_OK) return st;
   size_t bytes;
@@ -149,7 +149,7 @@ sheaf_status sheaf_tensor_wrap(sheaf_ctx *ctx, sheaf_dtype dtype, int rank,
                                const int64_t *shape, const int64_t *strides, void *data,
                                void (*release)(void *, void *), void *release_user,
                                sheaf_tensor **out) {
-  int64_t numel;
+  int64_t numel = 0; /* check_new_args sets it when it succeeds (GCC cannot always tell) */
   sheaf_status st = check_new_args(ctx, "sheaf_tensor_wrap", dtype, rank, shape, out, &numel);
   if (st != SHEAF_OK) return st;
   if (!data && numel > 0)
