@@ -161,9 +161,12 @@ TEST(binarize_ewt_invariants) {
   sh_depbank_free(&db);
 }
 
+/* A chain as deep as the data limit (each word's head is the next word):
+ * read, binarized (2N - 1 nodes, N levels), converted to child-sum, measured
+ * and written without recursion. One level more is refused when read. */
 TEST(binarize_long_chain_without_recursion) {
   sheaf_ctx *ctx = th_ctx();
-  enum { N = 50000 };
+  enum { N = SH_TB_MAX_DEPTH };
   sh_buf b;
   sh_buf_init(&b, ctx);
   for (int i = 1; i <= N; i++)
@@ -185,9 +188,17 @@ TEST(binarize_long_chain_without_recursion) {
   sh_tb_stats_free(ctx, &st);
   sh_buf_clear(&b);
   CHECK_OK(ctx, sh_ptb_write(&tb, &b)); /* the writer is iterative too */
-  sh_buf_free(&b);
   sh_tb_free(&tb);
   sh_depbank_free(&db);
+  /* N + 1 levels: over the limit */
+  sh_buf_clear(&b);
+  for (int i = 1; i <= N + 1; i++)
+    sh_buf_printf(&b, "%d\tw%d\t_\tX\t_\t_\t%d\tdep\t_\t_\n", i, i % 10, i == N + 1 ? 0 : i + 1);
+  sh_depbank_init(&db, ctx);
+  CHECK_STATUS(ctx, sh_conllu_read(&db, (const char *)b.data, b.len, "chain.conllu"), SHEAF_ERR_PARSE);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "10001 levels deep");
+  sh_depbank_free(&db);
+  sh_buf_free(&b);
 }
 
 TEST(stats_of_the_ewt_test_split) {
