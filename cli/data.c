@@ -162,7 +162,8 @@ static data_format parse_format(const char *s) {
   return FMT_NONE;
 }
 
-/* By extension; a .txt file is PTB when its first non-blank byte is '('.
+/* By extension; a safetensors file under another name by its header; a
+ * .txt file is PTB when its first non-blank byte is '('.
  * Standard input, a pipe or a FIFO without an extension (held: read once
  * into memory) by its content (cli_sniff). */
 static data_format detect_format(const char *path, bool held) {
@@ -175,6 +176,7 @@ static data_format detect_format(const char *path, bool held) {
     return k == CLI_SNIFF_CONLLU ? FMT_CONLLU : k == CLI_SNIFF_PTB ? FMT_PTB
            : k == CLI_SNIFF_SAFETENSORS ? FMT_SAFETENSORS : FMT_TOKENS;
   }
+  if (cli_sniff(path) == CLI_SNIFF_SAFETENSORS) return FMT_SAFETENSORS; /* any other name */
   if (!ends_with(path, ".txt")) return FMT_TOKENS;
   static char b[1 << 16]; /* the input is read once: its first bytes from where it is kept */
   size_t n, i = 0;
