@@ -29,6 +29,8 @@ typedef struct sheaf_program_opts {
   const char *const *size_names;
   const int64_t *size_values;
   sheaf_runner_opts runner;       /* batch, threads, policy, parallel (zeros: defaults) */
+  int allow_nonfinite;            /* nonzero: load weights holding NaN or infinity (refused
+                                     otherwise: sheaf_model_allow_nonfinite) */
 } sheaf_program_opts;
 
 /* opts may be NULL (seed 0, no sizes). */

@@ -100,3 +100,35 @@ TEST(program_errors) {
   sheaf_program_free(p);
   sheaf_program_free(NULL);
 }
+
+/* Weights holding a NaN are refused by sheaf_program_load, naming the
+ * tensor, unless opts.allow_nonfinite. */
+TEST(program_nonfinite_weights) {
+  sheaf_ctx *ctx = th_ctx();
+  static const char src[] = "param W: f32[4, 4]\nfn main(ws: list[i32]) -> f32[4] { zeros(4) @ W }\n";
+  const char *path = th_write_tmp("nan_program.sf", src, sizeof src - 1);
+  const char *w = th_tmp_path("nan_program.safetensors");
+  REQUIRE(path && w);
+  sheaf_model *m = NULL;
+  REQUIRE_OK(ctx, sheaf_model_create(ctx, &m));
+  sheaf_param h;
+  int64_t shape[2] = {4, 4};
+  CHECK_OK(ctx, sheaf_model_param(m, "W", 2, shape, SHEAF_INIT_GLOROT, &h));
+  int rank;
+  const int64_t *sh;
+  float *d = sheaf_model_param_data(m, h, &rank, &sh);
+  REQUIRE(d);
+  d[5] = NAN;
+  CHECK_OK(ctx, sheaf_model_save(m, w));
+  sheaf_model_free(m);
+  sheaf_program *p = NULL;
+  sheaf_program_opts o;
+  memset(&o, 0, sizeof o);
+  o.weights = w;
+  CHECK_STATUS(ctx, sheaf_program_load(ctx, path, &o, &p), SHEAF_ERR_FORMAT);
+  CHECK(p == NULL);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "'W' holds 1 non-finite value");
+  o.allow_nonfinite = 1;
+  CHECK_OK(ctx, sheaf_program_load(ctx, path, &o, &p));
+  sheaf_program_free(p);
+}

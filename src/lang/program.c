@@ -106,6 +106,7 @@ sheaf_status sheaf_program_load(sheaf_ctx *ctx, const char *path, const sheaf_pr
     bo.override_value[i] = opts->size_values[i];
   }
   if (!st) st = sheaf_model_create(ctx, &p->model);
+  if (!st) st = sheaf_model_allow_nonfinite(p->model, opts->allow_nonfinite);
   if (!st) st = sh_lang_bind_model(&p->m, p->model, &bo, &p->bind);
   if (!st) st = sheaf_runner_create(p->model, &opts->runner, &p->runner);
   if (st) {
