@@ -119,9 +119,22 @@ SHEAF_API sheaf_status sheaf_model_save_meta(const sheaf_model *m, const char *p
 SHEAF_API sheaf_status sheaf_model_find(const sheaf_model *m, const char *name, sheaf_param *out);
 SHEAF_API size_t sheaf_model_param_count(const sheaf_model *m);
 
-/* The parameter's values (row-major, writable: edits are seen by graphs
- * flushed afterwards) and shape; NULL for an invalid parameter. */
+/* The parameter's values (row-major, writable) and shape; NULL for an
+ * invalid parameter. Graphs keep packed copies of the parameters they use:
+ * after writing through this pointer, call sheaf_model_param_update before
+ * the next flush (a training step's weight update, say), or the graphs
+ * that packed the parameter earlier keep using the old values. Handing out
+ * the pointer also marks the parameter changed, so a write made right after
+ * this call and before any flush is seen without it. */
 SHEAF_API float *sheaf_model_param_data(sheaf_model *m, sheaf_param p, int *rank, const int64_t **shape);
+
+/* Marks parameter p changed: every graph repacks it before its next use. */
+SHEAF_API sheaf_status sheaf_model_param_update(sheaf_model *m, sheaf_param p);
+
+/* Copies n values (row-major; n must be the parameter's element count)
+ * into parameter p and marks it changed. */
+SHEAF_API sheaf_status sheaf_model_param_set(sheaf_model *m, sheaf_param p, const float *values,
+                                             int64_t n);
 
 /* The parameter's name; NULL for an invalid parameter. */
 SHEAF_API const char *sheaf_model_param_name(const sheaf_model *m, sheaf_param p);

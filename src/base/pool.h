@@ -14,6 +14,12 @@ typedef struct sh_pool sh_pool;
 /* Runs task `task` (0 <= task < n_tasks) on thread `tid` (0 = caller). */
 typedef void (*sh_task_fn)(void *arg, int64_t task, int tid);
 
+/* The most threads one kernel job is split over: the per-thread workspaces
+ * of the GEMM, the ragged linear layers and attention are arrays of this
+ * size, and a pool with more threads runs such a job on the first
+ * SH_MAX_THREADS of them (the only thread cap in Sheaf). */
+#define SH_MAX_THREADS 64
+
 /* threads counts the caller: threads == 1 creates no worker. */
 sheaf_status sh_pool_create(sheaf_ctx *ctx, int threads, sh_pool **out);
 void sh_pool_free(sh_pool *pool);

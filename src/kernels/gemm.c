@@ -20,11 +20,9 @@
 #include "base/cpu.h"
 #include "base/pool.h"
 
-#define WS_MAX_THREADS 64
-
 struct sh_gemm_ws {
-  float *buf[WS_MAX_THREADS];
-  size_t cap[WS_MAX_THREADS]; /* bytes */
+  float *buf[SH_MAX_THREADS];
+  size_t cap[SH_MAX_THREADS]; /* bytes */
 };
 
 /* Blocking (in elements / panels), tuned on Zen 4 (see docs/KERNELS.md). */
@@ -167,13 +165,13 @@ sheaf_status sh_gemm_ws_create(sheaf_ctx *ctx, sh_gemm_ws **out) {
 
 void sh_gemm_ws_free(sheaf_ctx *ctx, sh_gemm_ws *ws) {
   if (!ws) return;
-  for (int i = 0; i < WS_MAX_THREADS; i++) sh_free(ctx, ws->buf[i], ws->cap[i]);
+  for (int i = 0; i < SH_MAX_THREADS; i++) sh_free(ctx, ws->buf[i], ws->cap[i]);
   sh_free(ctx, ws, sizeof *ws);
 }
 
 size_t sh_gemm_ws_bytes(const sh_gemm_ws *ws) {
   size_t s = 0;
-  for (int i = 0; ws && i < WS_MAX_THREADS; i++) s += ws->cap[i];
+  for (int i = 0; ws && i < SH_MAX_THREADS; i++) s += ws->cap[i];
   return s;
 }
 
@@ -208,7 +206,7 @@ typedef struct plan {
   bool a_reuse; /* N split, one K pass, one MC block: a thread packs A once */
   int64_t n_tasks;
   sh_gemm_ws *ws;
-  bool a_ready[WS_MAX_THREADS]; /* a_reuse: thread tid's workspace holds packed A */
+  bool a_ready[SH_MAX_THREADS]; /* a_reuse: thread tid's workspace holds packed A */
 } plan;
 
 static inline const float *in_row(const sh_gemm_in *in, int64_t m) {
@@ -535,7 +533,7 @@ sheaf_status sh_gemm(sheaf_ctx *ctx, sheaf_isa isa, int threads, const sh_gemm_a
 
   int pool_threads = sh_pool_threads(ctx->pool);
   if (threads <= 0 || threads > pool_threads) threads = pool_threads;
-  if (threads > WS_MAX_THREADS) threads = WS_MAX_THREADS;
+  if (threads > SH_MAX_THREADS) threads = SH_MAX_THREADS;
   if (threads < 1) threads = 1;
   /* Below ~2 us of work a second thread costs more than it brings. */
   if ((double)args->m * (double)n * (double)(k > 0 ? k : 1) < 131072.0) threads = 1;

@@ -21,16 +21,14 @@
 #include "kernels/rows.h"
 #include "ragged/ops.h"
 
-#define WS_MAX_THREADS 64
-
 typedef struct attn_task {
   int32_t b, h, r0, r1;
   double work;
 } attn_task;
 
 struct sh_attn_ws {
-  float *buf[WS_MAX_THREADS];
-  size_t cap[WS_MAX_THREADS];
+  float *buf[SH_MAX_THREADS];
+  size_t cap[SH_MAX_THREADS];
   attn_task *tasks;
   size_t tasks_cap; /* entries */
 };
@@ -42,14 +40,14 @@ sheaf_status sh_attn_ws_create(sheaf_ctx *ctx, sh_attn_ws **out) {
 
 void sh_attn_ws_free(sheaf_ctx *ctx, sh_attn_ws *ws) {
   if (!ws) return;
-  for (int i = 0; i < WS_MAX_THREADS; i++) sh_free(ctx, ws->buf[i], ws->cap[i]);
+  for (int i = 0; i < SH_MAX_THREADS; i++) sh_free(ctx, ws->buf[i], ws->cap[i]);
   sh_free(ctx, ws->tasks, ws->tasks_cap * sizeof *ws->tasks);
   sh_free(ctx, ws, sizeof *ws);
 }
 
 size_t sh_attn_ws_bytes(const sh_attn_ws *ws) {
   size_t s = 0;
-  for (int i = 0; ws && i < WS_MAX_THREADS; i++) s += ws->cap[i];
+  for (int i = 0; ws && i < SH_MAX_THREADS; i++) s += ws->cap[i];
   return s;
 }
 
@@ -190,7 +188,7 @@ sheaf_status sh_ragged_attention(sheaf_ctx *ctx, sheaf_isa isa, int threads, con
                    (long long)s->max_len);
   int pt = sh_pool_threads(ctx->pool);
   if (threads <= 0 || threads > pt) threads = pt;
-  if (threads > WS_MAX_THREADS) threads = WS_MAX_THREADS;
+  if (threads > SH_MAX_THREADS) threads = SH_MAX_THREADS;
 
   /* tasks: (sequence, head, block of query rows), longest first */
   size_t n_tasks = 0;

@@ -20,7 +20,7 @@ static inline sh_gemm_out out_at(sh_gemm_out y, int64_t r) {
 }
 
 void sh_rlin_ws_free(sheaf_ctx *ctx, sh_rlin_ws *ws) {
-  for (int i = 0; ws && i < SH_RLIN_MAX_THREADS; i++) {
+  for (int i = 0; ws && i < SH_MAX_THREADS; i++) {
     sh_gemm_ws_free(ctx, ws->ws[i]);
     ws->ws[i] = NULL;
   }
@@ -66,7 +66,7 @@ sheaf_status sh_ragged_linear(sheaf_ctx *ctx, sheaf_isa isa, int threads, int64_
     g.ep[g.n_ep++] = (sh_gemm_ep){.kind = SH_GEMM_EP_ADD, .other = residual};
   int pt = sh_pool_threads(ctx->pool);
   if (threads <= 0 || threads > pt) threads = pt;
-  if (threads > SH_RLIN_MAX_THREADS) threads = SH_RLIN_MAX_THREADS;
+  if (threads > SH_MAX_THREADS) threads = SH_MAX_THREADS;
   int64_t kc, mc, nc, split_m;
   sh_gemm_get_blocking(&kc, &mc, &nc, &split_m);
   sh_rlin_ws own = {{NULL}};

@@ -15,6 +15,7 @@
 #ifndef SH_RAGGED_OPS_H
 #define SH_RAGGED_OPS_H
 
+#include "base/pool.h"
 #include "ragged/ragged.h"
 
 /* Query rows per attention task (longer sequences are split into blocks of
@@ -25,9 +26,8 @@
 
 /* One GEMM workspace per pool thread (the row chunks of a linear layer run
  * as separate single-threaded GEMMs, claimed dynamically). */
-#define SH_RLIN_MAX_THREADS 64
 typedef struct sh_rlin_ws {
-  sh_gemm_ws *ws[SH_RLIN_MAX_THREADS];
+  sh_gemm_ws *ws[SH_MAX_THREADS];
 } sh_rlin_ws;
 void sh_rlin_ws_free(sheaf_ctx *ctx, sh_rlin_ws *ws); /* frees the members only */
 

@@ -249,6 +249,28 @@ float *sheaf_model_param_data(sheaf_model *m, sheaf_param p, int *rank, const in
   return q->data;
 }
 
+sheaf_status sheaf_model_param_update(sheaf_model *m, sheaf_param p) {
+  if (!m) return SHEAF_ERR_INVALID_ARG;
+  sh_param *q = sh_model_param_get(m, p);
+  if (!q) return sh_fail(m->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_param_update: invalid parameter");
+  q->version++; /* repacked before the next use */
+  return SHEAF_OK;
+}
+
+sheaf_status sheaf_model_param_set(sheaf_model *m, sheaf_param p, const float *values, int64_t n) {
+  if (!m) return SHEAF_ERR_INVALID_ARG;
+  sh_param *q = sh_model_param_get(m, p);
+  if (!q) return sh_fail(m->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_param_set: invalid parameter");
+  if (!values) return sh_fail(m->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_param_set: values is NULL");
+  if (n < 0 || (uint64_t)n != q->numel)
+    return sh_fail(m->ctx, SHEAF_ERR_SHAPE,
+                   "sheaf_model_param_set: '%s' has %zu values, got %lld", q->name, q->numel,
+                   (long long)n);
+  memcpy(q->data, values, q->numel * sizeof(float));
+  q->version++;
+  return SHEAF_OK;
+}
+
 const char *sheaf_model_param_name(const sheaf_model *m, sheaf_param p) {
   sh_param *q = sh_model_param_get(m, p);
   return q ? q->name : NULL;

@@ -13,7 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/buf.h"
 #include "base/file.h"
+#include "io/json.h"
 #include "runtime/runtime.h"
 
 #define SH_TRACE_MAX_EVENTS (1u << 22)
@@ -66,20 +68,6 @@ void sh_trace_record(sheaf_graph *g, uint32_t sig, uint32_t n, uint32_t depth, u
   g->ev[g->n_ev++] = (sh_trace_ev){t0, t1 - t0, sig, n, depth, phase};
 }
 
-static void json_str(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(f, "\\%c", c);
-    else if (c < 0x20)
-      fprintf(f, "\\u%04x", c);
-    else
-      fputc(c, f);
-  }
-  fputc('"', f);
-}
-
 /* The timeline as JSON to path (through sh_out: a regular file is replaced
  * only when complete, a device or FIFO is written into); false on failure,
  * with the reason in msg. The context's last error is left alone (this
@@ -99,16 +87,28 @@ static bool trace_write(const sheaf_graph *g, const char *path, char *msg, size_
       f,
       "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"sheaf graph (%s)\"}}",
       sheaf_policy_name(g->policy));
+  sh_buf name; /* each kernel's name as a JSON string (io/json.h's escaping) */
+  sh_buf_init(&name, g->ctx);
   for (uint32_t i = 0; i < g->n_ev; i++) {
     const sh_trace_ev *e = &g->ev[i];
     fprintf(f, ",\n{\"name\":");
-    json_str(f, g->sigs[e->sig].name);
+    sh_buf_clear(&name);
+    sh_json_put_string(&name, g->sigs[e->sig].name, strlen(g->sigs[e->sig].name));
+    if (sh_buf_status(&name) != SHEAF_OK) break;
+    fwrite(name.data, 1, name.len, f);
     fprintf(f,
             ",\"cat\":\"batch\",\"ph\":\"X\",\"pid\":1,\"tid\":1,\"ts\":%.3f,\"dur\":%.3f,"
             "\"args\":{\"batch\":%u,\"depth\":%u,\"phase\":%u}}",
             (double)(e->t0 - origin) / 1000.0, (double)e->dur / 1000.0, e->n, e->depth, e->phase);
   }
   fprintf(f, "\n]}\n");
+  sheaf_status names = sh_buf_status(&name);
+  sh_buf_free(&name);
+  if (names != SHEAF_OK) {
+    sh_out_abort(&o);
+    snprintf(msg, cap, "cannot write the trace to '%.240s': out of memory", path);
+    return false;
+  }
   if (sh_out_commit(&o) != SHEAF_OK) {
     snprintf(msg, cap, "error writing the trace to '%.240s': %.240s", path,
              strncmp(o.err, path, np) || strncmp(o.err + np, ": ", 2) ? o.err : o.err + np + 2);
