@@ -131,6 +131,9 @@ double th_compare_outputs(const char *a, const char *b, int keys, long *lines, l
 /* A context for a test: 2 threads, the leak-checking allocator below. Freed
  * (and checked for leaks) when the test ends. */
 sheaf_ctx *th_ctx(void);
+/* Declares parameter `name` of rank 1 ([a]) or 2 ([a, b]) on m (Glorot),
+ * checking the call; SHEAF_NO_PARAM when it fails. */
+sheaf_param th_param(sheaf_ctx *ctx, sheaf_model *m, const char *name, int rank, int64_t a, int64_t b);
 /* The leak-checking allocator: counts live blocks, checks that free gets the
  * size alloc got, and fails the n-th allocation when armed. */
 const sheaf_allocator *th_allocator(void);

@@ -201,6 +201,14 @@ sheaf_ctx *th_ctx(void) {
   return g_ctx;
 }
 
+sheaf_param th_param(sheaf_ctx *ctx, sheaf_model *m, const char *name, int rank, int64_t a,
+                     int64_t b) {
+  int64_t s[2] = {a, b};
+  sheaf_param p = SHEAF_NO_PARAM;
+  CHECK_OK(ctx, sheaf_model_param(m, name, rank, s, SHEAF_INIT_GLOROT, &p));
+  return p;
+}
+
 /* ---- temporary files and subprocesses ---- */
 
 const char *th_tmp_path(const char *name) {

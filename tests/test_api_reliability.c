@@ -17,14 +17,6 @@
 
 #define LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-static sheaf_param decl(sheaf_ctx *ctx, sheaf_model *m, const char *name, int rank, int64_t a,
-                        int64_t b) {
-  int64_t s[2] = {a, b};
-  sheaf_param p = SHEAF_NO_PARAM;
-  CHECK_OK(ctx, sheaf_model_param(m, name, rank, s, SHEAF_INIT_GLOROT, &p));
-  return p;
-}
-
 /* ------------------------------------------------------- stale handles */
 
 TEST(api_rel_foreign_handle_after_100000_graphs) {
@@ -97,7 +89,7 @@ TEST(api_rel_builder_null_pointer_messages) {
   sheaf_ctx *ctx = th_ctx();
   sheaf_model *m;
   REQUIRE_OK(ctx, sheaf_model_create(ctx, &m));
-  sheaf_param W = decl(ctx, m, "W", 2, 3, 8), b = decl(ctx, m, "b", 1, 8, 0);
+  sheaf_param W = th_param(ctx, m, "W", 2, 3, 8), b = th_param(ctx, m, "b", 1, 8, 0);
   sheaf_graph *g;
   REQUIRE_OK(ctx, sheaf_graph_create(m, NULL, &g));
   float x[3] = {1, 2, 3};
@@ -196,7 +188,7 @@ static void deep_chains(sheaf_policy policy) {
   sheaf_model *m;
   REQUIRE_OK(ctx, sheaf_model_create(ctx, &m));
   enum { D = 200000, O = 3 };
-  sheaf_param W = decl(ctx, m, "W", 2, D + 1, O), b = decl(ctx, m, "b", 1, O, 0);
+  sheaf_param W = th_param(ctx, m, "W", 2, D + 1, O), b = th_param(ctx, m, "b", 1, O, 0);
   const float *wd = sheaf_model_param_data(m, W, NULL, NULL);
   const float *bd = sheaf_model_param_data(m, b, NULL, NULL);
   sheaf_graph_opts go = {policy, 0, NULL};

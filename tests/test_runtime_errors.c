@@ -12,19 +12,11 @@
 
 #include "harness.h"
 
-static sheaf_param decl(sheaf_ctx *ctx, sheaf_model *m, const char *name, int rank, int64_t a,
-                        int64_t b) {
-  int64_t s[2] = {a, b};
-  sheaf_param p = SHEAF_NO_PARAM;
-  CHECK_OK(ctx, sheaf_model_param(m, name, rank, s, SHEAF_INIT_GLOROT, &p));
-  return p;
-}
-
 TEST(runtime_error_shapes) {
   sheaf_ctx *ctx = th_ctx();
   sheaf_model *m;
   REQUIRE_OK(ctx, sheaf_model_create(ctx, &m));
-  sheaf_param W = decl(ctx, m, "W_leaf", 2, 256, 768);
+  sheaf_param W = th_param(ctx, m, "W_leaf", 2, 256, 768);
   sheaf_graph *g;
   REQUIRE_OK(ctx, sheaf_graph_create(m, NULL, &g));
   float x[512] = {0};
@@ -114,8 +106,8 @@ TEST(runtime_error_parameters) {
   sheaf_model *m, *m2;
   REQUIRE_OK(ctx, sheaf_model_create(ctx, &m));
   REQUIRE_OK(ctx, sheaf_model_create(ctx, &m2));
-  sheaf_param W = decl(ctx, m, "W", 2, 4, 4), W2 = decl(ctx, m2, "W", 2, 4, 4);
-  sheaf_param b5 = decl(ctx, m, "b5", 1, 5, 0);
+  sheaf_param W = th_param(ctx, m, "W", 2, 4, 4), W2 = th_param(ctx, m2, "W", 2, 4, 4);
+  sheaf_param b5 = th_param(ctx, m, "b5", 1, 5, 0);
   int64_t s[2] = {4, 4};
   sheaf_param dup;
   CHECK_STATUS(ctx, sheaf_model_param(m, "W", 2, s, SHEAF_INIT_ZERO, &dup), SHEAF_ERR_INVALID_ARG);
@@ -159,8 +151,8 @@ TEST(runtime_params_seed_save_load) {
   sheaf_model *a, *b;
   REQUIRE_OK(ctx, sheaf_model_create(ctx, &a));
   REQUIRE_OK(ctx, sheaf_model_create(ctx, &b));
-  sheaf_param pa = decl(ctx, a, "W", 2, 30, 20), pb0 = decl(ctx, b, "extra", 1, 3, 0);
-  sheaf_param pb = decl(ctx, b, "W", 2, 30, 20);
+  sheaf_param pa = th_param(ctx, a, "W", 2, 30, 20), pb0 = th_param(ctx, b, "extra", 1, 3, 0);
+  sheaf_param pb = th_param(ctx, b, "W", 2, 30, 20);
   (void)pb0;
   const float *wa = sheaf_model_param_data(a, pa, NULL, NULL),
               *wb = sheaf_model_param_data(b, pb, NULL, NULL);
@@ -176,7 +168,7 @@ TEST(runtime_params_seed_save_load) {
   CHECK_OK(ctx, sheaf_model_save(a, path));
   sheaf_model *c;
   REQUIRE_OK(ctx, sheaf_model_create(ctx, &c));
-  sheaf_param pc = decl(ctx, c, "W", 2, 30, 20);
+  sheaf_param pc = th_param(ctx, c, "W", 2, 30, 20);
   CHECK_OK(ctx, sheaf_model_seed(c, 99));
   CHECK_OK(ctx, sheaf_model_load(c, path));
   CHECK(memcmp(wa, sheaf_model_param_data(c, pc, NULL, NULL), 600 * sizeof(float)) == 0);
@@ -195,15 +187,15 @@ TEST(runtime_params_load_lists_every_problem) {
   sheaf_model *a, *b;
   REQUIRE_OK(ctx, sheaf_model_create(ctx, &a));
   REQUIRE_OK(ctx, sheaf_model_create(ctx, &b));
-  decl(ctx, a, "W", 2, 4, 3);
-  decl(ctx, a, "b", 1, 4, 0);
-  decl(ctx, a, "unused", 1, 2, 0);
+  th_param(ctx, a, "W", 2, 4, 3);
+  th_param(ctx, a, "b", 1, 4, 0);
+  th_param(ctx, a, "unused", 1, 2, 0);
   const char *path = th_tmp_path("problems.safetensors");
   REQUIRE_OK(ctx, sheaf_model_save(a, path));
-  decl(ctx, b, "W", 2, 3, 4);     /* transposed */
-  decl(ctx, b, "b", 1, 5, 0);     /* wrong length */
-  decl(ctx, b, "emb", 2, 10, 2);  /* missing */
-  decl(ctx, b, "gamma", 1, 2, 0); /* missing */
+  th_param(ctx, b, "W", 2, 3, 4);     /* transposed */
+  th_param(ctx, b, "b", 1, 5, 0);     /* wrong length */
+  th_param(ctx, b, "emb", 2, 10, 2);  /* missing */
+  th_param(ctx, b, "gamma", 1, 2, 0); /* missing */
   CHECK_STATUS(ctx, sheaf_model_load(b, path), SHEAF_ERR_SHAPE);
   const char *e = sheaf_ctx_last_error(ctx);
   CHECK_CONTAINS(e, "4 problems");
@@ -279,7 +271,7 @@ TEST(runtime_stats_and_trace) {
   sheaf_ctx *ctx = th_ctx();
   sheaf_model *m;
   REQUIRE_OK(ctx, sheaf_model_create(ctx, &m));
-  sheaf_param W = decl(ctx, m, "W_h", 2, 6, 6);
+  sheaf_param W = th_param(ctx, m, "W_h", 2, 6, 6);
   const char *path = th_tmp_path("trace.json");
   sheaf_graph_opts o = {SHEAF_POLICY_SHEAF, 1, path};
   sheaf_graph *g;
