@@ -302,8 +302,11 @@ static sheaf_status open_input(sheaf_ctx *ctx, const char *path, int *fd_out, st
   return SHEAF_OK;
 }
 
-/* text: the limit applies to regular files too. */
-static sheaf_status map_input(sheaf_ctx *ctx, const char *path, bool text, sh_mapping *out) {
+/* The bytes of an input, opened once: a regular file mapped (when map) or
+ * read, anything else read into the heap. text: the input limit applies to
+ * regular files too (streams always have it). */
+static sheaf_status map_input(sheaf_ctx *ctx, const char *path, bool text, bool map,
+                              sh_mapping *out) {
   memset(out, 0, sizeof *out);
   out->ctx = ctx;
   size_t limit;
@@ -330,7 +333,8 @@ static sheaf_status map_input(sheaf_ctx *ctx, const char *path, bool text, sh_ma
     }
     /* copy-on-write: a caller may write through a zero-copy view (the file
      * never changes); mapped from 0 (offsets must be page-aligned) */
-    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    void *p = map ? mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0)
+                  : MAP_FAILED;
     if (p != MAP_FAILED) {
       if (!h) close(fd);
       out->data = (const unsigned char *)p + off;
@@ -353,11 +357,11 @@ static sheaf_status map_input(sheaf_ctx *ctx, const char *path, bool text, sh_ma
 }
 
 sheaf_status sh_file_map(sheaf_ctx *ctx, const char *path, sh_mapping *out) {
-  return map_input(ctx, path, true, out);
+  return map_input(ctx, path, true, true, out);
 }
 
 sheaf_status sh_file_map_binary(sheaf_ctx *ctx, const char *path, sh_mapping *out) {
-  return map_input(ctx, path, false, out);
+  return map_input(ctx, path, false, true, out);
 }
 
 void sh_file_unmap(sh_mapping *m) {
@@ -367,32 +371,11 @@ void sh_file_unmap(sh_mapping *m) {
 }
 
 sheaf_status sh_file_read(sheaf_ctx *ctx, const char *path, char **data, size_t *size) {
-  size_t limit;
-  sheaf_status st = sh_file_input_limit(ctx, &limit);
+  sh_mapping m;
+  sheaf_status st = map_input(ctx, path, true, false, &m); /* never mapped: m.heap holds it */
   if (st != SHEAF_OK) return st;
-  int fd;
-  struct stat sb;
-  off_t off;
-  const held *h;
-  if ((st = open_input(ctx, path, &fd, &sb, &off, &h)) != SHEAF_OK) return st;
-  unsigned char *buf = NULL;
-  size_t n = 0;
-  if (fd < 0) {
-    if (h->size > limit) return too_large(ctx, path, limit, false);
-    if (!(buf = sh_malloc(ctx, h->size + 1)))
-      return sh_fail(ctx, SHEAF_ERR_NOMEM, "%s: out of memory: %zu bytes", path, h->size + 1);
-    memcpy(buf, h->data, h->size + 1);
-    n = h->size;
-  } else if (S_ISREG(sb.st_mode) && sb.st_size > off) {
-    n = (size_t)(sb.st_size - off);
-    st = n > limit ? too_large(ctx, path, limit, false) : read_regular(ctx, path, fd, off, n, &buf);
-  } else {
-    st = read_stream(ctx, ctx, path, fd, limit, &buf, &n);
-  }
-  if (fd >= 0 && !h) close(fd);
-  if (st != SHEAF_OK) return st;
-  *data = (char *)buf;
-  *size = n;
+  *data = (char *)m.heap;
+  *size = m.size;
   return SHEAF_OK;
 }
 
