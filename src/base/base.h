@@ -50,6 +50,10 @@ sheaf_status sh_fail(sheaf_ctx *ctx, sheaf_status status, const char *fmt, ...)
     SH_PRINTF(3, 4);
 sheaf_status sh_failv(sheaf_ctx *ctx, sheaf_status status, const char *fmt, va_list ap)
     SH_PRINTF_V(3);
+/* A byte count from the environment: digits, then K, M, G or T (powers of
+ * 1024) and an optional B ("8G", "512MB", "1000000"); false unless positive
+ * and representable. SHEAF_MEMORY_LIMIT and SHEAF_MAX_INPUT use it. */
+bool sh_parse_bytes(const char *s, uint64_t *out);
 /* "12.0 GB", "3.1 MB", "512 B": a byte count for messages (buf >= 32). */
 const char *sh_fmt_bytes(char *buf, size_t cap, double bytes);
 /* SHEAF_OK when `bytes` (a product computed in double, so it cannot wrap)

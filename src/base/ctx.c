@@ -48,26 +48,32 @@ const char *sheaf_status_str(sheaf_status status) {
   return "unknown status";
 }
 
-/* SHEAF_MEMORY_LIMIT ("8G", "512M", "1000000"; K/M/G/T are powers of 1024),
- * else the physical memory; an error message for a malformed value. */
+bool sh_parse_bytes(const char *s, uint64_t *out) {
+  if (!s || *s < '0' || *s > '9') return false;
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  int shift = 0;
+  switch (*end) {
+  case 'k': case 'K': shift = 10; end++; break;
+  case 'm': case 'M': shift = 20; end++; break;
+  case 'g': case 'G': shift = 30; end++; break;
+  case 't': case 'T': shift = 40; end++; break;
+  default: break;
+  }
+  if (*end == 'B' || *end == 'b') end++;
+  if (errno || *end || v == 0 || v > (UINT64_MAX >> shift)) return false;
+  *out = (uint64_t)v << shift;
+  return true;
+}
+
+/* SHEAF_MEMORY_LIMIT (sh_parse_bytes), else the physical memory; an error
+ * message for a malformed value. */
 static const char *env_memory_limit(uint64_t *out) {
   const char *env = getenv("SHEAF_MEMORY_LIMIT");
   if (env && *env) {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(env, &end, 10);
-    int shift = 0;
-    switch (*end) {
-    case 'k': case 'K': shift = 10; end++; break;
-    case 'm': case 'M': shift = 20; end++; break;
-    case 'g': case 'G': shift = 30; end++; break;
-    case 't': case 'T': shift = 40; end++; break;
-    default: break;
-    }
-    if (*end == 'B' || *end == 'b') end++;
-    if (errno || *end || v == 0 || env[0] == '-' || v > (UINT64_MAX >> shift))
+    if (!sh_parse_bytes(env, out))
       return "SHEAF_MEMORY_LIMIT: expected a positive size such as 8G, 512M or 1000000";
-    *out = (uint64_t)v << shift;
     return NULL;
   }
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);

@@ -23,19 +23,13 @@ sheaf_status sh_file_input_limit(sheaf_ctx *ctx, size_t *out) {
   *out = SH_FILE_MAX_INPUT_DEFAULT;
   const char *v = getenv("SHEAF_MAX_INPUT");
   if (!v || !*v) return SHEAF_OK;
-  char *end;
-  errno = 0;
-  unsigned long long x = strtoull(v, &end, 10);
-  unsigned shift = 0;
-  if (*end == 'K' || *end == 'k') shift = 10, end++;
-  else if (*end == 'M' || *end == 'm') shift = 20, end++;
-  else if (*end == 'G' || *end == 'g') shift = 30, end++;
-  if (v[0] < '0' || v[0] > '9' || *end || errno || x == 0 || x > (SIZE_MAX >> 1 >> shift))
+  uint64_t x;
+  if (!sh_parse_bytes(v, &x) || x > (SIZE_MAX >> 1))
     return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
                    "SHEAF_MAX_INPUT='%s': expected a positive number of bytes, optionally with a "
-                   "K, M or G suffix (e.g. 4G)",
+                   "K, M, G or T suffix (e.g. 4G)",
                    v);
-  *out = (size_t)x << shift;
+  *out = (size_t)x;
   return SHEAF_OK;
 }
 
