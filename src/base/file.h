@@ -23,8 +23,8 @@
 
 /* ------------------------------------------------------------- inputs */
 
-/* The input limit: SHEAF_MAX_INPUT (bytes, or with a K, M, G or T suffix, sh_parse_bytes:
- * KiB, MiB, GiB) or this default. An invalid SHEAF_MAX_INPUT is an error. */
+/* The input limit: SHEAF_MAX_INPUT (bytes, or with a K, M, G or T suffix
+ * for KiB ... TiB: sh_parse_bytes) or this default. An invalid SHEAF_MAX_INPUT is an error. */
 #define SH_FILE_MAX_INPUT_DEFAULT ((size_t)1 << 30)
 sheaf_status sh_file_input_limit(sheaf_ctx *ctx, size_t *out);
 
