@@ -133,8 +133,10 @@ run: $(SHEAF)
 	  --out $(BUILDDIR)/out/treelstm-ewt.txt
 
 # The test runner prints one line per failure and ends with "N passed, N failed".
+# Tests run TEST_JOBS at a time (default: one per CPU), each in its own child.
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 test: $(TESTBIN) $(SHEAF)
-	SHEAF_BIN=$(SHEAF) $(TESTBIN) $(TEST_ARGS)
+	SHEAF_BIN=$(SHEAF) $(TESTBIN) -j$(TEST_JOBS) $(TEST_ARGS)
 
 # Model benchmarks against PyTorch (bench/*_torch.py): PyTorch is installed
 # first when `python3 -c 'import torch'` fails (scripts/install_torch.sh); if

@@ -3,15 +3,18 @@
 # (default 60) under ASan+UBSan, starting from fuzz/seeds/<target>/ plus a
 # corpus kept in DIR/corpus-<target>/, and prints one summary line per target:
 #   fuzz_ptb: 1234567 execs in 60 s, no crash
-# Exits non-zero if any target crashed (the reproducer is left in DIR).
+# $FUZZ_JOBS targets run at once (default: one per CPU; each target is one
+# process of one thread). Exits non-zero if any target crashed (the
+# reproducer is left in DIR).
 set -u
 dir=${1:?usage: fuzz/run.sh BUILD_DIR}
 secs=${FUZZ_SECONDS:-60}
-status=0
-summary=""
-for bin in "$dir"/fuzz_*; do
-  [ -x "$bin" ] || continue
-  name=$(basename "$bin")
+jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}
+
+# run_one NAME: one target; its summary line into DIR/NAME.summary
+run_one() {
+  name=$1
+  bin="$dir/$name"
   corpus="$dir/corpus-$name"
   mkdir -p "$corpus"
   seeds="fuzz/seeds/$name"
@@ -23,16 +26,44 @@ for bin in "$dir"/fuzz_*; do
   rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
   if [ $rc -eq 0 ]; then
-    line="$name: ${execs:-?} execs in $secs s, no crash"
+    echo "$name: ${execs:-?} execs in $secs s, no crash" >"$dir/$name.summary"
   else
-    line="$name: FAILED (exit $rc) after ${execs:-?} execs; see $log"
+    echo "$name: FAILED (exit $rc) after ${execs:-?} execs; see $log" >"$dir/$name.summary"
     tail -n 40 "$log"
+  fi
+}
+
+names=""
+for bin in "$dir"/fuzz_*; do
+  [ -x "$bin" ] && [ -f "$bin" ] || continue
+  names="$names $(basename "$bin")"
+done
+# deal the targets round-robin to $jobs lanes, each lane runs its own in turn
+lane=0
+while [ "$lane" -lt "$jobs" ]; do
+  i=0
+  mine=""
+  for name in $names; do
+    [ $((i % jobs)) -eq "$lane" ] && mine="$mine $name"
+    i=$((i + 1))
+  done
+  if [ -n "$mine" ]; then
+    ( for name in $mine; do run_one "$name"; done ) &
+  fi
+  lane=$((lane + 1))
+done
+wait
+
+status=0
+echo "---- fuzz summary"
+for name in $names; do
+  if [ -f "$dir/$name.summary" ]; then
+    cat "$dir/$name.summary"
+    grep -q FAILED "$dir/$name.summary" && status=1
+    rm -f "$dir/$name.summary"
+  else
+    echo "$name: FAILED (no summary)"
     status=1
   fi
-  echo "$line"
-  summary="$summary$line
-"
 done
-echo "---- fuzz summary"
-printf "%s" "$summary"
 exit $status

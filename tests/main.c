@@ -2,7 +2,10 @@
  * main.c — the test runner: fork per test, failure reporting, the leak- and
  * fault-injecting allocator, temporary files. Ends with `N passed, N failed`.
  *
- *   sheaf-tests [-v] [--no-fork] [FILTER...]   FILTER: substrings of test names
+ *   sheaf-tests [-v] [-jN] [--no-fork] [FILTER...]   FILTER: substrings of test names
+ *
+ * -jN runs N tests at once (each in its own child, its output printed whole
+ * when it ends); the default is one at a time, output streamed.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -299,56 +302,137 @@ static bool matches(const char *name, int nfilt, char **filt) {
   return false;
 }
 
+/* One test in a forked child (a crash or a hang fails that test only). With
+ * `out`/`err` the child's stdout and stderr go to those files (parallel runs:
+ * the parent prints them whole when the test ends, so outputs never mix). */
+static pid_t spawn(const th_test *t, unsigned timeout, FILE *out, FILE *err) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (out && err) {
+      dup2(fileno(out), STDOUT_FILENO);
+      dup2(fileno(err), STDERR_FILENO);
+    }
+    alarm(timeout);
+    int r = run_one(t);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(r);
+  }
+  return pid;
+}
+
+static void copy_out(FILE *from, FILE *to) {
+  if (!from) return;
+  char buf[4096];
+  size_t n;
+  rewind(from);
+  while ((n = fread(buf, 1, sizeof buf, from)) > 0) fwrite(buf, 1, n, to);
+  fclose(from);
+}
+
+/* A child's exit status as the test's result (0 passed), saying why it died. */
+static int child_result(const th_test *t, int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  fprintf(stderr, "%s: test %s %s (signal %d: %s)\n", t->file, t->name,
+          sig == SIGALRM ? "timed out" : "crashed", sig, strsignal(sig));
+  return 1;
+}
+
+/* A test running in a child. */
+typedef struct th_job {
+  pid_t pid;
+  const th_test *t;
+  uint64_t t0;
+  FILE *out, *err;
+} th_job;
+
+#define TH_MAX_JOBS 64
+
 int main(int argc, char **argv) {
   bool verbose = false, fork_each = true;
+  int jobs = 1;
   char *filters[64];
   int nfilt = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "-v") == 0) verbose = true;
     else if (strcmp(argv[i], "--no-fork") == 0) fork_each = false;
-    else if (strcmp(argv[i], "--list") == 0) {
+    else if (strncmp(argv[i], "-j", 2) == 0) {
+      char *end;
+      long j = strtol(argv[i] + 2, &end, 10);
+      if (end == argv[i] + 2 || *end || j < 1 || j > TH_MAX_JOBS) {
+        fprintf(stderr, "sheaf-tests: %s: expected -jN with N in 1..%d\n", argv[i], TH_MAX_JOBS);
+        return 2;
+      }
+      jobs = (int)j;
+    } else if (strcmp(argv[i], "--list") == 0) {
       for (size_t k = 0; k < g_n; k++) printf("%s\n", g_tests[k].name);
       return 0;
     } else if (nfilt < 64) filters[nfilt++] = argv[i];
   }
+  if (!fork_each) jobs = 1;
   unsigned timeout = 300;
   const char *to = getenv("SHEAF_TEST_TIMEOUT");
   if (to && atoi(to) > 0) timeout = (unsigned)atoi(to);
 
   int passed = 0, failed = 0;
-  for (size_t k = 0; k < g_n; k++) {
-    const th_test *t = &g_tests[k];
-    if (!matches(t->name, nfilt, filters)) continue;
-    uint64_t t0 = sheaf_time_ns();
-    int rc;
-    if (fork_each) {
-      fflush(stdout);
-      fflush(stderr);
-      pid_t pid = fork();
-      if (pid == 0) {
-        alarm(timeout);
-        int r = run_one(t);
-        fflush(stdout);
-        fflush(stderr);
-        _exit(r);
+  th_job run[TH_MAX_JOBS];
+  int n_run = 0;
+  size_t k = 0;
+  for (;;) {
+    /* start tests while there are free slots */
+    while (n_run < jobs && k < g_n) {
+      const th_test *t = &g_tests[k++];
+      if (!matches(t->name, nfilt, filters)) continue;
+      th_job *j = &run[n_run];
+      *j = (th_job){0, t, sheaf_time_ns(), NULL, NULL};
+      if (!fork_each) {
+        int rc = run_one(t);
+        double ms = (double)(sheaf_time_ns() - j->t0) / 1e6;
+        if (rc == 0) passed++;
+        else failed++;
+        if (rc != 0 || verbose) printf("%s %s (%.1f ms)\n", rc == 0 ? "PASS" : "FAIL", t->name, ms);
+        continue;
       }
-      int status = 0;
-      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-      if (WIFEXITED(status)) rc = WEXITSTATUS(status);
-      else {
-        int sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-        fprintf(stderr, "%s: test %s %s (signal %d: %s)\n", t->file, t->name,
-                sig == SIGALRM ? "timed out" : "crashed", sig, strsignal(sig));
-        rc = 1;
+      if (jobs > 1) {
+        j->out = tmpfile();
+        j->err = tmpfile();
+        if (!j->out || !j->err) {
+          fprintf(stderr, "sheaf-tests: tmpfile: %s\n", strerror(errno));
+          return 2;
+        }
       }
-    } else {
-      rc = run_one(t);
+      j->pid = spawn(t, timeout, j->out, j->err);
+      if (j->pid < 0) {
+        fprintf(stderr, "sheaf-tests: fork: %s\n", strerror(errno));
+        return 2;
+      }
+      n_run++;
     }
-    double ms = (double)(sheaf_time_ns() - t0) / 1e6;
+    if (n_run == 0) break;
+    /* wait for any of them */
+    int status = 0;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, 0)) < 0 && errno == EINTR) {}
+    if (pid < 0) {
+      fprintf(stderr, "sheaf-tests: waitpid: %s\n", strerror(errno));
+      return 2;
+    }
+    int i = 0;
+    while (i < n_run && run[i].pid != pid) i++;
+    if (i == n_run) continue; /* not one of ours */
+    th_job j = run[i];
+    run[i] = run[--n_run];
+    copy_out(j.out, stdout);
+    fflush(stdout);
+    copy_out(j.err, stderr);
+    int rc = child_result(j.t, status);
+    double ms = (double)(sheaf_time_ns() - j.t0) / 1e6;
     if (rc == 0) passed++;
     else failed++;
-    if (rc != 0 || verbose)
-      printf("%s %s (%.1f ms)\n", rc == 0 ? "PASS" : "FAIL", t->name, ms);
+    if (rc != 0 || verbose) printf("%s %s (%.1f ms)\n", rc == 0 ? "PASS" : "FAIL", j.t->name, ms);
   }
   printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 && passed > 0 ? 0 : 1;
