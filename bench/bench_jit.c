@@ -1,0 +1,144 @@
+/*
+ * bench_jit.c — what the JIT's disk cache costs (src/codegen/jit.h): a
+ * cold compile of one small kernel (a row softmax with an ABI-header stub,
+ * cc -O3 -march=native, an empty cache each time), a cache hit in a new
+ * sh_jit (what a second run pays: key, verification of the entry, dlopen),
+ * and a hit on a library the sh_jit already holds. Medians and minima over
+ * the runs; the targets are those of issue 13 (cold < 1.5 s, hit < 5 ms).
+ *
+ *   bench_jit [--quick] [--iters N]      (SHEAF_CC picks the compiler)
+ */
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/base.h"
+#include "codegen/jit.h"
+
+static const char ABI_H[] =
+    "#include <stddef.h>\n#include <stdint.h>\n"
+    "typedef void (*sheaf_abi_parallel_fn)(void *arg, int64_t task, int tid);\n"
+    "typedef struct sheaf_abi_services { void (*parallel)(void *pool, int64_t n,\n"
+    "    sheaf_abi_parallel_fn fn, void *arg); void *pool; } sheaf_abi_services;\n";
+
+static const char KERNEL[] =
+    "#include <math.h>\n#include \"sheaf_abi.h\"\n"
+    "void softmax_rows(const sheaf_abi_services *s, const float *x, float *y, int64_t m, int64_t n) {\n"
+    "  (void)s;\n"
+    "  for (int64_t i = 0; i < m; i++) {\n"
+    "    const float *xi = x + i * n; float *yi = y + i * n; float mx = xi[0], sum = 0;\n"
+    "    for (int64_t j = 1; j < n; j++) mx = xi[j] > mx ? xi[j] : mx;\n"
+    "    for (int64_t j = 0; j < n; j++) { yi[j] = expf(xi[j] - mx); sum += yi[j]; }\n"
+    "    for (int64_t j = 0; j < n; j++) yi[j] /= sum;\n"
+    "  }\n}\n";
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb, (void)flag, (void)ftw;
+  return remove(path);
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median_ms(uint64_t *t, int n) {
+  qsort(t, (size_t)n, sizeof *t, cmp_u64);
+  return (double)t[n / 2] / 1e6;
+}
+
+int main(int argc, char **argv) {
+  int cold_runs = 5, hit_runs = 200;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--quick")) cold_runs = 3, hit_runs = 50;
+    else if (!strcmp(argv[i], "--iters") && i + 1 < argc) hit_runs = atoi(argv[++i]);
+    else {
+      fprintf(stderr, "usage: bench_jit [--quick] [--iters N]\n");
+      return 2;
+    }
+  }
+  if (hit_runs < 1) hit_runs = 1;
+  sheaf_ctx *ctx = NULL;
+  sheaf_ctx_options co = {.threads = 1};
+  char err[256];
+  if (sheaf_ctx_create(&co, &ctx, err, sizeof err) != SHEAF_OK) {
+    fprintf(stderr, "bench_jit: %s\n", err);
+    return 1;
+  }
+  const char *tmp = getenv("TMPDIR");
+  char root[512];
+  snprintf(root, sizeof root, "%s/sheaf-bench-jit-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(root)) {
+    perror("bench_jit: mkdtemp");
+    return 1;
+  }
+  static const char *const flags[] = {"-O3", "-march=native"};
+  sh_jit_header hdr = {"sheaf_abi.h", ABI_H, strlen(ABI_H)};
+  sh_jit_request req = {.name = "softmax_rows", .source = KERNEL, .source_size = strlen(KERNEL),
+                        .flags = flags, .n_flags = 2, .headers = &hdr, .n_headers = 1,
+                        .isa = sheaf_isa_name(sheaf_cpu_isa())};
+  uint64_t *cold = calloc((size_t)cold_runs, sizeof *cold), *hit = calloc((size_t)hit_runs, sizeof *hit),
+           *memo = calloc((size_t)hit_runs, sizeof *memo);
+  int rc = 0;
+  const char *cc = NULL;
+  char dir[600];
+  for (int r = 0; r < cold_runs && !rc; r++) {
+    snprintf(dir, sizeof dir, "%s/cold-%d", root, r);
+    sh_jit_options o = {.cache_dir = dir};
+    sh_jit *jit = NULL;
+    sh_jit_lib *lib = NULL;
+    uint64_t t0 = sheaf_time_ns();
+    if (sh_jit_create(ctx, &o, &jit) != SHEAF_OK || sh_jit_load(jit, &req, &lib, NULL) != SHEAF_OK) rc = 1;
+    cold[r] = sheaf_time_ns() - t0;
+    if (!cc && jit && sh_jit_compiler(jit)) cc = strdup(sh_jit_compiler(jit));
+    sh_jit_free(jit);
+  }
+  if (rc) {
+    /* no compiler is a note, not a failure: the JIT is optional */
+    bool none = sheaf_ctx_last_status(ctx) == SHEAF_ERR_NOT_FOUND;
+    printf("bench_jit: %s\n", sheaf_ctx_last_error(ctx));
+    rc = none ? 0 : 1;
+  } else {
+    sh_jit_options o = {.cache_dir = dir};
+    for (int r = 0; r < hit_runs && !rc; r++) {
+      sh_jit *jit = NULL;
+      sh_jit_lib *lib = NULL;
+      bool was_hit = false;
+      uint64_t t0 = sheaf_time_ns();
+      if (sh_jit_create(ctx, &o, &jit) != SHEAF_OK || sh_jit_load(jit, &req, &lib, &was_hit) != SHEAF_OK ||
+          !was_hit || !sh_jit_sym(lib, "softmax_rows"))
+        rc = 1;
+      hit[r] = sheaf_time_ns() - t0;
+      t0 = sheaf_time_ns();
+      if (!rc && sh_jit_load(jit, &req, &lib, NULL) != SHEAF_OK) rc = 1;
+      memo[r] = sheaf_time_ns() - t0;
+      sh_jit_free(jit);
+    }
+    if (rc) {
+      printf("bench_jit: cache hit failed: %s\n", sheaf_ctx_last_error(ctx));
+    } else {
+      /* medians first: they sort, so [0] is then the minimum */
+      double c = median_ms(cold, cold_runs), h = median_ms(hit, hit_runs), m = median_ms(memo, hit_runs);
+      printf("JIT cache, one small kernel (%zu bytes of C + a %zu-byte header, -O3 -march=native)\n",
+             strlen(KERNEL), strlen(ABI_H));
+      printf("compiler: %s\n\n", cc ? cc : "?");
+      printf("%-44s %10s %10s %10s\n", "", "median ms", "min ms", "target");
+      printf("%-44s %10.1f %10.1f %10s %s\n", "cold compile (empty cache, cc run)", c,
+             (double)cold[0] / 1e6, "< 1500", c < 1500 ? "ok" : "MISSED");
+      printf("%-44s %10.3f %10.3f %10s %s\n", "cache hit (new sh_jit: verify + dlopen)", h,
+             (double)hit[0] / 1e6, "< 5", h < 5 ? "ok" : "MISSED");
+      printf("%-44s %10.4f %10.4f %10s\n", "hit on a library the sh_jit holds", m,
+             (double)memo[0] / 1e6, "");
+      printf("\n%d cold runs, %d hits\n", cold_runs, hit_runs);
+    }
+  }
+  nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+  free(cold);
+  free(hit);
+  free(memo);
+  free((void *)(uintptr_t)cc);
+  sheaf_ctx_free(ctx);
+  return rc;
+}
