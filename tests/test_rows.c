@@ -81,8 +81,8 @@ static float *mat_copy(const mat *x) {
 }
 
 /* Largest error/bound ratio seen per kernel and level (SHEAF_ROWS_REPORT). */
-enum { R_SOFTMAX, R_LAYERNORM, R_SUM, R_ACT, R_COUNT };
-static const char *r_names[] = {"softmax", "layernorm", "sum/mean", "act(vmath)"};
+enum { R_SOFTMAX, R_LOG_SOFTMAX, R_LAYERNORM, R_SUM, R_ACT, R_COUNT };
+static const char *r_names[] = {"softmax", "log_softmax", "layernorm", "sum/mean", "act(vmath)"};
 static double g_worst[R_COUNT][3];
 static void note(int kind, int isa, double err, double bound) {
   double r = bound > 0 ? err / bound : 0;
@@ -225,6 +225,116 @@ TEST(rows_softmax_special_values) {
       sh_softmax_rows(L, 1, n, 1.0f, in, out);
       for (int64_t j = 0; j < n; j++) CHECK_NEAR(y[j], 1.0 / (double)n, 4 * EPS / (double)n);
       if (n == 1) CHECK(y[0] == 1.0f);
+      free(x);
+      free(y);
+    }
+}
+
+/* --------------------------------------------------------- log_softmax */
+
+/* Checks row y against (x - max) - log(sum exp(x - max)) in double. The f32
+ * t = x - max carries eps/2·|t|; each exp term a relative error of a few
+ * ulp plus eps/2·|t_j| (from t_j), so log(sum) an absolute one below
+ * eps·w, w = sum e_j (4 + |t_j|) / sum e_j; rounding log(sum) and the
+ * final difference add eps/2 of each. -inf entries must give -inf. */
+static bool check_log_softmax_row(int isa, int64_t n, const float *x, const float *y,
+                                  const char *what) {
+  double mx = -INFINITY, sum = 0, w = 0;
+  for (int64_t j = 0; j < n; j++)
+    if (x[j] > mx) mx = x[j];
+  for (int64_t j = 0; j < n; j++) {
+    double t = (double)x[j] - mx, e = exp(t);
+    sum += e;
+    if (e > 0) w += e * (4.0 + fabs(t));
+  }
+  double ls = log(sum);
+  w /= sum;
+  for (int64_t j = 0; j < n; j++) {
+    double t = (double)x[j] - mx, ref = t - ls;
+    double bound = isinf(t) ? 0 : EPS * (fabs(t) + fabs(ref) + ls + w) + 1e-37;
+    double err = isinf(t) ? (y[j] == -INFINITY ? 0 : INFINITY) : fabs((double)y[j] - ref);
+    note(R_LOG_SOFTMAX, isa, err, bound);
+    if (!(err <= bound))
+      return th_fail(__FILE__, __LINE__,
+                     "log_softmax %s %s n=%lld: y[%lld] = %.9g, ref %.9g (x %.9g, bound %.3g)",
+                     isa_names[isa], what, (long long)n, (long long)j, y[j], ref, x[j], bound);
+  }
+  return true;
+}
+
+TEST(rows_log_softmax_sizes_modes) {
+  const int64_t M = 3;
+  for (int isa = 0; isa < n_isas(); isa++)
+    for (int si = 0; si < N_SIZES; si++)
+      for (int mode = 0; mode < 4; mode++) { /* bit 0: row pointers, bit 1: in place */
+        int64_t n = g_sizes[si];
+        bool rows = mode & 1, inplace = mode & 2;
+        mat x = mat_new(M, n, rows), y = inplace ? x : mat_new(M, n, !rows);
+        mat_fill(&x, -8, 8);
+        float *x0 = mat_copy(&x);
+        sh_log_softmax_rows((sheaf_isa)isa, M, n, mat_in(&x), mat_out(&y));
+        bool ok = true;
+        for (int64_t i = 0; ok && i < M; i++)
+          ok = check_log_softmax_row(isa, n, x0 + i * n, mat_row(&y, i),
+                                     inplace ? "in place" : rows ? "rows" : "block");
+        if (!inplace) { /* x untouched */
+          float *x1 = mat_copy(&x);
+          ok = ok && CHECK(memcmp(x0, x1, (size_t)(M * n) * sizeof(float)) == 0);
+          free(x1);
+          mat_free(&y);
+        }
+        free(x0);
+        mat_free(&x);
+        if (!ok) return;
+      }
+  report(R_LOG_SOFTMAX);
+}
+
+TEST(rows_log_softmax_special_values) {
+  static const int64_t ns[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 64, 65, 100, 768};
+  for (int isa = 0; isa < n_isas(); isa++)
+    for (size_t si = 0; si < SH_ARRAY_LEN(ns); si++) {
+      int64_t n = ns[si];
+      float *x = malloc((size_t)n * sizeof(float)), *y = malloc((size_t)n * sizeof(float));
+      sh_gemm_in in = {NULL, x, n};
+      sh_gemm_out out = {NULL, y, n};
+      sheaf_isa L = (sheaf_isa)isa;
+
+      /* huge inputs: every term but the max underflows */
+      for (int64_t j = 0; j < n; j++) x[j] = 1e30f * frand();
+      sh_log_softmax_rows(L, 1, n, in, out);
+      check_log_softmax_row(isa, n, x, y, "huge");
+
+      /* a spread row: terms down to exp(-200) underflow to 0 */
+      for (int64_t j = 0; j < n; j++) x[j] = -200.0f * (float)j / (float)n;
+      sh_log_softmax_rows(L, 1, n, in, out);
+      check_log_softmax_row(isa, n, x, y, "spread");
+
+      /* -inf entries give -inf */
+      for (int64_t j = 0; j < n; j++) x[j] = (j % 3 == 1) ? -INFINITY : frand();
+      sh_log_softmax_rows(L, 1, n, in, out);
+      check_log_softmax_row(isa, n, x, y, "-inf entries");
+
+      /* all -inf, a NaN or a +inf anywhere: the whole row NaN */
+      for (int64_t j = 0; j < n; j++) x[j] = -INFINITY;
+      sh_log_softmax_rows(L, 1, n, in, out);
+      for (int64_t j = 0; j < n; j++) CHECK(isnan(y[j]));
+      for (int64_t pos = 0; pos < n; pos += (n > 20 ? n / 5 : 1))
+        for (int k = 0; k < 2; k++) {
+          for (int64_t j = 0; j < n; j++) x[j] = frand();
+          x[pos] = k ? INFINITY : NAN;
+          sh_log_softmax_rows(L, 1, n, in, out);
+          bool all = true;
+          for (int64_t j = 0; j < n; j++) all = all && isnan(y[j]);
+          CHECK(all);
+        }
+
+      /* a constant row: -log(n) */
+      for (int64_t j = 0; j < n; j++) x[j] = 42.5f;
+      sh_log_softmax_rows(L, 1, n, in, out);
+      for (int64_t j = 0; j < n; j++)
+        CHECK_NEAR(y[j], -log((double)n), 4 * EPS * (1 + log((double)n)));
+      if (n == 1) CHECK(y[0] == 0.0f);
       free(x);
       free(y);
     }

@@ -1,5 +1,5 @@
 /*
- * test_runtime_ew.c — the elementwise ops of the op table (src/runtime/ops.def)
+ * test_runtime_ew.c — the elementwise ops of the op table (src/kernels/ops.def)
  * that are not covered by the fusion tests: sqrt, rsqrt, abs, softplus, erf,
  * pow, minimum, maximum, the comparisons gt/ge/eq/ne and where. Each runs alone (policy none: a one-op program) and
  * inside a fused chain (policy sheaf), at row widths below, at and above
@@ -68,6 +68,16 @@ static void ew_inputs(ew_op op, int n, float *a, float *b) {
   }
   for (int i = 1; i < n; i += 3) b[i] = a[i]; /* ties (minimum, maximum, comparisons) */
   for (int i = 2; op == EW_WHERE && i < n; i += 4) a[i] = 0; /* where's false side */
+}
+
+/* The interpreters are chosen per level like the other kernels: one per
+ * level the host has, a level above it lowered to it. */
+TEST(runtime_ew_pw_kernels_per_isa) {
+  static const char *names[] = {"scalar", "avx2", "avx512"};
+  sheaf_isa host = sheaf_cpu_isa_host();
+  for (int isa = SHEAF_ISA_SCALAR; isa <= (int)host; isa++)
+    CHECK_EQ_STR(sh_pw_kernels_get((sheaf_isa)isa)->name, names[isa]);
+  CHECK_EQ_STR(sh_pw_kernels_get(SHEAF_ISA_AVX512)->name, names[host]);
 }
 
 TEST(runtime_ew_ops_every_isa) {

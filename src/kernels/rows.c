@@ -16,6 +16,7 @@
 static const sh_rows_kernels k_scalar = {
     "scalar",
     sh_f32_softmax_ukernel__scalar,
+    sh_f32_log_softmax_ukernel__scalar,
     sh_f32_layernorm_ukernel__scalar,
     sh_f32_rsum_ukernel__scalar,
     sh_f32_rmax_ukernel__scalar,
@@ -28,6 +29,7 @@ static const sh_rows_kernels k_scalar = {
 static const sh_rows_kernels k_avx2 = {
     "avx2",
     sh_f32_softmax_ukernel__avx2,
+    sh_f32_log_softmax_ukernel__avx2,
     sh_f32_layernorm_ukernel__avx2,
     sh_f32_rsum_ukernel__avx2,
     sh_f32_rmax_ukernel__avx2,
@@ -38,6 +40,7 @@ static const sh_rows_kernels k_avx2 = {
 static const sh_rows_kernels k_avx512 = {
     "avx512",
     sh_f32_softmax_ukernel__avx512,
+    sh_f32_log_softmax_ukernel__avx512,
     sh_f32_layernorm_ukernel__avx512,
     sh_f32_rsum_ukernel__avx512,
     sh_f32_rmax_ukernel__avx512,
@@ -69,6 +72,12 @@ void sh_softmax_rows(sheaf_isa isa, int64_t m, int64_t n, float scale, sh_gemm_i
   if (n <= 0) return;
   const sh_rows_kernels *k = sh_rows_kernels_get(isa);
   for (int64_t i = 0; i < m; i++) k->softmax(n, scale, in_row(x, i), out_row(y, i));
+}
+
+void sh_log_softmax_rows(sheaf_isa isa, int64_t m, int64_t n, sh_gemm_in x, sh_gemm_out y) {
+  if (n <= 0) return;
+  const sh_rows_kernels *k = sh_rows_kernels_get(isa);
+  for (int64_t i = 0; i < m; i++) k->log_softmax(n, in_row(x, i), out_row(y, i));
 }
 
 void sh_layernorm_rows(sheaf_isa isa, int64_t m, int64_t n, sh_gemm_in x, sh_gemm_in r,

@@ -9,6 +9,7 @@
  *
  *   softmax     y = softmax(scale * x) per row, numerically stable (max
  *               subtracted first).
+ *   log_softmax y = x - max - log(sum(exp(x - max))) per row.
  *   layernorm   y = (x [+ r] - mean) / sqrt(var + eps) * gamma + beta, with an
  *               optional residual r added first (post-LN transformer).
  *   reduce      sum / max / mean of each row into out[m].
@@ -28,6 +29,13 @@
  * exp(scale * (x - x_max)) / sum (x_min when scale < 0). */
 void sh_softmax_rows(sheaf_isa isa, int64_t m, int64_t n, float scale, sh_gemm_in x,
                      sh_gemm_out y);
+
+/* log_softmax(x[m, :]) into y[m, :] for m < M, n columns: t = x - max,
+ * y = t - log(sum exp(t)), the sum in double, log in double rounded once.
+ * x == y allowed. A NaN or +inf entry, or a row of -inf, makes the row NaN;
+ * -inf entries of other rows give -inf. Each level uses its exp of vmath
+ * (libm's expf at the scalar level). */
+void sh_log_softmax_rows(sheaf_isa isa, int64_t m, int64_t n, sh_gemm_in x, sh_gemm_out y);
 
 /* y[m, :] = ((x[m, :] + r[m, :]) - mean) * rsqrt(var + eps) * gamma + beta.
  * r with no rows and no base: no residual. gamma/beta NULL: 1 / 0.

@@ -5,12 +5,16 @@
  * arguments <= 0 (degree-5 polynomial, 2^n through the exponent bits);
  * arguments below -87.34 (where 2^n would leave the normal range) give 0
  * instead of a denormal (an error < 1.2e-38 of the row's max term).
+ * Log-softmax uses vmath's exp (sh_exp_avx2: the values sh_vmath_f32 gives)
+ * and sums in double.
  */
 #include "kernels/rows_kernels.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <math.h>
+
+#include "kernels/vmath_avx2.h"
 
 #define AVX2_FN __attribute__((target("avx2,fma")))
 #define AVX2_INLINE static inline __attribute__((target("avx2,fma"), always_inline))
@@ -173,6 +177,39 @@ AVX2_FN void sh_f32_softmax_ukernel__avx2(int64_t n, float scale, const float *x
   if (i < n) {
     __m256i k = tail_mask(n - i);
     _mm256_maskstore_ps(y + i, k, _mm256_mul_ps(_mm256_maskload_ps(y + i, k), inv));
+  }
+}
+
+/* --------------------------------------------------------- log_softmax */
+
+/* s0 + s1 += the 8 lanes of e, in double */
+AVX2_INLINE void add_f64(__m256 e, __m256d *s0, __m256d *s1) {
+  *s0 = _mm256_add_pd(*s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+  *s1 = _mm256_add_pd(*s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+}
+
+AVX2_FN void sh_f32_log_softmax_ukernel__avx2(int64_t n, const float *x, float *y) {
+  /* t = x - max <= 0; sum exp(t) in double; y = t - log(sum) */
+  const __m256 vm = _mm256_set1_ps(rextreme(false, n, x));
+  __m256d s0 = _mm256_setzero_pd(), s1 = s0;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    add_f64(sh_exp_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)), &s0, &s1);
+  if (i < n) {
+    __m256i k = tail_mask(n - i);
+    __m256 e = sh_exp_avx2(_mm256_sub_ps(_mm256_maskload_ps(x + i, k), vm));
+    add_f64(_mm256_and_ps(e, _mm256_castsi256_ps(k)), &s0, &s1);
+  }
+  __m256d s = _mm256_add_pd(s0, s1);
+  __m128d h = _mm_add_pd(_mm256_castpd256_pd128(s), _mm256_extractf128_pd(s, 1));
+  h = _mm_add_sd(h, _mm_unpackhi_pd(h, h));
+  const __m256 ls = _mm256_set1_ps((float)log(_mm_cvtsd_f64(h)));
+  for (i = 0; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_sub_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), ls));
+  if (i < n) {
+    __m256i k = tail_mask(n - i);
+    __m256 t = _mm256_sub_ps(_mm256_maskload_ps(x + i, k), vm);
+    _mm256_maskstore_ps(y + i, k, _mm256_sub_ps(t, ls));
   }
 }
 

@@ -4,12 +4,16 @@
  * loop), 2–8 independent accumulators per reduction. Softmax has its own
  * exp for arguments <= 0 (degree-5 polynomial, the 2^n scaling done by
  * vscalefps, which underflows gracefully: exp(-inf) = 0, NaN stays NaN).
+ * Log-softmax uses vmath's exp (sh_exp_avx512: the values sh_vmath_f32
+ * gives) and sums in double.
  */
 #include "kernels/rows_kernels.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 #include <math.h>
+
+#include "kernels/vmath_avx512.h"
 
 #define AVX512_FN __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 #define AVX512_INLINE \
@@ -145,6 +149,37 @@ AVX512_FN void sh_f32_softmax_ukernel__avx512(int64_t n, float scale, const floa
   if (i < n) {
     __mmask16 k = tail_mask(n - i);
     _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i), inv));
+  }
+}
+
+/* --------------------------------------------------------- log_softmax */
+
+/* s0 + s1 += the 16 lanes of e, in double */
+AVX512_INLINE void add_f64(__m512 e, __m512d *s0, __m512d *s1) {
+  *s0 = _mm512_add_pd(*s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+  __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(e), 1));
+  *s1 = _mm512_add_pd(*s1, _mm512_cvtps_pd(hi));
+}
+
+AVX512_FN void sh_f32_log_softmax_ukernel__avx512(int64_t n, const float *x, float *y) {
+  /* t = x - max <= 0; sum exp(t) in double; y = t - log(sum) */
+  const __m512 vm = _mm512_set1_ps(rextreme(false, n, x));
+  __m512d s0 = _mm512_setzero_pd(), s1 = s0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    add_f64(sh_exp_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm)), &s0, &s1);
+  if (i < n) {
+    __mmask16 k = tail_mask(n - i);
+    __m512 e = sh_exp_avx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm));
+    add_f64(_mm512_maskz_mov_ps(k, e), &s0, &s1);
+  }
+  const __m512 ls = _mm512_set1_ps((float)log(_mm512_reduce_add_pd(_mm512_add_pd(s0, s1))));
+  for (i = 0; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(y + i, _mm512_sub_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm), ls));
+  if (i < n) {
+    __mmask16 k = tail_mask(n - i);
+    __m512 t = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vm);
+    _mm512_mask_storeu_ps(y + i, k, _mm512_sub_ps(t, ls));
   }
 }
 

@@ -16,6 +16,8 @@ typedef struct sh_rows_kernels {
   const char *name;
   /* y = softmax(scale * x) */
   void (*softmax)(int64_t n, float scale, const float *x, float *y);
+  /* y = x - max - log(sum exp(x - max)) */
+  void (*log_softmax)(int64_t n, const float *x, float *y);
   /* y = (x [+ r] - mean) * rsqrt(var + eps) [* gamma] [+ beta]; r, gamma,
    * beta may be NULL. With r, x + r is stored to y first (so y may alias
    * x or r). */
@@ -55,6 +57,7 @@ static inline float sh_ew_op_scalar(sh_ew_op op, float a, float b) {
 
 #define SH_ROWS_DECLARE(isa)                                                                  \
   void sh_f32_softmax_ukernel__##isa(int64_t n, float scale, const float *x, float *y);      \
+  void sh_f32_log_softmax_ukernel__##isa(int64_t n, const float *x, float *y);               \
   void sh_f32_layernorm_ukernel__##isa(int64_t n, const float *x, const float *r,            \
                                        const float *gamma, const float *beta, float eps,     \
                                        float *y);                                            \

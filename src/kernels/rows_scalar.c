@@ -53,6 +53,15 @@ void sh_f32_softmax_ukernel__scalar(int64_t n, float scale, const float *x, floa
   for (int64_t i = 0; i < n; i++) y[i] *= inv;
 }
 
+void sh_f32_log_softmax_ukernel__scalar(int64_t n, const float *x, float *y) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += expf(x[i] - mx);
+  float ls = (float)log(s);
+  for (int64_t i = 0; i < n; i++) y[i] = (x[i] - mx) - ls;
+}
+
 void sh_f32_moments_f64(int64_t n, const float *v, float eps, float *mean, float *rstd) {
   double s = 0, q = 0;
   for (int64_t i = 0; i < n; i++) s += v[i];

@@ -173,12 +173,12 @@ typedef enum sh_call_kind { SH_CALL_NONE, SH_CALL_FN, SH_CALL_CTOR, SH_CALL_BUIL
 
 typedef enum sh_builtin {
   SH_BI_NONE = 0,
-  /* the runtime's ops with a builtin name (src/runtime/ops.def): elementwise
+  /* the runtime's ops with a builtin name (src/kernels/ops.def): elementwise
    * f32[s] -> f32[s] (unary) or two tensors of one shape (or an f32[1]);
    * last-axis reductions and normalizations */
 #define SH_OP(ID, name, cls, arity, form, act)
 #define SH_OP_LANG(ID, name, cls, arity, form, act, builtin) SH_BI_##ID,
-#include "runtime/ops.def"
+#include "kernels/ops.def"
   /* elementwise, written with the ops above: min(a, b), max(a, b) (max(x) is
    * the reduction), clamp(x, lo, hi); float(i): an i32 as f32[1] */
   SH_BI_MIN, SH_BI_CLAMP, SH_BI_FLOAT,

@@ -19,7 +19,7 @@
 static const char *const builtin_names[SH_BI_COUNT_] = {
 #define SH_OP(ID, name, cls, arity, form, act)
 #define SH_OP_LANG(ID, name, cls, arity, form, act, builtin) [SH_BI_##ID] = #builtin,
-#include "runtime/ops.def"
+#include "kernels/ops.def"
     [SH_BI_MIN] = "min", [SH_BI_CLAMP] = "clamp", [SH_BI_FLOAT] = "float", [SH_BI_CAT] = "cat", [SH_BI_RESHAPE] = "reshape",
     [SH_BI_ZEROS] = "zeros", [SH_BI_LSTM_CELL] = "lstm_cell", [SH_BI_LEN] = "len",
     [SH_BI_REV] = "rev", [SH_BI_MAP] = "map", [SH_BI_FOLD] = "fold", [SH_BI_SCAN] = "scan",
@@ -29,7 +29,7 @@ static const char *const builtin_names[SH_BI_COUNT_] = {
 static const uint8_t builtin_arity[SH_BI_COUNT_] = {
 #define SH_OP(ID, name, cls, arity, form, act)
 #define SH_OP_LANG(ID, name, cls, arity, form, act, builtin) [SH_BI_##ID] = arity,
-#include "runtime/ops.def"
+#include "kernels/ops.def"
 };
 int sh_builtin_op_arity(sh_builtin b) { return (unsigned)b < SH_BI_COUNT_ ? builtin_arity[b] : 0; }
 

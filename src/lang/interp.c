@@ -183,7 +183,7 @@ static bool pat_bind(sh_interp *ip, const sh_pat *p, const sh_value *v, sh_value
 #define SH_OP(ID, name, cls, arity, form, act)
 #define SH_OP_LANG(ID, name, cls, arity, form, act, builtin) BI_FN_##form(ID, name)
 static sheaf_expr (*const bi_unary[SH_BI_COUNT_])(sheaf_graph *, sheaf_expr) = {
-#include "runtime/ops.def"
+#include "kernels/ops.def"
 };
 #undef BI_FN_x
 #undef BI_FN_ab
@@ -192,7 +192,7 @@ static sheaf_expr (*const bi_unary[SH_BI_COUNT_])(sheaf_graph *, sheaf_expr) = {
 #define SH_OP(ID, name, cls, arity, form, act)
 #define SH_OP_LANG(ID, name, cls, arity, form, act, builtin) BI_FN_##form(ID, name)
 static sheaf_expr (*const bi_binary[SH_BI_COUNT_])(sheaf_graph *, sheaf_expr, sheaf_expr) = {
-#include "runtime/ops.def"
+#include "kernels/ops.def"
 };
 #undef BI_FN_x
 #undef BI_FN_ab

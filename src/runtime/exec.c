@@ -9,12 +9,10 @@
  * large; stack, transpose and row copy values, layer_norm runs the row kernel over
  * the batch. GEMM-based ops (affine, LSTM cell, matmul) are in exec_gemm.c.
  */
-#include <math.h>
 #include <string.h>
 
 #include "base/pool.h"
 #include "kernels/rows.h"
-#include "kernels/vmath.h"
 #include "runtime/runtime.h"
 
 /* ------------------------------------------------------------- operands */
@@ -103,17 +101,6 @@ static inline const float *in_row(const sh_gemm_in *in, int64_t r) {
   return in->rows ? in->rows[r] : in->base + r * in->ld;
 }
 
-static void log_softmax_row(sheaf_isa isa, int64_t n, const float *x, float *y) {
-  float mx = -INFINITY;
-  for (int64_t i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
-  for (int64_t i = 0; i < n; i++) y[i] = x[i] - mx;
-  sh_vmath_f32(isa, SH_VMATH_EXP, n, y, y);
-  double s = 0;
-  for (int64_t i = 0; i < n; i++) s += y[i];
-  float ls = (float)log(s);
-  for (int64_t i = 0; i < n; i++) y[i] = (x[i] - mx) - ls;
-}
-
 static void rowjob_range(const rowjob *j, int64_t r0, int64_t r1) {
   int64_t m = r1 - r0;
   switch (j->kind) {
@@ -122,8 +109,7 @@ static void rowjob_range(const rowjob *j, int64_t r0, int64_t r1) {
     break;
   case RJ_SOFTMAX: sh_softmax_rows(j->isa, m, j->n, 1.0f, in_at(j->x, r0), out_at(j->y, r0)); break;
   case RJ_LOG_SOFTMAX:
-    for (int64_t r = r0; r < r1; r++)
-      log_softmax_row(j->isa, j->n, in_row(&j->x, r), j->y.base + r * j->y.ld);
+    sh_log_softmax_rows(j->isa, m, j->n, in_at(j->x, r0), out_at(j->y, r0));
     break;
   case RJ_PICK:
     for (int64_t r = r0; r < r1; r++) j->out1[r] = in_row(&j->x, r)[j->idx[r]];

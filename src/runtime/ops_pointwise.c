@@ -177,7 +177,7 @@ static sheaf_expr unary(sheaf_graph *g, int opc, const char *op, sheaf_expr x, f
   }
 #define SH_BUILD_own(ID, name)
 #define SH_OP(ID, name, cls, arity, form, act) SH_BUILD_##form(ID, name)
-#include "runtime/ops.def"
+#include "kernels/ops.def"
 #undef SH_BUILD_x
 #undef SH_BUILD_ab
 #undef SH_BUILD_own

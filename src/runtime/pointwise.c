@@ -17,11 +17,11 @@
  * is computed at once.
  *
  * Flush: each root is flattened into a stack program over its distinct
- * leaves (sh_pw_prog: LOAD leaf, STORE side, binary / unary / scale ops),
- * interned in the graph's program table; its signature is (program, shape,
- * which leaves are broadcast scalars), so identical cells of every instance
- * batch together. Running them (batches, and inside a GEMM's row hook) is
- * pw_exec.c.
+ * leaves (sh_pw_prog, kernels/pw.h: LOAD leaf, STORE side, binary / unary /
+ * scale ops), interned in the graph's program table; its signature is
+ * (program, shape, which leaves are broadcast scalars), so identical cells
+ * of every instance batch together. Running them (batches, and inside a
+ * GEMM's row hook) is pw_exec.c, on the interpreters of kernels/pw.h.
  */
 #include <stdio.h>
 #include <string.h>

@@ -20,6 +20,7 @@
 #include "base/arena.h"
 #include "base/base.h"
 #include "kernels/gemm.h"
+#include "kernels/pw.h"
 
 #if defined(__GNUC__)
 #define SH_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -75,10 +76,10 @@ sheaf_status sh_model_stack_packed(sheaf_model *m, uint32_t stack, const sh_gemm
 
 /* ----------------------------------------------------------------- nodes */
 
-/* The ops (src/runtime/ops.def lists them with their classes). */
+/* The ops (src/kernels/ops.def lists them with their classes). */
 typedef enum sh_op {
 #define SH_OP(ID, name, cls, arity, form, act) SH_OP_##ID,
-#include "runtime/ops.def"
+#include "kernels/ops.def"
   SH_OP_COUNT
 } sh_op;
 _Static_assert(SH_OP_COUNT <= 64, "op classes are 64-bit masks");
@@ -86,11 +87,11 @@ _Static_assert(SH_OP_COUNT <= 64, "op classes are 64-bit masks");
 enum { SH_OPC_VIEW, SH_OPC_GEMM, SH_OPC_EW, SH_OPC_ROW }; /* ops.def's classes */
 #define SH_OP(ID, name, cls, arity, form, act) | (uint64_t)(SH_OPC_##cls != SH_OPC_VIEW) << SH_OP_##ID
 static const uint64_t sh_op_kernel_mask = 0
-#include "runtime/ops.def"
+#include "kernels/ops.def"
     ;
 #define SH_OP(ID, name, cls, arity, form, act) | (uint64_t)(SH_OPC_##cls == SH_OPC_EW) << SH_OP_##ID
 static const uint64_t sh_op_ew_mask = 0
-#include "runtime/ops.def"
+#include "kernels/ops.def"
     ;
 /* Kernel ops: a policy batches them (the rest are views). */
 static inline bool sh_op_is_kernel(int op) { return sh_op_kernel_mask >> op & 1; }
@@ -189,40 +190,10 @@ typedef struct sh_fuse {
 
 #define SH_MAX_FUSE 6 /* ranges per affine (with the bias: <= SH_GEMM_MAX_EP) */
 
-/* ------------------------------------------------------ pointwise programs */
-
-/* A pointwise program: a stack machine over `n_leaves` input rows (each
- * [cols] or a broadcast scalar), run in chunks of a row. Built at flush from
- * a root node and the chain of pointwise producers it absorbed; interned per
- * graph (its id is the FUSED signature's p0), so identical cells batch. */
-typedef enum sh_pw_opc {
-  SH_PW_LOAD = 0, /* push leaf arg */
-  SH_PW_STORE,    /* side output arg = top (not popped) */
-  SH_PW_OPS,      /* then an opcode per op (SH_PW_ADD: SH_PW_OPS + SH_OP_ADD), used for the
-                     elementwise ones: binary pops b, pops a, pushes a op b; unary
-                     replaces the top; SH_PW_SCALE: top *= k[arg] */
-#define SH_OP(ID, name, cls, arity, form, act) SH_PW_##ID = SH_PW_OPS + SH_OP_##ID,
-#include "runtime/ops.def"
-  SH_PW_COUNT
-} sh_pw_opc;
-_Static_assert(SH_PW_COUNT <= 256, "opcodes are bytes");
-
-
-#define SH_PW_MAX_CODE 48
-#define SH_PW_MAX_LEAVES 16
-#define SH_PW_MAX_STACK 8
-#define SH_PW_MAX_CONST 4
-#define SH_PW_MAX_SIDE 4
-
-/* Leaf k reads columns [off[k], off[k] + cols) of value slot[k] (a slice
- * is read through its source: slices of one value share a slot). */
-typedef struct sh_pw_prog {
-  uint8_t n_code, n_leaves, n_slots, n_const, n_side, stack, pad[2];
-  uint8_t op[SH_PW_MAX_CODE], arg[SH_PW_MAX_CODE];
-  uint8_t slot[SH_PW_MAX_LEAVES];
-  int32_t off[SH_PW_MAX_LEAVES];
-  float k[SH_PW_MAX_CONST];
-} sh_pw_prog;
+/* Pointwise programs (sh_pw_prog) and their opcodes are the kernel's
+ * (kernels/pw.h), numbered from the same op table as sh_op. */
+_Static_assert(SH_PW_COUNT == SH_PW_OPS + SH_OP_COUNT && SH_PW_ADD == SH_PW_OPS + SH_OP_ADD,
+               "SH_PW_<ID> = SH_PW_OPS + SH_OP_<ID>");
 
 typedef struct sh_trace_ev {
   uint64_t t0, dur;

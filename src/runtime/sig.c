@@ -15,16 +15,16 @@
 
 static const char *const op_names[SH_OP_COUNT] = {
 #define SH_OP(ID, name, cls, arity, form, act) [SH_OP_##ID] = #name,
-#include "runtime/ops.def"
+#include "kernels/ops.def"
 };
 static const uint8_t op_arity[SH_OP_COUNT] = {
 #define SH_OP(ID, name, cls, arity, form, act) [SH_OP_##ID] = arity,
-#include "runtime/ops.def"
+#include "kernels/ops.def"
 };
 #define SH_GEMM_ACT_NONE (-1)
 static const int8_t op_act[SH_OP_COUNT] = {
 #define SH_OP(ID, name, cls, arity, form, act) [SH_OP_##ID] = SH_GEMM_ACT_##act,
-#include "runtime/ops.def"
+#include "kernels/ops.def"
 };
 #undef SH_GEMM_ACT_NONE
 
