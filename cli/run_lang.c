@@ -22,7 +22,7 @@
 
 #include "base/file.h"
 #include "cli.h"
-#include "data.h"
+#include "io/dataset.h"
 #include "lang/interp.h"
 #include "run_lang.h"
 #include "run_lang_out.h"
@@ -231,26 +231,26 @@ typedef struct words_info {
   int32_t unk;          /* the id of unknown words */
   bool own_unk;         /* --vocab has a '<unk>' line */
   int64_t n_unknown, n_words; /* --vocab: words of the data not in it, of all */
-  char fp[96];          /* the numbering's fingerprint (no --vocab): ex_data_vocab_fingerprint */
+  char fp[96];          /* the numbering's fingerprint (no --vocab): sh_dataset_vocab_fingerprint */
 } words_info;
 
 /* The run's word ids: --vocab's (data ids remapped in place; unknown words
  * get the '<unk>' line's id, or the word count: one row more) or, without
  * it, the data's own, with every word's frequency rank for capped tables. */
-static sheaf_status number_words(sheaf_ctx *ctx, const lang_opts *o, ex_data *d, words_info *wi) {
+static sheaf_status number_words(sheaf_ctx *ctx, const lang_opts *o, sh_dataset *d, words_info *wi) {
   memset(wi, 0, sizeof *wi);
   if (!o->vocab) {
     /* every word ranked: the capped-table rows of data.h with no cap */
-    sheaf_status st = ex_data_finish(d, INT32_MAX);
+    sheaf_status st = sh_dataset_finish(d, INT32_MAX);
     if (st != SHEAF_OK) return st;
     wi->vocab = d->vocab;
     wi->n_ids = d->n_word_types;
     wi->unk = d->unk;
     wi->rank = d->n_word_types > 0 ? d->mv_row : NULL;
-    ex_data_vocab_fingerprint(d, wi->fp, sizeof wi->fp);
+    sh_dataset_vocab_fingerprint(d, wi->fp, sizeof wi->fp);
     return SHEAF_OK;
   }
-  bool sents = d->kind == EX_DATA_SENTS;
+  bool sents = d->kind == SH_DATASET_SENTS;
   const sh_vocab *dw = sents ? &d->words : &d->tb.words;
   if (sents && sh_vocab_size(dw) == 0 && d->n_tokens > 0)
     return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
@@ -336,8 +336,8 @@ static sheaf_status check_tables(sheaf_ctx *ctx, const lang_opts *o, const sh_mo
  * past the largest table's rows (its last row is <unk>) is an error at its
  * line and column, not a silent <unk> or a frequency-ranked row. */
 static sheaf_status check_ids(sheaf_ctx *ctx, const lang_opts *o, const sh_module *m,
-                              const sh_lang_bind *b, const ex_data *d) {
-  bool ids = d->kind == EX_DATA_SENTS && sh_vocab_size(&d->words) == 0 && d->n_tokens > 0;
+                              const sh_lang_bind *b, const sh_dataset *d) {
+  bool ids = d->kind == SH_DATASET_SENTS && sh_vocab_size(&d->words) == 0 && d->n_tokens > 0;
   if (!o->bo.weights || o->vocab || !ids) return SHEAF_OK;
   int best = -1;
   for (int p = 0; p < b->n_params; p++)
@@ -347,7 +347,7 @@ static sheaf_status check_ids(sheaf_ctx *ctx, const lang_opts *o, const sh_modul
   snprintf(what, sizeof what, "the largest word table, %s, of %s has %lld rows, the last for <unk>",
            sh_sym_name(&m->syms, m->params[best]->name), o->bo.weights,
            (long long)b->table_rows[best]);
-  return ex_data_check_ids(ctx, o->data, b->table_rows[best] - 1, what);
+  return sh_dataset_check_ids(ctx, o->data, b->table_rows[best] - 1, what);
 }
 
 /* ------------------------------------------------------------- progress */
@@ -397,7 +397,7 @@ typedef struct lang_worker {
 typedef struct lang_job {
   const sh_module *m;
   const sh_lang_bind *bind;
-  const ex_data *d;
+  const sh_dataset *d;
   const words_info *wi;
   const int32_t *form_ids; /* each token's id in d->words before --vocab (chars, jsonl tokens) */
   lang_format format;
@@ -447,10 +447,10 @@ static sheaf_status lang_build(sheaf_graph *g, int64_t i, void *user) {
   lang_job *j = user;
   lang_worker *w = worker_of(j, g);
   if (!w) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: an interpreter");
-  const ex_data *d = j->d;
+  const sh_dataset *d = j->d;
   sh_value in;
   sheaf_status st;
-  if (d->kind == EX_DATA_SENTS) {
+  if (d->kind == SH_DATASET_SENTS) {
     int32_t off = d->sent_off[i], len = d->sent_off[i + 1] - off;
     if (len + 1 > w->cap) {
       int32_t *nb = realloc(w->words, ((size_t)len + 1) * sizeof *nb);
@@ -519,9 +519,9 @@ static sheaf_status lang_read(sheaf_graph *g, int64_t i, void *user) {
     snprintf(prefix, sizeof prefix, "%d", (int)i);
     bad = lang_out_text(f, g, prefix, j->res[i]);
   } else if (j->format == LANG_FORMAT_JSONL) {
-    const ex_data *d = j->d;
-    int32_t off = d->kind == EX_DATA_SENTS ? d->sent_off[i] : 0;
-    int32_t nt = d->kind == EX_DATA_SENTS ? d->sent_off[i + 1] - off : 0;
+    const sh_dataset *d = j->d;
+    int32_t off = d->kind == SH_DATASET_SENTS ? d->sent_off[i] : 0;
+    int32_t nt = d->kind == SH_DATASET_SENTS ? d->sent_off[i + 1] - off : 0;
     if (j->form_ids && nt > 0 && (w->cap < nt + 1)) nt = 0; /* (the buffer holds this sentence's) */
     for (int32_t k = 0; j->form_ids && k < nt; k++) {
       w->form[k] = sh_vocab_str(&d->words, j->form_ids[off + k]);
@@ -606,12 +606,12 @@ static int write_npy_shape(const lang_opts *o, const lang_job *j, FILE *out, int
 
 /* ------------------------------------------------------------- summary */
 
-static void print_summary(FILE *f, const lang_opts *o, sheaf_ctx *ctx, const ex_data *d, const lang_job *j,
+static void print_summary(FILE *f, const lang_opts *o, sheaf_ctx *ctx, const sh_dataset *d, const lang_job *j,
                           const sheaf_runner *r, int32_t n, double secs) {
   int64_t size = 0; /* words or nodes of the instances run */
   for (int32_t i = 0; i < n; i++)
-    size += d->kind == EX_DATA_SENTS ? d->sent_off[i + 1] - d->sent_off[i] : d->tb.tree_size[i];
-  bool sents = d->kind == EX_DATA_SENTS;
+    size += d->kind == SH_DATASET_SENTS ? d->sent_off[i + 1] - d->sent_off[i] : d->tb.tree_size[i];
+  bool sents = d->kind == SH_DATASET_SENTS;
   fprintf(f, "%s: %d %s, %lld %s from %s\n", o->file, (int)n, j->noun, (long long)size,
           sents ? "words" : "nodes", o->data);
   fprintf(f, "  %s%s", o->bo.weights ? "weights " : "seed ", o->bo.weights ? o->bo.weights : "");
@@ -653,7 +653,7 @@ int cli_run_lang(int argc, char **argv) {
   size_t len = 0;
   sh_module m;
   bool have_m = false, have_d = false;
-  ex_data d;
+  sh_dataset d;
   sheaf_model *model = NULL;
   sh_lang_bind bind = {0};
   sheaf_runner *runner = NULL;
@@ -713,14 +713,14 @@ int cli_run_lang(int argc, char **argv) {
                                            "token records", o.file);
       goto fail;
     }
-    ex_data_kind dk = k == SH_INPUT_TOKENS || k == SH_INPUT_RECORDS ? EX_DATA_SENTS
-                      : k == SH_INPUT_DEP_TREE ? EX_DATA_CHILDSUM : EX_DATA_BINARY;
-    ex_data_opts lim = {.max_vocab = o.max_vocab};
-    if (ex_data_load_opts(ctx, o.data, dk, &lim, &d) != SHEAF_OK) goto fail;
+    sh_dataset_kind dk = k == SH_INPUT_TOKENS || k == SH_INPUT_RECORDS ? SH_DATASET_SENTS
+                      : k == SH_INPUT_DEP_TREE ? SH_DATASET_CHILDSUM : SH_DATASET_BINARY;
+    sh_dataset_opts lim = {.max_vocab = o.max_vocab};
+    if (sh_dataset_load_opts(ctx, o.data, dk, &lim, &d) != SHEAF_OK) goto fail;
     have_d = true;
   }
   words_info wi;
-  bool want_forms = d.kind == EX_DATA_SENTS && o.format == LANG_FORMAT_JSONL && sh_vocab_size(&d.words) > 0;
+  bool want_forms = d.kind == SH_DATASET_SENTS && o.format == LANG_FORMAT_JSONL && sh_vocab_size(&d.words) > 0;
   if (uses_chars || want_forms) { /* the texts of the words, before --vocab renumbers them */
     if (uses_chars && sh_vocab_size(&d.words) == 0 && d.n_tokens > 0) {
       sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: main reads 'chars', but %s holds token ids, not words",
@@ -746,7 +746,7 @@ int cli_run_lang(int argc, char **argv) {
     const char *meta[2] = {"sheaf.vocab", wi.fp};
     if (sheaf_model_save_meta(model, weights_f->tmp, o.vocab ? 0 : 1, meta) != SHEAF_OK) goto fail;
   }
-  int32_t n = ex_data_count(&d);
+  int32_t n = sh_dataset_count(&d);
   if (o.limit && o.limit < n) n = (int32_t)o.limit;
   job.m = &m;
   job.bind = &bind;
@@ -766,7 +766,7 @@ int cli_run_lang(int argc, char **argv) {
   job.model_path = o.file;
   job.n = n;
   job.batch = (int32_t)o.batch;
-  job.noun = d.kind == EX_DATA_SENTS ? "sentences" : "trees";
+  job.noun = d.kind == SH_DATASET_SENTS ? "sentences" : "trees";
   job.out = out;
   job.pg = &pg;
   job.res = calloc((size_t)n + 1, sizeof *job.res);
@@ -809,7 +809,7 @@ fail:
   cli_error("%s", sheaf_ctx_last_error(ctx));
   if (failed_at >= 0)
     fprintf(stderr, "sheaf: note: while running %s %d of %s (0-based)\n",
-            d.kind == EX_DATA_SENTS ? "sentence" : "tree", (int)failed_at, o.data);
+            d.kind == SH_DATASET_SENTS ? "sentence" : "tree", (int)failed_at, o.data);
 fail_quiet:
 done:
   sheaf_runner_free(runner); /* writes the trace (to its temporary file) */
@@ -823,7 +823,7 @@ done:
   sh_lang_bind_free(ctx, &bind);
   sheaf_model_free(model);
   free(form_ids);
-  if (have_d) ex_data_free(&d);
+  if (have_d) sh_dataset_free(&d);
   if (have_m) sh_module_free(&m);
   if (src) sh_free(ctx, src, len + 1);
   sheaf_ctx_free(ctx);

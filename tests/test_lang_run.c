@@ -6,11 +6,11 @@
 #include <stdlib.h>
 
 #include "base/file.h"
-#include "data.h"
 #include "harness.h"
+#include "io/dataset.h"
 #include "lang/interp.h"
-#include "models.h"
-#include "treelstm.h"
+#include "models/models.h"
+#include "models/treelstm.h"
 
 #define EWT "data/ud_english_ewt/en_ewt-ud-test.conllu"
 
@@ -21,15 +21,15 @@ static bool compile_file(sheaf_ctx *ctx, const char *path, sh_module *m, char **
 
 TEST(lang_run_treelstm_matches_c_api) {
   sheaf_ctx *ctx = th_ctx();
-  ex_data d;
-  if (!CHECK_OK(ctx, ex_data_load(ctx, EWT, EX_DATA_BINARY, &d))) return;
-  ex_net net;
+  sh_dataset d;
+  if (!CHECK_OK(ctx, sh_dataset_load(ctx, EWT, SH_DATASET_BINARY, &d))) return;
+  sh_net net;
   const int H = 24, E = 20, N = 12;
-  if (!CHECK_OK(ctx, ex_net_create(ctx, EX_MODEL_TREELSTM, &d, H, E, &net))) {
-    ex_data_free(&d);
+  if (!CHECK_OK(ctx, sh_net_create(ctx, SH_NET_TREELSTM, &d, H, E, &net))) {
+    sh_dataset_free(&d);
     return;
   }
-  CHECK_OK(ctx, ex_net_seed(&net, 3));
+  CHECK_OK(ctx, sh_net_seed(&net, 3));
   /* nonzero biases, so the bias folding is exercised */
   const char *biases[] = {"b_leaf", "b_node", "b_out"};
   for (int i = 0; i < 3; i++) {
@@ -45,15 +45,15 @@ TEST(lang_run_treelstm_matches_c_api) {
 
   /* the C-API outputs */
   sheaf_graph *g = NULL;
-  float *want = calloc((size_t)N * EX_TREELSTM_CLASSES, sizeof(float));
+  float *want = calloc((size_t)N * SH_TREELSTM_CLASSES, sizeof(float));
   CHECK_OK(ctx, sheaf_graph_create(net.model, NULL, &g));
   sheaf_expr outs[12];
-  for (int t = 0; t < N; t++) outs[t] = ex_treelstm_build(g, &net.tl, &d.tb, t, d.unk, NULL);
+  for (int t = 0; t < N; t++) outs[t] = sh_treelstm_build(g, &net.tl, &d.tb, t, d.unk, NULL);
   CHECK_OK(ctx, sheaf_graph_flush(g));
   for (int t = 0; t < N; t++) {
     sheaf_value_view v;
     if (CHECK_OK(ctx, sheaf_value(g, outs[t], &v)))
-      memcpy(want + t * EX_TREELSTM_CLASSES, v.data, EX_TREELSTM_CLASSES * sizeof(float));
+      memcpy(want + t * SH_TREELSTM_CLASSES, v.data, SH_TREELSTM_CLASSES * sizeof(float));
   }
   sheaf_graph_free(g);
   g = NULL;
@@ -88,8 +88,8 @@ TEST(lang_run_treelstm_matches_c_api) {
       sheaf_value_view v;
       REQUIRE(res[t].kind == SH_V_TENSOR);
       if (!CHECK_OK(ctx, sheaf_value(g, res[t].t, &v))) goto out;
-      CHECK_EQ_INT(v.shape[v.rank - 1], EX_TREELSTM_CLASSES);
-      double e = ex_max_rel_err(v.data, want + t * EX_TREELSTM_CLASSES, 1, EX_TREELSTM_CLASSES);
+      CHECK_EQ_INT(v.shape[v.rank - 1], SH_TREELSTM_CLASSES);
+      double e = sh_max_rel_err(v.data, want + t * SH_TREELSTM_CLASSES, 1, SH_TREELSTM_CLASSES);
       if (e > worst) worst = e;
     }
     CHECK_OK(ctx, sheaf_graph_reset(g));
@@ -105,8 +105,8 @@ out:
   sh_module_free(&m);
   if (src) sh_free(ctx, src, len + 1);
   free(want);
-  ex_net_free(&net);
-  ex_data_free(&d);
+  sh_net_free(&net);
+  sh_dataset_free(&d);
 }
 
 TEST(lang_run_missing_weights_listed_once) {

@@ -10,22 +10,22 @@
 #include <stdlib.h>
 
 #include "harness.h"
-#include "models.h"
+#include "models/models.h"
 
 #define EWT_TEST "data/ud_english_ewt/en_ewt-ud-test.conllu"
 
-static void runner_matches(ex_model_kind kind, int64_t hidden, int32_t first, int32_t count) {
+static void runner_matches(sh_net_kind kind, int64_t hidden, int32_t first, int32_t count) {
   sheaf_ctx *ctx = th_ctx();
-  ex_data d;
-  if (!CHECK_OK(ctx, ex_data_load(ctx, EWT_TEST, ex_model_data_kind(kind), &d))) return;
-  ex_net net;
-  if (!CHECK_OK(ctx, ex_net_create(ctx, kind, &d, hidden, hidden, &net))) {
-    ex_data_free(&d);
+  sh_dataset d;
+  if (!CHECK_OK(ctx, sh_dataset_load(ctx, EWT_TEST, sh_net_data_kind(kind), &d))) return;
+  sh_net net;
+  if (!CHECK_OK(ctx, sh_net_create(ctx, kind, &d, hidden, hidden, &net))) {
+    sh_dataset_free(&d);
     return;
   }
-  CHECK_OK(ctx, ex_net_seed(&net, 3));
-  ex_outputs ref;
-  if (CHECK_OK(ctx, ex_run_fresh(&net, SHEAF_POLICY_SHEAF, 1, first, count, 7, &ref))) {
+  CHECK_OK(ctx, sh_net_seed(&net, 3));
+  sh_net_outputs ref;
+  if (CHECK_OK(ctx, sh_net_run_fresh(&net, SHEAF_POLICY_SHEAF, 1, first, count, 7, &ref))) {
     static const struct {
       int threads;
       sheaf_parallel par;
@@ -36,36 +36,36 @@ static void runner_matches(ex_model_kind kind, int64_t hidden, int32_t first, in
     for (size_t c = 0; c < SH_ARRAY_LEN(cfg); c++) {
       sheaf_runner_opts ro = {cfg[c].batch, cfg[c].threads, SHEAF_POLICY_SHEAF, cfg[c].par, NULL};
       sheaf_runner *r = NULL;
-      ex_outputs got;
+      sh_net_outputs got;
       if (!CHECK_OK(ctx, sheaf_runner_create(net.model, &ro, &r))) continue;
-      if (CHECK_OK(ctx, ex_outputs_init(&got, &net, first, count))) {
+      if (CHECK_OK(ctx, sh_net_outputs_init(&got, &net, first, count))) {
         /* twice: the second run reuses the runner's warm graphs */
         for (int rep = 0; rep < 2; rep++) {
           memset(got.values, 0, (size_t)(got.rows * got.dim) * sizeof(float));
-          if (!CHECK_OK(ctx, ex_run_runner(&net, r, first, count, &got))) break;
-          double err = ex_max_rel_err(got.values, ref.values, ref.rows, ref.dim);
+          if (!CHECK_OK(ctx, sh_net_run_runner(&net, r, first, count, &got))) break;
+          double err = sh_max_rel_err(got.values, ref.values, ref.rows, ref.dim);
           if (!(err <= 1e-5))
             th_fail(__FILE__, __LINE__, "%s, runner config %zu, run %d: max relative error %.3g",
-                    ex_model_name(kind), c, rep, err);
+                    sh_net_kind_name(kind), c, rep, err);
         }
         sheaf_graph_stats st;
         sheaf_runner_get_stats(r, &st);
         CHECK(st.nodes > 0);
         CHECK_EQ_INT(st.flushes, 2 * ((count + cfg[c].batch - 1) / cfg[c].batch));
-        ex_outputs_free(&got);
+        sh_net_outputs_free(&got);
       }
       sheaf_runner_free(r);
     }
-    ex_outputs_free(&ref);
+    sh_net_outputs_free(&ref);
   }
-  ex_net_free(&net);
-  ex_data_free(&d);
+  sh_net_free(&net);
+  sh_dataset_free(&d);
 }
 
-TEST(runner_treelstm_matches_graph_run) { runner_matches(EX_MODEL_TREELSTM, 16, 0, 61); }
-TEST(runner_childsum_matches_graph_run) { runner_matches(EX_MODEL_CHILDSUM, 16, 100, 45); }
-TEST(runner_bilstm_matches_graph_run) { runner_matches(EX_MODEL_BILSTM, 16, 1000, 50); }
-TEST(runner_mvrnn_matches_graph_run) { runner_matches(EX_MODEL_MVRNN, 8, 3, 40); }
+TEST(runner_treelstm_matches_graph_run) { runner_matches(SH_NET_TREELSTM, 16, 0, 61); }
+TEST(runner_childsum_matches_graph_run) { runner_matches(SH_NET_CHILDSUM, 16, 100, 45); }
+TEST(runner_bilstm_matches_graph_run) { runner_matches(SH_NET_BILSTM, 16, 1000, 50); }
+TEST(runner_mvrnn_matches_graph_run) { runner_matches(SH_NET_MVRNN, 8, 3, 40); }
 
 TEST(runner_auto_mode) {
   sheaf_ctx *ctx = th_ctx();

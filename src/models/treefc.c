@@ -2,11 +2,11 @@
  * treefc.c — TreeFC (see treefc.h): parameters and the per-tree builder
  * (one pass over the nodes in post-order, no recursion).
  */
-#include "treefc.h"
+#include "models/treefc.h"
 
-#include "tree_walk.h"
+#include "models/tree_walk.h"
 
-sheaf_status ex_treefc_declare(sheaf_model *m, int64_t H, int64_t V, ex_treefc *p) {
+sheaf_status sh_treefc_declare(sheaf_model *m, int64_t H, int64_t V, sh_treefc *p) {
   p->hidden = H;
   p->vocab = V;
   int64_t s_emb[2] = {V, H}, s_W[2] = {2 * H, H}, s_b[1] = {H};
@@ -16,10 +16,10 @@ sheaf_status ex_treefc_declare(sheaf_model *m, int64_t H, int64_t V, ex_treefc *
   return st;
 }
 
-sheaf_expr ex_treefc_build(sheaf_graph *g, const ex_treefc *p, const sh_treebank *tb, int32_t t,
+sheaf_expr sh_treefc_build(sheaf_graph *g, const sh_treefc *p, const sh_treebank *tb, int32_t t,
                            int32_t unk_row) {
   int32_t first = tb->tree_first[t];
-  sheaf_expr *v = ex_tree_scratch(g, tb, t, sizeof *v); /* by node - first */
+  sheaf_expr *v = sh_tree_scratch(g, tb, t, sizeof *v); /* by node - first */
   if (!v) return (sheaf_expr){0};
   for (int32_t n = first; n < first + tb->tree_size[t]; n++) { /* post-order: children first */
     int32_t nc = tb->n_children[n];

@@ -1,12 +1,13 @@
 /*
- * data.h — the inputs of the example models (examples/), shared by `sheaf
- * run`, the tests and the benchmarks: trees (binary or child-sum) and tagged
- * sentences, with the embedding rows the models look up.
+ * dataset.h — a data set as the models read it (`sheaf run` for the
+ * built-in models of src/models and for MODEL.sf, the tests and the
+ * benchmarks): trees (binary or child-sum) or tagged sentences from a
+ * file, with the embedding rows the models look up.
  *
- *   ex_data d;
- *   ex_data_load(ctx, "en_ewt-ud-test.conllu", EX_DATA_BINARY, &d);  // or PTB trees
- *   for (int32_t t = 0; t < ex_data_count(&d); t++) ... d.tb (trees) or d.sent_* ...
- *   ex_data_free(&d);
+ *   sh_dataset d;
+ *   sh_dataset_load(ctx, "en_ewt-ud-test.conllu", SH_DATASET_BINARY, &d);  // or PTB trees
+ *   for (int32_t t = 0; t < sh_dataset_count(&d); t++) ... d.tb (trees) or d.sent_* ...
+ *   sh_dataset_free(&d);
  *
  * Vocabulary: a word's embedding row is its id in the data's own word
  * vocabulary (tb.words, or the CoNLL-U forms for sentences) and one more row,
@@ -15,31 +16,31 @@
  * seen first) get rows 0..mv_cap-1 in frequency order, every other word the
  * row mv_cap (<unk>): V' = min(words, mv_cap) + 1.
  *
- * Sentences (EX_DATA_SENTS) carry UPOS tags mapped to the 17 universal tags
- * in the order of ex_upos_names (an unknown tag, e.g. "_", is -1 and is
+ * Sentences (SH_DATASET_SENTS) carry UPOS tags mapped to the 17 universal tags
+ * in the order of sh_upos_names (an unknown tag, e.g. "_", is -1 and is
  * never used as a target); token-line files (no tags) load with all tags -1.
  * From CoNLL-U they also carry XPOS, DEPREL and HEAD per word.
  */
-#ifndef SHEAF_EXAMPLES_DATA_H
-#define SHEAF_EXAMPLES_DATA_H
+#ifndef SH_IO_DATASET_H
+#define SH_IO_DATASET_H
 
 #include "io/treebank.h"
 
-typedef enum ex_data_kind {
-  EX_DATA_BINARY = 0, /* binary trees: sh_binarize of CoNLL-U, or PTB trees */
-  EX_DATA_CHILDSUM,   /* dependency trees: sh_childsum of CoNLL-U, or PTB child-sum form */
-  EX_DATA_SENTS       /* sentences: CoNLL-U words + UPOS, or token lines */
-} ex_data_kind;
+typedef enum sh_dataset_kind {
+  SH_DATASET_BINARY = 0, /* binary trees: sh_binarize of CoNLL-U, or PTB trees */
+  SH_DATASET_CHILDSUM,   /* dependency trees: sh_childsum of CoNLL-U, or PTB child-sum form */
+  SH_DATASET_SENTS       /* sentences: CoNLL-U words + UPOS, or token lines */
+} sh_dataset_kind;
 
-#define EX_UPOS_COUNT 17
-extern const char *const ex_upos_names[EX_UPOS_COUNT];
+#define SH_UPOS_COUNT 17
+extern const char *const sh_upos_names[SH_UPOS_COUNT];
 /* The 37 universal dependency relations (UD v2), in this order; a DEPREL's
  * subtype is dropped (nmod:poss is nmod) and any other relation is
- * EX_DEPREL_COUNT - 1 + 1 = 37 ("other"). */
-#define EX_DEPREL_COUNT 37
-extern const char *const ex_deprel_names[EX_DEPREL_COUNT];
+ * SH_DEPREL_COUNT - 1 + 1 = 37 ("other"). */
+#define SH_DEPREL_COUNT 37
+extern const char *const sh_deprel_names[SH_DEPREL_COUNT];
 
-#define EX_MV_CAP_DEFAULT 2000
+#define SH_DATASET_MV_CAP_DEFAULT 2000
 
 /* Token ids (token-line files read as ids) are rows of the models' word
  * tables, so the largest id sets a table's size (V = max id + 2 rows with
@@ -47,29 +48,29 @@ extern const char *const ex_deprel_names[EX_DEPREL_COUNT];
  * file, line and column. Default limit: ids below 1,000,000 (a table of
  * 1,000,000 rows of 256 floats is 1 GiB); `sheaf run --max-vocab N` sets
  * another, and a run with weights takes the rows of their word table. */
-#define EX_MAX_VOCAB_DEFAULT 1000000
+#define SH_DATASET_MAX_VOCAB_DEFAULT 1000000
 
-typedef struct ex_data_opts {
-  int64_t max_vocab;        /* token ids must be below this; 0: EX_MAX_VOCAB_DEFAULT */
+typedef struct sh_dataset_opts {
+  int64_t max_vocab;        /* token ids must be below this; 0: SH_DATASET_MAX_VOCAB_DEFAULT */
   const char *max_vocab_what; /* where the limit comes from, for the message (NULL:
                                  "--max-vocab, default 1000000" or "--max-vocab") */
-} ex_data_opts;
+} sh_dataset_opts;
 
-typedef struct ex_data {
+typedef struct sh_dataset {
   sheaf_ctx *ctx;
-  ex_data_kind kind;
-  /* trees (EX_DATA_BINARY, EX_DATA_CHILDSUM) */
+  sh_dataset_kind kind;
+  /* trees (SH_DATASET_BINARY, SH_DATASET_CHILDSUM) */
   sh_treebank tb;
-  /* sentences (EX_DATA_SENTS): sentence s is tokens [sent_off[s], sent_off[s+1]) */
+  /* sentences (SH_DATASET_SENTS): sentence s is tokens [sent_off[s], sent_off[s+1]) */
   int32_t n_sents;
   int32_t *sent_off;   /* n_sents + 1 */
   int32_t *sent_words; /* word ids (in `words`) */
   int32_t *sent_tags;  /* 0..16 or -1 */
   /* CoNLL-U sentences only (NULL otherwise), n_tokens each: XPOS ids (in
-   * `xpos`, order of first appearance), DEPREL ids (ex_deprel_names; 37:
+   * `xpos`, order of first appearance), DEPREL ids (sh_deprel_names; 37:
    * another relation), HEAD (1-based word index, 0 for the root) */
   int32_t *sent_xpos, *sent_deprel, *sent_head;
-  size_t cols_bytes; /* their allocation (dropped when ex_data_add_sent adds a sentence) */
+  size_t cols_bytes; /* their allocation (dropped when sh_dataset_add_sent adds a sentence) */
   sh_vocab xpos;
   int32_t n_tokens;
   size_t cap_sents, cap_words, cap_tags; /* capacities (entries) */
@@ -81,59 +82,59 @@ typedef struct ex_data {
   int32_t mv_vocab;    /* V' */
   int32_t n_word_types; /* word ids are 0..n_word_types-1 (V = n_word_types + 1) */
   int32_t *mv_row;     /* word id -> capped row (n_word_types entries) */
-  int64_t max_vocab;   /* token ids beyond the words must be below it (ex_data_finish) */
-} ex_data;
+  int64_t max_vocab;   /* token ids beyond the words must be below it (sh_dataset_finish) */
+} sh_dataset;
 
 /* An empty set of `kind` (trees or sentences to be added by the caller, as
- * the tests do); call ex_data_finish when done adding. */
-void ex_data_init(ex_data *d, sheaf_ctx *ctx, ex_data_kind kind);
-void ex_data_free(ex_data *d); /* NULL-safe fields; the struct itself is the caller's */
+ * the tests do); call sh_dataset_finish when done adding. */
+void sh_dataset_init(sh_dataset *d, sheaf_ctx *ctx, sh_dataset_kind kind);
+void sh_dataset_free(sh_dataset *d); /* NULL-safe fields; the struct itself is the caller's */
 
 /* Reads `path`: .conllu (binarized, child-sum or sentences per kind), else
  * PTB trees for the tree kinds and token lines for sentences. On failure
  * the context's last error names the file (line and column for bad input)
  * and d is left freed. */
-sheaf_status ex_data_load(sheaf_ctx *ctx, const char *path, ex_data_kind kind, ex_data *d);
+sheaf_status sh_dataset_load(sheaf_ctx *ctx, const char *path, sh_dataset_kind kind, sh_dataset *d);
 /* The same with limits (opts may be NULL: the defaults). */
-sheaf_status ex_data_load_opts(sheaf_ctx *ctx, const char *path, ex_data_kind kind,
-                               const ex_data_opts *opts, ex_data *d);
+sheaf_status sh_dataset_load_opts(sheaf_ctx *ctx, const char *path, sh_dataset_kind kind,
+                                  const sh_dataset_opts *opts, sh_dataset *d);
 /* From memory: data[0..size) read as the file `name` would be (its
  * extension picks the format; messages use it). */
-sheaf_status ex_data_load_mem(sheaf_ctx *ctx, const char *data, size_t size, const char *name,
-                              ex_data_kind kind, const ex_data_opts *opts, ex_data *d);
+sheaf_status sh_dataset_load_mem(sheaf_ctx *ctx, const char *data, size_t size, const char *name,
+                                 sh_dataset_kind kind, const sh_dataset_opts *opts, sh_dataset *d);
 
 /* Reads the token-line file `path` again with ids limited to [0, limit)
  * and returns the reader's positioned error for the first id beyond it
  * ("PATH:LINE:COL: error: token id ... (what)"), SHEAF_OK when none is. For
  * a limit learnt after loading (a model's table rows). */
-sheaf_status ex_data_check_ids(sheaf_ctx *ctx, const char *path, int64_t limit, const char *what);
+sheaf_status sh_dataset_check_ids(sheaf_ctx *ctx, const char *path, int64_t limit, const char *what);
 
 /* Appends a sentence (word ids must be interned in d->words). */
-sheaf_status ex_data_add_sent(ex_data *d, const int32_t *words, const int32_t *tags, int32_t n);
+sheaf_status sh_dataset_add_sent(sh_dataset *d, const int32_t *words, const int32_t *tags, int32_t n);
 
-/* Computes vocab/unk and the MV-RNN rows (cap <= 0: EX_MV_CAP_DEFAULT). Call
- * after the last tree or sentence was added (ex_data_load does). Word ids
+/* Computes vocab/unk and the MV-RNN rows (cap <= 0: SH_DATASET_MV_CAP_DEFAULT). Call
+ * after the last tree or sentence was added (sh_dataset_load does). Word ids
  * beyond the data's word vocabulary (token ids) must be below d->max_vocab
- * (EX_MAX_VOCAB_DEFAULT unless loaded with another). */
-sheaf_status ex_data_finish(ex_data *d, int32_t mv_cap);
+ * (SH_DATASET_MAX_VOCAB_DEFAULT unless loaded with another). */
+sheaf_status sh_dataset_finish(sh_dataset *d, int32_t mv_cap);
 
 /* The word numbering as text, "WORDS words, fnv1a64 HEX" over the words
  * in id order: written as weights' "sheaf.vocab" metadata so a later run
  * can tell whether its data numbers words the same way. */
-void ex_data_vocab_fingerprint(const ex_data *d, char *out, size_t cap);
+void sh_dataset_vocab_fingerprint(const sh_dataset *d, char *out, size_t cap);
 
 /* Instances: trees or sentences. */
-int32_t ex_data_count(const ex_data *d);
+int32_t sh_dataset_count(const sh_dataset *d);
 /* Nodes of tree i / tokens of sentence i. */
-int32_t ex_data_size(const ex_data *d, int32_t i);
-/* Sum of ex_data_size over [first, first + count). */
-int64_t ex_data_size_range(const ex_data *d, int32_t first, int32_t count);
+int32_t sh_dataset_size(const sh_dataset *d, int32_t i);
+/* Sum of sh_dataset_size over [first, first + count). */
+int64_t sh_dataset_size_range(const sh_dataset *d, int32_t first, int32_t count);
 
 /* The embedding row of word id w (-1 or out of range: unk). */
-static inline int32_t ex_data_row(const ex_data *d, int32_t w) {
+static inline int32_t sh_dataset_row(const sh_dataset *d, int32_t w) {
   return w >= 0 && w < d->vocab - 1 ? w : d->unk;
 }
-static inline int32_t ex_data_mv_row(const ex_data *d, int32_t w) {
+static inline int32_t sh_dataset_mv_row(const sh_dataset *d, int32_t w) {
   return w >= 0 && w < d->n_word_types ? d->mv_row[w] : d->mv_vocab - 1;
 }
 

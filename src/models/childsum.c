@@ -2,12 +2,12 @@
  * childsum.c — the child-sum TreeLSTM (see childsum.h): parameters and the
  * per-tree builder (one pass over the nodes in post-order, no recursion).
  */
-#include "childsum.h"
+#include "models/childsum.h"
 
-#include "tree_walk.h"
+#include "models/tree_walk.h"
 
-sheaf_status ex_childsum_declare(sheaf_model *m, int64_t H, int64_t E, int64_t V,
-                                 ex_childsum *p) {
+sheaf_status sh_childsum_lstm_declare(sheaf_model *m, int64_t H, int64_t E, int64_t V,
+                                      sh_childsum_lstm *p) {
   p->hidden = H;
   p->embed = E;
   p->vocab = V;
@@ -44,7 +44,7 @@ typedef struct state {
 #define MAX_STACK_KIDS 32
 
 /* The state of node n from its children's (st, indexed by node - first). */
-static state node(sheaf_graph *g, const ex_childsum *p, const sh_treebank *tb, int32_t n,
+static state node(sheaf_graph *g, const sh_childsum_lstm *p, const sh_treebank *tb, int32_t n,
                   int32_t unk_row, const state *st, int32_t first) {
   int64_t H = p->hidden;
   int32_t w = tb->word[n];
@@ -90,10 +90,10 @@ static state node(sheaf_graph *g, const ex_childsum *p, const sh_treebank *tb, i
   return s;
 }
 
-sheaf_expr ex_childsum_build(sheaf_graph *g, const ex_childsum *p, const sh_treebank *tb,
-                             int32_t t, int32_t unk_row) {
+sheaf_expr sh_childsum_lstm_build(sheaf_graph *g, const sh_childsum_lstm *p, const sh_treebank *tb,
+                                  int32_t t, int32_t unk_row) {
   int32_t first = tb->tree_first[t];
-  state *st = ex_tree_scratch(g, tb, t, sizeof *st); /* by node - first */
+  state *st = sh_tree_scratch(g, tb, t, sizeof *st); /* by node - first */
   if (!st) return (sheaf_expr){0};
   for (int32_t n = first; n < first + tb->tree_size[t]; n++) /* post-order: children first */
     st[n - first] = node(g, p, tb, n, unk_row, st, first);

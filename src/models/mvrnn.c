@@ -3,11 +3,11 @@
  * initialization of the word matrices, and the per-tree builder (one pass
  * over the nodes in post-order, no recursion).
  */
-#include "mvrnn.h"
+#include "models/mvrnn.h"
 
-#include "tree_walk.h"
+#include "models/tree_walk.h"
 
-sheaf_status ex_mvrnn_declare(sheaf_model *m, int64_t H, int64_t V, int64_t Vm, ex_mvrnn *p) {
+sheaf_status sh_mvrnn_declare(sheaf_model *m, int64_t H, int64_t V, int64_t Vm, sh_mvrnn *p) {
   p->hidden = H;
   p->vocab = V;
   p->mat_vocab = Vm;
@@ -34,7 +34,7 @@ sheaf_status ex_mvrnn_declare(sheaf_model *m, int64_t H, int64_t V, int64_t Vm, 
   return SHEAF_OK;
 }
 
-void ex_mvrnn_init_identity(sheaf_model *m, const ex_mvrnn *p) {
+void sh_mvrnn_init_identity(sheaf_model *m, const sh_mvrnn *p) {
   int rank;
   const int64_t *shape;
   float *d = sheaf_model_param_data(m, p->emb_mat, &rank, &shape);
@@ -50,7 +50,7 @@ typedef struct state {
 
 /* The state of node n (its children's states in st, by node - first); the
  * matrix only when a parent needs it. */
-static state node(sheaf_graph *g, const ex_mvrnn *p, const sh_treebank *tb, int32_t n,
+static state node(sheaf_graph *g, const sh_mvrnn *p, const sh_treebank *tb, int32_t n,
                   const int32_t *mat_row, int32_t n_words, bool need_matrix, const state *st,
                   int32_t first) {
   int64_t H = p->hidden;
@@ -79,10 +79,10 @@ static state node(sheaf_graph *g, const ex_mvrnn *p, const sh_treebank *tb, int3
   return s;
 }
 
-sheaf_expr ex_mvrnn_build(sheaf_graph *g, const ex_mvrnn *p, const sh_treebank *tb, int32_t t,
+sheaf_expr sh_mvrnn_build(sheaf_graph *g, const sh_mvrnn *p, const sh_treebank *tb, int32_t t,
                           const int32_t *mat_row, int32_t n_words) {
   int32_t first = tb->tree_first[t], root = tb->tree_root[t];
-  state *st = ex_tree_scratch(g, tb, t, sizeof *st); /* by node - first */
+  state *st = sh_tree_scratch(g, tb, t, sizeof *st); /* by node - first */
   if (!st) return (sheaf_expr){0};
   /* Every node's matrix feeds its parent, except on the root's chain of
    * unary nodes (their state is the root's). */
