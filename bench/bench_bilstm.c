@@ -43,7 +43,7 @@ static bool write_sents(const sh_dataset *d, int32_t n, const char *path) {
   for (int32_t s = 0; s < n; s++) {
     fprintf(f, "%d", (int)(d->sent_off[s + 1] - d->sent_off[s]));
     for (int32_t i = d->sent_off[s]; i < d->sent_off[s + 1]; i++)
-      fprintf(f, " %d", (int)sh_dataset_row(d, d->sent_words[i]));
+      fprintf(f, " %d", (int)sh_word_id(d->ids, d->sent_words[i]));
     fputc('\n', f);
   }
   return fclose(f) == 0;

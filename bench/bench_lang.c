@@ -70,7 +70,7 @@ static sheaf_status lang_build(side *s, sheaf_graph *g, int32_t i, sheaf_expr *o
   lang_net *l = s->l;
   const sh_dataset *d = l->d;
   sh_value in, res;
-  sheaf_status st = sh_interp_tree(l->ip, &d->tb, d->tb.tree_root[i], d->vocab, d->unk, &in);
+  sheaf_status st = sh_interp_tree(l->ip, &d->tb, d->tb.tree_root[i], d->ids, &in);
   if (st == SHEAF_OK) st = sh_interp_main(l->ip, g, in, &res);
   if (st == SHEAF_OK && res.kind != SH_V_TENSOR)
     return sh_fail(d->ctx, SHEAF_ERR_INTERNAL, "%s: main did not return a tensor", MODEL_SF);

@@ -65,7 +65,7 @@ static bool write_trees(const sh_dataset *d, int32_t n, const char *path) {
     fprintf(f, "%d", (int)size);
     for (int32_t v = first; v < first + size; v++) {
       if (tb->n_children[v] == 0)
-        fprintf(f, " %d -1 -1", (int)sh_dataset_row(d, tb->word[v]));
+        fprintf(f, " %d -1 -1", (int)sh_word_id(d->ids, tb->word[v]));
       else
         fprintf(f, " -1 %d %d", (int)(sh_tb_child(tb, v, 0) - first),
                 (int)(sh_tb_child(tb, v, 1) - first));

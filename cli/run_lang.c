@@ -225,34 +225,32 @@ static int parse_args(int argc, char **argv, lang_opts *o) {
 /* ------------------------------------------------------------- words */
 
 typedef struct words_info {
-  int64_t vocab;        /* the table rows the words need (sh_lang_bind_opts.vocab) */
+  sh_word_ids ids;      /* the run's word ids: the data's own or --vocab's (words.h) */
+  int64_t vocab;        /* the table rows the words need (sh_word_rows(ids): sh_lang_bind_opts.vocab) */
   const int32_t *rank;  /* frequency ranks (borrowed from the data) or NULL */
-  int32_t n_ids;        /* word ids are 0 .. n_ids - 1 */
-  int32_t unk;          /* the id of unknown words */
   bool own_unk;         /* --vocab has a '<unk>' line */
   int64_t n_unknown, n_words; /* --vocab: words of the data not in it, of all */
   char fp[96];          /* the numbering's fingerprint (no --vocab): sh_dataset_vocab_fingerprint */
 } words_info;
 
-/* The run's word ids: --vocab's (data ids remapped in place; unknown words
- * get the '<unk>' line's id, or the word count: one row more) or, without
- * it, the data's own, with every word's frequency rank for capped tables. */
+/* The run's word ids: --vocab's (the data renumbered in place: unknown
+ * words get the '<unk>' line's id, or the word count: one row more) or,
+ * without it, the data's own, with every word's frequency rank for capped
+ * tables. */
 static sheaf_status number_words(sheaf_ctx *ctx, const lang_opts *o, sh_dataset *d, words_info *wi) {
   memset(wi, 0, sizeof *wi);
   if (!o->vocab) {
-    /* every word ranked: the capped-table rows of data.h with no cap */
+    /* every word ranked: the capped-table rows of dataset.h with no cap */
     sheaf_status st = sh_dataset_finish(d, INT32_MAX);
     if (st != SHEAF_OK) return st;
-    wi->vocab = d->vocab;
-    wi->n_ids = d->n_word_types;
-    wi->unk = d->unk;
-    wi->rank = d->n_word_types > 0 ? d->mv_row : NULL;
+    wi->ids = d->ids;
+    wi->vocab = sh_word_rows(d->ids);
+    wi->rank = d->ids.n_ids > 0 ? d->mv_row : NULL;
     sh_dataset_vocab_fingerprint(d, wi->fp, sizeof wi->fp);
     return SHEAF_OK;
   }
   bool sents = d->kind == SH_DATASET_SENTS;
-  const sh_vocab *dw = sents ? &d->words : &d->tb.words;
-  if (sents && sh_vocab_size(dw) == 0 && d->n_tokens > 0)
+  if (sents && sh_vocab_size(&d->words) == 0 && d->n_tokens > 0)
     return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
                    "--vocab %s: %s holds token ids, not words; --vocab maps words to ids", o->vocab,
                    o->data);
@@ -261,32 +259,12 @@ static sheaf_status number_words(sheaf_ctx *ctx, const lang_opts *o, sh_dataset 
   sheaf_status st = sh_vocab_load_file(&v, o->vocab);
   if (st == SHEAF_OK && sh_vocab_size(&v) == 0)
     st = sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: the vocabulary is empty (one word per line)", o->vocab);
-  int32_t nd = sh_vocab_size(dw), *map = NULL;
-  if (st == SHEAF_OK && !(map = sh_malloc(ctx, ((size_t)nd + 1) * sizeof *map))) st = SHEAF_ERR_NOMEM;
-  if (st != SHEAF_OK) {
-    sh_vocab_free(&v);
-    return st;
-  }
-  int32_t n = sh_vocab_size(&v), unk = sh_vocab_find(&v, "<unk>", 5);
-  wi->own_unk = unk >= 0;
-  if (unk < 0) unk = n;
-  for (int32_t w = 0; w < nd; w++) {
-    int32_t id = sh_vocab_find(&v, sh_vocab_str(dw, w), sh_vocab_len(dw, w));
-    map[w] = id >= 0 ? id : unk;
-  }
-  int32_t *ids = sents ? d->sent_words : d->tb.word;
-  int64_t n_ids = sents ? d->n_tokens : d->tb.n_nodes;
-  for (int64_t i = 0; i < n_ids; i++) {
-    if (!sents && ids[i] < 0) continue; /* a tree node without a word */
-    ids[i] = ids[i] >= 0 && ids[i] < nd ? map[ids[i]] : unk;
-    wi->n_words++;
-    if (ids[i] == unk) wi->n_unknown++;
-  }
-  sh_free(ctx, map, ((size_t)nd + 1) * sizeof *map);
+  if (st == SHEAF_OK) st = sh_dataset_renumber(d, &v, &wi->n_words, &wi->n_unknown);
   sh_vocab_free(&v);
-  wi->vocab = wi->own_unk ? n : (int64_t)n + 1;
-  wi->n_ids = n;
-  wi->unk = unk;
+  if (st != SHEAF_OK) return st;
+  wi->ids = d->ids;
+  wi->vocab = sh_word_rows(d->ids);
+  wi->own_unk = d->ids.unk < d->ids.n_ids;
   return SHEAF_OK;
 }
 
@@ -310,7 +288,7 @@ static sheaf_status check_tables(sheaf_ctx *ctx, const lang_opts *o, const sh_mo
               "<unk>) in order of first appearance: the weights were trained with another "
               "vocabulary, so word lookups pick the wrong rows. Give that vocabulary with "
               "--vocab FILE (one word per line, line i = row i)\n",
-              table, o->bo.weights, (long long)rows, o->data, (long long)wi->n_ids);
+              table, o->bo.weights, (long long)rows, o->data, (long long)wi->ids.n_ids);
     else if (o->bo.weights)
       fprintf(stderr,
               "sheaf: warning: words of %s are numbered in order of first appearance there, "
@@ -321,7 +299,7 @@ static sheaf_status check_tables(sheaf_ctx *ctx, const lang_opts *o, const sh_mo
     else if (rows != wi->vocab)
       fprintf(stderr, "sheaf: note: table %s has %lld rows but %s has %lld words (+1 for <unk>): "
                       "words are numbered in order of first appearance there\n",
-              table, (long long)rows, o->data, (long long)wi->n_ids);
+              table, (long long)rows, o->data, (long long)wi->ids.n_ids);
     return SHEAF_OK;
   }
   if (rows == wi->vocab) return SHEAF_OK;
@@ -342,7 +320,7 @@ static sheaf_status check_ids(sheaf_ctx *ctx, const lang_opts *o, const sh_modul
   int best = -1;
   for (int p = 0; p < b->n_params; p++)
     if (b->table_rows[p] > 0 && (best < 0 || b->table_rows[p] > b->table_rows[best])) best = p;
-  if (best < 0 || d->n_word_types <= b->table_rows[best] - 1) return SHEAF_OK;
+  if (best < 0 || d->ids.n_ids <= b->table_rows[best] - 1) return SHEAF_OK;
   char what[512];
   snprintf(what, sizeof what, "the largest word table, %s, of %s has %lld rows, the last for <unk>",
            sh_sym_name(&m->syms, m->params[best]->name), o->bo.weights,
@@ -464,7 +442,7 @@ static sheaf_status lang_build(sheaf_graph *g, int64_t i, void *user) {
     }
     for (int32_t k = 0; k < len; k++) {
       int32_t x = d->sent_words[off + k];
-      w->words[k] = x >= 0 && x < j->wi->n_ids ? x : j->wi->unk;
+      w->words[k] = sh_word_id(j->wi->ids, x);
     }
     if (sh_interp_input_kind(w->ip) == SH_INPUT_RECORDS) {
       bool conllu = d->sent_xpos != NULL; /* token lines have words only */
@@ -486,7 +464,7 @@ static sheaf_status lang_build(sheaf_graph *g, int64_t i, void *user) {
       st = sh_interp_ints(w->ip, w->words, len, &in);
     }
   } else {
-    st = sh_interp_tree(w->ip, &d->tb, d->tb.tree_root[i], j->wi->n_ids + 1, j->wi->unk, &in);
+    st = sh_interp_tree(w->ip, &d->tb, d->tb.tree_root[i], j->wi->ids, &in);
   }
   if (st == SHEAF_OK) st = sh_interp_main(w->ip, g, in, &j->res[i]);
   if (st != SHEAF_OK) note_failure(j, i);

@@ -429,7 +429,7 @@ static bool run_block(sheaf_ctx *ctx, const char *src, sh_dataset data[3]) {
                          d->sent_deprel + off, d->sent_head + off, form, form_len};
       ok = CHECK_OK(ctx, sh_interp_records(ip, &t, &in));
     } else
-      ok = CHECK_OK(ctx, sh_interp_tree(ip, &d->tb, d->tb.tree_root[i], d->vocab, d->unk, &in));
+      ok = CHECK_OK(ctx, sh_interp_tree(ip, &d->tb, d->tb.tree_root[i], d->ids, &in));
     ok = ok && CHECK_OK(ctx, sh_interp_main(ip, g, in, &res[i]));
   }
   ok = ok && CHECK_OK(ctx, sheaf_graph_flush(g));

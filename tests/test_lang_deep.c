@@ -60,7 +60,7 @@ static void *run_sf(void *arg) {
   if (!r->st) r->st = sh_interp_create(&m, &bind, &ip);
   if (!r->st) r->st = sheaf_graph_create(model, NULL, &g);
   sh_value in, res;
-  if (!r->st) r->st = sh_interp_tree(ip, &r->d->tb, r->d->tb.tree_root[0], r->d->vocab, r->d->unk, &in);
+  if (!r->st) r->st = sh_interp_tree(ip, &r->d->tb, r->d->tb.tree_root[0], r->d->ids, &in);
   if (!r->st) r->st = sh_interp_main(ip, g, in, &res);
   if (!r->st) r->st = sheaf_graph_flush(g);
   sheaf_value_view v;
@@ -96,7 +96,7 @@ TEST(lang_deep_tree_on_big_stack_matches_c_api) {
   sheaf_graph *g = NULL;
   float want[SH_TREELSTM_CLASSES] = {0};
   CHECK_OK(ctx, sheaf_graph_create(net.model, NULL, &g));
-  sheaf_expr o = sh_treelstm_build(g, &net.tl, &d.tb, 0, d.unk, NULL);
+  sheaf_expr o = sh_treelstm_build(g, &net.tl, &d.tb, 0, NULL);
   CHECK_OK(ctx, sheaf_graph_flush(g));
   sheaf_value_view v;
   if (CHECK_OK(ctx, sheaf_value(g, o, &v))) memcpy(want, v.data, sizeof want);

@@ -128,7 +128,7 @@ static bool ref_open(sheaf_ctx *ctx, which w, ref *r) {
     r->off[k + 1] = r->off[k] + r->rows[k];
     ok = CHECK(r->off[k + 1] <= MAX_ROWS);
     if (!ok) break;
-    if (w == M_TREEFC) ex[r->off[k]] = sh_treefc_build(g, &r->fc, &r->d.tb, i, r->d.unk);
+    if (w == M_TREEFC) ex[r->off[k]] = sh_treefc_build(g, &r->fc, &r->d.tb, i);
     else ok = CHECK_OK(ctx, sh_net_build(&r->net, g, i, ex + r->off[k]));
   }
   ok = ok && CHECK_OK(ctx, sheaf_graph_flush(g));
@@ -182,10 +182,10 @@ static void compare_source(sheaf_ctx *ctx, ref *r, const char *sf, const char *t
       sheaf_status st;
       if (r->d.kind == SH_DATASET_SENTS) {
         int32_t n = r->d.sent_off[i + 1] - r->d.sent_off[i], ws[MAX_ROWS];
-        for (int32_t j = 0; j < n && j < MAX_ROWS; j++) ws[j] = sh_dataset_row(&r->d, r->d.sent_words[r->d.sent_off[i] + j]);
+        for (int32_t j = 0; j < n && j < MAX_ROWS; j++) ws[j] = sh_word_id(r->d.ids, r->d.sent_words[r->d.sent_off[i] + j]);
         st = sh_interp_ints(ip, ws, n, &in);
       } else {
-        st = sh_interp_tree(ip, &r->d.tb, r->d.tb.tree_root[i], r->d.vocab, r->d.unk, &in);
+        st = sh_interp_tree(ip, &r->d.tb, r->d.tb.tree_root[i], r->d.ids, &in);
       }
       if (!CHECK_OK(ctx, st) || !CHECK_OK(ctx, sh_interp_main(ip, g, in, &res[k]))) goto out;
     }

@@ -48,7 +48,7 @@ TEST(lang_run_treelstm_matches_c_api) {
   float *want = calloc((size_t)N * SH_TREELSTM_CLASSES, sizeof(float));
   CHECK_OK(ctx, sheaf_graph_create(net.model, NULL, &g));
   sheaf_expr outs[12];
-  for (int t = 0; t < N; t++) outs[t] = sh_treelstm_build(g, &net.tl, &d.tb, t, d.unk, NULL);
+  for (int t = 0; t < N; t++) outs[t] = sh_treelstm_build(g, &net.tl, &d.tb, t, NULL);
   CHECK_OK(ctx, sheaf_graph_flush(g));
   for (int t = 0; t < N; t++) {
     sheaf_value_view v;
@@ -80,7 +80,7 @@ TEST(lang_run_treelstm_matches_c_api) {
     sh_value res[12];
     for (int t = first; t < last; t++) {
       sh_value in;
-      if (!CHECK_OK(ctx, sh_interp_tree(ip, &d.tb, d.tb.tree_root[t], d.vocab, d.unk, &in))) goto out;
+      if (!CHECK_OK(ctx, sh_interp_tree(ip, &d.tb, d.tb.tree_root[t], d.ids, &in))) goto out;
       if (!CHECK_OK(ctx, sh_interp_main(ip, g, in, &res[t]))) goto out;
     }
     CHECK_OK(ctx, sheaf_graph_flush(g));

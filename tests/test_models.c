@@ -310,11 +310,11 @@ TEST(models_treelstm_matches_scalar_reference) {
   REQUIRE_OK(ctx, sheaf_graph_create(net.model, NULL, &g));
   sheaf_expr logp[6], root_h[6];
   for (int32_t t = 0; t < 6; t++)
-    logp[t] = sh_treelstm_build(g, &net.tl, &d.tb, t, d.unk, &root_h[t]);
+    logp[t] = sh_treelstm_build(g, &net.tl, &d.tb, t, &root_h[t]);
   CHECK_OK(ctx, sheaf_graph_flush(g));
   for (int32_t t = 1; t <= 3; t += 2) {
     double h[64], c[64], z[SH_TREELSTM_CLASSES], lse = 0, zmax = -1e300;
-    ref_node(&p, &d.tb, d.tb.tree_root[t], H, E, d.unk, h, c);
+    ref_node(&p, &d.tb, d.tb.tree_root[t], H, E, d.ids.unk, h, c);
     for (int k = 0; k < SH_TREELSTM_CLASSES; k++) {
       z[k] = p.b_out[k];
       for (int j = 0; j < H; j++) z[k] += h[j] * p.W_out[j * SH_TREELSTM_CLASSES + k];
@@ -380,16 +380,16 @@ TEST(models_data_vocab_and_sentences) {
   if (!load_ewt(SH_DATASET_SENTS, &d)) return;
   CHECK_EQ_INT(sh_dataset_count(&d), 2077);
   CHECK_EQ_INT(d.n_tokens, 25094);
-  CHECK_EQ_INT(d.vocab, d.n_word_types + 1);
+  CHECK_EQ_INT(d.vocab, d.ids.n_ids + 1);
   CHECK_EQ_INT(d.mv_vocab, SH_DATASET_MV_CAP_DEFAULT + 1);
   int tagged = 0;
   for (int32_t i = 0; i < d.n_tokens; i++) tagged += d.sent_tags[i] >= 0;
   CHECK_EQ_INT(tagged, d.n_tokens); /* every EWT word has one of the 17 tags */
   /* the most frequent word gets matrix row 0 */
   int32_t best = 0;
-  int64_t *cnt = calloc((size_t)d.n_word_types, sizeof *cnt);
+  int64_t *cnt = calloc((size_t)d.ids.n_ids, sizeof *cnt);
   for (int32_t i = 0; i < d.n_tokens; i++) cnt[d.sent_words[i]]++;
-  for (int32_t w = 1; w < d.n_word_types; w++)
+  for (int32_t w = 1; w < d.ids.n_ids; w++)
     if (cnt[w] > cnt[best]) best = w;
   CHECK_EQ_INT(sh_dataset_mv_row(&d, best), 0);
   free(cnt);

@@ -61,7 +61,7 @@ void sh_dataset_free(sh_dataset *d) {
   sh_free(ctx, d->sent_tags, d->cap_tags * sizeof(int32_t));
   drop_columns(d);
   sh_vocab_free(&d->xpos);
-  sh_free(ctx, d->mv_row, (size_t)d->n_word_types * sizeof(int32_t));
+  sh_free(ctx, d->mv_row, (size_t)d->ids.n_ids * sizeof(int32_t));
   sh_dataset_kind kind = d->kind;
   int64_t max_vocab = d->max_vocab;
   sh_dataset_init(d, ctx, kind);
@@ -332,26 +332,13 @@ sheaf_status sh_dataset_finish(sh_dataset *d, int32_t mv_cap) {
     n_ids = d->tb.n_nodes;
     types = sh_vocab_size(&d->tb.words);
   }
-  /* token-id files carry no vocabulary: ids past the words count as types
-   * (in 64 bits: an id of INT32_MAX is one type more than int32 holds) */
-  int64_t n_types = types, top = -1;
-  for (int64_t i = 0; i < n_ids; i++)
-    if (ids[i] > top) top = ids[i];
-  if (top >= n_types) {
-    if (top >= d->max_vocab) /* the readers refuse these; ids added by hand */
-      return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
-                     "token id %lld is beyond the vocabulary: ids must be below %lld "
-                     "(--max-vocab)",
-                     (long long)top, (long long)d->max_vocab);
-    n_types = top + 1;
-  }
-  if (n_types >= INT32_MAX - 1)
-    return sh_fail(ctx, SHEAF_ERR_UNSUPPORTED, "vocabulary of %lld words is too large",
-                   (long long)n_types);
-  types = (int32_t)n_types;
-  sh_free(ctx, d->mv_row, (size_t)d->n_word_types * sizeof(int32_t));
+  sh_word_ids numbering;
+  sheaf_status st = sh_word_ids_of_data(ctx, types, ids, n_ids, d->max_vocab, &numbering);
+  if (st != SHEAF_OK) return st;
+  types = numbering.n_ids;
+  sh_free(ctx, d->mv_row, (size_t)d->ids.n_ids * sizeof(int32_t));
   d->mv_row = NULL;
-  d->n_word_types = 0;
+  d->ids = (sh_word_ids){0, 0};
 
   size_t nt = types ? (size_t)types : 1;
   int64_t *counts = sh_calloc(ctx, nt, sizeof(int64_t));
@@ -377,12 +364,41 @@ sheaf_status sh_dataset_finish(sh_dataset *d, int32_t mv_cap) {
     sh_free(ctx, row, nt * sizeof(int32_t));
     row = NULL;
   }
-  d->n_word_types = types;
+  d->ids = numbering;
   d->mv_row = row;
-  d->vocab = types + 1;
-  d->unk = types;
+  d->vocab = (int32_t)sh_word_rows(numbering);
   d->mv_cap = mv_cap;
   d->mv_vocab = kept + 1;
+  return SHEAF_OK;
+}
+
+sheaf_status sh_dataset_renumber(sh_dataset *d, const sh_vocab *v, int64_t *n_words,
+                                 int64_t *n_unknown) {
+  sheaf_ctx *ctx = d->ctx;
+  bool sents = d->kind == SH_DATASET_SENTS;
+  const sh_vocab *dw = sents ? &d->words : &d->tb.words;
+  int32_t nd = sh_vocab_size(dw);
+  int32_t *map = sh_malloc(ctx, ((size_t)nd + 1) * sizeof *map);
+  if (!map) return SHEAF_ERR_NOMEM;
+  sh_word_ids to = sh_word_ids_of_vocab(v), from = {nd, -1}; /* -1: not a word of the data */
+  for (int32_t w = 0; w < nd; w++) map[w] = sh_word_lookup(to, v, sh_vocab_str(dw, w), sh_vocab_len(dw, w));
+  int32_t *ids = sents ? d->sent_words : d->tb.word;
+  int64_t n_ids = sents ? d->n_tokens : d->tb.n_nodes, words = 0, unknown = 0;
+  for (int64_t i = 0; i < n_ids; i++) {
+    if (!sents && ids[i] < 0) continue; /* a tree node without a word */
+    int32_t w = sh_word_id(from, ids[i]);
+    ids[i] = w >= 0 ? map[w] : to.unk;
+    words++;
+    if (ids[i] == to.unk) unknown++;
+  }
+  sh_free(ctx, map, ((size_t)nd + 1) * sizeof *map);
+  sh_free(ctx, d->mv_row, (size_t)d->ids.n_ids * sizeof(int32_t));
+  d->mv_row = NULL;
+  d->mv_vocab = 1;
+  d->ids = to;
+  d->vocab = (int32_t)sh_word_rows(to);
+  if (n_words) *n_words = words;
+  if (n_unknown) *n_unknown = unknown;
   return SHEAF_OK;
 }
 

@@ -11,7 +11,9 @@
  *
  * Vocabulary: a word's embedding row is its id in the data's own word
  * vocabulary (tb.words, or the CoNLL-U forms for sentences) and one more row,
- * the last (`unk`), is <unk>: V = words + 1. The MV-RNN's word matrices use a
+ * the last (`ids.unk`), is <unk>: V = words + 1. Words map to rows through
+ * sh_word_id(d->ids, w) (words.h); a --vocab file renumbers them
+ * (sh_dataset_renumber). The MV-RNN's word matrices use a
  * capped vocabulary (mv_row): the `mv_cap` most frequent words (ties: first
  * seen first) get rows 0..mv_cap-1 in frequency order, every other word the
  * row mv_cap (<unk>): V' = min(words, mv_cap) + 1.
@@ -25,6 +27,7 @@
 #define SH_IO_DATASET_H
 
 #include "io/treebank.h"
+#include "io/words.h"
 
 typedef enum sh_dataset_kind {
   SH_DATASET_BINARY = 0, /* binary trees: sh_binarize of CoNLL-U, or PTB trees */
@@ -76,12 +79,12 @@ typedef struct sh_dataset {
   size_t cap_sents, cap_words, cap_tags; /* capacities (entries) */
   sh_vocab words;      /* sentence vocabulary (trees use tb.words) */
   /* embedding rows */
-  int32_t vocab;       /* V: n_word_types + 1 */
-  int32_t unk;         /* V - 1 */
+  sh_word_ids ids;     /* word ids 0 .. ids.n_ids - 1 (the word types), every other word
+                          ids.unk = ids.n_ids, the last row (sh_dataset_finish) */
+  int32_t vocab;       /* V: ids.n_ids + 1 */
   int32_t mv_cap;      /* cap of the MV-RNN matrix vocabulary */
   int32_t mv_vocab;    /* V' */
-  int32_t n_word_types; /* word ids are 0..n_word_types-1 (V = n_word_types + 1) */
-  int32_t *mv_row;     /* word id -> capped row (n_word_types entries) */
+  int32_t *mv_row;     /* word id -> capped row (ids.n_ids entries) */
   int64_t max_vocab;   /* token ids beyond the words must be below it (sh_dataset_finish) */
 } sh_dataset;
 
@@ -112,7 +115,7 @@ sheaf_status sh_dataset_check_ids(sheaf_ctx *ctx, const char *path, int64_t limi
 /* Appends a sentence (word ids must be interned in d->words). */
 sheaf_status sh_dataset_add_sent(sh_dataset *d, const int32_t *words, const int32_t *tags, int32_t n);
 
-/* Computes vocab/unk and the MV-RNN rows (cap <= 0: SH_DATASET_MV_CAP_DEFAULT). Call
+/* Computes ids, vocab and the MV-RNN rows (cap <= 0: SH_DATASET_MV_CAP_DEFAULT). Call
  * after the last tree or sentence was added (sh_dataset_load does). Word ids
  * beyond the data's word vocabulary (token ids) must be below d->max_vocab
  * (SH_DATASET_MAX_VOCAB_DEFAULT unless loaded with another). */
@@ -130,12 +133,22 @@ int32_t sh_dataset_size(const sh_dataset *d, int32_t i);
 /* Sum of sh_dataset_size over [first, first + count). */
 int64_t sh_dataset_size_range(const sh_dataset *d, int32_t first, int32_t count);
 
-/* The embedding row of word id w (-1 or out of range: unk). */
-static inline int32_t sh_dataset_row(const sh_dataset *d, int32_t w) {
-  return w >= 0 && w < d->vocab - 1 ? w : d->unk;
-}
+/* The MV-RNN matrix row of word id w: its capped row, <unk> (the last)
+ * for every id that is not a word. */
 static inline int32_t sh_dataset_mv_row(const sh_dataset *d, int32_t w) {
-  return w >= 0 && w < d->n_word_types ? d->mv_row[w] : d->mv_vocab - 1;
+  int32_t id = sh_word_id(d->ids, w);
+  return id < d->ids.n_ids && d->mv_row ? d->mv_row[id] : d->mv_vocab - 1;
 }
+
+/* Renumbers the words of d (loaded, or finished) by the vocabulary v of a
+ * file (line i is word i): every word of the data gets its id in v, a word
+ * v lacks v's '<unk>' line or the id after v's words (sh_word_lookup), and
+ * d->ids and d->vocab become v's (sh_word_ids_of_vocab; the MV-RNN rows
+ * are dropped: every word is their <unk>). The words of the data are
+ * strings (d->words or tb.words): a set of token ids has none to look up.
+ * *n_words (may be NULL) gets the words of the data (tree nodes without a
+ * word aside), *n_unknown (may be NULL) those v lacks. */
+sheaf_status sh_dataset_renumber(sh_dataset *d, const sh_vocab *v, int64_t *n_words,
+                                 int64_t *n_unknown);
 
 #endif

@@ -168,10 +168,11 @@ void sh_lang_bind_free(sheaf_ctx *ctx, sh_lang_bind *b) {
 }
 
 int64_t sh_lang_word_row(const sh_lang_bind *b, int p, int64_t w) {
-  int64_t rows = b->table_rows[p], words = b->vocab - 1;
-  if (w < 0 || w >= words) return rows - 1; /* <unk> */
-  if (rows > words) return w < rows - 1 ? w : rows - 1;
-  int64_t r = b->word_rank ? b->word_rank[w] : w; /* a capped table */
+  sh_word_ids words = sh_word_ids_of_rows(b->vocab);
+  int64_t rows = b->table_rows[p], id = sh_word_id(words, w);
+  if (id >= words.n_ids) return rows - 1; /* <unk> */
+  if (rows > words.n_ids) return id < rows - 1 ? id : rows - 1;
+  int64_t r = b->word_rank ? b->word_rank[id] : id; /* a capped table */
   return r < rows - 1 ? r : rows - 1;
 }
 

@@ -772,10 +772,9 @@ typedef struct tree_frame {
 
 /* The value of node n once its children's values are in f->a. */
 static sh_value tree_node_value(sh_interp *ip, const sh_treebank *tb, const tree_frame *f,
-                                int32_t vocab, int32_t unk) {
+                                sh_word_ids ids) {
   const sh_input_shape *in = &ip->in;
-  int32_t w = tb->word[f->n];
-  int32_t row = w >= 0 && w < vocab - 1 ? w : unk;
+  int32_t row = sh_word_id(ids, tb->word[f->n]);
   if (in->kind == SH_INPUT_DEP_TREE) {
     sh_agg *a = agg_new(ip, in->ctor_dep, in->adt->ctors[in->ctor_dep].n_fields);
     if (!a) return v_none;
@@ -794,8 +793,7 @@ static sh_value tree_node_value(sh_interp *ip, const sh_treebank *tb, const tree
  * explicit stack of the nodes whose children are pending), so the depth of
  * an input costs no C stack. A unary node of a binary tree passes its child
  * through unless the tree type has a unary constructor. */
-static sh_value tree_value(sh_interp *ip, const sh_treebank *tb, int32_t root, int32_t vocab,
-                           int32_t unk) {
+static sh_value tree_value(sh_interp *ip, const sh_treebank *tb, int32_t root, sh_word_ids ids) {
   const sh_input_shape *in = &ip->in;
   bool dep = in->kind == SH_INPUT_DEP_TREE;
   size_t cap = 64, depth = 0;
@@ -836,7 +834,7 @@ static sh_value tree_value(sh_interp *ip, const sh_treebank *tb, int32_t root, i
       n = sh_tb_child(tb, f->n, f->next);
       continue;
     }
-    sh_value v = tree_node_value(ip, tb, f, vocab, unk); /* all children done */
+    sh_value v = tree_node_value(ip, tb, f, ids); /* all children done */
     if (ip->err) break;
     if (--depth == 0) {
       out = v;
@@ -849,12 +847,12 @@ static sh_value tree_value(sh_interp *ip, const sh_treebank *tb, int32_t root, i
   return ip->err ? v_none : out;
 }
 
-sheaf_status sh_interp_tree(sh_interp *ip, const sh_treebank *tb, int32_t node, int32_t vocab,
-                            int32_t unk, sh_value *out) {
+sheaf_status sh_interp_tree(sh_interp *ip, const sh_treebank *tb, int32_t node, sh_word_ids ids,
+                            sh_value *out) {
   if (ip->in.kind != SH_INPUT_BINARY_TREE && ip->in.kind != SH_INPUT_DEP_TREE)
     return sh_fail(ip->ctx, SHEAF_ERR_INVALID_ARG, "main does not take a tree");
   ip->err = SHEAF_OK;
-  *out = tree_value(ip, tb, node, vocab, unk);
+  *out = tree_value(ip, tb, node, ids);
   return ip->err;
 }
 

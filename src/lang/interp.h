@@ -22,6 +22,7 @@
 #define SH_LANG_INTERP_H
 
 #include "io/treebank.h"
+#include "io/words.h"
 #include "lang/check.h"
 #include "lang/input.h"
 
@@ -71,7 +72,8 @@ sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
 void sh_lang_bind_free(sheaf_ctx *ctx, sh_lang_bind *b);
 
 /* The row of table param p (rows R = b->table_rows[p]) that word id w
- * looks up (see above); w outside [0, vocab - 1) is <unk>. */
+ * looks up (see above); w outside [0, vocab - 1) is <unk>
+ * (sh_word_id(sh_word_ids_of_rows(b->vocab), w)). */
 int64_t sh_lang_word_row(const sh_lang_bind *b, int p, int64_t w);
 
 /* -------------------------------------------------------------- values */
@@ -109,10 +111,10 @@ void sh_interp_reset(sh_interp *ip);
 /* What main takes (input.h). */
 sh_input_kind sh_interp_input_kind(const sh_interp *ip);
 
-/* The ADT value of the subtree of tb at node (word ids w kept when
- * 0 <= w < vocab - 1, else unk; marked as words). */
-sheaf_status sh_interp_tree(sh_interp *ip, const sh_treebank *tb, int32_t node, int32_t vocab,
-                            int32_t unk, sh_value *out);
+/* The ADT value of the subtree of tb at node (word w becomes
+ * sh_word_id(ids, w): the run's word numbering; marked as words). */
+sheaf_status sh_interp_tree(sh_interp *ip, const sh_treebank *tb, int32_t node, sh_word_ids ids,
+                            sh_value *out);
 /* A list[i32] value of word ids (marked as words). */
 sheaf_status sh_interp_ints(sh_interp *ip, const int32_t *v, int32_t n, sh_value *out);
 

@@ -140,13 +140,11 @@ static sheaf_status build(sheaf_graph *g, int64_t i, void *user) {
   if (p->lens[i] < 0 || p->lens[i] > INT32_MAX || (p->lens[i] && !p->words[i]))
     return sheaf_graph_fail(g, SHEAF_ERR_INVALID_ARG, "sentence %lld: %lld words%s", (long long)i,
                             (long long)p->lens[i], p->lens[i] > 0 ? " but no array" : "");
-  int32_t unk = (int32_t)(p->bind.vocab > 0 ? p->bind.vocab - 1 : 0), n = (int32_t)p->lens[i];
+  int32_t n = (int32_t)p->lens[i];
+  sh_word_ids words = sh_word_ids_of_rows(p->bind.vocab); /* the tables': <unk> last */
   int32_t *ids = n ? malloc((size_t)n * sizeof *ids) : NULL;
   if (n && !ids) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: sentence %lld", (long long)i);
-  for (int32_t k = 0; k < n; k++) {
-    int32_t x = p->words[i][k];
-    ids[k] = x >= 0 && x < unk ? x : unk;
-  }
+  for (int32_t k = 0; k < n; k++) ids[k] = sh_word_id(words, p->words[i][k]);
   sh_value in;
   sheaf_status st = sh_interp_ints(w->ip, ids, n, &in);
   free(ids);

@@ -11,6 +11,7 @@ sheaf_status sh_childsum_lstm_declare(sheaf_model *m, int64_t H, int64_t E, int6
   p->hidden = H;
   p->embed = E;
   p->vocab = V;
+  p->words = sh_word_ids_of_rows(V);
   const struct {
     const char *name;
     int rank;
@@ -45,10 +46,9 @@ typedef struct state {
 
 /* The state of node n from its children's (st, indexed by node - first). */
 static state node(sheaf_graph *g, const sh_childsum_lstm *p, const sh_treebank *tb, int32_t n,
-                  int32_t unk_row, const state *st, int32_t first) {
+                  const state *st, int32_t first) {
   int64_t H = p->hidden;
-  int32_t w = tb->word[n];
-  sheaf_expr x = sheaf_lookup(g, p->emb, w >= 0 && w < p->vocab - 1 ? w : unk_row);
+  sheaf_expr x = sheaf_lookup(g, p->emb, sh_word_id(p->words, tb->word[n]));
   int32_t nc = tb->n_children[n];
   sheaf_expr iou;
   sheaf_expr fc[MAX_STACK_KIDS + 1]; /* f_k ⊙ c_k, then σ(i)⊙tanh(u) */
@@ -91,12 +91,12 @@ static state node(sheaf_graph *g, const sh_childsum_lstm *p, const sh_treebank *
 }
 
 sheaf_expr sh_childsum_lstm_build(sheaf_graph *g, const sh_childsum_lstm *p, const sh_treebank *tb,
-                                  int32_t t, int32_t unk_row) {
+                                  int32_t t) {
   int32_t first = tb->tree_first[t];
   state *st = sh_tree_scratch(g, tb, t, sizeof *st); /* by node - first */
   if (!st) return (sheaf_expr){0};
   for (int32_t n = first; n < first + tb->tree_size[t]; n++) /* post-order: children first */
-    st[n - first] = node(g, p, tb, n, unk_row, st, first);
+    st[n - first] = node(g, p, tb, n, st, first);
   sheaf_expr h = st[tb->tree_root[t] - first].h;
   free(st);
   return h;

@@ -128,14 +128,14 @@ sheaf_status sh_net_build(const sh_net *n, sheaf_graph *g, int32_t i, sheaf_expr
   const sh_dataset *d = n->data;
   sheaf_graph_phase(g, 0);
   switch (n->kind) {
-  case SH_NET_TREELSTM: out[0] = sh_treelstm_build(g, &n->tl, &d->tb, i, d->unk, NULL); break;
-  case SH_NET_CHILDSUM: out[0] = sh_childsum_lstm_build(g, &n->cs, &d->tb, i, d->unk); break;
+  case SH_NET_TREELSTM: out[0] = sh_treelstm_build(g, &n->tl, &d->tb, i, NULL); break;
+  case SH_NET_CHILDSUM: out[0] = sh_childsum_lstm_build(g, &n->cs, &d->tb, i); break;
   case SH_NET_MVRNN:
-    out[0] = sh_mvrnn_build(g, &n->mv, &d->tb, i, d->mv_row, d->n_word_types);
+    out[0] = sh_mvrnn_build(g, &n->mv, &d->tb, i, d->mv_row);
     break;
   case SH_NET_BILSTM: {
     int32_t s = d->sent_off[i];
-    return sh_bilstm_build(g, &n->bl, d->sent_words + s, d->sent_off[i + 1] - s, d->unk, out);
+    return sh_bilstm_build(g, &n->bl, d->sent_words + s, d->sent_off[i + 1] - s, out);
   }
   default: break;
   }

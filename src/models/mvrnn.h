@@ -20,9 +20,11 @@
 #define SH_MODELS_MVRNN_H
 
 #include "io/treebank.h"
+#include "io/words.h"
 
 typedef struct sh_mvrnn {
   int64_t hidden, vocab, mat_vocab;
+  sh_word_ids words; /* of emb: words 0 .. vocab - 2, <unk> the last row */
   sheaf_param emb, emb_mat, W, bias, W_1, W_2;
 } sh_mvrnn;
 
@@ -33,10 +35,10 @@ sheaf_status sh_mvrnn_declare(sheaf_model *m, int64_t hidden, int64_t vocab, int
  * after loading weights). */
 void sh_mvrnn_init_identity(sheaf_model *m, const sh_mvrnn *p);
 
-/* Builds tree t: the root's vector p. Word w looks up emb[w] and
- * emb_mat[mat_row[w]] (mat_row has n_words entries); a word -1 or beyond
- * the tables uses their last row (<unk>). */
+/* Builds tree t: the root's vector p. Word w (its id sh_word_id(p->words,
+ * w)) looks up emb[w] and emb_mat[mat_row[w]] (mat_row has vocab - 1
+ * entries); a word -1 or beyond the tables uses their last row (<unk>). */
 sheaf_expr sh_mvrnn_build(sheaf_graph *g, const sh_mvrnn *p, const sh_treebank *tb, int32_t t,
-                          const int32_t *mat_row, int32_t n_words);
+                          const int32_t *mat_row);
 
 #endif

@@ -15,9 +15,11 @@
 #define SH_MODELS_TREEFC_H
 
 #include "io/treebank.h"
+#include "io/words.h"
 
 typedef struct sh_treefc {
   int64_t hidden, vocab;
+  sh_word_ids words; /* of emb: words 0 .. vocab - 2, <unk> the last row */
   sheaf_param emb, W, b;
 } sh_treefc;
 
@@ -25,9 +27,8 @@ typedef struct sh_treefc {
  * from the model's seed). */
 sheaf_status sh_treefc_declare(sheaf_model *m, int64_t hidden, int64_t vocab, sh_treefc *p);
 
-/* Builds tree t of tb (a leaf looks up emb[word], or emb[unk_row] when its
- * word is -1 or >= vocab - 1): the root's h [H]. */
-sheaf_expr sh_treefc_build(sheaf_graph *g, const sh_treefc *p, const sh_treebank *tb, int32_t t,
-                           int32_t unk_row);
+/* Builds tree t of tb (a leaf looks up emb[sh_word_id(p->words, word)]: a
+ * word -1 or >= vocab - 1 is <unk>): the root's h [H]. */
+sheaf_expr sh_treefc_build(sheaf_graph *g, const sh_treefc *p, const sh_treebank *tb, int32_t t);
 
 #endif

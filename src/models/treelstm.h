@@ -22,11 +22,13 @@
 #define SH_MODELS_TREELSTM_H
 
 #include "io/treebank.h"
+#include "io/words.h"
 
 #define SH_TREELSTM_CLASSES 5
 
 typedef struct sh_treelstm {
   int64_t hidden, embed, vocab;
+  sh_word_ids words; /* of emb: words 0 .. vocab - 2, <unk> the last row */
   sheaf_param emb, W_leaf, b_leaf, W_node, b_node, W_out, b_out;
 } sh_treelstm;
 
@@ -35,11 +37,11 @@ typedef struct sh_treelstm {
 sheaf_status sh_treelstm_declare(sheaf_model *m, int64_t hidden, int64_t embed, int64_t vocab,
                                  sh_treelstm *p);
 
-/* Builds tree t of tb (a leaf looks up emb[word], or emb[unk_row] when its
- * word is -1 or >= vocab - 1): returns the log-probabilities [5]; *root_h
+/* Builds tree t of tb (a leaf looks up emb[sh_word_id(p->words, word)]:
+ * a word -1 or >= vocab - 1 is <unk>): returns the log-probabilities [5]; *root_h
  * (if non-NULL) gets the root's h [H]. A null expression on error (the
  * graph holds the reason). */
 sheaf_expr sh_treelstm_build(sheaf_graph *g, const sh_treelstm *p, const sh_treebank *tb,
-                             int32_t t, int32_t unk_row, sheaf_expr *root_h);
+                             int32_t t, sheaf_expr *root_h);
 
 #endif
