@@ -444,7 +444,7 @@ static sheaf_status lang_build(sheaf_graph *g, int64_t i, void *user) {
       int32_t x = d->sent_words[off + k];
       w->words[k] = sh_word_id(j->wi->ids, x);
     }
-    if (sh_interp_input_kind(w->ip) == SH_INPUT_RECORDS) {
+    if (sh_check_main_input(j->m)->kind == SH_INPUT_RECORDS) {
       bool conllu = d->sent_xpos != NULL; /* token lines have words only */
       sh_token_cols t = {len, w->words, conllu ? d->sent_tags + off : NULL, conllu ? d->sent_xpos + off : NULL,
                          d->sent_deprel ? d->sent_deprel + off : NULL, d->sent_head ? d->sent_head + off : NULL,
@@ -679,12 +679,9 @@ int cli_run_lang(int argc, char **argv) {
   if (sheaf_model_create(ctx, &model) != SHEAF_OK) goto fail;
   if (o.allow_nonfinite) sheaf_model_allow_nonfinite(model, 1);
   {
-    sh_lang_bind pre = {0};
-    sh_interp *probe = NULL;
-    if (sh_interp_create(&m, &pre, &probe) != SHEAF_OK) goto fail;
-    sh_input_kind k = sh_interp_input_kind(probe);
-    uses_chars = sh_interp_token_fields(probe) >> SH_TF_CHARS & 1;
-    sh_interp_free(probe);
+    const sh_input_shape *in = sh_check_main_input(&m);
+    sh_input_kind k = in->kind;
+    uses_chars = in->uses >> SH_TF_CHARS & 1;
     if (k == SH_INPUT_UNSUPPORTED) {
       sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: main's argument must be a tree type (Leaf(i32) | "
                                            "Node(T, T), or Dep(i32, list[T])), list[i32] or a list of "

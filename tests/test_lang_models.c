@@ -169,7 +169,7 @@ static void compare_source(sheaf_ctx *ctx, ref *r, const char *sf, const char *t
   sh_lang_bind_opts bo = {.weights = wpath, .vocab = r->d.vocab, .word_rank = r->d.mv_row};
   if (!CHECK_OK(ctx, sh_lang_bind_model(&m, model, &bo, &bind))) goto out;
   if (!CHECK_OK(ctx, sh_interp_create(&m, &bind, &ip))) goto out;
-  CHECK_EQ_INT(sh_interp_input_kind(ip), want_kind);
+  CHECK_EQ_INT(sh_check_main_input(&m)->kind, want_kind);
   if (!CHECK_OK(ctx, sheaf_graph_create(model, NULL, &g))) goto out;
   double worst = 0;
   int split = r->n_inst / 2;

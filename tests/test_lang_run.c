@@ -71,7 +71,7 @@ TEST(lang_run_treelstm_matches_c_api) {
   if (!CHECK_OK(ctx, sh_lang_bind_model(&m, model, &bo, &bind))) goto out;
   CHECK_EQ_INT(bind.vocab, d.vocab);
   if (!CHECK_OK(ctx, sh_interp_create(&m, &bind, &ip))) goto out;
-  CHECK_EQ_INT(sh_interp_input_kind(ip), SH_INPUT_BINARY_TREE);
+  CHECK_EQ_INT(sh_check_main_input(&m)->kind, SH_INPUT_BINARY_TREE);
   /* two batches: 5 then 7 trees, reusing the graph and the interpreter */
   CHECK_OK(ctx, sheaf_graph_create(model, NULL, &g));
   double worst = 0;

@@ -12,6 +12,7 @@
  * cat, activations and reductions map one to one). Calling main on N
  * instances and then flushing the graph batches them.
  *
+ *   sh_check_main_input(m)->kind            // what main takes: which data to read
  *   sh_lang_bind(m, model, &opts, &bind);   // sizes + parameters on model
  *   sh_interp *ip;  sh_interp_create(m, &bind, &ip);
  *   for (each instance) { v = sh_interp_tree(ip, tb, root, ...); sh_interp_main(ip, g, v, &out[i]); }
@@ -108,9 +109,6 @@ void sh_interp_free(sh_interp *ip);
 /* Frees every host value built since the last reset. */
 void sh_interp_reset(sh_interp *ip);
 
-/* What main takes (input.h). */
-sh_input_kind sh_interp_input_kind(const sh_interp *ip);
-
 /* The ADT value of the subtree of tb at node (word w becomes
  * sh_word_id(ids, w): the run's word numbering; marked as words). */
 sheaf_status sh_interp_tree(sh_interp *ip, const sh_treebank *tb, int32_t node, sh_word_ids ids,
@@ -127,8 +125,6 @@ typedef struct sh_token_cols {
   const char *const *form;
   const size_t *form_len;
 } sh_token_cols;
-/* Which token fields the input's records read (bit per sh_tok_field). */
-uint32_t sh_interp_token_fields(const sh_interp *ip);
 /* A list of main's token records (SH_INPUT_RECORDS). A field the data
  * lacks is an error naming it. */
 sheaf_status sh_interp_records(sh_interp *ip, const sh_token_cols *t, sh_value *out);

@@ -188,8 +188,7 @@ sheaf_status sheaf_program_run_words(sheaf_program *p, int64_t n, const int32_t 
   if (n < 0 || (n > 0 && (!words || !lens)))
     return sh_fail(p->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_program_run_words: %lld sentences%s", (long long)n,
                    n > 0 ? " but words or lens is NULL" : "");
-  const sh_type *t = p->m.main->param_types[0]; /* checked: main has one parameter */
-  if (!(t->kind == SH_TY_LIST && t->elems[0]->kind == SH_TY_I32))
+  if (sh_check_main_input(&p->m)->kind != SH_INPUT_TOKENS)
     return sh_fail(p->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_program_run_words: main does not take list[i32]");
   p->res = calloc((size_t)n + 1, sizeof *p->res);
   p->out = calloc((size_t)n + 1, sizeof *p->out);
