@@ -359,9 +359,9 @@ static void progress_end(progress *p) {
 
 /* ---------------------------------------------------------- the runner */
 
-/* One runner thread's interpreter (found by its graph) and word buffer. */
+/* One runner thread's interpreter and word buffers (by worker slot: the
+ * runner never runs two callbacks with one slot at once). */
 typedef struct lang_worker {
-  sheaf_graph *g;
   sh_interp *ip;
   int32_t *words;
   int32_t cap;
@@ -392,26 +392,17 @@ typedef struct lang_job {
   FILE *out;
   bool write_failed;
   progress *pg;
-  pthread_mutex_t mu;  /* workers, text, next, out, pg */
-  lang_worker w[SH_LANG_MAX_WORKERS];
+  pthread_mutex_t mu;  /* text, next, out, pg */
+  lang_worker *w;      /* by worker slot (sheaf_runner_threads) */
   int nw;
   atomic_int failed_at; /* smallest failing instance (INT32_MAX: none) */
 } lang_job;
 
-static lang_worker *worker_of(lang_job *j, sheaf_graph *g) {
-  pthread_mutex_lock(&j->mu);
-  lang_worker *w = NULL;
-  for (int k = 0; k < j->nw && !w; k++)
-    if (j->w[k].g == g) w = &j->w[k];
-  if (!w && j->nw < SH_LANG_MAX_WORKERS) {
-    lang_worker *nw = &j->w[j->nw];
-    if (sh_interp_create(j->m, j->bind, &nw->ip) == SHEAF_OK) {
-      nw->g = g;
-      w = nw;
-      j->nw++;
-    }
-  }
-  pthread_mutex_unlock(&j->mu);
+/* The worker of slot `worker`, its interpreter created on first use; NULL
+ * when out of memory. */
+static lang_worker *worker_of(lang_job *j, int worker) {
+  lang_worker *w = &j->w[worker];
+  if (!w->ip && sh_interp_create(j->m, j->bind, &w->ip) != SHEAF_OK) return NULL;
   return w;
 }
 
@@ -421,9 +412,9 @@ static void note_failure(lang_job *j, int64_t i) {
   }
 }
 
-static sheaf_status lang_build(sheaf_graph *g, int64_t i, void *user) {
+static sheaf_status lang_build(sheaf_graph *g, int64_t i, int worker, void *user) {
   lang_job *j = user;
-  lang_worker *w = worker_of(j, g);
+  lang_worker *w = worker_of(j, worker);
   if (!w) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: an interpreter");
   const sh_dataset *d = j->d;
   sh_value in;
@@ -482,9 +473,9 @@ static void drain(lang_job *j) {
   progress_update(j->pg, j->next, j->n, j->noun);
 }
 
-static sheaf_status lang_read(sheaf_graph *g, int64_t i, void *user) {
+static sheaf_status lang_read(sheaf_graph *g, int64_t i, int worker, void *user) {
   lang_job *j = user;
-  lang_worker *w = worker_of(j, g);
+  lang_worker *w = worker_of(j, worker);
   char *buf = NULL;
   size_t len = 0;
   FILE *f = w ? open_memstream(&buf, &len) : NULL;
@@ -540,12 +531,13 @@ static sheaf_status lang_read(sheaf_graph *g, int64_t i, void *user) {
 }
 
 static void lang_job_free(lang_job *j) {
-  for (int k = 0; k < j->nw; k++) {
+  for (int k = 0; j->w && k < j->nw; k++) {
     sh_interp_free(j->w[k].ip);
     free(j->w[k].words);
     free(j->w[k].form);
     free(j->w[k].form_len);
   }
+  free(j->w);
   for (int32_t i = 0; j->text && i < j->n; i++) free(j->text[i]);
   free(j->text);
   free(j->text_len);
@@ -752,6 +744,11 @@ int cli_run_lang(int argc, char **argv) {
     goto fail;
   }
   if (sheaf_runner_create(model, &ro, &runner) != SHEAF_OK) goto fail;
+  job.nw = sheaf_runner_threads(runner);
+  if (!(job.w = calloc((size_t)job.nw, sizeof *job.w))) {
+    sh_fail(ctx, SHEAF_ERR_NOMEM, "out of memory: %d workers", job.nw);
+    goto fail;
+  }
   pg.on = isatty(STDERR_FILENO) && n > job.batch;
   pg.t0 = sheaf_time_ns();
   if (sheaf_runner_run(runner, 0, n, lang_build, lang_read, &job) != SHEAF_OK) {

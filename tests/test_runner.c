@@ -3,7 +3,7 @@
  * plain graph run (batches in parallel on 2 threads, one batch at a time,
  * 1 thread, odd batch sizes, a range not starting at 0); the mode AUTO
  * picks; the first failing instance is the one reported, whichever thread
- * fails first; argument errors. The names start with "runner" so that the
+ * fails first; the callbacks' worker slots; argument errors. The names start with "runner" so that the
  * TSan build runs them (.ci/run: TEST_ARGS=pool,runner).
  */
 #include <stdatomic.h>
@@ -101,7 +101,7 @@ typedef struct fail_job {
   int batch;
 } fail_job;
 
-static sheaf_status fail_build(sheaf_graph *g, int64_t i, void *user) {
+static sheaf_status fail_build(sheaf_graph *g, int64_t i, int worker, void *user) {
   fail_job *j = user;
   atomic_fetch_add(&j->built[i], 1);
   float v[8] = {1, 2, 3, 4, 5, 6, 7, (float)i};
@@ -111,7 +111,7 @@ static sheaf_status fail_build(sheaf_graph *g, int64_t i, void *user) {
   return sheaf_graph_status(g);
 }
 
-static sheaf_status fail_read(sheaf_graph *g, int64_t i, void *user) {
+static sheaf_status fail_read(sheaf_graph *g, int64_t i, int worker, void *user) {
   fail_job *j = user;
   (void)g;
   if (i / j->batch == j->fail_a / j->batch) atomic_fetch_add(&j->read_failing, 1);
@@ -146,12 +146,79 @@ TEST(runner_reports_first_failing_instance) {
   sheaf_model_free(m);
 }
 
-static sheaf_status read_fails(sheaf_graph *g, int64_t i, void *user) {
+/* Which worker slot built and read each instance, and whether two calls
+ * ever held one slot at once. */
+typedef struct slot_job {
+  int threads;
+  atomic_int busy[4];
+  atomic_int overlap, out_of_range;
+  int built_by[200], read_by[200];
+} slot_job;
+
+static bool slot_enter(slot_job *j, int worker) {
+  if (worker < 0 || worker >= j->threads) {
+    atomic_fetch_add(&j->out_of_range, 1);
+    return false;
+  }
+  if (atomic_exchange(&j->busy[worker], 1)) atomic_fetch_add(&j->overlap, 1);
+  return true;
+}
+
+static sheaf_status slot_build(sheaf_graph *g, int64_t i, int worker, void *user) {
+  slot_job *j = user;
+  if (!slot_enter(j, worker)) return SHEAF_ERR_INTERNAL;
+  j->built_by[i] = worker;
+  float v = (float)i;
+  sheaf_tanh(g, sheaf_input_vector(g, 1, &v));
+  atomic_store(&j->busy[worker], 0);
+  return sheaf_graph_status(g);
+}
+
+static sheaf_status slot_read(sheaf_graph *g, int64_t i, int worker, void *user) {
+  slot_job *j = user;
+  (void)g;
+  if (!slot_enter(j, worker)) return SHEAF_ERR_INTERNAL;
+  j->read_by[i] = worker;
+  atomic_store(&j->busy[worker], 0);
+  return SHEAF_OK;
+}
+
+/* Callbacks get the slot of the thread running their batch: in range, the
+ * same for a batch's builds and reads, never held by two calls at once;
+ * slot 0 only when batches run one at a time. */
+TEST(runner_worker_slots) {
+  sheaf_ctx *ctx = th_ctx();
+  sheaf_model *m = NULL;
+  if (!CHECK_OK(ctx, sheaf_model_create(ctx, &m))) return;
+  CHECK_EQ_INT(sheaf_runner_threads(NULL), 1);
+  static const sheaf_parallel modes[] = {SHEAF_PARALLEL_BATCHES, SHEAF_PARALLEL_KERNELS};
+  for (int k = 0; k < 2; k++) {
+    sheaf_runner_opts ro = {4, 2, SHEAF_POLICY_SHEAF, modes[k], NULL};
+    sheaf_runner *r = NULL;
+    if (!CHECK_OK(ctx, sheaf_runner_create(m, &ro, &r))) break;
+    CHECK_EQ_INT(sheaf_runner_threads(r), 2);
+    slot_job *j = calloc(1, sizeof *j);
+    j->threads = sheaf_runner_threads(r);
+    CHECK_OK(ctx, sheaf_runner_run(r, 0, 200, slot_build, slot_read, j));
+    CHECK_EQ_INT(atomic_load(&j->out_of_range), 0);
+    CHECK_EQ_INT(atomic_load(&j->overlap), 0);
+    for (int i = 0; i < 200; i++) {
+      CHECK_EQ_INT(j->read_by[i], j->built_by[i]);
+      CHECK_EQ_INT(j->built_by[i], j->built_by[i / 4 * 4]); /* one slot per batch */
+      if (modes[k] == SHEAF_PARALLEL_KERNELS) CHECK_EQ_INT(j->built_by[i], 0);
+    }
+    free(j);
+    sheaf_runner_free(r);
+  }
+  sheaf_model_free(m);
+}
+
+static sheaf_status read_fails(sheaf_graph *g, int64_t i, int worker, void *user) {
   (void)g;
   (void)user;
   return i == 9 ? SHEAF_ERR_NOT_FOUND : SHEAF_OK;
 }
-static sheaf_status tiny_build(sheaf_graph *g, int64_t i, void *user) {
+static sheaf_status tiny_build(sheaf_graph *g, int64_t i, int worker, void *user) {
   (void)user;
   float v = (float)i;
   sheaf_tanh(g, sheaf_input_vector(g, 1, &v));

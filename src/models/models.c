@@ -235,12 +235,12 @@ typedef struct runner_job {
   sh_net_outputs *out;
 } runner_job;
 
-static sheaf_status job_build(sheaf_graph *g, int64_t i, void *user) {
+static sheaf_status job_build(sheaf_graph *g, int64_t i, int worker, void *user) {
   const runner_job *j = user;
   return sh_net_build(j->n, g, (int32_t)i, j->ex + (j->off[i - j->first] - j->off[0]));
 }
 
-static sheaf_status job_read(sheaf_graph *g, int64_t i, void *user) {
+static sheaf_status job_read(sheaf_graph *g, int64_t i, int worker, void *user) {
   const runner_job *j = user;
   int64_t k = j->off[i - j->first] - j->off[0], rows = j->off[i - j->first + 1] - j->off[i - j->first];
   for (int64_t r = 0; r < rows; r++) {
