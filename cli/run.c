@@ -269,6 +269,7 @@ static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
 
 typedef struct session {
   sheaf_ctx *ctx;
+  sheaf_st_file *weights; /* --weights, opened once (cli_open_weights) */
   sh_dataset data;
   sh_net net;
   int32_t count; /* instances run */
@@ -282,22 +283,23 @@ static int fail_ctx(sheaf_ctx *ctx) {
 }
 
 static void session_free(session *s) {
+  sheaf_st_close(s->weights);
   sh_net_free(&s->net);
   sh_dataset_free(&s->data);
   sheaf_ctx_free(s->ctx);
 }
 
 /* The limit on token ids: the rows of the weights' word table 'emb' (every
- * built-in model has one; its last row is <unk>), else --max-vocab. */
-static void id_limit(sheaf_ctx *ctx, const run_opts *o, sh_dataset_opts *lim, char *what,
-                     size_t cap) {
+ * built-in model has one; its last row is <unk>), else --max-vocab. Opens
+ * the weights (s->weights, kept for the load). */
+static void id_limit(session *s, const run_opts *o, sh_dataset_opts *lim, char *what, size_t cap) {
   lim->max_vocab = o->max_vocab; /* 0: the default */
   lim->max_vocab_what = NULL;
-  sheaf_st_file *f = NULL;
-  if (!o->weights || sheaf_st_open(ctx, o->weights, &f) != SHEAF_OK) {
-    sheaf_ctx_clear_error(ctx); /* the load reports a bad weights file */
+  if (!o->weights || cli_open_weights(s->ctx, o->weights, &s->weights) != SHEAF_OK) {
+    sheaf_ctx_clear_error(s->ctx); /* the load reports a bad weights file */
     return;
   }
+  const sheaf_st_file *f = s->weights;
   long j = sheaf_st_find(f, "emb");
   if (j >= 0 && sheaf_st_rank(f, (size_t)j) == 2) {
     int64_t rows = sheaf_st_shape(f, (size_t)j)[0];
@@ -308,7 +310,6 @@ static void id_limit(sheaf_ctx *ctx, const run_opts *o, sh_dataset_opts *lim, ch
       lim->max_vocab_what = what;
     }
   }
-  sheaf_st_close(f);
 }
 
 /* o->data and o->weights become the names the inputs are read by (standard
@@ -324,10 +325,11 @@ static int session_open(run_opts *o, session *s) {
   }
   sh_dataset_opts lim;
   char lim_what[512];
-  id_limit(s->ctx, o, &lim, lim_what, sizeof lim_what);
+  id_limit(s, o, &lim, lim_what, sizeof lim_what);
   if (sh_dataset_load_opts(s->ctx, o->data, sh_net_data_kind(o->model), &lim, &s->data) !=
       SHEAF_OK) {
     fail_ctx(s->ctx);
+    sheaf_st_close(s->weights);
     sheaf_ctx_free(s->ctx);
     return CLI_FAIL;
   }
@@ -336,8 +338,13 @@ static int session_open(run_opts *o, session *s) {
   if (sh_net_create(s->ctx, o->model, &s->data, o->hidden, o->embed, &s->net) != SHEAF_OK)
     goto fail;
   if (o->allow_nonfinite) sheaf_model_allow_nonfinite(s->net.model, 1);
-  if (o->weights ? sh_net_load(&s->net, o->weights) : sh_net_seed(&s->net, o->seed))
+  if (o->weights) { /* a file that did not open in id_limit is opened again for its error */
+    if ((!s->weights && cli_open_weights(s->ctx, o->weights, &s->weights) != SHEAF_OK) ||
+        sheaf_model_load_st(s->net.model, s->weights) != SHEAF_OK)
+      goto fail;
+  } else if (sh_net_seed(&s->net, o->seed) != SHEAF_OK) {
     goto fail;
+  }
   s->count = sh_dataset_count(&s->data);
   if (o->limit && o->limit < s->count) s->count = (int32_t)o->limit;
   s->size = sh_dataset_size_range(&s->data, 0, s->count);

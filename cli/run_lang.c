@@ -625,6 +625,7 @@ int cli_run_lang(int argc, char **argv) {
   bool have_m = false, have_d = false;
   sh_dataset d;
   sheaf_model *model = NULL;
+  sheaf_st_file *weights = NULL;
   sh_lang_bind bind = {0};
   sheaf_runner *runner = NULL;
   FILE *out = NULL;
@@ -703,6 +704,9 @@ int cli_run_lang(int argc, char **argv) {
   if (number_words(ctx, &o, &d, &wi) != SHEAF_OK) goto fail;
   o.bo.vocab = wi.vocab;
   o.bo.word_rank = wi.rank;
+  /* the weights are opened once: the binder reads their shapes and loads them */
+  if (o.bo.weights && cli_open_weights(ctx, o.bo.weights, &weights) != SHEAF_OK) goto fail;
+  o.bo.weights_file = weights;
   if (sh_lang_bind_model(&m, model, &o.bo, &bind) != SHEAF_OK) goto fail;
   if (check_tables(ctx, &o, &m, &bind, &wi) != SHEAF_OK) goto fail;
   if (check_ids(ctx, &o, &m, &bind, &d) != SHEAF_OK) goto fail;
@@ -794,6 +798,7 @@ done:
     printf("  outputs: %s (%d instances)\n", o.out, (int)job.n);
   sh_lang_bind_free(ctx, &bind);
   sheaf_model_free(model);
+  sheaf_st_close(weights);
   free(form_ids);
   if (have_d) sh_dataset_free(&d);
   if (have_m) sh_module_free(&m);

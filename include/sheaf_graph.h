@@ -103,6 +103,10 @@ SHEAF_API sheaf_status sheaf_model_seed(sheaf_model *m, uint64_t seed);
  * first one's index, unless sheaf_model_allow_nonfinite allowed them. A
  * failed load changes no parameter. */
 SHEAF_API sheaf_status sheaf_model_load(sheaf_model *m, const char *path);
+/* The same from a safetensors file already open (sheaf_st_open, or
+ * sheaf_st_open_memory over bytes read once from a stream), which stays
+ * open; messages name it as it was opened. */
+SHEAF_API sheaf_status sheaf_model_load_st(sheaf_model *m, const sheaf_st_file *f);
 
 /* allow != 0: sheaf_model_load takes non-finite values as they are (`sheaf
  * run --allow-nonfinite`); 0 (the default): it refuses them. */

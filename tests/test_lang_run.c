@@ -1,7 +1,7 @@
 /*
  * test_lang_run.c — executing checked programs (src/lang/interp.h): the
  * binary TreeLSTM of examples/treelstm.sf against the C-API version
- * (examples/treelstm.c) on the same weights.
+ * (src/models/treelstm.c) on the same weights; weights handed over open.
  */
 #include <stdlib.h>
 
@@ -126,5 +126,58 @@ TEST(lang_run_missing_weights_listed_once) {
   }
   sh_lang_bind_free(ctx, &bind);
   sheaf_model_free(model);
+  sh_module_free(&m);
+}
+
+/* Weights handed to the binder open (weights_file: `sheaf run` reads a
+ * pipe's bytes once and parses them in place) give the sizes and the
+ * values; the path is then only their name in messages, never opened. */
+TEST(lang_bind_takes_open_weights) {
+  sheaf_ctx *ctx = th_ctx();
+  static const char prog[] =
+      "type Tree = Leaf(word: i32) | Node(left: Tree, right: Tree)\n"
+      "param emb: f32[V, E]\nparam W: f32[E, C]\n"
+      "fn main(t: Tree) -> f32[C] { match t { Leaf(w) => emb[w] @ W, Node(_, _) => zeros(C) } }\n";
+  sh_module m;
+  REQUIRE_OK(ctx, sh_lang_compile(&m, ctx, "t.sf", prog, sizeof prog - 1));
+  sheaf_model *a = NULL, *b = NULL;
+  sh_lang_bind ba = {0}, bb = {0};
+  sh_mapping bytes = {0};
+  sheaf_st_file *f = NULL;
+  const char *wpath = th_tmp_path("open_weights.safetensors");
+  sh_lang_bind_opts seeded = {.seed = 4, .vocab = 5, .n_overrides = 2, .override_name = {"E", "C"},
+                              .override_value = {3, 2}};
+  if (!CHECK_OK(ctx, sheaf_model_create(ctx, &a)) || !CHECK_OK(ctx, sh_lang_bind_model(&m, a, &seeded, &ba)) ||
+      !CHECK_OK(ctx, sheaf_model_save(a, wpath)) || !CHECK_OK(ctx, sh_file_map_binary(ctx, wpath, &bytes)) ||
+      !CHECK_OK(ctx, sheaf_st_open_memory(ctx, bytes.data, bytes.size, "held-weights", &f)) ||
+      !CHECK_OK(ctx, sheaf_model_create(ctx, &b)))
+    goto out;
+  sh_lang_bind_opts open = {.weights = "no/such/dir/w.safetensors", .weights_file = f, .vocab = 5};
+  if (!CHECK_OK(ctx, sh_lang_bind_model(&m, b, &open, &bb))) goto out;
+  for (int p = 0; p < 2; p++) { /* E and C from the shapes, every value from f */
+    int ra, rb;
+    const int64_t *sa, *sb;
+    const float *va = sheaf_model_param_data(a, ba.params[p], &ra, &sa);
+    const float *vb = sheaf_model_param_data(b, bb.params[p], &rb, &sb);
+    if (!CHECK(va && vb)) goto out;
+    CHECK_EQ_INT(rb, ra);
+    CHECK_EQ_INT(sb[0], sa[0]);
+    CHECK_EQ_INT(sb[1], sa[1]);
+    for (int64_t k = 0; k < sa[0] * sa[1]; k++) CHECK(va[k] == vb[k]);
+  }
+  /* sheaf_model_load_st: the file stays open; argument errors */
+  CHECK_OK(ctx, sheaf_model_load_st(b, f));
+  CHECK_OK(ctx, sheaf_model_load_st(b, f));
+  CHECK_EQ_INT(sheaf_model_load_st(NULL, f), SHEAF_ERR_INVALID_ARG);
+  CHECK_STATUS(ctx, sheaf_model_load_st(b, NULL), SHEAF_ERR_INVALID_ARG);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "sheaf_model_load_st: f is NULL");
+  sheaf_ctx_clear_error(ctx);
+out:
+  sh_lang_bind_free(ctx, &ba);
+  sh_lang_bind_free(ctx, &bb);
+  sheaf_model_free(a);
+  sheaf_model_free(b);
+  sheaf_st_close(f);
+  if (bytes.ctx) sh_file_unmap(&bytes);
   sh_module_free(&m);
 }

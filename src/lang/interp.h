@@ -32,7 +32,10 @@
 #define SH_BIND_MAX_OVERRIDES 16
 
 typedef struct sh_lang_bind_opts {
-  const char *weights;  /* safetensors file: sizes solved from its shapes, then loaded */
+  const char *weights;  /* safetensors file: sizes solved from its shapes, then loaded (one
+                           open for both) */
+  const sheaf_st_file *weights_file; /* or that file, opened by the caller (`weights` names
+                                        it in messages): the binder opens nothing */
   uint64_t seed;        /* without weights: sheaf_model_seed(seed) */
   int64_t vocab;        /* > 0: the run's vocabulary, words + 1 (<unk> last): word ids are
                            0 .. vocab - 2, vocab - 1 is <unk>; also the first size of
