@@ -145,8 +145,9 @@ run: $(SHEAF)
 	$(SHEAF) run treelstm --data $(EWT_TEST) --hidden 256 --batch 64 --policy sheaf \
 	  --out $(BUILDDIR)/out/treelstm-ewt.txt
 
-# The test runner prints one line per failure and ends with "N passed, N failed".
-test: $(TESTBIN) $(SHEAF)
+# The test runner prints one line per failure and ends with "N passed, N failed"
+# (the examples are run by one of the tests).
+test: $(TESTBIN) $(SHEAF) $(EXAMPLES)
 	SHEAF_BIN=$(SHEAF) $(TESTBIN) $(TEST_ARGS)
 
 # Model benchmarks against PyTorch (bench/*_torch.py): PyTorch is installed
