@@ -1,5 +1,5 @@
 /*
- * bench_bilstm.c — the BiLSTM tagger (examples/bilstm.h) on the bundled EWT
+ * bench_bilstm.c — the BiLSTM tagger (src/models/bilstm.h) on the bundled EWT
  * sentences (real, variable lengths): Sheaf with every batching policy
  * against PyTorch (bench/bilstm_torch.py: nn.LSTM bidirectional over packed
  * sequences, its best configuration, and a per-sentence loop), same

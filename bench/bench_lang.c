@@ -2,7 +2,7 @@
  * bench_lang.c — the model language against the C API (issue 5): the
  * binary TreeLSTM written in examples/treelstm.sf, compiled and run by the
  * interpreter (src/lang/interp.h, as `sheaf run MODEL.sf` does), against
- * the same model written in C (examples/treelstm.c), on the bundled EWT
+ * the same model written in C (src/models/treelstm.c), on the bundled EWT
  * trees, binarized, with the same weights (the C model's seeded weights,
  * saved and loaded by the language's binder): outputs compared over every
  * tree, then throughput of both at each batch size and thread count.
@@ -158,7 +158,7 @@ int main(int argc, char **argv) {
   double min_s = o.quick ? 0.2 : 0.5;
   if (rounds == 0) rounds = o.quick ? 2 : 5;
   int64_t nodes = sh_dataset_size_range(d, 0, S);
-  printf("TreeLSTM (binary, Tai et al. 2015): %s (interpreter) vs examples/treelstm.c (C API), "
+  printf("TreeLSTM (binary, Tai et al. 2015): %s (interpreter) vs src/models/treelstm.c (C API), "
          "same weights\n%s binarized: %d trees, %lld nodes, embed %d\n",
          MODEL_SF, o.data, (int)S, (long long)nodes, (int)embed);
   printf("sheaf %s, isa %s; trees/s = trees / wall time of whole passes (build + schedule + "

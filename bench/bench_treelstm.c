@@ -1,5 +1,5 @@
 /*
- * bench_treelstm.c — the binary TreeLSTM (examples/treelstm.h) on the
+ * bench_treelstm.c — the binary TreeLSTM (src/models/treelstm.h) on the
  * bundled EWT trees, binarized: Sheaf with every batching policy against
  * PyTorch (bench/treelstm_torch.py: naive per-node recursion and hand
  * level-batched), same trees, same weights, one run; plus the GEMM ceiling

@@ -1,8 +1,8 @@
 /*
- * run.c — `sheaf run` and `sheaf bench` for the built-in example models
- * (examples/: treelstm, childsum, bilstm, mvrnn): load the data, declare the
+ * run.c — `sheaf run` and `sheaf bench` for the built-in models
+ * (src/models/: treelstm, childsum, bilstm, mvrnn): load the data, declare the
  * model (seeded random init or a safetensors file), run every instance in
- * batches through the auto-batching runtime (examples/models.h: the same
+ * batches through the auto-batching runtime (src/models/models.h: the same
  * path as the tests and benchmarks), report throughput and the graph's
  * counters, write per-instance outputs. `bench` repeats the run per policy
  * and prints a table.

@@ -1,6 +1,6 @@
 /*
  * test_lang_models.c — every example model from source (examples/NAME.sf)
- * against its C-API twin (examples/NAME.c) on the same weights (seeded, with
+ * against its C-API twin (src/models/NAME.c) on the same weights (seeded, with
  * nonzero biases): the child-sum TreeLSTM, the BiLSTM tagger, the MV-RNN
  * (with a capped word-matrix table) and TreeFC, on EWT instances (the
  * first ones and the largest) plus edge cases: one-node trees, words

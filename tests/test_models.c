@@ -1,5 +1,5 @@
 /*
- * test_models.c — the example models (examples/) on the auto-batching
+ * test_models.c — the built-in models (src/models/) on the auto-batching
  * runtime: for every model and every policy, batched outputs equal the
  * unbatched per-instance outputs (policy none, one instance per graph; max
  * relative error <= 1e-5) on EWT trees and sentences and on edge cases (a
