@@ -95,7 +95,8 @@ int main(void) {
   for (int i = 0; i < N; i++) { /* sentences of 1 to 20 words */
     size_t at = 0;
     for (int k = 0; k <= (i * 7) % 20; k++)
-      at += (size_t)snprintf(text[i] + at, sizeof text[i] - at, "%s%s", k ? " " : "", words[(i + 3 * k) % 10]);
+      at += (size_t)snprintf(text[i] + at, sizeof text[i] - at, "%s%s", k ? " " : "",
+                             words[(i + 3 * k) % 10]);
     one.sentences[i] = all.sentences[i] = text[i];
   }
   sheaf_ctx *ctx;

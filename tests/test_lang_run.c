@@ -147,7 +147,8 @@ TEST(lang_bind_takes_open_weights) {
   const char *wpath = th_tmp_path("open_weights.safetensors");
   sh_lang_bind_opts seeded = {.seed = 4, .vocab = 5, .n_overrides = 2, .override_name = {"E", "C"},
                               .override_value = {3, 2}};
-  if (!CHECK_OK(ctx, sheaf_model_create(ctx, &a)) || !CHECK_OK(ctx, sh_lang_bind_model(&m, a, &seeded, &ba)) ||
+  if (!CHECK_OK(ctx, sheaf_model_create(ctx, &a)) ||
+      !CHECK_OK(ctx, sh_lang_bind_model(&m, a, &seeded, &ba)) ||
       !CHECK_OK(ctx, sheaf_model_save(a, wpath)) || !CHECK_OK(ctx, sh_file_map_binary(ctx, wpath, &bytes)) ||
       !CHECK_OK(ctx, sheaf_st_open_memory(ctx, bytes.data, bytes.size, "held-weights", &f)) ||
       !CHECK_OK(ctx, sheaf_model_create(ctx, &b)))
