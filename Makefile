@@ -5,7 +5,7 @@
 #   make SAN=address,undefined    sanitizers, in a directory of their own (combines with BUILD)
 #   make WERROR=1                 warnings are errors (CI)
 #   make V=1                      print full compiler command lines
-# Targets: all (lib, cli, tests), run, test, fuzz, bench-pool, install, clean. See README.md.
+# Targets: all (lib, cli, tests, examples), run, test, fuzz, bench-pool, install, clean. See README.md.
 
 BUILD   ?= release
 SAN     ?=
@@ -49,40 +49,46 @@ endif
 OPT += -g
 
 SANFLAGS := $(if $(SAN),-fsanitize=$(SAN) -fno-omit-frame-pointer -fno-sanitize-recover=all)
-CFLAGS_ALL := -std=c11 -D_GNU_SOURCE -fPIC $(OPT) $(WARN) $(SANFLAGS) -Iinclude -Isrc -Iexamples $(CFLAGS)
+CFLAGS_ALL := -std=c11 -D_GNU_SOURCE -fPIC $(OPT) $(WARN) $(SANFLAGS) -Iinclude -Isrc $(CFLAGS)
 LDFLAGS_ALL := $(SANFLAGS) $(LDFLAGS)
 LDLIBS_ALL := -lm -lpthread -ldl $(LDLIBS)
 
-# Library: every .c under src/<module>/ (one folder per pipeline stage).
+# Library: every .c under src/<module>/ (one folder per pipeline stage; the
+# built-in C models of src/models/ included).
 LIB_SRCS   := $(sort $(wildcard src/*/*.c))
 CLI_SRCS   := $(sort $(wildcard cli/*.c))
 TEST_SRCS  := $(sort $(wildcard tests/*.c))
-BENCH_SRCS := $(sort $(wildcard bench/*.c))
-# Example models written against the C API (examples/): linked into the CLI,
-# the tests and the benchmarks, which all run them.
+# Benchmarks: one program per bench/bench_*.c; bench_util.c is what the model
+# benchmarks share, linked into every one.
+BENCH_UTIL := bench/bench_util.c
+BENCH_SRCS := $(filter-out $(BENCH_UTIL),$(sort $(wildcard bench/bench_*.c)))
+# Standalone programs on the public API (examples/*.c): built by `all`, so
+# they cannot rot, and linked into nothing else.
 EX_SRCS    := $(sort $(wildcard examples/*.c))
 
 obj = $(patsubst %.c,$(BUILDDIR)/obj/%.o,$(1))
 LIB_OBJS  := $(call obj,$(LIB_SRCS))
 CLI_OBJS  := $(call obj,$(CLI_SRCS))
 TEST_OBJS := $(call obj,$(TEST_SRCS))
-EX_OBJS   := $(call obj,$(EX_SRCS))
+BENCH_UTIL_OBJ := $(call obj,$(BENCH_UTIL))
 
 LIB_A   := $(BUILDDIR)/libsheaf.a
 LIB_SO  := $(BUILDDIR)/libsheaf.so
 SHEAF   := $(BUILDDIR)/sheaf
 TESTBIN := $(BUILDDIR)/sheaf-tests
 BENCHES := $(patsubst bench/%.c,$(BUILDDIR)/bench/%,$(BENCH_SRCS))
+EXAMPLES := $(patsubst examples/%.c,$(BUILDDIR)/examples/%,$(EX_SRCS))
 
 EWT_TEST := data/ud_english_ewt/en_ewt-ud-test.conllu
 
-.PHONY: all lib cli tests benches run test fuzz fuzz-build fuzz-check-cc bench-pool bench-gemm bench-vmath bench-encoder install uninstall clean
-all: lib cli tests
+.PHONY: all lib cli tests benches examples run test fuzz fuzz-build fuzz-check-cc bench-pool bench-gemm bench-vmath bench-encoder install uninstall clean
+all: lib cli tests examples
 
 lib: $(LIB_A) $(LIB_SO)
 cli: $(SHEAF)
 tests: $(TESTBIN)
 benches: $(BENCHES)
+examples: $(EXAMPLES)
 
 $(BUILDDIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -105,18 +111,25 @@ $(LIB_SO): $(LIB_OBJS)
 	$(call say,LD,$@)
 	$(Q)$(CC) -shared -Wl,-soname,libsheaf.so.0 $(LDFLAGS_ALL) -o $@ $^ $(LDLIBS_ALL)
 
-$(SHEAF): $(CLI_OBJS) $(EX_OBJS) $(LIB_A)
+$(SHEAF): $(CLI_OBJS) $(LIB_A)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJS) $(EX_OBJS) $(LIB_A) $(LDLIBS_ALL)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJS) $(LIB_A) $(LDLIBS_ALL)
 
-$(TESTBIN): $(TEST_OBJS) $(EX_OBJS) $(LIB_A)
+$(TESTBIN): $(TEST_OBJS) $(LIB_A)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJS) $(EX_OBJS) $(LIB_A) $(LDLIBS_ALL)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $(TEST_OBJS) $(LIB_A) $(LDLIBS_ALL)
 
-$(BUILDDIR)/bench/%: $(BUILDDIR)/obj/bench/%.o $(EX_OBJS) $(LIB_A)
+$(BUILDDIR)/bench/%: $(BUILDDIR)/obj/bench/%.o $(BENCH_UTIL_OBJ) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(call say,LD,$@)
-	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $< $(EX_OBJS) $(LIB_A) $(LDLIBS_ALL)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $< $(BENCH_UTIL_OBJ) $(LIB_A) $(LDLIBS_ALL)
+
+# The examples see the public headers only (include/), as a program built
+# against an installed Sheaf would.
+$(BUILDDIR)/examples/%: examples/%.c include/sheaf.h include/sheaf_graph.h include/sheaf_program.h $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(call say,CC,$<)
+	$(Q)$(CC) -std=c11 $(OPT) $(WARN) $(SANFLAGS) -Iinclude $(CFLAGS) $(LDFLAGS_ALL) -o $@ $< $(LIB_A) $(LDLIBS_ALL)
 
 # Any bench/bench_NAME.c runs as `make bench-NAME BENCH_ARGS='...'` (the
 # explicit rules below add setup notes for some).
@@ -132,10 +145,11 @@ run: $(SHEAF)
 	$(SHEAF) run treelstm --data $(EWT_TEST) --hidden 256 --batch 64 --policy sheaf \
 	  --out $(BUILDDIR)/out/treelstm-ewt.txt
 
-# The test runner prints one line per failure and ends with "N passed, N failed".
-# Tests run TEST_JOBS at a time (default: one per CPU), each in its own child.
+# The test runner prints one line per failure and ends with "N passed, N failed"
+# (the examples are run by one of the tests). Tests run TEST_JOBS at a time
+# (default: one per CPU), each in its own child.
 TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
-test: $(TESTBIN) $(SHEAF)
+test: $(TESTBIN) $(SHEAF) $(EXAMPLES)
 	SHEAF_BIN=$(SHEAF) $(TESTBIN) -j$(TEST_JOBS) $(TEST_ARGS)
 
 # Model benchmarks against PyTorch (bench/*_torch.py): PyTorch is installed
@@ -199,7 +213,6 @@ $(FUZZ_DIR)/%: fuzz/%.c fuzz/fuzz_common.h $(FUZZ_OBJS)
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c %.o,$^) -lm -lpthread -ldl
 # the graph fuzzer's generator is shared with its seeded test
 $(FUZZ_DIR)/fuzz_graph: $(FUZZ_DIR)/obj/tests/graph_fuzz.o
-$(FUZZ_DIR)/fuzz_model: $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(EX_SRCS))
 
 fuzz: fuzz-build
 	FUZZ_SECONDS=$(FUZZ_SECONDS) sh fuzz/run.sh $(FUZZ_DIR)
@@ -222,4 +235,4 @@ uninstall:
 clean:
 	rm -rf build
 
--include $(LIB_OBJS:.o=.d) $(FUZZ_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(EX_OBJS:.o=.d) $(patsubst %.c,$(BUILDDIR)/obj/%.d,$(BENCH_SRCS))
+-include $(LIB_OBJS:.o=.d) $(FUZZ_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(patsubst %.c,$(BUILDDIR)/obj/%.d,$(BENCH_SRCS) $(BENCH_UTIL))

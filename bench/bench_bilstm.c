@@ -1,5 +1,5 @@
 /*
- * bench_bilstm.c — the BiLSTM tagger (examples/bilstm.h) on the bundled EWT
+ * bench_bilstm.c — the BiLSTM tagger (src/models/bilstm.h) on the bundled EWT
  * sentences (real, variable lengths): Sheaf with every batching policy
  * against PyTorch (bench/bilstm_torch.py: nn.LSTM bidirectional over packed
  * sequences, its best configuration, and a per-sentence loop), same
@@ -36,14 +36,14 @@ static const char usage[] =
     "                    [--threads LIST] [--sents N] [--data FILE] [--python PY]\n"
     "                    [--no-torch]\n";
 
-static bool write_sents(const ex_data *d, int32_t n, const char *path) {
+static bool write_sents(const sh_dataset *d, int32_t n, const char *path) {
   FILE *f = fopen(path, "w");
   if (!f) return false;
   fprintf(f, "sents %d\n", (int)n);
   for (int32_t s = 0; s < n; s++) {
     fprintf(f, "%d", (int)(d->sent_off[s + 1] - d->sent_off[s]));
     for (int32_t i = d->sent_off[s]; i < d->sent_off[s + 1]; i++)
-      fprintf(f, " %d", (int)ex_data_row(d, d->sent_words[i]));
+      fprintf(f, " %d", (int)sh_word_id(d->ids, d->sent_words[i]));
     fputc('\n', f);
   }
   return fclose(f) == 0;
@@ -52,14 +52,14 @@ static bool write_sents(const ex_data *d, int32_t n, const char *path) {
 int main(int argc, char **argv) {
   exb_opts o;
   exb_env e;
-  if (!exb_start(argc, argv, "bench_bilstm", "--sents", usage, EX_DATA_SENTS, 128,
+  if (!exb_start(argc, argv, "bench_bilstm", "--sents", usage, SH_DATASET_SENTS, 128,
                  "sents.txt", write_sents, &o, &e))
     return 1;
-  const ex_data *d = &e.d;
+  const sh_dataset *d = &e.d;
   int32_t S = e.n;
-  int64_t words = ex_data_size_range(d, 0, S);
+  int64_t words = sh_dataset_size_range(d, 0, S);
   int32_t max_len = 0;
-  for (int32_t s = 0; s < S; s++) max_len = ex_data_size(d, s) > max_len ? ex_data_size(d, s) : max_len;
+  for (int32_t s = 0; s < S; s++) max_len = sh_dataset_size(d, s) > max_len ? sh_dataset_size(d, s) : max_len;
   printf("BiLSTM tagger, %s: %d sentences, %lld words (mean %.1f, max %d), embed %d, 17 tags\n",
          o.data, (int)S, (long long)words, (double)words / S, (int)max_len, EMBED);
   printf("sheaf %s, isa %s; sentences/s = sentences / wall time of whole passes (build + "
@@ -74,12 +74,12 @@ int main(int argc, char **argv) {
   double worst_check = 0;
   for (int hi = 0; hi < o.nh; hi++) {
     int H = o.hidden[hi];
-    ex_net net;
-    ex_outputs ref;
+    sh_net net;
+    sh_net_outputs ref;
     const char *wpath;
-    if (!exb_net_open(&e, EX_MODEL_BILSTM, H, EMBED, CHECK_SENTS, &net, &ref, &wpath)) return 1;
+    if (!exb_net_open(&e, SH_NET_BILSTM, H, EMBED, CHECK_SENTS, &net, &ref, &wpath)) return 1;
     double flops = 0;
-    for (int32_t s = 0; s < S; s++) flops += ex_net_flops(&net, s);
+    for (int32_t s = 0; s < S; s++) flops += sh_net_flops(&net, s);
 
     for (int ti = 0; ti < o.nt; ti++) {
       int T = o.threads[ti];
@@ -93,11 +93,11 @@ int main(int argc, char **argv) {
       if (check < 0) return 1;
       worst_check = fmax(worst_check, check);
     }
-    ex_outputs_free(&ref);
-    ex_net_free(&net);
+    sh_net_outputs_free(&ref);
+    sh_net_free(&net);
   }
 
-  if (!exb_overhead(&e, EX_MODEL_BILSTM, "sent")) return 1;
+  if (!exb_overhead(&e, SH_NET_BILSTM, "sent")) return 1;
   if (e.torch && worst_check > 1e-4) printf("\nWARNING: Sheaf and PyTorch outputs differ\n");
   exb_finish(&e);
   return 0;

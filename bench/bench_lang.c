@@ -2,7 +2,7 @@
  * bench_lang.c — the model language against the C API (issue 5): the
  * binary TreeLSTM written in examples/treelstm.sf, compiled and run by the
  * interpreter (src/lang/interp.h, as `sheaf run MODEL.sf` does), against
- * the same model written in C (examples/treelstm.c), on the bundled EWT
+ * the same model written in C (src/models/treelstm.c), on the bundled EWT
  * trees, binarized, with the same weights (the C model's seeded weights,
  * saved and loaded by the language's binder): outputs compared over every
  * tree, then throughput of both at each batch size and thread count.
@@ -32,11 +32,11 @@
 #define EWT_TEST "data/ud_english_ewt/en_ewt-ud-test.conllu"
 #define MODEL_SF "examples/treelstm.sf"
 #define MAXL EXB_MAXL
-#define C_OUT EX_TREELSTM_CLASSES
+#define C_OUT SH_TREELSTM_CLASSES
 
 /* The language side: a compiled and bound program. */
 typedef struct lang_net {
-  const ex_data *d;
+  const sh_dataset *d;
   sh_module m;
   bool have_m;
   char *src;
@@ -49,7 +49,7 @@ typedef struct lang_net {
 /* One system as the timed pass sees it: builds instance i's output. */
 typedef struct side {
   sheaf_status (*build)(struct side *s, sheaf_graph *g, int32_t i, sheaf_expr *out);
-  const ex_net *net; /* the C API */
+  const sh_net *net; /* the C API */
   lang_net *l;       /* the language */
   sheaf_expr *ex;    /* one batch of outputs */
   float *out;        /* [trees, C_OUT]: the outputs of the last pass */
@@ -63,14 +63,14 @@ static void usage(void) {
 }
 
 static sheaf_status c_build(side *s, sheaf_graph *g, int32_t i, sheaf_expr *out) {
-  return ex_net_build(s->net, g, i, out);
+  return sh_net_build(s->net, g, i, out);
 }
 
 static sheaf_status lang_build(side *s, sheaf_graph *g, int32_t i, sheaf_expr *out) {
   lang_net *l = s->l;
-  const ex_data *d = l->d;
+  const sh_dataset *d = l->d;
   sh_value in, res;
-  sheaf_status st = sh_interp_tree(l->ip, &d->tb, d->tb.tree_root[i], d->vocab, d->unk, &in);
+  sheaf_status st = sh_interp_tree(l->ip, &d->tb, d->tb.tree_root[i], d->ids, &in);
   if (st == SHEAF_OK) st = sh_interp_main(l->ip, g, in, &res);
   if (st == SHEAF_OK && res.kind != SH_V_TENSOR)
     return sh_fail(d->ctx, SHEAF_ERR_INTERNAL, "%s: main did not return a tensor", MODEL_SF);
@@ -99,7 +99,7 @@ static sheaf_status pass(void *arg, sheaf_graph *g, int32_t count, int32_t batch
 }
 
 /* Compiles examples/treelstm.sf and binds it to the weights in wpath. */
-static bool lang_open(sheaf_ctx *ctx, const ex_data *d, const char *wpath, lang_net *l) {
+static bool lang_open(sheaf_ctx *ctx, const sh_dataset *d, const char *wpath, lang_net *l) {
   memset(l, 0, sizeof *l);
   l->d = d;
   if (sh_file_read(ctx, MODEL_SF, &l->src, &l->len) != SHEAF_OK) return false;
@@ -151,14 +151,14 @@ int main(int argc, char **argv) {
   int max_batch = 1;
   for (int i = 0; i < o.nb; i++) max_batch = o.batch[i] > max_batch ? o.batch[i] : max_batch;
   exb_env e;
-  if (!exb_setup("bench_lang", &o, EX_DATA_BINARY, 512, &e)) return 1;
+  if (!exb_setup("bench_lang", &o, SH_DATASET_BINARY, 512, &e)) return 1;
   sheaf_ctx *ctx = e.ctx;
-  const ex_data *d = &e.d;
+  const sh_dataset *d = &e.d;
   int32_t S = e.n;
   double min_s = o.quick ? 0.2 : 0.5;
   if (rounds == 0) rounds = o.quick ? 2 : 5;
-  int64_t nodes = ex_data_size_range(d, 0, S);
-  printf("TreeLSTM (binary, Tai et al. 2015): %s (interpreter) vs examples/treelstm.c (C API), "
+  int64_t nodes = sh_dataset_size_range(d, 0, S);
+  printf("TreeLSTM (binary, Tai et al. 2015): %s (interpreter) vs src/models/treelstm.c (C API), "
          "same weights\n%s binarized: %d trees, %lld nodes, embed %d\n",
          MODEL_SF, o.data, (int)S, (long long)nodes, (int)embed);
   printf("sheaf %s, isa %s; trees/s = trees / wall time of whole passes (build + schedule + "
@@ -176,12 +176,12 @@ int main(int argc, char **argv) {
   double worst_diff = 0;
   for (int hi = 0; hi < o.nh; hi++) {
     int H = o.hidden[hi];
-    ex_net net;
-    ex_outputs one;
+    sh_net net;
+    sh_net_outputs one;
     lang_net l;
     const char *wpath;
-    if (!exb_net_open(&e, EX_MODEL_TREELSTM, H, (int)embed, 1, &net, &one, &wpath)) return 1;
-    ex_outputs_free(&one);
+    if (!exb_net_open(&e, SH_NET_TREELSTM, H, (int)embed, 1, &net, &one, &wpath)) return 1;
+    sh_net_outputs_free(&one);
     if (!lang_open(ctx, d, wpath, &l)) {
       fprintf(stderr, "bench_lang: %s\n", sheaf_ctx_last_error(ctx));
       return 1;
@@ -205,7 +205,7 @@ int main(int argc, char **argv) {
         double dk = fabs((double)c_out[k] - l_out[k]);
         diff = dk > diff || isnan(dk) ? dk : diff;
       }
-      double rel = ex_max_rel_err(l_out, c_out, S, C_OUT);
+      double rel = sh_max_rel_err(l_out, c_out, S, C_OUT);
       bool same = diff <= 1e-5;
       printf("\nhidden %d: outputs of all %d trees (5 log-probabilities each): max |sf - C| = "
              "%.3g, max rel %.3g: %s\n",
@@ -263,7 +263,7 @@ int main(int argc, char **argv) {
       }
     }
     lang_close(ctx, &l);
-    ex_net_free(&net);
+    sh_net_free(&net);
   }
   if (worst_diff > 1e-5 || isnan(worst_diff))
     printf("\nWARNING: the language's outputs differ from the C API's\n");

@@ -21,7 +21,7 @@
  *           throughput view; hidden 8: the overhead view)
  *
  * Two models: the cell as one sheaf_lstm_cell (GEMM + fused tail), and Tai
- * et al.'s cell written with slices and pointwise ops (examples/treelstm.c:
+ * et al.'s cell written with slices and pointwise ops (src/models/treelstm.c:
  * activations fused into the GEMM, the tail into one pointwise program).
  *
  *   bench_runtime [--quick] [--model lstm|tai|both] [--trees N] [--leaves N] [--hidden N]
@@ -80,7 +80,7 @@ static void node(sheaf_graph *g, const model *p, const tree *t, int n, sheaf_exp
 }
 
 /* Tai et al.'s cell written with slices and pointwise ops, as
- * examples/treelstm.c: activations fuse into the GEMM, the cell's
+ * src/models/treelstm.c: activations fuse into the GEMM, the cell's
  * elementwise tail into one pointwise program. */
 static void node_tai(sheaf_graph *g, const model *p, const tree *t, int n, int64_t H, sheaf_expr *h,
                      sheaf_expr *c) {

@@ -20,14 +20,14 @@
 #include "base/file.h"
 #include "bench_util.h"
 #include "lang/interp.h"
-#include "transformer_weights.h"
+#include "models/transformer_weights.h"
 
 #define EWT_TEST "data/ud_english_ewt/en_ewt-ud-test.conllu"
 #define MODEL_SF "examples/transformer.sf"
 
 typedef struct bench {
   sheaf_ctx *ctx;
-  ex_data d;
+  sh_dataset d;
   int D, F, batch, threads;
   int32_t n_sent;
   float *emb;
@@ -150,9 +150,9 @@ int main(int argc, char **argv) {
   const char *enc_path = exb_tmp_path("encoder.safetensors"), *sf_path = exb_tmp_path("transformer.safetensors");
   sheaf_st_file *f = NULL;
   bool have_m = false;
-  if (ex_data_load(b.ctx, EWT_TEST, EX_DATA_SENTS, &b.d)) goto fail;
+  if (sh_dataset_load(b.ctx, EWT_TEST, SH_DATASET_SENTS, &b.d)) goto fail;
   b.n_sent = sents > 0 && sents < b.d.n_sents ? (int32_t)sents : b.d.n_sents;
-  if (ex_transformer_weights(b.ctx, b.d.vocab, b.D, b.F, 0x9e3779b97f4a7c15ull, enc_path, sf_path, &b.emb)) goto fail;
+  if (sh_transformer_weights(b.ctx, b.d.vocab, b.D, b.F, 0x9e3779b97f4a7c15ull, enc_path, sf_path, &b.emb)) goto fail;
   if (sheaf_st_open(b.ctx, enc_path, &f) || sheaf_encoder_load(b.ctx, f, NULL, &b.enc)) goto fail;
   sheaf_st_close(f);
   f = NULL;
@@ -213,7 +213,7 @@ done:
   if (have_m) sh_module_free(&b.m);
   if (b.src) sh_free(b.ctx, b.src, b.len + 1);
   sheaf_encoder_free(b.enc);
-  ex_data_free(&b.d);
+  sh_dataset_free(&b.d);
   free(b.emb), free(b.res), free(b.enc_out), free(b.sf_out);
   exb_tmp_cleanup();
   sheaf_ctx_free(b.ctx);

@@ -1,5 +1,5 @@
 /*
- * bench_treelstm.c — the binary TreeLSTM (examples/treelstm.h) on the
+ * bench_treelstm.c — the binary TreeLSTM (src/models/treelstm.h) on the
  * bundled EWT trees, binarized: Sheaf with every batching policy against
  * PyTorch (bench/treelstm_torch.py: naive per-node recursion and hand
  * level-batched), same trees, same weights, one run; plus the GEMM ceiling
@@ -55,7 +55,7 @@ static const char usage[] =
     "              back-to-back windows; median and min-max over the rounds\n";
 
 /* Trees [0, n) as "n w l r ..." lines (post-order, local indices). */
-static bool write_trees(const ex_data *d, int32_t n, const char *path) {
+static bool write_trees(const sh_dataset *d, int32_t n, const char *path) {
   FILE *f = fopen(path, "w");
   if (!f) return false;
   const sh_treebank *tb = &d->tb;
@@ -65,7 +65,7 @@ static bool write_trees(const ex_data *d, int32_t n, const char *path) {
     fprintf(f, "%d", (int)size);
     for (int32_t v = first; v < first + size; v++) {
       if (tb->n_children[v] == 0)
-        fprintf(f, " %d -1 -1", (int)ex_data_row(d, tb->word[v]));
+        fprintf(f, " %d -1 -1", (int)sh_word_id(d->ids, tb->word[v]));
       else
         fprintf(f, " -1 %d %d", (int)(sh_tb_child(tb, v, 0) - first),
                 (int)(sh_tb_child(tb, v, 1) - first));
@@ -77,8 +77,8 @@ static bool write_trees(const ex_data *d, int32_t n, const char *path) {
 
 /* Synthetic data: `count` random binary trees of `leaves` leaves each
  * (2*leaves - 1 nodes), words from a 1000-word vocabulary. */
-static bool synthetic(sheaf_ctx *ctx, int32_t count, int leaves, ex_data *d) {
-  ex_data_init(d, ctx, EX_DATA_BINARY);
+static bool synthetic(sheaf_ctx *ctx, int32_t count, int leaves, sh_dataset *d) {
+  sh_dataset_init(d, ctx, SH_DATASET_BINARY);
   sh_treebank *tb = &d->tb;
   int32_t label;
   if (sh_vocab_intern(&tb->labels, "x", 1, &label)) return false;
@@ -108,7 +108,7 @@ static bool synthetic(sheaf_ctx *ctx, int32_t count, int leaves, ex_data *d) {
     }
     if (sh_tb_end_tree(tb)) return false;
   }
-  return ex_data_finish(d, 0) == SHEAF_OK;
+  return sh_dataset_finish(d, 0) == SHEAF_OK;
 }
 
 /* ------------------------------------------------------------ --paired */
@@ -239,7 +239,7 @@ static void paired_torch(const exb_opts *o, const exb_env *e, const exb_peer *p,
 
 /* One round, windows back to back (order: see the top of the file). */
 static bool paired_round_run(const exb_opts *o, const exb_env *e, const exb_peer *p,
-                             const ex_net *net, const char *wpath, const exb_mnk *shapes,
+                             const sh_net *net, const char *wpath, const exb_mnk *shapes,
                              int nshapes, double flops_per_tree, paired_round *rd) {
   int H = (int)net->hidden;
   double gemm_s = o->quick ? 0.05 : 0.2;
@@ -323,13 +323,13 @@ static bool paired(const exb_opts *o, exb_env *e, const exb_peer *p, int R) {
     return true;
   }
   int H = o->hidden[hi];
-  ex_net net;
-  ex_outputs ref;
+  sh_net net;
+  sh_net_outputs ref;
   const char *wpath;
-  if (!exb_net_open(e, EX_MODEL_TREELSTM, H, EMBED, CHECK_TREES, &net, &ref, &wpath)) return false;
-  ex_outputs_free(&ref);
+  if (!exb_net_open(e, SH_NET_TREELSTM, H, EMBED, CHECK_TREES, &net, &ref, &wpath)) return false;
+  sh_net_outputs_free(&ref);
   double flops = 0;
-  for (int32_t t = 0; t < e->n; t++) flops += ex_net_flops(&net, t);
+  for (int32_t t = 0; t < e->n; t++) flops += sh_net_flops(&net, t);
   int nshapes = 0;
   exb_mnk *shapes = batch_shapes(&e->d.tb, e->n, 64, H, &nshapes);
   double shape_flops = 0;
@@ -375,7 +375,7 @@ static bool paired(const exb_opts *o, exb_env *e, const exb_peer *p, int R) {
   }
   if (ok) paired_summary(figs, R, H, e->torch);
   free(shapes);
-  ex_net_free(&net);
+  sh_net_free(&net);
   return ok;
 }
 
@@ -384,12 +384,12 @@ int main(int argc, char **argv) {
   exb_env e;
   int R = take_paired(&argc, argv);
   if (R > 0) exb_ctx_min_threads = 2; /* the 2-thread figure */
-  if (!exb_start(argc, argv, "bench_treelstm", "--trees", usage, EX_DATA_BINARY, 256,
+  if (!exb_start(argc, argv, "bench_treelstm", "--trees", usage, SH_DATASET_BINARY, 256,
                  "trees.txt", write_trees, &o, &e))
     return 1;
-  const ex_data *d = &e.d;
+  const sh_dataset *d = &e.d;
   int32_t S = e.n;
-  int64_t nodes = ex_data_size_range(d, 0, S);
+  int64_t nodes = sh_dataset_size_range(d, 0, S);
   int32_t *scratch = malloc((size_t)d->tb.n_nodes * sizeof(int32_t)),
           *heights = malloc((size_t)d->tb.n_trees * sizeof(int32_t));
   sh_tb_tree_heights(&d->tb, scratch, heights);
@@ -417,12 +417,12 @@ int main(int argc, char **argv) {
 
   for (int hi = 0; hi < o.nh; hi++) {
     int H = o.hidden[hi];
-    ex_net net;
-    ex_outputs ref;
+    sh_net net;
+    sh_net_outputs ref;
     const char *wpath;
-    if (!exb_net_open(&e, EX_MODEL_TREELSTM, H, EMBED, CHECK_TREES, &net, &ref, &wpath)) return 1;
+    if (!exb_net_open(&e, SH_NET_TREELSTM, H, EMBED, CHECK_TREES, &net, &ref, &wpath)) return 1;
     double flops = 0;
-    for (int32_t t = 0; t < S; t++) flops += ex_net_flops(&net, t);
+    for (int32_t t = 0; t < S; t++) flops += sh_net_flops(&net, t);
 
     for (int ti = 0; ti < o.nt; ti++) {
       int T = o.threads[ti];
@@ -438,21 +438,21 @@ int main(int argc, char **argv) {
       if (check < 0) return 1;
       worst_check = fmax(worst_check, check);
     }
-    ex_outputs_free(&ref);
-    ex_net_free(&net);
+    sh_net_outputs_free(&ref);
+    sh_net_free(&net);
   }
 
   /* runtime overhead: hidden 8, kernels cost (almost) nothing */
-  if (!exb_overhead(&e, EX_MODEL_TREELSTM, "tree")) return 1;
+  if (!exb_overhead(&e, SH_NET_TREELSTM, "tree")) return 1;
 
   /* DyNet's setting: 49-node synthetic trees, hidden 256, 1 thread */
   printf("\nDyNet's setting (issue 4): 49-node synthetic trees, hidden 256, embed %d, 1 thread\n",
          EMBED);
   {
-    ex_data syn;
-    ex_net net;
+    sh_dataset syn;
+    sh_net net;
     if (!synthetic(e.ctx, 256, 25, &syn) ||
-        ex_net_create(e.ctx, EX_MODEL_TREELSTM, &syn, 256, EMBED, &net) != SHEAF_OK) {
+        sh_net_create(e.ctx, SH_NET_TREELSTM, &syn, 256, EMBED, &net) != SHEAF_OK) {
       fprintf(stderr, "bench_treelstm: synthetic trees: %s\n", sheaf_ctx_last_error(e.ctx));
       return 1;
     }
@@ -471,8 +471,8 @@ int main(int argc, char **argv) {
                    "\"threads\": 1, \"trees_per_s\": %.0f",
                    bs[i], dynet[i]);
     }
-    ex_net_free(&net);
-    ex_data_free(&syn);
+    sh_net_free(&net);
+    sh_dataset_free(&syn);
   }
 
   /* the headline figures */

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bilstm_torch.py -- the PyTorch peers of bench_bilstm.c: the BiLSTM tagger
-of examples/bilstm.h on the same sentences and the same weights.
+of src/models/bilstm.h on the same sentences and the same weights.
 
   packed  nn.LSTM(E, H, bidirectional=True) over the batch as one packed
           sequence (pack_padded_sequence of the embedded words, lengths

@@ -4,7 +4,7 @@ own folder): the common flags, importing torch with the caller's thread
 count and printing its configuration banner, reading the safetensors file
 that sheaf_model_save writes, the throughput windows, the JSON records.
 
-The peer protocol (read by examples/bench_util.c): "# ..." lines are
+The peer protocol (read by bench/bench_util.c): "# ..." lines are
 echoed by the benchmark, one JSON object per line is a measurement, exit
 status 3 means torch cannot be imported.
 """

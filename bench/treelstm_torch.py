@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """treelstm_torch.py -- the PyTorch peers of bench_treelstm.c: the binary
-TreeLSTM of examples/treelstm.h on the same trees and the same weights.
+TreeLSTM of src/models/treelstm.h on the same trees and the same weights.
 
   naive  per-node recursion (one addmm per node), tree by tree
   level  hand level-batched: the batch's nodes grouped by height; leaves as

@@ -53,6 +53,14 @@ int cli_check_paths(const cli_path *ins, int n_in, const cli_path *outs, int n_o
  * printing the error. */
 int cli_hold_input(sheaf_ctx *ctx, const char *path, bool sniff, const char **name, bool *held);
 
+/* Opens a weights file (safetensors) once, by the name cli_hold_input
+ * gave: bytes held in memory (standard input, a pipe, a FIFO: read once)
+ * are parsed where they are, anything else is mapped (sheaf_st_open). The
+ * open file then goes to whatever reads the weights (the binder's
+ * weights_file, sheaf_model_load_st), so nothing opens or copies it again.
+ * SHEAF_OK, or the error as the context's last error (not printed). */
+sheaf_status cli_open_weights(sheaf_ctx *ctx, const char *name, sheaf_st_file **out);
+
 /* The format of an input by its first bytes (sh_file_peek): safetensors
  * when byte 8 is '{' after a header length that fits, CoNLL-U when the
  * first line that is not blank or a '#' comment starts with a digit and has

@@ -229,6 +229,12 @@ int cli_hold_input(sheaf_ctx *ctx, const char *path, bool sniff, const char **na
   return CLI_OK;
 }
 
+sheaf_status cli_open_weights(sheaf_ctx *ctx, const char *name, sheaf_st_file **out) {
+  size_t size;
+  const void *held = sh_file_held_data(name, &size);
+  return held ? sheaf_st_open_memory(ctx, held, size, name, out) : sheaf_st_open(ctx, name, out);
+}
+
 sh_out *cli_out_open(cli_outs *s, sheaf_ctx *ctx, const char *path, int flags) {
   if (s->n == CLI_MAX_OUTS) {
     cli_error("%s: too many output files", path);

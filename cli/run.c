@@ -1,8 +1,8 @@
 /*
- * run.c — `sheaf run` and `sheaf bench` for the built-in example models
- * (examples/: treelstm, childsum, bilstm, mvrnn): load the data, declare the
+ * run.c — `sheaf run` and `sheaf bench` for the built-in models
+ * (src/models/: treelstm, childsum, bilstm, mvrnn): load the data, declare the
  * model (seeded random init or a safetensors file), run every instance in
- * batches through the auto-batching runtime (examples/models.h: the same
+ * batches through the auto-batching runtime (src/models/models.h: the same
  * path as the tests and benchmarks), report throughput and the graph's
  * counters, write per-instance outputs. `bench` repeats the run per policy
  * and prints a table.
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "models.h"
+#include "models/models.h"
 #include "run.h"
 
 static const char usage_run[] =
@@ -80,7 +80,7 @@ static const char usage_bench[] =
 /* ------------------------------------------------------------- options */
 
 typedef struct run_opts {
-  ex_model_kind model;
+  sh_net_kind model;
   const char *data, *weights, *save_weights, *out, *trace;
   int64_t hidden, embed;
   long long batch, threads, limit, mv_vocab, repeat, max_vocab;
@@ -142,7 +142,7 @@ static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
   o->repeat = 3;
   o->hidden = -1;
   o->embed = -1;
-  o->mv_vocab = EX_MV_CAP_DEFAULT;
+  o->mv_vocab = SH_DATASET_MV_CAP_DEFAULT;
   o->policies[0] = SHEAF_POLICY_SHEAF;
   o->n_policies = 1;
   if (bench) {
@@ -233,7 +233,7 @@ static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
               cmd, cmd);
     return CLI_USAGE;
   }
-  if (!ex_model_parse(model, &o->model)) {
+  if (!sh_net_kind_parse(model, &o->model)) {
     cli_error("%s: unknown model '%s' (expected treelstm, childsum, bilstm or mvrnn%s)", cmd,
               model, bench ? "" : ", or a MODEL.sf source");
     return CLI_USAGE;
@@ -254,14 +254,14 @@ static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
     return CLI_USAGE;
   }
   if (o->trace || o->stats) o->parallel = SHEAF_PARALLEL_KERNELS;
-  if (o->hidden < 0) o->hidden = ex_model_default_hidden(o->model);
-  if (o->model == EX_MODEL_MVRNN && o->embed >= 0 && o->embed != o->hidden) {
+  if (o->hidden < 0) o->hidden = sh_net_default_hidden(o->model);
+  if (o->model == SH_NET_MVRNN && o->embed >= 0 && o->embed != o->hidden) {
     cli_error("--embed: mvrnn word vectors have the hidden size (%lld), got %lld",
               (long long)o->hidden, (long long)o->embed);
     return CLI_USAGE;
   }
   if (o->embed < 0) o->embed = 256;
-  if (o->model == EX_MODEL_MVRNN) o->embed = o->hidden;
+  if (o->model == SH_NET_MVRNN) o->embed = o->hidden;
   return CLI_OK;
 }
 
@@ -269,8 +269,9 @@ static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
 
 typedef struct session {
   sheaf_ctx *ctx;
-  ex_data data;
-  ex_net net;
+  sheaf_st_file *weights; /* --weights, opened once (cli_open_weights) */
+  sh_dataset data;
+  sh_net net;
   int32_t count; /* instances run */
   int64_t size;  /* their nodes / words */
   double flops;  /* their useful FLOPs */
@@ -282,22 +283,23 @@ static int fail_ctx(sheaf_ctx *ctx) {
 }
 
 static void session_free(session *s) {
-  ex_net_free(&s->net);
-  ex_data_free(&s->data);
+  sheaf_st_close(s->weights);
+  sh_net_free(&s->net);
+  sh_dataset_free(&s->data);
   sheaf_ctx_free(s->ctx);
 }
 
 /* The limit on token ids: the rows of the weights' word table 'emb' (every
- * built-in model has one; its last row is <unk>), else --max-vocab. */
-static void id_limit(sheaf_ctx *ctx, const run_opts *o, ex_data_opts *lim, char *what,
-                     size_t cap) {
+ * built-in model has one; its last row is <unk>), else --max-vocab. Opens
+ * the weights (s->weights, kept for the load). */
+static void id_limit(session *s, const run_opts *o, sh_dataset_opts *lim, char *what, size_t cap) {
   lim->max_vocab = o->max_vocab; /* 0: the default */
   lim->max_vocab_what = NULL;
-  sheaf_st_file *f = NULL;
-  if (!o->weights || sheaf_st_open(ctx, o->weights, &f) != SHEAF_OK) {
-    sheaf_ctx_clear_error(ctx); /* the load reports a bad weights file */
+  if (!o->weights || cli_open_weights(s->ctx, o->weights, &s->weights) != SHEAF_OK) {
+    sheaf_ctx_clear_error(s->ctx); /* the load reports a bad weights file */
     return;
   }
+  const sheaf_st_file *f = s->weights;
   long j = sheaf_st_find(f, "emb");
   if (j >= 0 && sheaf_st_rank(f, (size_t)j) == 2) {
     int64_t rows = sheaf_st_shape(f, (size_t)j)[0];
@@ -308,7 +310,6 @@ static void id_limit(sheaf_ctx *ctx, const run_opts *o, ex_data_opts *lim, char 
       lim->max_vocab_what = what;
     }
   }
-  sheaf_st_close(f);
 }
 
 /* o->data and o->weights become the names the inputs are read by (standard
@@ -322,26 +323,32 @@ static int session_open(run_opts *o, session *s) {
     sheaf_ctx_free(s->ctx);
     return CLI_FAIL;
   }
-  ex_data_opts lim;
+  sh_dataset_opts lim;
   char lim_what[512];
-  id_limit(s->ctx, o, &lim, lim_what, sizeof lim_what);
-  if (ex_data_load_opts(s->ctx, o->data, ex_model_data_kind(o->model), &lim, &s->data) !=
+  id_limit(s, o, &lim, lim_what, sizeof lim_what);
+  if (sh_dataset_load_opts(s->ctx, o->data, sh_net_data_kind(o->model), &lim, &s->data) !=
       SHEAF_OK) {
     fail_ctx(s->ctx);
+    sheaf_st_close(s->weights);
     sheaf_ctx_free(s->ctx);
     return CLI_FAIL;
   }
-  if (o->model == EX_MODEL_MVRNN && ex_data_finish(&s->data, (int32_t)o->mv_vocab) != SHEAF_OK)
+  if (o->model == SH_NET_MVRNN && sh_dataset_finish(&s->data, (int32_t)o->mv_vocab) != SHEAF_OK)
     goto fail;
-  if (ex_net_create(s->ctx, o->model, &s->data, o->hidden, o->embed, &s->net) != SHEAF_OK)
+  if (sh_net_create(s->ctx, o->model, &s->data, o->hidden, o->embed, &s->net) != SHEAF_OK)
     goto fail;
   if (o->allow_nonfinite) sheaf_model_allow_nonfinite(s->net.model, 1);
-  if (o->weights ? ex_net_load(&s->net, o->weights) : ex_net_seed(&s->net, o->seed))
+  if (o->weights) { /* a file that did not open in id_limit is opened again for its error */
+    if ((!s->weights && cli_open_weights(s->ctx, o->weights, &s->weights) != SHEAF_OK) ||
+        sheaf_model_load_st(s->net.model, s->weights) != SHEAF_OK)
+      goto fail;
+  } else if (sh_net_seed(&s->net, o->seed) != SHEAF_OK) {
     goto fail;
-  s->count = ex_data_count(&s->data);
+  }
+  s->count = sh_dataset_count(&s->data);
   if (o->limit && o->limit < s->count) s->count = (int32_t)o->limit;
-  s->size = ex_data_size_range(&s->data, 0, s->count);
-  for (int32_t i = 0; i < s->count; i++) s->flops += ex_net_flops(&s->net, i);
+  s->size = sh_dataset_size_range(&s->data, 0, s->count);
+  for (int32_t i = 0; i < s->count; i++) s->flops += sh_net_flops(&s->net, i);
   return CLI_OK;
 fail:
   fail_ctx(s->ctx);
@@ -349,15 +356,15 @@ fail:
   return CLI_FAIL;
 }
 
-static const char *size_noun(ex_model_kind k) { return k == EX_MODEL_BILSTM ? "words" : "nodes"; }
+static const char *size_noun(sh_net_kind k) { return k == SH_NET_BILSTM ? "words" : "nodes"; }
 
 static void print_header(const run_opts *o, const session *s, const char *policy) {
-  const ex_data *d = &s->data;
-  printf("%s: %d %s, %lld %s from %s\n", ex_model_name(o->model), (int)s->count,
-         ex_model_instance_noun(o->model), (long long)s->size, size_noun(o->model), o->data);
+  const sh_dataset *d = &s->data;
+  printf("%s: %d %s, %lld %s from %s\n", sh_net_kind_name(o->model), (int)s->count,
+         sh_net_instance_noun(o->model), (long long)s->size, size_noun(o->model), o->data);
   printf("  hidden %lld, embed %lld, vocab %d", (long long)o->hidden, (long long)o->embed,
          (int)d->vocab);
-  if (o->model == EX_MODEL_MVRNN) printf(" (matrices %d)", (int)d->mv_vocab);
+  if (o->model == SH_NET_MVRNN) printf(" (matrices %d)", (int)d->mv_vocab);
   printf(", %s", o->weights ? "weights " : "seed ");
   if (o->weights) printf("%s", o->weights);
   else printf("%llu", (unsigned long long)o->seed);
@@ -388,8 +395,8 @@ static void print_kernel_stats(const sheaf_graph *g) {
 }
 
 /* Into --out's sh_out (committed with the other outputs at the end). */
-static int write_outputs(sh_out *f, const ex_outputs *out, const ex_net *net) {
-  if (ex_outputs_write(out, net, f->f) != 0 || fflush(f->f) != 0 || ferror(f->f)) {
+static int write_outputs(sh_out *f, const sh_net_outputs *out, const sh_net *net) {
+  if (sh_net_outputs_write(out, net, f->f) != 0 || fflush(f->f) != 0 || ferror(f->f)) {
     cli_error("%s: write failed: %s", f->target, strerror(errno));
     return CLI_FAIL;
   }
@@ -432,7 +439,7 @@ static int cmd_run(int argc, char **argv) {
   sheaf_policy policy = o.policies[0];
   print_header(&o, &s, sheaf_policy_name(policy));
   char fp[96]; /* the word numbering, so that a model run on these weights can check its own */
-  ex_data_vocab_fingerprint(&s.data, fp, sizeof fp);
+  sh_dataset_vocab_fingerprint(&s.data, fp, sizeof fp);
   const char *meta[2] = {"sheaf.vocab", fp};
   if (weights_f && sheaf_model_save_meta(s.net.model, weights_f->tmp, 1, meta) != SHEAF_OK) {
     rc = fail_ctx(s.ctx);
@@ -449,18 +456,18 @@ static int cmd_run(int argc, char **argv) {
   sheaf_runner_opts ro = {o.batch, (int)o.threads, policy, o.parallel, NULL};
   sheaf_graph *g = NULL;
   sheaf_runner *r = NULL;
-  ex_outputs out = {0};
+  sh_net_outputs out = {0};
   if ((one_graph ? sheaf_graph_create(s.net.model, &go, &g)
                  : sheaf_runner_create(s.net.model, &ro, &r)) != SHEAF_OK ||
-      ex_outputs_init(&out, &s.net, 0, s.count) != SHEAF_OK) {
+      sh_net_outputs_init(&out, &s.net, 0, s.count) != SHEAF_OK) {
     rc = fail_ctx(s.ctx);
     goto done;
   }
   sheaf_parallel mode = r ? sheaf_runner_mode(r, s.count) : SHEAF_PARALLEL_KERNELS;
   print_parallel(mode, s.ctx);
   uint64_t t0 = sheaf_time_ns();
-  if ((g ? ex_run(&s.net, g, 0, s.count, (int32_t)o.batch, &out)
-         : ex_run_runner(&s.net, r, 0, s.count, &out)) != SHEAF_OK) {
+  if ((g ? sh_net_run(&s.net, g, 0, s.count, (int32_t)o.batch, &out)
+         : sh_net_run_runner(&s.net, r, 0, s.count, &out)) != SHEAF_OK) {
     rc = fail_ctx(s.ctx);
     goto done;
   }
@@ -469,14 +476,14 @@ static int cmd_run(int argc, char **argv) {
   if (g) sheaf_graph_get_stats(g, &st);
   else sheaf_runner_get_stats(r, &st);
   printf("  %d %s in %.3f s: %.1f %s/s (%.0f %s/s), %.2f GFLOP/s useful\n", (int)s.count,
-         ex_model_instance_noun(o.model), secs, s.count / secs, ex_model_instance_noun(o.model),
+         sh_net_instance_noun(o.model), secs, s.count / secs, sh_net_instance_noun(o.model),
          (double)s.size / secs, size_noun(o.model), s.flops / secs * 1e-9);
   cli_print_graph_stats(stdout, &st, mode == SHEAF_PARALLEL_BATCHES);
   if (o.stats) print_kernel_stats(g);
   if (out_f) rc = write_outputs(out_f, &out, &s.net);
   rows = out.rows;
 done:
-  ex_outputs_free(&out);
+  sh_net_outputs_free(&out);
   sheaf_runner_free(r);
   sheaf_graph_free(g); /* writes the trace (to its temporary file) */
   /* sheaf_graph_free cannot report a failure: it logs a warning */
@@ -485,8 +492,8 @@ done:
   else cli_outs_abort(&files);
   if (rc == CLI_OK && o.out && strcmp(o.out, "-"))
     printf("  outputs: %s (%lld lines: %s)\n", o.out, (long long)rows,
-           o.model == EX_MODEL_TREELSTM ? "tree index, 5 class log-probabilities"
-           : o.model == EX_MODEL_BILSTM ? "sentence index, word index, 17 tag log-probabilities"
+           o.model == SH_NET_TREELSTM ? "tree index, 5 class log-probabilities"
+           : o.model == SH_NET_BILSTM ? "sentence index, word index, 17 tag log-probabilities"
                                          : "tree index, the root's vector");
   if (rc == CLI_OK && o.trace)
     printf("  trace: %s (open in https://ui.perfetto.dev or chrome://tracing)\n", o.trace);
@@ -517,14 +524,14 @@ static int cmd_bench(int argc, char **argv) {
   }
   printf("  best of %lld timed passes after one warm-up pass\n\n", o.repeat);
   printf("%-8s %12s %10s %12s %10s %9s %12s %12s %9s\n", "policy",
-         ex_model_instance_noun(o.model), "ms/pass", "ops/pass", "batches", "avg batch",
+         sh_net_instance_noun(o.model), "ms/pass", "ops/pass", "batches", "avg batch",
          "build ns/op", "sched ns/op", "vs sheaf");
   double sheaf_rate = 0;
   for (int pi = 0; pi < o.n_policies && rc == CLI_OK; pi++) {
     sheaf_runner_opts ro = {o.batch, (int)o.threads, o.policies[pi], o.parallel, NULL};
     sheaf_runner *r = NULL;
     if (sheaf_runner_create(s.net.model, &ro, &r) != SHEAF_OK ||
-        ex_run_runner(&s.net, r, 0, s.count, NULL) != SHEAF_OK) { /* the warm-up pass */
+        sh_net_run_runner(&s.net, r, 0, s.count, NULL) != SHEAF_OK) { /* the warm-up pass */
       rc = fail_ctx(s.ctx);
       sheaf_runner_free(r);
       break;
@@ -534,7 +541,7 @@ static int cmd_bench(int argc, char **argv) {
     sheaf_runner_get_stats(r, &a);
     for (long long k = 0; k < o.repeat && rc == CLI_OK; k++) {
       uint64_t t0 = sheaf_time_ns();
-      if (ex_run_runner(&s.net, r, 0, s.count, NULL) != SHEAF_OK) rc = fail_ctx(s.ctx);
+      if (sh_net_run_runner(&s.net, r, 0, s.count, NULL) != SHEAF_OK) rc = fail_ctx(s.ctx);
       double dt = (double)(sheaf_time_ns() - t0) * 1e-9;
       if (dt < best) best = dt;
     }
@@ -556,7 +563,7 @@ static int cmd_bench(int argc, char **argv) {
   }
   if (rc == CLI_OK)
     printf("\n(%s/s over %d %s, %.2f GFLOP of matrix products per pass)\n",
-           ex_model_instance_noun(o.model), (int)s.count, ex_model_instance_noun(o.model),
+           sh_net_instance_noun(o.model), (int)s.count, sh_net_instance_noun(o.model),
            s.flops * 1e-9);
   session_free(&s);
   return rc;

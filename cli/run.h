@@ -1,5 +1,5 @@
 /*
- * run.h — `sheaf run` and `sheaf bench` for the built-in example models
+ * run.h — `sheaf run` and `sheaf bench` for the built-in models
  * (cli/run.c). argv[0] is "run" / "bench"; returns a CLI exit code.
  */
 #ifndef SHEAF_CLI_RUN_H

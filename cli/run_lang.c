@@ -22,7 +22,7 @@
 
 #include "base/file.h"
 #include "cli.h"
-#include "data.h"
+#include "io/dataset.h"
 #include "lang/interp.h"
 #include "run_lang.h"
 #include "run_lang_out.h"
@@ -225,34 +225,32 @@ static int parse_args(int argc, char **argv, lang_opts *o) {
 /* ------------------------------------------------------------- words */
 
 typedef struct words_info {
-  int64_t vocab;        /* the table rows the words need (sh_lang_bind_opts.vocab) */
+  sh_word_ids ids;      /* the run's word ids: the data's own or --vocab's (words.h) */
+  int64_t vocab;        /* the table rows the words need (sh_word_rows(ids): sh_lang_bind_opts.vocab) */
   const int32_t *rank;  /* frequency ranks (borrowed from the data) or NULL */
-  int32_t n_ids;        /* word ids are 0 .. n_ids - 1 */
-  int32_t unk;          /* the id of unknown words */
   bool own_unk;         /* --vocab has a '<unk>' line */
   int64_t n_unknown, n_words; /* --vocab: words of the data not in it, of all */
-  char fp[96];          /* the numbering's fingerprint (no --vocab): ex_data_vocab_fingerprint */
+  char fp[96];          /* the numbering's fingerprint (no --vocab): sh_dataset_vocab_fingerprint */
 } words_info;
 
-/* The run's word ids: --vocab's (data ids remapped in place; unknown words
- * get the '<unk>' line's id, or the word count: one row more) or, without
- * it, the data's own, with every word's frequency rank for capped tables. */
-static sheaf_status number_words(sheaf_ctx *ctx, const lang_opts *o, ex_data *d, words_info *wi) {
+/* The run's word ids: --vocab's (the data renumbered in place: unknown
+ * words get the '<unk>' line's id, or the word count: one row more) or,
+ * without it, the data's own, with every word's frequency rank for capped
+ * tables. */
+static sheaf_status number_words(sheaf_ctx *ctx, const lang_opts *o, sh_dataset *d, words_info *wi) {
   memset(wi, 0, sizeof *wi);
   if (!o->vocab) {
-    /* every word ranked: the capped-table rows of data.h with no cap */
-    sheaf_status st = ex_data_finish(d, INT32_MAX);
+    /* every word ranked: the capped-table rows of dataset.h with no cap */
+    sheaf_status st = sh_dataset_finish(d, INT32_MAX);
     if (st != SHEAF_OK) return st;
-    wi->vocab = d->vocab;
-    wi->n_ids = d->n_word_types;
-    wi->unk = d->unk;
-    wi->rank = d->n_word_types > 0 ? d->mv_row : NULL;
-    ex_data_vocab_fingerprint(d, wi->fp, sizeof wi->fp);
+    wi->ids = d->ids;
+    wi->vocab = sh_word_rows(d->ids);
+    wi->rank = d->ids.n_ids > 0 ? d->mv_row : NULL;
+    sh_dataset_vocab_fingerprint(d, wi->fp, sizeof wi->fp);
     return SHEAF_OK;
   }
-  bool sents = d->kind == EX_DATA_SENTS;
-  const sh_vocab *dw = sents ? &d->words : &d->tb.words;
-  if (sents && sh_vocab_size(dw) == 0 && d->n_tokens > 0)
+  bool sents = d->kind == SH_DATASET_SENTS;
+  if (sents && sh_vocab_size(&d->words) == 0 && d->n_tokens > 0)
     return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
                    "--vocab %s: %s holds token ids, not words; --vocab maps words to ids", o->vocab,
                    o->data);
@@ -261,32 +259,12 @@ static sheaf_status number_words(sheaf_ctx *ctx, const lang_opts *o, ex_data *d,
   sheaf_status st = sh_vocab_load_file(&v, o->vocab);
   if (st == SHEAF_OK && sh_vocab_size(&v) == 0)
     st = sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: the vocabulary is empty (one word per line)", o->vocab);
-  int32_t nd = sh_vocab_size(dw), *map = NULL;
-  if (st == SHEAF_OK && !(map = sh_malloc(ctx, ((size_t)nd + 1) * sizeof *map))) st = SHEAF_ERR_NOMEM;
-  if (st != SHEAF_OK) {
-    sh_vocab_free(&v);
-    return st;
-  }
-  int32_t n = sh_vocab_size(&v), unk = sh_vocab_find(&v, "<unk>", 5);
-  wi->own_unk = unk >= 0;
-  if (unk < 0) unk = n;
-  for (int32_t w = 0; w < nd; w++) {
-    int32_t id = sh_vocab_find(&v, sh_vocab_str(dw, w), sh_vocab_len(dw, w));
-    map[w] = id >= 0 ? id : unk;
-  }
-  int32_t *ids = sents ? d->sent_words : d->tb.word;
-  int64_t n_ids = sents ? d->n_tokens : d->tb.n_nodes;
-  for (int64_t i = 0; i < n_ids; i++) {
-    if (!sents && ids[i] < 0) continue; /* a tree node without a word */
-    ids[i] = ids[i] >= 0 && ids[i] < nd ? map[ids[i]] : unk;
-    wi->n_words++;
-    if (ids[i] == unk) wi->n_unknown++;
-  }
-  sh_free(ctx, map, ((size_t)nd + 1) * sizeof *map);
+  if (st == SHEAF_OK) st = sh_dataset_renumber(d, &v, &wi->n_words, &wi->n_unknown);
   sh_vocab_free(&v);
-  wi->vocab = wi->own_unk ? n : (int64_t)n + 1;
-  wi->n_ids = n;
-  wi->unk = unk;
+  if (st != SHEAF_OK) return st;
+  wi->ids = d->ids;
+  wi->vocab = sh_word_rows(d->ids);
+  wi->own_unk = d->ids.unk < d->ids.n_ids;
   return SHEAF_OK;
 }
 
@@ -310,7 +288,7 @@ static sheaf_status check_tables(sheaf_ctx *ctx, const lang_opts *o, const sh_mo
               "<unk>) in order of first appearance: the weights were trained with another "
               "vocabulary, so word lookups pick the wrong rows. Give that vocabulary with "
               "--vocab FILE (one word per line, line i = row i)\n",
-              table, o->bo.weights, (long long)rows, o->data, (long long)wi->n_ids);
+              table, o->bo.weights, (long long)rows, o->data, (long long)wi->ids.n_ids);
     else if (o->bo.weights)
       fprintf(stderr,
               "sheaf: warning: words of %s are numbered in order of first appearance there, "
@@ -321,7 +299,7 @@ static sheaf_status check_tables(sheaf_ctx *ctx, const lang_opts *o, const sh_mo
     else if (rows != wi->vocab)
       fprintf(stderr, "sheaf: note: table %s has %lld rows but %s has %lld words (+1 for <unk>): "
                       "words are numbered in order of first appearance there\n",
-              table, (long long)rows, o->data, (long long)wi->n_ids);
+              table, (long long)rows, o->data, (long long)wi->ids.n_ids);
     return SHEAF_OK;
   }
   if (rows == wi->vocab) return SHEAF_OK;
@@ -336,18 +314,18 @@ static sheaf_status check_tables(sheaf_ctx *ctx, const lang_opts *o, const sh_mo
  * past the largest table's rows (its last row is <unk>) is an error at its
  * line and column, not a silent <unk> or a frequency-ranked row. */
 static sheaf_status check_ids(sheaf_ctx *ctx, const lang_opts *o, const sh_module *m,
-                              const sh_lang_bind *b, const ex_data *d) {
-  bool ids = d->kind == EX_DATA_SENTS && sh_vocab_size(&d->words) == 0 && d->n_tokens > 0;
+                              const sh_lang_bind *b, const sh_dataset *d) {
+  bool ids = d->kind == SH_DATASET_SENTS && sh_vocab_size(&d->words) == 0 && d->n_tokens > 0;
   if (!o->bo.weights || o->vocab || !ids) return SHEAF_OK;
   int best = -1;
   for (int p = 0; p < b->n_params; p++)
     if (b->table_rows[p] > 0 && (best < 0 || b->table_rows[p] > b->table_rows[best])) best = p;
-  if (best < 0 || d->n_word_types <= b->table_rows[best] - 1) return SHEAF_OK;
+  if (best < 0 || d->ids.n_ids <= b->table_rows[best] - 1) return SHEAF_OK;
   char what[512];
   snprintf(what, sizeof what, "the largest word table, %s, of %s has %lld rows, the last for <unk>",
            sh_sym_name(&m->syms, m->params[best]->name), o->bo.weights,
            (long long)b->table_rows[best]);
-  return ex_data_check_ids(ctx, o->data, b->table_rows[best] - 1, what);
+  return sh_dataset_check_ids(ctx, o->data, b->table_rows[best] - 1, what);
 }
 
 /* ------------------------------------------------------------- progress */
@@ -381,9 +359,9 @@ static void progress_end(progress *p) {
 
 /* ---------------------------------------------------------- the runner */
 
-/* One runner thread's interpreter (found by its graph) and word buffer. */
+/* One runner thread's interpreter and word buffers (by worker slot: the
+ * runner never runs two callbacks with one slot at once). */
 typedef struct lang_worker {
-  sheaf_graph *g;
   sh_interp *ip;
   int32_t *words;
   int32_t cap;
@@ -397,7 +375,7 @@ typedef struct lang_worker {
 typedef struct lang_job {
   const sh_module *m;
   const sh_lang_bind *bind;
-  const ex_data *d;
+  const sh_dataset *d;
   const words_info *wi;
   const int32_t *form_ids; /* each token's id in d->words before --vocab (chars, jsonl tokens) */
   lang_format format;
@@ -414,26 +392,17 @@ typedef struct lang_job {
   FILE *out;
   bool write_failed;
   progress *pg;
-  pthread_mutex_t mu;  /* workers, text, next, out, pg */
-  lang_worker w[SH_LANG_MAX_WORKERS];
+  pthread_mutex_t mu;  /* text, next, out, pg */
+  lang_worker *w;      /* by worker slot (sheaf_runner_threads) */
   int nw;
   atomic_int failed_at; /* smallest failing instance (INT32_MAX: none) */
 } lang_job;
 
-static lang_worker *worker_of(lang_job *j, sheaf_graph *g) {
-  pthread_mutex_lock(&j->mu);
-  lang_worker *w = NULL;
-  for (int k = 0; k < j->nw && !w; k++)
-    if (j->w[k].g == g) w = &j->w[k];
-  if (!w && j->nw < SH_LANG_MAX_WORKERS) {
-    lang_worker *nw = &j->w[j->nw];
-    if (sh_interp_create(j->m, j->bind, &nw->ip) == SHEAF_OK) {
-      nw->g = g;
-      w = nw;
-      j->nw++;
-    }
-  }
-  pthread_mutex_unlock(&j->mu);
+/* The worker of slot `worker`, its interpreter created on first use; NULL
+ * when out of memory. */
+static lang_worker *worker_of(lang_job *j, int worker) {
+  lang_worker *w = &j->w[worker];
+  if (!w->ip && sh_interp_create(j->m, j->bind, &w->ip) != SHEAF_OK) return NULL;
   return w;
 }
 
@@ -443,14 +412,14 @@ static void note_failure(lang_job *j, int64_t i) {
   }
 }
 
-static sheaf_status lang_build(sheaf_graph *g, int64_t i, void *user) {
+static sheaf_status lang_build(sheaf_graph *g, int64_t i, int worker, void *user) {
   lang_job *j = user;
-  lang_worker *w = worker_of(j, g);
+  lang_worker *w = worker_of(j, worker);
   if (!w) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: an interpreter");
-  const ex_data *d = j->d;
+  const sh_dataset *d = j->d;
   sh_value in;
   sheaf_status st;
-  if (d->kind == EX_DATA_SENTS) {
+  if (d->kind == SH_DATASET_SENTS) {
     int32_t off = d->sent_off[i], len = d->sent_off[i + 1] - off;
     if (len + 1 > w->cap) {
       int32_t *nb = realloc(w->words, ((size_t)len + 1) * sizeof *nb);
@@ -464,9 +433,9 @@ static sheaf_status lang_build(sheaf_graph *g, int64_t i, void *user) {
     }
     for (int32_t k = 0; k < len; k++) {
       int32_t x = d->sent_words[off + k];
-      w->words[k] = x >= 0 && x < j->wi->n_ids ? x : j->wi->unk;
+      w->words[k] = sh_word_id(j->wi->ids, x);
     }
-    if (sh_interp_input_kind(w->ip) == SH_INPUT_RECORDS) {
+    if (sh_check_main_input(j->m)->kind == SH_INPUT_RECORDS) {
       bool conllu = d->sent_xpos != NULL; /* token lines have words only */
       sh_token_cols t = {len, w->words, conllu ? d->sent_tags + off : NULL, conllu ? d->sent_xpos + off : NULL,
                          d->sent_deprel ? d->sent_deprel + off : NULL, d->sent_head ? d->sent_head + off : NULL,
@@ -486,7 +455,7 @@ static sheaf_status lang_build(sheaf_graph *g, int64_t i, void *user) {
       st = sh_interp_ints(w->ip, w->words, len, &in);
     }
   } else {
-    st = sh_interp_tree(w->ip, &d->tb, d->tb.tree_root[i], j->wi->n_ids + 1, j->wi->unk, &in);
+    st = sh_interp_tree(w->ip, &d->tb, d->tb.tree_root[i], j->wi->ids, &in);
   }
   if (st == SHEAF_OK) st = sh_interp_main(w->ip, g, in, &j->res[i]);
   if (st != SHEAF_OK) note_failure(j, i);
@@ -504,9 +473,9 @@ static void drain(lang_job *j) {
   progress_update(j->pg, j->next, j->n, j->noun);
 }
 
-static sheaf_status lang_read(sheaf_graph *g, int64_t i, void *user) {
+static sheaf_status lang_read(sheaf_graph *g, int64_t i, int worker, void *user) {
   lang_job *j = user;
-  lang_worker *w = worker_of(j, g);
+  lang_worker *w = worker_of(j, worker);
   char *buf = NULL;
   size_t len = 0;
   FILE *f = w ? open_memstream(&buf, &len) : NULL;
@@ -519,9 +488,9 @@ static sheaf_status lang_read(sheaf_graph *g, int64_t i, void *user) {
     snprintf(prefix, sizeof prefix, "%d", (int)i);
     bad = lang_out_text(f, g, prefix, j->res[i]);
   } else if (j->format == LANG_FORMAT_JSONL) {
-    const ex_data *d = j->d;
-    int32_t off = d->kind == EX_DATA_SENTS ? d->sent_off[i] : 0;
-    int32_t nt = d->kind == EX_DATA_SENTS ? d->sent_off[i + 1] - off : 0;
+    const sh_dataset *d = j->d;
+    int32_t off = d->kind == SH_DATASET_SENTS ? d->sent_off[i] : 0;
+    int32_t nt = d->kind == SH_DATASET_SENTS ? d->sent_off[i + 1] - off : 0;
     if (j->form_ids && nt > 0 && (w->cap < nt + 1)) nt = 0; /* (the buffer holds this sentence's) */
     for (int32_t k = 0; j->form_ids && k < nt; k++) {
       w->form[k] = sh_vocab_str(&d->words, j->form_ids[off + k]);
@@ -562,12 +531,13 @@ static sheaf_status lang_read(sheaf_graph *g, int64_t i, void *user) {
 }
 
 static void lang_job_free(lang_job *j) {
-  for (int k = 0; k < j->nw; k++) {
+  for (int k = 0; j->w && k < j->nw; k++) {
     sh_interp_free(j->w[k].ip);
     free(j->w[k].words);
     free(j->w[k].form);
     free(j->w[k].form_len);
   }
+  free(j->w);
   for (int32_t i = 0; j->text && i < j->n; i++) free(j->text[i]);
   free(j->text);
   free(j->text_len);
@@ -606,12 +576,12 @@ static int write_npy_shape(const lang_opts *o, const lang_job *j, FILE *out, int
 
 /* ------------------------------------------------------------- summary */
 
-static void print_summary(FILE *f, const lang_opts *o, sheaf_ctx *ctx, const ex_data *d, const lang_job *j,
+static void print_summary(FILE *f, const lang_opts *o, sheaf_ctx *ctx, const sh_dataset *d, const lang_job *j,
                           const sheaf_runner *r, int32_t n, double secs) {
   int64_t size = 0; /* words or nodes of the instances run */
   for (int32_t i = 0; i < n; i++)
-    size += d->kind == EX_DATA_SENTS ? d->sent_off[i + 1] - d->sent_off[i] : d->tb.tree_size[i];
-  bool sents = d->kind == EX_DATA_SENTS;
+    size += d->kind == SH_DATASET_SENTS ? d->sent_off[i + 1] - d->sent_off[i] : d->tb.tree_size[i];
+  bool sents = d->kind == SH_DATASET_SENTS;
   fprintf(f, "%s: %d %s, %lld %s from %s\n", o->file, (int)n, j->noun, (long long)size,
           sents ? "words" : "nodes", o->data);
   fprintf(f, "  %s%s", o->bo.weights ? "weights " : "seed ", o->bo.weights ? o->bo.weights : "");
@@ -653,8 +623,9 @@ int cli_run_lang(int argc, char **argv) {
   size_t len = 0;
   sh_module m;
   bool have_m = false, have_d = false;
-  ex_data d;
+  sh_dataset d;
   sheaf_model *model = NULL;
+  sheaf_st_file *weights = NULL;
   sh_lang_bind bind = {0};
   sheaf_runner *runner = NULL;
   FILE *out = NULL;
@@ -701,26 +672,23 @@ int cli_run_lang(int argc, char **argv) {
   if (sheaf_model_create(ctx, &model) != SHEAF_OK) goto fail;
   if (o.allow_nonfinite) sheaf_model_allow_nonfinite(model, 1);
   {
-    sh_lang_bind pre = {0};
-    sh_interp *probe = NULL;
-    if (sh_interp_create(&m, &pre, &probe) != SHEAF_OK) goto fail;
-    sh_input_kind k = sh_interp_input_kind(probe);
-    uses_chars = sh_interp_token_fields(probe) >> SH_TF_CHARS & 1;
-    sh_interp_free(probe);
+    const sh_input_shape *in = sh_check_main_input(&m);
+    sh_input_kind k = in->kind;
+    uses_chars = in->uses >> SH_TF_CHARS & 1;
     if (k == SH_INPUT_UNSUPPORTED) {
       sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: main's argument must be a tree type (Leaf(i32) | "
                                            "Node(T, T), or Dep(i32, list[T])), list[i32] or a list of "
                                            "token records", o.file);
       goto fail;
     }
-    ex_data_kind dk = k == SH_INPUT_TOKENS || k == SH_INPUT_RECORDS ? EX_DATA_SENTS
-                      : k == SH_INPUT_DEP_TREE ? EX_DATA_CHILDSUM : EX_DATA_BINARY;
-    ex_data_opts lim = {.max_vocab = o.max_vocab};
-    if (ex_data_load_opts(ctx, o.data, dk, &lim, &d) != SHEAF_OK) goto fail;
+    sh_dataset_kind dk = k == SH_INPUT_TOKENS || k == SH_INPUT_RECORDS ? SH_DATASET_SENTS
+                      : k == SH_INPUT_DEP_TREE ? SH_DATASET_CHILDSUM : SH_DATASET_BINARY;
+    sh_dataset_opts lim = {.max_vocab = o.max_vocab};
+    if (sh_dataset_load_opts(ctx, o.data, dk, &lim, &d) != SHEAF_OK) goto fail;
     have_d = true;
   }
   words_info wi;
-  bool want_forms = d.kind == EX_DATA_SENTS && o.format == LANG_FORMAT_JSONL && sh_vocab_size(&d.words) > 0;
+  bool want_forms = d.kind == SH_DATASET_SENTS && o.format == LANG_FORMAT_JSONL && sh_vocab_size(&d.words) > 0;
   if (uses_chars || want_forms) { /* the texts of the words, before --vocab renumbers them */
     if (uses_chars && sh_vocab_size(&d.words) == 0 && d.n_tokens > 0) {
       sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: main reads 'chars', but %s holds token ids, not words",
@@ -736,6 +704,9 @@ int cli_run_lang(int argc, char **argv) {
   if (number_words(ctx, &o, &d, &wi) != SHEAF_OK) goto fail;
   o.bo.vocab = wi.vocab;
   o.bo.word_rank = wi.rank;
+  /* the weights are opened once: the binder reads their shapes and loads them */
+  if (o.bo.weights && cli_open_weights(ctx, o.bo.weights, &weights) != SHEAF_OK) goto fail;
+  o.bo.weights_file = weights;
   if (sh_lang_bind_model(&m, model, &o.bo, &bind) != SHEAF_OK) goto fail;
   if (check_tables(ctx, &o, &m, &bind, &wi) != SHEAF_OK) goto fail;
   if (check_ids(ctx, &o, &m, &bind, &d) != SHEAF_OK) goto fail;
@@ -746,7 +717,7 @@ int cli_run_lang(int argc, char **argv) {
     const char *meta[2] = {"sheaf.vocab", wi.fp};
     if (sheaf_model_save_meta(model, weights_f->tmp, o.vocab ? 0 : 1, meta) != SHEAF_OK) goto fail;
   }
-  int32_t n = ex_data_count(&d);
+  int32_t n = sh_dataset_count(&d);
   if (o.limit && o.limit < n) n = (int32_t)o.limit;
   job.m = &m;
   job.bind = &bind;
@@ -766,7 +737,7 @@ int cli_run_lang(int argc, char **argv) {
   job.model_path = o.file;
   job.n = n;
   job.batch = (int32_t)o.batch;
-  job.noun = d.kind == EX_DATA_SENTS ? "sentences" : "trees";
+  job.noun = d.kind == SH_DATASET_SENTS ? "sentences" : "trees";
   job.out = out;
   job.pg = &pg;
   job.res = calloc((size_t)n + 1, sizeof *job.res);
@@ -777,6 +748,11 @@ int cli_run_lang(int argc, char **argv) {
     goto fail;
   }
   if (sheaf_runner_create(model, &ro, &runner) != SHEAF_OK) goto fail;
+  job.nw = sheaf_runner_threads(runner);
+  if (!(job.w = calloc((size_t)job.nw, sizeof *job.w))) {
+    sh_fail(ctx, SHEAF_ERR_NOMEM, "out of memory: %d workers", job.nw);
+    goto fail;
+  }
   pg.on = isatty(STDERR_FILENO) && n > job.batch;
   pg.t0 = sheaf_time_ns();
   if (sheaf_runner_run(runner, 0, n, lang_build, lang_read, &job) != SHEAF_OK) {
@@ -809,7 +785,7 @@ fail:
   cli_error("%s", sheaf_ctx_last_error(ctx));
   if (failed_at >= 0)
     fprintf(stderr, "sheaf: note: while running %s %d of %s (0-based)\n",
-            d.kind == EX_DATA_SENTS ? "sentence" : "tree", (int)failed_at, o.data);
+            d.kind == SH_DATASET_SENTS ? "sentence" : "tree", (int)failed_at, o.data);
 fail_quiet:
 done:
   sheaf_runner_free(runner); /* writes the trace (to its temporary file) */
@@ -822,8 +798,9 @@ done:
     printf("  outputs: %s (%d instances)\n", o.out, (int)job.n);
   sh_lang_bind_free(ctx, &bind);
   sheaf_model_free(model);
+  sheaf_st_close(weights);
   free(form_ids);
-  if (have_d) ex_data_free(&d);
+  if (have_d) sh_dataset_free(&d);
   if (have_m) sh_module_free(&m);
   if (src) sh_free(ctx, src, len + 1);
   sheaf_ctx_free(ctx);

@@ -4,7 +4,7 @@
  * given, or a tree generated from a compact spec to reach depths and widths
  * around the limit that short text cannot), the model (binary TreeLSTM,
  * MV-RNN, child-sum TreeLSTM, BiLSTM; hidden 4) and the batching policy. The
- * data is read as `sheaf run` reads it (ex_data_load_mem: the readers, the
+ * data is read as `sheaf run` reads it (sh_dataset_load_mem: the readers, the
  * depth limit, binarization, the token-id limit); then either the load fails
  * with a clear message naming the input, or every tree is within
  * SH_TB_MAX_DEPTH and the model runs to finite outputs (or a clear error).
@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../examples/models.h"
 #include "base/buf.h"
 #include "io/treebank.h"
+#include "models/models.h"
 #include "sheaf.h"
 #include "fuzz_common.h"
 
@@ -88,7 +88,7 @@ static void gen_ids(spec *s, sh_buf *b) {
   }
 }
 
-static bool finite_outputs(const ex_outputs *o) {
+static bool finite_outputs(const sh_net_outputs *o) {
   for (int64_t i = 0; i < o->rows * o->dim; i++)
     if (!isfinite(o->values[i])) return false;
   return true;
@@ -106,17 +106,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   unsigned input = sel & 7, pol = sel >> 6;
   /* input: 0-2 text (CoNLL-U, PTB, tokens), 3-4 generated CoNLL-U (one or
    * several trees), 5 generated PTB, 6 generated ids, 7 CoNLL-U text again */
-  static const ex_model_kind tree_models[3] = {EX_MODEL_TREELSTM, EX_MODEL_MVRNN,
-                                               EX_MODEL_CHILDSUM};
-  ex_model_kind model = tree_models[(sel >> 3) % 3];
+  static const sh_net_kind tree_models[3] = {SH_NET_TREELSTM, SH_NET_MVRNN,
+                                               SH_NET_CHILDSUM};
+  sh_net_kind model = tree_models[(sel >> 3) % 3];
   const char *name = "fuzz.conllu";
   if (input == 1 || input == 5) name = "fuzz.ptb";
   if (input == 2 || input == 6) {
     name = "fuzz.txt";
-    model = EX_MODEL_BILSTM;
+    model = SH_NET_BILSTM;
   } else if (((sel >> 3) & 7) == 7) {
-    model = EX_MODEL_BILSTM; /* CoNLL-U sentences */
-    if (input == 1 || input == 5) model = EX_MODEL_CHILDSUM;
+    model = SH_NET_BILSTM; /* CoNLL-U sentences */
+    if (input == 1 || input == 5) model = SH_NET_CHILDSUM;
   }
   sh_buf gen;
   sh_buf_init(&gen, ctx);
@@ -133,9 +133,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     text = (const char *)gen.data;
     len = gen.len;
   }
-  ex_data d;
-  ex_data_opts lim = {.max_vocab = ID_LIMIT};
-  sheaf_status st = ex_data_load_mem(ctx, text, len, name, ex_model_data_kind(model), &lim, &d);
+  sh_dataset d;
+  sh_dataset_opts lim = {.max_vocab = ID_LIMIT};
+  sheaf_status st = sh_dataset_load_mem(ctx, text, len, name, sh_net_data_kind(model), &lim, &d);
   if (st != SHEAF_OK) {
     /* a clear error that names the input (or out of memory) */
     REQUIRE(st == SHEAF_ERR_PARSE || st == SHEAF_ERR_INVALID_ARG || st == SHEAF_ERR_NOMEM ||
@@ -149,7 +149,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   /* what was read is within the one depth limit */
   int32_t deepest = 0;
-  if (d.kind != EX_DATA_SENTS) {
+  if (d.kind != SH_DATASET_SENTS) {
     int32_t *h = malloc(sizeof(int32_t) * ((size_t)d.tb.n_nodes + 1));
     REQUIRE(h);
     sh_tb_heights(&d.tb, h);
@@ -161,39 +161,39 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   } else {
     for (int32_t i = 0; i < d.n_tokens; i++) REQUIRE(d.sent_words[i] < d.vocab);
   }
-  int32_t count = ex_data_count(&d);
+  int32_t count = sh_dataset_count(&d);
   if (count > MAX_INSTANCES) count = MAX_INSTANCES;
-  while (count > 1 && ex_data_size_range(&d, 0, count) > MAX_NODES) count /= 2;
-  if (ex_data_size_range(&d, 0, count) > MAX_NODES) count = 0;
-  ex_net net;
-  st = count ? ex_net_create(ctx, model, &d, 4, 4, &net) : SHEAF_ERR_INVALID_ARG;
+  while (count > 1 && sh_dataset_size_range(&d, 0, count) > MAX_NODES) count /= 2;
+  if (sh_dataset_size_range(&d, 0, count) > MAX_NODES) count = 0;
+  sh_net net;
+  st = count ? sh_net_create(ctx, model, &d, 4, 4, &net) : SHEAF_ERR_INVALID_ARG;
   if (!count) {
-    ex_data_free(&d);
+    sh_dataset_free(&d);
     sh_buf_free(&gen);
     return 0;
   }
   if (st == SHEAF_OK) {
-    REQUIRE(ex_net_seed(&net, sel) == SHEAF_OK);
+    REQUIRE(sh_net_seed(&net, sel) == SHEAF_OK);
     static const sheaf_policy pols[4] = {SHEAF_POLICY_SHEAF, SHEAF_POLICY_NONE,
                                          SHEAF_POLICY_DEPTH, SHEAF_POLICY_AGENDA};
-    ex_outputs out;
-    st = ex_run_fresh(&net, pols[pol], 1, 0, count, 16, &out);
+    sh_net_outputs out;
+    st = sh_net_run_fresh(&net, pols[pol], 1, 0, count, 16, &out);
     if (st == SHEAF_OK) {
       /* hidden 4, seeded weights: never nan (but see MVRNN_FINITE_DEPTH) */
-      REQUIRE(finite_outputs(&out) || (model == EX_MODEL_MVRNN && deepest > MVRNN_FINITE_DEPTH));
-      ex_outputs_free(&out);
+      REQUIRE(finite_outputs(&out) || (model == SH_NET_MVRNN && deepest > MVRNN_FINITE_DEPTH));
+      sh_net_outputs_free(&out);
     } else {
       /* a clear error: a message, never a crash (e.g. a node wider than a
        * kernel takes) */
       REQUIRE(st != SHEAF_ERR_INTERNAL);
       REQUIRE(sheaf_ctx_last_error(ctx)[0] != '\0');
     }
-    ex_net_free(&net);
+    sh_net_free(&net);
   } else {
     REQUIRE(st != SHEAF_ERR_INTERNAL);
   }
   sheaf_ctx_clear_error(ctx);
-  ex_data_free(&d);
+  sh_dataset_free(&d);
   sh_buf_free(&gen);
   return 0;
 }

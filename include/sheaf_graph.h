@@ -103,6 +103,10 @@ SHEAF_API sheaf_status sheaf_model_seed(sheaf_model *m, uint64_t seed);
  * first one's index, unless sheaf_model_allow_nonfinite allowed them. A
  * failed load changes no parameter. */
 SHEAF_API sheaf_status sheaf_model_load(sheaf_model *m, const char *path);
+/* The same from a safetensors file already open (sheaf_st_open, or
+ * sheaf_st_open_memory over bytes read once from a stream), which stays
+ * open; messages name it as it was opened. */
+SHEAF_API sheaf_status sheaf_model_load_st(sheaf_model *m, const sheaf_st_file *f);
 
 /* allow != 0: sheaf_model_load takes non-finite values as they are (`sheaf
  * run --allow-nonfinite`); 0 (the default): it refuses them. */
@@ -355,24 +359,32 @@ SHEAF_API sheaf_status sheaf_graph_write_trace(const sheaf_graph *g, const char 
 /* --------------------------------------------------------------- runners */
 
 /* A runner drives the model's per-instance code over many instances: for
- * each batch of instances it resets a graph, calls build(g, i, user) for
- * every instance i of the batch (the code for ONE instance, building on g),
- * flushes, then calls read(g, i, user) for each (sheaf_value works there;
- * read may be NULL). With several threads whole batches run in parallel,
- * each on one thread with a graph of its own, so building and scheduling
- * scale along with the kernels (SHEAF_PARALLEL_BATCHES): build and read are
- * then called concurrently for different instances, and may only share
- * read-only data or write to per-instance places (and a custom allocator
- * must be thread-safe).
+ * each batch of instances it resets a graph, calls build(g, i, worker,
+ * user) for every instance i of the batch (the code for ONE instance,
+ * building on g), flushes, then calls read(g, i, worker, user) for each
+ * (sheaf_value works there; read may be NULL). With several threads whole
+ * batches run in parallel, each on one thread with a graph of its own, so
+ * building and scheduling scale along with the kernels
+ * (SHEAF_PARALLEL_BATCHES): build and read are then called concurrently for
+ * different instances, and may only share read-only data or write to
+ * per-instance or per-worker places (and a custom allocator must be
+ * thread-safe).
  *
- *   static sheaf_status build(sheaf_graph *g, int64_t i, void *u) {
+ * `worker` is the slot of the thread running the batch, 0 ..
+ * sheaf_runner_threads(r) - 1: every call of a batch (its builds and its
+ * reads) gets the same slot, and no two calls run at once with the same
+ * slot, so per-thread state (scratch buffers, an interpreter) is an array
+ * of sheaf_runner_threads(r) entries indexed by it, without a lock. One
+ * batch at a time (SHEAF_PARALLEL_KERNELS, or 1 thread) is always slot 0.
+ *
+ *   static sheaf_status build(sheaf_graph *g, int64_t i, int worker, void *u) {
  *     ((my_run *)u)->out[i] = my_model(g, ((my_run *)u)->data, i);
  *     return sheaf_graph_status(g);
  *   }
  *   sheaf_runner *r;  sheaf_runner_create(m, NULL, &r);   // batches of 64, all threads
  *   sheaf_runner_run(r, 0, n, build, read, &run);
  */
-typedef sheaf_status (*sheaf_instance_fn)(sheaf_graph *g, int64_t instance, void *user);
+typedef sheaf_status (*sheaf_instance_fn)(sheaf_graph *g, int64_t instance, int worker, void *user);
 
 typedef enum sheaf_parallel {
   SHEAF_PARALLEL_AUTO = 0, /* batches when there are at least 2 per thread, else kernels */
@@ -410,6 +422,10 @@ SHEAF_API sheaf_status sheaf_runner_run(sheaf_runner *r, int64_t first, int64_t 
 /* How a run of `count` instances is parallelized (never AUTO; KERNELS with
  * a trace). */
 SHEAF_API sheaf_parallel sheaf_runner_mode(const sheaf_runner *r, int64_t count);
+
+/* The threads the runner uses (opts.threads, at most the context's; 1 for
+ * NULL): its callbacks' worker slots are 0 .. this - 1. */
+SHEAF_API int sheaf_runner_threads(const sheaf_runner *r);
 
 /* Per-kernel batch counts summed over the runner's graphs, as
  * sheaf_graph_kernel_stats gives them for one graph. With names NULL: an

@@ -253,7 +253,7 @@ typedef struct big_batch_run {
   float got[8];
 } big_batch_run;
 
-static sheaf_status bb_build(sheaf_graph *g, int64_t i, void *u) {
+static sheaf_status bb_build(sheaf_graph *g, int64_t i, int worker, void *u) {
   big_batch_run *r = u;
   int k = (int)(i - r->first);
   r->built[k]++;
@@ -262,7 +262,7 @@ static sheaf_status bb_build(sheaf_graph *g, int64_t i, void *u) {
   return sheaf_graph_status(g);
 }
 
-static sheaf_status bb_read(sheaf_graph *g, int64_t i, void *u) {
+static sheaf_status bb_read(sheaf_graph *g, int64_t i, int worker, void *u) {
   big_batch_run *r = u;
   int k = (int)(i - r->first);
   r->read[k]++;

@@ -14,10 +14,10 @@
 #include <string.h>
 
 #include "base/buf.h"
-#include "data.h"
 #include "harness.h"
 #include "io/binarize.h"
 #include "io/conllu.h"
+#include "io/dataset.h"
 #include "io/ptb.h"
 #include "io/seqs.h"
 #include "io/stats.h"
@@ -246,7 +246,7 @@ TEST(data_rel_ptb_deep_and_wide) {
   sh_buf_free(&b);
 }
 
-/* The loaders the models use (ex_data): clear errors or correct data. */
+/* The loaders the models use (sh_dataset): clear errors or correct data. */
 TEST(data_rel_model_loaders_deep_and_wide) {
   sheaf_ctx *ctx = th_ctx();
   char chain[512], star[512], pchain[512], pstar[512];
@@ -254,29 +254,29 @@ TEST(data_rel_model_loaders_deep_and_wide) {
   REQUIRE(gen_file(ctx, conllu_star, MILLION, "star.conllu", star, sizeof star));
   REQUIRE(gen_file(ctx, ptb_chain, MILLION, "chain.ptb", pchain, sizeof pchain));
   REQUIRE(gen_file(ctx, ptb_star, MILLION, "star.ptb", pstar, sizeof pstar));
-  ex_data d;
-  for (int k = EX_DATA_BINARY; k <= EX_DATA_SENTS; k++) {
-    CHECK_STATUS(ctx, ex_data_load(ctx, chain, (ex_data_kind)k, &d), SHEAF_ERR_PARSE);
+  sh_dataset d;
+  for (int k = SH_DATASET_BINARY; k <= SH_DATASET_SENTS; k++) {
+    CHECK_STATUS(ctx, sh_dataset_load(ctx, chain, (sh_dataset_kind)k, &d), SHEAF_ERR_PARSE);
     CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "chain.conllu:1:1: error: the dependency tree");
   }
-  CHECK_STATUS(ctx, ex_data_load(ctx, star, EX_DATA_BINARY, &d), SHEAF_ERR_PARSE);
+  CHECK_STATUS(ctx, sh_dataset_load(ctx, star, SH_DATASET_BINARY, &d), SHEAF_ERR_PARSE);
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "star.conllu:1:1: error: binarized");
-  if (CHECK_OK(ctx, ex_data_load(ctx, star, EX_DATA_CHILDSUM, &d))) {
+  if (CHECK_OK(ctx, sh_dataset_load(ctx, star, SH_DATASET_CHILDSUM, &d))) {
     CHECK_EQ_INT(d.tb.n_nodes, MILLION);
-    ex_data_free(&d);
+    sh_dataset_free(&d);
   }
-  if (CHECK_OK(ctx, ex_data_load(ctx, star, EX_DATA_SENTS, &d))) {
+  if (CHECK_OK(ctx, sh_dataset_load(ctx, star, SH_DATASET_SENTS, &d))) {
     CHECK_EQ_INT(d.n_tokens, MILLION);
-    ex_data_free(&d);
+    sh_dataset_free(&d);
   }
-  CHECK_STATUS(ctx, ex_data_load(ctx, pchain, EX_DATA_BINARY, &d), SHEAF_ERR_PARSE);
+  CHECK_STATUS(ctx, sh_dataset_load(ctx, pchain, SH_DATASET_BINARY, &d), SHEAF_ERR_PARSE);
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "trees nested deeper than 10000 levels");
-  CHECK_STATUS(ctx, ex_data_load(ctx, pchain, EX_DATA_CHILDSUM, &d), SHEAF_ERR_PARSE);
-  CHECK_STATUS(ctx, ex_data_load(ctx, pstar, EX_DATA_BINARY, &d), SHEAF_ERR_INVALID_ARG);
+  CHECK_STATUS(ctx, sh_dataset_load(ctx, pchain, SH_DATASET_CHILDSUM, &d), SHEAF_ERR_PARSE);
+  CHECK_STATUS(ctx, sh_dataset_load(ctx, pstar, SH_DATASET_BINARY, &d), SHEAF_ERR_INVALID_ARG);
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "is not binary (a node with 1000000 children)");
-  if (CHECK_OK(ctx, ex_data_load(ctx, pstar, EX_DATA_CHILDSUM, &d))) {
+  if (CHECK_OK(ctx, sh_dataset_load(ctx, pstar, SH_DATASET_CHILDSUM, &d))) {
     CHECK_EQ_INT(d.tb.n_nodes, MILLION + 1);
-    ex_data_free(&d);
+    sh_dataset_free(&d);
   }
   remove(chain);
   remove(star);
@@ -366,51 +366,51 @@ TEST(data_rel_token_ids_beyond_the_vocabulary) {
   static const char big[] = "1 2 3\n4 2000000000\n"; /* 19 bytes */
   char p[512];
   snprintf(p, sizeof p, "%s", th_write_tmp("big.txt", big, sizeof big - 1));
-  ex_data d;
-  CHECK_STATUS(ctx, ex_data_load(ctx, p, EX_DATA_SENTS, &d), SHEAF_ERR_PARSE);
+  sh_dataset d;
+  CHECK_STATUS(ctx, sh_dataset_load(ctx, p, SH_DATASET_SENTS, &d), SHEAF_ERR_PARSE);
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "big.txt:2:3: error: token id 2000000000 is beyond "
                                             "the vocabulary: ids must be below 1000000 "
                                             "(--max-vocab, default 1000000)");
   /* INT32_MAX once overflowed (id + 1) into an 18 EB allocation */
   static const char max[] = "5 2147483647\n";
   snprintf(p, sizeof p, "%s", th_write_tmp("max.txt", max, sizeof max - 1));
-  CHECK_STATUS(ctx, ex_data_load(ctx, p, EX_DATA_SENTS, &d), SHEAF_ERR_PARSE);
+  CHECK_STATUS(ctx, sh_dataset_load(ctx, p, SH_DATASET_SENTS, &d), SHEAF_ERR_PARSE);
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "max.txt:1:3: error: token id 2147483647 is beyond");
-  ex_data_opts wide = {.max_vocab = INT32_MAX};
-  CHECK_STATUS(ctx, ex_data_load_opts(ctx, p, EX_DATA_SENTS, &wide, &d), SHEAF_ERR_PARSE);
+  sh_dataset_opts wide = {.max_vocab = INT32_MAX};
+  CHECK_STATUS(ctx, sh_dataset_load_opts(ctx, p, SH_DATASET_SENTS, &wide, &d), SHEAF_ERR_PARSE);
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "max.txt:1:3: error: token id 2147483647 is beyond "
                                             "the vocabulary: ids must be below 2147483645");
   /* a limit given: ids below it load (the vocabulary is max id + 2 with <unk>) */
   static const char ok[] = "0 1 2\n2 1\n";
   snprintf(p, sizeof p, "%s", th_write_tmp("ok.txt", ok, sizeof ok - 1));
-  ex_data_opts three = {.max_vocab = 3, .max_vocab_what = "the test's table"};
-  if (CHECK_OK(ctx, ex_data_load_opts(ctx, p, EX_DATA_SENTS, &three, &d))) {
+  sh_dataset_opts three = {.max_vocab = 3, .max_vocab_what = "the test's table"};
+  if (CHECK_OK(ctx, sh_dataset_load_opts(ctx, p, SH_DATASET_SENTS, &three, &d))) {
     CHECK_EQ_INT(d.vocab, 4);
-    ex_data_free(&d);
+    sh_dataset_free(&d);
   }
-  ex_data_opts two = {.max_vocab = 2, .max_vocab_what = "the test's table"};
-  CHECK_STATUS(ctx, ex_data_load_opts(ctx, p, EX_DATA_SENTS, &two, &d), SHEAF_ERR_PARSE);
+  sh_dataset_opts two = {.max_vocab = 2, .max_vocab_what = "the test's table"};
+  CHECK_STATUS(ctx, sh_dataset_load_opts(ctx, p, SH_DATASET_SENTS, &two, &d), SHEAF_ERR_PARSE);
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "ok.txt:1:5: error: token id 2 is beyond the "
                                             "vocabulary: ids must be below 2 (the test's table)");
-  CHECK_OK(ctx, ex_data_check_ids(ctx, p, 3, "x"));
-  CHECK_STATUS(ctx, ex_data_check_ids(ctx, p, 2, "x"), SHEAF_ERR_PARSE);
+  CHECK_OK(ctx, sh_dataset_check_ids(ctx, p, 3, "x"));
+  CHECK_STATUS(ctx, sh_dataset_check_ids(ctx, p, 2, "x"), SHEAF_ERR_PARSE);
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "ok.txt:1:5: error: token id 2 is beyond");
   /* from memory, as the fuzzer reads */
-  if (CHECK_OK(ctx, ex_data_load_mem(ctx, ok, sizeof ok - 1, "mem.txt", EX_DATA_SENTS, NULL, &d))) {
+  if (CHECK_OK(ctx, sh_dataset_load_mem(ctx, ok, sizeof ok - 1, "mem.txt", SH_DATASET_SENTS, NULL, &d))) {
     CHECK_EQ_INT(d.n_sents, 2);
-    ex_data_free(&d);
+    sh_dataset_free(&d);
   }
-  /* ids added by hand (no reader): ex_data_finish refuses them too, and
+  /* ids added by hand (no reader): sh_dataset_finish refuses them too, and
    * INT32_MAX does not overflow */
-  ex_data_init(&d, ctx, EX_DATA_SENTS);
+  sh_dataset_init(&d, ctx, SH_DATASET_SENTS);
   int32_t w[2] = {1, INT32_MAX};
-  REQUIRE_OK(ctx, ex_data_add_sent(&d, w, NULL, 2));
-  CHECK_STATUS(ctx, ex_data_finish(&d, 0), SHEAF_ERR_INVALID_ARG);
+  REQUIRE_OK(ctx, sh_dataset_add_sent(&d, w, NULL, 2));
+  CHECK_STATUS(ctx, sh_dataset_finish(&d, 0), SHEAF_ERR_INVALID_ARG);
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "token id 2147483647 is beyond the vocabulary");
   d.max_vocab = INT64_MAX;
-  CHECK_STATUS(ctx, ex_data_finish(&d, 0), SHEAF_ERR_UNSUPPORTED);
+  CHECK_STATUS(ctx, sh_dataset_finish(&d, 0), SHEAF_ERR_UNSUPPORTED);
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "vocabulary of 2147483648 words is too large");
-  ex_data_free(&d);
+  sh_dataset_free(&d);
   /* the readers: the limit is checked per id with its position */
   sh_seqs s;
   sh_seqs_init(&s, ctx);

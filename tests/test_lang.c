@@ -12,8 +12,8 @@
 
 #include "base/buf.h"
 #include "base/file.h"
-#include "data.h"
 #include "harness.h"
+#include "io/dataset.h"
 #include "lang/check.h"
 #include "lang/interp.h"
 
@@ -389,12 +389,12 @@ TEST(lang_typed_ast_annotations) {
  * takes (seeded weights; sizes other than V and those the block fixes are 4)
  * and checks that every output tensor is finite. Returns false after
  * reporting a failure. */
-static bool run_block(sheaf_ctx *ctx, const char *src, ex_data data[3]) {
+static bool run_block(sheaf_ctx *ctx, const char *src, sh_dataset data[3]) {
   sh_module m;
   if (!CHECK_OK(ctx, sh_lang_compile(&m, ctx, "doc.sf", src, strlen(src)))) return false;
   bool ok = true;
   sheaf_model *model = NULL;
-  sh_lang_bind bind = {0}, none = {0};
+  sh_lang_bind bind = {0};
   sh_interp *ip = NULL;
   sheaf_graph *g = NULL;
   sh_lang_bind_opts bo = {.seed = 7};
@@ -404,12 +404,9 @@ static bool run_block(sheaf_ctx *ctx, const char *src, ex_data data[3]) {
     bo.override_name[bo.n_overrides] = name;
     bo.override_value[bo.n_overrides++] = 4;
   }
-  ok = CHECK_OK(ctx, sh_interp_create(&m, &none, &ip));
-  sh_input_kind k = ok ? sh_interp_input_kind(ip) : SH_INPUT_UNSUPPORTED;
-  sh_interp_free(ip);
-  ip = NULL;
-  ok = ok && CHECK(k != SH_INPUT_UNSUPPORTED);
-  ex_data *d = &data[k == SH_INPUT_TOKENS || k == SH_INPUT_RECORDS ? 2 : k == SH_INPUT_DEP_TREE ? 1 : 0];
+  sh_input_kind k = sh_check_main_input(&m)->kind; /* what main takes decides the data */
+  ok = CHECK(k != SH_INPUT_UNSUPPORTED);
+  sh_dataset *d = &data[k == SH_INPUT_TOKENS || k == SH_INPUT_RECORDS ? 2 : k == SH_INPUT_DEP_TREE ? 1 : 0];
   bo.vocab = d->vocab;
   ok = ok && CHECK_OK(ctx, sheaf_model_create(ctx, &model)) && CHECK_OK(ctx, sh_lang_bind_model(&m, model, &bo, &bind)) &&
        CHECK_OK(ctx, sh_interp_create(&m, &bind, &ip)) && CHECK_OK(ctx, sheaf_graph_create(model, NULL, &g));
@@ -429,7 +426,7 @@ static bool run_block(sheaf_ctx *ctx, const char *src, ex_data data[3]) {
                          d->sent_deprel + off, d->sent_head + off, form, form_len};
       ok = CHECK_OK(ctx, sh_interp_records(ip, &t, &in));
     } else
-      ok = CHECK_OK(ctx, sh_interp_tree(ip, &d->tb, d->tb.tree_root[i], d->vocab, d->unk, &in));
+      ok = CHECK_OK(ctx, sh_interp_tree(ip, &d->tb, d->tb.tree_root[i], d->ids, &in));
     ok = ok && CHECK_OK(ctx, sh_interp_main(ip, g, in, &res[i]));
   }
   ok = ok && CHECK_OK(ctx, sheaf_graph_flush(g));
@@ -458,10 +455,10 @@ TEST(lang_docs_examples_compile_and_run) {
   sheaf_ctx *ctx = th_ctx();
   char *doc;
   size_t len;
-  ex_data data[3];
-  REQUIRE_OK(ctx, ex_data_load(ctx, EWT, EX_DATA_BINARY, &data[0]));
-  REQUIRE_OK(ctx, ex_data_load(ctx, EWT, EX_DATA_CHILDSUM, &data[1]));
-  REQUIRE_OK(ctx, ex_data_load(ctx, EWT, EX_DATA_SENTS, &data[2]));
+  sh_dataset data[3];
+  REQUIRE_OK(ctx, sh_dataset_load(ctx, EWT, SH_DATASET_BINARY, &data[0]));
+  REQUIRE_OK(ctx, sh_dataset_load(ctx, EWT, SH_DATASET_CHILDSUM, &data[1]));
+  REQUIRE_OK(ctx, sh_dataset_load(ctx, EWT, SH_DATASET_SENTS, &data[2]));
   REQUIRE_OK(ctx, sh_file_read(ctx, "docs/LANGUAGE.md", &doc, &len));
   int n_ok = 0, n_err = 0, n_ran = 0;
   for (char *p = doc; (p = strstr(p, "```sheaf"));) {
@@ -493,7 +490,7 @@ TEST(lang_docs_examples_compile_and_run) {
   CHECK(n_err >= 3);
   CHECK_EQ_INT(n_ran, n_ok);
   sh_free(ctx, doc, len + 1);
-  for (int i = 0; i < 3; i++) ex_data_free(&data[i]);
+  for (int i = 0; i < 3; i++) sh_dataset_free(&data[i]);
 }
 
 /* --------------------------------------------------------- robustness */

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data.h"
 #include "harness.h"
+#include "io/dataset.h"
 #include "lang/interp.h"
 
 #define EWT "data/ud_english_ewt/en_ewt-ud-test.conllu"
@@ -47,8 +47,8 @@ static bool same_file(const char *a, const char *b) {
  * extra lines first when `pre` (shifting every id) or last (`post`). */
 static const char *write_vocab(sheaf_ctx *ctx, const char *name, const char *pre, const char *post,
                                int32_t skip_from) {
-  ex_data d;
-  if (!CHECK_OK(ctx, ex_data_load(ctx, EWT, EX_DATA_BINARY, &d))) return NULL;
+  sh_dataset d;
+  if (!CHECK_OK(ctx, sh_dataset_load(ctx, EWT, SH_DATASET_BINARY, &d))) return NULL;
   const char *path = th_tmp_path(name);
   FILE *f = path ? fopen(path, "w") : NULL;
   if (f) {
@@ -58,7 +58,7 @@ static const char *write_vocab(sheaf_ctx *ctx, const char *name, const char *pre
     if (post) fputs(post, f);
     fclose(f);
   }
-  ex_data_free(&d);
+  sh_dataset_free(&d);
   return f ? path : NULL;
 }
 

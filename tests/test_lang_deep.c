@@ -10,11 +10,11 @@
 
 #include "base/file.h"
 #include "base/stack.h"
-#include "data.h"
 #include "harness.h"
+#include "io/dataset.h"
 #include "lang/interp.h"
-#include "models.h"
-#include "treelstm.h"
+#include "models/models.h"
+#include "models/treelstm.h"
 
 /* A binary tree of the given depth in PTB form: each node a leaf on the
  * left and the rest of the tree on the right. */
@@ -33,9 +33,9 @@ static const char *deep_ptb(int depth) {
 
 typedef struct deep_run {
   sheaf_ctx *ctx;
-  const ex_data *d;
+  const sh_dataset *d;
   const char *weights;
-  float out[EX_TREELSTM_CLASSES];
+  float out[SH_TREELSTM_CLASSES];
   sheaf_status st;
   char err[512];
 } deep_run;
@@ -60,7 +60,7 @@ static void *run_sf(void *arg) {
   if (!r->st) r->st = sh_interp_create(&m, &bind, &ip);
   if (!r->st) r->st = sheaf_graph_create(model, NULL, &g);
   sh_value in, res;
-  if (!r->st) r->st = sh_interp_tree(ip, &r->d->tb, r->d->tb.tree_root[0], r->d->vocab, r->d->unk, &in);
+  if (!r->st) r->st = sh_interp_tree(ip, &r->d->tb, r->d->tb.tree_root[0], r->d->ids, &in);
   if (!r->st) r->st = sh_interp_main(ip, g, in, &res);
   if (!r->st) r->st = sheaf_graph_flush(g);
   sheaf_value_view v;
@@ -82,21 +82,21 @@ TEST(lang_deep_tree_on_big_stack_matches_c_api) {
   const int depth = 9000; /* under the data limit of 10,000 levels */
   const char *path = deep_ptb(depth);
   REQUIRE(path);
-  ex_data d;
-  REQUIRE_OK(ctx, ex_data_load(ctx, path, EX_DATA_BINARY, &d));
-  ex_net net;
-  if (!CHECK_OK(ctx, ex_net_create(ctx, EX_MODEL_TREELSTM, &d, 8, 8, &net))) {
-    ex_data_free(&d);
+  sh_dataset d;
+  REQUIRE_OK(ctx, sh_dataset_load(ctx, path, SH_DATASET_BINARY, &d));
+  sh_net net;
+  if (!CHECK_OK(ctx, sh_net_create(ctx, SH_NET_TREELSTM, &d, 8, 8, &net))) {
+    sh_dataset_free(&d);
     return;
   }
-  CHECK_OK(ctx, ex_net_seed(&net, 5));
+  CHECK_OK(ctx, sh_net_seed(&net, 5));
   const char *wpath = th_tmp_path("deep.safetensors");
   CHECK_OK(ctx, sheaf_model_save(net.model, wpath));
 
   sheaf_graph *g = NULL;
-  float want[EX_TREELSTM_CLASSES] = {0};
+  float want[SH_TREELSTM_CLASSES] = {0};
   CHECK_OK(ctx, sheaf_graph_create(net.model, NULL, &g));
-  sheaf_expr o = ex_treelstm_build(g, &net.tl, &d.tb, 0, d.unk, NULL);
+  sheaf_expr o = sh_treelstm_build(g, &net.tl, &d.tb, 0, NULL);
   CHECK_OK(ctx, sheaf_graph_flush(g));
   sheaf_value_view v;
   if (CHECK_OK(ctx, sheaf_value(g, o, &v))) memcpy(want, v.data, sizeof want);
@@ -110,7 +110,7 @@ TEST(lang_deep_tree_on_big_stack_matches_c_api) {
   pthread_join(t, NULL);
   sh_stack_free(&st);
   if (CHECK_OK(ctx, r.st))
-    CHECK(ex_max_rel_err(r.out, want, 1, EX_TREELSTM_CLASSES) <= 1e-5);
+    CHECK(sh_max_rel_err(r.out, want, 1, SH_TREELSTM_CLASSES) <= 1e-5);
   else
     fprintf(stderr, "  %s\n", r.err);
 
@@ -125,8 +125,8 @@ TEST(lang_deep_tree_on_big_stack_matches_c_api) {
   CHECK_EQ_INT(small.st, SHEAF_ERR_INVALID_ARG);
   CHECK_CONTAINS(small.err, "examples/treelstm.sf:");
   CHECK_CONTAINS(small.err, "leave too little of this thread's stack for 'tree'");
-  ex_net_free(&net);
-  ex_data_free(&d);
+  sh_net_free(&net);
+  sh_dataset_free(&d);
 }
 
 /* Room on the stack shrinks as frames are pushed, and a big stack has

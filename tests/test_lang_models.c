@@ -1,6 +1,6 @@
 /*
  * test_lang_models.c — every example model from source (examples/NAME.sf)
- * against its C-API twin (examples/NAME.c) on the same weights (seeded, with
+ * against its C-API twin (src/models/NAME.c) on the same weights (seeded, with
  * nonzero biases): the child-sum TreeLSTM, the BiLSTM tagger, the MV-RNN
  * (with a capped word-matrix table) and TreeFC, on EWT instances (the
  * first ones and the largest) plus edge cases: one-node trees, words
@@ -14,11 +14,11 @@
 #include <string.h>
 
 #include "base/file.h"
-#include "data.h"
 #include "harness.h"
+#include "io/dataset.h"
 #include "lang/interp.h"
-#include "models.h"
-#include "treefc.h"
+#include "models/models.h"
+#include "models/treefc.h"
 
 #define EWT "data/ud_english_ewt/en_ewt-ud-test.conllu"
 #define N_FIRST 8   /* the first EWT instances */
@@ -29,10 +29,10 @@ typedef enum { M_CHILDSUM, M_BILSTM, M_MVRNN, M_TREEFC } which;
 
 typedef struct ref {
   which w;
-  ex_data d;
-  ex_net net;         /* the registry models */
+  sh_dataset d;
+  sh_net net;         /* the registry models */
   sheaf_model *fc_m;  /* TreeFC */
-  ex_treefc fc;
+  sh_treefc fc;
   sheaf_model *model; /* the C model in use */
   int32_t inst[MAX_INST];
   int n_inst;
@@ -41,13 +41,13 @@ typedef struct ref {
   float *want;
 } ref;
 
-/* Appends the edge cases to d (before ex_data_finish). */
-static bool add_edge_cases(sheaf_ctx *ctx, ex_data *d) {
-  if (d->kind == EX_DATA_SENTS) {
+/* Appends the edge cases to d (before sh_dataset_finish). */
+static bool add_edge_cases(sheaf_ctx *ctx, sh_dataset *d) {
+  if (d->kind == SH_DATASET_SENTS) {
     int32_t one[1] = {3}, unk1[1] = {-1}, mixed[4] = {0, -1, 2, 0};
-    return CHECK_OK(ctx, ex_data_add_sent(d, one, NULL, 1)) &&
-           CHECK_OK(ctx, ex_data_add_sent(d, unk1, NULL, 1)) &&
-           CHECK_OK(ctx, ex_data_add_sent(d, mixed, NULL, 4));
+    return CHECK_OK(ctx, sh_dataset_add_sent(d, one, NULL, 1)) &&
+           CHECK_OK(ctx, sh_dataset_add_sent(d, unk1, NULL, 1)) &&
+           CHECK_OK(ctx, sh_dataset_add_sent(d, mixed, NULL, 4));
   }
   sh_treebank *tb = &d->tb;
   int32_t label = 0, n = 0, a = 0, u = 0, b = 0, kids[40];
@@ -59,7 +59,7 @@ static bool add_edge_cases(sheaf_ctx *ctx, ex_data *d) {
     ok = CHECK_OK(ctx, sh_tb_begin_tree(tb)) && CHECK_OK(ctx, sh_tb_add_node(tb, k ? -1 : 5, label, NULL, 0, &n)) &&
          CHECK_OK(ctx, sh_tb_end_tree(tb));
   if (!ok) return false;
-  if (d->kind == EX_DATA_BINARY) { /* Node(Unary(Leaf 7), Leaf 8): the unary node passes through */
+  if (d->kind == SH_DATASET_BINARY) { /* Node(Unary(Leaf 7), Leaf 8): the unary node passes through */
     int32_t ub[2];
     ok = CHECK_OK(ctx, sh_tb_begin_tree(tb)) && CHECK_OK(ctx, sh_tb_add_node(tb, 7, label, NULL, 0, &a)) &&
          CHECK_OK(ctx, sh_tb_add_node(tb, -1, label, &a, 1, &u)) &&
@@ -88,35 +88,35 @@ static void set_biases(sheaf_model *m, const char *const *names) {
 static bool ref_open(sheaf_ctx *ctx, which w, ref *r) {
   memset(r, 0, sizeof *r);
   r->w = w;
-  ex_data_kind dk = w == M_CHILDSUM ? EX_DATA_CHILDSUM : w == M_BILSTM ? EX_DATA_SENTS : EX_DATA_BINARY;
-  if (!CHECK_OK(ctx, ex_data_load(ctx, EWT, dk, &r->d))) return false;
-  int32_t n_ewt = ex_data_count(&r->d);
+  sh_dataset_kind dk = w == M_CHILDSUM ? SH_DATASET_CHILDSUM : w == M_BILSTM ? SH_DATASET_SENTS : SH_DATASET_BINARY;
+  if (!CHECK_OK(ctx, sh_dataset_load(ctx, EWT, dk, &r->d))) return false;
+  int32_t n_ewt = sh_dataset_count(&r->d);
   if (!add_edge_cases(ctx, &r->d)) return false;
   /* the MV-RNN's word matrices: only the 50 most frequent words, then <unk> */
-  if (!CHECK_OK(ctx, ex_data_finish(&r->d, w == M_MVRNN ? 50 : 0))) return false;
+  if (!CHECK_OK(ctx, sh_dataset_finish(&r->d, w == M_MVRNN ? 50 : 0))) return false;
   int32_t biggest = 0;
   for (int32_t i = 0; i < n_ewt; i++)
-    if (ex_data_size(&r->d, i) > ex_data_size(&r->d, biggest)) biggest = i;
+    if (sh_dataset_size(&r->d, i) > sh_dataset_size(&r->d, biggest)) biggest = i;
   for (int i = 0; i < N_FIRST; i++) r->inst[r->n_inst++] = i;
   r->inst[r->n_inst++] = biggest;
-  for (int32_t i = n_ewt; i < ex_data_count(&r->d) && r->n_inst < MAX_INST; i++) r->inst[r->n_inst++] = i;
+  for (int32_t i = n_ewt; i < sh_dataset_count(&r->d) && r->n_inst < MAX_INST; i++) r->inst[r->n_inst++] = i;
 
   const int64_t H = w == M_MVRNN ? 8 : 12, E = 10;
   static const char *const b_cs[] = {"b_iou", "b_f", NULL}, *const b_bl[] = {"b_fwd", "b_bwd", "b_tag", NULL},
                            *const b_mv[] = {"bias", NULL}, *const b_fc[] = {"b", NULL};
   if (w == M_TREEFC) {
     if (!CHECK_OK(ctx, sheaf_model_create(ctx, &r->fc_m)) ||
-        !CHECK_OK(ctx, ex_treefc_declare(r->fc_m, H, r->d.vocab, &r->fc)))
+        !CHECK_OK(ctx, sh_treefc_declare(r->fc_m, H, r->d.vocab, &r->fc)))
       return false;
     r->model = r->fc_m;
     r->dim = H;
   } else {
-    ex_model_kind k = w == M_CHILDSUM ? EX_MODEL_CHILDSUM : w == M_BILSTM ? EX_MODEL_BILSTM : EX_MODEL_MVRNN;
-    if (!CHECK_OK(ctx, ex_net_create(ctx, k, &r->d, H, E, &r->net))) return false;
+    sh_net_kind k = w == M_CHILDSUM ? SH_NET_CHILDSUM : w == M_BILSTM ? SH_NET_BILSTM : SH_NET_MVRNN;
+    if (!CHECK_OK(ctx, sh_net_create(ctx, k, &r->d, H, E, &r->net))) return false;
     r->model = r->net.model;
-    r->dim = ex_net_out_dim(&r->net);
+    r->dim = sh_net_out_dim(&r->net);
   }
-  if (!CHECK_OK(ctx, w == M_TREEFC ? sheaf_model_seed(r->model, 5) : ex_net_seed(&r->net, 5))) return false;
+  if (!CHECK_OK(ctx, w == M_TREEFC ? sheaf_model_seed(r->model, 5) : sh_net_seed(&r->net, 5))) return false;
   set_biases(r->model, w == M_CHILDSUM ? b_cs : w == M_BILSTM ? b_bl : w == M_MVRNN ? b_mv : b_fc);
 
   sheaf_graph *g = NULL;
@@ -124,12 +124,12 @@ static bool ref_open(sheaf_ctx *ctx, which w, ref *r) {
   bool ok = ex && CHECK_OK(ctx, sheaf_graph_create(r->model, NULL, &g));
   for (int k = 0; k < r->n_inst && ok; k++) {
     int32_t i = r->inst[k];
-    r->rows[k] = w == M_BILSTM ? ex_data_size(&r->d, i) : 1;
+    r->rows[k] = w == M_BILSTM ? sh_dataset_size(&r->d, i) : 1;
     r->off[k + 1] = r->off[k] + r->rows[k];
     ok = CHECK(r->off[k + 1] <= MAX_ROWS);
     if (!ok) break;
-    if (w == M_TREEFC) ex[r->off[k]] = ex_treefc_build(g, &r->fc, &r->d.tb, i, r->d.unk);
-    else ok = CHECK_OK(ctx, ex_net_build(&r->net, g, i, ex + r->off[k]));
+    if (w == M_TREEFC) ex[r->off[k]] = sh_treefc_build(g, &r->fc, &r->d.tb, i);
+    else ok = CHECK_OK(ctx, sh_net_build(&r->net, g, i, ex + r->off[k]));
   }
   ok = ok && CHECK_OK(ctx, sheaf_graph_flush(g));
   if (ok) ok = CHECK((r->want = calloc((size_t)(r->off[r->n_inst] * r->dim), sizeof(float))) != NULL);
@@ -145,9 +145,9 @@ static bool ref_open(sheaf_ctx *ctx, which w, ref *r) {
 
 static void ref_close(ref *r) {
   if (r->w == M_TREEFC) sheaf_model_free(r->fc_m);
-  else ex_net_free(&r->net);
+  else sh_net_free(&r->net);
   free(r->want);
-  ex_data_free(&r->d);
+  sh_dataset_free(&r->d);
 }
 
 /* Runs `sf` on r's instances (two batches) with r's weights and compares. */
@@ -155,7 +155,7 @@ static void compare_source(sheaf_ctx *ctx, ref *r, const char *sf, const char *t
   const char *wpath = th_tmp_path(tmp_name);
   if (!CHECK_OK(ctx, sheaf_model_save(r->model, wpath))) return;
   /* the run numbers words as the CLI does: every word ranked by frequency */
-  REQUIRE_OK(ctx, ex_data_finish(&r->d, INT32_MAX));
+  REQUIRE_OK(ctx, sh_dataset_finish(&r->d, INT32_MAX));
   char *src = NULL;
   size_t len = 0;
   sh_module m;
@@ -169,7 +169,7 @@ static void compare_source(sheaf_ctx *ctx, ref *r, const char *sf, const char *t
   sh_lang_bind_opts bo = {.weights = wpath, .vocab = r->d.vocab, .word_rank = r->d.mv_row};
   if (!CHECK_OK(ctx, sh_lang_bind_model(&m, model, &bo, &bind))) goto out;
   if (!CHECK_OK(ctx, sh_interp_create(&m, &bind, &ip))) goto out;
-  CHECK_EQ_INT(sh_interp_input_kind(ip), want_kind);
+  CHECK_EQ_INT(sh_check_main_input(&m)->kind, want_kind);
   if (!CHECK_OK(ctx, sheaf_graph_create(model, NULL, &g))) goto out;
   double worst = 0;
   int split = r->n_inst / 2;
@@ -180,12 +180,12 @@ static void compare_source(sheaf_ctx *ctx, ref *r, const char *sf, const char *t
       int32_t i = r->inst[k];
       sh_value in;
       sheaf_status st;
-      if (r->d.kind == EX_DATA_SENTS) {
+      if (r->d.kind == SH_DATASET_SENTS) {
         int32_t n = r->d.sent_off[i + 1] - r->d.sent_off[i], ws[MAX_ROWS];
-        for (int32_t j = 0; j < n && j < MAX_ROWS; j++) ws[j] = ex_data_row(&r->d, r->d.sent_words[r->d.sent_off[i] + j]);
+        for (int32_t j = 0; j < n && j < MAX_ROWS; j++) ws[j] = sh_word_id(r->d.ids, r->d.sent_words[r->d.sent_off[i] + j]);
         st = sh_interp_ints(ip, ws, n, &in);
       } else {
-        st = sh_interp_tree(ip, &r->d.tb, r->d.tb.tree_root[i], r->d.vocab, r->d.unk, &in);
+        st = sh_interp_tree(ip, &r->d.tb, r->d.tb.tree_root[i], r->d.ids, &in);
       }
       if (!CHECK_OK(ctx, st) || !CHECK_OK(ctx, sh_interp_main(ip, g, in, &res[k]))) goto out;
     }
@@ -197,7 +197,7 @@ static void compare_source(sheaf_ctx *ctx, ref *r, const char *sf, const char *t
       for (size_t row = 0; row < nt; row++) {
         sheaf_value_view v;
         if (!CHECK_OK(ctx, sheaf_value(g, ts[row], &v)) || !CHECK_EQ_INT(v.shape[v.rank - 1], r->dim)) goto out;
-        double e = ex_max_rel_err(v.data, r->want + (r->off[k] + (int64_t)row) * r->dim, 1, r->dim);
+        double e = sh_max_rel_err(v.data, r->want + (r->off[k] + (int64_t)row) * r->dim, 1, r->dim);
         if (!(e <= worst)) worst = e;
         if (!(e <= 1e-5)) fprintf(stderr, "%s: instance %d row %d: rel err %g\n", sf, (int)r->inst[k], (int)row, e);
       }
@@ -243,7 +243,7 @@ TEST(lang_models_mvrnn_matches_c_api) {
 
 /* Seeded without a weights file, examples/mvrnn.sf draws the C model's
  * weights exactly: `emb_mat ... = normal + identity_rows` is
- * ex_mvrnn_init_identity's identity plus noise. */
+ * sh_mvrnn_init_identity's identity plus noise. */
 TEST(lang_models_mvrnn_seeded_weights_match_c_api) {
   sheaf_ctx *ctx = th_ctx();
   ref r;
@@ -294,7 +294,7 @@ TEST(lang_models_treefc_matches_c_api) {
 
 /* ------------------------------------------------------------------ CLI */
 
-/* Max rel err (per line, as ex_max_rel_err) between two output files whose
+/* Max rel err (per line, as sh_max_rel_err) between two output files whose
  * lines start with `keys` integers that must agree; -1 on a mismatch of
  * line count or keys. */
 static double compare_files(const char *a, const char *b, int keys, long *lines) {

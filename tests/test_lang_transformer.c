@@ -9,9 +9,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "data.h"
 #include "harness.h"
-#include "transformer_weights.h"
+#include "io/dataset.h"
+#include "models/transformer_weights.h"
 
 #define EWT "data/ud_english_ewt/en_ewt-ud-test.conllu"
 
@@ -20,14 +20,14 @@ enum { DK = 8, D = 4 * DK, F = 48, N_SENT = 120 };
 TEST(lang_transformer_matches_ragged_encoder) {
   if (!th_sheaf_bin()) return;
   sheaf_ctx *ctx = th_ctx();
-  ex_data d;
-  REQUIRE_OK(ctx, ex_data_load(ctx, EWT, EX_DATA_SENTS, &d));
+  sh_dataset d;
+  REQUIRE_OK(ctx, sh_dataset_load(ctx, EWT, SH_DATASET_SENTS, &d));
   int64_t V = d.vocab;
   float *emb = NULL;
   const char *enc_path = th_tmp_path("tr_encoder.safetensors"), *sf_path = th_tmp_path("tr_sf.safetensors");
-  if (!CHECK_OK(ctx, ex_transformer_weights(ctx, V, D, F, 7, enc_path, sf_path, &emb))) {
+  if (!CHECK_OK(ctx, sh_transformer_weights(ctx, V, D, F, 7, enc_path, sf_path, &emb))) {
     free(emb);
-    ex_data_free(&d);
+    sh_dataset_free(&d);
     return;
   }
   /* the language model through the CLI */
@@ -78,6 +78,6 @@ done:
   sheaf_encoder_free(enc);
   sheaf_ragged_free(x);
   sheaf_ragged_free(y);
-  ex_data_free(&d);
+  sh_dataset_free(&d);
   free(emb);
 }

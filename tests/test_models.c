@@ -1,5 +1,5 @@
 /*
- * test_models.c — the example models (examples/) on the auto-batching
+ * test_models.c — the built-in models (src/models/) on the auto-batching
  * runtime: for every model and every policy, batched outputs equal the
  * unbatched per-instance outputs (policy none, one instance per graph; max
  * relative error <= 1e-5) on EWT trees and sentences and on edge cases (a
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 
 #include "harness.h"
-#include "models.h"
+#include "models/models.h"
 
 #define EWT_TEST "data/ud_english_ewt/en_ewt-ud-test.conllu"
 #define MAX_REL 1e-5 /* per output vector: ||got - ref||_inf / ||ref||_inf */
@@ -22,12 +22,12 @@ static const sheaf_policy all_policies[] = {SHEAF_POLICY_SHEAF, SHEAF_POLICY_NON
 
 /* Runs instances [first, first + count) of net with `policy` in batches of
  * `batch` into *out (initialized here). */
-static bool run_net(const ex_net *net, sheaf_policy policy, int32_t batch, int32_t first,
-                    int32_t count, ex_outputs *out) {
-  return CHECK_OK(th_ctx(), ex_run_fresh(net, policy, 0, first, count, batch, out));
+static bool run_net(const sh_net *net, sheaf_policy policy, int32_t batch, int32_t first,
+                    int32_t count, sh_net_outputs *out) {
+  return CHECK_OK(th_ctx(), sh_net_run_fresh(net, policy, 0, first, count, batch, out));
 }
 
-static bool all_finite(const ex_outputs *o) {
+static bool all_finite(const sh_net_outputs *o) {
   for (int64_t i = 0; i < o->rows * o->dim; i++)
     if (!isfinite(o->values[i])) return false;
   return true;
@@ -36,33 +36,33 @@ static bool all_finite(const ex_outputs *o) {
 /* Every batching policy at batch sizes `batch` and "everything at once"
  * against the reference: policy none (eager, unbatched), one instance per
  * graph. (none itself is checked once, all instances in one graph.) */
-static void check_policies(const ex_net *net, int32_t first, int32_t count, int32_t batch) {
-  ex_outputs ref;
+static void check_policies(const sh_net *net, int32_t first, int32_t count, int32_t batch) {
+  sh_net_outputs ref;
   if (!run_net(net, SHEAF_POLICY_NONE, 1, first, count, &ref)) return;
   CHECK(all_finite(&ref));
   for (size_t p = 0; p < SH_ARRAY_LEN(all_policies); p++) {
     int32_t batches[2] = {batch, count};
     for (int b = all_policies[p] == SHEAF_POLICY_NONE ? 1 : 0; b < 2; b++) {
-      ex_outputs got;
+      sh_net_outputs got;
       if (!run_net(net, all_policies[p], batches[b], first, count, &got)) continue;
-      double err = ex_max_rel_err(got.values, ref.values, ref.rows, ref.dim);
+      double err = sh_max_rel_err(got.values, ref.values, ref.rows, ref.dim);
       if (!(err <= MAX_REL))
         th_fail(__FILE__, __LINE__, "%s, policy %s, batch %d: max relative error %.3g > %g",
-                ex_model_name(net->kind), sheaf_policy_name(all_policies[p]), (int)batches[b],
+                sh_net_kind_name(net->kind), sheaf_policy_name(all_policies[p]), (int)batches[b],
                 err, MAX_REL);
-      ex_outputs_free(&got);
+      sh_net_outputs_free(&got);
     }
   }
-  ex_outputs_free(&ref);
+  sh_net_outputs_free(&ref);
 }
 
-static bool load_ewt(ex_data_kind kind, ex_data *d) {
-  return CHECK_OK(th_ctx(), ex_data_load(th_ctx(), EWT_TEST, kind, d));
+static bool load_ewt(sh_dataset_kind kind, sh_dataset *d) {
+  return CHECK_OK(th_ctx(), sh_dataset_load(th_ctx(), EWT_TEST, kind, d));
 }
 
 /* Gives every bias small nonzero values (seeded init makes them zero), so
  * the bias paths are exercised. */
-static void randomize_biases(ex_net *net) {
+static void randomize_biases(sh_net *net) {
   static const char *const names[] = {"b_leaf", "b_node", "b_out", "b_iou", "b_f",
                                       "b_fwd",  "b_bwd",  "b_tag", "bias"};
   uint64_t s = 12345;
@@ -83,26 +83,26 @@ static void randomize_biases(ex_net *net) {
 
 /* ------------------------------------------- EWT: batched == unbatched */
 
-static void ewt_policies(ex_model_kind kind, int64_t hidden, int64_t embed, int32_t count,
+static void ewt_policies(sh_net_kind kind, int64_t hidden, int64_t embed, int32_t count,
                          int32_t batch) {
   sheaf_ctx *ctx = th_ctx();
-  ex_data d;
-  if (!load_ewt(ex_model_data_kind(kind), &d)) return;
-  ex_net net;
-  if (CHECK_OK(ctx, ex_net_create(ctx, kind, &d, hidden, embed, &net))) {
+  sh_dataset d;
+  if (!load_ewt(sh_net_data_kind(kind), &d)) return;
+  sh_net net;
+  if (CHECK_OK(ctx, sh_net_create(ctx, kind, &d, hidden, embed, &net))) {
     randomize_biases(&net);
     check_policies(&net, 0, count, batch);
     /* a range not starting at 0 (batches straddle different trees) */
     check_policies(&net, 1000, count / 2, batch / 2 + 1);
-    ex_net_free(&net);
+    sh_net_free(&net);
   }
-  ex_data_free(&d);
+  sh_dataset_free(&d);
 }
 
-TEST(models_treelstm_ewt_batched_equals_unbatched) { ewt_policies(EX_MODEL_TREELSTM, 16, 12, 96, 40); }
-TEST(models_childsum_ewt_batched_equals_unbatched) { ewt_policies(EX_MODEL_CHILDSUM, 16, 12, 96, 40); }
-TEST(models_bilstm_ewt_batched_equals_unbatched) { ewt_policies(EX_MODEL_BILSTM, 16, 12, 96, 40); }
-TEST(models_mvrnn_ewt_batched_equals_unbatched) { ewt_policies(EX_MODEL_MVRNN, 8, 8, 64, 24); }
+TEST(models_treelstm_ewt_batched_equals_unbatched) { ewt_policies(SH_NET_TREELSTM, 16, 12, 96, 40); }
+TEST(models_childsum_ewt_batched_equals_unbatched) { ewt_policies(SH_NET_CHILDSUM, 16, 12, 96, 40); }
+TEST(models_bilstm_ewt_batched_equals_unbatched) { ewt_policies(SH_NET_BILSTM, 16, 12, 96, 40); }
+TEST(models_mvrnn_ewt_batched_equals_unbatched) { ewt_policies(SH_NET_MVRNN, 8, 8, 64, 24); }
 
 /* ------------------------------------------------------ synthetic edges */
 
@@ -155,9 +155,9 @@ static bool add_random_childsum(sh_treebank *tb, int n) {
 
 /* One tree: a single leaf. One tree: a chain 200 levels deep. Then 1000
  * random small trees. */
-static bool synthetic_trees(ex_data_kind kind, ex_data *d) {
+static bool synthetic_trees(sh_dataset_kind kind, sh_dataset *d) {
   sheaf_ctx *ctx = th_ctx();
-  ex_data_init(d, ctx, kind);
+  sh_dataset_init(d, ctx, kind);
   sh_treebank *tb = &d->tb;
   int32_t label;
   if (!CHECK_OK(ctx, sh_vocab_intern(&tb->labels, "x", 1, &label))) return false;
@@ -176,7 +176,7 @@ static bool synthetic_trees(ex_data_kind kind, ex_data *d) {
   if (!CHECK_OK(ctx, sh_tb_begin_tree(tb))) return false;
   if (!CHECK_OK(ctx, sh_tb_add_node(tb, 0, 0, NULL, 0, &prev))) return false;
   for (int level = 1; level < 200; level++) {
-    if (kind == EX_DATA_BINARY) {
+    if (kind == SH_DATASET_BINARY) {
       int32_t leaf;
       if (!CHECK_OK(ctx, sh_tb_add_node(tb, level % 10, 0, NULL, 0, &leaf))) return false;
       int32_t kids[2] = {prev, leaf};
@@ -188,16 +188,16 @@ static bool synthetic_trees(ex_data_kind kind, ex_data *d) {
   if (!CHECK_OK(ctx, sh_tb_end_tree(tb))) return false;
   /* 1000 small trees */
   for (int t = 0; t < 1000; t++) {
-    bool ok = kind == EX_DATA_BINARY ? add_random_binary(tb, 1 + (int)rnd(12))
+    bool ok = kind == SH_DATASET_BINARY ? add_random_binary(tb, 1 + (int)rnd(12))
                                      : add_random_childsum(tb, 1 + (int)rnd(20));
     if (!ok) return false;
   }
-  return CHECK_OK(ctx, ex_data_finish(d, 6)); /* mvrnn: 6 words with matrices + <unk> */
+  return CHECK_OK(ctx, sh_dataset_finish(d, 6)); /* mvrnn: 6 words with matrices + <unk> */
 }
 
-static bool synthetic_sents(ex_data *d) {
+static bool synthetic_sents(sh_dataset *d) {
   sheaf_ctx *ctx = th_ctx();
-  ex_data_init(d, ctx, EX_DATA_SENTS);
+  sh_dataset_init(d, ctx, SH_DATASET_SENTS);
   for (int w = 0; w < 10; w++) {
     char word[8];
     int32_t id;
@@ -207,38 +207,38 @@ static bool synthetic_sents(ex_data *d) {
   int32_t words[200], tags[200];
   for (int i = 0; i < 200; i++) {
     words[i] = (int32_t)rnd(11) - 1; /* -1: an unknown word */
-    tags[i] = (int32_t)rnd(EX_UPOS_COUNT);
+    tags[i] = (int32_t)rnd(SH_UPOS_COUNT);
   }
-  if (!CHECK_OK(ctx, ex_data_add_sent(d, words, tags, 1))) return false;
-  if (!CHECK_OK(ctx, ex_data_add_sent(d, words, tags, 200))) return false;
+  if (!CHECK_OK(ctx, sh_dataset_add_sent(d, words, tags, 1))) return false;
+  if (!CHECK_OK(ctx, sh_dataset_add_sent(d, words, tags, 200))) return false;
   for (int s = 0; s < 1000; s++)
-    if (!CHECK_OK(ctx, ex_data_add_sent(d, words + rnd(150), tags, 1 + (int32_t)rnd(25))))
+    if (!CHECK_OK(ctx, sh_dataset_add_sent(d, words + rnd(150), tags, 1 + (int32_t)rnd(25))))
       return false;
-  return CHECK_OK(ctx, ex_data_finish(d, 0));
+  return CHECK_OK(ctx, sh_dataset_finish(d, 0));
 }
 
-static void edge_policies(ex_model_kind kind, int64_t hidden) {
+static void edge_policies(sh_net_kind kind, int64_t hidden) {
   sheaf_ctx *ctx = th_ctx();
-  ex_data d;
-  bool ok = ex_model_data_kind(kind) == EX_DATA_SENTS
+  sh_dataset d;
+  bool ok = sh_net_data_kind(kind) == SH_DATASET_SENTS
                 ? synthetic_sents(&d)
-                : synthetic_trees(ex_model_data_kind(kind), &d);
-  ex_net net;
-  if (ok && CHECK_OK(ctx, ex_net_create(ctx, kind, &d, hidden, 8, &net))) {
+                : synthetic_trees(sh_net_data_kind(kind), &d);
+  sh_net net;
+  if (ok && CHECK_OK(ctx, sh_net_create(ctx, kind, &d, hidden, 8, &net))) {
     randomize_biases(&net);
-    REQUIRE_EQ_INT(ex_data_count(&d), 1002);
+    REQUIRE_EQ_INT(sh_dataset_count(&d), 1002);
     check_policies(&net, 0, 1, 1);     /* the single node alone */
     check_policies(&net, 1, 1, 1);     /* the chain alone */
     check_policies(&net, 0, 1002, 64); /* all of them; and 1002 in one batch */
-    ex_net_free(&net);
+    sh_net_free(&net);
   }
-  ex_data_free(&d);
+  sh_dataset_free(&d);
 }
 
-TEST(models_treelstm_edges_single_chain200_1000) { edge_policies(EX_MODEL_TREELSTM, 8); }
-TEST(models_childsum_edges_single_chain200_1000) { edge_policies(EX_MODEL_CHILDSUM, 8); }
-TEST(models_bilstm_edges_single_len200_1000) { edge_policies(EX_MODEL_BILSTM, 8); }
-TEST(models_mvrnn_edges_single_chain200_1000) { edge_policies(EX_MODEL_MVRNN, 4); }
+TEST(models_treelstm_edges_single_chain200_1000) { edge_policies(SH_NET_TREELSTM, 8); }
+TEST(models_childsum_edges_single_chain200_1000) { edge_policies(SH_NET_CHILDSUM, 8); }
+TEST(models_bilstm_edges_single_len200_1000) { edge_policies(SH_NET_BILSTM, 8); }
+TEST(models_mvrnn_edges_single_chain200_1000) { edge_policies(SH_NET_MVRNN, 4); }
 
 /* ------------------------------------ scalar reference: binary TreeLSTM */
 
@@ -291,15 +291,15 @@ static const float *param(sheaf_model *m, sheaf_param p) {
 
 TEST(models_treelstm_matches_scalar_reference) {
   sheaf_ctx *ctx = th_ctx();
-  ex_data d;
-  if (!load_ewt(EX_DATA_BINARY, &d)) return;
-  ex_net net;
+  sh_dataset d;
+  if (!load_ewt(SH_DATASET_BINARY, &d)) return;
+  sh_net net;
   const int H = 24, E = 20;
-  if (!CHECK_OK(ctx, ex_net_create(ctx, EX_MODEL_TREELSTM, &d, H, E, &net))) {
-    ex_data_free(&d);
+  if (!CHECK_OK(ctx, sh_net_create(ctx, SH_NET_TREELSTM, &d, H, E, &net))) {
+    sh_dataset_free(&d);
     return;
   }
-  CHECK_OK(ctx, ex_net_seed(&net, 7));
+  CHECK_OK(ctx, sh_net_seed(&net, 7));
   randomize_biases(&net);
   ref_params p = {param(net.model, net.tl.emb),    param(net.model, net.tl.W_leaf),
                   param(net.model, net.tl.b_leaf), param(net.model, net.tl.W_node),
@@ -310,102 +310,102 @@ TEST(models_treelstm_matches_scalar_reference) {
   REQUIRE_OK(ctx, sheaf_graph_create(net.model, NULL, &g));
   sheaf_expr logp[6], root_h[6];
   for (int32_t t = 0; t < 6; t++)
-    logp[t] = ex_treelstm_build(g, &net.tl, &d.tb, t, d.unk, &root_h[t]);
+    logp[t] = sh_treelstm_build(g, &net.tl, &d.tb, t, &root_h[t]);
   CHECK_OK(ctx, sheaf_graph_flush(g));
   for (int32_t t = 1; t <= 3; t += 2) {
-    double h[64], c[64], z[EX_TREELSTM_CLASSES], lse = 0, zmax = -1e300;
-    ref_node(&p, &d.tb, d.tb.tree_root[t], H, E, d.unk, h, c);
-    for (int k = 0; k < EX_TREELSTM_CLASSES; k++) {
+    double h[64], c[64], z[SH_TREELSTM_CLASSES], lse = 0, zmax = -1e300;
+    ref_node(&p, &d.tb, d.tb.tree_root[t], H, E, d.ids.unk, h, c);
+    for (int k = 0; k < SH_TREELSTM_CLASSES; k++) {
       z[k] = p.b_out[k];
-      for (int j = 0; j < H; j++) z[k] += h[j] * p.W_out[j * EX_TREELSTM_CLASSES + k];
+      for (int j = 0; j < H; j++) z[k] += h[j] * p.W_out[j * SH_TREELSTM_CLASSES + k];
       if (z[k] > zmax) zmax = z[k];
     }
-    for (int k = 0; k < EX_TREELSTM_CLASSES; k++) lse += exp(z[k] - zmax);
+    for (int k = 0; k < SH_TREELSTM_CLASSES; k++) lse += exp(z[k] - zmax);
     lse = zmax + log(lse);
     sheaf_value_view vh, vl;
     if (!CHECK_OK(ctx, sheaf_value(g, root_h[t], &vh)) || !CHECK_OK(ctx, sheaf_value(g, logp[t], &vl)))
       break;
     CHECK_EQ_INT(vh.shape[vh.rank - 1], H);
-    CHECK_EQ_INT(vl.shape[vl.rank - 1], EX_TREELSTM_CLASSES);
+    CHECK_EQ_INT(vl.shape[vl.rank - 1], SH_TREELSTM_CLASSES);
     for (int j = 0; j < H; j++) CHECK_NEAR(vh.data[j], h[j], 2e-6 + 1e-5 * fabs(h[j]));
-    for (int k = 0; k < EX_TREELSTM_CLASSES; k++)
+    for (int k = 0; k < SH_TREELSTM_CLASSES; k++)
       CHECK_NEAR(vl.data[k], z[k] - lse, 2e-6 + 1e-5 * fabs(z[k] - lse));
   }
   sheaf_graph_free(g);
-  ex_net_free(&net);
-  ex_data_free(&d);
+  sh_net_free(&net);
+  sh_dataset_free(&d);
 }
 
 /* ---------------------------------------------------- weights and seeds */
 
 TEST(models_weights_roundtrip_and_seeds) {
   sheaf_ctx *ctx = th_ctx();
-  ex_data d;
-  if (!load_ewt(EX_DATA_BINARY, &d)) return;
-  ex_net a, b;
-  REQUIRE_OK(ctx, ex_net_create(ctx, EX_MODEL_MVRNN, &d, 6, 6, &a));
-  if (CHECK_OK(ctx, ex_net_create(ctx, EX_MODEL_MVRNN, &d, 6, 6, &b))) {
+  sh_dataset d;
+  if (!load_ewt(SH_DATASET_BINARY, &d)) return;
+  sh_net a, b;
+  REQUIRE_OK(ctx, sh_net_create(ctx, SH_NET_MVRNN, &d, 6, 6, &a));
+  if (CHECK_OK(ctx, sh_net_create(ctx, SH_NET_MVRNN, &d, 6, 6, &b))) {
     const char *path = th_tmp_path("mvrnn.safetensors");
-    CHECK_OK(ctx, ex_net_seed(&a, 11));
+    CHECK_OK(ctx, sh_net_seed(&a, 11));
     CHECK_OK(ctx, sheaf_model_save(a.model, path));
-    CHECK_OK(ctx, ex_net_load(&b, path));
-    ex_outputs oa, ob;
+    CHECK_OK(ctx, sh_net_load(&b, path));
+    sh_net_outputs oa, ob;
     if (run_net(&a, SHEAF_POLICY_SHEAF, 16, 0, 32, &oa)) {
       if (run_net(&b, SHEAF_POLICY_SHEAF, 16, 0, 32, &ob)) {
         CHECK(memcmp(oa.values, ob.values, (size_t)(oa.rows * oa.dim) * sizeof(float)) == 0);
-        ex_outputs_free(&ob);
+        sh_net_outputs_free(&ob);
       }
       /* another seed gives other outputs; the same seed the same */
-      CHECK_OK(ctx, ex_net_seed(&b, 12));
+      CHECK_OK(ctx, sh_net_seed(&b, 12));
       if (run_net(&b, SHEAF_POLICY_SHEAF, 16, 0, 32, &ob)) {
         CHECK(memcmp(oa.values, ob.values, (size_t)(oa.rows * oa.dim) * sizeof(float)) != 0);
-        ex_outputs_free(&ob);
+        sh_net_outputs_free(&ob);
       }
-      CHECK_OK(ctx, ex_net_seed(&b, 11));
+      CHECK_OK(ctx, sh_net_seed(&b, 11));
       if (run_net(&b, SHEAF_POLICY_SHEAF, 16, 0, 32, &ob)) {
         CHECK(memcmp(oa.values, ob.values, (size_t)(oa.rows * oa.dim) * sizeof(float)) == 0);
-        ex_outputs_free(&ob);
+        sh_net_outputs_free(&ob);
       }
-      ex_outputs_free(&oa);
+      sh_net_outputs_free(&oa);
     }
-    ex_net_free(&b);
+    sh_net_free(&b);
   }
-  ex_net_free(&a);
-  ex_data_free(&d);
+  sh_net_free(&a);
+  sh_dataset_free(&d);
 }
 
 TEST(models_data_vocab_and_sentences) {
   sheaf_ctx *ctx = th_ctx();
-  ex_data d;
-  if (!load_ewt(EX_DATA_SENTS, &d)) return;
-  CHECK_EQ_INT(ex_data_count(&d), 2077);
+  sh_dataset d;
+  if (!load_ewt(SH_DATASET_SENTS, &d)) return;
+  CHECK_EQ_INT(sh_dataset_count(&d), 2077);
   CHECK_EQ_INT(d.n_tokens, 25094);
-  CHECK_EQ_INT(d.vocab, d.n_word_types + 1);
-  CHECK_EQ_INT(d.mv_vocab, EX_MV_CAP_DEFAULT + 1);
+  CHECK_EQ_INT(d.vocab, d.ids.n_ids + 1);
+  CHECK_EQ_INT(d.mv_vocab, SH_DATASET_MV_CAP_DEFAULT + 1);
   int tagged = 0;
   for (int32_t i = 0; i < d.n_tokens; i++) tagged += d.sent_tags[i] >= 0;
   CHECK_EQ_INT(tagged, d.n_tokens); /* every EWT word has one of the 17 tags */
   /* the most frequent word gets matrix row 0 */
   int32_t best = 0;
-  int64_t *cnt = calloc((size_t)d.n_word_types, sizeof *cnt);
+  int64_t *cnt = calloc((size_t)d.ids.n_ids, sizeof *cnt);
   for (int32_t i = 0; i < d.n_tokens; i++) cnt[d.sent_words[i]]++;
-  for (int32_t w = 1; w < d.n_word_types; w++)
+  for (int32_t w = 1; w < d.ids.n_ids; w++)
     if (cnt[w] > cnt[best]) best = w;
-  CHECK_EQ_INT(ex_data_mv_row(&d, best), 0);
+  CHECK_EQ_INT(sh_dataset_mv_row(&d, best), 0);
   free(cnt);
-  ex_data_free(&d);
+  sh_dataset_free(&d);
   /* binarized trees: 2077 trees, 48111 nodes (as `sheaf data stats` says) */
-  if (!load_ewt(EX_DATA_BINARY, &d)) return;
+  if (!load_ewt(SH_DATASET_BINARY, &d)) return;
   CHECK_EQ_INT(d.tb.n_trees, 2077);
   CHECK_EQ_INT(d.tb.n_nodes, 48111);
-  ex_data_free(&d);
+  sh_dataset_free(&d);
   /* a model on the wrong kind of data */
-  if (!load_ewt(EX_DATA_CHILDSUM, &d)) return;
+  if (!load_ewt(SH_DATASET_CHILDSUM, &d)) return;
   CHECK_EQ_INT(d.tb.n_nodes, 25094);
-  ex_net net;
-  CHECK_STATUS(ctx, ex_net_create(ctx, EX_MODEL_TREELSTM, &d, 8, 8, &net), SHEAF_ERR_INVALID_ARG);
+  sh_net net;
+  CHECK_STATUS(ctx, sh_net_create(ctx, SH_NET_TREELSTM, &d, 8, 8, &net), SHEAF_ERR_INVALID_ARG);
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "treelstm needs tree data");
-  ex_data_free(&d);
+  sh_dataset_free(&d);
 }
 
 /* ------------------------------------------------------------------ CLI */

@@ -8,8 +8,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "data.h"
 #include "harness.h"
+#include "io/dataset.h"
 
 #define EWT "data/ud_english_ewt/en_ewt-ud-test.conllu"
 enum { N = 20, T = 3 };
@@ -17,8 +17,8 @@ enum { N = 20, T = 3 };
 TEST(program_runs_like_the_cli) {
   if (!th_sheaf_bin()) return;
   sheaf_ctx *ctx = th_ctx();
-  ex_data d;
-  REQUIRE_OK(ctx, ex_data_load(ctx, EWT, EX_DATA_SENTS, &d));
+  sh_dataset d;
+  REQUIRE_OK(ctx, sh_dataset_load(ctx, EWT, SH_DATASET_SENTS, &d));
   const char *names[3] = {"E", "H", "T"};
   int64_t values[3] = {5, 6, T};
   const int32_t *words[N];
@@ -70,7 +70,7 @@ TEST(program_runs_like_the_cli) {
       CHECK_EQ_INT(sheaf_program_outputs(p, N, 128, NULL), 0);
       sheaf_program_free(p);
     }
-  ex_data_free(&d);
+  sh_dataset_free(&d);
 }
 
 TEST(program_errors) {

@@ -235,6 +235,12 @@ void sh_file_peek(const char *path, void *buf, size_t cap, size_t *n) {
   close(fd);
 }
 
+const void *sh_file_held_data(const char *name, size_t *size) {
+  const held *h = find_held(name);
+  *size = h && h->data ? h->size : 0;
+  return h ? h->data : NULL;
+}
+
 bool sh_file_rename_held(const char *name, const char *new_name) {
   char *copy = strdup(new_name);
   if (!copy) return false;

@@ -65,6 +65,12 @@ sheaf_status sh_file_hold(sheaf_ctx *ctx, const char *path, const char *name, bo
  * regular file there; nothing for other files): up to cap into buf, *n the
  * count. For sniffing the format of an input without an extension. */
 void sh_file_peek(const char *path, void *buf, size_t cap, size_t *n);
+/* The bytes of a held input that was read into memory (read-only, valid
+ * until sh_file_release_all), or NULL: `name` is not held, or is standard
+ * input kept open as a regular file (map it as any file). For a caller that
+ * reads the input once and needs no private copy of it (the CLI's weights,
+ * parsed in place by sheaf_st_open_memory); sh_file_map copies. */
+const void *sh_file_held_data(const char *name, size_t *size);
 /* Gives a held input another name (an extension that says its format);
  * false when name is not held or new_name already is. */
 bool sh_file_rename_held(const char *name, const char *new_name);

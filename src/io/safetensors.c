@@ -551,6 +551,7 @@ static const st_entry *entry(const sheaf_st_file *f, size_t i) {
 }
 
 size_t sheaf_st_count(const sheaf_st_file *f) { return f ? f->n : 0; }
+const char *sh_st_file_name(const sheaf_st_file *f) { return f && f->name ? f->name : "<safetensors>"; }
 const char *sheaf_st_name(const sheaf_st_file *f, size_t i) {
   const st_entry *e = entry(f, i);
   return e ? e->name : NULL;

@@ -32,7 +32,7 @@
  * dependency depth, root word = 1). Readers refuse deeper input (PTB
  * nesting, CoNLL-U dependency chains), and binarization / child-sum
  * conversion refuse a sentence whose tree would be deeper, so every tree in
- * a treebank stays within it and whatever walks trees (the example models,
+ * a treebank stays within it and whatever walks trees (the built-in models,
  * the interpreter) can rely on it. Width (children per node) is not
  * limited. Documented in docs/DATA.md ("Limits"). */
 #define SH_TB_MAX_DEPTH 10000

@@ -266,6 +266,7 @@ typedef struct sh_module {
   sh_sizedecl **size_decls;
   sh_fn **fns;
   sh_fn *main; /* (checker) */
+  const struct sh_input_shape *main_input; /* (checker) what main takes: sh_check_main_input */
 } sh_module;
 
 /* Helpers for the parser and tests. */

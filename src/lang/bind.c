@@ -2,7 +2,8 @@
  * bind.c — the parameters of a checked program on a sheaf_model (see
  * interp.h): global sizes solved from `size` declarations, --size
  * overrides, the weights file's shapes and the vocabulary, then every
- * `param` declared and loaded (or seeded); the rows of the looked-up tables
+ * `param` declared and loaded (or seeded) from that one open of the
+ * weights (or the open file the caller gives: weights_file); the rows of the looked-up tables
  * and the rule that maps a word of the data to a row (sh_lang_word_row:
  * full tables by id, capped tables by frequency rank, <unk> last).
  */
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "base/buf.h"
+#include "io/safetensors.h"
 #include "lang/interp.h"
 
 /* Marks the parameters used as lookup tables (emb[w]). */
@@ -168,10 +170,11 @@ void sh_lang_bind_free(sheaf_ctx *ctx, sh_lang_bind *b) {
 }
 
 int64_t sh_lang_word_row(const sh_lang_bind *b, int p, int64_t w) {
-  int64_t rows = b->table_rows[p], words = b->vocab - 1;
-  if (w < 0 || w >= words) return rows - 1; /* <unk> */
-  if (rows > words) return w < rows - 1 ? w : rows - 1;
-  int64_t r = b->word_rank ? b->word_rank[w] : w; /* a capped table */
+  sh_word_ids words = sh_word_ids_of_rows(b->vocab);
+  int64_t rows = b->table_rows[p], id = sh_word_id(words, w);
+  if (id >= words.n_ids) return rows - 1; /* <unk> */
+  if (rows > words.n_ids) return id < rows - 1 ? id : rows - 1;
+  int64_t r = b->word_rank ? b->word_rank[id] : id; /* a capped table */
   return r < rows - 1 ? r : rows - 1;
 }
 
@@ -186,7 +189,8 @@ sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
   out->params = sh_alloc(ctx, (size_t)(m->n_params ? m->n_params : 1) * sizeof(sheaf_param), 16);
   out->table_rows = sh_alloc(ctx, (size_t)(m->n_params ? m->n_params : 1) * sizeof(int64_t), 16);
   bool *is_table = sh_alloc(ctx, (size_t)m->n_params + 1, 16);
-  sheaf_st_file *wf = NULL;
+  const sheaf_st_file *wf = opts->weights_file;
+  sheaf_st_file *opened = NULL; /* wf when the binder opened it */
   sh_buf msg;
   sh_buf_init(&msg, ctx);
   sheaf_status st = SHEAF_OK;
@@ -224,9 +228,12 @@ sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
     }
   }
   for (int f = 0; f < m->n_fns; f++) find_lookups(m->fns[f]->body, is_table, 0);
-  if (opts->weights) {
-    st = sheaf_st_open(ctx, opts->weights, &wf);
+  if (opts->weights && !wf) {
+    st = sheaf_st_open(ctx, opts->weights, &opened);
     if (st != SHEAF_OK) goto done;
+    wf = opened;
+  }
+  if (wf) {
     for (size_t i = 0; i < sheaf_st_metadata_count(wf); i++)
       if (!strcmp(sheaf_st_metadata_key(wf, i), "sheaf.vocab"))
         snprintf(out->vocab_fp, sizeof out->vocab_fp, "%s", sheaf_st_metadata_value(wf, i));
@@ -292,6 +299,7 @@ sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
     if (st != SHEAF_OK) goto done;
   }
   if (missing && wf) { /* say where the weights file should have had them */
+    const char *wname = opts->weights ? opts->weights : sh_st_file_name(wf);
     sh_buf why;
     sh_buf_init(&why, ctx);
     int said = 0;
@@ -306,9 +314,9 @@ sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
                     (unsigned)pp->span.line, (unsigned)pp->span.col, name);
       sh_type_print(&why, &m->sizes, &m->syms, pp->type);
       if (k < 0)
-        sh_buf_printf(&why, " is not in %s", opts->weights);
+        sh_buf_printf(&why, " is not in %s", wname);
       else
-        sh_buf_printf(&why, " has rank %d in %s", (int)sheaf_st_rank(wf, (size_t)k), opts->weights);
+        sh_buf_printf(&why, " has rank %d in %s", (int)sheaf_st_rank(wf, (size_t)k), wname);
       said++;
     }
     st = sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
@@ -338,9 +346,9 @@ sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
     }
     memcpy(out->word_rank, opts->word_rank, rank_bytes(out->vocab));
   }
-  if (opts->weights) st = sheaf_model_load(model, opts->weights);
+  if (wf) st = sheaf_model_load_st(model, wf);
   else st = sheaf_model_seed(model, opts->seed);
-  for (int p = 0; p < m->n_params && st == SHEAF_OK && !opts->weights; p++)
+  for (int p = 0; p < m->n_params && st == SHEAF_OK && !wf; p++)
     if (m->params[p]->plus) {
       int rank;
       const int64_t *shape;
@@ -348,7 +356,7 @@ sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
         st = plus_identity(m, model, m->params[p], out->params[p], shape, true);
     }
 done:
-  if (wf) sheaf_st_close(wf);
+  sheaf_st_close(opened);
   sh_buf_free(&msg);
   if (is_table) sh_free(ctx, is_table, (size_t)m->n_params + 1);
   if (st != SHEAF_OK) sh_lang_bind_free(ctx, out);

@@ -480,11 +480,21 @@ static void check_main(checker *c) {
   /* an input type with errors of its own (an unknown field type, no leaf)
    * was reported already: its shape says nothing more */
   if (sh_type_contains_error(t) || sh_diags_failed(c->d)) return;
-  sh_input_shape in;
+  sh_input_shape *in = c_alloc(c, sizeof *in);
+  if (!in) return;
   char why[256];
-  sh_input_classify(t, c->syms, &in, why, sizeof why);
-  if (in.kind == SH_INPUT_UNSUPPORTED)
+  sh_input_classify(t, c->syms, in, why, sizeof why);
+  if (in->kind == SH_INPUT_UNSUPPORTED)
     c_error(c, f->param_tx[0]->span, "sheaf run cannot feed 'main' a %s: %s", c_ty(c, t), why);
+  else
+    m->main_input = in;
+}
+
+const sh_input_shape *sh_check_main_input(const sh_module *m) {
+  static const sh_input_shape none = {.kind = SH_INPUT_UNSUPPORTED, .ctor_leaf = -1, .ctor_node = -1,
+                                      .ctor_unary = -1, .ctor_dep = -1, .leaf_word = -1, .dep_kids = -1,
+                                      .ctor_rec = -1};
+  return m && m->main_input && !sh_diags_failed(&m->diags) ? m->main_input : &none;
 }
 
 static void check_body(checker *c, sh_fn *f) {

@@ -14,6 +14,7 @@
 #ifndef SH_LANG_CHECK_H
 #define SH_LANG_CHECK_H
 
+#include "lang/input.h"
 #include "lang/parser.h"
 
 /* Checks a module that parsed without errors. SHEAF_OK, SHEAF_ERR_PARSE
@@ -25,6 +26,12 @@ sheaf_status sh_check(sh_module *m);
  * must be freed with sh_module_free whatever the result. */
 sheaf_status sh_lang_compile(sh_module *m, sheaf_ctx *ctx, const char *file, const char *src,
                              size_t len);
+
+/* What main of a checked module takes (input.h): its kind (a binary or
+ * dependency tree, word ids, token records) and, for records, the token
+ * fields it reads (uses). Decided once, by the checker; for a module that
+ * did not check, kind SH_INPUT_UNSUPPORTED. Never NULL. */
+const sh_input_shape *sh_check_main_input(const sh_module *m);
 
 /* The summary `sheaf check` prints for a checked module: sizes, types,
  * parameters (with shapes) and function signatures. */

@@ -13,7 +13,7 @@
  *
  * Token fields (CoNLL-U columns): word (i32: a word of the data, looked up
  * like any word), upos (0..16, the universal tags in the order of
- * ex_upos_names), xpos (the treebank's tags numbered by first appearance),
+ * sh_upos_names), xpos (the treebank's tags numbered by first appearance),
  * deprel (0..36, the universal relations; 37 another), head (CoNLL-U HEAD:
  * the head's 1-based position, 0 for the root), index (the word's 0-based
  * position) and chars (list[i32]: the UTF-8 bytes of the word form).

@@ -25,7 +25,7 @@ struct sh_interp {
   int phase;
   int depth;       /* calls in progress */
   sheaf_status err;
-  sh_input_shape in; /* what main takes (input.h) */
+  const sh_input_shape *in; /* what main takes: the checker's (sh_check_main_input) */
 };
 
 /* The interpreter's first error of an instance: on the graph it builds on
@@ -754,16 +754,6 @@ static sh_value eval(sh_interp *ip, const sh_ast *e, sh_value *fr) {
 
 /* ------------------------------------------------------------- inputs */
 
-static void classify_input(sh_interp *ip) {
-  const sh_fn *mf = ip->m->main;
-  char why[8];
-  if (mf && mf->n_params == 1) sh_input_classify(mf->param_types[0], &ip->m->syms, &ip->in, why, sizeof why);
-  else memset(&ip->in, 0, sizeof ip->in);
-}
-
-sh_input_kind sh_interp_input_kind(const sh_interp *ip) { return ip->in.kind; }
-uint32_t sh_interp_token_fields(const sh_interp *ip) { return ip->in.uses; }
-
 /* A node of the tree being converted whose children are not all done. */
 typedef struct tree_frame {
   int32_t n, next; /* the node; its next child to convert */
@@ -772,10 +762,9 @@ typedef struct tree_frame {
 
 /* The value of node n once its children's values are in f->a. */
 static sh_value tree_node_value(sh_interp *ip, const sh_treebank *tb, const tree_frame *f,
-                                int32_t vocab, int32_t unk) {
-  const sh_input_shape *in = &ip->in;
-  int32_t w = tb->word[f->n];
-  int32_t row = w >= 0 && w < vocab - 1 ? w : unk;
+                                sh_word_ids ids) {
+  const sh_input_shape *in = ip->in;
+  int32_t row = sh_word_id(ids, tb->word[f->n]);
   if (in->kind == SH_INPUT_DEP_TREE) {
     sh_agg *a = agg_new(ip, in->ctor_dep, in->adt->ctors[in->ctor_dep].n_fields);
     if (!a) return v_none;
@@ -794,9 +783,8 @@ static sh_value tree_node_value(sh_interp *ip, const sh_treebank *tb, const tree
  * explicit stack of the nodes whose children are pending), so the depth of
  * an input costs no C stack. A unary node of a binary tree passes its child
  * through unless the tree type has a unary constructor. */
-static sh_value tree_value(sh_interp *ip, const sh_treebank *tb, int32_t root, int32_t vocab,
-                           int32_t unk) {
-  const sh_input_shape *in = &ip->in;
+static sh_value tree_value(sh_interp *ip, const sh_treebank *tb, int32_t root, sh_word_ids ids) {
+  const sh_input_shape *in = ip->in;
   bool dep = in->kind == SH_INPUT_DEP_TREE;
   size_t cap = 64, depth = 0;
   tree_frame *st = sh_alloc(ip->ctx, cap * sizeof *st, 16);
@@ -836,7 +824,7 @@ static sh_value tree_value(sh_interp *ip, const sh_treebank *tb, int32_t root, i
       n = sh_tb_child(tb, f->n, f->next);
       continue;
     }
-    sh_value v = tree_node_value(ip, tb, f, vocab, unk); /* all children done */
+    sh_value v = tree_node_value(ip, tb, f, ids); /* all children done */
     if (ip->err) break;
     if (--depth == 0) {
       out = v;
@@ -849,12 +837,12 @@ static sh_value tree_value(sh_interp *ip, const sh_treebank *tb, int32_t root, i
   return ip->err ? v_none : out;
 }
 
-sheaf_status sh_interp_tree(sh_interp *ip, const sh_treebank *tb, int32_t node, int32_t vocab,
-                            int32_t unk, sh_value *out) {
-  if (ip->in.kind != SH_INPUT_BINARY_TREE && ip->in.kind != SH_INPUT_DEP_TREE)
+sheaf_status sh_interp_tree(sh_interp *ip, const sh_treebank *tb, int32_t node, sh_word_ids ids,
+                            sh_value *out) {
+  if (ip->in->kind != SH_INPUT_BINARY_TREE && ip->in->kind != SH_INPUT_DEP_TREE)
     return sh_fail(ip->ctx, SHEAF_ERR_INVALID_ARG, "main does not take a tree");
   ip->err = SHEAF_OK;
-  *out = tree_value(ip, tb, node, vocab, unk);
+  *out = tree_value(ip, tb, node, ids);
   return ip->err;
 }
 
@@ -869,7 +857,7 @@ sheaf_status sh_interp_ints(sh_interp *ip, const int32_t *v, int32_t n, sh_value
 
 sheaf_status sh_interp_records(sh_interp *ip, const sh_token_cols *t, sh_value *out) {
   ip->err = SHEAF_OK;
-  const sh_input_shape *in = &ip->in;
+  const sh_input_shape *in = ip->in;
   if (in->kind != SH_INPUT_RECORDS)
     return sh_fail(ip->ctx, SHEAF_ERR_INVALID_ARG, "main does not take token records");
   const int32_t *col[SH_TF_COUNT] = {t->word, t->upos, t->xpos, t->deprel, t->head, NULL, NULL};
@@ -924,7 +912,7 @@ sheaf_status sh_interp_create(const sh_module *m, const sh_lang_bind *bind, sh_i
   }
   for (uint32_t i = 0; i <= m->sizes.n; i++) ip->sv[i] = bind->size_values && i <= bind->n_sizes ? bind->size_values[i] : 0;
   sh_lang_pool_init(&ip->pool, m->ctx);
-  classify_input(ip);
+  ip->in = sh_check_main_input(m);
   *out = ip;
   return SHEAF_OK;
 }

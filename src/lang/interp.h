@@ -12,6 +12,7 @@
  * cat, activations and reductions map one to one). Calling main on N
  * instances and then flushing the graph batches them.
  *
+ *   sh_check_main_input(m)->kind            // what main takes: which data to read
  *   sh_lang_bind(m, model, &opts, &bind);   // sizes + parameters on model
  *   sh_interp *ip;  sh_interp_create(m, &bind, &ip);
  *   for (each instance) { v = sh_interp_tree(ip, tb, root, ...); sh_interp_main(ip, g, v, &out[i]); }
@@ -22,6 +23,7 @@
 #define SH_LANG_INTERP_H
 
 #include "io/treebank.h"
+#include "io/words.h"
 #include "lang/check.h"
 #include "lang/input.h"
 
@@ -30,7 +32,10 @@
 #define SH_BIND_MAX_OVERRIDES 16
 
 typedef struct sh_lang_bind_opts {
-  const char *weights;  /* safetensors file: sizes solved from its shapes, then loaded */
+  const char *weights;  /* safetensors file: sizes solved from its shapes, then loaded (one
+                           open for both) */
+  const sheaf_st_file *weights_file; /* or that file, opened by the caller (`weights` names
+                                        it in messages): the binder opens nothing */
   uint64_t seed;        /* without weights: sheaf_model_seed(seed) */
   int64_t vocab;        /* > 0: the run's vocabulary, words + 1 (<unk> last): word ids are
                            0 .. vocab - 2, vocab - 1 is <unk>; also the first size of
@@ -71,7 +76,8 @@ sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
 void sh_lang_bind_free(sheaf_ctx *ctx, sh_lang_bind *b);
 
 /* The row of table param p (rows R = b->table_rows[p]) that word id w
- * looks up (see above); w outside [0, vocab - 1) is <unk>. */
+ * looks up (see above); w outside [0, vocab - 1) is <unk>
+ * (sh_word_id(sh_word_ids_of_rows(b->vocab), w)). */
 int64_t sh_lang_word_row(const sh_lang_bind *b, int p, int64_t w);
 
 /* -------------------------------------------------------------- values */
@@ -106,13 +112,10 @@ void sh_interp_free(sh_interp *ip);
 /* Frees every host value built since the last reset. */
 void sh_interp_reset(sh_interp *ip);
 
-/* What main takes (input.h). */
-sh_input_kind sh_interp_input_kind(const sh_interp *ip);
-
-/* The ADT value of the subtree of tb at node (word ids w kept when
- * 0 <= w < vocab - 1, else unk; marked as words). */
-sheaf_status sh_interp_tree(sh_interp *ip, const sh_treebank *tb, int32_t node, int32_t vocab,
-                            int32_t unk, sh_value *out);
+/* The ADT value of the subtree of tb at node (word w becomes
+ * sh_word_id(ids, w): the run's word numbering; marked as words). */
+sheaf_status sh_interp_tree(sh_interp *ip, const sh_treebank *tb, int32_t node, sh_word_ids ids,
+                            sh_value *out);
 /* A list[i32] value of word ids (marked as words). */
 sheaf_status sh_interp_ints(sh_interp *ip, const int32_t *v, int32_t n, sh_value *out);
 
@@ -125,8 +128,6 @@ typedef struct sh_token_cols {
   const char *const *form;
   const size_t *form_len;
 } sh_token_cols;
-/* Which token fields the input's records read (bit per sh_tok_field). */
-uint32_t sh_interp_token_fields(const sh_interp *ip);
 /* A list of main's token records (SH_INPUT_RECORDS). A field the data
  * lacks is an error naming it. */
 sheaf_status sh_interp_records(sh_interp *ip, const sh_token_cols *t, sh_value *out);

@@ -1,22 +1,15 @@
 /*
  * program.c — the C API for models written in the language
  * (include/sheaf_program.h): compile and bind once, then runs of main over
- * instances through a runner, an interpreter per runner graph, with each
+ * instances through a runner, an interpreter per runner thread (its worker
+ * slot), with each
  * instance's output tensors copied out as its batch finishes.
  */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/file.h"
 #include "lang/interp.h"
-
-#define PROG_MAX_WORKERS 64
-
-typedef struct prog_worker {
-  sheaf_graph *g;
-  sh_interp *ip;
-} prog_worker;
 
 typedef struct prog_out {
   size_t n;               /* tensors */
@@ -33,8 +26,7 @@ struct sheaf_program {
   sheaf_model *model;
   sh_lang_bind bind;
   sheaf_runner *runner;
-  pthread_mutex_t mu; /* workers */
-  prog_worker w[PROG_MAX_WORKERS];
+  sh_interp **ip; /* by worker slot (sheaf_runner_threads), created on first use */
   int nw;
   /* the run */
   int64_t n, batch;
@@ -59,13 +51,13 @@ static void outs_free(sheaf_program *p) {
 void sheaf_program_free(sheaf_program *p) {
   if (!p) return;
   outs_free(p);
-  for (int k = 0; k < p->nw; k++) sh_interp_free(p->w[k].ip);
+  for (int k = 0; p->ip && k < p->nw; k++) sh_interp_free(p->ip[k]);
+  free(p->ip);
   sheaf_runner_free(p->runner);
   sh_lang_bind_free(p->ctx, &p->bind);
   sheaf_model_free(p->model);
   if (p->have_m) sh_module_free(&p->m);
   if (p->src) sh_free(p->ctx, p->src, p->len + 1);
-  pthread_mutex_destroy(&p->mu);
   free(p);
 }
 
@@ -85,7 +77,6 @@ sheaf_status sheaf_program_load(sheaf_ctx *ctx, const char *path, const sheaf_pr
   sheaf_program *p = calloc(1, sizeof *p);
   if (!p) return sh_fail(ctx, SHEAF_ERR_NOMEM, "sheaf_program_load: out of memory");
   p->ctx = ctx;
-  pthread_mutex_init(&p->mu, NULL);
   sheaf_status st = sh_file_read(ctx, path, &p->src, &p->len);
   if (!st) p->have_m = true;
   if (!st && (st = sh_lang_compile(&p->m, ctx, path, p->src, p->len)) != SHEAF_OK) {
@@ -109,6 +100,8 @@ sheaf_status sheaf_program_load(sheaf_ctx *ctx, const char *path, const sheaf_pr
   if (!st) st = sheaf_model_allow_nonfinite(p->model, opts->allow_nonfinite);
   if (!st) st = sh_lang_bind_model(&p->m, p->model, &bo, &p->bind);
   if (!st) st = sheaf_runner_create(p->model, &opts->runner, &p->runner);
+  if (!st && !(p->ip = calloc((size_t)(p->nw = sheaf_runner_threads(p->runner)), sizeof *p->ip)))
+    st = sh_fail(ctx, SHEAF_ERR_NOMEM, "sheaf_program_load: out of memory");
   if (st) {
     sheaf_program_free(p);
     return st;
@@ -120,44 +113,36 @@ sheaf_status sheaf_program_load(sheaf_ctx *ctx, const char *path, const sheaf_pr
 
 sheaf_model *sheaf_program_model(sheaf_program *p) { return p ? p->model : NULL; }
 
-static prog_worker *worker_of(sheaf_program *p, sheaf_graph *g) {
-  pthread_mutex_lock(&p->mu);
-  prog_worker *w = NULL;
-  for (int k = 0; k < p->nw && !w; k++)
-    if (p->w[k].g == g) w = &p->w[k];
-  if (!w && p->nw < PROG_MAX_WORKERS && sh_interp_create(&p->m, &p->bind, &p->w[p->nw].ip) == SHEAF_OK) {
-    w = &p->w[p->nw++];
-    w->g = g;
-  }
-  pthread_mutex_unlock(&p->mu);
-  return w;
+/* The interpreter of worker slot `worker` (no lock: the runner never runs
+ * two callbacks with one slot at once); NULL when out of memory. */
+static sh_interp *interp_of(sheaf_program *p, int worker) {
+  if (!p->ip[worker] && sh_interp_create(&p->m, &p->bind, &p->ip[worker]) != SHEAF_OK) return NULL;
+  return p->ip[worker];
 }
 
-static sheaf_status build(sheaf_graph *g, int64_t i, void *user) {
+static sheaf_status build(sheaf_graph *g, int64_t i, int worker, void *user) {
   sheaf_program *p = user;
-  prog_worker *w = worker_of(p, g);
-  if (!w) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: an interpreter");
+  sh_interp *ip = interp_of(p, worker);
+  if (!ip) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: an interpreter");
   if (p->lens[i] < 0 || p->lens[i] > INT32_MAX || (p->lens[i] && !p->words[i]))
     return sheaf_graph_fail(g, SHEAF_ERR_INVALID_ARG, "sentence %lld: %lld words%s", (long long)i,
                             (long long)p->lens[i], p->lens[i] > 0 ? " but no array" : "");
-  int32_t unk = (int32_t)(p->bind.vocab > 0 ? p->bind.vocab - 1 : 0), n = (int32_t)p->lens[i];
+  int32_t n = (int32_t)p->lens[i];
+  sh_word_ids words = sh_word_ids_of_rows(p->bind.vocab); /* the tables': <unk> last */
   int32_t *ids = n ? malloc((size_t)n * sizeof *ids) : NULL;
   if (n && !ids) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: sentence %lld", (long long)i);
-  for (int32_t k = 0; k < n; k++) {
-    int32_t x = p->words[i][k];
-    ids[k] = x >= 0 && x < unk ? x : unk;
-  }
+  for (int32_t k = 0; k < n; k++) ids[k] = sh_word_id(words, p->words[i][k]);
   sh_value in;
-  sheaf_status st = sh_interp_ints(w->ip, ids, n, &in);
+  sheaf_status st = sh_interp_ints(ip, ids, n, &in);
   free(ids);
-  if (!st) st = sh_interp_main(w->ip, g, in, &p->res[i]);
+  if (!st) st = sh_interp_main(ip, g, in, &p->res[i]);
   return st;
 }
 
-static sheaf_status read(sheaf_graph *g, int64_t i, void *user) {
+static sheaf_status read(sheaf_graph *g, int64_t i, int worker, void *user) {
   sheaf_program *p = user;
-  prog_worker *w = worker_of(p, g);
-  if (!w) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: an interpreter");
+  sh_interp *ip = interp_of(p, worker);
+  if (!ip) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: an interpreter");
   size_t n = sh_value_tensors(p->res[i], NULL, 0), total = 0;
   sheaf_expr *ex = malloc((n + 1) * sizeof *ex);
   prog_out *o = &p->out[i];
@@ -178,7 +163,7 @@ static sheaf_status read(sheaf_graph *g, int64_t i, void *user) {
   }
   o->n = n;
   free(ex);
-  if ((i + 1) % p->batch == 0 || i + 1 == p->n) sh_interp_reset(w->ip);
+  if ((i + 1) % p->batch == 0 || i + 1 == p->n) sh_interp_reset(ip);
   if (st == SHEAF_ERR_NOMEM) return sheaf_graph_fail(g, st, "out of memory: the outputs of instance %lld", (long long)i);
   return st;
 }
@@ -190,8 +175,7 @@ sheaf_status sheaf_program_run_words(sheaf_program *p, int64_t n, const int32_t 
   if (n < 0 || (n > 0 && (!words || !lens)))
     return sh_fail(p->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_program_run_words: %lld sentences%s", (long long)n,
                    n > 0 ? " but words or lens is NULL" : "");
-  const sh_type *t = p->m.main->param_types[0]; /* checked: main has one parameter */
-  if (!(t->kind == SH_TY_LIST && t->elems[0]->kind == SH_TY_I32))
+  if (sh_check_main_input(&p->m)->kind != SH_INPUT_TOKENS)
     return sh_fail(p->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_program_run_words: main does not take list[i32]");
   p->res = calloc((size_t)n + 1, sizeof *p->res);
   p->out = calloc((size_t)n + 1, sizeof *p->out);

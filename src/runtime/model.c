@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "io/finite.h"
+#include "io/safetensors.h"
 #include "runtime/runtime.h"
 #include "tensor/tensor.h"
 
@@ -363,6 +364,16 @@ sheaf_status sheaf_model_load(sheaf_model *m, const char *path) {
   sheaf_st_file *f;
   sheaf_status st = sheaf_st_open(ctx, path, &f);
   if (st) return st;
+  st = sheaf_model_load_st(m, f);
+  sheaf_st_close(f);
+  return st;
+}
+
+sheaf_status sheaf_model_load_st(sheaf_model *m, const sheaf_st_file *f) {
+  if (!m) return SHEAF_ERR_INVALID_ARG;
+  sheaf_ctx *ctx = m->ctx;
+  if (!f) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_load_st: f is NULL");
+  const char *path = sh_st_file_name(f);
   /* check everything first: a failed load changes nothing */
   char msg[SH_ERR_MAX - 64];
   size_t len = 0;
@@ -420,21 +431,18 @@ sheaf_status sheaf_model_load(sheaf_model *m, const char *path) {
       if (!kind || kind == SHEAF_ERR_NOT_FOUND) kind = SHEAF_ERR_FORMAT;
     }
   }
-  if (problems) {
-    sheaf_st_close(f);
+  if (problems)
     return sh_fail(ctx, kind, "%s: %d problem%s:%s%s", path, problems, problems > 1 ? "s" : "",
                    msg,
                    nonfinite ? " (weights must be finite; to load them anyway: "
                                "sheaf_model_allow_nonfinite, or sheaf run --allow-nonfinite)"
                              : "");
-  }
   for (uint32_t i = 0; i < m->n_params; i++) {
     sh_param *p = &m->params[i];
     size_t j = (size_t)sheaf_st_find(f, p->name);
     convert(sheaf_st_dtype(f, j), sheaf_st_bytes(f, j), p->numel, p->data);
     p->version++;
   }
-  sheaf_st_close(f);
   return SHEAF_OK;
 }
 

@@ -3,9 +3,11 @@
  * per batch, reset a graph, call the user's build for each instance, flush,
  * call the user's read for each. With several threads it runs whole batches
  * in parallel (SHEAF_PARALLEL_BATCHES): each pool thread owns a graph of one
- * thread and claims the next batch, so building, scheduling and kernels all
- * scale, not only the kernels; with few batches it runs one at a time on a
- * graph whose kernels use every thread (SHEAF_PARALLEL_KERNELS).
+ * thread and a worker slot (its index, passed to the callbacks so that they
+ * keep per-thread state without a lock) and claims the next batch, so
+ * building, scheduling and kernels all scale, not only the kernels; with
+ * few batches it runs one at a time on a graph whose kernels use every
+ * thread (SHEAF_PARALLEL_KERNELS), slot 0.
  *
  * Errors: a batch after the first failing one does not start (it may already
  * run); every batch before it runs, so the error reported, the smallest
@@ -103,6 +105,8 @@ sheaf_parallel sheaf_runner_mode(const sheaf_runner *r, int64_t count) {
   return batches >= 2 * (int64_t)r->threads ? SHEAF_PARALLEL_BATCHES : SHEAF_PARALLEL_KERNELS;
 }
 
+int sheaf_runner_threads(const sheaf_runner *r) { return r ? r->threads : 1; }
+
 static sheaf_status graph_of(sheaf_runner *r, bool shared, int tid, sheaf_graph **out) {
   sheaf_graph **slot = shared ? &r->shared : &r->per_thread[tid];
   if (!*slot) {
@@ -133,8 +137,9 @@ static void record(sheaf_runner *r, sheaf_graph *g, int64_t instance, sheaf_stat
   pthread_mutex_unlock(&r->mu);
 }
 
-/* Batch b < n_batches(count, batch): b * batch < count, no overflow. */
-static void run_batch(sheaf_runner *r, sheaf_graph *g, int64_t b) {
+/* Batch b < n_batches(count, batch): b * batch < count, no overflow. Its
+ * callbacks get worker slot `worker`. */
+static void run_batch(sheaf_runner *r, sheaf_graph *g, int64_t b, int worker) {
   int64_t i0 = r->first + b * r->o.batch, n = r->count - b * r->o.batch;
   int64_t i1 = i0 + (n < r->o.batch ? n : r->o.batch);
   sheaf_status st = sheaf_graph_reset(g);
@@ -143,7 +148,7 @@ static void run_batch(sheaf_runner *r, sheaf_graph *g, int64_t b) {
     return;
   }
   for (int64_t i = i0; i < i1; i++) {
-    st = r->build(g, i, r->user);
+    st = r->build(g, i, worker, r->user);
     if (!st) st = sheaf_graph_status(g);
     if (st) {
       record(r, g, i, st, "build");
@@ -156,7 +161,7 @@ static void run_batch(sheaf_runner *r, sheaf_graph *g, int64_t b) {
     return;
   }
   for (int64_t i = i0; r->read && i < i1; i++) {
-    st = r->read(g, i, r->user);
+    st = r->read(g, i, worker, r->user);
     if (st) {
       record(r, g, i, st, "read");
       return;
@@ -173,7 +178,7 @@ static void batch_task(void *arg, int64_t b, int tid) {
     record(r, NULL, r->first + b * r->o.batch, st, "sheaf_graph_create");
     return;
   }
-  run_batch(r, g, b);
+  run_batch(r, g, b, tid);
 }
 
 sheaf_status sheaf_runner_run(sheaf_runner *r, int64_t first, int64_t count, sheaf_instance_fn build,
@@ -202,7 +207,7 @@ sheaf_status sheaf_runner_run(sheaf_runner *r, int64_t first, int64_t count, she
     sheaf_graph *g;
     sheaf_status st = graph_of(r, true, 0, &g);
     if (st) return st;
-    for (int64_t b = 0; b < batches && b <= atomic_load(&r->stop_batch); b++) run_batch(r, g, b);
+    for (int64_t b = 0; b < batches && b <= atomic_load(&r->stop_batch); b++) run_batch(r, g, b, 0);
   }
   if (r->err_status)
     return sh_fail(r->ctx, r->err_status, "instance %lld: %s", (long long)r->err_instance, r->err);

@@ -28,14 +28,14 @@ static sheaf_expr encode(sheaf_graph *g, const tree *t) { /* one instance */
   return sheaf_tanh(g, sheaf_affine(g, W, sheaf_concat(g, 2, kids), b));
 }
 
-static sheaf_status build(sheaf_graph *g, int64_t i, void *u) { /* called per instance */
-  (void)u;
+static sheaf_status build(sheaf_graph *g, int64_t i, int worker, void *u) { /* per instance */
+  (void)worker, (void)u;
   root[i] = encode(g, &trees[i]);
   return sheaf_graph_status(g);
 }
 
-static sheaf_status read(sheaf_graph *g, int64_t i, void *u) { /* after its batch's flush */
-  (void)u;
+static sheaf_status read(sheaf_graph *g, int64_t i, int worker, void *u) { /* after the flush */
+  (void)worker, (void)u;
   sheaf_value_view v;
   sheaf_status st = sheaf_value(g, root[i], &v);
   if (!st) memcpy(out[i], v.data, 256 * sizeof(float));

@@ -3,13 +3,14 @@
  * initialization of the word matrices, and the per-tree builder (one pass
  * over the nodes in post-order, no recursion).
  */
-#include "mvrnn.h"
+#include "models/mvrnn.h"
 
-#include "tree_walk.h"
+#include "models/tree_walk.h"
 
-sheaf_status ex_mvrnn_declare(sheaf_model *m, int64_t H, int64_t V, int64_t Vm, ex_mvrnn *p) {
+sheaf_status sh_mvrnn_declare(sheaf_model *m, int64_t H, int64_t V, int64_t Vm, sh_mvrnn *p) {
   p->hidden = H;
   p->vocab = V;
+  p->words = sh_word_ids_of_rows(V);
   p->mat_vocab = Vm;
   const struct {
     const char *name;
@@ -34,7 +35,7 @@ sheaf_status ex_mvrnn_declare(sheaf_model *m, int64_t H, int64_t V, int64_t Vm, 
   return SHEAF_OK;
 }
 
-void ex_mvrnn_init_identity(sheaf_model *m, const ex_mvrnn *p) {
+void sh_mvrnn_init_identity(sheaf_model *m, const sh_mvrnn *p) {
   int rank;
   const int64_t *shape;
   float *d = sheaf_model_param_data(m, p->emb_mat, &rank, &shape);
@@ -50,16 +51,15 @@ typedef struct state {
 
 /* The state of node n (its children's states in st, by node - first); the
  * matrix only when a parent needs it. */
-static state node(sheaf_graph *g, const ex_mvrnn *p, const sh_treebank *tb, int32_t n,
-                  const int32_t *mat_row, int32_t n_words, bool need_matrix, const state *st,
-                  int32_t first) {
+static state node(sheaf_graph *g, const sh_mvrnn *p, const sh_treebank *tb, int32_t n,
+                  const int32_t *mat_row, bool need_matrix, const state *st, int32_t first) {
   int64_t H = p->hidden;
   int32_t nc = tb->n_children[n];
   state s = {{0}, {0}};
   if (nc == 0) {
-    int32_t w = tb->word[n];
-    bool known = w >= 0 && w < n_words;
-    s.a = sheaf_lookup(g, p->emb, known && w < p->vocab - 1 ? w : p->vocab - 1);
+    int32_t w = sh_word_id(p->words, tb->word[n]);
+    bool known = w < p->words.n_ids;
+    s.a = sheaf_lookup(g, p->emb, w);
     if (need_matrix) {
       int64_t shape[2] = {H, H};
       s.A = sheaf_reshape(g, sheaf_lookup(g, p->emb_mat, known ? mat_row[w] : p->mat_vocab - 1),
@@ -79,17 +79,17 @@ static state node(sheaf_graph *g, const ex_mvrnn *p, const sh_treebank *tb, int3
   return s;
 }
 
-sheaf_expr ex_mvrnn_build(sheaf_graph *g, const ex_mvrnn *p, const sh_treebank *tb, int32_t t,
-                          const int32_t *mat_row, int32_t n_words) {
+sheaf_expr sh_mvrnn_build(sheaf_graph *g, const sh_mvrnn *p, const sh_treebank *tb, int32_t t,
+                          const int32_t *mat_row) {
   int32_t first = tb->tree_first[t], root = tb->tree_root[t];
-  state *st = ex_tree_scratch(g, tb, t, sizeof *st); /* by node - first */
+  state *st = sh_tree_scratch(g, tb, t, sizeof *st); /* by node - first */
   if (!st) return (sheaf_expr){0};
   /* Every node's matrix feeds its parent, except on the root's chain of
    * unary nodes (their state is the root's). */
   int32_t top = root; /* the deepest node of that chain */
   while (tb->n_children[top] == 1) top = sh_tb_child(tb, top, 0);
   for (int32_t n = first; n < first + tb->tree_size[t]; n++) /* post-order: children first */
-    st[n - first] = node(g, p, tb, n, mat_row, n_words, n != top, st, first);
+    st[n - first] = node(g, p, tb, n, mat_row, n != top, st, first);
   sheaf_expr a = st[root - first].a;
   free(st);
   return a;

@@ -18,28 +18,30 @@
  * phase 1 (so all trees' classifiers batch together whatever their depth);
  * the builder leaves the graph in phase 0.
  */
-#ifndef SHEAF_EXAMPLES_TREELSTM_H
-#define SHEAF_EXAMPLES_TREELSTM_H
+#ifndef SH_MODELS_TREELSTM_H
+#define SH_MODELS_TREELSTM_H
 
 #include "io/treebank.h"
+#include "io/words.h"
 
-#define EX_TREELSTM_CLASSES 5
+#define SH_TREELSTM_CLASSES 5
 
-typedef struct ex_treelstm {
+typedef struct sh_treelstm {
   int64_t hidden, embed, vocab;
+  sh_word_ids words; /* of emb: words 0 .. vocab - 2, <unk> the last row */
   sheaf_param emb, W_leaf, b_leaf, W_node, b_node, W_out, b_out;
-} ex_treelstm;
+} sh_treelstm;
 
 /* Declares the parameters on m (Glorot weights, zero biases, normal
  * embeddings; values from the model's seed). */
-sheaf_status ex_treelstm_declare(sheaf_model *m, int64_t hidden, int64_t embed, int64_t vocab,
-                                 ex_treelstm *p);
+sheaf_status sh_treelstm_declare(sheaf_model *m, int64_t hidden, int64_t embed, int64_t vocab,
+                                 sh_treelstm *p);
 
-/* Builds tree t of tb (a leaf looks up emb[word], or emb[unk_row] when its
- * word is -1 or >= vocab - 1): returns the log-probabilities [5]; *root_h
+/* Builds tree t of tb (a leaf looks up emb[sh_word_id(p->words, word)]:
+ * a word -1 or >= vocab - 1 is <unk>): returns the log-probabilities [5]; *root_h
  * (if non-NULL) gets the root's h [H]. A null expression on error (the
  * graph holds the reason). */
-sheaf_expr ex_treelstm_build(sheaf_graph *g, const ex_treelstm *p, const sh_treebank *tb,
-                             int32_t t, int32_t unk_row, sheaf_expr *root_h);
+sheaf_expr sh_treelstm_build(sheaf_graph *g, const sh_treelstm *p, const sh_treebank *tb,
+                             int32_t t, sheaf_expr *root_h);
 
 #endif

@@ -2,15 +2,16 @@
  * childsum.c — the child-sum TreeLSTM (see childsum.h): parameters and the
  * per-tree builder (one pass over the nodes in post-order, no recursion).
  */
-#include "childsum.h"
+#include "models/childsum.h"
 
-#include "tree_walk.h"
+#include "models/tree_walk.h"
 
-sheaf_status ex_childsum_declare(sheaf_model *m, int64_t H, int64_t E, int64_t V,
-                                 ex_childsum *p) {
+sheaf_status sh_childsum_lstm_declare(sheaf_model *m, int64_t H, int64_t E, int64_t V,
+                                      sh_childsum_lstm *p) {
   p->hidden = H;
   p->embed = E;
   p->vocab = V;
+  p->words = sh_word_ids_of_rows(V);
   const struct {
     const char *name;
     int rank;
@@ -44,11 +45,10 @@ typedef struct state {
 #define MAX_STACK_KIDS 32
 
 /* The state of node n from its children's (st, indexed by node - first). */
-static state node(sheaf_graph *g, const ex_childsum *p, const sh_treebank *tb, int32_t n,
-                  int32_t unk_row, const state *st, int32_t first) {
+static state node(sheaf_graph *g, const sh_childsum_lstm *p, const sh_treebank *tb, int32_t n,
+                  const state *st, int32_t first) {
   int64_t H = p->hidden;
-  int32_t w = tb->word[n];
-  sheaf_expr x = sheaf_lookup(g, p->emb, w >= 0 && w < p->vocab - 1 ? w : unk_row);
+  sheaf_expr x = sheaf_lookup(g, p->emb, sh_word_id(p->words, tb->word[n]));
   int32_t nc = tb->n_children[n];
   sheaf_expr iou;
   sheaf_expr fc[MAX_STACK_KIDS + 1]; /* f_k ⊙ c_k, then σ(i)⊙tanh(u) */
@@ -90,13 +90,13 @@ static state node(sheaf_graph *g, const ex_childsum *p, const sh_treebank *tb, i
   return s;
 }
 
-sheaf_expr ex_childsum_build(sheaf_graph *g, const ex_childsum *p, const sh_treebank *tb,
-                             int32_t t, int32_t unk_row) {
+sheaf_expr sh_childsum_lstm_build(sheaf_graph *g, const sh_childsum_lstm *p, const sh_treebank *tb,
+                                  int32_t t) {
   int32_t first = tb->tree_first[t];
-  state *st = ex_tree_scratch(g, tb, t, sizeof *st); /* by node - first */
+  state *st = sh_tree_scratch(g, tb, t, sizeof *st); /* by node - first */
   if (!st) return (sheaf_expr){0};
   for (int32_t n = first; n < first + tb->tree_size[t]; n++) /* post-order: children first */
-    st[n - first] = node(g, p, tb, n, unk_row, st, first);
+    st[n - first] = node(g, p, tb, n, st, first);
   sheaf_expr h = st[tb->tree_root[t] - first].h;
   free(st);
   return h;

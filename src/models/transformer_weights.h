@@ -6,14 +6,14 @@
  * benchmark that compare them: tests/test_lang_transformer.c,
  * bench/bench_transformer_sf.c).
  */
-#ifndef SHEAF_EXAMPLES_TRANSFORMER_WEIGHTS_H
-#define SHEAF_EXAMPLES_TRANSFORMER_WEIGHTS_H
+#ifndef SH_MODELS_TRANSFORMER_WEIGHTS_H
+#define SH_MODELS_TRANSFORMER_WEIGHTS_H
 
 #include "sheaf.h"
 
 /* d_model D (4 heads of D / 4), FFN F, ReLU, eps 1e-5, a table emb [V, D]
  * (returned in *emb, malloc'd: the encoder's inputs are its rows). */
-sheaf_status ex_transformer_weights(sheaf_ctx *ctx, int64_t V, int D, int F, uint64_t seed,
+sheaf_status sh_transformer_weights(sheaf_ctx *ctx, int64_t V, int D, int F, uint64_t seed,
                                     const char *enc_path, const char *sf_path, float **emb);
 
 #endif

@@ -18,25 +18,28 @@
  * weight_hh_l0 = W_fwd[E:]ᵀ, bias_ih_l0 = b_fwd, bias_hh_l0 = 0 (and
  * *_reverse from W_bwd, b_bwd).
  */
-#ifndef SHEAF_EXAMPLES_BILSTM_H
-#define SHEAF_EXAMPLES_BILSTM_H
+#ifndef SH_MODELS_BILSTM_H
+#define SH_MODELS_BILSTM_H
 
+#include "io/words.h"
 #include "sheaf.h"
 
-#define EX_BILSTM_TAGS 17
+#define SH_BILSTM_TAGS 17
 
-typedef struct ex_bilstm {
+typedef struct sh_bilstm {
   int64_t hidden, embed, vocab;
+  sh_word_ids words; /* of emb: words 0 .. vocab - 2, <unk> the last row */
   sheaf_param emb, W_fwd, b_fwd, W_bwd, b_bwd, W_tag, b_tag;
-} ex_bilstm;
+} sh_bilstm;
 
-sheaf_status ex_bilstm_declare(sheaf_model *m, int64_t hidden, int64_t embed, int64_t vocab,
-                               ex_bilstm *p);
+sheaf_status sh_bilstm_declare(sheaf_model *m, int64_t hidden, int64_t embed, int64_t vocab,
+                               sh_bilstm *p);
 
-/* Builds the sentence words[0..n) (ids -1 or >= vocab - 1 look up
- * unk_row): out[t] = y_t, the tag log-probabilities [17] of word t.
+/* Builds the sentence words[0..n) (word w looks up emb[sh_word_id(p->words,
+ * w)]: ids -1 or >= vocab - 1 are <unk>): out[t] = y_t, the tag
+ * log-probabilities [17] of word t.
  * Returns the graph's status (SHEAF_OK, or the first build error). */
-sheaf_status ex_bilstm_build(sheaf_graph *g, const ex_bilstm *p, const int32_t *words,
-                             int32_t n, int32_t unk_row, sheaf_expr *out);
+sheaf_status sh_bilstm_build(sheaf_graph *g, const sh_bilstm *p, const int32_t *words,
+                             int32_t n, sheaf_expr *out);
 
 #endif

@@ -5,14 +5,14 @@
  * GEMM ceiling (Sheaf's own sh_gemm on a model's shape), running a PyTorch
  * peer script at a thread count and reading its JSON lines and check
  * outputs, the runtime-overhead table, temporary files, the JSON records
- * file. (In examples/ so that the Makefile links it into every benchmark.)
+ * file. (The Makefile links it into every benchmark.)
  */
-#ifndef SHEAF_EXAMPLES_BENCH_UTIL_H
-#define SHEAF_EXAMPLES_BENCH_UTIL_H
+#ifndef SHEAF_BENCH_UTIL_H
+#define SHEAF_BENCH_UTIL_H
 
 #include <stdio.h>
 
-#include "models.h"
+#include "models/models.h"
 
 #define EXB_MAXL 8 /* entries of a --hidden / --batch / --threads list */
 
@@ -29,7 +29,7 @@ typedef struct exb_opts {
 typedef struct exb_env {
   const char *prog;   /* "bench_treelstm": prefixes error messages */
   sheaf_ctx *ctx;     /* threads: the largest of --threads */
-  ex_data d;
+  sh_dataset d;
   int32_t n;          /* instances timed: all, at most quick_n with --quick, --count */
   double min_s;       /* window length (1 s; --quick 0.2 s) */
   int rounds;         /* windows per figure (3; --quick 1) */
@@ -43,7 +43,7 @@ extern int exb_ctx_min_threads;
 
 /* Context, data (kind), counts, windows, PyTorch detection, the --json
  * file. Prints the error and returns false on failure. */
-bool exb_setup(const char *prog, const exb_opts *o, ex_data_kind kind, int32_t quick_n,
+bool exb_setup(const char *prog, const exb_opts *o, sh_dataset_kind kind, int32_t quick_n,
                exb_env *e);
 /* Parses --quick --no-torch --json F --data F --python PY --hidden L
  * --batch L --threads L and `count_flag` N into *o (defaults: hidden
@@ -51,8 +51,8 @@ bool exb_setup(const char *prog, const exb_opts *o, ex_data_kind kind, int32_t q
  * prints `usage` and exits 2 on anything else), then exb_setup, then
  * write(&e->d, e->n, path) of the temporary file `file` (e->data_file). */
 bool exb_start(int argc, char **argv, const char *prog, const char *count_flag,
-               const char *usage, ex_data_kind kind, int32_t quick_n, const char *file,
-               bool (*write)(const ex_data *d, int32_t n, const char *path), exb_opts *o,
+               const char *usage, sh_dataset_kind kind, int32_t quick_n, const char *file,
+               bool (*write)(const sh_dataset *d, int32_t n, const char *path), exb_opts *o,
                exb_env *e);
 /* "note: PyTorch peers skipped: ..." when they do not run. */
 void exb_note_torch(const exb_opts *o, const exb_env *e);
@@ -62,8 +62,8 @@ void exb_finish(exb_env *e);
 /* The model at hidden H (embed E) seeded 1, its weights saved to a
  * temporary file (*wpath), and its outputs for the first min(n, check)
  * instances at batch 64 in *ref. Prints the error and returns false. */
-bool exb_net_open(exb_env *e, ex_model_kind kind, int H, int E, int32_t check, ex_net *net,
-                  ex_outputs *ref, const char **wpath);
+bool exb_net_open(exb_env *e, sh_net_kind kind, int H, int E, int32_t check, sh_net *net,
+                  sh_net_outputs *ref, const char **wpath);
 
 /* The four batching policies, in table order: sheaf, none, depth, agenda. */
 extern const sheaf_policy exb_policies[4];
@@ -108,7 +108,7 @@ typedef struct exb_cell {
  * trees, same weights): max |sheaf - SYS| = ..."); returns the larger max
  * abs difference (0 without ref or outputs). */
 double exb_peers(const exb_opts *o, const exb_env *e, const exb_peer *p, const char *weights,
-                 int T, const ex_outputs *ref, exb_cell *cells);
+                 int T, const sh_net_outputs *ref, exb_cell *cells);
 
 /* One row of the table at threads T and batch B: the rate of every policy
  * (exb_policies) on instances [0, e->n) into c->sheaf, JSON records for
@@ -116,7 +116,7 @@ double exb_peers(const exb_opts *o, const exb_env *e, const exb_peer *p, const c
  * peer[0] ("(above)": measured at the first batch size only, `first`), f[1]
  * peer[1], f[2] sheaf / peer[1], f[3] sheaf / peer[0] ("-": not
  * measured). False on error (printed). */
-bool exb_row(const exb_env *e, const ex_net *net, const exb_peer *p, int T, int B, exb_cell *c,
+bool exb_row(const exb_env *e, const sh_net *net, const exb_peer *p, int T, int B, exb_cell *c,
              const exb_cell *first, char f[4][16]);
 
 /* One (hidden, threads) block of a model benchmark's table: the peer at T
@@ -125,14 +125,14 @@ bool exb_row(const exb_env *e, const ex_net *net, const exb_peer *p, int T, int 
  * batch size of o (exb_row into cells[bi]; useful GFLOP/s from
  * flops_per_instance, and its percentage of `ceiling`). Returns the
  * check's max abs difference (0 without it), or < 0 on error (printed). */
-double exb_table(const exb_opts *o, const exb_env *e, const ex_net *net, const exb_peer *p,
-                 const char *weights, int T, const ex_outputs *ref, exb_cell *cells,
+double exb_table(const exb_opts *o, const exb_env *e, const sh_net *net, const exb_peer *p,
+                 const char *weights, int T, const sh_net_outputs *ref, exb_cell *cells,
                  double flops_per_instance, double ceiling);
 
 /* The runtime-overhead table: every policy at hidden 8, embed 8, batch 64,
  * 1 thread over e->n instances of `kind`, ns per graph op for build and
  * schedule; unit "tree" or "sent" (column and JSON key names). */
-bool exb_overhead(const exb_env *e, ex_model_kind kind, const char *unit);
+bool exb_overhead(const exb_env *e, sh_net_kind kind, const char *unit);
 
 /* "1,10,64" */
 void exb_list_str(const int *v, int n, char *out, size_t cap);
@@ -151,17 +151,17 @@ double exb_rate(sheaf_model *model, exb_pass_fn pass, void *arg, sheaf_policy po
                 int threads, int32_t batch, int32_t count, double min_s, int rounds,
                 sheaf_graph_stats *delta, long *passes);
 
-/* Best instances/s of the example model through a runner (ex_run_runner,
+/* Best instances/s of the example model through a runner (sh_net_run_runner,
  * outputs not read) with `par` over `rounds` windows as exb_rate (same
  * warm-up); *delta gets the runner's counters of the timed passes. An
  * error is printed. */
-double exb_runner_rate(const ex_net *net, sheaf_policy policy, int threads, sheaf_parallel par,
+double exb_runner_rate(const sh_net *net, sheaf_policy policy, int threads, sheaf_parallel par,
                        int32_t batch, int32_t count, double min_s, int rounds,
                        sheaf_graph_stats *delta, long *passes);
 /* exb_runner_rate with SHEAF_PARALLEL_AUTO: what `sheaf run` does (at 1
  * thread one graph; at T threads whole batches in parallel when there are
  * at least 2 per thread). */
-double exb_sheaf_rate(const ex_net *net, sheaf_policy policy, int threads, int32_t batch,
+double exb_sheaf_rate(const sh_net *net, sheaf_policy policy, int threads, int32_t batch,
                       int32_t count, double min_s, int rounds, sheaf_graph_stats *delta,
                       long *passes);
 

@@ -1,5 +1,5 @@
 /*
- * tree_walk.h — what the example tree models share to build a tree without
+ * tree_walk.h — what the built-in tree models share to build a tree without
  * recursion. A treebank stores each tree in post-order (every node after its
  * descendants, see io/treebank.h), so one forward pass over the tree's nodes
  * visits children before parents, in the order a left-to-right recursion
@@ -7,8 +7,8 @@
  * reads its children's states from it. Depth then costs no stack at all (a
  * 1,000,000-deep chain is as safe as a 10-word sentence).
  */
-#ifndef SHEAF_EXAMPLES_TREE_WALK_H
-#define SHEAF_EXAMPLES_TREE_WALK_H
+#ifndef SH_MODELS_TREE_WALK_H
+#define SH_MODELS_TREE_WALK_H
 
 #include <stdlib.h>
 
@@ -18,7 +18,7 @@
 /* An array of tree t's size elements of `elem` bytes each, zeroed (the state
  * of node n is at index n - tb->tree_first[t]); NULL with g failed when out
  * of memory. Free with free(). */
-static inline void *ex_tree_scratch(sheaf_graph *g, const sh_treebank *tb, int32_t t,
+static inline void *sh_tree_scratch(sheaf_graph *g, const sh_treebank *tb, int32_t t,
                                     size_t elem) {
   void *s = calloc((size_t)tb->tree_size[t], elem);
   if (!s)

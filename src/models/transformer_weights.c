@@ -1,7 +1,7 @@
 /*
  * transformer_weights.c — see transformer_weights.h.
  */
-#include "transformer_weights.h"
+#include "models/transformer_weights.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -38,7 +38,7 @@ static sheaf_status write_st(sheaf_ctx *ctx, const char *path, int n, const char
   return st;
 }
 
-sheaf_status ex_transformer_weights(sheaf_ctx *ctx, int64_t V, int D, int F, uint64_t seed,
+sheaf_status sh_transformer_weights(sheaf_ctx *ctx, int64_t V, int D, int F, uint64_t seed,
                                     const char *enc_path, const char *sf_path, float **emb) {
   uint64_t s = seed | 1;
   float sd = 1.0f / sqrtf((float)D);

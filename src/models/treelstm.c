@@ -4,15 +4,16 @@
  * first, no recursion) that builds expressions; Sheaf batches them across
  * trees and levels when the graph is flushed.
  */
-#include "treelstm.h"
+#include "models/treelstm.h"
 
-#include "tree_walk.h"
+#include "models/tree_walk.h"
 
-sheaf_status ex_treelstm_declare(sheaf_model *m, int64_t H, int64_t E, int64_t V,
-                                 ex_treelstm *p) {
+sheaf_status sh_treelstm_declare(sheaf_model *m, int64_t H, int64_t E, int64_t V,
+                                 sh_treelstm *p) {
   p->hidden = H;
   p->embed = E;
   p->vocab = V;
+  p->words = sh_word_ids_of_rows(V);
   const struct {
     const char *name;
     int rank;
@@ -25,8 +26,8 @@ sheaf_status ex_treelstm_declare(sheaf_model *m, int64_t H, int64_t E, int64_t V
       {"b_leaf", 1, 3 * H, 0, SHEAF_INIT_ZERO, &p->b_leaf},
       {"W_node", 2, 2 * H, 5 * H, SHEAF_INIT_GLOROT, &p->W_node},
       {"b_node", 1, 5 * H, 0, SHEAF_INIT_ZERO, &p->b_node},
-      {"W_out", 2, H, EX_TREELSTM_CLASSES, SHEAF_INIT_GLOROT, &p->W_out},
-      {"b_out", 1, EX_TREELSTM_CLASSES, 0, SHEAF_INIT_ZERO, &p->b_out},
+      {"W_out", 2, H, SH_TREELSTM_CLASSES, SHEAF_INIT_GLOROT, &p->W_out},
+      {"b_out", 1, SH_TREELSTM_CLASSES, 0, SHEAF_INIT_ZERO, &p->b_out},
   };
   for (size_t i = 0; i < sizeof decl / sizeof decl[0]; i++) {
     int64_t shape[2] = {decl[i].d0, decl[i].d1};
@@ -42,12 +43,9 @@ typedef struct state {
 } state;
 
 /* The state of leaf n. */
-static state leaf(sheaf_graph *g, const ex_treelstm *p, const sh_treebank *tb, int32_t n,
-                  int32_t unk_row) {
+static state leaf(sheaf_graph *g, const sh_treelstm *p, const sh_treebank *tb, int32_t n) {
   int64_t H = p->hidden;
-  int32_t w = tb->word[n];
-  int64_t row = w >= 0 && w < p->vocab - 1 ? w : unk_row;
-  sheaf_expr x = sheaf_lookup(g, p->emb, row);
+  sheaf_expr x = sheaf_lookup(g, p->emb, sh_word_id(p->words, tb->word[n]));
   sheaf_expr z = sheaf_affine(g, p->W_leaf, x, p->b_leaf); /* [i o u] */
   sheaf_expr io = sheaf_sigmoid(g, sheaf_slice(g, z, 0, 2 * H));
   sheaf_expr u = sheaf_tanh(g, sheaf_slice(g, z, 2 * H, 3 * H));
@@ -58,7 +56,7 @@ static state leaf(sheaf_graph *g, const ex_treelstm *p, const sh_treebank *tb, i
 }
 
 /* The state of a node from its children's. */
-static state cell(sheaf_graph *g, const ex_treelstm *p, state l, state r) {
+static state cell(sheaf_graph *g, const sh_treelstm *p, state l, state r) {
   int64_t H = p->hidden;
   sheaf_expr hh[2] = {l.h, r.h};
   sheaf_expr z = sheaf_affine(g, p->W_node, sheaf_concat(g, 2, hh), p->b_node); /* [i fl fr o u] */
@@ -75,14 +73,14 @@ static state cell(sheaf_graph *g, const ex_treelstm *p, state l, state r) {
   return s;
 }
 
-sheaf_expr ex_treelstm_build(sheaf_graph *g, const ex_treelstm *p, const sh_treebank *tb,
-                             int32_t t, int32_t unk_row, sheaf_expr *root_h) {
+sheaf_expr sh_treelstm_build(sheaf_graph *g, const sh_treelstm *p, const sh_treebank *tb,
+                             int32_t t, sheaf_expr *root_h) {
   int32_t first = tb->tree_first[t];
-  state *st = ex_tree_scratch(g, tb, t, sizeof *st); /* by node - first */
+  state *st = sh_tree_scratch(g, tb, t, sizeof *st); /* by node - first */
   if (!st) return (sheaf_expr){0};
   for (int32_t n = first; n < first + tb->tree_size[t]; n++) { /* post-order: children first */
     int32_t nc = tb->n_children[n];
-    if (nc == 0) st[n - first] = leaf(g, p, tb, n, unk_row);
+    if (nc == 0) st[n - first] = leaf(g, p, tb, n);
     else if (nc == 1) st[n - first] = st[sh_tb_child(tb, n, 0) - first]; /* unary: pass through */
     else st[n - first] = cell(g, p, st[sh_tb_child(tb, n, 0) - first], st[sh_tb_child(tb, n, 1) - first]);
   }

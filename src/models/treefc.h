@@ -11,23 +11,24 @@
  * Parameters (safetensors names, as in treefc.sf): emb [V, H], W [2H, H],
  * b [H]. A unary node (PTB input only) passes its child's h through.
  */
-#ifndef SHEAF_EXAMPLES_TREEFC_H
-#define SHEAF_EXAMPLES_TREEFC_H
+#ifndef SH_MODELS_TREEFC_H
+#define SH_MODELS_TREEFC_H
 
 #include "io/treebank.h"
+#include "io/words.h"
 
-typedef struct ex_treefc {
+typedef struct sh_treefc {
   int64_t hidden, vocab;
+  sh_word_ids words; /* of emb: words 0 .. vocab - 2, <unk> the last row */
   sheaf_param emb, W, b;
-} ex_treefc;
+} sh_treefc;
 
 /* Declares the parameters on m (normal embeddings, Glorot W, zero b; values
  * from the model's seed). */
-sheaf_status ex_treefc_declare(sheaf_model *m, int64_t hidden, int64_t vocab, ex_treefc *p);
+sheaf_status sh_treefc_declare(sheaf_model *m, int64_t hidden, int64_t vocab, sh_treefc *p);
 
-/* Builds tree t of tb (a leaf looks up emb[word], or emb[unk_row] when its
- * word is -1 or >= vocab - 1): the root's h [H]. */
-sheaf_expr ex_treefc_build(sheaf_graph *g, const ex_treefc *p, const sh_treebank *tb, int32_t t,
-                           int32_t unk_row);
+/* Builds tree t of tb (a leaf looks up emb[sh_word_id(p->words, word)]: a
+ * word -1 or >= vocab - 1 is <unk>): the root's h [H]. */
+sheaf_expr sh_treefc_build(sheaf_graph *g, const sh_treefc *p, const sh_treebank *tb, int32_t t);
 
 #endif

@@ -2,14 +2,15 @@
  * bilstm.c — the BiLSTM tagger (see bilstm.h): parameters and the
  * per-sentence builder.
  */
-#include "bilstm.h"
+#include "models/bilstm.h"
 
 #include <stdlib.h>
 
-sheaf_status ex_bilstm_declare(sheaf_model *m, int64_t H, int64_t E, int64_t V, ex_bilstm *p) {
+sheaf_status sh_bilstm_declare(sheaf_model *m, int64_t H, int64_t E, int64_t V, sh_bilstm *p) {
   p->hidden = H;
   p->embed = E;
   p->vocab = V;
+  p->words = sh_word_ids_of_rows(V);
   const struct {
     const char *name;
     int rank;
@@ -22,8 +23,8 @@ sheaf_status ex_bilstm_declare(sheaf_model *m, int64_t H, int64_t E, int64_t V, 
       {"b_fwd", 1, 4 * H, 0, SHEAF_INIT_ZERO, &p->b_fwd},
       {"W_bwd", 2, E + H, 4 * H, SHEAF_INIT_GLOROT, &p->W_bwd},
       {"b_bwd", 1, 4 * H, 0, SHEAF_INIT_ZERO, &p->b_bwd},
-      {"W_tag", 2, 2 * H, EX_BILSTM_TAGS, SHEAF_INIT_GLOROT, &p->W_tag},
-      {"b_tag", 1, EX_BILSTM_TAGS, 0, SHEAF_INIT_ZERO, &p->b_tag},
+      {"W_tag", 2, 2 * H, SH_BILSTM_TAGS, SHEAF_INIT_GLOROT, &p->W_tag},
+      {"b_tag", 1, SH_BILSTM_TAGS, 0, SHEAF_INIT_ZERO, &p->b_tag},
   };
   for (size_t i = 0; i < sizeof decl / sizeof decl[0]; i++) {
     int64_t shape[2] = {decl[i].d0, decl[i].d1};
@@ -34,25 +35,23 @@ sheaf_status ex_bilstm_declare(sheaf_model *m, int64_t H, int64_t E, int64_t V, 
   return SHEAF_OK;
 }
 
-sheaf_status ex_bilstm_build(sheaf_graph *g, const ex_bilstm *p, const int32_t *words,
-                             int32_t n, int32_t unk_row, sheaf_expr *out) {
+sheaf_status sh_bilstm_build(sheaf_graph *g, const sh_bilstm *p, const int32_t *words,
+                             int32_t n, sheaf_expr *out) {
   if (n <= 0) return sheaf_graph_status(g);
   /* out[] holds the forward states, then [h_t ; h'_t], then the outputs */
   int64_t hshape[1] = {p->hidden};
   sheaf_expr zero = sheaf_zeros(g, 1, hshape);
   sheaf_expr h = zero, c = {0};
   for (int32_t t = 0; t < n; t++) {
-    int32_t w = words[t];
-    sheaf_expr xh[2] = {sheaf_lookup(g, p->emb, w >= 0 && w < p->vocab - 1 ? w : unk_row), h};
+    sheaf_expr xh[2] = {sheaf_lookup(g, p->emb, sh_word_id(p->words, words[t])), h};
     sheaf_lstm_cell(g, p->W_fwd, p->b_fwd, sheaf_concat(g, 2, xh), c, &h, &c);
     out[t] = h;
   }
   h = zero;
   c = (sheaf_expr){0};
   for (int32_t t = n - 1; t >= 0; t--) {
-    int32_t w = words[t];
     /* the lookup is built again: a lookup is a view of the table's row */
-    sheaf_expr xh[2] = {sheaf_lookup(g, p->emb, w >= 0 && w < p->vocab - 1 ? w : unk_row), h};
+    sheaf_expr xh[2] = {sheaf_lookup(g, p->emb, sh_word_id(p->words, words[t])), h};
     sheaf_lstm_cell(g, p->W_bwd, p->b_bwd, sheaf_concat(g, 2, xh), c, &h, &c);
     sheaf_expr both[2] = {out[t], h};
     out[t] = sheaf_concat(g, 2, both);

@@ -12,21 +12,24 @@
  * Parameters: emb [V, E], W_iou [E, 3H], U_iou [H, 3H], b_iou [3H],
  * W_f [E, H], U_f [H, H], b_f [H].
  */
-#ifndef SHEAF_EXAMPLES_CHILDSUM_H
-#define SHEAF_EXAMPLES_CHILDSUM_H
+#ifndef SH_MODELS_CHILDSUM_H
+#define SH_MODELS_CHILDSUM_H
 
 #include "io/treebank.h"
+#include "io/words.h"
 
-typedef struct ex_childsum {
+typedef struct sh_childsum_lstm {
   int64_t hidden, embed, vocab;
+  sh_word_ids words; /* of emb: words 0 .. vocab - 2, <unk> the last row */
   sheaf_param emb, W_iou, U_iou, b_iou, W_f, U_f, b_f;
-} ex_childsum;
+} sh_childsum_lstm;
 
-sheaf_status ex_childsum_declare(sheaf_model *m, int64_t hidden, int64_t embed, int64_t vocab,
-                                 ex_childsum *p);
+sheaf_status sh_childsum_lstm_declare(sheaf_model *m, int64_t hidden, int64_t embed, int64_t vocab,
+                                      sh_childsum_lstm *p);
 
-/* Builds tree t (words -1 or >= vocab - 1 look up unk_row): the root's h. */
-sheaf_expr ex_childsum_build(sheaf_graph *g, const ex_childsum *p, const sh_treebank *tb,
-                             int32_t t, int32_t unk_row);
+/* Builds tree t (a node looks up emb[sh_word_id(p->words, word)]: a word
+ * -1 or >= vocab - 1 is <unk>): the root's h. */
+sheaf_expr sh_childsum_lstm_build(sheaf_graph *g, const sh_childsum_lstm *p, const sh_treebank *tb,
+                                  int32_t t);
 
 #endif

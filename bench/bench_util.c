@@ -70,18 +70,18 @@ double exb_rate(sheaf_model *model, exb_pass_fn pass, void *arg, sheaf_policy po
 }
 
 typedef struct runner_step {
-  const ex_net *net;
+  const sh_net *net;
   sheaf_runner *r;
   int32_t count;
 } runner_step;
 
 static sheaf_status runner_step_run(void *a) {
   runner_step *s = a;
-  return ex_run_runner(s->net, s->r, 0, s->count, NULL);
+  return sh_net_run_runner(s->net, s->r, 0, s->count, NULL);
 }
 static void runner_step_reset(void *a) { sheaf_runner_stats_reset(((runner_step *)a)->r); }
 
-double exb_runner_rate(const ex_net *net, sheaf_policy policy, int threads, sheaf_parallel par,
+double exb_runner_rate(const sh_net *net, sheaf_policy policy, int threads, sheaf_parallel par,
                        int32_t batch, int32_t count, double min_s, int rounds,
                        sheaf_graph_stats *delta, long *passes_out) {
   sheaf_runner_opts ro = {batch, threads, policy, par, NULL};
@@ -91,13 +91,13 @@ double exb_runner_rate(const ex_net *net, sheaf_policy policy, int threads, shea
     best = windows(runner_step_run, runner_step_reset, &s, count, min_s, rounds, passes_out);
   if (best > 0 && delta) sheaf_runner_get_stats(s.r, delta);
   if (best <= 0)
-    fprintf(stderr, "bench: %s runner (policy %s, %d threads): %s\n", ex_model_name(net->kind),
+    fprintf(stderr, "bench: %s runner (policy %s, %d threads): %s\n", sh_net_kind_name(net->kind),
             sheaf_policy_name(policy), threads, sheaf_ctx_last_error(net->data->ctx));
   sheaf_runner_free(s.r);
   return best;
 }
 
-double exb_sheaf_rate(const ex_net *net, sheaf_policy policy, int threads, int32_t batch,
+double exb_sheaf_rate(const sh_net *net, sheaf_policy policy, int threads, int32_t batch,
                       int32_t count, double min_s, int rounds, sheaf_graph_stats *delta,
                       long *passes_out) {
   return exb_runner_rate(net, policy, threads, SHEAF_PARALLEL_AUTO, batch, count, min_s, rounds,
@@ -376,7 +376,7 @@ static void parse_args(int argc, char **argv, const char *count_flag, const char
 
 int exb_ctx_min_threads = 1;
 
-bool exb_setup(const char *prog, const exb_opts *o, ex_data_kind kind, int32_t quick_n,
+bool exb_setup(const char *prog, const exb_opts *o, sh_dataset_kind kind, int32_t quick_n,
                exb_env *e) {
   memset(e, 0, sizeof *e);
   e->prog = prog;
@@ -389,11 +389,11 @@ bool exb_setup(const char *prog, const exb_opts *o, ex_data_kind kind, int32_t q
     fprintf(stderr, "%s: %s\n", prog, err);
     return false;
   }
-  if (ex_data_load(e->ctx, o->data, kind, &e->d) != SHEAF_OK) {
+  if (sh_dataset_load(e->ctx, o->data, kind, &e->d) != SHEAF_OK) {
     fprintf(stderr, "%s: %s\n", prog, sheaf_ctx_last_error(e->ctx));
     return false;
   }
-  e->n = ex_data_count(&e->d);
+  e->n = sh_dataset_count(&e->d);
   if (o->quick && e->n > quick_n) e->n = quick_n;
   if (o->count > 0 && o->count < e->n) e->n = (int32_t)o->count;
   e->min_s = o->quick ? 0.2 : 1.0;
@@ -407,8 +407,8 @@ bool exb_setup(const char *prog, const exb_opts *o, ex_data_kind kind, int32_t q
 }
 
 bool exb_start(int argc, char **argv, const char *prog, const char *count_flag,
-               const char *usage, ex_data_kind kind, int32_t quick_n, const char *file,
-               bool (*write)(const ex_data *d, int32_t n, const char *path), exb_opts *o,
+               const char *usage, sh_dataset_kind kind, int32_t quick_n, const char *file,
+               bool (*write)(const sh_dataset *d, int32_t n, const char *path), exb_opts *o,
                exb_env *e) {
   parse_args(argc, argv, count_flag, usage, o);
   if (!exb_setup(prog, o, kind, quick_n, e)) return false;
@@ -430,19 +430,19 @@ void exb_note_torch(const exb_opts *o, const exb_env *e) {
 void exb_finish(exb_env *e) {
   exb_json_close();
   exb_tmp_cleanup();
-  ex_data_free(&e->d);
+  sh_dataset_free(&e->d);
   sheaf_ctx_free(e->ctx);
 }
 
-bool exb_net_open(exb_env *e, ex_model_kind kind, int H, int E, int32_t check, ex_net *net,
-                  ex_outputs *ref, const char **wpath) {
+bool exb_net_open(exb_env *e, sh_net_kind kind, int H, int E, int32_t check, sh_net *net,
+                  sh_net_outputs *ref, const char **wpath) {
   char wname[64];
-  snprintf(wname, sizeof wname, "%s-h%d.safetensors", ex_model_name(kind), H);
+  snprintf(wname, sizeof wname, "%s-h%d.safetensors", sh_net_kind_name(kind), H);
   *wpath = exb_tmp_path(wname);
   int32_t c = e->n < check ? e->n : check;
-  bool ok = ex_net_create(e->ctx, kind, &e->d, H, E, net) == SHEAF_OK &&
-            ex_net_seed(net, 1) == SHEAF_OK && sheaf_model_save(net->model, *wpath) == SHEAF_OK &&
-            ex_run_fresh(net, SHEAF_POLICY_SHEAF, 0, 0, c, 64, ref) == SHEAF_OK;
+  bool ok = sh_net_create(e->ctx, kind, &e->d, H, E, net) == SHEAF_OK &&
+            sh_net_seed(net, 1) == SHEAF_OK && sheaf_model_save(net->model, *wpath) == SHEAF_OK &&
+            sh_net_run_fresh(net, SHEAF_POLICY_SHEAF, 0, 0, c, 64, ref) == SHEAF_OK;
   if (!ok) fprintf(stderr, "%s: %s\n", e->prog, sheaf_ctx_last_error(e->ctx));
   return ok;
 }
@@ -502,7 +502,7 @@ static bool check_peer(const char *path, const float *ref, size_t want, double d
 }
 
 double exb_peers(const exb_opts *o, const exb_env *e, const exb_peer *p, const char *weights,
-                 int T, const ex_outputs *ref, exb_cell *cells) {
+                 int T, const sh_net_outputs *ref, exb_cell *cells) {
   char args[1024], blist[128], first[16];
   exb_list_str(o->batch, o->nb, blist, sizeof blist);
   snprintf(first, sizeof first, "%d", o->batch[0]);
@@ -542,9 +542,9 @@ double exb_peers(const exb_opts *o, const exb_env *e, const exb_peer *p, const c
   return fmax(d[0], d[1]);
 }
 
-bool exb_row(const exb_env *e, const ex_net *net, const exb_peer *p, int T, int B, exb_cell *c,
+bool exb_row(const exb_env *e, const sh_net *net, const exb_peer *p, int T, int B, exb_cell *c,
              const exb_cell *first, char f[4][16]) {
-  const char *model = ex_model_name(net->kind);
+  const char *model = sh_net_kind_name(net->kind);
   for (int k = 0; k < 4; k++) {
     c->sheaf[k] = exb_sheaf_rate(net, exb_policies[k], T, B, e->n, e->min_s, e->rounds, NULL, NULL);
     if (c->sheaf[k] <= 0) return false;
@@ -567,8 +567,8 @@ bool exb_row(const exb_env *e, const ex_net *net, const exb_peer *p, int T, int 
   return true;
 }
 
-double exb_table(const exb_opts *o, const exb_env *e, const ex_net *net, const exb_peer *p,
-                 const char *weights, int T, const ex_outputs *ref, exb_cell *cells,
+double exb_table(const exb_opts *o, const exb_env *e, const sh_net *net, const exb_peer *p,
+                 const char *weights, int T, const sh_net_outputs *ref, exb_cell *cells,
                  double flops_per_instance, double ceiling) {
   if (T > 1)
     printf("  (%d threads: Sheaf as sheaf_runner's parallel auto: whole batches in parallel, a "
@@ -600,23 +600,23 @@ double exb_table(const exb_opts *o, const exb_env *e, const ex_net *net, const e
   return check;
 }
 
-bool exb_overhead(const exb_env *e, ex_model_kind kind, const char *unit) {
+bool exb_overhead(const exb_env *e, sh_net_kind kind, const char *unit) {
   printf("\nruntime overhead at hidden 8, embed 8, batch 64, 1 thread, %d %s "
          "(ns per graph op: one builder call, views included)\n",
-         (int)e->n, ex_model_instance_noun(kind));
+         (int)e->n, sh_net_instance_noun(kind));
   char rate_col[16], per_col[16];
   snprintf(rate_col, sizeof rate_col, "%ss/s", unit);
   snprintf(per_col, sizeof per_col, "ops/%s", unit);
   printf("  %-8s %10s %12s %12s %12s %12s\n", "policy", rate_col, per_col, "build ns/op",
          "sched ns/op", "wall ns/op");
-  ex_net tiny;
-  if (ex_net_create(e->ctx, kind, &e->d, 8, 8, &tiny) != SHEAF_OK) return false;
+  sh_net tiny;
+  if (sh_net_create(e->ctx, kind, &e->d, 8, 8, &tiny) != SHEAF_OK) return false;
   for (int p = 0; p < 4; p++) {
     sheaf_graph_stats s;
     long passes = 0;
     double r = exb_sheaf_rate(&tiny, exb_policies[p], 1, 64, e->n, e->min_s, e->rounds, &s, &passes);
     if (r <= 0) {
-      ex_net_free(&tiny);
+      sh_net_free(&tiny);
       return false;
     }
     double ops = (double)s.nodes, per = ops / ((double)passes * e->n);
@@ -625,10 +625,10 @@ bool exb_overhead(const exb_env *e, ex_model_kind kind, const char *unit) {
     exb_json_rec("\"system\": \"sheaf-overhead\", \"policy\": \"%s\", \"model\": \"%s\", "
                  "\"hidden\": 8, \"batch\": 64, \"threads\": 1, \"%ss_per_s\": %.2f, "
                  "\"build_ns_per_op\": %.2f, \"schedule_ns_per_op\": %.2f",
-                 sheaf_policy_name(exb_policies[p]), ex_model_name(kind), unit, r,
+                 sheaf_policy_name(exb_policies[p]), sh_net_kind_name(kind), unit, r,
                  (double)s.ns_build / ops, (double)s.ns_schedule / ops);
   }
-  ex_net_free(&tiny);
+  sh_net_free(&tiny);
   return true;
 }
 

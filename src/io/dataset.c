@@ -1,9 +1,9 @@
 /*
- * data.c — loaders for the example models' inputs (see data.h): CoNLL-U
+ * dataset.c — loaders for the models' inputs (see dataset.h): CoNLL-U
  * treebanks binarized or as child-sum trees, PTB trees, tagged sentences and
  * token lines; the embedding vocabulary and the MV-RNN's capped one.
  */
-#include "data.h"
+#include "dataset.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,11 +14,11 @@
 #include "io/ptb.h"
 #include "io/seqs.h"
 
-const char *const ex_upos_names[EX_UPOS_COUNT] = {
+const char *const sh_upos_names[SH_UPOS_COUNT] = {
     "ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM",
     "PART", "PRON", "PROPN", "PUNCT", "SCONJ", "SYM", "VERB", "X"};
 
-const char *const ex_deprel_names[EX_DEPREL_COUNT] = {
+const char *const sh_deprel_names[SH_DEPREL_COUNT] = {
     "acl",   "advcl",     "advmod", "amod",     "appos",      "aux",   "case",  "cc",
     "ccomp", "clf",       "compound", "conj",   "cop",        "csubj", "dep",   "det",
     "discourse", "dislocated", "expl", "fixed", "flat",       "goeswith", "iobj", "list",
@@ -27,23 +27,23 @@ const char *const ex_deprel_names[EX_DEPREL_COUNT] = {
 
 static int32_t deprel_index(const char *s) {
   size_t n = strcspn(s, ":");
-  for (int32_t i = 0; i < EX_DEPREL_COUNT; i++)
-    if (strlen(ex_deprel_names[i]) == n && !strncmp(s, ex_deprel_names[i], n)) return i;
-  return EX_DEPREL_COUNT; /* another relation */
+  for (int32_t i = 0; i < SH_DEPREL_COUNT; i++)
+    if (strlen(sh_deprel_names[i]) == n && !strncmp(s, sh_deprel_names[i], n)) return i;
+  return SH_DEPREL_COUNT; /* another relation */
 }
 
-void ex_data_init(ex_data *d, sheaf_ctx *ctx, ex_data_kind kind) {
+void sh_dataset_init(sh_dataset *d, sheaf_ctx *ctx, sh_dataset_kind kind) {
   memset(d, 0, sizeof *d);
   d->ctx = ctx;
   d->kind = kind;
   sh_tb_init(&d->tb, ctx);
   sh_vocab_init(&d->words, ctx);
   sh_vocab_init(&d->xpos, ctx);
-  d->max_vocab = EX_MAX_VOCAB_DEFAULT;
+  d->max_vocab = SH_DATASET_MAX_VOCAB_DEFAULT;
 }
 
 /* Frees the CoNLL-U columns (XPOS, DEPREL, HEAD). */
-static void drop_columns(ex_data *d) {
+static void drop_columns(sh_dataset *d) {
   sh_free(d->ctx, d->sent_xpos, d->cols_bytes);
   sh_free(d->ctx, d->sent_deprel, d->cols_bytes);
   sh_free(d->ctx, d->sent_head, d->cols_bytes);
@@ -51,7 +51,7 @@ static void drop_columns(ex_data *d) {
   d->cols_bytes = 0;
 }
 
-void ex_data_free(ex_data *d) {
+void sh_dataset_free(sh_dataset *d) {
   sheaf_ctx *ctx = d->ctx;
   if (!ctx) return;
   sh_tb_free(&d->tb);
@@ -61,15 +61,15 @@ void ex_data_free(ex_data *d) {
   sh_free(ctx, d->sent_tags, d->cap_tags * sizeof(int32_t));
   drop_columns(d);
   sh_vocab_free(&d->xpos);
-  sh_free(ctx, d->mv_row, (size_t)d->n_word_types * sizeof(int32_t));
-  ex_data_kind kind = d->kind;
+  sh_free(ctx, d->mv_row, (size_t)d->ids.n_ids * sizeof(int32_t));
+  sh_dataset_kind kind = d->kind;
   int64_t max_vocab = d->max_vocab;
-  ex_data_init(d, ctx, kind);
+  sh_dataset_init(d, ctx, kind);
   d->max_vocab = max_vocab;
 }
 
 /* Room for n_sents + 1 offsets and n_tokens words and tags. */
-static sheaf_status reserve_sents(ex_data *d, size_t n_sents, size_t n_tokens) {
+static sheaf_status reserve_sents(sh_dataset *d, size_t n_sents, size_t n_tokens) {
   sheaf_ctx *ctx = d->ctx;
   int32_t *p;
   if (n_sents + 1 > d->cap_sents) {
@@ -91,9 +91,9 @@ static sheaf_status reserve_sents(ex_data *d, size_t n_sents, size_t n_tokens) {
   return SHEAF_OK;
 }
 
-sheaf_status ex_data_add_sent(ex_data *d, const int32_t *words, const int32_t *tags, int32_t n) {
+sheaf_status sh_dataset_add_sent(sh_dataset *d, const int32_t *words, const int32_t *tags, int32_t n) {
   if (n < 0 || (int64_t)d->n_tokens + n > INT32_MAX || d->n_sents == INT32_MAX - 1)
-    return sh_fail(d->ctx, SHEAF_ERR_INVALID_ARG, "ex_data_add_sent: bad length %d", (int)n);
+    return sh_fail(d->ctx, SHEAF_ERR_INVALID_ARG, "sh_dataset_add_sent: bad length %d", (int)n);
   sheaf_status st = reserve_sents(d, (size_t)d->n_sents + 1, (size_t)d->n_tokens + (size_t)n);
   if (st != SHEAF_OK) return st;
   drop_columns(d); /* they do not cover the new words */
@@ -109,7 +109,7 @@ sheaf_status ex_data_add_sent(ex_data *d, const int32_t *words, const int32_t *t
 
 /* Bulk version for loaders: all sentences at once (words and tags to be
  * filled by the caller). */
-static sheaf_status set_sents(ex_data *d, int32_t n_sents, const int32_t *lens,
+static sheaf_status set_sents(sh_dataset *d, int32_t n_sents, const int32_t *lens,
                               int32_t n_tokens) {
   sheaf_status st = reserve_sents(d, (size_t)n_sents, (size_t)n_tokens);
   if (st != SHEAF_OK) return st;
@@ -121,12 +121,12 @@ static sheaf_status set_sents(ex_data *d, int32_t n_sents, const int32_t *lens,
 }
 
 static int32_t upos_index(const char *s) {
-  for (int i = 0; i < EX_UPOS_COUNT; i++)
-    if (!strcmp(s, ex_upos_names[i])) return i;
+  for (int i = 0; i < SH_UPOS_COUNT; i++)
+    if (!strcmp(s, sh_upos_names[i])) return i;
   return -1;
 }
 
-static sheaf_status load_conllu_sents(ex_data *d, sh_depbank *db) {
+static sheaf_status load_conllu_sents(sh_dataset *d, sh_depbank *db) {
   sheaf_ctx *ctx = d->ctx;
   int32_t *lens = sh_malloc(ctx, ((size_t)db->n_sents + 1) * sizeof(int32_t));
   int32_t n_upos = sh_vocab_size(&db->upos);
@@ -177,8 +177,8 @@ static sheaf_status load_conllu_sents(ex_data *d, sh_depbank *db) {
 /* The limit on token ids and how a message names it. */
 static sh_seqs_options ids_options(int64_t limit, const char *what, char *buf, size_t cap) {
   if (!what) {
-    if (limit == EX_MAX_VOCAB_DEFAULT)
-      snprintf(buf, cap, "--max-vocab, default %d", EX_MAX_VOCAB_DEFAULT);
+    if (limit == SH_DATASET_MAX_VOCAB_DEFAULT)
+      snprintf(buf, cap, "--max-vocab, default %d", SH_DATASET_MAX_VOCAB_DEFAULT);
     else
       snprintf(buf, cap, "--max-vocab %lld", (long long)limit);
     what = buf;
@@ -187,7 +187,7 @@ static sh_seqs_options ids_options(int64_t limit, const char *what, char *buf, s
 }
 
 /* Token lines from a file (data NULL) or memory. */
-static sheaf_status load_token_lines(ex_data *d, const char *path, const char *data,
+static sheaf_status load_token_lines(sh_dataset *d, const char *path, const char *data,
                                      size_t size, const char *what) {
   sheaf_ctx *ctx = d->ctx;
   sh_seqs seqs;
@@ -230,13 +230,13 @@ static bool ends_with(const char *s, const char *suffix) {
   return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* ex_data_load_opts and ex_data_load_mem: path is the file's name, data
+/* sh_dataset_load_opts and sh_dataset_load_mem: path is the file's name, data
  * its bytes or NULL to read the file. */
 static sheaf_status load(sheaf_ctx *ctx, const char *path, const char *data, size_t size,
-                         ex_data_kind kind, const ex_data_opts *opts, ex_data *d) {
-  ex_data_init(d, ctx, kind);
+                         sh_dataset_kind kind, const sh_dataset_opts *opts, sh_dataset *d) {
+  sh_dataset_init(d, ctx, kind);
   if (opts && opts->max_vocab < 0)
-    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "ex_data_load: max_vocab %lld is negative",
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sh_dataset_load: max_vocab %lld is negative",
                    (long long)opts->max_vocab);
   if (opts && opts->max_vocab > 0) d->max_vocab = opts->max_vocab;
   if (d->max_vocab > INT32_MAX - 2) d->max_vocab = INT32_MAX - 2; /* V = types + 1 fits */
@@ -247,16 +247,16 @@ static sheaf_status load(sheaf_ctx *ctx, const char *path, const char *data, siz
     sh_depbank_init(&db, ctx);
     st = data ? sh_conllu_read(&db, data, size, path) : sh_conllu_read_file(&db, path);
     if (st == SHEAF_OK) {
-      if (kind == EX_DATA_BINARY) st = sh_binarize(&db, &d->tb);
-      else if (kind == EX_DATA_CHILDSUM) st = sh_childsum(&db, &d->tb);
+      if (kind == SH_DATASET_BINARY) st = sh_binarize(&db, &d->tb);
+      else if (kind == SH_DATASET_CHILDSUM) st = sh_childsum(&db, &d->tb);
       else st = load_conllu_sents(d, &db);
     }
     sh_depbank_free(&db);
-  } else if (kind == EX_DATA_SENTS) {
+  } else if (kind == SH_DATASET_SENTS) {
     st = load_token_lines(d, path, data, size, what);
   } else {
     st = data ? sh_ptb_read(&d->tb, data, size, path) : sh_ptb_read_file(&d->tb, path);
-    if (st == SHEAF_OK && kind == EX_DATA_BINARY) {
+    if (st == SHEAF_OK && kind == SH_DATASET_BINARY) {
       const sh_treebank *tb = &d->tb;
       for (int32_t t = 0; t < tb->n_trees && st == SHEAF_OK; t++)
         for (int32_t n = tb->tree_first[t]; n < tb->tree_first[t] + tb->tree_size[t]; n++)
@@ -270,30 +270,30 @@ static sheaf_status load(sheaf_ctx *ctx, const char *path, const char *data, siz
           }
     }
   }
-  if (st == SHEAF_OK && ex_data_count(d) == 0)
+  if (st == SHEAF_OK && sh_dataset_count(d) == 0)
     st = sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: no %s", path,
-                 kind == EX_DATA_SENTS ? "sentences" : "trees");
-  if (st == SHEAF_OK) st = ex_data_finish(d, 0);
-  if (st != SHEAF_OK) ex_data_free(d);
+                 kind == SH_DATASET_SENTS ? "sentences" : "trees");
+  if (st == SHEAF_OK) st = sh_dataset_finish(d, 0);
+  if (st != SHEAF_OK) sh_dataset_free(d);
   return st;
 }
 
-sheaf_status ex_data_load(sheaf_ctx *ctx, const char *path, ex_data_kind kind, ex_data *d) {
+sheaf_status sh_dataset_load(sheaf_ctx *ctx, const char *path, sh_dataset_kind kind, sh_dataset *d) {
   return load(ctx, path, NULL, 0, kind, NULL, d);
 }
 
-sheaf_status ex_data_load_opts(sheaf_ctx *ctx, const char *path, ex_data_kind kind,
-                               const ex_data_opts *opts, ex_data *d) {
+sheaf_status sh_dataset_load_opts(sheaf_ctx *ctx, const char *path, sh_dataset_kind kind,
+                                  const sh_dataset_opts *opts, sh_dataset *d) {
   return load(ctx, path, NULL, 0, kind, opts, d);
 }
 
-sheaf_status ex_data_load_mem(sheaf_ctx *ctx, const char *data, size_t size, const char *name,
-                              ex_data_kind kind, const ex_data_opts *opts, ex_data *d) {
+sheaf_status sh_dataset_load_mem(sheaf_ctx *ctx, const char *data, size_t size, const char *name,
+                                 sh_dataset_kind kind, const sh_dataset_opts *opts, sh_dataset *d) {
   return load(ctx, name, data ? data : "", size, kind, opts, d);
 }
 
-sheaf_status ex_data_check_ids(sheaf_ctx *ctx, const char *path, int64_t limit,
-                               const char *what) {
+sheaf_status sh_dataset_check_ids(sheaf_ctx *ctx, const char *path, int64_t limit,
+                                  const char *what) {
   if (limit <= 0)
     return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: no token id fits below %lld (%s)", path,
                    (long long)limit, what ? what : "the id limit");
@@ -317,13 +317,13 @@ static int by_count_desc(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-sheaf_status ex_data_finish(ex_data *d, int32_t mv_cap) {
+sheaf_status sh_dataset_finish(sh_dataset *d, int32_t mv_cap) {
   sheaf_ctx *ctx = d->ctx;
-  if (mv_cap <= 0) mv_cap = EX_MV_CAP_DEFAULT;
+  if (mv_cap <= 0) mv_cap = SH_DATASET_MV_CAP_DEFAULT;
   const int32_t *ids;
   int64_t n_ids;
   int32_t types;
-  if (d->kind == EX_DATA_SENTS) {
+  if (d->kind == SH_DATASET_SENTS) {
     ids = d->sent_words;
     n_ids = d->n_tokens;
     types = sh_vocab_size(&d->words);
@@ -332,26 +332,13 @@ sheaf_status ex_data_finish(ex_data *d, int32_t mv_cap) {
     n_ids = d->tb.n_nodes;
     types = sh_vocab_size(&d->tb.words);
   }
-  /* token-id files carry no vocabulary: ids past the words count as types
-   * (in 64 bits: an id of INT32_MAX is one type more than int32 holds) */
-  int64_t n_types = types, top = -1;
-  for (int64_t i = 0; i < n_ids; i++)
-    if (ids[i] > top) top = ids[i];
-  if (top >= n_types) {
-    if (top >= d->max_vocab) /* the readers refuse these; ids added by hand */
-      return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
-                     "token id %lld is beyond the vocabulary: ids must be below %lld "
-                     "(--max-vocab)",
-                     (long long)top, (long long)d->max_vocab);
-    n_types = top + 1;
-  }
-  if (n_types >= INT32_MAX - 1)
-    return sh_fail(ctx, SHEAF_ERR_UNSUPPORTED, "vocabulary of %lld words is too large",
-                   (long long)n_types);
-  types = (int32_t)n_types;
-  sh_free(ctx, d->mv_row, (size_t)d->n_word_types * sizeof(int32_t));
+  sh_word_ids numbering;
+  sheaf_status st = sh_word_ids_of_data(ctx, types, ids, n_ids, d->max_vocab, &numbering);
+  if (st != SHEAF_OK) return st;
+  types = numbering.n_ids;
+  sh_free(ctx, d->mv_row, (size_t)d->ids.n_ids * sizeof(int32_t));
   d->mv_row = NULL;
-  d->n_word_types = 0;
+  d->ids = (sh_word_ids){0, 0};
 
   size_t nt = types ? (size_t)types : 1;
   int64_t *counts = sh_calloc(ctx, nt, sizeof(int64_t));
@@ -377,34 +364,63 @@ sheaf_status ex_data_finish(ex_data *d, int32_t mv_cap) {
     sh_free(ctx, row, nt * sizeof(int32_t));
     row = NULL;
   }
-  d->n_word_types = types;
+  d->ids = numbering;
   d->mv_row = row;
-  d->vocab = types + 1;
-  d->unk = types;
+  d->vocab = (int32_t)sh_word_rows(numbering);
   d->mv_cap = mv_cap;
   d->mv_vocab = kept + 1;
   return SHEAF_OK;
 }
 
-/* ------------------------------------------------------------- instances */
-
-int32_t ex_data_count(const ex_data *d) {
-  return d->kind == EX_DATA_SENTS ? d->n_sents : d->tb.n_trees;
+sheaf_status sh_dataset_renumber(sh_dataset *d, const sh_vocab *v, int64_t *n_words,
+                                 int64_t *n_unknown) {
+  sheaf_ctx *ctx = d->ctx;
+  bool sents = d->kind == SH_DATASET_SENTS;
+  const sh_vocab *dw = sents ? &d->words : &d->tb.words;
+  int32_t nd = sh_vocab_size(dw);
+  int32_t *map = sh_malloc(ctx, ((size_t)nd + 1) * sizeof *map);
+  if (!map) return SHEAF_ERR_NOMEM;
+  sh_word_ids to = sh_word_ids_of_vocab(v), from = {nd, -1}; /* -1: not a word of the data */
+  for (int32_t w = 0; w < nd; w++) map[w] = sh_word_lookup(to, v, sh_vocab_str(dw, w), sh_vocab_len(dw, w));
+  int32_t *ids = sents ? d->sent_words : d->tb.word;
+  int64_t n_ids = sents ? d->n_tokens : d->tb.n_nodes, words = 0, unknown = 0;
+  for (int64_t i = 0; i < n_ids; i++) {
+    if (!sents && ids[i] < 0) continue; /* a tree node without a word */
+    int32_t w = sh_word_id(from, ids[i]);
+    ids[i] = w >= 0 ? map[w] : to.unk;
+    words++;
+    if (ids[i] == to.unk) unknown++;
+  }
+  sh_free(ctx, map, ((size_t)nd + 1) * sizeof *map);
+  sh_free(ctx, d->mv_row, (size_t)d->ids.n_ids * sizeof(int32_t));
+  d->mv_row = NULL;
+  d->mv_vocab = 1;
+  d->ids = to;
+  d->vocab = (int32_t)sh_word_rows(to);
+  if (n_words) *n_words = words;
+  if (n_unknown) *n_unknown = unknown;
+  return SHEAF_OK;
 }
 
-int32_t ex_data_size(const ex_data *d, int32_t i) {
-  if (d->kind == EX_DATA_SENTS) return d->sent_off[i + 1] - d->sent_off[i];
+/* ------------------------------------------------------------- instances */
+
+int32_t sh_dataset_count(const sh_dataset *d) {
+  return d->kind == SH_DATASET_SENTS ? d->n_sents : d->tb.n_trees;
+}
+
+int32_t sh_dataset_size(const sh_dataset *d, int32_t i) {
+  if (d->kind == SH_DATASET_SENTS) return d->sent_off[i + 1] - d->sent_off[i];
   return d->tb.tree_size[i];
 }
 
-int64_t ex_data_size_range(const ex_data *d, int32_t first, int32_t count) {
+int64_t sh_dataset_size_range(const sh_dataset *d, int32_t first, int32_t count) {
   int64_t n = 0;
-  for (int32_t i = first; i < first + count; i++) n += ex_data_size(d, i);
+  for (int32_t i = first; i < first + count; i++) n += sh_dataset_size(d, i);
   return n;
 }
 
-void ex_data_vocab_fingerprint(const ex_data *d, char *out, size_t cap) {
-  const sh_vocab *v = d->kind == EX_DATA_SENTS ? &d->words : &d->tb.words;
+void sh_dataset_vocab_fingerprint(const sh_dataset *d, char *out, size_t cap) {
+  const sh_vocab *v = d->kind == SH_DATASET_SENTS ? &d->words : &d->tb.words;
   uint64_t h = 0xcbf29ce484222325ull;
   int32_t n = sh_vocab_size(v);
   for (int32_t w = 0; w < n; w++) {
