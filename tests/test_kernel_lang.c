@@ -1,0 +1,615 @@
+/*
+ * test_kernel_lang.c — kernel declarations (tensor comprehensions): the
+ * checked form (kernel.h) of known kernels, range inference and ragged
+ * extents as `sheaf check` prints them, and the scalar reference evaluator
+ * (kernel_ref.h) against hand-written C loops: FFN + GELU, matmul,
+ * softmax, layer norm, a gated unit, ragged attention with lengths 0, 1
+ * and more, offsets, where clauses, several outputs; argument errors. The
+ * malformed kernels are golden diagnostics (tests/bad/kernel_*.sf).
+ */
+#include <stdlib.h>
+
+#include "base/buf.h"
+#include "base/file.h"
+#include "harness.h"
+#include "lang/check.h"
+#include "lang/kernel_ref.h"
+
+/* Compiles a kernel-only source; the kernel `name` (NULL and a failure
+ * with the diagnostics when it does not check). */
+static const sh_kernel *compile_at(const char *file, int line, sheaf_ctx *ctx, sh_module *m,
+                                   const char *src, const char *name) {
+  sheaf_status st = sh_kernel_source_compile(m, ctx, "k.sf", src, strlen(src));
+  if (st != SHEAF_OK) {
+    sh_buf b;
+    sh_buf_init(&b, ctx);
+    sh_diags_render(&m->diags, &b);
+    th_fail(file, line, "kernel source does not check (%s):\n%s", sheaf_status_str(st), sh_buf_cstr(&b));
+    sh_buf_free(&b);
+    return NULL;
+  }
+  const sh_kernel *k = sh_module_kernel(m, name);
+  if (!k) th_fail(file, line, "no kernel '%s'", name);
+  return k;
+}
+#define COMPILE(ctx, m, src, name) compile_at(__FILE__, __LINE__, ctx, m, src, name)
+
+static sh_kref_arg f32_arg(const float *data, size_t numel, int rank, const int64_t *shape) {
+  return (sh_kref_arg){data, numel, rank, shape};
+}
+
+/* got[i] within tol * max(1, |want[i]|) of want[i] for every i. */
+static bool close_at(const char *file, int line, const float *got, const double *want, size_t n,
+                     double tol, const char *what) {
+  for (size_t i = 0; i < n; i++) {
+    double w = want[i], e = fabs((double)got[i] - w), lim = tol * (fabs(w) > 1 ? fabs(w) : 1);
+    if (!(e <= lim)) return th_fail(file, line, "%s[%zu] = %.9g, want %.9g", what, i, (double)got[i], w);
+  }
+  return true;
+}
+#define CLOSE(got, want, n, what) close_at(__FILE__, __LINE__, got, want, n, 1e-5, what)
+
+static char *summary_of(sheaf_ctx *ctx, const sh_module *m) {
+  sh_buf b;
+  sh_buf_init(&b, ctx);
+  sh_check_summary(m, &b);
+  char *r = strdup(sh_buf_cstr(&b));
+  sh_buf_free(&b);
+  return r;
+}
+
+static double gelu_ref(double x) { return 0.5 * x * (1 + erf(x / sqrt(2.0))); }
+
+/* ------------------------------------------------------- checked form */
+
+static const char ffn_src[] =
+    "kernel ffn(x: f32[N, D], W: f32[D, F], b: f32[F]) -> f32[N, F] {\n"
+    "  y(n, f) +=! x(n, d) * W(d, f)\n"
+    "  out(n, f) = gelu(y(n, f) + b(f))\n"
+    "}\n";
+
+TEST(kernel_checked_form_of_ffn) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_module m;
+  const sh_kernel *k = COMPILE(ctx, &m, ffn_src, "ffn");
+  if (k) {
+    CHECK_EQ_INT(k->n_sizes, 3);
+    CHECK_EQ_STR(k->sizes[0].name, "N");
+    CHECK_EQ_INT(k->sizes[1].tensor, 0); /* D: dimension 1 of x */
+    CHECK_EQ_INT(k->sizes[1].dim, 1);
+    CHECK_EQ_INT(k->sizes[2].tensor, 1); /* F: dimension 1 of W */
+    CHECK_EQ_INT(k->n_inputs, 3);
+    CHECK_EQ_INT(k->n_outputs, 1);
+    REQUIRE_EQ_INT(k->n_tensors, 5);
+    CHECK_EQ_STR(k->tensors[3].name, "out");
+    CHECK_EQ_INT(k->tensors[3].kind, SH_KTENSOR_OUTPUT);
+    CHECK_EQ_STR(k->tensors[4].name, "y");
+    CHECK_EQ_INT(k->tensors[4].kind, SH_KTENSOR_TEMP);
+    CHECK_EQ_INT(k->tensors[4].rank, 2);
+    CHECK_EQ_INT(k->tensors[4].dims[1].aff.t[0].size, 2); /* y: f32[N, F] */
+    REQUIRE_EQ_INT(k->n_stmts, 2);
+    const sh_kstmt *s = &k->stmts[0];
+    CHECK_EQ_INT(s->lhs, 4);
+    CHECK_EQ_INT(s->red, SH_KRED_ADD);
+    CHECK(s->init);
+    CHECK_EQ_INT(s->n_free, 2);
+    REQUIRE_EQ_INT(s->n_idx, 3);
+    CHECK_EQ_STR(s->idx[2].name, "d");
+    CHECK(s->idx[2].reduction);
+    CHECK_EQ_INT(s->idx[2].range.aff.t[0].size, 1);
+    CHECK_EQ_INT(s->rhs->kind, SH_KEXPR_OP);
+    CHECK_EQ_INT(s->rhs->op, SH_KOP_MUL);
+    CHECK_EQ_INT(s->rhs->a->kind, SH_KEXPR_ACCESS);
+    CHECK_EQ_INT(s->rhs->a->tensor, 0);
+    CHECK_EQ_INT(s->rhs->a->idx[1].var, 2);
+    CHECK_EQ_INT(k->stmts[1].red, SH_KRED_ASSIGN);
+    CHECK_EQ_INT(k->stmts[1].rhs->op, SH_KOP_GELU);
+    CHECK_EQ_INT(k->stmts[1].line, 3);
+  }
+  sh_module_free(&m);
+}
+
+static const char attn_src[] =
+    "kernel attn(L: i32[B], q: f32[B, L(b), D], k: f32[B, L(b), D], v: f32[B, L(b), D])\n"
+    "    -> f32[B, L(b), D] {\n"
+    "  s(b, i, j) +=! q(b, i, d) * k(b, j, d) / sqrt(D)   # scores\n"
+    "  m(b, i) max=! s(b, i, j)                           # row max\n"
+    "  e(b, i, j) = exp(s(b, i, j) - m(b, i))\n"
+    "  z(b, i) +=! e(b, i, j)                             # row sum\n"
+    "  o(b, i, d) +=! e(b, i, j) * v(b, j, d)\n"
+    "  out(b, i, d) = o(b, i, d) / z(b, i)\n"
+    "}\n";
+
+TEST(kernel_ragged_ranges_are_inferred) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_module m;
+  const sh_kernel *k = COMPILE(ctx, &m, attn_src, "attn");
+  if (k) {
+    char *sum = summary_of(ctx, &m);
+    CHECK_CONTAINS(sum, "kernel attn(L: i32[B], q: f32[B, L(b), D], k: f32[B, L(b), D], v: f32[B, L(b), D]) "
+                        "-> (out: f32[B, L(b), D])\n");
+    CHECK_CONTAINS(sum, "  temp s: f32[B, L(b), L(b)]\n");
+    CHECK_CONTAINS(sum, "  s(b, i, j) +=! q(b, i, d) * k(b, j, d) / sqrt(D)  for b in 0..B, i in 0..L(b), "
+                        "j in 0..L(b); reduce d in 0..D\n");
+    CHECK_CONTAINS(sum, "  m(b, i) max=! s(b, i, j)  for b in 0..B, i in 0..L(b); reduce j in 0..L(b)\n");
+    free(sum);
+    const sh_ktensor *q = &k->tensors[1];
+    CHECK_EQ_INT(q->ragged_outer, 0);
+    CHECK_EQ_INT(q->dims[1].kind, SH_KEXT_RAGGED);
+    CHECK_EQ_INT(q->dims[1].len, 0);
+    CHECK_EQ_INT(q->dims[1].outer, 0);
+    const sh_kstmt *s = &k->stmts[0];
+    CHECK_EQ_INT(s->idx[2].range.kind, SH_KEXT_RAGGED); /* j in 0..L(b): b is index 0 */
+    CHECK_EQ_INT(s->idx[2].range.outer, 0);
+  }
+  sh_module_free(&m);
+}
+
+/* The ragged reduction index comes after the reduction index it depends
+ * on, whatever the order of first use. */
+TEST(kernel_ragged_reduction_order) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_module m;
+  const sh_kernel *k = COMPILE(ctx, &m,
+                               "kernel total(L: i32[B], x: f32[B, L(b), D]) -> f32[D] {\n"
+                               "  t(d) +=! x(b, i, d) where i in 0..L(b)\n"
+                               "}\n",
+                               "total");
+  if (k) {
+    const sh_kstmt *s = &k->stmts[0];
+    REQUIRE_EQ_INT(s->n_idx, 3);
+    CHECK_EQ_STR(s->idx[1].name, "b");
+    CHECK_EQ_STR(s->idx[2].name, "i");
+    CHECK_EQ_INT(s->idx[2].range.outer, 1);
+    int64_t sx[] = {3, -1, 2};
+    int32_t L32[3] = {2, 0, 3};
+    float x[10];
+    for (int i = 0; i < 10; i++) x[i] = (float)i;
+    int64_t sL = 3;
+    sh_kref_arg in[2] = {{L32, 3, 1, &sL}, f32_arg(x, 10, 3, sx)};
+    float out[2];
+    sh_kref_out o = {out, 2};
+    if (CHECK_OK(ctx, sh_kernel_ref_run(ctx, k, in, 2, &o, 1))) {
+      CHECK_NEAR(out[0], 0 + 2 + 4 + 6 + 8, 1e-6);
+      CHECK_NEAR(out[1], 1 + 3 + 5 + 7 + 9, 1e-6);
+    }
+  }
+  sh_module_free(&m);
+}
+
+/* ------------------------------------------------ reference evaluator */
+
+TEST(kernel_ref_ffn_gelu) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_module m;
+  const sh_kernel *k = COMPILE(ctx, &m, ffn_src, "ffn");
+  enum { N = 5, D = 7, F = 3 };
+  uint64_t rng = 11;
+  float *x = th_frand_fill(&rng, N * D), *W = th_frand_fill(&rng, D * F), *b = th_frand_fill(&rng, F);
+  if (k) {
+    int64_t sx[] = {N, D}, sw[] = {D, F}, sb[] = {F};
+    sh_kref_arg in[] = {f32_arg(x, N * D, 2, sx), f32_arg(W, D * F, 2, sw), f32_arg(b, F, 1, sb)};
+    float out[N * F];
+    double want[N * F];
+    size_t numel = 0;
+    CHECK_OK(ctx, sh_kernel_ref_numel(ctx, k, in, 3, k->n_inputs, &numel));
+    CHECK_EQ_SIZE(numel, N * F);
+    sh_kref_out o = {out, N * F};
+    for (int n = 0; n < N; n++)
+      for (int f = 0; f < F; f++) {
+        double y = 0;
+        for (int d = 0; d < D; d++) y += (double)x[n * D + d] * W[d * F + f];
+        want[n * F + f] = gelu_ref(y + b[f]);
+      }
+    if (CHECK_OK(ctx, sh_kernel_ref_run(ctx, k, in, 3, &o, 1))) CLOSE(out, want, N * F, "ffn");
+  }
+  free(x), free(W), free(b);
+  sh_module_free(&m);
+}
+
+TEST(kernel_ref_matmul_sizes_below_at_above_one) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_module m;
+  const sh_kernel *k = COMPILE(ctx, &m,
+                               "kernel matmul(A: f32[M, K], B: f32[K, N]) -> f32[M, N] {\n"
+                               "  C(m, n) +=! A(m, k) * B(k, n)\n"
+                               "}\n",
+                               "matmul");
+  static const int shapes[][3] = {{1, 1, 1}, {1, 5, 1}, {4, 3, 2}, {17, 33, 9}};
+  for (size_t t = 0; k && t < SH_ARRAY_LEN(shapes); t++) {
+    int M = shapes[t][0], K = shapes[t][1], N = shapes[t][2];
+    uint64_t rng = 5 + t;
+    float *A = th_frand_fill(&rng, M * K), *B = th_frand_fill(&rng, K * N);
+    float *C = malloc(sizeof(float) * (size_t)(M * N));
+    double *want = malloc(sizeof(double) * (size_t)(M * N));
+    for (int i = 0; i < M; i++)
+      for (int j = 0; j < N; j++) {
+        double acc = 0;
+        for (int p = 0; p < K; p++) acc += (double)A[i * K + p] * B[p * N + j];
+        want[i * N + j] = acc;
+      }
+    int64_t sa[] = {M, K}, sb[] = {K, N};
+    sh_kref_arg in[] = {f32_arg(A, (size_t)(M * K), 2, sa), f32_arg(B, (size_t)(K * N), 2, sb)};
+    sh_kref_out o = {C, (size_t)(M * N)};
+    if (CHECK_OK(ctx, sh_kernel_ref_run(ctx, k, in, 2, &o, 1))) CLOSE(C, want, (size_t)(M * N), "C");
+    free(A), free(B), free(C), free(want);
+  }
+  sh_module_free(&m);
+}
+
+TEST(kernel_ref_softmax) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_module m;
+  const sh_kernel *k = COMPILE(ctx, &m,
+                               "kernel row_softmax(x: f32[N, C]) -> f32[N, C] {\n"
+                               "  m(n) max=! x(n, c)\n"
+                               "  e(n, c) = exp(x(n, c) - m(n))\n"
+                               "  s(n) +=! e(n, c)\n"
+                               "  out(n, c) = e(n, c) / s(n)\n"
+                               "}\n",
+                               "row_softmax");
+  enum { N = 4, C = 9 };
+  uint64_t rng = 3;
+  float *x = th_frand_fill(&rng, N * C);
+  for (int i = 0; i < N * C; i++) x[i] *= 30; /* large values: the max matters */
+  if (k) {
+    int64_t sx[] = {N, C};
+    sh_kref_arg in = f32_arg(x, N * C, 2, sx);
+    float out[N * C];
+    double want[N * C];
+    for (int n = 0; n < N; n++) {
+      double mx = -INFINITY, s = 0;
+      for (int c = 0; c < C; c++) mx = fmax(mx, x[n * C + c]);
+      for (int c = 0; c < C; c++) s += exp(x[n * C + c] - mx);
+      for (int c = 0; c < C; c++) want[n * C + c] = exp(x[n * C + c] - mx) / s;
+    }
+    sh_kref_out o = {out, N * C};
+    if (CHECK_OK(ctx, sh_kernel_ref_run(ctx, k, &in, 1, &o, 1))) CLOSE(out, want, N * C, "softmax");
+  }
+  free(x);
+  sh_module_free(&m);
+}
+
+TEST(kernel_ref_layernorm) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_module m;
+  const sh_kernel *k = COMPILE(ctx, &m,
+                               "kernel layernorm(x: f32[N, D], g: f32[D], b: f32[D]) -> f32[N, D] {\n"
+                               "  mu(n) +=! x(n, d) / D\n"
+                               "  c(n, d) = x(n, d) - mu(n)\n"
+                               "  var(n) +=! c(n, d) * c(n, d) / D\n"
+                               "  out(n, d) = c(n, d) * rsqrt(var(n) + 1e-5) * g(d) + b(d)\n"
+                               "}\n",
+                               "layernorm");
+  enum { N = 3, D = 16 };
+  uint64_t rng = 7;
+  float *x = th_frand_fill(&rng, N * D), *g = th_frand_fill(&rng, D), *b = th_frand_fill(&rng, D);
+  if (k) {
+    int64_t sx[] = {N, D}, sd[] = {D};
+    sh_kref_arg in[] = {f32_arg(x, N * D, 2, sx), f32_arg(g, D, 1, sd), f32_arg(b, D, 1, sd)};
+    float out[N * D];
+    double want[N * D];
+    for (int n = 0; n < N; n++) {
+      double mu = 0, var = 0;
+      for (int d = 0; d < D; d++) mu += x[n * D + d];
+      mu /= D;
+      for (int d = 0; d < D; d++) var += (x[n * D + d] - mu) * (x[n * D + d] - mu);
+      var /= D;
+      for (int d = 0; d < D; d++) want[n * D + d] = (x[n * D + d] - mu) / sqrt(var + 1e-5) * g[d] + b[d];
+    }
+    sh_kref_out o = {out, N * D};
+    if (CHECK_OK(ctx, sh_kernel_ref_run(ctx, k, in, 3, &o, 1))) CLOSE(out, want, N * D, "layernorm");
+  }
+  free(x), free(g), free(b);
+  sh_module_free(&m);
+}
+
+TEST(kernel_ref_gated_unit) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_module m;
+  const sh_kernel *k = COMPILE(ctx, &m,
+                               "kernel gated(x: f32[N, D], Wg: f32[D, H], Wh: f32[D, H]) -> f32[N, H] {\n"
+                               "  g(n, h) +=! x(n, d) * Wg(d, h); t(n, h) +=! x(n, d) * Wh(d, h)\n"
+                               "  out(n, h) = sigmoid(g(n, h)) * tanh(t(n, h))\n"
+                               "}\n",
+                               "gated");
+  enum { N = 6, D = 5, H = 4 };
+  uint64_t rng = 9;
+  float *x = th_frand_fill(&rng, N * D), *Wg = th_frand_fill(&rng, D * H), *Wh = th_frand_fill(&rng, D * H);
+  if (k) {
+    int64_t sx[] = {N, D}, sw[] = {D, H};
+    sh_kref_arg in[] = {f32_arg(x, N * D, 2, sx), f32_arg(Wg, D * H, 2, sw), f32_arg(Wh, D * H, 2, sw)};
+    float out[N * H];
+    double want[N * H];
+    for (int n = 0; n < N; n++)
+      for (int h = 0; h < H; h++) {
+        double g = 0, t = 0;
+        for (int d = 0; d < D; d++) g += (double)x[n * D + d] * Wg[d * H + h], t += (double)x[n * D + d] * Wh[d * H + h];
+        want[n * H + h] = 1 / (1 + exp(-g)) * tanh(t);
+      }
+    sh_kref_out o = {out, N * H};
+    if (CHECK_OK(ctx, sh_kernel_ref_run(ctx, k, in, 3, &o, 1))) CLOSE(out, want, N * H, "gated");
+  }
+  free(x), free(Wg), free(Wh);
+  sh_module_free(&m);
+}
+
+/* Ragged attention over sequences of lengths 0, 1, 5 and 3, in the packed
+ * layout (the sequences' rows one after another). */
+TEST(kernel_ref_ragged_attention) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_module m;
+  const sh_kernel *k = COMPILE(ctx, &m, attn_src, "attn");
+  enum { B = 4, D = 6 };
+  int32_t L[B] = {0, 1, 5, 3};
+  int rows = 0, first[B];
+  for (int b = 0; b < B; b++) first[b] = rows, rows += L[b];
+  uint64_t rng = 21;
+  float *q = th_frand_fill(&rng, rows * D), *kk = th_frand_fill(&rng, rows * D), *v = th_frand_fill(&rng, rows * D);
+  if (k) {
+    int64_t sL[] = {B}, sq[] = {B, -1, D};
+    sh_kref_arg in[] = {{L, B, 1, sL}, f32_arg(q, (size_t)rows * D, 3, sq), f32_arg(kk, (size_t)rows * D, 3, sq),
+                        f32_arg(v, (size_t)rows * D, 3, sq)};
+    size_t numel = 0;
+    CHECK_OK(ctx, sh_kernel_ref_numel(ctx, k, in, 4, k->n_inputs, &numel));
+    CHECK_EQ_SIZE(numel, (size_t)rows * D);
+    float *out = malloc(sizeof(float) * (size_t)rows * D);
+    double *want = calloc((size_t)rows * D, sizeof(double));
+    for (int b = 0; b < B; b++)
+      for (int i = 0; i < L[b]; i++) {
+        const float *qi = q + (first[b] + i) * D;
+        double s[8], mx = -INFINITY, z = 0;
+        for (int j = 0; j < L[b]; j++) {
+          double acc = 0;
+          for (int d = 0; d < D; d++) acc += (double)qi[d] * kk[(first[b] + j) * D + d] / sqrt((double)D);
+          s[j] = acc;
+          mx = fmax(mx, acc);
+        }
+        for (int j = 0; j < L[b]; j++) z += exp(s[j] - mx);
+        for (int d = 0; d < D; d++) {
+          double o = 0;
+          for (int j = 0; j < L[b]; j++) o += exp(s[j] - mx) * v[(first[b] + j) * D + d];
+          want[(first[b] + i) * D + d] = o / z;
+        }
+      }
+    sh_kref_out o = {out, (size_t)rows * D};
+    if (CHECK_OK(ctx, sh_kernel_ref_run(ctx, k, in, 4, &o, 1))) CLOSE(out, want, (size_t)rows * D, "attn");
+    /* all lengths 0: an empty output */
+    int32_t L0[B] = {0, 0, 0, 0};
+    in[0].data = L0;
+    for (int i = 1; i < 4; i++) in[i].numel = 0;
+    sh_kref_out o0 = {NULL, 0};
+    CHECK_OK(ctx, sh_kernel_ref_run(ctx, k, in, 4, &o0, 1));
+    free(out), free(want);
+  }
+  free(q), free(kk), free(v);
+  sh_module_free(&m);
+}
+
+/* Offsets and where clauses, constants, index values, comparisons, i32
+ * lengths as values, several named outputs, accumulation after definition. */
+TEST(kernel_ref_offsets_where_and_outputs) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_module m;
+  const char *src =
+      "kernel misc(L: i32[B], x: f32[N], r: f32[B, L(b)]) -> (d: f32[N - 1], c: f32[N, N], mean: f32[B]) {\n"
+      "  d(i) = x(i + 1) - x(i) where i in 0..N - 1\n"
+      "  c(i, j) = where(j <= i, x(i) * x(0), -1e30)     # a causal mask\n"
+      "  c(i, j) += i + 0.5 * j\n"
+      "  t(b) +=! r(b, l)\n"
+      "  mean(b) = t(b) / max(float(L(b)), 1)\n"
+      "}\n";
+  const sh_kernel *k = COMPILE(ctx, &m, src, "misc");
+  if (k) {
+    enum { B = 3, N = 4 };
+    int32_t L[B] = {2, 0, 3};
+    float x[N] = {1, 3, 6, 10}, r[5] = {1, 2, 3, 4, 5};
+    int64_t sL[] = {B}, sx[] = {N}, sr[] = {B, -1};
+    sh_kref_arg in[] = {{L, B, 1, sL}, f32_arg(x, N, 1, sx), f32_arg(r, 5, 2, sr)};
+    float d[N - 1], c[N * N], mean[B];
+    sh_kref_out o[] = {{d, N - 1}, {c, N * N}, {mean, B}};
+    if (CHECK_OK(ctx, sh_kernel_ref_run(ctx, k, in, 3, o, 3))) {
+      double wd[] = {2, 3, 4}, wm[] = {1.5, 0, 4};
+      CLOSE(d, wd, 3, "d");
+      CLOSE(mean, wm, 3, "mean");
+      double wc[N * N];
+      for (int i = 0; i < N; i++)
+        for (int j = 0; j < N; j++) wc[i * N + j] = (j <= i ? x[i] * x[0] : -1e30) + i + 0.5 * j;
+      CLOSE(c, wc, N * N, "c");
+    }
+  }
+  sh_module_free(&m);
+}
+
+/* Fixed sizes of the module are constants; kernels and functions live side
+ * by side, and a file of kernels only needs no main. */
+TEST(kernel_module_sizes_and_library_files) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_module m;
+  const char *src =
+      "size D = 4\n"
+      "kernel proj(x: f32[N, D], w: f32[D]) -> f32[N] { y(n) +=! x(n, d) * w(d) / D }\n"
+      "param emb: f32[V, D]\n"
+      "fn main(ws: list[i32]) -> f32[D] { emb[ws[0]] }\n";
+  sheaf_status st = sh_lang_compile(&m, ctx, "m.sf", src, strlen(src));
+  CHECK_OK(ctx, st);
+  const sh_kernel *k = sh_module_kernel(&m, "proj");
+  if (CHECK(k != NULL)) {
+    CHECK_EQ_INT(k->n_sizes, 1); /* N; D is the constant 4 */
+    CHECK_EQ_INT(k->tensors[0].dims[1].aff.n, 0);
+    CHECK_EQ_INT(k->tensors[0].dims[1].aff.c, 4);
+    CHECK_EQ_INT(k->stmts[0].rhs->b->kind, SH_KEXPR_CONST);
+  }
+  sh_module_free(&m);
+  /* a kernel library checks without main; a model without main does not */
+  CHECK_OK(ctx, sh_lang_compile(&m, ctx, "lib.sf", ffn_src, strlen(ffn_src)));
+  sh_module_free(&m);
+  const char *no_main = "kernel f(x: f32[N]) -> f32[N] { y(i) = x(i) }\nfn g(x: i32) -> i32 { x }\n";
+  CHECK_STATUS(ctx, sh_lang_compile(&m, ctx, "nm.sf", no_main, strlen(no_main)), SHEAF_ERR_PARSE);
+  sh_module_free(&m);
+  /* a kernel source refuses other declarations */
+  const char *with_fn = "kernel f(x: f32[N]) -> f32[N] { y(i) = x(i) }\nfn g(x: i32) -> i32 { x }\n";
+  CHECK_STATUS(ctx, sh_kernel_source_compile(&m, ctx, "k.sf", with_fn, strlen(with_fn)), SHEAF_ERR_PARSE);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "k.sf:2:1: error: a kernel source holds only kernel and size declarations");
+  sh_module_free(&m);
+}
+
+TEST(kernel_ref_argument_errors_are_clear) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_module m;
+  const sh_kernel *k = COMPILE(ctx, &m, ffn_src, "ffn");
+  if (k) {
+    float x[12] = {0}, W[12] = {0}, b[4] = {0}, out[12];
+    int64_t sx[] = {3, 4}, sw[] = {4, 3}, sb[] = {3}, sb_bad[] = {4}, sw_bad[] = {5, 3};
+    sh_kref_arg in[] = {f32_arg(x, 12, 2, sx), f32_arg(W, 12, 2, sw), f32_arg(b, 3, 1, sb)};
+    sh_kref_out o = {out, 9};
+    CHECK_OK(ctx, sh_kernel_ref_run(ctx, k, in, 3, &o, 1));
+    in[2].shape = sb_bad;
+    CHECK_STATUS(ctx, sh_kernel_ref_run(ctx, k, in, 3, &o, 1), SHEAF_ERR_SHAPE);
+    CHECK_CONTAINS(sheaf_ctx_last_error(ctx),
+                   "kernel 'ffn': dimension 0 of input 'b' is 4, but it is declared F = 3");
+    in[2].shape = sb;
+    in[1].shape = sw_bad;
+    CHECK_STATUS(ctx, sh_kernel_ref_run(ctx, k, in, 3, &o, 1), SHEAF_ERR_SHAPE);
+    CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "dimension 0 of input 'W' is 5, but it is declared D = 4");
+    in[1].shape = sw;
+    in[0].numel = 11;
+    CHECK_STATUS(ctx, sh_kernel_ref_run(ctx, k, in, 3, &o, 1), SHEAF_ERR_SHAPE);
+    CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "input 'x' has 11 elements, but its shape needs 12");
+    in[0].numel = 12;
+    in[0].rank = 1;
+    CHECK_STATUS(ctx, sh_kernel_ref_run(ctx, k, in, 3, &o, 1), SHEAF_ERR_SHAPE);
+    CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "input 1 ('x') has rank 1, but it is declared with 2");
+    in[0].rank = 2;
+    o.numel = 12;
+    CHECK_STATUS(ctx, sh_kernel_ref_run(ctx, k, in, 3, &o, 1), SHEAF_ERR_SHAPE);
+    CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "output 'out' has room for 12 elements, but needs 9");
+    CHECK_STATUS(ctx, sh_kernel_ref_run(ctx, k, in, 2, &o, 1), SHEAF_ERR_INVALID_ARG);
+    CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "kernel 'ffn' takes 3 inputs, not 2");
+    int64_t s0[] = {0, 4};
+    in[0].shape = s0;
+    in[0].numel = 0;
+    CHECK_STATUS(ctx, sh_kernel_ref_run(ctx, k, in, 3, &o, 1), SHEAF_ERR_SHAPE);
+    CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "size N = 0 (dimension 0 of input 'x'): sizes are at least 1");
+  }
+  sh_module_free(&m);
+  /* ragged: negative lengths, element counts from the lengths */
+  k = COMPILE(ctx, &m, attn_src, "attn");
+  if (k) {
+    int32_t L[2] = {2, -1};
+    float q[8] = {0}, out[8];
+    int64_t sL[] = {2}, sq[] = {2, -1, 4};
+    sh_kref_arg in[] = {{L, 2, 1, sL}, f32_arg(q, 8, 3, sq), f32_arg(q, 8, 3, sq), f32_arg(q, 8, 3, sq)};
+    sh_kref_out o = {out, 8};
+    CHECK_STATUS(ctx, sh_kernel_ref_run(ctx, k, in, 4, &o, 1), SHEAF_ERR_SHAPE);
+    CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "kernel 'attn': length L[1] = -1 is negative");
+    L[1] = 1;
+    CHECK_STATUS(ctx, sh_kernel_ref_run(ctx, k, in, 4, &o, 1), SHEAF_ERR_SHAPE);
+    CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "input 'q' has 8 elements, but its shape needs 12");
+    L[1] = 0;
+    CHECK_OK(ctx, sh_kernel_ref_run(ctx, k, in, 4, &o, 1));
+  }
+  sh_module_free(&m);
+}
+
+/* Negative run-time extents (a range N - 2 with N = 1) are errors, not
+ * empty loops over garbage. */
+TEST(kernel_ref_negative_range_is_an_error) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_module m;
+  const sh_kernel *k = COMPILE(ctx, &m, "kernel d2(x: f32[N]) -> f32[N - 2] { y(i) = x(i + 2) - x(i) where i in 0..N - 2 }\n", "d2");
+  if (k) {
+    float x[1] = {0}, out[1];
+    int64_t sx[] = {1};
+    sh_kref_arg in = f32_arg(x, 1, 1, sx);
+    size_t numel;
+    CHECK_STATUS(ctx, sh_kernel_ref_numel(ctx, k, &in, 1, 1, &numel), SHEAF_ERR_SHAPE);
+    CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "kernel 'd2': dimension 0 of 'y', N - 2, is negative (N = 1)");
+    sh_kref_out o = {out, 0};
+    CHECK_STATUS(ctx, sh_kernel_ref_run(ctx, k, &in, 1, &o, 1), SHEAF_ERR_SHAPE);
+  }
+  sh_module_free(&m);
+}
+
+/* -------------------------------------------------------- robustness */
+
+TEST(kernel_allocation_failure_everywhere) {
+  sheaf_ctx *ctx = th_ctx();
+  long live = th_live_blocks();
+  bool done = false;
+  for (long n = 1; n < 100000 && !done; n++) {
+    th_fail_alloc_at(n);
+    sh_module m;
+    sheaf_status st = sh_kernel_source_compile(&m, ctx, "a.sf", attn_src, strlen(attn_src));
+    const sh_kernel *k = st == SHEAF_OK ? sh_module_kernel(&m, "attn") : NULL;
+    if (k) { /* the evaluator too */
+      int32_t L[2] = {1, 2};
+      float q[12] = {0}, out[12];
+      int64_t sL[] = {2}, sq[] = {2, -1, 4};
+      sh_kref_arg in[] = {{L, 2, 1, sL}, f32_arg(q, 12, 3, sq), f32_arg(q, 12, 3, sq), f32_arg(q, 12, 3, sq)};
+      sh_kref_out o = {out, 12};
+      st = sh_kernel_ref_run(ctx, k, in, 4, &o, 1);
+    }
+    th_fail_alloc_at(0);
+    sh_module_free(&m);
+    if (st == SHEAF_OK) done = true;
+    else if (!CHECK_EQ_INT(st, SHEAF_ERR_NOMEM)) break;
+    CHECK_EQ_INT(th_live_blocks(), live);
+  }
+  CHECK(done);
+}
+
+/* A model calling a kernel gets a positioned "not supported yet" error. */
+TEST(kernel_call_from_fn_is_not_supported_yet) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_module m;
+  const char *src = "param emb: f32[V, H]\n"
+                    "kernel twice(x: f32[N]) -> f32[N] { y(i) = 2 * x(i) }\n"
+                    "fn main(ws: list[i32]) -> f32[H] { twice(emb[ws[0]]) }\n";
+  CHECK_STATUS(ctx, sh_lang_compile(&m, ctx, "call.sf", src, strlen(src)), SHEAF_ERR_PARSE);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx),
+                 "call.sf:3:36: error: calling kernel 'twice' from a function is not supported yet");
+  sh_module_free(&m);
+}
+
+/* Every ```sheaf-kernel block of docs/LANGUAGE.md checks as a kernel source. */
+TEST(kernel_docs_examples_check) {
+  sheaf_ctx *ctx = th_ctx();
+  char *doc;
+  size_t len;
+  REQUIRE_OK(ctx, sh_file_read(ctx, "docs/LANGUAGE.md", &doc, &len));
+  int n = 0;
+  for (char *p = doc; (p = strstr(p, "```sheaf-kernel"));) {
+    char *start = strchr(p, '\n');
+    if (!start) break;
+    start++;
+    char *end = strstr(start, "```");
+    if (!end) break;
+    *end = '\0';
+    sh_module m;
+    sheaf_status st = sh_kernel_source_compile(&m, ctx, "doc.sf", start, strlen(start));
+    if (st != SHEAF_OK) {
+      sh_buf b;
+      sh_buf_init(&b, ctx);
+      sh_diags_render(&m.diags, &b);
+      th_fail(__FILE__, __LINE__, "docs kernel does not check:\n%s\n%s", start, sh_buf_cstr(&b));
+      sh_buf_free(&b);
+    }
+    sh_module_free(&m);
+    n++;
+    p = end + 3;
+  }
+  CHECK(n >= 3);
+  sh_free(ctx, doc, len + 1);
+}
+
+TEST(kernel_cli_check_prints_ranges) {
+  if (!th_sheaf_bin()) return;
+  const char *path = th_write_tmp("attn.sf", attn_src, strlen(attn_src));
+  static char out[1 << 14];
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "%s check %s 2>&1", th_sheaf_bin(), path);
+  CHECK_EQ_INT(th_run(cmd, out, sizeof out), 0);
+  CHECK_CONTAINS(out, "  o(b, i, d) +=! e(b, i, j) * v(b, j, d)  for b in 0..B, i in 0..L(b), d in 0..D; "
+                      "reduce j in 0..L(b)\n");
+}
