@@ -449,8 +449,8 @@ static void index_arg(kc *K, sh_ast *a, int tensor, int dim, int access) {
     add_use(K, var_of(K, a->name, a->span), 0, a->span, tensor, dim, access, false);
     return;
   }
-  if (a->kind == SH_EX_INT) {
-    add_use(K, -1, a->ival, a->span, tensor, dim, access, false);
+  if (a->kind == SH_EX_INT || (a->kind == SH_EX_UNARY && a->op == SH_TK_MINUS && a->a->kind == SH_EX_INT)) {
+    add_use(K, -1, a->kind == SH_EX_INT ? a->ival : -a->a->ival, a->span, tensor, dim, access, false);
     return;
   }
   if (a->kind == SH_EX_BINARY && (a->op == SH_TK_PLUS || a->op == SH_TK_MINUS) &&
@@ -464,16 +464,55 @@ static void index_arg(kc *K, sh_ast *a, int tensor, int dim, int access) {
   add_use(K, -2, 0, a->span, tensor, dim, access, false);
 }
 
-/* Pass 1 over a right-hand side: the tensors it reads and their index
- * arguments (value positions are typed by conv). */
+static const char *syntax_desc(const sh_ast *e);
+
+/* The kernel operator of a binary token, or SH_KOP_COUNT_. */
+static sh_kop kbinop(int tok) {
+  switch (tok) {
+  case SH_TK_PLUS: return SH_KOP_ADD;
+  case SH_TK_MINUS: return SH_KOP_SUB;
+  case SH_TK_STAR: return SH_KOP_MUL;
+  case SH_TK_SLASH: return SH_KOP_DIV;
+  case SH_TK_LT: return SH_KOP_LT;
+  case SH_TK_LE: return SH_KOP_LE;
+  case SH_TK_GT: return SH_KOP_GT;
+  case SH_TK_GE: return SH_KOP_GE;
+  case SH_TK_EQ: return SH_KOP_EQ;
+  case SH_TK_NE: return SH_KOP_NE;
+  default: return SH_KOP_COUNT_;
+  }
+}
+
+/* Pass 1 over a right-hand side: its syntax, the tensors it reads and
+ * their index arguments (value positions are typed by conv). */
 static void collect(kc *K, sh_ast *e, int si, bool defining) {
   if (!e) return;
-  if (e->kind == SH_EX_UNARY || e->kind == SH_EX_BINARY) {
+  switch (e->kind) {
+  case SH_EX_INT: case SH_EX_FLOAT: case SH_EX_NAME: case SH_EX_ERROR: return;
+  case SH_EX_UNARY:
+    if (e->op != SH_TK_MINUS) {
+      kerr(K, e->span, "'!' is not a kernel operator (comparisons give 1 or 0: write 1 - c)");
+      return;
+    }
+    collect(K, e->a, si, defining);
+    return;
+  case SH_EX_BINARY:
+    if (kbinop(e->op) == SH_KOP_COUNT_) {
+      kerr(K, e->span, "%s is not a kernel operator (kernels have + - * / and comparisons)",
+           sh_tok_desc((sh_tok_kind)e->op));
+      return;
+    }
     collect(K, e->a, si, defining);
     collect(K, e->b, si, defining);
     return;
+  case SH_EX_CALL: break;
+  default:
+    kerr(K, e->span,
+         "%s is not part of kernel expressions (numbers, sizes, indices, accesses x(i, j), + - * /, "
+         "comparisons and pointwise functions)",
+         syntax_desc(e));
+    return;
   }
-  if (e->kind != SH_EX_CALL) return;
   if (kfn_find(K, e->name) >= 0) {
     for (int i = 0; i < e->n; i++) collect(K, e->items[i], si, defining);
     return;
@@ -625,18 +664,15 @@ static void check_bounds(kc *K) {
     }
     int fits = kext_fits(K->c, r, off, &e);
     if (fits > 0) continue;
-    if (fits < 0 && u->var >= 0)
-      kerr(K, u->span, "'%s' is read out of bounds: %s with %s in 0..%s passes the end of %s (extent %s)",
-           tn, a, nm(K, K->v[u->var].name), kx(K, r), d, kx(K, &e));
-    else if (fits < 0)
-      kerr(K, u->span, "'%s' is read out of bounds: index %s is past the end of %s (extent %s)", tn, a,
-           d, kx(K, &e));
-    else if (u->var >= 0)
-      kerr(K, u->span,
-           "cannot show that '%s' is read in bounds: %s with %s in 0..%s, but %s has extent %s",
-           tn, a, nm(K, K->v[u->var].name), kx(K, r), d, kx(K, &e));
+    char what[300];
+    if (u->var < 0) snprintf(what, sizeof what, "index %s", a);
+    else if (u->off == 0) snprintf(what, sizeof what, "%s in 0..%s", a, kx(K, r));
+    else snprintf(what, sizeof what, "%s with %s in 0..%s", a, nm(K, K->v[u->var].name), kx(K, r));
+    if (fits < 0)
+      kerr(K, u->span, "'%s' is read out of bounds: %s passes the end of %s (extent %s)", tn, what, d,
+           kx(K, &e));
     else
-      kerr(K, u->span, "cannot show that '%s' is read in bounds: %s, but %s has extent %s", tn, a, d,
+      kerr(K, u->span, "cannot show that '%s' is read in bounds: %s, but %s has extent %s", tn, what, d,
            kx(K, &e));
   }
 }
@@ -754,19 +790,8 @@ static sh_kexpr *conv(kc *K, sh_ast *e) {
     return x;
   }
   case SH_EX_BINARY: {
-    sh_kop op;
-    switch (e->op) {
-    case SH_TK_PLUS: op = SH_KOP_ADD; break;
-    case SH_TK_MINUS: op = SH_KOP_SUB; break;
-    case SH_TK_STAR: op = SH_KOP_MUL; break;
-    case SH_TK_SLASH: op = SH_KOP_DIV; break;
-    case SH_TK_LT: op = SH_KOP_LT; break;
-    case SH_TK_LE: op = SH_KOP_LE; break;
-    case SH_TK_GT: op = SH_KOP_GT; break;
-    case SH_TK_GE: op = SH_KOP_GE; break;
-    case SH_TK_EQ: op = SH_KOP_EQ; break;
-    case SH_TK_NE: op = SH_KOP_NE; break;
-    default:
+    sh_kop op = kbinop(e->op);
+    if (op == SH_KOP_COUNT_) {
       kerr(K, e->span, "%s is not a kernel operator (kernels have + - * / and comparisons)",
            sh_tok_desc((sh_tok_kind)e->op));
       return NULL;
@@ -811,10 +836,13 @@ static sh_kexpr *conv(kc *K, sh_ast *e) {
     for (int i = 0; i < e->n; i++) {
       sh_ast *a = e->items[i];
       sh_ast *v = a->kind == SH_EX_BINARY ? a->a : a;
-      x->idx[i].var = a->kind == SH_EX_INT ? -1 : K->v[K->vmap[v->name] - 1].order;
-      x->idx[i].off = a->kind == SH_EX_INT ? a->ival
-                      : a->kind == SH_EX_BINARY ? (a->op == SH_TK_PLUS ? a->b->ival : -a->b->ival)
-                      : 0;
+      if (a->kind == SH_EX_INT || a->kind == SH_EX_UNARY) { /* c, -c */
+        x->idx[i].var = -1;
+        x->idx[i].off = a->kind == SH_EX_INT ? a->ival : -a->a->ival;
+        continue;
+      }
+      x->idx[i].var = K->v[K->vmap[v->name] - 1].order;
+      x->idx[i].off = a->kind == SH_EX_BINARY ? (a->op == SH_TK_PLUS ? a->b->ival : -a->b->ival) : 0;
     }
     return x;
   }
