@@ -572,14 +572,17 @@ TEST(kernel_call_from_fn_is_not_supported_yet) {
   sh_module_free(&m);
 }
 
-/* Every ```sheaf-kernel block of docs/LANGUAGE.md checks as a kernel source. */
+/* Every ```sheaf-kernel block of docs/LANGUAGE.md checks as a kernel
+ * source; every ```sheaf-kernel-error block fails with the message of its
+ * "# error: " line. */
 TEST(kernel_docs_examples_check) {
   sheaf_ctx *ctx = th_ctx();
   char *doc;
   size_t len;
   REQUIRE_OK(ctx, sh_file_read(ctx, "docs/LANGUAGE.md", &doc, &len));
-  int n = 0;
+  int n_ok = 0, n_err = 0;
   for (char *p = doc; (p = strstr(p, "```sheaf-kernel"));) {
+    bool want_error = strncmp(p, "```sheaf-kernel-error", 21) == 0;
     char *start = strchr(p, '\n');
     if (!start) break;
     start++;
@@ -588,18 +591,28 @@ TEST(kernel_docs_examples_check) {
     *end = '\0';
     sh_module m;
     sheaf_status st = sh_kernel_source_compile(&m, ctx, "doc.sf", start, strlen(start));
-    if (st != SHEAF_OK) {
-      sh_buf b;
-      sh_buf_init(&b, ctx);
-      sh_diags_render(&m.diags, &b);
-      th_fail(__FILE__, __LINE__, "docs kernel does not check:\n%s\n%s", start, sh_buf_cstr(&b));
-      sh_buf_free(&b);
+    sh_buf b;
+    sh_buf_init(&b, ctx);
+    sh_diags_render(&m.diags, &b);
+    if (want_error) {
+      n_err++;
+      const char *tag = strstr(start, "# error: ");
+      char msg[300] = "";
+      if (tag) snprintf(msg, sizeof msg, "%.*s", (int)strcspn(tag + 9, "\n"), tag + 9);
+      if (st != SHEAF_ERR_PARSE || !msg[0] || !strstr(sh_buf_cstr(&b), msg))
+        th_fail(__FILE__, __LINE__, "docs kernel should fail with \"%s\":\n%s\ngot:\n%s", msg, start,
+                sh_buf_cstr(&b));
+    } else {
+      n_ok++;
+      if (st != SHEAF_OK)
+        th_fail(__FILE__, __LINE__, "docs kernel does not check:\n%s\n%s", start, sh_buf_cstr(&b));
     }
+    sh_buf_free(&b);
     sh_module_free(&m);
-    n++;
     p = end + 3;
   }
-  CHECK(n >= 3);
+  CHECK(n_ok >= 4);
+  CHECK(n_err >= 2);
   sh_free(ctx, doc, len + 1);
 }
 

@@ -197,8 +197,9 @@ sheaf_status sh_kernel_ref_bind(sheaf_ctx *ctx, const sh_kernel *k, const sh_kre
   return SHEAF_OK;
 }
 
-/* Binds, checks the element counts, and lays out every tensor. */
-static sheaf_status prepare(rt *R, const sh_kref_arg *in, int n_in) {
+/* Binds, checks the element counts (of ragged inputs only when counts),
+ * and lays out every tensor. */
+static sheaf_status prepare(rt *R, const sh_kref_arg *in, int n_in, bool counts) {
   const sh_kernel *k = R->k;
   R->sizes = sh_arena_alloc(&R->arena, (size_t)(k->n_sizes + 1) * sizeof *R->sizes);
   R->lay = sh_arena_calloc(&R->arena, (size_t)k->n_tensors + 1, sizeof *R->lay);
@@ -210,7 +211,7 @@ static sheaf_status prepare(rt *R, const sh_kref_arg *in, int n_in) {
     for (int i = 0; i < k->n_inputs; i++) {
       if ((k->tensors[i].ragged_outer >= 0) != (pass == 1)) continue;
       if ((st = make_layout(R, i, in)) != SHEAF_OK) return st;
-      if ((int64_t)in[i].numel != R->lay[i].numel)
+      if ((counts || pass == 0) && (int64_t)in[i].numel != R->lay[i].numel)
         return sh_fail(R->ctx, SHEAF_ERR_SHAPE,
                        "kernel '%s': input '%s' has %zu elements, but its shape needs %lld", k->name,
                        k->tensors[i].name, in[i].numel, (long long)R->lay[i].numel);
@@ -227,7 +228,7 @@ sheaf_status sh_kernel_ref_numel(sheaf_ctx *ctx, const sh_kernel *k, const sh_kr
     return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "kernel '%s' has no tensor %d", k->name, tensor);
   rt R = {.ctx = ctx, .k = k};
   sh_arena_init(&R.arena, ctx, 0);
-  sheaf_status st = prepare(&R, in, n_in);
+  sheaf_status st = prepare(&R, in, n_in, false);
   if (st == SHEAF_OK) *numel = (size_t)R.lay[tensor].numel;
   sh_arena_destroy(&R.arena);
   return st;
@@ -366,7 +367,7 @@ sheaf_status sh_kernel_ref_run(sheaf_ctx *ctx, const sh_kernel *k, const sh_kref
                    k->n_outputs, n_out);
   rt R = {.ctx = ctx, .k = k};
   sh_arena_init(&R.arena, ctx, 0);
-  sheaf_status st = prepare(&R, in, n_in);
+  sheaf_status st = prepare(&R, in, n_in, true);
   R.val = sh_arena_calloc(&R.arena, (size_t)k->n_tensors + 1, sizeof *R.val);
   R.i32 = sh_arena_calloc(&R.arena, (size_t)k->n_tensors + 1, sizeof *R.i32);
   int max_idx = SH_KERNEL_MAX_RANK;

@@ -59,8 +59,9 @@ typedef struct sh_kref_out {
  * input (rank, dimensions, element count, lengths >= 0). */
 sheaf_status sh_kernel_ref_bind(sheaf_ctx *ctx, const sh_kernel *k, const sh_kref_arg *in, int n_in,
                                 int64_t *sizes);
-/* The element count of tensor `tensor` of k (an output: k->n_inputs + r)
- * for these inputs. */
+/* The element count of tensor `tensor` of k (an output: k->n_inputs + r;
+ * or a ragged input: the element counts of ragged inputs are not checked
+ * here, so a caller can size them from the lengths). */
 sheaf_status sh_kernel_ref_numel(sheaf_ctx *ctx, const sh_kernel *k, const sh_kref_arg *in, int n_in,
                                  int tensor, size_t *numel);
 /* Runs k on n_in inputs, writing its n_out outputs. */
