@@ -28,6 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static int64_t ext_at(const sh_kext *e) {
   if (e->kind == SH_KEXT_RAGGED) return FUZZ_SIZE;
+  if (e->aff.c > 1000 || e->aff.c < -1000) return -1;
   int64_t v = e->aff.c;
   for (int i = 0; i < e->aff.n; i++) {
     if (e->aff.t[i].coef > FUZZ_MAX_EXT || e->aff.t[i].coef < -FUZZ_MAX_EXT) return -1;

@@ -488,7 +488,10 @@ static sh_kop kbinop(int tok) {
 static void collect(kc *K, sh_ast *e, int si, bool defining) {
   if (!e) return;
   switch (e->kind) {
-  case SH_EX_INT: case SH_EX_FLOAT: case SH_EX_NAME: case SH_EX_ERROR: return;
+  case SH_EX_NAME: /* an index's value (`+=! x(i) * j where j in 0..N`) uses it */
+    if (K->vmap[e->name]) K->v[K->vmap[e->name] - 1].used = true;
+    return;
+  case SH_EX_INT: case SH_EX_FLOAT: case SH_EX_ERROR: return;
   case SH_EX_UNARY:
     if (e->op != SH_TK_MINUS) {
       kerr(K, e->span, "'!' is not a kernel operator (comparisons give 1 or 0: write 1 - c)");
@@ -1220,7 +1223,8 @@ static void check_kernel(kc *K, sh_kernel_decl *kd) {
   for (int i = 0; i < kd->n_results && !c->nomem; i++) {
     sh_ksyn_param *q = &kd->results[i];
     sh_sym name = kd->named_results ? q->name : out_name;
-    if (!name || (!kd->named_results && find_tensor(K, name) >= 0)) continue; /* reported at the statement */
+    if (!name || (!kd->named_results && (find_tensor(K, name) >= 0 || kfn_find(K, name) >= 0)))
+      continue; /* reported at the statement */
     int ti = new_tensor(K, name, kd->named_results ? q->span : out_span, SH_KTENSOR_OUTPUT);
     if (ti < 0) return;
     K->t[ti].tx = q->tx;
