@@ -7,6 +7,7 @@
  * and more, offsets, where clauses, several outputs; argument errors. The
  * malformed kernels are golden diagnostics (tests/bad/kernel_*.sf).
  */
+#include <stdarg.h>
 #include <stdlib.h>
 
 #include "base/buf.h"
@@ -625,4 +626,158 @@ TEST(kernel_cli_check_prints_ranges) {
   CHECK_EQ_INT(th_run(cmd, out, sizeof out), 0);
   CHECK_CONTAINS(out, "  o(b, i, d) +=! e(b, i, j) * v(b, j, d)  for b in 0..B, i in 0..L(b), d in 0..D; "
                       "reduce j in 0..L(b)\n");
+}
+
+/* ------------------------------------------------- random kernels */
+
+typedef struct gen {
+  uint64_t s;
+  char buf[4096];
+  size_t len;
+} gen;
+
+static unsigned gen_rand(gen *g, unsigned n) {
+  g->s ^= g->s << 13, g->s ^= g->s >> 7, g->s ^= g->s << 17;
+  return (unsigned)(g->s % n);
+}
+
+static void gen_put(gen *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void gen_put(gen *g, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(g->buf + g->len, sizeof g->buf - g->len, fmt, ap);
+  va_end(ap);
+  if (n > 0 && g->len + (size_t)n < sizeof g->buf) g->len += (size_t)n;
+}
+
+typedef struct gen_tensor {
+  char name[8];
+  int rank;
+  char lhs[32]; /* a temporary's left-hand side: "t0(i, j)" */
+} gen_tensor;
+
+/* Index roles: b in 0..N, i in 0..L(b), j and k in 0..M; most accesses
+ * follow them (so kernels often check), some do not (so errors are hit). */
+static void gen_access(gen *g, const gen_tensor *t) {
+  static const char *const any[] = {"i", "j", "k", "b", "i + 1", "j - 1", "0", "1", "k + 1"};
+  static const char *const px[] = {"b, j", "b, k", "b, 0", "b, k + 1", "b, j"};
+  static const char *const pw[] = {"j", "k", "0", "1", "k + 1"};
+  static const char *const pr[] = {"b, i, j", "b, i, k", "b, i, 0", "b, i + 1, k", "b, 0, j"};
+  if (gen_rand(g, 8) == 0 || (t->name[0] == 't' && gen_rand(g, 4) == 0)) {
+    gen_put(g, "%s(", t->name);
+    for (int d = 0; d < t->rank; d++) gen_put(g, "%s%s", d ? ", " : "", any[gen_rand(g, SH_ARRAY_LEN(any))]);
+    gen_put(g, ")");
+  } else if (t->name[0] == 't') {
+    gen_put(g, "%s", t->lhs);
+  } else {
+    const char *const *v = t->name[0] == 'x' ? px : t->name[0] == 'w' ? pw : pr;
+    gen_put(g, "%s(%s)", t->name, v[gen_rand(g, 5)]);
+  }
+}
+
+static void gen_expr(gen *g, int depth, const gen_tensor *t, int n) {
+  static const char *const fn1[] = {"exp", "tanh", "sigmoid", "gelu", "relu", "abs", "softplus", "erf"};
+  static const char *const op2[] = {"+", "-", "*", "/", "<", ">=", "=="};
+  unsigned r = gen_rand(g, depth > 2 ? 4 : 8);
+  if (r == 0) gen_put(g, "%s", gen_rand(g, 2) ? "0.5" : gen_rand(g, 2) ? "M" : "j");
+  else if (r <= 3) gen_access(g, &t[gen_rand(g, (unsigned)n)]);
+  else if (r == 4) {
+    gen_put(g, "%s(", fn1[gen_rand(g, SH_ARRAY_LEN(fn1))]);
+    gen_expr(g, depth + 1, t, n);
+    gen_put(g, ")");
+  } else if (r == 5) {
+    gen_put(g, "where(");
+    gen_expr(g, depth + 1, t, n);
+    gen_put(g, ", ");
+    gen_expr(g, depth + 1, t, n);
+    gen_put(g, ", -");
+    gen_expr(g, depth + 1, t, n);
+    gen_put(g, ")");
+  } else {
+    gen_put(g, "(");
+    gen_expr(g, depth + 1, t, n);
+    gen_put(g, " %s ", op2[gen_rand(g, SH_ARRAY_LEN(op2))]);
+    gen_expr(g, depth + 1, t, n);
+    gen_put(g, ")");
+  }
+}
+
+/* A random kernel over x: f32[N, M], w: f32[M] and a ragged r: f32[N,
+ * L(b), M]; its result is the last statement's tensor, of type `result`. */
+static void gen_kernel(gen *g, uint64_t seed, const char *result) {
+  static const char *const lhs1[] = {"b", "j", "k", "b", "i"};
+  static const char *const lhs2[] = {"b, j", "b, i", "j, b", "b, k", "i, b"};
+  static const char *const ops[] = {"=", "+=!", "max=!", "*=!", "min=!", "="};
+  static const char *const where[] = {"b in 0..N", "j in 0..M", "i in 0..L(b)", "k in 0..M - 1", "j in 0..N - 1"};
+  g->s = seed * 0x9E3779B97F4A7C15ull + 1;
+  g->len = 0;
+  gen_tensor t[8] = {{"x", 2, ""}, {"w", 1, ""}, {"r", 3, ""}};
+  int n = 3;
+  gen_put(g, "kernel rnd(L: i32[N], x: f32[N, M], w: f32[M], r: f32[N, L(b), M]) -> %s {\n", result);
+  int n_stmts = 1 + (int)gen_rand(g, 4);
+  for (int s = 0; s < n_stmts; s++) {
+    bool acc = n > 3 && gen_rand(g, 4) == 0 && s < n_stmts - 1;
+    if (acc) { /* accumulate into an earlier temporary */
+      const gen_tensor *a = &t[3 + gen_rand(g, (unsigned)(n - 3))];
+      gen_put(g, "  %s += ", a->lhs);
+    } else {
+      gen_tensor *a = &t[n++];
+      snprintf(a->name, sizeof a->name, "t%d", s);
+      a->rank = 1 + (int)gen_rand(g, 2);
+      snprintf(a->lhs, sizeof a->lhs, "t%d(%s)", s,
+               a->rank == 1 ? lhs1[gen_rand(g, SH_ARRAY_LEN(lhs1))] : lhs2[gen_rand(g, SH_ARRAY_LEN(lhs2))]);
+      gen_put(g, "  %s %s ", a->lhs, ops[gen_rand(g, SH_ARRAY_LEN(ops))]);
+    }
+    gen_expr(g, 0, t, acc ? n : n - 1);
+    if (gen_rand(g, 3) == 0) gen_put(g, " where %s", where[gen_rand(g, SH_ARRAY_LEN(where))]);
+    gen_put(g, "\n");
+  }
+  gen_put(g, "}\n");
+}
+
+/* Random kernels that check are run by the reference evaluator at random
+ * small sizes and lengths: it checks every access, so a kernel the checker
+ * accepts that reads or writes out of bounds fails here. */
+TEST(kernel_random_kernels_stay_in_bounds) {
+  static const char *const results[] = {"f32[N]", "f32[M]", "f32[N, M]", "f32[M, N]", "f32[N, L(b)]",
+                                        "f32[N, M - 1]", "f32[N - 1]"};
+  sheaf_ctx *ctx = th_ctx();
+  static gen g;
+  int checked = 0, ran = 0;
+  for (uint64_t seed = 1; seed <= 3000; seed++) {
+    sh_module m;
+    const sh_kernel *k = NULL;
+    for (size_t r = 0; r < SH_ARRAY_LEN(results) && !k; r++) {
+      gen_kernel(&g, seed, results[r]);
+      if (sh_kernel_source_compile(&m, ctx, "rnd.sf", g.buf, g.len) == SHEAF_OK) k = sh_module_kernel(&m, "rnd");
+      else sh_module_free(&m);
+    }
+    if (!k) continue;
+    checked++;
+    int N = 1 + (int)(seed % 4), M = 1 + (int)(seed / 4 % 3);
+    int32_t L[4];
+    int rows = 0;
+    for (int b = 0; b < N; b++) rows += L[b] = (int32_t)((seed / 12 + (uint64_t)b * 7) % 4);
+    float x[16], w[4], r[64], out[64];
+    for (int v = 0; v < 64; v++) r[v] = (float)(v % 5) * 0.3f - 0.6f;
+    for (int v = 0; v < 16; v++) x[v] = (float)(v % 3) * 0.5f - 0.4f;
+    for (int v = 0; v < 4; v++) w[v] = 0.25f * (float)v;
+    int64_t sL[] = {N}, sx[] = {N, M}, sw[] = {M}, sr[] = {N, -1, M};
+    sh_kref_arg in[] = {{L, (size_t)N, 1, sL}, f32_arg(x, (size_t)(N * M), 2, sx), f32_arg(w, (size_t)M, 1, sw),
+                        f32_arg(r, (size_t)(rows * M), 3, sr)};
+    size_t numel = 0;
+    sheaf_status st = sh_kernel_ref_numel(ctx, k, in, 4, 4, &numel);
+    if (st == SHEAF_OK && CHECK(numel <= 64)) {
+      sh_kref_out o = {out, numel};
+      st = sh_kernel_ref_run(ctx, k, in, 4, &o, 1);
+      ran += st == SHEAF_OK;
+    }
+    if (st != SHEAF_OK && !(st == SHEAF_ERR_SHAPE && strstr(sheaf_ctx_last_error(ctx), "negative")))
+      th_fail(__FILE__, __LINE__, "seed %llu: %s\n%s", (unsigned long long)seed, sheaf_ctx_last_error(ctx),
+              g.buf);
+    sh_module_free(&m);
+  }
+  CHECK(checked >= 250); /* 300 at the time of writing */
+  CHECK(ran >= 200);
+  if (getenv("SHEAF_TEST_VERBOSE")) printf("random kernels: %d checked, %d ran\n", checked, ran);
 }

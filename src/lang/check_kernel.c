@@ -317,16 +317,13 @@ static void resolve_dims(kc *K, int ti, const sh_ksyn_type *tx, bool declare) {
     return;
   }
   t->i32 = tx->i32;
-  if (tx->n > SH_KERNEL_MAX_RANK) {
+  bool ok = tx->n <= SH_KERNEL_MAX_RANK;
+  if (!ok) /* reported; its sizes are still declared */
     kerr(K, tx->span, "kernel tensors have at most %d dimensions; this one has %d", SH_KERNEL_MAX_RANK,
          tx->n);
-    t->bad = true;
-    return;
-  }
   t->rank = tx->n;
   t->dims = c_alloc(K->c, (size_t)tx->n * sizeof *t->dims + 1);
   if (!t->dims) return;
-  bool ok = true;
   for (int i = 0; i < tx->n; i++) {
     sh_ast *d = tx->dims[i];
     if (d->kind == SH_EX_CALL) continue; /* ragged: resolve_ragged */
