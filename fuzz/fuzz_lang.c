@@ -45,7 +45,8 @@ static void check_expr(const sh_kernel *k, const sh_kstmt *s, const sh_kexpr *x)
   case SH_KEXPR_INDEX: REQUIRE(x->var >= 0 && x->var < s->n_idx); break;
   case SH_KEXPR_ACCESS:
     REQUIRE(x->tensor >= 0 && x->tensor < k->n_tensors);
-    for (int d = 0; d < k->tensors[x->tensor].rank; d++) REQUIRE(x->idx[d].var >= -1 && x->idx[d].var < s->n_idx);
+    for (int d = 0; d < k->tensors[x->tensor].rank; d++)
+      REQUIRE(x->idx[d].var >= -1 && x->idx[d].var < s->n_idx);
     REQUIRE((x->dtype == SH_KDTYPE_I32) == (k->tensors[x->tensor].dtype == SH_KDTYPE_I32));
     break;
   case SH_KEXPR_OP: {
@@ -77,7 +78,8 @@ static bool check_kernel(const sh_kernel *k) {
   REQUIRE(k->n_inputs + k->n_outputs <= k->n_tensors && k->n_outputs >= 1);
   for (int s = 0; s < k->n_sizes; s++) {
     const sh_ksize *z = &k->sizes[s];
-    REQUIRE(z->tensor >= 0 && z->tensor < k->n_inputs && z->dim >= 0 && z->dim < k->tensors[z->tensor].rank);
+    REQUIRE(z->tensor >= 0 && z->tensor < k->n_inputs);
+    REQUIRE(z->dim >= 0 && z->dim < k->tensors[z->tensor].rank);
     const sh_kext *e = &k->tensors[z->tensor].dims[z->dim];
     REQUIRE(e->kind == SH_KEXT_AFFINE && e->aff.n == 1 && e->aff.c == 0 && e->aff.t[0].size == s);
   }

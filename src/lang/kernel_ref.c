@@ -151,7 +151,8 @@ sheaf_status sh_kernel_ref_bind(sheaf_ctx *ctx, const sh_kernel *k, const sh_kre
   for (int i = 0; i < n_in; i++) {
     const sh_ktensor *t = &k->tensors[i];
     if (in[i].rank != t->rank || (t->rank && !in[i].shape) || (!in[i].data && in[i].numel))
-      return sh_fail(ctx, SHEAF_ERR_SHAPE, "kernel '%s': input %d ('%s') has rank %d, but it is declared with %d",
+      return sh_fail(ctx, SHEAF_ERR_SHAPE,
+                     "kernel '%s': input %d ('%s') has rank %d, but it is declared with %d",
                      k->name, i + 1, t->name, in[i].rank, t->rank);
   }
   for (int s = 0; s < k->n_sizes; s++) {
@@ -174,7 +175,8 @@ sheaf_status sh_kernel_ref_bind(sheaf_ctx *ctx, const sh_kernel *k, const sh_kre
       aff_print(ctx, ex, sizeof ex, k, e);
       sizes_of(sz, sizeof sz, k, e, sizes);
       if (lone_size(e))
-        return sh_fail(ctx, SHEAF_ERR_SHAPE, "kernel '%s': dimension %d of input '%s' is %lld, but it is declared %s",
+        return sh_fail(ctx, SHEAF_ERR_SHAPE,
+                       "kernel '%s': dimension %d of input '%s' is %lld, but it is declared %s",
                        k->name, d, t->name, (long long)in[i].shape[d], sz);
       return sh_fail(ctx, SHEAF_ERR_SHAPE,
                      "kernel '%s': dimension %d of input '%s' is %lld, but it is declared %s = %lld (%s)",
@@ -247,7 +249,8 @@ static double eval(rt *R, const sh_kexpr *x) {
   case SH_KEXPR_ACCESS: {
     const layout *L = &R->lay[x->tensor];
     int64_t i[SH_KERNEL_MAX_RANK];
-    for (int d = 0; d < L->rank; d++) i[d] = (x->idx[d].var >= 0 ? R->ix[x->idx[d].var] : 0) + x->idx[d].off;
+    for (int d = 0; d < L->rank; d++)
+      i[d] = (x->idx[d].var >= 0 ? R->ix[x->idx[d].var] : 0) + x->idx[d].off;
     if (!inside(L, i)) {
       if (R->st == SHEAF_OK)
         R->st = sh_fail(R->ctx, SHEAF_ERR_INTERNAL, "kernel '%s': line %d: '%s' read out of bounds",
@@ -312,7 +315,8 @@ static int64_t extent(rt *R, const sh_kindex *v) {
     char ex[160], sz[200];
     aff_print(R->ctx, ex, sizeof ex, R->k, e);
     sizes_of(sz, sizeof sz, R->k, e, R->sizes);
-    R->st = sh_fail(R->ctx, SHEAF_ERR_SHAPE, "kernel '%s': line %d: the range 0..%s of index '%s' is %s (%s)",
+    R->st = sh_fail(R->ctx, SHEAF_ERR_SHAPE,
+                    "kernel '%s': line %d: the range 0..%s of index '%s' is %s (%s)",
                     R->k->name, R->s->line, ex, v->name, ovf ? "too large" : "negative", sz);
   }
   return R->st == SHEAF_OK ? n : 0;
@@ -379,7 +383,8 @@ sheaf_status sh_kernel_ref_run(sheaf_ctx *ctx, const sh_kernel *k, const sh_kref
     const sh_ktensor *t = &k->tensors[k->n_inputs + r];
     int64_t want = R.lay[k->n_inputs + r].numel;
     if ((int64_t)out[r].numel != want || (want && !out[r].data))
-      st = sh_fail(ctx, SHEAF_ERR_SHAPE, "kernel '%s': output '%s' has room for %zu elements, but needs %lld",
+      st = sh_fail(ctx, SHEAF_ERR_SHAPE,
+                   "kernel '%s': output '%s' has room for %zu elements, but needs %lld",
                    k->name, t->name, out[r].numel, (long long)want);
   }
   for (int i = 0; i < k->n_tensors && st == SHEAF_OK; i++) {
