@@ -14,6 +14,7 @@
 #include "base/file.h"
 #include "harness.h"
 #include "lang/check.h"
+#include "sheaf_program.h"
 #include "lang/kernel_ref.h"
 
 /* Compiles a kernel-only source; the kernel `name` (NULL and a failure
@@ -530,6 +531,22 @@ TEST(kernel_ref_negative_range_is_an_error) {
     CHECK_STATUS(ctx, sh_kernel_ref_run(ctx, k, &in, 1, &o, 1), SHEAF_ERR_SHAPE);
   }
   sh_module_free(&m);
+}
+
+/* A kernel library has no main: running it is a positioned error. */
+TEST(kernel_library_cannot_be_run) {
+  sheaf_ctx *ctx = th_ctx();
+  const char *path = th_write_tmp("lib.sf", ffn_src, strlen(ffn_src));
+  sheaf_program *p = NULL;
+  CHECK_STATUS(ctx, sheaf_program_load(ctx, path, NULL, &p), SHEAF_ERR_PARSE);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), ":1:1: error: no 'main' function: this file holds kernels only");
+  CHECK(p == NULL);
+  if (!th_sheaf_bin()) return;
+  static char out[1 << 14];
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "%s run %s --data data/ud_english_ewt/en_ewt-ud-test.conllu 2>&1", th_sheaf_bin(), path);
+  CHECK_EQ_INT(th_run(cmd, out, sizeof out), 1);
+  CHECK_CONTAINS(out, "lib.sf:1:1: error: no 'main' function: this file holds kernels only (a kernel library)");
 }
 
 /* -------------------------------------------------------- robustness */

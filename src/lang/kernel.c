@@ -183,6 +183,14 @@ const sh_kernel *sh_module_kernel(const sh_module *m, const char *name) {
   return NULL;
 }
 
+sheaf_status sh_module_require_main(sh_module *m) {
+  if (m->main) return SHEAF_OK;
+  sh_span at = {0, 0, 1, 1};
+  sh_diag_error(&m->diags, at, "no 'main' function: this file holds kernels only (a kernel library); "
+                               "running a model needs 'fn main(input: T) -> ...'");
+  return sh_fail(m->ctx, SHEAF_ERR_PARSE, "%s:1:1: error: %s", m->diags.file, m->diags.v[m->diags.n - 1].msg);
+}
+
 sheaf_status sh_kernel_source_compile(sh_module *m, sheaf_ctx *ctx, const char *file, const char *src,
                                       size_t len) {
   sh_module_init(m, ctx, file, src, len);
