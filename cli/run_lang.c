@@ -660,7 +660,7 @@ int cli_run_lang(int argc, char **argv) {
   if (trace_f) ro.trace_path = trace_f->tmp;
   if (sh_file_read(ctx, o.file, &src, &len) != SHEAF_OK) goto fail;
   have_m = true;
-  if (sh_lang_compile(&m, ctx, o.file, src, len) != SHEAF_OK) {
+  if (sh_lang_compile(&m, ctx, o.file, src, len) != SHEAF_OK || sh_module_require_main(&m) != SHEAF_OK) {
     sh_buf b;
     sh_buf_init(&b, ctx);
     sh_diags_render(&m.diags, &b);

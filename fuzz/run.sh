@@ -1,7 +1,8 @@
 #!/bin/sh
 # fuzz/run.sh DIR — runs every libFuzzer target DIR/fuzz_* for $FUZZ_SECONDS
 # (default 60) under ASan+UBSan, starting from fuzz/seeds/<target>/ plus a
-# corpus kept in DIR/corpus-<target>/, and prints one summary line per target:
+# corpus kept in DIR/corpus-<target>/ (with the dictionary fuzz/<target>.dict
+# when there is one), and prints one summary line per target:
 #   fuzz_ptb: 1234567 execs in 60 s, no crash
 # $FUZZ_JOBS targets run at once (default: one per CPU; each target is one
 # process of one thread). Exits non-zero if any target crashed (the
@@ -19,10 +20,12 @@ run_one() {
   mkdir -p "$corpus"
   seeds="fuzz/seeds/$name"
   [ -d "$seeds" ] || seeds=""
+  dict=""
+  [ -f "fuzz/$name.dict" ] && dict="-dict=fuzz/$name.dict"
   log="$dir/$name.log"
   echo "== $name: $secs s"
   "$bin" -max_total_time="$secs" -print_final_stats=1 -artifact_prefix="$dir/$name-" \
-         -rss_limit_mb=2048 -timeout=10 "$corpus" $seeds >"$log" 2>&1
+         -rss_limit_mb=2048 -timeout=10 $dict "$corpus" $seeds >"$log" 2>&1
   rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
   if [ $rc -eq 0 ]; then

@@ -187,6 +187,48 @@ static void dump_tx(sh_buf *b, const sh_module *m, const sh_texpr *t) {
   }
 }
 
+static void dump_ktype(sh_buf *b, const sh_module *m, const sh_ksyn_type *t) {
+  if (!t) {
+    sh_buf_puts(b, "<null>");
+    return;
+  }
+  dump_list(b, m, t->i32 ? "i32" : "f32", t->dims, t->n);
+}
+
+static void dump_kparams(sh_buf *b, const sh_module *m, const sh_ksyn_param *v, int n) {
+  sh_buf_putc(b, '(');
+  for (int i = 0; i < n; i++) {
+    sh_buf_printf(b, "%s(%s ", i ? " " : "", v[i].name ? sh_sym_name(&m->syms, v[i].name) : "_");
+    dump_ktype(b, m, v[i].tx);
+    sh_buf_putc(b, ')');
+  }
+  sh_buf_putc(b, ')');
+}
+
+static void dump_kernel(sh_buf *b, const sh_module *m, const sh_kernel_decl *k) {
+  static const char *const ops[] = {"=", "+=", "*=", "max=", "min="};
+  sh_buf_printf(b, "(kernel %s ", sh_sym_name(&m->syms, k->name));
+  dump_kparams(b, m, k->params, k->n_params);
+  sh_buf_putc(b, ' ');
+  dump_kparams(b, m, k->results, k->n_results);
+  for (int i = 0; i < k->n_stmts; i++) {
+    const sh_ksyn_stmt *s = &k->stmts[i];
+    sh_buf_printf(b, " (%s%s ", (unsigned)s->op < SH_ARRAY_LEN(ops) ? ops[s->op] : "?", s->init ? "!" : "");
+    dump_list(b, m, sh_sym_name(&m->syms, s->lhs), s->idx, s->n_idx);
+    sh_buf_putc(b, ' ');
+    sh_ast_dump_expr(b, m, s->rhs);
+    for (int w = 0; w < s->n_where; w++) {
+      sh_buf_printf(b, " (where %s ", sh_sym_name(&m->syms, s->where[w].var));
+      sh_ast_dump_expr(b, m, s->where[w].lo);
+      sh_buf_putc(b, ' ');
+      sh_ast_dump_expr(b, m, s->where[w].hi);
+      sh_buf_putc(b, ')');
+    }
+    sh_buf_putc(b, ')');
+  }
+  sh_buf_puts(b, ")\n");
+}
+
 void sh_ast_dump(sh_buf *b, const sh_module *m) {
   for (int i = 0; i < m->n_decls; i++) {
     const sh_decl *d = &m->decls[i];
@@ -230,6 +272,7 @@ void sh_ast_dump(sh_buf *b, const sh_module *m) {
       sh_buf_puts(b, ")\n");
       break;
     }
+    case SH_DECL_KERNEL: dump_kernel(b, m, d->u.kernel); break;
     }
   }
 }

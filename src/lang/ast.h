@@ -236,9 +236,70 @@ struct sh_ast {
   bool param_rhs;       /* BINARY '@': right operand is a parameter (affine) */
 };
 
+/* --------------------------------------------------------- kernel syntax */
+
+/* `kernel` declarations (tensor comprehensions, docs/LANGUAGE.md "Kernels"):
+ * their syntax only. sh_check turns each into a checked sh_kernel
+ * (kernel.h), the form the code generator reads; these nodes are not
+ * annotated. Index arguments and right-hand sides are ordinary expressions
+ * (sh_ast) that the kernel checker restricts. */
+
+typedef struct sh_ksyn_type {
+  sh_span span;
+  bool i32;       /* i32[...]; else f32[...] */
+  int n;          /* rank (0: a scalar, f32[]) */
+  sh_ast **dims;  /* size expressions; a CALL L(b) is a ragged extent */
+} sh_ksyn_type;
+
+typedef struct sh_ksyn_param {
+  sh_sym name; /* 0: the unnamed result, `-> f32[N]` */
+  sh_span span;
+  sh_ksyn_type *tx;
+} sh_ksyn_param;
+
+/* `where i in lo..hi` */
+typedef struct sh_ksyn_range {
+  sh_sym var;
+  sh_span span; /* the variable */
+  sh_ast *lo, *hi;
+} sh_ksyn_range;
+
+/* The statement operators: `=`, `+=`, `*=`, `max=`, `min=` (init: with `!`). */
+typedef enum sh_ksyn_op { SH_KSYN_ASSIGN, SH_KSYN_ADD, SH_KSYN_MUL, SH_KSYN_MAX, SH_KSYN_MIN } sh_ksyn_op;
+
+typedef struct sh_ksyn_stmt {
+  sh_span span;     /* the whole statement */
+  sh_sym lhs;
+  sh_span lhs_span; /* the tensor's name */
+  int n_idx;
+  sh_ast **idx;     /* the left-hand side's index arguments */
+  sh_ksyn_op op;
+  bool init;        /* `+=!`, ...: the reduction starts from its identity */
+  sh_span op_span;
+  sh_ast *rhs;
+  int n_where;
+  sh_ksyn_range *where;
+} sh_ksyn_stmt;
+
+struct sh_kernel; /* kernel.h */
+
+typedef struct sh_kernel_decl {
+  sh_sym name;
+  sh_span span;
+  int index;
+  int n_params;
+  sh_ksyn_param *params;
+  bool named_results;  /* `-> (a: T, b: T)`; else one unnamed result */
+  int n_results;
+  sh_ksyn_param *results;
+  int n_stmts;
+  sh_ksyn_stmt *stmts;
+  struct sh_kernel *checked; /* (checker) NULL when it has errors */
+} sh_kernel_decl;
+
 /* --------------------------------------------------------------- module */
 
-typedef enum sh_decl_kind { SH_DECL_TYPE, SH_DECL_PARAM, SH_DECL_SIZE, SH_DECL_FN } sh_decl_kind;
+typedef enum sh_decl_kind { SH_DECL_TYPE, SH_DECL_PARAM, SH_DECL_SIZE, SH_DECL_FN, SH_DECL_KERNEL } sh_decl_kind;
 
 typedef struct sh_decl {
   sh_decl_kind kind;
@@ -247,6 +308,7 @@ typedef struct sh_decl {
     sh_param_decl *param;
     sh_sizedecl *size;
     sh_fn *fn;
+    sh_kernel_decl *kernel;
   } u;
 } sh_decl;
 
@@ -260,11 +322,14 @@ typedef struct sh_module {
   sh_tokens toks;
   int n_decls;
   sh_decl *decls;
-  int n_adts, n_params, n_sizes, n_fns;
+  int n_adts, n_params, n_sizes, n_fns, n_kernels;
   sh_adt **adts;
   sh_param_decl **params;
   sh_sizedecl **size_decls;
   sh_fn **fns;
+  sh_kernel_decl **kernels;
+  struct sh_kernel **kernels_checked; /* (checker) those without errors, in order */
+  bool kernels_only; /* sh_kernel_source_compile: kernel and size declarations only */
   sh_fn *main; /* (checker) */
   const struct sh_input_shape *main_input; /* (checker) what main takes: sh_check_main_input */
 } sh_module;

@@ -154,7 +154,7 @@ static uint32_t declare_size(checker *c, sh_sym name, sh_span at, size_mode mode
   if (g->kind != G_NONE) {
     c_error(c, at, "'%s' is not a size: it names a %s", name_of(c, name),
             g->kind == G_PARAM ? "parameter" : g->kind == G_FN ? "function"
-            : g->kind == G_CTOR ? "constructor" : "built-in function");
+            : g->kind == G_CTOR ? "constructor" : g->kind == G_KERNEL ? "kernel" : "built-in function");
     return 0;
   }
   uint32_t v = sh_sizevar_new(c->sv, name, mode == SIZES_DECLARE_GLOBAL ? SH_SV_GLOBAL : SH_SV_LOCAL, at);
@@ -345,6 +345,10 @@ static void declare_globals(checker *c) {
     case SH_DECL_FN:
       if (define(c, d->u.fn->name, d->u.fn->span, G_FN, "function"))
         c->globals[d->u.fn->name].u.fn = d->u.fn;
+      break;
+    case SH_DECL_KERNEL:
+      if (define(c, d->u.kernel->name, d->u.kernel->span, G_KERNEL, "kernel"))
+        c->globals[d->u.kernel->name].u.kernel = d->u.kernel;
       break;
     }
   }
@@ -539,9 +543,11 @@ sheaf_status sh_check(sh_module *m) {
       declare_globals(&c);
       if (!c.nomem) resolve_decl_types(&c);
       for (int i = 0; i < m->n_fns && !c.nomem; i++) check_signature(&c, m->fns[i]);
-      if (!c.nomem) check_main(&c);
+      /* a source of kernels only (no fn) is a kernel library: no main */
+      if (!c.nomem && !m->kernels_only && (m->n_fns > 0 || m->n_kernels == 0)) check_main(&c);
       for (int i = 0; i < m->n_fns && !c.nomem && !sh_diags_full(c.d); i++) check_body(&c, m->fns[i]);
       if (!c.nomem && !sh_diags_full(c.d)) c_check_recursion(&c);
+      if (!c.nomem && !sh_diags_full(c.d)) c_check_kernels(&c);
     }
   }
   sh_free(m->ctx, c.scope, (size_t)c.cap_scope * sizeof *c.scope);

@@ -33,6 +33,11 @@ sheaf_status sh_lang_compile(sh_module *m, sheaf_ctx *ctx, const char *file, con
  * did not check, kind SH_INPUT_UNSUPPORTED. Never NULL. */
 const sh_input_shape *sh_check_main_input(const sh_module *m);
 
+/* SHEAF_OK when a checked module has a main; else (a kernel library: a
+ * source of kernels without any fn checks without one) a diagnostic at
+ * 1:1 and SHEAF_ERR_PARSE, for what runs main (`sheaf run`, sheaf_program). */
+sheaf_status sh_module_require_main(sh_module *m);
+
 /* The summary `sheaf check` prints for a checked module: sizes, types,
  * parameters (with shapes) and function signatures. */
 void sh_check_summary(const sh_module *m, sh_buf *out);

@@ -8,7 +8,7 @@
 
 #include "lang/check.h"
 
-typedef enum gkind { G_NONE, G_PARAM, G_FN, G_CTOR, G_SIZE, G_BUILTIN } gkind;
+typedef enum gkind { G_NONE, G_PARAM, G_FN, G_CTOR, G_SIZE, G_BUILTIN, G_KERNEL } gkind;
 
 /* A global of the value namespace, indexed by symbol. */
 typedef struct global {
@@ -20,6 +20,7 @@ typedef struct global {
     sh_ctor *ctor;
     uint32_t size_var;
     sh_builtin builtin;
+    sh_kernel_decl *kernel;
   } u;
 } global;
 
@@ -104,6 +105,8 @@ void c_check_exhaustive(checker *c, sh_ast *match);
 void c_add_edge(checker *c, sh_fn *to, sh_span at, bool structural);
 /* Reports recursive calls that are not structural (recursion.c). */
 void c_check_recursion(checker *c);
+/* Checks every kernel declaration into its sh_kernel (check_kernel.c). */
+void c_check_kernels(checker *c);
 /* Whether an argument expression is a strict part of a parameter. */
 bool c_is_subterm(checker *c, const sh_ast *e);
 /* The parameter (index k) a NAME expression's value comes from (-1: none),

@@ -8,8 +8,9 @@
  * of the line. Lexical errors (a stray byte, an integer literal that does not
  * fit in i32) are reported through the diagnostics; a stray byte becomes an
  * SH_TK_ERROR token (the parser recovers at it without a second report).
- * `size` is not a keyword: the parser recognizes `size NAME` at the start of
- * a declaration (SH_TK_SIZE is never produced by the lexer).
+ * `size` and `kernel` are not keywords: the parser recognizes `size NAME` and
+ * `kernel NAME` at the start of a declaration (SH_TK_SIZE and SH_TK_KERNEL
+ * are never produced by the lexer); so is `where` after a kernel statement.
  */
 #ifndef SH_LANG_LEXER_H
 #define SH_LANG_LEXER_H
@@ -28,7 +29,7 @@ typedef enum sh_tok_kind {
   /* keywords */
   SH_TK_TYPE, SH_TK_PARAM, SH_TK_SIZE, SH_TK_FN, SH_TK_LET, SH_TK_MATCH, SH_TK_IF,
   SH_TK_ELSE, SH_TK_FOR, SH_TK_IN, SH_TK_PHASE, SH_TK_TRUE, SH_TK_FALSE, SH_TK_I32,
-  SH_TK_BOOL, SH_TK_F32, SH_TK_LIST,
+  SH_TK_BOOL, SH_TK_F32, SH_TK_LIST, SH_TK_KERNEL,
   /* punctuation */
   SH_TK_LPAREN, SH_TK_RPAREN, SH_TK_LBRACKET, SH_TK_RBRACKET, SH_TK_LBRACE, SH_TK_RBRACE,
   SH_TK_COMMA, SH_TK_COLON, SH_TK_SEMI, SH_TK_ARROW, SH_TK_FATARROW, SH_TK_ASSIGN,

@@ -120,16 +120,19 @@ void *p_alloc(parser *p, size_t size) {
   return r;
 }
 
-static bool is_size_kw(const parser *p) {
+/* At the contextual keyword `word` followed by a name (`size H`, `kernel k`). */
+static bool is_context_kw(const parser *p, const char *word) {
   const sh_token *t = p_cur(p);
-  if (t->kind != SH_TK_IDENT || p->t[p->pos + 1].kind != SH_TK_IDENT) return false;
-  const char *s = sh_sym_name(&p->m->syms, t->v.sym);
-  return strcmp(s, "size") == 0;
+  if (p->nomem || t->kind != SH_TK_IDENT || p->t[p->pos + 1].kind != SH_TK_IDENT) return false;
+  return strcmp(sh_sym_name(&p->m->syms, t->v.sym), word) == 0;
 }
+
+static bool is_size_kw(const parser *p) { return is_context_kw(p, "size"); }
+static bool is_kernel_kw(const parser *p) { return is_context_kw(p, "kernel"); }
 
 bool p_at_decl(const parser *p) {
   sh_tok_kind k = p_kind(p);
-  return k == SH_TK_TYPE || k == SH_TK_PARAM || k == SH_TK_FN || is_size_kw(p);
+  return k == SH_TK_TYPE || k == SH_TK_PARAM || k == SH_TK_FN || is_size_kw(p) || is_kernel_kw(p);
 }
 
 /* --------------------------------------------------------------- blocks */
@@ -403,14 +406,19 @@ static sh_fn *p_fn_decl(parser *p) {
 }
 
 /* program = { decl } EOF
- * decl    = type_decl | param_decl | size_decl | fn_decl */
+ * decl    = type_decl | param_decl | size_decl | fn_decl | kernel_decl */
 static void p_program(parser *p) {
   sh_module *m = p->m;
-  int cap = 0, cap_a = 0, cap_p = 0, cap_s = 0, cap_f = 0;
+  int cap = 0, cap_a = 0, cap_p = 0, cap_s = 0, cap_f = 0, cap_k = 0;
   while (!p_at(p, SH_TK_EOF) && !sh_diags_full(p->d)) {
-    sh_tok_kind k = is_size_kw(p) ? SH_TK_SIZE : p_kind(p);
+    sh_tok_kind k = is_size_kw(p) ? SH_TK_SIZE : is_kernel_kw(p) ? SH_TK_KERNEL : p_kind(p);
     void *u = NULL;
     bool ok = true;
+    if (m->kernels_only && (k == SH_TK_TYPE || k == SH_TK_PARAM || k == SH_TK_FN)) {
+      p_error(p, p_cur(p)->span, "a kernel source holds only kernel and size declarations, not %s",
+              found(p));
+      k = SH_TK_COUNT_; /* refused: skipped below */
+    }
     switch (k) {
     case SH_TK_TYPE:
       if ((u = p_type_decl(p))) ok = p_push(p, (void ***)&m->adts, &m->n_adts, &cap_a, u);
@@ -430,23 +438,33 @@ static void p_program(parser *p) {
         ok = p_push(p, (void ***)&m->fns, &m->n_fns, &cap_f, u);
       }
       break;
+    case SH_TK_KERNEL:
+      if ((u = p_kernel_decl(p))) {
+        ((sh_kernel_decl *)u)->index = m->n_kernels;
+        ok = p_push(p, (void ***)&m->kernels, &m->n_kernels, &cap_k, u);
+      }
+      break;
+    case SH_TK_COUNT_: break; /* refused above */
     default:
-      p_error(p, p_cur(p)->span, "expected a declaration (type, param, size or fn) but found %s%s",
+      p_error(p, p_cur(p)->span, "expected a declaration (type, param, size, fn or kernel) but found %s%s",
               found(p), k == SH_TK_LET ? " ('let' goes inside a function body)" : "");
       break;
     }
     if (u && ok) {
       sh_decl_kind dk = k == SH_TK_TYPE ? SH_DECL_TYPE : k == SH_TK_PARAM ? SH_DECL_PARAM
-                        : k == SH_TK_SIZE ? SH_DECL_SIZE : SH_DECL_FN;
+                        : k == SH_TK_SIZE ? SH_DECL_SIZE : k == SH_TK_KERNEL ? SH_DECL_KERNEL
+                        : SH_DECL_FN;
       push_decl(p, dk, u, &cap);
     }
-    if (!u && k != SH_TK_TYPE && k != SH_TK_PARAM && k != SH_TK_SIZE && k != SH_TK_FN) p_next(p);
+    if (!u && k != SH_TK_TYPE && k != SH_TK_PARAM && k != SH_TK_SIZE && k != SH_TK_FN &&
+        k != SH_TK_KERNEL)
+      p_next(p);
     if (p->nomem) return;
     if (!p->panic && !p_at_decl(p) && !p_at(p, SH_TK_EOF)) {
       if (p_at(p, SH_TK_SEMI))
         p_error(p, p_cur(p)->span, "unexpected ';' after a declaration");
       else
-        p_error(p, p_cur(p)->span, "expected a declaration (type, param, size or fn) but found %s",
+        p_error(p, p_cur(p)->span, "expected a declaration (type, param, size, fn or kernel) but found %s",
                 found(p));
     }
     if (p->panic) {

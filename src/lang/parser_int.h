@@ -67,5 +67,7 @@ sh_pat *p_pattern(parser *p);
 sh_texpr *p_type(parser *p);
 /* A size expression (types' dimensions): INT, IDENT, + - * and parentheses. */
 sh_ast *p_dim(parser *p);
+/* kernel_decl, at `kernel NAME` (parse_kernel.c). */
+sh_kernel_decl *p_kernel_decl(parser *p);
 
 #endif

@@ -79,7 +79,8 @@ sheaf_status sheaf_program_load(sheaf_ctx *ctx, const char *path, const sheaf_pr
   p->ctx = ctx;
   sheaf_status st = sh_file_read(ctx, path, &p->src, &p->len);
   if (!st) p->have_m = true;
-  if (!st && (st = sh_lang_compile(&p->m, ctx, path, p->src, p->len)) != SHEAF_OK) {
+  if (!st && ((st = sh_lang_compile(&p->m, ctx, path, p->src, p->len)) != SHEAF_OK ||
+              (st = sh_module_require_main(&p->m)) != SHEAF_OK)) {
     sh_buf b; /* the diagnostics, as sheaf check prints them */
     sh_buf_init(&b, ctx);
     sh_diags_render(&p->m.diags, &b);

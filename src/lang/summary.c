@@ -1,9 +1,11 @@
 /*
  * summary.c — the text `sheaf check` prints for a model that checks: its
  * global sizes (with values where declared), types, parameters with their
- * shapes, and function signatures (recursive ones and the entry marked).
+ * shapes, function signatures (recursive ones and the entry marked) and
+ * kernels (signature, inferred temporaries, statements with index ranges).
  */
 #include "lang/check.h"
+#include "lang/kernel.h"
 
 void sh_check_summary(const sh_module *m, sh_buf *out) {
   const sh_symtab *syms = &m->syms;
@@ -54,4 +56,7 @@ void sh_check_summary(const sh_module *m, sh_buf *out) {
     if (f == m->main) sh_buf_puts(out, "  [entry]");
     sh_buf_putc(out, '\n');
   }
+  const sh_kernel *const *k;
+  int n = sh_module_kernels(m, &k);
+  for (int i = 0; i < n; i++) sh_kernel_print(out, k[i]);
 }
