@@ -128,17 +128,17 @@ static void store_vector(em *E, sh_lir_stmt s) {
   sh_buf v, cur;
   sh_buf_init(&v, k->ctx);
   sh_buf_init(&cur, k->ctx);
-  const sh_lir_enode *val = &k->ex[n.val];
-  bool madd = n.combine == SH_LIR_COMBINE_ADD && val->kind == SH_LIR_E_BIN &&
-              val->op == SH_LIR_OP_MUL;
+  const sh_lir_enode val = k->ex[n.val]; /* a copy: emitting adds nodes */
+  bool madd = n.combine == SH_LIR_COMBINE_ADD && val.kind == SH_LIR_E_BIN &&
+              val.op == SH_LIR_OP_MUL;
   if (r.reg) sh_buf_puts(&cur, sh_buf_cstr(&r.text));
   else sh_buf_printf(&cur, "sk_ld%d(%s)", W, sh_buf_cstr(&r.text));
   const char *c = sh_buf_cstr(&cur);
   if (madd) {
     sh_buf_printf(&v, "sk_madd%d(", W);
-    sh_em_flt(E, val->a, true, &v);
+    sh_em_flt(E, val.a, true, &v);
     sh_buf_puts(&v, ", ");
-    sh_em_flt(E, val->b, true, &v);
+    sh_em_flt(E, val.b, true, &v);
     sh_buf_printf(&v, ", %s)", c);
   } else {
     sh_buf w;

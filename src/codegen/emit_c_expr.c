@@ -155,7 +155,9 @@ static void cint(em *E, sh_lir_expr e, int prec, sh_buf *o) {
   }
   case SH_LIR_OP_DIV:
   case SH_LIR_OP_MOD:
-    if (sh_lir_is_const(k, x.b, &c) && c > 0 && sh_lir_nonneg(k, x.a)) {
+    /* C's truncating / and % equal floor division for a nonnegative
+     * dividend and a positive divisor (a zero divisor is an error either way) */
+    if (sh_lir_nonneg(k, x.a) && ((sh_lir_is_const(k, x.b, &c) && c > 0) || sh_lir_nonneg(k, x.b))) {
       if (5 < prec) sh_buf_putc(o, '(');
       cint(E, x.a, 5, o);
       sh_buf_puts(o, op == SH_LIR_OP_DIV ? " / " : " % ");
@@ -221,7 +223,8 @@ void sh_em_ref(em *E, sh_lir_buf b, int n, const sh_lir_expr *idx_in, bool want_
   memset(r, 0, sizeof *r);
   sh_buf_init(&r->text, k->ctx);
   sh_lir_expr idx[SH_LIR_MAX_RANK];
-  for (int i = 0; i < n; i++) idx[i] = sh_em_subst(E, idx_in[i]);
+  for (int i = 0; i < n; i++) idx[i] = idx_in[i]; /* idx_in may be in the list pool */
+  for (int i = 0; i < n; i++) idx[i] = sh_em_subst(E, idx[i]);
   bool lane_sym = E->lane >= 0 && E->vb[E->lane] == EM_UNBOUND;
   bool lane_var = E->lane >= 0 && E->vb[E->lane] == EM_CVAR;
   int W = E->width;

@@ -408,7 +408,15 @@ sh_lir_expr sh_lir_cast(sh_lir_kernel *k, sh_lir_expr a) {
   return new_ex(k, SH_LIR_E_CAST, 0, SH_LIR_F32, a, 0, 0);
 }
 
-int32_t sh_lir_new_list(sh_lir_kernel *k, int n, const sh_lir_expr *idx) {
+int32_t sh_lir_new_list(sh_lir_kernel *k, int n, const sh_lir_expr *idx_in) {
+  /* idx may point into the list pool itself, which may move */
+  sh_lir_expr idx[SH_LIR_MAX_RANK];
+  if (n < 0 || n > SH_LIR_MAX_RANK) {
+    sh_lir_fail(k, SHEAF_ERR_INVALID_ARG, "kernel %s: %d indices (at most %d)", k->name, n,
+                SH_LIR_MAX_RANK);
+    return SH_LIR_NONE;
+  }
+  for (int i = 0; i < n; i++) idx[i] = idx_in[i];
   if (!sh_lir_grow(k, (void **)&k->list, &k->cap_list, sizeof *k->list, k->n_list + n + 1))
     return SH_LIR_NONE;
   int32_t start = k->n_list;
