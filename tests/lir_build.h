@@ -8,6 +8,8 @@
 #ifndef SHEAF_TESTS_LIR_BUILD_H
 #define SHEAF_TESTS_LIR_BUILD_H
 
+#include <math.h>
+
 #include "codegen/lir.h"
 
 static inline sh_lir_kernel *lb_done(sh_lir_kernel *k) {

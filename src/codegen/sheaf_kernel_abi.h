@@ -125,6 +125,10 @@ typedef float sk_f32x16 __attribute__((vector_size(64)));
 typedef int32_t sk_i32x16 __attribute__((vector_size(64)));
 typedef uint32_t sk_u32x16 __attribute__((vector_size(64)));
 
+static inline sk_f32x8 sk_bc8(float x) { return (sk_f32x8){x, x, x, x, x, x, x, x}; }
+static inline sk_f32x16 sk_bc16(float x) {
+  return (sk_f32x16){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
+}
 static inline sk_i32x8 sk_iota8(void) { return (sk_i32x8){0, 1, 2, 3, 4, 5, 6, 7}; }
 static inline sk_i32x16 sk_iota16(void) {
   return (sk_i32x16){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
@@ -204,7 +208,6 @@ static inline sk_f32x16 sk_madd16(sk_f32x16 a, sk_f32x16 b, sk_f32x16 c) { retur
     return v;                                                                              \
   }                                                                                        \
   static inline void sk_st##W(float *p, sk_f32x##W v) { memcpy(p, &v, sizeof v); }         \
-  static inline sk_f32x##W sk_bc##W(float x) { return (sk_f32x##W){0} + x; }                \
   static inline sk_f32x##W sk_sel##W(sk_i32x##W m, sk_f32x##W a, sk_f32x##W b) {           \
     return (sk_f32x##W)((m & (sk_i32x##W)a) | (~m & (sk_i32x##W)b));                       \
   }                                                                                        \

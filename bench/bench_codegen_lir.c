@@ -1,0 +1,189 @@
+/*
+ * bench_codegen_lir.c — a quick measurement (not a test): the matmul
+ * generated from the loop IR with the default schedule, against Sheaf's
+ * hand GEMM (sh_gemm, B packed once), on the TreeLSTM / encoder GEMM shapes
+ * M = 64 and 1600 rows, (K, N) = (256, 1280) and (512, 2048), 1 thread.
+ * Both get B packed ahead (a weight); time is the thread's CPU clock (the
+ * machine is shared), best of rounds that alternate the two.
+ *
+ *   bench_codegen_lir [--quick] [--isa scalar|avx2|avx512] [--threads N] [--opt "-O3 -march=native"]
+ *
+ * The kernel is compiled by tests/lir_cc.h (system cc), the stand-in for
+ * the JIT. Also prints the generated matmul + bias + GELU against sh_gemm
+ * with a GELU epilogue.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../tests/lir_build.h"
+#include "../tests/lir_cc.h"
+#include "base/pool.h"
+#include "codegen/lir_emit.h"
+#include "codegen/lir_sched.h"
+#include "kernels/gemm.h"
+
+static double now_s(bool cpu) {
+  struct timespec t;
+  clock_gettime(cpu ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static float *frand(int64_t n, uint64_t *s) {
+  float *p = malloc(sizeof(float) * (size_t)(n + 16));
+  for (int64_t i = 0; i < n; i++) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    p[i] = (float)((double)(*s >> 11) / 9007199254740992.0 * 2 - 1);
+  }
+  return p;
+}
+
+typedef struct gen {
+  void *so;
+  sk_entry_fn fn;
+  void (*pack)(const int64_t *, const float *, int64_t, int, float *);
+  int64_t (*psize)(const int64_t *);
+} gen;
+
+static bool gen_build(sheaf_ctx *ctx, const char *dir, bool epilogue, sheaf_isa isa, const char *opt,
+                      gen *g) {
+  const char *name = epilogue ? "bench_mmg" : "bench_mm";
+  sh_lir_kernel *k = lb_matmul(ctx, name, epilogue);
+  if (!k || sh_sched_default(k, isa)) {
+    fprintf(stderr, "bench_codegen_lir: %s\n", sheaf_ctx_last_error(ctx));
+    return false;
+  }
+  sh_buf b;
+  sh_buf_init(&b, ctx);
+  if (sh_lir_emit_c(k, &b)) {
+    fprintf(stderr, "bench_codegen_lir: %s\n", sheaf_ctx_last_error(ctx));
+    return false;
+  }
+  char err[8192];
+  const char *src = sh_buf_cstr(&b);
+  double t0 = now_s(false);
+  int rc = lir_cc_build(dir, name, &src, 1, isa, opt, 1, &g->so, err, sizeof err);
+  double t1 = now_s(false);
+  sh_buf_free(&b);
+  sh_lir_free(k);
+  if (rc) {
+    fprintf(stderr, "bench_codegen_lir: compile failed: %s\n", err);
+    return false;
+  }
+  printf("# compiled %s in %.2f s (%s %s)\n", name, t1 - t0, lir_cc_path(), opt);
+  char sym[64];
+  void *p = dlsym(g->so, name);
+  memcpy(&g->fn, &p, sizeof p);
+  snprintf(sym, sizeof sym, "%s_pack_B", name);
+  p = dlsym(g->so, sym);
+  memcpy(&g->pack, &p, sizeof p);
+  snprintf(sym, sizeof sym, "%s_packed_size_B", name);
+  p = dlsym(g->so, sym);
+  memcpy(&g->psize, &p, sizeof p);
+  return g->fn && g->pack && g->psize;
+}
+
+int main(int argc, char **argv) {
+  bool quick = false;
+  sheaf_isa isa = sheaf_cpu_isa();
+  int threads = 1;
+  const char *opt = "-O3 -march=native";
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--quick")) quick = true;
+    else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
+      const char *v = argv[++i];
+      isa = !strcmp(v, "scalar") ? SHEAF_ISA_SCALAR : !strcmp(v, "avx512") ? SHEAF_ISA_AVX512 : SHEAF_ISA_AVX2;
+    } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--opt") && i + 1 < argc) opt = argv[++i];
+    else {
+      fprintf(stderr, "usage: bench_codegen_lir [--quick] [--isa L] [--threads N] [--opt FLAGS]\n");
+      return 2;
+    }
+  }
+  if (!lir_cc_path()) {
+    printf("bench_codegen_lir: no C compiler; nothing to measure\n");
+    return 0;
+  }
+  sheaf_ctx *ctx;
+  char err[256];
+  sheaf_ctx_options o = {0};
+  o.threads = threads;
+  if (sheaf_ctx_create(&o, &ctx, err, sizeof err)) {
+    fprintf(stderr, "bench_codegen_lir: %s\n", err);
+    return 1;
+  }
+  char dir[] = "/tmp/sheaf-bench-lir-XXXXXX";
+  if (!mkdtemp(dir)) return 1;
+  gen g[2];
+  if (!gen_build(ctx, dir, false, isa, opt, &g[0]) || !gen_build(ctx, dir, true, isa, opt, &g[1])) return 1;
+  sk_abi abi;
+  sh_lir_abi_init(ctx, threads, &abi);
+  sh_gemm_ws *ws;
+  if (sh_gemm_ws_create(ctx, &ws)) return 1;
+  printf("# isa %s, %d thread(s), time: %s clock, GFLOP/s = 2MNK / best time\n", sheaf_isa_name(isa),
+         threads, threads == 1 ? "thread CPU" : "wall");
+  printf("%-10s %5s %5s %5s %10s %10s %7s\n", "kernel", "M", "K", "N", "generated", "hand", "ratio");
+  static const int64_t shapes[][3] = {{64, 256, 1280}, {64, 512, 2048}, {1600, 256, 1280}, {1600, 512, 2048}};
+  uint64_t seed = 42;
+  for (int ep = 0; ep < 2; ep++)
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+      int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2], sizes[3] = {M, N, K};
+      float *A = frand(M * K, &seed), *B = frand(K * N, &seed), *bias = frand(N, &seed);
+      float *Cg = malloc(sizeof(float) * (size_t)(M * N)), *Ch = malloc(sizeof(float) * (size_t)(M * N));
+      float *Bp = malloc(sizeof(float) * (size_t)g[ep].psize(sizes));
+      g[ep].pack(sizes, B, N, 0, Bp);
+      sh_gemm_packed_b *pb;
+      if (sh_gemm_pack_b(ctx, B, N, K, N, 0, &pb)) return 1;
+      sh_gemm_args ga;
+      memset(&ga, 0, sizeof ga);
+      ga.m = M;
+      ga.n_src = 1;
+      ga.src[0].k = K;
+      ga.src[0].in.base = A;
+      ga.src[0].in.ld = K;
+      ga.b_packed = pb;
+      ga.c.base = Ch;
+      ga.c.ld = N;
+      ga.ws = ws;
+      if (ep) {
+        ga.n_ep = 2;
+        ga.ep[0].kind = SH_GEMM_EP_BIAS;
+        ga.ep[0].vec = bias;
+        ga.ep[1].kind = SH_GEMM_EP_ACT;
+        ga.ep[1].act = SH_GEMM_ACT_GELU_ERF;
+      }
+      sk_arg args[4] = {{.data = A}, {.data = Bp}, {.data = ep ? (void *)bias : (void *)Cg}, {.data = Cg}};
+      double flops = 2.0 * (double)M * (double)N * (double)K;
+      int reps = (int)(2e8 / flops) + 1, rounds = quick ? 3 : 7;
+      double best_g = 1e30, best_h = 1e30;
+      for (int r = 0; r < rounds; r++) {
+        double t0 = now_s(threads == 1);
+        for (int i = 0; i < reps; i++) g[ep].fn(&abi, sizes, args);
+        double t1 = now_s(threads == 1);
+        for (int i = 0; i < reps; i++) sh_gemm(ctx, isa, threads, &ga);
+        double t2 = now_s(threads == 1);
+        if ((t1 - t0) / reps < best_g) best_g = (t1 - t0) / reps;
+        if ((t2 - t1) / reps < best_h) best_h = (t2 - t1) / reps;
+      }
+      double maxd = 0;
+      for (int64_t i = 0; i < M * N; i++) {
+        double d = (Cg[i] - Ch[i]) / (1.0 > (Ch[i] < 0 ? -Ch[i] : Ch[i]) ? 1.0 : (Ch[i] < 0 ? -Ch[i] : Ch[i]));
+        if (d < 0) d = -d;
+        if (d > maxd) maxd = d;
+      }
+      printf("%-10s %5lld %5lld %5lld %10.1f %10.1f %7.2f%s\n", ep ? "mm+gelu" : "matmul", (long long)M,
+             (long long)K, (long long)N, flops / best_g * 1e-9, flops / best_h * 1e-9, best_h / best_g,
+             maxd > 1e-4 ? "  (results differ!)" : "");
+      sh_gemm_packed_b_free(ctx, pb);
+      free(A), free(B), free(bias), free(Cg), free(Ch), free(Bp);
+    }
+  sh_gemm_ws_free(ctx, ws);
+  dlclose(g[0].so);
+  dlclose(g[1].so);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "bench_codegen_lir: could not remove %s\n", dir);
+  sheaf_ctx_free(ctx);
+  return 0;
+}
