@@ -21,9 +21,11 @@ typedef enum sh_sched_tail {
   SH_SCHED_TAIL_GUARD = 0, /* ceil(E/f) tiles; the body guarded by i_o·f + i_i < E (pushed down to
                               the stores, so bands stay perfectly nested) */
   SH_SCHED_TAIL_PEEL,      /* floor(E/f) whole tiles, then a tail loop i_t over the E mod f rest */
-  SH_SCHED_TAIL_PAD        /* ceil(E/f) tiles, no guard: every access by i indexes a dimension
+  SH_SCHED_TAIL_PAD,       /* ceil(E/f) tiles, no guard: every access by i indexes a dimension
                               whose storage is padded to a multiple of f (CoRa loop padding;
                               spatial loops only) */
+  SH_SCHED_TAIL_GUARD_TOP  /* as GUARD, with one if around the inner loop's whole body (fewer
+                              tests; the body is then no perfect band for later primitives) */
 } sh_sched_tail;
 
 /* loop -> outer (extent ceil(E/f) or floor(E/f)) and inner (extent f).

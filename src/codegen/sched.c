@@ -232,7 +232,7 @@ sheaf_status sh_sched_split(sh_lir_kernel *k, sh_lir_stmt loop, int64_t f, sh_sc
   const char *lv = lname(k, loop);
   if (f < 1 || f > (1 << 20))
     return sh_sched_err(k, "split of loop %s: factor %lld (expected 1..2^20)", lv, (long long)f);
-  if ((unsigned)tail > SH_SCHED_TAIL_PAD)
+  if ((unsigned)tail > SH_SCHED_TAIL_GUARD_TOP)
     return sh_sched_err(k, "split of loop %s: unknown tail policy %d", lv, (int)tail);
   sh_lir_snode L = k->st[loop];
   if (L.annot == SH_LIR_VECTOR)
@@ -290,6 +290,15 @@ sheaf_status sh_sched_split(sh_lir_kernel *k, sh_lir_stmt loop, int64_t f, sh_sc
   k->vars[old].loop = SH_LIR_NONE;
   sh_lir_append(k, loop, in);
   sh_lir_subst_stmt(k, in, 1, &old, &repl);
+  if (tail == SH_SCHED_TAIL_GUARD_TOP && !exact && k->st[in].body >= 0) {
+    sh_lir_stmt w = sh_lir_new_stmt(k, SH_LIR_S_IF);
+    if (w < 0) return k->err;
+    k->st[w].cond = sh_lir_bin(k, SH_LIR_OP_LT, repl, E);
+    k->st[w].body = k->st[in].body;
+    for (sh_lir_stmt c = k->st[w].body; c >= 0; c = k->st[c].next) k->st[c].parent = w;
+    k->st[in].body = SH_LIR_NONE;
+    sh_lir_append(k, in, w);
+  }
   if (tail == SH_SCHED_TAIL_GUARD && !exact) {
     sh_lir_expr g = sh_lir_bin(k, SH_LIR_OP_LT, repl, E);
     sh_lir_var vs[2] = {vo, vi};

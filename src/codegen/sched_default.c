@@ -235,7 +235,7 @@ static void sched_nest(sh_lir_kernel *k, sh_lir_stmt top, int w) {
   sh_lir_stmt o;
   int64_t ext;
   if (sh_lir_is_const(k, k->st[top].ext, &ext) && ext <= 4) return;
-  if (sh_sched_split(k, top, 4, SH_SCHED_TAIL_GUARD, &o, NULL, NULL)) return;
+  if (sh_sched_split(k, top, 4, SH_SCHED_TAIL_GUARD_TOP, &o, NULL, NULL)) return;
   sh_sched_parallel(k, o);
 }
 
