@@ -9,8 +9,10 @@
  *   bench_codegen_lir [--quick] [--isa scalar|avx2|avx512] [--threads N] [--opt "-O3 -march=native"]
  *
  * The kernel is compiled by tests/lir_cc.h (system cc), the stand-in for
- * the JIT. Also prints the generated matmul + bias + GELU against sh_gemm
- * with a GELU epilogue.
+ * the JIT. "tuned" is the best of a small sweep of the default schedule's
+ * GEMM tile (sh_sched_opts: mr x nr) per shape — what a tuner would record.
+ * Also prints the generated matmul + bias + GELU (default schedule)
+ * against sh_gemm with a GELU epilogue.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,11 +48,10 @@ typedef struct gen {
   int64_t (*psize)(const int64_t *);
 } gen;
 
-static bool gen_build(sheaf_ctx *ctx, const char *dir, bool epilogue, sheaf_isa isa, const char *opt,
-                      gen *g) {
-  const char *name = epilogue ? "bench_mmg" : "bench_mm";
+static bool gen_build(sheaf_ctx *ctx, const char *dir, const char *name, bool epilogue, sheaf_isa isa,
+                      const char *opt, const sh_sched_opts *so, gen *g) {
   sh_lir_kernel *k = lb_matmul(ctx, name, epilogue);
-  if (!k || sh_sched_default(k, isa)) {
+  if (!k || sh_sched_default_opts(k, isa, so)) {
     fprintf(stderr, "bench_codegen_lir: %s\n", sheaf_ctx_last_error(ctx));
     return false;
   }
@@ -71,7 +72,7 @@ static bool gen_build(sheaf_ctx *ctx, const char *dir, bool epilogue, sheaf_isa 
     fprintf(stderr, "bench_codegen_lir: compile failed: %s\n", err);
     return false;
   }
-  printf("# compiled %s in %.2f s (%s %s)\n", name, t1 - t0, lir_cc_path(), opt);
+  printf("# compiled %s (tile %d x %d) in %.2f s (%s %s)\n", name, so->mr, so->nr, t1 - t0, lir_cc_path(), opt);
   char sym[64];
   void *p = dlsym(g->so, name);
   memcpy(&g->fn, &p, sizeof p);
@@ -115,15 +116,34 @@ int main(int argc, char **argv) {
   }
   char dir[] = "/tmp/sheaf-bench-lir-XXXXXX";
   if (!mkdtemp(dir)) return 1;
-  gen g[2];
-  if (!gen_build(ctx, dir, false, isa, opt, &g[0]) || !gen_build(ctx, dir, true, isa, opt, &g[1])) return 1;
+  int w = isa == SHEAF_ISA_AVX512 ? 16 : isa == SHEAF_ISA_AVX2 ? 8 : 1;
+  /* the default tile first, then the sweep */
+  static const int tiles8[][2] = {{6, 16}, {4, 24}, {5, 16}, {4, 16}, {8, 8}, {3, 32}};
+  static const int tiles16[][2] = {{12, 32}, {14, 32}, {8, 32}, {6, 48}, {4, 64}, {16, 16}};
+  static const int tiles1[][2] = {{4, 4}, {2, 8}, {8, 2}, {4, 8}, {6, 4}, {3, 3}};
+  const int(*tiles)[2] = w == 16 ? tiles16 : w == 8 ? tiles8 : tiles1;
+  int n_tiles = quick ? 3 : 6;
+  gen g[8];
+  for (int t = 0; t < n_tiles; t++) {
+    sh_sched_opts so = {0};
+    so.mr = tiles[t][0];
+    so.nr = tiles[t][1];
+    char name[32];
+    snprintf(name, sizeof name, "bench_mm_%dx%d", so.mr, so.nr);
+    if (!gen_build(ctx, dir, name, false, isa, opt, &so, &g[t])) return 1;
+  }
+  sh_sched_opts so0 = {0};
+  so0.mr = tiles[0][0];
+  so0.nr = tiles[0][1];
+  if (!gen_build(ctx, dir, "bench_mmg", true, isa, opt, &so0, &g[n_tiles])) return 1;
   sk_abi abi;
   sh_lir_abi_init(ctx, threads, &abi);
   sh_gemm_ws *ws;
   if (sh_gemm_ws_create(ctx, &ws)) return 1;
   printf("# isa %s, %d thread(s), time: %s clock, GFLOP/s = 2MNK / best time\n", sheaf_isa_name(isa),
          threads, threads == 1 ? "thread CPU" : "wall");
-  printf("%-10s %5s %5s %5s %10s %10s %7s\n", "kernel", "M", "K", "N", "generated", "hand", "ratio");
+  printf("%-8s %5s %5s %5s %8s %8s %9s %8s %7s %7s\n", "kernel", "M", "K", "N", "default", "tuned",
+         "(tile)", "hand", "def/h", "tun/h");
   static const int64_t shapes[][3] = {{64, 256, 1280}, {64, 512, 2048}, {1600, 256, 1280}, {1600, 512, 2048}};
   uint64_t seed = 42;
   for (int ep = 0; ep < 2; ep++)
@@ -131,8 +151,6 @@ int main(int argc, char **argv) {
       int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2], sizes[3] = {M, N, K};
       float *A = frand(M * K, &seed), *B = frand(K * N, &seed), *bias = frand(N, &seed);
       float *Cg = malloc(sizeof(float) * (size_t)(M * N)), *Ch = malloc(sizeof(float) * (size_t)(M * N));
-      float *Bp = malloc(sizeof(float) * (size_t)g[ep].psize(sizes));
-      g[ep].pack(sizes, B, N, 0, Bp);
       sh_gemm_packed_b *pb;
       if (sh_gemm_pack_b(ctx, B, N, K, N, 0, &pb)) return 1;
       sh_gemm_args ga;
@@ -153,34 +171,55 @@ int main(int argc, char **argv) {
         ga.ep[1].kind = SH_GEMM_EP_ACT;
         ga.ep[1].act = SH_GEMM_ACT_GELU_ERF;
       }
-      sk_arg args[4] = {{.data = A}, {.data = Bp}, {.data = ep ? (void *)bias : (void *)Cg}, {.data = Cg}};
       double flops = 2.0 * (double)M * (double)N * (double)K;
       int reps = (int)(2e8 / flops) + 1, rounds = quick ? 3 : 7;
-      double best_g = 1e30, best_h = 1e30;
-      for (int r = 0; r < rounds; r++) {
-        double t0 = now_s(threads == 1);
-        for (int i = 0; i < reps; i++) g[ep].fn(&abi, sizes, args);
-        double t1 = now_s(threads == 1);
-        for (int i = 0; i < reps; i++) sh_gemm(ctx, isa, threads, &ga);
-        double t2 = now_s(threads == 1);
-        if ((t1 - t0) / reps < best_g) best_g = (t1 - t0) / reps;
-        if ((t2 - t1) / reps < best_h) best_h = (t2 - t1) / reps;
+      int nv = ep ? 1 : n_tiles;
+      double best[8], best_h = 1e30;
+      float *Bp[8];
+      for (int v = 0; v < nv; v++) {
+        gen *gv = &g[ep ? n_tiles : v];
+        Bp[v] = malloc(sizeof(float) * (size_t)gv->psize(sizes));
+        gv->pack(sizes, B, N, 0, Bp[v]);
+        best[v] = 1e30;
       }
       double maxd = 0;
-      for (int64_t i = 0; i < M * N; i++) {
-        double d = (Cg[i] - Ch[i]) / (1.0 > (Ch[i] < 0 ? -Ch[i] : Ch[i]) ? 1.0 : (Ch[i] < 0 ? -Ch[i] : Ch[i]));
-        if (d < 0) d = -d;
-        if (d > maxd) maxd = d;
+      for (int r = 0; r < rounds; r++) {
+        for (int v = 0; v < nv; v++) {
+          gen *gv = &g[ep ? n_tiles : v];
+          sk_arg args[4] = {{.data = A}, {.data = Bp[v]}, {.data = ep ? (void *)bias : (void *)Cg}, {.data = Cg}};
+          double t0 = now_s(threads == 1);
+          for (int i = 0; i < reps; i++) gv->fn(&abi, sizes, args);
+          double t1 = now_s(threads == 1);
+          if ((t1 - t0) / reps < best[v]) best[v] = (t1 - t0) / reps;
+          if (r == 0) { /* check against the hand GEMM once */
+            sh_gemm(ctx, isa, threads, &ga);
+            for (int64_t i = 0; i < M * N; i++) {
+              double a = Ch[i] < 0 ? -Ch[i] : Ch[i], d = (Cg[i] - Ch[i]) / (a > 1 ? a : 1);
+              if (d < 0) d = -d;
+              if (d > maxd) maxd = d;
+            }
+          }
+        }
+        double t0 = now_s(threads == 1);
+        for (int i = 0; i < reps; i++) sh_gemm(ctx, isa, threads, &ga);
+        double t1 = now_s(threads == 1);
+        if ((t1 - t0) / reps < best_h) best_h = (t1 - t0) / reps;
       }
-      printf("%-10s %5lld %5lld %5lld %10.1f %10.1f %7.2f%s\n", ep ? "mm+gelu" : "matmul", (long long)M,
-             (long long)K, (long long)N, flops / best_g * 1e-9, flops / best_h * 1e-9, best_h / best_g,
+      int bt = 0;
+      for (int v = 1; v < nv; v++)
+        if (best[v] < best[bt]) bt = v;
+      char tile[16];
+      snprintf(tile, sizeof tile, "(%dx%d)", tiles[ep ? 0 : bt][0], tiles[ep ? 0 : bt][1]);
+      printf("%-8s %5lld %5lld %5lld %8.1f %8.1f %9s %8.1f %7.2f %7.2f%s\n", ep ? "mm+gelu" : "matmul",
+             (long long)M, (long long)K, (long long)N, flops / best[0] * 1e-9, flops / best[bt] * 1e-9,
+             ep ? "" : tile, flops / best_h * 1e-9, best_h / best[0], best_h / best[bt],
              maxd > 1e-4 ? "  (results differ!)" : "");
+      for (int v = 0; v < nv; v++) free(Bp[v]);
       sh_gemm_packed_b_free(ctx, pb);
-      free(A), free(B), free(bias), free(Cg), free(Ch), free(Bp);
+      free(A), free(B), free(bias), free(Cg), free(Ch);
     }
   sh_gemm_ws_free(ctx, ws);
-  dlclose(g[0].so);
-  dlclose(g[1].so);
+  for (int t = 0; t <= n_tiles; t++) dlclose(g[t].so);
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, "bench_codegen_lir: could not remove %s\n", dir);

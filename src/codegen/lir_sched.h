@@ -99,6 +99,17 @@ sheaf_status sh_sched_unswitch(sh_lir_kernel *k, sh_lir_stmt s);
  * accumulators), outer loops parallel. */
 sheaf_status sh_sched_default(sh_lir_kernel *k, sheaf_isa isa);
 
+/* The default schedule's knobs (a tuner's search space); 0 keeps the
+ * value the ISA picks. */
+typedef struct sh_sched_opts {
+  int mr, nr;    /* GEMM register tile: rows, columns (a multiple of the vector width) */
+  int row_tiles; /* GEMM tiles per row block (16) */
+  int no_pack;   /* 1: leave a weight B unpacked */
+  int row_unroll; /* vectors per step of a row loop: U (4 with a reduction, 2 without) */
+  int par_block; /* iterations per parallel task of a row nest (4) */
+} sh_sched_opts;
+sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sched_opts *opts);
+
 /* The nth (from 0) store to b in program order, or SH_LIR_NONE. */
 sh_lir_stmt sh_lir_find_store(const sh_lir_kernel *k, sh_lir_buf b, int nth);
 /* A buffer by name, or SH_LIR_NONE. */

@@ -102,10 +102,14 @@ static void tile_copy(sh_lir_kernel *k, int n, const sh_lir_stmt *loops, int w) 
   }
 }
 
-static sheaf_status sched_gemm(sh_lir_kernel *k, const gemm_match *g, int w) {
-  int64_t mr = w == 16 ? 12 : w == 8 ? 6 : 4, nr = w == 16 ? 32 : w == 8 ? 16 : 4, mb = 16;
+static sheaf_status sched_gemm(sh_lir_kernel *k, const gemm_match *g, int w, const sh_sched_opts *o) {
+  int64_t mr = o->mr ? o->mr : w == 16 ? 12 : w == 8 ? 6 : 4;
+  int64_t nr = o->nr ? o->nr : w == 16 ? 32 : w == 8 ? 16 : 4, mb = o->row_tiles ? o->row_tiles : 16;
+  if (mr < 1 || mr > 64 || nr < 1 || nr > 256 || nr % w || mb < 1 || mb > 1024)
+    return sh_sched_err(k, "default schedule: GEMM tile %lld x %lld (columns a multiple of %d), %lld "
+                           "tiles per block", (long long)mr, (long long)nr, w, (long long)mb);
   const sh_lir_bufinfo *B = &k->bufs[g->B];
-  if (B->role == SH_LIR_IN && B->weight && B->layout == SH_LIR_LAYOUT_DENSE &&
+  if (!o->no_pack && B->role == SH_LIR_IN && B->weight && B->layout == SH_LIR_LAYOUT_DENSE &&
       B->access == SH_LIR_ACCESS_DENSE)
     sh_sched_pack(k, g->B, nr);
   sh_lir_stmt io, i0, iio, ii, jo, ji, jv = SH_LIR_NONE, jl;
@@ -162,7 +166,7 @@ static bool contiguous_expr(sh_lir_kernel *k, sh_lir_expr e, sh_lir_var v) {
   }
 }
 
-static void vectorize_loop(sh_lir_kernel *k, sh_lir_stmt L, int w) {
+static void vectorize_loop(sh_lir_kernel *k, sh_lir_stmt L, int w, int unroll) {
   sh_lir_var v = k->st[L].var;
   sh_lir_stmt st[64];
   int n = sh_sched_stores(k, L, st, 64), nred = 0;
@@ -178,7 +182,7 @@ static void vectorize_loop(sh_lir_kernel *k, sh_lir_stmt L, int w) {
   }
   int64_t ext;
   if (!any_contig || (sh_lir_is_const(k, k->st[L].ext, &ext) && ext < w)) return;
-  int64_t U = nred ? 4 : 2;
+  int64_t U = unroll > 0 ? unroll : nred ? 4 : 2;
   sh_lir_stmt lo, li, lv, ll;
   if (sh_sched_split(k, L, w * U, SH_SCHED_TAIL_PEEL, &lo, &li, NULL) ||
       sh_sched_split(k, li, w, SH_SCHED_TAIL_GUARD, &lv, &ll, NULL))
@@ -220,26 +224,33 @@ static bool ragged_extents(const sh_lir_kernel *k, sh_lir_stmt s) {
   return false;
 }
 
-static void sched_nest(sh_lir_kernel *k, sh_lir_stmt top, int w) {
+static void sched_nest(sh_lir_kernel *k, sh_lir_stmt top, int w, const sh_sched_opts *o) {
   if (w > 1) {
     sh_lir_stmt inner[256];
     int n = 0;
     innermost_loops(k, top, inner, &n, 256);
-    for (int i = 0; i < n; i++) vectorize_loop(k, inner[i], w);
+    for (int i = 0; i < n; i++) vectorize_loop(k, inner[i], w, o->row_unroll);
   }
   if (k->st[top].kind != SH_LIR_S_LOOP || !sh_sched_contains_loop(k, top)) return;
   if (ragged_extents(k, top)) {
     sh_sched_parallel(k, top);
     return;
   }
-  sh_lir_stmt o;
   int64_t ext;
-  if (sh_lir_is_const(k, k->st[top].ext, &ext) && ext <= 4) return;
-  if (sh_sched_split(k, top, 4, SH_SCHED_TAIL_GUARD_TOP, &o, NULL, NULL)) return;
-  sh_sched_parallel(k, o);
+  int64_t pb = o->par_block > 0 ? o->par_block : 4;
+  if (sh_lir_is_const(k, k->st[top].ext, &ext) && ext <= pb) return;
+  sh_lir_stmt outer = top;
+  if (pb > 1 && sh_sched_split(k, top, pb, SH_SCHED_TAIL_GUARD_TOP, &outer, NULL, NULL)) return;
+  sh_sched_parallel(k, outer);
 }
 
 sheaf_status sh_sched_default(sh_lir_kernel *k, sheaf_isa isa) {
+  sh_sched_opts o;
+  memset(&o, 0, sizeof o);
+  return sh_sched_default_opts(k, isa, &o);
+}
+
+sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sched_opts *opts) {
   if (k->err) return k->err;
   sheaf_status st = sh_lir_verify(k);
   if (st) return st;
@@ -252,10 +263,10 @@ sheaf_status sh_sched_default(sh_lir_kernel *k, sheaf_isa isa) {
     if (k->st[tops[i]].parent != k->root) continue; /* removed by an earlier step */
     gemm_match g;
     if (match_gemm(k, tops[i], &g)) {
-      if ((st = sched_gemm(k, &g, w))) return st;
+      if ((st = sched_gemm(k, &g, w, opts))) return st;
       continue;
     }
-    sched_nest(k, tops[i], w);
+    sched_nest(k, tops[i], w, opts);
   }
   if (k->err) return k->err;
   return sh_lir_verify(k);
