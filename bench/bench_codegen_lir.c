@@ -12,7 +12,9 @@
  * the JIT. "tuned" is the best of a small sweep of the default schedule's
  * GEMM tile (sh_sched_opts: mr x nr) per shape — what a tuner would record.
  * Also prints the generated matmul + bias + GELU (default schedule)
- * against sh_gemm with a GELU epilogue.
+ * against sh_gemm with a GELU epilogue, and the generated row softmax and
+ * layernorm against the hand row kernels (src/kernels/rows.h), M = 64,
+ * N = 768, in ns per row.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +27,7 @@
 #include "codegen/lir_emit.h"
 #include "codegen/lir_sched.h"
 #include "kernels/gemm.h"
+#include "kernels/rows.h"
 
 static double now_s(bool cpu) {
   struct timespec t;
@@ -218,6 +221,69 @@ int main(int argc, char **argv) {
       sh_gemm_packed_b_free(ctx, pb);
       free(A), free(B), free(bias), free(Cg), free(Ch);
     }
+  /* row kernels */
+  {
+    sh_lir_kernel *ks[2] = {lb_softmax(ctx, "bench_sm"), lb_layernorm(ctx, "bench_ln", 1e-5f)};
+    const char *src[2];
+    sh_buf b[2];
+    for (int i = 0; i < 2; i++) {
+      sh_buf_init(&b[i], ctx);
+      if (!ks[i] || sh_sched_default(ks[i], isa) || sh_lir_emit_c(ks[i], &b[i])) {
+        fprintf(stderr, "bench_codegen_lir: %s\n", sheaf_ctx_last_error(ctx));
+        return 1;
+      }
+      src[i] = sh_buf_cstr(&b[i]);
+    }
+    void *so;
+    char cerr[8192];
+    if (lir_cc_build(dir, "bench_rows", src, 2, isa, opt, 1, &so, cerr, sizeof cerr)) {
+      fprintf(stderr, "bench_codegen_lir: %s\n", cerr);
+      return 1;
+    }
+    sk_entry_fn fsm, fln;
+    void *p = dlsym(so, "bench_sm");
+    memcpy(&fsm, &p, sizeof p);
+    p = dlsym(so, "bench_ln");
+    memcpy(&fln, &p, sizeof p);
+    int64_t M = 64, N = 768, sizes[2] = {M, N};
+    float *x = frand(M * N, &seed), *gam = frand(N, &seed), *be = frand(N, &seed);
+    float *yg = malloc(sizeof(float) * (size_t)(M * N)), *yh = malloc(sizeof(float) * (size_t)(M * N));
+    sh_gemm_in xin = {.base = x, .ld = N}, none = {0};
+    sh_gemm_out yout = {.base = yh, .ld = N};
+    sk_arg asm_[2] = {{.data = x}, {.data = yg}}, aln[4] = {{.data = x}, {.data = gam}, {.data = be}, {.data = yg}};
+    printf("%-8s %5s %5s %10s %10s %7s   (ns per row)\n", "kernel", "M", "N", "generated", "hand", "g/h");
+    for (int which = 0; which < 2; which++) {
+      int reps = 200, rounds = quick ? 3 : 7;
+      double bg = 1e30, bh = 1e30;
+      for (int r = 0; r < rounds; r++) {
+        double t0 = now_s(threads == 1);
+        for (int i = 0; i < reps; i++) (which ? fln(&abi, sizes, aln) : fsm(&abi, sizes, asm_));
+        double t1 = now_s(threads == 1);
+        for (int i = 0; i < reps; i++) {
+          if (which) sh_layernorm_rows(isa, M, N, xin, none, gam, be, 1e-5f, yout);
+          else sh_softmax_rows(isa, M, N, 1.0f, xin, yout);
+        }
+        double t2 = now_s(threads == 1);
+        if ((t1 - t0) / reps < bg) bg = (t1 - t0) / reps;
+        if ((t2 - t1) / reps < bh) bh = (t2 - t1) / reps;
+      }
+      double maxd = 0;
+      for (int64_t i = 0; i < M * N; i++) {
+        double d = yg[i] - yh[i];
+        if (d < 0) d = -d;
+        if (d > maxd) maxd = d;
+      }
+      printf("%-8s %5lld %5lld %10.1f %10.1f %7.2f%s\n", which ? "layernorm" : "softmax", (long long)M,
+             (long long)N, bg / (double)M * 1e9, bh / (double)M * 1e9, bh / bg,
+             maxd > 1e-4 ? "  (results differ!)" : "");
+    }
+    free(x), free(gam), free(be), free(yg), free(yh);
+    dlclose(so);
+    for (int i = 0; i < 2; i++) {
+      sh_buf_free(&b[i]);
+      sh_lir_free(ks[i]);
+    }
+  }
   sh_gemm_ws_free(ctx, ws);
   for (int t = 0; t <= n_tiles; t++) dlclose(g[t].so);
   char cmd[600];

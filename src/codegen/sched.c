@@ -454,7 +454,8 @@ sheaf_status sh_sched_vectorize(sh_lir_kernel *k, sh_lir_stmt loop, int width) {
     return sh_sched_err(k, "vectorize of loop %s: inside a vector loop, or parallel", lv);
   sh_lir_stmt st[256];
   int n = sh_sched_stores(k, loop, st, 256);
-  for (int i = 0; i < n && i < 256; i++)
+  if (n > 256) return sh_sched_err(k, "vectorize of loop %s: more than 256 stores", lv);
+  for (int i = 0; i < n; i++)
     if (!sh_sched_store_vectorizable(k, st[i], k->st[loop].var))
       return sh_sched_err(k,
                           "vectorize of loop %s: the store to %s is not stride-1 in %s (nor a "

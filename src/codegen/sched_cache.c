@@ -118,7 +118,8 @@ sheaf_status sh_sched_cache_write(sh_lir_kernel *k, sh_lir_stmt band_root, sh_sc
   /* the update: the one combining store below */
   sh_lir_stmt st[512], U = SH_LIR_NONE;
   int ns = sh_sched_stores(k, band_root, st, 512);
-  for (int i = 0; i < ns && i < 512; i++)
+  if (ns > 512) return sh_sched_err(k, "cache_write at loop %s: more than 512 stores below", lv);
+  for (int i = 0; i < ns; i++)
     if (k->st[st[i]].combine != SH_LIR_COMBINE_NONE) {
       if (U >= 0) return sh_sched_err(k, "cache_write at loop %s: more than one reduction below", lv);
       U = st[i];
@@ -321,7 +322,8 @@ sheaf_status sh_sched_rfactor(sh_lir_kernel *k, sh_lir_stmt band_root, sh_lir_st
   /* the reduction store */
   sh_lir_stmt st[512], S = SH_LIR_NONE;
   int ns = sh_sched_stores(k, band_root, st, 512);
-  for (int i = 0; i < ns && i < 512; i++) {
+  if (ns > 512) return sh_sched_err(k, "rfactor at loop %s: more than 512 stores below", lv);
+  for (int i = 0; i < ns; i++) {
     const sh_lir_snode *x = &k->st[st[i]];
     bool red = x->combine != SH_LIR_COMBINE_NONE && k->bufs[x->buf].role != SH_LIR_LOCAL;
     for (int p = 0; red && p < nb; p++) red = !idx_uses(k, x, bv[p]);
