@@ -1,0 +1,118 @@
+/*
+ * lir_sched.h — schedule primitives on the loop IR, and the default
+ * schedule (docs/CODEGEN.md). Each primitive checks that it applies
+ * and otherwise fails with SHEAF_ERR_INVALID_ARG and a message naming the
+ * kernel, the primitive and the statement, leaving the kernel unchanged.
+ * None changes what the kernel computes (the interpreter, sh_lir_run,
+ * gives the same results before and after, up to float reassociation in
+ * cache_write / rfactor).
+ *
+ * Loops are named by their statement ids (sh_lir_find_loop finds one by
+ * its variable's name). A split loop i becomes i_o (outer) and i_i (inner).
+ */
+#ifndef SH_CODEGEN_LIR_SCHED_H
+#define SH_CODEGEN_LIR_SCHED_H
+
+#include "codegen/lir.h"
+
+#define SH_SCHED_MAX_BAND 8
+
+typedef enum sh_sched_tail {
+  SH_SCHED_TAIL_GUARD = 0, /* ceil(E/f) tiles; the body guarded by i_o·f + i_i < E (pushed down to
+                              the stores, so bands stay perfectly nested) */
+  SH_SCHED_TAIL_PEEL,      /* floor(E/f) whole tiles, then a tail loop i_t over the E mod f rest */
+  SH_SCHED_TAIL_PAD,       /* ceil(E/f) tiles, no guard: every access by i indexes a dimension
+                              whose storage is padded to a multiple of f (CoRa loop padding;
+                              spatial loops only) */
+  SH_SCHED_TAIL_GUARD_TOP  /* as GUARD, with one if around the inner loop's whole body (fewer
+                              tests; the body is then no perfect band for later primitives) */
+} sh_sched_tail;
+
+/* loop -> outer (extent ceil(E/f) or floor(E/f)) and inner (extent f).
+ * Out-parameters may be NULL; *tail is SH_LIR_NONE unless PEEL left one. */
+sheaf_status sh_sched_split(sh_lir_kernel *k, sh_lir_stmt loop, int64_t factor, sh_sched_tail tail,
+                            sh_lir_stmt *outer, sh_lir_stmt *inner, sh_lir_stmt *tail_loop);
+/* order: n loops of one perfectly nested band, in their new order
+ * (outermost first). */
+sheaf_status sh_sched_reorder(sh_lir_kernel *k, int n, const sh_lir_stmt *order);
+/* Two perfectly nested loops into one of extent Eo·Ei. */
+sheaf_status sh_sched_fuse(sh_lir_kernel *k, sh_lir_stmt outer, sh_lir_stmt inner,
+                           sh_lir_stmt *fused);
+/* Constant extent up to 256. */
+sheaf_status sh_sched_unroll(sh_lir_kernel *k, sh_lir_stmt loop);
+/* An innermost loop of extent `width` (8 or 16; 1 leaves it as it is)
+ * whose stores are stride-1 in its variable (or reductions over it). */
+sheaf_status sh_sched_vectorize(sh_lir_kernel *k, sh_lir_stmt loop, int width);
+/* Iterations over the pool: each store inside indexes by the loop's
+ * variable or goes to a local allocated inside. */
+sheaf_status sh_sched_parallel(sh_lir_kernel *k, sh_lir_stmt loop);
+
+/* Result of cache_write / rfactor: the local, its alloc, and the loops of
+ * the copies of the band (init: identity or initial value; the band
+ * itself, now accumulating into the local; the final store). */
+typedef struct sh_sched_cache {
+  sh_lir_buf local;
+  sh_lir_stmt alloc;
+  int n;                                   /* loops in the band */
+  sh_lir_stmt init[SH_SCHED_MAX_BAND];
+  sh_lir_stmt band[SH_SCHED_MAX_BAND];
+  sh_lir_stmt final[SH_SCHED_MAX_BAND];
+} sh_sched_cache;
+
+/* Register tiling of a reduction (the GEMM micro-kernel shape): band_root
+ * heads a perfect band of constant-extent spatial loops whose innermost
+ * body is [optional init C[idx] = v0, reduction nest ... C[idx] op= v].
+ * The tile C[band] lives in a local across the reduction loops, which move
+ * outside the band; it is initialised once and stored once. */
+sheaf_status sh_sched_cache_write(sh_lir_kernel *k, sh_lir_stmt band_root, sh_sched_cache *out);
+/* A vector accumulator for a reduction: band_root heads a perfect band of
+ * constant-extent loops that are reduction loops of `store` (NONE: the one
+ * reduction store in the band); the partial results live in a local over
+ * the enclosing reduction loops and are combined into the store's target
+ * once after them (the horizontal reduction). */
+sheaf_status sh_sched_rfactor(sh_lir_kernel *k, sh_lir_stmt band_root, sh_lir_stmt store,
+                              sh_sched_cache *out);
+/* Inlines the pointwise producer `store` (T[i, j, ...] = f, T a temporary
+ * written only there) into every load of T; its nest disappears. */
+sheaf_status sh_sched_compute_inline(sh_lir_kernel *k, sh_lir_stmt store);
+/* Inlines the pointwise consumer `store` (O[i, ...] = g(T[i, ...]), T a
+ * temporary read only there and written by one plain store) into T's
+ * writer: a fused epilogue. */
+sheaf_status sh_sched_reverse_inline(sh_lir_kernel *k, sh_lir_stmt store);
+/* Storage padding: dimension dim of b is allocated rounded up to a
+ * multiple of tile (CoRa; the caller's buffers must follow). */
+sheaf_status sh_sched_pad(sh_lir_kernel *k, sh_lir_buf b, int dim, int64_t tile);
+/* Packs input b [K, N] into panels of `panel` columns (sh_lir_layout
+ * PANELS): the caller passes it packed by the emitted NAME_pack_b. */
+sheaf_status sh_sched_pack(sh_lir_kernel *k, sh_lir_buf b, int64_t panel);
+/* Loop unswitching of split tails: the guards inside s of the form
+ * a < b, affine in s's constant-extent loops, are decided once for the
+ * whole of s: s becomes if (every guard holds everywhere) s-without-guards
+ * else if (some iteration can pass) s. */
+sheaf_status sh_sched_unswitch(sh_lir_kernel *k, sh_lir_stmt s);
+
+/* The default schedule for `isa` (vector width 16 / 8 / 1): pointwise
+ * temporaries inlined; GEMM-like nests register-tiled (mr × nr tile in
+ * registers over k, B packed when it is a weight, the consumer epilogue
+ * fused into the tile's store, tails unswitched, tiles of row blocks over
+ * the pool); innermost loops vectorized (reductions through vector
+ * accumulators), outer loops parallel. */
+sheaf_status sh_sched_default(sh_lir_kernel *k, sheaf_isa isa);
+
+/* The default schedule's knobs (a tuner's search space); 0 keeps the
+ * value the ISA picks. */
+typedef struct sh_sched_opts {
+  int mr, nr;    /* GEMM register tile: rows, columns (a multiple of the vector width) */
+  int row_tiles; /* GEMM tiles per row block (16) */
+  int no_pack;   /* 1: leave a weight B unpacked */
+  int row_unroll; /* vectors per step of a row loop: U (4 with a reduction, 2 without) */
+  int par_block; /* iterations per parallel task of a row nest (4) */
+} sh_sched_opts;
+sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sched_opts *opts);
+
+/* The nth (from 0) store to b in program order, or SH_LIR_NONE. */
+sh_lir_stmt sh_lir_find_store(const sh_lir_kernel *k, sh_lir_buf b, int nth);
+/* A buffer by name, or SH_LIR_NONE. */
+sh_lir_buf sh_lir_find_buffer(const sh_lir_kernel *k, const char *name);
+
+#endif

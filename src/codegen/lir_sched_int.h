@@ -1,0 +1,26 @@
+/*
+ * lir_sched_int.h — helpers shared by the schedule primitives (sched.c,
+ * sched_cache.c, sched_default.c).
+ */
+#ifndef SH_CODEGEN_LIR_SCHED_INT_H
+#define SH_CODEGEN_LIR_SCHED_INT_H
+
+#include "codegen/lir_int.h"
+#include "codegen/lir_sched.h"
+
+/* Fails with SHEAF_ERR_INVALID_ARG, "kernel NAME: " + the message; the
+ * kernel stays usable (the error is not sticky). */
+sheaf_status sh_sched_err(sh_lir_kernel *k, const char *fmt, ...) SH_PRINTF(2, 3);
+bool sh_sched_is_loop(const sh_lir_kernel *k, sh_lir_stmt s);
+/* The stores in subtree s (all of them counted; at most cap written). */
+int sh_sched_stores(const sh_lir_kernel *k, sh_lir_stmt s, sh_lir_stmt *out, int cap);
+/* s holds a loop (below itself). */
+bool sh_sched_contains_loop(const sh_lir_kernel *k, sh_lir_stmt s);
+/* Wraps s in a new `if cond` where s was; returns the if. */
+sh_lir_stmt sh_sched_wrap_if(sh_lir_kernel *k, sh_lir_stmt s, sh_lir_expr cond);
+/* Padding rules for an access of b indexed by v at dimension d (see split). */
+sheaf_status sh_sched_pad_access(sh_lir_kernel *k, sh_lir_buf b, int n, const int32_t *idx, int d,
+                                 sh_lir_var v, sh_lir_expr E, int64_t f, const char *lv);
+bool sh_sched_store_vectorizable(sh_lir_kernel *k, sh_lir_stmt s, sh_lir_var v);
+
+#endif

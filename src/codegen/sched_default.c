@@ -1,0 +1,273 @@
+/*
+ * sched_default.c — the schedule a kernel gets without tuning.
+ *
+ *   1. Pointwise temporaries are inlined into their consumers.
+ *   2. A GEMM-like nest (for i: for j: [C = 0;] for k: C[i, j] += A[.., k]·B[k, j],
+ *      B stride-1 in j) is register-tiled like the hand micro-kernels: an
+ *      mr × nr tile (AVX2 6 × 16, AVX-512 12 × 32, scalar 4 × 4) held in
+ *      registers across k, B packed in panels of nr columns when it is a
+ *      weight, a pointwise consumer of C fused into the tile's store, the
+ *      split tails unswitched (whole tiles run without guards), row blocks
+ *      of 16 tiles by column panels fused into one parallel loop.
+ *   3. Every other innermost loop whose accesses are stride-1 is split by
+ *      U·W (U = 4 with a reduction, 2 without; the rest peeled), its W lanes
+ *      vectorized and its U vectors unrolled; reductions go through vector
+ *      accumulators (rfactor) and one horizontal reduction at the end.
+ *   4. The outermost loop of each nest runs over the pool (blocks of 4
+ *      iterations when its body has no ragged extent).
+ * Each step is tried and skipped when its primitive does not apply.
+ */
+#include <string.h>
+
+#include "codegen/lir_sched_int.h"
+
+static int width_of(sheaf_isa isa) {
+  return isa == SHEAF_ISA_AVX512 ? 16 : isa == SHEAF_ISA_AVX2 ? 8 : 1;
+}
+
+static void inline_pointwise(sh_lir_kernel *k) {
+  for (bool again = true; again && !k->err;) {
+    again = false;
+    for (int32_t b = 0; b < k->n_bufs; b++) {
+      const sh_lir_bufinfo *bi = &k->bufs[b];
+      if (bi->role != SH_LIR_TEMP || bi->inlined || sh_lir_find_store(k, b, 1) >= 0) continue;
+      sh_lir_stmt p = sh_lir_find_store(k, b, 0);
+      if (p >= 0 && k->st[p].combine == SH_LIR_COMBINE_NONE && !sh_sched_compute_inline(k, p))
+        again = true;
+    }
+  }
+}
+
+/* --------------------------------------------------------------- GEMM */
+
+typedef struct gemm_match {
+  sh_lir_stmt i, j, kl, U;
+  sh_lir_buf B, C;
+} gemm_match;
+
+static bool is_var(const sh_lir_kernel *k, sh_lir_expr e, sh_lir_var v) {
+  return k->ex[e].kind == SH_LIR_E_VAR && k->ex[e].a == v;
+}
+
+static bool match_gemm(const sh_lir_kernel *k, sh_lir_stmt top, gemm_match *g) {
+  sh_lir_stmt st[64];
+  int n = sh_sched_stores(k, top, st, 64);
+  if (n > 2 || n < 1) return false;
+  sh_lir_stmt U = st[n - 1];
+  const sh_lir_snode *u = &k->st[U];
+  const sh_lir_enode *val = &k->ex[u->val];
+  if (u->combine != SH_LIR_COMBINE_ADD || u->nidx != 2 || val->kind != SH_LIR_E_BIN ||
+      val->op != SH_LIR_OP_MUL || k->ex[val->a].kind != SH_LIR_E_LOAD || k->ex[val->b].kind != SH_LIR_E_LOAD)
+    return false;
+  const sh_lir_bufinfo *C = &k->bufs[u->buf];
+  if (C->layout != SH_LIR_LAYOUT_DENSE || C->role == SH_LIR_LOCAL) return false;
+  sh_lir_stmt kl = u->parent;
+  if (kl < 0 || k->st[kl].kind != SH_LIR_S_LOOP || k->st[kl].body != U || u->next >= 0) return false;
+  sh_lir_stmt j = k->st[kl].parent, i = j >= 0 ? k->st[j].parent : SH_LIR_NONE;
+  if (i != top || k->st[j].kind != SH_LIR_S_LOOP || k->st[i].kind != SH_LIR_S_LOOP ||
+      k->st[i].body != j || k->st[j].next >= 0)
+    return false;
+  sh_lir_var vi = k->st[i].var, vj = k->st[j].var, vk = k->st[kl].var;
+  if (!is_var(k, k->list[u->idx], vi) || !is_var(k, k->list[u->idx + 1], vj)) return false;
+  /* j's body: [C[i, j] = v0,] the k loop */
+  for (sh_lir_stmt c = k->st[j].body; c >= 0; c = k->st[c].next) {
+    if (c == kl) {
+      if (k->st[c].next >= 0) return false;
+      break;
+    }
+    if (n != 2 || c != st[0] || k->st[c].buf != u->buf) return false;
+  }
+  /* one operand B[k, j] (stride-1 in j), the other free of j */
+  for (int side = 0; side < 2; side++) {
+    const sh_lir_enode *b = &k->ex[side ? val->a : val->b], *a = &k->ex[side ? val->b : val->a];
+    if (b->n != 2 || !is_var(k, k->list[b->b], vk) || !is_var(k, k->list[b->b + 1], vj)) continue;
+    bool a_free = true;
+    for (int d = 0; d < a->n; d++) a_free &= !sh_lir_uses_var(k, k->list[a->b + d], vj);
+    if (!a_free || k->bufs[b->a].layout == SH_LIR_LAYOUT_RAGGED) continue;
+    g->i = i;
+    g->j = j;
+    g->kl = kl;
+    g->U = U;
+    g->B = b->a;
+    g->C = u->buf;
+    return true;
+  }
+  return false;
+}
+
+static void tile_copy(sh_lir_kernel *k, int n, const sh_lir_stmt *loops, int w) {
+  for (int p = 0; p < n; p++) {
+    if (p == n - 1 && w > 1) sh_sched_vectorize(k, loops[p], w);
+    else sh_sched_unroll(k, loops[p]);
+  }
+}
+
+static sheaf_status sched_gemm(sh_lir_kernel *k, const gemm_match *g, int w, const sh_sched_opts *o) {
+  int64_t mr = o->mr ? o->mr : w == 16 ? 12 : w == 8 ? 6 : 4;
+  int64_t nr = o->nr ? o->nr : w == 16 ? 32 : w == 8 ? 16 : 4, mb = o->row_tiles ? o->row_tiles : 16;
+  if (mr < 1 || mr > 64 || nr < 1 || nr > 256 || nr % w || mb < 1 || mb > 1024)
+    return sh_sched_err(k, "default schedule: GEMM tile %lld x %lld (columns a multiple of %d), %lld "
+                           "tiles per block", (long long)mr, (long long)nr, w, (long long)mb);
+  const sh_lir_bufinfo *B = &k->bufs[g->B];
+  if (!o->no_pack && B->role == SH_LIR_IN && B->weight && B->layout == SH_LIR_LAYOUT_DENSE &&
+      B->access == SH_LIR_ACCESS_DENSE)
+    sh_sched_pack(k, g->B, nr);
+  sh_lir_stmt io, i0, iio, ii, jo, ji, jv = SH_LIR_NONE, jl;
+  sheaf_status st;
+  if ((st = sh_sched_split(k, g->i, mr * mb, SH_SCHED_TAIL_GUARD, &io, &i0, NULL)) ||
+      (st = sh_sched_split(k, i0, mr, SH_SCHED_TAIL_GUARD, &iio, &ii, NULL)) ||
+      (st = sh_sched_split(k, g->j, nr, SH_SCHED_TAIL_GUARD, &jo, &ji, NULL)))
+    return st;
+  jl = ji;
+  if (w > 1 && (st = sh_sched_split(k, ji, w, SH_SCHED_TAIL_GUARD, &jv, &jl, NULL))) return st;
+  sh_lir_stmt order[6] = {io, jo, iio, ii, jv, jl};
+  if (w == 1) order[4] = jl;
+  if ((st = sh_sched_reorder(k, w > 1 ? 6 : 5, order))) return st;
+  sh_sched_cache c;
+  if ((st = sh_sched_cache_write(k, ii, &c))) return st;
+  /* a pointwise consumer of C fuses into the tile's store */
+  if (k->bufs[g->C].role == SH_LIR_TEMP) {
+    sh_lir_stmt all[4096];
+    int n = sh_sched_stores(k, k->root, all, 4096);
+    for (int s = 0; s < n && s < 4096; s++)
+      if (k->st[all[s]].buf != g->C && k->st[all[s]].combine == SH_LIR_COMBINE_NONE &&
+          sh_lir_uses_buf(k, k->st[all[s]].val, g->C) && !sh_sched_reverse_inline(k, all[s]))
+        break;
+  }
+  tile_copy(k, c.n, c.init, w);
+  tile_copy(k, c.n, c.band, w);
+  tile_copy(k, c.n, c.final, w);
+  sh_sched_unswitch(k, c.alloc);
+  sh_lir_stmt f;
+  if (!sh_sched_fuse(k, io, jo, &f)) sh_sched_parallel(k, f);
+  return k->err;
+}
+
+/* --------------------------------------------------------------- rows */
+
+/* Every access by v inside loop L is stride-1 in v (or free of it), and
+ * every store is vectorizable. */
+static bool contiguous_expr(sh_lir_kernel *k, sh_lir_expr e, sh_lir_var v) {
+  const sh_lir_enode x = k->ex[e];
+  switch ((sh_lir_ekind)x.kind) {
+  case SH_LIR_E_LOAD: {
+    int64_t coef;
+    for (int d = 0; d + 1 < x.n; d++)
+      if (sh_lir_uses_var(k, k->list[x.b + d], v)) return false;
+    sh_lir_expr last = k->list[x.b + x.n - 1];
+    return !sh_lir_uses_var(k, last, v) || (sh_lir_affine(k, last, v, &coef, NULL) && coef == 1);
+  }
+  case SH_LIR_E_BIN: return contiguous_expr(k, x.a, v) && contiguous_expr(k, x.b, v);
+  case SH_LIR_E_UN: return contiguous_expr(k, x.a, v);
+  case SH_LIR_E_CAST: return !sh_lir_uses_var(k, x.a, v);
+  case SH_LIR_E_SELECT:
+    return contiguous_expr(k, x.a, v) && contiguous_expr(k, x.b, v) && contiguous_expr(k, x.c, v);
+  default: return true;
+  }
+}
+
+static void vectorize_loop(sh_lir_kernel *k, sh_lir_stmt L, int w, int unroll) {
+  sh_lir_var v = k->st[L].var;
+  sh_lir_stmt st[64];
+  int n = sh_sched_stores(k, L, st, 64), nred = 0;
+  if (n < 1 || n > 64) return;
+  bool any_contig = false;
+  for (int i = 0; i < n; i++) {
+    const sh_lir_snode *x = &k->st[st[i]];
+    if (!sh_sched_store_vectorizable(k, st[i], v) || !contiguous_expr(k, x->val, v)) return;
+    bool uses = false;
+    for (int d = 0; d < x->nidx; d++) uses |= sh_lir_uses_var(k, k->list[x->idx + d], v);
+    if (!uses) nred++;
+    any_contig |= uses || sh_lir_uses_var(k, x->val, v);
+  }
+  int64_t ext;
+  if (!any_contig || (sh_lir_is_const(k, k->st[L].ext, &ext) && ext < w)) return;
+  int64_t U = unroll > 0 ? unroll : nred ? 4 : 2;
+  sh_lir_stmt lo, li, lv, ll;
+  if (sh_sched_split(k, L, w * U, SH_SCHED_TAIL_PEEL, &lo, &li, NULL) ||
+      sh_sched_split(k, li, w, SH_SCHED_TAIL_GUARD, &lv, &ll, NULL))
+    return;
+  (void)lo;
+  for (int r = 0; r < nred; r++) {
+    sh_sched_cache c;
+    if (sh_sched_rfactor(k, lv, SH_LIR_NONE, &c)) break;
+    tile_copy(k, c.n, c.init, w);
+    tile_copy(k, c.n, c.final, w);
+  }
+  sh_sched_unroll(k, lv);
+  sh_sched_vectorize(k, ll, w);
+}
+
+static void innermost_loops(const sh_lir_kernel *k, sh_lir_stmt s, sh_lir_stmt *out, int *n, int cap) {
+  const sh_lir_snode *x = &k->st[s];
+  if (x->kind == SH_LIR_S_LOOP && !sh_sched_contains_loop(k, s)) {
+    if (*n < cap) out[(*n)++] = s;
+    return;
+  }
+  for (sh_lir_stmt c = x->body; c >= 0; c = k->st[c].next) innermost_loops(k, c, out, n, cap);
+  if (x->kind == SH_LIR_S_IF && x->els >= 0) innermost_loops(k, x->els, out, n, cap);
+}
+
+static bool has_load(const sh_lir_kernel *k, sh_lir_expr e) {
+  const sh_lir_enode *x = &k->ex[e];
+  if (x->kind == SH_LIR_E_LOAD) return true;
+  if (x->kind == SH_LIR_E_BIN) return has_load(k, x->a) || has_load(k, x->b);
+  return false;
+}
+
+/* Some loop below s has an extent read from memory (a ragged length). */
+static bool ragged_extents(const sh_lir_kernel *k, sh_lir_stmt s) {
+  for (sh_lir_stmt c = k->st[s].body; c >= 0; c = k->st[c].next) {
+    if (k->st[c].kind == SH_LIR_S_LOOP && has_load(k, k->st[c].ext)) return true;
+    if (ragged_extents(k, c)) return true;
+  }
+  return false;
+}
+
+static void sched_nest(sh_lir_kernel *k, sh_lir_stmt top, int w, const sh_sched_opts *o) {
+  if (w > 1) {
+    sh_lir_stmt inner[256];
+    int n = 0;
+    innermost_loops(k, top, inner, &n, 256);
+    for (int i = 0; i < n; i++) vectorize_loop(k, inner[i], w, o->row_unroll);
+  }
+  if (k->st[top].kind != SH_LIR_S_LOOP || !sh_sched_contains_loop(k, top)) return;
+  if (ragged_extents(k, top)) {
+    sh_sched_parallel(k, top);
+    return;
+  }
+  int64_t ext;
+  int64_t pb = o->par_block > 0 ? o->par_block : 4;
+  if (sh_lir_is_const(k, k->st[top].ext, &ext) && ext <= pb) return;
+  sh_lir_stmt outer = top;
+  if (pb > 1 && sh_sched_split(k, top, pb, SH_SCHED_TAIL_GUARD_TOP, &outer, NULL, NULL)) return;
+  sh_sched_parallel(k, outer);
+}
+
+sheaf_status sh_sched_default(sh_lir_kernel *k, sheaf_isa isa) {
+  sh_sched_opts o;
+  memset(&o, 0, sizeof o);
+  return sh_sched_default_opts(k, isa, &o);
+}
+
+sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sched_opts *opts) {
+  if (k->err) return k->err;
+  sheaf_status st = sh_lir_verify(k);
+  if (st) return st;
+  int w = width_of(isa);
+  inline_pointwise(k);
+  sh_lir_stmt tops[256];
+  int n = 0;
+  for (sh_lir_stmt s = k->st[k->root].body; s >= 0 && n < 256; s = k->st[s].next) tops[n++] = s;
+  for (int i = 0; i < n && !k->err; i++) {
+    if (k->st[tops[i]].parent != k->root) continue; /* removed by an earlier step */
+    gemm_match g;
+    if (match_gemm(k, tops[i], &g)) {
+      if ((st = sched_gemm(k, &g, w, opts))) return st;
+      continue;
+    }
+    sched_nest(k, tops[i], w, opts);
+  }
+  if (k->err) return k->err;
+  return sh_lir_verify(k);
+}
