@@ -264,6 +264,7 @@ SHEAF_API sheaf_expr sheaf_rsqrt(sheaf_graph *g, sheaf_expr x);    /* 1 / sqrt(x
 SHEAF_API sheaf_expr sheaf_abs(sheaf_graph *g, sheaf_expr x);
 SHEAF_API sheaf_expr sheaf_softplus(sheaf_graph *g, sheaf_expr x); /* log(1 + exp(x)); x above 20: x */
 SHEAF_API sheaf_expr sheaf_erf(sheaf_graph *g, sheaf_expr x);
+SHEAF_API sheaf_expr sheaf_silu(sheaf_graph *g, sheaf_expr x); /* x * sigmoid(x) (SiLU, swish) */
 SHEAF_API sheaf_expr sheaf_pow(sheaf_graph *g, sheaf_expr a, sheaf_expr b);     /* a^b, as powf */
 SHEAF_API sheaf_expr sheaf_minimum(sheaf_graph *g, sheaf_expr a, sheaf_expr b); /* NaN if either is */
 SHEAF_API sheaf_expr sheaf_maximum(sheaf_graph *g, sheaf_expr a, sheaf_expr b);

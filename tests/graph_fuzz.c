@@ -70,7 +70,7 @@ typedef enum gf_op {
   GF_DIV, GF_SUM_N, GF_SCALE, GF_TANH, GF_SIGMOID, GF_RELU, GF_GELU, GF_EXP, GF_LN,
   GF_CONCAT, GF_SLICE, GF_RESHAPE, GF_SUM, GF_MEAN, GF_MAX, GF_SOFTMAX, GF_LOG_SOFTMAX,
   GF_PICK, GF_LSTM, GF_READ, GF_PHASE, GF_SQRT, GF_RSQRT, GF_ABS, GF_SOFTPLUS, GF_ERF,
-  GF_POW, GF_MINIMUM, GF_MAXIMUM, GF_STACK, GF_TRANSPOSE, GF_LAYER_NORM, GF_ROW, GF_GT, GF_GE,
+  GF_SILU, GF_POW, GF_MINIMUM, GF_MAXIMUM, GF_STACK, GF_TRANSPOSE, GF_LAYER_NORM, GF_ROW, GF_GT, GF_GE,
   GF_EQ, GF_NE, GF_WHERE, GF_NOPS
 } gf_op;
 
@@ -78,7 +78,7 @@ static const char *const k_op_names[GF_NOPS] = {
     "input", "zeros", "parameter", "lookup", "affine", "matmul", "add", "sub", "mul", "div",
     "sum_n", "scale", "tanh", "sigmoid", "relu", "gelu", "exp", "ln", "concat", "slice",
     "reshape", "sum", "mean", "max", "softmax", "log_softmax", "pick", "lstm_cell", "value",
-    "phase", "sqrt", "rsqrt", "abs", "softplus", "erf", "pow", "minimum", "maximum", "stack", "transpose", "layer_norm", "row", "gt", "ge", "eq", "ne", "where"};
+    "phase", "sqrt", "rsqrt", "abs", "softplus", "erf", "silu", "pow", "minimum", "maximum", "stack", "transpose", "layer_norm", "row", "gt", "ge", "eq", "ne", "where"};
 
 static bool exact_op(int op) {
   switch (op) {
@@ -343,7 +343,7 @@ static float step_err(const gf_world *w, const gf_prog *p, const gf_step *s, con
   case GF_SCALE: return fabsf(s->f) * e + GF_EPS * m;
   case GF_TANH: case GF_SOFTPLUS: return e + r;
   case GF_SIGMOID: return 0.25f * e + r;
-  case GF_GELU: case GF_ERF: return 1.13f * e + r;
+  case GF_GELU: case GF_ERF: case GF_SILU: return 1.13f * e + r;
   case GF_EXP: return m * e + r;
   case GF_LN: return e / x->lo + r;
   case GF_SQRT: return 0.5f * e / sqrtf(x->lo) + r;
@@ -386,7 +386,7 @@ static bool gen_step(gen *G) {
       [GF_LN] = 2, [GF_CONCAT] = 3, [GF_SLICE] = 3, [GF_RESHAPE] = 1, [GF_SUM] = 2, [GF_MEAN] = 1,
       [GF_MAX] = 1, [GF_SOFTMAX] = 2, [GF_LOG_SOFTMAX] = 1, [GF_PICK] = 1, [GF_LSTM] = 3,
       [GF_READ] = 1, [GF_PHASE] = 1, [GF_SQRT] = 1, [GF_RSQRT] = 1, [GF_ABS] = 1,
-      [GF_SOFTPLUS] = 1, [GF_ERF] = 1, [GF_POW] = 1, [GF_MINIMUM] = 2, [GF_MAXIMUM] = 2,
+      [GF_SOFTPLUS] = 1, [GF_ERF] = 1, [GF_SILU] = 1, [GF_POW] = 1, [GF_MINIMUM] = 2, [GF_MAXIMUM] = 2,
       [GF_STACK] = 2, [GF_TRANSPOSE] = 1, [GF_LAYER_NORM] = 2, [GF_ROW] = 2,
       [GF_GT] = 1, [GF_GE] = 1, [GF_EQ] = 1, [GF_NE] = 1, [GF_WHERE] = 2};
   unsigned total = 0;
@@ -567,7 +567,7 @@ static bool gen_step(gen *G) {
     break;
   }
   case GF_SCALE: case GF_TANH: case GF_SIGMOID: case GF_RELU: case GF_GELU: case GF_EXP:
-  case GF_ABS: case GF_SOFTPLUS: case GF_ERF: {
+  case GF_ABS: case GF_SOFTPLUS: case GF_ERF: case GF_SILU: {
     float f = k_scales[pick(G->src, sizeof k_scales / sizeof k_scales[0])];
     float cap = op == GF_EXP ? 2.5f : op == GF_SCALE ? GF_MAG_CAP / fabsf(f) : GF_MAG_CAP;
     int a = bounded(G, any_value(G), cap);
@@ -586,6 +586,7 @@ static bool gen_step(gen *G) {
     case GF_ABS: lo = x.lo; break;
     case GF_SOFTPLUS: mag = x.mag + 0.7f, lo = log1pf(expf(-x.mag)); break;
     case GF_ERF: mag = fminf(x.mag * 1.2f, 1.0f), lo = x.lo > 0 ? erff(x.lo) : 0; break;
+    case GF_SILU: lo = x.lo > 0 ? x.lo / (1.0f + expf(-x.lo)) : 0; break; /* |silu x| <= |x| */
     default: mag = expf(x.mag), lo = expf(-x.mag); break;
     }
     out = new_val(G, s, x.rank, x.rows, x.cols, mag, lo);
@@ -908,6 +909,7 @@ static void exec_step(gf_world *w, sheaf_graph *g, const gf_prog *p, unsigned si
   case GF_ABS: r = sheaf_abs(g, x[0]); break;
   case GF_SOFTPLUS: r = sheaf_softplus(g, x[0]); break;
   case GF_ERF: r = sheaf_erf(g, x[0]); break;
+  case GF_SILU: r = sheaf_silu(g, x[0]); break;
   case GF_POW: r = sheaf_pow(g, x[0], x[1]); break;
   case GF_MINIMUM: r = sheaf_minimum(g, x[0], x[1]); break;
   case GF_MAXIMUM: r = sheaf_maximum(g, x[0], x[1]); break;

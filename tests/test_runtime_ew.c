@@ -1,6 +1,6 @@
 /*
  * test_runtime_ew.c — the elementwise ops of the op table (src/kernels/ops.def)
- * that are not covered by the fusion tests: sqrt, rsqrt, abs, softplus, erf,
+ * that are not covered by the fusion tests: sqrt, rsqrt, abs, softplus, erf, silu,
  * pow, minimum, maximum, the comparisons gt/ge/eq/ne and where. Each runs alone (policy none: a one-op program) and
  * inside a fused chain (policy sheaf), at row widths below, at and above
  * the vector widths and the interpreter's 128-float chunk, on every
@@ -18,9 +18,9 @@ static uint64_t g_rng = 0x2545f4914f6cdd1dull;
 static float urand(float lo, float hi) { return lo + (hi - lo) * 0.5f * (th_frand(&g_rng) + 1.0f); }
 
 typedef enum {
-  EW_SQRT, EW_RSQRT, EW_ABS, EW_SOFTPLUS, EW_ERF, EW_POW, EW_MIN, EW_MAX, EW_GT, EW_GE, EW_EQ, EW_NE, EW_WHERE, EW_N
+  EW_SQRT, EW_RSQRT, EW_ABS, EW_SOFTPLUS, EW_ERF, EW_SILU, EW_POW, EW_MIN, EW_MAX, EW_GT, EW_GE, EW_EQ, EW_NE, EW_WHERE, EW_N
 } ew_op;
-static const char *const k_names[EW_N] = {"sqrt", "rsqrt", "abs", "softplus", "erf", "pow", "minimum",
+static const char *const k_names[EW_N] = {"sqrt", "rsqrt", "abs", "softplus", "erf", "silu", "pow", "minimum",
                                           "maximum", "gt", "ge", "eq", "ne", "where"};
 
 static sheaf_expr ew_build(sheaf_graph *g, ew_op op, sheaf_expr a, sheaf_expr b) {
@@ -30,6 +30,7 @@ static sheaf_expr ew_build(sheaf_graph *g, ew_op op, sheaf_expr a, sheaf_expr b)
   case EW_ABS: return sheaf_abs(g, a);
   case EW_SOFTPLUS: return sheaf_softplus(g, a);
   case EW_ERF: return sheaf_erf(g, a);
+  case EW_SILU: return sheaf_silu(g, a);
   case EW_POW: return sheaf_pow(g, a, b);
   case EW_MIN: return sheaf_minimum(g, a, b);
   case EW_MAX: return sheaf_maximum(g, a, b);
@@ -48,6 +49,7 @@ static double ew_ref(ew_op op, double a, double b) {
   case EW_ABS: return fabs(a);
   case EW_SOFTPLUS: return a > 20 ? a : log1p(exp(a));
   case EW_ERF: return erf(a);
+  case EW_SILU: return a / (1 + exp(-a));
   case EW_POW: return pow(a, b);
   case EW_MIN: return a < b ? a : b;
   case EW_MAX: return a > b ? a : b;
@@ -63,7 +65,7 @@ static double ew_ref(ew_op op, double a, double b) {
 static void ew_inputs(ew_op op, int n, float *a, float *b) {
   for (int i = 0; i < n; i++) {
     bool pos = op == EW_SQRT || op == EW_RSQRT || op == EW_POW;
-    a[i] = pos ? urand(0.25f, 4.0f) : op == EW_SOFTPLUS ? urand(-30.0f, 30.0f) : urand(-3.0f, 3.0f);
+    a[i] = pos ? urand(0.25f, 4.0f) : op == EW_SOFTPLUS || op == EW_SILU ? urand(-30.0f, 30.0f) : urand(-3.0f, 3.0f);
     b[i] = op == EW_POW ? urand(-2.0f, 2.0f) : urand(-3.0f, 3.0f);
   }
   for (int i = 1; i < n; i += 3) b[i] = a[i]; /* ties (minimum, maximum, comparisons) */

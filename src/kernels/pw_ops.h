@@ -114,6 +114,8 @@ PW_OP1(RSQRT, 1.0f / sqrtf(x), _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_sqrt_p
 PW_OP1(ABS, fabsf(x), _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), _mm512_abs_ps(x))
 PW_LANES1(SOFTPLUS, pw_softplus_scalar(x))
 PW_LANES1(ERF, erff(x))
+PW_OP1(SILU, x * sh_sigmoid_ref(x), _mm256_mul_ps(x, sh_sigmoid_avx2(x)),
+       _mm512_mul_ps(x, sh_sigmoid_fast_avx512(x)))
 #undef PW_OP1
 #undef PW_OP2
 #undef PW_OP3
