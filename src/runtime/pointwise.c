@@ -42,7 +42,7 @@ static uint32_t sizes_pack(pw_sizes s) {
 }
 
 static uint32_t root_of(const sheaf_graph *g, uint32_t id) {
-  while (g->nodes[id].flags & SH_NODE_ABS) id = g->nodes[id].p1 - 1;
+  while (g->store.nodes[id].flags & SH_NODE_ABS) id = g->store.nodes[id].p1 - 1;
   return id;
 }
 
@@ -50,14 +50,14 @@ static uint32_t root_of(const sheaf_graph *g, uint32_t id) {
 
 sheaf_expr sh_pw_build(sheaf_graph *g, int op, const uint32_t *ins, int n_in, int rank, int32_t rows,
                        int32_t cols, float f) {
-  uint32_t phase = (uint32_t)g->phase;
+  uint32_t phase = (uint32_t)g->store.phase;
   for (int i = 0; i < n_in; i++) {
-    if (g->nodes[ins[i]].phase > phase) phase = g->nodes[ins[i]].phase;
+    if (g->store.nodes[ins[i]].phase > phase) phase = g->store.nodes[ins[i]].phase;
     /* Reads come first: an absorbed input gets its value (a side output of
      * its root, which is then never absorbed) before this node chooses what
      * to absorb, so it cannot absorb the program that stores a value it
      * also reads as a leaf (a / (a + b): a cycle). */
-    if (SH_UNLIKELY(g->nodes[ins[i]].flags & SH_NODE_ABS) && sh_pw_need(g, ins[i]))
+    if (SH_UNLIKELY(g->store.nodes[ins[i]].flags & SH_NODE_ABS) && sh_pw_need(g, ins[i]))
       return SH_NULL_EXPR;
   }
   /* what each input contributes: absorbed (its program) or a leaf */
@@ -67,12 +67,12 @@ sheaf_expr sh_pw_build(sheaf_graph *g, int op, const uint32_t *ins, int n_in, in
   uint32_t absorbed = 0; /* bit i: input i is absorbed */
   bool fuse = g->policy == SHEAF_POLICY_SHEAF && n_in <= 16;
   for (int i = 0; i < n_in; i++) {
-    const sh_node *x = &g->nodes[ins[i]];
+    const sh_node *x = &g->store.nodes[ins[i]];
     unsigned left = (unsigned)(n_in - 1 - i); /* later inputs take >= 1 code, 1 leaf */
     /* values on the stack below input i's: sum_n adds as it goes, the
      * other ops pop all their inputs at the end */
     unsigned below = op == SH_OP_SUM_N ? (i > 0) : (unsigned)i;
-    bool cand = fuse && sh_op_is_pw(x->op) && ins[i] >= g->first_pending && x->uses == 0 &&
+    bool cand = fuse && sh_op_is_pw(x->op) && ins[i] >= g->store.first_pending && x->uses == 0 &&
                 !(x->flags & (SH_NODE_DONE | SH_NODE_ABS | SH_NODE_HAS_SIDE)) && x->phase == phase;
     for (int k = 0; cand && k < n_in; k++) cand = k == i || ins[k] != ins[i];
     unsigned xc = 1;
@@ -94,7 +94,7 @@ sheaf_expr sh_pw_build(sheaf_graph *g, int op, const uint32_t *ins, int n_in, in
   }
   uint32_t id = sh_node_new(g, op, ins, n_in);
   if (id == SH_NONE) return SH_NULL_EXPR;
-  sh_node *n = &g->nodes[id];
+  sh_node *n = &g->store.nodes[id];
   n->rank = (uint8_t)rank;
   n->rows = rows;
   n->cols = cols;
@@ -102,7 +102,7 @@ sheaf_expr sh_pw_build(sheaf_graph *g, int op, const uint32_t *ins, int n_in, in
   /* depth: max over the leaves + 1 (an absorbed input is one level above its leaves) */
   uint32_t depth = 1;
   for (int i = 0; i < n_in; i++) {
-    sh_node *x = &g->nodes[ins[i]];
+    sh_node *x = &g->store.nodes[ins[i]];
     uint32_t d = x->phase != n->phase ? 1 : absorbed >> i & 1 ? x->depth : x->depth + 1;
     if (d > depth) depth = d;
     if (absorbed >> i & 1) {
@@ -112,9 +112,9 @@ sheaf_expr sh_pw_build(sheaf_graph *g, int op, const uint32_t *ins, int n_in, in
   }
   /* absorbed producers leave the flush list (usually its tail: just built) */
   for (int i = n_in - 1; i >= 0; i--)
-    if (absorbed >> i & 1 && g->n_pw_list && g->pw_list[g->n_pw_list - 1] == ins[i]) {
-      g->n_pw_list--;
-      g->nodes[ins[i]].p0 = 0;
+    if (absorbed >> i & 1 && g->pw.n_list && g->pw.list[g->pw.n_list - 1] == ins[i]) {
+      g->pw.n_list--;
+      g->store.nodes[ins[i]].p0 = 0;
     }
   n->depth = depth;
   n->act = (uint8_t)code;
@@ -124,13 +124,13 @@ sheaf_expr sh_pw_build(sheaf_graph *g, int op, const uint32_t *ins, int n_in, in
 }
 
 sheaf_status sh_pw_need(sheaf_graph *g, uint32_t id) {
-  sh_node *x = &g->nodes[id];
+  sh_node *x = &g->store.nodes[id];
   if (x->flags & (SH_NODE_NEED | SH_NODE_DONE)) return SHEAF_OK;
   x->flags |= SH_NODE_NEED;
-  if (id < g->first_pending) return sh_pw_compute(g, id); /* flushed without a value */
+  if (id < g->store.first_pending) return sh_pw_compute(g, id); /* flushed without a value */
   /* stored by its root's program when that runs no later than x would */
   uint32_t r = root_of(g, id);
-  sh_node *rn = &g->nodes[r];
+  sh_node *rn = &g->store.nodes[r];
   pw_sizes s = sizes_of(rn);
   if (g->policy == SHEAF_POLICY_SHEAF && rn->depth == x->depth && rn->rows == x->rows &&
       rn->cols == x->cols && s.sides < SH_PW_MAX_SIDE && rn->act < SH_PW_MAX_CODE) {
@@ -143,9 +143,9 @@ sheaf_status sh_pw_need(sheaf_graph *g, uint32_t id) {
   }
   /* else bucketed at flush on its own (recomputed) */
   if (g->policy == SHEAF_POLICY_SHEAF && !x->p0) {
-    if (sh_grow(g->ctx, (void **)&g->pw_list, &g->cap_pw_list, g->n_pw_list + 1, sizeof *g->pw_list))
+    if (sh_grow(g->ctx, (void **)&g->pw.list, &g->pw.cap_list, g->pw.n_list + 1, sizeof *g->pw.list))
       return sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", sh_op_name(x->op));
-    g->pw_list[g->n_pw_list++] = id;
+    g->pw.list[g->pw.n_list++] = id;
     x->p0 = 1;
   }
   return SHEAF_OK;
@@ -198,9 +198,9 @@ static void assign_slots(const sheaf_graph *g, pw_flat *b) {
   for (unsigned k = 0; k < nl; k++) {
     uint32_t v = b->leaf[k];
     off[k] = 0;
-    while (g->nodes[v].op == SH_OP_SLICE && g->nodes[g->ins[g->nodes[v].in]].op != SH_OP_CONCAT) {
-      off[k] += g->nodes[v].aux;
-      v = g->ins[g->nodes[v].in];
+    while (g->store.nodes[v].op == SH_OP_SLICE && g->store.nodes[g->store.ins[g->store.nodes[v].in]].op != SH_OP_CONCAT) {
+      off[k] += g->store.nodes[v].aux;
+      v = g->store.ins[g->store.nodes[v].in];
     }
     src[k] = v;
   }
@@ -217,14 +217,14 @@ static void assign_slots(const sheaf_graph *g, pw_flat *b) {
 }
 
 static void emit(const sheaf_graph *g, pw_flat *b, uint32_t id, int level) {
-  const sh_node *n = &g->nodes[id];
+  const sh_node *n = &g->store.nodes[id];
   if (level > SH_PW_MAX_CODE) {
     b->bad = true;
     return;
   }
   for (uint32_t i = 0; i < n->n_in && !b->bad; i++) {
-    uint32_t x = g->ins[n->in + i];
-    const sh_node *xn = &g->nodes[x];
+    uint32_t x = g->store.ins[n->in + i];
+    const sh_node *xn = &g->store.nodes[x];
     if ((xn->flags & SH_NODE_ABS) && xn->p1 == id + 1) {
       emit(g, b, x, level + 1);
       if ((xn->flags & SH_NODE_SIDE) && root_of(g, x) == b->root) {
@@ -288,35 +288,35 @@ static uint64_t prog_hash(const sh_pw_prog *p) {
 
 static sheaf_status intern(sheaf_graph *g, const sh_pw_prog *p, uint32_t *out) {
   uint64_t h = prog_hash(p);
-  if (g->prog_table_cap) {
-    uint32_t mask = g->prog_table_cap - 1, j = (uint32_t)h & mask;
-    for (uint32_t s; (s = g->prog_table[j]) != 0; j = (j + 1) & mask)
-      if (memcmp(&g->progs[s - 1], p, sizeof *p) == 0) {
+  if (g->pw.prog_table_cap) {
+    uint32_t mask = g->pw.prog_table_cap - 1, j = (uint32_t)h & mask;
+    for (uint32_t s; (s = g->pw.prog_table[j]) != 0; j = (j + 1) & mask)
+      if (memcmp(&g->pw.progs[s - 1], p, sizeof *p) == 0) {
         *out = s - 1;
         return SHEAF_OK;
       }
   }
   sheaf_status st =
-      sh_grow(g->ctx, (void **)&g->progs, &g->cap_progs, g->n_progs + 1, sizeof *g->progs);
+      sh_grow(g->ctx, (void **)&g->pw.progs, &g->pw.cap_progs, g->pw.n_progs + 1, sizeof *g->pw.progs);
   if (st) return st;
-  if (2 * (g->n_progs + 1) > g->prog_table_cap) {
-    uint32_t cap = g->prog_table_cap ? 2 * g->prog_table_cap : 64;
+  if (2 * (g->pw.n_progs + 1) > g->pw.prog_table_cap) {
+    uint32_t cap = g->pw.prog_table_cap ? 2 * g->pw.prog_table_cap : 64;
     uint32_t *t = sh_calloc(g->ctx, cap, sizeof *t);
     if (!t) return SHEAF_ERR_NOMEM;
-    for (uint32_t i = 0; i < g->n_progs; i++) {
-      uint32_t j = (uint32_t)prog_hash(&g->progs[i]) & (cap - 1);
+    for (uint32_t i = 0; i < g->pw.n_progs; i++) {
+      uint32_t j = (uint32_t)prog_hash(&g->pw.progs[i]) & (cap - 1);
       while (t[j]) j = (j + 1) & (cap - 1);
       t[j] = i + 1;
     }
-    sh_free(g->ctx, g->prog_table, g->prog_table_cap * sizeof *t);
-    g->prog_table = t;
-    g->prog_table_cap = cap;
+    sh_free(g->ctx, g->pw.prog_table, g->pw.prog_table_cap * sizeof *t);
+    g->pw.prog_table = t;
+    g->pw.prog_table_cap = cap;
   }
-  uint32_t j = (uint32_t)h & (g->prog_table_cap - 1);
-  while (g->prog_table[j]) j = (j + 1) & (g->prog_table_cap - 1);
-  g->progs[g->n_progs] = *p;
-  g->prog_table[j] = g->n_progs + 1;
-  *out = g->n_progs++;
+  uint32_t j = (uint32_t)h & (g->pw.prog_table_cap - 1);
+  while (g->pw.prog_table[j]) j = (j + 1) & (g->pw.prog_table_cap - 1);
+  g->pw.progs[g->pw.n_progs] = *p;
+  g->pw.prog_table[j] = g->pw.n_progs + 1;
+  *out = g->pw.n_progs++;
   return SHEAF_OK;
 }
 
@@ -337,7 +337,7 @@ static bool prog_same(const sh_pw_prog *a, const sh_pw_prog *b) {
 }
 
 sheaf_status sh_pw_finalize(sheaf_graph *g, uint32_t id, bool fast) {
-  if (g->nodes[id].flags & SH_NODE_FINAL) return SHEAF_OK;
+  if (g->store.nodes[id].flags & SH_NODE_FINAL) return SHEAF_OK;
   pw_flat b;
   memset(&b, 0, sizeof b);
   b.root = id;
@@ -348,20 +348,20 @@ sheaf_status sh_pw_finalize(sheaf_graph *g, uint32_t id, bool fast) {
   if (b.bad || b.sp != 1)
     return sh_fail(g->ctx, SHEAF_ERR_INTERNAL, "internal error: pointwise program of node %u", id);
   /* consecutive roots are usually the same cell: try the last program first */
-  uint32_t pid = g->pw_memo_prog - 1;
+  uint32_t pid = g->pw.memo_prog - 1;
   sheaf_status st = SHEAF_OK;
-  if (!g->pw_memo_prog || !prog_same(&g->progs[pid], &b.p)) {
+  if (!g->pw.memo_prog || !prog_same(&g->pw.progs[pid], &b.p)) {
     st = intern(g, &b.p, &pid);
-    if (!st) g->pw_memo_prog = pid + 1;
+    if (!st) g->pw.memo_prog = pid + 1;
   }
   uint32_t nl = b.p.n_leaves, nv = b.p.n_slots, ns = b.p.n_side;
-  if (!st) st = sh_grow(g->ctx, (void **)&g->pwl, &g->cap_pwl, g->n_pwl + nv + ns, sizeof *g->pwl);
+  if (!st) st = sh_grow(g->ctx, (void **)&g->pw.slot, &g->pw.cap_slot, g->pw.n_slot + nv + ns, sizeof *g->pw.slot);
   if (st) return st;
-  uint32_t off = g->n_pwl;
-  memcpy(g->pwl + off, b.slot, nv * sizeof *b.slot);
-  memcpy(g->pwl + off + nv, b.side, ns * sizeof *b.side);
-  g->n_pwl += nv + ns;
-  sh_node *n = &g->nodes[id];
+  uint32_t off = g->pw.n_slot;
+  memcpy(g->pw.slot + off, b.slot, nv * sizeof *b.slot);
+  memcpy(g->pw.slot + off + nv, b.side, ns * sizeof *b.side);
+  g->pw.n_slot += nv + ns;
+  sh_node *n = &g->store.nodes[id];
   sh_sig_key k;
   memset(&k, 0, sizeof k);
   k.op = SH_OP_FUSED;
@@ -370,20 +370,20 @@ sheaf_status sh_pw_finalize(sheaf_graph *g, uint32_t id, bool fast) {
   k.p0 = pid;
   bool big = (int64_t)n->rows * n->cols > 1;
   for (uint32_t i = 0; i < nl; i++) {
-    const sh_node *x = &g->nodes[b.leaf[i]];
+    const sh_node *x = &g->store.nodes[b.leaf[i]];
     if (big && (int64_t)x->rows * x->cols == 1) k.w[0] |= 1 << i; /* a broadcast scalar */
   }
-  uint32_t sig = g->pw_memo_sig - 1;
+  uint32_t sig = g->pw.memo_sig - 1;
   /* the fields set above (the rest is zero in both), not memcmp: see prog_same */
-  const sh_sig_key *mk = &g->pw_memo_key;
-  if (!g->pw_memo_sig || mk->op != k.op || mk->rank != k.rank || mk->cols != k.cols ||
+  const sh_sig_key *mk = &g->pw.memo_key;
+  if (!g->pw.memo_sig || mk->op != k.op || mk->rank != k.rank || mk->cols != k.cols ||
       mk->p0 != k.p0 || mk->w[0] != k.w[0]) {
     st = fast ? sh_sig_find_fast(g, &k, &sig) : sh_sig_find_hash(g, &k, &sig);
     if (st) return st;
-    g->pw_memo_key = k;
-    g->pw_memo_sig = sig + 1;
+    g->pw.memo_key = k;
+    g->pw.memo_sig = sig + 1;
   }
-  n = &g->nodes[id];
+  n = &g->store.nodes[id];
   n->p0 = pid;
   n->aux = off;
   n->sig = sig;
@@ -396,16 +396,16 @@ sheaf_status sh_pw_finalize(sheaf_graph *g, uint32_t id, bool fast) {
  * next root finds them in cache instead of waiting on each in turn. */
 static void prefetch_next(const sheaf_graph *g, uint32_t id, uint32_t next) {
   if (next <= id || next - id > 48) return;
-  for (uint32_t x = id + 1; x <= next; x++) __builtin_prefetch(&g->nodes[x]);
-  const uint32_t *in = g->ins + g->nodes[id].in + g->nodes[id].n_in;
-  for (uint32_t k = 0; k < 64 && in + k < g->ins + g->n_ins; k += 16) __builtin_prefetch(in + k);
+  for (uint32_t x = id + 1; x <= next; x++) __builtin_prefetch(&g->store.nodes[x]);
+  const uint32_t *in = g->store.ins + g->store.nodes[id].in + g->store.nodes[id].n_in;
+  for (uint32_t k = 0; k < 64 && in + k < g->store.ins + g->store.n_ins; k += 16) __builtin_prefetch(in + k);
 }
 
 sheaf_status sh_pw_flush_roots(sheaf_graph *g) {
-  for (uint32_t i = 0; i < g->n_pw_list; i++) {
-    uint32_t id = g->pw_list[i];
-    if (i + 1 < g->n_pw_list) prefetch_next(g, id, g->pw_list[i + 1]);
-    uint8_t f = g->nodes[id].flags;
+  for (uint32_t i = 0; i < g->pw.n_list; i++) {
+    uint32_t id = g->pw.list[i];
+    if (i + 1 < g->pw.n_list) prefetch_next(g, id, g->pw.list[i + 1]);
+    uint8_t f = g->store.nodes[id].flags;
     bool own = !(f & SH_NODE_ABS) || ((f & SH_NODE_NEED) && !(f & SH_NODE_SIDE));
     if (!own || (f & SH_NODE_DONE)) continue;
     sheaf_status st = sh_pw_finalize(g, id, true);
@@ -413,16 +413,16 @@ sheaf_status sh_pw_flush_roots(sheaf_graph *g) {
     if (st) return st;
     sh_pw_link_hot(g, id); /* may run in the row hook of the GEMM it reads */
   }
-  g->n_pw_list = 0;
+  g->pw.n_list = 0;
   return SHEAF_OK;
 }
 
 sheaf_status sh_pw_compute(sheaf_graph *g, uint32_t id) {
   sheaf_status st = sh_pw_finalize(g, id, false);
   if (!st) {
-    g->cur_depth = g->nodes[id].depth;
-    g->cur_phase = g->nodes[id].phase;
-    st = sh_exec_batch(g, g->nodes[id].sig, &id, 1);
+    g->instr.cur_depth = g->store.nodes[id].depth;
+    g->instr.cur_phase = g->store.nodes[id].phase;
+    st = sh_exec_batch(g, g->store.nodes[id].sig, &id, 1);
   }
   if (st && !g->status) {
     char e[SH_ERR_MAX];
@@ -432,10 +432,10 @@ sheaf_status sh_pw_compute(sheaf_graph *g, uint32_t id) {
 }
 
 void sh_pw_free(sheaf_graph *g) {
-  sh_free(g->ctx, g->progs, (size_t)g->cap_progs * sizeof *g->progs);
-  sh_free(g->ctx, g->prog_table, (size_t)g->prog_table_cap * sizeof *g->prog_table);
-  sh_free(g->ctx, g->pw_list, (size_t)g->cap_pw_list * sizeof *g->pw_list);
-  sh_free(g->ctx, g->pwl, (size_t)g->cap_pwl * sizeof *g->pwl);
+  sh_free(g->ctx, g->pw.progs, (size_t)g->pw.cap_progs * sizeof *g->pw.progs);
+  sh_free(g->ctx, g->pw.prog_table, (size_t)g->pw.prog_table_cap * sizeof *g->pw.prog_table);
+  sh_free(g->ctx, g->pw.list, (size_t)g->pw.cap_list * sizeof *g->pw.list);
+  sh_free(g->ctx, g->pw.slot, (size_t)g->pw.cap_slot * sizeof *g->pw.slot);
 }
 
 /* ------------------------------------------------------------------ names */

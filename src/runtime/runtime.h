@@ -232,69 +232,103 @@ typedef struct sh_trace_ev {
 #define SH_MAX_PHASE 1023
 #define SH_MAX_WS 64
 
-struct sheaf_graph {
-  sheaf_ctx *ctx;
-  sheaf_model *model;
-  sheaf_policy policy;
-  int threads;
-  sheaf_isa isa;
-  char *trace_path;
-  uint32_t tag, gen;        /* the graph's id (unique in the process) and reset epoch */
-  uint64_t handle;          /* of its expressions: (uint64_t)tag << 32 | gen (never 0) */
+/* The graph's parts, one per owner: a runtime file writes its own part (and
+ * node values); it may read the others. */
 
+/* The node store (ops*.c append, graph.c resets and resolves views; the
+ * executor sets the values of the nodes it runs). */
+typedef struct sh_node_store {
   sh_node *nodes;
   uint32_t n_nodes, cap_nodes;
-  uint32_t *ins;
+  uint32_t *ins;          /* node i reads ins[nodes[i].in ...], n_in of them */
   uint32_t n_ins, cap_ins;
-  sh_fuse *fuse;
-  uint32_t n_fuse, cap_fuse;
   uint32_t first_pending; /* nodes below are computed */
-  int phase;
+  int phase;              /* the phase of the nodes built now (sheaf_graph_phase) */
   uint32_t max_phase;     /* highest phase of a node since the last flush */
-
-  sheaf_status status;    /* first build error since reset */
-  char err[512];
-
   sh_arena data;          /* values: inputs, batch outputs (reset with the graph) */
-  sh_arena scratch;       /* flush temporaries */
-  float *zeros;           /* a zero row for LSTM cells without c_prev */
-  int64_t zeros_n;
+} sh_node_store;
 
-  sh_sig *sigs;
-  uint32_t n_sigs, cap_sigs;
-  uint32_t *sig_table;    /* open addressing: sig + 1 */
-  uint32_t sig_table_cap;
-  uint32_t sig_cache[256]; /* build-time direct-mapped cache: sig + 1 */
+/* Kernel signatures (sig.c): kept across resets. */
+typedef struct sh_sig_table {
+  sh_sig *at;
+  uint32_t n, cap;
+  uint32_t *table;        /* open addressing: sig + 1 */
+  uint32_t table_cap;
+  uint32_t cache[256];    /* build-time direct-mapped cache: sig + 1 */
+} sh_sig_table;
 
+/* Policy sheaf's buckets (sched_sheaf.c): cleared at every flush and reset. */
+typedef struct sh_sheaf_state {
   sh_bucket *buckets;
   uint32_t n_buckets, cap_buckets;
   sh_bchunk *bchunks;
   uint32_t n_bchunks, cap_bchunks;
   sh_phase_lv *phases;
   uint32_t n_phases;
+} sh_sheaf_state;
 
+/* What runs with an affine's GEMM: activations fused into its epilogue
+ * (ops_pointwise.c builds them, exec_gemm.c runs them). */
+typedef struct sh_affine_state {
+  sh_fuse *range;
+  uint32_t n_range, cap_range;
+} sh_affine_state;
+
+/* Pointwise fusion (pointwise.c builds and flattens, pw_exec.c runs). */
+typedef struct sh_pw_state {
   sh_pw_prog *progs;      /* interned programs (kept across resets) */
   uint32_t n_progs, cap_progs;
   uint32_t *prog_table;   /* open addressing: program + 1 */
   uint32_t prog_table_cap;
-  uint32_t pw_memo_prog, pw_memo_sig; /* the last program and signature found (+ 1) */
-  sh_sig_key pw_memo_key;
-  uint32_t *pw_list;      /* policy sheaf: pointwise nodes built since the last flush */
-  uint32_t n_pw_list, cap_pw_list;
-  uint32_t *pwl;          /* value slots (then side outputs) of flattened pointwise nodes */
-  uint32_t n_pwl, cap_pwl;
+  uint32_t memo_prog, memo_sig; /* the last program and signature found (+ 1) */
+  sh_sig_key memo_key;
+  uint32_t *list;         /* policy sheaf: pointwise nodes built since the last flush */
+  uint32_t n_list, cap_list;
+  uint32_t *slot;         /* value slots (then side outputs) of flattened pointwise nodes */
+  uint32_t n_slot, cap_slot;
+} sh_pw_state;
 
-  sh_gemm_ws *ws[SH_MAX_WS];
-  int n_ws;
+/* The executor's workspaces (exec*.c; the policies' flush-time arrays and
+ * the builders' temporaries also come from scratch). */
+typedef struct sh_work {
+  sh_arena scratch;       /* temporaries: reset after every flush, rewound after every batch */
+  float *zeros;           /* a zero row for LSTM cells without c_prev */
+  int64_t n_zeros;
+  sh_gemm_ws *gemm_ws[SH_MAX_WS];
+  int n_gemm_ws;
+} sh_work;
 
+/* Instruments (trace.c): counters, timers and the timeline of batches. */
+typedef struct sh_instr {
   sheaf_graph_stats stats;
   uint64_t pw_hooked;     /* pointwise roots run in a GEMM's row hook (pw_exec.c) */
   uint64_t build_t0;      /* first builder call since the last flush (0: none) */
-  uint64_t ns_kernels_build;
+  uint64_t ns_kernels_build; /* kernel time inside builders (policy none) */
+  char *trace_path;       /* the timeline is collected when set */
   sh_trace_ev *ev;
   uint32_t n_ev, cap_ev;
-  uint32_t cur_depth, cur_phase; /* of the batch being run (for the trace) */
-  uint32_t stamp;                /* flush-time grouping marks in sh_sig.mark */
+  uint32_t cur_depth, cur_phase; /* of the batch being run (set by the policy, for the trace) */
+} sh_instr;
+
+struct sheaf_graph {
+  sheaf_ctx *ctx;
+  sheaf_model *model;
+  sheaf_policy policy;
+  int threads;
+  sheaf_isa isa;
+  uint32_t tag, gen;        /* the graph's id (unique in the process) and reset epoch */
+  uint64_t handle;          /* of its expressions: (uint64_t)tag << 32 | gen (never 0) */
+  sheaf_status status;      /* first build error since reset */
+  char err[512];
+
+  sh_node_store store;
+  sh_sig_table sigs;
+  sh_sheaf_state sheaf;
+  sh_affine_state affine;
+  sh_pw_state pw;
+  sh_work work;
+  sh_instr instr;
+  uint32_t stamp;           /* flush-time grouping marks in sh_sig.mark */
 };
 
 /* ---------------------------------------------------------- graph (graph.c) */
@@ -313,22 +347,22 @@ sheaf_status sh_grow(sheaf_ctx *ctx, void **ptr, uint32_t *cap, uint32_t need, s
 
 #define SH_NULL_EXPR ((sheaf_expr){0, 0, 0})
 static inline sheaf_expr sh_expr_of(const sheaf_graph *g, uint32_t id) {
-  return (sheaf_expr){id, g->nodes[id].depth, g->handle};
+  return (sheaf_expr){id, g->store.nodes[id].depth, g->handle};
 }
 /* "[2, 3]" */
 const char *sh_node_shape_str(const sh_node *n, char *buf, size_t size);
 /* Start of every builder: false when it must return a null expression. */
 static inline bool sh_build_enter(sheaf_graph *g) {
   if (!g || g->status) return false;
-  if (!g->build_t0) g->build_t0 = sheaf_time_ns();
+  if (!g->instr.build_t0) g->instr.build_t0 = sheaf_time_ns();
   return true;
 }
 /* 0: a valid handle; 1: null (propagate silently); 2: misuse (error recorded).
  * Inline: every builder checks each argument (a call spilled the handle). */
 int sh_build_check_slow(sheaf_graph *g, sheaf_expr e, const char *op, int argno);
 static inline int sh_build_check(sheaf_graph *g, sheaf_expr e, const char *op, int argno) {
-  if (!SH_UNLIKELY(e.graph != g->handle || e.node >= g->n_nodes ||
-                   g->nodes[e.node].depth != e.depth))
+  if (!SH_UNLIKELY(e.graph != g->handle || e.node >= g->store.n_nodes ||
+                   g->store.nodes[e.node].depth != e.depth))
     return 0;
   return sh_build_check_slow(g, e, op, argno);
 }
