@@ -154,7 +154,7 @@ static void run_rows(sheaf_graph *g, rowjob *j) {
 /* ------------------------------------------------- stack, transpose, LN */
 
 /* stack, transpose and row: each node's value is a copy of its inputs'
- * values (stack: one row each; row: row aux of a matrix), into one block. */
+ * values (stack: one row each; row: row `index` of a matrix), into one block. */
 static sheaf_status exec_copy(sheaf_graph *g, int op, const uint32_t *ids, uint32_t n, int64_t m) {
   int64_t cols = g->store.nodes[ids[0]].cols;
   float *out = sh_exec_out_block(g, ids, n, m, cols);
@@ -169,7 +169,7 @@ static sheaf_status exec_copy(sheaf_graph *g, int op, const uint32_t *ids, uint3
       if (op == SH_OP_STACK)
         memcpy(nd->val + (int64_t)k * cols, v, (size_t)cols * sizeof(float));
       else if (op == SH_OP_ROW)
-        memcpy(nd->val, v + (int64_t)nd->aux * xn->ld, (size_t)cols * sizeof(float));
+        memcpy(nd->val, v + (int64_t)nd->index * xn->ld, (size_t)cols * sizeof(float));
       else /* transpose */
         for (int32_t r = 0; r < xn->rows; r++)
           for (int32_t c = 0; c < xn->cols; c++) nd->val[(int64_t)c * cols + r] = v[(int64_t)r * xn->ld + c];
@@ -185,7 +185,7 @@ static sheaf_status exec_copy(sheaf_graph *g, int op, const uint32_t *ids, uint3
 static sheaf_status exec_layer_norm(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m) {
   const sh_node *n0 = &g->store.nodes[ids[0]];
   int64_t cols = n0->cols;
-  float eps = n0->f;
+  float eps = n0->eps;
   const float **rx = gather(g, ids, n, 0, m, true);
   if (!rx) return g->status ? g->status : SHEAF_ERR_NOMEM;
   float *out = sh_exec_out_block(g, ids, n, m, cols);
@@ -244,7 +244,7 @@ static sheaf_status exec_rows(sheaf_graph *g, int op, const uint32_t *ids, uint3
       nd->val = out + off;
       nd->ld = nd->cols;
       int32_t r = g->store.nodes[g->store.ins[nd->in]].rows;
-      for (int32_t k = 0; idx && k < r; k++) idx[off + k] = (int32_t)nd->aux;
+      for (int32_t k = 0; idx && k < r; k++) idx[off + k] = (int32_t)nd->index;
       off += r;
     }
     j.kind = op == SH_OP_PICK ? RJ_PICK : RJ_REDUCE;
@@ -285,8 +285,8 @@ sheaf_status sh_exec_batch(sheaf_graph *g, uint32_t sig, const uint32_t *ids, ui
   }
   sheaf_status st;
   switch (op) {
-  case SH_OP_AFFINE: st = sh_exec_affine(g, ids, n, m); break;
-  case SH_OP_LSTM: st = sh_exec_lstm(g, ids, n, m); break;
+  case SH_OP_AFFINE: st = sh_exec_affine(g, sig, ids, n, m); break;
+  case SH_OP_LSTM: st = sh_exec_lstm(g, sig, ids, n, m); break;
   case SH_OP_MATMUL: st = sh_exec_matmul(g, ids, n); break;
   default: st = sh_op_is_pw(op) ? sh_exec_pw(g, ids, n, m) : exec_rows(g, op, ids, n, m); break;
   }
@@ -298,7 +298,7 @@ sheaf_status sh_exec_batch(sheaf_graph *g, uint32_t sig, const uint32_t *ids, ui
     sh_last_error_copy(g->ctx, why, sizeof why);
     return sh_fail(g->ctx, st, "running a batch of %u '%s': %s", n, g->sigs.at[sig].name, why);
   }
-  for (uint32_t i = 0; i < n; i++) g->store.nodes[ids[i]].flags |= SH_NODE_DONE;
+  for (uint32_t i = 0; i < n; i++) g->store.nodes[ids[i]].done = true;
   g->instr.stats.batches++;
   g->sigs.at[sig].batches++;
   g->sigs.at[sig].nodes += n;

@@ -30,9 +30,8 @@ static void prefetch_inputs(const sheaf_graph *g, const uint32_t *ids, uint32_t 
 
 /* The K-split sources of a batch: inputs [0, n_x) of each node, split into
  * their concat pieces as the signature says (or read whole). */
-static sheaf_status sources(sheaf_graph *g, const uint32_t *ids, uint32_t n, int n_x, int64_t m,
-                            sh_gemm_args *a) {
-  const sh_sig_key *k = &g->sigs.at[g->store.nodes[ids[0]].sig].key;
+static sheaf_status sources(sheaf_graph *g, const sh_sig_key *k, const uint32_t *ids, uint32_t n,
+                            int n_x, int64_t m, sh_gemm_args *a) {
   int ns = k->n_w;
   const float **rp[SH_GEMM_MAX_KSRC];
   for (int s = 0; s < ns; s++) {
@@ -78,51 +77,52 @@ static sheaf_status gemm(sheaf_graph *g, const sh_gemm_args *a) {
   return st;
 }
 
-static sheaf_status affine_run(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m,
-                               bool raw_only) {
+/* k: the batch's signature key (its K-split pieces). */
+static sheaf_status affine_run(sheaf_graph *g, const sh_sig_key *k, const uint32_t *ids, uint32_t n,
+                               int64_t m, bool raw_only) {
   const sh_node *n0 = &g->store.nodes[ids[0]];
+  const sh_affine_node *a0 = &g->affine.node[ids[0]];
   const sh_gemm_packed_b *pb;
-  sheaf_status st = n0->n_in == 1 ? sh_model_packed(g->model, n0->p0, false, &pb)
-                                  : sh_model_stack_packed(g->model, n0->p0, &pb);
+  sheaf_status st = n0->n_in == 1 ? sh_model_packed(g->model, n0->lin.w, false, &pb)
+                                  : sh_model_stack_packed(g->model, n0->lin.w, &pb);
   if (st) return st;
   sh_gemm_args a = {0};
   a.m = m;
   a.b_packed = pb;
   a.ws = g->work.gemm_ws[0];
   prefetch_inputs(g, ids, n);
-  st = sources(g, ids, n, n0->n_in, m, &a);
+  st = sources(g, k, ids, n, n0->n_in, m, &a);
   if (st) return st;
   int64_t cols = n0->cols;
-  if (n0->p1) {
-    a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_BIAS, 0, 0, 0, g->model->params[n0->p1 - 1].data, {0}};
+  if (n0->lin.b) {
+    a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_BIAS, 0, 0, 0, g->model->params[n0->lin.b - 1].data, {0}};
   }
   /* fused activation ranges: in the epilogue when every node has the same
    * ones and none needs its raw value; else applied after, into blocks */
-  bool uniform = !raw_only && n0->act;
+  const sh_fuse *fz = g->affine.range;
+  bool uniform = !raw_only && a0->n_act;
   for (uint32_t i = 0; i < n && uniform; i++) {
-    const sh_node *nd = &g->store.nodes[ids[i]];
-    if (nd->act != n0->act || (nd->flags & SH_NODE_RAW_USED)) uniform = false;
-    for (uint32_t k = nd->aux, k0 = n0->aux; uniform && k != SH_NONE;
-         k = g->affine.range[k].next, k0 = g->affine.range[k0].next)
-      uniform = g->affine.range[k].c0 == g->affine.range[k0].c0 && g->affine.range[k].c1 == g->affine.range[k0].c1 &&
-                g->affine.range[k].act == g->affine.range[k0].act;
+    const sh_affine_node *ai = &g->affine.node[ids[i]];
+    if (ai->n_act != a0->n_act || ai->raw_used) uniform = false;
+    for (uint32_t r = ai->act, r0 = a0->act; uniform && r != SH_NONE; r = fz[r].next, r0 = fz[r0].next)
+      uniform = fz[r].c0 == fz[r0].c0 && fz[r].c1 == fz[r0].c1 && fz[r].act == fz[r0].act;
   }
-  for (uint32_t k = n0->aux; uniform && k != SH_NONE; k = g->affine.range[k].next)
-    a.ep[a.n_ep++] = (sh_gemm_ep){
-        SH_GEMM_EP_ACT, g->affine.range[k].c0, g->affine.range[k].c1, (sh_gemm_act)g->affine.range[k].act, NULL, {0}};
+  for (uint32_t r = a0->act; uniform && r != SH_NONE; r = fz[r].next)
+    a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_ACT, fz[r].c0, fz[r].c1, (sh_gemm_act)fz[r].act, NULL, {0}};
   float *blk = sh_exec_out_block(g, ids, n, m, cols);
   if (!blk) return SHEAF_ERR_NOMEM;
   a.c = (sh_gemm_out){NULL, blk, cols};
   /* activations in the epilogue: their aliases are views of the block */
   bool post = false; /* activations applied after the GEMM */
   for (uint32_t i = 0; i < n && !raw_only; i++) {
-    sh_node *nd = &g->store.nodes[ids[i]];
-    if (!nd->act) continue;
+    const sh_node *nd = &g->store.nodes[ids[i]];
+    sh_affine_node *ai = &g->affine.node[ids[i]];
+    if (!ai->n_act) continue;
     post |= !uniform;
-    if (uniform) nd->flags |= SH_NODE_VAL_IS_ACT;
-    for (uint32_t k = nd->aux; uniform && k != SH_NONE; k = g->affine.range[k].next) {
-      sh_node *al = &g->store.nodes[g->affine.range[k].alias];
-      al->val = nd->val + g->affine.range[k].c0;
+    if (uniform) ai->val_is_act = true;
+    for (uint32_t r = ai->act; uniform && r != SH_NONE; r = fz[r].next) {
+      sh_node *al = &g->store.nodes[fz[r].alias];
+      al->val = nd->val + fz[r].c0;
       al->ld = nd->ld;
     }
   }
@@ -143,22 +143,20 @@ static sheaf_status affine_run(sheaf_graph *g, const uint32_t *ids, uint32_t n, 
   g->instr.stats.flops += 2 * (uint64_t)m * (uint64_t)pb->k * (uint64_t)cols;
   if (hook) sh_pw_hook_done(g, hook);
   if (raw_only) {
-    g->store.nodes[ids[0]].flags &= (uint8_t)~SH_NODE_VAL_IS_ACT;
+    g->affine.node[ids[0]].val_is_act = false;
     return SHEAF_OK;
   }
   if (!post) return SHEAF_OK;
   uint64_t t0 = sheaf_time_ns();
   for (uint32_t i = 0; i < n; i++) {
-    sh_node *nd = &g->store.nodes[ids[i]];
-    if (!nd->act) continue;
-    for (uint32_t k = nd->aux; k != SH_NONE; k = g->affine.range[k].next) {
-      const sh_fuse *fz = &g->affine.range[k];
-      sh_node *al = &g->store.nodes[fz->alias];
-      int64_t w = fz->c1 - fz->c0;
+    const sh_node *nd = &g->store.nodes[ids[i]];
+    for (uint32_t r = g->affine.node[ids[i]].act; r != SH_NONE; r = fz[r].next) {
+      sh_node *al = &g->store.nodes[fz[r].alias];
+      int64_t w = fz[r].c1 - fz[r].c0;
       float *out = sh_arena_alloc(&g->store.data, (size_t)nd->rows * (size_t)w * sizeof(float));
       if (!out) return SHEAF_ERR_NOMEM;
-      sh_ew_act(g->isa, (sh_gemm_act)fz->act, nd->rows, w,
-                (sh_gemm_in){NULL, nd->val + fz->c0, nd->ld}, (sh_gemm_out){NULL, out, w});
+      sh_ew_act(g->isa, (sh_gemm_act)fz[r].act, nd->rows, w,
+                (sh_gemm_in){NULL, nd->val + fz[r].c0, nd->ld}, (sh_gemm_out){NULL, out, w});
       al->val = out;
       al->ld = (int32_t)w;
     }
@@ -167,13 +165,16 @@ static sheaf_status affine_run(sheaf_graph *g, const uint32_t *ids, uint32_t n, 
   return SHEAF_OK;
 }
 
-sheaf_status sh_exec_affine(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m) {
-  return affine_run(g, ids, n, m, false);
+sheaf_status sh_exec_affine(sheaf_graph *g, uint32_t sig, const uint32_t *ids, uint32_t n,
+                            int64_t m) {
+  return affine_run(g, &g->sigs.at[sig].key, ids, n, m, false);
 }
 
 sheaf_status sh_exec_affine_raw(sheaf_graph *g, uint32_t id) {
+  sh_sig_key k; /* the key its batch had (the same inputs, the same pieces) */
+  sh_sig_key_of(g, &g->store.nodes[id], &k);
   sh_arena_mark mark = sh_arena_get_mark(&g->work.scratch);
-  sheaf_status st = affine_run(g, &id, 1, g->store.nodes[id].rows, true);
+  sheaf_status st = affine_run(g, &k, &id, 1, g->store.nodes[id].rows, true);
   sh_arena_rewind(&g->work.scratch, mark);
   if (st) {
     char e[SH_ERR_MAX];
@@ -195,21 +196,22 @@ static const float *zero_row(sheaf_graph *g, int64_t n) {
   return g->work.zeros;
 }
 
-sheaf_status sh_exec_lstm(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m) {
+sheaf_status sh_exec_lstm(sheaf_graph *g, uint32_t sig, const uint32_t *ids, uint32_t n,
+                          int64_t m) {
   const sh_node *n0 = &g->store.nodes[ids[0]];
   const sh_gemm_packed_b *pb;
-  sheaf_status st = sh_model_packed(g->model, n0->p0, true, &pb);
+  sheaf_status st = sh_model_packed(g->model, n0->lin.w, true, &pb);
   if (st) return st;
   int64_t hid = n0->cols;
   sh_gemm_args a = {0};
   a.m = m;
   a.b_packed = pb;
   a.ws = g->work.gemm_ws[0];
-  st = sources(g, ids, n, 1, m, &a);
+  st = sources(g, &g->sigs.at[sig].key, ids, n, 1, m, &a);
   if (st) return st;
   sh_gemm_lstm l = {0};
   l.gate_i = 0, l.gate_f = 1, l.gate_u = 2, l.gate_o = 3; /* PyTorch order i, f, g, o */
-  l.bias = n0->p1 ? g->model->params[n0->p1 - 1].data : NULL;
+  l.bias = n0->lin.b ? g->model->params[n0->lin.b - 1].data : NULL;
   uint32_t with_c = 0;
   for (uint32_t i = 0; i < n; i++) with_c += g->store.nodes[ids[i]].n_in == 2;
   if (with_c) {
@@ -236,10 +238,10 @@ sheaf_status sh_exec_lstm(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64
   int64_t off = 0;
   for (uint32_t i = 0; i < n; i++) {
     const sh_node *nd = &g->store.nodes[ids[i]];
-    sh_node *cn = &g->store.nodes[nd->aux];
+    sh_node *cn = &g->store.nodes[nd->lin.cell];
     cn->val = c + off * hid;
     cn->ld = (int32_t)hid;
-    cn->flags |= SH_NODE_DONE;
+    cn->done = true;
     off += nd->rows;
   }
   l.c_out = (sh_gemm_out){NULL, c, hid};

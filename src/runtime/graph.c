@@ -148,6 +148,7 @@ void sheaf_graph_free(sheaf_graph *g) {
   sh_free(ctx, g->store.nodes, (size_t)g->store.cap_nodes * sizeof *g->store.nodes);
   sh_free(ctx, g->store.ins, (size_t)g->store.cap_ins * sizeof *g->store.ins);
   sh_free(ctx, g->affine.range, (size_t)g->affine.cap_range * sizeof *g->affine.range);
+  sh_free(ctx, g->affine.node, (size_t)g->affine.cap_node * sizeof *g->affine.node);
   sh_arena_destroy(&g->store.data);
   sh_arena_destroy(&g->work.scratch);
   sh_free(ctx, g->work.zeros, (size_t)g->work.n_zeros * sizeof(float));
@@ -332,7 +333,7 @@ nomem:
 sheaf_status sh_graph_raw_guard(sheaf_graph *g, uint32_t id) {
   uint32_t r = id;
   while (g->store.nodes[r].op == SH_OP_SLICE) r = g->store.ins[g->store.nodes[r].in];
-  if (g->store.nodes[r].op != SH_OP_AFFINE || !(g->store.nodes[r].flags & SH_NODE_VAL_IS_ACT)) return SHEAF_OK;
+  if (g->store.nodes[r].op != SH_OP_AFFINE || !g->affine.node[r].val_is_act) return SHEAF_OK;
   sheaf_status st = sh_exec_affine_raw(g, r);
   if (st) return st;
   for (uint32_t s = id; s != r; s = g->store.ins[g->store.nodes[s].in]) g->store.nodes[s].val = NULL; /* re-resolve */
@@ -357,16 +358,16 @@ static float *resolve(sheaf_graph *g, uint32_t id) {
     uint32_t dep = SH_NONE; /* a view's source without a value yet: resolved first */
     switch (n->op) {
     case SH_OP_SLICE: {
-      uint32_t x = g->store.ins[n->in], src = x, off = n->aux;
+      uint32_t x = g->store.ins[n->in], src = x, off = n->offset;
       const sh_node *xn = &g->store.nodes[x];
       if (xn->op == SH_OP_CONCAT && !xn->val) { /* a slice within one piece: no copy */
         uint32_t at = 0;
         for (uint32_t i = 0; i < xn->n_in; i++) {
           uint32_t p = g->store.ins[xn->in + i];
           uint32_t pc = (uint32_t)g->store.nodes[p].cols;
-          if (n->aux >= at && n->aux + (uint32_t)n->cols <= at + pc) {
+          if (n->offset >= at && n->offset + (uint32_t)n->cols <= at + pc) {
             src = p;
-            off = n->aux - at;
+            off = n->offset - at;
             break;
           }
           at += pc;
@@ -468,7 +469,7 @@ sheaf_status sheaf_value(sheaf_graph *g, sheaf_expr e, sheaf_value_view *out) {
   }
   sheaf_status st = sh_graph_raw_guard(g, e.node);
   if (st) return st;
-  if (SH_UNLIKELY(g->store.nodes[e.node].flags & SH_NODE_ABS) && (st = sh_pw_need(g, e.node)))
+  if (SH_UNLIKELY(sh_pw_absorbed(g, e.node)) && (st = sh_pw_need(g, e.node)))
     return st; /* fused into its reader: computed now */
   sh_node *n;
   const float *v = sh_graph_val(g, e.node);

@@ -71,11 +71,12 @@ uint32_t sh_node_new(sheaf_graph *g, int op, const uint32_t *ins, int n_in) {
   for (int i = 0; i < n_in; i++) {
     const sh_node *x = &g->store.nodes[ins[i]];
     if (x->phase > phase) phase = x->phase;
-    if (SH_UNLIKELY(x->flags & SH_NODE_ABS) && sh_pw_need(g, ins[i]))
+    if (SH_UNLIKELY(sh_pw_absorbed(g, ins[i])) && sh_pw_need(g, ins[i]))
       return SH_NONE; /* a second reader of a value fused into its reader */
     uint32_t r = ins[i];
     while (g->store.nodes[r].op == SH_OP_SLICE) r = g->store.ins[g->store.nodes[r].in];
-    if (SH_UNLIKELY(g->store.nodes[r].flags & SH_NODE_VAL_IS_ACT) && sh_graph_raw_guard(g, ins[i]))
+    if (SH_UNLIKELY(g->store.nodes[r].op == SH_OP_AFFINE && g->affine.node[r].val_is_act) &&
+        sh_graph_raw_guard(g, ins[i]))
       return SH_NONE; /* an earlier flush fused activations into this value */
   }
   uint32_t id = g->store.n_nodes++;
@@ -88,8 +89,9 @@ uint32_t sh_node_new(sheaf_graph *g, int op, const uint32_t *ins, int n_in) {
     /* a read of an affine's raw value: directly, or through slices (making a
      * slice is not a read; a fused activation reads through its epilogue) */
     if (op == SH_OP_ALIAS || (op == SH_OP_SLICE && x->op == SH_OP_AFFINE)) continue;
-    while (x->op == SH_OP_SLICE) x = &g->store.nodes[g->store.ins[x->in]];
-    if (x->op == SH_OP_AFFINE) x->flags |= SH_NODE_RAW_USED;
+    uint32_t r = ins[i];
+    while (g->store.nodes[r].op == SH_OP_SLICE) r = g->store.ins[g->store.nodes[r].in];
+    if (g->store.nodes[r].op == SH_OP_AFFINE) g->affine.node[r].raw_used = true;
   }
   memset(n, 0, sizeof *n);
   n->op = (uint8_t)op;
@@ -100,8 +102,6 @@ uint32_t sh_node_new(sheaf_graph *g, int op, const uint32_t *ins, int n_in) {
   n->depth = depth + sh_op_is_kernel(op);
   n->phase = (uint16_t)phase;
   if (phase > g->store.max_phase) g->store.max_phase = phase;
-  n->sig = SH_NONE;
-  n->next = SH_NONE;
   n->rank = 1;
   n->rows = 1;
   g->instr.stats.nodes++;
@@ -115,24 +115,27 @@ sheaf_expr sh_build_finish(sheaf_graph *g, uint32_t id) {
       g->policy == SHEAF_POLICY_AGENDA)
     return sh_expr_of(g, id);
   sheaf_status st;
+  uint32_t sig = SH_NONE;
   if (sh_op_is_pw(n->op) && g->policy == SHEAF_POLICY_SHEAF) {
     /* bucketed at flush, unless a later pointwise node absorbs it */
     st = sh_grow(g->ctx, (void **)&g->pw.list, &g->pw.cap_list, g->pw.n_list + 1,
                  sizeof *g->pw.list);
     if (!st) {
       g->pw.list[g->pw.n_list++] = id;
-      g->store.nodes[id].p0 = 1;
+      g->pw.node[id].flags |= SH_PW_NODE_LISTED;
       return sh_expr_of(g, id);
     }
   } else if (sh_op_is_pw(n->op)) {
     st = sh_pw_finalize(g, id, true);
+    sig = g->pw.node[id].sig;
   } else {
     sh_sig_key k;
     sh_sig_key_of(g, n, &k);
-    st = sh_sig_find_fast(g, &k, &n->sig);
+    st = sh_sig_find_fast(g, &k, &sig);
   }
   if (!st)
-    st = g->policy == SHEAF_POLICY_SHEAF ? sh_sched_sheaf_add(g, id) : sh_sched_none_add(g, id);
+    st = g->policy == SHEAF_POLICY_SHEAF ? sh_sched_sheaf_add(g, id, sig)
+                                         : sh_sched_none_add(g, id, sig);
   if (st) {
     char e[SH_ERR_MAX];
     sh_graph_fail(g, st, "%s: %s", sh_op_name(g->store.nodes[id].op), sh_last_error_copy(g->ctx, e, sizeof e));
@@ -185,7 +188,7 @@ static sheaf_expr leaf(sheaf_graph *g, const char *op, int rank, const int64_t *
   n->cols = (int32_t)cols;
   n->ld = (int32_t)cols;
   n->val = v;
-  n->flags = SH_NODE_DONE;
+  n->done = true;
   return sh_expr_of(g, id);
 }
 
@@ -212,9 +215,9 @@ sheaf_expr sheaf_parameter(sheaf_graph *g, sheaf_param p) {
   n->rows = (int32_t)(q->rank == 2 ? q->shape[0] : 1);
   n->cols = (int32_t)(q->rank == 2 ? q->shape[1] : q->shape[0]);
   n->ld = n->cols;
-  n->p0 = p.id;
+  n->param.id = p.id;
   n->val = q->data;
-  n->flags = SH_NODE_DONE;
+  n->done = true;
   return sh_expr_of(g, id);
 }
 
@@ -234,10 +237,10 @@ sheaf_expr sheaf_lookup(sheaf_graph *g, sheaf_param table, int64_t row) {
   sh_node *n = &g->store.nodes[id];
   n->cols = (int32_t)(q->rank == 2 ? q->shape[1] : 1);
   n->ld = n->cols;
-  n->p0 = table.id;
-  n->aux = (uint32_t)row;
+  n->param.id = table.id;
+  n->param.row = (uint32_t)row;
   n->val = q->data + row * n->cols;
-  n->flags = SH_NODE_DONE;
+  n->done = true;
   return sh_expr_of(g, id);
 }
 
@@ -314,6 +317,12 @@ sheaf_expr sheaf_affine_n(sheaf_graph *g, int nx, const sheaf_param *W, const sh
       return SH_NULL_EXPR;
     }
   }
+  /* its side entry first: a failure leaves no half-built node */
+  if (sh_side_reserve(g->ctx, (void **)&g->affine.node, &g->affine.cap_node, g->store.n_nodes,
+                      sizeof *g->affine.node)) {
+    sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", op);
+    return SH_NULL_EXPR;
+  }
   uint32_t id = sh_node_new(g, SH_OP_AFFINE, ids, nx);
   if (id == SH_NONE) return SH_NULL_EXPR;
   sh_node *n = &g->store.nodes[id];
@@ -321,9 +330,9 @@ sheaf_expr sheaf_affine_n(sheaf_graph *g, int nx, const sheaf_param *W, const sh
   n->rank = x0->rank;
   n->rows = x0->rows;
   n->cols = (int32_t)out;
-  n->p0 = p0;
-  n->p1 = b.id;
-  n->aux = SH_NONE;
+  n->lin.w = p0;
+  n->lin.b = b.id;
+  g->affine.node[id] = (sh_affine_node){SH_NONE, SH_NONE, 0, false, false};
   return sh_build_finish(g, id);
 }
 
@@ -377,15 +386,15 @@ sheaf_status sheaf_lstm_cell(sheaf_graph *g, sheaf_param W, sheaf_param b, sheaf
   n->rank = xn->rank;
   n->rows = xn->rows;
   n->cols = (int32_t)hid;
-  n->p0 = W.id;
-  n->p1 = b.id;
+  n->lin.w = W.id;
+  n->lin.b = b.id;
   uint32_t cid = sh_node_new(g, SH_OP_LSTM_C, &id, 1);
   if (cid == SH_NONE) return g->status;
   g->store.nodes[id].uses--; /* the cell state is the node's own output */
   g->store.nodes[cid].rank = g->store.nodes[id].rank;
   g->store.nodes[cid].rows = g->store.nodes[id].rows;
   g->store.nodes[cid].cols = (int32_t)hid;
-  g->store.nodes[id].aux = cid;
+  g->store.nodes[id].lin.cell = cid;
   sheaf_expr he = sh_build_finish(g, id);
   if (sheaf_expr_is_null(he)) return g->status;
   *h = he;

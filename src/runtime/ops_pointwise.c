@@ -108,7 +108,7 @@ sheaf_expr sheaf_sum_n(sheaf_graph *g, int nx, const sheaf_expr *xs) {
 }
 
 static sheaf_expr unary(sheaf_graph *g, int opc, const char *op, sheaf_expr x, float f,
-                        uint32_t aux) {
+                        uint32_t index) {
   if (!sh_build_enter(g) || sh_build_check(g, x, op, 1)) return SH_NULL_EXPR;
   int act = sh_op_act(opc);
   /* act(affine) or act(slice of an affine), nothing else reading that value
@@ -118,14 +118,14 @@ static sheaf_expr unary(sheaf_graph *g, int opc, const char *op, sheaf_expr x, f
   const sh_node *xn = &g->store.nodes[x.node];
   if (act >= 0 && xn->op == SH_OP_SLICE && g->store.nodes[g->store.ins[xn->in]].op == SH_OP_AFFINE) {
     src = g->store.ins[xn->in];
-    c0 = (int32_t)xn->aux;
+    c0 = (int32_t)xn->offset;
     c1 = c0 + xn->cols;
   }
   const sh_node *an = &g->store.nodes[src];
-  bool fuse = act >= 0 && an->op == SH_OP_AFFINE && !xn->uses && !(an->flags & SH_NODE_DONE) &&
-              an->act < SH_MAX_FUSE && g->policy != SHEAF_POLICY_NONE &&
-              !(an->flags & SH_NODE_RAW_USED && src == x.node);
-  for (uint32_t k = an->act ? an->aux : SH_NONE; fuse && k != SH_NONE; k = g->affine.range[k].next)
+  const sh_affine_node *aa = an->op == SH_OP_AFFINE ? &g->affine.node[src] : NULL;
+  bool fuse = act >= 0 && aa && !xn->uses && !an->done && aa->n_act < SH_MAX_FUSE &&
+              g->policy != SHEAF_POLICY_NONE && !(aa->raw_used && src == x.node);
+  for (uint32_t k = fuse ? aa->act : SH_NONE; k != SH_NONE && fuse; k = g->affine.range[k].next)
     if (c0 < g->affine.range[k].c1 && g->affine.range[k].c0 < c1) fuse = false; /* overlaps a fused range */
   if (fuse && sh_grow(g->ctx, (void **)&g->affine.range, &g->affine.cap_range, g->affine.n_range + 1, sizeof *g->affine.range)) {
     sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", op);
@@ -143,21 +143,20 @@ static sheaf_expr unary(sheaf_graph *g, int opc, const char *op, sheaf_expr x, f
   n->rows = xn->rows;
   n->cols = xn->cols;
   if (fuse) {
-    sh_node *a = &g->store.nodes[src];
+    sh_affine_node *a = &g->affine.node[src];
     uint32_t k = g->affine.n_range++;
     g->affine.range[k] = (sh_fuse){id, SH_NONE, c0, c1, act};
-    if (a->act) { /* append: ranges keep their creation order */
-      uint32_t t = a->aux;
+    if (a->act != SH_NONE) { /* append: ranges keep their creation order */
+      uint32_t t = a->act;
       while (g->affine.range[t].next != SH_NONE) t = g->affine.range[t].next;
       g->affine.range[t].next = k;
     } else {
-      a->aux = k;
+      a->act = k;
     }
-    a->act++;
+    a->n_act++;
     return sh_expr_of(g, id);
   }
-  n->f = f;
-  n->aux = aux;
+  if (opc == SH_OP_PICK) n->index = index;
   if (opc == SH_OP_SUM || opc == SH_OP_MEAN || opc == SH_OP_MAX || opc == SH_OP_PICK) {
     n->rank = 1;
     n->cols = xn->rank == 2 ? xn->rows : 1;
@@ -227,7 +226,7 @@ sheaf_expr sheaf_layer_norm(sheaf_graph *g, sheaf_expr x, sheaf_expr gamma, shea
   n->rank = xn->rank;
   n->rows = xn->rows;
   n->cols = xn->cols;
-  n->f = eps;
+  n->eps = eps;
   return sh_build_finish(g, id);
 }
 
@@ -286,7 +285,7 @@ sheaf_expr sheaf_row(sheaf_graph *g, sheaf_expr x, int64_t index) {
   n->rank = 1;
   n->rows = 1;
   n->cols = g->store.nodes[x.node].cols;
-  n->aux = (uint32_t)index;
+  n->index = (uint32_t)index;
   return sh_build_finish(g, id);
 }
 
@@ -372,7 +371,7 @@ sheaf_expr sheaf_slice(sheaf_graph *g, sheaf_expr x, int64_t begin, int64_t end)
   uint32_t src = x.node;
   int64_t cols = end - begin;
   if (xn->op == SH_OP_SLICE && g->store.nodes[g->store.ins[xn->in]].phase == xn->phase) {
-    begin += xn->aux;
+    begin += xn->offset;
     src = g->store.ins[xn->in];
   }
   uint32_t id = sh_node_new(g, SH_OP_SLICE, &src, 1);
@@ -382,7 +381,7 @@ sheaf_expr sheaf_slice(sheaf_graph *g, sheaf_expr x, int64_t begin, int64_t end)
   n->rank = xn->rank;
   n->rows = xn->rows;
   n->cols = (int32_t)cols;
-  n->aux = (uint32_t)begin;
+  n->offset = (uint32_t)begin;
   return sh_expr_of(g, id);
 }
 

@@ -8,7 +8,7 @@
  * GEMM-hook fusion (policy sheaf): at the start of flush each pointwise root
  * whose leaves read exactly one pending affine node A (its value, slices of
  * it, activations fused into its GEMM), with A's rows, is linked on A's list
- * (sh_node.next, free under this policy). When A's batch runs, the linked
+ * (sh_affine_node.hook, then sh_pw_node.hook_next). When A's batch runs, the linked
  * roots whose other leaves are all computed by then (the children's c of a
  * TreeLSTM cell: earlier levels) are prepared as batches, one per program
  * signature, and run from the GEMM's row hook (sh_gemm_args.rows_done) on
@@ -389,8 +389,9 @@ static void pw_task(void *arg, int64_t task, int tid) {
  * the output block (node values point into it) and the side-output blocks. */
 static sheaf_status job_setup(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m, pw_job *j) {
   const sh_node *n0 = &g->store.nodes[ids[0]];
-  const sh_pw_prog *p = &g->pw.progs[n0->p0];
-  uint32_t mask = (uint32_t)g->sigs.at[n0->sig].key.w[0], nl = p->n_leaves;
+  const sh_pw_node *pn0 = &g->pw.node[ids[0]];
+  const sh_pw_prog *p = &g->pw.progs[pn0->prog];
+  uint32_t mask = (uint32_t)g->sigs.at[pn0->sig].key.w[0], nl = p->n_leaves;
   int64_t cols = n0->cols;
   memset(j, 0, sizeof *j);
   j->p = p;
@@ -402,10 +403,10 @@ static sheaf_status job_setup(sheaf_graph *g, const uint32_t *ids, uint32_t n, i
 #endif
   uint32_t nv = p->n_slots;
   /* the nodes' slot lists, then the slot and side nodes (cold: see exec_gemm.c) */
-  for (uint32_t i = 0; i < n; i++) __builtin_prefetch(g->pw.slot + g->store.nodes[ids[i]].aux);
+  for (uint32_t i = 0; i < n; i++) __builtin_prefetch(g->pw.slot + g->pw.node[ids[i]].first_slot);
   for (uint32_t i = 0; i < n; i++)
     for (uint32_t v = 0; v < nv + p->n_side; v++)
-      __builtin_prefetch(&g->store.nodes[g->pw.slot[g->store.nodes[ids[i]].aux + v]]);
+      __builtin_prefetch(&g->store.nodes[g->pw.slot[g->pw.node[ids[i]].first_slot + v]]);
   sh_gemm_in slot[SH_PW_MAX_LEAVES];
   bool same[SH_PW_MAX_LEAVES];
   const float **rp[SH_PW_MAX_LEAVES];
@@ -416,8 +417,9 @@ static sheaf_status job_setup(sheaf_graph *g, const uint32_t *ids, uint32_t n, i
   int64_t r = 0;
   for (uint32_t i = 0; i < n; i++) {
     const sh_node *nd = &g->store.nodes[ids[i]];
+    const uint32_t *slots = g->pw.slot + g->pw.node[ids[i]].first_slot;
     for (uint32_t v = 0; v < nv; v++) {
-      uint32_t x = g->pw.slot[nd->aux + v];
+      uint32_t x = slots[v];
       const float *val = g->store.nodes[x].val;
       if (!val && !(val = sh_graph_val(g, x))) return g->status ? g->status : SHEAF_ERR_INTERNAL;
       const sh_node *xn = &g->store.nodes[x];
@@ -442,7 +444,7 @@ static sheaf_status job_setup(sheaf_graph *g, const uint32_t *ids, uint32_t n, i
     int64_t off = 0;
     for (uint32_t i = 0; i < n; i++) {
       const sh_node *nd = &g->store.nodes[ids[i]];
-      sh_node *sn = &g->store.nodes[g->pw.slot[nd->aux + nv + s]];
+      sh_node *sn = &g->store.nodes[g->pw.slot[g->pw.node[ids[i]].first_slot + nv + s]];
       sn->val = blk + off * cols;
       sn->ld = (int32_t)cols;
       off += nd->rows;
@@ -456,10 +458,8 @@ static sheaf_status job_setup(sheaf_graph *g, const uint32_t *ids, uint32_t n, i
 static void job_finish(sheaf_graph *g, const pw_job *j, const uint32_t *ids, uint32_t n) {
   const sh_pw_prog *p = j->p;
   for (uint32_t s = 0; s < p->n_side; s++)
-    for (uint32_t i = 0; i < n; i++) {
-      const sh_node *nd = &g->store.nodes[ids[i]];
-      g->store.nodes[g->pw.slot[nd->aux + p->n_slots + s]].flags |= SH_NODE_DONE;
-    }
+    for (uint32_t i = 0; i < n; i++)
+      g->store.nodes[g->pw.slot[g->pw.node[ids[i]].first_slot + p->n_slots + s]].done = true;
   uint64_t ops = 0;
   for (int pc = 0; pc < p->n_code; pc++) ops += p->op[pc] != SH_PW_LOAD && p->op[pc] != SH_PW_STORE;
   g->instr.stats.flops += ops * (uint64_t)j->m * (uint64_t)j->n;
@@ -505,14 +505,15 @@ static uint32_t slot_base(const sheaf_graph *g, uint32_t x) {
  * depths, in ascending order; a value stored by a program or recomputed is
  * computed at its own depth). */
 void sh_pw_link_hot(sheaf_graph *g, uint32_t id) {
-  sh_node *r = &g->store.nodes[id];
-  const uint32_t *slots = g->pw.slot + r->aux;
-  uint32_t hot = SH_NONE, nv = g->pw.progs[r->p0].n_slots;
+  const sh_node *r = &g->store.nodes[id];
+  sh_pw_node *rp = &g->pw.node[id];
+  const uint32_t *slots = g->pw.slot + rp->first_slot;
+  uint32_t hot = SH_NONE, nv = g->pw.progs[rp->prog].n_slots;
   for (uint32_t v = 0; v < nv; v++) {
     uint32_t b = slot_base(g, slots[v]);
     if (b == SH_NONE) return;
     const sh_node *bn = &g->store.nodes[b];
-    if (bn->op != SH_OP_AFFINE || (bn->flags & SH_NODE_DONE)) continue;
+    if (bn->op != SH_OP_AFFINE || bn->done) continue;
     if ((hot != SH_NONE && b != hot) || bn->rows != r->rows || bn->phase != r->phase) return;
     hot = b;
   }
@@ -521,11 +522,11 @@ void sh_pw_link_hot(sheaf_graph *g, uint32_t id) {
   for (uint32_t v = 0; v < nv; v++) {
     uint32_t b = slot_base(g, slots[v]);
     const sh_node *bn = &g->store.nodes[b];
-    if (b != hot && !(bn->flags & SH_NODE_DONE) && bn->phase == a->phase && bn->depth >= a->depth)
+    if (b != hot && !bn->done && bn->phase == a->phase && bn->depth >= a->depth)
       return; /* may not be computed yet when A runs */
   }
-  r->next = a->next;
-  g->store.nodes[hot].next = id;
+  rp->hook_next = g->affine.node[hot].hook;
+  g->affine.node[hot].hook = id;
 }
 
 #define PW_HOOK_MAX 4 /* programs (signatures) run in one GEMM's hook */
@@ -547,14 +548,14 @@ sheaf_status sh_pw_hook_plan(sheaf_graph *g, const uint32_t *ids, uint32_t n, in
   *out = NULL;
   sh_pw_hook *h = NULL;
   for (uint32_t i = 0; i < n; i++) {
-    for (uint32_t r = g->store.nodes[ids[i]].next; r != SH_NONE; r = g->store.nodes[r].next) {
-      if (g->store.nodes[r].flags & SH_NODE_DONE) continue;
+    for (uint32_t r = g->affine.node[ids[i]].hook; r != SH_NONE; r = g->pw.node[r].hook_next) {
+      if (g->store.nodes[r].done) continue;
       if (!h) {
         h = sh_arena_alloc(&g->work.scratch, sizeof *h);
         if (!h) return SHEAF_ERR_NOMEM;
         h->n = 0;
       }
-      uint32_t sig = g->store.nodes[r].sig;
+      uint32_t sig = g->pw.node[r].sig;
       int k = 0;
       while (k < h->n && h->grp[k].sig != sig) k++;
       pw_hook_grp *q = &h->grp[k];
@@ -606,7 +607,7 @@ void sh_pw_hook_rows(void *arg, int64_t m0, int64_t rows, int tid) {
 void sh_pw_hook_done(sheaf_graph *g, const sh_pw_hook *h) {
   for (int k = 0; k < h->n; k++) {
     const pw_hook_grp *q = &h->grp[k];
-    for (uint32_t i = 0; i < q->n; i++) g->store.nodes[q->ids[i]].flags |= SH_NODE_DONE;
+    for (uint32_t i = 0; i < q->n; i++) g->store.nodes[q->ids[i]].done = true;
     job_finish(g, &q->j, q->ids, q->n);
     g->instr.pw_hooked += q->n;
     g->instr.stats.batches++;

@@ -102,42 +102,68 @@ int sh_op_arity(int op);
 int sh_op_act(int op);
 const char *sh_op_name(int op);
 
-enum {
-  SH_NODE_DONE = 1,       /* kernel executed (views: value resolved) */
-  SH_NODE_RAW_USED = 2,   /* an affine whose raw value is read (directly or via a slice) */
-  SH_NODE_VAL_IS_ACT = 4, /* the affine's val holds activated values in its fused ranges */
-  /* pointwise fusion (pointwise.c) */
-  SH_NODE_ABS = 8,        /* inlined into its only reader p1 - 1 (permanent) */
-  SH_NODE_NEED = 16,      /* absorbed, and read by another node too: needs its own value */
-  SH_NODE_SIDE = 32,      /* ... stored by the program of its root absorber (else recomputed) */
-  SH_NODE_HAS_SIDE = 64,  /* a program that stores a side output (never absorbed itself) */
-  SH_NODE_FINAL = 128,    /* program flattened: p0 = program, aux = slots in graph->pwl */
-};
-
 #define SH_NONE UINT32_MAX
 #define SH_MAX_NODE_INS 65535 /* sh_node.n_in is 16 bits */
 
+/* A node: what its op means, whatever the policy and however far the flush
+ * has gone. Its value is `rows` rows of `cols` floats, row r at val + r*ld
+ * (rank 1: one row); val is NULL until computed (kernels) or resolved
+ * (views, sh_graph_val).
+ *
+ * What a policy or a fusion keeps about a node lives with that module, in
+ * a side array indexed by node id (not here):
+ *   g->pw.node[id]      pointwise fusion: absorbed into which reader, the
+ *                       program and signature once flattened, its value
+ *                       slots, the GEMM-hook link (sh_pw_node; elementwise
+ *                       nodes; pointwise.c, pw_exec.c)
+ *   g->affine.node[id]  activations fused into the GEMM's epilogue, whether
+ *                       the raw value is read or overwritten, the roots run
+ *                       in the GEMM's row hook (sh_affine_node; affine nodes;
+ *                       ops_pointwise.c, exec_gemm.c, pw_exec.c)
+ *   sh_walk             policies depth and agenda: each pending node's depth,
+ *                       signature and ready-list link, for one flush
+ *                       (sched_depth.c, in scratch)
+ * Policy sheaf keeps node ids in its buckets, by signature. An entry is
+ * written by the builder of its node (or at flush) and read only for nodes
+ * of that kind, so reset clears nothing. Per-node data still to come —
+ * gradients of a backward pass, device pointers of a device executor — goes
+ * the same way: a part of sheaf_graph owned by that module, with its array
+ * indexed by node id (sh_side_reserve), never a field here. */
 typedef struct sh_node {
   uint8_t op;
-  uint8_t act;      /* affine: number of fused activation ranges; pointwise: code length */
-  uint8_t rank;
-  uint8_t flags;
+  uint8_t rank;     /* 1 or 2 */
+  bool done;        /* kernel executed (inputs, parameters, lookups: from the start) */
   uint16_t n_in;
   uint16_t phase;
-  uint32_t in;      /* first input in graph->ins */
-  uint32_t depth;
-  uint32_t sig;     /* kernel signature (SH_NONE until known) */
-  uint32_t next;    /* depth, agenda: ready lists; sheaf: an affine's first pointwise root
-                       reading it, a root's next one (pw_exec.c) */
-  int32_t rows, cols;
-  uint32_t p0, p1;  /* parameter ids (0: none); pointwise: p0 program (before: 1 while on
-                       graph->pw_list), p1 absorber + 1 */
-  uint32_t aux;     /* pointwise: sizes until flattened, then its slots in graph->pwl */
-  uint32_t uses;
-  float f;
-  int32_t ld;
+  uint32_t in;      /* first input in g->store.ins */
+  uint32_t depth;   /* kernel levels below it within its phase (a pointwise node: its fused
+                       program's; see docs/RUNTIME.md) */
+  uint32_t uses;    /* nodes built so far that read it */
+  int32_t rows, cols, ld;
+  union {           /* the op's own operands (zero for the ops without) */
+    struct {
+      uint32_t id, row;
+    } param;        /* PARAM: the parameter (sheaf_param.id); LOOKUP: the table and the row */
+    struct {
+      uint32_t w, b, cell;
+    } lin;          /* AFFINE: W (n_in > 1: the stack of the W's, sh_model_stack_id) and b
+                       (0: none); LSTM: W, b and cell, its LSTM_C node (the cell state) */
+    uint32_t offset; /* SLICE: its first column in the source */
+    uint32_t index;  /* PICK: the column; ROW: the row */
+    float scale;     /* SCALE: the factor */
+    float eps;       /* LAYER_NORM */
+  };
   float *val;
 } sh_node;
+_Static_assert(sizeof(sh_node) <= 56, "sh_node grew: builders write and flushes read every node");
+
+/* Grows a (ptr, cap) array of `elem`-byte items to hold `need` (new items zeroed). */
+sheaf_status sh_grow(sheaf_ctx *ctx, void **ptr, uint32_t *cap, uint32_t need, size_t elem);
+/* Room for entry `id` of a per-node side array (see sh_node). */
+static inline sheaf_status sh_side_reserve(sheaf_ctx *ctx, void **ptr, uint32_t *cap, uint32_t id,
+                                           size_t elem) {
+  return SH_LIKELY(id < *cap) ? SHEAF_OK : sh_grow(ctx, ptr, cap, id + 1, elem);
+}
 
 /* ------------------------------------------------------------ signatures */
 
@@ -153,12 +179,7 @@ typedef struct sh_sig {
   sh_sig_key key;
   char *name;
   size_t name_size;
-  uint64_t batches, nodes;
-  uint32_t *slot;             /* policy sheaf: bucket + 1 by depth */
-  uint32_t slot_cap;
-  uint32_t head, tail, count; /* flush-time lists (depth, agenda) */
-  uint64_t depth_sum;
-  uint32_t mark;
+  uint64_t batches, nodes;    /* instruments: batches run and their nodes (trace.c resets) */
 } sh_sig;
 
 /* A bucket's node ids, in chunks (flush reads them without touching nodes). */
@@ -172,6 +193,12 @@ typedef struct sh_bucket {
   uint32_t sig, depth, head, tail, count, next_level, next_same; /* head, tail: chunks */
   uint32_t phase;
 } sh_bucket;
+
+/* Policy sheaf's side array by signature: bucket + 1 by depth. */
+typedef struct sh_sheaf_sig {
+  uint32_t *slot;
+  uint32_t cap;
+} sh_sheaf_sig;
 
 typedef struct sh_phase_lv {
   uint32_t *head; /* first bucket by depth */
@@ -188,6 +215,17 @@ typedef struct sh_fuse {
 } sh_fuse;
 
 #define SH_MAX_FUSE 6 /* ranges per affine (with the bias: <= SH_GEMM_MAX_EP) */
+
+/* An affine node's side entry (g->affine.node[id], written by sheaf_affine_n):
+ * what runs with its GEMM. */
+typedef struct sh_affine_node {
+  uint32_t act;     /* its first activation range in g->affine.range (SH_NONE: none) */
+  uint32_t hook;    /* policy sheaf, flush: its first pointwise root run in the GEMM's row
+                       hook (SH_NONE: none), then sh_pw_node.hook_next (pw_exec.c) */
+  uint8_t n_act;    /* activation ranges (ops_pointwise.c) */
+  bool raw_used;    /* its raw value is read, directly or through a slice (ops.c) */
+  bool val_is_act;  /* val holds the activated values in its ranges (exec_gemm.c) */
+} sh_affine_node;
 
 /* ------------------------------------------------------ pointwise programs */
 
@@ -223,6 +261,28 @@ typedef struct sh_pw_prog {
   int32_t off[SH_PW_MAX_LEAVES];
   float k[SH_PW_MAX_CONST];
 } sh_pw_prog;
+
+/* A pointwise node's side entry (g->pw.node[id], written by sh_pw_build for
+ * every elementwise node; the other nodes' entries are never read). */
+enum {
+  SH_PW_NODE_LISTED = 1,   /* on g->pw.list: bucketed at flush (policy sheaf) */
+  SH_PW_NODE_ABS = 2,      /* inlined into the program of its only reader, `absorber` (permanent) */
+  SH_PW_NODE_NEED = 4,     /* absorbed, and read by another node too: needs its own value */
+  SH_PW_NODE_SIDE = 8,     /* ... stored by the program of its root absorber (else recomputed) */
+  SH_PW_NODE_HAS_SIDE = 16, /* its program stores a side output (never absorbed itself) */
+  SH_PW_NODE_FINAL = 32,   /* flattened: prog, sig and first_slot are set */
+};
+typedef struct sh_pw_node {
+  uint8_t flags;
+  /* its program's sizes before flattening (upper bounds: leaves are counted
+   * before deduplication) */
+  uint8_t code, leaves, stack, consts, sides;
+  uint32_t absorber;   /* SH_PW_NODE_ABS: the node it is inlined into */
+  uint32_t prog, sig;  /* SH_PW_NODE_FINAL: its interned program and kernel signature */
+  uint32_t first_slot; /* SH_PW_NODE_FINAL: its value slots, then side outputs, in g->pw.slot */
+  uint32_t hook_next;  /* policy sheaf, flush: the next root in the row hook of the same
+                          affine (sh_affine_node.hook) */
+} sh_pw_node;
 
 typedef struct sh_trace_ev {
   uint64_t t0, dur;
@@ -265,6 +325,8 @@ typedef struct sh_sheaf_state {
   uint32_t n_bchunks, cap_bchunks;
   sh_phase_lv *phases;
   uint32_t n_phases;
+  sh_sheaf_sig *sig;      /* by signature id (grown as signatures are bucketed) */
+  uint32_t cap_sig;
 } sh_sheaf_state;
 
 /* What runs with an affine's GEMM: activations fused into its epilogue
@@ -272,6 +334,8 @@ typedef struct sh_sheaf_state {
 typedef struct sh_affine_state {
   sh_fuse *range;
   uint32_t n_range, cap_range;
+  sh_affine_node *node;   /* by node id: affine nodes' entries */
+  uint32_t cap_node;
 } sh_affine_state;
 
 /* Pointwise fusion (pointwise.c builds and flattens, pw_exec.c runs). */
@@ -286,6 +350,8 @@ typedef struct sh_pw_state {
   uint32_t n_list, cap_list;
   uint32_t *slot;         /* value slots (then side outputs) of flattened pointwise nodes */
   uint32_t n_slot, cap_slot;
+  sh_pw_node *node;       /* by node id: elementwise nodes' entries */
+  uint32_t cap_node;
 } sh_pw_state;
 
 /* The executor's workspaces (exec*.c; the policies' flush-time arrays and
@@ -328,7 +394,6 @@ struct sheaf_graph {
   sh_pw_state pw;
   sh_work work;
   sh_instr instr;
-  uint32_t stamp;           /* flush-time grouping marks in sh_sig.mark */
 };
 
 /* ---------------------------------------------------------- graph (graph.c) */
@@ -340,8 +405,6 @@ sheaf_status sh_graph_fail(sheaf_graph *g, sheaf_status st, const char *fmt, ...
 sheaf_status sh_graph_raw_guard(sheaf_graph *g, uint32_t id);
 /* The value of a node, resolving views (materializes a concat read whole). */
 float *sh_graph_val(sheaf_graph *g, uint32_t id);
-/* Grows a (ptr, cap) array of `elem`-byte items to hold `need`. */
-sheaf_status sh_grow(sheaf_ctx *ctx, void **ptr, uint32_t *cap, uint32_t need, size_t elem);
 
 /* ------------------------------------------------ builders (ops*.c) */
 
@@ -385,24 +448,44 @@ void sh_sigs_free(sheaf_graph *g);
 
 /* -------------------------------------------------------- policies (sched_*.c) */
 
-sheaf_status sh_sched_sheaf_add(sheaf_graph *g, uint32_t id);
+/* Policy sheaf: appends kernel node `id` of signature `sig` to its bucket. */
+sheaf_status sh_sched_sheaf_add(sheaf_graph *g, uint32_t id, uint32_t sig);
 sheaf_status sh_sched_sheaf_flush(sheaf_graph *g);
 void sh_sched_sheaf_clear(sheaf_graph *g);
 void sh_sched_sheaf_free(sheaf_graph *g);
-sheaf_status sh_sched_none_add(sheaf_graph *g, uint32_t id);
+/* Policy none: runs kernel node `id` of signature `sig` now. */
+sheaf_status sh_sched_none_add(sheaf_graph *g, uint32_t id, uint32_t sig);
 sheaf_status sh_sched_depth_flush(sheaf_graph *g);
-/* The DyNet-style walk over the pending nodes: depth (from the inputs, not
- * the handles) into depth[i - first_pending], and each kernel node's
- * signature by hashing its key. */
-sheaf_status sh_sched_walk(sheaf_graph *g, uint32_t **depth, uint32_t *max_depth);
 sheaf_status sh_sched_agenda_flush(sheaf_graph *g);
+
+/* Policies depth and agenda: the ready list of one signature during a flush. */
+typedef struct sh_walk_sig {
+  uint32_t head, tail, count; /* node ids, linked through sh_walk.next */
+  uint32_t mark;              /* depth: the level that last listed it */
+  uint64_t depth_sum;         /* agenda: of the listed nodes */
+} sh_walk_sig;
+
+/* Policies depth and agenda: the DyNet-style walk over the pending nodes
+ * base .. base + n at the start of a flush, and the policies' side arrays
+ * for that flush (in scratch; per node indexed by id - base). */
+typedef struct sh_walk {
+  uint32_t base, n;
+  uint32_t *depth;      /* within the node's phase, from the inputs (not the handles) */
+  uint32_t *sig;        /* kernel nodes: the signature, by hashing its key */
+  uint32_t *next;       /* ready-list links (the policy's) */
+  uint32_t max_depth;
+  sh_walk_sig *by_sig;  /* [g->sigs.n], zeroed */
+} sh_walk;
+sheaf_status sh_sched_walk(sheaf_graph *g, sh_walk *w);
 
 /* ----------------------------------------------------- executor (exec*.c) */
 
 /* Runs one batch: n kernel nodes with the same signature, all inputs computed. */
 sheaf_status sh_exec_batch(sheaf_graph *g, uint32_t sig, const uint32_t *ids, uint32_t n);
-sheaf_status sh_exec_affine(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m_rows);
-sheaf_status sh_exec_lstm(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m_rows);
+sheaf_status sh_exec_affine(sheaf_graph *g, uint32_t sig, const uint32_t *ids, uint32_t n,
+                            int64_t m_rows);
+sheaf_status sh_exec_lstm(sheaf_graph *g, uint32_t sig, const uint32_t *ids, uint32_t n,
+                          int64_t m_rows);
 sheaf_status sh_exec_matmul(sheaf_graph *g, const uint32_t *ids, uint32_t n);
 /* The raw value of an affine node whose val holds the activated one. */
 sheaf_status sh_exec_affine_raw(sheaf_graph *g, uint32_t id);
@@ -415,6 +498,11 @@ float *sh_exec_out_block(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_
                          int64_t cols);
 
 /* ------------------------------------------------- pointwise (pointwise.c) */
+
+/* Node `id` is inlined into its reader's program (policy sheaf). */
+static inline bool sh_pw_absorbed(const sheaf_graph *g, uint32_t id) {
+  return sh_op_is_pw(g->store.nodes[id].op) && (g->pw.node[id].flags & SH_PW_NODE_ABS);
+}
 
 /* Builds a pointwise node (add .. log): absorbs pending pointwise producers
  * nobody else has read (policy sheaf) and hands the node to the policy. */
@@ -437,7 +525,7 @@ void sh_pw_free(sheaf_graph *g);
 /* ------------------------------------------------- pointwise runs (pw_exec.c) */
 
 sheaf_status sh_exec_pw(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m_rows);
-/* Policy sheaf, flush: links flattened root `id` on the list (sh_node.next)
+/* Policy sheaf, flush: links flattened root `id` on the list (sh_affine_node.hook)
  * of the one pending affine whose rows it reads, if any. */
 void sh_pw_link_hot(sheaf_graph *g, uint32_t id);
 /* The linked roots of affine batch ids[0..n) whose other leaves are

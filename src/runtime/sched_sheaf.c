@@ -5,6 +5,8 @@
  * several phases use one signature at one depth); a new bucket is linked into
  * its phase's list for that depth. A bucket keeps its node ids in chunks of
  * SH_BCHUNK (appending touches no other node; flush reads ids sequentially).
+ * The slot arrays are this policy's side array by signature (g->sheaf.sig);
+ * it keeps nothing in the nodes.
  * Pointwise nodes are bucketed at the start of flush (sh_pw_flush_roots):
  * until then a later pointwise node may absorb them. Flush walks phases
  * ascending, depths ascending, and runs each bucket as one batch: no graph
@@ -15,12 +17,15 @@
 
 #include "runtime/runtime.h"
 
-sheaf_status sh_sched_sheaf_add(sheaf_graph *g, uint32_t id) {
-  sh_node *n = &g->store.nodes[id];
-  sh_sig *s = &g->sigs.at[n->sig];
+sheaf_status sh_sched_sheaf_add(sheaf_graph *g, uint32_t id, uint32_t sig) {
+  const sh_node *n = &g->store.nodes[id];
   uint32_t d = n->depth, ph = n->phase;
-  if (SH_UNLIKELY(d >= s->slot_cap)) {
-    sheaf_status st = sh_grow(g->ctx, (void **)&s->slot, &s->slot_cap, d + 1, sizeof *s->slot);
+  if (SH_UNLIKELY(sig >= g->sheaf.cap_sig) &&
+      sh_grow(g->ctx, (void **)&g->sheaf.sig, &g->sheaf.cap_sig, sig + 1, sizeof *g->sheaf.sig))
+    return SHEAF_ERR_NOMEM;
+  sh_sheaf_sig *s = &g->sheaf.sig[sig];
+  if (SH_UNLIKELY(d >= s->cap)) {
+    sheaf_status st = sh_grow(g->ctx, (void **)&s->slot, &s->cap, d + 1, sizeof *s->slot);
     if (st) return st;
   }
   uint32_t b = s->slot[d];
@@ -55,7 +60,7 @@ sheaf_status sh_sched_sheaf_add(sheaf_graph *g, uint32_t id) {
   }
   b = ++g->sheaf.n_buckets;
   sh_bucket *bk = &g->sheaf.buckets[b - 1];
-  bk->sig = n->sig;
+  bk->sig = sig;
   bk->depth = d;
   bk->phase = ph;
   uint32_t c = g->sheaf.n_bchunks++;
@@ -97,7 +102,7 @@ sheaf_status sh_sched_sheaf_flush(sheaf_graph *g) {
         if (g->sigs.at[bk->sig].key.op == SH_OP_FUSED) { /* some ran in a GEMM's row hook */
           uint32_t kk = 0;
           for (uint32_t i = 0; i < k; i++)
-            if (!(g->store.nodes[ids[i]].flags & SH_NODE_DONE)) ids[kk++] = ids[i];
+            if (!g->store.nodes[ids[i]].done) ids[kk++] = ids[i];
           if (!(k = kk)) continue;
         }
         g->instr.cur_depth = d;
@@ -113,7 +118,7 @@ sheaf_status sh_sched_sheaf_flush(sheaf_graph *g) {
 void sh_sched_sheaf_clear(sheaf_graph *g) {
   for (uint32_t b = 0; b < g->sheaf.n_buckets; b++) {
     const sh_bucket *bk = &g->sheaf.buckets[b];
-    g->sigs.at[bk->sig].slot[bk->depth] = 0;
+    g->sheaf.sig[bk->sig].slot[bk->depth] = 0;
     g->sheaf.phases[bk->phase].head[bk->depth] = 0;
   }
   g->sheaf.n_buckets = 0;
@@ -130,4 +135,7 @@ void sh_sched_sheaf_free(sheaf_graph *g) {
   sh_free(g->ctx, g->sheaf.phases, (size_t)g->sheaf.n_phases * sizeof *g->sheaf.phases);
   sh_free(g->ctx, g->sheaf.buckets, (size_t)g->sheaf.cap_buckets * sizeof *g->sheaf.buckets);
   sh_free(g->ctx, g->sheaf.bchunks, (size_t)g->sheaf.cap_bchunks * sizeof *g->sheaf.bchunks);
+  for (uint32_t s = 0; s < g->sheaf.cap_sig; s++)
+    sh_free(g->ctx, g->sheaf.sig[s].slot, (size_t)g->sheaf.sig[s].cap * sizeof(uint32_t));
+  sh_free(g->ctx, g->sheaf.sig, (size_t)g->sheaf.cap_sig * sizeof *g->sheaf.sig);
 }

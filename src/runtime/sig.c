@@ -73,15 +73,18 @@ void sh_sig_key_of(const sheaf_graph *g, const sh_node *n, sh_sig_key *k) {
   k->op = n->op;
   k->rank = n->rank;
   k->cols = n->cols;
-  k->p0 = n->p0;
-  k->p1 = n->p1;
   const sh_node *a = &g->store.nodes[n->n_in ? g->store.ins[n->in] : 0]; /* views have no key */
   switch (n->op) {
   case SH_OP_AFFINE:
-    if (n->n_in > 1) k->p0 = 0x80000000u | n->p0;
+    k->p0 = n->n_in > 1 ? 0x80000000u | n->lin.w : n->lin.w;
+    k->p1 = n->lin.b;
     key_widths(g, n, n->n_in, k);
     break;
-  case SH_OP_LSTM: key_widths(g, n, 1, k); break;
+  case SH_OP_LSTM:
+    k->p0 = n->lin.w;
+    k->p1 = n->lin.b;
+    key_widths(g, n, 1, k);
+    break;
   case SH_OP_MATMUL: {
     const sh_node *b = &g->store.nodes[g->store.ins[n->in + 1]];
     k->cols = 0;
@@ -96,7 +99,7 @@ void sh_sig_key_of(const sheaf_graph *g, const sh_node *n, sh_sig_key *k) {
     k->rank = a->rank;
     k->w[0] = a->cols;
     break;
-  case SH_OP_LAYER_NORM: memcpy(&k->fbits, &n->f, sizeof k->fbits); break; /* eps */
+  case SH_OP_LAYER_NORM: memcpy(&k->fbits, &n->eps, sizeof k->fbits); break;
   default: break;
   }
 }
@@ -205,10 +208,7 @@ sheaf_status sh_sig_find_fast(sheaf_graph *g, const sh_sig_key *k, uint32_t *out
 }
 
 void sh_sigs_free(sheaf_graph *g) {
-  for (uint32_t i = 0; i < g->sigs.n; i++) {
-    sh_free(g->ctx, g->sigs.at[i].name, g->sigs.at[i].name_size);
-    sh_free(g->ctx, g->sigs.at[i].slot, g->sigs.at[i].slot_cap * sizeof(uint32_t));
-  }
+  for (uint32_t i = 0; i < g->sigs.n; i++) sh_free(g->ctx, g->sigs.at[i].name, g->sigs.at[i].name_size);
   sh_free(g->ctx, g->sigs.at, g->sigs.cap * sizeof *g->sigs.at);
   sh_free(g->ctx, g->sigs.table, g->sigs.table_cap * sizeof(uint32_t));
 }
