@@ -13,11 +13,13 @@
 #include "kernels/rows.h"
 #include "runtime/runtime.h"
 
-/* Prefetches the batch's nodes, their input ids and first inputs: built
- * long before (the GEMMs since have streamed megabytes of weights), they
- * come from L3; asking for all of them at once overlaps the misses. */
+/* Prefetches the batch's affine nodes, their side entries, their input ids
+ * and first inputs: built long before (the GEMMs since have streamed
+ * megabytes of weights), they come from L3; asking for all of them at once
+ * overlaps the misses. */
 static void prefetch_inputs(const sheaf_graph *g, const uint32_t *ids, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) __builtin_prefetch(&g->store.nodes[ids[i]]);
+  for (uint32_t i = 0; i < n; i++) __builtin_prefetch(&g->affine.node[ids[i]]);
   for (uint32_t i = 0; i < n; i++) __builtin_prefetch(g->store.ins + g->store.nodes[ids[i]].in);
   for (uint32_t i = 0; i < n; i++) __builtin_prefetch(&g->store.nodes[g->store.ins[g->store.nodes[ids[i]].in]]);
   for (uint32_t i = 0; i < n; i++) { /* the pieces of a concat input */

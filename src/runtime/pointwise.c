@@ -381,21 +381,25 @@ sheaf_status sh_pw_finalize(sheaf_graph *g, uint32_t id, bool fast) {
     g->pw.memo_sig = sig + 1;
   }
   sh_pw_node *pn = &g->pw.node[id];
-  pn->prog = pid;
   pn->first_slot = off;
   pn->sig = sig;
   pn->flags |= SH_PW_NODE_FINAL;
   return SHEAF_OK;
 }
 
-/* The nodes (their side entries, their input ids) built after `id` up to
- * the next root: a cell's chain is usually built just before its root, so
- * flattening the next root finds them in cache instead of waiting on each
- * in turn. */
+/* The nodes built after `id` up to the next root, their pointwise side
+ * entries (next is an elementwise node: they are in the array), the
+ * affine side entries of that range (sh_pw_link_hot writes the one its
+ * GEMM's) and their input ids: a cell's chain is usually built just before
+ * its root, so flattening the next root finds them in cache instead of
+ * waiting on each in turn. */
 static void prefetch_next(const sheaf_graph *g, uint32_t id, uint32_t next) {
   if (next <= id || next - id > 48) return;
   for (uint32_t x = id + 1; x <= next; x++) __builtin_prefetch(&g->store.nodes[x]);
-  for (uint32_t x = id + 1; x <= next; x++) __builtin_prefetch(&g->pw.node[x]); /* next <= a pw id */
+  for (uint32_t x = id + 1; x <= next; x++) __builtin_prefetch(&g->pw.node[x]);
+  uint32_t end = next < g->affine.cap_node ? next + 1 : g->affine.cap_node;
+  for (uint32_t x = id + 1; x < end; x += 64 / sizeof *g->affine.node)
+    __builtin_prefetch(&g->affine.node[x]);
   const uint32_t *in = g->store.ins + g->store.nodes[id].in + g->store.nodes[id].n_in;
   for (uint32_t k = 0; k < 64 && in + k < g->store.ins + g->store.n_ins; k += 16) __builtin_prefetch(in + k);
 }

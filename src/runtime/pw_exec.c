@@ -390,7 +390,7 @@ static void pw_task(void *arg, int64_t task, int tid) {
 static sheaf_status job_setup(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m, pw_job *j) {
   const sh_node *n0 = &g->store.nodes[ids[0]];
   const sh_pw_node *pn0 = &g->pw.node[ids[0]];
-  const sh_pw_prog *p = &g->pw.progs[pn0->prog];
+  const sh_pw_prog *p = sh_pw_prog_of(g, ids[0]);
   uint32_t mask = (uint32_t)g->sigs.at[pn0->sig].key.w[0], nl = p->n_leaves;
   int64_t cols = n0->cols;
   memset(j, 0, sizeof *j);
@@ -402,7 +402,8 @@ static sheaf_status job_setup(sheaf_graph *g, const uint32_t *ids, uint32_t n, i
   j->level = isa >= SHEAF_ISA_AVX512 ? 2 : isa >= SHEAF_ISA_AVX2 ? 1 : 0;
 #endif
   uint32_t nv = p->n_slots;
-  /* the nodes' slot lists, then the slot and side nodes (cold: see exec_gemm.c) */
+  /* the nodes' side entries, slot lists, then the slot and side nodes (cold: see exec_gemm.c) */
+  for (uint32_t i = 0; i < n; i++) __builtin_prefetch(&g->pw.node[ids[i]]);
   for (uint32_t i = 0; i < n; i++) __builtin_prefetch(g->pw.slot + g->pw.node[ids[i]].first_slot);
   for (uint32_t i = 0; i < n; i++)
     for (uint32_t v = 0; v < nv + p->n_side; v++)
@@ -508,7 +509,7 @@ void sh_pw_link_hot(sheaf_graph *g, uint32_t id) {
   const sh_node *r = &g->store.nodes[id];
   sh_pw_node *rp = &g->pw.node[id];
   const uint32_t *slots = g->pw.slot + rp->first_slot;
-  uint32_t hot = SH_NONE, nv = g->pw.progs[rp->prog].n_slots;
+  uint32_t hot = SH_NONE, nv = sh_pw_prog_of(g, id)->n_slots;
   for (uint32_t v = 0; v < nv; v++) {
     uint32_t b = slot_base(g, slots[v]);
     if (b == SH_NONE) return;
@@ -547,6 +548,10 @@ sheaf_status sh_pw_hook_plan(sheaf_graph *g, const uint32_t *ids, uint32_t n, in
                              sh_pw_hook **out) {
   *out = NULL;
   sh_pw_hook *h = NULL;
+  for (uint32_t i = 0; i < n; i++) { /* each affine's first root (cold: built long before) */
+    uint32_t r = g->affine.node[ids[i]].hook;
+    if (r != SH_NONE) __builtin_prefetch(&g->pw.node[r]), __builtin_prefetch(&g->store.nodes[r]);
+  }
   for (uint32_t i = 0; i < n; i++) {
     for (uint32_t r = g->affine.node[ids[i]].hook; r != SH_NONE; r = g->pw.node[r].hook_next) {
       if (g->store.nodes[r].done) continue;

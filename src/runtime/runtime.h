@@ -270,7 +270,7 @@ enum {
   SH_PW_NODE_NEED = 4,     /* absorbed, and read by another node too: needs its own value */
   SH_PW_NODE_SIDE = 8,     /* ... stored by the program of its root absorber (else recomputed) */
   SH_PW_NODE_HAS_SIDE = 16, /* its program stores a side output (never absorbed itself) */
-  SH_PW_NODE_FINAL = 32,   /* flattened: prog, sig and first_slot are set */
+  SH_PW_NODE_FINAL = 32,   /* flattened: sig and first_slot are set */
 };
 typedef struct sh_pw_node {
   uint8_t flags;
@@ -278,7 +278,8 @@ typedef struct sh_pw_node {
    * before deduplication) */
   uint8_t code, leaves, stack, consts, sides;
   uint32_t absorber;   /* SH_PW_NODE_ABS: the node it is inlined into */
-  uint32_t prog, sig;  /* SH_PW_NODE_FINAL: its interned program and kernel signature */
+  uint32_t sig;        /* SH_PW_NODE_FINAL: its kernel signature (whose key's p0 is its
+                          interned program: sh_pw_prog_of) */
   uint32_t first_slot; /* SH_PW_NODE_FINAL: its value slots, then side outputs, in g->pw.slot */
   uint32_t hook_next;  /* policy sheaf, flush: the next root in the row hook of the same
                           affine (sh_affine_node.hook) */
@@ -499,6 +500,10 @@ float *sh_exec_out_block(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_
 
 /* ------------------------------------------------- pointwise (pointwise.c) */
 
+/* The program of flattened pointwise node `id`. */
+static inline const sh_pw_prog *sh_pw_prog_of(const sheaf_graph *g, uint32_t id) {
+  return &g->pw.progs[g->sigs.at[g->pw.node[id].sig].key.p0];
+}
 /* Node `id` is inlined into its reader's program (policy sheaf). */
 static inline bool sh_pw_absorbed(const sheaf_graph *g, uint32_t id) {
   return sh_op_is_pw(g->store.nodes[id].op) && (g->pw.node[id].flags & SH_PW_NODE_ABS);
