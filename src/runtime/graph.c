@@ -167,9 +167,9 @@ sheaf_status sheaf_graph_reset(sheaf_graph *g) {
   g->instr.ns_kernels_build = 0;
   if (++g->gen == 0) g->gen = 1; /* 2^32 resets before an epoch comes back */
   g->handle = (uint64_t)g->tag << 32 | g->gen;
-  g->store.n_nodes = g->store.n_ins = g->affine.n_range = g->store.first_pending = 0;
-  g->pw.n_list = g->pw.n_slot = 0;
-  g->store.max_phase = 0;
+  g->store.n_nodes = g->store.n_ins = g->store.first_pending = g->store.max_phase = 0;
+  g->affine.n_range = 0; /* the side entries are rewritten as nodes are built again */
+  sh_pw_clear(g);
   g->status = SHEAF_OK;
   g->err[0] = '\0';
   sh_sched_sheaf_clear(g);

@@ -118,13 +118,8 @@ sheaf_expr sh_build_finish(sheaf_graph *g, uint32_t id) {
   uint32_t sig = SH_NONE;
   if (sh_op_is_pw(n->op) && g->policy == SHEAF_POLICY_SHEAF) {
     /* bucketed at flush, unless a later pointwise node absorbs it */
-    st = sh_grow(g->ctx, (void **)&g->pw.list, &g->pw.cap_list, g->pw.n_list + 1,
-                 sizeof *g->pw.list);
-    if (!st) {
-      g->pw.list[g->pw.n_list++] = id;
-      g->pw.node[id].flags |= SH_PW_NODE_LISTED;
-      return sh_expr_of(g, id);
-    }
+    st = sh_pw_list_add(g, id);
+    if (!st) return sh_expr_of(g, id);
   } else if (sh_op_is_pw(n->op)) {
     st = sh_pw_finalize(g, id, true);
     sig = g->pw.node[id].sig;

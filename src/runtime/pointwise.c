@@ -140,12 +140,17 @@ sheaf_status sh_pw_need(sheaf_graph *g, uint32_t id) {
     return SHEAF_OK;
   }
   /* else bucketed at flush on its own (recomputed) */
-  if (g->policy == SHEAF_POLICY_SHEAF && !(xp->flags & SH_PW_NODE_LISTED)) {
-    if (sh_grow(g->ctx, (void **)&g->pw.list, &g->pw.cap_list, g->pw.n_list + 1, sizeof *g->pw.list))
-      return sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", sh_op_name(x->op));
-    g->pw.list[g->pw.n_list++] = id;
-    g->pw.node[id].flags |= SH_PW_NODE_LISTED;
-  }
+  if (g->policy == SHEAF_POLICY_SHEAF && !(xp->flags & SH_PW_NODE_LISTED) && sh_pw_list_add(g, id))
+    return sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", sh_op_name(x->op));
+  return SHEAF_OK;
+}
+
+sheaf_status sh_pw_list_add(sheaf_graph *g, uint32_t id) {
+  sheaf_status st =
+      sh_grow(g->ctx, (void **)&g->pw.list, &g->pw.cap_list, g->pw.n_list + 1, sizeof *g->pw.list);
+  if (st) return st;
+  g->pw.list[g->pw.n_list++] = id;
+  g->pw.node[id].flags |= SH_PW_NODE_LISTED;
   return SHEAF_OK;
 }
 
@@ -433,6 +438,8 @@ sheaf_status sh_pw_compute(sheaf_graph *g, uint32_t id) {
   }
   return st ? (g->status ? g->status : st) : SHEAF_OK;
 }
+
+void sh_pw_clear(sheaf_graph *g) { g->pw.n_list = g->pw.n_slot = 0; }
 
 void sh_pw_free(sheaf_graph *g) {
   sh_free(g->ctx, g->pw.progs, (size_t)g->pw.cap_progs * sizeof *g->pw.progs);

@@ -5,8 +5,10 @@
  * policies (sched_*.c), the batched executor (exec.c, exec_gemm.c, pw_exec.c)
  * and the instruments (trace.c).
  *
- * A graph is a flat array of 64-byte nodes; a node's inputs are a run of ids
- * in a side array. Values are f32 matrices of `rows` rows of `cols` floats
+ * A graph is a flat array of 56-byte nodes holding what each op means; a
+ * node's inputs are a run of ids in another array, and what a policy or a
+ * fusion keeps about a node is in side arrays of its own (see sh_node and
+ * struct sheaf_graph). Values are f32 matrices of `rows` rows of `cols` floats
  * (row r at val + r*ld); rank-1 values have one row. Views (inputs,
  * parameters, lookups, concat, slice, the second output of an LSTM cell, a
  * fused activation) run no kernel; every other node is a kernel node that a
@@ -132,7 +134,9 @@ const char *sh_op_name(int op);
 typedef struct sh_node {
   uint8_t op;
   uint8_t rank;     /* 1 or 2 */
-  bool done;        /* kernel executed (inputs, parameters, lookups: from the start) */
+  bool done;        /* value computed: its kernel ran, or the one that computes it (an LSTM
+                       cell's state, a program's side output); inputs, parameters and
+                       lookups from the start */
   uint16_t n_in;
   uint16_t phase;
   uint32_t in;      /* first input in g->store.ins */
@@ -293,11 +297,12 @@ typedef struct sh_trace_ev {
 #define SH_MAX_PHASE 1023
 #define SH_MAX_WS 64
 
-/* The graph's parts, one per owner: a runtime file writes its own part (and
- * node values); it may read the others. */
+/* The graph's parts, one per owner (struct sheaf_graph below): a runtime
+ * file writes its own part, node values and the counters of sh_instr; it
+ * may read the others. */
 
 /* The node store (ops*.c append, graph.c resets and resolves views; the
- * executor sets the values of the nodes it runs). */
+ * executor sets the values of the nodes it runs: val, ld, done). */
 typedef struct sh_node_store {
   sh_node *nodes;
   uint32_t n_nodes, cap_nodes;
@@ -331,7 +336,8 @@ typedef struct sh_sheaf_state {
 } sh_sheaf_state;
 
 /* What runs with an affine's GEMM: activations fused into its epilogue
- * (ops_pointwise.c builds them, exec_gemm.c runs them). */
+ * (ops_pointwise.c builds them, exec_gemm.c runs them) and the pointwise
+ * roots run in its row hook (pw_exec.c); graph.c resets and frees it. */
 typedef struct sh_affine_state {
   sh_fuse *range;
   uint32_t n_range, cap_range;
@@ -378,6 +384,7 @@ typedef struct sh_instr {
 } sh_instr;
 
 struct sheaf_graph {
+  /* options, identity and the first error (graph.c) */
   sheaf_ctx *ctx;
   sheaf_model *model;
   sheaf_policy policy;
@@ -388,13 +395,16 @@ struct sheaf_graph {
   sheaf_status status;      /* first build error since reset */
   char err[512];
 
-  sh_node_store store;
-  sh_sig_table sigs;
-  sh_sheaf_state sheaf;
-  sh_affine_state affine;
-  sh_pw_state pw;
-  sh_work work;
-  sh_instr instr;
+  sh_node_store store;      /* the nodes: what each op means, and the values */
+  sh_sig_table sigs;        /* kernel signatures */
+  sh_sheaf_state sheaf;     /* policy sheaf's buckets (depth and agenda keep theirs in scratch) */
+  sh_affine_state affine;   /* GEMM fusion: epilogue activations, row-hook roots */
+  sh_pw_state pw;           /* pointwise fusion and programs */
+  sh_work work;             /* workspaces */
+  sh_instr instr;           /* counters, timers, the timeline */
+  /* A new module with per-node data (the gradients of a backward pass, the
+   * device buffers of a device executor) adds its part here, with its side
+   * array indexed by node id: see sh_node. */
 };
 
 /* ---------------------------------------------------------- graph (graph.c) */
@@ -516,6 +526,8 @@ sheaf_expr sh_pw_build(sheaf_graph *g, int op, const uint32_t *ins, int n_in, in
 /* A new reader of absorbed node `id` (from sh_node_new): it gets a value of
  * its own (stored by its absorber's program, recomputed, or computed now). */
 sheaf_status sh_pw_need(sheaf_graph *g, uint32_t id);
+/* Policy sheaf: puts pointwise node `id` on the list bucketed at flush. */
+sheaf_status sh_pw_list_add(sheaf_graph *g, uint32_t id);
 /* Flattens pointwise node `id` into a program over its leaves, interns it
  * and finds its signature (fast: the build-time cache). */
 sheaf_status sh_pw_finalize(sheaf_graph *g, uint32_t id, bool fast);
@@ -525,6 +537,7 @@ sheaf_status sh_pw_flush_roots(sheaf_graph *g);
 sheaf_status sh_pw_compute(sheaf_graph *g, uint32_t id);
 /* "x0*x1+x2" */
 void sh_pw_prog_str(const sh_pw_prog *p, char *buf, size_t size);
+void sh_pw_clear(sheaf_graph *g); /* reset: no pending list, no flattened nodes */
 void sh_pw_free(sheaf_graph *g);
 
 /* ------------------------------------------------- pointwise runs (pw_exec.c) */
