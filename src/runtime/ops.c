@@ -71,11 +71,13 @@ uint32_t sh_node_new(sheaf_graph *g, int op, const uint32_t *ins, int n_in) {
   for (int i = 0; i < n_in; i++) {
     const sh_node *x = &g->store.nodes[ins[i]];
     if (x->phase > phase) phase = x->phase;
-    if (SH_UNLIKELY(sh_pw_absorbed(g, ins[i])) && sh_pw_need(g, ins[i]))
+    /* (an absorbed node has been read, by its absorber: a first reader skips the side entry) */
+    if (SH_UNLIKELY(x->uses && sh_pw_absorbed(g, ins[i])) && sh_pw_need(g, ins[i]))
       return SH_NONE; /* a second reader of a value fused into its reader */
     uint32_t r = ins[i];
     while (g->store.nodes[r].op == SH_OP_SLICE) r = g->store.ins[g->store.nodes[r].in];
-    if (SH_UNLIKELY(g->store.nodes[r].op == SH_OP_AFFINE && g->affine.node[r].val_is_act) &&
+    if (SH_UNLIKELY(r < g->store.first_pending && g->store.nodes[r].op == SH_OP_AFFINE &&
+                    g->affine.node[r].val_is_act) &&
         sh_graph_raw_guard(g, ins[i]))
       return SH_NONE; /* an earlier flush fused activations into this value */
   }

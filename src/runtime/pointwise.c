@@ -48,7 +48,9 @@ sheaf_expr sh_pw_build(sheaf_graph *g, int op, const uint32_t *ins, int n_in, in
      * its root, which is then never absorbed) before this node chooses what
      * to absorb, so it cannot absorb the program that stores a value it
      * also reads as a leaf (a / (a + b): a cycle). */
-    if (SH_UNLIKELY(sh_pw_absorbed(g, ins[i])) && sh_pw_need(g, ins[i])) return SH_NULL_EXPR;
+    if (SH_UNLIKELY(g->store.nodes[ins[i]].uses && sh_pw_absorbed(g, ins[i])) &&
+        sh_pw_need(g, ins[i]))
+      return SH_NULL_EXPR; /* (absorbed: read by its absorber, see sh_node_new) */
   }
   /* the side entry first: a failure leaves no half-built node */
   if (sh_side_reserve(g->ctx, (void **)&g->pw.node, &g->pw.cap_node, g->store.n_nodes,
@@ -116,8 +118,12 @@ sheaf_expr sh_pw_build(sheaf_graph *g, int op, const uint32_t *ins, int n_in, in
   n->depth = depth;
   /* bytes: n_in <= SH_PW_MAX_LEAVES (sum_n builds groups), so each size is
    * at most SH_PW_MAX_CODE */
-  g->pw.node[id] = (sh_pw_node){.code = (uint8_t)code, .leaves = (uint8_t)leaves,
-                                .stack = (uint8_t)stack, .consts = (uint8_t)consts};
+  sh_pw_node *pn = &g->pw.node[id];
+  *pn = (sh_pw_node){0};
+  pn->code = (uint8_t)code;
+  pn->leaves = (uint8_t)leaves;
+  pn->stack = (uint8_t)stack;
+  pn->consts = (uint8_t)consts;
   return sh_build_finish(g, id);
 }
 
@@ -146,9 +152,9 @@ sheaf_status sh_pw_need(sheaf_graph *g, uint32_t id) {
 }
 
 sheaf_status sh_pw_list_add(sheaf_graph *g, uint32_t id) {
-  sheaf_status st =
-      sh_grow(g->ctx, (void **)&g->pw.list, &g->pw.cap_list, g->pw.n_list + 1, sizeof *g->pw.list);
-  if (st) return st;
+  if (SH_UNLIKELY(g->pw.n_list == g->pw.cap_list) &&
+      sh_grow(g->ctx, (void **)&g->pw.list, &g->pw.cap_list, g->pw.n_list + 1, sizeof *g->pw.list))
+    return SHEAF_ERR_NOMEM;
   g->pw.list[g->pw.n_list++] = id;
   g->pw.node[id].flags |= SH_PW_NODE_LISTED;
   return SHEAF_OK;
@@ -401,7 +407,9 @@ sheaf_status sh_pw_finalize(sheaf_graph *g, uint32_t id, bool fast) {
 static void prefetch_next(const sheaf_graph *g, uint32_t id, uint32_t next) {
   if (next <= id || next - id > 48) return;
   for (uint32_t x = id + 1; x <= next; x++) __builtin_prefetch(&g->store.nodes[x]);
-  for (uint32_t x = id + 1; x <= next; x++) __builtin_prefetch(&g->pw.node[x]);
+  /* the side entries by cache line (a last partial line is fetched with next's) */
+  for (uint32_t x = id + 1; x <= next; x += 64 / sizeof *g->pw.node) __builtin_prefetch(&g->pw.node[x]);
+  __builtin_prefetch(&g->pw.node[next]);
   uint32_t end = next < g->affine.cap_node ? next + 1 : g->affine.cap_node;
   for (uint32_t x = id + 1; x < end; x += 64 / sizeof *g->affine.node)
     __builtin_prefetch(&g->affine.node[x]);
