@@ -514,9 +514,11 @@ float *sh_exec_out_block(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_
 static inline const sh_pw_prog *sh_pw_prog_of(const sheaf_graph *g, uint32_t id) {
   return &g->pw.progs[g->sigs.at[g->pw.node[id].sig].key.p0];
 }
-/* Node `id` is inlined into its reader's program (policy sheaf). */
+/* Node `id` is inlined into its reader's program (only policy sheaf absorbs:
+ * the other policies never look at the side entry). */
 static inline bool sh_pw_absorbed(const sheaf_graph *g, uint32_t id) {
-  return sh_op_is_pw(g->store.nodes[id].op) && (g->pw.node[id].flags & SH_PW_NODE_ABS);
+  return g->policy == SHEAF_POLICY_SHEAF && sh_op_is_pw(g->store.nodes[id].op) &&
+         (g->pw.node[id].flags & SH_PW_NODE_ABS);
 }
 
 /* Builds a pointwise node (add .. log): absorbs pending pointwise producers
