@@ -194,13 +194,15 @@ static sheaf_status exec_layer_norm(sheaf_graph *g, const uint32_t *ids, uint32_
   int64_t r0 = 0;
   for (uint32_t i = 0; i < n;) {
     const sh_node *nd = &g->store.nodes[ids[i]];
-    const float *ga = sh_graph_val(g, g->store.ins[nd->in + 1]), *be = sh_graph_val(g, g->store.ins[nd->in + 2]);
+    const float *ga = sh_graph_val(g, g->store.ins[nd->in + 1]),
+                *be = sh_graph_val(g, g->store.ins[nd->in + 2]);
     if (!ga || !be) return g->status ? g->status : SHEAF_ERR_INTERNAL;
     int64_t rows = 0;
     uint32_t j = i;
     for (; j < n; j++) {
       const sh_node *q = &g->store.nodes[ids[j]];
-      if (j > i && (sh_graph_val(g, g->store.ins[q->in + 1]) != ga || sh_graph_val(g, g->store.ins[q->in + 2]) != be))
+      if (j > i && (sh_graph_val(g, g->store.ins[q->in + 1]) != ga ||
+                    sh_graph_val(g, g->store.ins[q->in + 2]) != be))
         break;
       rows += g->store.nodes[ids[j]].rows;
     }
@@ -302,6 +304,7 @@ sheaf_status sh_exec_batch(sheaf_graph *g, uint32_t sig, const uint32_t *ids, ui
   g->instr.stats.batches++;
   g->sigs.at[sig].batches++;
   g->sigs.at[sig].nodes += n;
-  if (g->instr.trace_path) sh_trace_record(g, sig, n, g->instr.cur_depth, g->instr.cur_phase, t0, sheaf_time_ns());
+  if (g->instr.trace_path)
+    sh_trace_record(g, sig, n, g->instr.cur_depth, g->instr.cur_phase, t0, sheaf_time_ns());
   return SHEAF_OK;
 }

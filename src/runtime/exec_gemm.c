@@ -21,7 +21,8 @@ static void prefetch_inputs(const sheaf_graph *g, const uint32_t *ids, uint32_t 
   for (uint32_t i = 0; i < n; i++) __builtin_prefetch(&g->store.nodes[ids[i]]);
   for (uint32_t i = 0; i < n; i++) __builtin_prefetch(&g->affine.node[ids[i]]);
   for (uint32_t i = 0; i < n; i++) __builtin_prefetch(g->store.ins + g->store.nodes[ids[i]].in);
-  for (uint32_t i = 0; i < n; i++) __builtin_prefetch(&g->store.nodes[g->store.ins[g->store.nodes[ids[i]].in]]);
+  for (uint32_t i = 0; i < n; i++)
+    __builtin_prefetch(&g->store.nodes[g->store.ins[g->store.nodes[ids[i]].in]]);
   for (uint32_t i = 0; i < n; i++) { /* the pieces of a concat input */
     const sh_node *x = &g->store.nodes[g->store.ins[g->store.nodes[ids[i]].in]];
     if (x->op != SH_OP_CONCAT) continue;
@@ -280,7 +281,8 @@ static float dot(int64_t k, const float *a, const float *b) {
  * compiler vectorizes the inner loop). */
 static void mm_node(sheaf_graph *g, uint32_t id) {
   const sh_node *nd = &g->store.nodes[id];
-  const sh_node *an = &g->store.nodes[g->store.ins[nd->in]], *bn = &g->store.nodes[g->store.ins[nd->in + 1]];
+  const sh_node *an = &g->store.nodes[g->store.ins[nd->in]],
+                *bn = &g->store.nodes[g->store.ins[nd->in + 1]];
   const float *a = an->val, *b = bn->val;
   float *y = nd->val;
   int64_t r = an->rows, k = an->cols, lda = an->ld;
@@ -314,7 +316,8 @@ sheaf_status sh_exec_matmul(sheaf_graph *g, const uint32_t *ids, uint32_t n) {
     total += (size_t)nd->rows * (size_t)nd->cols;
     for (int k = 0; k < 2; k++)
       if (!sh_graph_val(g, g->store.ins[nd->in + k])) return g->status ? g->status : SHEAF_ERR_INTERNAL;
-    flops += 2 * (uint64_t)nd->rows * (uint64_t)nd->cols * (uint64_t)g->store.nodes[g->store.ins[nd->in]].cols;
+    flops += 2 * (uint64_t)nd->rows * (uint64_t)nd->cols *
+             (uint64_t)g->store.nodes[g->store.ins[nd->in]].cols;
   }
   float *blk = sh_arena_alloc(&g->store.data, total * sizeof(float));
   if (!blk) return SHEAF_ERR_NOMEM;

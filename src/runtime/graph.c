@@ -162,7 +162,8 @@ void sheaf_graph_free(sheaf_graph *g) {
 
 sheaf_status sheaf_graph_reset(sheaf_graph *g) {
   if (!g) return SHEAF_ERR_INVALID_ARG;
-  if (g->instr.build_t0) g->instr.stats.ns_build += sheaf_time_ns() - g->instr.build_t0 - g->instr.ns_kernels_build;
+  if (g->instr.build_t0)
+    g->instr.stats.ns_build += sheaf_time_ns() - g->instr.build_t0 - g->instr.ns_kernels_build;
   g->instr.build_t0 = 0;
   g->instr.ns_kernels_build = 0;
   if (++g->gen == 0) g->gen = 1; /* 2^32 resets before an epoch comes back */
@@ -175,7 +176,8 @@ sheaf_status sheaf_graph_reset(sheaf_graph *g) {
   sh_sched_sheaf_clear(g);
   /* next time, one chunk holds what this round needed: no allocation */
   if (g->store.data.used_total > g->store.data.chunk_size)
-    g->store.data.chunk_size = sh_align_up(g->store.data.used_total + g->store.data.used_total / 8, SH_ARENA_ALIGN);
+    g->store.data.chunk_size =
+        sh_align_up(g->store.data.used_total + g->store.data.used_total / 8, SH_ARENA_ALIGN);
   sh_arena_reset(&g->store.data);
   sh_arena_reset(&g->work.scratch);
   return SHEAF_OK;
@@ -336,7 +338,8 @@ sheaf_status sh_graph_raw_guard(sheaf_graph *g, uint32_t id) {
   if (g->store.nodes[r].op != SH_OP_AFFINE || !g->affine.node[r].val_is_act) return SHEAF_OK;
   sheaf_status st = sh_exec_affine_raw(g, r);
   if (st) return st;
-  for (uint32_t s = id; s != r; s = g->store.ins[g->store.nodes[s].in]) g->store.nodes[s].val = NULL; /* re-resolve */
+  for (uint32_t s = id; s != r; s = g->store.ins[g->store.nodes[s].in])
+    g->store.nodes[s].val = NULL; /* re-resolve */
   return SHEAF_OK;
 }
 

@@ -58,12 +58,14 @@ static sh_param *param_arg(sheaf_graph *g, sheaf_param p, const char *op, const 
 /* Appends a node reading `ins`; depth and phase follow the inputs. */
 uint32_t sh_node_new(sheaf_graph *g, int op, const uint32_t *ins, int n_in) {
   if (SH_UNLIKELY(g->store.n_nodes + 1 > g->store.cap_nodes) &&
-      sh_grow(g->ctx, (void **)&g->store.nodes, &g->store.cap_nodes, g->store.n_nodes + 1, sizeof *g->store.nodes)) {
+      sh_grow(g->ctx, (void **)&g->store.nodes, &g->store.cap_nodes, g->store.n_nodes + 1,
+              sizeof *g->store.nodes)) {
     sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", sh_op_name(op));
     return SH_NONE;
   }
   if (SH_UNLIKELY(g->store.n_ins + (uint32_t)n_in > g->store.cap_ins) &&
-      sh_grow(g->ctx, (void **)&g->store.ins, &g->store.cap_ins, g->store.n_ins + (uint32_t)n_in, sizeof *g->store.ins)) {
+      sh_grow(g->ctx, (void **)&g->store.ins, &g->store.cap_ins, g->store.n_ins + (uint32_t)n_in,
+              sizeof *g->store.ins)) {
     sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", sh_op_name(op));
     return SH_NONE;
   }
@@ -135,7 +137,8 @@ sheaf_expr sh_build_finish(sheaf_graph *g, uint32_t id) {
                                          : sh_sched_none_add(g, id, sig);
   if (st) {
     char e[SH_ERR_MAX];
-    sh_graph_fail(g, st, "%s: %s", sh_op_name(g->store.nodes[id].op), sh_last_error_copy(g->ctx, e, sizeof e));
+    sh_graph_fail(g, st, "%s: %s", sh_op_name(g->store.nodes[id].op),
+                  sh_last_error_copy(g->ctx, e, sizeof e));
     return SH_NULL_EXPR;
   }
   return sh_expr_of(g, id);

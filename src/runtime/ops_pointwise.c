@@ -127,7 +127,8 @@ static sheaf_expr unary(sheaf_graph *g, int opc, const char *op, sheaf_expr x, f
               g->policy != SHEAF_POLICY_NONE && !(aa->raw_used && src == x.node);
   for (uint32_t k = fuse ? aa->act : SH_NONE; k != SH_NONE && fuse; k = g->affine.range[k].next)
     if (c0 < g->affine.range[k].c1 && g->affine.range[k].c0 < c1) fuse = false; /* overlaps a fused range */
-  if (fuse && sh_grow(g->ctx, (void **)&g->affine.range, &g->affine.cap_range, g->affine.n_range + 1, sizeof *g->affine.range)) {
+  if (fuse && sh_grow(g->ctx, (void **)&g->affine.range, &g->affine.cap_range,
+                      g->affine.n_range + 1, sizeof *g->affine.range)) {
     sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", op);
     return SH_NULL_EXPR;
   }

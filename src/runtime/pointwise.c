@@ -207,7 +207,8 @@ static void assign_slots(const sheaf_graph *g, pw_flat *b) {
   for (unsigned k = 0; k < nl; k++) {
     uint32_t v = b->leaf[k];
     off[k] = 0;
-    while (g->store.nodes[v].op == SH_OP_SLICE && g->store.nodes[g->store.ins[g->store.nodes[v].in]].op != SH_OP_CONCAT) {
+    while (g->store.nodes[v].op == SH_OP_SLICE &&
+           g->store.nodes[g->store.ins[g->store.nodes[v].in]].op != SH_OP_CONCAT) {
       off[k] += g->store.nodes[v].offset;
       v = g->store.ins[g->store.nodes[v].in];
     }
@@ -363,7 +364,9 @@ sheaf_status sh_pw_finalize(sheaf_graph *g, uint32_t id, bool fast) {
     if (!st) g->pw.memo_prog = pid + 1;
   }
   uint32_t nl = b.p.n_leaves, nv = b.p.n_slots, ns = b.p.n_side;
-  if (!st) st = sh_grow(g->ctx, (void **)&g->pw.slot, &g->pw.cap_slot, g->pw.n_slot + nv + ns, sizeof *g->pw.slot);
+  if (!st)
+    st = sh_grow(g->ctx, (void **)&g->pw.slot, &g->pw.cap_slot, g->pw.n_slot + nv + ns,
+                 sizeof *g->pw.slot);
   if (st) return st;
   uint32_t off = g->pw.n_slot;
   memcpy(g->pw.slot + off, b.slot, nv * sizeof *b.slot);

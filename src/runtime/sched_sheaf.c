@@ -35,7 +35,8 @@ sheaf_status sh_sched_sheaf_add(sheaf_graph *g, uint32_t id, uint32_t sig) {
     uint32_t pos = bk->count % SH_BCHUNK;
     if (SH_UNLIKELY(pos == 0)) { /* the tail chunk is full */
       if (g->sheaf.n_bchunks == g->sheaf.cap_bchunks &&
-          sh_grow(g->ctx, (void **)&g->sheaf.bchunks, &g->sheaf.cap_bchunks, g->sheaf.n_bchunks + 1, sizeof *g->sheaf.bchunks))
+          sh_grow(g->ctx, (void **)&g->sheaf.bchunks, &g->sheaf.cap_bchunks, g->sheaf.n_bchunks + 1,
+                  sizeof *g->sheaf.bchunks))
         return SHEAF_ERR_NOMEM;
       uint32_t c = g->sheaf.n_bchunks++;
       g->sheaf.bchunks[c].next = SH_NONE;
@@ -47,11 +48,14 @@ sheaf_status sh_sched_sheaf_add(sheaf_graph *g, uint32_t id, uint32_t sig) {
     return SHEAF_OK;
   }
   /* a new bucket */
-  sheaf_status st =
-      sh_grow(g->ctx, (void **)&g->sheaf.buckets, &g->sheaf.cap_buckets, g->sheaf.n_buckets + 1, sizeof *g->sheaf.buckets);
+  sheaf_status st = sh_grow(g->ctx, (void **)&g->sheaf.buckets, &g->sheaf.cap_buckets,
+                            g->sheaf.n_buckets + 1, sizeof *g->sheaf.buckets);
   if (!st && g->sheaf.n_bchunks == g->sheaf.cap_bchunks)
-    st = sh_grow(g->ctx, (void **)&g->sheaf.bchunks, &g->sheaf.cap_bchunks, g->sheaf.n_bchunks + 1, sizeof *g->sheaf.bchunks);
-  if (!st) st = sh_grow(g->ctx, (void **)&g->sheaf.phases, &g->sheaf.n_phases, ph + 1, sizeof *g->sheaf.phases);
+    st = sh_grow(g->ctx, (void **)&g->sheaf.bchunks, &g->sheaf.cap_bchunks, g->sheaf.n_bchunks + 1,
+                 sizeof *g->sheaf.bchunks);
+  if (!st)
+    st = sh_grow(g->ctx, (void **)&g->sheaf.phases, &g->sheaf.n_phases, ph + 1,
+                 sizeof *g->sheaf.phases);
   if (st) return st;
   sh_phase_lv *lv = &g->sheaf.phases[ph];
   if (d >= lv->cap) {

@@ -62,7 +62,8 @@ void sh_trace_record(sheaf_graph *g, uint32_t sig, uint32_t n, uint32_t depth, u
                      uint64_t t0, uint64_t t1) {
   if (g->instr.n_ev == g->instr.cap_ev) {
     if (g->instr.cap_ev >= SH_TRACE_MAX_EVENTS) return; /* the timeline is full: drop */
-    sheaf_status st = sh_grow(g->ctx, (void **)&g->instr.ev, &g->instr.cap_ev, g->instr.n_ev + 1, sizeof *g->instr.ev);
+    sheaf_status st = sh_grow(g->ctx, (void **)&g->instr.ev, &g->instr.cap_ev, g->instr.n_ev + 1,
+                              sizeof *g->instr.ev);
     if (st) return; /* tracing never fails a run */
   }
   g->instr.ev[g->instr.n_ev++] = (sh_trace_ev){t0, t1 - t0, sig, n, depth, phase};
