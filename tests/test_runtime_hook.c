@@ -151,10 +151,10 @@ static void cells_case(int H, int threads, int n_trees, int min_leaves, int max_
       for (int round = 0; round < 2; round++) {
         sheaf_expr h[MAXT], c[MAXT];
         for (int i = 0; i < n_trees; i++) cell_build(g, &P, &t[i], t[i].root, &h[i], &c[i]);
-        uint64_t before = g->pw_hooked;
+        uint64_t before = g->instr.pw_hooked;
         CHECK_OK(ctx, sheaf_graph_flush(g));
         /* policy sheaf: every cell's program ran in its GEMM's hook */
-        CHECK_EQ_INT(g->pw_hooked - before, k_pols[pi] == SHEAF_POLICY_SHEAF ? n_cells : 0);
+        CHECK_EQ_INT(g->instr.pw_hooked - before, k_pols[pi] == SHEAF_POLICY_SHEAF ? n_cells : 0);
         char what[64];
         snprintf(what, sizeof what, "%s H=%d isa %d threads %d", sheaf_policy_name(k_pols[pi]), H,
                  isa, threads);
@@ -250,7 +250,7 @@ TEST(runtime_hook_not_fused) {
       }
       CHECK_OK(ctx, sheaf_graph_flush(g));
       uint64_t want_hooked = k_pols[pi] != SHEAF_POLICY_SHEAF ? 0 : cs <= 2 ? 0 : NI;
-      CHECK_EQ_INT(g->pw_hooked, want_hooked);
+      CHECK_EQ_INT(g->instr.pw_hooked, want_hooked);
       char what[48];
       snprintf(what, sizeof what, "case %d %s", cs, sheaf_policy_name(k_pols[pi]));
       for (int i = 0; i < NI; i++) {

@@ -28,7 +28,7 @@ sh_gemm_in sh_exec_operand(sheaf_graph *g, const float **rp, int64_t m, int64_t 
     *same = true; /* every row is the same vector */
     return (sh_gemm_in){NULL, rp[0], w};
   }
-  g->stats.rows_gathered += (uint64_t)m;
+  g->instr.stats.rows_gathered += (uint64_t)m;
   return (sh_gemm_in){rp, NULL, 0};
 }
 
@@ -36,15 +36,15 @@ sh_gemm_in sh_exec_operand(sheaf_graph *g, const float **rp, int64_t m, int64_t 
  * (in_rows: its input's rows); a scalar input of a larger node repeats. */
 static const float **gather(sheaf_graph *g, const uint32_t *ids, uint32_t n, int k, int64_t m,
                             bool in_rows) {
-  const float **rp = sh_arena_alloc(&g->scratch, (size_t)m * sizeof *rp);
+  const float **rp = sh_arena_alloc(&g->work.scratch, (size_t)m * sizeof *rp);
   if (!rp) return NULL;
   int64_t j = 0;
   for (uint32_t i = 0; i < n; i++) {
-    const sh_node *nd = &g->nodes[ids[i]];
-    uint32_t x = g->ins[nd->in + k];
+    const sh_node *nd = &g->store.nodes[ids[i]];
+    uint32_t x = g->store.ins[nd->in + k];
     const float *v = sh_graph_val(g, x);
     if (!v) return NULL;
-    const sh_node *xn = &g->nodes[x];
+    const sh_node *xn = &g->store.nodes[x];
     int32_t rows = in_rows ? xn->rows : nd->rows;
     if (!in_rows && xn->rows * xn->cols == 1 && nd->rows * nd->cols > 1)
       for (int32_t r = 0; r < rows; r++) rp[j++] = v;
@@ -56,11 +56,11 @@ static const float **gather(sheaf_graph *g, const uint32_t *ids, uint32_t n, int
 
 float *sh_exec_out_block(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m, int64_t cols) {
   size_t bytes = (size_t)m * (size_t)cols * sizeof(float);
-  float *blk = sh_arena_alloc(&g->data, bytes);
+  float *blk = sh_arena_alloc(&g->store.data, bytes);
   if (!blk) return NULL;
   int64_t off = 0;
   for (uint32_t i = 0; i < n; i++) {
-    sh_node *nd = &g->nodes[ids[i]];
+    sh_node *nd = &g->store.nodes[ids[i]];
     nd->val = blk + off * cols;
     nd->ld = (int32_t)cols;
     off += nd->rows;
@@ -134,44 +134,44 @@ static void run_rows(sheaf_graph *g, rowjob *j) {
   } else {
     rowjob_range(j, 0, j->m);
   }
-  g->stats.ns_kernels += sheaf_time_ns() - t0;
+  g->instr.stats.ns_kernels += sheaf_time_ns() - t0;
 }
 
 /* ------------------------------------------------- stack, transpose, LN */
 
 /* stack, transpose and row: each node's value is a copy of its inputs'
- * values (stack: one row each; row: row aux of a matrix), into one block. */
+ * values (stack: one row each; row: row `index` of a matrix), into one block. */
 static sheaf_status exec_copy(sheaf_graph *g, int op, const uint32_t *ids, uint32_t n, int64_t m) {
-  int64_t cols = g->nodes[ids[0]].cols;
+  int64_t cols = g->store.nodes[ids[0]].cols;
   float *out = sh_exec_out_block(g, ids, n, m, cols);
   if (!out) return SHEAF_ERR_NOMEM;
   uint64_t t0 = sheaf_time_ns();
   for (uint32_t i = 0; i < n; i++) {
-    for (uint32_t k = 0; k < g->nodes[ids[i]].n_in; k++) {
-      uint32_t x = g->ins[g->nodes[ids[i]].in + k];
+    for (uint32_t k = 0; k < g->store.nodes[ids[i]].n_in; k++) {
+      uint32_t x = g->store.ins[g->store.nodes[ids[i]].in + k];
       const float *v = sh_graph_val(g, x);
       if (!v) return g->status ? g->status : SHEAF_ERR_INTERNAL;
-      const sh_node *nd = &g->nodes[ids[i]], *xn = &g->nodes[x];
+      const sh_node *nd = &g->store.nodes[ids[i]], *xn = &g->store.nodes[x];
       if (op == SH_OP_STACK)
         memcpy(nd->val + (int64_t)k * cols, v, (size_t)cols * sizeof(float));
       else if (op == SH_OP_ROW)
-        memcpy(nd->val, v + (int64_t)nd->aux * xn->ld, (size_t)cols * sizeof(float));
+        memcpy(nd->val, v + (int64_t)nd->index * xn->ld, (size_t)cols * sizeof(float));
       else /* transpose */
         for (int32_t r = 0; r < xn->rows; r++)
           for (int32_t c = 0; c < xn->cols; c++) nd->val[(int64_t)c * cols + r] = v[(int64_t)r * xn->ld + c];
     }
   }
-  g->stats.bytes_copied += (uint64_t)m * (uint64_t)cols * sizeof(float);
-  g->stats.ns_kernels += sheaf_time_ns() - t0;
+  g->instr.stats.bytes_copied += (uint64_t)m * (uint64_t)cols * sizeof(float);
+  g->instr.stats.ns_kernels += sheaf_time_ns() - t0;
   return SHEAF_OK;
 }
 
 /* One sh_layernorm_rows call per run of nodes sharing gamma and beta (the
  * usual case: parameters; the whole batch is one run). */
 static sheaf_status exec_layer_norm(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m) {
-  const sh_node *n0 = &g->nodes[ids[0]];
+  const sh_node *n0 = &g->store.nodes[ids[0]];
   int64_t cols = n0->cols;
-  float eps = n0->f;
+  float eps = n0->eps;
   const float **rx = gather(g, ids, n, 0, m, true);
   if (!rx) return g->status ? g->status : SHEAF_ERR_NOMEM;
   float *out = sh_exec_out_block(g, ids, n, m, cols);
@@ -179,24 +179,26 @@ static sheaf_status exec_layer_norm(sheaf_graph *g, const uint32_t *ids, uint32_
   uint64_t t0 = sheaf_time_ns();
   int64_t r0 = 0;
   for (uint32_t i = 0; i < n;) {
-    const sh_node *nd = &g->nodes[ids[i]];
-    const float *ga = sh_graph_val(g, g->ins[nd->in + 1]), *be = sh_graph_val(g, g->ins[nd->in + 2]);
+    const sh_node *nd = &g->store.nodes[ids[i]];
+    const float *ga = sh_graph_val(g, g->store.ins[nd->in + 1]),
+                *be = sh_graph_val(g, g->store.ins[nd->in + 2]);
     if (!ga || !be) return g->status ? g->status : SHEAF_ERR_INTERNAL;
     int64_t rows = 0;
     uint32_t j = i;
     for (; j < n; j++) {
-      const sh_node *q = &g->nodes[ids[j]];
-      if (j > i && (sh_graph_val(g, g->ins[q->in + 1]) != ga || sh_graph_val(g, g->ins[q->in + 2]) != be))
+      const sh_node *q = &g->store.nodes[ids[j]];
+      if (j > i && (sh_graph_val(g, g->store.ins[q->in + 1]) != ga ||
+                    sh_graph_val(g, g->store.ins[q->in + 2]) != be))
         break;
-      rows += g->nodes[ids[j]].rows;
+      rows += g->store.nodes[ids[j]].rows;
     }
     sh_gemm_in x = sh_exec_operand(g, rx + r0, rows, cols, NULL), none = {NULL, NULL, 0};
     sh_layernorm_rows(g->isa, rows, cols, x, none, ga, be, eps, (sh_gemm_out){NULL, out + r0 * cols, cols});
     r0 += rows;
     i = j;
   }
-  g->stats.flops += (uint64_t)(8 * m * cols);
-  g->stats.ns_kernels += sheaf_time_ns() - t0;
+  g->instr.stats.flops += (uint64_t)(8 * m * cols);
+  g->instr.stats.ns_kernels += sheaf_time_ns() - t0;
   return SHEAF_OK;
 }
 
@@ -210,27 +212,27 @@ static sheaf_status exec_rows(sheaf_graph *g, int op, const uint32_t *ids, uint3
   case SH_OP_LAYER_NORM: return exec_layer_norm(g, ids, n, m);
   default: break;
   }
-  const sh_node *n0 = &g->nodes[ids[0]];
+  const sh_node *n0 = &g->store.nodes[ids[0]];
   int64_t cols = n0->cols;
   rowjob j = {0};
   j.m = m;
   bool red = op == SH_OP_SUM || op == SH_OP_MEAN || op == SH_OP_MAX || op == SH_OP_PICK;
   const float **rx = gather(g, ids, n, 0, m, red);
   if (!rx) return SHEAF_ERR_NOMEM;
-  int64_t w = g->nodes[g->ins[n0->in]].cols;
+  int64_t w = g->store.nodes[g->store.ins[n0->in]].cols;
   j.n = w;
   j.x = sh_exec_operand(g, rx, m, w, NULL);
   if (red) {
-    float *out = sh_arena_alloc(&g->data, (size_t)m * sizeof(float));
-    int32_t *idx = op == SH_OP_PICK ? sh_arena_alloc(&g->scratch, (size_t)m * sizeof *idx) : NULL;
+    float *out = sh_arena_alloc(&g->store.data, (size_t)m * sizeof(float));
+    int32_t *idx = op == SH_OP_PICK ? sh_arena_alloc(&g->work.scratch, (size_t)m * sizeof *idx) : NULL;
     if (!out || (op == SH_OP_PICK && !idx)) return SHEAF_ERR_NOMEM;
     int64_t off = 0;
     for (uint32_t i = 0; i < n; i++) {
-      sh_node *nd = &g->nodes[ids[i]];
+      sh_node *nd = &g->store.nodes[ids[i]];
       nd->val = out + off;
       nd->ld = nd->cols;
-      int32_t r = g->nodes[g->ins[nd->in]].rows;
-      for (int32_t k = 0; idx && k < r; k++) idx[off + k] = (int32_t)nd->aux;
+      int32_t r = g->store.nodes[g->store.ins[nd->in]].rows;
+      for (int32_t k = 0; idx && k < r; k++) idx[off + k] = (int32_t)nd->index;
       off += r;
     }
     j.kind = op == SH_OP_PICK ? RJ_PICK : RJ_REDUCE;
@@ -238,7 +240,7 @@ static sheaf_status exec_rows(sheaf_graph *g, int op, const uint32_t *ids, uint3
     j.out1 = out;
     j.idx = idx;
     run_rows(g, &j);
-    g->stats.flops += (uint64_t)(op == SH_OP_PICK ? m : m * w);
+    g->instr.stats.flops += (uint64_t)(op == SH_OP_PICK ? m : m * w);
     return SHEAF_OK;
   }
   float *out = sh_exec_out_block(g, ids, n, m, cols);
@@ -252,42 +254,43 @@ static sheaf_status exec_rows(sheaf_graph *g, int op, const uint32_t *ids, uint3
                    sh_op_name(op));
   }
   run_rows(g, &j);
-  g->stats.flops += (uint64_t)(m * cols);
+  g->instr.stats.flops += (uint64_t)(m * cols);
   return SHEAF_OK;
 }
 
 sheaf_status sh_exec_batch(sheaf_graph *g, uint32_t sig, const uint32_t *ids, uint32_t n) {
   /* rewinding to a mark taken on an empty arena would free its chunk: keep one */
-  if (SH_UNLIKELY(!g->scratch.head) && !sh_arena_alloc(&g->scratch, SH_ARENA_ALIGN))
+  if (SH_UNLIKELY(!g->work.scratch.head) && !sh_arena_alloc(&g->work.scratch, SH_ARENA_ALIGN))
     return SHEAF_ERR_NOMEM;
-  sh_arena_mark mark = sh_arena_get_mark(&g->scratch);
-  uint64_t t0 = g->trace_path ? sheaf_time_ns() : 0;
-  int op = g->nodes[ids[0]].op;
+  sh_arena_mark mark = sh_arena_get_mark(&g->work.scratch);
+  uint64_t t0 = g->instr.trace_path ? sheaf_time_ns() : 0;
+  int op = g->store.nodes[ids[0]].op;
   bool red = op == SH_OP_SUM || op == SH_OP_MEAN || op == SH_OP_MAX || op == SH_OP_PICK;
   int64_t m = 0;
   for (uint32_t i = 0; i < n; i++) {
-    const sh_node *nd = &g->nodes[ids[i]];
-    m += red ? g->nodes[g->ins[nd->in]].rows : nd->rows;
+    const sh_node *nd = &g->store.nodes[ids[i]];
+    m += red ? g->store.nodes[g->store.ins[nd->in]].rows : nd->rows;
   }
   sheaf_status st;
   switch (op) {
-  case SH_OP_AFFINE: st = sh_exec_affine(g, ids, n, m); break;
-  case SH_OP_LSTM: st = sh_exec_lstm(g, ids, n, m); break;
+  case SH_OP_AFFINE: st = sh_exec_affine(g, sig, ids, n, m); break;
+  case SH_OP_LSTM: st = sh_exec_lstm(g, sig, ids, n, m); break;
   case SH_OP_MATMUL: st = sh_exec_matmul(g, ids, n); break;
   default: st = sh_op_is_pw(op) ? sh_exec_pw(g, ids, n, m) : exec_rows(g, op, ids, n, m); break;
   }
-  sh_arena_rewind(&g->scratch, mark);
+  sh_arena_rewind(&g->work.scratch, mark);
   if (st) {
     if (g->status) return g->status;
     if (st != SHEAF_ERR_NOMEM) return st;
     char why[256]; /* the allocator's message: out of memory, or over the budget */
     sh_last_error_copy(g->ctx, why, sizeof why);
-    return sh_fail(g->ctx, st, "running a batch of %u '%s': %s", n, g->sigs[sig].name, why);
+    return sh_fail(g->ctx, st, "running a batch of %u '%s': %s", n, g->sigs.at[sig].name, why);
   }
-  for (uint32_t i = 0; i < n; i++) g->nodes[ids[i]].flags |= SH_NODE_DONE;
-  g->stats.batches++;
-  g->sigs[sig].batches++;
-  g->sigs[sig].nodes += n;
-  if (g->trace_path) sh_trace_record(g, sig, n, g->cur_depth, g->cur_phase, t0, sheaf_time_ns());
+  for (uint32_t i = 0; i < n; i++) g->store.nodes[ids[i]].done = true;
+  g->instr.stats.batches++;
+  g->sigs.at[sig].batches++;
+  g->sigs.at[sig].nodes += n;
+  if (g->instr.trace_path)
+    sh_trace_record(g, sig, n, g->instr.cur_depth, g->instr.cur_phase, t0, sheaf_time_ns());
   return SHEAF_OK;
 }

@@ -13,39 +13,41 @@
 #include "kernels/rows.h"
 #include "runtime/runtime.h"
 
-/* Prefetches the batch's nodes, their input ids and first inputs: built
- * long before (the GEMMs since have streamed megabytes of weights), they
- * come from L3; asking for all of them at once overlaps the misses. */
+/* Prefetches the batch's affine nodes, their side entries, their input ids
+ * and first inputs: built long before (the GEMMs since have streamed
+ * megabytes of weights), they come from L3; asking for all of them at once
+ * overlaps the misses. */
 static void prefetch_inputs(const sheaf_graph *g, const uint32_t *ids, uint32_t n) {
-  for (uint32_t i = 0; i < n; i++) __builtin_prefetch(&g->nodes[ids[i]]);
-  for (uint32_t i = 0; i < n; i++) __builtin_prefetch(g->ins + g->nodes[ids[i]].in);
-  for (uint32_t i = 0; i < n; i++) __builtin_prefetch(&g->nodes[g->ins[g->nodes[ids[i]].in]]);
+  for (uint32_t i = 0; i < n; i++) __builtin_prefetch(&g->store.nodes[ids[i]]);
+  for (uint32_t i = 0; i < n; i++) __builtin_prefetch(&g->affine.node[ids[i]]);
+  for (uint32_t i = 0; i < n; i++) __builtin_prefetch(g->store.ins + g->store.nodes[ids[i]].in);
+  for (uint32_t i = 0; i < n; i++)
+    __builtin_prefetch(&g->store.nodes[g->store.ins[g->store.nodes[ids[i]].in]]);
   for (uint32_t i = 0; i < n; i++) { /* the pieces of a concat input */
-    const sh_node *x = &g->nodes[g->ins[g->nodes[ids[i]].in]];
+    const sh_node *x = &g->store.nodes[g->store.ins[g->store.nodes[ids[i]].in]];
     if (x->op != SH_OP_CONCAT) continue;
     for (uint32_t k = 0; k < x->n_in && k < SH_GEMM_MAX_KSRC; k++)
-      __builtin_prefetch(&g->nodes[g->ins[x->in + k]]);
+      __builtin_prefetch(&g->store.nodes[g->store.ins[x->in + k]]);
   }
 }
 
 /* The K-split sources of a batch: inputs [0, n_x) of each node, split into
  * their concat pieces as the signature says (or read whole). */
-static sheaf_status sources(sheaf_graph *g, const uint32_t *ids, uint32_t n, int n_x, int64_t m,
-                            sh_gemm_args *a) {
-  const sh_sig_key *k = &g->sigs[g->nodes[ids[0]].sig].key;
+static sheaf_status sources(sheaf_graph *g, const sh_sig_key *k, const uint32_t *ids, uint32_t n,
+                            int n_x, int64_t m, sh_gemm_args *a) {
   int ns = k->n_w;
   const float **rp[SH_GEMM_MAX_KSRC];
   for (int s = 0; s < ns; s++) {
-    rp[s] = sh_arena_alloc(&g->scratch, (size_t)m * sizeof *rp[s]);
+    rp[s] = sh_arena_alloc(&g->work.scratch, (size_t)m * sizeof *rp[s]);
     if (!rp[s]) return SHEAF_ERR_NOMEM;
   }
   int64_t j = 0;
   for (uint32_t i = 0; i < n; i++) {
-    const sh_node *nd = &g->nodes[ids[i]];
+    const sh_node *nd = &g->store.nodes[ids[i]];
     uint32_t pc[SH_GEMM_MAX_KSRC];
     int np = 0;
     for (int x = 0; x < n_x; x++) {
-      uint32_t xid = g->ins[nd->in + x];
+      uint32_t xid = g->store.ins[nd->in + x];
       if (k->mat)
         pc[np++] = xid;
       else
@@ -58,7 +60,7 @@ static sheaf_status sources(sheaf_graph *g, const uint32_t *ids, uint32_t n, int
     for (int s = 0; s < ns; s++) {
       const float *v = sh_graph_val(g, pc[s]);
       if (!v) return g->status ? g->status : SHEAF_ERR_INTERNAL;
-      int64_t ld = g->nodes[pc[s]].ld;
+      int64_t ld = g->store.nodes[pc[s]].ld;
       for (int32_t r = 0; r < rows; r++) rp[s][j + r] = v + r * ld;
     }
     j += rows;
@@ -74,55 +76,56 @@ static sheaf_status sources(sheaf_graph *g, const uint32_t *ids, uint32_t n, int
 static sheaf_status gemm(sheaf_graph *g, const sh_gemm_args *a) {
   uint64_t t0 = sheaf_time_ns();
   sheaf_status st = sh_gemm(g->ctx, g->isa, g->threads, a);
-  g->stats.ns_kernels += sheaf_time_ns() - t0;
+  g->instr.stats.ns_kernels += sheaf_time_ns() - t0;
   return st;
 }
 
-static sheaf_status affine_run(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m,
-                               bool raw_only) {
-  const sh_node *n0 = &g->nodes[ids[0]];
+/* k: the batch's signature key (its K-split pieces). */
+static sheaf_status affine_run(sheaf_graph *g, const sh_sig_key *k, const uint32_t *ids, uint32_t n,
+                               int64_t m, bool raw_only) {
+  const sh_node *n0 = &g->store.nodes[ids[0]];
+  const sh_affine_node *a0 = &g->affine.node[ids[0]];
   const sh_gemm_packed_b *pb;
-  sheaf_status st = n0->n_in == 1 ? sh_model_packed(g->model, n0->p0, false, &pb)
-                                  : sh_model_stack_packed(g->model, n0->p0, &pb);
+  sheaf_status st = n0->n_in == 1 ? sh_model_packed(g->model, n0->lin.w, false, &pb)
+                                  : sh_model_stack_packed(g->model, n0->lin.w, &pb);
   if (st) return st;
   sh_gemm_args a = {0};
   a.m = m;
   a.b_packed = pb;
-  a.ws = g->ws[0];
+  a.ws = g->work.gemm_ws[0];
   prefetch_inputs(g, ids, n);
-  st = sources(g, ids, n, n0->n_in, m, &a);
+  st = sources(g, k, ids, n, n0->n_in, m, &a);
   if (st) return st;
   int64_t cols = n0->cols;
-  if (n0->p1) {
-    a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_BIAS, 0, 0, 0, g->model->params[n0->p1 - 1].data, {0}};
+  if (n0->lin.b) {
+    a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_BIAS, 0, 0, 0, g->model->params[n0->lin.b - 1].data, {0}};
   }
   /* fused activation ranges: in the epilogue when every node has the same
    * ones and none needs its raw value; else applied after, into blocks */
-  bool uniform = !raw_only && n0->act;
+  const sh_fuse *fz = g->affine.range;
+  bool uniform = !raw_only && a0->n_act;
   for (uint32_t i = 0; i < n && uniform; i++) {
-    const sh_node *nd = &g->nodes[ids[i]];
-    if (nd->act != n0->act || (nd->flags & SH_NODE_RAW_USED)) uniform = false;
-    for (uint32_t k = nd->aux, k0 = n0->aux; uniform && k != SH_NONE;
-         k = g->fuse[k].next, k0 = g->fuse[k0].next)
-      uniform = g->fuse[k].c0 == g->fuse[k0].c0 && g->fuse[k].c1 == g->fuse[k0].c1 &&
-                g->fuse[k].act == g->fuse[k0].act;
+    const sh_affine_node *ai = &g->affine.node[ids[i]];
+    if (ai->n_act != a0->n_act || ai->raw_used) uniform = false;
+    for (uint32_t r = ai->act, r0 = a0->act; uniform && r != SH_NONE; r = fz[r].next, r0 = fz[r0].next)
+      uniform = fz[r].c0 == fz[r0].c0 && fz[r].c1 == fz[r0].c1 && fz[r].act == fz[r0].act;
   }
-  for (uint32_t k = n0->aux; uniform && k != SH_NONE; k = g->fuse[k].next)
-    a.ep[a.n_ep++] = (sh_gemm_ep){
-        SH_GEMM_EP_ACT, g->fuse[k].c0, g->fuse[k].c1, (sh_gemm_act)g->fuse[k].act, NULL, {0}};
+  for (uint32_t r = a0->act; uniform && r != SH_NONE; r = fz[r].next)
+    a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_ACT, fz[r].c0, fz[r].c1, (sh_gemm_act)fz[r].act, NULL, {0}};
   float *blk = sh_exec_out_block(g, ids, n, m, cols);
   if (!blk) return SHEAF_ERR_NOMEM;
   a.c = (sh_gemm_out){NULL, blk, cols};
   /* activations in the epilogue: their aliases are views of the block */
   bool post = false; /* activations applied after the GEMM */
   for (uint32_t i = 0; i < n && !raw_only; i++) {
-    sh_node *nd = &g->nodes[ids[i]];
-    if (!nd->act) continue;
+    const sh_node *nd = &g->store.nodes[ids[i]];
+    sh_affine_node *ai = &g->affine.node[ids[i]];
+    if (!ai->n_act) continue;
     post |= !uniform;
-    if (uniform) nd->flags |= SH_NODE_VAL_IS_ACT;
-    for (uint32_t k = nd->aux; uniform && k != SH_NONE; k = g->fuse[k].next) {
-      sh_node *al = &g->nodes[g->fuse[k].alias];
-      al->val = nd->val + g->fuse[k].c0;
+    if (uniform) ai->val_is_act = true;
+    for (uint32_t r = ai->act; uniform && r != SH_NONE; r = fz[r].next) {
+      sh_node *al = &g->store.nodes[fz[r].alias];
+      al->val = nd->val + fz[r].c0;
       al->ld = nd->ld;
     }
   }
@@ -140,41 +143,42 @@ static sheaf_status affine_run(sheaf_graph *g, const uint32_t *ids, uint32_t n, 
   }
   st = gemm(g, &a);
   if (st) return st;
-  g->stats.flops += 2 * (uint64_t)m * (uint64_t)pb->k * (uint64_t)cols;
+  g->instr.stats.flops += 2 * (uint64_t)m * (uint64_t)pb->k * (uint64_t)cols;
   if (hook) sh_pw_hook_done(g, hook);
   if (raw_only) {
-    g->nodes[ids[0]].flags &= (uint8_t)~SH_NODE_VAL_IS_ACT;
+    g->affine.node[ids[0]].val_is_act = false;
     return SHEAF_OK;
   }
   if (!post) return SHEAF_OK;
   uint64_t t0 = sheaf_time_ns();
   for (uint32_t i = 0; i < n; i++) {
-    sh_node *nd = &g->nodes[ids[i]];
-    if (!nd->act) continue;
-    for (uint32_t k = nd->aux; k != SH_NONE; k = g->fuse[k].next) {
-      const sh_fuse *fz = &g->fuse[k];
-      sh_node *al = &g->nodes[fz->alias];
-      int64_t w = fz->c1 - fz->c0;
-      float *out = sh_arena_alloc(&g->data, (size_t)nd->rows * (size_t)w * sizeof(float));
+    const sh_node *nd = &g->store.nodes[ids[i]];
+    for (uint32_t r = g->affine.node[ids[i]].act; r != SH_NONE; r = fz[r].next) {
+      sh_node *al = &g->store.nodes[fz[r].alias];
+      int64_t w = fz[r].c1 - fz[r].c0;
+      float *out = sh_arena_alloc(&g->store.data, (size_t)nd->rows * (size_t)w * sizeof(float));
       if (!out) return SHEAF_ERR_NOMEM;
-      sh_ew_act(g->isa, (sh_gemm_act)fz->act, nd->rows, w,
-                (sh_gemm_in){NULL, nd->val + fz->c0, nd->ld}, (sh_gemm_out){NULL, out, w});
+      sh_ew_act(g->isa, (sh_gemm_act)fz[r].act, nd->rows, w,
+                (sh_gemm_in){NULL, nd->val + fz[r].c0, nd->ld}, (sh_gemm_out){NULL, out, w});
       al->val = out;
       al->ld = (int32_t)w;
     }
   }
-  g->stats.ns_kernels += sheaf_time_ns() - t0;
+  g->instr.stats.ns_kernels += sheaf_time_ns() - t0;
   return SHEAF_OK;
 }
 
-sheaf_status sh_exec_affine(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m) {
-  return affine_run(g, ids, n, m, false);
+sheaf_status sh_exec_affine(sheaf_graph *g, uint32_t sig, const uint32_t *ids, uint32_t n,
+                            int64_t m) {
+  return affine_run(g, &g->sigs.at[sig].key, ids, n, m, false);
 }
 
 sheaf_status sh_exec_affine_raw(sheaf_graph *g, uint32_t id) {
-  sh_arena_mark mark = sh_arena_get_mark(&g->scratch);
-  sheaf_status st = affine_run(g, &id, 1, g->nodes[id].rows, true);
-  sh_arena_rewind(&g->scratch, mark);
+  sh_sig_key k; /* the key its batch had (the same inputs, the same pieces) */
+  sh_sig_key_of(g, &g->store.nodes[id], &k);
+  sh_arena_mark mark = sh_arena_get_mark(&g->work.scratch);
+  sheaf_status st = affine_run(g, &k, &id, 1, g->store.nodes[id].rows, true);
+  sh_arena_rewind(&g->work.scratch, mark);
   if (st) {
     char e[SH_ERR_MAX];
     return sh_graph_fail(g, st, "sheaf_value: %s", sh_last_error_copy(g->ctx, e, sizeof e));
@@ -185,68 +189,69 @@ sheaf_status sh_exec_affine_raw(sheaf_graph *g, uint32_t id) {
 /* ------------------------------------------------------------ LSTM cell */
 
 static const float *zero_row(sheaf_graph *g, int64_t n) {
-  if (g->zeros_n < n) {
+  if (g->work.n_zeros < n) {
     float *z = sh_calloc(g->ctx, (size_t)n, sizeof(float));
     if (!z) return NULL;
-    sh_free(g->ctx, g->zeros, (size_t)g->zeros_n * sizeof(float));
-    g->zeros = z;
-    g->zeros_n = n;
+    sh_free(g->ctx, g->work.zeros, (size_t)g->work.n_zeros * sizeof(float));
+    g->work.zeros = z;
+    g->work.n_zeros = n;
   }
-  return g->zeros;
+  return g->work.zeros;
 }
 
-sheaf_status sh_exec_lstm(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m) {
-  const sh_node *n0 = &g->nodes[ids[0]];
+sheaf_status sh_exec_lstm(sheaf_graph *g, uint32_t sig, const uint32_t *ids, uint32_t n,
+                          int64_t m) {
+  const sh_node *n0 = &g->store.nodes[ids[0]];
   const sh_gemm_packed_b *pb;
-  sheaf_status st = sh_model_packed(g->model, n0->p0, true, &pb);
+  sheaf_status st = sh_model_packed(g->model, n0->lin.w, true, &pb);
   if (st) return st;
   int64_t hid = n0->cols;
   sh_gemm_args a = {0};
   a.m = m;
   a.b_packed = pb;
-  a.ws = g->ws[0];
-  st = sources(g, ids, n, 1, m, &a);
+  a.ws = g->work.gemm_ws[0];
+  st = sources(g, &g->sigs.at[sig].key, ids, n, 1, m, &a);
   if (st) return st;
   sh_gemm_lstm l = {0};
   l.gate_i = 0, l.gate_f = 1, l.gate_u = 2, l.gate_o = 3; /* PyTorch order i, f, g, o */
-  l.bias = n0->p1 ? g->model->params[n0->p1 - 1].data : NULL;
+  l.bias = n0->lin.b ? g->model->params[n0->lin.b - 1].data : NULL;
   uint32_t with_c = 0;
-  for (uint32_t i = 0; i < n; i++) with_c += g->nodes[ids[i]].n_in == 2;
+  for (uint32_t i = 0; i < n; i++) with_c += g->store.nodes[ids[i]].n_in == 2;
   if (with_c) {
-    const float **rp = sh_arena_alloc(&g->scratch, (size_t)m * sizeof *rp);
+    const float **rp = sh_arena_alloc(&g->work.scratch, (size_t)m * sizeof *rp);
     const float *z = with_c < n ? zero_row(g, hid) : NULL;
     if (!rp || (with_c < n && !z)) return SHEAF_ERR_NOMEM;
     int64_t j = 0;
     for (uint32_t i = 0; i < n; i++) {
-      const sh_node *nd = &g->nodes[ids[i]];
+      const sh_node *nd = &g->store.nodes[ids[i]];
       const float *v = z;
       int64_t ld = 0;
       if (nd->n_in == 2) {
-        uint32_t c = g->ins[nd->in + 1];
+        uint32_t c = g->store.ins[nd->in + 1];
         if (!(v = sh_graph_val(g, c))) return g->status ? g->status : SHEAF_ERR_INTERNAL;
-        ld = g->nodes[c].ld;
+        ld = g->store.nodes[c].ld;
       }
       for (int32_t r = 0; r < nd->rows; r++) rp[j++] = v + r * ld;
     }
     l.c_prev = sh_exec_operand(g, rp, m, hid, NULL);
   }
   float *h = sh_exec_out_block(g, ids, n, m, hid);
-  float *c = sh_arena_alloc(&g->data, (size_t)m * (size_t)hid * sizeof(float));
+  float *c = sh_arena_alloc(&g->store.data, (size_t)m * (size_t)hid * sizeof(float));
   if (!h || !c) return SHEAF_ERR_NOMEM;
   int64_t off = 0;
   for (uint32_t i = 0; i < n; i++) {
-    const sh_node *nd = &g->nodes[ids[i]];
-    sh_node *cn = &g->nodes[nd->aux];
+    const sh_node *nd = &g->store.nodes[ids[i]];
+    sh_node *cn = &g->store.nodes[nd->lin.cell];
     cn->val = c + off * hid;
     cn->ld = (int32_t)hid;
-    cn->flags |= SH_NODE_DONE;
+    cn->done = true;
     off += nd->rows;
   }
   l.c_out = (sh_gemm_out){NULL, c, hid};
   l.h_out = (sh_gemm_out){NULL, h, hid};
   a.lstm = &l;
   st = gemm(g, &a);
-  g->stats.flops +=
+  g->instr.stats.flops +=
       2 * (uint64_t)m * (uint64_t)pb->k * (uint64_t)(4 * hid) + 10 * (uint64_t)(m * hid);
   return st;
 }
@@ -275,8 +280,9 @@ static float dot(int64_t k, const float *a, const float *b) {
  * or a vector [k]; y contiguous. Row-times-matrix as axpy rows (the
  * compiler vectorizes the inner loop). */
 static void mm_node(sheaf_graph *g, uint32_t id) {
-  const sh_node *nd = &g->nodes[id];
-  const sh_node *an = &g->nodes[g->ins[nd->in]], *bn = &g->nodes[g->ins[nd->in + 1]];
+  const sh_node *nd = &g->store.nodes[id];
+  const sh_node *an = &g->store.nodes[g->store.ins[nd->in]],
+                *bn = &g->store.nodes[g->store.ins[nd->in + 1]];
   const float *a = an->val, *b = bn->val;
   float *y = nd->val;
   int64_t r = an->rows, k = an->cols, lda = an->ld;
@@ -306,17 +312,18 @@ sheaf_status sh_exec_matmul(sheaf_graph *g, const uint32_t *ids, uint32_t n) {
   size_t total = 0;
   uint64_t flops = 0;
   for (uint32_t i = 0; i < n; i++) {
-    const sh_node *nd = &g->nodes[ids[i]];
+    const sh_node *nd = &g->store.nodes[ids[i]];
     total += (size_t)nd->rows * (size_t)nd->cols;
     for (int k = 0; k < 2; k++)
-      if (!sh_graph_val(g, g->ins[nd->in + k])) return g->status ? g->status : SHEAF_ERR_INTERNAL;
-    flops += 2 * (uint64_t)nd->rows * (uint64_t)nd->cols * (uint64_t)g->nodes[g->ins[nd->in]].cols;
+      if (!sh_graph_val(g, g->store.ins[nd->in + k])) return g->status ? g->status : SHEAF_ERR_INTERNAL;
+    flops += 2 * (uint64_t)nd->rows * (uint64_t)nd->cols *
+             (uint64_t)g->store.nodes[g->store.ins[nd->in]].cols;
   }
-  float *blk = sh_arena_alloc(&g->data, total * sizeof(float));
+  float *blk = sh_arena_alloc(&g->store.data, total * sizeof(float));
   if (!blk) return SHEAF_ERR_NOMEM;
   size_t off = 0;
   for (uint32_t i = 0; i < n; i++) {
-    sh_node *nd = &g->nodes[ids[i]];
+    sh_node *nd = &g->store.nodes[ids[i]];
     nd->val = blk + off;
     nd->ld = nd->cols;
     off += (size_t)nd->rows * (size_t)nd->cols;
@@ -327,7 +334,7 @@ sheaf_status sh_exec_matmul(sheaf_graph *g, const uint32_t *ids, uint32_t n) {
     sh_pool_run(g->ctx->pool, n, mm_task, &j, g->threads);
   else
     for (uint32_t i = 0; i < n; i++) mm_node(g, ids[i]);
-  g->stats.ns_kernels += sheaf_time_ns() - t0;
-  g->stats.flops += flops;
+  g->instr.stats.ns_kernels += sheaf_time_ns() - t0;
+  g->instr.stats.flops += flops;
   return SHEAF_OK;
 }

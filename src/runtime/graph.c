@@ -124,13 +124,13 @@ sheaf_status sheaf_graph_create(sheaf_model *m, const sheaf_graph_opts *opts, sh
   g->tag = t;
   g->gen = 1;
   g->handle = (uint64_t)g->tag << 32 | g->gen;
-  sh_arena_init(&g->data, ctx, 1u << 20);
-  sh_arena_init(&g->scratch, ctx, 256u << 10);
-  sheaf_status st = sh_gemm_ws_create(ctx, &g->ws[0]);
-  if (st == SHEAF_OK) g->n_ws = 1;
+  sh_arena_init(&g->store.data, ctx, 1u << 20);
+  sh_arena_init(&g->work.scratch, ctx, 256u << 10);
+  sheaf_status st = sh_gemm_ws_create(ctx, &g->work.gemm_ws[0]);
+  if (st == SHEAF_OK) g->work.n_gemm_ws = 1;
   if (st == SHEAF_OK && o.trace_path) {
-    g->trace_path = sh_strdup(ctx, o.trace_path);
-    if (!g->trace_path) st = SHEAF_ERR_NOMEM;
+    g->instr.trace_path = sh_strdup(ctx, o.trace_path);
+    if (!g->instr.trace_path) st = SHEAF_ERR_NOMEM;
   }
   if (st) {
     sheaf_graph_free(g);
@@ -143,40 +143,43 @@ sheaf_status sheaf_graph_create(sheaf_model *m, const sheaf_graph_opts *opts, sh
 void sheaf_graph_free(sheaf_graph *g) {
   if (!g) return;
   sheaf_ctx *ctx = g->ctx;
-  if (g->trace_path) sh_trace_write(g);
-  sh_strfree(ctx, g->trace_path);
-  sh_free(ctx, g->nodes, (size_t)g->cap_nodes * sizeof *g->nodes);
-  sh_free(ctx, g->ins, (size_t)g->cap_ins * sizeof *g->ins);
-  sh_free(ctx, g->fuse, (size_t)g->cap_fuse * sizeof *g->fuse);
-  sh_arena_destroy(&g->data);
-  sh_arena_destroy(&g->scratch);
-  sh_free(ctx, g->zeros, (size_t)g->zeros_n * sizeof(float));
+  if (g->instr.trace_path) sh_trace_write(g);
+  sh_strfree(ctx, g->instr.trace_path);
+  sh_free(ctx, g->store.nodes, (size_t)g->store.cap_nodes * sizeof *g->store.nodes);
+  sh_free(ctx, g->store.ins, (size_t)g->store.cap_ins * sizeof *g->store.ins);
+  sh_free(ctx, g->affine.range, (size_t)g->affine.cap_range * sizeof *g->affine.range);
+  sh_free(ctx, g->affine.node, (size_t)g->affine.cap_node * sizeof *g->affine.node);
+  sh_arena_destroy(&g->store.data);
+  sh_arena_destroy(&g->work.scratch);
+  sh_free(ctx, g->work.zeros, (size_t)g->work.n_zeros * sizeof(float));
   sh_sched_sheaf_free(g);
   sh_pw_free(g);
   sh_sigs_free(g);
-  for (int i = 0; i < g->n_ws; i++) sh_gemm_ws_free(ctx, g->ws[i]);
-  sh_free(ctx, g->ev, (size_t)g->cap_ev * sizeof *g->ev);
+  for (int i = 0; i < g->work.n_gemm_ws; i++) sh_gemm_ws_free(ctx, g->work.gemm_ws[i]);
+  sh_free(ctx, g->instr.ev, (size_t)g->instr.cap_ev * sizeof *g->instr.ev);
   sh_free(ctx, g, sizeof *g);
 }
 
 sheaf_status sheaf_graph_reset(sheaf_graph *g) {
   if (!g) return SHEAF_ERR_INVALID_ARG;
-  if (g->build_t0) g->stats.ns_build += sheaf_time_ns() - g->build_t0 - g->ns_kernels_build;
-  g->build_t0 = 0;
-  g->ns_kernels_build = 0;
+  if (g->instr.build_t0)
+    g->instr.stats.ns_build += sheaf_time_ns() - g->instr.build_t0 - g->instr.ns_kernels_build;
+  g->instr.build_t0 = 0;
+  g->instr.ns_kernels_build = 0;
   if (++g->gen == 0) g->gen = 1; /* 2^32 resets before an epoch comes back */
   g->handle = (uint64_t)g->tag << 32 | g->gen;
-  g->n_nodes = g->n_ins = g->n_fuse = g->first_pending = 0;
-  g->n_pw_list = g->n_pwl = 0;
-  g->max_phase = 0;
+  g->store.n_nodes = g->store.n_ins = g->store.first_pending = g->store.max_phase = 0;
+  g->affine.n_range = 0; /* the side entries are rewritten as nodes are built again */
+  sh_pw_clear(g);
   g->status = SHEAF_OK;
   g->err[0] = '\0';
   sh_sched_sheaf_clear(g);
   /* next time, one chunk holds what this round needed: no allocation */
-  if (g->data.used_total > g->data.chunk_size)
-    g->data.chunk_size = sh_align_up(g->data.used_total + g->data.used_total / 8, SH_ARENA_ALIGN);
-  sh_arena_reset(&g->data);
-  sh_arena_reset(&g->scratch);
+  if (g->store.data.used_total > g->store.data.chunk_size)
+    g->store.data.chunk_size =
+        sh_align_up(g->store.data.used_total + g->store.data.used_total / 8, SH_ARENA_ALIGN);
+  sh_arena_reset(&g->store.data);
+  sh_arena_reset(&g->work.scratch);
   return SHEAF_OK;
 }
 
@@ -187,7 +190,7 @@ void sheaf_graph_phase(sheaf_graph *g, int phase) {
                   SH_MAX_PHASE);
     return;
   }
-  g->phase = phase;
+  g->store.phase = phase;
 }
 
 sheaf_status sheaf_graph_status(const sheaf_graph *g) {
@@ -199,12 +202,12 @@ sheaf_status sheaf_graph_status(const sheaf_graph *g) {
 sheaf_status sheaf_graph_flush(sheaf_graph *g) {
   if (!g) return SHEAF_ERR_INVALID_ARG;
   if (g->status) return sticky(g);
-  if (g->first_pending == g->n_nodes) return SHEAF_OK;
+  if (g->store.first_pending == g->store.n_nodes) return SHEAF_OK;
   uint64_t t0 = sheaf_time_ns();
-  if (g->build_t0) g->stats.ns_build += t0 - g->build_t0 - g->ns_kernels_build;
-  g->build_t0 = 0;
-  g->ns_kernels_build = 0;
-  uint64_t k0 = g->stats.ns_kernels;
+  if (g->instr.build_t0) g->instr.stats.ns_build += t0 - g->instr.build_t0 - g->instr.ns_kernels_build;
+  g->instr.build_t0 = 0;
+  g->instr.ns_kernels_build = 0;
+  uint64_t k0 = g->instr.stats.ns_kernels;
   sheaf_status st = SHEAF_OK;
   switch (g->policy) {
   case SHEAF_POLICY_SHEAF: st = sh_sched_sheaf_flush(g); break;
@@ -213,19 +216,19 @@ sheaf_status sheaf_graph_flush(sheaf_graph *g) {
   case SHEAF_POLICY_NONE: break; /* every kernel ran when it was built */
   }
   sh_sched_sheaf_clear(g);
-  if (g->scratch.used_total > g->scratch.chunk_size)
-    g->scratch.chunk_size =
-        sh_align_up(g->scratch.used_total + g->scratch.used_total / 8, SH_ARENA_ALIGN);
-  sh_arena_reset(&g->scratch);
+  if (g->work.scratch.used_total > g->work.scratch.chunk_size)
+    g->work.scratch.chunk_size =
+        sh_align_up(g->work.scratch.used_total + g->work.scratch.used_total / 8, SH_ARENA_ALIGN);
+  sh_arena_reset(&g->work.scratch);
   if (st) {
     char e[SH_ERR_MAX];
     if (!g->status) sh_graph_fail(g, st, "sheaf_graph_flush: %s", sh_last_error_copy(g->ctx, e, sizeof e));
     return sticky(g);
   }
-  g->first_pending = g->n_nodes;
-  g->stats.flushes++;
+  g->store.first_pending = g->store.n_nodes;
+  g->instr.stats.flushes++;
   uint64_t t1 = sheaf_time_ns();
-  g->stats.ns_schedule += (t1 - t0) - (g->stats.ns_kernels - k0);
+  g->instr.stats.ns_schedule += (t1 - t0) - (g->instr.stats.ns_kernels - k0);
   return SHEAF_OK;
 }
 
@@ -269,7 +272,7 @@ static bool ids_push(sheaf_graph *g, id_stack *s, uint32_t id) {
  * one by one, which would copy a chain quadratically); anything else is a
  * piece. */
 static bool walk_into(const sheaf_graph *g, uint32_t id) {
-  return g->nodes[id].op == SH_OP_CONCAT && !g->nodes[id].val;
+  return g->store.nodes[id].op == SH_OP_CONCAT && !g->store.nodes[id].val;
 }
 
 /* Pushes onto `todo` the pieces of concat `id` that have no value yet;
@@ -279,12 +282,12 @@ static int64_t concat_missing(sheaf_graph *g, uint32_t id, id_stack *walk, id_st
   walk->n = 0;
   if (!ids_push(g, walk, id)) return -1;
   while (walk->n) {
-    const sh_node *n = &g->nodes[walk->v[--walk->n]];
+    const sh_node *n = &g->store.nodes[walk->v[--walk->n]];
     for (uint32_t i = 0; i < n->n_in; i++) {
-      uint32_t p = g->ins[n->in + i];
+      uint32_t p = g->store.ins[n->in + i];
       if (walk_into(g, p)) {
         if (!ids_push(g, walk, p)) return -1;
-      } else if (!g->nodes[p].val) {
+      } else if (!g->store.nodes[p].val) {
         if (!ids_push(g, todo, p)) return -1;
         missing++;
       }
@@ -296,10 +299,10 @@ static int64_t concat_missing(sheaf_graph *g, uint32_t id, id_stack *walk, id_st
 /* Copies concat `id`'s pieces (all with values) into a new block, left to
  * right; false on failure (error recorded). */
 static bool materialize_concat(sheaf_graph *g, uint32_t id, id_stack *walk) {
-  const sh_node *cn = &g->nodes[id];
+  const sh_node *cn = &g->store.nodes[id];
   int32_t rows = cn->rows, cols = cn->cols;
   size_t bytes = (size_t)rows * (size_t)cols * sizeof(float);
-  float *dst = sh_arena_alloc(&g->data, bytes);
+  float *dst = sh_arena_alloc(&g->store.data, bytes);
   if (!dst) {
     sh_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: %zu bytes for a concat", bytes);
     return false;
@@ -310,20 +313,20 @@ static bool materialize_concat(sheaf_graph *g, uint32_t id, id_stack *walk) {
   while (walk->n) { /* depth first, left to right: inputs pushed in reverse */
     uint32_t x = walk->v[--walk->n];
     if (x != id && !walk_into(g, x)) {
-      const sh_node *pn = &g->nodes[x];
+      const sh_node *pn = &g->store.nodes[x];
       for (int32_t r = 0; r < rows; r++)
         memcpy(dst + (int64_t)r * cols + off, pn->val + (int64_t)r * pn->ld,
                (size_t)pn->cols * sizeof(float));
       off += pn->cols;
       continue;
     }
-    const sh_node *n = &g->nodes[x];
+    const sh_node *n = &g->store.nodes[x];
     for (uint32_t i = n->n_in; i-- > 0;)
-      if (!ids_push(g, walk, g->ins[n->in + i])) goto nomem;
+      if (!ids_push(g, walk, g->store.ins[n->in + i])) goto nomem;
   }
-  g->nodes[id].ld = cols;
-  g->nodes[id].val = dst;
-  g->stats.bytes_copied += bytes;
+  g->store.nodes[id].ld = cols;
+  g->store.nodes[id].val = dst;
+  g->instr.stats.bytes_copied += bytes;
   return true;
 nomem:
   sh_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: reading a concat of %d columns", cols);
@@ -331,11 +334,12 @@ nomem:
 }
 sheaf_status sh_graph_raw_guard(sheaf_graph *g, uint32_t id) {
   uint32_t r = id;
-  while (g->nodes[r].op == SH_OP_SLICE) r = g->ins[g->nodes[r].in];
-  if (g->nodes[r].op != SH_OP_AFFINE || !(g->nodes[r].flags & SH_NODE_VAL_IS_ACT)) return SHEAF_OK;
+  while (g->store.nodes[r].op == SH_OP_SLICE) r = g->store.ins[g->store.nodes[r].in];
+  if (g->store.nodes[r].op != SH_OP_AFFINE || !g->affine.node[r].val_is_act) return SHEAF_OK;
   sheaf_status st = sh_exec_affine_raw(g, r);
   if (st) return st;
-  for (uint32_t s = id; s != r; s = g->ins[g->nodes[s].in]) g->nodes[s].val = NULL; /* re-resolve */
+  for (uint32_t s = id; s != r; s = g->store.ins[g->store.nodes[s].in])
+    g->store.nodes[s].val = NULL; /* re-resolve */
   return SHEAF_OK;
 }
 
@@ -349,7 +353,7 @@ static float *resolve(sheaf_graph *g, uint32_t id) {
   bool ok = ids_push(g, &todo, id);
   while (ok && todo.n) {
     uint32_t t = todo.v[todo.n - 1];
-    sh_node *n = &g->nodes[t];
+    sh_node *n = &g->store.nodes[t];
     if (n->val) {
       todo.n--;
       continue;
@@ -357,22 +361,22 @@ static float *resolve(sheaf_graph *g, uint32_t id) {
     uint32_t dep = SH_NONE; /* a view's source without a value yet: resolved first */
     switch (n->op) {
     case SH_OP_SLICE: {
-      uint32_t x = g->ins[n->in], src = x, off = n->aux;
-      const sh_node *xn = &g->nodes[x];
+      uint32_t x = g->store.ins[n->in], src = x, off = n->offset;
+      const sh_node *xn = &g->store.nodes[x];
       if (xn->op == SH_OP_CONCAT && !xn->val) { /* a slice within one piece: no copy */
         uint32_t at = 0;
         for (uint32_t i = 0; i < xn->n_in; i++) {
-          uint32_t p = g->ins[xn->in + i];
-          uint32_t pc = (uint32_t)g->nodes[p].cols;
-          if (n->aux >= at && n->aux + (uint32_t)n->cols <= at + pc) {
+          uint32_t p = g->store.ins[xn->in + i];
+          uint32_t pc = (uint32_t)g->store.nodes[p].cols;
+          if (n->offset >= at && n->offset + (uint32_t)n->cols <= at + pc) {
             src = p;
-            off = n->aux - at;
+            off = n->offset - at;
             break;
           }
           at += pc;
         }
       }
-      const sh_node *sn = &g->nodes[src];
+      const sh_node *sn = &g->store.nodes[src];
       if (!sn->val) {
         dep = src;
       } else {
@@ -388,8 +392,8 @@ static float *resolve(sheaf_graph *g, uint32_t id) {
       break;
     }
     case SH_OP_RESHAPE: {
-      uint32_t x = g->ins[n->in];
-      const sh_node *xn = &g->nodes[x];
+      uint32_t x = g->store.ins[n->in];
+      const sh_node *xn = &g->store.nodes[x];
       if (!xn->val) {
         dep = x;
         break;
@@ -397,7 +401,7 @@ static float *resolve(sheaf_graph *g, uint32_t id) {
       float *v = xn->val;
       if (xn->rows > 1 && xn->ld != xn->cols) { /* strided: copy */
         size_t bytes = (size_t)xn->rows * (size_t)xn->cols * sizeof(float);
-        float *c = sh_arena_alloc(&g->data, bytes);
+        float *c = sh_arena_alloc(&g->store.data, bytes);
         if (!c) {
           sh_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: %zu bytes for a reshape", bytes);
           goto fail;
@@ -405,7 +409,7 @@ static float *resolve(sheaf_graph *g, uint32_t id) {
         for (int32_t r = 0; r < xn->rows; r++)
           memcpy(c + (int64_t)r * xn->cols, v + (int64_t)r * xn->ld,
                  (size_t)xn->cols * sizeof(float));
-        g->stats.bytes_copied += bytes;
+        g->instr.stats.bytes_copied += bytes;
         v = c;
       }
       n->ld = n->cols;
@@ -422,7 +426,7 @@ static float *resolve(sheaf_graph *g, uint32_t id) {
   if (!ok) sh_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: resolving the views of node %u", id);
   ids_free(g, &todo);
   ids_free(g, &walk);
-  return ok ? g->nodes[id].val : NULL;
+  return ok ? g->store.nodes[id].val : NULL;
 fail:
   ids_free(g, &todo);
   ids_free(g, &walk);
@@ -430,13 +434,13 @@ fail:
 }
 
 float *sh_graph_val(sheaf_graph *g, uint32_t id) {
-  float *v = g->nodes[id].val;
+  float *v = g->store.nodes[id].val;
   return v ? v : resolve(g, id);
 }
 int sheaf_expr_shape(const sheaf_graph *g, sheaf_expr e, int64_t shape[2]) {
-  if (!g || e.graph != g->handle || e.node >= g->n_nodes || g->nodes[e.node].depth != e.depth)
+  if (!g || e.graph != g->handle || e.node >= g->store.n_nodes || g->store.nodes[e.node].depth != e.depth)
     return 0;
-  const sh_node *n = &g->nodes[e.node];
+  const sh_node *n = &g->store.nodes[e.node];
   if (!shape) return n->rank; /* the rank alone */
   if (n->rank == 2) {
     shape[0] = n->rows;
@@ -455,28 +459,28 @@ sheaf_status sheaf_value(sheaf_graph *g, sheaf_expr e, sheaf_value_view *out) {
   if (g->status) return sticky(g);
   if (e.graph == 0)
     return sh_fail(g->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_value: the expression is null");
-  if (e.graph != g->handle || e.node >= g->n_nodes || g->nodes[e.node].depth != e.depth) {
+  if (e.graph != g->handle || e.node >= g->store.n_nodes || g->store.nodes[e.node].depth != e.depth) {
     bool stale = (uint32_t)(e.graph >> 32) == g->tag;
     return sh_fail(g->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_value: %s",
                    stale ? "the expression was built before sheaf_graph_reset (a stale handle)"
                          : "the expression belongs to another graph (or was built before "
                            "sheaf_graph_reset)");
   }
-  if (e.node >= g->first_pending) {
+  if (e.node >= g->store.first_pending) {
     sheaf_status st = sheaf_graph_flush(g);
     if (st) return st;
   }
   sheaf_status st = sh_graph_raw_guard(g, e.node);
   if (st) return st;
-  if (SH_UNLIKELY(g->nodes[e.node].flags & SH_NODE_ABS) && (st = sh_pw_need(g, e.node)))
+  if (SH_UNLIKELY(sh_pw_absorbed(g, e.node)) && (st = sh_pw_need(g, e.node)))
     return st; /* fused into its reader: computed now */
   sh_node *n;
   const float *v = sh_graph_val(g, e.node);
   if (!v) return sticky(g);
-  n = &g->nodes[e.node];
+  n = &g->store.nodes[e.node];
   if (n->rank == 2 && n->rows > 1 && n->ld != n->cols) { /* a strided view: copy */
     size_t bytes = (size_t)n->rows * (size_t)n->cols * sizeof(float);
-    float *c = sh_arena_alloc(&g->data, bytes);
+    float *c = sh_arena_alloc(&g->store.data, bytes);
     if (!c) return sh_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: %zu bytes", bytes);
     for (int32_t r = 0; r < n->rows; r++)
       memcpy(c + (int64_t)r * n->cols, v + (int64_t)r * n->ld, (size_t)n->cols * sizeof(float));

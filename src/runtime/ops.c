@@ -20,7 +20,7 @@ const char *sh_node_shape_str(const sh_node *n, char *buf, size_t size) {
 /* sh_build_check's slow path: the whole check again, with the messages. */
 int sh_build_check_slow(sheaf_graph *g, sheaf_expr e, const char *op, int argno) {
   if (e.graph == g->handle) {
-    if (SH_UNLIKELY(e.node >= g->n_nodes || g->nodes[e.node].depth != e.depth)) {
+    if (SH_UNLIKELY(e.node >= g->store.n_nodes || g->store.nodes[e.node].depth != e.depth)) {
       sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: argument %d is not a valid expression", op,
                     argno);
       return 2;
@@ -57,85 +57,88 @@ static sh_param *param_arg(sheaf_graph *g, sheaf_param p, const char *op, const 
 
 /* Appends a node reading `ins`; depth and phase follow the inputs. */
 uint32_t sh_node_new(sheaf_graph *g, int op, const uint32_t *ins, int n_in) {
-  if (SH_UNLIKELY(g->n_nodes + 1 > g->cap_nodes) &&
-      sh_grow(g->ctx, (void **)&g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes)) {
+  if (SH_UNLIKELY(g->store.n_nodes + 1 > g->store.cap_nodes) &&
+      sh_grow(g->ctx, (void **)&g->store.nodes, &g->store.cap_nodes, g->store.n_nodes + 1,
+              sizeof *g->store.nodes)) {
     sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", sh_op_name(op));
     return SH_NONE;
   }
-  if (SH_UNLIKELY(g->n_ins + (uint32_t)n_in > g->cap_ins) &&
-      sh_grow(g->ctx, (void **)&g->ins, &g->cap_ins, g->n_ins + (uint32_t)n_in, sizeof *g->ins)) {
+  if (SH_UNLIKELY(g->store.n_ins + (uint32_t)n_in > g->store.cap_ins) &&
+      sh_grow(g->ctx, (void **)&g->store.ins, &g->store.cap_ins, g->store.n_ins + (uint32_t)n_in,
+              sizeof *g->store.ins)) {
     sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", sh_op_name(op));
     return SH_NONE;
   }
-  uint32_t depth = 0, phase = (uint32_t)g->phase;
+  uint32_t depth = 0, phase = (uint32_t)g->store.phase;
   for (int i = 0; i < n_in; i++) {
-    const sh_node *x = &g->nodes[ins[i]];
+    const sh_node *x = &g->store.nodes[ins[i]];
     if (x->phase > phase) phase = x->phase;
-    if (SH_UNLIKELY(x->flags & SH_NODE_ABS) && sh_pw_need(g, ins[i]))
+    /* (an absorbed node has been read, by its absorber: a first reader skips the side entry) */
+    if (SH_UNLIKELY(x->uses && sh_pw_absorbed(g, ins[i])) && sh_pw_need(g, ins[i]))
       return SH_NONE; /* a second reader of a value fused into its reader */
     uint32_t r = ins[i];
-    while (g->nodes[r].op == SH_OP_SLICE) r = g->ins[g->nodes[r].in];
-    if (SH_UNLIKELY(g->nodes[r].flags & SH_NODE_VAL_IS_ACT) && sh_graph_raw_guard(g, ins[i]))
+    while (g->store.nodes[r].op == SH_OP_SLICE) r = g->store.ins[g->store.nodes[r].in];
+    if (SH_UNLIKELY(r < g->store.first_pending && g->store.nodes[r].op == SH_OP_AFFINE &&
+                    g->affine.node[r].val_is_act) &&
+        sh_graph_raw_guard(g, ins[i]))
       return SH_NONE; /* an earlier flush fused activations into this value */
   }
-  uint32_t id = g->n_nodes++;
-  sh_node *n = &g->nodes[id];
+  uint32_t id = g->store.n_nodes++;
+  sh_node *n = &g->store.nodes[id];
   for (int i = 0; i < n_in; i++) {
-    sh_node *x = &g->nodes[ins[i]];
+    sh_node *x = &g->store.nodes[ins[i]];
     /* depth counts within a phase: an earlier phase's value is ready when this one starts */
     if (x->depth > depth && x->phase == phase) depth = x->depth;
     x->uses++;
     /* a read of an affine's raw value: directly, or through slices (making a
      * slice is not a read; a fused activation reads through its epilogue) */
     if (op == SH_OP_ALIAS || (op == SH_OP_SLICE && x->op == SH_OP_AFFINE)) continue;
-    while (x->op == SH_OP_SLICE) x = &g->nodes[g->ins[x->in]];
-    if (x->op == SH_OP_AFFINE) x->flags |= SH_NODE_RAW_USED;
+    uint32_t r = ins[i];
+    while (g->store.nodes[r].op == SH_OP_SLICE) r = g->store.ins[g->store.nodes[r].in];
+    if (g->store.nodes[r].op == SH_OP_AFFINE) g->affine.node[r].raw_used = true;
   }
   memset(n, 0, sizeof *n);
   n->op = (uint8_t)op;
   n->n_in = (uint16_t)n_in;
-  n->in = g->n_ins;
-  if (n_in) memcpy(g->ins + g->n_ins, ins, (size_t)n_in * sizeof *ins);
-  g->n_ins += (uint32_t)n_in;
+  n->in = g->store.n_ins;
+  if (n_in) memcpy(g->store.ins + g->store.n_ins, ins, (size_t)n_in * sizeof *ins);
+  g->store.n_ins += (uint32_t)n_in;
   n->depth = depth + sh_op_is_kernel(op);
   n->phase = (uint16_t)phase;
-  if (phase > g->max_phase) g->max_phase = phase;
-  n->sig = SH_NONE;
-  n->next = SH_NONE;
+  if (phase > g->store.max_phase) g->store.max_phase = phase;
   n->rank = 1;
   n->rows = 1;
-  g->stats.nodes++;
+  g->instr.stats.nodes++;
   return id;
 }
 
 /* Hands a finished node to the policy; returns its expression. */
 sheaf_expr sh_build_finish(sheaf_graph *g, uint32_t id) {
-  sh_node *n = &g->nodes[id];
+  sh_node *n = &g->store.nodes[id];
   if (!sh_op_is_kernel(n->op) || g->policy == SHEAF_POLICY_DEPTH ||
       g->policy == SHEAF_POLICY_AGENDA)
     return sh_expr_of(g, id);
   sheaf_status st;
+  uint32_t sig = SH_NONE;
   if (sh_op_is_pw(n->op) && g->policy == SHEAF_POLICY_SHEAF) {
     /* bucketed at flush, unless a later pointwise node absorbs it */
-    st = sh_grow(g->ctx, (void **)&g->pw_list, &g->cap_pw_list, g->n_pw_list + 1,
-                 sizeof *g->pw_list);
-    if (!st) {
-      g->pw_list[g->n_pw_list++] = id;
-      g->nodes[id].p0 = 1;
-      return sh_expr_of(g, id);
-    }
+    st = sh_pw_list_add(g, id);
+    if (!st) return sh_expr_of(g, id);
   } else if (sh_op_is_pw(n->op)) {
     st = sh_pw_finalize(g, id, true);
+    sig = g->pw.node[id].sig;
   } else {
     sh_sig_key k;
     sh_sig_key_of(g, n, &k);
-    st = sh_sig_find_fast(g, &k, &n->sig);
+    st = sh_sig_find_fast(g, &k, &sig);
   }
   if (!st)
-    st = g->policy == SHEAF_POLICY_SHEAF ? sh_sched_sheaf_add(g, id) : sh_sched_none_add(g, id);
+    st = g->policy == SHEAF_POLICY_SHEAF ? sh_sched_sheaf_add(g, id, sig)
+                                         : sh_sched_none_add(g, id, sig);
   if (st) {
     char e[SH_ERR_MAX];
-    sh_graph_fail(g, st, "%s: %s", sh_op_name(g->nodes[id].op), sh_last_error_copy(g->ctx, e, sizeof e));
+    sh_graph_fail(g, st, "%s: %s", sh_op_name(g->store.nodes[id].op),
+                  sh_last_error_copy(g->ctx, e, sizeof e));
     return SH_NULL_EXPR;
   }
   return sh_expr_of(g, id);
@@ -168,7 +171,7 @@ static sheaf_expr leaf(sheaf_graph *g, const char *op, int rank, const int64_t *
     }
   int64_t rows = rank == 2 ? shape[0] : 1, cols = shape[rank - 1];
   size_t bytes = (size_t)rows * (size_t)cols * sizeof(float);
-  float *v = sh_arena_alloc(&g->data, bytes);
+  float *v = sh_arena_alloc(&g->store.data, bytes);
   if (!v) {
     sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory (%zu bytes)", op, bytes);
     return SH_NULL_EXPR;
@@ -179,13 +182,13 @@ static sheaf_expr leaf(sheaf_graph *g, const char *op, int rank, const int64_t *
     memset(v, 0, bytes);
   uint32_t id = sh_node_new(g, SH_OP_INPUT, NULL, 0);
   if (id == SH_NONE) return SH_NULL_EXPR;
-  sh_node *n = &g->nodes[id];
+  sh_node *n = &g->store.nodes[id];
   n->rank = (uint8_t)rank;
   n->rows = (int32_t)rows;
   n->cols = (int32_t)cols;
   n->ld = (int32_t)cols;
   n->val = v;
-  n->flags = SH_NODE_DONE;
+  n->done = true;
   return sh_expr_of(g, id);
 }
 
@@ -207,14 +210,14 @@ sheaf_expr sheaf_parameter(sheaf_graph *g, sheaf_param p) {
   if (!q) return SH_NULL_EXPR;
   uint32_t id = sh_node_new(g, SH_OP_PARAM, NULL, 0);
   if (id == SH_NONE) return SH_NULL_EXPR;
-  sh_node *n = &g->nodes[id];
+  sh_node *n = &g->store.nodes[id];
   n->rank = (uint8_t)q->rank;
   n->rows = (int32_t)(q->rank == 2 ? q->shape[0] : 1);
   n->cols = (int32_t)(q->rank == 2 ? q->shape[1] : q->shape[0]);
   n->ld = n->cols;
-  n->p0 = p.id;
+  n->param.id = p.id;
   n->val = q->data;
-  n->flags = SH_NODE_DONE;
+  n->done = true;
   return sh_expr_of(g, id);
 }
 
@@ -231,13 +234,13 @@ sheaf_expr sheaf_lookup(sheaf_graph *g, sheaf_param table, int64_t row) {
   }
   uint32_t id = sh_node_new(g, SH_OP_LOOKUP, NULL, 0);
   if (id == SH_NONE) return SH_NULL_EXPR;
-  sh_node *n = &g->nodes[id];
+  sh_node *n = &g->store.nodes[id];
   n->cols = (int32_t)(q->rank == 2 ? q->shape[1] : 1);
   n->ld = n->cols;
-  n->p0 = table.id;
-  n->aux = (uint32_t)row;
+  n->param.id = table.id;
+  n->param.row = (uint32_t)row;
   n->val = q->data + row * n->cols;
-  n->flags = SH_NODE_DONE;
+  n->done = true;
   return sh_expr_of(g, id);
 }
 
@@ -251,9 +254,9 @@ static bool affine_args(sheaf_graph *g, const char *op, int nx, const sheaf_para
     if (c) return false;
     ids[i] = x[i].node;
   }
-  int32_t rows = g->nodes[ids[0]].rows;
+  int32_t rows = g->store.nodes[ids[0]].rows;
   for (int i = 0; i < nx; i++) {
-    const sh_node *xn = &g->nodes[ids[i]];
+    const sh_node *xn = &g->store.nodes[ids[i]];
     char a[64], b[64];
     if (wp[i]->rank != 2 || xn->cols != wp[i]->shape[0] || wp[i]->shape[1] != out_cols) {
       sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: x%s has shape %s but W '%s' has shape %s%s", op,
@@ -314,16 +317,22 @@ sheaf_expr sheaf_affine_n(sheaf_graph *g, int nx, const sheaf_param *W, const sh
       return SH_NULL_EXPR;
     }
   }
+  /* its side entry first: a failure leaves no half-built node */
+  if (sh_side_reserve(g->ctx, (void **)&g->affine.node, &g->affine.cap_node, g->store.n_nodes,
+                      sizeof *g->affine.node)) {
+    sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", op);
+    return SH_NULL_EXPR;
+  }
   uint32_t id = sh_node_new(g, SH_OP_AFFINE, ids, nx);
   if (id == SH_NONE) return SH_NULL_EXPR;
-  sh_node *n = &g->nodes[id];
-  const sh_node *x0 = &g->nodes[ids[0]];
+  sh_node *n = &g->store.nodes[id];
+  const sh_node *x0 = &g->store.nodes[ids[0]];
   n->rank = x0->rank;
   n->rows = x0->rows;
   n->cols = (int32_t)out;
-  n->p0 = p0;
-  n->p1 = b.id;
-  n->aux = SH_NONE;
+  n->lin.w = p0;
+  n->lin.b = b.id;
+  g->affine.node[id] = (sh_affine_node){SH_NONE, SH_NONE, 0, false, false};
   return sh_build_finish(g, id);
 }
 
@@ -361,9 +370,9 @@ sheaf_status sheaf_lstm_cell(sheaf_graph *g, sheaf_param W, sheaf_param b, sheaf
   }
   if (!affine_args(g, op, 1, &W, &x, ids, &wp, wp->shape[1]) || !bias_ok(g, op, bp, wp->shape[1]))
     return g->status;
-  const sh_node *xn = &g->nodes[ids[0]];
+  const sh_node *xn = &g->store.nodes[ids[0]];
   if (nin == 2) {
-    const sh_node *cn = &g->nodes[ids[1]];
+    const sh_node *cn = &g->store.nodes[ids[1]];
     if (cn->cols != hid || cn->rows != xn->rows) {
       char a[64];
       return sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: c_prev has shape %s but hidden is %lld", op,
@@ -372,20 +381,20 @@ sheaf_status sheaf_lstm_cell(sheaf_graph *g, sheaf_param W, sheaf_param b, sheaf
   }
   uint32_t id = sh_node_new(g, SH_OP_LSTM, ids, nin);
   if (id == SH_NONE) return g->status;
-  sh_node *n = &g->nodes[id];
-  xn = &g->nodes[ids[0]];
+  sh_node *n = &g->store.nodes[id];
+  xn = &g->store.nodes[ids[0]];
   n->rank = xn->rank;
   n->rows = xn->rows;
   n->cols = (int32_t)hid;
-  n->p0 = W.id;
-  n->p1 = b.id;
+  n->lin.w = W.id;
+  n->lin.b = b.id;
   uint32_t cid = sh_node_new(g, SH_OP_LSTM_C, &id, 1);
   if (cid == SH_NONE) return g->status;
-  g->nodes[id].uses--; /* the cell state is the node's own output */
-  g->nodes[cid].rank = g->nodes[id].rank;
-  g->nodes[cid].rows = g->nodes[id].rows;
-  g->nodes[cid].cols = (int32_t)hid;
-  g->nodes[id].aux = cid;
+  g->store.nodes[id].uses--; /* the cell state is the node's own output */
+  g->store.nodes[cid].rank = g->store.nodes[id].rank;
+  g->store.nodes[cid].rows = g->store.nodes[id].rows;
+  g->store.nodes[cid].cols = (int32_t)hid;
+  g->store.nodes[id].lin.cell = cid;
   sheaf_expr he = sh_build_finish(g, id);
   if (sheaf_expr_is_null(he)) return g->status;
   *h = he;
@@ -396,7 +405,7 @@ sheaf_status sheaf_lstm_cell(sheaf_graph *g, sheaf_param W, sheaf_param b, sheaf
 sheaf_expr sheaf_matmul(sheaf_graph *g, sheaf_expr a, sheaf_expr b) {
   static const char op[] = "sheaf_matmul";
   if (!sh_build_enter(g) || sh_build_check(g, a, op, 1) || sh_build_check(g, b, op, 2)) return SH_NULL_EXPR;
-  const sh_node *an = &g->nodes[a.node], *bn = &g->nodes[b.node];
+  const sh_node *an = &g->store.nodes[a.node], *bn = &g->store.nodes[b.node];
   int64_t k_b = bn->rank == 2 ? bn->rows : bn->cols;
   if (an->cols != k_b || (an->rank == 1 && bn->rank == 1 && an->cols != bn->cols)) {
     char s1[64], s2[64];
@@ -407,9 +416,9 @@ sheaf_expr sheaf_matmul(sheaf_graph *g, sheaf_expr a, sheaf_expr b) {
   uint32_t ids[2] = {a.node, b.node};
   uint32_t id = sh_node_new(g, SH_OP_MATMUL, ids, 2);
   if (id == SH_NONE) return SH_NULL_EXPR;
-  sh_node *n = &g->nodes[id];
-  an = &g->nodes[a.node];
-  bn = &g->nodes[b.node];
+  sh_node *n = &g->store.nodes[id];
+  an = &g->store.nodes[a.node];
+  bn = &g->store.nodes[b.node];
   if (bn->rank == 2) { /* [r,k]·[k,c] -> [r,c];  [k]·[k,c] -> [c] */
     n->rank = an->rank;
     n->rows = an->rows;

@@ -41,7 +41,7 @@ static bool n_inputs_ok(sheaf_graph *g, const char *op, int nx, const sheaf_expr
 
 static sheaf_expr binary(sheaf_graph *g, int opc, const char *op, sheaf_expr a, sheaf_expr b) {
   if (!sh_build_enter(g) || sh_build_check(g, a, op, 1) || sh_build_check(g, b, op, 2)) return SH_NULL_EXPR;
-  const sh_node *an = &g->nodes[a.node], *bn = &g->nodes[b.node], *big = ew_shape(an, bn);
+  const sh_node *an = &g->store.nodes[a.node], *bn = &g->store.nodes[b.node], *big = ew_shape(an, bn);
   if (!big) {
     char s1[64], s2[64];
     sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: shapes %s and %s differ", op, sh_node_shape_str(an, s1, sizeof s1),
@@ -57,7 +57,7 @@ sheaf_expr sheaf_where(sheaf_graph *g, sheaf_expr c, sheaf_expr a, sheaf_expr b)
   if (!sh_build_enter(g) || sh_build_check(g, c, op, 1) || sh_build_check(g, a, op, 2) ||
       sh_build_check(g, b, op, 3))
     return SH_NULL_EXPR;
-  const sh_node *cn = &g->nodes[c.node], *an = &g->nodes[a.node], *bn = &g->nodes[b.node];
+  const sh_node *cn = &g->store.nodes[c.node], *an = &g->store.nodes[a.node], *bn = &g->store.nodes[b.node];
   const sh_node *ab = ew_shape(an, bn), *big = ab ? ew_shape(ab, cn) : NULL;
   if (!big) {
     char s1[64], s2[64], s3[64];
@@ -76,7 +76,7 @@ sheaf_expr sheaf_sum_n(sheaf_graph *g, int nx, const sheaf_expr *xs) {
   if (!n_inputs_ok(g, op, nx, xs, INT_MAX)) return SH_NULL_EXPR; /* any n: summed in groups */
   for (int i = 0; i < nx; i++) {
     if (sh_build_check(g, xs[i], op, i + 1)) return SH_NULL_EXPR;
-    const sh_node *a = &g->nodes[xs[0].node], *b = &g->nodes[xs[i].node];
+    const sh_node *a = &g->store.nodes[xs[0].node], *b = &g->store.nodes[xs[i].node];
     if (a->rows != b->rows || a->cols != b->cols || a->rank != b->rank) {
       char s1[64], s2[64];
       sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: argument %d has shape %s but argument 1 has %s", op,
@@ -85,7 +85,7 @@ sheaf_expr sheaf_sum_n(sheaf_graph *g, int nx, const sheaf_expr *xs) {
     }
   }
   if (nx == 1) return xs[0];
-  const sh_node *a = &g->nodes[xs[0].node];
+  const sh_node *a = &g->store.nodes[xs[0].node];
   int rank = a->rank;
   int32_t rows = a->rows, cols = a->cols;
   /* a program reads at most SH_PW_MAX_LEAVES values: sum groups of them first */
@@ -108,56 +108,56 @@ sheaf_expr sheaf_sum_n(sheaf_graph *g, int nx, const sheaf_expr *xs) {
 }
 
 static sheaf_expr unary(sheaf_graph *g, int opc, const char *op, sheaf_expr x, float f,
-                        uint32_t aux) {
+                        uint32_t index) {
   if (!sh_build_enter(g) || sh_build_check(g, x, op, 1)) return SH_NULL_EXPR;
   int act = sh_op_act(opc);
   /* act(affine) or act(slice of an affine), nothing else reading that value
    * yet: run the activation in the GEMM's store, on those columns */
   uint32_t src = x.node;
-  int32_t c0 = 0, c1 = g->nodes[x.node].cols;
-  const sh_node *xn = &g->nodes[x.node];
-  if (act >= 0 && xn->op == SH_OP_SLICE && g->nodes[g->ins[xn->in]].op == SH_OP_AFFINE) {
-    src = g->ins[xn->in];
-    c0 = (int32_t)xn->aux;
+  int32_t c0 = 0, c1 = g->store.nodes[x.node].cols;
+  const sh_node *xn = &g->store.nodes[x.node];
+  if (act >= 0 && xn->op == SH_OP_SLICE && g->store.nodes[g->store.ins[xn->in]].op == SH_OP_AFFINE) {
+    src = g->store.ins[xn->in];
+    c0 = (int32_t)xn->offset;
     c1 = c0 + xn->cols;
   }
-  const sh_node *an = &g->nodes[src];
-  bool fuse = act >= 0 && an->op == SH_OP_AFFINE && !xn->uses && !(an->flags & SH_NODE_DONE) &&
-              an->act < SH_MAX_FUSE && g->policy != SHEAF_POLICY_NONE &&
-              !(an->flags & SH_NODE_RAW_USED && src == x.node);
-  for (uint32_t k = an->act ? an->aux : SH_NONE; fuse && k != SH_NONE; k = g->fuse[k].next)
-    if (c0 < g->fuse[k].c1 && g->fuse[k].c0 < c1) fuse = false; /* overlaps a fused range */
-  if (fuse && sh_grow(g->ctx, (void **)&g->fuse, &g->cap_fuse, g->n_fuse + 1, sizeof *g->fuse)) {
+  const sh_node *an = &g->store.nodes[src];
+  const sh_affine_node *aa = an->op == SH_OP_AFFINE ? &g->affine.node[src] : NULL;
+  bool fuse = act >= 0 && aa && !xn->uses && !an->done && aa->n_act < SH_MAX_FUSE &&
+              g->policy != SHEAF_POLICY_NONE && !(aa->raw_used && src == x.node);
+  for (uint32_t k = fuse ? aa->act : SH_NONE; k != SH_NONE && fuse; k = g->affine.range[k].next)
+    if (c0 < g->affine.range[k].c1 && g->affine.range[k].c0 < c1) fuse = false; /* overlaps a fused range */
+  if (fuse && sh_grow(g->ctx, (void **)&g->affine.range, &g->affine.cap_range,
+                      g->affine.n_range + 1, sizeof *g->affine.range)) {
     sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", op);
     return SH_NULL_EXPR;
   }
   if (!fuse && sh_op_is_pw(opc)) {
-    xn = &g->nodes[x.node];
+    xn = &g->store.nodes[x.node];
     return sh_pw_build(g, opc, &x.node, 1, xn->rank, xn->rows, xn->cols, f);
   }
   uint32_t id = sh_node_new(g, fuse ? SH_OP_ALIAS : opc, fuse ? &src : &x.node, 1);
   if (id == SH_NONE) return SH_NULL_EXPR;
-  sh_node *n = &g->nodes[id];
-  xn = &g->nodes[x.node];
+  sh_node *n = &g->store.nodes[id];
+  xn = &g->store.nodes[x.node];
   n->rank = xn->rank;
   n->rows = xn->rows;
   n->cols = xn->cols;
   if (fuse) {
-    sh_node *a = &g->nodes[src];
-    uint32_t k = g->n_fuse++;
-    g->fuse[k] = (sh_fuse){id, SH_NONE, c0, c1, act};
-    if (a->act) { /* append: ranges keep their creation order */
-      uint32_t t = a->aux;
-      while (g->fuse[t].next != SH_NONE) t = g->fuse[t].next;
-      g->fuse[t].next = k;
+    sh_affine_node *a = &g->affine.node[src];
+    uint32_t k = g->affine.n_range++;
+    g->affine.range[k] = (sh_fuse){id, SH_NONE, c0, c1, act};
+    if (a->act != SH_NONE) { /* append: ranges keep their creation order */
+      uint32_t t = a->act;
+      while (g->affine.range[t].next != SH_NONE) t = g->affine.range[t].next;
+      g->affine.range[t].next = k;
     } else {
-      a->aux = k;
+      a->act = k;
     }
-    a->act++;
+    a->n_act++;
     return sh_expr_of(g, id);
   }
-  n->f = f;
-  n->aux = aux;
+  if (opc == SH_OP_PICK) n->index = index;
   if (opc == SH_OP_SUM || opc == SH_OP_MEAN || opc == SH_OP_MAX || opc == SH_OP_PICK) {
     n->rank = 1;
     n->cols = xn->rank == 2 ? xn->rows : 1;
@@ -188,7 +188,7 @@ sheaf_expr sheaf_scale(sheaf_graph *g, sheaf_expr x, float s) {
 
 sheaf_expr sheaf_pick(sheaf_graph *g, sheaf_expr x, int64_t index) {
   if (!sh_build_enter(g) || sh_build_check(g, x, "sheaf_pick", 1)) return SH_NULL_EXPR;
-  const sh_node *xn = &g->nodes[x.node];
+  const sh_node *xn = &g->store.nodes[x.node];
   if (index < 0 || index >= xn->cols) {
     char s[64];
     sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "sheaf_pick: index %lld is outside [0, %d) of shape %s",
@@ -204,9 +204,9 @@ sheaf_expr sheaf_layer_norm(sheaf_graph *g, sheaf_expr x, sheaf_expr gamma, shea
   if (!sh_build_enter(g) || sh_build_check(g, x, op, 1) || sh_build_check(g, gamma, op, 2) ||
       sh_build_check(g, beta, op, 3))
     return SH_NULL_EXPR;
-  const sh_node *xn = &g->nodes[x.node];
+  const sh_node *xn = &g->store.nodes[x.node];
   for (int i = 0; i < 2; i++) {
-    const sh_node *v = &g->nodes[(i ? beta : gamma).node];
+    const sh_node *v = &g->store.nodes[(i ? beta : gamma).node];
     if (v->rows != 1 || v->cols != xn->cols) {
       char s1[64], s2[64];
       sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: %s has shape %s but x has %s (one row of %d expected)", op,
@@ -222,12 +222,12 @@ sheaf_expr sheaf_layer_norm(sheaf_graph *g, sheaf_expr x, sheaf_expr gamma, shea
   uint32_t ids[3] = {x.node, gamma.node, beta.node};
   uint32_t id = sh_node_new(g, SH_OP_LAYER_NORM, ids, 3);
   if (id == SH_NONE) return SH_NULL_EXPR;
-  sh_node *n = &g->nodes[id];
-  xn = &g->nodes[x.node];
+  sh_node *n = &g->store.nodes[id];
+  xn = &g->store.nodes[x.node];
   n->rank = xn->rank;
   n->rows = xn->rows;
   n->cols = xn->cols;
-  n->f = eps;
+  n->eps = eps;
   return sh_build_finish(g, id);
 }
 
@@ -235,7 +235,7 @@ sheaf_expr sheaf_layer_norm(sheaf_graph *g, sheaf_expr x, sheaf_expr gamma, shea
 
 /* The node ids of xs (checked handles): buf when they fit, else scratch. */
 static uint32_t *node_ids(sheaf_graph *g, const char *op, int nx, const sheaf_expr *xs, uint32_t buf[16]) {
-  uint32_t *ids = nx > 16 ? sh_arena_alloc(&g->scratch, (size_t)nx * sizeof *ids) : buf;
+  uint32_t *ids = nx > 16 ? sh_arena_alloc(&g->work.scratch, (size_t)nx * sizeof *ids) : buf;
   if (!ids) {
     sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", op);
     return NULL;
@@ -250,7 +250,7 @@ sheaf_expr sheaf_stack(sheaf_graph *g, int nx, const sheaf_expr *xs) {
   if (!n_inputs_ok(g, op, nx, xs, SH_MAX_NODE_INS)) return SH_NULL_EXPR;
   for (int i = 0; i < nx; i++) {
     if (sh_build_check(g, xs[i], op, i + 1)) return SH_NULL_EXPR;
-    const sh_node *a = &g->nodes[xs[0].node], *b = &g->nodes[xs[i].node];
+    const sh_node *a = &g->store.nodes[xs[0].node], *b = &g->store.nodes[xs[i].node];
     if (b->rows != 1 || b->cols != a->cols) {
       char s1[64], s2[64];
       sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: argument %d has shape %s but argument 1 has %s (one row each)",
@@ -262,17 +262,17 @@ sheaf_expr sheaf_stack(sheaf_graph *g, int nx, const sheaf_expr *xs) {
   if (!ids) return SH_NULL_EXPR;
   uint32_t id = sh_node_new(g, SH_OP_STACK, ids, nx);
   if (id == SH_NONE) return SH_NULL_EXPR;
-  sh_node *n = &g->nodes[id];
+  sh_node *n = &g->store.nodes[id];
   n->rank = 2;
   n->rows = nx;
-  n->cols = g->nodes[ids[0]].cols;
+  n->cols = g->store.nodes[ids[0]].cols;
   return sh_build_finish(g, id);
 }
 
 sheaf_expr sheaf_row(sheaf_graph *g, sheaf_expr x, int64_t index) {
   static const char op[] = "sheaf_row";
   if (!sh_build_enter(g) || sh_build_check(g, x, op, 1)) return SH_NULL_EXPR;
-  const sh_node *xn = &g->nodes[x.node];
+  const sh_node *xn = &g->store.nodes[x.node];
   if (xn->rank != 2 || index < 0 || index >= xn->rows) {
     char s[64];
     sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: row %lld of shape %s%s", op, (long long)index,
@@ -282,18 +282,18 @@ sheaf_expr sheaf_row(sheaf_graph *g, sheaf_expr x, int64_t index) {
   }
   uint32_t id = sh_node_new(g, SH_OP_ROW, &x.node, 1);
   if (id == SH_NONE) return SH_NULL_EXPR;
-  sh_node *n = &g->nodes[id];
+  sh_node *n = &g->store.nodes[id];
   n->rank = 1;
   n->rows = 1;
-  n->cols = g->nodes[x.node].cols;
-  n->aux = (uint32_t)index;
+  n->cols = g->store.nodes[x.node].cols;
+  n->index = (uint32_t)index;
   return sh_build_finish(g, id);
 }
 
 sheaf_expr sheaf_transpose(sheaf_graph *g, sheaf_expr x) {
   static const char op[] = "sheaf_transpose";
   if (!sh_build_enter(g) || sh_build_check(g, x, op, 1)) return SH_NULL_EXPR;
-  const sh_node *xn = &g->nodes[x.node];
+  const sh_node *xn = &g->store.nodes[x.node];
   if (xn->rank != 2) {
     char s[64];
     sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: x has shape %s (a matrix [r, c] is expected)", op,
@@ -302,8 +302,8 @@ sheaf_expr sheaf_transpose(sheaf_graph *g, sheaf_expr x) {
   }
   uint32_t id = sh_node_new(g, SH_OP_TRANSPOSE, &x.node, 1);
   if (id == SH_NONE) return SH_NULL_EXPR;
-  sh_node *n = &g->nodes[id];
-  xn = &g->nodes[x.node];
+  sh_node *n = &g->store.nodes[id];
+  xn = &g->store.nodes[x.node];
   n->rank = 2;
   n->rows = xn->cols;
   n->cols = xn->rows;
@@ -317,7 +317,7 @@ sheaf_expr sheaf_concat(sheaf_graph *g, int nx, const sheaf_expr *xs) {
   int64_t cols = 0;
   for (int i = 0; i < nx; i++) {
     if (sh_build_check(g, xs[i], op, i + 1)) return SH_NULL_EXPR;
-    const sh_node *a = &g->nodes[xs[0].node], *b = &g->nodes[xs[i].node];
+    const sh_node *a = &g->store.nodes[xs[0].node], *b = &g->store.nodes[xs[i].node];
     if (a->rank != b->rank || a->rows != b->rows) {
       char s1[64], s2[64];
       sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: argument %d has shape %s but argument 1 has %s", op,
@@ -333,7 +333,7 @@ sheaf_expr sheaf_concat(sheaf_graph *g, int nx, const sheaf_expr *xs) {
   if (nx == 1) return xs[0];
   if (nx > SH_MAX_NODE_INS) { /* more than a node holds: a concat of concats (same pieces) */
     int ng = (nx + SH_MAX_NODE_INS - 1) / SH_MAX_NODE_INS; /* <= 32769 */
-    sheaf_expr *part = sh_arena_alloc(&g->scratch, (size_t)ng * sizeof *part);
+    sheaf_expr *part = sh_arena_alloc(&g->work.scratch, (size_t)ng * sizeof *part);
     if (!part) {
       sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", op);
       return SH_NULL_EXPR;
@@ -349,9 +349,9 @@ sheaf_expr sheaf_concat(sheaf_graph *g, int nx, const sheaf_expr *xs) {
   if (!ids) return SH_NULL_EXPR;
   uint32_t id = sh_node_new(g, SH_OP_CONCAT, ids, nx);
   if (id == SH_NONE) return SH_NULL_EXPR;
-  sh_node *n = &g->nodes[id];
-  n->rank = g->nodes[ids[0]].rank;
-  n->rows = g->nodes[ids[0]].rows;
+  sh_node *n = &g->store.nodes[id];
+  n->rank = g->store.nodes[ids[0]].rank;
+  n->rows = g->store.nodes[ids[0]].rows;
   n->cols = (int32_t)cols;
   return sh_expr_of(g, id);
 }
@@ -359,7 +359,7 @@ sheaf_expr sheaf_concat(sheaf_graph *g, int nx, const sheaf_expr *xs) {
 sheaf_expr sheaf_slice(sheaf_graph *g, sheaf_expr x, int64_t begin, int64_t end) {
   static const char op[] = "sheaf_slice";
   if (!sh_build_enter(g) || sh_build_check(g, x, op, 1)) return SH_NULL_EXPR;
-  const sh_node *xn = &g->nodes[x.node];
+  const sh_node *xn = &g->store.nodes[x.node];
   if (begin < 0 || begin >= end || end > xn->cols) {
     char s[64];
     sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: [%lld, %lld) is not a non-empty range of shape %s", op,
@@ -371,18 +371,18 @@ sheaf_expr sheaf_slice(sheaf_graph *g, sheaf_expr x, int64_t begin, int64_t end)
    * chains of slices, which every later read would walk */
   uint32_t src = x.node;
   int64_t cols = end - begin;
-  if (xn->op == SH_OP_SLICE && g->nodes[g->ins[xn->in]].phase == xn->phase) {
-    begin += xn->aux;
-    src = g->ins[xn->in];
+  if (xn->op == SH_OP_SLICE && g->store.nodes[g->store.ins[xn->in]].phase == xn->phase) {
+    begin += xn->offset;
+    src = g->store.ins[xn->in];
   }
   uint32_t id = sh_node_new(g, SH_OP_SLICE, &src, 1);
   if (id == SH_NONE) return SH_NULL_EXPR;
-  sh_node *n = &g->nodes[id];
-  xn = &g->nodes[x.node];
+  sh_node *n = &g->store.nodes[id];
+  xn = &g->store.nodes[x.node];
   n->rank = xn->rank;
   n->rows = xn->rows;
   n->cols = (int32_t)cols;
-  n->aux = (uint32_t)begin;
+  n->offset = (uint32_t)begin;
   return sh_expr_of(g, id);
 }
 
@@ -393,7 +393,7 @@ sheaf_expr sheaf_reshape(sheaf_graph *g, sheaf_expr x, int rank, const int64_t *
     sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: shape is NULL", op);
     return SH_NULL_EXPR;
   }
-  const sh_node *xn = &g->nodes[x.node];
+  const sh_node *xn = &g->store.nodes[x.node];
   int64_t numel = 1;
   bool ok = rank >= 1 && rank <= 2;
   for (int i = 0; ok && i < rank; i++) {
@@ -408,7 +408,7 @@ sheaf_expr sheaf_reshape(sheaf_graph *g, sheaf_expr x, int rank, const int64_t *
   }
   uint32_t id = sh_node_new(g, SH_OP_RESHAPE, &x.node, 1);
   if (id == SH_NONE) return SH_NULL_EXPR;
-  sh_node *n = &g->nodes[id];
+  sh_node *n = &g->store.nodes[id];
   n->rank = (uint8_t)rank;
   n->rows = rank == 2 ? (int32_t)shape[0] : 1;
   n->cols = (int32_t)shape[rank - 1];

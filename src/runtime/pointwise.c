@@ -2,15 +2,18 @@
  * pointwise.c — generic fusion of chains of the elementwise ops (class EW
  * in ops.def: arithmetic, sum_n, scale, activations, exp, log, ...).
  *
+ * Every elementwise node has a side entry, g->pw.node[id] (sh_pw_node):
+ * this file's state about it, none of it in the node itself.
+ *
  * Build (policy sheaf): a pointwise node absorbs each input that is itself a
  * pending pointwise node nobody else has read yet (same phase, within the
- * program limits): the input is marked ABS (inlined into its reader, which
- * p1 names) and the new node's depth is max over the *leaves* + 1, so a
+ * program limits): the input is marked ABS (inlined into its reader, its
+ * `absorber`) and the new node's depth is max over the *leaves* + 1, so a
  * whole chain takes one level. Nothing is hashed or bucketed at build: the
  * node's id goes on a list.
  *
  * A later reader of an absorbed node gives it a value of its own
- * (sh_pw_need): if its root absorber (following p1) is at the same depth and
+ * (sh_pw_need): if its root absorber (following `absorber`) is at the same depth and
  * has the same shape, the root's program stores it as a side output (SIDE:
  * the TreeLSTM's c is written by the program that computes h from it);
  * otherwise it is bucketed and run on its own (recomputed); after a flush it
@@ -28,21 +31,9 @@
 
 #include "runtime/runtime.h"
 
-/* Sizes of a node's program before flattening (upper bounds: leaves are
- * counted before deduplication): code length in node->act, the rest here. */
-typedef struct pw_sizes {
-  unsigned leaves, stack, consts, sides;
-} pw_sizes;
-
-static pw_sizes sizes_of(const sh_node *n) {
-  return (pw_sizes){n->aux & 0xffu, (n->aux >> 8) & 0xffu, (n->aux >> 16) & 0xffu, n->aux >> 24};
-}
-static uint32_t sizes_pack(pw_sizes s) {
-  return s.leaves | s.stack << 8 | s.consts << 16 | s.sides << 24;
-}
-
+/* The absorber that nobody absorbed: whose program computes node `id`. */
 static uint32_t root_of(const sheaf_graph *g, uint32_t id) {
-  while (g->nodes[id].flags & SH_NODE_ABS) id = g->nodes[id].p1 - 1;
+  while (g->pw.node[id].flags & SH_PW_NODE_ABS) id = g->pw.node[id].absorber;
   return id;
 }
 
@@ -50,104 +41,122 @@ static uint32_t root_of(const sheaf_graph *g, uint32_t id) {
 
 sheaf_expr sh_pw_build(sheaf_graph *g, int op, const uint32_t *ins, int n_in, int rank, int32_t rows,
                        int32_t cols, float f) {
-  uint32_t phase = (uint32_t)g->phase;
+  uint32_t phase = (uint32_t)g->store.phase;
   for (int i = 0; i < n_in; i++) {
-    if (g->nodes[ins[i]].phase > phase) phase = g->nodes[ins[i]].phase;
+    if (g->store.nodes[ins[i]].phase > phase) phase = g->store.nodes[ins[i]].phase;
     /* Reads come first: an absorbed input gets its value (a side output of
      * its root, which is then never absorbed) before this node chooses what
      * to absorb, so it cannot absorb the program that stores a value it
      * also reads as a leaf (a / (a + b): a cycle). */
-    if (SH_UNLIKELY(g->nodes[ins[i]].flags & SH_NODE_ABS) && sh_pw_need(g, ins[i]))
-      return SH_NULL_EXPR;
+    if (SH_UNLIKELY(g->store.nodes[ins[i]].uses && sh_pw_absorbed(g, ins[i])) &&
+        sh_pw_need(g, ins[i]))
+      return SH_NULL_EXPR; /* (absorbed: read by its absorber, see sh_node_new) */
+  }
+  /* the side entry first: a failure leaves no half-built node */
+  if (sh_side_reserve(g->ctx, (void **)&g->pw.node, &g->pw.cap_node, g->store.n_nodes,
+                      sizeof *g->pw.node)) {
+    sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", sh_op_name(op));
+    return SH_NULL_EXPR;
   }
   /* what each input contributes: absorbed (its program) or a leaf */
   int n_ops = op == SH_OP_SUM_N ? n_in - 1 : 1;
-  unsigned code = (unsigned)n_ops, stack = 0;
-  pw_sizes tot = {0, 0, op == SH_OP_SCALE, 0};
+  unsigned code = (unsigned)n_ops, leaves = 0, consts = op == SH_OP_SCALE, stack = 0;
   uint32_t absorbed = 0; /* bit i: input i is absorbed */
   bool fuse = g->policy == SHEAF_POLICY_SHEAF && n_in <= 16;
   for (int i = 0; i < n_in; i++) {
-    const sh_node *x = &g->nodes[ins[i]];
+    const sh_node *x = &g->store.nodes[ins[i]];
     unsigned left = (unsigned)(n_in - 1 - i); /* later inputs take >= 1 code, 1 leaf */
     /* values on the stack below input i's: sum_n adds as it goes, the
      * other ops pop all their inputs at the end */
     unsigned below = op == SH_OP_SUM_N ? (i > 0) : (unsigned)i;
-    bool cand = fuse && sh_op_is_pw(x->op) && ins[i] >= g->first_pending && x->uses == 0 &&
-                !(x->flags & (SH_NODE_DONE | SH_NODE_ABS | SH_NODE_HAS_SIDE)) && x->phase == phase;
+    bool cand = fuse && sh_op_is_pw(x->op) && ins[i] >= g->store.first_pending && x->uses == 0 &&
+                !x->done && x->phase == phase &&
+                !(g->pw.node[ins[i]].flags & (SH_PW_NODE_ABS | SH_PW_NODE_HAS_SIDE));
     for (int k = 0; cand && k < n_in; k++) cand = k == i || ins[k] != ins[i];
-    unsigned xc = 1;
-    pw_sizes xs = {1, 1, 0, 0};
+    unsigned xc = 1, xl = 1, xk = 0, xs = 1;
     if (cand) {
-      pw_sizes s = sizes_of(x);
-      unsigned st = below + s.stack > stack ? below + s.stack : stack;
-      if (code + x->act + left <= SH_PW_MAX_CODE && tot.leaves + s.leaves + left <= SH_PW_MAX_LEAVES &&
-          tot.consts + s.consts <= SH_PW_MAX_CONST && st <= SH_PW_MAX_STACK) {
-        xc = x->act;
-        xs = s;
+      const sh_pw_node *s = &g->pw.node[ins[i]];
+      unsigned st = below + s->stack > stack ? below + s->stack : stack;
+      if (code + s->code + left <= SH_PW_MAX_CODE && leaves + s->leaves + left <= SH_PW_MAX_LEAVES &&
+          consts + s->consts <= SH_PW_MAX_CONST && st <= SH_PW_MAX_STACK) {
+        xc = s->code;
+        xl = s->leaves;
+        xk = s->consts;
+        xs = s->stack;
         absorbed |= 1u << i;
       }
     }
     code += xc;
-    tot.leaves += xs.leaves;
-    tot.consts += xs.consts;
-    if (below + xs.stack > stack) stack = below + xs.stack;
+    leaves += xl;
+    consts += xk;
+    if (below + xs > stack) stack = below + xs;
   }
   uint32_t id = sh_node_new(g, op, ins, n_in);
   if (id == SH_NONE) return SH_NULL_EXPR;
-  sh_node *n = &g->nodes[id];
+  sh_node *n = &g->store.nodes[id];
   n->rank = (uint8_t)rank;
   n->rows = rows;
   n->cols = cols;
-  n->f = f;
+  if (op == SH_OP_SCALE) n->scale = f;
   /* depth: max over the leaves + 1 (an absorbed input is one level above its leaves) */
   uint32_t depth = 1;
   for (int i = 0; i < n_in; i++) {
-    sh_node *x = &g->nodes[ins[i]];
+    const sh_node *x = &g->store.nodes[ins[i]];
     uint32_t d = x->phase != n->phase ? 1 : absorbed >> i & 1 ? x->depth : x->depth + 1;
     if (d > depth) depth = d;
     if (absorbed >> i & 1) {
-      x->flags |= SH_NODE_ABS;
-      x->p1 = id + 1;
+      g->pw.node[ins[i]].flags |= SH_PW_NODE_ABS;
+      g->pw.node[ins[i]].absorber = id;
     }
   }
   /* absorbed producers leave the flush list (usually its tail: just built) */
   for (int i = n_in - 1; i >= 0; i--)
-    if (absorbed >> i & 1 && g->n_pw_list && g->pw_list[g->n_pw_list - 1] == ins[i]) {
-      g->n_pw_list--;
-      g->nodes[ins[i]].p0 = 0;
+    if (absorbed >> i & 1 && g->pw.n_list && g->pw.list[g->pw.n_list - 1] == ins[i]) {
+      g->pw.n_list--;
+      g->pw.node[ins[i]].flags &= (uint8_t)~SH_PW_NODE_LISTED;
     }
   n->depth = depth;
-  n->act = (uint8_t)code;
-  tot.stack = stack;
-  n->aux = sizes_pack(tot);
+  /* bytes: n_in <= SH_PW_MAX_LEAVES (sum_n builds groups), so each size is
+   * at most SH_PW_MAX_CODE */
+  sh_pw_node *pn = &g->pw.node[id];
+  *pn = (sh_pw_node){0};
+  pn->code = (uint8_t)code;
+  pn->leaves = (uint8_t)leaves;
+  pn->stack = (uint8_t)stack;
+  pn->consts = (uint8_t)consts;
   return sh_build_finish(g, id);
 }
 
 sheaf_status sh_pw_need(sheaf_graph *g, uint32_t id) {
-  sh_node *x = &g->nodes[id];
-  if (x->flags & (SH_NODE_NEED | SH_NODE_DONE)) return SHEAF_OK;
-  x->flags |= SH_NODE_NEED;
-  if (id < g->first_pending) return sh_pw_compute(g, id); /* flushed without a value */
+  const sh_node *x = &g->store.nodes[id];
+  sh_pw_node *xp = &g->pw.node[id];
+  if ((xp->flags & SH_PW_NODE_NEED) || x->done) return SHEAF_OK;
+  xp->flags |= SH_PW_NODE_NEED;
+  if (id < g->store.first_pending) return sh_pw_compute(g, id); /* flushed without a value */
   /* stored by its root's program when that runs no later than x would */
   uint32_t r = root_of(g, id);
-  sh_node *rn = &g->nodes[r];
-  pw_sizes s = sizes_of(rn);
+  const sh_node *rn = &g->store.nodes[r];
+  sh_pw_node *rp = &g->pw.node[r];
   if (g->policy == SHEAF_POLICY_SHEAF && rn->depth == x->depth && rn->rows == x->rows &&
-      rn->cols == x->cols && s.sides < SH_PW_MAX_SIDE && rn->act < SH_PW_MAX_CODE) {
-    x->flags |= SH_NODE_SIDE;
-    rn->act++;
-    s.sides++;
-    rn->aux = sizes_pack(s);
-    rn->flags |= SH_NODE_HAS_SIDE;
+      rn->cols == x->cols && rp->sides < SH_PW_MAX_SIDE && rp->code < SH_PW_MAX_CODE) {
+    xp->flags |= SH_PW_NODE_SIDE;
+    rp->code++;
+    rp->sides++;
+    rp->flags |= SH_PW_NODE_HAS_SIDE;
     return SHEAF_OK;
   }
   /* else bucketed at flush on its own (recomputed) */
-  if (g->policy == SHEAF_POLICY_SHEAF && !x->p0) {
-    if (sh_grow(g->ctx, (void **)&g->pw_list, &g->cap_pw_list, g->n_pw_list + 1, sizeof *g->pw_list))
-      return sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", sh_op_name(x->op));
-    g->pw_list[g->n_pw_list++] = id;
-    x->p0 = 1;
-  }
+  if (g->policy == SHEAF_POLICY_SHEAF && !(xp->flags & SH_PW_NODE_LISTED) && sh_pw_list_add(g, id))
+    return sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", sh_op_name(x->op));
+  return SHEAF_OK;
+}
+
+sheaf_status sh_pw_list_add(sheaf_graph *g, uint32_t id) {
+  if (SH_UNLIKELY(g->pw.n_list == g->pw.cap_list) &&
+      sh_grow(g->ctx, (void **)&g->pw.list, &g->pw.cap_list, g->pw.n_list + 1, sizeof *g->pw.list))
+    return SHEAF_ERR_NOMEM;
+  g->pw.list[g->pw.n_list++] = id;
+  g->pw.node[id].flags |= SH_PW_NODE_LISTED;
   return SHEAF_OK;
 }
 
@@ -198,9 +207,10 @@ static void assign_slots(const sheaf_graph *g, pw_flat *b) {
   for (unsigned k = 0; k < nl; k++) {
     uint32_t v = b->leaf[k];
     off[k] = 0;
-    while (g->nodes[v].op == SH_OP_SLICE && g->nodes[g->ins[g->nodes[v].in]].op != SH_OP_CONCAT) {
-      off[k] += g->nodes[v].aux;
-      v = g->ins[g->nodes[v].in];
+    while (g->store.nodes[v].op == SH_OP_SLICE &&
+           g->store.nodes[g->store.ins[g->store.nodes[v].in]].op != SH_OP_CONCAT) {
+      off[k] += g->store.nodes[v].offset;
+      v = g->store.ins[g->store.nodes[v].in];
     }
     src[k] = v;
   }
@@ -217,17 +227,16 @@ static void assign_slots(const sheaf_graph *g, pw_flat *b) {
 }
 
 static void emit(const sheaf_graph *g, pw_flat *b, uint32_t id, int level) {
-  const sh_node *n = &g->nodes[id];
+  const sh_node *n = &g->store.nodes[id];
   if (level > SH_PW_MAX_CODE) {
     b->bad = true;
     return;
   }
   for (uint32_t i = 0; i < n->n_in && !b->bad; i++) {
-    uint32_t x = g->ins[n->in + i];
-    const sh_node *xn = &g->nodes[x];
-    if ((xn->flags & SH_NODE_ABS) && xn->p1 == id + 1) {
+    uint32_t x = g->store.ins[n->in + i];
+    if (sh_pw_absorbed(g, x) && g->pw.node[x].absorber == id) {
       emit(g, b, x, level + 1);
-      if ((xn->flags & SH_NODE_SIDE) && root_of(g, x) == b->root) {
+      if ((g->pw.node[x].flags & SH_PW_NODE_SIDE) && root_of(g, x) == b->root) {
         if (b->p.n_side >= SH_PW_MAX_SIDE) {
           b->bad = true;
           return;
@@ -250,7 +259,7 @@ static void emit(const sheaf_graph *g, pw_flat *b, uint32_t id, int level) {
       b->bad = true;
       return;
     }
-    b->p.k[b->p.n_const] = n->f;
+    b->p.k[b->p.n_const] = n->scale;
     put(b, SH_PW_SCALE, b->p.n_const++);
     break;
   default: /* every other elementwise op is its own opcode (ops.def) */
@@ -288,35 +297,35 @@ static uint64_t prog_hash(const sh_pw_prog *p) {
 
 static sheaf_status intern(sheaf_graph *g, const sh_pw_prog *p, uint32_t *out) {
   uint64_t h = prog_hash(p);
-  if (g->prog_table_cap) {
-    uint32_t mask = g->prog_table_cap - 1, j = (uint32_t)h & mask;
-    for (uint32_t s; (s = g->prog_table[j]) != 0; j = (j + 1) & mask)
-      if (memcmp(&g->progs[s - 1], p, sizeof *p) == 0) {
+  if (g->pw.prog_table_cap) {
+    uint32_t mask = g->pw.prog_table_cap - 1, j = (uint32_t)h & mask;
+    for (uint32_t s; (s = g->pw.prog_table[j]) != 0; j = (j + 1) & mask)
+      if (memcmp(&g->pw.progs[s - 1], p, sizeof *p) == 0) {
         *out = s - 1;
         return SHEAF_OK;
       }
   }
   sheaf_status st =
-      sh_grow(g->ctx, (void **)&g->progs, &g->cap_progs, g->n_progs + 1, sizeof *g->progs);
+      sh_grow(g->ctx, (void **)&g->pw.progs, &g->pw.cap_progs, g->pw.n_progs + 1, sizeof *g->pw.progs);
   if (st) return st;
-  if (2 * (g->n_progs + 1) > g->prog_table_cap) {
-    uint32_t cap = g->prog_table_cap ? 2 * g->prog_table_cap : 64;
+  if (2 * (g->pw.n_progs + 1) > g->pw.prog_table_cap) {
+    uint32_t cap = g->pw.prog_table_cap ? 2 * g->pw.prog_table_cap : 64;
     uint32_t *t = sh_calloc(g->ctx, cap, sizeof *t);
     if (!t) return SHEAF_ERR_NOMEM;
-    for (uint32_t i = 0; i < g->n_progs; i++) {
-      uint32_t j = (uint32_t)prog_hash(&g->progs[i]) & (cap - 1);
+    for (uint32_t i = 0; i < g->pw.n_progs; i++) {
+      uint32_t j = (uint32_t)prog_hash(&g->pw.progs[i]) & (cap - 1);
       while (t[j]) j = (j + 1) & (cap - 1);
       t[j] = i + 1;
     }
-    sh_free(g->ctx, g->prog_table, g->prog_table_cap * sizeof *t);
-    g->prog_table = t;
-    g->prog_table_cap = cap;
+    sh_free(g->ctx, g->pw.prog_table, g->pw.prog_table_cap * sizeof *t);
+    g->pw.prog_table = t;
+    g->pw.prog_table_cap = cap;
   }
-  uint32_t j = (uint32_t)h & (g->prog_table_cap - 1);
-  while (g->prog_table[j]) j = (j + 1) & (g->prog_table_cap - 1);
-  g->progs[g->n_progs] = *p;
-  g->prog_table[j] = g->n_progs + 1;
-  *out = g->n_progs++;
+  uint32_t j = (uint32_t)h & (g->pw.prog_table_cap - 1);
+  while (g->pw.prog_table[j]) j = (j + 1) & (g->pw.prog_table_cap - 1);
+  g->pw.progs[g->pw.n_progs] = *p;
+  g->pw.prog_table[j] = g->pw.n_progs + 1;
+  *out = g->pw.n_progs++;
   return SHEAF_OK;
 }
 
@@ -337,7 +346,7 @@ static bool prog_same(const sh_pw_prog *a, const sh_pw_prog *b) {
 }
 
 sheaf_status sh_pw_finalize(sheaf_graph *g, uint32_t id, bool fast) {
-  if (g->nodes[id].flags & SH_NODE_FINAL) return SHEAF_OK;
+  if (g->pw.node[id].flags & SH_PW_NODE_FINAL) return SHEAF_OK;
   pw_flat b;
   memset(&b, 0, sizeof b);
   b.root = id;
@@ -348,20 +357,22 @@ sheaf_status sh_pw_finalize(sheaf_graph *g, uint32_t id, bool fast) {
   if (b.bad || b.sp != 1)
     return sh_fail(g->ctx, SHEAF_ERR_INTERNAL, "internal error: pointwise program of node %u", id);
   /* consecutive roots are usually the same cell: try the last program first */
-  uint32_t pid = g->pw_memo_prog - 1;
+  uint32_t pid = g->pw.memo_prog - 1;
   sheaf_status st = SHEAF_OK;
-  if (!g->pw_memo_prog || !prog_same(&g->progs[pid], &b.p)) {
+  if (!g->pw.memo_prog || !prog_same(&g->pw.progs[pid], &b.p)) {
     st = intern(g, &b.p, &pid);
-    if (!st) g->pw_memo_prog = pid + 1;
+    if (!st) g->pw.memo_prog = pid + 1;
   }
   uint32_t nl = b.p.n_leaves, nv = b.p.n_slots, ns = b.p.n_side;
-  if (!st) st = sh_grow(g->ctx, (void **)&g->pwl, &g->cap_pwl, g->n_pwl + nv + ns, sizeof *g->pwl);
+  if (!st)
+    st = sh_grow(g->ctx, (void **)&g->pw.slot, &g->pw.cap_slot, g->pw.n_slot + nv + ns,
+                 sizeof *g->pw.slot);
   if (st) return st;
-  uint32_t off = g->n_pwl;
-  memcpy(g->pwl + off, b.slot, nv * sizeof *b.slot);
-  memcpy(g->pwl + off + nv, b.side, ns * sizeof *b.side);
-  g->n_pwl += nv + ns;
-  sh_node *n = &g->nodes[id];
+  uint32_t off = g->pw.n_slot;
+  memcpy(g->pw.slot + off, b.slot, nv * sizeof *b.slot);
+  memcpy(g->pw.slot + off + nv, b.side, ns * sizeof *b.side);
+  g->pw.n_slot += nv + ns;
+  const sh_node *n = &g->store.nodes[id];
   sh_sig_key k;
   memset(&k, 0, sizeof k);
   k.op = SH_OP_FUSED;
@@ -370,59 +381,67 @@ sheaf_status sh_pw_finalize(sheaf_graph *g, uint32_t id, bool fast) {
   k.p0 = pid;
   bool big = (int64_t)n->rows * n->cols > 1;
   for (uint32_t i = 0; i < nl; i++) {
-    const sh_node *x = &g->nodes[b.leaf[i]];
+    const sh_node *x = &g->store.nodes[b.leaf[i]];
     if (big && (int64_t)x->rows * x->cols == 1) k.w[0] |= 1 << i; /* a broadcast scalar */
   }
-  uint32_t sig = g->pw_memo_sig - 1;
+  uint32_t sig = g->pw.memo_sig - 1;
   /* the fields set above (the rest is zero in both), not memcmp: see prog_same */
-  const sh_sig_key *mk = &g->pw_memo_key;
-  if (!g->pw_memo_sig || mk->op != k.op || mk->rank != k.rank || mk->cols != k.cols ||
+  const sh_sig_key *mk = &g->pw.memo_key;
+  if (!g->pw.memo_sig || mk->op != k.op || mk->rank != k.rank || mk->cols != k.cols ||
       mk->p0 != k.p0 || mk->w[0] != k.w[0]) {
     st = fast ? sh_sig_find_fast(g, &k, &sig) : sh_sig_find_hash(g, &k, &sig);
     if (st) return st;
-    g->pw_memo_key = k;
-    g->pw_memo_sig = sig + 1;
+    g->pw.memo_key = k;
+    g->pw.memo_sig = sig + 1;
   }
-  n = &g->nodes[id];
-  n->p0 = pid;
-  n->aux = off;
-  n->sig = sig;
-  n->flags |= SH_NODE_FINAL;
+  sh_pw_node *pn = &g->pw.node[id];
+  pn->first_slot = off;
+  pn->sig = sig;
+  pn->flags |= SH_PW_NODE_FINAL;
   return SHEAF_OK;
 }
 
-/* The nodes (and their input ids) built after `id` up to the next root: a
- * cell's chain is usually built just before its root, so flattening the
- * next root finds them in cache instead of waiting on each in turn. */
+/* The nodes built after `id` up to the next root, their pointwise side
+ * entries (next is an elementwise node: they are in the array), the
+ * affine side entries of that range (sh_pw_link_hot writes the one its
+ * GEMM's) and their input ids: a cell's chain is usually built just before
+ * its root, so flattening the next root finds them in cache instead of
+ * waiting on each in turn. */
 static void prefetch_next(const sheaf_graph *g, uint32_t id, uint32_t next) {
   if (next <= id || next - id > 48) return;
-  for (uint32_t x = id + 1; x <= next; x++) __builtin_prefetch(&g->nodes[x]);
-  const uint32_t *in = g->ins + g->nodes[id].in + g->nodes[id].n_in;
-  for (uint32_t k = 0; k < 64 && in + k < g->ins + g->n_ins; k += 16) __builtin_prefetch(in + k);
+  for (uint32_t x = id + 1; x <= next; x++) __builtin_prefetch(&g->store.nodes[x]);
+  /* the side entries by cache line (a last partial line is fetched with next's) */
+  for (uint32_t x = id + 1; x <= next; x += 64 / sizeof *g->pw.node) __builtin_prefetch(&g->pw.node[x]);
+  __builtin_prefetch(&g->pw.node[next]);
+  uint32_t end = next < g->affine.cap_node ? next + 1 : g->affine.cap_node;
+  for (uint32_t x = id + 1; x < end; x += 64 / sizeof *g->affine.node)
+    __builtin_prefetch(&g->affine.node[x]);
+  const uint32_t *in = g->store.ins + g->store.nodes[id].in + g->store.nodes[id].n_in;
+  for (uint32_t k = 0; k < 64 && in + k < g->store.ins + g->store.n_ins; k += 16) __builtin_prefetch(in + k);
 }
 
 sheaf_status sh_pw_flush_roots(sheaf_graph *g) {
-  for (uint32_t i = 0; i < g->n_pw_list; i++) {
-    uint32_t id = g->pw_list[i];
-    if (i + 1 < g->n_pw_list) prefetch_next(g, id, g->pw_list[i + 1]);
-    uint8_t f = g->nodes[id].flags;
-    bool own = !(f & SH_NODE_ABS) || ((f & SH_NODE_NEED) && !(f & SH_NODE_SIDE));
-    if (!own || (f & SH_NODE_DONE)) continue;
+  for (uint32_t i = 0; i < g->pw.n_list; i++) {
+    uint32_t id = g->pw.list[i];
+    if (i + 1 < g->pw.n_list) prefetch_next(g, id, g->pw.list[i + 1]);
+    uint8_t f = g->pw.node[id].flags;
+    bool own = !(f & SH_PW_NODE_ABS) || ((f & SH_PW_NODE_NEED) && !(f & SH_PW_NODE_SIDE));
+    if (!own || g->store.nodes[id].done) continue;
     sheaf_status st = sh_pw_finalize(g, id, true);
-    if (!st) st = sh_sched_sheaf_add(g, id);
+    if (!st) st = sh_sched_sheaf_add(g, id, g->pw.node[id].sig);
     if (st) return st;
     sh_pw_link_hot(g, id); /* may run in the row hook of the GEMM it reads */
   }
-  g->n_pw_list = 0;
+  g->pw.n_list = 0;
   return SHEAF_OK;
 }
 
 sheaf_status sh_pw_compute(sheaf_graph *g, uint32_t id) {
   sheaf_status st = sh_pw_finalize(g, id, false);
   if (!st) {
-    g->cur_depth = g->nodes[id].depth;
-    g->cur_phase = g->nodes[id].phase;
-    st = sh_exec_batch(g, g->nodes[id].sig, &id, 1);
+    g->instr.cur_depth = g->store.nodes[id].depth;
+    g->instr.cur_phase = g->store.nodes[id].phase;
+    st = sh_exec_batch(g, g->pw.node[id].sig, &id, 1);
   }
   if (st && !g->status) {
     char e[SH_ERR_MAX];
@@ -431,11 +450,14 @@ sheaf_status sh_pw_compute(sheaf_graph *g, uint32_t id) {
   return st ? (g->status ? g->status : st) : SHEAF_OK;
 }
 
+void sh_pw_clear(sheaf_graph *g) { g->pw.n_list = g->pw.n_slot = 0; }
+
 void sh_pw_free(sheaf_graph *g) {
-  sh_free(g->ctx, g->progs, (size_t)g->cap_progs * sizeof *g->progs);
-  sh_free(g->ctx, g->prog_table, (size_t)g->prog_table_cap * sizeof *g->prog_table);
-  sh_free(g->ctx, g->pw_list, (size_t)g->cap_pw_list * sizeof *g->pw_list);
-  sh_free(g->ctx, g->pwl, (size_t)g->cap_pwl * sizeof *g->pwl);
+  sh_free(g->ctx, g->pw.progs, (size_t)g->pw.cap_progs * sizeof *g->pw.progs);
+  sh_free(g->ctx, g->pw.prog_table, (size_t)g->pw.prog_table_cap * sizeof *g->pw.prog_table);
+  sh_free(g->ctx, g->pw.list, (size_t)g->pw.cap_list * sizeof *g->pw.list);
+  sh_free(g->ctx, g->pw.slot, (size_t)g->pw.cap_slot * sizeof *g->pw.slot);
+  sh_free(g->ctx, g->pw.node, (size_t)g->pw.cap_node * sizeof *g->pw.node);
 }
 
 /* ------------------------------------------------------------------ names */

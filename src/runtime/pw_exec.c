@@ -7,7 +7,7 @@
  * GEMM-hook fusion (policy sheaf): at the start of flush each pointwise root
  * whose leaves read exactly one pending affine node A (its value, slices of
  * it, activations fused into its GEMM), with A's rows, is linked on A's list
- * (sh_node.next, free under this policy). When A's batch runs, the linked
+ * (sh_affine_node.hook, then sh_pw_node.hook_next). When A's batch runs, the linked
  * roots whose other leaves are all computed by then (the children's c of a
  * TreeLSTM cell: earlier levels) are prepared as batches, one per program
  * signature, and run from the GEMM's row hook (sh_gemm_args.rows_done) on
@@ -44,9 +44,10 @@ static void pw_task(void *arg, int64_t task, int tid) {
  * the interpreter of the graph's ISA level. */
 static sheaf_status job_setup(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m,
                               pw_job *pj) {
-  const sh_node *n0 = &g->nodes[ids[0]];
-  const sh_pw_prog *p = &g->progs[n0->p0];
-  uint32_t mask = (uint32_t)g->sigs[n0->sig].key.w[0], nl = p->n_leaves;
+  const sh_node *n0 = &g->store.nodes[ids[0]];
+  const sh_pw_node *pn0 = &g->pw.node[ids[0]];
+  const sh_pw_prog *p = sh_pw_prog_of(g, ids[0]);
+  uint32_t mask = (uint32_t)g->sigs.at[pn0->sig].key.w[0], nl = p->n_leaves;
   int64_t cols = n0->cols;
   memset(pj, 0, sizeof *pj);
   pj->rows = sh_pw_kernels_get(g->isa)->rows;
@@ -55,26 +56,28 @@ static sheaf_status job_setup(sheaf_graph *g, const uint32_t *ids, uint32_t n, i
   j->m = m;
   j->n = cols;
   uint32_t nv = p->n_slots;
-  /* the nodes' slot lists, then the slot and side nodes (cold: see exec_gemm.c) */
-  for (uint32_t i = 0; i < n; i++) __builtin_prefetch(g->pwl + g->nodes[ids[i]].aux);
+  /* the nodes' side entries, slot lists, then the slot and side nodes (cold: see exec_gemm.c) */
+  for (uint32_t i = 0; i < n; i++) __builtin_prefetch(&g->pw.node[ids[i]]);
+  for (uint32_t i = 0; i < n; i++) __builtin_prefetch(g->pw.slot + g->pw.node[ids[i]].first_slot);
   for (uint32_t i = 0; i < n; i++)
     for (uint32_t v = 0; v < nv + p->n_side; v++)
-      __builtin_prefetch(&g->nodes[g->pwl[g->nodes[ids[i]].aux + v]]);
+      __builtin_prefetch(&g->store.nodes[g->pw.slot[g->pw.node[ids[i]].first_slot + v]]);
   sh_gemm_in slot[SH_PW_MAX_LEAVES];
   bool same[SH_PW_MAX_LEAVES];
   const float **rp[SH_PW_MAX_LEAVES];
   for (uint32_t v = 0; v < nv; v++) {
-    rp[v] = sh_arena_alloc(&g->scratch, (size_t)m * sizeof *rp[v]);
+    rp[v] = sh_arena_alloc(&g->work.scratch, (size_t)m * sizeof *rp[v]);
     if (!rp[v]) return SHEAF_ERR_NOMEM;
   }
   int64_t r = 0;
   for (uint32_t i = 0; i < n; i++) {
-    const sh_node *nd = &g->nodes[ids[i]];
+    const sh_node *nd = &g->store.nodes[ids[i]];
+    const uint32_t *slots = g->pw.slot + g->pw.node[ids[i]].first_slot;
     for (uint32_t v = 0; v < nv; v++) {
-      uint32_t x = g->pwl[nd->aux + v];
-      const float *val = g->nodes[x].val;
+      uint32_t x = slots[v];
+      const float *val = g->store.nodes[x].val;
       if (!val && !(val = sh_graph_val(g, x))) return g->status ? g->status : SHEAF_ERR_INTERNAL;
-      const sh_node *xn = &g->nodes[x];
+      const sh_node *xn = &g->store.nodes[x];
       int64_t ld = xn->rows == 1 ? 0 : xn->ld;
       for (int32_t q = 0; q < nd->rows; q++) rp[v][r + q] = val + q * ld;
     }
@@ -91,12 +94,12 @@ static sheaf_status job_setup(sheaf_graph *g, const uint32_t *ids, uint32_t n, i
   if (!out) return SHEAF_ERR_NOMEM;
   j->y = (sh_gemm_out){NULL, out, cols};
   for (uint32_t s = 0; s < p->n_side; s++) {
-    float *blk = sh_arena_alloc(&g->data, (size_t)m * (size_t)cols * sizeof(float));
+    float *blk = sh_arena_alloc(&g->store.data, (size_t)m * (size_t)cols * sizeof(float));
     if (!blk) return SHEAF_ERR_NOMEM;
     int64_t off = 0;
     for (uint32_t i = 0; i < n; i++) {
-      const sh_node *nd = &g->nodes[ids[i]];
-      sh_node *sn = &g->nodes[g->pwl[nd->aux + nv + s]];
+      const sh_node *nd = &g->store.nodes[ids[i]];
+      sh_node *sn = &g->store.nodes[g->pw.slot[g->pw.node[ids[i]].first_slot + nv + s]];
       sn->val = blk + off * cols;
       sn->ld = (int32_t)cols;
       off += nd->rows;
@@ -110,13 +113,11 @@ static sheaf_status job_setup(sheaf_graph *g, const uint32_t *ids, uint32_t n, i
 static void job_finish(sheaf_graph *g, const sh_pw_job *j, const uint32_t *ids, uint32_t n) {
   const sh_pw_prog *p = j->p;
   for (uint32_t s = 0; s < p->n_side; s++)
-    for (uint32_t i = 0; i < n; i++) {
-      const sh_node *nd = &g->nodes[ids[i]];
-      g->nodes[g->pwl[nd->aux + p->n_slots + s]].flags |= SH_NODE_DONE;
-    }
+    for (uint32_t i = 0; i < n; i++)
+      g->store.nodes[g->pw.slot[g->pw.node[ids[i]].first_slot + p->n_slots + s]].done = true;
   uint64_t ops = 0;
   for (int pc = 0; pc < p->n_code; pc++) ops += p->op[pc] != SH_PW_LOAD && p->op[pc] != SH_PW_STORE;
-  g->stats.flops += ops * (uint64_t)j->m * (uint64_t)j->n;
+  g->instr.stats.flops += ops * (uint64_t)j->m * (uint64_t)j->n;
 }
 
 sheaf_status sh_exec_pw(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m) {
@@ -132,7 +133,7 @@ sheaf_status sh_exec_pw(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t
   } else {
     j.rows(&j.k, 0, m);
   }
-  g->stats.ns_kernels += sheaf_time_ns() - t0;
+  g->instr.stats.ns_kernels += sheaf_time_ns() - t0;
   job_finish(g, &j.k, ids, n);
   return SHEAF_OK;
 }
@@ -144,9 +145,9 @@ sheaf_status sh_exec_pw(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t
  * through a concat or a reshape (never fused: those may copy). */
 static uint32_t slot_base(const sheaf_graph *g, uint32_t x) {
   for (;;) {
-    const sh_node *n = &g->nodes[x];
+    const sh_node *n = &g->store.nodes[x];
     if (n->op == SH_OP_SLICE || n->op == SH_OP_ALIAS) {
-      x = g->ins[n->in];
+      x = g->store.ins[n->in];
       continue;
     }
     return n->op == SH_OP_CONCAT || n->op == SH_OP_RESHAPE ? SH_NONE : x;
@@ -159,27 +160,28 @@ static uint32_t slot_base(const sheaf_graph *g, uint32_t x) {
  * depths, in ascending order; a value stored by a program or recomputed is
  * computed at its own depth). */
 void sh_pw_link_hot(sheaf_graph *g, uint32_t id) {
-  sh_node *r = &g->nodes[id];
-  const uint32_t *slots = g->pwl + r->aux;
-  uint32_t hot = SH_NONE, nv = g->progs[r->p0].n_slots;
+  const sh_node *r = &g->store.nodes[id];
+  sh_pw_node *rp = &g->pw.node[id];
+  const uint32_t *slots = g->pw.slot + rp->first_slot;
+  uint32_t hot = SH_NONE, nv = sh_pw_prog_of(g, id)->n_slots;
   for (uint32_t v = 0; v < nv; v++) {
     uint32_t b = slot_base(g, slots[v]);
     if (b == SH_NONE) return;
-    const sh_node *bn = &g->nodes[b];
-    if (bn->op != SH_OP_AFFINE || (bn->flags & SH_NODE_DONE)) continue;
+    const sh_node *bn = &g->store.nodes[b];
+    if (bn->op != SH_OP_AFFINE || bn->done) continue;
     if ((hot != SH_NONE && b != hot) || bn->rows != r->rows || bn->phase != r->phase) return;
     hot = b;
   }
   if (hot == SH_NONE) return;
-  const sh_node *a = &g->nodes[hot];
+  const sh_node *a = &g->store.nodes[hot];
   for (uint32_t v = 0; v < nv; v++) {
     uint32_t b = slot_base(g, slots[v]);
-    const sh_node *bn = &g->nodes[b];
-    if (b != hot && !(bn->flags & SH_NODE_DONE) && bn->phase == a->phase && bn->depth >= a->depth)
+    const sh_node *bn = &g->store.nodes[b];
+    if (b != hot && !bn->done && bn->phase == a->phase && bn->depth >= a->depth)
       return; /* may not be computed yet when A runs */
   }
-  r->next = a->next;
-  g->nodes[hot].next = id;
+  rp->hook_next = g->affine.node[hot].hook;
+  g->affine.node[hot].hook = id;
 }
 
 #define PW_HOOK_MAX 4 /* programs (signatures) run in one GEMM's hook */
@@ -200,15 +202,19 @@ sheaf_status sh_pw_hook_plan(sheaf_graph *g, const uint32_t *ids, uint32_t n, in
                              sh_pw_hook **out) {
   *out = NULL;
   sh_pw_hook *h = NULL;
+  for (uint32_t i = 0; i < n; i++) { /* each affine's first root (cold: built long before) */
+    uint32_t r = g->affine.node[ids[i]].hook;
+    if (r != SH_NONE) __builtin_prefetch(&g->pw.node[r]), __builtin_prefetch(&g->store.nodes[r]);
+  }
   for (uint32_t i = 0; i < n; i++) {
-    for (uint32_t r = g->nodes[ids[i]].next; r != SH_NONE; r = g->nodes[r].next) {
-      if (g->nodes[r].flags & SH_NODE_DONE) continue;
+    for (uint32_t r = g->affine.node[ids[i]].hook; r != SH_NONE; r = g->pw.node[r].hook_next) {
+      if (g->store.nodes[r].done) continue;
       if (!h) {
-        h = sh_arena_alloc(&g->scratch, sizeof *h);
+        h = sh_arena_alloc(&g->work.scratch, sizeof *h);
         if (!h) return SHEAF_ERR_NOMEM;
         h->n = 0;
       }
-      uint32_t sig = g->nodes[r].sig;
+      uint32_t sig = g->pw.node[r].sig;
       int k = 0;
       while (k < h->n && h->grp[k].sig != sig) k++;
       pw_hook_grp *q = &h->grp[k];
@@ -217,8 +223,8 @@ sheaf_status sh_pw_hook_plan(sheaf_graph *g, const uint32_t *ids, uint32_t n, in
         h->n++;
         q->sig = sig;
         q->n = 0;
-        q->ids = sh_arena_alloc(&g->scratch, (size_t)n * sizeof *q->ids);
-        q->aff = sh_arena_alloc(&g->scratch, (size_t)n * sizeof *q->aff);
+        q->ids = sh_arena_alloc(&g->work.scratch, (size_t)n * sizeof *q->ids);
+        q->aff = sh_arena_alloc(&g->work.scratch, (size_t)n * sizeof *q->aff);
         if (!q->ids || !q->aff) return SHEAF_ERR_NOMEM;
       } else if (q->aff[q->n - 1] == i) {
         continue; /* one root per affine and program: job rows follow GEMM rows */
@@ -230,7 +236,7 @@ sheaf_status sh_pw_hook_plan(sheaf_graph *g, const uint32_t *ids, uint32_t n, in
   if (!h) return SHEAF_OK;
   for (int k = 0; k < h->n; k++) {
     pw_hook_grp *q = &h->grp[k];
-    q->cnt = sh_arena_alloc(&g->scratch, (size_t)(m + 1) * sizeof *q->cnt);
+    q->cnt = sh_arena_alloc(&g->work.scratch, (size_t)(m + 1) * sizeof *q->cnt);
     if (!q->cnt) return SHEAF_ERR_NOMEM;
     int64_t row = 0, jr = 0;
     uint32_t e = 0;
@@ -238,7 +244,7 @@ sheaf_status sh_pw_hook_plan(sheaf_graph *g, const uint32_t *ids, uint32_t n, in
     for (uint32_t i = 0; i < n; i++) {
       bool mine = e < q->n && q->aff[e] == i;
       e += mine;
-      for (int32_t t = g->nodes[ids[i]].rows; t > 0; t--, row++) q->cnt[row + 1] = mine ? ++jr : jr;
+      for (int32_t t = g->store.nodes[ids[i]].rows; t > 0; t--, row++) q->cnt[row + 1] = mine ? ++jr : jr;
     }
     sheaf_status st = job_setup(g, q->ids, q->n, jr, &q->j);
     if (st) return st;
@@ -260,11 +266,11 @@ void sh_pw_hook_rows(void *arg, int64_t m0, int64_t rows, int tid) {
 void sh_pw_hook_done(sheaf_graph *g, const sh_pw_hook *h) {
   for (int k = 0; k < h->n; k++) {
     const pw_hook_grp *q = &h->grp[k];
-    for (uint32_t i = 0; i < q->n; i++) g->nodes[q->ids[i]].flags |= SH_NODE_DONE;
+    for (uint32_t i = 0; i < q->n; i++) g->store.nodes[q->ids[i]].done = true;
     job_finish(g, &q->j.k, q->ids, q->n);
-    g->pw_hooked += q->n;
-    g->stats.batches++;
-    g->sigs[q->sig].batches++;
-    g->sigs[q->sig].nodes += q->n;
+    g->instr.pw_hooked += q->n;
+    g->instr.stats.batches++;
+    g->sigs.at[q->sig].batches++;
+    g->sigs.at[q->sig].nodes += q->n;
   }
 }

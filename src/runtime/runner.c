@@ -233,14 +233,14 @@ size_t sheaf_runner_kernel_stats(const sheaf_runner *r, size_t max, const char *
   if (!names) { /* an upper bound: the graphs' kernels, a kernel of several graphs counted in each */
     for (int t = -1; t < r->threads; t++) {
       const sheaf_graph *g = t < 0 ? r->shared : r->per_thread[t];
-      for (uint32_t i = 0; g && i < g->n_sigs; i++) n += g->sigs[i].batches > 0;
+      for (uint32_t i = 0; g && i < g->sigs.n; i++) n += g->sigs.at[i].batches > 0;
     }
     return n;
   }
   for (int t = -1; t < r->threads; t++) {
     const sheaf_graph *g = t < 0 ? r->shared : r->per_thread[t];
-    for (uint32_t i = 0; g && i < g->n_sigs; i++) {
-      const sh_sig *sg = &g->sigs[i];
+    for (uint32_t i = 0; g && i < g->sigs.n; i++) {
+      const sh_sig *sg = &g->sigs.at[i];
       if (!sg->batches) continue;
       size_t j = 0; /* the same kernel from another graph: summed */
       while (j < kept && strcmp(names[j], sg->name)) j++;

@@ -5,8 +5,10 @@
  * policies (sched_*.c), the batched executor (exec.c, exec_gemm.c, pw_exec.c)
  * and the instruments (trace.c).
  *
- * A graph is a flat array of 64-byte nodes; a node's inputs are a run of ids
- * in a side array. Values are f32 matrices of `rows` rows of `cols` floats
+ * A graph is a flat array of 56-byte nodes holding what each op means; a
+ * node's inputs are a run of ids in another array, and what a policy or a
+ * fusion keeps about a node is in side arrays of its own (see sh_node and
+ * struct sheaf_graph). Values are f32 matrices of `rows` rows of `cols` floats
  * (row r at val + r*ld); rank-1 values have one row. Views (inputs,
  * parameters, lookups, concat, slice, the second output of an LSTM cell, a
  * fused activation) run no kernel; every other node is a kernel node that a
@@ -103,42 +105,70 @@ int sh_op_arity(int op);
 int sh_op_act(int op);
 const char *sh_op_name(int op);
 
-enum {
-  SH_NODE_DONE = 1,       /* kernel executed (views: value resolved) */
-  SH_NODE_RAW_USED = 2,   /* an affine whose raw value is read (directly or via a slice) */
-  SH_NODE_VAL_IS_ACT = 4, /* the affine's val holds activated values in its fused ranges */
-  /* pointwise fusion (pointwise.c) */
-  SH_NODE_ABS = 8,        /* inlined into its only reader p1 - 1 (permanent) */
-  SH_NODE_NEED = 16,      /* absorbed, and read by another node too: needs its own value */
-  SH_NODE_SIDE = 32,      /* ... stored by the program of its root absorber (else recomputed) */
-  SH_NODE_HAS_SIDE = 64,  /* a program that stores a side output (never absorbed itself) */
-  SH_NODE_FINAL = 128,    /* program flattened: p0 = program, aux = slots in graph->pwl */
-};
-
 #define SH_NONE UINT32_MAX
 #define SH_MAX_NODE_INS 65535 /* sh_node.n_in is 16 bits */
 
+/* A node: what its op means, whatever the policy and however far the flush
+ * has gone. Its value is `rows` rows of `cols` floats, row r at val + r*ld
+ * (rank 1: one row); val is NULL until computed (kernels) or resolved
+ * (views, sh_graph_val).
+ *
+ * What a policy or a fusion keeps about a node lives with that module, in
+ * a side array indexed by node id (not here):
+ *   g->pw.node[id]      pointwise fusion: absorbed into which reader, the
+ *                       program and signature once flattened, its value
+ *                       slots, the GEMM-hook link (sh_pw_node; elementwise
+ *                       nodes; pointwise.c, pw_exec.c)
+ *   g->affine.node[id]  activations fused into the GEMM's epilogue, whether
+ *                       the raw value is read or overwritten, the roots run
+ *                       in the GEMM's row hook (sh_affine_node; affine nodes;
+ *                       ops_pointwise.c, exec_gemm.c, pw_exec.c)
+ *   sh_walk             policies depth and agenda: each pending node's depth,
+ *                       signature and ready-list link, for one flush
+ *                       (sched_depth.c, in scratch)
+ * Policy sheaf keeps node ids in its buckets, by signature. An entry is
+ * written by the builder of its node (or at flush) and read only for nodes
+ * of that kind, so reset clears nothing. Per-node data still to come —
+ * gradients of a backward pass, device pointers of a device executor — goes
+ * the same way: a part of sheaf_graph owned by that module, with its array
+ * indexed by node id (sh_side_reserve), never a field here. */
 typedef struct sh_node {
   uint8_t op;
-  uint8_t act;      /* affine: number of fused activation ranges; pointwise: code length */
-  uint8_t rank;
-  uint8_t flags;
+  uint8_t rank;     /* 1 or 2 */
+  bool done;        /* value computed: its kernel ran, or the one that computes it (an LSTM
+                       cell's state, a program's side output); inputs, parameters and
+                       lookups from the start */
   uint16_t n_in;
   uint16_t phase;
-  uint32_t in;      /* first input in graph->ins */
-  uint32_t depth;
-  uint32_t sig;     /* kernel signature (SH_NONE until known) */
-  uint32_t next;    /* depth, agenda: ready lists; sheaf: an affine's first pointwise root
-                       reading it, a root's next one (pw_exec.c) */
-  int32_t rows, cols;
-  uint32_t p0, p1;  /* parameter ids (0: none); pointwise: p0 program (before: 1 while on
-                       graph->pw_list), p1 absorber + 1 */
-  uint32_t aux;     /* pointwise: sizes until flattened, then its slots in graph->pwl */
-  uint32_t uses;
-  float f;
-  int32_t ld;
+  uint32_t in;      /* first input in g->store.ins */
+  uint32_t depth;   /* kernel levels below it within its phase (a pointwise node: its fused
+                       program's; see docs/RUNTIME.md) */
+  uint32_t uses;    /* nodes built so far that read it */
+  int32_t rows, cols, ld;
+  union {           /* the op's own operands (zero for the ops without) */
+    struct {
+      uint32_t id, row;
+    } param;        /* PARAM: the parameter (sheaf_param.id); LOOKUP: the table and the row */
+    struct {
+      uint32_t w, b, cell;
+    } lin;          /* AFFINE: W (n_in > 1: the stack of the W's, sh_model_stack_id) and b
+                       (0: none); LSTM: W, b and cell, its LSTM_C node (the cell state) */
+    uint32_t offset; /* SLICE: its first column in the source */
+    uint32_t index;  /* PICK: the column; ROW: the row */
+    float scale;     /* SCALE: the factor */
+    float eps;       /* LAYER_NORM */
+  };
   float *val;
 } sh_node;
+_Static_assert(sizeof(sh_node) <= 56, "sh_node grew: builders write and flushes read every node");
+
+/* Grows a (ptr, cap) array of `elem`-byte items to hold `need` (new items zeroed). */
+sheaf_status sh_grow(sheaf_ctx *ctx, void **ptr, uint32_t *cap, uint32_t need, size_t elem);
+/* Room for entry `id` of a per-node side array (see sh_node). */
+static inline sheaf_status sh_side_reserve(sheaf_ctx *ctx, void **ptr, uint32_t *cap, uint32_t id,
+                                           size_t elem) {
+  return SH_LIKELY(id < *cap) ? SHEAF_OK : sh_grow(ctx, ptr, cap, id + 1, elem);
+}
 
 /* ------------------------------------------------------------ signatures */
 
@@ -154,12 +184,7 @@ typedef struct sh_sig {
   sh_sig_key key;
   char *name;
   size_t name_size;
-  uint64_t batches, nodes;
-  uint32_t *slot;             /* policy sheaf: bucket + 1 by depth */
-  uint32_t slot_cap;
-  uint32_t head, tail, count; /* flush-time lists (depth, agenda) */
-  uint64_t depth_sum;
-  uint32_t mark;
+  uint64_t batches, nodes;    /* instruments: batches run and their nodes (trace.c resets) */
 } sh_sig;
 
 /* A bucket's node ids, in chunks (flush reads them without touching nodes). */
@@ -173,6 +198,12 @@ typedef struct sh_bucket {
   uint32_t sig, depth, head, tail, count, next_level, next_same; /* head, tail: chunks */
   uint32_t phase;
 } sh_bucket;
+
+/* Policy sheaf's side array by signature: bucket + 1 by depth. */
+typedef struct sh_sheaf_sig {
+  uint32_t *slot;
+  uint32_t cap;
+} sh_sheaf_sig;
 
 typedef struct sh_phase_lv {
   uint32_t *head; /* first bucket by depth */
@@ -190,10 +221,44 @@ typedef struct sh_fuse {
 
 #define SH_MAX_FUSE 6 /* ranges per affine (with the bias: <= SH_GEMM_MAX_EP) */
 
+/* An affine node's side entry (g->affine.node[id], written by sheaf_affine_n):
+ * what runs with its GEMM. */
+typedef struct sh_affine_node {
+  uint32_t act;     /* its first activation range in g->affine.range (SH_NONE: none) */
+  uint32_t hook;    /* policy sheaf, flush: its first pointwise root run in the GEMM's row
+                       hook (SH_NONE: none), then sh_pw_node.hook_next (pw_exec.c) */
+  uint8_t n_act;    /* activation ranges (ops_pointwise.c) */
+  bool raw_used;    /* its raw value is read, directly or through a slice (ops.c) */
+  bool val_is_act;  /* val holds the activated values in its ranges (exec_gemm.c) */
+} sh_affine_node;
+
 /* Pointwise programs (sh_pw_prog) and their opcodes are the kernel's
  * (kernels/pw.h), numbered from the same op table as sh_op. */
 _Static_assert(SH_PW_COUNT == SH_PW_OPS + SH_OP_COUNT && SH_PW_ADD == SH_PW_OPS + SH_OP_ADD,
                "SH_PW_<ID> = SH_PW_OPS + SH_OP_<ID>");
+
+/* A pointwise node's side entry (g->pw.node[id], written by sh_pw_build for
+ * every elementwise node; the other nodes' entries are never read). */
+enum {
+  SH_PW_NODE_LISTED = 1,   /* on g->pw.list: bucketed at flush (policy sheaf) */
+  SH_PW_NODE_ABS = 2,      /* inlined into the program of its only reader, `absorber` (permanent) */
+  SH_PW_NODE_NEED = 4,     /* absorbed, and read by another node too: needs its own value */
+  SH_PW_NODE_SIDE = 8,     /* ... stored by the program of its root absorber (else recomputed) */
+  SH_PW_NODE_HAS_SIDE = 16, /* its program stores a side output (never absorbed itself) */
+  SH_PW_NODE_FINAL = 32,   /* flattened: sig and first_slot are set */
+};
+typedef struct sh_pw_node {
+  uint8_t flags;
+  /* its program's sizes before flattening (upper bounds: leaves are counted
+   * before deduplication) */
+  uint8_t code, leaves, stack, consts, sides;
+  uint32_t absorber;   /* SH_PW_NODE_ABS: the node it is inlined into */
+  uint32_t sig;        /* SH_PW_NODE_FINAL: its kernel signature (whose key's p0 is its
+                          interned program: sh_pw_prog_of) */
+  uint32_t first_slot; /* SH_PW_NODE_FINAL: its value slots, then side outputs, in g->pw.slot */
+  uint32_t hook_next;  /* policy sheaf, flush: the next root in the row hook of the same
+                          affine (sh_affine_node.hook) */
+} sh_pw_node;
 
 typedef struct sh_trace_ev {
   uint64_t t0, dur;
@@ -203,69 +268,114 @@ typedef struct sh_trace_ev {
 #define SH_MAX_PHASE 1023
 #define SH_MAX_WS 64
 
-struct sheaf_graph {
-  sheaf_ctx *ctx;
-  sheaf_model *model;
-  sheaf_policy policy;
-  int threads;
-  sheaf_isa isa;
-  char *trace_path;
-  uint32_t tag, gen;        /* the graph's id (unique in the process) and reset epoch */
-  uint64_t handle;          /* of its expressions: (uint64_t)tag << 32 | gen (never 0) */
+/* The graph's parts, one per owner (struct sheaf_graph below): a runtime
+ * file writes its own part, node values and the counters of sh_instr; it
+ * may read the others. */
 
+/* The node store (ops*.c append, graph.c resets and resolves views; the
+ * executor sets the values of the nodes it runs: val, ld, done). */
+typedef struct sh_node_store {
   sh_node *nodes;
   uint32_t n_nodes, cap_nodes;
-  uint32_t *ins;
+  uint32_t *ins;          /* node i reads ins[nodes[i].in ...], n_in of them */
   uint32_t n_ins, cap_ins;
-  sh_fuse *fuse;
-  uint32_t n_fuse, cap_fuse;
   uint32_t first_pending; /* nodes below are computed */
-  int phase;
+  int phase;              /* the phase of the nodes built now (sheaf_graph_phase) */
   uint32_t max_phase;     /* highest phase of a node since the last flush */
-
-  sheaf_status status;    /* first build error since reset */
-  char err[512];
-
   sh_arena data;          /* values: inputs, batch outputs (reset with the graph) */
-  sh_arena scratch;       /* flush temporaries */
-  float *zeros;           /* a zero row for LSTM cells without c_prev */
-  int64_t zeros_n;
+} sh_node_store;
 
-  sh_sig *sigs;
-  uint32_t n_sigs, cap_sigs;
-  uint32_t *sig_table;    /* open addressing: sig + 1 */
-  uint32_t sig_table_cap;
-  uint32_t sig_cache[256]; /* build-time direct-mapped cache: sig + 1 */
+/* Kernel signatures (sig.c): kept across resets. */
+typedef struct sh_sig_table {
+  sh_sig *at;
+  uint32_t n, cap;
+  uint32_t *table;        /* open addressing: sig + 1 */
+  uint32_t table_cap;
+  uint32_t cache[256];    /* build-time direct-mapped cache: sig + 1 */
+} sh_sig_table;
 
+/* Policy sheaf's buckets (sched_sheaf.c): cleared at every flush and reset. */
+typedef struct sh_sheaf_state {
   sh_bucket *buckets;
   uint32_t n_buckets, cap_buckets;
   sh_bchunk *bchunks;
   uint32_t n_bchunks, cap_bchunks;
   sh_phase_lv *phases;
   uint32_t n_phases;
+  sh_sheaf_sig *sig;      /* by signature id (grown as signatures are bucketed) */
+  uint32_t cap_sig;
+} sh_sheaf_state;
 
+/* What runs with an affine's GEMM: activations fused into its epilogue
+ * (ops_pointwise.c builds them, exec_gemm.c runs them) and the pointwise
+ * roots run in its row hook (pw_exec.c); graph.c resets and frees it. */
+typedef struct sh_affine_state {
+  sh_fuse *range;
+  uint32_t n_range, cap_range;
+  sh_affine_node *node;   /* by node id: affine nodes' entries */
+  uint32_t cap_node;
+} sh_affine_state;
+
+/* Pointwise fusion (pointwise.c builds and flattens, pw_exec.c runs). */
+typedef struct sh_pw_state {
   sh_pw_prog *progs;      /* interned programs (kept across resets) */
   uint32_t n_progs, cap_progs;
   uint32_t *prog_table;   /* open addressing: program + 1 */
   uint32_t prog_table_cap;
-  uint32_t pw_memo_prog, pw_memo_sig; /* the last program and signature found (+ 1) */
-  sh_sig_key pw_memo_key;
-  uint32_t *pw_list;      /* policy sheaf: pointwise nodes built since the last flush */
-  uint32_t n_pw_list, cap_pw_list;
-  uint32_t *pwl;          /* value slots (then side outputs) of flattened pointwise nodes */
-  uint32_t n_pwl, cap_pwl;
+  uint32_t memo_prog, memo_sig; /* the last program and signature found (+ 1) */
+  sh_sig_key memo_key;
+  uint32_t *list;         /* policy sheaf: pointwise nodes built since the last flush */
+  uint32_t n_list, cap_list;
+  uint32_t *slot;         /* value slots (then side outputs) of flattened pointwise nodes */
+  uint32_t n_slot, cap_slot;
+  sh_pw_node *node;       /* by node id: elementwise nodes' entries */
+  uint32_t cap_node;
+} sh_pw_state;
 
-  sh_gemm_ws *ws[SH_MAX_WS];
-  int n_ws;
+/* The executor's workspaces (exec*.c; the policies' flush-time arrays and
+ * the builders' temporaries also come from scratch). */
+typedef struct sh_work {
+  sh_arena scratch;       /* temporaries: reset after every flush, rewound after every batch */
+  float *zeros;           /* a zero row for LSTM cells without c_prev */
+  int64_t n_zeros;
+  sh_gemm_ws *gemm_ws[SH_MAX_WS];
+  int n_gemm_ws;
+} sh_work;
 
+/* Instruments (trace.c): counters, timers and the timeline of batches. */
+typedef struct sh_instr {
   sheaf_graph_stats stats;
   uint64_t pw_hooked;     /* pointwise roots run in a GEMM's row hook (pw_exec.c) */
   uint64_t build_t0;      /* first builder call since the last flush (0: none) */
-  uint64_t ns_kernels_build;
+  uint64_t ns_kernels_build; /* kernel time inside builders (policy none) */
+  char *trace_path;       /* the timeline is collected when set */
   sh_trace_ev *ev;
   uint32_t n_ev, cap_ev;
-  uint32_t cur_depth, cur_phase; /* of the batch being run (for the trace) */
-  uint32_t stamp;                /* flush-time grouping marks in sh_sig.mark */
+  uint32_t cur_depth, cur_phase; /* of the batch being run (set by the policy, for the trace) */
+} sh_instr;
+
+struct sheaf_graph {
+  /* options, identity and the first error (graph.c) */
+  sheaf_ctx *ctx;
+  sheaf_model *model;
+  sheaf_policy policy;
+  int threads;
+  sheaf_isa isa;
+  uint32_t tag, gen;        /* the graph's id (unique in the process) and reset epoch */
+  uint64_t handle;          /* of its expressions: (uint64_t)tag << 32 | gen (never 0) */
+  sheaf_status status;      /* first build error since reset */
+  char err[512];
+
+  sh_node_store store;      /* the nodes: what each op means, and the values */
+  sh_sig_table sigs;        /* kernel signatures */
+  sh_sheaf_state sheaf;     /* policy sheaf's buckets (depth and agenda keep theirs in scratch) */
+  sh_affine_state affine;   /* GEMM fusion: epilogue activations, row-hook roots */
+  sh_pw_state pw;           /* pointwise fusion and programs */
+  sh_work work;             /* workspaces */
+  sh_instr instr;           /* counters, timers, the timeline */
+  /* A new module with per-node data (the gradients of a backward pass, the
+   * device buffers of a device executor) adds its part here, with its side
+   * array indexed by node id: see sh_node. */
 };
 
 /* ---------------------------------------------------------- graph (graph.c) */
@@ -277,29 +387,27 @@ sheaf_status sh_graph_fail(sheaf_graph *g, sheaf_status st, const char *fmt, ...
 sheaf_status sh_graph_raw_guard(sheaf_graph *g, uint32_t id);
 /* The value of a node, resolving views (materializes a concat read whole). */
 float *sh_graph_val(sheaf_graph *g, uint32_t id);
-/* Grows a (ptr, cap) array of `elem`-byte items to hold `need`. */
-sheaf_status sh_grow(sheaf_ctx *ctx, void **ptr, uint32_t *cap, uint32_t need, size_t elem);
 
 /* ------------------------------------------------ builders (ops*.c) */
 
 #define SH_NULL_EXPR ((sheaf_expr){0, 0, 0})
 static inline sheaf_expr sh_expr_of(const sheaf_graph *g, uint32_t id) {
-  return (sheaf_expr){id, g->nodes[id].depth, g->handle};
+  return (sheaf_expr){id, g->store.nodes[id].depth, g->handle};
 }
 /* "[2, 3]" */
 const char *sh_node_shape_str(const sh_node *n, char *buf, size_t size);
 /* Start of every builder: false when it must return a null expression. */
 static inline bool sh_build_enter(sheaf_graph *g) {
   if (!g || g->status) return false;
-  if (!g->build_t0) g->build_t0 = sheaf_time_ns();
+  if (!g->instr.build_t0) g->instr.build_t0 = sheaf_time_ns();
   return true;
 }
 /* 0: a valid handle; 1: null (propagate silently); 2: misuse (error recorded).
  * Inline: every builder checks each argument (a call spilled the handle). */
 int sh_build_check_slow(sheaf_graph *g, sheaf_expr e, const char *op, int argno);
 static inline int sh_build_check(sheaf_graph *g, sheaf_expr e, const char *op, int argno) {
-  if (!SH_UNLIKELY(e.graph != g->handle || e.node >= g->n_nodes ||
-                   g->nodes[e.node].depth != e.depth))
+  if (!SH_UNLIKELY(e.graph != g->handle || e.node >= g->store.n_nodes ||
+                   g->store.nodes[e.node].depth != e.depth))
     return 0;
   return sh_build_check_slow(g, e, op, argno);
 }
@@ -322,24 +430,44 @@ void sh_sigs_free(sheaf_graph *g);
 
 /* -------------------------------------------------------- policies (sched_*.c) */
 
-sheaf_status sh_sched_sheaf_add(sheaf_graph *g, uint32_t id);
+/* Policy sheaf: appends kernel node `id` of signature `sig` to its bucket. */
+sheaf_status sh_sched_sheaf_add(sheaf_graph *g, uint32_t id, uint32_t sig);
 sheaf_status sh_sched_sheaf_flush(sheaf_graph *g);
 void sh_sched_sheaf_clear(sheaf_graph *g);
 void sh_sched_sheaf_free(sheaf_graph *g);
-sheaf_status sh_sched_none_add(sheaf_graph *g, uint32_t id);
+/* Policy none: runs kernel node `id` of signature `sig` now. */
+sheaf_status sh_sched_none_add(sheaf_graph *g, uint32_t id, uint32_t sig);
 sheaf_status sh_sched_depth_flush(sheaf_graph *g);
-/* The DyNet-style walk over the pending nodes: depth (from the inputs, not
- * the handles) into depth[i - first_pending], and each kernel node's
- * signature by hashing its key. */
-sheaf_status sh_sched_walk(sheaf_graph *g, uint32_t **depth, uint32_t *max_depth);
 sheaf_status sh_sched_agenda_flush(sheaf_graph *g);
+
+/* Policies depth and agenda: the ready list of one signature during a flush. */
+typedef struct sh_walk_sig {
+  uint32_t head, tail, count; /* node ids, linked through sh_walk.next */
+  uint32_t mark;              /* depth: the level that last listed it */
+  uint64_t depth_sum;         /* agenda: of the listed nodes */
+} sh_walk_sig;
+
+/* Policies depth and agenda: the DyNet-style walk over the pending nodes
+ * base .. base + n at the start of a flush, and the policies' side arrays
+ * for that flush (in scratch; per node indexed by id - base). */
+typedef struct sh_walk {
+  uint32_t base, n;
+  uint32_t *depth;      /* within the node's phase, from the inputs (not the handles) */
+  uint32_t *sig;        /* kernel nodes: the signature, by hashing its key */
+  uint32_t *next;       /* ready-list links (the policy's) */
+  uint32_t max_depth;
+  sh_walk_sig *by_sig;  /* [g->sigs.n], zeroed */
+} sh_walk;
+sheaf_status sh_sched_walk(sheaf_graph *g, sh_walk *w);
 
 /* ----------------------------------------------------- executor (exec*.c) */
 
 /* Runs one batch: n kernel nodes with the same signature, all inputs computed. */
 sheaf_status sh_exec_batch(sheaf_graph *g, uint32_t sig, const uint32_t *ids, uint32_t n);
-sheaf_status sh_exec_affine(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m_rows);
-sheaf_status sh_exec_lstm(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m_rows);
+sheaf_status sh_exec_affine(sheaf_graph *g, uint32_t sig, const uint32_t *ids, uint32_t n,
+                            int64_t m_rows);
+sheaf_status sh_exec_lstm(sheaf_graph *g, uint32_t sig, const uint32_t *ids, uint32_t n,
+                          int64_t m_rows);
 sheaf_status sh_exec_matmul(sheaf_graph *g, const uint32_t *ids, uint32_t n);
 /* The raw value of an affine node whose val holds the activated one. */
 sheaf_status sh_exec_affine_raw(sheaf_graph *g, uint32_t id);
@@ -353,6 +481,17 @@ float *sh_exec_out_block(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_
 
 /* ------------------------------------------------- pointwise (pointwise.c) */
 
+/* The program of flattened pointwise node `id`. */
+static inline const sh_pw_prog *sh_pw_prog_of(const sheaf_graph *g, uint32_t id) {
+  return &g->pw.progs[g->sigs.at[g->pw.node[id].sig].key.p0];
+}
+/* Node `id` is inlined into its reader's program (only policy sheaf absorbs:
+ * the other policies never look at the side entry). */
+static inline bool sh_pw_absorbed(const sheaf_graph *g, uint32_t id) {
+  return g->policy == SHEAF_POLICY_SHEAF && sh_op_is_pw(g->store.nodes[id].op) &&
+         (g->pw.node[id].flags & SH_PW_NODE_ABS);
+}
+
 /* Builds a pointwise node (add .. log): absorbs pending pointwise producers
  * nobody else has read (policy sheaf) and hands the node to the policy. */
 sheaf_expr sh_pw_build(sheaf_graph *g, int op, const uint32_t *ins, int n_in, int rank, int32_t rows,
@@ -360,6 +499,8 @@ sheaf_expr sh_pw_build(sheaf_graph *g, int op, const uint32_t *ins, int n_in, in
 /* A new reader of absorbed node `id` (from sh_node_new): it gets a value of
  * its own (stored by its absorber's program, recomputed, or computed now). */
 sheaf_status sh_pw_need(sheaf_graph *g, uint32_t id);
+/* Policy sheaf: puts pointwise node `id` on the list bucketed at flush. */
+sheaf_status sh_pw_list_add(sheaf_graph *g, uint32_t id);
 /* Flattens pointwise node `id` into a program over its leaves, interns it
  * and finds its signature (fast: the build-time cache). */
 sheaf_status sh_pw_finalize(sheaf_graph *g, uint32_t id, bool fast);
@@ -369,12 +510,13 @@ sheaf_status sh_pw_flush_roots(sheaf_graph *g);
 sheaf_status sh_pw_compute(sheaf_graph *g, uint32_t id);
 /* "x0*x1+x2" */
 void sh_pw_prog_str(const sh_pw_prog *p, char *buf, size_t size);
+void sh_pw_clear(sheaf_graph *g); /* reset: no pending list, no flattened nodes */
 void sh_pw_free(sheaf_graph *g);
 
 /* ------------------------------------------------- pointwise runs (pw_exec.c) */
 
 sheaf_status sh_exec_pw(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m_rows);
-/* Policy sheaf, flush: links flattened root `id` on the list (sh_node.next)
+/* Policy sheaf, flush: links flattened root `id` on the list (sh_affine_node.hook)
  * of the one pending affine whose rows it reads, if any. */
 void sh_pw_link_hot(sheaf_graph *g, uint32_t id);
 /* The linked roots of affine batch ids[0..n) whose other leaves are

@@ -12,39 +12,41 @@
 
 typedef struct agenda {
   sheaf_graph *g;
+  sh_walk *w;                 /* depth, signature and ready-list link of each pending node */
   uint32_t base, n;
-  const uint32_t *depth;
   uint32_t *wait, *off, *deps;
   uint32_t *stack, n_stack;
   uint32_t *active, n_active; /* signatures with ready nodes */
-  uint32_t deferred;          /* ready nodes of later phases (list via next) */
+  uint32_t deferred;          /* ready nodes of later phases (linked through w->next) */
   uint32_t phase;
 } agenda;
 
 static void ready(agenda *a, uint32_t id) {
   sheaf_graph *g = a->g;
-  sh_node *nd = &g->nodes[id];
+  sh_walk *w = a->w;
+  const sh_node *nd = &g->store.nodes[id];
   if (!sh_op_is_kernel(nd->op)) {
     a->stack[a->n_stack++] = id;
     return;
   }
+  uint32_t i = id - a->base;
   if (nd->phase != a->phase) {
-    nd->next = a->deferred;
+    w->next[i] = a->deferred;
     a->deferred = id;
     return;
   }
-  sh_sig *s = &g->sigs[nd->sig];
-  nd->next = SH_NONE;
+  sh_walk_sig *s = &w->by_sig[w->sig[i]];
+  w->next[i] = SH_NONE;
   if (!s->count) {
     s->head = s->tail = id;
     s->depth_sum = 0;
-    a->active[a->n_active++] = nd->sig;
+    a->active[a->n_active++] = w->sig[i];
   } else {
-    g->nodes[s->tail].next = id;
+    w->next[s->tail - a->base] = id;
     s->tail = id;
   }
   s->count++;
-  s->depth_sum += a->depth[id - a->base];
+  s->depth_sum += w->depth[i];
 }
 
 static void release(agenda *a, uint32_t id) {
@@ -55,42 +57,41 @@ static void release(agenda *a, uint32_t id) {
 
 sheaf_status sh_sched_agenda_flush(sheaf_graph *g) {
   agenda a = {0};
+  sh_walk w;
   a.g = g;
-  uint32_t maxd, *depth;
-  sheaf_status st = sh_sched_walk(g, &depth, &maxd);
+  a.w = &w;
+  sheaf_status st = sh_sched_walk(g, &w);
   if (st) return st;
-  a.depth = depth;
-  a.base = g->first_pending;
-  a.n = g->n_nodes - a.base;
+  a.base = w.base;
+  a.n = w.n;
   uint32_t n = a.n, base = a.base;
-  a.wait = sh_arena_calloc(&g->scratch, n, sizeof *a.wait);
-  a.off = sh_arena_calloc(&g->scratch, (size_t)n + 1, sizeof *a.off);
-  a.stack = sh_arena_alloc(&g->scratch, (size_t)n * sizeof *a.stack);
-  a.active = sh_arena_alloc(&g->scratch, ((size_t)g->n_sigs + 1) * sizeof *a.active);
-  uint32_t *ids = sh_arena_alloc(&g->scratch, (size_t)n * sizeof *ids);
+  a.wait = sh_arena_calloc(&g->work.scratch, n, sizeof *a.wait);
+  a.off = sh_arena_calloc(&g->work.scratch, (size_t)n + 1, sizeof *a.off);
+  a.stack = sh_arena_alloc(&g->work.scratch, (size_t)n * sizeof *a.stack);
+  a.active = sh_arena_alloc(&g->work.scratch, ((size_t)g->sigs.n + 1) * sizeof *a.active);
+  uint32_t *ids = sh_arena_alloc(&g->work.scratch, (size_t)n * sizeof *ids);
   if (!a.wait || !a.off || !a.stack || !a.active || !ids) return SHEAF_ERR_NOMEM;
   /* dependents, CSR */
   uint32_t total = 0;
-  for (uint32_t i = base; i < g->n_nodes; i++) {
-    const sh_node *nd = &g->nodes[i];
+  for (uint32_t i = base; i < g->store.n_nodes; i++) {
+    const sh_node *nd = &g->store.nodes[i];
     for (uint32_t k = 0; k < nd->n_in; k++) {
-      uint32_t x = g->ins[nd->in + k];
+      uint32_t x = g->store.ins[nd->in + k];
       if (x >= base) a.off[x - base + 1]++, a.wait[i - base]++, total++;
     }
   }
   for (uint32_t i = 0; i < n; i++) a.off[i + 1] += a.off[i];
-  a.deps = sh_arena_alloc(&g->scratch, (size_t)total * sizeof *a.deps);
-  uint32_t *cur = sh_arena_alloc(&g->scratch, (size_t)n * sizeof *cur);
+  a.deps = sh_arena_alloc(&g->work.scratch, (size_t)total * sizeof *a.deps);
+  uint32_t *cur = sh_arena_alloc(&g->work.scratch, (size_t)n * sizeof *cur);
   if (!a.deps || !cur) return SHEAF_ERR_NOMEM;
   memcpy(cur, a.off, (size_t)n * sizeof *cur);
-  for (uint32_t i = base; i < g->n_nodes; i++) {
-    const sh_node *nd = &g->nodes[i];
+  for (uint32_t i = base; i < g->store.n_nodes; i++) {
+    const sh_node *nd = &g->store.nodes[i];
     for (uint32_t k = 0; k < nd->n_in; k++) {
-      uint32_t x = g->ins[nd->in + k];
+      uint32_t x = g->store.ins[nd->in + k];
       if (x >= base) a.deps[cur[x - base]++] = i;
     }
   }
-  for (uint32_t s = 0; s < g->n_sigs; s++) g->sigs[s].count = 0;
   a.deferred = SH_NONE;
   for (uint32_t i = 0; i < n; i++)
     if (!a.wait[i]) ready(&a, base + i);
@@ -104,13 +105,13 @@ sheaf_status sh_sched_agenda_flush(sheaf_graph *g) {
     if (!a.n_active) {
       if (a.deferred == SH_NONE) break;
       uint32_t minp = UINT32_MAX; /* the next phase with ready nodes */
-      for (uint32_t i = a.deferred; i != SH_NONE; i = g->nodes[i].next)
-        if (g->nodes[i].phase < minp) minp = g->nodes[i].phase;
+      for (uint32_t i = a.deferred; i != SH_NONE; i = w.next[i - base])
+        if (g->store.nodes[i].phase < minp) minp = g->store.nodes[i].phase;
       a.phase = minp;
       uint32_t list = a.deferred;
       a.deferred = SH_NONE;
       while (list != SH_NONE) {
-        uint32_t nx = g->nodes[list].next;
+        uint32_t nx = w.next[list - base];
         ready(&a, list);
         list = nx;
       }
@@ -119,16 +120,16 @@ sheaf_status sh_sched_agenda_flush(sheaf_graph *g) {
     /* the signature whose ready nodes have the lowest mean depth */
     uint32_t best = 0;
     for (uint32_t k = 1; k < a.n_active; k++) {
-      const sh_sig *s = &g->sigs[a.active[k]], *b = &g->sigs[a.active[best]];
+      const sh_walk_sig *s = &w.by_sig[a.active[k]], *b = &w.by_sig[a.active[best]];
       if (s->depth_sum * b->count < b->depth_sum * s->count) best = k;
     }
     uint32_t sig = a.active[best];
     a.active[best] = a.active[--a.n_active];
-    sh_sig *s = &g->sigs[sig];
+    sh_walk_sig *s = &w.by_sig[sig];
     uint32_t k = 0;
-    for (uint32_t i = s->head; i != SH_NONE; i = g->nodes[i].next) ids[k++] = i;
-    g->cur_depth = (uint32_t)(s->depth_sum / s->count);
-    g->cur_phase = a.phase;
+    for (uint32_t i = s->head; i != SH_NONE; i = w.next[i - base]) ids[k++] = i;
+    g->instr.cur_depth = (uint32_t)(s->depth_sum / s->count);
+    g->instr.cur_phase = a.phase;
     s->count = 0;
     st = sh_exec_batch(g, sig, ids, k);
     if (st) return st;

@@ -6,11 +6,11 @@
  */
 #include "runtime/runtime.h"
 
-sheaf_status sh_sched_none_add(sheaf_graph *g, uint32_t id) {
-  uint64_t k0 = g->stats.ns_kernels;
-  g->cur_depth = g->nodes[id].depth;
-  g->cur_phase = g->nodes[id].phase;
-  sheaf_status st = sh_exec_batch(g, g->nodes[id].sig, &id, 1);
-  g->ns_kernels_build += g->stats.ns_kernels - k0;
+sheaf_status sh_sched_none_add(sheaf_graph *g, uint32_t id, uint32_t sig) {
+  uint64_t k0 = g->instr.stats.ns_kernels;
+  g->instr.cur_depth = g->store.nodes[id].depth;
+  g->instr.cur_phase = g->store.nodes[id].phase;
+  sheaf_status st = sh_exec_batch(g, sig, &id, 1);
+  g->instr.ns_kernels_build += g->instr.stats.ns_kernels - k0;
   return st;
 }

@@ -37,7 +37,7 @@ const char *sh_op_name(int op) { return op >= 0 && op < SH_OP_COUNT ? op_names[o
  * the pieces cannot fit and the walk stops (a chain acc = concat(acc, x)
  * built in a loop is read whole, materialized, never walked to its end). */
 static int pieces(const sheaf_graph *g, uint32_t id, uint32_t *out, int n, int max, int depth) {
-  const sh_node *x = &g->nodes[id];
+  const sh_node *x = &g->store.nodes[id];
   if (x->op != SH_OP_CONCAT) {
     if (n < 0 || n >= max) return -1;
     out[n] = id;
@@ -45,7 +45,7 @@ static int pieces(const sheaf_graph *g, uint32_t id, uint32_t *out, int n, int m
   }
   if (depth >= max) return -1;
   for (uint32_t i = 0; i < x->n_in && n >= 0; i++)
-    n = pieces(g, g->ins[x->in + i], out, n, max, depth + 1);
+    n = pieces(g, g->store.ins[x->in + i], out, n, max, depth + 1);
   return n;
 }
 
@@ -57,15 +57,15 @@ static void key_widths(const sheaf_graph *g, const sh_node *n, int n_x, sh_sig_k
   uint32_t pc[SH_GEMM_MAX_KSRC];
   int np = 0;
   for (int i = 0; i < n_x && np >= 0; i++)
-    np = sh_pieces(g, g->ins[n->in + i], pc, np, SH_GEMM_MAX_KSRC);
+    np = sh_pieces(g, g->store.ins[n->in + i], pc, np, SH_GEMM_MAX_KSRC);
   if (np < 0) { /* too many pieces: inputs are read whole (concats materialized) */
     k->mat = 1;
     k->n_w = (uint8_t)n_x;
-    for (int i = 0; i < n_x; i++) k->w[i] = g->nodes[g->ins[n->in + i]].cols;
+    for (int i = 0; i < n_x; i++) k->w[i] = g->store.nodes[g->store.ins[n->in + i]].cols;
     return;
   }
   k->n_w = (uint8_t)np;
-  for (int i = 0; i < np; i++) k->w[i] = g->nodes[pc[i]].cols;
+  for (int i = 0; i < np; i++) k->w[i] = g->store.nodes[pc[i]].cols;
 }
 
 void sh_sig_key_of(const sheaf_graph *g, const sh_node *n, sh_sig_key *k) {
@@ -73,17 +73,20 @@ void sh_sig_key_of(const sheaf_graph *g, const sh_node *n, sh_sig_key *k) {
   k->op = n->op;
   k->rank = n->rank;
   k->cols = n->cols;
-  k->p0 = n->p0;
-  k->p1 = n->p1;
-  const sh_node *a = &g->nodes[n->n_in ? g->ins[n->in] : 0]; /* views have no key */
+  const sh_node *a = &g->store.nodes[n->n_in ? g->store.ins[n->in] : 0]; /* views have no key */
   switch (n->op) {
   case SH_OP_AFFINE:
-    if (n->n_in > 1) k->p0 = 0x80000000u | n->p0;
+    k->p0 = n->n_in > 1 ? 0x80000000u | n->lin.w : n->lin.w;
+    k->p1 = n->lin.b;
     key_widths(g, n, n->n_in, k);
     break;
-  case SH_OP_LSTM: key_widths(g, n, 1, k); break;
+  case SH_OP_LSTM:
+    k->p0 = n->lin.w;
+    k->p1 = n->lin.b;
+    key_widths(g, n, 1, k);
+    break;
   case SH_OP_MATMUL: {
-    const sh_node *b = &g->nodes[g->ins[n->in + 1]];
+    const sh_node *b = &g->store.nodes[g->store.ins[n->in + 1]];
     k->cols = 0;
     k->w[0] = a->rank, k->w[1] = a->cols, k->w[2] = b->rank, k->w[3] = b->cols;
     break;
@@ -96,7 +99,7 @@ void sh_sig_key_of(const sheaf_graph *g, const sh_node *n, sh_sig_key *k) {
     k->rank = a->rank;
     k->w[0] = a->cols;
     break;
-  case SH_OP_LAYER_NORM: memcpy(&k->fbits, &n->f, sizeof k->fbits); break; /* eps */
+  case SH_OP_LAYER_NORM: memcpy(&k->fbits, &n->eps, sizeof k->fbits); break;
   default: break;
   }
 }
@@ -129,7 +132,7 @@ static void sig_name(const sheaf_graph *g, const sh_sig_key *k, char *buf, size_
     pthread_mutex_unlock(mu);
   } else if (k->op == SH_OP_FUSED) {
     char prog[128];
-    sh_pw_prog_str(&g->progs[k->p0], prog, sizeof prog);
+    sh_pw_prog_str(&g->pw.progs[k->p0], prog, sizeof prog);
     snprintf(buf, size, "pw %s [%d]", prog, (int)k->cols);
   } else if (k->op == SH_OP_MATMUL) {
     snprintf(buf, size, "%s [%d]x[%d]", op, (int)k->w[1], (int)k->w[3]);
@@ -139,38 +142,38 @@ static void sig_name(const sheaf_graph *g, const sh_sig_key *k, char *buf, size_
 }
 
 static sheaf_status table_insert(sheaf_graph *g, uint64_t h, uint32_t sig) {
-  if (2 * (g->n_sigs + 1) > g->sig_table_cap) {
-    uint32_t cap = g->sig_table_cap ? 2 * g->sig_table_cap : 64;
+  if (2 * (g->sigs.n + 1) > g->sigs.table_cap) {
+    uint32_t cap = g->sigs.table_cap ? 2 * g->sigs.table_cap : 64;
     uint32_t *t = sh_calloc(g->ctx, cap, sizeof *t);
     if (!t) return SHEAF_ERR_NOMEM;
-    for (uint32_t i = 0; i < g->n_sigs; i++) {
-      uint32_t j = (uint32_t)key_hash(&g->sigs[i].key) & (cap - 1);
+    for (uint32_t i = 0; i < g->sigs.n; i++) {
+      uint32_t j = (uint32_t)key_hash(&g->sigs.at[i].key) & (cap - 1);
       while (t[j]) j = (j + 1) & (cap - 1);
       t[j] = i + 1;
     }
-    sh_free(g->ctx, g->sig_table, g->sig_table_cap * sizeof *t);
-    g->sig_table = t;
-    g->sig_table_cap = cap;
+    sh_free(g->ctx, g->sigs.table, g->sigs.table_cap * sizeof *t);
+    g->sigs.table = t;
+    g->sigs.table_cap = cap;
   }
-  uint32_t j = (uint32_t)h & (g->sig_table_cap - 1);
-  while (g->sig_table[j]) j = (j + 1) & (g->sig_table_cap - 1);
-  g->sig_table[j] = sig + 1;
+  uint32_t j = (uint32_t)h & (g->sigs.table_cap - 1);
+  while (g->sigs.table[j]) j = (j + 1) & (g->sigs.table_cap - 1);
+  g->sigs.table[j] = sig + 1;
   return SHEAF_OK;
 }
 
 sheaf_status sh_sig_find_hash(sheaf_graph *g, const sh_sig_key *k, uint32_t *out) {
   uint64_t h = key_hash(k);
-  if (g->sig_table_cap) {
-    uint32_t j = (uint32_t)h & (g->sig_table_cap - 1);
-    for (uint32_t s; (s = g->sig_table[j]) != 0; j = (j + 1) & (g->sig_table_cap - 1))
-      if (memcmp(&g->sigs[s - 1].key, k, sizeof *k) == 0) {
+  if (g->sigs.table_cap) {
+    uint32_t j = (uint32_t)h & (g->sigs.table_cap - 1);
+    for (uint32_t s; (s = g->sigs.table[j]) != 0; j = (j + 1) & (g->sigs.table_cap - 1))
+      if (memcmp(&g->sigs.at[s - 1].key, k, sizeof *k) == 0) {
         *out = s - 1;
         return SHEAF_OK;
       }
   }
   /* new signature */
   sheaf_status st =
-      sh_grow(g->ctx, (void **)&g->sigs, &g->cap_sigs, g->n_sigs + 1, sizeof *g->sigs);
+      sh_grow(g->ctx, (void **)&g->sigs.at, &g->sigs.cap, g->sigs.n + 1, sizeof *g->sigs.at);
   if (st) return st;
   char name[160];
   sig_name(g, k, name, sizeof name);
@@ -180,13 +183,13 @@ sheaf_status sh_sig_find_hash(sheaf_graph *g, const sh_sig_key *k, uint32_t *out
   s.name = sh_alloc(g->ctx, s.name_size, 1);
   if (!s.name) return SHEAF_ERR_NOMEM;
   memcpy(s.name, name, s.name_size);
-  st = table_insert(g, h, g->n_sigs);
+  st = table_insert(g, h, g->sigs.n);
   if (st) {
     sh_free(g->ctx, s.name, s.name_size);
     return st;
   }
-  g->sigs[g->n_sigs] = s;
-  *out = g->n_sigs++;
+  g->sigs.at[g->sigs.n] = s;
+  *out = g->sigs.n++;
   return SHEAF_OK;
 }
 
@@ -194,21 +197,18 @@ sheaf_status sh_sig_find_fast(sheaf_graph *g, const sh_sig_key *k, uint32_t *out
   uint32_t i = (k->op * 0x9e37u ^ k->p0 * 0x85ebu ^ (uint32_t)k->cols * 0xc2b3u ^
                 (uint32_t)k->w[0] * 0x27d5u) &
                255u;
-  uint32_t s = g->sig_cache[i];
-  if (s && memcmp(&g->sigs[s - 1].key, k, sizeof *k) == 0) {
+  uint32_t s = g->sigs.cache[i];
+  if (s && memcmp(&g->sigs.at[s - 1].key, k, sizeof *k) == 0) {
     *out = s - 1;
     return SHEAF_OK;
   }
   sheaf_status st = sh_sig_find_hash(g, k, out);
-  if (st == SHEAF_OK) g->sig_cache[i] = *out + 1;
+  if (st == SHEAF_OK) g->sigs.cache[i] = *out + 1;
   return st;
 }
 
 void sh_sigs_free(sheaf_graph *g) {
-  for (uint32_t i = 0; i < g->n_sigs; i++) {
-    sh_free(g->ctx, g->sigs[i].name, g->sigs[i].name_size);
-    sh_free(g->ctx, g->sigs[i].slot, g->sigs[i].slot_cap * sizeof(uint32_t));
-  }
-  sh_free(g->ctx, g->sigs, g->cap_sigs * sizeof *g->sigs);
-  sh_free(g->ctx, g->sig_table, g->sig_table_cap * sizeof(uint32_t));
+  for (uint32_t i = 0; i < g->sigs.n; i++) sh_free(g->ctx, g->sigs.at[i].name, g->sigs.at[i].name_size);
+  sh_free(g->ctx, g->sigs.at, g->sigs.cap * sizeof *g->sigs.at);
+  sh_free(g->ctx, g->sigs.table, g->sigs.table_cap * sizeof(uint32_t));
 }

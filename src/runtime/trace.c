@@ -24,17 +24,17 @@ void sheaf_graph_get_stats(const sheaf_graph *g, sheaf_graph_stats *out) {
   if (!out) return;
   memset(out, 0, sizeof *out);
   if (!g) return;
-  *out = g->stats;
-  if (g->build_t0) /* construction in progress */
-    out->ns_build += sheaf_time_ns() - g->build_t0 - g->ns_kernels_build;
+  *out = g->instr.stats;
+  if (g->instr.build_t0) /* construction in progress */
+    out->ns_build += sheaf_time_ns() - g->instr.build_t0 - g->instr.ns_kernels_build;
 }
 
 size_t sheaf_graph_kernel_stats(const sheaf_graph *g, size_t max, const char **names,
                                 uint64_t *batches, uint64_t *nodes) {
   if (!g) return 0;
   size_t k = 0;
-  for (uint32_t i = 0; i < g->n_sigs; i++) {
-    const sh_sig *s = &g->sigs[i];
+  for (uint32_t i = 0; i < g->sigs.n; i++) {
+    const sh_sig *s = &g->sigs.at[i];
     if (!s->batches) continue;
     if (k < max) {
       if (names) names[k] = s->name;
@@ -48,24 +48,25 @@ size_t sheaf_graph_kernel_stats(const sheaf_graph *g, size_t max, const char **n
 
 sheaf_status sheaf_graph_stats_reset(sheaf_graph *g) {
   if (!g) return SHEAF_ERR_INVALID_ARG;
-  memset(&g->stats, 0, sizeof g->stats);
-  if (g->build_t0) { /* construction in progress: count from now */
-    g->build_t0 = sheaf_time_ns();
-    g->ns_kernels_build = 0;
+  memset(&g->instr.stats, 0, sizeof g->instr.stats);
+  if (g->instr.build_t0) { /* construction in progress: count from now */
+    g->instr.build_t0 = sheaf_time_ns();
+    g->instr.ns_kernels_build = 0;
   }
-  for (uint32_t i = 0; i < g->n_sigs; i++) g->sigs[i].batches = g->sigs[i].nodes = 0;
-  g->n_ev = 0;
+  for (uint32_t i = 0; i < g->sigs.n; i++) g->sigs.at[i].batches = g->sigs.at[i].nodes = 0;
+  g->instr.n_ev = 0;
   return SHEAF_OK;
 }
 
 void sh_trace_record(sheaf_graph *g, uint32_t sig, uint32_t n, uint32_t depth, uint32_t phase,
                      uint64_t t0, uint64_t t1) {
-  if (g->n_ev == g->cap_ev) {
-    if (g->cap_ev >= SH_TRACE_MAX_EVENTS) return; /* the timeline is full: drop */
-    sheaf_status st = sh_grow(g->ctx, (void **)&g->ev, &g->cap_ev, g->n_ev + 1, sizeof *g->ev);
+  if (g->instr.n_ev == g->instr.cap_ev) {
+    if (g->instr.cap_ev >= SH_TRACE_MAX_EVENTS) return; /* the timeline is full: drop */
+    sheaf_status st = sh_grow(g->ctx, (void **)&g->instr.ev, &g->instr.cap_ev, g->instr.n_ev + 1,
+                              sizeof *g->instr.ev);
     if (st) return; /* tracing never fails a run */
   }
-  g->ev[g->n_ev++] = (sh_trace_ev){t0, t1 - t0, sig, n, depth, phase};
+  g->instr.ev[g->instr.n_ev++] = (sh_trace_ev){t0, t1 - t0, sig, n, depth, phase};
 }
 
 /* The timeline as JSON to path (through sh_out: a regular file is replaced
@@ -81,7 +82,7 @@ static bool trace_write(const sheaf_graph *g, const char *path, char *msg, size_
     return false;
   }
   FILE *f = o.f;
-  uint64_t origin = g->n_ev ? g->ev[0].t0 : 0;
+  uint64_t origin = g->instr.n_ev ? g->instr.ev[0].t0 : 0;
   fprintf(f, "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
   fprintf(
       f,
@@ -89,11 +90,11 @@ static bool trace_write(const sheaf_graph *g, const char *path, char *msg, size_
       sheaf_policy_name(g->policy));
   sh_buf name; /* each kernel's name as a JSON string (io/json.h's escaping) */
   sh_buf_init(&name, g->ctx);
-  for (uint32_t i = 0; i < g->n_ev; i++) {
-    const sh_trace_ev *e = &g->ev[i];
+  for (uint32_t i = 0; i < g->instr.n_ev; i++) {
+    const sh_trace_ev *e = &g->instr.ev[i];
     fprintf(f, ",\n{\"name\":");
     sh_buf_clear(&name);
-    sh_json_put_string(&name, g->sigs[e->sig].name, strlen(g->sigs[e->sig].name));
+    sh_json_put_string(&name, g->sigs.at[e->sig].name, strlen(g->sigs.at[e->sig].name));
     if (sh_buf_status(&name) != SHEAF_OK) break;
     fwrite(name.data, 1, name.len, f);
     fprintf(f,
@@ -122,7 +123,7 @@ sheaf_status sheaf_graph_write_trace(const sheaf_graph *g, const char *path) {
   if (!path || !*path)
     return sh_fail(g->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_graph_write_trace: path is %s",
                    path ? "empty" : "NULL");
-  if (!g->trace_path)
+  if (!g->instr.trace_path)
     return sh_fail(g->ctx, SHEAF_ERR_INVALID_ARG,
                    "sheaf_graph_write_trace: the graph collects no timeline (create it with "
                    "sheaf_graph_opts.trace_path)");
@@ -168,6 +169,6 @@ sheaf_status sh_trace_path_check(sheaf_ctx *ctx, const char *fn, const char *pat
 
 void sh_trace_write(sheaf_graph *g) {
   char msg[512];
-  if (!trace_write(g, g->trace_path, msg, sizeof msg)) /* free cannot fail: a warning */
+  if (!trace_write(g, g->instr.trace_path, msg, sizeof msg)) /* free cannot fail: a warning */
     sh_log(g->ctx, SHEAF_LOG_WARN, "sheaf_graph_free: %s", msg);
 }
