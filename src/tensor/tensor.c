@@ -83,7 +83,6 @@ static sheaf_status layout_new(sheaf_ctx *ctx, sh_storage *s, sheaf_dtype dtype,
   t->ctx = ctx;
   t->storage = s;
   t->dtype = dtype;
-  t->kind = SH_LAYOUT_DENSE;
   t->rank = rank;
   t->offset = offset;
   t->shape = t->dims;

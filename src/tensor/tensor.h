@@ -26,13 +26,10 @@ typedef struct sh_storage {
   bool owned;                             /* data allocated by sh_alloc(bytes, 64) */
 } sh_storage;
 
-typedef enum sh_layout_kind { SH_LAYOUT_DENSE = 0 } sh_layout_kind;
-
 struct sheaf_tensor {
   sheaf_ctx *ctx;
   sh_storage *storage;
   sheaf_dtype dtype;
-  uint8_t kind;   /* sh_layout_kind */
   int rank;
   int64_t offset; /* in elements, from storage->data */
   int64_t *shape; /* rank entries, in dims[] */
