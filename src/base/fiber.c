@@ -49,7 +49,8 @@ void __tsan_switch_to_fiber(void *fiber, unsigned flags);
 
 /* ------------------------------------------------------------ the switch */
 
-#if defined(__x86_64__)
+#if defined(SH_FIBER_NO_ASM) /* the portable fallback, for checking it builds */
+#elif defined(__x86_64__)
 #define SH_FIBER_ARCH 1
 /* The frame sh_fiber_swap leaves, from the saved stack pointer up: MXCSR
  * (4 bytes) and x87 control word (2, padded), r15 r14 r13 r12 rbx rbp, the
@@ -150,8 +151,11 @@ __asm__(".text\n"
 #endif
 
 #ifdef SH_FIBER_ARCH
+#define SH_FIBER_MAYBE_UNUSED
 void sh_fiber_swap(void **save, void *to);
 void sh_fiber_trampoline(void);
+#else
+#define SH_FIBER_MAYBE_UNUSED __attribute__((unused)) /* the fallback maps no stack */
 #endif
 
 bool sh_fiber_supported(void) {
@@ -185,7 +189,7 @@ void sh_fiber_stacks_free(sh_fiber_stacks *p) {
   p->n_free = p->cap = 0;
 }
 
-static bool stack_get(sh_fiber_stacks *p, sh_stack *out) {
+SH_FIBER_MAYBE_UNUSED static bool stack_get(sh_fiber_stacks *p, sh_stack *out) {
   if (p->n_free) {
     *out = p->free[--p->n_free];
     return true;
@@ -226,7 +230,7 @@ static _Thread_local sh_fiber *tl_current;
 
 sh_fiber *sh_fiber_current(void) { return tl_current; }
 
-static char *stack_lo(const sh_fiber *f) { return (char *)f->stack.base + page_size(); }
+SH_FIBER_MAYBE_UNUSED static char *stack_lo(const sh_fiber *f) { return (char *)f->stack.base + page_size(); }
 
 #ifdef SH_FIBER_ARCH
 /* Runs on the fiber's stack, called by the trampoline; never returns. */
