@@ -313,8 +313,9 @@ SHEAF_API sheaf_expr sheaf_row(sheaf_graph *g, sheaf_expr x, int64_t index);
 SHEAF_API sheaf_status sheaf_lstm_cell(sheaf_graph *g, sheaf_param W, sheaf_param b, sheaf_expr x,
                                        sheaf_expr c_prev, sheaf_expr *h, sheaf_expr *c);
 
-/* The value of an expression (flushes the graph first if needed). The
- * pointer stays valid until the graph is reset or freed. */
+/* The value of an expression (flushes the graph first if needed; in a
+ * build of sheaf_runner_run_fibers, waits for the batch's flush instead).
+ * The pointer stays valid until the graph is reset or freed. */
 typedef struct sheaf_value_view {
   const float *data;
   int rank;
@@ -387,6 +388,38 @@ SHEAF_API sheaf_status sheaf_graph_write_trace(const sheaf_graph *g, const char 
  */
 typedef sheaf_status (*sheaf_instance_fn)(sheaf_graph *g, int64_t instance, int worker, void *user);
 
+/* Fibers (sheaf_runner_run_fibers, below; x86-64 and AArch64, elsewhere
+ * SHEAF_ERR_UNSUPPORTED): control flow that depends on computed values,
+ * batched. Each build runs on a fiber of its own (a stack of 256 KiB or
+ * sheaf_runner_set_fiber_stack's size, mmap'd with a guard page, pooled)
+ * on the batch's worker thread. When a build calls sheaf_value on a node not yet
+ * computed, its fiber is suspended instead of flushing; when every live
+ * build of the batch is suspended (or has returned), the graph is flushed
+ * ONCE, batched across all of them, and they resume in instance order:
+ *
+ *   static sheaf_status build(sheaf_graph *g, int64_t i, int worker, void *u) {
+ *     sheaf_expr h = ...;
+ *     for (int t = 0; t < max_steps; t++) {
+ *       h = sheaf_tanh(g, sheaf_affine(g, W, h, b));
+ *       sheaf_value_view v;
+ *       sheaf_status st = sheaf_value(g, sheaf_max(g, h), &v); // waits here
+ *       if (st) return st;
+ *       if (v.data[0] > threshold) break;                        // per instance
+ *     }
+ *     ...
+ *   }
+ *
+ * A build that never waits costs two context switches and no flush. A
+ * failing build (its status, or an error recorded on the graph) stops the
+ * run with that instance's error; the other suspended builds resume with
+ * sheaf_value failing so they can return. With fibers, the error reported
+ * is the failure met first in the batch's run order, which for builds that
+ * fail after different numbers of waits need not be the smallest instance.
+ * Code that recurses by input (an interpreter) must check the stack room
+ * (the fiber's, not the thread's); overflowing the guard page is a SIGSEGV
+ * of the process, never silent corruption. read runs after the batch's
+ * final flush, on the worker's own stack. */
+
 typedef enum sheaf_parallel {
   SHEAF_PARALLEL_AUTO = 0, /* batches when there are at least 2 per thread, else kernels */
   SHEAF_PARALLEL_BATCHES,  /* a batch per thread at a time, each on that thread alone */
@@ -420,6 +453,18 @@ SHEAF_API void sheaf_runner_free(sheaf_runner *r); /* NULL is fine */
 SHEAF_API sheaf_status sheaf_runner_run(sheaf_runner *r, int64_t first, int64_t count, sheaf_instance_fn build,
                                         sheaf_instance_fn read, void *user);
 
+/* sheaf_runner_run with each build on a fiber, so that a build may read a
+ * value mid-way (sheaf_value) and branch on it: see "Fibers" above. The
+ * batches, threads, worker slots, read and errors are sheaf_runner_run's. */
+SHEAF_API sheaf_status sheaf_runner_run_fibers(sheaf_runner *r, int64_t first, int64_t count,
+                                               sheaf_instance_fn build, sheaf_instance_fn read,
+                                               void *user);
+
+/* Bytes of each fiber stack of the runner's later runs (address space;
+ * pages committed as touched): 0 for the default 256 KiB, at least 16 KiB
+ * (smaller sizes are raised to it). Not during a run. */
+SHEAF_API sheaf_status sheaf_runner_set_fiber_stack(sheaf_runner *r, size_t bytes);
+
 /* How a run of `count` instances is parallelized (never AUTO; KERNELS with
  * a trace). */
 SHEAF_API sheaf_parallel sheaf_runner_mode(const sheaf_runner *r, int64_t count);
@@ -434,6 +479,12 @@ SHEAF_API int sheaf_runner_threads(const sheaf_runner *r);
  * of distinct kernels (those past max are left out). */
 SHEAF_API size_t sheaf_runner_kernel_stats(const sheaf_runner *r, size_t max, const char **names,
                                            uint64_t *batches, uint64_t *nodes);
+
+/* Fiber counters summed over the runner's workers since creation (any
+ * pointer may be NULL): instances run on fibers, waits (suspensions in
+ * sheaf_value) and the flushes that resumed them. */
+SHEAF_API void sheaf_runner_fiber_counts(const sheaf_runner *r, uint64_t *instances, uint64_t *waits,
+                                         uint64_t *flushes);
 
 /* Counters summed over the runner's graphs (times: summed over threads). */
 SHEAF_API void sheaf_runner_get_stats(const sheaf_runner *r, sheaf_graph_stats *out);

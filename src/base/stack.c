@@ -41,7 +41,15 @@ void sh_stack_free(sh_stack *st) {
 static _Thread_local const char *tl_stack_lo;
 static _Thread_local int tl_stack_known; /* 0 not yet asked, 1 known, -1 unknown */
 
+static _Thread_local const char *tl_fiber_lo; /* the running fiber's stack, or NULL */
+
+void sh_stack_set_fiber(const void *lo) { tl_fiber_lo = lo; }
+
 size_t sh_stack_room(void) {
+  if (tl_fiber_lo) {
+    const char *here = __builtin_frame_address(0);
+    return here > tl_fiber_lo ? (size_t)(here - tl_fiber_lo) : 0;
+  }
   if (!tl_stack_known) {
     pthread_attr_t attr;
     void *addr = NULL;

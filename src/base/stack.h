@@ -36,4 +36,9 @@ void sh_stack_free(sh_stack *st);
  * (SIZE_MAX when the system cannot tell). */
 size_t sh_stack_room(void);
 
+/* Where sh_stack_room measures on this thread: the lowest usable address
+ * of the fiber now running on it (fiber.c sets it at each switch), or NULL
+ * for the thread's own stack. */
+void sh_stack_set_fiber(const void *lo);
+
 #endif

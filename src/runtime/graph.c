@@ -10,6 +10,7 @@
 
 #include "base/pool.h"
 #include "runtime/runtime.h"
+#include "runtime/fiber_run.h"
 
 static atomic_uint_least32_t g_graph_tags = 0;
 
@@ -467,8 +468,9 @@ sheaf_status sheaf_value(sheaf_graph *g, sheaf_expr e, sheaf_value_view *out) {
                            "sheaf_graph_reset)");
   }
   if (e.node >= g->store.first_pending) {
-    sheaf_status st = sheaf_graph_flush(g);
+    sheaf_status st = sh_fiber_wait(g); /* a runner's fiber waits for the batch's flush */
     if (st) return st;
+    if (e.node >= g->store.first_pending && (st = sheaf_graph_flush(g))) return st;
   }
   sheaf_status st = sh_graph_raw_guard(g, e.node);
   if (st) return st;

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "base/pool.h"
+#include "runtime/fiber_run.h"
 #include "runtime/runtime.h"
 
 struct sheaf_runner {
@@ -29,11 +30,14 @@ struct sheaf_runner {
   int threads;
   sheaf_graph **per_thread; /* batches mode: graph of thread tid (threads = 1), created lazily */
   sheaf_graph *shared;      /* kernels mode: one graph over every thread */
+  sh_fiber_sched **fibers;  /* worker slot's fiber scheduler, created lazily */
+  size_t fiber_stack;       /* bytes per fiber stack (0: the default) */
 
   /* the run in progress */
   int64_t first, count;
   sheaf_instance_fn build, read;
   void *user;
+  bool on_fibers; /* sheaf_runner_run_fibers */
   atomic_int_fast64_t stop_batch; /* first failing batch: later ones do not start */
   pthread_mutex_t mu;
   int64_t err_instance; /* first failing instance (INT64_MAX: none) */
@@ -69,10 +73,13 @@ sheaf_status sheaf_runner_create(sheaf_model *m, const sheaf_runner_opts *opts, 
   o.threads = r->threads;
   r->o = o;
   r->per_thread = sh_calloc(ctx, (size_t)r->threads, sizeof *r->per_thread);
+  r->fibers = sh_calloc(ctx, (size_t)r->threads, sizeof *r->fibers);
   r->trace = o.trace_path ? sh_strdup(ctx, o.trace_path) : NULL;
   r->o.trace_path = r->trace;
-  if (!r->per_thread || (o.trace_path && !r->trace)) {
+  if (!r->per_thread || !r->fibers || (o.trace_path && !r->trace)) {
     sh_free(ctx, r->per_thread, (size_t)r->threads * sizeof *r->per_thread);
+    sh_free(ctx, r->fibers, (size_t)r->threads * sizeof *r->fibers);
+    if (r->trace) sh_strfree(ctx, r->trace);
     sh_free(ctx, r, sizeof *r);
     return SHEAF_ERR_NOMEM;
   }
@@ -84,7 +91,11 @@ sheaf_status sheaf_runner_create(sheaf_model *m, const sheaf_runner_opts *opts, 
 
 void sheaf_runner_free(sheaf_runner *r) {
   if (!r) return;
-  for (int t = 0; t < r->threads; t++) sheaf_graph_free(r->per_thread[t]);
+  for (int t = 0; t < r->threads; t++) {
+    sheaf_graph_free(r->per_thread[t]);
+    sh_fiber_sched_free(r->fibers[t]);
+  }
+  sh_free(r->ctx, r->fibers, (size_t)r->threads * sizeof *r->fibers);
   sheaf_graph_free(r->shared);
   pthread_mutex_destroy(&r->mu);
   if (r->trace) sh_strfree(r->ctx, r->trace);
@@ -147,7 +158,19 @@ static void run_batch(sheaf_runner *r, sheaf_graph *g, int64_t b, int worker) {
     record(r, g, i0, st, "sheaf_graph_reset");
     return;
   }
-  for (int64_t i = i0; i < i1; i++) {
+  if (r->on_fibers) { /* each instance on a fiber; waits flush once for all */
+    if (!r->fibers[worker] && !(r->fibers[worker] = sh_fiber_sched_create(r->ctx, r->fiber_stack))) {
+      record(r, g, i0, SHEAF_ERR_NOMEM, "the fiber scheduler");
+      return;
+    }
+    int64_t fail;
+    st = sh_fiber_batch(r->fibers[worker], g, i0, i1, worker, r->build, r->user, &fail);
+    if (st) {
+      record(r, g, fail, st, "build");
+      return;
+    }
+  }
+  for (int64_t i = i0; !r->on_fibers && i < i1; i++) {
     st = r->build(g, i, worker, r->user);
     if (!st) st = sheaf_graph_status(g);
     if (st) {
@@ -181,15 +204,14 @@ static void batch_task(void *arg, int64_t b, int tid) {
   run_batch(r, g, b, tid);
 }
 
-sheaf_status sheaf_runner_run(sheaf_runner *r, int64_t first, int64_t count, sheaf_instance_fn build,
-                              sheaf_instance_fn read, void *user) {
+static sheaf_status run(sheaf_runner *r, const char *fn, bool fibers, int64_t first, int64_t count,
+                        sheaf_instance_fn build, sheaf_instance_fn read, void *user) {
   if (!r) return SHEAF_ERR_INVALID_ARG;
-  if (!build)
-    return sh_fail(r->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_runner_run: build is NULL");
+  if (!build) return sh_fail(r->ctx, SHEAF_ERR_INVALID_ARG, "%s: build is NULL", fn);
   if (first < 0 || count < 0 || count > INT64_MAX - first)
-    return sh_fail(r->ctx, SHEAF_ERR_INVALID_ARG,
-                   "sheaf_runner_run: instances [%lld, %lld + %lld) out of range", (long long)first,
-                   (long long)first, (long long)count);
+    return sh_fail(r->ctx, SHEAF_ERR_INVALID_ARG, "%s: instances [%lld, %lld + %lld) out of range",
+                   fn, (long long)first, (long long)first, (long long)count);
+  r->on_fibers = fibers;
   if (count == 0) return SHEAF_OK;
   r->first = first;
   r->count = count;
@@ -211,6 +233,26 @@ sheaf_status sheaf_runner_run(sheaf_runner *r, int64_t first, int64_t count, she
   }
   if (r->err_status)
     return sh_fail(r->ctx, r->err_status, "instance %lld: %s", (long long)r->err_instance, r->err);
+  return SHEAF_OK;
+}
+
+sheaf_status sheaf_runner_run(sheaf_runner *r, int64_t first, int64_t count, sheaf_instance_fn build,
+                              sheaf_instance_fn read, void *user) {
+  return run(r, "sheaf_runner_run", false, first, count, build, read, user);
+}
+
+sheaf_status sheaf_runner_run_fibers(sheaf_runner *r, int64_t first, int64_t count,
+                                     sheaf_instance_fn build, sheaf_instance_fn read, void *user) {
+  return run(r, "sheaf_runner_run_fibers", true, first, count, build, read, user);
+}
+
+sheaf_status sheaf_runner_set_fiber_stack(sheaf_runner *r, size_t bytes) {
+  if (!r) return SHEAF_ERR_INVALID_ARG;
+  r->fiber_stack = bytes;
+  for (int t = 0; t < r->threads; t++) { /* the pools of the old size go */
+    sh_fiber_sched_free(r->fibers[t]);
+    r->fibers[t] = NULL;
+  }
   return SHEAF_OK;
 }
 
@@ -283,4 +325,17 @@ sheaf_status sheaf_runner_stats_reset(sheaf_runner *r) {
     if (r->per_thread[t]) sheaf_graph_stats_reset(r->per_thread[t]);
   if (r->shared) sheaf_graph_stats_reset(r->shared);
   return SHEAF_OK;
+}
+
+void sheaf_runner_fiber_counts(const sheaf_runner *r, uint64_t *instances, uint64_t *waits,
+                               uint64_t *flushes) {
+  uint64_t sum[3] = {0, 0, 0};
+  for (int t = 0; r && t < r->threads; t++) {
+    uint64_t c[3];
+    sh_fiber_sched_counts(r->fibers[t], &c[0], &c[1], &c[2]);
+    for (int k = 0; k < 3; k++) sum[k] += c[k];
+  }
+  if (instances) *instances = sum[0];
+  if (waits) *waits = sum[1];
+  if (flushes) *flushes = sum[2];
 }
