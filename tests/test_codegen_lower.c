@@ -76,6 +76,8 @@ static const char *const KERNELS[] = {
     "  q(i) *=! 1 + 0.01 * x(j) + 0 * y(i)\n"
     "  out(i) = o(i) + p(i) + q(i) + i + N\n"
     "}\n",
+    "kernel dot(x: f32[N], y: f32[N]) -> f32[] { s() +=! x(i) * y(i) }\n",
+    "kernel scale(a: f32[], x: f32[N]) -> f32[N] { o(i) = a() * x(i) }\n",
 };
 
 static const int SIZES[] = {1, 7, 8, 9, 16, 17, 63, 64, 65};
