@@ -52,6 +52,7 @@ typedef struct lower_ctx {
   sh_lir_sym *syms;    /* per size */
   sh_lir_buf *bufs;    /* per tensor */
   sh_lir_stmt *loops;  /* per index of the current statement */
+  sh_lir_stmt group;   /* the shared row loop of the current group */
 } lower_ctx;
 
 static sh_lir_expr ext_expr(lower_ctx *c, const sh_kext *e) {
@@ -127,12 +128,16 @@ static sh_lir_combine combine_of(sh_kred r) {
   return SH_LIR_COMBINE_NONE;
 }
 
-static void stmt(lower_ctx *c, const sh_kstmt *s) {
+/* Lowers statement s; outer (SH_LIR_NONE: none) is the loop of an earlier
+ * statement that s shares as its index 0 (row fusion, below). */
+static sh_lir_stmt stmt(lower_ctx *c, const sh_kstmt *s, sh_lir_stmt outer) {
   sh_lir_kernel *L = c->L;
   const sh_ktensor *t = &c->k->tensors[s->lhs];
   sh_lir_stmt parent = sh_lir_root(L);
   for (int i = 0; i < s->n_free; i++)
-    parent = c->loops[i] = sh_lir_loop(L, parent, s->idx[i].name, ext_expr(c, &s->idx[i].range));
+    parent = c->loops[i] = i == 0 && outer >= 0
+                               ? outer
+                               : sh_lir_loop(L, parent, s->idx[i].name, ext_expr(c, &s->idx[i].range));
   sh_lir_expr lhs[SH_LIR_MAX_RANK];
   for (int i = 0; i < s->n_free; i++) lhs[i] = sh_lir_lv(L, c->loops[i]);
   int n = t->rank;
@@ -145,6 +150,45 @@ static void stmt(lower_ctx *c, const sh_kstmt *s) {
   for (int i = s->n_free; i < s->n_idx; i++)
     parent = c->loops[i] = sh_lir_loop(L, parent, s->idx[i].name, ext_expr(c, &s->idx[i].range));
   sh_lir_store(L, parent, B, n, lhs, expr(c, s->rhs), combine_of(s->red));
+  return s->n_free > 0 ? c->loops[0] : SH_LIR_NONE;
+}
+
+/* Row fusion: consecutive statements over the same first free index (a
+ * softmax's max, sum and output per row) share one outer loop, so a row is
+ * read while it is in cache and the default schedule sees one nest per row
+ * (the hand-built kernels' shape). Legal when every access, in the group,
+ * to a tensor the group writes reads it at that same row (dimension 0 =
+ * index 0, no offset). GEMM-like statements (two free indices and a
+ * reduction) stay alone: the default schedule register-tiles them. */
+static bool gemm_like(const sh_kstmt *s) { return s->n_free >= 2 && s->n_idx > s->n_free; }
+
+static bool same_row(const sh_kexpr *e, const int *written, int n_written) {
+  if (!e) return true;
+  if (e->kind == SH_KEXPR_ACCESS)
+    for (int w = 0; w < n_written; w++)
+      if (written[w] == e->tensor && (e->idx[0].var != 0 || e->idx[0].off != 0)) return false;
+  return same_row(e->a, written, n_written) && same_row(e->b, written, n_written) &&
+         same_row(e->c, written, n_written);
+}
+
+static bool same_ext(const sh_kext *a, const sh_kext *b) {
+  if (a->kind != SH_KEXT_AFFINE || b->kind != SH_KEXT_AFFINE || a->aff.c != b->aff.c || a->aff.n != b->aff.n)
+    return false;
+  for (int i = 0; i < a->aff.n; i++)
+    if (a->aff.t[i].coef != b->aff.t[i].coef || a->aff.t[i].size != b->aff.t[i].size) return false;
+  return true;
+}
+
+/* Whether statement j joins the group first .. j-1 (which share a loop). */
+static bool joins(const sh_kernel *k, int first, int j) {
+  const sh_kstmt *s = &k->stmts[j], *f = &k->stmts[first];
+  if (s->n_free < 1 || f->n_free < 1 || gemm_like(s) || !same_ext(&s->idx[0].range, &f->idx[0].range)) return false;
+  int written[64], n = 0;
+  for (int i = first; i <= j && n < 64; i++) written[n++] = k->stmts[i].lhs;
+  if (n < j - first + 1) return false;
+  for (int i = first; i <= j; i++)
+    if (!same_row(k->stmts[i].rhs, written, n)) return false;
+  return true;
 }
 
 void sh_lower_info_free(sheaf_ctx *ctx, sh_lower_info *info) {
@@ -187,7 +231,7 @@ sheaf_status sh_lower_kernel(sheaf_ctx *ctx, const sh_kernel *k, const char *nam
   sh_lir_kernel *L;
   sheaf_status st = sh_lir_create(ctx, name, &L);
   if (st) return st;
-  lower_ctx c = {.ctx = ctx, .k = k, .L = L};
+  lower_ctx c = {.ctx = ctx, .k = k, .L = L, .group = SH_LIR_NONE};
   size_t nsz = (size_t)k->n_sizes + 1, nt = (size_t)k->n_tensors + 1;
   c.syms = sh_calloc(ctx, nsz, sizeof(sh_lir_sym));
   c.bufs = sh_calloc(ctx, nt, sizeof(sh_lir_buf));
@@ -230,7 +274,13 @@ sheaf_status sh_lower_kernel(sheaf_ctx *ctx, const sh_kernel *k, const char *nam
   /* dense temporaries */
   for (int i = k->n_inputs + k->n_outputs; i < k->n_tensors; i++)
     if (k->tensors[i].ragged_outer < 0) c.bufs[i] = make_buf(&c, &k->tensors[i], k->tensors[i].name, SH_LIR_TEMP);
-  for (int s = 0; s < k->n_stmts; s++) stmt(&c, &k->stmts[s]);
+  for (int s = 0, first = 0; s < k->n_stmts; s++) {
+    const sh_kstmt *ks = &k->stmts[s];
+    bool fuse = s > first && c.group >= 0 && !gemm_like(&k->stmts[first]) && joins(k, first, s);
+    sh_lir_stmt loop = stmt(&c, ks, fuse ? c.group : SH_LIR_NONE);
+    if (!fuse) first = s;
+    c.group = loop;
+  }
   st = sh_lir_status(L);
   if (st == SHEAF_OK) st = sh_lir_verify(L);
 done:
