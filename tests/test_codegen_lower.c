@@ -21,6 +21,7 @@
 #include "codegen/lower.h"
 #include "harness.h"
 #include "lang/kernel_ref.h"
+#include "lang/parser.h"
 
 static const char *const KERNELS[] = {
     "kernel ffn(x: f32[N, D], W: f32[D, F], b: f32[F]) -> f32[N, F] {\n"
@@ -338,4 +339,36 @@ TEST(codegen_lower_cli_emit_c) {
   snprintf(cmd, sizeof cmd, "'%s' compile '%s' 2>&1", bin, th_write_tmp("bad.sf", "kernel f(x: f32[N]) -> f32[N] { y(i) = z(i) }\n", 46));
   CHECK(th_run(cmd, out, sizeof out) != 0);
   CHECK_CONTAINS(out, "bad.sf:1:");
+}
+
+/* Row fusion: the softmax's three statements share one row loop (one
+ * parallel nest); the GEMM-like statement of the FFN stays alone (its own
+ * register-tiled nest, the GELU consumer fused into its store); the
+ * attention keeps one nest per statement (its reductions over two free
+ * indices count as GEMM-like). */
+TEST(codegen_lower_row_fusion) {
+  sheaf_ctx *ctx = th_ctx();
+  static const struct {
+    int src, parallel;
+  } cases[] = {{2, 1}, {3, 1}, {0, 1}, {5, 6}};
+  for (size_t i = 0; i < SH_ARRAY_LEN(cases); i++) {
+    const char *src = KERNELS[cases[i].src];
+    sh_module m;
+    if (CHECK_OK(ctx, sh_kernel_source_compile(&m, ctx, "k.sf", src, strlen(src)))) {
+      const sh_kernel *const *ks;
+      REQUIRE(sh_module_kernels(&m, &ks) == 1);
+      sh_lir_kernel *L = NULL;
+      if (CHECK_OK(ctx, sh_lower_generate(ctx, ks[0], SHEAF_ISA_AVX2, NULL, &L, NULL))) {
+        sh_buf b;
+        sh_buf_init(&b, ctx);
+        sh_lir_print(L, &b);
+        int n = 0;
+        for (const char *p = sh_buf_cstr(&b); (p = strstr(p, " parallel:")) != NULL; p++) n++;
+        if (!CHECK_EQ_INT(n, cases[i].parallel)) printf("%s\n", sh_buf_cstr(&b));
+        sh_buf_free(&b);
+        sh_lir_free(L);
+      }
+    }
+    sh_module_free(&m);
+  }
 }
