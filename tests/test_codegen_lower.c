@@ -328,7 +328,7 @@ TEST(codegen_lower_cli_emit_c) {
   CHECK_CONTAINS(out, "attn.c");
   static const char *const names[] = {"ffn", "matmul", "row_softmax", "layernorm", "gated", "attn", "misc"};
   for (size_t i = 0; i < SH_ARRAY_LEN(names); i++) {
-    snprintf(cmd, sizeof cmd, "cd '%s' && cc -std=c11 -O2 -Wno-psabi -c %s.c -o %s.o", dir,
+    snprintf(cmd, sizeof cmd, "cd '%s' && cc -std=c11 -O2 -Wall -Werror -Wno-psabi -c %s.c -o %s.o", dir,
              names[i], names[i]);
     int rc = th_run(cmd, out, sizeof out);
     if (!CHECK_EQ_INT(rc, 0)) printf("%s\n", out);
