@@ -270,6 +270,15 @@ TEST(codegen_lower_api_errors) {
   CHECK_EQ_INT(sheaf_kernel_run(NULL, NULL, 0), SHEAF_ERR_INVALID_ARG);
   sheaf_kernel_free(NULL);
   CHECK_EQ_INT(sheaf_kernel_n_inputs(NULL), 0);
+  /* a missing compiler is a clear error, whatever the host has */
+  sh_kernel_opts nocc = {.cache_dir = th_tmp_path("lower-nocc"), .cc = "/nonexistent/sheaf-no-cc"};
+  CHECK_STATUS(ctx, sh_kernel_compile_opts(ctx, src, strlen(src), "matmul", &nocc, &K), SHEAF_ERR_NOT_FOUND);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "/nonexistent/sheaf-no-cc");
+  CHECK(K == NULL);
+  /* a kernel the code generator cannot express yet */
+  const char *r1 = "kernel r1(L: i32[A], x: f32[B, A, L(a)]) -> f32[B] { y(b) +=! x(b, a, l) }\n";
+  CHECK_STATUS(ctx, sh_kernel_compile_opts(ctx, r1, strlen(r1), "r1", &nocc, &K), SHEAF_ERR_UNSUPPORTED);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "ragged dimensions of dimension 0 only");
   if (!have_cc("codegen_lower_api_errors (run)")) return;
   sh_kernel_opts o = {.cache_dir = th_tmp_path("lower-cache")};
   CHECK_STATUS(ctx, sh_kernel_compile_opts(ctx, src, strlen(src), "nope", &o, &K), SHEAF_ERR_NOT_FOUND);
