@@ -117,5 +117,7 @@ int cli_data_stats_weights(sheaf_ctx *ctx, const char *path, FILE *out);
 
 /* `sheaf check MODEL.sf...` (cli/check.c). argv[0] is "check". */
 int cli_check(int argc, char **argv);
+/* `sheaf compile FILE.sf --emit-c DIR | --emit-ir` (compile.c). */
+int cli_compile(int argc, char **argv);
 
 #endif

@@ -36,6 +36,9 @@ static const char usage[] =
     "           (open it in ui.perfetto.dev or chrome://tracing)\n"
     "  check    type-check model sources: errors, or a summary of sizes, types,\n"
     "           parameters and functions:  sheaf check MODEL.sf...\n"
+    "  compile  generate C for the kernels of a source (ahead-of-time use):\n"
+    "             sheaf compile FILE.sf --emit-c DIR    one .c per kernel + its ABI header\n"
+    "             sheaf compile FILE.sf --emit-ir       the scheduled loop IR\n"
     "  bench    throughput of a built-in model per batching policy:\n"
     "             sheaf bench MODEL --data FILE [--policy LIST] [--repeat R] ...\n"
     "\n"
@@ -80,6 +83,7 @@ static int dispatch(int argc, char **argv) {
     return cli_run(argc - 1, argv + 1);
   }
   if (!strcmp(cmd, "check")) return cli_check(argc - 1, argv + 1);
+  if (!strcmp(cmd, "compile")) return cli_compile(argc - 1, argv + 1);
   if (!strcmp(cmd, "bench")) return cli_bench(argc - 1, argv + 1);
   if (!strcmp(cmd, "trace")) {
     cli_error("there is no 'trace' command: pass --trace FILE to 'sheaf run' or 'sheaf bench'");

@@ -290,6 +290,8 @@ SHEAF_API sheaf_status sheaf_st_write(sheaf_ctx *ctx, const char *path, size_t n
 #include "sheaf_graph.h"
 /* Models written in the model language, loaded and run from C. */
 #include "sheaf_program.h"
+/* Kernels in the `kernel` notation, compiled to native code at run time. */
+#include "sheaf_kernel.h"
 
 /* ======================================== ragged tensors and encoder (CoRa) */
 /* (src/ragged/; docs/RAGGED.md has the representation and measured figures) */

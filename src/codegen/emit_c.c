@@ -462,7 +462,7 @@ static void prologue(em *E, bool task) {
         sh_em_line(E, "const int64_t ld_%s = args[%d].ld; (void)ld_%s;", bi->name, a, bi->name);
       a++;
     } else if (bi->role == SH_LIR_TEMP && !bi->inlined && task) {
-      sh_em_line(E, "%s *restrict b_%s = cap_->b_%s;", ty, bi->name, bi->name);
+      sh_em_line(E, "%s *restrict b_%s = cap_->b_%s; (void)b_%s;", ty, bi->name, bi->name, bi->name);
     }
   }
 }

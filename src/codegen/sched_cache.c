@@ -430,6 +430,22 @@ static int count_loads_tree(const sh_lir_kernel *k, sh_lir_stmt s, sh_lir_buf b)
   return n;
 }
 
+/* Whether the subtree at s stores to a buffer that e loads, other than T. */
+static bool stores_read_by(const sh_lir_kernel *k, sh_lir_stmt s, sh_lir_expr e, sh_lir_buf T) {
+  const sh_lir_snode *x = &k->st[s];
+  if (x->kind == SH_LIR_S_STORE && x->buf != T && count_loads(k, e, x->buf) > 0) return true;
+  if (x->kind == SH_LIR_S_IF && x->els >= 0 && stores_read_by(k, x->els, e, T)) return true;
+  for (sh_lir_stmt c = x->body; c >= 0; c = k->st[c].next)
+    if (stores_read_by(k, c, e, T)) return true;
+  return false;
+}
+
+/* The ancestor of s directly under the root. */
+static sh_lir_stmt top_of(const sh_lir_kernel *k, sh_lir_stmt s) {
+  while (s >= 0 && k->st[s].parent != k->root) s = k->st[s].parent;
+  return s;
+}
+
 /* e with every load T[g...] replaced by f[vars := g]. */
 static sh_lir_expr replace_loads(sh_lir_kernel *k, sh_lir_expr e, sh_lir_buf T, sh_lir_expr f, int n,
                                  const sh_lir_var *vars) {
@@ -596,6 +612,15 @@ sheaf_status sh_sched_reverse_inline(sh_lir_kernel *k, sh_lir_stmt store) {
   }
   const sh_lir_snode p = k->st[P];
   if (p.nidx != c.nidx) return sh_sched_err(k, "reverse_inline of %s into %s: ranks differ", tn, O);
+  /* moving the consumer up to T's writer must not read a buffer before a
+   * statement in between writes it (out = f(g, t) with t computed after g) */
+  sh_lir_stmt tp = top_of(k, P), tc = top_of(k, store);
+  if (tp < 0 || tc < 0)
+    return sh_sched_err(k, "reverse_inline of %s into %s: not under the kernel's root", tn, O);
+  for (sh_lir_stmt s = k->st[tp].next; s >= 0 && s != tc; s = k->st[s].next)
+    if (stores_read_by(k, s, c.val, T))
+      return sh_sched_err(k, "reverse_inline of %s into %s: the store reads a buffer written "
+                             "between %s's writer and it", tn, O, tn);
   /* g[T := p.val] with the consumer's variables replaced by p's indices */
   sh_lir_expr g = replace_loads(k, c.val, T, p.val, 0, NULL);
   sh_lir_expr pidx[SH_LIR_MAX_RANK];

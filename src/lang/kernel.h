@@ -223,7 +223,7 @@ int sh_module_kernels(const struct sh_module *m, const sh_kernel *const **out);
 const sh_kernel *sh_module_kernel(const struct sh_module *m, const char *name);
 
 /* Parses and checks a source holding only `kernel` and `size` declarations
- * (the future sheaf_kernel_compile): like sh_lang_compile (check.h), with no
+ * (what sheaf_kernel_compile runs first): like sh_lang_compile (check.h), with no
  * `main`; any other declaration is an error. The module must be freed with
  * sh_module_free whatever the result; diagnostics are in m->diags. */
 sheaf_status sh_kernel_source_compile(struct sh_module *m, sheaf_ctx *ctx, const char *file,

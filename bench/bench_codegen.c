@@ -1,0 +1,223 @@
+/*
+ * bench_codegen.c — kernels written in the `kernel` notation and compiled
+ * through the whole pipeline (sheaf_kernel_compile: lower, default
+ * schedule, C, JIT cache; sheaf_kernel_run: argument binding included)
+ * against Sheaf's hand kernels, in the same run, 1 thread, thread CPU
+ * time, best of rounds that alternate the two:
+ *   GEMM (M = 64 and 1600; K, N = 256, 1280 and 512, 2048) vs sh_gemm with
+ *     B packed once (the generated kernel reads B unpacked: the notation
+ *     has no weight marking yet, so the default schedule does not pack);
+ *   softmax and layernorm rows (M = 64, N = 768) vs sh_softmax_rows /
+ *     sh_layernorm_rows;
+ *   ragged attention, one head of 64, over the first 64 sequence lengths
+ *     of the bundled WikiText-2 test set (data/wikitext2_lengths) vs
+ *     sh_ragged_attention (the generated kernel stores the scores; the hand
+ *     one fuses softmax per row block);
+ *   cold compile (empty cache) and a cache hit (a new sheaf_kernel).
+ *
+ *   make bench-codegen [BENCH_ARGS=--quick]
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "codegen/jit.h"
+#include "codegen/kernel_api.h"
+#include "kernels/gemm.h"
+#include "kernels/rows.h"
+#include "ragged/ops.h"
+
+static double now_s(bool cpu) {
+  struct timespec t;
+  clock_gettime(cpu ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static float *frand(int64_t n, uint64_t *s) {
+  float *p = malloc(sizeof(float) * (size_t)(n + 16));
+  for (int64_t i = 0; i < n; i++) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    p[i] = (float)((double)(*s >> 11) / 9007199254740992.0 * 2 - 1);
+  }
+  return p;
+}
+
+static const char MM[] = "kernel mm(A: f32[M, K], B: f32[K, N]) -> f32[M, N] { C(m, n) +=! A(m, k) * B(k, n) }\n";
+static const char SM[] = "kernel sm(x: f32[N, C]) -> f32[N, C] {\n"
+                         "  m(n) max=! x(n, c)\n  e(n, c) = exp(x(n, c) - m(n))\n"
+                         "  s(n) +=! e(n, c)\n  out(n, c) = e(n, c) / s(n)\n}\n";
+static const char LN[] = "kernel ln(x: f32[N, D], g: f32[D], b: f32[D]) -> f32[N, D] {\n"
+                         "  mu(n) +=! x(n, d) / D\n  c(n, d) = x(n, d) - mu(n)\n"
+                         "  var(n) +=! c(n, d) * c(n, d) / D\n"
+                         "  out(n, d) = c(n, d) * rsqrt(var(n) + 1e-5) * g(d) + b(d)\n}\n";
+static const char AT[] = "kernel attn(L: i32[B], q: f32[B, L(b), D], k: f32[B, L(b), D], v: f32[B, L(b), D])\n"
+                         "    -> f32[B, L(b), D] {\n"
+                         "  s(b, i, j) +=! q(b, i, d) * k(b, j, d) / sqrt(D)\n"
+                         "  m(b, i) max=! s(b, i, j)\n  e(b, i, j) = exp(s(b, i, j) - m(b, i))\n"
+                         "  z(b, i) +=! e(b, i, j)\n  o(b, i, d) +=! e(b, i, j) * v(b, j, d)\n"
+                         "  out(b, i, d) = o(b, i, d) / z(b, i)\n}\n";
+
+static sheaf_kernel *build(sheaf_ctx *ctx, const char *src, const char *dir, sheaf_isa isa, double *secs) {
+  sh_kernel_opts o = {.isa_set = true, .isa = isa, .cache_dir = dir};
+  sheaf_kernel *k = NULL;
+  double t0 = now_s(false);
+  if (sh_kernel_compile_opts(ctx, src, strlen(src), NULL, &o, &k)) {
+    fprintf(stderr, "bench_codegen: %s\n", sheaf_ctx_last_error(ctx));
+    exit(1);
+  }
+  if (secs) *secs = now_s(false) - t0;
+  return k;
+}
+
+static double maxdiff(const float *a, const float *b, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = fabs((double)a[i] - b[i]) / fmax(1.0, fabs((double)b[i]));
+    if (d > m) m = d;
+  }
+  return m;
+}
+
+int main(int argc, char **argv) {
+  bool quick = argc > 1 && !strcmp(argv[1], "--quick");
+  int rounds = quick ? 3 : 7;
+  sheaf_ctx *ctx;
+  if (sheaf_ctx_create(&(sheaf_ctx_options){.threads = 1}, &ctx, NULL, 0) != SHEAF_OK) return 1;
+  sheaf_isa isa = sheaf_cpu_isa();
+  char dir[] = "/tmp/sheaf-bench-codegen-XXXXXX";
+  if (!mkdtemp(dir)) return 1;
+  double cold, hit;
+  sheaf_kernel *kmm = build(ctx, MM, dir, isa, &cold);
+  sheaf_kernel *kmm2 = build(ctx, MM, dir, isa, &hit);
+  sheaf_kernel_free(kmm2);
+  printf("# isa %s, 1 thread, thread CPU time; cold compile of mm %.0f ms, cache hit %.2f ms\n",
+         sheaf_isa_name(isa), cold * 1e3, hit * 1e3);
+  sheaf_kernel *ksm = build(ctx, SM, dir, isa, NULL), *kln = build(ctx, LN, dir, isa, NULL);
+  sheaf_kernel *kat = build(ctx, AT, dir, isa, NULL);
+  sh_gemm_ws *ws;
+  if (sh_gemm_ws_create(ctx, &ws)) return 1;
+  uint64_t seed = 42;
+  printf("%-10s %5s %5s %5s %10s %10s %7s\n", "kernel", "M", "K", "N", "gen GF/s", "hand GF/s", "g/h");
+  static const int64_t shapes[][3] = {{64, 256, 1280}, {64, 512, 2048}, {1600, 256, 1280}, {1600, 512, 2048}};
+  for (size_t s = 0; s < 4; s++) {
+    int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
+    float *A = frand(M * K, &seed), *B = frand(K * N, &seed);
+    float *Cg = malloc(sizeof(float) * (size_t)(M * N)), *Ch = malloc(sizeof(float) * (size_t)(M * N));
+    sh_gemm_packed_b *pb;
+    if (sh_gemm_pack_b(ctx, B, N, K, N, 0, &pb)) return 1;
+    sh_gemm_args ga;
+    memset(&ga, 0, sizeof ga);
+    ga.m = M, ga.n_src = 1, ga.src[0].k = K, ga.src[0].in.base = A, ga.src[0].in.ld = K;
+    ga.b_packed = pb, ga.c.base = Ch, ga.c.ld = N, ga.ws = ws;
+    int64_t sa[] = {M, K}, sb[] = {K, N};
+    sheaf_kernel_arg args[] = {{SHEAF_KERNEL_F32, A, (size_t)(M * K), 2, sa},
+                               {SHEAF_KERNEL_F32, B, (size_t)(K * N), 2, sb},
+                               {SHEAF_KERNEL_F32, Cg, (size_t)(M * N), 0, NULL}};
+    double flops = 2.0 * (double)M * (double)N * (double)K, bg = 1e30, bh = 1e30;
+    int reps = (int)(2e8 / flops) + 1;
+    for (int r = 0; r < rounds; r++) {
+      double t0 = now_s(true);
+      for (int i = 0; i < reps; i++) sheaf_kernel_run(kmm, args, 3);
+      double t1 = now_s(true);
+      for (int i = 0; i < reps; i++) sh_gemm(ctx, isa, 1, &ga);
+      double t2 = now_s(true);
+      bg = fmin(bg, (t1 - t0) / reps), bh = fmin(bh, (t2 - t1) / reps);
+    }
+    double d = maxdiff(Cg, Ch, (size_t)(M * N));
+    printf("%-10s %5lld %5lld %5lld %10.1f %10.1f %7.2f%s\n", "matmul", (long long)M, (long long)K,
+           (long long)N, flops / bg * 1e-9, flops / bh * 1e-9, bh / bg, d > 1e-4 ? "  (results differ!)" : "");
+    sh_gemm_packed_b_free(ctx, pb);
+    free(A), free(B), free(Cg), free(Ch);
+  }
+  {
+    int64_t M = 64, N = 768;
+    float *x = frand(M * N, &seed), *gam = frand(N, &seed), *be = frand(N, &seed);
+    float *yg = malloc(sizeof(float) * (size_t)(M * N)), *yh = malloc(sizeof(float) * (size_t)(M * N));
+    sh_gemm_in xin = {.base = x, .ld = N}, none = {0};
+    sh_gemm_out yout = {.base = yh, .ld = N};
+    int64_t sx[] = {M, N}, sv[] = {N};
+    sheaf_kernel_arg asm_[] = {{SHEAF_KERNEL_F32, x, (size_t)(M * N), 2, sx}, {SHEAF_KERNEL_F32, yg, (size_t)(M * N), 0, NULL}};
+    sheaf_kernel_arg aln[] = {{SHEAF_KERNEL_F32, x, (size_t)(M * N), 2, sx}, {SHEAF_KERNEL_F32, gam, (size_t)N, 1, sv},
+                              {SHEAF_KERNEL_F32, be, (size_t)N, 1, sv}, {SHEAF_KERNEL_F32, yg, (size_t)(M * N), 0, NULL}};
+    printf("%-10s %5s %5s %10s %10s %7s   (ns per row)\n", "kernel", "M", "N", "generated", "hand", "g/h");
+    for (int which = 0; which < 2; which++) {
+      int reps = 200;
+      double bg = 1e30, bh = 1e30;
+      for (int r = 0; r < rounds; r++) {
+        double t0 = now_s(true);
+        for (int i = 0; i < reps; i++) which ? sheaf_kernel_run(kln, aln, 4) : sheaf_kernel_run(ksm, asm_, 2);
+        double t1 = now_s(true);
+        for (int i = 0; i < reps; i++) {
+          if (which) sh_layernorm_rows(isa, M, N, xin, none, gam, be, 1e-5f, yout);
+          else sh_softmax_rows(isa, M, N, 1.0f, xin, yout);
+        }
+        double t2 = now_s(true);
+        bg = fmin(bg, (t1 - t0) / reps), bh = fmin(bh, (t2 - t1) / reps);
+      }
+      double d = maxdiff(yg, yh, (size_t)(M * N));
+      printf("%-10s %5lld %5lld %10.1f %10.1f %7.2f%s\n", which ? "layernorm" : "softmax", (long long)M,
+             (long long)N, bg / (double)M * 1e9, bh / (double)M * 1e9, bh / bg, d > 1e-4 ? "  (results differ!)" : "");
+    }
+    free(x), free(gam), free(be), free(yg), free(yh);
+  }
+  {
+    enum { NB = 64, DH = 64 };
+    int32_t L[NB];
+    int64_t len[NB], off[NB + 1];
+    FILE *f = fopen("data/wikitext2_lengths/wiki.test.lengths", "r");
+    int nb = 0;
+    long v;
+    while (f && nb < NB && fscanf(f, "%ld", &v) == 1) L[nb++] = (int32_t)v;
+    if (f) fclose(f);
+    if (nb < NB) {
+      fprintf(stderr, "bench_codegen: data/wikitext2_lengths/wiki.test.lengths not readable (run from the repository root)\n");
+      return 1;
+    }
+    off[0] = 0;
+    int64_t maxl = 0;
+    for (int b = 0; b < NB; b++) len[b] = L[b], off[b + 1] = off[b] + L[b], maxl = L[b] > maxl ? L[b] : maxl;
+    int64_t T = off[NB];
+    float *q = frand(T * DH, &seed), *kk = frand(T * DH, &seed), *vv = frand(T * DH, &seed);
+    float *qkv = malloc(sizeof(float) * (size_t)(T * 3 * DH));
+    for (int64_t t = 0; t < T; t++) {
+      memcpy(qkv + t * 3 * DH, q + t * DH, sizeof(float) * DH);
+      memcpy(qkv + t * 3 * DH + DH, kk + t * DH, sizeof(float) * DH);
+      memcpy(qkv + t * 3 * DH + 2 * DH, vv + t * DH, sizeof(float) * DH);
+    }
+    float *og = malloc(sizeof(float) * (size_t)(T * DH)), *oh = malloc(sizeof(float) * (size_t)(T * DH));
+    sh_rseq rs = {.batch = NB, .len = len, .off = off, .n = T, .max_len = maxl};
+    sh_attn_ws *aws;
+    if (sh_attn_ws_create(ctx, &aws)) return 1;
+    int64_t sL[] = {NB}, sq[] = {NB, -1, DH};
+    sheaf_kernel_arg aa[] = {{SHEAF_KERNEL_I32, L, NB, 1, sL}, {SHEAF_KERNEL_F32, q, (size_t)(T * DH), 3, sq},
+                             {SHEAF_KERNEL_F32, kk, (size_t)(T * DH), 3, sq}, {SHEAF_KERNEL_F32, vv, (size_t)(T * DH), 3, sq},
+                             {SHEAF_KERNEL_F32, og, (size_t)(T * DH), 0, NULL}};
+    double bg = 1e30, bh = 1e30;
+    int reps = quick ? 2 : 5;
+    for (int r = 0; r < rounds; r++) {
+      double t0 = now_s(true);
+      for (int i = 0; i < reps; i++) sheaf_kernel_run(kat, aa, 5);
+      double t1 = now_s(true);
+      for (int i = 0; i < reps; i++)
+        sh_ragged_attention(ctx, isa, 1, &rs, 1, DH, 1.0f / sqrtf(DH), qkv, 3 * DH, oh, DH, aws);
+      double t2 = now_s(true);
+      bg = fmin(bg, (t1 - t0) / reps), bh = fmin(bh, (t2 - t1) / reps);
+    }
+    double d = maxdiff(og, oh, (size_t)(T * DH));
+    printf("attention  %d sequences (WikiText-2 test, %lld tokens, longest %lld), head 64: generated %.2f ms, "
+           "hand %.2f ms, g/h %.2f%s\n",
+           NB, (long long)T, (long long)maxl, bg * 1e3, bh * 1e3, bh / bg, d > 1e-4 ? "  (results differ!)" : "");
+    sh_attn_ws_free(ctx, aws);
+    free(q), free(kk), free(vv), free(qkv), free(og), free(oh);
+  }
+  sh_gemm_ws_free(ctx, ws);
+  sheaf_kernel_free(kmm), sheaf_kernel_free(ksm), sheaf_kernel_free(kln), sheaf_kernel_free(kat);
+  char cmd[200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "bench_codegen: could not remove %s\n", dir);
+  sheaf_ctx_free(ctx);
+  return 0;
+}

@@ -1,0 +1,166 @@
+/*
+ * compile.c — `sheaf compile FILE.sf --emit-c DIR | --emit-ir`: the kernels
+ * of a source through the code generator (docs/CODEGEN.md): lowered, given
+ * the default schedule, and written as one self-contained C file per kernel
+ * plus sheaf_kernel_abi.h (ahead-of-time use in a user's build), or printed
+ * as scheduled loop IR.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/buf.h"
+#include "base/cpu.h"
+#include "base/file.h"
+#include "cli.h"
+#include "codegen/lir_emit.h"
+#include "codegen/lower.h"
+#include "lang/check.h"
+#include "lang/kernel.h"
+
+static const char usage_compile[] =
+    "usage: sheaf compile FILE.sf (--emit-c DIR | --emit-ir) [--isa scalar|avx2|avx512]\n"
+    "\n"
+    "Generates code for the kernels of FILE.sf (kernel declarations, see\n"
+    "docs/LANGUAGE.md \"Kernels\"): each is lowered to the loop IR and given the\n"
+    "default schedule for the instruction set (default: this CPU's, after\n"
+    "SHEAF_ISA).\n"
+    "\n"
+    "options:\n"
+    "  --emit-c DIR  write DIR/NAME.c per kernel and DIR/sheaf_kernel_abi.h, the one\n"
+    "                header they include (created if missing); build them with e.g.\n"
+    "                cc -O3 -mavx2 -mfma -c NAME.c. The entry point is\n"
+    "                int sheafk_NAME(const sk_abi *, const int64_t *sizes, const sk_arg *)\n"
+    "  --emit-ir     print each kernel's scheduled loop IR to stdout\n"
+    "  --isa LEVEL   the instruction set to schedule for\n"
+    "  -h, --help    this text\n";
+
+static int write_file(sheaf_ctx *ctx, const char *dir, const char *name, const char *text, size_t n) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  if (!f) {
+    cli_error("cannot write %s: %s", path, strerror(errno));
+    return CLI_FAIL;
+  }
+  bool ok = fwrite(text, 1, n, f) == n;
+  if (fclose(f) != 0 || !ok) {
+    cli_error("cannot write %s", path);
+    return CLI_FAIL;
+  }
+  printf("%s\n", path);
+  (void)ctx;
+  return CLI_OK;
+}
+
+int cli_compile(int argc, char **argv) {
+  const char *file = NULL, *dir = NULL, *isa_name = NULL;
+  bool ir = false;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      fputs(usage_compile, stdout);
+      return CLI_OK;
+    } else if (!strcmp(a, "--emit-c") || !strcmp(a, "--isa")) {
+      if (i + 1 >= argc) {
+        cli_error("%s needs a value", a);
+        return CLI_USAGE;
+      }
+      *(a[2] == 'e' ? &dir : &isa_name) = argv[++i];
+    } else if (!strcmp(a, "--emit-ir")) {
+      ir = true;
+    } else if (a[0] == '-' && a[1]) {
+      cli_error("unknown option %s (see sheaf compile --help)", a);
+      return CLI_USAGE;
+    } else if (file) {
+      cli_error("one source file at a time (%s and %s)", file, a);
+      return CLI_USAGE;
+    } else {
+      file = a;
+    }
+  }
+  if (!file) {
+    fputs(usage_compile, stderr);
+    return CLI_USAGE;
+  }
+  sheaf_isa isa = sheaf_cpu_isa();
+  if (isa_name && !sh_cpu_parse_isa(isa_name, SHEAF_ISA_AVX512, &isa)) {
+    cli_error("--isa %s: expected scalar, avx2 or avx512", isa_name);
+    return CLI_USAGE;
+  }
+  sheaf_ctx *ctx = cli_ctx(1);
+  if (!ctx) return CLI_FAIL;
+  char *src = NULL;
+  size_t len = 0;
+  int rc = CLI_OK;
+  if (cli_hold_input(ctx, file, false, &file, NULL) != CLI_OK) rc = CLI_FAIL;
+  else if (sh_file_read(ctx, file, &src, &len) != SHEAF_OK) {
+    cli_error("%s", sheaf_ctx_last_error(ctx));
+    rc = CLI_FAIL;
+  }
+  if (rc != CLI_OK) {
+    sheaf_ctx_free(ctx);
+    return rc;
+  }
+  sh_module m;
+  sheaf_status st = sh_lang_compile(&m, ctx, file, src, len);
+  sh_buf out;
+  sh_buf_init(&out, ctx);
+  if (st == SHEAF_ERR_PARSE) {
+    sh_diags_render(&m.diags, &out);
+    fwrite(out.data ? (const char *)out.data : "", 1, out.len, stderr);
+    rc = CLI_FAIL;
+  } else if (st) {
+    cli_error("%s", sheaf_ctx_last_error(ctx));
+    rc = CLI_FAIL;
+  }
+  const sh_kernel *const *ks = NULL;
+  int n = rc == CLI_OK ? sh_module_kernels(&m, &ks) : 0;
+  if (rc == CLI_OK && n == 0) {
+    cli_error("%s: no kernel declarations", file);
+    rc = CLI_FAIL;
+  }
+  if (rc == CLI_OK && dir && mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    cli_error("cannot create %s: %s", dir, strerror(errno));
+    rc = CLI_FAIL;
+  }
+  if (rc == CLI_OK && dir) {
+    size_t hn;
+    const char *h = sh_lir_abi_header(&hn);
+    rc = write_file(ctx, dir, "sheaf_kernel_abi.h", h, hn);
+  }
+  for (int i = 0; rc == CLI_OK && i < n; i++) {
+    sh_buf c;
+    sh_buf_init(&c, ctx);
+    sh_lir_kernel *L = NULL;
+    st = sh_lower_generate(ctx, ks[i], isa, dir ? &c : NULL, &L, NULL);
+    if (st) {
+      cli_error("%s: %s", file, sheaf_ctx_last_error(ctx));
+      rc = CLI_FAIL;
+    } else {
+      if (ir) {
+        sh_buf_clear(&out);
+        sh_lir_print(L, &out);
+        fwrite(out.data ? (const char *)out.data : "", 1, out.len, stdout);
+        if (i + 1 < n) putchar('\n');
+      }
+      if (dir) {
+        char name[300];
+        snprintf(name, sizeof name, "%s.c", ks[i]->name);
+        rc = write_file(ctx, dir, name, sh_buf_cstr(&c), c.len);
+      }
+    }
+    sh_lir_free(L);
+    sh_buf_free(&c);
+  }
+  if (rc == CLI_OK && !dir && !ir) {
+    cli_error("nothing to do: give --emit-c DIR or --emit-ir (see sheaf compile --help)");
+    rc = CLI_USAGE;
+  }
+  sh_buf_free(&out);
+  sh_module_free(&m);
+  sh_free(ctx, src, len + 1);
+  sheaf_ctx_free(ctx);
+  return rc;
+}

@@ -1,0 +1,67 @@
+/*
+ * sheaf_kernel.h — kernels written in the `kernel` notation (docs/LANGUAGE.md,
+ * "Kernels"), compiled to native code at run time and called from C or C++
+ * (included by sheaf.h; do not include it alone). docs/CODEGEN.md has the
+ * pipeline: check, lower to the loop IR, default schedule for the CPU's
+ * instruction set (SHEAF_ISA lowers it), C emission, the system C compiler
+ * (SHEAF_CC, else cc) and the on-disk cache (SHEAF_CACHE_DIR, else
+ * $XDG_CACHE_HOME/sheaf): a second compile of the same kernel, in this
+ * process or another, does not run the compiler.
+ *
+ *   const char *src = "kernel mm(A: f32[M, K], B: f32[K, N]) -> f32[M, N] {\n"
+ *                     "  C(m, n) +=! A(m, k) * B(k, n)\n}\n";
+ *   sheaf_kernel *k;
+ *   if (sheaf_kernel_compile(ctx, src, strlen(src), "mm", &k)) ... sheaf_ctx_last_error(ctx)
+ *   int64_t sa[] = {M, K}, sb[] = {K, N}, sc[] = {M, N};
+ *   sheaf_kernel_arg args[] = {{SHEAF_KERNEL_F32, A, M * K, 2, sa},
+ *                              {SHEAF_KERNEL_F32, B, K * N, 2, sb},
+ *                              {SHEAF_KERNEL_F32, C, M * N, 2, sc}};   // the output
+ *   sheaf_kernel_run(k, args, 3);
+ *   sheaf_kernel_free(k);
+ *
+ * Arguments: the kernel's inputs in parameter order, then its outputs in
+ * result order. Data is packed (row-major, no strides); a ragged tensor
+ * (`q: f32[B, L(b), D]` with `L: i32[B]` an input) holds its sequences one
+ * after another (docs/LANGUAGE.md, "Kernels": the packed layout), its
+ * lengths being the values of the i32 input. Sizes (N, D, ...) are bound
+ * from the inputs' shapes; every input's rank, dimensions and element count
+ * and every output's element count are checked against them (the error
+ * names the argument). An output's shape is not read (rank 0 / NULL is
+ * fine); its element count is sheaf_kernel_output_numel's.
+ */
+#ifndef SHEAF_KERNEL_H
+#define SHEAF_KERNEL_H
+
+typedef struct sheaf_kernel sheaf_kernel;
+
+typedef enum sheaf_kernel_dtype {
+  SHEAF_KERNEL_F32 = 0, /* float */
+  SHEAF_KERNEL_I32 = 1  /* int32_t (lengths of ragged tensors) */
+} sheaf_kernel_dtype;
+
+typedef struct sheaf_kernel_arg {
+  sheaf_kernel_dtype dtype;
+  void *data;           /* inputs: read; outputs: written. Must not overlap each other */
+  size_t numel;         /* elements at data */
+  int rank;
+  const int64_t *shape; /* rank entries; the entry of a ragged dimension is not read */
+} sheaf_kernel_arg;
+
+/* Compiles kernel `name` (NULL: the source's first kernel) of a source that
+ * holds `kernel` and `size` declarations only. Errors: SHEAF_ERR_PARSE etc.
+ * with "kernel:LINE:COL: error: ..." for the source; SHEAF_ERR_NOT_FOUND
+ * for no such kernel or no C compiler; SHEAF_ERR_UNSUPPORTED for a kernel
+ * the code generator cannot express yet. */
+SHEAF_API sheaf_status sheaf_kernel_compile(sheaf_ctx *ctx, const char *source, size_t len,
+                                            const char *name, sheaf_kernel **out);
+SHEAF_API void sheaf_kernel_free(sheaf_kernel *k); /* NULL is fine */
+/* Runs k on the context's thread pool. n_args = inputs + outputs. */
+SHEAF_API sheaf_status sheaf_kernel_run(sheaf_kernel *k, const sheaf_kernel_arg *args, int n_args);
+/* The number of inputs and outputs (0 for NULL). */
+SHEAF_API int sheaf_kernel_n_inputs(const sheaf_kernel *k);
+SHEAF_API int sheaf_kernel_n_outputs(const sheaf_kernel *k);
+/* The element count output r must have for these inputs (n_inputs of them). */
+SHEAF_API sheaf_status sheaf_kernel_output_numel(sheaf_kernel *k, const sheaf_kernel_arg *inputs,
+                                                 int n_inputs, int r, size_t *numel);
+
+#endif

@@ -1,0 +1,238 @@
+/*
+ * kernel_api.c — the public kernel API (include/sheaf_kernel.h): check the
+ * source, lower + default schedule + emit (lower.c), compile and load
+ * through the JIT cache (jit.c), bind and check arguments, call.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen/kernel_api.h"
+#include "codegen/lir_emit.h"
+#include "codegen/lower.h"
+#include "lang/kernel_ref.h"
+#include "lang/parser.h"
+
+struct sheaf_kernel {
+  sheaf_ctx *ctx;
+  char *src;
+  size_t len;
+  sh_module m;
+  const sh_kernel *k;
+  sh_lower_info info;
+  sh_jit *jit;
+  sk_entry_fn fn;
+};
+
+static const char *const isa_flags_avx2[] = {"-mavx2", "-mfma"};
+static const char *const isa_flags_avx512[] = {"-mavx2", "-mfma", "-mavx512f", "-mavx512vl", "-mavx512bw",
+                                               "-mavx512dq"};
+
+sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t len, const char *name,
+                                    const sh_kernel_opts *opts, sheaf_kernel **out) {
+  if (!ctx) return SHEAF_ERR_INVALID_ARG;
+  if (!out) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_kernel_compile: out is NULL");
+  *out = NULL;
+  if (!source) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_kernel_compile: source is NULL");
+  sh_kernel_opts o = opts ? *opts : (sh_kernel_opts){0};
+  sheaf_isa isa = o.isa_set ? o.isa : sheaf_cpu_isa();
+  sheaf_kernel *K = sh_calloc(ctx, 1, sizeof *K);
+  if (!K) return SHEAF_ERR_NOMEM;
+  K->ctx = ctx;
+  K->src = sh_malloc(ctx, len + 1);
+  if (!K->src) {
+    sh_free(ctx, K, sizeof *K);
+    return SHEAF_ERR_NOMEM;
+  }
+  memcpy(K->src, source, len);
+  K->src[len] = '\0';
+  K->len = len;
+  sheaf_status st = sh_kernel_source_compile(&K->m, ctx, o.file ? o.file : "kernel", K->src, len);
+  sh_buf c;
+  sh_buf_init(&c, ctx);
+  if (st == SHEAF_OK) {
+    const sh_kernel *const *ks;
+    int n = sh_module_kernels(&K->m, &ks);
+    K->k = name ? sh_module_kernel(&K->m, name) : n > 0 ? ks[0] : NULL;
+    if (!K->k)
+      st = name ? sh_fail(ctx, SHEAF_ERR_NOT_FOUND, "sheaf_kernel_compile: the source has no kernel '%s'", name)
+                : sh_fail(ctx, SHEAF_ERR_NOT_FOUND, "sheaf_kernel_compile: the source has no kernel");
+  }
+  if (st == SHEAF_OK) st = sh_lower_generate(ctx, K->k, isa, &c, NULL, &K->info);
+  if (st == SHEAF_OK) st = sh_jit_create(ctx, &(sh_jit_options){.cache_dir = o.cache_dir, .cc = o.cc}, &K->jit);
+  if (st == SHEAF_OK) {
+    const char *flags[16];
+    size_t nf = 0;
+    flags[nf++] = "-O3";
+    flags[nf++] = "-Wno-psabi";
+    if (isa == SHEAF_ISA_AVX2)
+      for (size_t i = 0; i < SH_ARRAY_LEN(isa_flags_avx2); i++) flags[nf++] = isa_flags_avx2[i];
+    if (isa == SHEAF_ISA_AVX512)
+      for (size_t i = 0; i < SH_ARRAY_LEN(isa_flags_avx512); i++) flags[nf++] = isa_flags_avx512[i];
+    size_t hn;
+    const char *ht = sh_lir_abi_header(&hn);
+    sh_jit_header h = {.name = "sheaf_kernel_abi.h", .text = ht, .size = hn};
+    char what[300], entry[300];
+    snprintf(what, sizeof what, "kernel %s", K->k->name);
+    sh_lower_entry_name(K->k, entry, sizeof entry);
+    sh_jit_request r = {.name = what, .source = sh_buf_cstr(&c), .source_size = c.len,
+                        .flags = flags, .n_flags = nf, .headers = &h, .n_headers = 1,
+                        .isa = sheaf_isa_name(isa)};
+    sh_jit_lib *lib;
+    st = sh_jit_load(K->jit, &r, &lib, NULL);
+    if (st == SHEAF_OK) {
+      K->fn = (sk_entry_fn)sh_jit_sym(lib, entry);
+      if (!K->fn)
+        st = sh_fail(ctx, SHEAF_ERR_INTERNAL, "kernel '%s': no symbol %s in %s", K->k->name, entry,
+                     sh_jit_lib_path(lib));
+    }
+  }
+  sh_buf_free(&c);
+  if (st) {
+    sheaf_kernel_free(K);
+    return st;
+  }
+  *out = K;
+  return SHEAF_OK;
+}
+
+SHEAF_API sheaf_status sheaf_kernel_compile(sheaf_ctx *ctx, const char *source, size_t len, const char *name,
+                                            sheaf_kernel **out) {
+  return sh_kernel_compile_opts(ctx, source, len, name, NULL, out);
+}
+
+SHEAF_API void sheaf_kernel_free(sheaf_kernel *k) {
+  if (!k) return;
+  sheaf_ctx *ctx = k->ctx;
+  sh_jit_free(k->jit);
+  sh_lower_info_free(ctx, &k->info);
+  sh_module_free(&k->m);
+  sh_free(ctx, k->src, k->len + 1);
+  sh_free(ctx, k, sizeof *k);
+}
+
+const sh_kernel *sh_kernel_of(const sheaf_kernel *k) { return k ? k->k : NULL; }
+
+void sh_kernel_jit_stats(const sheaf_kernel *k, sh_jit_stats *out) {
+  memset(out, 0, sizeof *out);
+  if (k && k->jit) sh_jit_get_stats(k->jit, out);
+}
+
+SHEAF_API int sheaf_kernel_n_inputs(const sheaf_kernel *k) { return k ? k->k->n_inputs : 0; }
+SHEAF_API int sheaf_kernel_n_outputs(const sheaf_kernel *k) { return k ? k->k->n_outputs : 0; }
+
+static const char *dtype_name(sheaf_kernel_dtype d) { return d == SHEAF_KERNEL_I32 ? "i32" : "f32"; }
+
+/* Checks the inputs' dtypes and pointers and binds the sizes. */
+static sheaf_status bind_inputs(sheaf_kernel *K, const sheaf_kernel_arg *args, int n_in, sh_kref_arg *in,
+                                int64_t *sizes) {
+  const sh_kernel *k = K->k;
+  for (int i = 0; i < n_in; i++) {
+    const sh_ktensor *t = &k->tensors[i];
+    sheaf_kernel_dtype want = t->dtype == SH_KDTYPE_I32 ? SHEAF_KERNEL_I32 : SHEAF_KERNEL_F32;
+    if (args[i].dtype != want)
+      return sh_fail(K->ctx, SHEAF_ERR_INVALID_ARG, "kernel '%s': argument %d ('%s') is %s, but the kernel declares %s",
+                     k->name, i, t->name, dtype_name(args[i].dtype), dtype_name(want));
+    if ((!args[i].data && args[i].numel) || (args[i].rank > 0 && !args[i].shape))
+      return sh_fail(K->ctx, SHEAF_ERR_INVALID_ARG, "kernel '%s': argument %d ('%s') has a NULL %s", k->name, i,
+                     t->name, args[i].data ? "shape" : "data pointer");
+    in[i] = (sh_kref_arg){.data = args[i].data, .numel = args[i].numel, .rank = args[i].rank,
+                          .shape = args[i].shape};
+  }
+  return sh_kernel_ref_bind(K->ctx, k, in, n_in, sizes);
+}
+
+SHEAF_API sheaf_status sheaf_kernel_output_numel(sheaf_kernel *K, const sheaf_kernel_arg *inputs, int n_inputs,
+                                                 int r, size_t *numel) {
+  if (!K) return SHEAF_ERR_INVALID_ARG;
+  const sh_kernel *k = K->k;
+  if (!numel || (!inputs && n_inputs))
+    return sh_fail(K->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_kernel_output_numel: NULL argument");
+  if (n_inputs != k->n_inputs)
+    return sh_fail(K->ctx, SHEAF_ERR_INVALID_ARG, "kernel '%s' takes %d inputs, not %d", k->name, k->n_inputs,
+                   n_inputs);
+  if (r < 0 || r >= k->n_outputs)
+    return sh_fail(K->ctx, SHEAF_ERR_INVALID_ARG, "kernel '%s' has %d outputs: no output %d", k->name,
+                   k->n_outputs, r);
+  sh_kref_arg in[64];
+  int64_t sizes[64];
+  if (k->n_inputs > 64 || k->n_sizes > 64)
+    return sh_fail(K->ctx, SHEAF_ERR_UNSUPPORTED, "kernel '%s': over 64 inputs or sizes", k->name);
+  sheaf_status st = bind_inputs(K, inputs, n_inputs, in, sizes);
+  if (st) return st;
+  return sh_kernel_ref_numel(K->ctx, k, in, n_inputs, k->n_inputs + r, numel);
+}
+
+SHEAF_API sheaf_status sheaf_kernel_run(sheaf_kernel *K, const sheaf_kernel_arg *args, int n_args) {
+  if (!K) return SHEAF_ERR_INVALID_ARG;
+  const sh_kernel *k = K->k;
+  sheaf_ctx *ctx = K->ctx;
+  int n_in = k->n_inputs, n_out = k->n_outputs;
+  if (!args && n_args)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_kernel_run: kernel '%s': args is NULL", k->name);
+  if (n_args != n_in + n_out)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
+                   "kernel '%s' takes %d arguments (%d input%s, then %d output%s), not %d", k->name,
+                   n_in + n_out, n_in, n_in == 1 ? "" : "s", n_out, n_out == 1 ? "" : "s", n_args);
+  if (n_in > 64 || k->n_sizes > 64)
+    return sh_fail(ctx, SHEAF_ERR_UNSUPPORTED, "kernel '%s': over 64 inputs or sizes", k->name);
+  sh_kref_arg in[64];
+  int64_t sizes[64];
+  sheaf_status st = bind_inputs(K, args, n_in, in, sizes);
+  if (st) return st;
+  for (int r = 0; r < n_out; r++) {
+    const sheaf_kernel_arg *a = &args[n_in + r];
+    const sh_ktensor *t = &k->tensors[n_in + r];
+    size_t want;
+    st = sh_kernel_ref_numel(ctx, k, in, n_in, n_in + r, &want);
+    if (st) return st;
+    if (a->dtype != SHEAF_KERNEL_F32)
+      return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "kernel '%s': output '%s' (argument %d) is %s, but outputs are f32",
+                     k->name, t->name, n_in + r, dtype_name(a->dtype));
+    if (a->numel != want)
+      return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
+                     "kernel '%s': output '%s' (argument %d) has %zu elements, but these inputs make %zu",
+                     k->name, t->name, n_in + r, a->numel, want);
+    if (!a->data && want)
+      return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "kernel '%s': output '%s' (argument %d) has a NULL data pointer",
+                     k->name, t->name, n_in + r);
+  }
+  const void *in_data[64];
+  for (int i = 0; i < n_in; i++) in_data[i] = args[i].data;
+  const sh_lower_info *info = &K->info;
+  size_t n_args_ir = (size_t)info->n_args;
+  sk_arg *ir = sh_calloc(ctx, n_args_ir ? n_args_ir : 1, sizeof(sk_arg));
+  void **extra = sh_calloc(ctx, (size_t)(info->n_scratch + info->n_ragged) + 1, sizeof(void *));
+  size_t *extra_bytes = sh_calloc(ctx, (size_t)(info->n_scratch + info->n_ragged) + 1, sizeof(size_t));
+  if (!ir || !extra || !extra_bytes) st = SHEAF_ERR_NOMEM;
+  for (int i = 0; !st && i < n_in + n_out; i++) ir[i].data = args[i].data;
+  int slot = n_in + n_out, ne = 0;
+  for (int s = 0; !st && s < info->n_scratch; s++, ne++) {
+    size_t n;
+    st = sh_lower_numel(ctx, k, info->scratch[s], sizes, in_data, &n);
+    if (st) break;
+    extra_bytes[ne] = (n ? n : 1) * sizeof(float);
+    if (!(extra[ne] = sh_alloc(ctx, extra_bytes[ne], 64))) st = SHEAF_ERR_NOMEM;
+    else ir[slot++].data = extra[ne];
+  }
+  for (int r = 0; !st && r < info->n_ragged; r++, ne++) {
+    const sh_ktensor *t = &k->tensors[info->ragged[r]];
+    int64_t E = sh_lower_aff(&t->dims[0].aff, sizes);
+    extra_bytes[ne] = (size_t)(E > 0 ? E : 1) * sizeof(int32_t);
+    if (!(extra[ne] = sh_alloc(ctx, extra_bytes[ne], 64))) st = SHEAF_ERR_NOMEM;
+    else {
+      st = sh_lower_offsets(ctx, k, info->ragged[r], sizes, in_data, extra[ne]);
+      ir[slot++].data = extra[ne];
+    }
+  }
+  if (!st) {
+    sk_abi abi;
+    sh_lir_abi_init(ctx, 0, &abi);
+    if (K->fn(&abi, sizes, ir) != 0)
+      st = sh_fail(ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", k->name);
+  }
+  for (int i = 0; extra && i < ne; i++) sh_free(ctx, extra[i], extra_bytes[i]);
+  sh_free(ctx, extra, sizeof(void *) * ((size_t)(info->n_scratch + info->n_ragged) + 1));
+  sh_free(ctx, extra_bytes, sizeof(size_t) * ((size_t)(info->n_scratch + info->n_ragged) + 1));
+  sh_free(ctx, ir, sizeof(sk_arg) * (n_args_ir ? n_args_ir : 1));
+  return st;
+}
