@@ -49,6 +49,12 @@ static char *emit(sheaf_ctx *ctx, sh_lir_kernel *k) {
 /* Compiles the kernels' C into one shared object; NULL on failure (the
  * compiler's output is reported). */
 static void *build(sheaf_ctx *ctx, const char *tag, sh_lir_kernel **ks, int n, sheaf_isa isa, bool link) {
+#if !defined(__x86_64__)
+  if (isa != SHEAF_ISA_SCALAR) { /* the AVX levels' flags are x86-64's */
+    fprintf(stderr, "  note: %s (%s) not built: not an x86-64 host\n", tag, sheaf_isa_name(isa));
+    return NULL;
+  }
+#endif
   const char *src[8];
   char *srcm[8];
   for (int i = 0; i < n; i++) {

@@ -332,7 +332,7 @@ TEST(codegen_lower_cli_emit_c) {
   sh_buf_free(&all);
   const char *dir = th_tmp_path("emit-c");
   char cmd[2048], out[8192];
-  snprintf(cmd, sizeof cmd, "'%s' compile '%s' --emit-c '%s'", bin, file, dir);
+  snprintf(cmd, sizeof cmd, "%s compile '%s' --emit-c '%s'", bin, file, dir); /* bin may be "qemu-... sheaf" */
   REQUIRE_EQ_INT(th_run(cmd, out, sizeof out), 0);
   CHECK_CONTAINS(out, "attn.c");
   static const char *const names[] = {"ffn", "matmul", "row_softmax", "layernorm", "gated", "attn", "misc"};
@@ -342,10 +342,10 @@ TEST(codegen_lower_cli_emit_c) {
     int rc = th_run(cmd, out, sizeof out);
     if (!CHECK_EQ_INT(rc, 0)) printf("%s\n", out);
   }
-  snprintf(cmd, sizeof cmd, "'%s' compile '%s' --emit-ir", bin, file);
+  snprintf(cmd, sizeof cmd, "%s compile '%s' --emit-ir", bin, file);
   REQUIRE_EQ_INT(th_run(cmd, out, sizeof out), 0);
   CHECK_CONTAINS(out, "kernel sheafk_matmul(M, K, N)");
-  snprintf(cmd, sizeof cmd, "'%s' compile '%s' 2>&1", bin, th_write_tmp("bad.sf", "kernel f(x: f32[N]) -> f32[N] { y(i) = z(i) }\n", 46));
+  snprintf(cmd, sizeof cmd, "%s compile '%s' 2>&1", bin, th_write_tmp("bad.sf", "kernel f(x: f32[N]) -> f32[N] { y(i) = z(i) }\n", 46));
   CHECK(th_run(cmd, out, sizeof out) != 0);
   CHECK_CONTAINS(out, "bad.sf:1:");
 }
