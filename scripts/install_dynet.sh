@@ -72,7 +72,8 @@ if [ ! -f "$LIB" ]; then
   fi
   if [ ! -f "$SRC/CMakeLists.txt" ]; then
     rm -rf "$SRC"
-    tar xzf "$SDIST" -C "$DIR" && [ -f "$SRC/CMakeLists.txt" ] || fail "cannot unpack $SDIST"
+    tar xzf "$SDIST" -C "$DIR" || fail "cannot unpack $SDIST"
+    [ -f "$SRC/CMakeLists.txt" ] || fail "$SDIST has no dyNET-$VER/CMakeLists.txt"
   fi
   echo "install_dynet: building DyNet $VER (C++ library, Eigen $EIGEN, make -j$JOBS; a few minutes)" >&2
   start=$(date +%s)
@@ -89,12 +90,13 @@ if [ ! -f "$LIB" ]; then
 fi
 
 # 3. the peers (again when a source is newer than the binary)
+newer() { [ -n "$(find "$1" -newer "$2" 2>/dev/null)" ]; }
 mkdir -p "$DIR/bin"
 for m in treelstm bilstm; do
   src=$ROOT/bench/${m}_dynet.cc
   bin=$DIR/bin/${m}_dynet
-  if [ ! -x "$bin" ] || [ "$src" -nt "$bin" ] || [ "$ROOT/bench/dynet_peer.h" -nt "$bin" ] ||
-     [ "$LIB" -nt "$bin" ]; then
+  if [ ! -x "$bin" ] || newer "$src" "$bin" || newer "$ROOT/bench/dynet_peer.h" "$bin" ||
+     newer "$LIB" "$bin"; then
     echo "install_dynet: compiling $bin" >&2
     g++ -std=c++11 -O3 -march=native -DNDEBUG -DEIGEN_FAST_MATH -I"$ROOT/bench" -I"$SRC" \
       -I"$BLD" -I"$EIGEN" -o "$bin" "$src" -L"$BLD/dynet" -ldynet -Wl,-rpath,"$BLD/dynet" \
