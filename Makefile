@@ -81,7 +81,7 @@ EXAMPLES := $(patsubst examples/%.c,$(BUILDDIR)/examples/%,$(EX_SRCS))
 
 EWT_TEST := data/ud_english_ewt/en_ewt-ud-test.conllu
 
-.PHONY: all lib cli tests benches examples run test fuzz fuzz-build fuzz-check-cc bench-pool bench-gemm bench-vmath bench-encoder install uninstall clean
+.PHONY: all lib cli tests benches examples run test fuzz fuzz-build fuzz-check-cc bench-pool bench-gemm bench-vmath bench-encoder install-dynet install uninstall clean
 all: lib cli tests examples
 
 lib: $(LIB_A) $(LIB_SO)
@@ -152,13 +152,21 @@ TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 test: $(TESTBIN) $(SHEAF) $(EXAMPLES)
 	SHEAF_BIN=$(SHEAF) $(TESTBIN) -j$(TEST_JOBS) $(TEST_ARGS)
 
-# Model benchmarks against PyTorch (bench/*_torch.py): PyTorch is installed
-# first when `python3 -c 'import torch'` fails (scripts/install_torch.sh); if
-# it still cannot be had, the benchmark times Sheaf alone and says so.
-# BENCH_ARGS e.g. '--quick --json out.json'.
+# Model benchmarks against PyTorch (bench/*_torch.py) and DyNet
+# (bench/*_dynet.cc), measured in the same run: PyTorch and NumPy are
+# installed first when `python3 -c 'import torch, numpy'` fails
+# (scripts/install_torch.sh); DyNet 2.1.2's C++ library and the DyNet peers
+# are built into build/peers/dynet (scripts/install_dynet.sh: once, a few
+# minutes; cached after). A peer that cannot be had is skipped and the
+# output says why. BENCH_ARGS e.g. '--quick --json out.json'.
 bench-treelstm bench-bilstm: bench-%: $(BUILDDIR)/bench/bench_%
 	@sh scripts/install_torch.sh || echo "bench-$*: PyTorch unavailable; the peers are skipped"
+	@sh scripts/install_dynet.sh || echo "bench-$*: DyNet unavailable; its columns are skipped"
 	$< $(BENCH_ARGS)
+
+# DyNet 2.1.2 (C++ library from PyPI's sdist) and the DyNet peers alone.
+install-dynet:
+	sh scripts/install_dynet.sh
 
 # OpenMP is a peer in the pool benchmark only (the library never uses it).
 OPENMP := $(shell echo 'int main(void){return 0;}' | $(CC) -fopenmp -x c - -o /dev/null 2>/dev/null && echo -fopenmp)
@@ -168,11 +176,11 @@ $(BUILDDIR)/bench/bench_pool: LDFLAGS_ALL += $(OPENMP)
 bench-pool: $(BUILDDIR)/bench/bench_pool
 	$< $(BENCH_ARGS)
 
-# GEMM vs OpenBLAS in one run (OpenBLAS is loaded at run time when installed:
-# apt-get install -y libopenblas-dev). BENCH_ARGS e.g. '--quick --json out.json'.
+# GEMM vs OpenBLAS in one run (OpenBLAS is loaded at run time;
+# scripts/install_openblas.sh installs Debian's libopenblas-dev when missing). BENCH_ARGS e.g. '--quick --json out.json'.
 bench-gemm: $(BUILDDIR)/bench/bench_gemm
-	@[ -e /usr/lib/x86_64-linux-gnu/libopenblas.so.0 ] || ldconfig -p 2>/dev/null | grep -q libopenblas.so.0 || \
-	  echo "bench-gemm: OpenBLAS not found; timing Sheaf only (apt-get install -y libopenblas-dev)"
+	@sh scripts/install_openblas.sh || \
+	  echo "bench-gemm: OpenBLAS not available; timing Sheaf only (its columns are '-')"
 	$< $(BENCH_ARGS)
 
 # Vector math: max ulp over all 2^32 inputs per function and ISA, and

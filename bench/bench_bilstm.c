@@ -9,6 +9,11 @@
  *
  *   bench_bilstm [--quick] [--json FILE] [--hidden 256,512] [--batch 1,10,64]
  *                [--threads 1,2] [--sents N] [--data FILE] [--python PY] [--no-torch]
+ *                [--no-dynet] [--dynet-dir DIR]
+ *
+ * DyNet (bench/bilstm_dynet.cc, built by scripts/install_dynet.sh) runs as
+ * a subprocess on the same sentences and weights at 1 thread, once per
+ * --dynet-autobatch 0, 1, 2 (each reported, the best one compared).
  *
  * Throughput = sentences / wall time of whole passes over the same N
  * sentences (batches of consecutive sentences; build, schedule, kernels and
@@ -34,7 +39,7 @@ typedef exb_cell cell; /* peer[0]: pytorch-loop, peer[1]: pytorch-packed */
 static const char usage[] =
     "usage: bench_bilstm [--quick] [--json FILE] [--hidden LIST] [--batch LIST]\n"
     "                    [--threads LIST] [--sents N] [--data FILE] [--python PY]\n"
-    "                    [--no-torch]\n";
+    "                    [--no-torch] [--no-dynet] [--dynet-dir DIR]\n";
 
 static bool write_sents(const sh_dataset *d, int32_t n, const char *path) {
   FILE *f = fopen(path, "w");
@@ -66,9 +71,9 @@ int main(int argc, char **argv) {
          "schedule + kernels + reading outputs), best of %d window(s) of >= %.2f s\n",
          sheaf_version(), sheaf_isa_name(sheaf_cpu_isa()), e.rounds, e.min_s);
   exb_note_torch(&o, &e);
-
   const exb_peer peer = {"bench/bilstm_torch.py", "--sents", "--loop-batches", "sent",
-                         {"pytorch-loop", "pytorch-packed"}};
+                         {"pytorch-loop", "pytorch-packed"}, "bilstm_dynet"};
+  exb_note_dynet(&o, &peer);
   cell cells[MAXL][MAXL][MAXL];
   memset(cells, 0, sizeof cells);
   double worst_check = 0;
@@ -98,7 +103,7 @@ int main(int argc, char **argv) {
   }
 
   if (!exb_overhead(&e, SH_NET_BILSTM, "sent")) return 1;
-  if (e.torch && worst_check > 1e-4) printf("\nWARNING: Sheaf and PyTorch outputs differ\n");
+  if (worst_check > 1e-4) printf("\nWARNING: Sheaf and a peer's (PyTorch or DyNet) outputs differ\n");
   exb_finish(&e);
   return 0;
 }

@@ -253,7 +253,8 @@ int main(int argc, char **argv) {
   }
   printf("sheaf %s (%s) vs %s\n", sh_gemm_kernel_get(isa)->name, sheaf_isa_name(isa),
          cblas_sgemm_p ? (openblas_config_p ? openblas_config_p() : "OpenBLAS")
-                       : "no OpenBLAS (libopenblas.so.0 not found)");
+                       : "OpenBLAS: not available (libopenblas.so.0 not found; "
+                         "apt-get install -y libopenblas-dev): its columns are '-'");
   g_cpu_clock = cpu_time;
   double peak = fma_peak();
   if (peak > 0)
@@ -352,8 +353,12 @@ int main(int argc, char **argv) {
       double flops = 2.0 * (double)M * (double)N * (double)K;
       double gs = flops / best_s * 1e-9, go = cblas_sgemm_p ? flops / best_o * 1e-9 : 0;
       double ratio = go > 0 ? gs / go : 0;
-      printf("%-22s %5lld %5lld %5lld %3d %10.1f %10.1f %7.3f", s->name, (long long)M,
-             (long long)N, (long long)K, t, gs, go, ratio);
+      if (cblas_sgemm_p)
+        printf("%-22s %5lld %5lld %5lld %3d %10.1f %10.1f %7.3f", s->name, (long long)M,
+               (long long)N, (long long)K, t, gs, go, ratio);
+      else /* the OpenBLAS columns are missing, not zero */
+        printf("%-22s %5lld %5lld %5lld %3d %10.1f %10s %7s", s->name, (long long)M,
+               (long long)N, (long long)K, t, gs, "-", "-");
       double overhead = 0;
       if (s->kind == K_LSTM || s->kind == K_EP) {
         overhead = best_s / best_b - 1.0;
@@ -365,9 +370,10 @@ int main(int argc, char **argv) {
       if (jf) {
         fprintf(jf,
                 "%s  {\"name\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"threads\": %d, "
-                "\"sheaf_gflops\": %.2f, \"openblas_gflops\": %.2f, \"ratio\": %.4f",
-                first_rec ? "" : ",\n", s->name, (long long)M, (long long)N, (long long)K, t, gs,
-                go, ratio);
+                "\"sheaf_gflops\": %.2f",
+                first_rec ? "" : ",\n", s->name, (long long)M, (long long)N, (long long)K, t, gs);
+        if (cblas_sgemm_p) fprintf(jf, ", \"openblas_gflops\": %.2f, \"ratio\": %.4f", go, ratio);
+        else fprintf(jf, ", \"openblas_gflops\": null, \"ratio\": null");
         if (s->kind == K_LSTM || s->kind == K_EP)
           fprintf(jf, ", \"sheaf_bare_gflops\": %.2f, \"epilogue_overhead\": %.4f",
                   flops / best_b * 1e-9, overhead);

@@ -10,7 +10,14 @@
  *
  *   bench_treelstm [--quick] [--json FILE] [--hidden 256,512] [--batch 1,10,64]
  *                  [--threads 1,2] [--trees N] [--data FILE] [--python PY] [--no-torch]
- *                  [--paired R]
+ *                  [--no-dynet] [--dynet-dir DIR] [--paired R]
+ *
+ * DyNet (bench/treelstm_dynet.cc, built by scripts/install_dynet.sh into
+ * DIR/bin, default build/peers/dynet) runs as a subprocess on the same trees
+ * and weights at 1 thread, once per --dynet-autobatch 0, 1, 2 (each
+ * reported, the best one compared), in the same run; on the 49-node
+ * synthetic trees too. Without it the output says "DyNet: not available
+ * (why)".
  *
  * Throughput = trees / wall time of whole passes over the same N trees
  * (batches of consecutive trees; graph building, scheduling, kernels and
@@ -50,7 +57,7 @@ typedef exb_cell cell; /* peer[0]: pytorch-naive, peer[1]: pytorch-level */
 static const char usage[] =
     "usage: bench_treelstm [--quick] [--json FILE] [--hidden LIST] [--batch LIST]\n"
     "                      [--threads LIST] [--trees N] [--data FILE] [--python PY]\n"
-    "                      [--no-torch] [--paired R]\n"
+    "                      [--no-torch] [--no-dynet] [--dynet-dir DIR] [--paired R]\n"
     "  --paired R: R rounds (1..99) of the headline ratios at hidden 256 from\n"
     "              back-to-back windows; median and min-max over the rounds\n";
 
@@ -406,9 +413,9 @@ int main(int argc, char **argv) {
          "kernels + reading outputs), best of %d window(s) of >= %.2f s\n",
          sheaf_version(), sheaf_isa_name(sheaf_cpu_isa()), e.rounds, e.min_s);
   exb_note_torch(&o, &e);
-
   const exb_peer peer = {"bench/treelstm_torch.py", "--trees", "--naive-batches", "tree",
-                         {"pytorch-naive", "pytorch-level"}};
+                         {"pytorch-naive", "pytorch-level"}, "treelstm_dynet"};
+  exb_note_dynet(&o, &peer);
   cell cells[MAXL][MAXL][MAXL]; /* [hidden][threads][batch] */
   memset(cells, 0, sizeof cells);
   double ceiling[MAXL][MAXL][2];
@@ -445,31 +452,45 @@ int main(int argc, char **argv) {
   /* runtime overhead: hidden 8, kernels cost (almost) nothing */
   if (!exb_overhead(&e, SH_NET_TREELSTM, "tree")) return 1;
 
-  /* DyNet's setting: 49-node synthetic trees, hidden 256, 1 thread */
+  /* DyNet's setting: 49-node synthetic trees, hidden 256, 1 thread; DyNet
+   * measured in the same run on the same trees and weights */
   printf("\nDyNet's setting (issue 4): 49-node synthetic trees, hidden 256, embed %d, 1 thread\n",
          EMBED);
   {
     sh_dataset syn;
     sh_net net;
+    const char *syn_trees = exb_tmp_path("synthetic49.txt"),
+               *syn_w = exb_tmp_path("treelstm-synthetic49.safetensors");
     if (!synthetic(e.ctx, 256, 25, &syn) ||
-        sh_net_create(e.ctx, SH_NET_TREELSTM, &syn, 256, EMBED, &net) != SHEAF_OK) {
+        sh_net_create(e.ctx, SH_NET_TREELSTM, &syn, 256, EMBED, &net) != SHEAF_OK ||
+        sh_net_seed(&net, 1) != SHEAF_OK || sheaf_model_save(net.model, syn_w) != SHEAF_OK ||
+        !write_trees(&syn, 256, syn_trees)) {
       fprintf(stderr, "bench_treelstm: synthetic trees: %s\n", sheaf_ctx_last_error(e.ctx));
       return 1;
     }
     static const int bs[2] = {1, 64};
-    static const double dynet[2] = {770, 1200};
+    exb_cell dy[2];
+    memset(dy, 0, sizeof dy);
+    bool have_dynet = exb_dynet(&o, &e, &peer, syn_w, syn_trees, bs, 2, NULL, dy) >= 0;
     for (int i = 0; i < 2; i++) {
       double r = exb_sheaf_rate(&net, SHEAF_POLICY_SHEAF, 1, bs[i], 256, e.min_s, e.rounds, NULL, NULL);
-      printf("  batch %2d: sheaf %.1f trees/s; DyNet agenda autobatching ~%.0f trees/s "
-             "(measured on this machine, issue 4): %.2fx\n",
-             bs[i], r, dynet[i], r / dynet[i]);
+      int ab = 0;
+      double d = exb_dynet_best(&dy[i], &ab);
+      printf("  batch %2d: sheaf %.1f trees/s", bs[i], r);
+      if (d > 0)
+        printf("; DyNet %.1f / %.1f / %.1f trees/s at --dynet-autobatch 0 / 1 / 2 (measured now): "
+               "%.2fx its best (autobatch %d)\n",
+               dy[i].dynet[0], dy[i].dynet[1], dy[i].dynet[2], r / d, ab);
+      else printf("; DyNet: %s\n", have_dynet ? "no figure (the peer failed; see above)" : "not available (see the top)");
       exb_json_rec("\"system\": \"sheaf\", \"policy\": \"sheaf\", \"model\": \"treelstm-synthetic49\", "
                    "\"hidden\": 256, \"batch\": %d, \"threads\": 1, \"trees_per_s\": %.2f",
                    bs[i], r);
-      exb_json_rec("\"system\": \"dynet-reference\", \"policy\": \"agenda\", "
-                   "\"model\": \"treelstm-synthetic49\", \"hidden\": 256, \"batch\": %d, "
-                   "\"threads\": 1, \"trees_per_s\": %.0f",
-                   bs[i], dynet[i]);
+      for (int k = 0; k < 3; k++)
+        if (dy[i].dynet[k] > 0)
+          exb_json_rec("\"system\": \"dynet-ab%d\", \"policy\": null, "
+                       "\"model\": \"treelstm-synthetic49\", \"hidden\": 256, \"batch\": %d, "
+                       "\"threads\": 1, \"trees_per_s\": %.2f",
+                       k, bs[i], dy[i].dynet[k]);
     }
     sh_net_free(&net);
     sh_dataset_free(&syn);
@@ -494,12 +515,18 @@ int main(int argc, char **argv) {
              c->sheaf[0], 100 * c->useful_gflops / ceiling[h256][t1][0],
              100 * c->useful_gflops / ceiling[h256][t1][1]);
       if (c->peer[1] > 0) printf(", %.2fx pytorch-level", c->sheaf[0] / c->peer[1]);
+      int ab = 0;
+      double d = exb_dynet_best(c, &ab);
+      if (d > 0) printf(", %.2fx DyNet's best (%.1f trees/s, autobatch %d)", c->sheaf[0] / d, d, ab);
       printf("\n");
     }
     if (b1 >= 0) {
       cell *c = &cells[h256][t1][b1];
       printf("  batch 1:  sheaf %.1f trees/s", c->sheaf[0]);
       if (c->peer[1] > 0) printf(", %.2fx pytorch-level", c->sheaf[0] / c->peer[1]);
+      int ab = 0;
+      double d = exb_dynet_best(c, &ab);
+      if (d > 0) printf(", %.2fx DyNet's best (%.1f trees/s, autobatch %d)", c->sheaf[0] / d, d, ab);
       printf("\n");
     }
     if (b64 >= 0 && t2 >= 0)
@@ -507,7 +534,7 @@ int main(int argc, char **argv) {
              cells[h256][t2][b64].sheaf[0] / cells[h256][t1][b64].sheaf[0]);
   }
   if (R > 0 && !paired(&o, &e, &peer, R)) return 1;
-  if (e.torch && worst_check > 1e-4) printf("\nWARNING: Sheaf and PyTorch outputs differ\n");
+  if (worst_check > 1e-4) printf("\nWARNING: Sheaf and a peer's (PyTorch or DyNet) outputs differ\n");
   exb_finish(&e);
   return 0;
 }

@@ -349,13 +349,15 @@ static void parse_args(int argc, char **argv, const char *count_flag, const char
   *o = (exb_opts){.data = "data/ud_english_ewt/en_ewt-ud-test.conllu",
                   .python = "python3",
                   .hidden = {256, 512}, .nh = 2, .batch = {1, 10, 64}, .nb = 3,
-                  .threads = {1, 2}, .nt = 2};
+                  .threads = {1, 2}, .nt = 2, .dynet_dir = "build/peers/dynet"};
   bool ok = true;
   for (int i = 1; i < argc && ok; i++) {
     const char *a = argv[i];
     bool has = i + 1 < argc;
     if (!strcmp(a, "--quick")) o->quick = true;
     else if (!strcmp(a, "--no-torch")) o->no_torch = true;
+    else if (!strcmp(a, "--no-dynet")) o->no_dynet = true;
+    else if (!strcmp(a, "--dynet-dir") && has) o->dynet_dir = argv[++i];
     else if (!strcmp(a, "--json") && has) o->json = argv[++i];
     else if (!strcmp(a, "--data") && has) o->data = argv[++i];
     else if (!strcmp(a, "--python") && has) o->python = argv[++i];
@@ -542,8 +544,109 @@ double exb_peers(const exb_opts *o, const exb_env *e, const exb_peer *p, const c
   return fmax(d[0], d[1]);
 }
 
+bool exb_dynet_bin(const exb_opts *o, const exb_peer *p, char *bin, size_t cap, char *why,
+                   size_t why_cap) {
+  const char *dir = o->dynet_dir ? o->dynet_dir : "build/peers/dynet";
+  snprintf(bin, cap, "%s/bin/%s", dir, p->dynet ? p->dynet : "?");
+  if (o->no_dynet) {
+    snprintf(why, why_cap, "--no-dynet");
+    return false;
+  }
+  if (!p->dynet) {
+    snprintf(why, why_cap, "no DyNet version of this model");
+    return false;
+  }
+  if (access(bin, X_OK) == 0) return true;
+  char failed[512];
+  snprintf(failed, sizeof failed, "%s/FAILED", dir);
+  FILE *f = fopen(failed, "r");
+  if (f && fgets(why, (int)why_cap, f)) {
+    why[strcspn(why, "\n")] = '\0';
+  } else {
+    snprintf(why, why_cap, "%s not built; scripts/install_dynet.sh builds it", bin);
+  }
+  if (f) fclose(f);
+  return false;
+}
+
+void exb_note_dynet(const exb_opts *o, const exb_peer *p) {
+  char bin[512], why[512];
+  if (!exb_dynet_bin(o, p, bin, sizeof bin, why, sizeof why))
+    printf("DyNet: not available (%s)\n", why);
+}
+
+double exb_dynet_best(const exb_cell *c, int *ab) {
+  double best = 0;
+  for (int k = 0; k < 3; k++)
+    if (c->dynet[k] > best) {
+      best = c->dynet[k];
+      if (ab) *ab = k;
+    }
+  return best;
+}
+
+double exb_dynet(const exb_opts *o, const exb_env *e, const exb_peer *p, const char *weights,
+                 const char *data_file, const int *batches, int n, const sh_net_outputs *ref,
+                 exb_cell *cells) {
+  char bin[512], why[512];
+  if (!exb_dynet_bin(o, p, bin, sizeof bin, why, sizeof why)) return -1;
+  char blist[128], key[32];
+  exb_list_str(batches, n, blist, sizeof blist);
+  snprintf(key, sizeof key, "%ss_per_s", p->unit);
+  const char *err = exb_tmp_path("dynet.err");
+  double worst = 0, diff[3] = {-1, -1, -1};
+  for (int ab = 0; ab < 3; ab++) {
+    char check[64], cmd[3072];
+    snprintf(check, sizeof check, "dynet-ab%d.f32", ab);
+    const char *cpath = exb_tmp_path(check);
+    remove(cpath);
+    /* enough memory: 1 GiB for the forward values (the pools also grow) */
+    snprintf(cmd, sizeof cmd,
+             "OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 %s --dynet-autobatch %d "
+             "--dynet-mem 1024,16,512,512 --weights %s %s %s --batches %s --min-time %g --rounds %d"
+             "%s%s --check-count %d 2>%s",
+             bin, ab, weights, p->data_flag, data_file ? data_file : e->data_file, blist, e->min_s,
+             e->rounds, ref ? " --check " : "", ref ? cpath : "", ref ? (int)ref->count : 64, err);
+    exb_peer_rec recs[16];
+    int got = 0, st = exb_run_peer(cmd, key, recs, 16, &got);
+    if (st != 0) {
+      printf("  note: DyNet (--dynet-autobatch %d) exited with status %d", ab, st);
+      FILE *f = fopen(err, "r");
+      char line[512];
+      while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "dynet peer:", 11) || strstr(line, "rror")) printf("; %s", line);
+      if (f) fclose(f);
+      printf("\n");
+    }
+    for (int r = 0; r < got; r++)
+      for (int bi = 0; bi < n; bi++)
+        if (recs[r].batch == batches[bi]) cells[bi].dynet[ab] = recs[r].rate;
+    if (!ref) continue;
+    size_t nv = 0, want = (size_t)(ref->rows * ref->dim);
+    float *v = exb_read_f32(cpath, &nv);
+    if (v && nv == want) {
+      diff[ab] = 0;
+      for (size_t k = 0; k < want; k++) diff[ab] = fmax(diff[ab], fabs((double)ref->values[k] - v[k]));
+      worst = fmax(worst, diff[ab]);
+    }
+    free(v);
+  }
+  if (ref) {
+    char words[48] = "";
+    if (ref->rows != ref->count) snprintf(words, sizeof words, ", %lld words", (long long)ref->rows);
+    printf("  check (first %d %s%s, same weights):", (int)ref->count,
+           strcmp(p->data_flag, "--sents") ? "trees" : "sentences", words);
+    for (int ab = 0; ab < 3; ab++) {
+      if (diff[ab] < 0) printf(" dynet-ab%d: no outputs%s", ab, ab < 2 ? "," : "");
+      else printf(" max |sheaf - dynet-ab%d| = %.2g%s", ab, diff[ab], ab < 2 ? "," : "");
+    }
+    printf("%s\n", worst > 1e-4 ? "  ** MISMATCH **" : "");
+  }
+  return worst;
+}
+
 bool exb_row(const exb_env *e, const sh_net *net, const exb_peer *p, int T, int B, exb_cell *c,
-             const exb_cell *first, char f[4][16]) {
+             const exb_cell *first, char f[8][16]) {
   const char *model = sh_net_kind_name(net->kind);
   for (int k = 0; k < 4; k++) {
     c->sheaf[k] = exb_sheaf_rate(net, exb_policies[k], T, B, e->n, e->min_s, e->rounds, NULL, NULL);
@@ -564,6 +667,15 @@ bool exb_row(const exb_env *e, const sh_net *net, const exb_peer *p, int T, int 
   exb_fmt_num(f[1], c->peer[1], 1);
   exb_fmt_num(f[2], c->peer[1] > 0 ? c->sheaf[0] / c->peer[1] : 0, 2);
   exb_fmt_num(f[3], slow > 0 ? c->sheaf[0] / slow : 0, 2);
+  for (int k = 0; k < 3; k++) {
+    exb_fmt_num(f[4 + k], c->dynet[k], 1);
+    if (c->dynet[k] > 0)
+      exb_json_rec("\"system\": \"dynet-ab%d\", \"policy\": null, \"model\": \"%s\", "
+                   "\"hidden\": %d, \"batch\": %d, \"threads\": %d, \"%ss_per_s\": %.2f",
+                   k, model, (int)net->hidden, B, T, p->unit, c->dynet[k]);
+  }
+  double dbest = exb_dynet_best(c, NULL);
+  exb_fmt_num(f[7], dbest > 0 ? c->sheaf[0] / dbest : 0, 2);
   return true;
 }
 
@@ -577,6 +689,10 @@ double exb_table(const exb_opts *o, const exb_env *e, const sh_net *net, const e
            "one-thread processes at once)\n",
            T, T, T);
   double check = e->torch ? exb_peers(o, e, p, weights, T, ref, cells) : 0;
+  if (T == 1) { /* DyNet runs on one thread */
+    double d = exb_dynet(o, e, p, weights, NULL, o->batch, o->nb, ref, cells);
+    check = fmax(check, d);
+  }
   /* the peer's systems by their short names: "pytorch-level" -> "level" */
   const char *s0 = strchr(p->sys[0], '-') ? strchr(p->sys[0], '-') + 1 : p->sys[0];
   const char *s1 = strchr(p->sys[1], '-') ? strchr(p->sys[1], '-') + 1 : p->sys[1];
@@ -585,16 +701,17 @@ double exb_table(const exb_opts *o, const exb_env *e, const sh_net *net, const e
   snprintf(h[1], sizeof h[1], "pt-%s", s1);
   snprintf(h[2], sizeof h[2], "vs %s", s1);
   snprintf(h[3], sizeof h[3], "vs %s", s0);
-  printf("  %5s | %9s %9s %9s %9s | %9s %9s | %9s %9s | %7s %7s\n", "batch", "sheaf", "none",
-         "depth", "agenda", h[0], h[1], h[2], h[3], "GFLOP/s", "of ceil");
+  printf("  %5s | %9s %9s %9s %9s | %9s %9s | %9s %9s | %9s %9s %9s %8s | %7s %7s\n", "batch",
+         "sheaf", "none", "depth", "agenda", h[0], h[1], h[2], h[3], "dynet-ab0", "dynet-ab1",
+         "dynet-ab2", "vs dynet", "GFLOP/s", "of ceil");
   for (int bi = 0; bi < o->nb; bi++) {
     exb_cell *c = &cells[bi];
-    char f[4][16];
+    char f[8][16];
     if (!exb_row(e, net, p, T, o->batch[bi], c, &cells[0], f)) return -1;
     c->useful_gflops = c->sheaf[0] * flops_per_instance * 1e-9;
-    printf("  %5d | %9.1f %9.1f %9.1f %9.1f | %9s %9s | %9s %9s | %7.1f %6.1f%%\n", o->batch[bi],
-           c->sheaf[0], c->sheaf[1], c->sheaf[2], c->sheaf[3], f[0], f[1], f[2], f[3],
-           c->useful_gflops, 100 * c->useful_gflops / ceiling);
+    printf("  %5d | %9.1f %9.1f %9.1f %9.1f | %9s %9s | %9s %9s | %9s %9s %9s %8s | %7.1f %6.1f%%\n",
+           o->batch[bi], c->sheaf[0], c->sheaf[1], c->sheaf[2], c->sheaf[3], f[0], f[1], f[2],
+           f[3], f[4], f[5], f[6], f[7], c->useful_gflops, 100 * c->useful_gflops / ceiling);
     fflush(stdout);
   }
   return check;

@@ -18,8 +18,9 @@
 
 /* The flags of the model benchmarks against PyTorch. */
 typedef struct exb_opts {
-  bool quick, no_torch;
+  bool quick, no_torch, no_dynet;
   const char *json, *data, *python;
+  const char *dynet_dir; /* --dynet-dir (default build/peers/dynet): bin/ holds the peers */
   int hidden[EXB_MAXL], nh, batch[EXB_MAXL], nb, threads[EXB_MAXL], nt;
   long count; /* count_flag N (--trees, --sents); 0: all */
 } exb_opts;
@@ -92,12 +93,14 @@ typedef struct exb_peer {
                             batch size only with --quick (its work does not depend on it) */
   const char *unit;      /* "tree": JSON key "trees_per_s" */
   const char *sys[2];    /* "pytorch-naive", "pytorch-level" */
+  const char *dynet;     /* "treelstm_dynet": the DyNet peer in <dynet_dir>/bin (NULL: none) */
 } exb_peer;
 
 /* One row of a model benchmark's table. */
 typedef struct exb_cell {
   double sheaf[4];      /* instances/s per policy (exb_policies) */
   double peer[2];       /* the peer's systems (exb_peer.sys); 0 = not measured */
+  double dynet[3];      /* DyNet at --dynet-autobatch 0, 1, 2; 0 = not measured */
   double useful_gflops;
 } exb_cell;
 
@@ -110,18 +113,40 @@ typedef struct exb_cell {
 double exb_peers(const exb_opts *o, const exb_env *e, const exb_peer *p, const char *weights,
                  int T, const sh_net_outputs *ref, exb_cell *cells);
 
+/* The DyNet peer's path (<dynet_dir>/bin/<p->dynet>) into bin, or false
+ * with why it is not available in `why` ("--no-dynet", the install
+ * script's recorded failure, or "not built ..."). */
+bool exb_dynet_bin(const exb_opts *o, const exb_peer *p, char *bin, size_t cap, char *why,
+                   size_t why_cap);
+/* "DyNet: not available (why)" when the DyNet peer does not run. */
+void exb_note_dynet(const exb_opts *o, const exb_peer *p);
+/* Runs the DyNet peer (1 thread) once per --dynet-autobatch 0, 1, 2 on
+ * `data_file` (NULL: e->data_file) with the weights file at the batch sizes
+ * `batches` (n of them), e's windows: cells[bi].dynet[K] gets its rate at
+ * batches[bi]. With ref non-NULL each run also writes its outputs for
+ * ref's instances, compared here ("check ... max |sheaf - dynet-abK|");
+ * returns the largest max abs difference (0 without ref), or -1 when the
+ * peer is not available (nothing measured). */
+double exb_dynet(const exb_opts *o, const exb_env *e, const exb_peer *p, const char *weights,
+                 const char *data_file, const int *batches, int n, const sh_net_outputs *ref,
+                 exb_cell *cells);
+/* The best of c->dynet (0 if none) and, in *ab, its autobatch setting. */
+double exb_dynet_best(const exb_cell *c, int *ab);
+
 /* One row of the table at threads T and batch B: the rate of every policy
  * (exb_policies) on instances [0, e->n) into c->sheaf, JSON records for
  * them and the peer's measured systems, and the peer columns as text: f[0]
  * peer[0] ("(above)": measured at the first batch size only, `first`), f[1]
- * peer[1], f[2] sheaf / peer[1], f[3] sheaf / peer[0] ("-": not
- * measured). False on error (printed). */
+ * peer[1], f[2] sheaf / peer[1], f[3] sheaf / peer[0], f[4..6] DyNet at
+ * autobatch 0, 1, 2, f[7] sheaf / the best of them ("-": not measured).
+ * False on error (printed). */
 bool exb_row(const exb_env *e, const sh_net *net, const exb_peer *p, int T, int B, exb_cell *c,
-             const exb_cell *first, char f[4][16]);
+             const exb_cell *first, char f[8][16]);
 
 /* One (hidden, threads) block of a model benchmark's table: the peer at T
  * threads when it runs (exb_peers with the weights file, and ref when
- * non-NULL), the header, then one row per
+ * non-NULL), the DyNet peer at T = 1 when it is built (exb_dynet, same
+ * weights, data and ref), the header, then one row per
  * batch size of o (exb_row into cells[bi]; useful GFLOP/s from
  * flops_per_instance, and its percentage of `ceiling`). Returns the
  * check's max abs difference (0 without it), or < 0 on error (printed). */

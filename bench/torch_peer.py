@@ -32,11 +32,12 @@ def common_args(ap, systems, slow, slow_help):
 def import_torch(threads):
     """torch with `threads` intra-op threads, after a "# torch ..." banner
     (version, BLAS, oneDNN, CPU capability, thread settings); exits 3 when
-    torch cannot be imported."""
+    torch or numpy cannot be imported."""
     try:
+        import numpy  # noqa: F401 -- write_check's .numpy() needs it (scripts/install_torch.sh)
         import torch
     except Exception as e:  # noqa: BLE001 -- any import failure means "no peer"
-        print(f"# torch not importable: {e}")
+        print(f"# torch or numpy not importable: {e} (scripts/install_torch.sh installs both)")
         sys.exit(3)
     torch.set_num_threads(threads)
     cfg = torch.__config__.show()
