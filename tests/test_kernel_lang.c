@@ -668,7 +668,7 @@ static void gen_put(gen *g, const char *fmt, ...) {
 }
 
 typedef struct gen_tensor {
-  char name[8];
+  char name[16]; /* "t%d" of any int */
   int rank;
   char lhs[32]; /* a temporary's left-hand side: "t0(i, j)" */
 } gen_tensor;
