@@ -475,12 +475,12 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 2; i++) {
       double r = exb_sheaf_rate(&net, SHEAF_POLICY_SHEAF, 1, bs[i], 256, e.min_s, e.rounds, NULL, NULL);
       int ab = 0;
-      double d = exb_dynet_best(&dy[i], &ab);
+      double dy_best = exb_dynet_best(&dy[i], &ab);
       printf("  batch %2d: sheaf %.1f trees/s", bs[i], r);
-      if (d > 0)
+      if (dy_best > 0)
         printf("; DyNet %.1f / %.1f / %.1f trees/s at --dynet-autobatch 0 / 1 / 2 (measured now): "
                "%.2fx its best (autobatch %d)\n",
-               dy[i].dynet[0], dy[i].dynet[1], dy[i].dynet[2], r / d, ab);
+               dy[i].dynet[0], dy[i].dynet[1], dy[i].dynet[2], r / dy_best, ab);
       else printf("; DyNet: %s\n", have_dynet ? "no figure (the peer failed; see above)" : "not available (see the top)");
       exb_json_rec("\"system\": \"sheaf\", \"policy\": \"sheaf\", \"model\": \"treelstm-synthetic49\", "
                    "\"hidden\": 256, \"batch\": %d, \"threads\": 1, \"trees_per_s\": %.2f",
@@ -516,8 +516,8 @@ int main(int argc, char **argv) {
              100 * c->useful_gflops / ceiling[h256][t1][1]);
       if (c->peer[1] > 0) printf(", %.2fx pytorch-level", c->sheaf[0] / c->peer[1]);
       int ab = 0;
-      double d = exb_dynet_best(c, &ab);
-      if (d > 0) printf(", %.2fx DyNet's best (%.1f trees/s, autobatch %d)", c->sheaf[0] / d, d, ab);
+      double dy_best = exb_dynet_best(c, &ab);
+      if (dy_best > 0) printf(", %.2fx DyNet's best (%.1f trees/s, autobatch %d)", c->sheaf[0] / dy_best, dy_best, ab);
       printf("\n");
     }
     if (b1 >= 0) {
@@ -525,8 +525,8 @@ int main(int argc, char **argv) {
       printf("  batch 1:  sheaf %.1f trees/s", c->sheaf[0]);
       if (c->peer[1] > 0) printf(", %.2fx pytorch-level", c->sheaf[0] / c->peer[1]);
       int ab = 0;
-      double d = exb_dynet_best(c, &ab);
-      if (d > 0) printf(", %.2fx DyNet's best (%.1f trees/s, autobatch %d)", c->sheaf[0] / d, d, ab);
+      double dy_best = exb_dynet_best(c, &ab);
+      if (dy_best > 0) printf(", %.2fx DyNet's best (%.1f trees/s, autobatch %d)", c->sheaf[0] / dy_best, dy_best, ab);
       printf("\n");
     }
     if (b64 >= 0 && t2 >= 0)
