@@ -26,24 +26,10 @@
 
 #include "codegen/jit.h"
 #include "codegen/kernel_api.h"
+#include "bench_util.h"
 #include "kernels/gemm.h"
 #include "kernels/rows.h"
 #include "ragged/ops.h"
-
-static double now_s(bool cpu) {
-  struct timespec t;
-  clock_gettime(cpu ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static float *frand(int64_t n, uint64_t *s) {
-  float *p = malloc(sizeof(float) * (size_t)(n + 16));
-  for (int64_t i = 0; i < n; i++) {
-    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
-    p[i] = (float)((double)(*s >> 11) / 9007199254740992.0 * 2 - 1);
-  }
-  return p;
-}
 
 static const char MM[] = "kernel mm(A: f32[M, K], B: f32[K, N]) -> f32[M, N] { C(m, n) +=! A(m, k) * B(k, n) }\n";
 static const char SM[] = "kernel sm(x: f32[N, C]) -> f32[N, C] {\n"
@@ -63,12 +49,12 @@ static const char AT[] = "kernel attn(L: i32[B], q: f32[B, L(b), D], k: f32[B, L
 static sheaf_kernel *build(sheaf_ctx *ctx, const char *src, const char *dir, sheaf_isa isa, double *secs) {
   sh_kernel_opts o = {.isa_set = true, .isa = isa, .cache_dir = dir};
   sheaf_kernel *k = NULL;
-  double t0 = now_s(false);
+  double t0 = exb_now_s(false);
   if (sh_kernel_compile_opts(ctx, src, strlen(src), NULL, &o, &k)) {
     fprintf(stderr, "bench_codegen: %s\n", sheaf_ctx_last_error(ctx));
     exit(1);
   }
-  if (secs) *secs = now_s(false) - t0;
+  if (secs) *secs = exb_now_s(false) - t0;
   return k;
 }
 
@@ -104,7 +90,7 @@ int main(int argc, char **argv) {
   static const int64_t shapes[][3] = {{64, 256, 1280}, {64, 512, 2048}, {1600, 256, 1280}, {1600, 512, 2048}};
   for (size_t s = 0; s < 4; s++) {
     int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
-    float *A = frand(M * K, &seed), *B = frand(K * N, &seed);
+    float *A = exb_frand_xs(M * K, &seed), *B = exb_frand_xs(K * N, &seed);
     float *Cg = malloc(sizeof(float) * (size_t)(M * N)), *Ch = malloc(sizeof(float) * (size_t)(M * N));
     sh_gemm_packed_b *pb;
     if (sh_gemm_pack_b(ctx, B, N, K, N, 0, &pb)) return 1;
@@ -119,11 +105,11 @@ int main(int argc, char **argv) {
     double flops = 2.0 * (double)M * (double)N * (double)K, bg = 1e30, bh = 1e30;
     int reps = (int)(2e8 / flops) + 1;
     for (int r = 0; r < rounds; r++) {
-      double t0 = now_s(true);
+      double t0 = exb_now_s(true);
       for (int i = 0; i < reps; i++) sheaf_kernel_run(kmm, args, 3);
-      double t1 = now_s(true);
+      double t1 = exb_now_s(true);
       for (int i = 0; i < reps; i++) sh_gemm(ctx, isa, 1, &ga);
-      double t2 = now_s(true);
+      double t2 = exb_now_s(true);
       bg = fmin(bg, (t1 - t0) / reps), bh = fmin(bh, (t2 - t1) / reps);
     }
     double d = maxdiff(Cg, Ch, (size_t)(M * N));
@@ -134,7 +120,7 @@ int main(int argc, char **argv) {
   }
   {
     int64_t M = 64, N = 768;
-    float *x = frand(M * N, &seed), *gam = frand(N, &seed), *be = frand(N, &seed);
+    float *x = exb_frand_xs(M * N, &seed), *gam = exb_frand_xs(N, &seed), *be = exb_frand_xs(N, &seed);
     float *yg = malloc(sizeof(float) * (size_t)(M * N)), *yh = malloc(sizeof(float) * (size_t)(M * N));
     sh_gemm_in xin = {.base = x, .ld = N}, none = {0};
     sh_gemm_out yout = {.base = yh, .ld = N};
@@ -147,14 +133,14 @@ int main(int argc, char **argv) {
       int reps = 200;
       double bg = 1e30, bh = 1e30;
       for (int r = 0; r < rounds; r++) {
-        double t0 = now_s(true);
+        double t0 = exb_now_s(true);
         for (int i = 0; i < reps; i++) which ? sheaf_kernel_run(kln, aln, 4) : sheaf_kernel_run(ksm, asm_, 2);
-        double t1 = now_s(true);
+        double t1 = exb_now_s(true);
         for (int i = 0; i < reps; i++) {
           if (which) sh_layernorm_rows(isa, M, N, xin, none, gam, be, 1e-5f, yout);
           else sh_softmax_rows(isa, M, N, 1.0f, xin, yout);
         }
-        double t2 = now_s(true);
+        double t2 = exb_now_s(true);
         bg = fmin(bg, (t1 - t0) / reps), bh = fmin(bh, (t2 - t1) / reps);
       }
       double d = maxdiff(yg, yh, (size_t)(M * N));
@@ -180,7 +166,7 @@ int main(int argc, char **argv) {
     int64_t maxl = 0;
     for (int b = 0; b < NB; b++) len[b] = L[b], off[b + 1] = off[b] + L[b], maxl = L[b] > maxl ? L[b] : maxl;
     int64_t T = off[NB];
-    float *q = frand(T * DH, &seed), *kk = frand(T * DH, &seed), *vv = frand(T * DH, &seed);
+    float *q = exb_frand_xs(T * DH, &seed), *kk = exb_frand_xs(T * DH, &seed), *vv = exb_frand_xs(T * DH, &seed);
     float *qkv = malloc(sizeof(float) * (size_t)(T * 3 * DH));
     for (int64_t t = 0; t < T; t++) {
       memcpy(qkv + t * 3 * DH, q + t * DH, sizeof(float) * DH);
@@ -198,12 +184,12 @@ int main(int argc, char **argv) {
     double bg = 1e30, bh = 1e30;
     int reps = quick ? 2 : 5;
     for (int r = 0; r < rounds; r++) {
-      double t0 = now_s(true);
+      double t0 = exb_now_s(true);
       for (int i = 0; i < reps; i++) sheaf_kernel_run(kat, aa, 5);
-      double t1 = now_s(true);
+      double t1 = exb_now_s(true);
       for (int i = 0; i < reps; i++)
         sh_ragged_attention(ctx, isa, 1, &rs, 1, DH, 1.0f / sqrtf(DH), qkv, 3 * DH, oh, DH, aws);
-      double t2 = now_s(true);
+      double t2 = exb_now_s(true);
       bg = fmin(bg, (t1 - t0) / reps), bh = fmin(bh, (t2 - t1) / reps);
     }
     double d = maxdiff(og, oh, (size_t)(T * DH));

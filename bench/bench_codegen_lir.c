@@ -26,23 +26,9 @@
 #include "base/pool.h"
 #include "codegen/lir_emit.h"
 #include "codegen/lir_sched.h"
+#include "bench_util.h"
 #include "kernels/gemm.h"
 #include "kernels/rows.h"
-
-static double now_s(bool cpu) {
-  struct timespec t;
-  clock_gettime(cpu ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static float *frand(int64_t n, uint64_t *s) {
-  float *p = malloc(sizeof(float) * (size_t)(n + 16));
-  for (int64_t i = 0; i < n; i++) {
-    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
-    p[i] = (float)((double)(*s >> 11) / 9007199254740992.0 * 2 - 1);
-  }
-  return p;
-}
 
 typedef struct gen {
   void *so;
@@ -66,9 +52,9 @@ static bool gen_build(sheaf_ctx *ctx, const char *dir, const char *name, bool ep
   }
   char err[8192];
   const char *src = sh_buf_cstr(&b);
-  double t0 = now_s(false);
+  double t0 = exb_now_s(false);
   int rc = lir_cc_build(dir, name, &src, 1, isa, opt, 1, &g->so, err, sizeof err);
-  double t1 = now_s(false);
+  double t1 = exb_now_s(false);
   sh_buf_free(&b);
   sh_lir_free(k);
   if (rc) {
@@ -152,7 +138,7 @@ int main(int argc, char **argv) {
   for (int ep = 0; ep < 2; ep++)
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
       int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2], sizes[3] = {M, N, K};
-      float *A = frand(M * K, &seed), *B = frand(K * N, &seed), *bias = frand(N, &seed);
+      float *A = exb_frand_xs(M * K, &seed), *B = exb_frand_xs(K * N, &seed), *bias = exb_frand_xs(N, &seed);
       float *Cg = malloc(sizeof(float) * (size_t)(M * N)), *Ch = malloc(sizeof(float) * (size_t)(M * N));
       sh_gemm_packed_b *pb;
       if (sh_gemm_pack_b(ctx, B, N, K, N, 0, &pb)) return 1;
@@ -190,9 +176,9 @@ int main(int argc, char **argv) {
         for (int v = 0; v < nv; v++) {
           gen *gv = &g[ep ? n_tiles : v];
           sk_arg args[4] = {{.data = A}, {.data = Bp[v]}, {.data = ep ? (void *)bias : (void *)Cg}, {.data = Cg}};
-          double t0 = now_s(threads == 1);
+          double t0 = exb_now_s(threads == 1);
           for (int i = 0; i < reps; i++) gv->fn(&abi, sizes, args);
-          double t1 = now_s(threads == 1);
+          double t1 = exb_now_s(threads == 1);
           if ((t1 - t0) / reps < best[v]) best[v] = (t1 - t0) / reps;
           if (r == 0) { /* check against the hand GEMM once */
             sh_gemm(ctx, isa, threads, &ga);
@@ -203,9 +189,9 @@ int main(int argc, char **argv) {
             }
           }
         }
-        double t0 = now_s(threads == 1);
+        double t0 = exb_now_s(threads == 1);
         for (int i = 0; i < reps; i++) sh_gemm(ctx, isa, threads, &ga);
-        double t1 = now_s(threads == 1);
+        double t1 = exb_now_s(threads == 1);
         if ((t1 - t0) / reps < best_h) best_h = (t1 - t0) / reps;
       }
       int bt = 0;
@@ -246,7 +232,7 @@ int main(int argc, char **argv) {
     p = dlsym(so, "bench_ln");
     memcpy(&fln, &p, sizeof p);
     int64_t M = 64, N = 768, sizes[2] = {M, N};
-    float *x = frand(M * N, &seed), *gam = frand(N, &seed), *be = frand(N, &seed);
+    float *x = exb_frand_xs(M * N, &seed), *gam = exb_frand_xs(N, &seed), *be = exb_frand_xs(N, &seed);
     float *yg = malloc(sizeof(float) * (size_t)(M * N)), *yh = malloc(sizeof(float) * (size_t)(M * N));
     sh_gemm_in xin = {.base = x, .ld = N}, none = {0};
     sh_gemm_out yout = {.base = yh, .ld = N};
@@ -256,14 +242,14 @@ int main(int argc, char **argv) {
       int reps = 200, rounds = quick ? 3 : 7;
       double bg = 1e30, bh = 1e30;
       for (int r = 0; r < rounds; r++) {
-        double t0 = now_s(threads == 1);
+        double t0 = exb_now_s(threads == 1);
         for (int i = 0; i < reps; i++) (which ? fln(&abi, sizes, aln) : fsm(&abi, sizes, asm_));
-        double t1 = now_s(threads == 1);
+        double t1 = exb_now_s(threads == 1);
         for (int i = 0; i < reps; i++) {
           if (which) sh_layernorm_rows(isa, M, N, xin, none, gam, be, 1e-5f, yout);
           else sh_softmax_rows(isa, M, N, 1.0f, xin, yout);
         }
-        double t2 = now_s(threads == 1);
+        double t2 = exb_now_s(threads == 1);
         if ((t1 - t0) / reps < bg) bg = (t1 - t0) / reps;
         if ((t2 - t1) / reps < bh) bh = (t2 - t1) / reps;
       }

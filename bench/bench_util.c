@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kernels/gemm.h"
@@ -102,6 +103,21 @@ double exb_sheaf_rate(const sh_net *net, sheaf_policy policy, int threads, int32
                       long *passes_out) {
   return exb_runner_rate(net, policy, threads, SHEAF_PARALLEL_AUTO, batch, count, min_s, rounds,
                          delta, passes_out);
+}
+
+double exb_now_s(bool cpu) {
+  struct timespec t;
+  clock_gettime(cpu ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+float *exb_frand_xs(int64_t n, uint64_t *s) {
+  float *p = malloc(sizeof(float) * (size_t)(n + 16));
+  for (int64_t i = 0; p && i < n; i++) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    p[i] = (float)((double)(*s >> 11) / 9007199254740992.0 * 2 - 1);
+  }
+  return p;
 }
 
 static float *frand(int64_t n, uint64_t seed) {

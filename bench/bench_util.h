@@ -220,6 +220,12 @@ int exb_run_peer(const char *cmd, const char *key, exb_peer_rec *recs, int max, 
 /* Whether `python` can import torch (quietly). */
 bool exb_have_torch(const char *python);
 
+/* Seconds on the thread's CPU clock (cpu) or the monotonic clock. */
+double exb_now_s(bool cpu);
+/* n uniform floats in [-1, 1) from the xorshift state *s (malloc'd, 16
+ * floats of slack past n for vector tails). */
+float *exb_frand_xs(int64_t n, uint64_t *s);
+
 /* Reads a whole file of float32 values (malloc'd; NULL if missing). */
 float *exb_read_f32(const char *path, size_t *n);
 
