@@ -84,30 +84,35 @@ uint32_t sh_node_new(sheaf_graph *g, int op, const uint32_t *ins, int n_in) {
       return SH_NONE; /* an earlier flush fused activations into this value */
   }
   uint32_t id = g->store.n_nodes++;
-  sh_node *n = &g->store.nodes[id];
+  uint32_t *dst = g->store.ins + g->store.n_ins;
+  bool reads_raw = op != SH_OP_ALIAS; /* a fused activation reads through its epilogue */
   for (int i = 0; i < n_in; i++) {
-    sh_node *x = &g->store.nodes[ins[i]];
+    uint32_t xi = ins[i];
+    sh_node *x = &g->store.nodes[xi];
+    dst[i] = xi;
     /* depth counts within a phase: an earlier phase's value is ready when this one starts */
     if (x->depth > depth && x->phase == phase) depth = x->depth;
     x->uses++;
     /* a read of an affine's raw value: directly, or through slices (making a
-     * slice is not a read; a fused activation reads through its epilogue) */
-    if (op == SH_OP_ALIAS || (op == SH_OP_SLICE && x->op == SH_OP_AFFINE)) continue;
-    uint32_t r = ins[i];
+     * slice is not a read) */
+    if (!reads_raw || (x->op != SH_OP_AFFINE && x->op != SH_OP_SLICE)) continue;
+    if (x->op == SH_OP_AFFINE) {
+      if (op != SH_OP_SLICE) g->affine.node[xi].raw_used = true;
+      continue;
+    }
+    uint32_t r = xi;
     while (g->store.nodes[r].op == SH_OP_SLICE) r = g->store.ins[g->store.nodes[r].in];
     if (g->store.nodes[r].op == SH_OP_AFFINE) g->affine.node[r].raw_used = true;
   }
-  memset(n, 0, sizeof *n);
-  n->op = (uint8_t)op;
-  n->n_in = (uint16_t)n_in;
-  n->in = g->store.n_ins;
-  if (n_in) memcpy(g->store.ins + g->store.n_ins, ins, (size_t)n_in * sizeof *ins);
+  g->store.nodes[id] = (sh_node){.op = (uint8_t)op,
+                                 .rank = 1,
+                                 .n_in = (uint16_t)n_in,
+                                 .phase = (uint16_t)phase,
+                                 .in = g->store.n_ins,
+                                 .depth = depth + sh_op_is_kernel(op),
+                                 .rows = 1};
   g->store.n_ins += (uint32_t)n_in;
-  n->depth = depth + sh_op_is_kernel(op);
-  n->phase = (uint16_t)phase;
   if (phase > g->store.max_phase) g->store.max_phase = phase;
-  n->rank = 1;
-  n->rows = 1;
   g->instr.stats.nodes++;
   return id;
 }

@@ -151,13 +151,9 @@ sheaf_status sh_pw_need(sheaf_graph *g, uint32_t id) {
   return SHEAF_OK;
 }
 
-sheaf_status sh_pw_list_add(sheaf_graph *g, uint32_t id) {
-  if (SH_UNLIKELY(g->pw.n_list == g->pw.cap_list) &&
-      sh_grow(g->ctx, (void **)&g->pw.list, &g->pw.cap_list, g->pw.n_list + 1, sizeof *g->pw.list))
-    return SHEAF_ERR_NOMEM;
-  g->pw.list[g->pw.n_list++] = id;
-  g->pw.node[id].flags |= SH_PW_NODE_LISTED;
-  return SHEAF_OK;
+sheaf_status sh_pw_list_grow(sheaf_graph *g) {
+  return sh_grow(g->ctx, (void **)&g->pw.list, &g->pw.cap_list, g->pw.n_list + 1,
+                 sizeof *g->pw.list);
 }
 
 /* ---------------------------------------------------------------- flatten */
@@ -234,7 +230,10 @@ static void emit(const sheaf_graph *g, pw_flat *b, uint32_t id, int level) {
   }
   for (uint32_t i = 0; i < n->n_in && !b->bad; i++) {
     uint32_t x = g->store.ins[n->in + i];
-    if (sh_pw_absorbed(g, x) && g->pw.node[x].absorber == id) {
+    /* absorbed into this node (an entry with ABS is a pointwise node's:
+     * the op check skips a stale entry of another kind of node) */
+    const sh_pw_node *xp = &g->pw.node[x];
+    if ((xp->flags & SH_PW_NODE_ABS) && xp->absorber == id && sh_op_is_pw(g->store.nodes[x].op)) {
       emit(g, b, x, level + 1);
       if ((g->pw.node[x].flags & SH_PW_NODE_SIDE) && root_of(g, x) == b->root) {
         if (b->p.n_side >= SH_PW_MAX_SIDE) {

@@ -499,8 +499,15 @@ sheaf_expr sh_pw_build(sheaf_graph *g, int op, const uint32_t *ins, int n_in, in
 /* A new reader of absorbed node `id` (from sh_node_new): it gets a value of
  * its own (stored by its absorber's program, recomputed, or computed now). */
 sheaf_status sh_pw_need(sheaf_graph *g, uint32_t id);
-/* Policy sheaf: puts pointwise node `id` on the list bucketed at flush. */
-sheaf_status sh_pw_list_add(sheaf_graph *g, uint32_t id);
+/* Policy sheaf: puts pointwise node `id` on the list bucketed at flush
+ * (inline: every elementwise builder ends here; the list grows out of line). */
+sheaf_status sh_pw_list_grow(sheaf_graph *g);
+static inline sheaf_status sh_pw_list_add(sheaf_graph *g, uint32_t id) {
+  if (SH_UNLIKELY(g->pw.n_list == g->pw.cap_list) && sh_pw_list_grow(g)) return SHEAF_ERR_NOMEM;
+  g->pw.list[g->pw.n_list++] = id;
+  g->pw.node[id].flags |= SH_PW_NODE_LISTED;
+  return SHEAF_OK;
+}
 /* Flattens pointwise node `id` into a program over its leaves, interns it
  * and finds its signature (fast: the build-time cache). */
 sheaf_status sh_pw_finalize(sheaf_graph *g, uint32_t id, bool fast);
