@@ -11,6 +11,7 @@
  * emission.
  */
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +44,7 @@ static const char *const isa_flags_avx512[] = {"-mavx2", "-mfma", "-mavx512f", "
  * libsheaf.a), so that a rebuilt library never takes another build's
  * kernels from the cache. "" when unknown: then the C is emitted on every
  * compile and the key is the C itself. */
-static char gen_id[3 * 1024];
+static char gen_id[PATH_MAX + 128];
 static pthread_once_t gen_once = PTHREAD_ONCE_INIT;
 
 static void gen_id_init(void) {
@@ -52,7 +53,7 @@ static void gen_id_init(void) {
   /* dladdr takes a data pointer: the function's address, through an integer */
   const void *fn = (const void *)(uintptr_t)&sh_lower_generate;
   if (!dladdr(fn, &di) || !di.dli_fname || !di.dli_fname[0] || stat(di.dli_fname, &sb) != 0) return;
-  char real[1024];
+  char real[PATH_MAX]; /* realpath writes up to PATH_MAX bytes */
   if (!realpath(di.dli_fname, real)) snprintf(real, sizeof real, "%s", di.dli_fname);
   int n = snprintf(gen_id, sizeof gen_id, "%s %lld %lld.%09ld %llu:%llu", real, (long long)sb.st_size,
                    (long long)sb.st_mtim.tv_sec, (long)sb.st_mtim.tv_nsec, (unsigned long long)sb.st_dev,
