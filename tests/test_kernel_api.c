@@ -6,13 +6,16 @@
  * neither emits nor compiles and computes the same results; the entry keeps
  * the spec and the C; a tampered spec is rejected and rebuilt; a different
  * kernel, name or ISA is another entry; the eager mode (C emitted every
- * time, keyed on it) agrees. Results against a scalar matmul + GELU.
+ * time, keyed on it) agrees; two processes compiling the same kernel at
+ * once compile it once. Results against a scalar matmul + GELU.
  * Skipped with a note when no C compiler exists.
  */
 #include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "base/file.h"
 #include "codegen/jit.h"
@@ -175,4 +178,60 @@ TEST(kernel_api_hit_skips_emission_and_compiler) {
   sheaf_kernel_free(r);
   sh_free(ctx, spec, spec_n + 1);
   sheaf_kernel_free(a);
+}
+
+TEST(kernel_api_two_processes_compile_the_same_kernel_at_once) {
+  if (!have_cc("kernel_api_two_processes_compile_the_same_kernel_at_once")) return;
+  char dir[SH_JIT_PATH];
+  snprintf(dir, sizeof dir, "%s", th_tmp_path("api-cache-2p"));
+  sh_kernel_opts o = {.cache_dir = dir, .isa_set = true, .isa = SHEAF_ISA_SCALAR};
+  int go[2];
+  REQUIRE(pipe(go) == 0);
+  pid_t kids[2];
+  fflush(stdout);
+  fflush(stderr);
+  for (int i = 0; i < 2; i++) {
+    kids[i] = fork();
+    if (kids[i] == 0) {
+      close(go[1]);
+      char c;
+      if (read(go[0], &c, 1) != 0) _exit(3); /* wait for the start: the pipe's close */
+      sheaf_ctx *ctx = NULL;
+      sheaf_kernel *k = NULL;
+      int rc = 1;
+      if (sheaf_ctx_create(&(sheaf_ctx_options){.threads = 1}, &ctx, NULL, 0) == SHEAF_OK &&
+          sh_kernel_compile_opts(ctx, FFN, strlen(FFN), "ffn", &o, &k) == SHEAF_OK) {
+        sh_jit_stats st;
+        sh_kernel_jit_stats(k, &st);
+        rc = run_ffn(ctx, k) < 2e-5 ? (st.compiles ? 10 : 0) : 2; /* 10: this one compiled */
+      } else if (ctx) {
+        fprintf(stderr, "child %d: %s\n", i, sheaf_ctx_last_error(ctx));
+      }
+      sheaf_kernel_free(k);
+      sheaf_ctx_free(ctx);
+      _exit(rc);
+    }
+    REQUIRE(kids[i] > 0);
+  }
+  close(go[0]);
+  close(go[1]); /* both start now */
+  int compiled = 0;
+  for (int i = 0; i < 2; i++) {
+    int status = 0;
+    CHECK(waitpid(kids[i], &status, 0) == kids[i]);
+    CHECK(WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 10));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 10) compiled++;
+  }
+  CHECK_EQ_INT(compiled, 1); /* the key's lock: one compile, the other waits and hits */
+  char v1[SH_JIT_PATH + 8];
+  snprintf(v1, sizeof v1, "%s/v1", dir);
+  CHECK_EQ_SIZE(count_suffix(v1, ".meta"), 1);
+  CHECK_EQ_SIZE(count_suffix(v1, ".spec"), 1);
+  sheaf_ctx *ctx = th_ctx();
+  sh_jit_stats s;
+  sheaf_kernel *k = compile(ctx, "ffn", &o, &s);
+  REQUIRE(k != NULL);
+  CHECK_EQ_INT((int)s.compiles, 0);
+  CHECK(run_ffn(ctx, k) < 2e-5);
+  sheaf_kernel_free(k);
 }
