@@ -81,7 +81,7 @@ EXAMPLES := $(patsubst examples/%.c,$(BUILDDIR)/examples/%,$(EX_SRCS))
 
 EWT_TEST := data/ud_english_ewt/en_ewt-ud-test.conllu
 
-.PHONY: all lib cli tests benches examples run test fuzz fuzz-build fuzz-check-cc bench-pool bench-gemm bench-vmath bench-encoder install-dynet install uninstall clean
+.PHONY: all lib cli tests benches examples run test fuzz fuzz-build fuzz-check-cc bench-pool bench-gemm bench-vmath bench-encoder bench-codegen-peers install-dynet install uninstall clean
 all: lib cli tests examples
 
 lib: $(LIB_A) $(LIB_SO)
@@ -162,6 +162,16 @@ test: $(TESTBIN) $(SHEAF) $(EXAMPLES)
 bench-treelstm bench-bilstm: bench-%: $(BUILDDIR)/bench/bench_%
 	@sh scripts/install_torch.sh || echo "bench-$*: PyTorch unavailable; the peers are skipped"
 	@sh scripts/install_dynet.sh || echo "bench-$*: DyNet unavailable; its columns are skipped"
+	$< $(BENCH_ARGS)
+
+# Generated kernels next to TVM and Halide, same shapes, one run
+# (bench/bench_codegen_peers.c runs bench/codegen_tvm.py and
+# bench/codegen_halide.py): both are installed first into build/peers/venv
+# (scripts/install_tvm.sh, install_halide.sh); a peer that cannot be had is
+# named in the output. BENCH_ARGS e.g. '--quick'.
+bench-codegen-peers: $(BUILDDIR)/bench/bench_codegen_peers
+	@sh scripts/install_tvm.sh >/dev/null || echo "bench-codegen-peers: TVM unavailable; its column says so"
+	@sh scripts/install_halide.sh >/dev/null || echo "bench-codegen-peers: Halide unavailable; its column says so"
 	$< $(BENCH_ARGS)
 
 # DyNet 2.1.2 (C++ library from PyPI's sdist) and the DyNet peers alone.

@@ -909,3 +909,133 @@ TEST(jit_load_survives_every_allocation_failure) {
     if (!CHECK(done)) printf("  mode %d never succeeded\n", mode);
   }
 }
+
+/* ------------------------------------------------------ lazy requests */
+
+typedef struct lazy_gen {
+  int calls;
+  sheaf_status fail; /* returned (with a message) instead of the C */
+  sheaf_ctx *ctx;
+} lazy_gen;
+
+static sheaf_status lazy_add_c(void *user, sh_buf *c) {
+  lazy_gen *g = user;
+  g->calls++;
+  if (g->fail) return sh_fail(g->ctx, g->fail, "test generator: cannot express this kernel");
+  sh_buf_puts(c, ADD_SRC);
+  return SHEAF_OK;
+}
+
+TEST(jit_lazy_request_generates_c_on_a_miss_only) {
+  if (!have_cc("jit_lazy_request_generates_c_on_a_miss_only")) return;
+  sheaf_ctx *ctx = th_ctx();
+  const char *dir = dup_path(th_tmp_path("cache"));
+  const char *log = dup_path(th_tmp_path("cc.log"));
+  const char *cc = make_wrapper("cc-wrap", log);
+  REQUIRE(cc != NULL);
+  static const char spec[] = "spec: the add kernel, generator 1\n";
+  lazy_gen g = {.ctx = ctx};
+  sh_jit_request req = add_request();
+  req.source = spec, req.source_size = strlen(spec), req.gen = lazy_add_c, req.gen_user = &g;
+
+  /* miss: the generator runs once, the compiler once */
+  sh_jit *jit = new_jit(ctx, dir, cc);
+  REQUIRE(jit != NULL);
+  sh_jit_lib *lib = NULL;
+  bool hit = true;
+  REQUIRE_OK(ctx, sh_jit_load(jit, &req, &lib, &hit));
+  CHECK(!hit);
+  CHECK_EQ_INT(g.calls, 1);
+  CHECK_EQ_INT(compiles_in(log), 1);
+  add_fn add = (add_fn)sh_jit_sym(lib, "sheaf_test_add");
+  REQUIRE(add != NULL);
+  CHECK_EQ_INT(add(1, 1), 3);
+  char key[33], path[SH_JIT_PATH];
+  snprintf(key, sizeof key, "%s", sh_jit_lib_key(lib));
+  snprintf(path, sizeof path, "%s/v1/%s.spec", dir, key);
+  CHECK(sh_jit_file_equals(path, spec, strlen(spec)));
+  snprintf(path, sizeof path, "%s/v1/%s.c", dir, key);
+  CHECK(sh_jit_file_equals(path, ADD_SRC, strlen(ADD_SRC)));
+  sh_jit_free(jit);
+
+  /* a new run: a verified hit, neither the generator nor the compiler runs */
+  jit = new_jit(ctx, dir, cc);
+  REQUIRE(jit != NULL);
+  REQUIRE_OK(ctx, sh_jit_load(jit, &req, &lib, &hit));
+  CHECK(hit);
+  CHECK_EQ_INT(g.calls, 1);
+  CHECK_EQ_INT(compiles_in(log), 1);
+  CHECK_EQ_STR(sh_jit_lib_key(lib), key);
+  sh_jit_free(jit);
+
+  /* the same text as a plain (C) source is another entry */
+  sh_jit_request plain = add_request();
+  jit = new_jit(ctx, dir, cc);
+  REQUIRE(jit != NULL);
+  plain.source = spec, plain.source_size = strlen(spec);
+  CHECK_EQ_INT(sh_jit_load(jit, &plain, &lib, &hit), SHEAF_ERR_PARSE); /* the spec is not C */
+  sh_jit_free(jit);
+  int compiles = compiles_in(log);
+
+  /* a different stored spec (a collision, or tampering): rejected, rebuilt */
+  snprintf(path, sizeof path, "%s/v1/%s.spec", dir, key);
+  FILE *f = fopen(path, "w");
+  REQUIRE(f != NULL);
+  fputs("spec: something else\n", f);
+  fclose(f);
+  jit = new_jit(ctx, dir, cc);
+  REQUIRE(jit != NULL);
+  REQUIRE_OK(ctx, sh_jit_load(jit, &req, &lib, &hit));
+  CHECK(!hit);
+  CHECK_EQ_INT(g.calls, 2);
+  CHECK_EQ_INT(compiles_in(log), compiles + 1);
+  sh_jit_stats s;
+  sh_jit_get_stats(jit, &s);
+  CHECK_EQ_INT(s.rejected, 1);
+  CHECK_CONTAINS(s.last_reject, "differs from the requested spec");
+  CHECK(sh_jit_file_equals(path, spec, strlen(spec)));
+  sh_jit_free(jit);
+
+  /* the generator's failure is the load's, and publishes nothing */
+  static const char spec2[] = "spec: a kernel the generator refuses\n";
+  lazy_gen bad = {.ctx = ctx, .fail = SHEAF_ERR_UNSUPPORTED};
+  req.source = spec2, req.source_size = strlen(spec2), req.gen_user = &bad;
+  jit = new_jit(ctx, dir, cc);
+  REQUIRE(jit != NULL);
+  lib = NULL;
+  CHECK_EQ_INT(sh_jit_load(jit, &req, &lib, &hit), SHEAF_ERR_UNSUPPORTED);
+  CHECK(lib == NULL);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "cannot express this kernel");
+  CHECK_EQ_INT(bad.calls, 1);
+  CHECK_EQ_INT(compiles_in(log), compiles + 1);
+  char vdir[SH_JIT_PATH];
+  snprintf(vdir, sizeof vdir, "%s/v1", dir);
+  CHECK_EQ_SIZE(count_suffix(vdir, ".meta"), 1); /* the lazy add only: neither the plain spec nor the refused one */
+  sh_jit_free(jit);
+  sheaf_ctx_clear_error(ctx);
+
+  /* every allocation failing on the lazy miss path (a fresh cache each time) */
+  bool done = false;
+  for (int n = 1; n < 200 && !done; n++) {
+    char dname[32];
+    snprintf(dname, sizeof dname, "lazy-nomem-%d", n);
+    sh_jit_options o = {.cache_dir = th_tmp_path(dname)};
+    lazy_gen gn = {.ctx = ctx};
+    req.source = spec, req.source_size = strlen(spec), req.gen_user = &gn;
+    jit = NULL;
+    lib = NULL;
+    th_fail_alloc_at(n);
+    sheaf_status st = sh_jit_create(ctx, &o, &jit);
+    if (st == SHEAF_OK) st = sh_jit_load(jit, &req, &lib, NULL);
+    th_fail_alloc_at(0);
+    if (st == SHEAF_OK) {
+      done = true;
+      CHECK(sh_jit_sym(lib, "sheaf_test_add") != NULL);
+    } else {
+      CHECK_EQ_INT(st, SHEAF_ERR_NOMEM);
+      CHECK(lib == NULL);
+    }
+    sh_jit_free(jit);
+  }
+  CHECK(done);
+}

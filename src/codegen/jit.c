@@ -206,7 +206,7 @@ static sheaf_status key_material(sh_jit *jit, const sh_jit_request *r, sh_buf *m
   sh_jit_hash_final(&hs, tag);
   sh_jit_hex(tag, 16, hhex);
   sh_jit_hash_hex(r->source, r->source_size, hex);
-  sh_buf_printf(m, "source %zu %s\n", r->source_size, hex);
+  sh_buf_printf(m, "%s %zu %s\n", r->gen ? "spec" : "source", r->source_size, hex);
   return sh_buf_status(m);
 }
 
@@ -288,15 +288,31 @@ static sheaf_status compile(sh_jit *jit, const sh_jit_request *r, const char *na
   if (!locked) sh_jit_tmp_name(src, sizeof src, stem, ".c"); /* others may compile it too */
   sheaf_status st = sh_jit_mkdirs(jit, build);
   if (st == SHEAF_OK && r->n_headers) st = sh_jit_headers_put(jit, r, hhex, inc);
-  if (st == SHEAF_OK) st = sh_jit_write_atomic(jit, src, r->source, r->source_size);
-  if (st != SHEAF_OK) return st;
+  /* the C: the source itself, or (lazy) what gen makes of the spec */
+  sh_buf cgen;
+  sh_buf_init(&cgen, ctx);
+  const char *csrc = r->source;
+  size_t csize = r->source_size;
+  if (st == SHEAF_OK && r->gen) {
+    st = r->gen(r->gen_user, &cgen);
+    if (st == SHEAF_OK) st = sh_buf_status(&cgen);
+    csrc = (const char *)cgen.data, csize = cgen.len;
+  }
+  if (st == SHEAF_OK) st = sh_jit_write_atomic(jit, src, csrc, csize);
+  if (st != SHEAF_OK) {
+    sh_buf_free(&cgen);
+    return st;
+  }
   sh_jit_cc_version(jit);
   sh_jit_tmp_name(so_tmp, sizeof so_tmp, stem, ".so");
   sh_jit_tmp_name(log, sizeof log, stem, ".log");
 
   size_t argc = 0, cap = r->n_flags + 8;
   char **argv = sh_calloc(ctx, cap, sizeof *argv);
-  if (!argv) return SHEAF_ERR_NOMEM;
+  if (!argv) {
+    sh_buf_free(&cgen);
+    return SHEAF_ERR_NOMEM;
+  }
   char inc_flag[SH_JIT_PATH + 3];
   argv[argc++] = jit->cc;
   for (size_t i = 0; i < r->n_flags; i++) argv[argc++] = (char *)(uintptr_t)r->flags[i];
@@ -315,6 +331,7 @@ static sheaf_status compile(sh_jit *jit, const sh_jit_request *r, const char *na
   st = sh_jit_cc_run(jit, argv, log, &ws);
   sh_free(ctx, argv, cap * sizeof *argv);
   if (st != SHEAF_OK) {
+    sh_buf_free(&cgen);
     unlink(log);
     unlink(so_tmp);
     return st;
@@ -327,6 +344,7 @@ static sheaf_status compile(sh_jit *jit, const sh_jit_request *r, const char *na
     if (WIFEXITED(ws)) snprintf(how, sizeof how, "exit status %d", WEXITSTATUS(ws));
     else snprintf(how, sizeof how, "killed by signal %d", WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
     first_lines(kept_log, diag, sizeof diag);
+    sh_buf_free(&cgen);
     jit->stats.compile_ns += sheaf_time_ns() - t0;
     return sh_fail(ctx, SHEAF_ERR_PARSE,
                    "%s: the C compiler %s failed (%s):\n%s\n(the source is kept at %s, the "
@@ -338,13 +356,19 @@ static sheaf_status compile(sh_jit *jit, const sh_jit_request *r, const char *na
   uint64_t so_size;
   char so_sum[33];
   if (!sh_jit_file_sum(so_tmp, &so_size, so_sum) || so_size == 0) {
+    sh_buf_free(&cgen);
     unlink(so_tmp);
     return sh_fail(ctx, SHEAF_ERR_IO, "%s: the C compiler %s succeeded but wrote no library %s",
                    name, jit->cc, so_tmp);
   }
   char dst[SH_JIT_PATH];
   entry_path(jit, key, ".c", dst);
-  if (rename(src, dst) != 0) st = sh_jit_write_atomic(jit, dst, r->source, r->source_size);
+  if (rename(src, dst) != 0) st = sh_jit_write_atomic(jit, dst, csrc, csize);
+  sh_buf_free(&cgen);
+  if (st == SHEAF_OK && r->gen) { /* the spec, which a hit compares */
+    entry_path(jit, key, ".spec", dst);
+    st = sh_jit_write_atomic(jit, dst, r->source, r->source_size);
+  }
   entry_path(jit, key, ".so", dst);
   if (st == SHEAF_OK && rename(so_tmp, dst) != 0)
     st = sh_fail(ctx, SHEAF_ERR_IO, "JIT cache: cannot rename %s to %s: %s", so_tmp, dst,
@@ -447,7 +471,7 @@ sheaf_status sh_jit_load(sh_jit *jit, const sh_jit_request *req, sh_jit_lib **ou
   /* the hit path: no lock, nothing written */
   char why[sizeof jit->stats.last_reject - 64] = "";
   sh_jit_lib *lib = NULL;
-  int v = sh_jit_entry_check(jit, key, &material, req->source, req->source_size, why, sizeof why);
+  int v = sh_jit_entry_check(jit, key, &material, req->source, req->source_size, req->gen != NULL, why, sizeof why);
   if (v == SH_JIT_ENTRY_OK) {
     st = open_lib(jit, req, name, key, &lib);
     if (st == SHEAF_OK) {
@@ -475,7 +499,7 @@ sheaf_status sh_jit_load(sh_jit *jit, const sh_jit_request *req, sh_jit_lib **ou
    * have published it meanwhile), else compile and publish */
   int lock = lock_key(jit, key);
   v = bad_load ? SH_JIT_ENTRY_BAD
-               : sh_jit_entry_check(jit, key, &material, req->source, req->source_size, why, sizeof why);
+               : sh_jit_entry_check(jit, key, &material, req->source, req->source_size, req->gen != NULL, why, sizeof why);
   uint64_t compile_ns = 0;
   bool compiled = false;
   if (v == SH_JIT_ENTRY_ERR) st = sheaf_ctx_last_status(ctx);

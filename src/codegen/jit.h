@@ -33,6 +33,7 @@
 #define SH_JIT_H
 
 #include "base/base.h"
+#include "base/buf.h"
 
 typedef struct sh_jit sh_jit;
 typedef struct sh_jit_lib sh_jit_lib;
@@ -62,6 +63,15 @@ typedef struct sh_jit_request {
   const char *isa;                /* the target the code is for ("avx512"); with
                                      -march=native it must also name the host CPU,
                                      since the key cannot see it. NULL: "" */
+  /* Lazy C (optional). When gen is set, `source` is not C but a spec: the
+   * text that determines the C (a kernel's notation, its options, the
+   * generator's identity). The key covers the spec, the entry keeps it as
+   * KEY.spec and verification compares it byte for byte, so a hit never
+   * produces the C; gen appends the C translation unit to c on a miss
+   * only (kept as KEY.c for inspection). gen's failure fails the load with
+   * its status and message. */
+  sheaf_status (*gen)(void *user, sh_buf *c);
+  void *gen_user;
 } sh_jit_request;
 
 typedef struct sh_jit_stats {

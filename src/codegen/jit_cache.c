@@ -207,7 +207,7 @@ static int meta_tail(const char *p, const char *end, uint64_t *so_size, char *so
 }
 
 int sh_jit_entry_check(sh_jit *jit, const char *key, const sh_buf *material, const char *source,
-                       size_t source_size, char *why, size_t why_cap) {
+                       size_t source_size, bool spec, char *why, size_t why_cap) {
   char path[SH_JIT_PATH];
   if ((size_t)snprintf(path, sizeof path, "%s/%s.meta", jit->vdir, key) >= sizeof path)
     return BAD("path too long");
@@ -251,10 +251,11 @@ int sh_jit_entry_check(sh_jit *jit, const char *key, const sh_buf *material, con
   sh_free(jit->ctx, meta, cap);
   if (v != SH_JIT_ENTRY_OK) return v;
 
-  if ((size_t)snprintf(path, sizeof path, "%s/%s.c", jit->vdir, key) >= sizeof path)
+  if ((size_t)snprintf(path, sizeof path, "%s/%s.%s", jit->vdir, key, spec ? "spec" : "c") >= sizeof path)
     return BAD("path too long");
   if (!sh_jit_file_equals(path, source, source_size))
-    return BAD("the stored source %s differs from the requested source (or is missing)", path);
+    return BAD("the stored %s %s differs from the requested %s (or is missing)", spec ? "spec" : "source",
+               path, spec ? "spec" : "source");
 
   if ((size_t)snprintf(path, sizeof path, "%s/%s.so", jit->vdir, key) >= sizeof path)
     return BAD("path too long");

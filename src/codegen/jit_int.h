@@ -103,6 +103,6 @@ sheaf_status sh_jit_headers_put(sh_jit *jit, const sh_jit_request *req, const ch
  * recorded. material: the key-material block the metadata must repeat. */
 enum { SH_JIT_ENTRY_OK = 0, SH_JIT_ENTRY_ABSENT = 1, SH_JIT_ENTRY_BAD = 2, SH_JIT_ENTRY_ERR = -1 };
 int sh_jit_entry_check(sh_jit *jit, const char *key, const sh_buf *material, const char *source,
-                       size_t source_size, char *why, size_t why_cap);
+                       size_t source_size, bool spec, char *why, size_t why_cap);
 
 #endif

@@ -2,9 +2,21 @@
  * kernel_api.c — the public kernel API (include/sheaf_kernel.h): check the
  * source, lower + default schedule + emit (lower.c), compile and load
  * through the JIT cache (jit.c), bind and check arguments, call.
+ *
+ * The JIT request is lazy (jit.h): its key is a spec — the kernel's
+ * source, its name, the ISA, the flags and the generator's identity (the
+ * file holding this code: path, size, mtime, inode) — and the C is emitted
+ * only on a miss, so a cache hit costs parse, check, lowering (for the
+ * argument layout) and the JIT's verified load, not the schedule and the
+ * emission.
  */
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "codegen/kernel_api.h"
 #include "codegen/lir_emit.h"
@@ -27,6 +39,40 @@ static const char *const isa_flags_avx2[] = {"-mavx2", "-mfma"};
 static const char *const isa_flags_avx512[] = {"-mavx2", "-mfma", "-mavx512f", "-mavx512vl", "-mavx512bw",
                                                "-mavx512dq"};
 
+/* The generator's identity: what `stat` tells of the file that holds the
+ * lowering, schedule and emitter (libsheaf.so or the executable linking
+ * libsheaf.a), so that a rebuilt library never takes another build's
+ * kernels from the cache. "" when unknown: then the C is emitted on every
+ * compile and the key is the C itself. */
+static char gen_id[PATH_MAX + 128];
+static pthread_once_t gen_once = PTHREAD_ONCE_INIT;
+
+static void gen_id_init(void) {
+  Dl_info di;
+  struct stat sb;
+  /* dladdr takes a data pointer: the function's address, through an integer */
+  const void *fn = (const void *)(uintptr_t)&sh_lower_generate;
+  if (!dladdr(fn, &di) || !di.dli_fname || !di.dli_fname[0] || stat(di.dli_fname, &sb) != 0) return;
+  char real[PATH_MAX]; /* realpath writes up to PATH_MAX bytes */
+  if (!realpath(di.dli_fname, real)) snprintf(real, sizeof real, "%s", di.dli_fname);
+  int n = snprintf(gen_id, sizeof gen_id, "%s %lld %lld.%09ld %llu:%llu", real, (long long)sb.st_size,
+                   (long long)sb.st_mtim.tv_sec, (long)sb.st_mtim.tv_nsec, (unsigned long long)sb.st_dev,
+                   (unsigned long long)sb.st_ino);
+  if (n < 0 || (size_t)n >= sizeof gen_id) gen_id[0] = '\0';
+}
+
+typedef struct gen_ctx {
+  sheaf_ctx *ctx;
+  const sh_kernel *k;
+  sheaf_isa isa;
+} gen_ctx;
+
+/* The JIT's lazy source: lower, default schedule, emit (on a miss only). */
+static sheaf_status gen_c(void *user, sh_buf *c) {
+  gen_ctx *g = user;
+  return sh_lower_generate(g->ctx, g->k, g->isa, c, NULL, NULL);
+}
+
 sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t len, const char *name,
                                     const sh_kernel_opts *opts, sheaf_kernel **out) {
   if (!ctx) return SHEAF_ERR_INVALID_ARG;
@@ -46,6 +92,8 @@ sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t l
   memcpy(K->src, source, len);
   K->src[len] = '\0';
   K->len = len;
+  pthread_once(&gen_once, gen_id_init);
+  bool lazy = gen_id[0] && !o.eager;
   sheaf_status st = sh_kernel_source_compile(&K->m, ctx, o.file ? o.file : "kernel", K->src, len);
   sh_buf c;
   sh_buf_init(&c, ctx);
@@ -57,26 +105,42 @@ sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t l
       st = name ? sh_fail(ctx, SHEAF_ERR_NOT_FOUND, "sheaf_kernel_compile: the source has no kernel '%s'", name)
                 : sh_fail(ctx, SHEAF_ERR_NOT_FOUND, "sheaf_kernel_compile: the source has no kernel");
   }
-  if (st == SHEAF_OK) st = sh_lower_generate(ctx, K->k, isa, &c, NULL, &K->info);
+  const char *flags[16];
+  size_t nf = 0;
+  flags[nf++] = "-O3";
+  flags[nf++] = "-Wno-psabi";
+  if (isa == SHEAF_ISA_AVX2)
+    for (size_t i = 0; i < SH_ARRAY_LEN(isa_flags_avx2); i++) flags[nf++] = isa_flags_avx2[i];
+  if (isa == SHEAF_ISA_AVX512)
+    for (size_t i = 0; i < SH_ARRAY_LEN(isa_flags_avx512); i++) flags[nf++] = isa_flags_avx512[i];
+  if (st == SHEAF_OK && lazy) {
+    /* the argument layout (lowering only), then the spec the key covers:
+     * everything the C depends on. Flags and ISA are in the JIT's key. */
+    sh_lir_kernel *L = NULL;
+    char ename[300];
+    sh_lower_entry_name(K->k, ename, sizeof ename);
+    st = sh_lower_kernel(ctx, K->k, ename, &L, &K->info);
+    if (st) st = sh_fail_prefix(ctx, "kernel '%s': lowering", K->k->name);
+    sh_lir_free(L);
+    sh_buf_printf(&c, "sheaf-kernel-spec 1\ngenerator %s\nisa %s\nkernel %s\nsource %zu\n", gen_id,
+                  sheaf_isa_name(isa), K->k->name, len);
+    sh_buf_put(&c, source, len);
+    if (st == SHEAF_OK) st = sh_buf_status(&c);
+  } else if (st == SHEAF_OK) {
+    st = sh_lower_generate(ctx, K->k, isa, &c, NULL, &K->info);
+  }
   if (st == SHEAF_OK) st = sh_jit_create(ctx, &(sh_jit_options){.cache_dir = o.cache_dir, .cc = o.cc}, &K->jit);
   if (st == SHEAF_OK) {
-    const char *flags[16];
-    size_t nf = 0;
-    flags[nf++] = "-O3";
-    flags[nf++] = "-Wno-psabi";
-    if (isa == SHEAF_ISA_AVX2)
-      for (size_t i = 0; i < SH_ARRAY_LEN(isa_flags_avx2); i++) flags[nf++] = isa_flags_avx2[i];
-    if (isa == SHEAF_ISA_AVX512)
-      for (size_t i = 0; i < SH_ARRAY_LEN(isa_flags_avx512); i++) flags[nf++] = isa_flags_avx512[i];
     size_t hn;
     const char *ht = sh_lir_abi_header(&hn);
     sh_jit_header h = {.name = "sheaf_kernel_abi.h", .text = ht, .size = hn};
     char what[300], entry[300];
     snprintf(what, sizeof what, "kernel %s", K->k->name);
     sh_lower_entry_name(K->k, entry, sizeof entry);
+    gen_ctx g = {ctx, K->k, isa};
     sh_jit_request r = {.name = what, .source = sh_buf_cstr(&c), .source_size = c.len,
                         .flags = flags, .n_flags = nf, .headers = &h, .n_headers = 1,
-                        .isa = sheaf_isa_name(isa)};
+                        .isa = sheaf_isa_name(isa), .gen = lazy ? gen_c : NULL, .gen_user = &g};
     sh_jit_lib *lib;
     st = sh_jit_load(K->jit, &r, &lib, NULL);
     if (st == SHEAF_OK) {

@@ -15,6 +15,8 @@ typedef struct sh_kernel_opts {
   const char *cache_dir; /* NULL: the JIT's default */
   const char *cc;        /* NULL: the JIT's default */
   const char *file;      /* name in diagnostics; NULL: "kernel" */
+  bool eager;            /* emit the C on every compile and key the cache on it
+                            (the default keys on the source: kernel_api.c) */
 } sh_kernel_opts;
 
 sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t len, const char *name,

@@ -60,9 +60,9 @@ typedef int (*sk_entry_fn)(const sk_abi *abi, const int64_t *sizes, const sk_arg
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__x86_64__) && defined(__AVX__)
-#include <immintrin.h>
-#endif
+/* No <immintrin.h>: parsing it is over a second of a cold compile (gcc 12).
+ * The few instructions below are the compilers' builtins that the
+ * intrinsics wrap (the same names in gcc and clang). */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wpsabi" /* vector arguments of static functions */
 #endif
@@ -138,7 +138,7 @@ static inline sk_i32x16 sk_iota16(void) {
  * them: exact fused multiply-add, all-lanes test, square root. */
 #if defined(__x86_64__) && defined(__FMA__)
 static inline sk_f32x8 sk_fma8(sk_f32x8 a, sk_f32x8 b, sk_f32x8 c) {
-  return (sk_f32x8)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+  return __builtin_ia32_vfmaddps256(a, b, c); /* _mm256_fmadd_ps */
 }
 #else
 static inline sk_f32x8 sk_fma8(sk_f32x8 a, sk_f32x8 b, sk_f32x8 c) {
@@ -147,13 +147,19 @@ static inline sk_f32x8 sk_fma8(sk_f32x8 a, sk_f32x8 b, sk_f32x8 c) {
 }
 #endif
 #if defined(__x86_64__) && defined(__AVX512F__)
+/* _mm512_fmadd_ps, _mm512_cmpneq_epi32_mask, _mm512_sqrt_ps (4: the
+ * current rounding mode, _MM_FROUND_CUR_DIRECTION) */
 static inline sk_f32x16 sk_fma16(sk_f32x16 a, sk_f32x16 b, sk_f32x16 c) {
-  return (sk_f32x16)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+  return __builtin_ia32_vfmaddps512_mask(a, b, c, (unsigned short)0xffff, 4);
 }
 static inline int sk_all16(sk_i32x16 m) {
-  return _mm512_cmpneq_epi32_mask((__m512i)m, _mm512_setzero_si512()) == 0xffff;
+  return (unsigned short)__builtin_ia32_cmpd512_mask(m, (sk_i32x16){0}, 4, (unsigned short)0xffff) == 0xffff;
 }
-static inline sk_f32x16 sk_sqrt16(sk_f32x16 a) { return (sk_f32x16)_mm512_sqrt_ps((__m512)a); }
+#if defined(__clang__)
+static inline sk_f32x16 sk_sqrt16(sk_f32x16 a) { return __builtin_ia32_sqrtps512(a, 4); }
+#else
+static inline sk_f32x16 sk_sqrt16(sk_f32x16 a) { return __builtin_ia32_sqrtps512_mask(a, a, (unsigned short)0xffff, 4); }
+#endif
 #else
 static inline sk_f32x16 sk_fma16(sk_f32x16 a, sk_f32x16 b, sk_f32x16 c) {
   sk_f32x8 h[6], r[2];
@@ -176,8 +182,8 @@ static inline sk_f32x16 sk_sqrt16(sk_f32x16 a) {
 }
 #endif
 #if defined(__x86_64__) && defined(__AVX__)
-static inline int sk_all8(sk_i32x8 m) { return _mm256_movemask_ps((__m256)m) == 0xff; }
-static inline sk_f32x8 sk_sqrt8(sk_f32x8 a) { return (sk_f32x8)_mm256_sqrt_ps((__m256)a); }
+static inline int sk_all8(sk_i32x8 m) { return __builtin_ia32_movmskps256((sk_f32x8)m) == 0xff; }
+static inline sk_f32x8 sk_sqrt8(sk_f32x8 a) { return __builtin_ia32_sqrtps256(a); } /* _mm256_sqrt_ps */
 #else
 static inline int sk_all8(sk_i32x8 m) {
   int32_t r = -1;
