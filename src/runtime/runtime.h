@@ -43,6 +43,7 @@ typedef struct sh_param {
   sh_gemm_packed_b *packed;      /* B = W [in, out], packed on first use */
   sh_gemm_packed_b *gates;       /* same, gate-interleaved (LSTM cells) */
   uint64_t packed_ver, gates_ver;
+  float *grad;                   /* numel floats or NULL: the gradient (src/train owns it) */
 } sh_param;
 
 /* A stacked weight [W_1; W_2; ...] (affine_n), packed once per version. */
