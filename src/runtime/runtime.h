@@ -374,6 +374,8 @@ struct sheaf_graph {
   sh_pw_state pw;           /* pointwise fusion and programs */
   sh_work work;             /* workspaces */
   sh_instr instr;           /* counters, timers, the timeline */
+  sh_arena train;           /* src/train: a backward pass's gradients and temporaries (reset
+                               by each pass, its chunk kept for the next; graph.c frees it) */
   /* A new module with per-node data (the gradients of a backward pass, the
    * device buffers of a device executor) adds its part here, with its side
    * array indexed by node id: see sh_node. */

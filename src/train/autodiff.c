@@ -40,6 +40,7 @@
  * order within a bucket, buckets in sort order), so a pass is
  * deterministic for a given graph and thread count.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,7 +49,7 @@
 /* ------------------------------------------------------------- helpers */
 
 void *sh_bw_alloc(sh_bw *b, size_t bytes) {
-  void *p = sh_arena_alloc(&b->mem, bytes ? bytes : 1);
+  void *p = sh_arena_alloc(b->mem, bytes ? bytes : 1);
   if (!p) sh_fail(b->ctx, SHEAF_ERR_NOMEM, "sheaf_backward: out of memory (%zu bytes)", bytes);
   return p;
 }
@@ -62,7 +63,76 @@ float *sh_bw_grad(sh_bw *b, uint32_t id) {
   return b->grad[id] = p;
 }
 
+/* An elementwise op's value at one element (the forward's formulas, in
+ * double). */
+static double ew_value(int op, const double *v, int n_in, double s) {
+  double a = n_in > 0 ? v[0] : 0.0, c = n_in > 1 ? v[1] : 0.0;
+  switch (op) {
+  case SH_OP_ADD: return a + c;
+  case SH_OP_SUB: return a - c;
+  case SH_OP_MUL: return a * c;
+  case SH_OP_DIV: return a / c;
+  case SH_OP_POW: return pow(a, c);
+  case SH_OP_MINIMUM: return a != a ? a : c != c ? c : a < c ? a : c;
+  case SH_OP_MAXIMUM: return a != a ? a : c != c ? c : a > c ? a : c;
+  case SH_OP_GT: return a > c;
+  case SH_OP_GE: return a >= c;
+  case SH_OP_EQ: return a == c;
+  case SH_OP_NE: return a != c;
+  case SH_OP_WHERE: return a != 0 ? c : n_in > 2 ? v[2] : 0.0;
+  case SH_OP_SUM_N: {
+    double t = 0;
+    for (int k = 0; k < n_in; k++) t += v[k];
+    return t;
+  }
+  case SH_OP_SCALE: return s * a;
+  case SH_OP_TANH: return tanhf((float)a);
+  case SH_OP_SIGMOID: return 1.0f / (1.0f + expf((float)-a));
+  case SH_OP_RELU: return a > 0 ? a : 0;
+  case SH_OP_GELU: return 0.5 * a * (1.0 + erf(a / sqrt(2.0)));
+  case SH_OP_EXP: return exp(a);
+  case SH_OP_LN: return log(a);
+  case SH_OP_SQRT: return sqrt(a);
+  case SH_OP_RSQRT: return 1.0 / sqrt(a);
+  case SH_OP_ABS: return fabs(a);
+  case SH_OP_SOFTPLUS: return a > 20 ? a : log1p(exp(a));
+  case SH_OP_ERF: return erf(a);
+  case SH_OP_SILU: return a / (1.0 + exp(-a));
+  default: return 0.0;
+  }
+}
+
+/* The value of an elementwise node fused into its reader's program (the
+ * flush never stored it): computed here from its inputs, rather than by
+ * the runtime one node at a time. */
+static const float *absorbed_val(sh_bw *b, uint32_t id) {
+  const sh_node *n = &b->g->store.nodes[id];
+  enum { MAX_IN = 64 };
+  int n_in = n->n_in;
+  if (n_in > MAX_IN) return NULL;
+  const float *xv[MAX_IN];
+  const sh_node *xn[MAX_IN];
+  for (int k = 0; k < n_in; k++) {
+    uint32_t x = sh_bw_in(b, id, k);
+    xn[k] = &b->g->store.nodes[x];
+    if (!(xv[k] = sh_bw_val(b, x))) return NULL;
+  }
+  float *out = sh_bw_alloc(b, (size_t)n->rows * (size_t)n->cols * sizeof(float));
+  if (!out) return NULL;
+  for (int32_t r = 0; r < n->rows; r++)
+    for (int32_t c = 0; c < n->cols; c++) {
+      double v[MAX_IN];
+      for (int k = 0; k < n_in; k++)
+        v[k] = xv[k][(size_t)(xn[k]->rows == 1 ? 0 : r) * (size_t)xn[k]->cols + (size_t)(xn[k]->cols == 1 ? 0 : c)];
+      out[(size_t)r * n->cols + c] = (float)ew_value(n->op, v, n_in, n->op == SH_OP_SCALE ? n->scale : 0.0);
+    }
+  return b->vals[id] = out;
+}
+
 const float *sh_bw_val(sh_bw *b, uint32_t id) {
+  if (b->vals[id]) return b->vals[id];
+  const sh_node *n = &b->g->store.nodes[id];
+  if (sh_pw_absorbed(b->g, id) && !(n->done && n->val) && n->n_in <= 64) return absorbed_val(b, id);
   sheaf_value_view v;
   if (sheaf_value(b->g, sh_expr_of(b->g, id), &v)) return NULL;
   return v.data;
@@ -105,15 +175,27 @@ sheaf_status sheaf_model_zero_grad(sheaf_model *m) {
 
 /* A node's place in the backward order. */
 typedef struct bw_item {
-  uint32_t level, op, k1, k2, k3, id;
+  uint32_t phase, depth, gemm, op, k1, k2, k3, id;
 } bw_item;
 
+/* Phases and depths descending (readers before what they read); within
+ * one, the other nodes first, by id descending (a reader at the same depth
+ * — a view, a pointwise node absorbing its input — has the higher id),
+ * then the GEMM nodes, grouped by weight: they read only lower depths. */
 static int item_cmp(const void *pa, const void *pb) {
   const bw_item *a = pa, *b = pb;
-#define CMP_FIELD(f) \
+#define CMP_DESC(f) \
+  if (a->f != b->f) return a->f > b->f ? -1 : 1;
+#define CMP_ASC(f) \
   if (a->f != b->f) return a->f < b->f ? -1 : 1;
-  CMP_FIELD(level) CMP_FIELD(op) CMP_FIELD(k1) CMP_FIELD(k2) CMP_FIELD(k3) CMP_FIELD(id)
-#undef CMP_FIELD
+  CMP_DESC(phase) CMP_DESC(depth) CMP_ASC(gemm)
+  if (!a->gemm) {
+    CMP_DESC(id)
+    return 0;
+  }
+  CMP_ASC(op) CMP_ASC(k1) CMP_ASC(k2) CMP_ASC(k3) CMP_ASC(id)
+#undef CMP_DESC
+#undef CMP_ASC
   return 0;
 }
 
@@ -150,15 +232,12 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
       b->req[id] = 1;
     for (uint32_t k = 0; k < nd->n_in && !b->req[id]; k++) b->req[id] = b->req[g->store.ins[nd->in + k]];
   }
-  /* 2. levels, backward */
-  uint32_t *level = sh_bw_alloc(b, (size_t)n * sizeof *level);
-  if (!level) return SHEAF_ERR_NOMEM;
-  memset(level, 0xff, (size_t)n * sizeof *level);
+  /* 2. the nodes a gradient reaches, backward (bit 1 of req) */
   uint32_t top = 0;
   for (int i = 0; i < n_loss; i++) {
     uint32_t id = loss[i].node;
     if (!b->req[id]) continue; /* depends on no parameter: nothing to do */
-    level[id] = 0;
+    b->req[id] |= 2;
     float *gr = sh_bw_grad(b, id);
     if (!gr) return SHEAF_ERR_NOMEM;
     size_t k = (size_t)nodes[id].rows * (size_t)nodes[id].cols;
@@ -167,25 +246,25 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
   }
   uint32_t n_act = 0;
   for (uint32_t id = top; id-- > 0;) {
-    if (level[id] == UINT32_MAX) continue;
+    if (!(b->req[id] & 2)) continue;
     n_act++;
     const sh_node *nd = &nodes[id];
     for (uint32_t k = 0; k < nd->n_in; k++) {
       uint32_t x = g->store.ins[nd->in + k];
-      if (!b->req[x]) continue;
-      if (level[x] == UINT32_MAX || level[x] < level[id] + 1) level[x] = level[id] + 1;
+      if (b->req[x]) b->req[x] |= 2;
     }
   }
-  /* 3. buckets in a fixed order */
+  /* 3. the order, and the GEMM buckets */
   bw_item *it = sh_bw_alloc(b, (size_t)(n_act ? n_act : 1) * sizeof *it);
   uint32_t *ids = sh_bw_alloc(b, (size_t)(n_act ? n_act : 1) * sizeof *ids);
   if (!it || !ids) return SHEAF_ERR_NOMEM;
   uint32_t c = 0;
   for (uint32_t id = 0; id < top; id++) {
-    if (level[id] == UINT32_MAX) continue;
+    if (!(b->req[id] & 2)) continue;
     const sh_node *nd = &nodes[id];
-    bw_item e = {level[id], nd->op, 0, 0, 0, id};
+    bw_item e = {nd->phase, nd->depth, 0, nd->op, 0, 0, 0, id};
     if (nd->op == SH_OP_AFFINE || nd->op == SH_OP_LSTM) {
+      e.gemm = 1;
       e.k1 = nd->lin.w;
       e.k2 = nd->lin.b;
       e.k3 = (uint32_t)nd->n_in << 16 | (nd->rank == 2);
@@ -194,9 +273,9 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
   }
   qsort(it, c, sizeof *it, item_cmp);
   for (uint32_t i = 0; i < c;) {
-    uint32_t j = i;
-    while (j < c && it[j].level == it[i].level && it[j].op == it[i].op && it[j].k1 == it[i].k1 &&
-           it[j].k2 == it[i].k2 && it[j].k3 == it[i].k3)
+    uint32_t j = i + 1;
+    while (it[i].gemm && j < c && it[j].gemm && it[j].phase == it[i].phase && it[j].depth == it[i].depth &&
+           it[j].op == it[i].op && it[j].k1 == it[i].k1 && it[j].k2 == it[i].k2 && it[j].k3 == it[i].k3)
       j++;
     uint32_t m = 0;
     for (uint32_t k = i; k < j; k++)
@@ -205,6 +284,7 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
     if (m) {
       sheaf_status st = sh_bw_rules[it[i].op](b, ids, m);
       if (st) return st;
+      if (it[i].gemm) b->gemm_buckets++;
     }
     i = j;
   }
@@ -241,13 +321,21 @@ sheaf_status sheaf_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss,
   b.g = g;
   b.ctx = g->ctx;
   b.n = g->store.n_nodes;
-  sh_arena_init(&b.mem, g->ctx, 1u << 20);
-  b.grad = sh_calloc(g->ctx, b.n ? b.n : 1, sizeof *b.grad);
-  b.req = sh_calloc(g->ctx, b.n ? b.n : 1, 1);
-  if (!b.grad || !b.req) st = sh_fail(g->ctx, SHEAF_ERR_NOMEM, "sheaf_backward: out of memory");
-  else st = run_pass(&b, n_loss, loss, scale, opts);
-  sh_free(g->ctx, b.grad, (size_t)(b.n ? b.n : 1) * sizeof *b.grad);
-  sh_free(g->ctx, b.req, b.n ? b.n : 1);
-  sh_arena_destroy(&b.mem);
+  b.mem = &g->train;
+  b.grad = sh_bw_alloc(&b, (size_t)(b.n ? b.n : 1) * sizeof *b.grad);
+  b.req = sh_bw_alloc(&b, b.n ? b.n : 1);
+  b.vals = sh_bw_alloc(&b, (size_t)(b.n ? b.n : 1) * sizeof *b.vals);
+  if (!b.grad || !b.req || !b.vals) {
+    st = SHEAF_ERR_NOMEM;
+  } else {
+    memset(b.grad, 0, (size_t)b.n * sizeof *b.grad);
+    memset(b.req, 0, b.n);
+    memset(b.vals, 0, (size_t)b.n * sizeof *b.vals);
+    st = run_pass(&b, n_loss, loss, scale, opts);
+  }
+  /* next time, one chunk holds what this pass needed */
+  sh_arena *a = &g->train;
+  if (a->used_total > a->chunk_size) a->chunk_size = sh_align_up(a->used_total + a->used_total / 8, SH_ARENA_ALIGN);
+  sh_arena_reset(a);
   return st;
 }

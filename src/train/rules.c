@@ -103,29 +103,36 @@ static sheaf_status bw_ALIAS(sh_bw *b, const uint32_t *ids, uint32_t n) {
     float *dx = sh_bw_grad(b, src);
     if (!dx) return SHEAF_ERR_NOMEM;
     const sh_node *nd = node(b, id);
-    int32_t w = node(b, src)->cols;
+    int32_t w = node(b, src)->cols, cols = nd->cols;
     const float *dy = b->grad[id];
-    for (int32_t r = 0; r < nd->rows; r++)
-      for (int32_t j = 0; j < nd->cols; j++) {
-        float v = y[(size_t)r * nd->cols + j], d;
-        switch (act) {
-        case SH_GEMM_ACT_RELU: d = v > 0.0f ? 1.0f : 0.0f; break;
-        case SH_GEMM_ACT_SIGMOID: d = v * (1.0f - v); break;
-        case SH_GEMM_ACT_TANH: d = 1.0f - v * v; break;
-        case SH_GEMM_ACT_GELU_ERF: {
+    for (int32_t r = 0; r < nd->rows; r++) {
+      const float *yr = y + (size_t)r * cols, *dr = dy + (size_t)r * cols;
+      float *d = dx + (size_t)r * w + c0;
+      switch (act) {
+      case SH_GEMM_ACT_RELU:
+        for (int32_t j = 0; j < cols; j++) d[j] += yr[j] > 0.0f ? dr[j] : 0.0f;
+        break;
+      case SH_GEMM_ACT_SIGMOID:
+        for (int32_t j = 0; j < cols; j++) d[j] += dr[j] * yr[j] * (1.0f - yr[j]);
+        break;
+      case SH_GEMM_ACT_TANH:
+        for (int32_t j = 0; j < cols; j++) d[j] += dr[j] * (1.0f - yr[j] * yr[j]);
+        break;
+      case SH_GEMM_ACT_GELU_ERF:
+        for (int32_t j = 0; j < cols; j++) {
           double x = z[(size_t)r * w + c0 + j];
-          d = (float)(0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI));
-          break;
+          d[j] += dr[j] * (float)(0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI));
         }
-        default: { /* GELU, tanh form */
+        break;
+      default: /* GELU, tanh form */
+        for (int32_t j = 0; j < cols; j++) {
           double x = z[(size_t)r * w + c0 + j], k = sqrt(2.0 / M_PI), u = k * (x + 0.044715 * x * x * x);
           double t = tanh(u);
-          d = (float)(0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x));
-          break;
+          d[j] += dr[j] * (float)(0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x));
         }
-        }
-        dx[(size_t)r * w + c0 + j] += dy[(size_t)r * nd->cols + j] * d;
+        break;
       }
+    }
   }
   return SHEAF_OK;
 }
@@ -201,13 +208,76 @@ static void ew_partials(int op, const double *v, double y, double s, double *d) 
   }
 }
 
+/* The common ops on operands of the node's own shape, in float: no
+ * broadcast, no per-element switch, and tanh and sigmoid from their input
+ * when the flush did not store their value (fused into their reader). */
+static sheaf_status ew_fast(sh_bw *b, uint32_t id, bool *done) {
+  const sh_node *nd = node(b, id);
+  int op = nd->op;
+  *done = false;
+  if (op != SH_OP_ADD && op != SH_OP_SUB && op != SH_OP_MUL && op != SH_OP_TANH && op != SH_OP_SIGMOID &&
+      op != SH_OP_SCALE)
+    return SHEAF_OK;
+  uint32_t x[2] = {sh_bw_in(b, id, 0), nd->n_in > 1 ? sh_bw_in(b, id, 1) : SH_NONE};
+  for (int k = 0; k < nd->n_in; k++)
+    if (node(b, x[k])->rows != nd->rows || node(b, x[k])->cols != nd->cols) return SHEAF_OK;
+  *done = true;
+  size_t e = numel(nd);
+  const float *dy = b->grad[id];
+  float *d0 = NEED(b, x[0]) ? sh_bw_grad(b, x[0]) : NULL;
+  float *d1 = nd->n_in > 1 && NEED(b, x[1]) ? sh_bw_grad(b, x[1]) : NULL;
+  if ((NEED(b, x[0]) && !d0) || (nd->n_in > 1 && NEED(b, x[1]) && !d1)) return SHEAF_ERR_NOMEM;
+  switch (op) {
+  case SH_OP_ADD:
+  case SH_OP_SUB: {
+    float s1 = op == SH_OP_ADD ? 1.0f : -1.0f;
+    for (size_t j = 0; d0 && j < e; j++) d0[j] += dy[j];
+    for (size_t j = 0; d1 && j < e; j++) d1[j] += s1 * dy[j];
+    return SHEAF_OK;
+  }
+  case SH_OP_SCALE:
+    for (size_t j = 0; d0 && j < e; j++) d0[j] += nd->scale * dy[j];
+    return SHEAF_OK;
+  case SH_OP_MUL: {
+    const float *a = d1 ? sh_bw_val(b, x[0]) : NULL, *c = d0 ? sh_bw_val(b, x[1]) : NULL;
+    if ((d1 && !a) || (d0 && !c)) return BW_FAIL(b);
+    for (size_t j = 0; d0 && j < e; j++) d0[j] += dy[j] * c[j];
+    for (size_t j = 0; d1 && j < e; j++) d1[j] += dy[j] * a[j];
+    return SHEAF_OK;
+  }
+  default: break; /* tanh, sigmoid */
+  }
+  if (!d0) return SHEAF_OK;
+  const float *y = NULL, *xv = NULL;
+  if (sh_pw_absorbed(b->g, id) && !(nd->done && nd->val) && !b->vals[id]) {
+    if (!(xv = sh_bw_val(b, x[0]))) return BW_FAIL(b);
+  } else if (!(y = sh_bw_val(b, id))) {
+    return BW_FAIL(b);
+  }
+  for (size_t j = 0; j < e; j++) {
+    float v = y ? y[j] : op == SH_OP_TANH ? tanhf(xv[j]) : 1.0f / (1.0f + expf(-xv[j]));
+    d0[j] += dy[j] * (op == SH_OP_TANH ? 1.0f - v * v : v * (1.0f - v));
+  }
+  return SHEAF_OK;
+}
+
+/* Ops whose derivative reads the node's own value. */
+static bool ew_reads_y(int op) {
+  return op == SH_OP_POW || op == SH_OP_TANH || op == SH_OP_SIGMOID || op == SH_OP_EXP || op == SH_OP_SQRT ||
+         op == SH_OP_RSQRT;
+}
+
 static sheaf_status bw_ew(sh_bw *b, const uint32_t *ids, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) {
     uint32_t id = ids[i];
+    bool done;
+    sheaf_status st = ew_fast(b, id, &done);
+    if (st) return st;
+    if (done) continue;
     const sh_node *nd = node(b, id);
     int op = nd->op, k_in = nd->n_in;
-    const float *y = sh_bw_val(b, id), *xv[3] = {NULL, NULL, NULL};
-    if (!y) return BW_FAIL(b);
+    const float *y = ew_reads_y(op) ? sh_bw_val(b, id) : NULL, *xv[3] = {NULL, NULL, NULL};
+    if (ew_reads_y(op) && !y) return BW_FAIL(b);
     const sh_node *xn[3] = {NULL, NULL, NULL};
     float *dx[3] = {NULL, NULL, NULL};
     for (int k = 0; k < k_in; k++) {
@@ -222,7 +292,7 @@ static sheaf_status bw_ew(sh_bw *b, const uint32_t *ids, uint32_t n) {
         size_t e = (size_t)r * nd->cols + c;
         double v[3] = {0, 0, 0}, d[3];
         for (int k = 0; k < k_in; k++) v[k] = xv[k][bidx(xn[k], r, c)];
-        ew_partials(op, v, y[e], nd->scale, d);
+        ew_partials(op, v, y ? y[e] : 0.0, nd->scale, d);
         for (int k = 0; k < k_in; k++)
           if (dx[k]) dx[k][bidx(xn[k], r, c)] += (float)(dy[e] * d[k]);
       }

@@ -15,10 +15,13 @@
 typedef struct sh_bw {
   sheaf_graph *g;
   sheaf_ctx *ctx;
-  sh_arena mem;  /* node gradients and temporaries: freed at the end of the pass */
-  float **grad;  /* by node id: its gradient (rows * cols floats, row-major) or NULL */
-  uint8_t *req;  /* by node id: a gradient must flow into it (it leads to a parameter or a wrt) */
-  uint32_t n;    /* nodes of the graph */
+  sh_arena *mem;   /* node gradients and temporaries (g->train: reset at the end of the pass) */
+  float **grad;    /* by node id: its gradient (rows * cols floats, row-major) or NULL */
+  const float **vals; /* by node id: values the pass computed itself (absorbed pointwise nodes) */
+  uint8_t *req;    /* by node id: bit 0, a gradient must flow into it (it leads to a parameter
+                      or a wrt); bit 1, one does (it leads to a loss too) */
+  uint32_t n;      /* nodes of the graph */
+  uint64_t gemm_buckets; /* GEMM buckets run (tests) */
 } sh_bw;
 
 /* A rule runs the backward of a bucket: n nodes of one op (and, for the
