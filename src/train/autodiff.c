@@ -284,7 +284,6 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
     if (m) {
       sheaf_status st = sh_bw_rules[it[i].op](b, ids, m);
       if (st) return st;
-      if (it[i].gemm) b->gemm_buckets++;
     }
     i = j;
   }

@@ -21,7 +21,6 @@ typedef struct sh_bw {
   uint8_t *req;    /* by node id: bit 0, a gradient must flow into it (it leads to a parameter
                       or a wrt); bit 1, one does (it leads to a loss too) */
   uint32_t n;      /* nodes of the graph */
-  uint64_t gemm_buckets; /* GEMM buckets run (tests) */
 } sh_bw;
 
 /* A rule runs the backward of a bucket: n nodes of one op (and, for the
