@@ -65,6 +65,14 @@ SHEAF_API sheaf_expr sheaf_nll(sheaf_graph *g, sheaf_expr logits, int64_t label)
 /* -logp[label]: the same for log-probabilities already computed. */
 SHEAF_API sheaf_expr sheaf_nll_logp(sheaf_graph *g, sheaf_expr logp, int64_t label);
 
+/* x with each element zeroed with probability p and the others scaled by
+ * 1/(1 - p) (inverted dropout); the mask is drawn from `seed` (one
+ * splitmix64 draw per element): the same seed gives the same mask, so
+ * training is reproducible. p = 0 (inference): x itself. p outside [0, 1):
+ * an error recorded on the graph. The mask is an input, so the gradient
+ * passes through the kept elements only. */
+SHEAF_API sheaf_expr sheaf_dropout(sheaf_graph *g, sheaf_expr x, float p, uint64_t seed);
+
 /* ------------------------------------------------------------- optimizers */
 
 typedef enum sheaf_optim_kind {

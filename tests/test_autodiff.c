@@ -7,7 +7,8 @@
  * activations and pointwise programs) and none. The loss is Σ w·y with
  * fixed random w; the reference is Richardson-extrapolated central
  * differences of the float forward, summed in double; the bound is 1e-3
- * relative (floor 1e-2 on the magnitude). Two-input cases draw their
+ * relative (floor 1e-2 on the magnitude); dropout (through a seeded mask)
+ * too, and its mask's rate and reproducibility. Two-input cases draw their
  * inputs on grids 1/8 apart, so no finite difference crosses a kink.
  */
 #include <math.h>
@@ -219,6 +220,10 @@ static sheaf_expr b_reshape(sheaf_graph *g, const sheaf_expr *x, const gc_case *
   int64_t s[2] = {3, 4};
   return sheaf_tanh(g, sheaf_reshape(g, x[0], 2, s));
 }
+static sheaf_expr b_dropout(sheaf_graph *g, const sheaf_expr *x, const gc_case *c) {
+  (void)c;
+  return sheaf_dropout(g, sheaf_tanh(g, x[0]), 0.3f, 42);
+}
 static sheaf_expr b_layer_norm(sheaf_graph *g, const sheaf_expr *x, const gc_case *c) {
   return sheaf_layer_norm(g, x[0], sheaf_parameter(g, c->p[0]), sheaf_parameter(g, c->p[1]), 1e-5f);
 }
@@ -289,6 +294,7 @@ TEST(autodiff_every_op_against_finite_differences) {
       {"log_softmax", 1, {2}, M35, -2, 2, b_log_softmax, {{0, 0}}},
       {"pick", 1, {2}, M35, -2, 2, b_pick, {{0, 0}}},
       {"nll", 1, {1}, V5, -2, 2, b_nll, {{0, 0}}},
+      {"dropout", 1, {2}, M35, -2, 2, b_dropout, {{0, 0}}},
       {"layer_norm", 1, {2}, M35, -2, 2, b_layer_norm, {ln_g, ln_b}},
       {"stack", 2, {1, 1}, {{5, 0}, {5, 0}}, -2, 2, b_stack, {{0, 0}}},
       {"transpose", 1, {2}, M35, -2, 2, b_transpose, {{0, 0}}},
@@ -307,5 +313,41 @@ TEST(autodiff_every_op_against_finite_differences) {
   static const sheaf_policy pols[2] = {SHEAF_POLICY_SHEAF, SHEAF_POLICY_NONE};
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
     for (int p = 0; p < 2; p++) gc_run(m, &cases[i], pols[p]);
+  sheaf_model_free(m);
+}
+
+TEST(dropout_mask_is_seeded) {
+  sheaf_ctx *ctx = th_ctx();
+  sheaf_model *m = NULL;
+  REQUIRE_OK(ctx, sheaf_model_create(ctx, &m));
+  sheaf_graph *g = NULL;
+  if (CHECK_OK(ctx, sheaf_graph_create(m, NULL, &g))) {
+    enum { N = 10000 };
+    float *ones = malloc(N * sizeof(float));
+    for (int i = 0; i < N; i++) ones[i] = 1.0f;
+    int64_t n = N;
+    sheaf_expr x = sheaf_input(g, 1, &n, ones);
+    sheaf_expr a = sheaf_dropout(g, x, 0.25f, 7), b = sheaf_dropout(g, x, 0.25f, 7), c = sheaf_dropout(g, x, 0.25f, 8);
+    CHECK(sheaf_dropout(g, x, 0.0f, 7).node == x.node); /* inference: x itself */
+    sheaf_value_view va, vb, vc;
+    if (CHECK_OK(ctx, sheaf_value(g, a, &va)) && CHECK_OK(ctx, sheaf_value(g, b, &vb)) &&
+        CHECK_OK(ctx, sheaf_value(g, c, &vc))) {
+      int zeros = 0, same = 1, differ = 0;
+      for (int i = 0; i < N; i++) {
+        zeros += va.data[i] == 0.0f;
+        same &= va.data[i] == vb.data[i];
+        differ += va.data[i] != vc.data[i];
+        if (va.data[i] != 0.0f) CHECK_NEAR(va.data[i], 1.0 / 0.75, 1e-6);
+      }
+      CHECK(same);
+      CHECK(differ > 1000);
+      CHECK(zeros > 2300 && zeros < 2700); /* 2500 expected, sd 43 */
+    }
+    sheaf_expr bad = sheaf_dropout(g, x, 1.0f, 7);
+    CHECK(sheaf_expr_is_null(bad));
+    CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "sheaf_dropout: p 1 is outside [0, 1)");
+    free(ones);
+  }
+  sheaf_graph_free(g);
   sheaf_model_free(m);
 }

@@ -1,6 +1,5 @@
 /*
- * optim.c — losses built from the graph's ops (sheaf_nll) and the
- * optimizers (sheaf_optimizer_*: SGD with momentum, AdaGrad, Adam/AdamW),
+ * optim.c — the optimizers (sheaf_optimizer_*: SGD with momentum, AdaGrad, Adam/AdamW),
  * with clipping by the global gradient norm. An update walks the
  * parameters in declaration order, each element in order, in float (the
  * norm summed in double): the same gradients give bit-identical weights.
@@ -9,16 +8,6 @@
 #include <string.h>
 
 #include "train/train.h"
-
-/* ------------------------------------------------------------------ losses */
-
-sheaf_expr sheaf_nll_logp(sheaf_graph *g, sheaf_expr logp, int64_t label) {
-  return sheaf_scale(g, sheaf_pick(g, logp, label), -1.0f);
-}
-
-sheaf_expr sheaf_nll(sheaf_graph *g, sheaf_expr logits, int64_t label) {
-  return sheaf_nll_logp(g, sheaf_log_softmax(g, logits), label);
-}
 
 /* -------------------------------------------------------------- optimizers */
 
