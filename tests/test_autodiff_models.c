@@ -8,8 +8,8 @@
  * loss checked equal to the graph's first; 1e-3 relative, floor 1e-2), and the
  * gradients of 64 instances of different tree shapes / sequence lengths
  * in one graph (batched: one GEMM per bucket) equal to the per-instance
- * gradients summed within 1e-5 (relative, floor 1), under policies sheaf
- * and none.
+ * gradients summed within 1e-5 (relative, floor 1), under policies sheaf,
+ * none and agenda; and the backward's GEMM buckets are the forward's.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -17,6 +17,7 @@
 
 #include "harness.h"
 #include "sheaf_train.h"
+#include "train/train.h"
 
 enum { V = 11, D = 4, H = 4, C = 3, MAXN = 16 };
 
@@ -363,5 +364,35 @@ TEST(autodiff_errors) {
   }
   sheaf_graph_free(g);
   sheaf_graph_free(g2);
+  sheaf_model_free(md.m);
+}
+
+/* The backward's GEMM buckets are the forward's: every affine with one
+ * weight at one depth, across the 64 trees, is one bucket (one GEMM for
+ * dW, one for dX) — as many as the forward ran affine batches (14 for 580
+ * affine nodes here). */
+TEST(autodiff_gemm_buckets_are_the_forwards) {
+  sheaf_ctx *ctx = th_ctx();
+  tm_model md;
+  if (!tm_create(ctx, &md)) return;
+  sheaf_graph *g = NULL;
+  tm_inst *t = calloc(64, sizeof *t);
+  if (CHECK_OK(ctx, sheaf_graph_create(md.m, NULL, &g))) {
+    for (int i = 0; i < 64; i++) tree_build(&t[i], 1 + irand(8));
+    sheaf_expr l[64];
+    for (int i = 0; i < 64; i++) l[i] = tree_loss(g, &md, &t[i]);
+    uint64_t buckets = 0, fwd = 0, nodes = 0;
+    if (CHECK_OK(ctx, sheaf_graph_flush(g)) && CHECK_OK(ctx, sh_backward(g, 64, l, NULL, &buckets))) {
+      const char *names[64];
+      uint64_t nb[64], nn[64];
+      size_t k = sheaf_graph_kernel_stats(g, 64, names, nb, nn);
+      for (size_t i = 0; i < k; i++)
+        if (strncmp(names[i], "affine", 6) == 0) fwd += nb[i], nodes += nn[i];
+      CHECK(fwd > 0 && nodes > 64 * 2);
+      CHECK_EQ_INT(buckets, fwd);
+    }
+  }
+  free(t);
+  sheaf_graph_free(g);
   sheaf_model_free(md.m);
 }

@@ -284,6 +284,7 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
     if (m) {
       sheaf_status st = sh_bw_rules[it[i].op](b, ids, m);
       if (st) return st;
+      b->gemm_buckets += it[i].gemm;
     }
     i = j;
   }
@@ -299,6 +300,12 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
 
 sheaf_status sheaf_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss,
                             const sheaf_backward_opts *opts) {
+  return sh_backward(g, n_loss, loss, opts, NULL);
+}
+
+sheaf_status sh_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss, const sheaf_backward_opts *opts,
+                         uint64_t *gemm_buckets) {
+  if (gemm_buckets) *gemm_buckets = 0;
   if (!g) return SHEAF_ERR_INVALID_ARG;
   if (n_loss < 0 || (n_loss > 0 && !loss))
     return sh_fail(g->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_backward: %s",
@@ -331,6 +338,7 @@ sheaf_status sheaf_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss,
     memset(b.req, 0, b.n);
     memset(b.vals, 0, (size_t)b.n * sizeof *b.vals);
     st = run_pass(&b, n_loss, loss, scale, opts);
+    if (gemm_buckets) *gemm_buckets = b.gemm_buckets;
   }
   /* next time, one chunk holds what this pass needed */
   sh_arena *a = &g->train;

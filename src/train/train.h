@@ -21,6 +21,7 @@ typedef struct sh_bw {
   uint8_t *req;    /* by node id: bit 0, a gradient must flow into it (it leads to a parameter
                       or a wrt); bit 1, one does (it leads to a loss too) */
   uint32_t n;      /* nodes of the graph */
+  uint64_t gemm_buckets; /* GEMM buckets run (each one GEMM for dW, one per input for dX) */
 } sh_bw;
 
 /* A rule runs the backward of a bucket: n nodes of one op (and, for the
@@ -42,6 +43,10 @@ void *sh_bw_alloc(sh_bw *b, size_t bytes);
 sheaf_status sh_bw_affine(sh_bw *b, const uint32_t *ids, uint32_t n);
 sheaf_status sh_bw_lstm(sh_bw *b, const uint32_t *ids, uint32_t n);
 sheaf_status sh_bw_matmul(sh_bw *b, const uint32_t *ids, uint32_t n);
+
+/* sheaf_backward, also giving the count of GEMM buckets it ran (tests). */
+sheaf_status sh_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss, const sheaf_backward_opts *opts,
+                         uint64_t *gemm_buckets);
 
 /* Node i's input k. */
 static inline uint32_t sh_bw_in(const sh_bw *b, uint32_t id, int k) {
