@@ -45,7 +45,8 @@ typedef struct sheaf_backward_opts {
  * gradient, where passes it through the branch each element selected,
  * max/minimum/maximum/abs/relu through the selected input (ties: split
  * evenly for minimum/maximum, the first maximum for max). opts NULL: scale
- * 1, no wrt. */
+ * 1, no wrt. A failure (out of memory) may leave the gradients partly
+ * accumulated: zero them before trying again. */
 SHEAF_API sheaf_status sheaf_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss,
                                       const sheaf_backward_opts *opts);
 

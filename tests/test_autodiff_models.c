@@ -396,3 +396,40 @@ TEST(autodiff_gemm_buckets_are_the_forwards) {
   sheaf_graph_free(g);
   sheaf_model_free(md.m);
 }
+
+/* Every allocation of a backward pass and an optimizer step failing in
+ * turn: a clean SHEAF_ERR_NOMEM (no crash, no leak), then success. */
+TEST(autodiff_out_of_memory_is_an_error) {
+  sheaf_ctx *ctx = th_ctx();
+  tm_model md;
+  if (!tm_create(ctx, &md)) return;
+  tm_inst t[4];
+  memset(t, 0, sizeof t);
+  for (int i = 0; i < 2; i++) tree_build(&t[i], 3 + i);
+  for (int i = 2; i < 4; i++) seq_make(&t[i], 3 + i);
+  sheaf_optimizer *o = NULL;
+  sheaf_optimizer_opts oo = {SHEAF_OPTIM_ADAM, 0.01f, 0, 0, 0, 0, 0, 1.0f};
+  REQUIRE_OK(ctx, sheaf_optimizer_create(md.m, &oo, &o));
+  bool succeeded = false;
+  for (long n = 1; n < 400 && !succeeded; n++) {
+    sheaf_graph *g = NULL;
+    REQUIRE_OK(ctx, sheaf_graph_create(md.m, NULL, &g));
+    sheaf_expr l[4];
+    for (int i = 0; i < 4; i++) l[i] = inst_loss(g, &md, &t[i], i < 2);
+    if (!CHECK_OK(ctx, sheaf_graph_flush(g))) {
+      sheaf_graph_free(g);
+      break;
+    }
+    sheaf_model_zero_grad(md.m);
+    th_fail_alloc_at(n);
+    sheaf_status st = sheaf_backward(g, 4, l, NULL);
+    if (st == SHEAF_OK) st = sheaf_optimizer_step(o, NULL);
+    th_fail_alloc_at(0);
+    if (st == SHEAF_OK) succeeded = true;
+    else CHECK_EQ_INT(st, SHEAF_ERR_NOMEM);
+    sheaf_graph_free(g);
+  }
+  CHECK(succeeded);
+  sheaf_optimizer_free(o);
+  sheaf_model_free(md.m);
+}
