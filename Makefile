@@ -126,7 +126,7 @@ $(BUILDDIR)/bench/%: $(BUILDDIR)/obj/bench/%.o $(BENCH_UTIL_OBJ) $(LIB_A)
 
 # The examples see the public headers only (include/), as a program built
 # against an installed Sheaf would.
-$(BUILDDIR)/examples/%: examples/%.c include/sheaf.h include/sheaf_graph.h include/sheaf_program.h include/sheaf_kernel.h $(LIB_A)
+$(BUILDDIR)/examples/%: examples/%.c include/sheaf.h include/sheaf_graph.h include/sheaf_program.h include/sheaf_kernel.h include/sheaf_train.h $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(call say,CC,$<)
 	$(Q)$(CC) -std=c11 $(OPT) $(WARN) $(SANFLAGS) -Iinclude $(CFLAGS) $(LDFLAGS_ALL) -o $@ $< $(LIB_A) $(LDLIBS_ALL)
