@@ -340,6 +340,7 @@ sheaf_status sh_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss, con
     st = run_pass(&b, n_loss, loss, scale, opts);
     if (gemm_buckets) *gemm_buckets = b.gemm_buckets;
   }
+  for (uint32_t i = 0; i < b.n_wt; i++) sh_gemm_packed_b_free(g->ctx, b.wt[i]);
   /* next time, one chunk holds what this pass needed */
   sh_arena *a = &g->train;
   if (a->used_total > a->chunk_size) a->chunk_size = sh_align_up(a->used_total + a->used_total / 8, SH_ARENA_ALIGN);

@@ -14,6 +14,25 @@
 
 #define BW_FAIL(b) ((b)->g->status ? (b)->g->status : sheaf_ctx_last_status((b)->ctx))
 
+sheaf_status sh_bw_packed_wt(sh_bw *b, uint32_t pid, const sh_gemm_packed_b **out) {
+  sheaf_model *m = b->g->model;
+  if (!b->wt) {
+    b->n_wt = m->n_params;
+    b->wt = sh_bw_alloc(b, (size_t)b->n_wt * sizeof *b->wt);
+    if (!b->wt) return SHEAF_ERR_NOMEM;
+    memset(b->wt, 0, (size_t)b->n_wt * sizeof *b->wt);
+  }
+  if (!b->wt[pid - 1]) {
+    const sh_param *w = &m->params[pid - 1];
+    /* B = W^T [out, in]; its transpose is W itself: element (k, n) at W[n * out + k] */
+    sheaf_status st = sh_gemm_pack_b(b->ctx, w->data, w->shape[1], w->shape[1], w->shape[0],
+                                     SH_GEMM_PACK_TRANS, &b->wt[pid - 1]);
+    if (st) return st;
+  }
+  *out = b->wt[pid - 1];
+  return SHEAF_OK;
+}
+
 static sheaf_status gemm(sh_bw *b, const sh_gemm_args *a) {
   return sh_gemm(b->ctx, b->g->isa, b->g->threads, a);
 }
@@ -47,17 +66,17 @@ static sheaf_status lin_grads(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t
     if (!any) continue;
     float *dx = sh_bw_alloc(b, (size_t)m * (size_t)in[k] * sizeof(float));
     if (!dx) return SHEAF_ERR_NOMEM;
+    const sh_gemm_packed_b *wt;
+    sheaf_status st = sh_bw_packed_wt(b, wid[k], &wt);
+    if (st) return st;
     sh_gemm_args a = {0};
     a.m = m;
     a.n_src = 1;
     a.src[0] = (sh_gemm_src){out, {dyr, NULL, 0}};
-    a.b = (sh_gemm_in){NULL, md->params[wid[k] - 1].data, out};
-    a.b_trans = true; /* B = W_k^T given as W_k [in_k, out] */
-    a.n = in[k];
+    a.b_packed = wt; /* W_k^T, packed once per pass */
     a.c = (sh_gemm_out){NULL, dx, in[k]};
     a.ws = ws;
-    sheaf_status st = gemm(b, &a);
-    if (st) return st;
+    if ((st = gemm(b, &a))) return st;
     int64_t r0 = 0;
     for (uint32_t i = 0; i < n; i++) {
       uint32_t x = sh_bw_in(b, ids[i], k);
@@ -155,18 +174,19 @@ sheaf_status sh_bw_lstm(sh_bw *b, const uint32_t *ids, uint32_t n) {
     r0 += g->store.nodes[ids[i]].rows;
   }
   /* the gates again: z = x·W + b, one GEMM */
+  const sh_gemm_packed_b *pw; /* W packed as the forward uses it (kept by the model) */
+  sheaf_status st = sh_model_packed(g->model, n0->lin.w, false, &pw);
+  if (st) return st;
   sh_gemm_args a = {0};
   a.m = m;
   a.n_src = 1;
   a.src[0] = (sh_gemm_src){in, {xr, NULL, 0}};
-  a.b = (sh_gemm_in){NULL, W->data, g4};
-  a.n = g4;
+  a.b_packed = pw;
   a.c = (sh_gemm_out){NULL, z, g4};
   a.ws = g->work.gemm_ws[0];
   if (n0->lin.b)
     a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_BIAS, 0, 0, 0, g->model->params[n0->lin.b - 1].data, {0}};
-  sheaf_status st = sh_gemm(b->ctx, g->isa, g->threads, &a);
-  if (st) return st;
+  if ((st = sh_gemm(b->ctx, g->isa, g->threads, &a))) return st;
   /* z becomes dz (gate order i, f, g, o) */
   r0 = 0;
   for (uint32_t i = 0; i < n; i++) {

@@ -22,6 +22,9 @@ typedef struct sh_bw {
                       or a wrt); bit 1, one does (it leads to a loss too) */
   uint32_t n;      /* nodes of the graph */
   uint64_t gemm_buckets; /* GEMM buckets run (each one GEMM for dW, one per input for dX) */
+  sh_gemm_packed_b **wt; /* by parameter id - 1: W^T packed for dX = dY·W^T, once per pass
+                            (n_wt entries, NULL until used; freed at the end of the pass) */
+  uint32_t n_wt;
 } sh_bw;
 
 /* A rule runs the backward of a bucket: n nodes of one op (and, for the
@@ -47,6 +50,9 @@ sheaf_status sh_bw_matmul(sh_bw *b, const uint32_t *ids, uint32_t n);
 /* sheaf_backward, also giving the count of GEMM buckets it ran (tests). */
 sheaf_status sh_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss, const sheaf_backward_opts *opts,
                          uint64_t *gemm_buckets);
+
+/* W^T of parameter `pid` (1-based) packed as a GEMM's B, cached for the pass. */
+sheaf_status sh_bw_packed_wt(sh_bw *b, uint32_t pid, const sh_gemm_packed_b **out);
 
 /* Node i's input k. */
 static inline uint32_t sh_bw_in(const sh_bw *b, uint32_t id, int k) {
