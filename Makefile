@@ -126,7 +126,7 @@ $(BUILDDIR)/bench/%: $(BUILDDIR)/obj/bench/%.o $(BENCH_UTIL_OBJ) $(LIB_A)
 
 # The examples see the public headers only (include/), as a program built
 # against an installed Sheaf would.
-$(BUILDDIR)/examples/%: examples/%.c include/sheaf.h include/sheaf_graph.h include/sheaf_program.h include/sheaf_kernel.h $(LIB_A)
+$(BUILDDIR)/examples/%: examples/%.c include/sheaf.h include/sheaf_graph.h include/sheaf_program.h include/sheaf_kernel.h include/sheaf_train.h $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(call say,CC,$<)
 	$(Q)$(CC) -std=c11 $(OPT) $(WARN) $(SANFLAGS) -Iinclude $(CFLAGS) $(LDFLAGS_ALL) -o $@ $< $(LIB_A) $(LDLIBS_ALL)
@@ -237,7 +237,7 @@ fuzz: fuzz-build
 
 install: $(LIB_A) $(LIB_SO) $(SHEAF)
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/bin
-	install -m 644 include/sheaf.h include/sheaf_graph.h include/sheaf_program.h include/sheaf_kernel.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/sheaf.h include/sheaf_graph.h include/sheaf_program.h include/sheaf_kernel.h include/sheaf_train.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 $(LIB_A) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(LIB_SO) $(DESTDIR)$(PREFIX)/lib/libsheaf.so.0
 	ln -sf libsheaf.so.0 $(DESTDIR)$(PREFIX)/lib/libsheaf.so
@@ -246,7 +246,7 @@ install: $(LIB_A) $(LIB_SO) $(SHEAF)
 	    sheaf.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/sheaf.pc
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/include/sheaf.h $(DESTDIR)$(PREFIX)/include/sheaf_graph.h $(DESTDIR)$(PREFIX)/include/sheaf_program.h $(DESTDIR)$(PREFIX)/include/sheaf_kernel.h $(DESTDIR)$(PREFIX)/lib/libsheaf.a \
+	rm -f $(DESTDIR)$(PREFIX)/include/sheaf.h $(DESTDIR)$(PREFIX)/include/sheaf_graph.h $(DESTDIR)$(PREFIX)/include/sheaf_program.h $(DESTDIR)$(PREFIX)/include/sheaf_kernel.h $(DESTDIR)$(PREFIX)/include/sheaf_train.h $(DESTDIR)$(PREFIX)/lib/libsheaf.a \
 	      $(DESTDIR)$(PREFIX)/lib/libsheaf.so $(DESTDIR)$(PREFIX)/lib/libsheaf.so.0 \
 	      $(DESTDIR)$(PREFIX)/bin/sheaf $(DESTDIR)$(PREFIX)/lib/pkgconfig/sheaf.pc
 

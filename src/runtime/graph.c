@@ -127,6 +127,7 @@ sheaf_status sheaf_graph_create(sheaf_model *m, const sheaf_graph_opts *opts, sh
   g->handle = (uint64_t)g->tag << 32 | g->gen;
   sh_arena_init(&g->store.data, ctx, 1u << 20);
   sh_arena_init(&g->work.scratch, ctx, 256u << 10);
+  sh_arena_init(&g->train, ctx, 1u << 20); /* src/train's */
   sheaf_status st = sh_gemm_ws_create(ctx, &g->work.gemm_ws[0]);
   if (st == SHEAF_OK) g->work.n_gemm_ws = 1;
   if (st == SHEAF_OK && o.trace_path) {
@@ -152,6 +153,7 @@ void sheaf_graph_free(sheaf_graph *g) {
   sh_free(ctx, g->affine.node, (size_t)g->affine.cap_node * sizeof *g->affine.node);
   sh_arena_destroy(&g->store.data);
   sh_arena_destroy(&g->work.scratch);
+  sh_arena_destroy(&g->train);
   sh_free(ctx, g->work.zeros, (size_t)g->work.n_zeros * sizeof(float));
   sh_sched_sheaf_free(g);
   sh_pw_free(g);

@@ -121,6 +121,7 @@ void sheaf_model_free(sheaf_model *m) {
     sh_param *p = &m->params[i];
     sh_strfree(ctx, p->name);
     sh_free(ctx, p->data, p->numel * sizeof(float));
+    sh_free(ctx, p->grad, p->numel * sizeof(float)); /* src/train's gradient */
     sh_gemm_packed_b_free(ctx, p->packed);
     sh_gemm_packed_b_free(ctx, p->gates);
   }

@@ -43,6 +43,7 @@ typedef struct sh_param {
   sh_gemm_packed_b *packed;      /* B = W [in, out], packed on first use */
   sh_gemm_packed_b *gates;       /* same, gate-interleaved (LSTM cells) */
   uint64_t packed_ver, gates_ver;
+  float *grad;                   /* numel floats or NULL: the gradient (src/train owns it) */
 } sh_param;
 
 /* A stacked weight [W_1; W_2; ...] (affine_n), packed once per version. */
@@ -373,6 +374,8 @@ struct sheaf_graph {
   sh_pw_state pw;           /* pointwise fusion and programs */
   sh_work work;             /* workspaces */
   sh_instr instr;           /* counters, timers, the timeline */
+  sh_arena train;           /* src/train: a backward pass's gradients and temporaries (reset
+                               by each pass, its chunk kept for the next; graph.c frees it) */
   /* A new module with per-node data (the gradients of a backward pass, the
    * device buffers of a device executor) adds its part here, with its side
    * array indexed by node id: see sh_node. */

@@ -1,0 +1,117 @@
+/*
+ * sheaf_train.h — training on Sheaf's batched graphs: reverse-mode
+ * automatic differentiation, losses and optimizers (docs/TRAINING.md).
+ *
+ *   sheaf_graph_reset(g);
+ *   for (each instance i of the batch) loss[i] = sheaf_nll(g, my_model(g, i), label[i]);
+ *   sheaf_backward(g, n, loss, NULL);      // flushes, then the batched backward pass
+ *   sheaf_optimizer_step(opt);             // clips, updates every parameter, repacks
+ *   sheaf_model_zero_grad(m);
+ *
+ * The backward pass is batched as the forward is: nodes are grouped by
+ * their distance from the losses (the forward's depth levels in reverse)
+ * and by kernel, and an affine (or LSTM cell) bucket's weight gradient is
+ * ONE GEMM over every row of the bucket, dW += X^T·dY, its input gradient
+ * one GEMM dX = dY·W^T. Parameter gradients accumulate in the model (one
+ * buffer per parameter, summed over the instances and over calls until
+ * sheaf_model_zero_grad). A backward pass writes the gradients of the
+ * model it runs on: two graphs of one model must not run it concurrently.
+ */
+#ifndef SHEAF_TRAIN_H
+#define SHEAF_TRAIN_H
+
+#include "sheaf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------- gradients */
+
+typedef struct sheaf_backward_opts {
+  float scale;              /* each loss element's seed gradient (e.g. 1/batch for a mean);
+                               0 is taken as 1 */
+  int n_wrt;                /* expressions whose gradients are wanted besides the parameters' */
+  const sheaf_expr *wrt;    /* (inputs, say: gradient checks) */
+  float *const *wrt_grad;   /* n_wrt buffers, each of its expression's element count
+                               (row-major): overwritten with d(loss)/d(wrt[i]) */
+} sheaf_backward_opts;
+
+/* Flushes the graph, then adds d(Σ of every element of every loss)/d(p)
+ * to the gradient of each parameter p that the losses depend on (through
+ * sheaf_parameter, sheaf_lookup — only the rows looked up —, affines,
+ * LSTM cells). Every op of sheaf_graph.h has its derivative; the
+ * comparisons (gt, ge, eq, ne) are piecewise constant and pass no
+ * gradient, where passes it through the branch each element selected,
+ * max/minimum/maximum/abs/relu through the selected input (ties: split
+ * evenly for minimum/maximum, the first maximum for max). opts NULL: scale
+ * 1, no wrt. A failure (out of memory) may leave the gradients partly
+ * accumulated: zero them before trying again. */
+SHEAF_API sheaf_status sheaf_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss,
+                                      const sheaf_backward_opts *opts);
+
+/* The gradient of a parameter (same shape as its values), allocated
+ * zeroed on first use and kept with the model; NULL for an invalid
+ * parameter or when out of memory. */
+SHEAF_API float *sheaf_param_grad(sheaf_model *m, sheaf_param p);
+
+/* Zeroes every parameter's gradient. */
+SHEAF_API sheaf_status sheaf_model_zero_grad(sheaf_model *m);
+
+/* ----------------------------------------------------------------- losses */
+
+/* -log_softmax(logits)[label]: [1] (logits [n]); the negative
+ * log-likelihood, i.e. cross-entropy against a one-hot label. */
+SHEAF_API sheaf_expr sheaf_nll(sheaf_graph *g, sheaf_expr logits, int64_t label);
+/* -logp[label]: the same for log-probabilities already computed. */
+SHEAF_API sheaf_expr sheaf_nll_logp(sheaf_graph *g, sheaf_expr logp, int64_t label);
+
+/* x with each element zeroed with probability p and the others scaled by
+ * 1/(1 - p) (inverted dropout); the mask is drawn from `seed` (one
+ * splitmix64 draw per element): the same seed gives the same mask, so
+ * training is reproducible. p = 0 (inference): x itself. p outside [0, 1):
+ * an error recorded on the graph. The mask is an input, so the gradient
+ * passes through the kept elements only. */
+SHEAF_API sheaf_expr sheaf_dropout(sheaf_graph *g, sheaf_expr x, float p, uint64_t seed);
+
+/* ------------------------------------------------------------- optimizers */
+
+typedef enum sheaf_optim_kind {
+  SHEAF_OPTIM_SGD = 0, /* v = momentum·v + g;  p -= lr·v  (momentum 0: plain SGD) */
+  SHEAF_OPTIM_ADAGRAD, /* s += g²;  p -= lr·g / (sqrt(s) + eps) */
+  SHEAF_OPTIM_ADAM     /* Adam with bias correction; weight_decay decoupled (AdamW) */
+} sheaf_optim_kind;
+
+typedef struct sheaf_optimizer_opts {
+  sheaf_optim_kind kind;
+  float lr;            /* learning rate (> 0) */
+  float momentum;      /* SGD */
+  float beta1, beta2;  /* Adam; 0: 0.9 and 0.999 */
+  float eps;           /* Adam, AdaGrad; 0: 1e-8 */
+  float weight_decay;  /* SGD, AdaGrad: g += wd·p (L2); Adam: p -= lr·wd·p (decoupled) */
+  float clip_norm;     /* > 0: gradients scaled so that their global L2 norm is at most this */
+} sheaf_optimizer_opts;
+
+typedef struct sheaf_optimizer sheaf_optimizer;
+
+/* An optimizer over every parameter of m (those declared later too). */
+SHEAF_API sheaf_status sheaf_optimizer_create(sheaf_model *m, const sheaf_optimizer_opts *opts,
+                                              sheaf_optimizer **out);
+SHEAF_API void sheaf_optimizer_free(sheaf_optimizer *o); /* NULL is fine */
+
+/* One update of every parameter from its gradient (parameters without a
+ * gradient are left alone), in declaration order, in float with the norm
+ * summed in double: the same gradients give bit-identical weights. Marks
+ * the parameters changed (sheaf_model_param_update), so graphs repack them.
+ * Does not zero the gradients. *norm (may be NULL): the global gradient
+ * norm before clipping. */
+SHEAF_API sheaf_status sheaf_optimizer_step(sheaf_optimizer *o, double *norm);
+
+/* Updates done so far. */
+SHEAF_API int64_t sheaf_optimizer_steps(const sheaf_optimizer *o);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHEAF_TRAIN_H */

@@ -1,0 +1,349 @@
+/*
+ * autodiff.c — reverse-mode automatic differentiation over a flushed graph
+ * (sheaf_backward), and the parameters' gradients (sheaf_param_grad,
+ * sheaf_model_zero_grad). docs/TRAINING.md has the user's view.
+ *
+ * Design. The forward graph is already a tape: nodes are appended in
+ * topological order (an input's id is below its reader's), each knows its
+ * op, shape, inputs and operands, and after a flush every value is
+ * readable (views and fused values resolved on demand, as sheaf_value
+ * does). So the backward pass walks that tape in reverse with its own
+ * batching instead of appending backward nodes to the graph:
+ *
+ *   1. req: which nodes a gradient must reach (parameters, lookups,
+ *      affines and LSTM cells, the caller's wrt expressions, and anything
+ *      reading one), forward in one pass; the comparisons pass none.
+ *   2. level: the distance from the losses, backward in one pass (a node's
+ *      level is one more than its deepest reader's), so every reader of a
+ *      node has run before it: the forward's depth levels in reverse.
+ *   3. buckets: the active nodes sorted by (level, op, weight, bias, id) —
+ *      a deterministic order —, and each run of one (level, op, weight)
+ *      handed to the op's rule (rules.c, keyed by op from ops.def). The
+ *      GEMM rules run a whole bucket as one GEMM per product: dW += X^T·dY
+ *      over every row of every node of the bucket, dX = dY·W^T likewise
+ *      (grad_gemm.c); the other rules loop over the bucket's nodes.
+ *
+ * Why a tape and not backward nodes appended to the graph: the backward
+ * ops (transposed products, weight-gradient accumulation across a bucket,
+ * scatter-adds into parameter rows, row-kernel backwards) are not forward
+ * ops, so appending them would add a dozen kernels, signatures and
+ * executor paths to the runtime, and make every policy and fusion handle
+ * accumulation into shared buffers; the reverse walk needs none of that,
+ * reads the runtime's node store as the executor does, and batches the
+ * part that matters (the GEMMs: one per bucket, the forward's batching
+ * mirrored level by level). What it gives up — fusing the elementwise
+ * backward into pointwise programs — is left for later (TRAINING.md).
+ *
+ * Gradients of nodes live in an arena of the pass (freed at its end);
+ * those of parameters in the model (sh_param.grad), accumulated across
+ * passes until sheaf_model_zero_grad. Sums run in a fixed order (node
+ * order within a bucket, buckets in sort order), so a pass is
+ * deterministic for a given graph and thread count.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train/train.h"
+
+/* ------------------------------------------------------------- helpers */
+
+void *sh_bw_alloc(sh_bw *b, size_t bytes) {
+  void *p = sh_arena_alloc(b->mem, bytes ? bytes : 1);
+  if (!p) sh_fail(b->ctx, SHEAF_ERR_NOMEM, "sheaf_backward: out of memory (%zu bytes)", bytes);
+  return p;
+}
+
+float *sh_bw_grad(sh_bw *b, uint32_t id) {
+  if (b->grad[id]) return b->grad[id];
+  const sh_node *n = &b->g->store.nodes[id];
+  size_t k = (size_t)n->rows * (size_t)n->cols;
+  float *p = sh_bw_alloc(b, k * sizeof(float));
+  if (p) memset(p, 0, k * sizeof(float));
+  return b->grad[id] = p;
+}
+
+/* An elementwise op's value at one element (the forward's formulas, in
+ * double). */
+static double ew_value(int op, const double *v, int n_in, double s) {
+  double a = n_in > 0 ? v[0] : 0.0, c = n_in > 1 ? v[1] : 0.0;
+  switch (op) {
+  case SH_OP_ADD: return a + c;
+  case SH_OP_SUB: return a - c;
+  case SH_OP_MUL: return a * c;
+  case SH_OP_DIV: return a / c;
+  case SH_OP_POW: return pow(a, c);
+  case SH_OP_MINIMUM: return a != a ? a : c != c ? c : a < c ? a : c;
+  case SH_OP_MAXIMUM: return a != a ? a : c != c ? c : a > c ? a : c;
+  case SH_OP_GT: return a > c;
+  case SH_OP_GE: return a >= c;
+  case SH_OP_EQ: return a == c;
+  case SH_OP_NE: return a != c;
+  case SH_OP_WHERE: return a != 0 ? c : n_in > 2 ? v[2] : 0.0;
+  case SH_OP_SUM_N: {
+    double t = 0;
+    for (int k = 0; k < n_in; k++) t += v[k];
+    return t;
+  }
+  case SH_OP_SCALE: return s * a;
+  case SH_OP_TANH: return tanhf((float)a);
+  case SH_OP_SIGMOID: return 1.0f / (1.0f + expf((float)-a));
+  case SH_OP_RELU: return a > 0 ? a : 0;
+  case SH_OP_GELU: return 0.5 * a * (1.0 + erf(a / sqrt(2.0)));
+  case SH_OP_EXP: return exp(a);
+  case SH_OP_LN: return log(a);
+  case SH_OP_SQRT: return sqrt(a);
+  case SH_OP_RSQRT: return 1.0 / sqrt(a);
+  case SH_OP_ABS: return fabs(a);
+  case SH_OP_SOFTPLUS: return a > 20 ? a : log1p(exp(a));
+  case SH_OP_ERF: return erf(a);
+  case SH_OP_SILU: return a / (1.0 + exp(-a));
+  default: return 0.0;
+  }
+}
+
+/* The value of an elementwise node fused into its reader's program (the
+ * flush never stored it): computed here from its inputs, rather than by
+ * the runtime one node at a time. */
+static const float *absorbed_val(sh_bw *b, uint32_t id) {
+  const sh_node *n = &b->g->store.nodes[id];
+  enum { MAX_IN = 64 };
+  int n_in = n->n_in;
+  if (n_in > MAX_IN) return NULL;
+  const float *xv[MAX_IN];
+  const sh_node *xn[MAX_IN];
+  for (int k = 0; k < n_in; k++) {
+    uint32_t x = sh_bw_in(b, id, k);
+    xn[k] = &b->g->store.nodes[x];
+    if (!(xv[k] = sh_bw_val(b, x))) return NULL;
+  }
+  float *out = sh_bw_alloc(b, (size_t)n->rows * (size_t)n->cols * sizeof(float));
+  if (!out) return NULL;
+  for (int32_t r = 0; r < n->rows; r++)
+    for (int32_t c = 0; c < n->cols; c++) {
+      double v[MAX_IN];
+      for (int k = 0; k < n_in; k++)
+        v[k] = xv[k][(size_t)(xn[k]->rows == 1 ? 0 : r) * (size_t)xn[k]->cols + (size_t)(xn[k]->cols == 1 ? 0 : c)];
+      out[(size_t)r * n->cols + c] = (float)ew_value(n->op, v, n_in, n->op == SH_OP_SCALE ? n->scale : 0.0);
+    }
+  return b->vals[id] = out;
+}
+
+const float *sh_bw_val(sh_bw *b, uint32_t id) {
+  if (b->vals[id]) return b->vals[id];
+  const sh_node *n = &b->g->store.nodes[id];
+  if (sh_pw_absorbed(b->g, id) && !(n->done && n->val) && n->n_in <= 64) return absorbed_val(b, id);
+  sheaf_value_view v;
+  if (sheaf_value(b->g, sh_expr_of(b->g, id), &v)) return NULL;
+  return v.data;
+}
+
+static float *param_grad(sheaf_model *m, sh_param *q) {
+  if (!q->grad) {
+    q->grad = sh_alloc(m->ctx, (q->numel ? q->numel : 1) * sizeof(float), 64);
+    if (q->grad) memset(q->grad, 0, q->numel * sizeof(float));
+  }
+  return q->grad;
+}
+
+float *sh_bw_param_grad(sh_bw *b, uint32_t pid) {
+  sheaf_model *m = b->g->model;
+  float *p = pid && pid <= m->n_params ? param_grad(m, &m->params[pid - 1]) : NULL;
+  if (!p) sh_fail(b->ctx, SHEAF_ERR_NOMEM, "sheaf_backward: out of memory for a gradient");
+  return p;
+}
+
+float *sheaf_param_grad(sheaf_model *m, sheaf_param p) {
+  sh_param *q = sh_model_param_get(m, p);
+  if (!q) {
+    if (m) sh_fail(m->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_param_grad: invalid parameter");
+    return NULL;
+  }
+  float *gr = param_grad(m, q);
+  if (!gr) sh_fail(m->ctx, SHEAF_ERR_NOMEM, "sheaf_param_grad: out of memory");
+  return gr;
+}
+
+sheaf_status sheaf_model_zero_grad(sheaf_model *m) {
+  if (!m) return SHEAF_ERR_INVALID_ARG;
+  for (uint32_t i = 0; i < m->n_params; i++)
+    if (m->params[i].grad) memset(m->params[i].grad, 0, m->params[i].numel * sizeof(float));
+  return SHEAF_OK;
+}
+
+/* ------------------------------------------------------------ the pass */
+
+/* A node's place in the backward order. */
+typedef struct bw_item {
+  uint32_t phase, depth, gemm, op, k1, k2, k3, id;
+} bw_item;
+
+/* Phases and depths descending (readers before what they read); within
+ * one, the other nodes first, by id descending (a reader at the same depth
+ * — a view, a pointwise node absorbing its input — has the higher id),
+ * then the GEMM nodes, grouped by weight: they read only lower depths. */
+static int item_cmp(const void *pa, const void *pb) {
+  const bw_item *a = pa, *b = pb;
+#define CMP_DESC(f) \
+  if (a->f != b->f) return a->f > b->f ? -1 : 1;
+#define CMP_ASC(f) \
+  if (a->f != b->f) return a->f < b->f ? -1 : 1;
+  CMP_DESC(phase) CMP_DESC(depth) CMP_ASC(gemm)
+  if (!a->gemm) {
+    CMP_DESC(id)
+    return 0;
+  }
+  CMP_ASC(op) CMP_ASC(k1) CMP_ASC(k2) CMP_ASC(k3) CMP_ASC(id)
+#undef CMP_DESC
+#undef CMP_ASC
+  return 0;
+}
+
+/* Ops that never pass a gradient (piecewise constant). */
+static bool op_blocks(int op) {
+  return op == SH_OP_GT || op == SH_OP_GE || op == SH_OP_EQ || op == SH_OP_NE;
+}
+
+/* The checks of an expression handed to sheaf_backward. */
+static sheaf_status check_expr(sheaf_graph *g, sheaf_expr e, const char *what, int i) {
+  if (sheaf_expr_is_null(e))
+    return sh_fail(g->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_backward: %s %d is a null expression", what, i);
+  if (e.graph != g->handle || e.node >= g->store.n_nodes || g->store.nodes[e.node].depth != e.depth)
+    return sh_fail(g->ctx, SHEAF_ERR_INVALID_ARG,
+                   "sheaf_backward: %s %d belongs to another graph (or was built before sheaf_graph_reset)",
+                   what, i);
+  return SHEAF_OK;
+}
+
+static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float scale,
+                             const sheaf_backward_opts *o) {
+  sheaf_graph *g = b->g;
+  const sh_node *nodes = g->store.nodes;
+  uint32_t n = b->n;
+  /* 1. req, forward */
+  for (int i = 0; o && i < o->n_wrt; i++) b->req[o->wrt[i].node] = 1;
+  for (uint32_t id = 0; id < n; id++) {
+    const sh_node *nd = &nodes[id];
+    if (op_blocks(nd->op)) {
+      b->req[id] = 0;
+      continue;
+    }
+    if (nd->op == SH_OP_PARAM || nd->op == SH_OP_LOOKUP || nd->op == SH_OP_AFFINE || nd->op == SH_OP_LSTM)
+      b->req[id] = 1;
+    for (uint32_t k = 0; k < nd->n_in && !b->req[id]; k++) b->req[id] = b->req[g->store.ins[nd->in + k]];
+  }
+  /* 2. the nodes a gradient reaches, backward (bit 1 of req) */
+  uint32_t top = 0;
+  for (int i = 0; i < n_loss; i++) {
+    uint32_t id = loss[i].node;
+    if (!b->req[id]) continue; /* depends on no parameter: nothing to do */
+    b->req[id] |= 2;
+    float *gr = sh_bw_grad(b, id);
+    if (!gr) return SHEAF_ERR_NOMEM;
+    size_t k = (size_t)nodes[id].rows * (size_t)nodes[id].cols;
+    for (size_t j = 0; j < k; j++) gr[j] += scale;
+    if (id + 1 > top) top = id + 1;
+  }
+  uint32_t n_act = 0;
+  for (uint32_t id = top; id-- > 0;) {
+    if (!(b->req[id] & 2)) continue;
+    n_act++;
+    const sh_node *nd = &nodes[id];
+    for (uint32_t k = 0; k < nd->n_in; k++) {
+      uint32_t x = g->store.ins[nd->in + k];
+      if (b->req[x]) b->req[x] |= 2;
+    }
+  }
+  /* 3. the order, and the GEMM buckets */
+  bw_item *it = sh_bw_alloc(b, (size_t)(n_act ? n_act : 1) * sizeof *it);
+  uint32_t *ids = sh_bw_alloc(b, (size_t)(n_act ? n_act : 1) * sizeof *ids);
+  if (!it || !ids) return SHEAF_ERR_NOMEM;
+  uint32_t c = 0;
+  for (uint32_t id = 0; id < top; id++) {
+    if (!(b->req[id] & 2)) continue;
+    const sh_node *nd = &nodes[id];
+    bw_item e = {nd->phase, nd->depth, 0, nd->op, 0, 0, 0, id};
+    if (nd->op == SH_OP_AFFINE || nd->op == SH_OP_LSTM) {
+      e.gemm = 1;
+      e.k1 = nd->lin.w;
+      e.k2 = nd->lin.b;
+      e.k3 = (uint32_t)nd->n_in << 16 | (nd->rank == 2);
+    }
+    it[c++] = e;
+  }
+  qsort(it, c, sizeof *it, item_cmp);
+  for (uint32_t i = 0; i < c;) {
+    uint32_t j = i + 1;
+    while (it[i].gemm && j < c && it[j].gemm && it[j].phase == it[i].phase && it[j].depth == it[i].depth &&
+           it[j].op == it[i].op && it[j].k1 == it[i].k1 && it[j].k2 == it[i].k2 && it[j].k3 == it[i].k3)
+      j++;
+    uint32_t m = 0;
+    for (uint32_t k = i; k < j; k++)
+      if (b->grad[it[k].id] || (it[k].op == SH_OP_LSTM && b->grad[nodes[it[k].id].lin.cell]))
+        ids[m++] = it[k].id; /* no gradient arrived: nothing to pass on */
+    if (m) {
+      sheaf_status st = sh_bw_rules[it[i].op](b, ids, m);
+      if (st) return st;
+      b->gemm_buckets += it[i].gemm;
+    }
+    i = j;
+  }
+  /* the caller's wrt gradients */
+  for (int i = 0; o && i < o->n_wrt; i++) {
+    uint32_t id = o->wrt[i].node;
+    size_t k = (size_t)nodes[id].rows * (size_t)nodes[id].cols;
+    if (b->grad[id]) memcpy(o->wrt_grad[i], b->grad[id], k * sizeof(float));
+    else memset(o->wrt_grad[i], 0, k * sizeof(float));
+  }
+  return SHEAF_OK;
+}
+
+sheaf_status sheaf_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss,
+                            const sheaf_backward_opts *opts) {
+  return sh_backward(g, n_loss, loss, opts, NULL);
+}
+
+sheaf_status sh_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss, const sheaf_backward_opts *opts,
+                         uint64_t *gemm_buckets) {
+  if (gemm_buckets) *gemm_buckets = 0;
+  if (!g) return SHEAF_ERR_INVALID_ARG;
+  if (n_loss < 0 || (n_loss > 0 && !loss))
+    return sh_fail(g->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_backward: %s",
+                   n_loss < 0 ? "n_loss is negative" : "loss is NULL");
+  if (opts && opts->n_wrt && (opts->n_wrt < 0 || !opts->wrt || !opts->wrt_grad))
+    return sh_fail(g->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_backward: opts.%s",
+                   opts->n_wrt < 0 ? "n_wrt is negative" : !opts->wrt ? "wrt is NULL" : "wrt_grad is NULL");
+  sheaf_status st = sheaf_graph_flush(g);
+  if (st) return st;
+  for (int i = 0; i < n_loss; i++)
+    if ((st = check_expr(g, loss[i], "loss", i))) return st;
+  for (int i = 0; opts && i < opts->n_wrt; i++) {
+    if ((st = check_expr(g, opts->wrt[i], "wrt", i))) return st;
+    if (!opts->wrt_grad[i])
+      return sh_fail(g->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_backward: opts.wrt_grad[%d] is NULL", i);
+  }
+  float scale = opts && opts->scale != 0.0f ? opts->scale : 1.0f;
+  sh_bw b = {0};
+  b.g = g;
+  b.ctx = g->ctx;
+  b.n = g->store.n_nodes;
+  b.mem = &g->train;
+  b.grad = sh_bw_alloc(&b, (size_t)(b.n ? b.n : 1) * sizeof *b.grad);
+  b.req = sh_bw_alloc(&b, b.n ? b.n : 1);
+  b.vals = sh_bw_alloc(&b, (size_t)(b.n ? b.n : 1) * sizeof *b.vals);
+  if (!b.grad || !b.req || !b.vals) {
+    st = SHEAF_ERR_NOMEM;
+  } else {
+    memset(b.grad, 0, (size_t)b.n * sizeof *b.grad);
+    memset(b.req, 0, b.n);
+    memset(b.vals, 0, (size_t)b.n * sizeof *b.vals);
+    st = run_pass(&b, n_loss, loss, scale, opts);
+    if (gemm_buckets) *gemm_buckets = b.gemm_buckets;
+  }
+  for (uint32_t i = 0; i < b.n_wt; i++) sh_gemm_packed_b_free(g->ctx, b.wt[i]);
+  /* next time, one chunk holds what this pass needed */
+  sh_arena *a = &g->train;
+  if (a->used_total > a->chunk_size) a->chunk_size = sh_align_up(a->used_total + a->used_total / 8, SH_ARENA_ALIGN);
+  sh_arena_reset(a);
+  return st;
+}

@@ -1,0 +1,62 @@
+/*
+ * train.h — internals of the training module (public API: include/sheaf_train.h):
+ * the state of one backward pass (autodiff.c), the derivative rules keyed by
+ * op (rules.c: the table generated from kernels/ops.def, so an op without a
+ * rule does not compile), and the batched GEMM rules of affines, LSTM cells
+ * and matmuls (grad_gemm.c).
+ */
+#ifndef SH_TRAIN_H
+#define SH_TRAIN_H
+
+#include "runtime/runtime.h"
+#include "sheaf_train.h"
+
+/* One backward pass over a flushed graph. */
+typedef struct sh_bw {
+  sheaf_graph *g;
+  sheaf_ctx *ctx;
+  sh_arena *mem;   /* node gradients and temporaries (g->train: reset at the end of the pass) */
+  float **grad;    /* by node id: its gradient (rows * cols floats, row-major) or NULL */
+  const float **vals; /* by node id: values the pass computed itself (absorbed pointwise nodes) */
+  uint8_t *req;    /* by node id: bit 0, a gradient must flow into it (it leads to a parameter
+                      or a wrt); bit 1, one does (it leads to a loss too) */
+  uint32_t n;      /* nodes of the graph */
+  uint64_t gemm_buckets; /* GEMM buckets run (each one GEMM for dW, one per input for dX) */
+  sh_gemm_packed_b **wt; /* by parameter id - 1: W^T packed for dX = dY·W^T, once per pass
+                            (n_wt entries, NULL until used; freed at the end of the pass) */
+  uint32_t n_wt;
+} sh_bw;
+
+/* A rule runs the backward of a bucket: n nodes of one op (and, for the
+ * GEMM ops, one weight), every one's gradient complete. It adds into the
+ * gradients of the nodes' inputs (those with req set) and of parameters. */
+typedef sheaf_status (*sh_bw_rule)(sh_bw *b, const uint32_t *ids, uint32_t n);
+extern const sh_bw_rule sh_bw_rules[SH_OP_COUNT];
+
+/* Node id's gradient, created zeroed on first use (NULL: out of memory, error set). */
+float *sh_bw_grad(sh_bw *b, uint32_t id);
+/* Node id's forward value, rows * cols contiguous floats (NULL: error set). */
+const float *sh_bw_val(sh_bw *b, uint32_t id);
+/* The gradient of parameter `pid` (1-based), created zeroed on first use. */
+float *sh_bw_param_grad(sh_bw *b, uint32_t pid);
+/* Scratch from the pass's arena (NULL: out of memory, error set). */
+void *sh_bw_alloc(sh_bw *b, size_t bytes);
+
+/* grad_gemm.c: the GEMM ops' rules (one GEMM per bucket for dW and for dX). */
+sheaf_status sh_bw_affine(sh_bw *b, const uint32_t *ids, uint32_t n);
+sheaf_status sh_bw_lstm(sh_bw *b, const uint32_t *ids, uint32_t n);
+sheaf_status sh_bw_matmul(sh_bw *b, const uint32_t *ids, uint32_t n);
+
+/* sheaf_backward, also giving the count of GEMM buckets it ran (tests). */
+sheaf_status sh_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss, const sheaf_backward_opts *opts,
+                         uint64_t *gemm_buckets);
+
+/* W^T of parameter `pid` (1-based) packed as a GEMM's B, cached for the pass. */
+sheaf_status sh_bw_packed_wt(sh_bw *b, uint32_t pid, const sh_gemm_packed_b **out);
+
+/* Node i's input k. */
+static inline uint32_t sh_bw_in(const sh_bw *b, uint32_t id, int k) {
+  return b->g->store.ins[b->g->store.nodes[id].in + (uint32_t)k];
+}
+
+#endif
