@@ -181,6 +181,36 @@ bench-dynamic: $(BUILDDIR)/bench/bench_dynamic
 	@sh scripts/install_dynet.sh || echo "bench-dynamic: DyNet unavailable; its column is skipped"
 	$< $(BENCH_ARGS)
 
+# The rows of bench/bench_dynamic_models.c (early-exit classifier, shift-reduce
+# parser) as a program of their own (-DBENCH_DYN_MODELS_MAIN), built by
+# `benches`; `make bench-dynamic-models` runs it (BENCH_ARGS e.g. '--quick',
+# '--hidden 128', '--no-dynet'). Their DyNet peers (bench/early_exit_dynet.cc,
+# bench/parser_dynet.cc) are compiled against the library scripts/install_dynet.sh
+# builds (target dynet-peers-dynamic; bench-dynamic and bench-dynamic-models
+# build them first, and go on without them when DyNet cannot be had).
+BENCH_DYN_MODELS := $(BUILDDIR)/bench/bench_dynamic_models
+benches: $(BENCH_DYN_MODELS)
+$(BENCH_DYN_MODELS): bench/bench_dynamic_models.c bench/bench_dynamic.h $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CFLAGS_ALL) -DBENCH_DYN_MODELS_MAIN $(LDFLAGS_ALL) -o $@ $< $(LIB_A) $(LDLIBS_ALL)
+
+DYNET_DIR ?= build/peers/dynet
+DYNET_PEERS_DYN := $(DYNET_DIR)/bin/early_exit_dynet $(DYNET_DIR)/bin/parser_dynet
+.PHONY: dynet-peers-dynamic bench-dynamic-models
+dynet-peers-dynamic:
+	@sh scripts/install_dynet.sh && $(MAKE) --no-print-directory $(DYNET_PEERS_DYN) || \
+	  echo "dynet-peers-dynamic: DyNet unavailable; the early-exit and parser peers are skipped"
+$(DYNET_PEERS_DYN): $(DYNET_DIR)/bin/%: bench/%.cc bench/dynet_peer.h $(DYNET_DIR)/build/dynet/libdynet.so
+	@mkdir -p $(dir $@)
+	$(call say,CXX,$<)
+	$(Q)g++ -std=c++11 -O3 $(NATIVE) -DNDEBUG -DEIGEN_FAST_MATH -Ibench -I$(DYNET_DIR)/dyNET-2.1.2 \
+	  -I$(DYNET_DIR)/build -I$${EIGEN3_INCLUDE_DIR:-/usr/include/eigen3} -o $@ $< \
+	  -L$(DYNET_DIR)/build/dynet -ldynet -Wl,-rpath,$(abspath $(DYNET_DIR)/build/dynet)
+bench-dynamic: dynet-peers-dynamic
+bench-dynamic-models: $(BENCH_DYN_MODELS) dynet-peers-dynamic
+	$< --dynet-dir $(DYNET_DIR) $(BENCH_ARGS)
+
 # DyNet 2.1.2 (C++ library from PyPI's sdist) and the DyNet peers alone.
 install-dynet:
 	sh scripts/install_dynet.sh

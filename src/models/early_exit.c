@@ -21,9 +21,9 @@ sheaf_status sh_early_exit_declare(sheaf_model *m, int64_t H, int64_t V, int lay
   p->layers = layers;
   p->classes = classes;
   p->threshold = 0.9f;
-  p->gain0 = 4.0f;
-  p->growth = 1.6f;
-  p->cell_gain = 4.0f;
+  p->gain0 = 8.0f;
+  p->growth = 1.5f;
+  p->cell_gain = 2.5f;
   int64_t shape[2] = {V, H};
   sheaf_status st = sheaf_model_param(m, "emb", 2, shape, SHEAF_INIT_NORMAL, &p->emb);
   for (int l = 0; l < layers && !st; l++) {
