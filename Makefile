@@ -61,7 +61,10 @@ TEST_SRCS  := $(sort $(wildcard tests/*.c))
 # Benchmarks: one program per bench/bench_*.c; bench_util.c is what the model
 # benchmarks share, linked into every one.
 BENCH_UTIL := bench/bench_util.c
-BENCH_SRCS := $(filter-out $(BENCH_UTIL),$(sort $(wildcard bench/bench_*.c)))
+# bench_dynamic.c also links bench/bench_dynamic_models.c (more rows of its
+# table) when that file exists: it is no program of its own.
+BENCH_DYN_EXTRA := $(wildcard bench/bench_dynamic_models.c)
+BENCH_SRCS := $(filter-out $(BENCH_UTIL) $(BENCH_DYN_EXTRA),$(sort $(wildcard bench/bench_*.c)))
 # Standalone programs on the public API (examples/*.c): built by `all`, so
 # they cannot rot, and linked into nothing else.
 EX_SRCS    := $(sort $(wildcard examples/*.c))
@@ -81,7 +84,7 @@ EXAMPLES := $(patsubst examples/%.c,$(BUILDDIR)/examples/%,$(EX_SRCS))
 
 EWT_TEST := data/ud_english_ewt/en_ewt-ud-test.conllu
 
-.PHONY: all lib cli tests benches examples run test fuzz fuzz-build fuzz-check-cc bench-pool bench-gemm bench-vmath bench-encoder bench-codegen-peers install-dynet install uninstall clean
+.PHONY: all lib cli tests benches examples run test fuzz fuzz-build fuzz-check-cc bench-pool bench-gemm bench-vmath bench-encoder bench-codegen-peers install-dynet install uninstall clean bench-dynamic
 all: lib cli tests examples
 
 lib: $(LIB_A) $(LIB_SO)
@@ -131,6 +134,11 @@ $(BUILDDIR)/examples/%: examples/%.c include/sheaf.h include/sheaf_graph.h inclu
 	$(call say,CC,$<)
 	$(Q)$(CC) -std=c11 $(OPT) $(WARN) $(SANFLAGS) -Iinclude $(CFLAGS) $(LDFLAGS_ALL) -o $@ $< $(LIB_A) $(LDLIBS_ALL)
 
+$(BUILDDIR)/bench/bench_dynamic: $(BUILDDIR)/obj/bench/bench_dynamic.o $(call obj,$(BENCH_DYN_EXTRA)) $(BENCH_UTIL_OBJ) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIB_A) $(LDLIBS_ALL)
+
 # Any bench/bench_NAME.c runs as `make bench-NAME BENCH_ARGS='...'` (the
 # explicit rules below add setup notes for some).
 bench-%: $(BUILDDIR)/bench/bench_%
@@ -173,6 +181,45 @@ bench-codegen-peers: $(BUILDDIR)/bench/bench_codegen_peers
 	@sh scripts/install_tvm.sh >/dev/null || echo "bench-codegen-peers: TVM unavailable; its column says so"
 	@sh scripts/install_halide.sh >/dev/null || echo "bench-codegen-peers: Halide unavailable; its column says so"
 	$< $(BENCH_ARGS)
+
+# Models whose control flow depends on computed values (greedy decoder, beam
+# search, and the rows of bench/bench_dynamic_models.c), 64 EWT sentences, 1
+# thread: Sheaf batched with fibers vs one instance at a time vs DyNet's best
+# --dynet-autobatch (built by scripts/install_dynet.sh; skipped, saying why,
+# when it cannot be). BENCH_ARGS e.g. '--quick', '--no-dynet'.
+bench-dynamic: $(BUILDDIR)/bench/bench_dynamic
+	@sh scripts/install_dynet.sh || echo "bench-dynamic: DyNet unavailable; its column is skipped"
+	$< $(BENCH_ARGS)
+
+# The rows of bench/bench_dynamic_models.c (early-exit classifier, shift-reduce
+# parser) as a program of their own (-DBENCH_DYN_MODELS_MAIN), built by
+# `benches`; `make bench-dynamic-models` runs it (BENCH_ARGS e.g. '--quick',
+# '--hidden 128', '--no-dynet'). Their DyNet peers (bench/early_exit_dynet.cc,
+# bench/parser_dynet.cc) are compiled against the library scripts/install_dynet.sh
+# builds (target dynet-peers-dynamic; bench-dynamic and bench-dynamic-models
+# build them first, and go on without them when DyNet cannot be had).
+BENCH_DYN_MODELS := $(BUILDDIR)/bench/bench_dynamic_models
+benches: $(BENCH_DYN_MODELS)
+$(BENCH_DYN_MODELS): bench/bench_dynamic_models.c bench/bench_dynamic.h $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CFLAGS_ALL) -DBENCH_DYN_MODELS_MAIN $(LDFLAGS_ALL) -o $@ $< $(LIB_A) $(LDLIBS_ALL)
+
+DYNET_DIR ?= build/peers/dynet
+DYNET_PEERS_DYN := $(DYNET_DIR)/bin/early_exit_dynet $(DYNET_DIR)/bin/parser_dynet
+.PHONY: dynet-peers-dynamic bench-dynamic-models
+dynet-peers-dynamic:
+	@sh scripts/install_dynet.sh && $(MAKE) --no-print-directory $(DYNET_PEERS_DYN) || \
+	  echo "dynet-peers-dynamic: DyNet unavailable; the early-exit and parser peers are skipped"
+$(DYNET_PEERS_DYN): $(DYNET_DIR)/bin/%: bench/%.cc bench/dynet_peer.h $(DYNET_DIR)/build/dynet/libdynet.so
+	@mkdir -p $(dir $@)
+	$(call say,CXX,$<)
+	$(Q)g++ -std=c++11 -O3 $(NATIVE) -DNDEBUG -DEIGEN_FAST_MATH -Ibench -I$(DYNET_DIR)/dyNET-2.1.2 \
+	  -I$(DYNET_DIR)/build -I$${EIGEN3_INCLUDE_DIR:-/usr/include/eigen3} -o $@ $< \
+	  -L$(DYNET_DIR)/build/dynet -ldynet -Wl,-rpath,$(abspath $(DYNET_DIR)/build/dynet)
+bench-dynamic: dynet-peers-dynamic
+bench-dynamic-models: $(BENCH_DYN_MODELS) dynet-peers-dynamic
+	$< --dynet-dir $(DYNET_DIR) $(BENCH_ARGS)
 
 # DyNet 2.1.2 (C++ library from PyPI's sdist) and the DyNet peers alone.
 install-dynet:
