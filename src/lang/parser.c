@@ -79,7 +79,7 @@ sh_ast *p_finish(parser *p, sh_ast *e) {
   if (depth_of(e->c) > d) d = depth_of(e->c);
   for (int i = 0; e->items && i < e->n; i++)
     if (depth_of(e->items[i]) > d) d = depth_of(e->items[i]);
-  if (e->kind == SH_EX_BLOCK)
+  if (e->kind == SH_EX_BLOCK || e->kind == SH_EX_WHILE) /* lets; a while's state */
     for (int i = 0; i < e->n; i++)
       if (depth_of(e->lets[i].value) > d) d = depth_of(e->lets[i].value);
   if (e->kind == SH_EX_MATCH)
