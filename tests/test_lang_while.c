@@ -257,3 +257,46 @@ TEST(lang_while_program_api_fibers) {
     sheaf_program_free(p);
   }
 }
+
+/* Waits deep in a recursion over trees, inside a phase: each instance's
+ * call depth, phase and generic sizes survive the other instances running
+ * on the same interpreter while it waits. Batched equals one per batch. */
+TEST(lang_while_waits_in_tree_recursion_and_phase) {
+  if (!th_sheaf_bin()) return;
+  static const char src[] =
+      "type Tree = Leaf(word: i32) | Node(left: Tree, right: Tree)\n"
+      "param emb: f32[V, H]\n"
+      "param W: f32[2*H, H]\n"
+      "param u: f32[H]\n"
+      "fn flip(x: f32[N]) -> f32[N] { if item(sum(x)) > 0.0 { x } else { -x } }\n"
+      "fn tree(t: Tree) -> f32[H] {\n"
+      "  match t {\n"
+      "    Leaf(w) => emb[w],\n"
+      "    Node(l, r) => {\n"
+      "      let h = tanh(cat(tree(l), tree(r)) @ W);\n"
+      "      if item(sum(h * u)) > 0.0 { flip(h) } else { -h }\n"
+      "    }\n"
+      "  }\n"
+      "}\n"
+      "fn main(t: Tree) -> f32[H] { phase 1 { tree(t) * 2.0 } }\n";
+  const char *sf = th_write_tmp("treewait.sf", src, sizeof src - 1);
+  static char out[1 << 14];
+  char cmd[2048], ref[512], got[512];
+  snprintf(ref, sizeof ref, "%s", th_tmp_path("treewait_ref.txt"));
+  snprintf(cmd, sizeof cmd, "%s run %s --data " EWT " --size H=16 --limit 200 --seed 2 --batch 1 --policy none "
+           "--threads 1 --out %s", th_sheaf_bin(), sf, ref);
+  REQUIRE(CHECK_EQ_INT(th_run(cmd, out, sizeof out), 0));
+  for (int p = 0; p < 4; p++) {
+    snprintf(got, sizeof got, "%s", th_tmp_path("treewait_got.txt"));
+    snprintf(cmd, sizeof cmd, "%s run %s --data " EWT " --size H=16 --limit 200 --seed 2 --batch 64 --policy %s "
+             "--threads 2 --out %s", th_sheaf_bin(), sf, k_pols[p], got);
+    if (!CHECK_EQ_INT(th_run(cmd, out, sizeof out), 0)) {
+      fprintf(stderr, "%s\n%s", cmd, out);
+      continue;
+    }
+    long lines;
+    double e = th_compare_outputs(ref, got, 1, &lines, NULL);
+    if (!CHECK(e >= 0 && e <= 1e-5) || !CHECK_EQ_INT(lines, 200))
+      fprintf(stderr, "tree waits, policy %s: max rel err %g over %ld lines\n", k_pols[p], e, lines);
+  }
+}
