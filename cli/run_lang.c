@@ -755,7 +755,11 @@ int cli_run_lang(int argc, char **argv) {
   }
   pg.on = isatty(STDERR_FILENO) && n > job.batch;
   pg.t0 = sheaf_time_ns();
-  if (sheaf_runner_run(runner, 0, n, lang_build, lang_read, &job) != SHEAF_OK) {
+  /* a program that reads values (argmax, item) runs each instance on a
+   * fiber: its reads wait for one flush batched across the instances */
+  if (m.n_waits && sheaf_runner_set_fiber_stack(runner, SH_INTERP_FIBER_STACK) != SHEAF_OK) goto fail;
+  if ((m.n_waits ? sheaf_runner_run_fibers : sheaf_runner_run)(runner, 0, n, lang_build, lang_read, &job) !=
+      SHEAF_OK) {
     int at = atomic_load(&job.failed_at);
     failed_at = at == INT32_MAX ? -1 : at;
     goto fail;

@@ -7,12 +7,22 @@
 #include <math.h>
 #include <string.h>
 
-static bool scalar(sh_value v) { return v.kind == SH_V_INT || v.kind == SH_V_BOOL; }
+static bool scalar(sh_value v) { return v.kind == SH_V_INT || v.kind == SH_V_BOOL || v.kind == SH_V_F32; }
+
+static void put_scalar(FILE *f, sh_value v) {
+  if (v.kind == SH_V_F32) fprintf(f, " %.7g", (double)v.f);
+  else fprintf(f, " %d", (int)v.i);
+}
 
 int lang_out_text(FILE *f, sheaf_graph *g, const char *prefix, sh_value v) {
   switch (v.kind) {
   case SH_V_INT:
-  case SH_V_BOOL: fprintf(f, "%s %d\n", prefix, (int)v.i); return 0;
+  case SH_V_BOOL:
+  case SH_V_F32:
+    fputs(prefix, f);
+    put_scalar(f, v);
+    fputc('\n', f);
+    return 0;
   case SH_V_TENSOR: {
     sheaf_value_view vv;
     if (sheaf_value(g, v.t, &vv) != SHEAF_OK) return -1;
@@ -31,7 +41,7 @@ int lang_out_text(FILE *f, sheaf_graph *g, const char *prefix, sh_value v) {
     for (int32_t i = 0; i < v.agg->n; i++) all_scalar &= scalar(v.agg->items[i]);
     if (all_scalar) {
       fputs(prefix, f);
-      for (int32_t i = 0; i < v.agg->n; i++) fprintf(f, " %d", (int)v.agg->items[i].i);
+      for (int32_t i = 0; i < v.agg->n; i++) put_scalar(f, v.agg->items[i]);
       fputc('\n', f);
       return 0;
     }
@@ -68,6 +78,7 @@ static int json_value(FILE *f, sheaf_graph *g, const sh_module *m, sh_value v, c
   switch (v.kind) {
   case SH_V_INT: fprintf(f, "%d", (int)v.i); return 0;
   case SH_V_BOOL: fputs(v.i ? "true" : "false", f); return 0;
+  case SH_V_F32: json_num(f, v.f); return 0;
   case SH_V_TENSOR: {
     sheaf_value_view vv;
     if (sheaf_value(g, v.t, &vv) != SHEAF_OK) return -1;

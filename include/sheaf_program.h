@@ -43,12 +43,16 @@ SHEAF_API sheaf_model *sheaf_program_model(sheaf_program *p);
 
 /* Runs main, which takes list[i32], on n sentences of word ids (sentence i:
  * words[i][0 .. lens[i])), batched. Outputs of an earlier run are dropped.
- * An error names the instance, as a runner does. */
+ * An error names the instance, as a runner does. A program that reads
+ * values (argmax, item: docs/LANGUAGE.md, "while, argmax, item") runs each
+ * sentence on a fiber (sheaf_runner_run_fibers), so its reads wait for one
+ * flush batched across the sentences; elsewhere SHEAF_ERR_UNSUPPORTED. */
 SHEAF_API sheaf_status sheaf_program_run_words(sheaf_program *p, int64_t n, const int32_t *const *words,
                                                const int64_t *lens);
 
 /* The output tensors of instance i of the last run, depth first (a tuple's
- * parts and a list's elements in order): returns how many there are and
+ * parts and a list's elements in order; i32, bool and f32 host values are
+ * not tensors and are skipped): returns how many there are and
  * fills out[0 .. min(that, max)). The views stay valid until the next run
  * or sheaf_program_free. */
 SHEAF_API size_t sheaf_program_outputs(const sheaf_program *p, int64_t i, size_t max, sheaf_value_view *out);

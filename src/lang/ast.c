@@ -156,6 +156,23 @@ void sh_ast_dump_expr(sh_buf *b, const sh_module *m, const sh_ast *e) {
     sh_ast_dump_expr(b, m, e->c);
     sh_buf_putc(b, ')');
     break;
+  case SH_EX_WHILE:
+    sh_buf_puts(b, "(while ");
+    dump_pat(b, m, e->lets[0].pat);
+    if (e->lets[0].tx) {
+      sh_buf_puts(b, " : ");
+      dump_tx(b, m, e->lets[0].tx);
+    }
+    sh_buf_putc(b, ' ');
+    sh_ast_dump_expr(b, m, e->lets[0].value);
+    sh_buf_putc(b, ' ');
+    sh_ast_dump_expr(b, m, e->a);
+    sh_buf_puts(b, " max ");
+    sh_ast_dump_expr(b, m, e->b);
+    sh_buf_putc(b, ' ');
+    sh_ast_dump_expr(b, m, e->c);
+    sh_buf_putc(b, ')');
+    break;
   case SH_EX_PHASE:
     sh_buf_printf(b, "(phase %lld ", (long long)e->ival);
     sh_ast_dump_expr(b, m, e->a);
@@ -173,6 +190,7 @@ static void dump_tx(sh_buf *b, const sh_module *m, const sh_texpr *t) {
   case SH_TX_ERROR: sh_buf_puts(b, "<error>"); break;
   case SH_TX_I32: sh_buf_puts(b, "i32"); break;
   case SH_TX_BOOL: sh_buf_puts(b, "bool"); break;
+  case SH_TX_F32: sh_buf_puts(b, "f32"); break;
   case SH_TX_NAME: sh_buf_puts(b, sh_sym_name(&m->syms, t->name)); break;
   case SH_TX_TENSOR: dump_list(b, m, "f32", t->dims, t->n); break;
   case SH_TX_LIST:

@@ -25,7 +25,8 @@ typedef struct sh_fn sh_fn;
 /* ------------------------------------------------------------ type syntax */
 
 typedef enum sh_texpr_kind {
-  SH_TX_ERROR, SH_TX_I32, SH_TX_BOOL, SH_TX_TENSOR, SH_TX_TUPLE, SH_TX_LIST, SH_TX_NAME
+  SH_TX_ERROR, SH_TX_I32, SH_TX_BOOL, SH_TX_TENSOR, SH_TX_TUPLE, SH_TX_LIST, SH_TX_NAME,
+  SH_TX_F32 /* a host float: `f32` without a shape (item's result) */
 } sh_texpr_kind;
 
 typedef struct sh_texpr {
@@ -160,7 +161,8 @@ typedef enum sh_ast_kind {
   SH_EX_IF,     /* a (cond), b (then), c (else) */
   SH_EX_MATCH,  /* a (scrutinee), arms */
   SH_EX_FOR,    /* pat in a [.. b] { c } */
-  SH_EX_PHASE   /* phase ival { a } */
+  SH_EX_PHASE,  /* phase ival { a } */
+  SH_EX_WHILE   /* while lets[0] (the state: pat [: tx] = init); a (cond) max b { c } */
 } sh_ast_kind;
 
 /* What a name refers to (checker). */
@@ -187,7 +189,9 @@ typedef enum sh_builtin {
   /* fused cell */
   SH_BI_LSTM_CELL,
   /* lists */
-  SH_BI_LEN, SH_BI_REV, SH_BI_MAP, SH_BI_FOLD, SH_BI_SCAN,
+  SH_BI_LEN, SH_BI_REV, SH_BI_MAP, SH_BI_FOLD, SH_BI_SCAN, SH_BI_PUSH,
+  /* tensor to host: the instance waits for the value (a wait point) */
+  SH_BI_ARGMAX, SH_BI_ITEM,
   SH_BI_COUNT_
 } sh_builtin;
 
@@ -331,6 +335,8 @@ typedef struct sh_module {
   struct sh_kernel **kernels_checked; /* (checker) those without errors, in order */
   bool kernels_only; /* sh_kernel_source_compile: kernel and size declarations only */
   sh_fn *main; /* (checker) */
+  int n_waits;         /* (checker) argmax / item calls: where an instance waits for a value */
+  const sh_ast **waits; /* those calls, in the order checked (pool) */
   const struct sh_input_shape *main_input; /* (checker) what main takes: sh_check_main_input */
 } sh_module;
 

@@ -24,7 +24,7 @@ static void find_lookups(const sh_ast *e, bool *is_table, int depth) {
   find_lookups(e->c, is_table, depth + 1);
   if (e->kind == SH_EX_TUPLE || e->kind == SH_EX_LIST || e->kind == SH_EX_CALL)
     for (int i = 0; i < e->n; i++) find_lookups(e->items[i], is_table, depth + 1);
-  if (e->kind == SH_EX_BLOCK)
+  if (e->kind == SH_EX_BLOCK || e->kind == SH_EX_WHILE) /* lets; a while's state */
     for (int i = 0; i < e->n; i++) find_lookups(e->lets[i].value, is_table, depth + 1);
   if (e->kind == SH_EX_MATCH)
     for (int i = 0; i < e->n; i++) find_lookups(e->arms[i].body, is_table, depth + 1);

@@ -23,6 +23,7 @@ static const char *const builtin_names[SH_BI_COUNT_] = {
     [SH_BI_MIN] = "min", [SH_BI_CLAMP] = "clamp", [SH_BI_FLOAT] = "float", [SH_BI_CAT] = "cat", [SH_BI_RESHAPE] = "reshape",
     [SH_BI_ZEROS] = "zeros", [SH_BI_LSTM_CELL] = "lstm_cell", [SH_BI_LEN] = "len",
     [SH_BI_REV] = "rev", [SH_BI_MAP] = "map", [SH_BI_FOLD] = "fold", [SH_BI_SCAN] = "scan",
+    [SH_BI_PUSH] = "push", [SH_BI_ARGMAX] = "argmax", [SH_BI_ITEM] = "item",
 };
 
 /* Tensor inputs of a runtime op's builtin (ops.def); 0 for the others. */
@@ -220,6 +221,7 @@ sh_type *c_resolve_type(checker *c, sh_texpr *tx, size_mode mode) {
   case SH_TX_ERROR: return &sh_type_error;
   case SH_TX_I32: return &sh_type_i32;
   case SH_TX_BOOL: return &sh_type_bool;
+  case SH_TX_F32: return &sh_type_f32;
   case SH_TX_NAME: {
     sh_adt *a = tx->name <= c->n_syms ? c->types[tx->name] : NULL;
     if (!a) {

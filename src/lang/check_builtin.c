@@ -2,7 +2,9 @@
  * check_builtin.c — types of the built-in functions: the runtime's
  * elementwise ops (unary, and binary with f32[1] broadcast: pow, min, max,
  * clamp, where), reductions and softmax, cat, reshape, zeros, the fused lstm_cell, and the
- * list functions len, rev, map, fold, scan (which take a function by name).
+ * list functions len, rev, push, map, fold, scan (which take a function by
+ * name), and the conversions to host values argmax and item (wait points:
+ * the instance waits for the value, recorded in the module).
  * Each matches an operation of the runtime (include/sheaf_graph.h).
  */
 #include <stdio.h>
@@ -247,6 +249,40 @@ static sh_type *layer_norm(checker *c, sh_ast *e, sh_type **t) {
   return ok ? t[0] : &sh_type_error;
 }
 
+/* argmax(x: f32[K]) -> i32, item(x: f32[1]) -> f32: a value the instance
+ * waits for (recorded in m->waits for `sheaf check`). */
+static sh_type *to_host(checker *c, sh_ast *e, sh_type *x) {
+  if (c_is_err(need_tensor(c, e, e->items[0], x))) return &sh_type_error;
+  if (e->builtin == SH_BI_ARGMAX && x->n != 1) {
+    c_error(c, e->items[0]->span, "argmax needs a vector f32[K], not %s", c_ty(c, x));
+    return &sh_type_error;
+  }
+  if (e->builtin == SH_BI_ITEM && !c_is_scalar1(c, x)) {
+    c_error(c, e->items[0]->span, "item needs a one-element tensor f32[1], not %s (pick one with x[i], "
+            "or reduce with max(x))", c_ty(c, x));
+    return &sh_type_error;
+  }
+  sh_module *m = c->m;
+  if ((m->n_waits & (m->n_waits - 1)) == 0) { /* 0, 1, 2, 4, ...: grow */
+    const sh_ast **w = c_alloc(c, (size_t)(m->n_waits ? 2 * m->n_waits : 1) * sizeof *w);
+    if (!w) return &sh_type_error;
+    if (m->n_waits) memcpy(w, m->waits, (size_t)m->n_waits * sizeof *w);
+    m->waits = w;
+  }
+  m->waits[m->n_waits++] = e;
+  return e->builtin == SH_BI_ARGMAX ? &sh_type_i32 : &sh_type_f32;
+}
+
+/* push(xs: list[T], x: T) -> list[T]: xs with x appended (a new list). */
+static sh_type *push(checker *c, sh_ast *e, sh_type **t) {
+  if (!arity(c, e, 2, 2)) return &sh_type_error;
+  sh_type *l = need_list(c, e, e->items[0], t[0]);
+  if (c_is_err(l) || c_is_err(t[1])) return &sh_type_error;
+  if (!c_expect(c, e->items[1]->span, l->elems[0], t[1], "the element pushed onto the list"))
+    return &sh_type_error;
+  return l;
+}
+
 /* Elementwise over tensors of one shape, or with f32[1] broadcast: the
  * shape of the larger (pow, minimum, maximum, min, max, clamp). */
 static sh_type *elementwise(checker *c, sh_ast *e, sh_type **t) {
@@ -288,6 +324,7 @@ sh_type *c_builtin(checker *c, sh_ast *e) {
     for (int i = 0; i < e->n; i++) t[i] = need_tensor(c, e, e->items[i], t[i]);
     return cat(c, e, t);
   }
+  if (bi == SH_BI_PUSH) return push(c, e, t);
   if (sh_builtin_op_arity(bi) == 2 || bi == SH_BI_MIN)
     return arity(c, e, 2, 2) ? elementwise(c, e, t) : &sh_type_error;
   if (bi == SH_BI_LAYER_NORM) return arity(c, e, 3, 3) ? layer_norm(c, e, t) : &sh_type_error;
@@ -316,9 +353,11 @@ sh_type *c_builtin(checker *c, sh_ast *e) {
     sh_size dims[2] = {x->dims[1], x->dims[0]};
     return mk_tensor(c, 2, dims);
   }
+  case SH_BI_ARGMAX:
+  case SH_BI_ITEM: return to_host(c, e, x);
   case SH_BI_FLOAT: {
-    if (x->kind != SH_TY_I32) {
-      c_error(c, e->items[0]->span, "float needs an i32, not %s", c_ty(c, x));
+    if (x->kind != SH_TY_I32 && x->kind != SH_TY_F32) {
+      c_error(c, e->items[0]->span, "float needs an i32 or an f32, not %s", c_ty(c, x));
       return &sh_type_error;
     }
     sh_size one;

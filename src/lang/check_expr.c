@@ -172,8 +172,39 @@ static sh_type *matmul(checker *c, sh_ast *e, sh_type *ta, sh_type *tb) {
   return tensor2(c, &ta->dims[0], &tb->dims[1]);
 }
 
+/* A float constant (`0.9`, `-0.9`): an f32[1] tensor, or a host f32 where
+ * the other operand is one (`item(p) > 0.9`). */
+static bool float_literal(const sh_ast *e) {
+  while (e->kind == SH_EX_UNARY && e->op == SH_TK_MINUS) e = e->a;
+  return e->kind == SH_EX_FLOAT;
+}
+
+static sh_type *host_float(sh_ast *e) {
+  for (sh_ast *x = e; ; x = x->a) {
+    x->type = &sh_type_f32;
+    if (x->kind == SH_EX_FLOAT) break;
+  }
+  return &sh_type_f32;
+}
+
+/* Operators of host floats: + - * / and comparisons of two f32. */
+static sh_type *host_f32_op(checker *c, sh_ast *e, sh_type *ta, sh_type *tb) {
+  if (c_is_err(ta) || c_is_err(tb)) return &sh_type_error;
+  if (ta->kind == SH_TY_F32 && tb->kind == SH_TY_F32 && e->op != SH_TK_PERCENT && e->op != SH_TK_AT &&
+      e->op != SH_TK_ANDAND && e->op != SH_TK_OROR) {
+    bool cmp = e->op != SH_TK_PLUS && e->op != SH_TK_MINUS && e->op != SH_TK_STAR && e->op != SH_TK_SLASH;
+    return cmp ? &sh_type_bool : &sh_type_f32;
+  }
+  c_error(c, e->span, "%s of a host f32 needs another f32 (item(x), or a constant like 0.5), but got %s and %s",
+          op_name(e->op), c_ty(c, ta), c_ty(c, tb));
+  return &sh_type_error;
+}
+
 static sh_type *binary(checker *c, sh_ast *e) {
   sh_type *ta = c_expr(c, e->a), *tb = c_expr(c, e->b);
+  if (ta->kind == SH_TY_F32 && float_literal(e->b)) tb = host_float(e->b);
+  if (tb->kind == SH_TY_F32 && float_literal(e->a)) ta = host_float(e->a);
+  if (ta->kind == SH_TY_F32 || tb->kind == SH_TY_F32) return host_f32_op(c, e, ta, tb);
   switch (e->op) {
   case SH_TK_PLUS:
   case SH_TK_MINUS:
@@ -208,8 +239,8 @@ static sh_type *unary(checker *c, sh_ast *e) {
     if (t->kind == SH_TY_BOOL) return t;
     c_error(c, e->span, "'!' needs a bool, but got %s", c_ty(c, t));
   } else {
-    if (t->kind == SH_TY_I32 || t->kind == SH_TY_TENSOR) return t;
-    c_error(c, e->span, "'-' needs an i32 or a tensor, but got %s", c_ty(c, t));
+    if (t->kind == SH_TY_I32 || t->kind == SH_TY_TENSOR || t->kind == SH_TY_F32) return t;
+    c_error(c, e->span, "'-' needs an i32, an f32 or a tensor, but got %s", c_ty(c, t));
   }
   return &sh_type_error;
 }
@@ -441,16 +472,55 @@ static sh_type *slice(checker *c, sh_ast *e) {
 
 /* ------------------------------------------------------- control flow */
 
+/* Whether e is `[]`, or a tuple with `[]` among its items. */
+static bool has_empty_list(const sh_ast *e) {
+  if (e->kind == SH_EX_LIST) return e->n == 0;
+  if (e->kind != SH_EX_TUPLE) return false;
+  for (int i = 0; i < e->n; i++)
+    if (has_empty_list(e->items[i])) return true;
+  return false;
+}
+
+/* Types an empty list `[]` (in e, or among the items of a tuple e) from
+ * want, a let's annotation; false (error reported) where want is not a
+ * list there. */
+static bool type_empty_lists(checker *c, sh_ast *e, sh_type *want) {
+  if (c_is_err(want)) return true;
+  if (e->kind == SH_EX_LIST && e->n == 0) {
+    if (want->kind == SH_TY_LIST) {
+      e->type = want;
+      return true;
+    }
+    c_error(c, e->span, "'[]' is a list, but the annotation gives this part the type %s", c_ty(c, want));
+    return false;
+  }
+  if (e->kind != SH_EX_TUPLE || want->kind != SH_TY_TUPLE || want->n != e->n) return true;
+  bool ok = true;
+  for (int i = 0; i < e->n; i++) ok = type_empty_lists(c, e->items[i], want->elems[i]) && ok;
+  return ok;
+}
+
+/* A let's value against its optional annotation: the type bound. */
+static sh_type *let_value(checker *c, sh_let *l) {
+  sh_type *want = l->tx ? c_resolve_type(c, l->tx, SIZES_KNOWN) : NULL;
+  if (want && has_empty_list(l->value) && !c_is_err(want)) {
+    if (!type_empty_lists(c, l->value, want)) return &sh_type_error;
+    if (l->value->kind == SH_EX_LIST) return l->value->type = want;
+  }
+  sh_type *t = c_expr(c, l->value);
+  if (want && want->kind == SH_TY_F32 && float_literal(l->value)) t = host_float(l->value);
+  if (want) {
+    if (!c_expect(c, l->value->span, want, t, "let")) t = &sh_type_error;
+    else if (!c_is_err(want)) t = want;
+  }
+  return t;
+}
+
 static sh_type *block(checker *c, sh_ast *e) {
   int mark = c_scope_mark(c);
   for (int i = 0; i < e->n; i++) {
     sh_let *l = &e->lets[i];
-    sh_type *t = c_expr(c, l->value);
-    if (l->tx) {
-      sh_type *want = c_resolve_type(c, l->tx, SIZES_KNOWN);
-      if (!c_expect(c, l->value->span, want, t, "let")) t = &sh_type_error;
-      else if (!c_is_err(want)) t = want;
-    }
+    sh_type *t = let_value(c, l);
     bool strict;
     int k = c_origin(c, l->value, &strict);
     c_bind_pattern(c, l->pat, t, false, k, strict);
@@ -524,7 +594,34 @@ static sh_type *for_expr(checker *c, sh_ast *e) {
   return t ? t : &sh_type_error;
 }
 
+/* while STATE = INIT; COND max N { BODY }: the body's value is the next
+ * state (of the state's type); the loop's value is the last state. N is an
+ * i32 evaluated once, before the state is bound. */
+static sh_type *while_expr(checker *c, sh_ast *e) {
+  sh_type *tn = c_expr(c, e->b);
+  if (!c_is_err(tn) && tn->kind != SH_TY_I32)
+    c_error(c, e->b->span, "the bound of 'while' (max N) must be an i32, not %s", c_ty(c, tn));
+  sh_let *l = &e->lets[0];
+  sh_type *ts = let_value(c, l);
+  int mark = c_scope_mark(c);
+  c_bind_pattern(c, l->pat, ts, false, -1, false); /* no part of a parameter: the state changes */
+  sh_type *tc = c_expr(c, e->a);
+  if (!c_is_err(tc) && tc->kind != SH_TY_BOOL)
+    c_error(c, e->a->span, "the condition of 'while' must be a bool, not %s", c_ty(c, tc));
+  sh_type *tb = c_expr(c, e->c);
+  c_scope_pop(c, mark);
+  if (c_is_err(ts) || c_is_err(tb)) return &sh_type_error;
+  if (!c_expect(c, e->c->span, ts, tb, "the body of 'while' gives the next state")) return &sh_type_error;
+  return ts;
+}
+
 static sh_type *items(checker *c, sh_ast *e) {
+  if (e->kind == SH_EX_LIST && e->n == 0) {
+    if (e->type && e->type->kind == SH_TY_LIST) return e->type; /* typed by a let's annotation */
+    c_error(c, e->span, "empty list '[]' needs a type: write it as a let's value with one (let xs: "
+            "list[i32] = [];), or build lists with 'for' or 'map'");
+    return &sh_type_error;
+  }
   sh_type **v = c_alloc(c, (size_t)e->n * sizeof *v + 1);
   if (!v) return &sh_type_error;
   bool err = false;
@@ -567,6 +664,7 @@ static sh_type *expr_kind(checker *c, sh_ast *e) {
   case SH_EX_IF: return if_expr(c, e);
   case SH_EX_MATCH: return match_expr(c, e);
   case SH_EX_FOR: return for_expr(c, e);
+  case SH_EX_WHILE: return while_expr(c, e);
   case SH_EX_PHASE:
     if (e->ival < 0 || e->ival > 1023) /* sheaf_graph_phase's range */
       c_error(c, e->span, "phase %lld: phases are numbered 0..1023", (long long)e->ival);

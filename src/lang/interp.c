@@ -115,6 +115,7 @@ static sh_agg *agg_new(sh_interp *ip, int32_t tag, int32_t n) {
 static sh_value mk_int(int32_t i) { return (sh_value){.kind = SH_V_INT, .i = i}; }
 static sh_value mk_word(int32_t i) { return (sh_value){.kind = SH_V_INT, .word = 1, .i = i}; }
 static sh_value mk_bool(bool b) { return (sh_value){.kind = SH_V_BOOL, .i = b}; }
+static sh_value mk_f32(float f) { return (sh_value){.kind = SH_V_F32, .f = f}; }
 static sh_value mk_tensor(sheaf_expr t) { return (sh_value){.kind = SH_V_TENSOR, .t = t}; }
 static sh_value mk_agg(uint8_t kind, sh_agg *a) {
   return a ? (sh_value){.kind = kind, .agg = a} : v_none;
@@ -289,6 +290,62 @@ static SH_NOINLINE sh_value builtin_apply(sh_interp *ip, const sh_ast *e, const 
   return r ? mk_agg(SH_V_LIST, r) : acc;
 }
 
+/* ------------------------------------------------------------- wait points */
+
+/* The value of tensor t, for argmax / item. On a fiber of a batch
+ * (sheaf_runner_run_fibers) the instance is suspended in sheaf_value until
+ * every live instance waits and the graph is flushed once for all of them;
+ * other instances run on this interpreter meanwhile, so the state of this
+ * call (its depth, phase and the sizes bound by generic calls) is kept
+ * here and restored after the wait. Elsewhere sheaf_value flushes. */
+static sheaf_status host_read(sh_interp *ip, sheaf_expr t, sheaf_value_view *v) {
+  uint32_t ns = ip->m->sizes.n + 1;
+  int64_t *sv = sh_lang_alloc_raw(&ip->pool, ns * sizeof *sv);
+  if (!sv) return ip->err = SHEAF_ERR_NOMEM;
+  memcpy(sv, ip->sv, ns * sizeof *sv);
+  int depth = ip->depth, phase = ip->phase;
+  sheaf_graph *g = ip->g;
+  sheaf_status st = sheaf_value(g, t, v);
+  memcpy(ip->sv, sv, ns * sizeof *sv);
+  ip->g = g;
+  ip->depth = depth;
+  ip->phase = phase;
+  ip->err = SHEAF_OK;
+  sheaf_graph_phase(g, phase);
+  if (st) return ip->err = st; /* the flush's error (the graph's), or the run stopped */
+  return SHEAF_OK;
+}
+
+/* argmax(x): the index of the first largest element (NaN never wins; all
+ * NaN: 0); item(x): its one element. */
+static SH_NOINLINE sh_value builtin_to_host(sh_interp *ip, const sh_ast *e, sh_value *fr) {
+  sh_value x = eval(ip, e->items[0], fr);
+  if (ip->err) return v_none;
+  sheaf_value_view v;
+  if (host_read(ip, x.t, &v)) return v_none;
+  int64_t n = v.shape[v.rank - 1];
+  if (e->builtin == SH_BI_ITEM) return mk_f32(v.data[0]);
+  int64_t best = 0;
+  for (int64_t k = 1; k < n; k++)
+    if (v.data[k] > v.data[best] || (v.data[best] != v.data[best] && v.data[k] == v.data[k])) best = k;
+  return mk_int((int32_t)best);
+}
+
+/* push(xs, x): a new list, xs then x. */
+static SH_NOINLINE sh_value builtin_push(sh_interp *ip, const sh_ast *e, sh_value *fr) {
+  sh_value xs = eval(ip, e->items[0], fr);
+  if (ip->err) return v_none;
+  sh_value x = eval(ip, e->items[1], fr);
+  if (ip->err) return v_none;
+  int32_t n = xs.agg->n;
+  if (n == INT32_MAX) return fail_at(ip, e->span, "push: a list holds at most 2147483647 elements"), v_none;
+  sh_agg *r = agg_new(ip, -1, n + 1);
+  if (!r) return v_none;
+  if (n) memcpy(r->items, xs.agg->items, (size_t)n * sizeof *r->items);
+  r->items[n] = x;
+  return mk_agg(SH_V_LIST, r);
+}
+
 static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   sheaf_expr (*f1)(sheaf_graph *, sheaf_expr) = bi_unary[e->builtin];
   if (f1 && e->items[0]->type->kind == SH_TY_TENSOR) { /* tanh(x), sigmoid(x), ...: the common case */
@@ -298,6 +355,8 @@ static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_ast *e, sh_value *fr
   }
   if (e->builtin == SH_BI_LSTM_CELL) return builtin_lstm_cell(ip, e, fr);
   if (e->builtin == SH_BI_CAT) return builtin_cat(ip, e, fr);
+  if (e->builtin == SH_BI_ARGMAX || e->builtin == SH_BI_ITEM) return builtin_to_host(ip, e, fr);
+  if (e->builtin == SH_BI_PUSH) return builtin_push(ip, e, fr);
   sheaf_graph *g = ip->g;
   sh_value a[4] = {0};
   int nargs = e->n;
@@ -315,7 +374,7 @@ static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_ast *e, sh_value *fr
   case SH_BI_WHERE: return mk_tensor(sheaf_where(g, a[0].t, a[1].t, a[2].t));
   case SH_BI_TRANSPOSE: return mk_tensor(sheaf_transpose(g, a[0].t));
   case SH_BI_FLOAT: {
-    float f = (float)a[0].i;
+    float f = a[0].kind == SH_V_F32 ? a[0].f : (float)a[0].i;
     return mk_tensor(sheaf_input_vector(g, 1, &f));
   }
   case SH_BI_RESHAPE: {
@@ -461,6 +520,22 @@ static SH_NOINLINE sh_value binary(sh_interp *ip, const sh_ast *e, sh_value *fr)
     case SH_TK_EQ: return mk_tensor(sheaf_eq(g, x.t, y.t));
     case SH_TK_NE: return mk_tensor(sheaf_ne(g, x.t, y.t));
     default: return failf(ip, "interp: bad tensor operator"), v_none;
+    }
+  }
+  if (x.kind == SH_V_F32) { /* host floats */
+    float a = x.f, b = y.f;
+    switch (op) {
+    case SH_TK_PLUS: return mk_f32(a + b);
+    case SH_TK_MINUS: return mk_f32(a - b);
+    case SH_TK_STAR: return mk_f32(a * b);
+    case SH_TK_SLASH: return mk_f32(a / b);
+    case SH_TK_EQ: return mk_bool(a == b);
+    case SH_TK_NE: return mk_bool(a != b);
+    case SH_TK_LT: return mk_bool(a < b);
+    case SH_TK_LE: return mk_bool(a <= b);
+    case SH_TK_GT: return mk_bool(a > b);
+    case SH_TK_GE: return mk_bool(a >= b);
+    default: return failf(ip, "interp: bad f32 operator"), v_none;
     }
   }
   int64_t a = x.i, b = y.i; /* i32 operands: +, -, * and / are exact in int64 */
@@ -646,6 +721,7 @@ static SH_NOINLINE sh_value eval_unary(sh_interp *ip, const sh_ast *e, sh_value 
   if (ip->err) return v_none;
   if (e->op == SH_TK_BANG) return mk_bool(!x.i);
   if (x.kind == SH_V_TENSOR) return mk_tensor(sheaf_scale(ip->g, x.t, -1.0f));
+  if (x.kind == SH_V_F32) return mk_f32(-x.f);
   return int_result(ip, e, 0, "-", x.i, -(int64_t)x.i);
 }
 
@@ -702,6 +778,26 @@ static SH_NOINLINE sh_value eval_for(sh_interp *ip, const sh_ast *e, sh_value *f
   return mk_agg(SH_V_LIST, r);
 }
 
+/* while STATE = INIT; COND max N { BODY }: N is read once; a condition that
+ * still holds after N iterations stops the instance with an error at the
+ * loop (a loop never ends silently short). */
+static SH_NOINLINE sh_value eval_while(sh_interp *ip, const sh_ast *e, sh_value *fr) {
+  sh_value n = eval(ip, e->b, fr);
+  if (ip->err) return v_none;
+  sh_value st = eval(ip, e->lets[0].value, fr);
+  for (int64_t k = 0; !ip->err; k++) {
+    if (!pat_bind(ip, e->lets[0].pat, &st, fr)) return failf(ip, "while: pattern did not match"), v_none;
+    sh_value c = eval(ip, e->a, fr);
+    if (ip->err) return v_none;
+    if (!c.i) return st;
+    if (k >= n.i)
+      return fail_at(ip, e->span, "'while' reached its bound (max %d) and its condition still holds",
+                     (int)n.i), v_none;
+    st = eval(ip, e->c, fr);
+  }
+  return v_none;
+}
+
 static SH_NOINLINE sh_value eval_phase(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   int old = ip->phase;
   ip->phase = (int)e->ival;
@@ -714,6 +810,7 @@ static SH_NOINLINE sh_value eval_phase(sh_interp *ip, const sh_ast *e, sh_value 
 
 static SH_NOINLINE sh_value eval_float(sh_interp *ip, const sh_ast *e) {
   float f = (float)e->fval;
+  if (e->type->kind == SH_TY_F32) return mk_f32(f); /* a host float (item(p) > 0.9) */
   return mk_tensor(sheaf_input_vector(ip->g, 1, &f));
 }
 
@@ -748,6 +845,7 @@ static sh_value eval(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   case SH_EX_UNARY: return built(ip, e, eval_unary(ip, e, fr));
   case SH_EX_FOR: return eval_for(ip, e, fr);
   case SH_EX_PHASE: return eval_phase(ip, e, fr);
+  case SH_EX_WHILE: return eval_while(ip, e, fr);
   default: return failf(ip, "interp: unsupported expression"), v_none;
   }
 }
@@ -931,6 +1029,7 @@ sheaf_status sh_interp_main(sh_interp *ip, sheaf_graph *g, sh_value input, sh_va
   ip->depth = 0;
   ip->err = SHEAF_OK;
   ip->phase = 0;
+  if (ip->m->n_waits) sheaf_graph_phase(g, 0); /* another instance may have waited in a phase */
   *out = call_fn(ip, ip->m->main, &input, NULL);
   sheaf_graph_phase(g, 0);
   if (ip->err) return ip->err;

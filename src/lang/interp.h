@@ -85,14 +85,18 @@ int64_t sh_lang_word_row(const sh_lang_bind *b, int p, int64_t w);
 typedef struct sh_agg sh_agg;
 
 typedef enum sh_value_kind {
-  SH_V_NONE = 0, SH_V_INT, SH_V_BOOL, SH_V_TENSOR, SH_V_TUPLE, SH_V_LIST, SH_V_ADT
+  SH_V_NONE = 0, SH_V_INT, SH_V_BOOL, SH_V_TENSOR, SH_V_TUPLE, SH_V_LIST, SH_V_ADT,
+  SH_V_F32 /* a host float (item) */
 } sh_value_kind;
 
 typedef struct sh_value {
   uint8_t kind;
   uint8_t word; /* INT: a word id as read from the data (a tree's word, a sentence's
                    element), not computed: a lookup maps it to the table's row */
-  int32_t i;    /* INT, BOOL */
+  union {
+    int32_t i;  /* INT, BOOL */
+    float f;    /* F32 */
+  };
   sheaf_expr t; /* TENSOR */
   sh_agg *agg;  /* TUPLE, LIST, ADT */
 } sh_value;
@@ -132,7 +136,17 @@ typedef struct sh_token_cols {
  * lacks is an error naming it. */
 sheaf_status sh_interp_records(sh_interp *ip, const sh_token_cols *t, sh_value *out);
 
-/* Runs main on one input, issuing its tensor operations to g. */
+/* Bytes of each fiber stack for programs with wait points (address space,
+ * touched as used; the interpreter checks the room left before each call). */
+#define SH_INTERP_FIBER_STACK ((size_t)64 << 20)
+
+/* Runs main on one input, issuing its tensor operations to g. A program
+ * with wait points (argmax, item: sh_module.n_waits) reads values with
+ * sheaf_value: run on a fiber (sheaf_runner_run_fibers), the instance is
+ * suspended there until its batch's graph is flushed, batched with the
+ * other instances; elsewhere the read flushes the graph. Several instances
+ * may then be in progress at once on one interpreter (each on its own
+ * fiber): the interpreter keeps its per-call state across the wait. */
 sheaf_status sh_interp_main(sh_interp *ip, sheaf_graph *g, sh_value input, sh_value *out);
 
 /* Appends the tensors of a value (depth first) to out[0..cap): returns how

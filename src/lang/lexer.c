@@ -89,7 +89,7 @@ static const struct { const char *word; sh_tok_kind kind; } keywords[] = {
     {"if", SH_TK_IF},       {"else", SH_TK_ELSE},   {"for", SH_TK_FOR},
     {"in", SH_TK_IN},       {"phase", SH_TK_PHASE}, {"true", SH_TK_TRUE},
     {"false", SH_TK_FALSE}, {"i32", SH_TK_I32},     {"bool", SH_TK_BOOL},
-    {"f32", SH_TK_F32},     {"list", SH_TK_LIST},
+    {"f32", SH_TK_F32},     {"list", SH_TK_LIST},   {"while", SH_TK_WHILE},
 };
 
 static const char *const tok_desc[SH_TK_COUNT_] = {
@@ -100,7 +100,7 @@ static const char *const tok_desc[SH_TK_COUNT_] = {
     [SH_TK_IF] = "'if'", [SH_TK_ELSE] = "'else'", [SH_TK_FOR] = "'for'", [SH_TK_IN] = "'in'",
     [SH_TK_PHASE] = "'phase'", [SH_TK_TRUE] = "'true'", [SH_TK_FALSE] = "'false'",
     [SH_TK_I32] = "'i32'", [SH_TK_BOOL] = "'bool'", [SH_TK_F32] = "'f32'",
-    [SH_TK_LIST] = "'list'", [SH_TK_KERNEL] = "'kernel'",
+    [SH_TK_LIST] = "'list'", [SH_TK_KERNEL] = "'kernel'", [SH_TK_WHILE] = "'while'",
     [SH_TK_LPAREN] = "'('", [SH_TK_RPAREN] = "')'",
     [SH_TK_LBRACKET] = "'['", [SH_TK_RBRACKET] = "']'", [SH_TK_LBRACE] = "'{'",
     [SH_TK_RBRACE] = "'}'", [SH_TK_COMMA] = "','", [SH_TK_COLON] = "':'",

@@ -200,6 +200,39 @@ static sh_ast *p_for(parser *p) {
   return p_finish(p, e);
 }
 
+/* while_expr = "while" pattern [ ":" type ] "=" expr ";" expr "max" expr block
+ * (`max` is a contextual keyword: after the condition, an identifier) */
+static sh_ast *p_while(parser *p) {
+  const sh_token *kw = p_cur(p);
+  sh_ast *e = p_new_expr(p, SH_EX_WHILE, kw->span);
+  sh_let *l = p_alloc(p, sizeof *l);
+  if (!l) return e;
+  memset(l, 0, sizeof *l);
+  e->lets = l;
+  e->n = 1;
+  p_let(p, l, "the state of 'while' (while STATE = INIT; COND max N { ... })");
+  if (!p->panic) e->a = p_expr(p);
+  if (!p->panic) {
+    const sh_token *t = p_cur(p);
+    if (t->kind == SH_TK_IDENT && !strcmp(sh_sym_name(&p->m->syms, t->v.sym), "max")) {
+      p_next(p);
+      e->b = p_expr(p);
+    } else {
+      p_error(p, t->span, "expected 'max N' after the condition of 'while' (every loop has a bound) but found %s",
+              sh_tok_desc(t->kind));
+    }
+  }
+  if (!p->panic && !p_at(p, SH_TK_LBRACE))
+    p_error(p, p_cur(p)->span, "expected '{' to start the body of 'while' but found %s",
+            sh_tok_desc(p_kind(p)));
+  e->c = p->panic ? NULL : p_block(p);
+  if (!e->a) e->a = p_new_expr(p, SH_EX_ERROR, kw->span);
+  if (!e->b) e->b = p_new_expr(p, SH_EX_ERROR, kw->span);
+  if (!e->c) e->c = p_new_expr(p, SH_EX_ERROR, kw->span);
+  e->span = p_span_from(p, kw->span);
+  return p_finish(p, e);
+}
+
 /* phase_expr = "phase" INT block */
 static sh_ast *p_phase(parser *p) {
   const sh_token *kw = p_next(p);
@@ -260,14 +293,13 @@ static sh_ast *p_primary(parser *p) {
     e = p_new_expr(p, SH_EX_LIST, t->span);
     p_items(p, e, SH_TK_RBRACKET, t->span);
     e->span = p_span_from(p, t->span);
-    if (e->n == 0 && !p->panic)
-      p_error(p, e->span, "empty list literal '[]' has no element type; build lists with 'for' or 'map'");
-    return p_finish(p, e);
+    return p_finish(p, e); /* '[]' is typed by a let's annotation (the checker) */
   case SH_TK_LBRACE: return p_block(p);
   case SH_TK_IF: return p_if(p);
   case SH_TK_MATCH: return p_match(p);
   case SH_TK_FOR: return p_for(p);
   case SH_TK_PHASE: return p_phase(p);
+  case SH_TK_WHILE: return p_while(p);
   default:
     p_error(p, t->span, "expected an expression but found %s", sh_tok_desc(t->kind));
     return p_new_expr(p, SH_EX_ERROR, t->span);

@@ -90,8 +90,8 @@ sh_texpr *p_type(parser *p) {
     p_next(p);
     r = new_tx(p, SH_TX_TENSOR, t->span);
     const sh_token *open = p_cur(p);
-    if (!p_at(p, SH_TK_LBRACKET)) {
-      p_error(p, t->span, "f32 needs a shape in brackets, e.g. f32[H] or f32[H, 2*H]");
+    if (!p_at(p, SH_TK_LBRACKET)) { /* a host float (item's result) */
+      r->kind = SH_TX_F32;
       break;
     }
     p_next(p);

@@ -79,7 +79,7 @@ sh_ast *p_finish(parser *p, sh_ast *e) {
   if (depth_of(e->c) > d) d = depth_of(e->c);
   for (int i = 0; e->items && i < e->n; i++)
     if (depth_of(e->items[i]) > d) d = depth_of(e->items[i]);
-  if (e->kind == SH_EX_BLOCK)
+  if (e->kind == SH_EX_BLOCK || e->kind == SH_EX_WHILE) /* lets; a while's state */
     for (int i = 0; i < e->n; i++)
       if (depth_of(e->lets[i].value) > d) d = depth_of(e->lets[i].value);
   if (e->kind == SH_EX_MATCH)
@@ -157,7 +157,7 @@ static void sync_stmt(parser *p) {
 }
 
 /* let_stmt = "let" pattern [ ":" type ] "=" expr ";" */
-static void p_let(parser *p, sh_let *l) {
+void p_let(parser *p, sh_let *l, const char *what) {
   const sh_token *kw = p_next(p);
   l->pat = p_pattern(p);
   if (p_accept(p, SH_TK_COLON)) l->tx = p_type(p);
@@ -165,9 +165,9 @@ static void p_let(parser *p, sh_let *l) {
   if (!l->value) l->value = p_new_expr(p, SH_EX_ERROR, p_cur(p)->span);
   if (!p->panic && !p_accept(p, SH_TK_SEMI)) {
     if (p_at(p, SH_TK_ERROR) || p_at(p, SH_TK_RBRACE))
-      p_error(p, p_cur(p)->span, "expected ';' after the let statement but found %s", found(p));
+      p_error(p, p_cur(p)->span, "expected ';' after %s but found %s", what, found(p));
     else /* report, but go on as if the ';' were there */
-      sh_diag_error(p->d, p_cur(p)->span, "expected ';' after the let statement but found %s", found(p));
+      sh_diag_error(p->d, p_cur(p)->span, "expected ';' after %s but found %s", what, found(p));
   }
   l->span = p_span_from(p, kw->span);
 }
@@ -192,7 +192,7 @@ sh_ast *p_block(parser *p) {
         cap = nc;
       }
       sh_let *l = &e->lets[e->n++];
-      p_let(p, l);
+      p_let(p, l, "the let statement");
       if (p->panic) sync_stmt(p);
       continue;
     }

@@ -63,6 +63,9 @@ bool p_push(parser *p, void ***v, int *n, int *cap, void *item);
 
 sh_ast *p_expr(parser *p);
 sh_ast *p_block(parser *p);
+/* `KW pattern [":" type] "=" expr ";"` at the keyword (let, while's state);
+ * `what` names it in the message about a missing ';'. */
+void p_let(parser *p, sh_let *l, const char *what);
 sh_pat *p_pattern(parser *p);
 sh_texpr *p_type(parser *p);
 /* A size expression (types' dimensions): INT, IDENT, + - * and parentheses. */

@@ -101,6 +101,7 @@ sheaf_status sheaf_program_load(sheaf_ctx *ctx, const char *path, const sheaf_pr
   if (!st) st = sheaf_model_allow_nonfinite(p->model, opts->allow_nonfinite);
   if (!st) st = sh_lang_bind_model(&p->m, p->model, &bo, &p->bind);
   if (!st) st = sheaf_runner_create(p->model, &opts->runner, &p->runner);
+  if (!st && p->m.n_waits) st = sheaf_runner_set_fiber_stack(p->runner, SH_INTERP_FIBER_STACK);
   if (!st && !(p->ip = calloc((size_t)(p->nw = sheaf_runner_threads(p->runner)), sizeof *p->ip)))
     st = sh_fail(ctx, SHEAF_ERR_NOMEM, "sheaf_program_load: out of memory");
   if (st) {
@@ -187,6 +188,8 @@ sheaf_status sheaf_program_run_words(sheaf_program *p, int64_t n, const int32_t 
   p->n = n;
   p->words = words;
   p->lens = lens;
+  if (p->m.n_waits) /* reads of values (argmax, item): each instance on a fiber */
+    return sheaf_runner_run_fibers(p->runner, 0, n, build, read, p);
   return sheaf_runner_run(p->runner, 0, n, build, read, p);
 }
 

@@ -1,8 +1,10 @@
 /*
  * summary.c — the text `sheaf check` prints for a model that checks: its
  * global sizes (with values where declared), types, parameters with their
- * shapes, function signatures (recursive ones and the entry marked) and
- * kernels (signature, inferred temporaries, statements with index ranges).
+ * shapes, function signatures (recursive ones and the entry marked), the
+ * wait points (argmax / item: where an instance waits for a value, so the
+ * program runs on fibers) and kernels (signature, inferred temporaries,
+ * statements with index ranges).
  */
 #include "lang/check.h"
 #include "lang/kernel.h"
@@ -55,6 +57,13 @@ void sh_check_summary(const sh_module *m, sh_buf *out) {
     if (f->recursive) sh_buf_puts(out, "  [recursive]");
     if (f == m->main) sh_buf_puts(out, "  [entry]");
     sh_buf_putc(out, '\n');
+  }
+  if (m->n_waits) {
+    sh_buf_printf(out, "waits: %d point%s where an instance waits for a value (it runs on a fiber; one "
+                  "flush serves every waiting instance):\n", m->n_waits, m->n_waits == 1 ? "" : "s");
+    for (int i = 0; i < m->n_waits; i++)
+      sh_buf_printf(out, "  %s:%u:%u: %s\n", m->diags.file, (unsigned)m->waits[i]->span.line,
+                    (unsigned)m->waits[i]->span.col, sh_builtin_name(m->waits[i]->builtin));
   }
   const sh_kernel *const *k;
   int n = sh_module_kernels(m, &k);

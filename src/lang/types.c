@@ -306,6 +306,7 @@ void sh_size_print(sh_buf *b, const sh_sizevars *sv, const sh_size *a0) {
 sh_type sh_type_error = {.kind = SH_TY_ERROR};
 sh_type sh_type_i32 = {.kind = SH_TY_I32};
 sh_type sh_type_bool = {.kind = SH_TY_BOOL};
+sh_type sh_type_f32 = {.kind = SH_TY_F32};
 
 sh_type *sh_type_tensor(sh_lang_pool *a, int rank, const sh_size *dims) {
   sh_type *t = sh_lang_alloc(a, sizeof *t);
@@ -424,6 +425,7 @@ void sh_type_print(sh_buf *b, const sh_sizevars *sv, const sh_symtab *syms, cons
   case SH_TY_ERROR: sh_buf_puts(b, "<error>"); break;
   case SH_TY_I32: sh_buf_puts(b, "i32"); break;
   case SH_TY_BOOL: sh_buf_puts(b, "bool"); break;
+  case SH_TY_F32: sh_buf_puts(b, "f32"); break;
   case SH_TY_TENSOR:
     sh_buf_puts(b, "f32[");
     for (int i = 0; i < t->n; i++) {

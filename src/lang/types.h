@@ -100,7 +100,8 @@ typedef enum sh_type_kind {
   SH_TY_TENSOR, /* f32[d1, ..., dn] */
   SH_TY_TUPLE,
   SH_TY_LIST,
-  SH_TY_ADT
+  SH_TY_ADT,
+  SH_TY_F32 /* a host float (item's result), written `f32` */
 } sh_type_kind;
 
 struct sh_adt;
@@ -115,7 +116,7 @@ typedef struct sh_type {
 
 #define SH_MAX_RANK 2 /* the runtime's tensors are vectors and matrices */
 
-extern sh_type sh_type_error, sh_type_i32, sh_type_bool;
+extern sh_type sh_type_error, sh_type_i32, sh_type_bool, sh_type_f32;
 
 sh_type *sh_type_tensor(sh_lang_pool *a, int rank, const sh_size *dims);
 sh_type *sh_type_tuple(sh_lang_pool *a, int n, sh_type *const *elems);
