@@ -79,6 +79,26 @@ sheaf_status sh_sched_compute_inline(sh_lir_kernel *k, sh_lir_stmt store);
  * temporary read only there and written by one plain store) into T's
  * writer: a fused epilogue. */
 sheaf_status sh_sched_reverse_inline(sh_lir_kernel *k, sh_lir_stmt store);
+/* Loop-invariant code motion under s (the root: everywhere): a maximal
+ * subexpression of a store's value that holds a costly operation (exp,
+ * log, sqrt, rsqrt, tanh, sigmoid, gelu, softplus, erf, division, pow) and
+ * is invariant in the innermost loops around the store goes into a scalar
+ * local computed before the outermost of them; `a / b` with b invariant
+ * becomes a * (1 / b) with the reciprocal hoisted. Never crosses a
+ * parallel loop or an if, nor a loop that stores what the value reads.
+ * *n_hoisted (may be NULL) counts the values moved. */
+sheaf_status sh_sched_hoist(sh_lir_kernel *k, sh_lir_stmt s, int *n_hoisted);
+/* Storage reuse: temporary T lives in O's storage (T is then never
+ * allocated). O (same dims) must be written once, by a plain store
+ * O[r, i..] = f(T[r, i..], ...) inside a row loop r, indexed by r and every
+ * loop between; every access to T is inside r at row r and before that
+ * store's statement (T's last reader), and O is accessed nowhere else. */
+sheaf_status sh_sched_share(sh_lir_kernel *k, sh_lir_buf T, sh_lir_buf O);
+/* Loop distribution: loop's body S1..Sn becomes n loops of loop's extent,
+ * one statement each, in order (loops[0] is `loop`, holding S1; at most
+ * cap written, *n_out = n). Every buffer written in the body must be
+ * accessed in it at one index list that depends on loop's variable. */
+sheaf_status sh_sched_distribute(sh_lir_kernel *k, sh_lir_stmt loop, sh_lir_stmt *loops, int cap, int *n_out);
 /* Storage padding: dimension dim of b is allocated rounded up to a
  * multiple of tile (CoRa; the caller's buffers must follow). */
 sheaf_status sh_sched_pad(sh_lir_kernel *k, sh_lir_buf b, int dim, int64_t tile);

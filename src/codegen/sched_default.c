@@ -25,6 +25,42 @@ static int width_of(sheaf_isa isa) {
   return isa == SHEAF_ISA_AVX512 ? 16 : isa == SHEAF_ISA_AVX2 ? 8 : 1;
 }
 
+static bool costly_expr(const sh_lir_kernel *k, sh_lir_expr e) {
+  const sh_lir_enode *x = &k->ex[e];
+  switch ((sh_lir_ekind)x->kind) {
+  case SH_LIR_E_UN:
+    return (x->op != SH_LIR_FN_NEG && x->op != SH_LIR_FN_ABS && x->op != SH_LIR_FN_RELU) ||
+           costly_expr(k, x->a);
+  case SH_LIR_E_BIN: return x->op == SH_LIR_OP_DIV || x->op == SH_LIR_OP_POW || costly_expr(k, x->a) ||
+                            costly_expr(k, x->b);
+  case SH_LIR_E_SELECT: return costly_expr(k, x->a) || costly_expr(k, x->b) || costly_expr(k, x->c);
+  default: return false;
+  }
+}
+
+/* A pointwise temporary T whose value is costly (exp, ...) and is read by
+ * two or more statements is computed once rather than inlined into each,
+ * when it can live in the storage of the buffer its last reader writes
+ * (sh_sched_share: softmax's exp row in the output row, rescaled in
+ * place). */
+static bool share_costly(sh_lir_kernel *k, sh_lir_buf T, sh_lir_stmt p) {
+  if (!costly_expr(k, k->st[p].val)) return false;
+  sh_lir_stmt st[256];
+  int n = sh_sched_stores(k, k->root, st, 256), readers = 0;
+  if (n > 256) return false;
+  for (int i = 0; i < n; i++) readers += sh_lir_uses_buf(k, k->st[st[i]].val, T);
+  if (readers < 2) return false;
+  for (int i = n - 1; i >= 0; i--) {
+    if (!sh_lir_uses_buf(k, k->st[st[i]].val, T)) continue;
+    sh_lir_buf O = k->st[st[i]].buf;
+    sheaf_status saved = k->err;
+    if (k->bufs[O].role == SH_LIR_OUT && !sh_sched_share(k, T, O)) return true;
+    k->err = saved;
+    return false; /* only T's last reader can take it */
+  }
+  return false;
+}
+
 static void inline_pointwise(sh_lir_kernel *k) {
   for (bool again = true; again && !k->err;) {
     again = false;
@@ -32,8 +68,8 @@ static void inline_pointwise(sh_lir_kernel *k) {
       const sh_lir_bufinfo *bi = &k->bufs[b];
       if (bi->role != SH_LIR_TEMP || bi->inlined || sh_lir_find_store(k, b, 1) >= 0) continue;
       sh_lir_stmt p = sh_lir_find_store(k, b, 0);
-      if (p >= 0 && k->st[p].combine == SH_LIR_COMBINE_NONE && !sh_sched_compute_inline(k, p))
-        again = true;
+      if (p < 0 || k->st[p].combine != SH_LIR_COMBINE_NONE) continue;
+      if (share_costly(k, b, p) || !sh_sched_compute_inline(k, p)) again = true;
     }
   }
 }
@@ -224,7 +260,46 @@ static bool ragged_extents(const sh_lir_kernel *k, sh_lir_stmt s) {
   return false;
 }
 
+/* A reduction loop R innermost under a spatial loop D, R's accesses not
+ * stride-1 in R but D's are (`for d: [o = 0;] for j: o[.., d] += e[j]·v[j, d]`):
+ * D is distributed (its other statements keep a loop of their own) and R
+ * moved outside it, so the stride-1 loop is innermost and vectorizes. */
+static void reductions_outward(sh_lir_kernel *k, sh_lir_stmt top) {
+  sh_lir_stmt inner[256];
+  int n = 0;
+  innermost_loops(k, top, inner, &n, 256);
+  for (int i = 0; i < n && i < 256; i++) {
+    sh_lir_stmt R = inner[i], S = k->st[R].body, D = k->st[R].parent;
+    if (k->st[R].annot != SH_LIR_SERIAL || S < 0 || k->st[S].next >= 0 || k->st[S].kind != SH_LIR_S_STORE ||
+        k->st[S].combine == SH_LIR_COMBINE_NONE || D < 0 || k->st[D].kind != SH_LIR_S_LOOP ||
+        k->st[D].annot != SH_LIR_SERIAL)
+      continue;
+    const sh_lir_snode *x = &k->st[S];
+    sh_lir_var vr = k->st[R].var, vd = k->st[D].var;
+    bool r_in_idx = false, d_ok = is_var(k, k->list[x->idx + x->nidx - 1], vd);
+    for (int d = 0; d < x->nidx; d++) {
+      r_in_idx |= sh_lir_uses_var(k, k->list[x->idx + d], vr);
+      if (d + 1 < x->nidx && sh_lir_uses_var(k, k->list[x->idx + d], vd)) d_ok = false;
+    }
+    if (r_in_idx || !d_ok || contiguous_expr(k, x->val, vr) || !contiguous_expr(k, x->val, vd) ||
+        sh_lir_uses_var(k, k->st[R].ext, vd))
+      continue;
+    int pos = 0;
+    for (sh_lir_stmt c = k->st[D].body; c >= 0 && c != R; c = k->st[c].next) pos++;
+    sh_lir_stmt Dp = D;
+    if (sh_lir_body_len(k, D) > 1) {
+      sh_lir_stmt loops[64];
+      int nl;
+      if (pos >= 64 || sh_sched_distribute(k, D, loops, 64, &nl)) continue;
+      Dp = loops[pos];
+    }
+    sh_lir_stmt order[2] = {k->st[Dp].body, Dp};
+    sh_sched_reorder(k, 2, order);
+  }
+}
+
 static void sched_nest(sh_lir_kernel *k, sh_lir_stmt top, int w, const sh_sched_opts *o) {
+  if (w > 1) reductions_outward(k, top);
   if (w > 1) {
     sh_lir_stmt inner[256];
     int n = 0;
@@ -269,5 +344,7 @@ sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sch
     sched_nest(k, tops[i], w, opts);
   }
   if (k->err) return k->err;
+  /* 5. per-row values (a reciprocal, an rsqrt) out of the element loops */
+  if ((st = sh_sched_hoist(k, k->root, NULL))) return st;
   return sh_lir_verify(k);
 }
