@@ -202,6 +202,40 @@ static bool contiguous_expr(sh_lir_kernel *k, sh_lir_expr e, sh_lir_var v) {
   }
 }
 
+/* The U vector accumulators of an rfactor over [U, W] are combined lane by
+ * lane into the first (U - 1 vector operations) before the one horizontal
+ * reduction, rather than each reduced horizontally. */
+static void combine_partials(sh_lir_kernel *k, const sh_sched_cache *c, int w) {
+  int64_t U;
+  if (c->n != 2 || !sh_lir_is_const(k, k->st[c->final[0]].ext, &U) || U < 2) return;
+  sh_lir_stmt S = k->st[c->final[1]].body;
+  if (S < 0 || k->st[S].kind != SH_LIR_S_STORE || k->st[S].next >= 0) return;
+  sh_lir_combine op = (sh_lir_combine)k->st[S].combine;
+  sh_lir_stmt lu = sh_lir_new_stmt(k, SH_LIR_S_LOOP), ll = sh_lir_new_stmt(k, SH_LIR_S_LOOP);
+  if (lu < 0 || ll < 0) return;
+  sh_lir_var vu = sh_lir_new_var(k, "u_cmb", lu), vl = sh_lir_new_var(k, "l_cmb", ll);
+  if (vu < 0 || vl < 0) return;
+  k->st[lu].var = vu, k->st[lu].ext = sh_lir_int(k, U - 1);
+  k->st[ll].var = vl, k->st[ll].ext = sh_lir_int(k, w > 1 ? w : 1);
+  int64_t W;
+  if (!sh_lir_is_const(k, k->st[c->final[1]].ext, &W) || W != (w > 1 ? w : 1)) return;
+  sh_lir_expr i0[2] = {sh_lir_int(k, 0), sh_lir_v(k, vl)};
+  sh_lir_expr iu[2] = {sh_lir_add(k, sh_lir_v(k, vu), sh_lir_int(k, 1)), sh_lir_v(k, vl)};
+  sh_lir_stmt st = sh_lir_new_stmt(k, SH_LIR_S_STORE);
+  if (st < 0) return;
+  k->st[st].buf = c->local;
+  k->st[st].idx = sh_lir_new_list(k, 2, i0);
+  k->st[st].nidx = 2;
+  k->st[st].val = sh_lir_load(k, c->local, 2, iu);
+  k->st[st].combine = (uint8_t)op;
+  sh_lir_append(k, ll, st);
+  sh_lir_append(k, lu, ll);
+  sh_lir_insert_before(k, c->final[0], lu);
+  k->st[c->final[0]].ext = sh_lir_int(k, 1);
+  sh_sched_unroll(k, lu);
+  if (w > 1) sh_sched_vectorize(k, ll, w);
+}
+
 static void vectorize_loop(sh_lir_kernel *k, sh_lir_stmt L, int w, int unroll) {
   sh_lir_var v = k->st[L].var;
   sh_lir_stmt st[64];
@@ -228,6 +262,7 @@ static void vectorize_loop(sh_lir_kernel *k, sh_lir_stmt L, int w, int unroll) {
     sh_sched_cache c;
     if (sh_sched_rfactor(k, lv, SH_LIR_NONE, &c)) break;
     tile_copy(k, c.n, c.init, w);
+    combine_partials(k, &c, w);
     tile_copy(k, c.n, c.final, w);
   }
   sh_sched_unroll(k, lv);
