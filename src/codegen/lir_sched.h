@@ -99,6 +99,11 @@ sheaf_status sh_sched_share(sh_lir_kernel *k, sh_lir_buf T, sh_lir_buf O);
  * cap written, *n_out = n). Every buffer written in the body must be
  * accessed in it at one index list that depends on loop's variable. */
 sheaf_status sh_sched_distribute(sh_lir_kernel *k, sh_lir_stmt loop, sh_lir_stmt *loops, int cap, int *n_out);
+/* exp(A - b[J]) where b is a finished max-reduction of A's expression
+ * (b[I] = -inf; b[I] max= E over one reduction loop, before the exp; A =
+ * E at a loop of the reduction's extent) becomes exp_nonpos (its argument
+ * is <= 0): softmax's exp(x - max x). *n_marked (may be NULL) counts them. */
+sheaf_status sh_sched_exp_ranges(sh_lir_kernel *k, int *n_marked);
 /* Storage padding: dimension dim of b is allocated rounded up to a
  * multiple of tile (CoRa; the caller's buffers must follow). */
 sheaf_status sh_sched_pad(sh_lir_kernel *k, sh_lir_buf b, int dim, int64_t tile);

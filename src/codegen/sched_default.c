@@ -365,6 +365,7 @@ sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sch
   sheaf_status st = sh_lir_verify(k);
   if (st) return st;
   int w = width_of(isa);
+  if ((st = sh_sched_exp_ranges(k, NULL))) return st;
   inline_pointwise(k);
   sh_lir_stmt tops[256];
   int n = 0;

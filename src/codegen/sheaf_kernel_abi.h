@@ -361,6 +361,23 @@ static inline int sk_anynan16(sk_f32x16 v) {
     sk_f32x##W s1 = (sk_f32x##W)((n1 + 127) << 23), s2 = (sk_f32x##W)((n2 + 127) << 23);   \
     return sk_sel##W(ok, y, (p * s1) * s2);                                                \
   }                                                                                        \
+  /* exp of x <= 0 (or NaN), for arguments the kernel proves nonpositive                   \
+   * (x - max x): the hand softmax's exp (src/kernels/rows_avx2.c: one-constant            \
+   * reduction, degree-5 polynomial, 2^n from the bits of n + 127, no range                 \
+   * test; <= 5 ulp on [-87.3, 0]); 0 below -87.3365 (subnormal results                     \
+   * flushed: an error under 1.2e-38), NaN kept. */                                         \
+  static inline sk_f32x##W sk_expnp##W(sk_f32x##W x) {                                      \
+    const sk_f32x##W magic = sk_bc##W(12583039.0f); /* 1.5·2^23 + 127 */                  \
+    sk_f32x##W t = sk_fma##W(x, sk_bc##W(1.44269504088896341f), magic);                    \
+    sk_f32x##W s = (sk_f32x##W)((sk_i32x##W)t << 23);                                       \
+    sk_f32x##W n = t - magic;                                                              \
+    sk_f32x##W r = sk_fma##W(n, sk_bc##W(-0x1.62E430p-1f), x);                   \
+    sk_f32x##W p = sk_fma##W(sk_bc##W(0x1.0F9F9Cp-7f), r, sk_bc##W(0x1.573A1Ap-5f));      \
+    p = sk_fma##W(p, r, sk_bc##W(0x1.555A80p-3f));                                         \
+    p = sk_fma##W(p, r, sk_bc##W(0x1.FFFDC6p-2f));                                         \
+    p = sk_fma##W(p, r, sk_bc##W(0x1.FFFFF6p-1f));                                         \
+    return sk_sel##W(x < -0x1.5D589Ep6f, sk_bc##W(0.0f), sk_fma##W(r * s, p, s));            \
+  }                                                                                        \
   /* sigmoid: e = exp(-|x|); 1/(1+e) for x >= 0, e/(1+e) below */                         \
   static inline sk_f32x##W sk_sigmoid##W(sk_f32x##W x) {                                    \
     sk_f32x##W e = sk_exp##W((sk_f32x##W)((sk_i32x##W)x | (int32_t)0x80000000));           \
