@@ -295,11 +295,41 @@ static bool ragged_extents(const sh_lir_kernel *k, sh_lir_stmt s) {
   return false;
 }
 
+/* D's body is [an init of S's element,] R: D is split by 4·W (whole tiles,
+ * the rest peeled) and the tile of 4 vectors of S's target kept in
+ * registers across R (cache_write): one load and store per tile rather
+ * than per iteration of R. */
+static bool tile_row_reduction(sh_lir_kernel *k, sh_lir_stmt D, sh_lir_stmt R, sh_lir_stmt S, int w) {
+  sh_lir_stmt first = k->st[D].body;
+  if (first == R) {
+    if (k->st[R].next >= 0) return false;
+  } else {
+    const sh_lir_snode *i0 = &k->st[first];
+    if (i0->kind != SH_LIR_S_STORE || i0->next != R || k->st[R].next >= 0 || i0->buf != k->st[S].buf ||
+        i0->combine != SH_LIR_COMBINE_NONE || i0->nidx != k->st[S].nidx)
+      return false;
+    for (int d = 0; d < i0->nidx; d++)
+      if (!sh_lir_expr_eq(k, k->list[i0->idx + d], k->list[k->st[S].idx + d])) return false;
+  }
+  int64_t U = 4, ext;
+  if (sh_lir_is_const(k, k->st[D].ext, &ext) && ext < U * w) return false;
+  sh_lir_stmt dout, din, dv, dl;
+  if (sh_sched_split(k, D, U * w, SH_SCHED_TAIL_PEEL, &dout, &din, NULL)) return false;
+  if (sh_sched_split(k, din, w, SH_SCHED_TAIL_GUARD, &dv, &dl, NULL)) return false;
+  sh_sched_cache c;
+  if (sh_sched_cache_write(k, dv, &c)) return false;
+  tile_copy(k, c.n, c.init, w);
+  tile_copy(k, c.n, c.band, w);
+  tile_copy(k, c.n, c.final, w);
+  (void)dout;
+  return true;
+}
+
 /* A reduction loop R innermost under a spatial loop D, R's accesses not
  * stride-1 in R but D's are (`for d: [o = 0;] for j: o[.., d] += e[j]·v[j, d]`):
  * D is distributed (its other statements keep a loop of their own) and R
  * moved outside it, so the stride-1 loop is innermost and vectorizes. */
-static void reductions_outward(sh_lir_kernel *k, sh_lir_stmt top) {
+static void reductions_outward(sh_lir_kernel *k, sh_lir_stmt top, int w) {
   sh_lir_stmt inner[256];
   int n = 0;
   innermost_loops(k, top, inner, &n, 256);
@@ -319,6 +349,7 @@ static void reductions_outward(sh_lir_kernel *k, sh_lir_stmt top) {
     if (r_in_idx || !d_ok || contiguous_expr(k, x->val, vr) || !contiguous_expr(k, x->val, vd) ||
         sh_lir_uses_var(k, k->st[R].ext, vd))
       continue;
+    if (tile_row_reduction(k, D, R, S, w)) continue;
     int pos = 0;
     for (sh_lir_stmt c = k->st[D].body; c >= 0 && c != R; c = k->st[c].next) pos++;
     sh_lir_stmt Dp = D;
@@ -334,7 +365,7 @@ static void reductions_outward(sh_lir_kernel *k, sh_lir_stmt top) {
 }
 
 static void sched_nest(sh_lir_kernel *k, sh_lir_stmt top, int w, const sh_sched_opts *o) {
-  if (w > 1) reductions_outward(k, top);
+  if (w > 1) reductions_outward(k, top, w);
   if (w > 1) {
     sh_lir_stmt inner[256];
     int n = 0;
