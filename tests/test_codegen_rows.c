@@ -181,9 +181,9 @@ TEST(codegen_rows_share) {
     REQUIRE(k);
     REQUIRE_OK(ctx, sh_sched_default(k, levels[l]));
     t = body_of(ctx, k);
-    const char *p = strstr(t, "exp(");
+    const char *p = strstr(t, "exp_nonpos(");
     CHECK(p != NULL);
-    if (levels[l] == SHEAF_ISA_SCALAR) CHECK(p && strstr(p + 1, "exp(") == NULL);
+    if (levels[l] == SHEAF_ISA_SCALAR) CHECK(p && strstr(p + 1, "exp_nonpos(") == NULL);
     CHECK(check_softmax(ctx, k, "default softmax with a temporary"));
     sh_lir_free(k);
   }
@@ -291,4 +291,39 @@ TEST(codegen_rows_default_reductions) {
     CHECK(check_softmax(ctx, k, "default softmax"));
     sh_lir_free(k);
   }
+}
+
+/* exp(x - max x) is proven nonpositive; exp of anything else is not */
+TEST(codegen_rows_exp_ranges) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_lir_kernel *k = softmax_temp(ctx, false);
+  REQUIRE(k);
+  int n;
+  REQUIRE_OK(ctx, sh_sched_exp_ranges(k, &n));
+  CHECK_EQ_INT(n, 1);
+  CHECK_CONTAINS(body_of(ctx, k), "e[i, j2] = exp_nonpos(x[i, j2] - mx[i])\n");
+  CHECK(check_softmax(ctx, k, "softmax with exp_nonpos"));
+  REQUIRE_OK(ctx, sh_sched_exp_ranges(k, &n));
+  CHECK_EQ_INT(n, 0);
+  sh_lir_free(k);
+  /* the sum's exp(x - sm) is no max: unchanged; nor exp(mx - x) */
+  k = lb_softmax(ctx, "sm");
+  REQUIRE(k);
+  sh_lir_buf x = sh_lir_find_buffer(k, "x"), y = sh_lir_find_buffer(k, "y"), mx = sh_lir_find_buffer(k, "mx");
+  sh_lir_buf sm = sh_lir_find_buffer(k, "sm");
+  sh_lir_stmt i = sh_lir_find_loop(k, "i");
+  sh_lir_stmt j = sh_lir_loop(k, i, "j", sh_lir_sz(k, 1));
+  sh_lir_expr vi = sh_lir_lv(k, i), vj = sh_lir_lv(k, j);
+  sh_lir_store2(k, j, y, vi, vj,
+                sh_lir_un(k, SH_LIR_FN_EXP, sh_lir_sub(k, sh_lir_load1(k, mx, vi), sh_lir_load2(k, x, vi, vj))),
+                SH_LIR_COMBINE_NONE);
+  sh_lir_store2(k, j, y, vi, vj,
+                sh_lir_un(k, SH_LIR_FN_EXP, sh_lir_sub(k, sh_lir_load2(k, x, vi, vj), sh_lir_load1(k, sm, vi))),
+                SH_LIR_COMBINE_NONE);
+  REQUIRE_OK(ctx, sh_lir_status(k));
+  REQUIRE_OK(ctx, sh_sched_exp_ranges(k, &n));
+  CHECK_EQ_INT(n, 1); /* lb_softmax's own exp(x - mx) only */
+  CHECK_CONTAINS(body_of(ctx, k), "y[i, j4] = exp(mx[i] - x[i, j4])\n");
+  CHECK_CONTAINS(body_of(ctx, k), "y[i, j4] = exp(x[i, j4] - sm[i])\n");
+  sh_lir_free(k);
 }
