@@ -327,3 +327,46 @@ TEST(codegen_rows_exp_ranges) {
   CHECK_CONTAINS(body_of(ctx, k), "y[i, j4] = exp(x[i, j4] - sm[i])\n");
   sh_lir_free(k);
 }
+
+/* mean(x) = sum(x / N): the division leaves the sum */
+TEST(codegen_rows_factor) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_lir_kernel *k;
+  REQUIRE_OK(ctx, sh_lir_create(ctx, "mean", &k));
+  sh_lir_expr M = sh_lir_sz(k, sh_lir_size(k, "M")), N = sh_lir_sz(k, sh_lir_size(k, "N"));
+  sh_lir_buf x = sh_lir_buffer(k, "x", SH_LIR_F32, SH_LIR_IN, 2, (sh_lir_expr[]){M, N});
+  sh_lir_buf mu = sh_lir_buffer(k, "mu", SH_LIR_F32, SH_LIR_OUT, 1, &M);
+  sh_lir_buf sq = sh_lir_buffer(k, "sq", SH_LIR_F32, SH_LIR_OUT, 1, &M);
+  sh_lir_stmt i = sh_lir_loop(k, sh_lir_root(k), "i", M);
+  sh_lir_expr vi = sh_lir_lv(k, i);
+  sh_lir_store1(k, i, mu, vi, sh_lir_flt(k, 0), SH_LIR_COMBINE_NONE);
+  sh_lir_stmt j = sh_lir_loop(k, i, "j", N);
+  sh_lir_store1(k, j, mu, vi, sh_lir_bin(k, SH_LIR_OP_DIV, sh_lir_load2(k, x, vi, sh_lir_lv(k, j)), sh_lir_cast(k, N)),
+                SH_LIR_COMBINE_ADD);
+  /* sq[i] starts at 1: not factored (the post-scale would scale the 1) */
+  sh_lir_store1(k, i, sq, vi, sh_lir_flt(k, 1), SH_LIR_COMBINE_NONE);
+  sh_lir_stmt j2 = sh_lir_loop(k, i, "j", N);
+  sh_lir_store1(k, j2, sq, vi, sh_lir_mul(k, sh_lir_flt(k, 2), sh_lir_load2(k, x, vi, sh_lir_lv(k, j2))),
+                SH_LIR_COMBINE_ADD);
+  REQUIRE_OK(ctx, sh_lir_status(k));
+  int n;
+  REQUIRE_OK(ctx, sh_sched_factor(k, &n));
+  CHECK_EQ_INT(n, 1);
+  CHECK_CONTAINS(body_of(ctx, k), "  mu[i] = 0.0\n  for j in 0..N:\n    mu[i] += x[i, j]\n  mu[i] = mu[i] / float(N)\n");
+  CHECK_CONTAINS(body_of(ctx, k), "    sq[i] += 2.0 * x[i, j2]\n");
+  REQUIRE_OK(ctx, sh_sched_default(k, SHEAF_ISA_AVX2));
+  uint64_t seed = 11;
+  for (size_t s = 0; s < SH_ARRAY_LEN(SIZES); s++) {
+    int64_t Mv = 3, Nv = SIZES[s], sizes[2] = {Mv, Nv};
+    float *xv = th_frand_fill(&seed, Mv * Nv), got[6], want[6];
+    CHECK_OK(ctx, sh_lir_run(k, sizes, (sh_lir_arg[]){{.data = xv}, {.data = got}, {.data = got + 3}}));
+    for (int64_t r = 0; r < Mv; r++) {
+      double a = 0, b = 1;
+      for (int64_t c = 0; c < Nv; c++) a += xv[r * Nv + c], b += 2.0 * xv[r * Nv + c];
+      want[r] = (float)(a / (double)Nv), want[3 + r] = (float)b;
+    }
+    CHECK(lr_close("factored mean", got, want, 6, 1e-5));
+    free(xv);
+  }
+  sh_lir_free(k);
+}

@@ -104,6 +104,11 @@ sheaf_status sh_sched_distribute(sh_lir_kernel *k, sh_lir_stmt loop, sh_lir_stmt
  * E at a loop of the reduction's extent) becomes exp_nonpos (its argument
  * is <= 0): softmax's exp(x - max x). *n_marked (may be NULL) counts them. */
 sheaf_status sh_sched_exp_ranges(sh_lir_kernel *k, int *n_marked);
+/* A sum over reduction loops of a · c or a / c, c invariant in them,
+ * whose element is set to 0 just before them (C = 0; for r: C += a·c)
+ * becomes C = 0; for r: C += a; C = C · c (one multiply or divide per
+ * element, not per term; float rounding differs). *n_factored may be NULL. */
+sheaf_status sh_sched_factor(sh_lir_kernel *k, int *n_factored);
 /* Storage padding: dimension dim of b is allocated rounded up to a
  * multiple of tile (CoRa; the caller's buffers must follow). */
 sheaf_status sh_sched_pad(sh_lir_kernel *k, sh_lir_buf b, int dim, int64_t tile);
@@ -130,7 +135,7 @@ typedef struct sh_sched_opts {
   int mr, nr;    /* GEMM register tile: rows, columns (a multiple of the vector width) */
   int row_tiles; /* GEMM tiles per row block (16) */
   int no_pack;   /* 1: leave a weight B unpacked */
-  int row_unroll; /* vectors per step of a row loop: U (4 with a reduction, 2 without) */
+  int row_unroll; /* vectors per step of a row loop: U (4) */
   int par_block; /* iterations per parallel task of a row nest (4) */
 } sh_sched_opts;
 sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sched_opts *opts);

@@ -10,7 +10,7 @@
  *      split tails unswitched (whole tiles run without guards), row blocks
  *      of 16 tiles by column panels fused into one parallel loop.
  *   3. Every other innermost loop whose accesses are stride-1 is split by
- *      U·W (U = 4 with a reduction, 2 without; the rest peeled), its W lanes
+ *      U·W (U = 4; the rest peeled), its W lanes
  *      vectorized and its U vectors unrolled; reductions go through vector
  *      accumulators (rfactor) and one horizontal reduction at the end.
  *   4. The outermost loop of each nest runs over the pool (blocks of 4
@@ -252,7 +252,7 @@ static void vectorize_loop(sh_lir_kernel *k, sh_lir_stmt L, int w, int unroll) {
   }
   int64_t ext;
   if (!any_contig || (sh_lir_is_const(k, k->st[L].ext, &ext) && ext < w)) return;
-  int64_t U = unroll > 0 ? unroll : nred ? 4 : 2;
+  int64_t U = unroll > 0 ? unroll : 4;
   sh_lir_stmt lo, li, lv, ll;
   if (sh_sched_split(k, L, w * U, SH_SCHED_TAIL_PEEL, &lo, &li, NULL) ||
       sh_sched_split(k, li, w, SH_SCHED_TAIL_GUARD, &lv, &ll, NULL))
@@ -397,6 +397,7 @@ sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sch
   if (st) return st;
   int w = width_of(isa);
   if ((st = sh_sched_exp_ranges(k, NULL))) return st;
+  if ((st = sh_sched_factor(k, NULL))) return st;
   inline_pointwise(k);
   sh_lir_stmt tops[256];
   int n = 0;

@@ -323,3 +323,75 @@ sheaf_status sh_sched_share(sh_lir_kernel *k, sh_lir_buf T, sh_lir_buf O) {
   k->bufs[T].inlined = true;
   return k->err;
 }
+
+/* ------------------------------------------------------------- factor */
+
+/* The reduction loops of store S: the loops around it, innermost first,
+ * whose variables S's indices do not use, up to the first that they do
+ * use; *outer gets the outermost. False when a non-loop is in between. */
+static bool reduction_loops(const sh_lir_kernel *k, sh_lir_stmt S, sh_lir_stmt *outer) {
+  const sh_lir_snode *x = &k->st[S];
+  *outer = SH_LIR_NONE;
+  for (sh_lir_stmt p = x->parent; p >= 0 && p != k->root; p = k->st[p].parent) {
+    if (k->st[p].kind != SH_LIR_S_LOOP) break;
+    bool idx = false;
+    for (int d = 0; d < x->nidx; d++) idx |= sh_lir_uses_var(k, k->list[x->idx + d], k->st[p].var);
+    if (idx) break;
+    if (k->st[p].body != (*outer >= 0 ? *outer : S) || k->st[(*outer >= 0 ? *outer : S)].next >= 0) return false;
+    *outer = p;
+  }
+  return *outer >= 0;
+}
+
+sheaf_status sh_sched_factor(sh_lir_kernel *k, int *n_factored) {
+  if (n_factored) *n_factored = 0;
+  if (k->err) return k->err;
+  sh_lir_stmt st[1024];
+  int n = sh_sched_stores(k, k->root, st, 1024), count = 0;
+  if (n > 1024) n = 1024;
+  for (int i = 0; i < n && !k->err; i++) {
+    sh_lir_stmt S = st[i], R;
+    const sh_lir_snode x = k->st[S];
+    const sh_lir_enode v = k->ex[x.val];
+    if (x.combine != SH_LIR_COMBINE_ADD || v.kind != SH_LIR_E_BIN ||
+        (v.op != SH_LIR_OP_MUL && v.op != SH_LIR_OP_DIV) || !reduction_loops(k, S, &R))
+      continue;
+    /* the invariant factor c: a side free of the reduction loops' variables
+     * that reads nothing they write */
+    sh_lir_expr a = SH_LIR_NONE, c = SH_LIR_NONE;
+    for (int side = 0; side < 2 && c < 0; side++) {
+      if (side == 0 && v.op == SH_LIR_OP_DIV) continue; /* only a / c */
+      sh_lir_expr cand = side ? v.b : v.a, other = side ? v.a : v.b;
+      bool inv = !writes_read_of(k, R, cand) && !sh_lir_uses_buf(k, cand, x.buf);
+      for (sh_lir_stmt p = S; inv && p != R;) {
+        p = k->st[p].parent;
+        inv = !sh_lir_uses_var(k, cand, k->st[p].var);
+      }
+      if (inv) c = cand, a = other;
+    }
+    if (c < 0) continue;
+    /* the element starts at 0 just before R */
+    sh_lir_stmt init = SH_LIR_NONE;
+    for (sh_lir_stmt p = k->st[k->st[R].parent].body; p >= 0 && k->st[p].next >= 0; p = k->st[p].next)
+      if (k->st[p].next == R) init = p;
+    if (init < 0) continue;
+    const sh_lir_snode *in = &k->st[init];
+    const sh_lir_enode *iv = &k->ex[in->val];
+    bool same = in->kind == SH_LIR_S_STORE && in->buf == x.buf && in->nidx == x.nidx &&
+                in->combine == SH_LIR_COMBINE_NONE && iv->kind == SH_LIR_E_FLT && iv->f == 0.0f;
+    for (int d = 0; same && d < x.nidx; d++) same = sh_lir_expr_eq(k, k->list[in->idx + d], k->list[x.idx + d]);
+    if (!same) continue;
+    sh_lir_stmt post = sh_lir_new_stmt(k, SH_LIR_S_STORE);
+    if (post < 0) break;
+    k->st[post].buf = x.buf;
+    k->st[post].idx = x.idx;
+    k->st[post].nidx = x.nidx;
+    k->st[post].combine = SH_LIR_COMBINE_NONE;
+    k->st[post].val = sh_lir_bin(k, (sh_lir_op)v.op, sh_lir_load(k, x.buf, x.nidx, &k->list[x.idx]), c);
+    k->st[S].val = a;
+    sh_lir_insert_after(k, R, post);
+    count++;
+  }
+  if (n_factored) *n_factored = count;
+  return k->err;
+}
