@@ -10,7 +10,7 @@
  *      split tails unswitched (whole tiles run without guards), row blocks
  *      of 16 tiles by column panels fused into one parallel loop.
  *   3. Every other innermost loop whose accesses are stride-1 is split by
- *      U·W (U = 4; the rest peeled), its W lanes
+ *      U·W (U = 4; the rest peeled, and vectorized by W again), its W lanes
  *      vectorized and its U vectors unrolled; reductions go through vector
  *      accumulators (rfactor) and one horizontal reduction at the end.
  *   4. The outermost loop of each nest runs over the pool (blocks of 4
@@ -253,8 +253,8 @@ static void vectorize_loop(sh_lir_kernel *k, sh_lir_stmt L, int w, int unroll) {
   int64_t ext;
   if (!any_contig || (sh_lir_is_const(k, k->st[L].ext, &ext) && ext < w)) return;
   int64_t U = unroll > 0 ? unroll : 4;
-  sh_lir_stmt lo, li, lv, ll;
-  if (sh_sched_split(k, L, w * U, SH_SCHED_TAIL_PEEL, &lo, &li, NULL) ||
+  sh_lir_stmt lo, li, lv, ll, lt = SH_LIR_NONE;
+  if (sh_sched_split(k, L, w * U, SH_SCHED_TAIL_PEEL, &lo, &li, &lt) ||
       sh_sched_split(k, li, w, SH_SCHED_TAIL_GUARD, &lv, &ll, NULL))
     return;
   (void)lo;
@@ -267,6 +267,9 @@ static void vectorize_loop(sh_lir_kernel *k, sh_lir_stmt L, int w, int unroll) {
   }
   sh_sched_unroll(k, lv);
   sh_sched_vectorize(k, ll, w);
+  /* the rest (< U·W: most of a short ragged row) by whole vectors too;
+   * only the last < W elements stay scalar */
+  if (U > 1 && lt >= 0) vectorize_loop(k, lt, w, 1);
 }
 
 static void innermost_loops(const sh_lir_kernel *k, sh_lir_stmt s, sh_lir_stmt *out, int *n, int cap) {
