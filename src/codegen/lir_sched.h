@@ -84,7 +84,8 @@ sheaf_status sh_sched_reverse_inline(sh_lir_kernel *k, sh_lir_stmt store);
  * log, sqrt, rsqrt, tanh, sigmoid, gelu, softplus, erf, division, pow) and
  * is invariant in the innermost loops around the store goes into a scalar
  * local computed before the outermost of them; `a / b` with b invariant
- * becomes a * (1 / b) with the reciprocal hoisted. Never crosses a
+ * becomes a * (1 / b) with the reciprocal hoisted; an invariant load is
+ * hoisted when it crosses a serial loop (mu[n] in x - mu[n]). Never crosses a
  * parallel loop or an if, nor a loop that stores what the value reads.
  * *n_hoisted (may be NULL) counts the values moved. */
 sheaf_status sh_sched_hoist(sh_lir_kernel *k, sh_lir_stmt s, int *n_hoisted);

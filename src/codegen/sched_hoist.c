@@ -11,6 +11,7 @@
  *     reciprocal (`x / s[n]` -> `x * (1 / s[n])`: one division per row).
  *     Loops are crossed while the value neither depends on their variable
  *     nor reads a buffer stored inside them; never a parallel loop or an if.
+ *     A plain invariant load is hoisted too when it crosses a serial loop.
  *   share (storage reuse, in place): a dense temporary T lives in the
  *     storage of a buffer O that is written once, by a pointwise store
  *     F: O[r, i, ...] = f(T[r, i, ...], ...) that is T's last reader (a
@@ -94,6 +95,12 @@ static sh_lir_expr hoist_expr(sh_lir_kernel *k, sh_lir_stmt store, sh_lir_expr e
   if (costly(k, e)) {
     sh_lir_stmt at = hoist_target(k, store, e);
     if (at >= 0) return hoist_into(k, at, e, count);
+  }
+  /* a per-row value read from memory (mu[n] in x - mu[n]) crossing a serial
+   * loop: the C compiler may not prove that the loop's stores leave it alone */
+  if (x.kind == SH_LIR_E_LOAD && k->bufs[x.a].role != SH_LIR_LOCAL) {
+    sh_lir_stmt at = hoist_target(k, store, e);
+    if (at >= 0 && k->st[at].annot == SH_LIR_SERIAL) return hoist_into(k, at, e, count);
   }
   switch ((sh_lir_ekind)x.kind) {
   case SH_LIR_E_BIN: {
