@@ -289,8 +289,8 @@ TEST(codegen_rows_default_reductions) {
     if (levels[l] == SHEAF_ISA_AVX2) {
       const char *t = body_of(ctx, k);
       CHECK_CONTAINS(t, "for u_cmb in 0..3 unroll:\n");
-      CHECK_CONTAINS(t, "mx_acc[0, l_cmb] max= mx_acc[u_cmb + 1, l_cmb]\n");
-      CHECK_CONTAINS(t, "= 1.0 / sm[");
+      CHECK_CONTAINS(t, "mx_r_acc[0, l_cmb] max= mx_r_acc[u_cmb + 1, l_cmb]\n");
+      CHECK_CONTAINS(t, "= 1.0 / sm_r[0]\n");
     }
     CHECK(check_softmax(ctx, k, "default softmax"));
     sh_lir_free(k);
@@ -372,5 +372,37 @@ TEST(codegen_rows_factor) {
     CHECK(lr_close("factored mean", got, want, 6, 1e-5));
     free(xv);
   }
+  sh_lir_free(k);
+}
+
+/* per-row scalars (rank-1 temporaries read at the row only) into registers */
+TEST(codegen_rows_contract) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_lir_kernel *k = lb_softmax(ctx, "sm");
+  REQUIRE(k);
+  sh_lir_buf mx = sh_lir_find_buffer(k, "mx"), sm = sh_lir_find_buffer(k, "sm"), y = sh_lir_find_buffer(k, "y");
+  CHECK_STATUS(ctx, sh_sched_contract(k, y), SHEAF_ERR_INVALID_ARG);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "contract of y: not a dense f32 temporary of rank 1");
+  REQUIRE_OK(ctx, sh_sched_contract(k, mx));
+  REQUIRE_OK(ctx, sh_sched_contract(k, sm));
+  const char *t = body_of(ctx, k);
+  CHECK_CONTAINS(t, "for i in 0..M:\n  alloc sm_r[1]:\n    alloc mx_r[1]:\n      mx_r[0] = -inf\n");
+  CHECK_CONTAINS(t, "        mx_r[0] max= x[i, j]\n");
+  CHECK(k->bufs[mx].inlined && k->bufs[sm].inlined);
+  CHECK_CONTAINS(t, "y[i, j3] = y[i, j3] / sm_r[0]\n");
+  CHECK(check_softmax(ctx, k, "contracted softmax"));
+  sh_lir_free(k);
+  /* a temporary read at another row is refused */
+  k = lb_softmax(ctx, "sm");
+  REQUIRE(k);
+  mx = sh_lir_find_buffer(k, "mx");
+  sh_lir_buf out = sh_lir_find_buffer(k, "y");
+  sh_lir_stmt i2 = sh_lir_loop(k, sh_lir_root(k), "i", sh_lir_sz(k, 0));
+  sh_lir_store2(k, i2, out, sh_lir_lv(k, i2), sh_lir_int(k, 0), sh_lir_load1(k, mx, sh_lir_int(k, 0)),
+                SH_LIR_COMBINE_NONE);
+  REQUIRE_OK(ctx, sh_lir_status(k));
+  CHECK_STATUS(ctx, sh_sched_contract(k, mx), SHEAF_ERR_INVALID_ARG);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "contract of mx: not every access is mx[r]");
+  CHECK(!k->bufs[mx].inlined);
   sh_lir_free(k);
 }

@@ -110,6 +110,10 @@ sheaf_status sh_sched_exp_ranges(sh_lir_kernel *k, int *n_marked);
  * becomes C = 0; for r: C += a; C = C · c (one multiply or divide per
  * element, not per term; float rounding differs). *n_factored may be NULL. */
 sheaf_status sh_sched_factor(sh_lir_kernel *k, int *n_factored);
+/* Storage contraction: a rank-1 temporary T accessed only as T[r] inside
+ * the loop r (a per-row scalar: softmax's max and sum, layernorm's mean)
+ * becomes a scalar local allocated in r's body (a register, no memory). */
+sheaf_status sh_sched_contract(sh_lir_kernel *k, sh_lir_buf T);
 /* Storage padding: dimension dim of b is allocated rounded up to a
  * multiple of tile (CoRa; the caller's buffers must follow). */
 sheaf_status sh_sched_pad(sh_lir_kernel *k, sh_lir_buf b, int dim, int64_t tile);

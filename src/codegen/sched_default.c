@@ -402,6 +402,11 @@ sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sch
   if ((st = sh_sched_exp_ranges(k, NULL))) return st;
   if ((st = sh_sched_factor(k, NULL))) return st;
   inline_pointwise(k);
+  for (int32_t b = 0; b < k->n_bufs && !k->err; b++) /* per-row scalars into registers */
+    if (k->bufs[b].role == SH_LIR_TEMP && !k->bufs[b].inlined && k->bufs[b].rank == 1) {
+      sheaf_status saved = k->err;
+      if (sh_sched_contract(k, b)) k->err = saved;
+    }
   sh_lir_stmt tops[256];
   int n = 0;
   for (sh_lir_stmt s = k->st[k->root].body; s >= 0 && n < 256; s = k->st[s].next) tops[n++] = s;

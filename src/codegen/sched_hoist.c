@@ -402,3 +402,120 @@ sheaf_status sh_sched_factor(sh_lir_kernel *k, int *n_factored) {
   if (n_factored) *n_factored = count;
   return k->err;
 }
+
+/* ----------------------------------------------------------- contract */
+
+/* Every access to b in e is b[v]; *n counts them. */
+static bool at_var(const sh_lir_kernel *k, sh_lir_expr e, sh_lir_buf b, sh_lir_var v, int *n) {
+  if (e < 0) return true;
+  const sh_lir_enode *x = &k->ex[e];
+  switch ((sh_lir_ekind)x->kind) {
+  case SH_LIR_E_LOAD:
+    if (x->a == b) {
+      const sh_lir_enode *i0 = &k->ex[k->list[x->b]];
+      if (x->n != 1 || i0->kind != SH_LIR_E_VAR || i0->a != v) return false;
+      (*n)++;
+      return true;
+    }
+    for (int i = 0; i < x->n; i++)
+      if (!at_var(k, k->list[x->b + i], b, v, n)) return false;
+    return true;
+  case SH_LIR_E_BIN: return at_var(k, x->a, b, v, n) && at_var(k, x->b, b, v, n);
+  case SH_LIR_E_UN:
+  case SH_LIR_E_CAST: return at_var(k, x->a, b, v, n);
+  case SH_LIR_E_SELECT: return at_var(k, x->a, b, v, n) && at_var(k, x->b, b, v, n) && at_var(k, x->c, b, v, n);
+  default: return true;
+  }
+}
+
+static bool tree_at_var(const sh_lir_kernel *k, sh_lir_stmt s, sh_lir_buf b, sh_lir_var v, int *n) {
+  const sh_lir_snode *x = &k->st[s];
+  if (x->kind == SH_LIR_S_STORE) {
+    if (x->buf == b) {
+      const sh_lir_enode *i0 = &k->ex[k->list[x->idx]];
+      if (x->nidx != 1 || i0->kind != SH_LIR_E_VAR || i0->a != v) return false;
+      (*n)++;
+    }
+    for (int d = 0; d < x->nidx; d++)
+      if (!at_var(k, k->list[x->idx + d], b, v, n)) return false;
+    return at_var(k, x->val, b, v, n);
+  }
+  if (x->kind == SH_LIR_S_LOOP && !at_var(k, x->ext, b, v, n)) return false;
+  if (x->kind == SH_LIR_S_IF) {
+    if (!at_var(k, x->cond, b, v, n)) return false;
+    if (x->els >= 0 && !tree_at_var(k, x->els, b, v, n)) return false;
+  }
+  for (sh_lir_stmt c = x->body; c >= 0; c = k->st[c].next)
+    if (!tree_at_var(k, c, b, v, n)) return false;
+  return true;
+}
+
+static sh_lir_expr to_local(sh_lir_kernel *k, sh_lir_expr e, sh_lir_buf T, sh_lir_buf L) {
+  if (e < 0 || k->err) return e;
+  const sh_lir_enode x = k->ex[e];
+  switch ((sh_lir_ekind)x.kind) {
+  case SH_LIR_E_LOAD: return x.a == T ? sh_lir_load1(k, L, sh_lir_int(k, 0)) : e;
+  case SH_LIR_E_BIN: {
+    sh_lir_expr a = to_local(k, x.a, T, L), b = to_local(k, x.b, T, L);
+    return a == x.a && b == x.b ? e : sh_lir_bin(k, (sh_lir_op)x.op, a, b);
+  }
+  case SH_LIR_E_UN: {
+    sh_lir_expr a = to_local(k, x.a, T, L);
+    return a == x.a ? e : sh_lir_un(k, (sh_lir_fn)x.op, a);
+  }
+  case SH_LIR_E_SELECT: {
+    sh_lir_expr a = to_local(k, x.a, T, L), b = to_local(k, x.b, T, L), c = to_local(k, x.c, T, L);
+    return a == x.a && b == x.b && c == x.c ? e : sh_lir_select(k, a, b, c);
+  }
+  default: return e;
+  }
+}
+
+static void to_local_tree(sh_lir_kernel *k, sh_lir_stmt s, sh_lir_buf T, sh_lir_buf L) {
+  sh_lir_snode *x = &k->st[s];
+  if (x->kind == SH_LIR_S_STORE) {
+    sh_lir_expr v = to_local(k, x->val, T, L);
+    k->st[s].val = v;
+    if (k->st[s].buf == T) {
+      sh_lir_expr z = sh_lir_int(k, 0);
+      k->st[s].buf = L;
+      k->st[s].idx = sh_lir_new_list(k, 1, &z);
+    }
+    return;
+  }
+  if (x->kind == SH_LIR_S_IF && x->els >= 0) to_local_tree(k, x->els, T, L);
+  for (sh_lir_stmt c = k->st[s].body; c >= 0; c = k->st[c].next) to_local_tree(k, c, T, L);
+}
+
+sheaf_status sh_sched_contract(sh_lir_kernel *k, sh_lir_buf T) {
+  if (k->err) return k->err;
+  if (T < 0 || T >= k->n_bufs) return sh_sched_err(k, "contract: buffer %d is not in the kernel", (int)T);
+  const sh_lir_bufinfo *t = &k->bufs[T];
+  if (t->role != SH_LIR_TEMP || t->inlined || t->layout != SH_LIR_LAYOUT_DENSE || t->rank != 1 ||
+      t->dtype != SH_LIR_F32)
+    return sh_sched_err(k, "contract of %s: not a dense f32 temporary of rank 1", t->name);
+  sh_lir_stmt S = sh_lir_find_store(k, T, 0);
+  const sh_lir_enode *i0 = S >= 0 ? &k->ex[k->list[k->st[S].idx]] : NULL;
+  sh_lir_stmt R = i0 && i0->kind == SH_LIR_E_VAR ? k->vars[i0->a].loop : SH_LIR_NONE;
+  int inside = 0, all = 0;
+  if (R < 0 || !tree_at_var(k, R, T, k->st[R].var, &inside) ||
+      !tree_at_var(k, k->root, T, k->st[R].var, &all) || all != inside)
+    return sh_sched_err(k, "contract of %s: not every access is %s[r] inside the loop r of its first store",
+                        t->name, t->name);
+  char name[200];
+  snprintf(name, sizeof name, "%s_r", t->name);
+  for (int i = 2; sh_lir_find_buffer(k, name) >= 0; i++) snprintf(name, sizeof name, "%s_r%d", t->name, i);
+  sh_lir_expr one = sh_lir_int(k, 1);
+  sh_lir_buf L = sh_lir_buffer(k, name, SH_LIR_F32, SH_LIR_LOCAL, 1, &one);
+  sh_lir_stmt a = sh_lir_new_stmt(k, SH_LIR_S_ALLOC);
+  if (k->err) return k->err;
+  k->st[a].buf = L;
+  /* the alloc takes R's body */
+  k->st[a].body = k->st[R].body;
+  for (sh_lir_stmt c = k->st[a].body; c >= 0; c = k->st[c].next) k->st[c].parent = a;
+  k->st[R].body = SH_LIR_NONE;
+  sh_lir_append(k, R, a);
+  to_local_tree(k, a, T, L);
+  k->bufs[T].inlined = true;
+  return k->err;
+}
