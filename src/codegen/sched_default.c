@@ -1,7 +1,11 @@
 /*
  * sched_default.c — the schedule a kernel gets without tuning.
  *
- *   1. Pointwise temporaries are inlined into their consumers.
+ *   1. exp(x - max x) is marked nonpositive (exp_ranges); invariant factors
+ *      leave sums (factor); pointwise temporaries are inlined into their
+ *      consumers, except a costly one read twice that can live in its last
+ *      reader's output (share: one exp per element); per-row rank-1
+ *      temporaries become registers (contract).
  *   2. A GEMM-like nest (for i: for j: [C = 0;] for k: C[i, j] += A[.., k]·B[k, j],
  *      B stride-1 in j) is register-tiled like the hand micro-kernels: an
  *      mr × nr tile (AVX2 6 × 16, AVX-512 12 × 32, scalar 4 × 4) held in
@@ -9,12 +13,18 @@
  *      weight, a pointwise consumer of C fused into the tile's store, the
  *      split tails unswitched (whole tiles run without guards), row blocks
  *      of 16 tiles by column panels fused into one parallel loop.
- *   3. Every other innermost loop whose accesses are stride-1 is split by
+ *   3. A reduction loop that is not stride-1 under a spatial loop that is
+ *      (e·v): a tile of 4 vectors of the target in registers across the
+ *      reduction (cache_write), else distribute + reorder.
+ *      Every other innermost loop whose accesses are stride-1 is split by
  *      U·W (U = 4; the rest peeled, and vectorized by W again), its W lanes
  *      vectorized and its U vectors unrolled; reductions go through vector
- *      accumulators (rfactor) and one horizontal reduction at the end.
+ *      accumulators (rfactor), combined lane-wise, and one horizontal
+ *      reduction at the end.
  *   4. The outermost loop of each nest runs over the pool (blocks of 4
  *      iterations when its body has no ragged extent).
+ *   5. Per-row values (reciprocals, rsqrt, loads) out of element loops (hoist).
+ * W is the ISA's vector width (AVX-512 16, AVX2 8, scalar 1).
  * Each step is tried and skipped when its primitive does not apply.
  */
 #include <string.h>
