@@ -15,7 +15,7 @@
  *     one fuses softmax per row block);
  *   cold compile (empty cache) and a cache hit (a new sheaf_kernel).
  *
- *   make bench-codegen [BENCH_ARGS=--quick]
+ *   make bench-codegen [BENCH_ARGS='--quick [--only mm|rows|attn]']
  */
 #include <math.h>
 #include <stdio.h>
@@ -68,17 +68,30 @@ static double maxdiff(const float *a, const float *b, size_t n) {
 }
 
 int main(int argc, char **argv) {
-  bool quick = argc > 1 && !strcmp(argv[1], "--quick");
+  bool quick = false;
+  const char *only = NULL;
+  for (int a = 1; a < argc; a++) {
+    if (!strcmp(argv[a], "--quick")) quick = true;
+    else if (!strcmp(argv[a], "--only") && a + 1 < argc) only = argv[++a];
+    else {
+      fprintf(stderr, "usage: bench_codegen [--quick] [--only mm|rows|attn]\n");
+      return 2;
+    }
+  }
+  bool do_mm = !only || !strcmp(only, "mm"), do_rows = !only || !strcmp(only, "rows");
+  bool do_attn = !only || !strcmp(only, "attn");
   int rounds = quick ? 3 : 7;
   sheaf_ctx *ctx;
   if (sheaf_ctx_create(&(sheaf_ctx_options){.threads = 1}, &ctx, NULL, 0) != SHEAF_OK) return 1;
   sheaf_isa isa = sheaf_cpu_isa();
   char dir[] = "/tmp/sheaf-bench-codegen-XXXXXX";
   if (!mkdtemp(dir)) return 1;
-  double cold, hit;
-  sheaf_kernel *kmm = build(ctx, MM, dir, isa, &cold);
-  sheaf_kernel *kmm2 = build(ctx, MM, dir, isa, &hit);
-  sheaf_kernel_free(kmm2);
+  double cold = 0, hit = 0;
+  sheaf_kernel *kmm = do_mm ? build(ctx, MM, dir, isa, &cold) : NULL;
+  if (do_mm) {
+    sheaf_kernel *kmm2 = build(ctx, MM, dir, isa, &hit);
+    sheaf_kernel_free(kmm2);
+  }
   printf("# isa %s, 1 thread, thread CPU time; cold compile of mm %.0f ms, cache hit %.2f ms\n",
          sheaf_isa_name(isa), cold * 1e3, hit * 1e3);
   sheaf_kernel *ksm = build(ctx, SM, dir, isa, NULL), *kln = build(ctx, LN, dir, isa, NULL);
@@ -88,7 +101,7 @@ int main(int argc, char **argv) {
   uint64_t seed = 42;
   printf("%-10s %5s %5s %5s %10s %10s %7s\n", "kernel", "M", "K", "N", "gen GF/s", "hand GF/s", "g/h");
   static const int64_t shapes[][3] = {{64, 256, 1280}, {64, 512, 2048}, {1600, 256, 1280}, {1600, 512, 2048}};
-  for (size_t s = 0; s < 4; s++) {
+  for (size_t s = 0; s < (do_mm ? 4u : 0u); s++) {
     int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2];
     float *A = exb_frand_xs(M * K, &seed), *B = exb_frand_xs(K * N, &seed);
     float *Cg = malloc(sizeof(float) * (size_t)(M * N)), *Ch = malloc(sizeof(float) * (size_t)(M * N));
@@ -118,7 +131,7 @@ int main(int argc, char **argv) {
     sh_gemm_packed_b_free(ctx, pb);
     free(A), free(B), free(Cg), free(Ch);
   }
-  {
+  if (do_rows) {
     int64_t M = 64, N = 768;
     float *x = exb_frand_xs(M * N, &seed), *gam = exb_frand_xs(N, &seed), *be = exb_frand_xs(N, &seed);
     float *yg = malloc(sizeof(float) * (size_t)(M * N)), *yh = malloc(sizeof(float) * (size_t)(M * N));
@@ -149,7 +162,7 @@ int main(int argc, char **argv) {
     }
     free(x), free(gam), free(be), free(yg), free(yh);
   }
-  {
+  if (do_attn) {
     enum { NB = 64, DH = 64 };
     int32_t L[NB];
     int64_t len[NB], off[NB + 1];

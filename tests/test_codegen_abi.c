@@ -67,6 +67,7 @@ static const char *vm_source =
     "      case 5: r = sk_erf##W(v); break;                                        \\\n"
     "      case 6: r = sk_softplus##W(v); break;                                   \\\n"
     "      case 7: r = sk_rsqrt##W(v); break;                                      \\\n"
+    "      case 8: r = sk_expnp##W(-sk_abs##W(v)); break;                          \\\n"
     "      }                                                                       \\\n"
     "      sk_st##W(y + i, r);                                                     \\\n"
     "    }                                                                         \\\n"
@@ -80,7 +81,8 @@ static const struct {
   const char *name;
   double bound;
 } g_fns[] = {{"exp", 4}, {"sigmoid", 4}, {"tanh", 4}, {"log", 2},
-             {"gelu", 8}, {"erf", 4},     {"softplus", 4}, {"rsqrt", 2}};
+             {"gelu", 8}, {"erf", 4},     {"softplus", 4}, {"rsqrt", 2},
+             {"exp_nonpos", 5}}; /* of -|x|: flushed to 0 below -87.3365 */
 
 static double ref(int fn, double x) {
   switch (fn) {
@@ -94,6 +96,7 @@ static double ref(int fn, double x) {
   case 5: return erf(x);
   case 6: return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
   case 7: return 1.0 / sqrt(x);
+  case 8: return -fabs(x) < -87.33654022216797 ? 0.0 : exp(-fabs(x));
   }
   return x;
 }

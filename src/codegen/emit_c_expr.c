@@ -314,6 +314,7 @@ static const char *fn_scalar(sh_lir_fn fn) {
   case SH_LIR_FN_ABS: return "fabsf";
   case SH_LIR_FN_SOFTPLUS: return "sk_softplusf";
   case SH_LIR_FN_ERF: return "erff";
+  case SH_LIR_FN_EXP_NONPOS: return "expf";
   default: return "";
   }
 }
@@ -331,6 +332,7 @@ static const char *fn_vector(sh_lir_fn fn) {
   case SH_LIR_FN_ABS: return "sk_abs";
   case SH_LIR_FN_SOFTPLUS: return "sk_softplus";
   case SH_LIR_FN_ERF: return "sk_erf";
+  case SH_LIR_FN_EXP_NONPOS: return "sk_expnp";
   default: return "";
   }
 }

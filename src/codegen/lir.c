@@ -377,9 +377,9 @@ sh_lir_expr sh_lir_un(sh_lir_kernel *k, sh_lir_fn fn, sh_lir_expr a) {
     if (!k->err) sh_lir_fail(k, SHEAF_ERR_INVALID_ARG, "kernel %s: bad operand", k->name);
     return SH_LIR_NONE;
   }
-  if ((unsigned)fn > SH_LIR_FN_ERF || k->ex[a].dtype != SH_LIR_F32) {
+  if ((unsigned)fn > SH_LIR_FN_EXP_NONPOS || k->ex[a].dtype != SH_LIR_F32) {
     sh_lir_fail(k, SHEAF_ERR_INVALID_ARG, "kernel %s: %s takes a float operand", k->name,
-                (unsigned)fn > SH_LIR_FN_ERF ? "unknown function" : sh_lir_fn_name(fn));
+                (unsigned)fn > SH_LIR_FN_EXP_NONPOS ? "unknown function" : sh_lir_fn_name(fn));
     return SH_LIR_NONE;
   }
   return new_ex(k, SH_LIR_E_UN, (uint8_t)fn, SH_LIR_F32, a, 0, 0);
@@ -973,7 +973,8 @@ float sh_lir_combine_identity(sh_lir_combine c) {
 
 const char *sh_lir_fn_name(sh_lir_fn fn) {
   static const char *n[] = {"neg",  "exp", "log",   "tanh", "sigmoid",  "gelu",
-                            "relu", "sqrt", "rsqrt", "abs",  "softplus", "erf"};
+                            "relu", "sqrt", "rsqrt", "abs",  "softplus", "erf",
+                            "exp_nonpos"};
   return (unsigned)fn < SH_ARRAY_LEN(n) ? n[fn] : "?";
 }
 

@@ -122,7 +122,9 @@ typedef enum sh_lir_fn {
   SH_LIR_FN_RSQRT,
   SH_LIR_FN_ABS,
   SH_LIR_FN_SOFTPLUS,
-  SH_LIR_FN_ERF
+  SH_LIR_FN_ERF,
+  SH_LIR_FN_EXP_NONPOS /* exp of an argument proven <= 0 (or NaN): set by the schedule
+                          (sh_sched_exp_ranges); 0 below -87.3 where exp is subnormal */
 } sh_lir_fn;
 
 typedef enum sh_lir_combine {

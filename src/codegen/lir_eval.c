@@ -191,6 +191,7 @@ static float apply_fn(sh_lir_fn fn, float a) {
   case SH_LIR_FN_ABS: return fabsf(a);
   case SH_LIR_FN_SOFTPLUS: return (float)(fmax((double)a, 0.0) + log1p(exp(-fabs((double)a))));
   case SH_LIR_FN_ERF: return erff(a);
+  case SH_LIR_FN_EXP_NONPOS: return expf(a);
   }
   return a;
 }

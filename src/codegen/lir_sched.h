@@ -79,6 +79,41 @@ sheaf_status sh_sched_compute_inline(sh_lir_kernel *k, sh_lir_stmt store);
  * temporary read only there and written by one plain store) into T's
  * writer: a fused epilogue. */
 sheaf_status sh_sched_reverse_inline(sh_lir_kernel *k, sh_lir_stmt store);
+/* Loop-invariant code motion under s (the root: everywhere): a maximal
+ * subexpression of a store's value that holds a costly operation (exp,
+ * log, sqrt, rsqrt, tanh, sigmoid, gelu, softplus, erf, division, pow) and
+ * is invariant in the innermost loops around the store goes into a scalar
+ * local computed before the outermost of them; `a / b` with b invariant
+ * becomes a * (1 / b) with the reciprocal hoisted; an invariant load is
+ * hoisted when it crosses a serial loop (mu[n] in x - mu[n]). Never crosses a
+ * parallel loop or an if, nor a loop that stores what the value reads.
+ * *n_hoisted (may be NULL) counts the values moved. */
+sheaf_status sh_sched_hoist(sh_lir_kernel *k, sh_lir_stmt s, int *n_hoisted);
+/* Storage reuse: temporary T lives in O's storage (T is then never
+ * allocated). O (same dims) must be written once, by a plain store
+ * O[r, i..] = f(T[r, i..], ...) inside a row loop r, indexed by r and every
+ * loop between; every access to T is inside r at row r and before that
+ * store's statement (T's last reader), and O is accessed nowhere else. */
+sheaf_status sh_sched_share(sh_lir_kernel *k, sh_lir_buf T, sh_lir_buf O);
+/* Loop distribution: loop's body S1..Sn becomes n loops of loop's extent,
+ * one statement each, in order (loops[0] is `loop`, holding S1; at most
+ * cap written, *n_out = n). Every buffer written in the body must be
+ * accessed in it at one index list that depends on loop's variable. */
+sheaf_status sh_sched_distribute(sh_lir_kernel *k, sh_lir_stmt loop, sh_lir_stmt *loops, int cap, int *n_out);
+/* exp(A - b[J]) where b is a finished max-reduction of A's expression
+ * (b[I] = -inf; b[I] max= E over one reduction loop, before the exp; A =
+ * E at a loop of the reduction's extent) becomes exp_nonpos (its argument
+ * is <= 0): softmax's exp(x - max x). *n_marked (may be NULL) counts them. */
+sheaf_status sh_sched_exp_ranges(sh_lir_kernel *k, int *n_marked);
+/* A sum over reduction loops of a · c or a / c, c invariant in them,
+ * whose element is set to 0 just before them (C = 0; for r: C += a·c)
+ * becomes C = 0; for r: C += a; C = C · c (one multiply or divide per
+ * element, not per term; float rounding differs). *n_factored may be NULL. */
+sheaf_status sh_sched_factor(sh_lir_kernel *k, int *n_factored);
+/* Storage contraction: a rank-1 temporary T accessed only as T[r] inside
+ * the loop r (a per-row scalar: softmax's max and sum, layernorm's mean)
+ * becomes a scalar local allocated in r's body (a register, no memory). */
+sheaf_status sh_sched_contract(sh_lir_kernel *k, sh_lir_buf T);
 /* Storage padding: dimension dim of b is allocated rounded up to a
  * multiple of tile (CoRa; the caller's buffers must follow). */
 sheaf_status sh_sched_pad(sh_lir_kernel *k, sh_lir_buf b, int dim, int64_t tile);
@@ -105,7 +140,7 @@ typedef struct sh_sched_opts {
   int mr, nr;    /* GEMM register tile: rows, columns (a multiple of the vector width) */
   int row_tiles; /* GEMM tiles per row block (16) */
   int no_pack;   /* 1: leave a weight B unpacked */
-  int row_unroll; /* vectors per step of a row loop: U (4 with a reduction, 2 without) */
+  int row_unroll; /* vectors per step of a row loop: U (4) */
   int par_block; /* iterations per parallel task of a row nest (4) */
 } sh_sched_opts;
 sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sched_opts *opts);

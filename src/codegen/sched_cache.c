@@ -325,7 +325,10 @@ sheaf_status sh_sched_rfactor(sh_lir_kernel *k, sh_lir_stmt band_root, sh_lir_st
   if (ns > 512) return sh_sched_err(k, "rfactor at loop %s: more than 512 stores below", lv);
   for (int i = 0; i < ns; i++) {
     const sh_lir_snode *x = &k->st[st[i]];
-    bool red = x->combine != SH_LIR_COMBINE_NONE && k->bufs[x->buf].role != SH_LIR_LOCAL;
+    const sh_lir_bufinfo *tb = &k->bufs[x->buf];
+    int64_t one = 0;
+    bool scalar_local = tb->rank == 1 && sh_lir_is_const(k, tb->dims[0], &one) && one == 1;
+    bool red = x->combine != SH_LIR_COMBINE_NONE && (tb->role != SH_LIR_LOCAL || scalar_local);
     for (int p = 0; red && p < nb; p++) red = !idx_uses(k, x, bv[p]);
     if (store >= 0 ? st[i] == store : red) {
       if (!red)

@@ -1,7 +1,11 @@
 /*
  * sched_default.c — the schedule a kernel gets without tuning.
  *
- *   1. Pointwise temporaries are inlined into their consumers.
+ *   1. exp(x - max x) is marked nonpositive (exp_ranges); invariant factors
+ *      leave sums (factor); pointwise temporaries are inlined into their
+ *      consumers, except a costly one read twice that can live in its last
+ *      reader's output (share: one exp per element); per-row rank-1
+ *      temporaries become registers (contract).
  *   2. A GEMM-like nest (for i: for j: [C = 0;] for k: C[i, j] += A[.., k]·B[k, j],
  *      B stride-1 in j) is register-tiled like the hand micro-kernels: an
  *      mr × nr tile (AVX2 6 × 16, AVX-512 12 × 32, scalar 4 × 4) held in
@@ -9,12 +13,18 @@
  *      weight, a pointwise consumer of C fused into the tile's store, the
  *      split tails unswitched (whole tiles run without guards), row blocks
  *      of 16 tiles by column panels fused into one parallel loop.
- *   3. Every other innermost loop whose accesses are stride-1 is split by
- *      U·W (U = 4 with a reduction, 2 without; the rest peeled), its W lanes
+ *   3. A reduction loop that is not stride-1 under a spatial loop that is
+ *      (e·v): a tile of 4 vectors of the target in registers across the
+ *      reduction (cache_write), else distribute + reorder.
+ *      Every other innermost loop whose accesses are stride-1 is split by
+ *      U·W (U = 4; the rest peeled, and vectorized by W again), its W lanes
  *      vectorized and its U vectors unrolled; reductions go through vector
- *      accumulators (rfactor) and one horizontal reduction at the end.
+ *      accumulators (rfactor), combined lane-wise, and one horizontal
+ *      reduction at the end.
  *   4. The outermost loop of each nest runs over the pool (blocks of 4
  *      iterations when its body has no ragged extent).
+ *   5. Per-row values (reciprocals, rsqrt, loads) out of element loops (hoist).
+ * W is the ISA's vector width (AVX-512 16, AVX2 8, scalar 1).
  * Each step is tried and skipped when its primitive does not apply.
  */
 #include <string.h>
@@ -25,6 +35,42 @@ static int width_of(sheaf_isa isa) {
   return isa == SHEAF_ISA_AVX512 ? 16 : isa == SHEAF_ISA_AVX2 ? 8 : 1;
 }
 
+static bool costly_expr(const sh_lir_kernel *k, sh_lir_expr e) {
+  const sh_lir_enode *x = &k->ex[e];
+  switch ((sh_lir_ekind)x->kind) {
+  case SH_LIR_E_UN:
+    return (x->op != SH_LIR_FN_NEG && x->op != SH_LIR_FN_ABS && x->op != SH_LIR_FN_RELU) ||
+           costly_expr(k, x->a);
+  case SH_LIR_E_BIN: return x->op == SH_LIR_OP_DIV || x->op == SH_LIR_OP_POW || costly_expr(k, x->a) ||
+                            costly_expr(k, x->b);
+  case SH_LIR_E_SELECT: return costly_expr(k, x->a) || costly_expr(k, x->b) || costly_expr(k, x->c);
+  default: return false;
+  }
+}
+
+/* A pointwise temporary T whose value is costly (exp, ...) and is read by
+ * two or more statements is computed once rather than inlined into each,
+ * when it can live in the storage of the buffer its last reader writes
+ * (sh_sched_share: softmax's exp row in the output row, rescaled in
+ * place). */
+static bool share_costly(sh_lir_kernel *k, sh_lir_buf T, sh_lir_stmt p) {
+  if (!costly_expr(k, k->st[p].val)) return false;
+  sh_lir_stmt st[256];
+  int n = sh_sched_stores(k, k->root, st, 256), readers = 0;
+  if (n > 256) return false;
+  for (int i = 0; i < n; i++) readers += sh_lir_uses_buf(k, k->st[st[i]].val, T);
+  if (readers < 2) return false;
+  for (int i = n - 1; i >= 0; i--) {
+    if (!sh_lir_uses_buf(k, k->st[st[i]].val, T)) continue;
+    sh_lir_buf O = k->st[st[i]].buf;
+    sheaf_status saved = k->err;
+    if (k->bufs[O].role == SH_LIR_OUT && !sh_sched_share(k, T, O)) return true;
+    k->err = saved;
+    return false; /* only T's last reader can take it */
+  }
+  return false;
+}
+
 static void inline_pointwise(sh_lir_kernel *k) {
   for (bool again = true; again && !k->err;) {
     again = false;
@@ -32,8 +78,8 @@ static void inline_pointwise(sh_lir_kernel *k) {
       const sh_lir_bufinfo *bi = &k->bufs[b];
       if (bi->role != SH_LIR_TEMP || bi->inlined || sh_lir_find_store(k, b, 1) >= 0) continue;
       sh_lir_stmt p = sh_lir_find_store(k, b, 0);
-      if (p >= 0 && k->st[p].combine == SH_LIR_COMBINE_NONE && !sh_sched_compute_inline(k, p))
-        again = true;
+      if (p < 0 || k->st[p].combine != SH_LIR_COMBINE_NONE) continue;
+      if (share_costly(k, b, p) || !sh_sched_compute_inline(k, p)) again = true;
     }
   }
 }
@@ -166,6 +212,40 @@ static bool contiguous_expr(sh_lir_kernel *k, sh_lir_expr e, sh_lir_var v) {
   }
 }
 
+/* The U vector accumulators of an rfactor over [U, W] are combined lane by
+ * lane into the first (U - 1 vector operations) before the one horizontal
+ * reduction, rather than each reduced horizontally. */
+static void combine_partials(sh_lir_kernel *k, const sh_sched_cache *c, int w) {
+  int64_t U;
+  if (c->n != 2 || !sh_lir_is_const(k, k->st[c->final[0]].ext, &U) || U < 2) return;
+  sh_lir_stmt S = k->st[c->final[1]].body;
+  if (S < 0 || k->st[S].kind != SH_LIR_S_STORE || k->st[S].next >= 0) return;
+  sh_lir_combine op = (sh_lir_combine)k->st[S].combine;
+  sh_lir_stmt lu = sh_lir_new_stmt(k, SH_LIR_S_LOOP), ll = sh_lir_new_stmt(k, SH_LIR_S_LOOP);
+  if (lu < 0 || ll < 0) return;
+  sh_lir_var vu = sh_lir_new_var(k, "u_cmb", lu), vl = sh_lir_new_var(k, "l_cmb", ll);
+  if (vu < 0 || vl < 0) return;
+  k->st[lu].var = vu, k->st[lu].ext = sh_lir_int(k, U - 1);
+  k->st[ll].var = vl, k->st[ll].ext = sh_lir_int(k, w > 1 ? w : 1);
+  int64_t W;
+  if (!sh_lir_is_const(k, k->st[c->final[1]].ext, &W) || W != (w > 1 ? w : 1)) return;
+  sh_lir_expr i0[2] = {sh_lir_int(k, 0), sh_lir_v(k, vl)};
+  sh_lir_expr iu[2] = {sh_lir_add(k, sh_lir_v(k, vu), sh_lir_int(k, 1)), sh_lir_v(k, vl)};
+  sh_lir_stmt st = sh_lir_new_stmt(k, SH_LIR_S_STORE);
+  if (st < 0) return;
+  k->st[st].buf = c->local;
+  k->st[st].idx = sh_lir_new_list(k, 2, i0);
+  k->st[st].nidx = 2;
+  k->st[st].val = sh_lir_load(k, c->local, 2, iu);
+  k->st[st].combine = (uint8_t)op;
+  sh_lir_append(k, ll, st);
+  sh_lir_append(k, lu, ll);
+  sh_lir_insert_before(k, c->final[0], lu);
+  k->st[c->final[0]].ext = sh_lir_int(k, 1);
+  sh_sched_unroll(k, lu);
+  if (w > 1) sh_sched_vectorize(k, ll, w);
+}
+
 static void vectorize_loop(sh_lir_kernel *k, sh_lir_stmt L, int w, int unroll) {
   sh_lir_var v = k->st[L].var;
   sh_lir_stmt st[64];
@@ -182,9 +262,9 @@ static void vectorize_loop(sh_lir_kernel *k, sh_lir_stmt L, int w, int unroll) {
   }
   int64_t ext;
   if (!any_contig || (sh_lir_is_const(k, k->st[L].ext, &ext) && ext < w)) return;
-  int64_t U = unroll > 0 ? unroll : nred ? 4 : 2;
-  sh_lir_stmt lo, li, lv, ll;
-  if (sh_sched_split(k, L, w * U, SH_SCHED_TAIL_PEEL, &lo, &li, NULL) ||
+  int64_t U = unroll > 0 ? unroll : 4;
+  sh_lir_stmt lo, li, lv, ll, lt = SH_LIR_NONE;
+  if (sh_sched_split(k, L, w * U, SH_SCHED_TAIL_PEEL, &lo, &li, &lt) ||
       sh_sched_split(k, li, w, SH_SCHED_TAIL_GUARD, &lv, &ll, NULL))
     return;
   (void)lo;
@@ -192,10 +272,14 @@ static void vectorize_loop(sh_lir_kernel *k, sh_lir_stmt L, int w, int unroll) {
     sh_sched_cache c;
     if (sh_sched_rfactor(k, lv, SH_LIR_NONE, &c)) break;
     tile_copy(k, c.n, c.init, w);
+    combine_partials(k, &c, w);
     tile_copy(k, c.n, c.final, w);
   }
   sh_sched_unroll(k, lv);
   sh_sched_vectorize(k, ll, w);
+  /* the rest (< U·W: most of a short ragged row) by whole vectors too;
+   * only the last < W elements stay scalar */
+  if (U > 1 && lt >= 0) vectorize_loop(k, lt, w, 1);
 }
 
 static void innermost_loops(const sh_lir_kernel *k, sh_lir_stmt s, sh_lir_stmt *out, int *n, int cap) {
@@ -224,7 +308,77 @@ static bool ragged_extents(const sh_lir_kernel *k, sh_lir_stmt s) {
   return false;
 }
 
+/* D's body is [an init of S's element,] R: D is split by 4·W (whole tiles,
+ * the rest peeled) and the tile of 4 vectors of S's target kept in
+ * registers across R (cache_write): one load and store per tile rather
+ * than per iteration of R. */
+static bool tile_row_reduction(sh_lir_kernel *k, sh_lir_stmt D, sh_lir_stmt R, sh_lir_stmt S, int w) {
+  sh_lir_stmt first = k->st[D].body;
+  if (first == R) {
+    if (k->st[R].next >= 0) return false;
+  } else {
+    const sh_lir_snode *i0 = &k->st[first];
+    if (i0->kind != SH_LIR_S_STORE || i0->next != R || k->st[R].next >= 0 || i0->buf != k->st[S].buf ||
+        i0->combine != SH_LIR_COMBINE_NONE || i0->nidx != k->st[S].nidx)
+      return false;
+    for (int d = 0; d < i0->nidx; d++)
+      if (!sh_lir_expr_eq(k, k->list[i0->idx + d], k->list[k->st[S].idx + d])) return false;
+  }
+  int64_t U = 4, ext;
+  if (sh_lir_is_const(k, k->st[D].ext, &ext) && ext < U * w) return false;
+  sh_lir_stmt dout, din, dv, dl;
+  if (sh_sched_split(k, D, U * w, SH_SCHED_TAIL_PEEL, &dout, &din, NULL)) return false;
+  if (sh_sched_split(k, din, w, SH_SCHED_TAIL_GUARD, &dv, &dl, NULL)) return false;
+  sh_sched_cache c;
+  if (sh_sched_cache_write(k, dv, &c)) return false;
+  tile_copy(k, c.n, c.init, w);
+  tile_copy(k, c.n, c.band, w);
+  tile_copy(k, c.n, c.final, w);
+  (void)dout;
+  return true;
+}
+
+/* A reduction loop R innermost under a spatial loop D, R's accesses not
+ * stride-1 in R but D's are (`for d: [o = 0;] for j: o[.., d] += e[j]·v[j, d]`):
+ * D is distributed (its other statements keep a loop of their own) and R
+ * moved outside it, so the stride-1 loop is innermost and vectorizes. */
+static void reductions_outward(sh_lir_kernel *k, sh_lir_stmt top, int w) {
+  sh_lir_stmt inner[256];
+  int n = 0;
+  innermost_loops(k, top, inner, &n, 256);
+  for (int i = 0; i < n && i < 256; i++) {
+    sh_lir_stmt R = inner[i], S = k->st[R].body, D = k->st[R].parent;
+    if (k->st[R].annot != SH_LIR_SERIAL || S < 0 || k->st[S].next >= 0 || k->st[S].kind != SH_LIR_S_STORE ||
+        k->st[S].combine == SH_LIR_COMBINE_NONE || D < 0 || k->st[D].kind != SH_LIR_S_LOOP ||
+        k->st[D].annot != SH_LIR_SERIAL)
+      continue;
+    const sh_lir_snode *x = &k->st[S];
+    sh_lir_var vr = k->st[R].var, vd = k->st[D].var;
+    bool r_in_idx = false, d_ok = is_var(k, k->list[x->idx + x->nidx - 1], vd);
+    for (int d = 0; d < x->nidx; d++) {
+      r_in_idx |= sh_lir_uses_var(k, k->list[x->idx + d], vr);
+      if (d + 1 < x->nidx && sh_lir_uses_var(k, k->list[x->idx + d], vd)) d_ok = false;
+    }
+    if (r_in_idx || !d_ok || contiguous_expr(k, x->val, vr) || !contiguous_expr(k, x->val, vd) ||
+        sh_lir_uses_var(k, k->st[R].ext, vd))
+      continue;
+    if (tile_row_reduction(k, D, R, S, w)) continue;
+    int pos = 0;
+    for (sh_lir_stmt c = k->st[D].body; c >= 0 && c != R; c = k->st[c].next) pos++;
+    sh_lir_stmt Dp = D;
+    if (sh_lir_body_len(k, D) > 1) {
+      sh_lir_stmt loops[64];
+      int nl;
+      if (pos >= 64 || sh_sched_distribute(k, D, loops, 64, &nl)) continue;
+      Dp = loops[pos];
+    }
+    sh_lir_stmt order[2] = {k->st[Dp].body, Dp};
+    sh_sched_reorder(k, 2, order);
+  }
+}
+
 static void sched_nest(sh_lir_kernel *k, sh_lir_stmt top, int w, const sh_sched_opts *o) {
+  if (w > 1) reductions_outward(k, top, w);
   if (w > 1) {
     sh_lir_stmt inner[256];
     int n = 0;
@@ -255,7 +409,14 @@ sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sch
   sheaf_status st = sh_lir_verify(k);
   if (st) return st;
   int w = width_of(isa);
+  if ((st = sh_sched_exp_ranges(k, NULL))) return st;
+  if ((st = sh_sched_factor(k, NULL))) return st;
   inline_pointwise(k);
+  for (int32_t b = 0; b < k->n_bufs && !k->err; b++) /* per-row scalars into registers */
+    if (k->bufs[b].role == SH_LIR_TEMP && !k->bufs[b].inlined && k->bufs[b].rank == 1) {
+      sheaf_status saved = k->err;
+      if (sh_sched_contract(k, b)) k->err = saved;
+    }
   sh_lir_stmt tops[256];
   int n = 0;
   for (sh_lir_stmt s = k->st[k->root].body; s >= 0 && n < 256; s = k->st[s].next) tops[n++] = s;
@@ -269,5 +430,7 @@ sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sch
     sched_nest(k, tops[i], w, opts);
   }
   if (k->err) return k->err;
+  /* 5. per-row values (a reciprocal, an rsqrt) out of the element loops */
+  if ((st = sh_sched_hoist(k, k->root, NULL))) return st;
   return sh_lir_verify(k);
 }

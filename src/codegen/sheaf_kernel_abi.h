@@ -204,6 +204,77 @@ static inline sk_f32x8 sk_madd8(sk_f32x8 a, sk_f32x8 b, sk_f32x8 c) { return a *
 static inline sk_f32x16 sk_madd16(sk_f32x16 a, sk_f32x16 b, sk_f32x16 c) { return a * b + c; }
 #endif
 
+/* Max / min keeping a NaN of either operand, and horizontal reductions as
+ * a tree (an ordering of the sum that differs from left to right by
+ * rounding only; a NaN lane gives NaN): single instructions where the
+ * target has them, else the portable forms in SK_VEC_DEFINE. */
+#if defined(__x86_64__) && defined(__AVX__)
+static inline sk_f32x8 sk_maxv8(sk_f32x8 a, sk_f32x8 b) {
+  __m256 m = _mm256_max_ps((__m256)a, (__m256)b); /* b where either is NaN */
+  return (sk_f32x8)_mm256_blendv_ps(m, (__m256)a, _mm256_cmp_ps((__m256)a, (__m256)a, _CMP_UNORD_Q));
+}
+static inline sk_f32x8 sk_minv8(sk_f32x8 a, sk_f32x8 b) {
+  __m256 m = _mm256_min_ps((__m256)a, (__m256)b);
+  return (sk_f32x8)_mm256_blendv_ps(m, (__m256)a, _mm256_cmp_ps((__m256)a, (__m256)a, _CMP_UNORD_Q));
+}
+static inline int sk_anynan8(sk_f32x8 v) {
+  return _mm256_movemask_ps(_mm256_cmp_ps((__m256)v, (__m256)v, _CMP_UNORD_Q)) != 0;
+}
+static inline float sk_hadd8_tree(sk_f32x8 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128((__m256)v), _mm256_extractf128_ps((__m256)v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+static inline float sk_hmax8_tree(sk_f32x8 v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128((__m256)v), _mm256_extractf128_ps((__m256)v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+static inline float sk_hmin8_tree(sk_f32x8 v) {
+  __m128 s = _mm_min_ps(_mm256_castps256_ps128((__m256)v), _mm256_extractf128_ps((__m256)v, 1));
+  s = _mm_min_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_min_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+#define SK_MAXV8(a, b) sk_maxv8(a, b)
+#define SK_MINV8(a, b) sk_minv8(a, b)
+#define SK_HADD_FAST8(v) return sk_hadd8_tree(v)
+#define SK_HMAX_FAST8(v) if (!sk_anynan8(v)) return sk_hmax8_tree(v)
+#define SK_HMIN_FAST8(v) if (!sk_anynan8(v)) return sk_hmin8_tree(v)
+#else
+#define SK_MAXV8(a, b) sk_sel8(((a) > (b)) | ((a) != (a)), a, b)
+#define SK_MINV8(a, b) sk_sel8(((a) < (b)) | ((a) != (a)), a, b)
+#define SK_HADD_FAST8(v) (void)0
+#define SK_HMAX_FAST8(v) (void)0
+#define SK_HMIN_FAST8(v) (void)0
+#endif
+#if defined(__x86_64__) && defined(__AVX512F__)
+static inline sk_f32x16 sk_maxv16(sk_f32x16 a, sk_f32x16 b) {
+  __m512 m = _mm512_max_ps((__m512)a, (__m512)b);
+  return (sk_f32x16)_mm512_mask_blend_ps(_mm512_cmp_ps_mask((__m512)a, (__m512)a, _CMP_UNORD_Q), m, (__m512)a);
+}
+static inline sk_f32x16 sk_minv16(sk_f32x16 a, sk_f32x16 b) {
+  __m512 m = _mm512_min_ps((__m512)a, (__m512)b);
+  return (sk_f32x16)_mm512_mask_blend_ps(_mm512_cmp_ps_mask((__m512)a, (__m512)a, _CMP_UNORD_Q), m, (__m512)a);
+}
+static inline int sk_anynan16(sk_f32x16 v) {
+  return _mm512_cmp_ps_mask((__m512)v, (__m512)v, _CMP_UNORD_Q) != 0;
+}
+#define SK_MAXV16(a, b) sk_maxv16(a, b)
+#define SK_MINV16(a, b) sk_minv16(a, b)
+#define SK_HADD_FAST16(v) return _mm512_reduce_add_ps((__m512)(v))
+#define SK_HMAX_FAST16(v) if (!sk_anynan16(v)) return _mm512_reduce_max_ps((__m512)(v))
+#define SK_HMIN_FAST16(v) if (!sk_anynan16(v)) return _mm512_reduce_min_ps((__m512)(v))
+#else
+#define SK_MAXV16(a, b) sk_sel16(((a) > (b)) | ((a) != (a)), a, b)
+#define SK_MINV16(a, b) sk_sel16(((a) < (b)) | ((a) != (a)), a, b)
+#define SK_HADD_FAST16(v) (void)0
+#define SK_HMAX_FAST16(v) (void)0
+#define SK_HMIN_FAST16(v) (void)0
+#endif
+
 /* Everything else, for W = 8 and 16: loads and stores (unaligned, through
  * memcpy: vmovups), broadcast, lane select, NaN-propagating max / min,
  * comparisons as 1.0 / 0.0, horizontal reductions, and the vector math. */
@@ -218,10 +289,10 @@ static inline sk_f32x16 sk_madd16(sk_f32x16 a, sk_f32x16 b, sk_f32x16 c) { retur
     return (sk_f32x##W)((m & (sk_i32x##W)a) | (~m & (sk_i32x##W)b));                       \
   }                                                                                        \
   static inline sk_f32x##W sk_max##W(sk_f32x##W a, sk_f32x##W b) {                         \
-    return sk_sel##W((a > b) | (a != a), a, b);                                            \
+    return SK_MAXV##W(a, b);                                                               \
   }                                                                                        \
   static inline sk_f32x##W sk_min##W(sk_f32x##W a, sk_f32x##W b) {                         \
-    return sk_sel##W((a < b) | (a != a), a, b);                                            \
+    return SK_MINV##W(a, b);                                                               \
   }                                                                                        \
   static inline sk_f32x##W sk_one##W(sk_i32x##W m) {                                        \
     return (sk_f32x##W)(m & (sk_i32x##W)sk_bc##W(1.0f));                                   \
@@ -230,6 +301,7 @@ static inline sk_f32x16 sk_madd16(sk_f32x16 a, sk_f32x16 b, sk_f32x16 c) { retur
     return sk_sel##W(c != 0, a, b);                                                        \
   }                                                                                        \
   static inline float sk_hadd##W(sk_f32x##W v) {                                            \
+    SK_HADD_FAST##W(v);                                                                    \
     float s = v[0];                                                                        \
     for (int i = 1; i < W; i++) s += v[i];                                                 \
     return s;                                                                              \
@@ -240,11 +312,13 @@ static inline sk_f32x16 sk_madd16(sk_f32x16 a, sk_f32x16 b, sk_f32x16 c) { retur
     return s;                                                                              \
   }                                                                                        \
   static inline float sk_hmax##W(sk_f32x##W v) {                                            \
+    SK_HMAX_FAST##W(v);                                                                    \
     float s = v[0];                                                                        \
     for (int i = 1; i < W; i++) s = sk_maxf(s, v[i]);                                      \
     return s;                                                                              \
   }                                                                                        \
   static inline float sk_hmin##W(sk_f32x##W v) {                                            \
+    SK_HMIN_FAST##W(v);                                                                    \
     float s = v[0];                                                                        \
     for (int i = 1; i < W; i++) s = sk_minf(s, v[i]);                                      \
     return s;                                                                              \
@@ -283,7 +357,7 @@ static inline sk_f32x16 sk_madd16(sk_f32x16 a, sk_f32x16 b, sk_f32x16 c) { retur
   static inline sk_f32x##W sk_exp##W(sk_f32x##W x) {                                        \
     sk_f32x##W t, p = sk_exp_core##W(x, &t);                                               \
     sk_f32x##W y = (sk_f32x##W)((sk_i32x##W)p + ((sk_i32x##W)t << 23));                    \
-    sk_i32x##W ok = (x >= -87.0f) & (x <= 88.0f);                                          \
+    sk_i32x##W ok = sk_abs##W(x) <= 87.0f; /* false for NaN */                             \
     if (__builtin_expect(sk_all##W(ok), 1)) return y;                                      \
     sk_f32x##W xc = sk_sel##W(x > 89.0f, sk_bc##W(89.0f), x);                               \
     xc = sk_sel##W(xc < -104.0f, sk_bc##W(-104.0f), xc);                                   \
@@ -292,6 +366,23 @@ static inline sk_f32x16 sk_madd16(sk_f32x16 a, sk_f32x16 b, sk_f32x16 c) { retur
     sk_i32x##W n1 = ni >> 1, n2 = ni - n1;                                                 \
     sk_f32x##W s1 = (sk_f32x##W)((n1 + 127) << 23), s2 = (sk_f32x##W)((n2 + 127) << 23);   \
     return sk_sel##W(ok, y, (p * s1) * s2);                                                \
+  }                                                                                        \
+  /* exp of x <= 0 (or NaN), for arguments the kernel proves nonpositive                   \
+   * (x - max x): the hand softmax's exp (src/kernels/rows_avx2.c: one-constant            \
+   * reduction, degree-5 polynomial, 2^n from the bits of n + 127, no range                 \
+   * test; <= 5 ulp on [-87.3, 0]); 0 below -87.3365 (subnormal results                     \
+   * flushed: an error under 1.2e-38), NaN kept. */                                         \
+  static inline sk_f32x##W sk_expnp##W(sk_f32x##W x) {                                      \
+    const sk_f32x##W magic = sk_bc##W(12583039.0f); /* 1.5·2^23 + 127 */                  \
+    sk_f32x##W t = sk_fma##W(x, sk_bc##W(1.44269504088896341f), magic);                    \
+    sk_f32x##W s = (sk_f32x##W)((sk_i32x##W)t << 23);                                       \
+    sk_f32x##W n = t - magic;                                                              \
+    sk_f32x##W r = sk_fma##W(n, sk_bc##W(-0x1.62E430p-1f), x);                   \
+    sk_f32x##W p = sk_fma##W(sk_bc##W(0x1.0F9F9Cp-7f), r, sk_bc##W(0x1.573A1Ap-5f));      \
+    p = sk_fma##W(p, r, sk_bc##W(0x1.555A80p-3f));                                         \
+    p = sk_fma##W(p, r, sk_bc##W(0x1.FFFDC6p-2f));                                         \
+    p = sk_fma##W(p, r, sk_bc##W(0x1.FFFFF6p-1f));                                         \
+    return sk_sel##W(x < -0x1.5D589Ep6f, sk_bc##W(0.0f), sk_fma##W(r * s, p, s));            \
   }                                                                                        \
   /* sigmoid: e = exp(-|x|); 1/(1+e) for x >= 0, e/(1+e) below */                         \
   static inline sk_f32x##W sk_sigmoid##W(sk_f32x##W x) {                                    \
