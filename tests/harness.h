@@ -144,6 +144,13 @@ long th_live_blocks(void);
 
 /* A path under a per-run temporary directory (created on demand). */
 const char *th_tmp_path(const char *name);
+/* The JIT cache directory for a test that only needs its kernels compiled,
+ * not a cold cache: $SHEAF_CACHE_DIR when set (.ci/run shares one across its
+ * builds' test runs: an entry's key covers the source, the flags, the ISA
+ * and the compiler, so a hit is the same library), else th_tmp_path(name).
+ * A test that checks what the compiler did (stats.compiles, cache files)
+ * keeps a th_tmp_path directory of its own. */
+const char *th_cache_dir(const char *name);
 /* Writes `size` bytes to a temporary file; returns its path. */
 const char *th_write_tmp(const char *name, const void *data, size_t size);
 /* The built sheaf executable (from SHEAF_BIN), or NULL. */

@@ -2,16 +2,21 @@
  * main.c — the test runner: fork per test, failure reporting, the leak- and
  * fault-injecting allocator, temporary files. Ends with `N passed, N failed`.
  *
- *   sheaf-tests [-v] [-jN] [--no-fork] [FILTER...]   FILTER: substrings of test names
+ *   sheaf-tests [-v] [-jN] [--no-fork] [--times[=N]] [--list] [FILTER...]
+ *                                                    FILTER: substrings of test names
  *
  * -jN runs N tests at once (each in its own child, its output printed whole
  * when it ends); the default is one at a time, output streamed.
+ * --times[=N] (or SHEAF_TEST_TIMES=N) lists the N slowest tests (default 20)
+ * before the summary, each with its wall time and the CPU time (user+sys) of
+ * its child and everything the child ran (compilers, the CLI), and the total.
  */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -230,6 +235,11 @@ const char *th_tmp_path(const char *name) {
   return path[slot];
 }
 
+const char *th_cache_dir(const char *name) {
+  const char *shared = getenv("SHEAF_CACHE_DIR");
+  return shared && *shared ? shared : th_tmp_path(name);
+}
+
 const char *th_write_tmp(const char *name, const void *data, size_t size) {
   const char *p = th_tmp_path(name);
   if (!p) return NULL;
@@ -341,6 +351,50 @@ static int child_result(const th_test *t, int status) {
   return 1;
 }
 
+/* A test's times, for --times. */
+typedef struct th_time {
+  const th_test *t;
+  double wall_ms, cpu_ms;
+} th_time;
+
+static th_time *g_times;
+static size_t g_ntimes;
+
+static double tv_ms(struct timeval tv) { return tv.tv_sec * 1e3 + tv.tv_usec / 1e3; }
+static double ru_cpu_ms(const struct rusage *ru) { return tv_ms(ru->ru_utime) + tv_ms(ru->ru_stime); }
+
+/* this process's and its waited-for children's CPU time so far */
+static double self_cpu_ms(void) {
+  struct rusage s, c;
+  getrusage(RUSAGE_SELF, &s);
+  getrusage(RUSAGE_CHILDREN, &c);
+  return ru_cpu_ms(&s) + ru_cpu_ms(&c);
+}
+
+static void record_time(const th_test *t, double wall_ms, double cpu_ms) {
+  th_time *n = realloc(g_times, (g_ntimes + 1) * sizeof *g_times);
+  if (!n) return;
+  g_times = n;
+  g_times[g_ntimes++] = (th_time){t, wall_ms, cpu_ms};
+}
+
+static int by_wall_desc(const void *a, const void *b) {
+  double x = ((const th_time *)a)->wall_ms, y = ((const th_time *)b)->wall_ms;
+  return (x < y) - (x > y);
+}
+
+static void print_times(size_t top, double wall_ms) {
+  double cpu = 0, sum_wall = 0;
+  for (size_t i = 0; i < g_ntimes; i++) cpu += g_times[i].cpu_ms, sum_wall += g_times[i].wall_ms;
+  qsort(g_times, g_ntimes, sizeof *g_times, by_wall_desc);
+  printf("---- slowest tests (wall ms, cpu ms = user+sys incl. subprocesses)\n");
+  for (size_t i = 0; i < g_ntimes && i < top; i++)
+    printf("%10.1f %10.1f  %s (%s)\n", g_times[i].wall_ms, g_times[i].cpu_ms, g_times[i].t->name,
+           g_times[i].t->file);
+  printf("---- %zu tests: %.1f s wall (%.1f s summed over tests), %.1f s cpu\n", g_ntimes,
+         wall_ms / 1e3, sum_wall / 1e3, cpu / 1e3);
+}
+
 /* A test running in a child. */
 typedef struct th_job {
   pid_t pid;
@@ -354,11 +408,23 @@ typedef struct th_job {
 int main(int argc, char **argv) {
   bool verbose = false, fork_each = true;
   int jobs = 1;
+  long times = 0;
+  const char *te = getenv("SHEAF_TEST_TIMES");
+  if (te && *te) times = atol(te) > 0 ? atol(te) : 20;
   char *filters[64];
   int nfilt = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "-v") == 0) verbose = true;
     else if (strcmp(argv[i], "--no-fork") == 0) fork_each = false;
+    else if (strcmp(argv[i], "--times") == 0) times = 20;
+    else if (strncmp(argv[i], "--times=", 8) == 0) {
+      char *end;
+      times = strtol(argv[i] + 8, &end, 10);
+      if (end == argv[i] + 8 || *end || times < 1) {
+        fprintf(stderr, "sheaf-tests: %s: expected --times=N with N >= 1\n", argv[i]);
+        return 2;
+      }
+    }
     else if (strncmp(argv[i], "-j", 2) == 0) {
       char *end;
       long j = strtol(argv[i] + 2, &end, 10);
@@ -378,6 +444,7 @@ int main(int argc, char **argv) {
   if (to && atoi(to) > 0) timeout = (unsigned)atoi(to);
 
   int passed = 0, failed = 0;
+  uint64_t start_ns = sheaf_time_ns();
   th_job run[TH_MAX_JOBS];
   int n_run = 0;
   size_t k = 0;
@@ -389,8 +456,10 @@ int main(int argc, char **argv) {
       th_job *j = &run[n_run];
       *j = (th_job){0, t, sheaf_time_ns(), NULL, NULL};
       if (!fork_each) {
+        double cpu0 = self_cpu_ms();
         int rc = run_one(t);
         double ms = (double)(sheaf_time_ns() - j->t0) / 1e6;
+        record_time(t, ms, self_cpu_ms() - cpu0);
         if (rc == 0) passed++;
         else failed++;
         if (rc != 0 || verbose) printf("%s %s (%.1f ms)\n", rc == 0 ? "PASS" : "FAIL", t->name, ms);
@@ -414,8 +483,9 @@ int main(int argc, char **argv) {
     if (n_run == 0) break;
     /* wait for any of them */
     int status = 0;
+    struct rusage ru;
     pid_t pid;
-    while ((pid = waitpid(-1, &status, 0)) < 0 && errno == EINTR) {}
+    while ((pid = wait4(-1, &status, 0, &ru)) < 0 && errno == EINTR) {}
     if (pid < 0) {
       fprintf(stderr, "sheaf-tests: waitpid: %s\n", strerror(errno));
       return 2;
@@ -430,10 +500,12 @@ int main(int argc, char **argv) {
     copy_out(j.err, stderr);
     int rc = child_result(j.t, status);
     double ms = (double)(sheaf_time_ns() - j.t0) / 1e6;
+    record_time(j.t, ms, ru_cpu_ms(&ru));
     if (rc == 0) passed++;
     else failed++;
     if (rc != 0 || verbose) printf("%s %s (%.1f ms)\n", rc == 0 ? "PASS" : "FAIL", j.t->name, ms);
   }
+  if (times > 0) print_times((size_t)times, (double)(sheaf_time_ns() - start_ns) / 1e6);
   printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 && passed > 0 ? 0 : 1;
 }
