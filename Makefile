@@ -61,7 +61,10 @@ TEST_SRCS  := $(sort $(wildcard tests/*.c))
 # Benchmarks: one program per bench/bench_*.c; bench_util.c is what the model
 # benchmarks share, linked into every one.
 BENCH_UTIL := bench/bench_util.c
-BENCH_SRCS := $(filter-out $(BENCH_UTIL),$(sort $(wildcard bench/bench_*.c)))
+# bench_dynamic.c also links bench/bench_dynamic_models.c (more rows of its
+# table) when that file exists: it is no program of its own.
+BENCH_DYN_EXTRA := $(wildcard bench/bench_dynamic_models.c)
+BENCH_SRCS := $(filter-out $(BENCH_UTIL) $(BENCH_DYN_EXTRA),$(sort $(wildcard bench/bench_*.c)))
 # Standalone programs on the public API (examples/*.c): built by `all`, so
 # they cannot rot, and linked into nothing else.
 EX_SRCS    := $(sort $(wildcard examples/*.c))
@@ -81,7 +84,7 @@ EXAMPLES := $(patsubst examples/%.c,$(BUILDDIR)/examples/%,$(EX_SRCS))
 
 EWT_TEST := data/ud_english_ewt/en_ewt-ud-test.conllu
 
-.PHONY: all lib cli tests benches examples run test fuzz fuzz-build fuzz-check-cc bench-pool bench-gemm bench-vmath bench-encoder install-dynet install uninstall clean
+.PHONY: all lib cli tests benches examples run test fuzz fuzz-build fuzz-check-cc bench-pool bench-gemm bench-vmath bench-encoder bench-dynamic install-dynet install uninstall clean
 all: lib cli tests examples
 
 lib: $(LIB_A) $(LIB_SO)
@@ -131,6 +134,11 @@ $(BUILDDIR)/examples/%: examples/%.c include/sheaf.h include/sheaf_graph.h inclu
 	$(call say,CC,$<)
 	$(Q)$(CC) -std=c11 $(OPT) $(WARN) $(SANFLAGS) -Iinclude $(CFLAGS) $(LDFLAGS_ALL) -o $@ $< $(LIB_A) $(LDLIBS_ALL)
 
+$(BUILDDIR)/bench/bench_dynamic: $(BUILDDIR)/obj/bench/bench_dynamic.o $(call obj,$(BENCH_DYN_EXTRA)) $(BENCH_UTIL_OBJ) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(call say,LD,$@)
+	$(Q)$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(LIB_A) $(LDLIBS_ALL)
+
 # Any bench/bench_NAME.c runs as `make bench-NAME BENCH_ARGS='...'` (the
 # explicit rules below add setup notes for some).
 bench-%: $(BUILDDIR)/bench/bench_%
@@ -162,6 +170,15 @@ test: $(TESTBIN) $(SHEAF) $(EXAMPLES)
 bench-treelstm bench-bilstm: bench-%: $(BUILDDIR)/bench/bench_%
 	@sh scripts/install_torch.sh || echo "bench-$*: PyTorch unavailable; the peers are skipped"
 	@sh scripts/install_dynet.sh || echo "bench-$*: DyNet unavailable; its columns are skipped"
+	$< $(BENCH_ARGS)
+
+# Models whose control flow depends on computed values (greedy decoder, beam
+# search, and the rows of bench/bench_dynamic_models.c), 64 EWT sentences, 1
+# thread: Sheaf batched with fibers vs one instance at a time vs DyNet's best
+# --dynet-autobatch (built by scripts/install_dynet.sh; skipped, saying why,
+# when it cannot be). BENCH_ARGS e.g. '--quick', '--no-dynet'.
+bench-dynamic: $(BUILDDIR)/bench/bench_dynamic
+	@sh scripts/install_dynet.sh || echo "bench-dynamic: DyNet unavailable; its column is skipped"
 	$< $(BENCH_ARGS)
 
 # DyNet 2.1.2 (C++ library from PyPI's sdist) and the DyNet peers alone.
