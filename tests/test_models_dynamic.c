@@ -282,8 +282,8 @@ TEST(models_dynamic_decoder_step_matches_scalar_reference) {
     sh_dec_state st;
     sheaf_expr lp[2];
     CHECK_OK(ctx, sh_decoder_encode(g, &p, src, N, &enc));
-    CHECK_OK(ctx, sh_decoder_step(g, &p, &enc, &enc.s0, feed[0], &st, &lp[0]));
-    CHECK_OK(ctx, sh_decoder_step(g, &p, &enc, &st, feed[1], &st, &lp[1]));
+    CHECK_OK(ctx, sh_decoder_step(g, &p, &enc, &enc.s0, feed[0], 0, &st, &lp[0]));
+    CHECK_OK(ctx, sh_decoder_step(g, &p, &enc, &st, feed[1], 1, &st, &lp[1]));
     for (int t = 0; t < 2; t++) TH_VALUE_CLOSE(g, lp[t], logp[t], SH_DEC_VOCAB, "logp of step", t);
     /* the host's pick: argmax of logp with the EOS prior
      * eos_bonus * (t + 1) / n * (max - mean) added to EOS */

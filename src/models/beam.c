@@ -64,7 +64,7 @@ sheaf_status sh_decoder_beam(sheaf_graph *g, const sh_decoder *p, const int32_t 
     if (!live) break;
     /* every live hypothesis' step first: one batch */
     for (int b = 0; b < nbeam; b++)
-      if (!beam[b].ended && (st = sh_decoder_step(g, p, &enc, &beam[b].s, beam[b].y, &next[b], &logp[b])))
+      if (!beam[b].ended && (st = sh_decoder_step(g, p, &enc, &beam[b].s, beam[b].y, t, &next[b], &logp[b])))
         return st;
     int ntop = 0;
     for (int b = 0; b < nbeam; b++) {

@@ -70,6 +70,7 @@ sheaf_status sh_decoder_encode(sheaf_graph *g, const sh_decoder *p, const int32_
   if (n < 1 || n > 65535)
     return sheaf_graph_fail(g, SHEAF_ERR_INVALID_ARG, "sh_decoder_encode: source length %d outside 1..65535",
                             (int)n);
+  sheaf_graph_phase(g, 0);
   sheaf_expr *st = malloc((size_t)n * sizeof *st);
   if (!st) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "sh_decoder_encode: out of memory");
   int64_t hshape[1] = {p->hidden};
@@ -99,7 +100,9 @@ sheaf_status sh_decoder_encode(sheaf_graph *g, const sh_decoder *p, const int32_
 }
 
 sheaf_status sh_decoder_step(sheaf_graph *g, const sh_decoder *p, const sh_dec_enc *enc,
-                             const sh_dec_state *s, int32_t y, sh_dec_state *next, sheaf_expr *logp) {
+                             const sh_dec_state *s, int32_t y, int32_t t, sh_dec_state *next,
+                             sheaf_expr *logp) {
+  sheaf_graph_phase(g, 1 + (t < 0 ? 0 : t > 1022 ? 1022 : t));
   sheaf_expr x[3] = {sheaf_lookup(g, p->emb_tgt, y), s->att, s->h};
   sheaf_expr h, c;
   sheaf_lstm_cell(g, p->W_dec, p->b_dec, sheaf_concat(g, 3, x), s->c, &h, &c);
@@ -109,6 +112,7 @@ sheaf_status sh_decoder_step(sheaf_graph *g, const sh_decoder *p, const sh_dec_e
   sheaf_expr hc[2] = {h, ctx};
   sheaf_expr att = sheaf_tanh(g, sheaf_affine(g, p->W_comb, sheaf_concat(g, 2, hc), p->b_comb));
   *logp = sheaf_log_softmax(g, sheaf_affine(g, p->W_out, att, p->b_out));
+  sheaf_graph_phase(g, 0);
   next->h = h;
   next->c = c;
   next->att = att;
@@ -150,7 +154,7 @@ sheaf_status sh_decoder_greedy(sheaf_graph *g, const sh_decoder *p, const int32_
   double sum = 0;
   for (int32_t t = 0; t < max_len; t++) {
     sheaf_expr logp;
-    if ((st = sh_decoder_step(g, p, &enc, &s, y, &s, &logp))) return st;
+    if ((st = sh_decoder_step(g, p, &enc, &s, y, t, &s, &logp))) return st;
     sheaf_value_view v;
     if ((st = sheaf_value(g, logp, &v))) return st;
     y = sh_decoder_pick(p, v.data, t, n);

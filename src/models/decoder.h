@@ -86,10 +86,15 @@ typedef struct sh_dec_enc {
 sheaf_status sh_decoder_encode(sheaf_graph *g, const sh_decoder *p, const int32_t *src, int32_t n,
                                sh_dec_enc *out);
 
-/* Builds one step from state s fed token y (SH_DEC_BOS first): the next
- * state and logp [V]. Returns the graph's status. */
+/* Builds step t (0-based) from state s fed token y (SH_DEC_BOS first):
+ * the next state and logp [V]. The step is built in graph phase 1 + t
+ * (the encoder in phase 0; the graph is left in phase 0): depth counts
+ * within a phase, so step t of every instance has the same depths whatever
+ * its source length, and the steps of all live instances batch together
+ * at the flush. Returns the graph's status. */
 sheaf_status sh_decoder_step(sheaf_graph *g, const sh_decoder *p, const sh_dec_enc *enc,
-                             const sh_dec_state *s, int32_t y, sh_dec_state *next, sheaf_expr *logp);
+                             const sh_dec_state *s, int32_t y, int32_t t, sh_dec_state *next,
+                             sheaf_expr *logp);
 
 /* The host's choice at step t (0-based) from logp [V]: the argmax above. */
 int32_t sh_decoder_pick(const sh_decoder *p, const float *logp, int32_t t, int32_t n);
