@@ -25,9 +25,12 @@
  *   bench_dynamic [--quick] [--hidden N] [--rounds R] [--data FILE]
  *                 [--no-dynet] [--dynet-dir DIR] [--kernels] [--cpu-time]
  *
- * --cpu-time: every rate (the DyNet peer's too) is instances per second of
- * the thread's CPU time instead of wall time: on a machine shared with
- * other work the wall clock counts their time slices too.
+ * --cpu-time: every rate is instances per second of the thread's CPU time
+ * instead of wall time (on a machine shared with other work the wall clock
+ * counts their time slices too); the peers run with SHEAF_PEER_CPU_TIME=1
+ * in their environment, which decoder_dynet.cc honours (it then prints
+ * "# rates on the thread's CPU clock"; a peer that prints no such line
+ * measured wall time).
  * --kernels also prints the batched run's kernels (batches and nodes each)
  * and its time split. --quick: one window of 0.2 s per figure.
  */
@@ -310,9 +313,9 @@ static void run_dynet(const exb_opts *o, const bench_dyn_model *row, void *st, d
     const char *cpath = exb_tmp_path(check);
     remove(cpath);
     snprintf(cmd, sizeof cmd,
-             "OMP_NUM_THREADS=1 %s --dynet-autobatch %d --dynet-mem 512 %s --min-time %g --rounds %d "
-             "--cpu-time %d --check %s 2>%s",
-             bin, ab, row->dynet_args(st), min_s, rounds, cpu_clock, cpath, err);
+             "OMP_NUM_THREADS=1 SHEAF_PEER_CPU_TIME=%d %s --dynet-autobatch %d --dynet-mem 512 %s "
+             "--min-time %g --rounds %d --check %s 2>%s",
+             cpu_clock, bin, ab, row->dynet_args(st), min_s, rounds, cpath, err);
     exb_peer_rec recs[8];
     int got = 0, rc = exb_run_peer(cmd, "inst_per_s", recs, 8, &got);
     if (rc != 0) {

@@ -62,9 +62,7 @@ typedef struct bench_dyn_model {
   /* The DyNet peer: binary name in <dynet-dir>/bin (NULL: no peer), and its
    * arguments after the --dynet-* flags, e.g. "--weights W --data D": the
    * peer prints "# ..." lines and one JSON line per measurement with
-   * "system", "batch" and the key "inst_per_s" (instances per second of its
-   * thread's CPU time after "--cpu-time 1", of wall time after
-   * "--cpu-time 0": the benchmark passes one), and writes its outputs for
+   * "system", "batch" and the key "inst_per_s", and writes its outputs for
    * instances [0, n) to the file after --check (format: the row's own). */
   const char *dynet_bin;
   const char *(*dynet_args)(void *state);

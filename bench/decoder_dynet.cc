@@ -9,8 +9,10 @@
 // --dynet-autobatch 1 or 2 the hypotheses of a beam step batch together).
 //
 //   decoder_dynet --dynet-autobatch K --dynet-mem M --weights F --data F
-//                 [--beam W] [--min-time S] [--rounds R] [--cpu-time 0|1]
-//                 [--check FILE]
+//                 [--beam W] [--min-time S] [--rounds R] [--check FILE]
+//
+// SHEAF_PEER_CPU_TIME=1 in the environment: rates on the thread's CPU
+// clock (bench_dynamic --cpu-time), else on the wall clock.
 //
 // The host's pick is decoder.h's: argmax of logp + [EOS] * eos_bonus *
 // (t + 1) / n * (max logp - mean logp), lowest token on ties, in double as
@@ -264,7 +266,7 @@ double cpu_now_s() {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-// peer::rate on the thread's CPU clock (--cpu-time 1).
+// peer::rate on the thread's CPU clock (SHEAF_PEER_CPU_TIME=1).
 template <class F> double cpu_rate(F pass, int n, double min_time, int rounds) {
   pass();
   double best = 0;
@@ -284,19 +286,18 @@ template <class F> double cpu_rate(F pass, int n, double min_time, int rounds) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  // --beam W and --cpu-time 0/1 are ours; the rest goes to peer::parse
+  // --beam W is ours; the rest goes to peer::parse. SHEAF_PEER_CPU_TIME=1
+  // (bench_dynamic --cpu-time): rates on the thread's CPU clock.
   int width = 0;
-  bool cpu = false;
+  const char *cpu_env = std::getenv("SHEAF_PEER_CPU_TIME");
+  bool cpu = cpu_env && std::atoi(cpu_env) != 0;
   std::vector<char *> args;
   for (int i = 0; i < argc; i++) {
     if (i + 1 < argc && !std::strcmp(argv[i], "--beam")) {
       width = std::atoi(argv[++i]);
       continue;
     }
-    if (i + 1 < argc && !std::strcmp(argv[i], "--cpu-time")) {
-      cpu = std::atoi(argv[++i]) != 0;
-      continue;
-    }
+
     args.push_back(argv[i]);
   }
   if (width < 0 || width > MAX_WIDTH) peer::die("--beam: 0 (greedy) .. 16");
@@ -304,7 +305,8 @@ int main(int argc, char **argv) {
   args.push_back(nullptr);
   peer::Opts o = peer::parse(ac, args.data(), "--data");
   peer::banner(o);
-  std::printf("# decoder, %s\n", width ? ("beam search, width " + std::to_string(width)).c_str() : "greedy");
+  std::printf("# decoder, %s%s\n", width ? ("beam search, width " + std::to_string(width)).c_str() : "greedy",
+              cpu ? "; rates on the thread's CPU clock" : "");
   peer::Safetensors w(o.weights);
   Net m(w);
   std::vector<Sent> sents = load_sents(o.data);
