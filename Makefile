@@ -84,7 +84,7 @@ EXAMPLES := $(patsubst examples/%.c,$(BUILDDIR)/examples/%,$(EX_SRCS))
 
 EWT_TEST := data/ud_english_ewt/en_ewt-ud-test.conllu
 
-.PHONY: all lib cli tests benches examples run test fuzz fuzz-build fuzz-check-cc bench-pool bench-gemm bench-vmath bench-encoder bench-dynamic install-dynet install uninstall clean
+.PHONY: all lib cli tests benches examples run test fuzz fuzz-build fuzz-check-cc bench-pool bench-gemm bench-vmath bench-encoder install-dynet install uninstall clean
 all: lib cli tests examples
 
 lib: $(LIB_A) $(LIB_SO)
@@ -177,6 +177,7 @@ bench-treelstm bench-bilstm: bench-%: $(BUILDDIR)/bench/bench_%
 # thread: Sheaf batched with fibers vs one instance at a time vs DyNet's best
 # --dynet-autobatch (built by scripts/install_dynet.sh; skipped, saying why,
 # when it cannot be). BENCH_ARGS e.g. '--quick', '--no-dynet'.
+.PHONY: bench-dynamic
 bench-dynamic: $(BUILDDIR)/bench/bench_dynamic
 	@sh scripts/install_dynet.sh || echo "bench-dynamic: DyNet unavailable; its column is skipped"
 	$< $(BENCH_ARGS)
