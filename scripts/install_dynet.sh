@@ -1,7 +1,8 @@
 #!/bin/sh
 # install_dynet.sh — builds DyNet 2.1.2's C++ library (no Python bindings)
-# and the DyNet peers of bench-treelstm and bench-bilstm
-# (bench/treelstm_dynet.cc, bench/bilstm_dynet.cc) into a cached directory,
+# and the DyNet peers of the benchmarks (every bench/NAME_dynet.cc:
+# treelstm and bilstm for bench-treelstm and bench-bilstm, decoder and the
+# others for bench-dynamic) into a cached directory,
 # DYNET_DIR (default build/peers/dynet):
 #
 #   DIR/dyNET-2.1.2.tar.gz   PyPI's source distribution (the full C++ tree)
@@ -92,8 +93,8 @@ fi
 # 3. the peers (again when a source is newer than the binary)
 newer() { [ -n "$(find "$1" -newer "$2" 2>/dev/null)" ]; }
 mkdir -p "$DIR/bin"
-for m in treelstm bilstm; do
-  src=$ROOT/bench/${m}_dynet.cc
+for src in "$ROOT"/bench/*_dynet.cc; do
+  m=$(basename "$src" _dynet.cc)
   bin=$DIR/bin/${m}_dynet
   if [ ! -x "$bin" ] || newer "$src" "$bin" || newer "$ROOT/bench/dynet_peer.h" "$bin" ||
      newer "$LIB" "$bin"; then
