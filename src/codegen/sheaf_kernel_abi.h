@@ -208,35 +208,37 @@ static inline sk_f32x16 sk_madd16(sk_f32x16 a, sk_f32x16 b, sk_f32x16 c) { retur
  * a tree (an ordering of the sum that differs from left to right by
  * rounding only; a NaN lane gives NaN): single instructions where the
  * target has them, else the portable forms in SK_VEC_DEFINE. */
+/* (compiler builtins, not <immintrin.h>: parsing it is most of a cold
+ * compile; the names they stand for are in the comments. 3 is _CMP_UNORD_Q.) */
 #if defined(__x86_64__) && defined(__AVX__)
 static inline sk_f32x8 sk_maxv8(sk_f32x8 a, sk_f32x8 b) {
-  __m256 m = _mm256_max_ps((__m256)a, (__m256)b); /* b where either is NaN */
-  return (sk_f32x8)_mm256_blendv_ps(m, (__m256)a, _mm256_cmp_ps((__m256)a, (__m256)a, _CMP_UNORD_Q));
+  sk_f32x8 m = __builtin_ia32_maxps256(a, b); /* _mm256_max_ps: b where either is NaN */
+  return __builtin_ia32_blendvps256(m, a, __builtin_ia32_cmpps256(a, a, 3)); /* _mm256_blendv_ps */
 }
 static inline sk_f32x8 sk_minv8(sk_f32x8 a, sk_f32x8 b) {
-  __m256 m = _mm256_min_ps((__m256)a, (__m256)b);
-  return (sk_f32x8)_mm256_blendv_ps(m, (__m256)a, _mm256_cmp_ps((__m256)a, (__m256)a, _CMP_UNORD_Q));
+  sk_f32x8 m = __builtin_ia32_minps256(a, b); /* _mm256_min_ps */
+  return __builtin_ia32_blendvps256(m, a, __builtin_ia32_cmpps256(a, a, 3));
 }
-static inline int sk_anynan8(sk_f32x8 v) {
-  return _mm256_movemask_ps(_mm256_cmp_ps((__m256)v, (__m256)v, _CMP_UNORD_Q)) != 0;
+static inline int sk_anynan8(sk_f32x8 v) { /* _mm256_movemask_ps(_mm256_cmp_ps(v, v, UNORD)) */
+  return __builtin_ia32_movmskps256(__builtin_ia32_cmpps256(v, v, 3)) != 0;
 }
+/* The tree: lanes i and i + 4, then i and i + 2, then 0 and 1 (what the
+ * 128-bit halving shuffles compute); max / min on NaN-free vectors only. */
 static inline float sk_hadd8_tree(sk_f32x8 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128((__m256)v), _mm256_extractf128_ps((__m256)v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+  float s0 = v[0] + v[4], s1 = v[1] + v[5], s2 = v[2] + v[6], s3 = v[3] + v[7];
+  return (s0 + s2) + (s1 + s3);
 }
+static inline float sk_fmax_nn(float a, float b) { return a > b ? a : b; }
+static inline float sk_fmin_nn(float a, float b) { return a < b ? a : b; }
 static inline float sk_hmax8_tree(sk_f32x8 v) {
-  __m128 s = _mm_max_ps(_mm256_castps256_ps128((__m256)v), _mm256_extractf128_ps((__m256)v, 1));
-  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_max_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+  float s0 = sk_fmax_nn(v[0], v[4]), s1 = sk_fmax_nn(v[1], v[5]);
+  float s2 = sk_fmax_nn(v[2], v[6]), s3 = sk_fmax_nn(v[3], v[7]);
+  return sk_fmax_nn(sk_fmax_nn(s0, s2), sk_fmax_nn(s1, s3));
 }
 static inline float sk_hmin8_tree(sk_f32x8 v) {
-  __m128 s = _mm_min_ps(_mm256_castps256_ps128((__m256)v), _mm256_extractf128_ps((__m256)v, 1));
-  s = _mm_min_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_min_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+  float s0 = sk_fmin_nn(v[0], v[4]), s1 = sk_fmin_nn(v[1], v[5]);
+  float s2 = sk_fmin_nn(v[2], v[6]), s3 = sk_fmin_nn(v[3], v[7]);
+  return sk_fmin_nn(sk_fmin_nn(s0, s2), sk_fmin_nn(s1, s3));
 }
 #define SK_MAXV8(a, b) sk_maxv8(a, b)
 #define SK_MINV8(a, b) sk_minv8(a, b)
@@ -250,30 +252,13 @@ static inline float sk_hmin8_tree(sk_f32x8 v) {
 #define SK_HMAX_FAST8(v) (void)0
 #define SK_HMIN_FAST8(v) (void)0
 #endif
-#if defined(__x86_64__) && defined(__AVX512F__)
-static inline sk_f32x16 sk_maxv16(sk_f32x16 a, sk_f32x16 b) {
-  __m512 m = _mm512_max_ps((__m512)a, (__m512)b);
-  return (sk_f32x16)_mm512_mask_blend_ps(_mm512_cmp_ps_mask((__m512)a, (__m512)a, _CMP_UNORD_Q), m, (__m512)a);
-}
-static inline sk_f32x16 sk_minv16(sk_f32x16 a, sk_f32x16 b) {
-  __m512 m = _mm512_min_ps((__m512)a, (__m512)b);
-  return (sk_f32x16)_mm512_mask_blend_ps(_mm512_cmp_ps_mask((__m512)a, (__m512)a, _CMP_UNORD_Q), m, (__m512)a);
-}
-static inline int sk_anynan16(sk_f32x16 v) {
-  return _mm512_cmp_ps_mask((__m512)v, (__m512)v, _CMP_UNORD_Q) != 0;
-}
-#define SK_MAXV16(a, b) sk_maxv16(a, b)
-#define SK_MINV16(a, b) sk_minv16(a, b)
-#define SK_HADD_FAST16(v) return _mm512_reduce_add_ps((__m512)(v))
-#define SK_HMAX_FAST16(v) if (!sk_anynan16(v)) return _mm512_reduce_max_ps((__m512)(v))
-#define SK_HMIN_FAST16(v) if (!sk_anynan16(v)) return _mm512_reduce_min_ps((__m512)(v))
-#else
+/* 16 lanes: the portable forms (the compiler makes compare + blend of them;
+ * the AVX-512 builtins' signatures differ between gcc and clang). */
 #define SK_MAXV16(a, b) sk_sel16(((a) > (b)) | ((a) != (a)), a, b)
 #define SK_MINV16(a, b) sk_sel16(((a) < (b)) | ((a) != (a)), a, b)
 #define SK_HADD_FAST16(v) (void)0
 #define SK_HMAX_FAST16(v) (void)0
 #define SK_HMIN_FAST16(v) (void)0
-#endif
 
 /* Everything else, for W = 8 and 16: loads and stores (unaligned, through
  * memcpy: vmovups), broadcast, lane select, NaN-propagating max / min,
