@@ -148,6 +148,7 @@ void sheaf_graph_free(sheaf_graph *g) {
   if (g->instr.trace_path) sh_trace_write(g);
   sh_strfree(ctx, g->instr.trace_path);
   sh_free(ctx, g->store.nodes, (size_t)g->store.cap_nodes * sizeof *g->store.nodes);
+  sh_free(ctx, g->store.epoch_start, (size_t)g->store.cap_epoch * sizeof *g->store.epoch_start);
   sh_free(ctx, g->store.ins, (size_t)g->store.cap_ins * sizeof *g->store.ins);
   sh_free(ctx, g->affine.range, (size_t)g->affine.cap_range * sizeof *g->affine.range);
   sh_free(ctx, g->affine.node, (size_t)g->affine.cap_node * sizeof *g->affine.node);
@@ -172,6 +173,7 @@ sheaf_status sheaf_graph_reset(sheaf_graph *g) {
   if (++g->gen == 0) g->gen = 1; /* 2^32 resets before an epoch comes back */
   g->handle = (uint64_t)g->tag << 32 | g->gen;
   g->store.n_nodes = g->store.n_ins = g->store.first_pending = g->store.max_phase = 0;
+  g->store.n_epoch = 0;
   g->affine.n_range = 0; /* the side entries are rewritten as nodes are built again */
   sh_pw_clear(g);
   g->status = SHEAF_OK;
@@ -228,6 +230,11 @@ sheaf_status sheaf_graph_flush(sheaf_graph *g) {
     if (!g->status) sh_graph_fail(g, st, "sheaf_graph_flush: %s", sh_last_error_copy(g->ctx, e, sizeof e));
     return sticky(g);
   }
+  if (SH_UNLIKELY(g->store.n_epoch == g->store.cap_epoch) &&
+      sh_grow(g->ctx, (void **)&g->store.epoch_start, &g->store.cap_epoch, g->store.n_epoch + 1,
+              sizeof *g->store.epoch_start))
+    return sh_graph_fail(g, SHEAF_ERR_NOMEM, "sheaf_graph_flush: out of memory");
+  g->store.epoch_start[g->store.n_epoch++] = g->store.n_nodes;
   g->store.first_pending = g->store.n_nodes;
   g->instr.stats.flushes++;
   uint64_t t1 = sheaf_time_ns();

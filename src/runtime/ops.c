@@ -90,8 +90,10 @@ uint32_t sh_node_new(sheaf_graph *g, int op, const uint32_t *ins, int n_in) {
     uint32_t xi = ins[i];
     sh_node *x = &g->store.nodes[xi];
     dst[i] = xi;
-    /* depth counts within a phase: an earlier phase's value is ready when this one starts */
-    if (x->depth > depth && x->phase == phase) depth = x->depth;
+    /* depth counts within a phase and within the pending nodes: an earlier
+     * phase's value is ready when this one starts, an earlier flush's now
+     * (so instances whose histories differ still meet at the same depths) */
+    if (x->depth > depth && x->phase == phase && xi >= g->store.first_pending) depth = x->depth;
     x->uses++;
     /* a read of an affine's raw value: directly, or through slices (making a
      * slice is not a read) */

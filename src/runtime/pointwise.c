@@ -98,11 +98,14 @@ sheaf_expr sh_pw_build(sheaf_graph *g, int op, const uint32_t *ins, int n_in, in
   n->rows = rows;
   n->cols = cols;
   if (op == SH_OP_SCALE) n->scale = f;
-  /* depth: max over the leaves + 1 (an absorbed input is one level above its leaves) */
+  /* depth: max over the leaves + 1 (an absorbed input is one level above
+   * its leaves; a value an earlier flush computed is a leaf at depth 0) */
   uint32_t depth = 1;
   for (int i = 0; i < n_in; i++) {
     const sh_node *x = &g->store.nodes[ins[i]];
-    uint32_t d = x->phase != n->phase ? 1 : absorbed >> i & 1 ? x->depth : x->depth + 1;
+    uint32_t d = x->phase != n->phase || ins[i] < g->store.first_pending ? 1
+                 : absorbed >> i & 1                                       ? x->depth
+                                                                           : x->depth + 1;
     if (d > depth) depth = d;
     if (absorbed >> i & 1) {
       g->pw.node[ins[i]].flags |= SH_PW_NODE_ABS;

@@ -281,6 +281,11 @@ typedef struct sh_node_store {
   uint32_t *ins;          /* node i reads ins[nodes[i].in ...], n_in of them */
   uint32_t n_ins, cap_ins;
   uint32_t first_pending; /* nodes below are computed */
+  uint32_t *epoch_start;  /* node id where each flush's successor began, ascending: a node
+                             reading an earlier flush's value may sit at a lower depth than
+                             it (that value is ready), so readers-after-inputs order is
+                             (phase, epoch, depth) */
+  uint32_t n_epoch, cap_epoch;
   int phase;              /* the phase of the nodes built now (sheaf_graph_phase) */
   uint32_t max_phase;     /* highest phase of a node since the last flush */
   sh_arena data;          /* values: inputs, batch outputs (reset with the graph) */

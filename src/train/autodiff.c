@@ -13,11 +13,12 @@
  *   1. req: which nodes a gradient must reach (parameters, lookups,
  *      affines and LSTM cells, the caller's wrt expressions, and anything
  *      reading one), forward in one pass; the comparisons pass none.
- *   2. level: the distance from the losses, backward in one pass (a node's
- *      level is one more than its deepest reader's), so every reader of a
- *      node has run before it: the forward's depth levels in reverse.
- *   3. buckets: the active nodes sorted by (level, op, weight, bias, id) —
- *      a deterministic order —, and each run of one (level, op, weight)
+ *   2. reach: the nodes a gradient arrives at, backward in one pass from
+ *      the losses.
+ *   3. buckets: the active nodes sorted by the forward's (phase, flush,
+ *      depth) descending — every reader before what it reads —, then op,
+ *      weight, bias and id — a deterministic order —, and each run of one
+ *      (phase, flush, depth, op, weight)
  *      handed to the op's rule (rules.c, keyed by op from ops.def). The
  *      GEMM rules run a whole bucket as one GEMM per product: dW += X^T·dY
  *      over every row of every node of the bucket, dX = dY·W^T likewise
@@ -175,10 +176,13 @@ sheaf_status sheaf_model_zero_grad(sheaf_model *m) {
 
 /* A node's place in the backward order. */
 typedef struct bw_item {
-  uint32_t phase, depth, gemm, op, k1, k2, k3, id;
+  uint32_t phase, epoch, depth, gemm, op, k1, k2, k3, id;
 } bw_item;
 
-/* Phases and depths descending (readers before what they read); within
+/* Phases, flushes and depths descending (readers before what they read:
+ * a reader's phase and flush are at least its inputs', and within one
+ * flush its depth too; a later flush's reader of a computed value may sit
+ * at a lower depth than the value, sheaf_graph.h's depth rule); within
  * one, the other nodes first, by id descending (a reader at the same depth
  * — a view, a pointwise node absorbing its input — has the higher id),
  * then the GEMM nodes, grouped by weight: they read only lower depths. */
@@ -188,7 +192,7 @@ static int item_cmp(const void *pa, const void *pb) {
   if (a->f != b->f) return a->f > b->f ? -1 : 1;
 #define CMP_ASC(f) \
   if (a->f != b->f) return a->f < b->f ? -1 : 1;
-  CMP_DESC(phase) CMP_DESC(depth) CMP_ASC(gemm)
+  CMP_DESC(phase) CMP_DESC(epoch) CMP_DESC(depth) CMP_ASC(gemm)
   if (!a->gemm) {
     CMP_DESC(id)
     return 0;
@@ -258,11 +262,13 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
   bw_item *it = sh_bw_alloc(b, (size_t)(n_act ? n_act : 1) * sizeof *it);
   uint32_t *ids = sh_bw_alloc(b, (size_t)(n_act ? n_act : 1) * sizeof *ids);
   if (!it || !ids) return SHEAF_ERR_NOMEM;
-  uint32_t c = 0;
+  uint32_t c = 0, epoch = 0;
   for (uint32_t id = 0; id < top; id++) {
+    /* the flush that computed it (a later one's nodes may sit at lower depths) */
+    while (epoch < g->store.n_epoch && g->store.epoch_start[epoch] <= id) epoch++;
     if (!(b->req[id] & 2)) continue;
     const sh_node *nd = &nodes[id];
-    bw_item e = {nd->phase, nd->depth, 0, nd->op, 0, 0, 0, id};
+    bw_item e = {nd->phase, epoch, nd->depth, 0, nd->op, 0, 0, 0, id};
     if (nd->op == SH_OP_AFFINE || nd->op == SH_OP_LSTM) {
       e.gemm = 1;
       e.k1 = nd->lin.w;
@@ -274,7 +280,8 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
   qsort(it, c, sizeof *it, item_cmp);
   for (uint32_t i = 0; i < c;) {
     uint32_t j = i + 1;
-    while (it[i].gemm && j < c && it[j].gemm && it[j].phase == it[i].phase && it[j].depth == it[i].depth &&
+    while (it[i].gemm && j < c && it[j].gemm && it[j].phase == it[i].phase &&
+           it[j].epoch == it[i].epoch && it[j].depth == it[i].depth &&
            it[j].op == it[i].op && it[j].k1 == it[i].k1 && it[j].k2 == it[i].k2 && it[j].k3 == it[i].k3)
       j++;
     uint32_t m = 0;
