@@ -81,7 +81,7 @@ EXAMPLES := $(patsubst examples/%.c,$(BUILDDIR)/examples/%,$(EX_SRCS))
 
 EWT_TEST := data/ud_english_ewt/en_ewt-ud-test.conllu
 
-.PHONY: all lib cli tests benches examples run test fuzz fuzz-build fuzz-check-cc bench-pool bench-gemm bench-vmath bench-encoder bench-codegen-peers install-dynet install uninstall clean
+.PHONY: all lib cli tests benches examples run test fuzz fuzz-build fuzz-check-cc bench-pool bench-train bench-gemm bench-vmath bench-encoder bench-codegen-peers install-dynet install uninstall clean
 all: lib cli tests examples
 
 lib: $(LIB_A) $(LIB_SO)
@@ -172,6 +172,14 @@ bench-treelstm bench-bilstm: bench-%: $(BUILDDIR)/bench/bench_%
 bench-codegen-peers: $(BUILDDIR)/bench/bench_codegen_peers
 	@sh scripts/install_tvm.sh >/dev/null || echo "bench-codegen-peers: TVM unavailable; its column says so"
 	@sh scripts/install_halide.sh >/dev/null || echo "bench-codegen-peers: Halide unavailable; its column says so"
+	$< $(BENCH_ARGS)
+
+# Training throughput: the BiLSTM tagger trained by Sheaf and by its PyTorch
+# peer (bench/train_torch.py: per-sentence and packed) on the bundled EWT
+# test split, same sizes, Adam, batches of 64, same number of updates; the
+# ratios printed in one run. BENCH_ARGS e.g. '--threads 1 --updates 20 --reps 3'.
+bench-train: $(BUILDDIR)/bench/bench_train
+	@sh scripts/install_torch.sh || echo "bench-train: PyTorch unavailable; the peers are skipped"
 	$< $(BENCH_ARGS)
 
 # DyNet 2.1.2 (C++ library from PyPI's sdist) and the DyNet peers alone.
