@@ -84,7 +84,7 @@ EXAMPLES := $(patsubst examples/%.c,$(BUILDDIR)/examples/%,$(EX_SRCS))
 
 EWT_TEST := data/ud_english_ewt/en_ewt-ud-test.conllu
 
-.PHONY: all lib cli tests benches examples run test fuzz fuzz-build fuzz-check-cc bench-pool bench-gemm bench-vmath bench-encoder bench-codegen-peers install-dynet install uninstall clean bench-dynamic
+.PHONY: all lib cli tests benches examples run test fuzz fuzz-build fuzz-check-cc bench-pool bench-gemm bench-vmath bench-encoder bench-codegen-peers install-dynet install uninstall clean bench-dynamic bench-train
 all: lib cli tests examples
 
 lib: $(LIB_A) $(LIB_SO)
@@ -220,6 +220,14 @@ $(DYNET_PEERS_DYN): $(DYNET_DIR)/bin/%: bench/%.cc bench/dynet_peer.h $(DYNET_DI
 bench-dynamic: dynet-peers-dynamic
 bench-dynamic-models: $(BENCH_DYN_MODELS) dynet-peers-dynamic
 	$< --dynet-dir $(DYNET_DIR) $(BENCH_ARGS)
+
+# Training throughput: the BiLSTM tagger trained by Sheaf and by its PyTorch
+# peer (bench/train_torch.py: per-sentence and packed) on the bundled EWT
+# test split, same sizes, Adam, batches of 64, same number of updates; the
+# ratios printed in one run. BENCH_ARGS e.g. '--threads 1 --updates 20 --reps 3'.
+bench-train: $(BUILDDIR)/bench/bench_train
+	@sh scripts/install_torch.sh || echo "bench-train: PyTorch unavailable; the peers are skipped"
+	$< $(BENCH_ARGS)
 
 # DyNet 2.1.2 (C++ library from PyPI's sdist) and the DyNet peers alone.
 install-dynet:

@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/vmath.h"
 #include "train/train.h"
 
 /* ------------------------------------------------------------- helpers */
@@ -120,6 +121,14 @@ static const float *absorbed_val(sh_bw *b, uint32_t id) {
   }
   float *out = sh_bw_alloc(b, (size_t)n->rows * (size_t)n->cols * sizeof(float));
   if (!out) return NULL;
+  /* the common activations over a whole operand: the vmath kernels of the
+   * graph's ISA (what the forward's pointwise programs evaluate) */
+  if (n_in == 1 && xn[0]->rows == n->rows && xn[0]->cols == n->cols &&
+      (n->op == SH_OP_TANH || n->op == SH_OP_SIGMOID || n->op == SH_OP_EXP)) {
+    sh_vmath_fn fn = n->op == SH_OP_TANH ? SH_VMATH_TANH : n->op == SH_OP_SIGMOID ? SH_VMATH_SIGMOID : SH_VMATH_EXP;
+    sh_vmath_f32(b->g->isa, fn, (int64_t)n->rows * n->cols, xv[0], out);
+    return b->vals[id] = out;
+  }
   for (int32_t r = 0; r < n->rows; r++)
     for (int32_t c = 0; c < n->cols; c++) {
       double v[MAX_IN];

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/vmath.h"
 #include "train/train.h"
 
 #define BW_FAIL(b) ((b)->g->status ? (b)->g->status : sheaf_ctx_last_status((b)->ctx))
@@ -155,8 +156,6 @@ sheaf_status sh_bw_affine(sh_bw *b, const uint32_t *ids, uint32_t n) {
   return lin_grads(b, ids, n, m, nx, wid, n0->lin.b, n0->cols, dyr);
 }
 
-static inline float sigmf(float x) { return 1.0f / (1.0f + expf(-x)); }
-
 sheaf_status sh_bw_lstm(sh_bw *b, const uint32_t *ids, uint32_t n) {
   sheaf_graph *g = b->g;
   const sh_node *n0 = &g->store.nodes[ids[0]];
@@ -187,6 +186,15 @@ sheaf_status sh_bw_lstm(sh_bw *b, const uint32_t *ids, uint32_t n) {
   if (n0->lin.b)
     a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_BIAS, 0, 0, 0, g->model->params[n0->lin.b - 1].data, {0}};
   if ((st = sh_gemm(b->ctx, g->isa, g->threads, &a))) return st;
+  /* the gates' activations, vectorized (the vmath kernels of the graph's ISA) */
+  for (int64_t r = 0; r < m; r++) {
+    float *zr = z + r * g4;
+    sh_vmath_f32(g->isa, SH_VMATH_SIGMOID, 2 * hid, zr, zr);
+    sh_vmath_f32(g->isa, SH_VMATH_TANH, hid, zr + 2 * hid, zr + 2 * hid);
+    sh_vmath_f32(g->isa, SH_VMATH_SIGMOID, hid, zr + 3 * hid, zr + 3 * hid);
+  }
+  float *tcb = NULL;
+  int64_t tcb_rows = 0;
   /* z becomes dz (gate order i, f, g, o) */
   r0 = 0;
   for (uint32_t i = 0; i < n; i++) {
@@ -199,12 +207,17 @@ sheaf_status sh_bw_lstm(sh_bw *b, const uint32_t *ids, uint32_t n) {
     const float *dh = b->grad[id], *dc = b->grad[cell];
     float *dcp = has_prev && b->req[cp_id] ? sh_bw_grad(b, cp_id) : NULL;
     if (has_prev && b->req[cp_id] && !dcp) return SHEAF_ERR_NOMEM;
+    if (rows > tcb_rows) { /* tanh(c), reused across the bucket's nodes */
+      if (!(tcb = sh_bw_alloc(b, (size_t)rows * (size_t)hid * sizeof(float)))) return SHEAF_ERR_NOMEM;
+      tcb_rows = rows;
+    }
+    sh_vmath_f32(g->isa, SH_VMATH_TANH, rows * hid, cv, tcb);
     for (int64_t r = 0; r < rows; r++) {
       float *zr = z + (r0 + r) * g4;
+      const float *tcr = tcb + r * hid;
       for (int64_t j = 0; j < hid; j++) {
-        float ig = sigmf(zr[j]), fg = sigmf(zr[hid + j]), gg = tanhf(zr[2 * hid + j]),
-              og = sigmf(zr[3 * hid + j]);
-        float c = cv[r * hid + j], cp = cpv ? cpv[r * hid + j] : 0.0f, tc = tanhf(c);
+        float ig = zr[j], fg = zr[hid + j], gg = zr[2 * hid + j], og = zr[3 * hid + j];
+        float cp = cpv ? cpv[r * hid + j] : 0.0f, tc = tcr[j];
         float dhv = dh ? dh[r * hid + j] : 0.0f, dcv = dc ? dc[r * hid + j] : 0.0f;
         float dct = dcv + dhv * og * (1.0f - tc * tc);
         zr[j] = dct * gg * ig * (1.0f - ig);

@@ -1,0 +1,290 @@
+/*
+ * bench_train.c — training throughput of the BiLSTM tagger against its
+ * PyTorch peer (bench/train_torch.py): the same CoNLL-U sentences (word
+ * forms -> ids, UPOS -> 17 tags), the same sizes (embedding E, hidden H
+ * per direction), Adam (lr 1e-3, no weight decay, no clipping), batches
+ * of 64 sentences taken in file order, the same number of updates. One
+ * update = forward over the batch, the mean token NLL, backward, Adam step.
+ * Sheaf builds one graph per batch (lstm_cell over [x ; h] each way, an
+ * affine over [h_fwd ; h_bwd], sheaf_nll per token). Timed: the updates
+ * after one warm-up update, min over --reps runs; instances = sentences.
+ * The peer runs in the same invocation (per-sentence and packed), and the
+ * ratios Sheaf / peer are printed.
+ *
+ *   make bench-train BENCH_ARGS='--threads 1 --updates 20'
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sheaf.h"
+#include "sheaf_train.h"
+
+enum { TAGS = 17, MAXW = 200000, MAXS = 20000, MAXLEN = 256, B = 64 };
+
+static const char *const upos[TAGS] = {"ADJ", "ADP", "ADV", "AUX", "CCONJ", "DET", "INTJ", "NOUN", "NUM",
+                                       "PART", "PRON", "PROPN", "PUNCT", "SCONJ", "SYM", "VERB", "X"};
+
+typedef struct corpus {
+  int n, ntok, nvocab;
+  int *start, *len; /* sentence i: tokens start[i] .. start[i] + len[i] */
+  int *word, *tag;
+} corpus;
+
+/* Word ids by first appearance (a linear-probe hash of the forms). */
+typedef struct vocab {
+  char **key;
+  int *id;
+  size_t cap;
+  int n;
+} vocab;
+
+static int vocab_id(vocab *v, const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (const char *p = s; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  size_t i = (size_t)h & (v->cap - 1);
+  while (v->key[i]) {
+    if (strcmp(v->key[i], s) == 0) return v->id[i];
+    i = (i + 1) & (v->cap - 1);
+  }
+  v->key[i] = strdup(s);
+  return v->id[i] = v->n++;
+}
+
+static bool load_conllu(const char *path, corpus *c) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fprintf(stderr, "bench_train: cannot open %s\n", path);
+    return false;
+  }
+  vocab v = {calloc(1 << 17, sizeof(char *)), calloc(1 << 17, sizeof(int)), 1 << 17, 0};
+  c->start = calloc(MAXS, sizeof(int));
+  c->len = calloc(MAXS, sizeof(int));
+  c->word = calloc(MAXW, sizeof(int));
+  c->tag = calloc(MAXW, sizeof(int));
+  c->n = c->ntok = 0;
+  char line[4096];
+  int cur = 0;
+  bool ok = v.key && v.id && c->start && c->len && c->word && c->tag;
+  while (ok && fgets(line, sizeof line, f)) {
+    if (line[0] == '#') continue;
+    if (line[0] == '\n' || line[0] == '\r') {
+      if (cur > 0 && c->n < MAXS) {
+        c->start[c->n] = c->ntok - cur;
+        c->len[c->n++] = cur;
+      }
+      cur = 0;
+      continue;
+    }
+    char *col[4], *save = NULL, *p = strtok_r(line, "\t", &save);
+    int k = 0;
+    for (; p && k < 4; p = strtok_r(NULL, "\t", &save)) col[k++] = p;
+    if (k < 4 || strchr(col[0], '-') || strchr(col[0], '.')) continue; /* ranges, empty nodes */
+    if (cur >= MAXLEN || c->ntok >= MAXW) continue;
+    int t = TAGS - 1;
+    for (int j = 0; j < TAGS; j++)
+      if (strcmp(col[3], upos[j]) == 0) t = j;
+    c->word[c->ntok] = vocab_id(&v, col[1]);
+    c->tag[c->ntok++] = t;
+    cur++;
+  }
+  if (cur > 0 && c->n < MAXS) {
+    c->start[c->n] = c->ntok - cur;
+    c->len[c->n++] = cur;
+  }
+  fclose(f);
+  c->nvocab = v.n;
+  for (size_t i = 0; i < v.cap; i++) free(v.key[i]);
+  free(v.key);
+  free(v.id);
+  return ok && c->n > 0;
+}
+
+typedef struct tagger {
+  sheaf_param emb, Wf, bf, Wb, bb, Wt, bt;
+} tagger;
+
+static int fail(sheaf_ctx *ctx, const char *what) {
+  fprintf(stderr, "bench_train: %s: %s\n", what, sheaf_ctx_last_error(ctx));
+  return 1;
+}
+
+/* One update on sentences s0 .. s0 + B (wrapping); *fwd_ns, *bwd_ns: its parts. */
+static sheaf_status update(sheaf_model *m, sheaf_graph *g, sheaf_optimizer *opt, const tagger *p, const corpus *c, int s0,
+                           int H, sheaf_expr *hf, sheaf_expr *hb, sheaf_expr *loss, uint64_t *fwd_ns,
+                           uint64_t *bwd_ns) {
+  uint64_t t0 = sheaf_time_ns();
+  sheaf_graph_reset(g);
+  const int64_t zshape[1] = {H};
+  int k = 0;
+  for (int i = 0; i < B; i++) {
+    int s = (s0 + i) % c->n, n = c->len[s];
+    const int *w = c->word + c->start[s], *tg = c->tag + c->start[s];
+    sheaf_expr h = sheaf_zeros(g, 1, zshape), cc = {0, 0, 0};
+    for (int t = 0; t < n; t++) {
+      sheaf_expr xh[2] = {sheaf_lookup(g, p->emb, w[t]), h};
+      sheaf_lstm_cell(g, p->Wf, p->bf, sheaf_concat(g, 2, xh), cc, &h, &cc);
+      hf[t] = h;
+    }
+    h = sheaf_zeros(g, 1, zshape);
+    cc = (sheaf_expr){0, 0, 0};
+    for (int t = n - 1; t >= 0; t--) {
+      sheaf_expr xh[2] = {sheaf_lookup(g, p->emb, w[t]), h};
+      sheaf_lstm_cell(g, p->Wb, p->bb, sheaf_concat(g, 2, xh), cc, &h, &cc);
+      hb[t] = h;
+    }
+    for (int t = 0; t < n; t++) {
+      sheaf_expr two[2] = {hf[t], hb[t]};
+      loss[k++] = sheaf_nll(g, sheaf_affine(g, p->Wt, sheaf_concat(g, 2, two), p->bt), tg[t]);
+    }
+  }
+  sheaf_status st = sheaf_graph_flush(g);
+  uint64_t t1 = sheaf_time_ns();
+  sheaf_backward_opts bo = {1.0f / (float)k, 0, NULL, NULL};
+  if (!st) st = sheaf_model_zero_grad(m);
+  if (!st) st = sheaf_backward(g, k, loss, &bo);
+  if (!st) st = sheaf_optimizer_step(opt, NULL);
+  uint64_t t2 = sheaf_time_ns();
+  *fwd_ns += t1 - t0;
+  *bwd_ns += t2 - t1;
+  return st;
+}
+
+/* Writes the corpus for the peer: "corpus N V", then "n w.. t.." per sentence. */
+static bool write_corpus(const corpus *c, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) return false;
+  fprintf(f, "corpus %d %d\n", c->n, c->nvocab);
+  for (int s = 0; s < c->n; s++) {
+    fprintf(f, "%d", c->len[s]);
+    for (int t = 0; t < c->len[s]; t++) fprintf(f, " %d", c->word[c->start[s] + t]);
+    for (int t = 0; t < c->len[s]; t++) fprintf(f, " %d", c->tag[c->start[s] + t]);
+    fputc('\n', f);
+  }
+  return fclose(f) == 0;
+}
+
+int main(int argc, char **argv) {
+  int threads = 1, updates = 20, reps = 3, E = 64, H = 128;
+  const char *data = "data/ud_english_ewt/en_ewt-ud-test.conllu", *python = "python3";
+  bool torch = true;
+  for (int i = 1; i < argc; i++) {
+    if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) threads = atoi(argv[++i]);
+    else if (i + 1 < argc && strcmp(argv[i], "--updates") == 0) updates = atoi(argv[++i]);
+    else if (i + 1 < argc && strcmp(argv[i], "--reps") == 0) reps = atoi(argv[++i]);
+    else if (i + 1 < argc && strcmp(argv[i], "--embed") == 0) E = atoi(argv[++i]);
+    else if (i + 1 < argc && strcmp(argv[i], "--hidden") == 0) H = atoi(argv[++i]);
+    else if (i + 1 < argc && strcmp(argv[i], "--data") == 0) data = argv[++i];
+    else if (i + 1 < argc && strcmp(argv[i], "--python") == 0) python = argv[++i];
+    else if (strcmp(argv[i], "--no-torch") == 0) torch = false;
+    else {
+      fprintf(stderr, "usage: bench_train [--threads T] [--updates N] [--reps R] [--embed E] [--hidden H]\n"
+                      "                   [--data FILE.conllu] [--python PY] [--no-torch]\n");
+      return 2;
+    }
+  }
+  if (threads < 1 || updates < 1 || reps < 1 || E < 1 || H < 1) {
+    fprintf(stderr, "bench_train: --threads, --updates, --reps, --embed, --hidden must be >= 1\n");
+    return 2;
+  }
+  corpus c;
+  if (!load_conllu(data, &c)) return 1;
+  sheaf_ctx_options co = {0};
+  co.threads = threads;
+  sheaf_ctx *ctx = NULL;
+  char err[256];
+  if (sheaf_ctx_create(&co, &ctx, err, sizeof err)) {
+    fprintf(stderr, "bench_train: %s\n", err);
+    return 1;
+  }
+  printf("bench_train: BiLSTM tagger on %s (%d sentences, %d tokens, %d words), E = %d, H = %d,\n"
+         "  Adam lr 1e-3, batch %d sentences, %d updates (after 1 warm-up), %d thread(s), min of %d runs\n",
+         data, c.n, c.ntok, c.nvocab, E, H, B, updates, threads, reps);
+  static sheaf_expr hf[MAXLEN], hb[MAXLEN], loss[B * MAXLEN];
+  double best = 1e30, best_f = 0, best_b = 0;
+  int rc = 1;
+  for (int rep = 0; rep < reps; rep++) {
+    sheaf_model *m = NULL;
+    sheaf_graph *g = NULL;
+    sheaf_optimizer *opt = NULL;
+    tagger p;
+    const int64_t s_emb[2] = {c.nvocab, E}, s_w[2] = {E + H, 4 * H}, s_b[1] = {4 * H}, s_wt[2] = {2 * H, TAGS},
+                  s_bt[1] = {TAGS};
+    sheaf_optimizer_opts oo = {SHEAF_OPTIM_ADAM, 1e-3f, 0, 0, 0, 0, 0, 0};
+    if (sheaf_model_create(ctx, &m) || sheaf_model_param(m, "emb", 2, s_emb, SHEAF_INIT_NORMAL, &p.emb) ||
+        sheaf_model_param(m, "W_fwd", 2, s_w, SHEAF_INIT_GLOROT, &p.Wf) ||
+        sheaf_model_param(m, "b_fwd", 1, s_b, SHEAF_INIT_ZERO, &p.bf) ||
+        sheaf_model_param(m, "W_bwd", 2, s_w, SHEAF_INIT_GLOROT, &p.Wb) ||
+        sheaf_model_param(m, "b_bwd", 1, s_b, SHEAF_INIT_ZERO, &p.bb) ||
+        sheaf_model_param(m, "W_tag", 2, s_wt, SHEAF_INIT_GLOROT, &p.Wt) ||
+        sheaf_model_param(m, "b_tag", 1, s_bt, SHEAF_INIT_ZERO, &p.bt) || sheaf_model_seed(m, 1) ||
+        sheaf_graph_create(m, NULL, &g) || sheaf_optimizer_create(m, &oo, &opt)) {
+      rc = fail(ctx, "setup");
+      goto rep_done;
+    }
+    uint64_t f = 0, bw = 0;
+    if (update(m, g, opt, &p, &c, 0, H, hf, hb, loss, &f, &bw)) {
+      rc = fail(ctx, "warm-up update");
+      goto rep_done;
+    }
+    f = bw = 0;
+    for (int u = 0; u < updates; u++)
+      if (update(m, g, opt, &p, &c, (u + 1) * B, H, hf, hb, loss, &f, &bw)) {
+        rc = fail(ctx, "update");
+        goto rep_done;
+      }
+    double s = (double)(f + bw) * 1e-9;
+    if (s < best) best = s, best_f = (double)f * 1e-9, best_b = (double)bw * 1e-9;
+    rc = 0;
+  rep_done:
+    sheaf_optimizer_free(opt);
+    sheaf_graph_free(g);
+    sheaf_model_free(m);
+    if (rc) break;
+  }
+  if (rc) {
+    sheaf_ctx_free(ctx);
+    return rc;
+  }
+  double sheaf_rate = (double)updates * B / best;
+  printf("  %-22s %9.1f sents/s   (forward %.3f s, backward+step %.3f s: %.2fx the forward)\n", "sheaf", sheaf_rate,
+         best_f, best_b, best_b / best_f);
+  if (torch) {
+    char path[] = "/tmp/bench_train_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0 || !write_corpus(&c, path)) {
+      fprintf(stderr, "bench_train: cannot write the peer's corpus\n");
+      sheaf_ctx_free(ctx);
+      return 1;
+    }
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "OMP_NUM_THREADS=%d MKL_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d %s bench/train_torch.py --corpus %s "
+             "--threads %d --updates %d --reps %d --embed %d --hidden %d --batch %d",
+             threads, threads, threads, python, path, threads, updates, reps, E, H, B);
+    FILE *pp = popen(cmd, "r");
+    char line[512];
+    int peers = 0;
+    while (pp && fgets(line, sizeof line, pp)) {
+      char sys[64];
+      double r;
+      if (sscanf(line, "{\"system\": \"%63[^\"]\", \"sents_per_s\": %lf", sys, &r) == 2 && r > 0) {
+        printf("  %-22s %9.1f sents/s   sheaf / %s = %.2fx\n", sys, r, sys, sheaf_rate / r);
+        peers++;
+      } else if (line[0] == '#') {
+        printf("  %s", line);
+      }
+    }
+    int st = pp ? pclose(pp) : -1;
+    if (!peers) printf("  note: PyTorch peer did not run (exit status %d; scripts/install_torch.sh)\n", st);
+    remove(path);
+  }
+  sheaf_ctx_free(ctx);
+  free(c.start);
+  free(c.len);
+  free(c.word);
+  free(c.tag);
+  return 0;
+}
