@@ -874,7 +874,7 @@ TEST(jit_load_survives_every_allocation_failure) {
   for (int mode = 0; mode < 3; mode++) {
     bool done = false;
     for (long n = 1; n < 200 && !done; n++) {
-      char dname[32];
+      char dname[48];
       snprintf(dname, sizeof dname, "miss-%d-%ld", mode, n);
       const char *dir = mode == 0 ? th_tmp_path(dname) : warm;
       sh_jit *jit = NULL;

@@ -162,7 +162,7 @@ static bool synthetic_trees(sh_dataset_kind kind, sh_dataset *d) {
   int32_t label;
   if (!CHECK_OK(ctx, sh_vocab_intern(&tb->labels, "x", 1, &label))) return false;
   for (int w = 0; w < 10; w++) {
-    char word[8];
+    char word[16];
     int32_t id;
     snprintf(word, sizeof word, "w%d", w);
     if (!CHECK_OK(ctx, sh_vocab_intern(&tb->words, word, strlen(word), &id))) return false;
@@ -199,7 +199,7 @@ static bool synthetic_sents(sh_dataset *d) {
   sheaf_ctx *ctx = th_ctx();
   sh_dataset_init(d, ctx, SH_DATASET_SENTS);
   for (int w = 0; w < 10; w++) {
-    char word[8];
+    char word[16];
     int32_t id;
     snprintf(word, sizeof word, "w%d", w);
     if (!CHECK_OK(ctx, sh_vocab_intern(&d->words, word, strlen(word), &id))) return false;
