@@ -105,6 +105,10 @@ static sheaf_status affine_run(sheaf_graph *g, const sh_sig_key *k, const uint32
   const sh_fuse *fz = g->affine.range;
   bool uniform = !raw_only && a0->n_act;
   for (uint32_t i = 0; i < n && uniform; i++) {
+    /* ahead: the side entries, then their first ranges (old nodes: misses) */
+    if (i + 8 < n) __builtin_prefetch(&g->affine.node[ids[i + 8]]);
+    if (i + 4 < n && g->affine.node[ids[i + 4]].act != SH_NONE)
+      __builtin_prefetch(&fz[g->affine.node[ids[i + 4]].act]);
     const sh_affine_node *ai = &g->affine.node[ids[i]];
     if (ai->n_act != a0->n_act || ai->raw_used) uniform = false;
     for (uint32_t r = ai->act, r0 = a0->act; uniform && r != SH_NONE; r = fz[r].next, r0 = fz[r0].next)
