@@ -130,7 +130,7 @@ static int parse_args(int argc, char **argv, train_opts *o) {
     } else if (FLAG("--clip")) {
       if (r < 0 || !parse_real("--clip", v, 0, 1e30, &o->clip)) return CLI_USAGE;
     } else if (FLAG("--time-limit")) {
-      if (r < 0 || !parse_real("--time-limit", v, 1e-3, 1e9, &o->time_limit)) return CLI_USAGE;
+      if (r < 0 || !parse_real("--time-limit", v, 1e-9, 1e9, &o->time_limit)) return CLI_USAGE;
     } else if (FLAG("--optimizer")) {
       if (r < 0) return CLI_USAGE;
       if (!strcmp(v, "adam")) o->optim = SHEAF_OPTIM_ADAM;
@@ -244,7 +244,7 @@ typedef struct trainer {
   sheaf_expr *outs, *loss; /* a batch's tokens */
   int32_t *tok_tag;
   int64_t cap;
-  int64_t epochs_before; /* of a resumed checkpoint */
+  int64_t epochs_before, steps_before; /* of a resumed checkpoint */
 } trainer;
 
 static int fail_ctx(sheaf_ctx *ctx) {
@@ -361,7 +361,9 @@ static int checkpoint(trainer *t, const train_opts *o, const char *vpath, int64_
 }
 
 /* --resume: the sizes of the weights (emb [V, E], W_fwd [E + H, 4H]) and
- * the epochs they were trained for. */
+ * the epochs and updates they were trained for (so that the shuffles go on
+ * where they stopped: with a stateless optimizer, plain SGD, N epochs and
+ * then M resumed give the weights of N + M in one run). */
 static int resume_shape(trainer *t, train_opts *o, sheaf_st_file **wf) {
   if (sheaf_st_open(t->ctx, o->resume, wf) != SHEAF_OK) return fail_ctx(t->ctx);
   long e = sheaf_st_find(*wf, "emb"), w = sheaf_st_find(*wf, "W_fwd");
@@ -382,6 +384,8 @@ static int resume_shape(trainer *t, train_opts *o, sheaf_st_file **wf) {
   for (size_t i = 0; i < sheaf_st_metadata_count(*wf); i++)
     if (!strcmp(sheaf_st_metadata_key(*wf, i), "sheaf.train.epochs"))
       t->epochs_before = strtoll(sheaf_st_metadata_value(*wf, i), NULL, 10);
+    else if (!strcmp(sheaf_st_metadata_key(*wf, i), "sheaf.train.steps"))
+      t->steps_before = strtoll(sheaf_st_metadata_value(*wf, i), NULL, 10);
   return CLI_OK;
 }
 
@@ -539,7 +543,8 @@ int cli_train(int argc, char **argv) {
     }
     printf("%s\n", stop && done < n ? " (time limit: epoch cut short)" : stop ? " (time limit)" : "");
     fflush(stdout);
-    rc = checkpoint(&t, &o, vpath, done == n ? epoch : epoch - 1, sheaf_optimizer_steps(t.opt));
+    rc = checkpoint(&t, &o, vpath, done == n ? epoch : epoch - 1,
+                    t.steps_before + sheaf_optimizer_steps(t.opt));
   }
   free(order);
   if (rc == CLI_OK)
