@@ -168,6 +168,10 @@ static int parse_args(int argc, char **argv, train_opts *o) {
     cli_error("train: missing --out FILE (the weights, .safetensors)");
     return CLI_USAGE;
   }
+  if (!strcmp(o->out, "-")) {
+    cli_error("--out: the weights are rewritten after every epoch: a file is needed, not '-'");
+    return CLI_USAGE;
+  }
   if (o->lr < 0)
     o->lr = o->optim == SHEAF_OPTIM_ADAM ? 0.002 : o->optim == SHEAF_OPTIM_SGD ? 0.1 : 0.05;
   return CLI_OK;
@@ -453,15 +457,23 @@ static void trainer_free(trainer *t) {
   sheaf_ctx_free(t->ctx);
 }
 
-/* The progress line: on a terminal (stderr) rewritten in place at most
- * every 0.2 s; otherwise nothing between the epoch lines. */
-static void progress(bool tty, int64_t epoch, int32_t done, int32_t n, double loss, double secs,
-                     double epoch_secs) {
-  if (!tty) return;
+/* The progress line on stderr: on a terminal rewritten in place (the
+ * caller calls at most every 0.2 s); otherwise a plain line at each tenth
+ * of an epoch of at least 500 sentences (*shown: tenths printed so far). */
+static void progress(bool tty, int *shown, int64_t epoch, int32_t done, int32_t n, double loss,
+                     double secs, double epoch_secs) {
   double rate = epoch_secs > 0 ? done / epoch_secs : 0;
   double eta = rate > 0 ? (n - done) / rate : 0;
-  fprintf(stderr, "\r  epoch %lld: %d/%d sentences, %.0f sentences/s, loss %.4f, epoch ETA %.0f s, %.0f s in  ",
-          (long long)epoch, (int)done, (int)n, rate, loss, eta, secs);
+  if (tty) {
+    fprintf(stderr, "\r  epoch %lld: %d/%d sentences, %.0f sentences/s, loss %.4f, epoch ETA %.0f s, %.0f s in  ",
+            (long long)epoch, (int)done, (int)n, rate, loss, eta, secs);
+  } else {
+    int tenth = (int)((int64_t)done * 10 / n);
+    if (n < 500 || tenth <= *shown || done == n) return;
+    *shown = tenth;
+    fprintf(stderr, "  epoch %lld: %d/%d sentences, %.0f sentences/s, loss %.4f, epoch ETA %.0f s\n",
+            (long long)epoch, (int)done, (int)n, rate, loss, eta);
+  }
   fflush(stderr);
 }
 
@@ -516,14 +528,15 @@ int cli_train(int argc, char **argv) {
     double loss = 0;
     int64_t tokens = 0;
     int32_t done = 0;
+    int shown = 0;
     uint64_t te = sheaf_time_ns();
     while (done < n && rc == CLI_OK) {
       int32_t b = n - done < o.batch ? n - done : (int32_t)o.batch;
       rc = train_batch(&t, order + done, b, &loss, &tokens);
       done += b;
       double secs = (double)(sheaf_time_ns() - t0) * 1e-9;
-      if (secs - last_shown >= 0.2 || done == n) {
-        progress(tty, epoch, done, n, tokens ? loss / (double)tokens : 0, secs,
+      if (!tty || secs - last_shown >= 0.2 || done == n) {
+        progress(tty, &shown, epoch, done, n, tokens ? loss / (double)tokens : 0, secs,
                  (double)(sheaf_time_ns() - te) * 1e-9);
         last_shown = secs;
       }
