@@ -504,6 +504,16 @@ int cli_train(int argc, char **argv) {
     free(vpath);
     return CLI_FAIL;
   }
+  {
+    /* the outputs can be created (else the error now, not after an epoch) */
+    cli_outs probe = {0};
+    bool ok = cli_out_open(&probe, t.ctx, o.out, SH_OUT_STAGE) && cli_out_open(&probe, t.ctx, vpath, 0);
+    cli_outs_abort(&probe);
+    if (!ok) {
+      rc = CLI_FAIL;
+      goto done;
+    }
+  }
   if ((rc = setup(&t, &o)) != CLI_OK) goto done;
   int32_t n = sh_dataset_count(&t.train);
   int32_t *order = malloc(((size_t)n + 1) * sizeof *order);

@@ -139,6 +139,10 @@ TEST(train_cli_bad_flags_and_files) {
   CHECK_EQ_INT(sheaf("train bilstm --data " SMALL " --dev %s --out %s", up, w), 1);
   CHECK_CONTAINS(g_out, "--dev ");
   CHECK_CONTAINS(g_out, "no word has a UPOS tag");
+  /* an output that cannot be created: before any training */
+  CHECK_EQ_INT(sheaf(SMALL_ARGS " --out %s/no-such-dir/w.safetensors", th_tmp_path("x")), 1);
+  CHECK_CONTAINS(g_out, "no-such-dir/w.safetensors: cannot create");
+  CHECK(!strstr(g_out, "epoch 1"));
   /* nothing was written by the failed runs */
   CHECK_EQ_INT(sheaf("data stats %s", w), 1);
   /* --resume: not a weights file; weights of other sizes */
