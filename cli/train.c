@@ -369,7 +369,10 @@ static int checkpoint(trainer *t, const train_opts *o, const char *vpath, int64_
  * where they stopped: with a stateless optimizer, plain SGD, N epochs and
  * then M resumed give the weights of N + M in one run). */
 static int resume_shape(trainer *t, train_opts *o, sheaf_st_file **wf) {
-  if (sheaf_st_open(t->ctx, o->resume, wf) != SHEAF_OK) return fail_ctx(t->ctx);
+  if (sheaf_st_open(t->ctx, o->resume, wf) != SHEAF_OK) {
+    cli_error("--resume: %s", sheaf_ctx_last_error(t->ctx));
+    return CLI_FAIL;
+  }
   long e = sheaf_st_find(*wf, "emb"), w = sheaf_st_find(*wf, "W_fwd");
   if (e < 0 || w < 0 || sheaf_st_rank(*wf, (size_t)e) != 2 || sheaf_st_rank(*wf, (size_t)w) != 2) {
     cli_error("--resume %s: not BiLSTM tagger weights (needs 2-D tensors 'emb' and 'W_fwd')",
@@ -379,8 +382,8 @@ static int resume_shape(trainer *t, train_opts *o, sheaf_st_file **wf) {
   int64_t E = sheaf_st_shape(*wf, (size_t)e)[1], H4 = sheaf_st_shape(*wf, (size_t)w)[1];
   int64_t H = H4 / 4;
   if ((o->hidden_given && o->hidden != H) || (o->embed_given && o->embed != E)) {
-    cli_error("--resume %s: its sizes are --hidden %lld --embed %lld, not %lld and %lld", o->resume,
-              (long long)H, (long long)E, o->hidden, o->embed);
+    cli_error("--resume %s: its sizes are --hidden %lld --embed %lld (leave --hidden and --embed out "
+              "to take them)", o->resume, (long long)H, (long long)E);
     return CLI_USAGE;
   }
   o->hidden = H;
