@@ -50,7 +50,8 @@ static const char usage_run[] =
     "  --save-weights W   write the parameters used to a safetensors file\n"
     "  --vocab FILE       number the words by this vocabulary (one word per line; others\n"
     "                     are <unk>), e.g. the .vocab that 'sheaf train' wrote beside\n"
-    "                     its weights (not mvrnn)\n"
+    "                     its weights (not mvrnn); default: the vocabulary that weights\n"
+    "                     from 'sheaf train' hold (metadata sheaf.words), if any\n"
     "  --limit N          only the first N instances\n"
     "  --mv-vocab N       mvrnn: words with their own matrix (most frequent; default 2000)\n"
     "  --max-vocab N      token ids (token-line files) must be below N (default 1000000;\n"
@@ -88,7 +89,7 @@ typedef struct run_opts {
   int64_t hidden, embed;
   long long batch, threads, limit, mv_vocab, repeat, max_vocab;
   uint64_t seed;
-  bool seed_given, stats, allow_nonfinite;
+  bool seed_given, stats, allow_nonfinite, hidden_given, embed_given;
   sheaf_parallel parallel;
   sheaf_policy policies[4];
   int n_policies;
@@ -177,9 +178,11 @@ static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
     } else if (FLAG("--hidden")) {
       if (r < 0 || !cli_parse_int("--hidden", v, 1, 65536, &x)) return CLI_USAGE;
       o->hidden = x;
+      o->hidden_given = true;
     } else if (FLAG("--embed")) {
       if (r < 0 || !cli_parse_int("--embed", v, 1, 65536, &x)) return CLI_USAGE;
       o->embed = x;
+      o->embed_given = true;
     } else if (FLAG("--batch")) {
       if (r < 0 || !cli_parse_int("--batch", v, 1, INT32_MAX, &o->batch)) return CLI_USAGE;
     } else if (FLAG("--threads")) {
@@ -322,18 +325,33 @@ static void id_limit(session *s, const run_opts *o, sh_dataset_opts *lim, char *
   }
 }
 
-/* --vocab: the data's words renumbered by the file's lines. */
+/* The value of a weights file's metadata key, or NULL. */
+static const char *st_meta(const sheaf_st_file *f, const char *key) {
+  for (size_t i = 0; f && i < sheaf_st_metadata_count(f); i++)
+    if (!strcmp(sheaf_st_metadata_key(f, i), key)) return sheaf_st_metadata_value(f, i);
+  return NULL;
+}
+
+/* --vocab, else the weights' "sheaf.words" metadata (the vocabulary 'sheaf
+ * train' trained with, one word per line): the data's words renumbered by
+ * its lines. Nothing to do without either. */
 static sheaf_status renumber(session *s, const run_opts *o) {
+  const char *words = o->vocab ? NULL : st_meta(s->weights, "sheaf.words");
+  if (!o->vocab && !words) return SHEAF_OK;
+  char name[1024];
+  snprintf(name, sizeof name, "%s%s", o->vocab ? o->vocab : o->weights,
+           o->vocab ? "" : " (metadata sheaf.words)");
   sh_vocab v;
   sh_vocab_init(&v, s->ctx);
-  sheaf_status st = sh_vocab_load_file(&v, o->vocab);
+  sheaf_status st = words ? sh_vocab_load(&v, words, strlen(words), name)
+                          : sh_vocab_load_file(&v, o->vocab);
   if (st == SHEAF_OK && sh_vocab_size(&v) == 0)
     st = sh_fail(s->ctx, SHEAF_ERR_INVALID_ARG, "--vocab %s: the vocabulary is empty (one word per line)",
-                 o->vocab);
+                 name);
   if (st == SHEAF_OK && s->data.kind == SH_DATASET_SENTS && sh_vocab_size(&s->data.words) == 0 &&
       s->data.n_tokens > 0)
     st = sh_fail(s->ctx, SHEAF_ERR_INVALID_ARG,
-                 "--vocab %s: %s holds token ids, not words; --vocab maps words to ids", o->vocab,
+                 "--vocab %s: %s holds token ids, not words; --vocab maps words to ids", name,
                  o->data);
   if (st == SHEAF_OK) st = sh_dataset_renumber(&s->data, &v, NULL, NULL);
   sh_vocab_free(&v);
@@ -360,6 +378,16 @@ static bool tag_accuracy(const session *s, const sh_net_outputs *out, int64_t *r
   return *all > 0;
 }
 
+/* bilstm with --weights: --hidden and --embed not given are the weights'
+ * (emb [V, E], W_fwd [E + H, 4H]). */
+static void bilstm_sizes(const session *s, run_opts *o) {
+  const sheaf_st_file *f = s->weights;
+  long e = f ? sheaf_st_find(f, "emb") : -1, w = f ? sheaf_st_find(f, "W_fwd") : -1;
+  if (e < 0 || w < 0 || sheaf_st_rank(f, (size_t)e) != 2 || sheaf_st_rank(f, (size_t)w) != 2) return;
+  if (!o->embed_given) o->embed = sheaf_st_shape(f, (size_t)e)[1];
+  if (!o->hidden_given) o->hidden = sheaf_st_shape(f, (size_t)w)[1] / 4;
+}
+
 /* o->data and o->weights become the names the inputs are read by (standard
  * input, a pipe or a FIFO is read once into memory: cli_hold_input). */
 static int session_open(run_opts *o, session *s) {
@@ -383,7 +411,8 @@ static int session_open(run_opts *o, session *s) {
   }
   if (o->model == SH_NET_MVRNN && sh_dataset_finish(&s->data, (int32_t)o->mv_vocab) != SHEAF_OK)
     goto fail;
-  if (o->vocab && renumber(s, o) != SHEAF_OK) goto fail;
+  if (o->model != SH_NET_MVRNN && renumber(s, o) != SHEAF_OK) goto fail;
+  if (o->model == SH_NET_BILSTM) bilstm_sizes(s, o);
   if (sh_net_create(s->ctx, o->model, &s->data, o->hidden, o->embed, &s->net) != SHEAF_OK)
     goto fail;
   if (o->allow_nonfinite) sheaf_model_allow_nonfinite(s->net.model, 1);

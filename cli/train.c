@@ -347,16 +347,34 @@ static int checkpoint(trainer *t, const train_opts *o, const char *vpath, int64_
     cli_outs_abort(&files);
     return CLI_FAIL;
   }
-  for (int32_t w = 0; w < sh_vocab_size(&t->vocab); w++)
-    fprintf(vf->f, "%s\n", sh_vocab_str(&t->vocab, w));
+  /* the vocabulary, one word per line: in the .vocab file and in the
+   * weights' metadata (sheaf.words, which 'sheaf run' reads) */
+  size_t len = 1;
+  for (int32_t w = 0; w < sh_vocab_size(&t->vocab); w++) len += sh_vocab_len(&t->vocab, w) + 1;
+  char *words = malloc(len), *p = words;
+  if (!words) {
+    cli_outs_abort(&files);
+    cli_error("train: out of memory");
+    return CLI_FAIL;
+  }
+  for (int32_t w = 0; w < sh_vocab_size(&t->vocab); w++) {
+    memcpy(p, sh_vocab_str(&t->vocab, w), sh_vocab_len(&t->vocab, w));
+    p += sh_vocab_len(&t->vocab, w);
+    *p++ = '\n';
+  }
+  *p = '\0';
+  fputs(words, vf->f);
   char ep[32], st[32], desc[160];
   snprintf(ep, sizeof ep, "%lld", (long long)epochs);
   snprintf(st, sizeof st, "%lld", (long long)steps);
   snprintf(desc, sizeof desc, "bilstm hidden %lld embed %lld vocab %d (min-count %lld)",
            (long long)t->net.hidden, (long long)t->net.embed, (int)sh_vocab_size(&t->vocab),
            o->min_count);
-  const char *meta[] = {"sheaf.train.epochs", ep, "sheaf.train.steps", st, "sheaf.train.model", desc};
-  if (sheaf_model_save_meta(t->net.model, wf->tmp, 3, meta) != SHEAF_OK) {
+  const char *meta[] = {"sheaf.train.epochs", ep, "sheaf.train.steps", st,
+                        "sheaf.train.model", desc, "sheaf.words", words};
+  sheaf_status sst = sheaf_model_save_meta(t->net.model, wf->tmp, 4, meta);
+  free(words);
+  if (sst != SHEAF_OK) {
     int rc = fail_ctx(t->ctx);
     cli_outs_abort(&files);
     return rc;

@@ -1,8 +1,8 @@
 /*
  * test_train_cli.c — `sheaf train bilstm` through the built executable on
  * tests/data/small.conllu: the loss falls over the epochs, the checkpoint
- * loads in `sheaf run --weights --vocab` and scores the accuracy the
- * trainer reported, resuming continues the run (plain SGD: 1 + 1 epochs
+ * loads in `sheaf run --weights` (with --vocab or the vocabulary in its
+ * metadata) and scores the accuracy the trainer reported, resuming continues the run (plain SGD: 1 + 1 epochs
  * give the bytes of 2), same seed and threads give the same bytes, the time
  * limit stops early, and bad flags and bad files are clear errors.
  */
@@ -71,6 +71,11 @@ TEST(train_cli_loss_falls_and_the_checkpoint_scores_the_same) {
                      w, vocab),
                0);
   CHECK_CONTAINS(g_out, " of 16 tagged words");
+  CHECK_NEAR(field("  accuracy:", "accuracy: "), dev, 1e-9);
+  /* the weights alone: sizes from their tensors, the vocabulary from their
+   * metadata (sheaf.words) */
+  CHECK_EQ_INT(sheaf("run bilstm --weights %s --data " SMALL " --threads 1", w), 0);
+  CHECK_CONTAINS(g_out, "hidden 8, embed 8, vocab 16,");
   CHECK_NEAR(field("  accuracy:", "accuracy: "), dev, 1e-9);
 }
 
