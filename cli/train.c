@@ -46,6 +46,8 @@ static const char usage_train[] =
     "  --min-count N      words seen fewer times are <unk> (default 2)\n"
     "  --threads T        threads (default: all CPUs)\n"
     "  --seed S           initialization and shuffling (default 0)\n"
+    "  --keep-best        checkpoint only an epoch whose dev accuracy beats the epochs\n"
+    "                     before (early stopping; needs --dev)\n"
     "  --resume W         start from these weights (hidden and embedding sizes from\n"
     "                     them; the vocabulary must be the one TRAIN gives)\n"
     "  -h, --help         this text\n"
@@ -59,7 +61,7 @@ typedef struct train_opts {
   double lr, clip, time_limit;
   sheaf_optim_kind optim;
   uint64_t seed;
-  bool hidden_given, embed_given;
+  bool hidden_given, embed_given, keep_best;
 } train_opts;
 
 static bool parse_real(const char *flag, const char *v, double lo, double hi, double *out) {
@@ -131,6 +133,8 @@ static int parse_args(int argc, char **argv, train_opts *o) {
       if (r < 0 || !parse_real("--clip", v, 0, 1e30, &o->clip)) return CLI_USAGE;
     } else if (FLAG("--time-limit")) {
       if (r < 0 || !parse_real("--time-limit", v, 1e-9, 1e9, &o->time_limit)) return CLI_USAGE;
+    } else if (!strcmp(a, "--keep-best")) {
+      o->keep_best = true;
     } else if (FLAG("--optimizer")) {
       if (r < 0) return CLI_USAGE;
       if (!strcmp(v, "adam")) o->optim = SHEAF_OPTIM_ADAM;
@@ -166,6 +170,10 @@ static int parse_args(int argc, char **argv, train_opts *o) {
   }
   if (!o->out) {
     cli_error("train: missing --out FILE (the weights, .safetensors)");
+    return CLI_USAGE;
+  }
+  if (o->keep_best && !o->dev) {
+    cli_error("--keep-best: needs --dev FILE (the accuracy that picks the epoch)");
     return CLI_USAGE;
   }
   if (!strcmp(o->out, "-")) {
@@ -545,7 +553,7 @@ int cli_train(int argc, char **argv) {
   }
   bool tty = isatty(STDERR_FILENO);
   uint64_t t0 = sheaf_time_ns();
-  double last_shown = -1;
+  double last_shown = -1, best_dev = -1;
   bool stop = false;
   for (int64_t ep = 0; ep < o.epochs && !stop && rc == CLI_OK; ep++) {
     int64_t epoch = t.epochs_before + ep + 1;
@@ -580,14 +588,20 @@ int cli_train(int argc, char **argv) {
     printf("epoch %lld: loss %.4f over %d sentences (%lld tokens), %.1f s, %.1f sentences/s",
            (long long)epoch, tokens ? loss / (double)tokens : 0.0, (int)done, (long long)tokens,
            esecs, done / esecs);
+    bool save = true;
     if (t.have_dev) {
       double acc;
       if ((rc = accuracy(&t, &t.dev, (int32_t)o.batch * 4, &acc)) != CLI_OK) break;
       printf(", dev accuracy %.2f%%", 100 * acc);
+      if (o.keep_best) {
+        save = acc > best_dev;
+        if (!save) printf(" (not saved: the best is %.2f%%)", 100 * best_dev);
+        else best_dev = acc;
+      }
     }
     printf("%s\n", stop && done < n ? " (time limit: epoch cut short)" : stop ? " (time limit)" : "");
     fflush(stdout);
-    rc = checkpoint(&t, &o, vpath, done == n ? epoch : epoch - 1,
+    if (save) rc = checkpoint(&t, &o, vpath, done == n ? epoch : epoch - 1,
                     t.steps_before + sheaf_optimizer_steps(t.opt));
   }
   free(order);

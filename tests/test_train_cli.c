@@ -104,6 +104,31 @@ TEST(train_cli_same_seed_same_bytes_and_resume_continues) {
   CHECK(same_file(a, b));
 }
 
+TEST(train_cli_keep_best_saves_only_improvements) {
+  NEED_BIN();
+  const char *w = th_tmp_path("best.safetensors");
+  CHECK_EQ_INT(sheaf(SMALL_ARGS " --dev " SMALL " --epochs 8 --batch 1 --lr 0.05 --keep-best --out %s", w), 0);
+  /* the checkpoint is the epoch of the best dev accuracy: the number of
+   * whole epochs in its metadata is that epoch, and it scores that accuracy */
+  double best = -1;
+  int best_ep = 0;
+  for (int ep = 1; ep <= 8; ep++) {
+    char key[32];
+    snprintf(key, sizeof key, "epoch %d:", ep);
+    double a = field(key, "dev accuracy ");
+    CHECK(a >= 0);
+    if (a > best) best = a, best_ep = ep;
+  }
+  CHECK_EQ_INT(sheaf("run bilstm --weights %s --data " SMALL " --threads 1", w), 0);
+  CHECK_NEAR(field("  accuracy:", "accuracy: "), best, 1e-9);
+  char want[64];
+  snprintf(want, sizeof want, "sheaf.train.epochs: %d\n", best_ep);
+  CHECK_EQ_INT(sheaf("data stats %s", w), 0);
+  CHECK_CONTAINS(g_out, want);
+  CHECK_EQ_INT(sheaf(SMALL_ARGS " --keep-best --out %s", w), 2);
+  CHECK_CONTAINS(g_out, "--keep-best: needs --dev");
+}
+
 TEST(train_cli_time_limit_stops_early) {
   NEED_BIN();
   const char *w = th_tmp_path("tl.safetensors");
