@@ -28,6 +28,7 @@ static const char usage_run[] =
     "             tree: 5 class log-probabilities\n"
     "  childsum   child-sum TreeLSTM over dependency trees; output: the root's h\n"
     "  bilstm     BiLSTM tagger over sentences; output per word: 17 UPOS log-probabilities\n"
+    "             (and the accuracy against FILE's UPOS column, when it has one)\n"
     "  mvrnn      MV-RNN (Socher et al. 2012) over binarized trees; output: the root's p\n"
     "\n"
     "FILE: a .conllu treebank (binarized for treelstm and mvrnn, dependency trees for\n"
