@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "run_lang.h"
 #include "run.h"
+#include "train.h"
 
 static const char usage[] =
     "usage: sheaf [--help] [--version] <command> [args]\n"
@@ -34,6 +35,10 @@ static const char usage[] =
     "             sheaf run MODEL.sf --data FILE [--batch N] [--threads T] ...\n"
     "           --trace FILE writes the timeline of batches as Chrome-trace JSON\n"
     "           (open it in ui.perfetto.dev or chrome://tracing)\n"
+    "  train    train a built-in model on tagged data, checkpointing its weights:\n"
+    "             sheaf train bilstm --data TRAIN.conllu [--dev DEV.conllu] --out W.safetensors\n"
+    "                 [--epochs N] [--time-limit S] [--optimizer adam|sgd|adagrad] [--lr X]\n"
+    "                 [--batch N] [--threads T] [--seed S] [--resume W.safetensors]\n"
     "  check    type-check model sources: errors, or a summary of sizes, types,\n"
     "           parameters and functions:  sheaf check MODEL.sf...\n"
     "  compile  generate C for the kernels of a source (ahead-of-time use):\n"
@@ -82,6 +87,7 @@ static int dispatch(int argc, char **argv) {
     }
     return cli_run(argc - 1, argv + 1);
   }
+  if (!strcmp(cmd, "train")) return cli_train(argc - 1, argv + 1);
   if (!strcmp(cmd, "check")) return cli_check(argc - 1, argv + 1);
   if (!strcmp(cmd, "compile")) return cli_compile(argc - 1, argv + 1);
   if (!strcmp(cmd, "bench")) return cli_bench(argc - 1, argv + 1);

@@ -28,6 +28,7 @@ static const char usage_run[] =
     "             tree: 5 class log-probabilities\n"
     "  childsum   child-sum TreeLSTM over dependency trees; output: the root's h\n"
     "  bilstm     BiLSTM tagger over sentences; output per word: 17 UPOS log-probabilities\n"
+    "             (and the accuracy against FILE's UPOS column, when it has one)\n"
     "  mvrnn      MV-RNN (Socher et al. 2012) over binarized trees; output: the root's p\n"
     "\n"
     "FILE: a .conllu treebank (binarized for treelstm and mvrnn, dependency trees for\n"
@@ -48,6 +49,10 @@ static const char usage_run[] =
     "  --seed S           seed of the random initialization (default 0)\n"
     "  --weights W        load the parameters from a safetensors file instead ('-' = stdin)\n"
     "  --save-weights W   write the parameters used to a safetensors file\n"
+    "  --vocab FILE       number the words by this vocabulary (one word per line; others\n"
+    "                     are <unk>), e.g. the .vocab that 'sheaf train' wrote beside\n"
+    "                     its weights (not mvrnn); default: the vocabulary that weights\n"
+    "                     from 'sheaf train' hold (metadata sheaf.words), if any\n"
     "  --limit N          only the first N instances\n"
     "  --mv-vocab N       mvrnn: words with their own matrix (most frequent; default 2000)\n"
     "  --max-vocab N      token ids (token-line files) must be below N (default 1000000;\n"
@@ -81,11 +86,11 @@ static const char usage_bench[] =
 
 typedef struct run_opts {
   sh_net_kind model;
-  const char *data, *weights, *save_weights, *out, *trace;
+  const char *data, *weights, *save_weights, *out, *trace, *vocab;
   int64_t hidden, embed;
   long long batch, threads, limit, mv_vocab, repeat, max_vocab;
   uint64_t seed;
-  bool seed_given, stats, allow_nonfinite;
+  bool seed_given, stats, allow_nonfinite, hidden_given, embed_given;
   sheaf_parallel parallel;
   sheaf_policy policies[4];
   int n_policies;
@@ -168,12 +173,17 @@ static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
     } else if (FLAG("--weights")) {
       if (r < 0) return CLI_USAGE;
       o->weights = v;
+    } else if (FLAG("--vocab")) {
+      if (r < 0) return CLI_USAGE;
+      o->vocab = v;
     } else if (FLAG("--hidden")) {
       if (r < 0 || !cli_parse_int("--hidden", v, 1, 65536, &x)) return CLI_USAGE;
       o->hidden = x;
+      o->hidden_given = true;
     } else if (FLAG("--embed")) {
       if (r < 0 || !cli_parse_int("--embed", v, 1, 65536, &x)) return CLI_USAGE;
       o->embed = x;
+      o->embed_given = true;
     } else if (FLAG("--batch")) {
       if (r < 0 || !cli_parse_int("--batch", v, 1, INT32_MAX, &o->batch)) return CLI_USAGE;
     } else if (FLAG("--threads")) {
@@ -241,6 +251,10 @@ static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
   if (!o->data) {
     cli_error("%s: missing --data FILE (e.g. --data data/ud_english_ewt/en_ewt-ud-test.conllu)",
               cmd);
+    return CLI_USAGE;
+  }
+  if (o->vocab && o->model == SH_NET_MVRNN) {
+    cli_error("%s: --vocab: mvrnn numbers its word matrices by frequency in the data", cmd);
     return CLI_USAGE;
   }
   if (o->weights && o->seed_given) {
@@ -312,6 +326,69 @@ static void id_limit(session *s, const run_opts *o, sh_dataset_opts *lim, char *
   }
 }
 
+/* The value of a weights file's metadata key, or NULL. */
+static const char *st_meta(const sheaf_st_file *f, const char *key) {
+  for (size_t i = 0; f && i < sheaf_st_metadata_count(f); i++)
+    if (!strcmp(sheaf_st_metadata_key(f, i), key)) return sheaf_st_metadata_value(f, i);
+  return NULL;
+}
+
+/* --vocab, else the weights' "sheaf.words" metadata (the vocabulary 'sheaf
+ * train' trained with, one word per line): the data's words renumbered by
+ * its lines. Nothing to do without either. */
+static sheaf_status renumber(session *s, const run_opts *o) {
+  const char *words = o->vocab ? NULL : st_meta(s->weights, "sheaf.words");
+  if (!o->vocab && !words) return SHEAF_OK;
+  char name[1024];
+  snprintf(name, sizeof name, "%s%s", o->vocab ? o->vocab : o->weights,
+           o->vocab ? "" : " (metadata sheaf.words)");
+  sh_vocab v;
+  sh_vocab_init(&v, s->ctx);
+  sheaf_status st = words ? sh_vocab_load(&v, words, strlen(words), name)
+                          : sh_vocab_load_file(&v, o->vocab);
+  if (st == SHEAF_OK && sh_vocab_size(&v) == 0)
+    st = sh_fail(s->ctx, SHEAF_ERR_INVALID_ARG, "--vocab %s: the vocabulary is empty (one word per line)",
+                 name);
+  if (st == SHEAF_OK && s->data.kind == SH_DATASET_SENTS && sh_vocab_size(&s->data.words) == 0 &&
+      s->data.n_tokens > 0)
+    st = sh_fail(s->ctx, SHEAF_ERR_INVALID_ARG,
+                 "--vocab %s: %s holds token ids, not words; --vocab maps words to ids", name,
+                 o->data);
+  if (st == SHEAF_OK) st = sh_dataset_renumber(&s->data, &v, NULL, NULL);
+  sh_vocab_free(&v);
+  return st;
+}
+
+/* The share of tagged words whose best-scoring tag is their UPOS (bilstm
+ * on data with tags); false when no word has a tag. */
+static bool tag_accuracy(const session *s, const sh_net_outputs *out, int64_t *right, int64_t *all) {
+  const sh_dataset *d = &s->data;
+  *right = *all = 0;
+  if (s->net.kind != SH_NET_BILSTM) return false;
+  for (int32_t i = 0; i < s->count; i++)
+    for (int32_t w = 0; w < sh_dataset_size(d, i); w++) {
+      int32_t tag = d->sent_tags[d->sent_off[i] + w];
+      if (tag < 0) continue;
+      const float *row = sh_net_outputs_row(out, i, w);
+      int best = 0;
+      for (int k = 1; k < SH_BILSTM_TAGS; k++)
+        if (row[k] > row[best]) best = k;
+      *right += best == tag;
+      ++*all;
+    }
+  return *all > 0;
+}
+
+/* bilstm with --weights: --hidden and --embed not given are the weights'
+ * (emb [V, E], W_fwd [E + H, 4H]). */
+static void bilstm_sizes(const session *s, run_opts *o) {
+  const sheaf_st_file *f = s->weights;
+  long e = f ? sheaf_st_find(f, "emb") : -1, w = f ? sheaf_st_find(f, "W_fwd") : -1;
+  if (e < 0 || w < 0 || sheaf_st_rank(f, (size_t)e) != 2 || sheaf_st_rank(f, (size_t)w) != 2) return;
+  if (!o->embed_given) o->embed = sheaf_st_shape(f, (size_t)e)[1];
+  if (!o->hidden_given) o->hidden = sheaf_st_shape(f, (size_t)w)[1] / 4;
+}
+
 /* o->data and o->weights become the names the inputs are read by (standard
  * input, a pipe or a FIFO is read once into memory: cli_hold_input). */
 static int session_open(run_opts *o, session *s) {
@@ -335,6 +412,8 @@ static int session_open(run_opts *o, session *s) {
   }
   if (o->model == SH_NET_MVRNN && sh_dataset_finish(&s->data, (int32_t)o->mv_vocab) != SHEAF_OK)
     goto fail;
+  if (o->model != SH_NET_MVRNN && renumber(s, o) != SHEAF_OK) goto fail;
+  if (o->model == SH_NET_BILSTM) bilstm_sizes(s, o);
   if (sh_net_create(s->ctx, o->model, &s->data, o->hidden, o->embed, &s->net) != SHEAF_OK)
     goto fail;
   if (o->allow_nonfinite) sheaf_model_allow_nonfinite(s->net.model, 1);
@@ -409,13 +488,13 @@ static int write_outputs(sh_out *f, const sh_net_outputs *out, const sh_net *net
 /* Inputs and outputs before any work: no output may be an input, only one
  * input may be standard input. */
 static int check_files(const run_opts *o) {
-  const cli_path ins[] = {{"--data", o->data}, {"--weights", o->weights}};
+  const cli_path ins[] = {{"--data", o->data}, {"--weights", o->weights}, {"--vocab", o->vocab}};
   const cli_path outs[] = {{"--out", o->out}, {"--save-weights", o->save_weights}, {"--trace", o->trace}};
   if (o->weights && !strcmp(o->data, "-") && !strcmp(o->weights, "-")) {
     cli_error("run: --data and --weights cannot both be standard input ('-')");
     return CLI_USAGE;
   }
-  return cli_check_paths(ins, 2, outs, 3);
+  return cli_check_paths(ins, 3, outs, 3);
 }
 
 static int cmd_run(int argc, char **argv) {
@@ -479,6 +558,10 @@ static int cmd_run(int argc, char **argv) {
          sh_net_instance_noun(o.model), secs, s.count / secs, sh_net_instance_noun(o.model),
          (double)s.size / secs, size_noun(o.model), s.flops / secs * 1e-9);
   cli_print_graph_stats(stdout, &st, mode == SHEAF_PARALLEL_BATCHES);
+  int64_t right, tagged;
+  if (tag_accuracy(&s, &out, &right, &tagged))
+    printf("  accuracy: %.2f%% (%lld of %lld tagged words: the best-scoring tag is the UPOS of %s)\n",
+           100.0 * (double)right / (double)tagged, (long long)right, (long long)tagged, o.data);
   if (o.stats) print_kernel_stats(g);
   if (out_f) rc = write_outputs(out_f, &out, &s.net);
   rows = out.rows;

@@ -1,0 +1,615 @@
+/*
+ * train.c — `sheaf train bilstm`: trains the built-in BiLSTM tagger
+ * (src/models/bilstm.h) on the UPOS tags of a CoNLL-U file with the
+ * batched backward pass and an optimizer of sheaf_train.h. Owns the
+ * training vocabulary (words seen at least --min-count times; the others
+ * train the <unk> row), the epoch loop (seeded shuffle, one graph per batch,
+ * per-token NLL averaged over the batch's tokens), the progress line, the
+ * per-epoch dev accuracy, the time limit and the checkpoints (weights and
+ * vocabulary written to temporary files and renamed: never half-written).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "models/models.h"
+#include "sheaf_train.h"
+#include "train.h"
+
+static const char usage_train[] =
+    "usage: sheaf train bilstm --data TRAIN.conllu --out W.safetensors [options]\n"
+    "\n"
+    "Trains the built-in BiLSTM tagger ('sheaf run --help') to predict the UPOS\n"
+    "column of TRAIN (per-token negative log-likelihood, averaged over each batch's\n"
+    "tokens), batched by the auto-batching runtime. Writes the weights to OUT and\n"
+    "the training vocabulary (one word per line) to OUT with .vocab for .safetensors,\n"
+    "after every epoch and at the end; then\n"
+    "  sheaf run bilstm --weights W.safetensors --vocab W.vocab --data TEST.conllu\n"
+    "tags TEST and prints the accuracy.\n"
+    "\n"
+    "options:\n"
+    "  --data FILE        training sentences (.conllu with UPOS; required)\n"
+    "  --dev FILE         sentences whose accuracy is printed after each epoch\n"
+    "  --out FILE         the weights (.safetensors; required)\n"
+    "  --epochs N         passes over TRAIN (default 5)\n"
+    "  --time-limit S     stop after the batch that passes S seconds of training\n"
+    "  --optimizer O      adam (default), sgd or adagrad\n"
+    "  --lr X             learning rate (default: adam 0.002, sgd 0.1, adagrad 0.05)\n"
+    "  --clip X           gradient norm clipping (default 5; 0: none)\n"
+    "  --batch N          sentences per update (default 32)\n"
+    "  --hidden H         hidden size (default 128)\n"
+    "  --embed E          embedding size (default 128)\n"
+    "  --min-count N      words seen fewer times are <unk> (default 2)\n"
+    "  --threads T        threads (default: all CPUs)\n"
+    "  --seed S           initialization and shuffling (default 0)\n"
+    "  --keep-best        checkpoint only an epoch whose dev accuracy beats the epochs\n"
+    "                     before (early stopping; needs --dev)\n"
+    "  --resume W         start from these weights (hidden and embedding sizes from\n"
+    "                     them; the vocabulary must be the one TRAIN gives)\n"
+    "  -h, --help         this text\n"
+    "\n"
+    "Same seed, data, options and thread count: a bit-identical weights file.\n"
+    "A resumed run starts a fresh optimizer (Adam's moments are not saved).\n";
+
+typedef struct train_opts {
+  const char *data, *dev, *out, *resume;
+  long long epochs, batch, threads, hidden, embed, min_count;
+  double lr, clip, time_limit;
+  sheaf_optim_kind optim;
+  uint64_t seed;
+  bool hidden_given, embed_given, keep_best;
+} train_opts;
+
+static bool parse_real(const char *flag, const char *v, double lo, double hi, double *out) {
+  char *end;
+  errno = 0;
+  double x = strtod(v, &end);
+  if (!*v || *end || errno || !(x >= lo && x <= hi)) {
+    cli_error("%s: expected a number in %g..%g, got '%s'", flag, lo, hi, v);
+    return false;
+  }
+  *out = x;
+  return true;
+}
+
+static int parse_args(int argc, char **argv, train_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->epochs = 5;
+  o->batch = 32;
+  o->hidden = 128;
+  o->embed = 128;
+  o->min_count = 2;
+  o->clip = 5;
+  o->lr = -1;
+  o->optim = SHEAF_OPTIM_ADAM;
+  const char *model = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = NULL;
+    int r;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      fputs(usage_train, stdout);
+      return -1;
+    }
+#define FLAG(name) ((r = cli_flag_value(argc, argv, &i, name, &v)) != 0)
+#define INT(name, lo, hi, dst) \
+  if (r < 0 || !cli_parse_int(name, v, lo, hi, dst)) return CLI_USAGE
+    if (FLAG("--data")) {
+      if (r < 0) return CLI_USAGE;
+      o->data = v;
+    } else if (FLAG("--dev")) {
+      if (r < 0) return CLI_USAGE;
+      o->dev = v;
+    } else if (FLAG("--out")) {
+      if (r < 0) return CLI_USAGE;
+      o->out = v;
+    } else if (FLAG("--resume")) {
+      if (r < 0) return CLI_USAGE;
+      o->resume = v;
+    } else if (FLAG("--epochs")) {
+      INT("--epochs", 1, 1000000, &o->epochs);
+    } else if (FLAG("--batch")) {
+      INT("--batch", 1, 1000000, &o->batch);
+    } else if (FLAG("--threads")) {
+      INT("--threads", 1, 1024, &o->threads);
+    } else if (FLAG("--hidden")) {
+      INT("--hidden", 1, 65536, &o->hidden);
+      o->hidden_given = true;
+    } else if (FLAG("--embed")) {
+      INT("--embed", 1, 65536, &o->embed);
+      o->embed_given = true;
+    } else if (FLAG("--min-count")) {
+      INT("--min-count", 1, INT32_MAX, &o->min_count);
+    } else if (FLAG("--seed")) {
+      long long s;
+      INT("--seed", 0, LLONG_MAX, &s);
+      o->seed = (uint64_t)s;
+    } else if (FLAG("--lr")) {
+      if (r < 0 || !parse_real("--lr", v, 1e-12, 1e6, &o->lr)) return CLI_USAGE;
+    } else if (FLAG("--clip")) {
+      if (r < 0 || !parse_real("--clip", v, 0, 1e30, &o->clip)) return CLI_USAGE;
+    } else if (FLAG("--time-limit")) {
+      if (r < 0 || !parse_real("--time-limit", v, 1e-9, 1e9, &o->time_limit)) return CLI_USAGE;
+    } else if (!strcmp(a, "--keep-best")) {
+      o->keep_best = true;
+    } else if (FLAG("--optimizer")) {
+      if (r < 0) return CLI_USAGE;
+      if (!strcmp(v, "adam")) o->optim = SHEAF_OPTIM_ADAM;
+      else if (!strcmp(v, "sgd")) o->optim = SHEAF_OPTIM_SGD;
+      else if (!strcmp(v, "adagrad")) o->optim = SHEAF_OPTIM_ADAGRAD;
+      else {
+        cli_error("--optimizer: unknown optimizer '%s' (expected adam, sgd or adagrad)", v);
+        return CLI_USAGE;
+      }
+    } else if (a[0] == '-' && a[1] != '\0') {
+      cli_error("train: unknown option '%s' (see 'sheaf train --help')", a);
+      return CLI_USAGE;
+    } else if (!model) {
+      model = a;
+    } else {
+      cli_error("train: unexpected argument '%s' (the model is '%s')", a, model);
+      return CLI_USAGE;
+    }
+#undef INT
+#undef FLAG
+  }
+  if (!model) {
+    cli_error("train: missing MODEL (bilstm; see 'sheaf train --help')");
+    return CLI_USAGE;
+  }
+  if (strcmp(model, "bilstm")) {
+    cli_error("train: unknown model '%s' (sheaf train knows bilstm)", model);
+    return CLI_USAGE;
+  }
+  if (!o->data) {
+    cli_error("train: missing --data FILE (e.g. --data data/ud_english_ewt/en_ewt-ud-train.min.conllu)");
+    return CLI_USAGE;
+  }
+  if (!o->out) {
+    cli_error("train: missing --out FILE (the weights, .safetensors)");
+    return CLI_USAGE;
+  }
+  if (o->keep_best && !o->dev) {
+    cli_error("--keep-best: needs --dev FILE (the accuracy that picks the epoch)");
+    return CLI_USAGE;
+  }
+  if (!strcmp(o->out, "-")) {
+    cli_error("--out: the weights are rewritten after every epoch: a file is needed, not '-'");
+    return CLI_USAGE;
+  }
+  if (o->lr < 0)
+    o->lr = o->optim == SHEAF_OPTIM_ADAM ? 0.002 : o->optim == SHEAF_OPTIM_SGD ? 0.1 : 0.05;
+  return CLI_OK;
+}
+
+/* ------------------------------------------------------------ the data */
+
+/* OUT's vocabulary file: OUT less ".safetensors", plus ".vocab". */
+static char *vocab_path(const char *out) {
+  size_t n = strlen(out), k = strlen(".safetensors");
+  if (n > k && !strcmp(out + n - k, ".safetensors")) n -= k;
+  char *p = malloc(n + 7);
+  if (p) {
+    memcpy(p, out, n);
+    strcpy(p + n, ".vocab");
+  }
+  return p;
+}
+
+/* The words of d seen at least min_count times, in order of first
+ * appearance; words a vocabulary file cannot hold (a space or TAB, the
+ * literal "<unk>") are left to <unk>. */
+static sheaf_status train_vocab(const sh_dataset *d, long long min_count, sh_vocab *v) {
+  int32_t nw = sh_vocab_size(&d->words);
+  int64_t *count = calloc((size_t)nw + 1, sizeof *count);
+  if (!count) return SHEAF_ERR_NOMEM;
+  for (int32_t i = 0; i < d->n_tokens; i++)
+    if (d->sent_words[i] >= 0 && d->sent_words[i] < nw) count[d->sent_words[i]]++;
+  sheaf_status st = SHEAF_OK;
+  for (int32_t w = 0; w < nw && st == SHEAF_OK; w++) {
+    const char *s = sh_vocab_str(&d->words, w);
+    if (count[w] < min_count || strpbrk(s, " \t\r\n") || !strcmp(s, "<unk>")) continue;
+    int32_t id;
+    st = sh_vocab_intern(v, s, sh_vocab_len(&d->words, w), &id);
+  }
+  free(count);
+  return st;
+}
+
+/* Loads a CoNLL-U file of tagged sentences; CLI_OK or CLI_FAIL (printed). */
+static int load_sents(sheaf_ctx *ctx, const char *flag, const char *path, sh_dataset *d) {
+  if (sh_dataset_load(ctx, path, SH_DATASET_SENTS, d) != SHEAF_OK) {
+    cli_error("%s", sheaf_ctx_last_error(ctx));
+    return CLI_FAIL;
+  }
+  int64_t tagged = 0;
+  for (int32_t i = 0; i < d->n_tokens; i++) tagged += d->sent_tags[i] >= 0;
+  if (tagged == 0) {
+    cli_error("%s %s: no word has a UPOS tag (a .conllu file with the UPOS column is needed)",
+              flag, path);
+    sh_dataset_free(d);
+    return CLI_FAIL;
+  }
+  return CLI_OK;
+}
+
+/* ------------------------------------------------------------ the loop */
+
+static uint64_t splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+typedef struct trainer {
+  sheaf_ctx *ctx;
+  sh_dataset train, dev;
+  bool have_dev;
+  sh_vocab vocab;
+  sh_net net;
+  sheaf_graph *g;
+  sheaf_optimizer *opt;
+  sheaf_expr *outs, *loss; /* a batch's tokens */
+  int32_t *tok_tag;
+  int64_t cap;
+  int64_t epochs_before, steps_before; /* of a resumed checkpoint */
+} trainer;
+
+static int fail_ctx(sheaf_ctx *ctx) {
+  cli_error("%s", sheaf_ctx_last_error(ctx));
+  return CLI_FAIL;
+}
+
+/* Token accuracy of the net on d (tagged tokens only). */
+static int accuracy(trainer *t, const sh_dataset *d, int32_t batch, double *acc) {
+  sh_net dn = t->net;
+  dn.data = d;
+  int32_t n = sh_dataset_count(d);
+  sh_net_outputs out = {0};
+  if (sh_net_outputs_init(&out, &dn, 0, n) != SHEAF_OK ||
+      sh_net_run(&dn, t->g, 0, n, batch, &out) != SHEAF_OK) {
+    sh_net_outputs_free(&out);
+    return fail_ctx(t->ctx);
+  }
+  int64_t right = 0, all = 0;
+  for (int32_t s = 0; s < n; s++)
+    for (int32_t w = 0; w < sh_dataset_size(d, s); w++) {
+      int32_t tag = d->sent_tags[d->sent_off[s] + w];
+      if (tag < 0) continue;
+      const float *row = sh_net_outputs_row(&out, s, w);
+      int best = 0;
+      for (int k = 1; k < SH_BILSTM_TAGS; k++)
+        if (row[k] > row[best]) best = k;
+      right += best == tag;
+      all++;
+    }
+  sh_net_outputs_free(&out);
+  *acc = all ? (double)right / (double)all : 0.0;
+  return CLI_OK;
+}
+
+/* One update on the sentences order[0..n): *loss_sum and *tokens add the
+ * batch's summed NLL and its tagged tokens. */
+static int train_batch(trainer *t, const int32_t *order, int32_t n, double *loss_sum,
+                       int64_t *tokens) {
+  const sh_dataset *d = &t->train;
+  int64_t words = 0;
+  for (int32_t i = 0; i < n; i++) words += sh_dataset_size(d, order[i]);
+  if (words > t->cap) {
+    free(t->outs);
+    free(t->loss);
+    free(t->tok_tag);
+    t->outs = malloc((size_t)words * sizeof *t->outs);
+    t->loss = malloc((size_t)words * sizeof *t->loss);
+    t->tok_tag = malloc((size_t)words * sizeof *t->tok_tag);
+    t->cap = words;
+    if (!t->outs || !t->loss || !t->tok_tag) {
+      t->cap = 0;
+      cli_error("train: out of memory for a batch of %lld words", (long long)words);
+      return CLI_FAIL;
+    }
+  }
+  sheaf_graph_reset(t->g);
+  int64_t k = 0, w0 = 0;
+  for (int32_t i = 0; i < n; i++) {
+    int32_t s = order[i], len = sh_dataset_size(d, s), off = d->sent_off[s];
+    if (sh_bilstm_build(t->g, &t->net.bl, d->sent_words + off, len, t->outs + w0) != SHEAF_OK)
+      return fail_ctx(t->ctx);
+    for (int32_t w = 0; w < len; w++) {
+      int32_t tag = d->sent_tags[off + w];
+      if (tag < 0) continue;
+      t->loss[k] = sheaf_nll_logp(t->g, t->outs[w0 + w], tag);
+      k++;
+    }
+    w0 += len;
+  }
+  if (k == 0) return CLI_OK;
+  sheaf_backward_opts bo = {1.0f / (float)k, 0, NULL, NULL};
+  if (sheaf_model_zero_grad(t->net.model) != SHEAF_OK ||
+      sheaf_backward(t->g, (int)k, t->loss, &bo) != SHEAF_OK ||
+      sheaf_optimizer_step(t->opt, NULL) != SHEAF_OK)
+    return fail_ctx(t->ctx);
+  double sum = 0;
+  for (int64_t j = 0; j < k; j++) {
+    sheaf_value_view v;
+    if (sheaf_value(t->g, t->loss[j], &v) != SHEAF_OK) return fail_ctx(t->ctx);
+    sum += v.data[0];
+  }
+  *loss_sum += sum;
+  *tokens += k;
+  return CLI_OK;
+}
+
+/* Writes the weights and the vocabulary, each to a temporary file renamed
+ * over its target only when both were written. */
+static int checkpoint(trainer *t, const train_opts *o, const char *vpath, int64_t epochs,
+                      int64_t steps) {
+  cli_outs files = {0};
+  sh_out *wf = cli_out_open(&files, t->ctx, o->out, SH_OUT_STAGE);
+  sh_out *vf = wf ? cli_out_open(&files, t->ctx, vpath, 0) : NULL;
+  if (!wf || !vf) {
+    cli_outs_abort(&files);
+    return CLI_FAIL;
+  }
+  /* the vocabulary, one word per line: in the .vocab file and in the
+   * weights' metadata (sheaf.words, which 'sheaf run' reads) */
+  size_t len = 1;
+  for (int32_t w = 0; w < sh_vocab_size(&t->vocab); w++) len += sh_vocab_len(&t->vocab, w) + 1;
+  char *words = malloc(len), *p = words;
+  if (!words) {
+    cli_outs_abort(&files);
+    cli_error("train: out of memory");
+    return CLI_FAIL;
+  }
+  for (int32_t w = 0; w < sh_vocab_size(&t->vocab); w++) {
+    memcpy(p, sh_vocab_str(&t->vocab, w), sh_vocab_len(&t->vocab, w));
+    p += sh_vocab_len(&t->vocab, w);
+    *p++ = '\n';
+  }
+  *p = '\0';
+  fputs(words, vf->f);
+  char ep[32], st[32], desc[160];
+  snprintf(ep, sizeof ep, "%lld", (long long)epochs);
+  snprintf(st, sizeof st, "%lld", (long long)steps);
+  snprintf(desc, sizeof desc, "bilstm hidden %lld embed %lld vocab %d (min-count %lld)",
+           (long long)t->net.hidden, (long long)t->net.embed, (int)sh_vocab_size(&t->vocab),
+           o->min_count);
+  const char *meta[] = {"sheaf.train.epochs", ep, "sheaf.train.steps", st,
+                        "sheaf.train.model", desc, "sheaf.words", words};
+  sheaf_status sst = sheaf_model_save_meta(t->net.model, wf->tmp, 4, meta);
+  free(words);
+  if (sst != SHEAF_OK) {
+    int rc = fail_ctx(t->ctx);
+    cli_outs_abort(&files);
+    return rc;
+  }
+  return cli_outs_commit(&files);
+}
+
+/* --resume: the sizes of the weights (emb [V, E], W_fwd [E + H, 4H]) and
+ * the epochs and updates they were trained for (so that the shuffles go on
+ * where they stopped: with a stateless optimizer, plain SGD, N epochs and
+ * then M resumed give the weights of N + M in one run). */
+static int resume_shape(trainer *t, train_opts *o, sheaf_st_file **wf) {
+  if (sheaf_st_open(t->ctx, o->resume, wf) != SHEAF_OK) {
+    cli_error("--resume: %s", sheaf_ctx_last_error(t->ctx));
+    return CLI_FAIL;
+  }
+  long e = sheaf_st_find(*wf, "emb"), w = sheaf_st_find(*wf, "W_fwd");
+  if (e < 0 || w < 0 || sheaf_st_rank(*wf, (size_t)e) != 2 || sheaf_st_rank(*wf, (size_t)w) != 2) {
+    cli_error("--resume %s: not BiLSTM tagger weights (needs 2-D tensors 'emb' and 'W_fwd')",
+              o->resume);
+    return CLI_FAIL;
+  }
+  int64_t E = sheaf_st_shape(*wf, (size_t)e)[1], H4 = sheaf_st_shape(*wf, (size_t)w)[1];
+  int64_t H = H4 / 4;
+  if ((o->hidden_given && o->hidden != H) || (o->embed_given && o->embed != E)) {
+    cli_error("--resume %s: its sizes are --hidden %lld --embed %lld (leave --hidden and --embed out "
+              "to take them)", o->resume, (long long)H, (long long)E);
+    return CLI_USAGE;
+  }
+  o->hidden = H;
+  o->embed = E;
+  for (size_t i = 0; i < sheaf_st_metadata_count(*wf); i++)
+    if (!strcmp(sheaf_st_metadata_key(*wf, i), "sheaf.train.epochs"))
+      t->epochs_before = strtoll(sheaf_st_metadata_value(*wf, i), NULL, 10);
+    else if (!strcmp(sheaf_st_metadata_key(*wf, i), "sheaf.train.steps"))
+      t->steps_before = strtoll(sheaf_st_metadata_value(*wf, i), NULL, 10);
+  return CLI_OK;
+}
+
+static int setup(trainer *t, train_opts *o) {
+  int rc;
+  sh_vocab_init(&t->vocab, t->ctx);
+  if ((rc = load_sents(t->ctx, "--data", o->data, &t->train)) != CLI_OK) return rc;
+  if (o->dev) {
+    if ((rc = load_sents(t->ctx, "--dev", o->dev, &t->dev)) != CLI_OK) return rc;
+    t->have_dev = true;
+  }
+  if (train_vocab(&t->train, o->min_count, &t->vocab) != SHEAF_OK) return fail_ctx(t->ctx);
+  int64_t n_words = 0, unk = 0, dev_words = 0, dev_unk = 0;
+  if (sh_dataset_renumber(&t->train, &t->vocab, &n_words, &unk) != SHEAF_OK ||
+      (t->have_dev && sh_dataset_renumber(&t->dev, &t->vocab, &dev_words, &dev_unk) != SHEAF_OK))
+    return fail_ctx(t->ctx);
+  sheaf_st_file *wf = NULL;
+  if (o->resume && (rc = resume_shape(t, o, &wf)) != CLI_OK) {
+    sheaf_st_close(wf);
+    return rc;
+  }
+  if (sh_net_create(t->ctx, SH_NET_BILSTM, &t->train, o->hidden, o->embed, &t->net) != SHEAF_OK) {
+    sheaf_st_close(wf);
+    return fail_ctx(t->ctx);
+  }
+  sheaf_status st = wf ? sheaf_model_load_st(t->net.model, wf) : sh_net_seed(&t->net, o->seed);
+  sheaf_st_close(wf);
+  if (st != SHEAF_OK) {
+    if (wf) cli_error("--resume %s: %s", o->resume, sheaf_ctx_last_error(t->ctx));
+    else fail_ctx(t->ctx);
+    return CLI_FAIL;
+  }
+  sheaf_graph_opts go = {SHEAF_POLICY_SHEAF, (int)o->threads, NULL};
+  sheaf_optimizer_opts oo = {o->optim, (float)o->lr, 0, 0, 0, 0, 0, (float)o->clip};
+  if (sheaf_graph_create(t->net.model, &go, &t->g) != SHEAF_OK ||
+      sheaf_optimizer_create(t->net.model, &oo, &t->opt) != SHEAF_OK)
+    return fail_ctx(t->ctx);
+  printf("train bilstm: %d sentences, %lld words from %s (%d words in the vocabulary, "
+         "%.1f%% of the tokens <unk>)\n",
+         (int)sh_dataset_count(&t->train), (long long)n_words, o->data,
+         (int)sh_vocab_size(&t->vocab), n_words ? 100.0 * (double)unk / (double)n_words : 0.0);
+  if (t->have_dev)
+    printf("  dev: %d sentences, %lld words from %s (%.1f%% <unk>)\n",
+           (int)sh_dataset_count(&t->dev), (long long)dev_words, o->dev,
+           dev_words ? 100.0 * (double)dev_unk / (double)dev_words : 0.0);
+  printf("  hidden %lld, embed %lld, %s lr %g, clip %g, batch %lld, %d threads, seed %llu%s%s\n",
+         o->hidden, o->embed,
+         o->optim == SHEAF_OPTIM_ADAM ? "adam" : o->optim == SHEAF_OPTIM_SGD ? "sgd" : "adagrad",
+         o->lr, o->clip, o->batch, sheaf_ctx_threads(t->ctx), (unsigned long long)o->seed,
+         o->resume ? ", resumed from " : "", o->resume ? o->resume : "");
+  fflush(stdout);
+  return CLI_OK;
+}
+
+static void trainer_free(trainer *t) {
+  free(t->outs);
+  free(t->loss);
+  free(t->tok_tag);
+  sheaf_optimizer_free(t->opt);
+  sheaf_graph_free(t->g);
+  sh_net_free(&t->net);
+  sh_vocab_free(&t->vocab);
+  sh_dataset_free(&t->dev);
+  sh_dataset_free(&t->train);
+  sheaf_ctx_free(t->ctx);
+}
+
+/* The progress line on stderr: on a terminal rewritten in place (the
+ * caller calls at most every 0.2 s); otherwise a plain line at each tenth
+ * of an epoch of at least 500 sentences (*shown: tenths printed so far). */
+static void progress(bool tty, int *shown, int64_t epoch, int32_t done, int32_t n, double loss,
+                     double secs, double epoch_secs) {
+  double rate = epoch_secs > 0 ? done / epoch_secs : 0;
+  double eta = rate > 0 ? (n - done) / rate : 0;
+  if (tty) {
+    fprintf(stderr, "\r  epoch %lld: %d/%d sentences, %.0f sentences/s, loss %.4f, epoch ETA %.0f s, %.0f s in  ",
+            (long long)epoch, (int)done, (int)n, rate, loss, eta, secs);
+  } else {
+    int tenth = (int)((int64_t)done * 10 / n);
+    if (n < 500 || tenth <= *shown || done == n) return;
+    *shown = tenth;
+    fprintf(stderr, "  epoch %lld: %d/%d sentences, %.0f sentences/s, loss %.4f, epoch ETA %.0f s\n",
+            (long long)epoch, (int)done, (int)n, rate, loss, eta);
+  }
+  fflush(stderr);
+}
+
+int cli_train(int argc, char **argv) {
+  train_opts o;
+  int rc = parse_args(argc, argv, &o);
+  if (rc) return rc < 0 ? CLI_OK : rc;
+  char *vpath = vocab_path(o.out);
+  if (!vpath) return CLI_FAIL;
+  {
+    const cli_path ins[] = {{"--data", o.data}, {"--dev", o.dev}, {"--resume", o.resume}};
+    const cli_path outs[] = {{"--out", o.out}, {"--out's vocabulary", vpath}};
+    if (!strcmp(o.data, "-") || (o.dev && !strcmp(o.dev, "-")) ||
+        (o.resume && !strcmp(o.resume, "-"))) {
+      cli_error("train: inputs are read more than once: standard input ('-') cannot be one");
+      free(vpath);
+      return CLI_USAGE;
+    }
+    if ((rc = cli_check_paths(ins, 3, outs, 2)) != CLI_OK) {
+      free(vpath);
+      return rc;
+    }
+  }
+  trainer t;
+  memset(&t, 0, sizeof t);
+  t.ctx = cli_ctx((int)o.threads);
+  if (!t.ctx) {
+    free(vpath);
+    return CLI_FAIL;
+  }
+  {
+    /* the outputs can be created (else the error now, not after an epoch) */
+    cli_outs probe = {0};
+    bool ok = cli_out_open(&probe, t.ctx, o.out, SH_OUT_STAGE) && cli_out_open(&probe, t.ctx, vpath, 0);
+    cli_outs_abort(&probe);
+    if (!ok) {
+      rc = CLI_FAIL;
+      goto done;
+    }
+  }
+  if ((rc = setup(&t, &o)) != CLI_OK) goto done;
+  int32_t n = sh_dataset_count(&t.train);
+  int32_t *order = malloc(((size_t)n + 1) * sizeof *order);
+  if (!order) {
+    rc = CLI_FAIL;
+    cli_error("train: out of memory");
+    goto done;
+  }
+  bool tty = isatty(STDERR_FILENO);
+  uint64_t t0 = sheaf_time_ns();
+  double last_shown = -1, best_dev = -1;
+  bool stop = false;
+  for (int64_t ep = 0; ep < o.epochs && !stop && rc == CLI_OK; ep++) {
+    int64_t epoch = t.epochs_before + ep + 1;
+    uint64_t rng = o.seed * 0x9e3779b97f4a7c15ull + (uint64_t)epoch;
+    for (int32_t i = 0; i < n; i++) order[i] = i;
+    for (int32_t i = n - 1; i > 0; i--) {
+      int32_t j = (int32_t)(splitmix(&rng) % (uint64_t)(i + 1)), x = order[i];
+      order[i] = order[j];
+      order[j] = x;
+    }
+    double loss = 0;
+    int64_t tokens = 0;
+    int32_t done = 0;
+    int shown = 0;
+    uint64_t te = sheaf_time_ns();
+    while (done < n && rc == CLI_OK) {
+      int32_t b = n - done < o.batch ? n - done : (int32_t)o.batch;
+      rc = train_batch(&t, order + done, b, &loss, &tokens);
+      done += b;
+      double secs = (double)(sheaf_time_ns() - t0) * 1e-9;
+      if (!tty || secs - last_shown >= 0.2 || done == n) {
+        progress(tty, &shown, epoch, done, n, tokens ? loss / (double)tokens : 0, secs,
+                 (double)(sheaf_time_ns() - te) * 1e-9);
+        last_shown = secs;
+      }
+      if (o.time_limit > 0 && secs >= o.time_limit) stop = true;
+      if (stop) break;
+    }
+    if (rc != CLI_OK) break;
+    if (tty) fputs("\n", stderr);
+    double esecs = (double)(sheaf_time_ns() - te) * 1e-9;
+    printf("epoch %lld: loss %.4f over %d sentences (%lld tokens), %.1f s, %.1f sentences/s",
+           (long long)epoch, tokens ? loss / (double)tokens : 0.0, (int)done, (long long)tokens,
+           esecs, done / esecs);
+    bool save = true;
+    if (t.have_dev) {
+      double acc;
+      if ((rc = accuracy(&t, &t.dev, (int32_t)o.batch * 4, &acc)) != CLI_OK) break;
+      printf(", dev accuracy %.2f%%", 100 * acc);
+      if (o.keep_best) {
+        save = acc > best_dev;
+        if (!save) printf(" (not saved: the best is %.2f%%)", 100 * best_dev);
+        else best_dev = acc;
+      }
+    }
+    printf("%s\n", stop && done < n ? " (time limit: epoch cut short)" : stop ? " (time limit)" : "");
+    fflush(stdout);
+    if (save) rc = checkpoint(&t, &o, vpath, done == n ? epoch : epoch - 1,
+                    t.steps_before + sheaf_optimizer_steps(t.opt));
+  }
+  free(order);
+  if (rc == CLI_OK)
+    printf("weights: %s (vocabulary: %s), %lld updates in %.1f s\n", o.out, vpath,
+           (long long)sheaf_optimizer_steps(t.opt), (double)(sheaf_time_ns() - t0) * 1e-9);
+done:
+  trainer_free(&t);
+  free(vpath);
+  return rc;
+}
