@@ -4,6 +4,7 @@
  * step's action scores, and the tree check.
  */
 #include "models/parser.h"
+#include "models/perturb.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -33,32 +34,13 @@ sheaf_status sh_parser_declare(sheaf_model *m, int64_t H, int64_t V, sh_parser *
   return SHEAF_OK;
 }
 
-static float uniform_pm(uint64_t *s) { /* splitmix64 -> [-1, 1) */
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  return (float)((double)(z >> 40) / (double)(1ull << 23) - 1.0);
-}
-
-/* q = q * scale + noise * U[-1, 1). */
-static sheaf_status perturb(sheaf_model *m, sheaf_param q, float scale, float noise, uint64_t *s) {
-  int rank;
-  const int64_t *shape;
-  float *v = sheaf_model_param_data(m, q, &rank, &shape);
-  if (!v) return SHEAF_ERR_INVALID_ARG;
-  int64_t n = rank == 2 ? shape[0] * shape[1] : shape[0];
-  for (int64_t k = 0; k < n; k++) v[k] = v[k] * scale + noise * uniform_pm(s);
-  return sheaf_model_param_update(m, q);
-}
-
 sheaf_status sh_parser_seed(sheaf_model *m, const sh_parser *p, uint64_t seed) {
   sheaf_status st = sheaf_model_seed(m, seed);
   uint64_t s = seed ^ 0xa5c1d0ull;
-  if (!st) st = perturb(m, p->emb, 50.0f, 0.0f, &s); /* std 1 */
-  if (!st) st = perturb(m, p->b_h, 1.0f, 0.1f, &s);
-  if (!st) st = perturb(m, p->b_a, 1.0f, 0.5f, &s);
-  if (!st) st = perturb(m, p->b_c, 1.0f, 0.1f, &s);
+  if (!st) st = sh_perturb(m, p->emb, 50.0f, 0.0f, &s); /* std 1 */
+  if (!st) st = sh_perturb(m, p->b_h, 1.0f, 0.1f, &s);
+  if (!st) st = sh_perturb(m, p->b_a, 1.0f, 0.5f, &s);
+  if (!st) st = sh_perturb(m, p->b_c, 1.0f, 0.1f, &s);
   return st;
 }
 
