@@ -84,12 +84,12 @@ uint32_t sh_node_new(sheaf_graph *g, int op, const uint32_t *ins, int n_in) {
       return SH_NONE; /* an earlier flush fused activations into this value */
   }
   uint32_t id = g->store.n_nodes++;
-  uint32_t *dst = g->store.ins + g->store.n_ins;
+  uint32_t first_in = g->store.n_ins; /* (an index: ins is NULL until a node has inputs) */
   bool reads_raw = op != SH_OP_ALIAS; /* a fused activation reads through its epilogue */
   for (int i = 0; i < n_in; i++) {
     uint32_t xi = ins[i];
     sh_node *x = &g->store.nodes[xi];
-    dst[i] = xi;
+    g->store.ins[first_in + i] = xi;
     /* depth counts within a phase and within the pending nodes: an earlier
      * phase's value is ready when this one starts, an earlier flush's now
      * (so instances whose histories differ still meet at the same depths) */
@@ -110,7 +110,7 @@ uint32_t sh_node_new(sheaf_graph *g, int op, const uint32_t *ins, int n_in) {
                                  .rank = 1,
                                  .n_in = (uint16_t)n_in,
                                  .phase = (uint16_t)phase,
-                                 .in = g->store.n_ins,
+                                 .in = first_in,
                                  .depth = depth + sh_op_is_kernel(op),
                                  .rows = 1};
   g->store.n_ins += (uint32_t)n_in;
