@@ -151,6 +151,9 @@ const char *th_tmp_path(const char *name);
  * A test that checks what the compiler did (stats.compiles, cache files)
  * keeps a th_tmp_path directory of its own. */
 const char *th_cache_dir(const char *name);
+/* Entries of directory `dir` whose names end in `suffix` ("": all, . and
+ * .. included); 0 when it cannot be opened. */
+size_t th_count_suffix(const char *dir, const char *suffix);
 /* Writes `size` bytes to a temporary file; returns its path. */
 const char *th_write_tmp(const char *name, const void *data, size_t size);
 /* The built sheaf executable (from SHEAF_BIN), or NULL. */

@@ -11,11 +11,13 @@
  * before the summary, each with its wall time and the CPU time (user+sys) of
  * its child and everything the child ran (compilers, the CLI), and the total.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -218,6 +220,19 @@ sheaf_param th_param(sheaf_ctx *ctx, sheaf_model *m, const char *name, int rank,
 }
 
 /* ---- temporary files and subprocesses ---- */
+
+size_t th_count_suffix(const char *dir, const char *suffix) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  size_t n = 0, ns = strlen(suffix);
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t len = strlen(e->d_name);
+    if (len >= ns && !strcmp(e->d_name + len - ns, suffix)) n++;
+  }
+  closedir(d);
+  return n;
+}
 
 const char *th_tmp_path(const char *name) {
   if (!g_tmpdir[0]) {

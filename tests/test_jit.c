@@ -98,19 +98,6 @@ static bool file_exists(const char *p) {
   return stat(p, &st) == 0;
 }
 
-static size_t count_suffix(const char *dir, const char *suffix) {
-  DIR *d = opendir(dir);
-  if (!d) return 0;
-  size_t n = 0, ns = strlen(suffix);
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    size_t len = strlen(e->d_name);
-    if (len >= ns && !strcmp(e->d_name + len - ns, suffix)) n++;
-  }
-  closedir(d);
-  return n;
-}
-
 /* dup_path's copies live until 8 more are made. */
 
 /* Builds req's entry in a child process (its own context and sh_jit), so
@@ -347,7 +334,7 @@ TEST(jit_key_covers_flags_isa_headers_compiler_source) {
   }
   CHECK_EQ_INT(compiles_in(log), 5);
   CHECK_EQ_INT(compiles_in(log2), 1);
-  CHECK_EQ_SIZE(count_suffix(dup_path(th_tmp_path("cache/v1")), ".meta"), 6);
+  CHECK_EQ_SIZE(th_count_suffix(dup_path(th_tmp_path("cache/v1")), ".meta"), 6);
   sh_jit_free(jit);
   sh_jit_free(jit2);
 
@@ -355,7 +342,7 @@ TEST(jit_key_covers_flags_isa_headers_compiler_source) {
    * compile that needs it (the include folder is content-addressed) */
   char inc[SH_JIT_PATH];
   snprintf(inc, sizeof inc, "%s/v1/inc", dir);
-  CHECK_EQ_SIZE(count_suffix(inc, "") - 2, 2); /* two header sets (and . and ..) */
+  CHECK_EQ_SIZE(th_count_suffix(inc, "") - 2, 2); /* two header sets (and . and ..) */
   DIR *d = opendir(inc);
   REQUIRE(d != NULL);
   struct dirent *e;
@@ -602,8 +589,8 @@ TEST(jit_compile_error_names_file_line_and_keeps_source) {
   /* nothing published */
   char v1[SH_JIT_PATH];
   snprintf(v1, sizeof v1, "%s/v1", dir);
-  CHECK_EQ_SIZE(count_suffix(v1, ".meta"), 0);
-  CHECK_EQ_SIZE(count_suffix(v1, ".so"), 0);
+  CHECK_EQ_SIZE(th_count_suffix(v1, ".meta"), 0);
+  CHECK_EQ_SIZE(th_count_suffix(v1, ".so"), 0);
   sh_jit_stats s;
   sh_jit_get_stats(jit, &s);
   CHECK_EQ_INT(s.compiles, 1);
@@ -844,9 +831,9 @@ TEST(jit_two_processes_miss_the_same_key_at_once) {
   CHECK_EQ_INT(compiles_in(log), 1);
   char v1[SH_JIT_PATH];
   snprintf(v1, sizeof v1, "%s/v1", dir);
-  CHECK_EQ_SIZE(count_suffix(v1, ".meta"), 1);
-  CHECK_EQ_SIZE(count_suffix(v1, ".so"), 1);
-  CHECK_EQ_SIZE(count_suffix(v1, ".tmp"), 0);
+  CHECK_EQ_SIZE(th_count_suffix(v1, ".meta"), 1);
+  CHECK_EQ_SIZE(th_count_suffix(v1, ".so"), 1);
+  CHECK_EQ_SIZE(th_count_suffix(v1, ".tmp"), 0);
   sheaf_ctx *ctx = th_ctx();
   sh_jit *jit = new_jit(ctx, dir, cc);
   REQUIRE(jit != NULL);
@@ -1010,7 +997,7 @@ TEST(jit_lazy_request_generates_c_on_a_miss_only) {
   CHECK_EQ_INT(compiles_in(log), compiles + 1);
   char vdir[SH_JIT_PATH];
   snprintf(vdir, sizeof vdir, "%s/v1", dir);
-  CHECK_EQ_SIZE(count_suffix(vdir, ".meta"), 1); /* the lazy add only: neither the plain spec nor the refused one */
+  CHECK_EQ_SIZE(th_count_suffix(vdir, ".meta"), 1); /* the lazy add only: neither the plain spec nor the refused one */
   sh_jit_free(jit);
   sheaf_ctx_clear_error(ctx);
 

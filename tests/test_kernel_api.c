@@ -70,19 +70,6 @@ static double run_ffn(sheaf_ctx *ctx, sheaf_kernel *k) {
   return worst;
 }
 
-static size_t count_suffix(const char *dir, const char *suffix) {
-  DIR *d = opendir(dir);
-  if (!d) return 0;
-  size_t n = 0, ns = strlen(suffix);
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    size_t len = strlen(e->d_name);
-    if (len >= ns && !strcmp(e->d_name + len - ns, suffix)) n++;
-  }
-  closedir(d);
-  return n;
-}
-
 static sheaf_kernel *compile(sheaf_ctx *ctx, const char *name, const sh_kernel_opts *o, sh_jit_stats *s) {
   sheaf_kernel *k = NULL;
   if (!CHECK_OK(ctx, sh_kernel_compile_opts(ctx, FFN, strlen(FFN), name, o, &k))) return NULL;
@@ -104,8 +91,8 @@ TEST(kernel_api_hit_skips_emission_and_compiler) {
   REQUIRE(a != NULL);
   CHECK_EQ_INT((int)s.compiles, 1);
   CHECK(run_ffn(ctx, a) < 2e-5);
-  CHECK_EQ_SIZE(count_suffix(vdir, ".spec"), 1);
-  CHECK_EQ_SIZE(count_suffix(vdir, ".c"), 1);
+  CHECK_EQ_SIZE(th_count_suffix(vdir, ".spec"), 1);
+  CHECK_EQ_SIZE(th_count_suffix(vdir, ".c"), 1);
   DIR *d = opendir(vdir);
   REQUIRE(d != NULL);
   struct dirent *e;
@@ -225,8 +212,8 @@ TEST(kernel_api_two_processes_compile_the_same_kernel_at_once) {
   CHECK_EQ_INT(compiled, 1); /* the key's lock: one compile, the other waits and hits */
   char v1[SH_JIT_PATH + 8];
   snprintf(v1, sizeof v1, "%s/v1", dir);
-  CHECK_EQ_SIZE(count_suffix(v1, ".meta"), 1);
-  CHECK_EQ_SIZE(count_suffix(v1, ".spec"), 1);
+  CHECK_EQ_SIZE(th_count_suffix(v1, ".meta"), 1);
+  CHECK_EQ_SIZE(th_count_suffix(v1, ".spec"), 1);
   sheaf_ctx *ctx = th_ctx();
   sh_jit_stats s;
   sheaf_kernel *k = compile(ctx, "ffn", &o, &s);
