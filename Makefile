@@ -219,10 +219,10 @@ bench-dynamic: $(BUILDDIR)/bench/bench_dynamic
 # build them first, and go on without them when DyNet cannot be had).
 BENCH_DYN_MODELS := $(BUILDDIR)/bench/bench_dynamic_models
 benches: $(BENCH_DYN_MODELS)
-$(BENCH_DYN_MODELS): bench/bench_dynamic_models.c bench/bench_dynamic.h $(LIB_A)
+$(BENCH_DYN_MODELS): bench/bench_dynamic_models.c bench/bench_dynamic.h $(BENCH_UTIL_OBJ) $(LIB_A)
 	@mkdir -p $(dir $@)
 	$(call say,CC,$<)
-	$(Q)$(CC) $(CFLAGS_ALL) -DBENCH_DYN_MODELS_MAIN $(LDFLAGS_ALL) -o $@ $< $(LIB_A) $(LDLIBS_ALL)
+	$(Q)$(CC) $(CFLAGS_ALL) -DBENCH_DYN_MODELS_MAIN $(LDFLAGS_ALL) -o $@ $< $(BENCH_UTIL_OBJ) $(LIB_A) $(LDLIBS_ALL)
 
 DYNET_DIR ?= build/peers/dynet
 DYNET_PEERS_DYN := $(DYNET_DIR)/bin/early_exit_dynet $(DYNET_DIR)/bin/parser_dynet

@@ -207,29 +207,6 @@ __attribute__((weak)) const bench_dyn_model *bench_dyn_extra_models(int *n) {
 
 static bool cpu_clock; /* --cpu-time: the thread's CPU clock, not the wall clock */
 
-static void spin_fn(void *arg) {
-  long n = *(long *)arg;
-  for (long i = 0; i < n; i++) sh_fiber_yield();
-}
-
-/* ns per context switch (a resume + yield round trip is two), best of 5. */
-static double switch_ns(long iters) {
-  sh_fiber_stacks pool;
-  sh_fiber_stacks_init(&pool, 0);
-  sh_fiber f;
-  double best = 1e30;
-  for (int rep = 0; rep < 5; rep++) {
-    if (!sh_fiber_init(&f, &pool, spin_fn, &iters)) break;
-    double t0 = exb_now_s(cpu_clock);
-    while (!f.done) sh_fiber_resume(&f);
-    double ns = (exb_now_s(cpu_clock) - t0) * 1e9 / (2.0 * (double)(iters + 1));
-    best = ns < best ? ns : best;
-    sh_fiber_release(&f, &pool);
-  }
-  sh_fiber_stacks_free(&pool);
-  return best;
-}
-
 typedef struct timing {
   double rate[2]; /* instances/s: batched, single */
   double batched_s;      /* seconds of the timed batched passes */
@@ -395,7 +372,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   bench_dyn_env env = {ctx, &d, N_INST < d.n_sents ? N_INST : d.n_sents, hidden, o.quick, exb_tmp_path};
-  double sw = switch_ns(o.quick ? 200000 : 1000000);
+  double sw = exb_fiber_switch_ns(o.quick ? 200000 : 1000000, 5, cpu_clock);
   int64_t words = sh_dataset_size_range(&d, 0, env.n);
   printf("Tensor-dependent control flow: %s, the first %d sentences (%lld words), hidden %lld, 1 thread\n",
          o.data, (int)env.n, (long long)words, (long long)hidden);

@@ -238,34 +238,13 @@ const bench_dyn_model *bench_dyn_extra_models(int *n) {
 #include <unistd.h>
 
 #include "base/fiber.h"
+#include "bench_util.h"
 
 static char g_tmp[256];
 static char g_path[512];
 static const char *tmp_path(const char *name) {
   snprintf(g_path, sizeof g_path, "%s/%s", g_tmp, name);
   return g_path;
-}
-
-static void spin_fn(void *arg) {
-  long n = *(long *)arg;
-  for (long i = 0; i < n; i++) sh_fiber_yield();
-}
-
-static double switch_ns(long iters) { /* as bench_fiber.c measures it */
-  sh_fiber_stacks pool;
-  sh_fiber_stacks_init(&pool, 0);
-  sh_fiber f;
-  double best = 1e30;
-  for (int rep = 0; rep < 3; rep++) {
-    if (!sh_fiber_init(&f, &pool, spin_fn, &iters)) return -1;
-    uint64_t t0 = sheaf_time_ns();
-    while (!f.done) sh_fiber_resume(&f);
-    double ns = (double)(sheaf_time_ns() - t0) / (2.0 * (double)(iters + 1));
-    best = ns < best ? ns : best;
-    sh_fiber_release(&f, &pool);
-  }
-  sh_fiber_stacks_free(&pool);
-  return best;
 }
 
 /* Passes of fn over min_s seconds: instances/s (0 on error). */
@@ -344,7 +323,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   bench_dyn_env env = {ctx, &d, n, hidden, quick, tmp_path};
-  double sw = switch_ns(quick ? 200000 : 1000000);
+  double sw = exb_fiber_switch_ns(quick ? 200000 : 1000000, 3, false);
   printf("# %d EWT sentences, hidden %lld, 1 thread; context switch %.1f ns\n", (int)n, (long long)hidden, sw);
   printf("%-11s %10s %10s %8s %10s %7s %7s %9s %8s %s\n", "model", "batched/s", "single/s", "b/s", "dynet/s",
          "b/dy", "inst/fl", "switch%", "mism b/s", "dynet mismatches");

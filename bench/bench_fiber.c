@@ -16,29 +16,8 @@
 
 #include "base/base.h"
 #include "base/fiber.h"
+#include "bench_util.h"
 #include "sheaf.h"
-
-static void spin_fn(void *arg) {
-  long n = *(long *)arg;
-  for (long i = 0; i < n; i++) sh_fiber_yield();
-}
-
-static double switch_ns(long iters) {
-  sh_fiber_stacks pool;
-  sh_fiber_stacks_init(&pool, 0);
-  sh_fiber f;
-  double best = 1e30;
-  for (int rep = 0; rep < 3; rep++) {
-    if (!sh_fiber_init(&f, &pool, spin_fn, &iters)) return -1;
-    uint64_t t0 = sheaf_time_ns();
-    while (!f.done) sh_fiber_resume(&f);
-    double ns = (double)(sheaf_time_ns() - t0) / (2.0 * (double)(iters + 1));
-    best = ns < best ? ns : best;
-    sh_fiber_release(&f, &pool);
-  }
-  sh_fiber_stacks_free(&pool);
-  return best;
-}
 
 typedef struct early {
   sheaf_param W, b;
@@ -93,7 +72,7 @@ int main(int argc, char **argv) {
     printf("bench_fiber: fibers are unsupported on this architecture\n");
     return 0;
   }
-  double sw = switch_ns(quick ? 200000 : 2000000);
+  double sw = exb_fiber_switch_ns(quick ? 200000 : 2000000, 3, false);
   printf("context switch: %.1f ns (resume + yield round trip %.1f ns)\n", sw, 2 * sw);
 
   sheaf_ctx_options co = {0};

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fiber.h"
 #include "kernels/gemm.h"
 
 /* Best instances/s over `rounds` windows of at least min_s seconds, each
@@ -109,6 +110,28 @@ double exb_now_s(bool cpu) {
   struct timespec t;
   clock_gettime(cpu ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void spin_fn(void *arg) {
+  long n = *(long *)arg;
+  for (long i = 0; i < n; i++) sh_fiber_yield();
+}
+
+double exb_fiber_switch_ns(long iters, int reps, bool cpu) {
+  sh_fiber_stacks pool;
+  sh_fiber_stacks_init(&pool, 0);
+  sh_fiber f;
+  double best = -1;
+  for (int rep = 0; rep < reps; rep++) {
+    if (!sh_fiber_init(&f, &pool, spin_fn, &iters)) break;
+    double t0 = exb_now_s(cpu);
+    while (!f.done) sh_fiber_resume(&f);
+    double ns = (exb_now_s(cpu) - t0) * 1e9 / (2.0 * (double)(iters + 1));
+    best = best < 0 || ns < best ? ns : best;
+    sh_fiber_release(&f, &pool);
+  }
+  sh_fiber_stacks_free(&pool);
+  return best;
 }
 
 float *exb_frand_xs(int64_t n, uint64_t *s) {

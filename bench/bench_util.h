@@ -222,6 +222,10 @@ bool exb_have_torch(const char *python);
 
 /* Seconds on the thread's CPU clock (cpu) or the monotonic clock. */
 double exb_now_s(bool cpu);
+/* ns per fiber context switch (a resume + yield round trip is two) over
+ * `iters` round trips, best of `reps`, on exb_now_s(cpu); -1 when no fiber
+ * could be made. */
+double exb_fiber_switch_ns(long iters, int reps, bool cpu);
 /* n uniform floats in [-1, 1) from the xorshift state *s (malloc'd, 16
  * floats of slack past n for vector tails). */
 float *exb_frand_xs(int64_t n, uint64_t *s);
