@@ -3,6 +3,7 @@
  * per-sentence builder.
  */
 #include "models/bilstm.h"
+#include "models/params.h"
 
 #include <stdlib.h>
 
@@ -11,13 +12,7 @@ sheaf_status sh_bilstm_declare(sheaf_model *m, int64_t H, int64_t E, int64_t V, 
   p->embed = E;
   p->vocab = V;
   p->words = sh_word_ids_of_rows(V);
-  const struct {
-    const char *name;
-    int rank;
-    int64_t d0, d1;
-    sheaf_init init;
-    sheaf_param *out;
-  } decl[] = {
+  const sh_model_param_decl decl[] = {
       {"emb", 2, V, E, SHEAF_INIT_NORMAL, &p->emb},
       {"W_fwd", 2, E + H, 4 * H, SHEAF_INIT_GLOROT, &p->W_fwd},
       {"b_fwd", 1, 4 * H, 0, SHEAF_INIT_ZERO, &p->b_fwd},
@@ -26,13 +21,7 @@ sheaf_status sh_bilstm_declare(sheaf_model *m, int64_t H, int64_t E, int64_t V, 
       {"W_tag", 2, 2 * H, SH_BILSTM_TAGS, SHEAF_INIT_GLOROT, &p->W_tag},
       {"b_tag", 1, SH_BILSTM_TAGS, 0, SHEAF_INIT_ZERO, &p->b_tag},
   };
-  for (size_t i = 0; i < sizeof decl / sizeof decl[0]; i++) {
-    int64_t shape[2] = {decl[i].d0, decl[i].d1};
-    sheaf_status st = sheaf_model_param(m, decl[i].name, decl[i].rank, shape, decl[i].init,
-                                        decl[i].out);
-    if (st != SHEAF_OK) return st;
-  }
-  return SHEAF_OK;
+  return sh_params_declare(m, decl, sizeof decl / sizeof decl[0]);
 }
 
 sheaf_status sh_bilstm_build(sheaf_graph *g, const sh_bilstm *p, const int32_t *words,

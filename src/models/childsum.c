@@ -3,6 +3,7 @@
  * per-tree builder (one pass over the nodes in post-order, no recursion).
  */
 #include "models/childsum.h"
+#include "models/params.h"
 
 #include "models/tree_walk.h"
 
@@ -12,13 +13,7 @@ sheaf_status sh_childsum_lstm_declare(sheaf_model *m, int64_t H, int64_t E, int6
   p->embed = E;
   p->vocab = V;
   p->words = sh_word_ids_of_rows(V);
-  const struct {
-    const char *name;
-    int rank;
-    int64_t d0, d1;
-    sheaf_init init;
-    sheaf_param *out;
-  } decl[] = {
+  const sh_model_param_decl decl[] = {
       {"emb", 2, V, E, SHEAF_INIT_NORMAL, &p->emb},
       {"W_iou", 2, E, 3 * H, SHEAF_INIT_GLOROT, &p->W_iou},
       {"U_iou", 2, H, 3 * H, SHEAF_INIT_GLOROT, &p->U_iou},
@@ -27,13 +22,7 @@ sheaf_status sh_childsum_lstm_declare(sheaf_model *m, int64_t H, int64_t E, int6
       {"U_f", 2, H, H, SHEAF_INIT_GLOROT, &p->U_f},
       {"b_f", 1, H, 0, SHEAF_INIT_ZERO, &p->b_f},
   };
-  for (size_t i = 0; i < sizeof decl / sizeof decl[0]; i++) {
-    int64_t shape[2] = {decl[i].d0, decl[i].d1};
-    sheaf_status st = sheaf_model_param(m, decl[i].name, decl[i].rank, shape, decl[i].init,
-                                        decl[i].out);
-    if (st != SHEAF_OK) return st;
-  }
-  return SHEAF_OK;
+  return sh_params_declare(m, decl, sizeof decl / sizeof decl[0]);
 }
 
 typedef struct state {

@@ -3,6 +3,7 @@
  * encoder, one decoder step, the host's pick and greedy decoding.
  */
 #include "models/decoder.h"
+#include "models/params.h"
 
 #include <stdlib.h>
 
@@ -14,13 +15,7 @@ sheaf_status sh_decoder_declare(sheaf_model *m, int64_t H, int64_t E, int64_t Vs
   p->src_vocab = Vs;
   p->eos_bonus = SH_DEC_EOS_BONUS;
   const int64_t V = SH_DEC_VOCAB;
-  const struct {
-    const char *name;
-    int rank;
-    int64_t d0, d1;
-    sheaf_init init;
-    sheaf_param *out;
-  } decl[] = {
+  const sh_model_param_decl decl[] = {
       {"emb_src", 2, Vs, E, SHEAF_INIT_NORMAL, &p->emb_src},
       {"W_fwd", 2, E + H, 4 * H, SHEAF_INIT_GLOROT, &p->W_fwd},
       {"b_fwd", 1, 4 * H, 0, SHEAF_INIT_GLOROT, &p->b_fwd},
@@ -37,12 +32,7 @@ sheaf_status sh_decoder_declare(sheaf_model *m, int64_t H, int64_t E, int64_t Vs
       {"W_out", 2, H, V, SHEAF_INIT_GLOROT, &p->W_out},
       {"b_out", 1, V, 0, SHEAF_INIT_GLOROT, &p->b_out},
   };
-  for (size_t i = 0; i < sizeof decl / sizeof decl[0]; i++) {
-    int64_t shape[2] = {decl[i].d0, decl[i].d1};
-    sheaf_status st = sheaf_model_param(m, decl[i].name, decl[i].rank, shape, decl[i].init, decl[i].out);
-    if (st != SHEAF_OK) return st;
-  }
-  return SHEAF_OK;
+  return sh_params_declare(m, decl, sizeof decl / sizeof decl[0]);
 }
 
 sheaf_status sh_decoder_seed(sheaf_model *m, const sh_decoder *p, uint64_t seed) {

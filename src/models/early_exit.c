@@ -5,7 +5,7 @@
  * go on.
  */
 #include "models/early_exit.h"
-#include "models/perturb.h"
+#include "models/params.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,6 +4,7 @@
  * over the nodes in post-order, no recursion).
  */
 #include "models/mvrnn.h"
+#include "models/params.h"
 
 #include "models/tree_walk.h"
 
@@ -12,13 +13,7 @@ sheaf_status sh_mvrnn_declare(sheaf_model *m, int64_t H, int64_t V, int64_t Vm, 
   p->vocab = V;
   p->words = sh_word_ids_of_rows(V);
   p->mat_vocab = Vm;
-  const struct {
-    const char *name;
-    int rank;
-    int64_t d0, d1;
-    sheaf_init init;
-    sheaf_param *out;
-  } decl[] = {
+  const sh_model_param_decl decl[] = {
       {"emb", 2, V, H, SHEAF_INIT_NORMAL, &p->emb},
       {"emb_mat", 2, Vm, H * H, SHEAF_INIT_NORMAL, &p->emb_mat},
       {"W", 2, 2 * H, H, SHEAF_INIT_GLOROT, &p->W},
@@ -26,13 +21,7 @@ sheaf_status sh_mvrnn_declare(sheaf_model *m, int64_t H, int64_t V, int64_t Vm, 
       {"W_1", 2, H, H, SHEAF_INIT_GLOROT, &p->W_1},
       {"W_2", 2, H, H, SHEAF_INIT_GLOROT, &p->W_2},
   };
-  for (size_t i = 0; i < sizeof decl / sizeof decl[0]; i++) {
-    int64_t shape[2] = {decl[i].d0, decl[i].d1};
-    sheaf_status st = sheaf_model_param(m, decl[i].name, decl[i].rank, shape, decl[i].init,
-                                        decl[i].out);
-    if (st != SHEAF_OK) return st;
-  }
-  return SHEAF_OK;
+  return sh_params_declare(m, decl, sizeof decl / sizeof decl[0]);
 }
 
 void sh_mvrnn_init_identity(sheaf_model *m, const sh_mvrnn *p) {

@@ -4,7 +4,7 @@
  * step's action scores, and the tree check.
  */
 #include "models/parser.h"
-#include "models/perturb.h"
+#include "models/params.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,24 +14,13 @@ sheaf_status sh_parser_declare(sheaf_model *m, int64_t H, int64_t V, sh_parser *
   if (H < 1 || V < 1) return SHEAF_ERR_INVALID_ARG;
   p->hidden = H;
   p->vocab = V;
-  const struct {
-    const char *name;
-    int rank;
-    int64_t d0, d1;
-    sheaf_init init;
-    sheaf_param *out;
-  } decl[] = {
+  const sh_model_param_decl decl[] = {
       {"emb", 2, V, H, SHEAF_INIT_NORMAL, &p->emb},   {"W_h", 2, 3 * H, H, SHEAF_INIT_GLOROT, &p->W_h},
       {"b_h", 1, H, 0, SHEAF_INIT_ZERO, &p->b_h},     {"W_a", 2, H, 3, SHEAF_INIT_GLOROT, &p->W_a},
       {"b_a", 1, 3, 0, SHEAF_INIT_ZERO, &p->b_a},     {"W_c", 2, 2 * H, H, SHEAF_INIT_GLOROT, &p->W_c},
       {"b_c", 1, H, 0, SHEAF_INIT_ZERO, &p->b_c},
   };
-  for (size_t i = 0; i < sizeof decl / sizeof decl[0]; i++) {
-    int64_t shape[2] = {decl[i].d0, decl[i].d1};
-    sheaf_status st = sheaf_model_param(m, decl[i].name, decl[i].rank, shape, decl[i].init, decl[i].out);
-    if (st) return st;
-  }
-  return SHEAF_OK;
+  return sh_params_declare(m, decl, sizeof decl / sizeof decl[0]);
 }
 
 sheaf_status sh_parser_seed(sheaf_model *m, const sh_parser *p, uint64_t seed) {

@@ -5,6 +5,7 @@
  * trees and levels when the graph is flushed.
  */
 #include "models/treelstm.h"
+#include "models/params.h"
 
 #include "models/tree_walk.h"
 
@@ -14,13 +15,7 @@ sheaf_status sh_treelstm_declare(sheaf_model *m, int64_t H, int64_t E, int64_t V
   p->embed = E;
   p->vocab = V;
   p->words = sh_word_ids_of_rows(V);
-  const struct {
-    const char *name;
-    int rank;
-    int64_t d0, d1;
-    sheaf_init init;
-    sheaf_param *out;
-  } decl[] = {
+  const sh_model_param_decl decl[] = {
       {"emb", 2, V, E, SHEAF_INIT_NORMAL, &p->emb},
       {"W_leaf", 2, E, 3 * H, SHEAF_INIT_GLOROT, &p->W_leaf},
       {"b_leaf", 1, 3 * H, 0, SHEAF_INIT_ZERO, &p->b_leaf},
@@ -29,13 +24,7 @@ sheaf_status sh_treelstm_declare(sheaf_model *m, int64_t H, int64_t E, int64_t V
       {"W_out", 2, H, SH_TREELSTM_CLASSES, SHEAF_INIT_GLOROT, &p->W_out},
       {"b_out", 1, SH_TREELSTM_CLASSES, 0, SHEAF_INIT_ZERO, &p->b_out},
   };
-  for (size_t i = 0; i < sizeof decl / sizeof decl[0]; i++) {
-    int64_t shape[2] = {decl[i].d0, decl[i].d1};
-    sheaf_status st = sheaf_model_param(m, decl[i].name, decl[i].rank, shape, decl[i].init,
-                                        decl[i].out);
-    if (st != SHEAF_OK) return st;
-  }
-  return SHEAF_OK;
+  return sh_params_declare(m, decl, sizeof decl / sizeof decl[0]);
 }
 
 typedef struct state {
