@@ -64,4 +64,17 @@ SHEAF_API int sheaf_kernel_n_outputs(const sheaf_kernel *k);
 SHEAF_API sheaf_status sheaf_kernel_output_numel(sheaf_kernel *k, const sheaf_kernel_arg *inputs,
                                                  int n_inputs, int r, size_t *numel);
 
+/* The kernel as an op of graph g, batched by the runtime like any other
+ * (docs/CODEGEN.md, "Batched use"): inputs ins[0 .. n_in) (n_in =
+ * sheaf_kernel_n_inputs) are vectors or matrices whose shapes are the
+ * kernel's parameter shapes (a rank-1 parameter takes a vector, rank 2 a
+ * matrix; sizes are bound per call, so calls of one kernel with different
+ * sizes still share a batch); returns its output, whose shape the kernel's
+ * range inference gives. The kernel must have f32 inputs of rank 1 or 2 and
+ * one output of rank 1 or 2 (else SHEAF_ERR_UNSUPPORTED); a shape mismatch
+ * is SHEAF_ERR_SHAPE naming the argument. Each batch of calls is one call
+ * of the generated batch loop (parallel over the graph's threads when it is
+ * large). k must outlive the graph's use of the node (its flush). */
+SHEAF_API sheaf_expr sheaf_kernel_call(sheaf_graph *g, sheaf_kernel *k, int n_in, const sheaf_expr *ins);
+
 #endif

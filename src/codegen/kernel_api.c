@@ -21,6 +21,7 @@
 #include "codegen/kernel_api.h"
 #include "codegen/lir_emit.h"
 #include "codegen/lower.h"
+#include "codegen/lower_batch.h"
 #include "lang/kernel_ref.h"
 #include "lang/parser.h"
 
@@ -33,6 +34,8 @@ struct sheaf_kernel {
   sh_lower_info info;
   sh_jit *jit;
   sk_entry_fn fn;
+  sk_batch_fn bfn;   /* the batched entry (lower_batch.h) */
+  sh_kcall_desc call; /* what the runtime's kernel-call nodes point to (kernel_call.c) */
 };
 
 static const char *const isa_flags_avx2[] = {"-mavx2", "-mfma"};
@@ -65,12 +68,15 @@ typedef struct gen_ctx {
   sheaf_ctx *ctx;
   const sh_kernel *k;
   sheaf_isa isa;
+  int n_args;
 } gen_ctx;
 
-/* The JIT's lazy source: lower, default schedule, emit (on a miss only). */
+/* The JIT's lazy source: lower, default schedule, emit (on a miss only),
+ * then the batched entry point. */
 static sheaf_status gen_c(void *user, sh_buf *c) {
   gen_ctx *g = user;
-  return sh_lower_generate(g->ctx, g->k, g->isa, c, NULL, NULL);
+  sheaf_status st = sh_lower_generate(g->ctx, g->k, g->isa, c, NULL, NULL);
+  return st ? st : sh_lower_emit_batch(g->k, g->n_args, c);
 }
 
 sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t len, const char *name,
@@ -122,12 +128,13 @@ sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t l
     st = sh_lower_kernel(ctx, K->k, ename, &L, &K->info);
     if (st) st = sh_fail_prefix(ctx, "kernel '%s': lowering", K->k->name);
     sh_lir_free(L);
-    sh_buf_printf(&c, "sheaf-kernel-spec 1\ngenerator %s\nisa %s\nkernel %s\nsource %zu\n", gen_id,
+    sh_buf_printf(&c, "sheaf-kernel-spec 1\nbatch 1\ngenerator %s\nisa %s\nkernel %s\nsource %zu\n", gen_id,
                   sheaf_isa_name(isa), K->k->name, len);
     sh_buf_put(&c, source, len);
     if (st == SHEAF_OK) st = sh_buf_status(&c);
   } else if (st == SHEAF_OK) {
     st = sh_lower_generate(ctx, K->k, isa, &c, NULL, &K->info);
+    if (st == SHEAF_OK) st = sh_lower_emit_batch(K->k, K->info.n_args, &c);
   }
   if (st == SHEAF_OK) st = sh_jit_create(ctx, &(sh_jit_options){.cache_dir = o.cache_dir, .cc = o.cc}, &K->jit);
   if (st == SHEAF_OK) {
@@ -137,7 +144,7 @@ sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t l
     char what[300], entry[300];
     snprintf(what, sizeof what, "kernel %s", K->k->name);
     sh_lower_entry_name(K->k, entry, sizeof entry);
-    gen_ctx g = {ctx, K->k, isa};
+    gen_ctx g = {ctx, K->k, isa, K->info.n_args};
     sh_jit_request r = {.name = what, .source = sh_buf_cstr(&c), .source_size = c.len,
                         .flags = flags, .n_flags = nf, .headers = &h, .n_headers = 1,
                         .isa = sheaf_isa_name(isa), .gen = lazy ? gen_c : NULL, .gen_user = &g};
@@ -145,9 +152,13 @@ sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t l
     st = sh_jit_load(K->jit, &r, &lib, NULL);
     if (st == SHEAF_OK) {
       K->fn = (sk_entry_fn)sh_jit_sym(lib, entry);
-      if (!K->fn)
-        st = sh_fail(ctx, SHEAF_ERR_INTERNAL, "kernel '%s': no symbol %s in %s", K->k->name, entry,
-                     sh_jit_lib_path(lib));
+      char bentry[320];
+      sh_lower_batch_name(K->k, bentry, sizeof bentry);
+      K->bfn = (sk_batch_fn)sh_jit_sym(lib, bentry);
+      if (!K->fn || !K->bfn)
+        st = sh_fail(ctx, SHEAF_ERR_INTERNAL, "kernel '%s': no symbol %s in %s", K->k->name,
+                     K->fn ? bentry : entry, sh_jit_lib_path(lib));
+      K->call = (sh_kcall_desc){.name = K->k->name, .run = sh_kcall_run, .user = K};
     }
   }
   sh_buf_free(&c);
@@ -175,6 +186,10 @@ SHEAF_API void sheaf_kernel_free(sheaf_kernel *k) {
 }
 
 const sh_kernel *sh_kernel_of(const sheaf_kernel *k) { return k ? k->k : NULL; }
+const sh_lower_info *sh_kernel_info(const sheaf_kernel *k) { return &k->info; }
+sk_batch_fn sh_kernel_batch_fn(const sheaf_kernel *k) { return k->bfn; }
+const sh_kcall_desc *sh_kernel_call_desc(const sheaf_kernel *k) { return &k->call; }
+sheaf_ctx *sh_kernel_ctx(const sheaf_kernel *k) { return k->ctx; }
 
 void sh_kernel_jit_stats(const sheaf_kernel *k, sh_jit_stats *out) {
   memset(out, 0, sizeof *out);

@@ -7,7 +7,10 @@
 #define SH_CODEGEN_KERNEL_API_H
 
 #include "codegen/jit.h"
+#include "codegen/lir_emit.h"
+#include "codegen/lower.h"
 #include "lang/kernel.h"
+#include "runtime/runtime.h"
 
 typedef struct sh_kernel_opts {
   bool isa_set;          /* false: sheaf_cpu_isa() */
@@ -24,6 +27,14 @@ sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t l
 /* The checked kernel, and the JIT's statistics of its compile (the
  * compiler ran: stats.compiles == 1). */
 const sh_kernel *sh_kernel_of(const sheaf_kernel *k);
+/* Its lowered argument layout, batched entry, context and the descriptor
+ * the runtime's kernel-call nodes point to (kernel_call.c). */
+const sh_lower_info *sh_kernel_info(const sheaf_kernel *k);
+sk_batch_fn sh_kernel_batch_fn(const sheaf_kernel *k);
+const sh_kcall_desc *sh_kernel_call_desc(const sheaf_kernel *k);
+sheaf_ctx *sh_kernel_ctx(const sheaf_kernel *k);
+/* Runs a batch of kernel-call nodes (sh_kcall_desc.run; kernel_call.c). */
+sheaf_status sh_kcall_run(sheaf_graph *g, const sh_kcall_desc *d, const uint32_t *ids, uint32_t n);
 void sh_kernel_jit_stats(const sheaf_kernel *k, sh_jit_stats *out);
 
 #endif

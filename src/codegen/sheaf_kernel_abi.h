@@ -54,6 +54,22 @@ typedef struct sk_arg {
 
 typedef int (*sk_entry_fn)(const sk_abi *abi, const int64_t *sizes, const sk_arg *args);
 
+/* The batched entry point NAME_batch of a kernel the runtime calls as an op
+ * (docs/CODEGEN.md, "Batched use"): runs NAME on n instances. Argument j of
+ * instance i is rows[i] when rows is set (a row-pointer array: gathered
+ * inputs, no copy), else data + i * stride bytes (stride 0: one buffer
+ * passed once, a parameter; stride = one instance's bytes: contiguous
+ * rows). sizes holds n_sizes values per instance (instance i's at
+ * sizes + i * n_sizes), so extents may differ per instance. Returns 0, or
+ * 1 when a temporary could not be allocated. */
+typedef struct sk_barg {
+  char *data;
+  void *const *rows;
+  int64_t stride; /* bytes */
+} sk_barg;
+
+typedef int (*sk_batch_fn)(const sk_abi *abi, int64_t n, const int64_t *sizes, const sk_barg *args);
+
 /* Libsheaf itself includes only the types above. */
 #ifndef SK_ABI_TYPES_ONLY
 

@@ -276,6 +276,11 @@ sheaf_status sh_exec_batch(sheaf_graph *g, uint32_t sig, const uint32_t *ids, ui
   case SH_OP_AFFINE: st = sh_exec_affine(g, sig, ids, n, m); break;
   case SH_OP_LSTM: st = sh_exec_lstm(g, sig, ids, n, m); break;
   case SH_OP_MATMUL: st = sh_exec_matmul(g, ids, n); break;
+  case SH_OP_KCALL: {
+    const sh_kcall_desc *d = g->store.nodes[ids[0]].kcall;
+    st = d->run(g, d, ids, n);
+    break;
+  }
   default: st = sh_op_is_pw(op) ? sh_exec_pw(g, ids, n, m) : exec_rows(g, op, ids, n, m); break;
   }
   sh_arena_rewind(&g->work.scratch, mark);

@@ -79,6 +79,15 @@ sheaf_status sh_model_stack_packed(sheaf_model *m, uint32_t stack, const sh_gemm
 
 /* ----------------------------------------------------------------- nodes */
 
+/* What a KCALL node (a generated kernel called as an op) points to: the
+ * kernel's name and its batch runner, which sets the values of ids[0..n)
+ * (src/codegen/kernel_call.c; the runtime does not know generated code). */
+typedef struct sh_kcall_desc {
+  const char *name;
+  sheaf_status (*run)(sheaf_graph *g, const struct sh_kcall_desc *d, const uint32_t *ids, uint32_t n);
+  void *user;
+} sh_kcall_desc;
+
 /* The ops (src/kernels/ops.def lists them with their classes). */
 typedef enum sh_op {
 #define SH_OP(ID, name, cls, arity, form, act) SH_OP_##ID,
@@ -158,6 +167,7 @@ typedef struct sh_node {
     uint32_t index;  /* PICK: the column; ROW: the row */
     float scale;     /* SCALE: the factor */
     float eps;       /* LAYER_NORM */
+    const sh_kcall_desc *kcall; /* KCALL: the kernel */
   };
   float *val;
 } sh_node;

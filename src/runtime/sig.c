@@ -100,6 +100,12 @@ void sh_sig_key_of(const sheaf_graph *g, const sh_node *n, sh_sig_key *k) {
     k->w[0] = a->cols;
     break;
   case SH_OP_LAYER_NORM: memcpy(&k->fbits, &n->eps, sizeof k->fbits); break;
+  case SH_OP_KCALL: { /* one bucket per kernel, whatever the instances' sizes */
+    uint64_t p = (uint64_t)(uintptr_t)n->kcall;
+    k->p0 = (uint32_t)p, k->p1 = (uint32_t)(p >> 32);
+    k->cols = 0, k->rank = 0;
+    break;
+  }
   default: break;
   }
 }
@@ -134,6 +140,9 @@ static void sig_name(const sheaf_graph *g, const sh_sig_key *k, char *buf, size_
     char prog[128];
     sh_pw_prog_str(&g->pw.progs[k->p0], prog, sizeof prog);
     snprintf(buf, size, "pw %s [%d]", prog, (int)k->cols);
+  } else if (k->op == SH_OP_KCALL) {
+    const sh_kcall_desc *d = (const sh_kcall_desc *)(uintptr_t)((uint64_t)k->p1 << 32 | k->p0);
+    snprintf(buf, size, "kernel %s", d->name);
   } else if (k->op == SH_OP_MATMUL) {
     snprintf(buf, size, "%s [%d]x[%d]", op, (int)k->w[1], (int)k->w[3]);
   } else {

@@ -476,6 +476,12 @@ static sheaf_status bw_ROW(sh_bw *b, const uint32_t *ids, uint32_t n) {
   return SHEAF_OK;
 }
 
+static sheaf_status bw_KCALL(sh_bw *b, const uint32_t *ids, uint32_t n) {
+  (void)n;
+  return sh_fail(b->ctx, SHEAF_ERR_UNSUPPORTED,
+                 "sheaf_backward: node %u calls a generated kernel, which has no derivative yet", ids[0]);
+}
+
 static sheaf_status bw_FUSED(sh_bw *b, const uint32_t *ids, uint32_t n) {
   (void)n;
   return sh_fail(b->ctx, SHEAF_ERR_INTERNAL, "sheaf_backward: node %u has the program op", ids[0]);

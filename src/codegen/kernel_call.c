@@ -1,0 +1,186 @@
+/*
+ * kernel_call.c — a generated kernel as an op of the batching runtime
+ * (sheaf_kernel_call, docs/CODEGEN.md "Batched use"). The builder binds
+ * the kernel's sizes from the input nodes' shapes (range inference gives
+ * the output's shape) and appends a KCALL node pointing to the kernel's
+ * sh_kcall_desc; the policies bucket KCALL nodes by kernel alone (sig.c),
+ * so calls whose sizes differ share a batch. A batch runs as ONE call of
+ * the kernel's generated batch loop (sk_batch_fn): per-instance sizes, and
+ * each argument in one of the runtime's modes — one pointer for all
+ * instances (a parameter passed once), evenly spaced (contiguous rows), or
+ * a row-pointer array (gathered inputs, no copy).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "codegen/kernel_api.h"
+
+#define KC_MAX_IN 64
+
+/* The kernel's shape of input or output tensor t under sizes, as "[2, 3]". */
+static const char *kshape(const sh_kernel *k, int t, const int64_t *sizes, char *buf, size_t cap) {
+  const sh_ktensor *kt = &k->tensors[t];
+  size_t len = (size_t)snprintf(buf, cap, "[");
+  for (int d = 0; d < kt->rank && len < cap; d++)
+    len += (size_t)snprintf(buf + len, cap - len, "%s%lld", d ? ", " : "",
+                            (long long)sh_lower_aff(&kt->dims[d].aff, sizes));
+  if (len < cap) snprintf(buf + len, cap - len, "]");
+  return buf;
+}
+
+/* Which kernels the runtime can call: f32 inputs of rank 1 or 2, one f32
+ * output of rank 1 or 2, nothing ragged. NULL when k is one, else why not. */
+static const char *why_not(const sheaf_kernel *K, char *buf, size_t cap) {
+  const sh_kernel *k = sh_kernel_of(K);
+  const sh_lower_info *info = sh_kernel_info(K);
+  if (k->n_inputs > KC_MAX_IN) return snprintf(buf, cap, "it has over %d inputs", KC_MAX_IN), buf;
+  for (int i = 0; i < k->n_inputs; i++) {
+    const sh_ktensor *t = &k->tensors[i];
+    if (t->dtype != SH_KDTYPE_F32 || t->rank < 1 || t->rank > 2 || t->ragged_outer >= 0) {
+      snprintf(buf, cap, "its input '%s' is %s of rank %d%s (a graph passes f32 vectors and matrices)",
+               t->name, t->dtype == SH_KDTYPE_I32 ? "i32" : "f32", t->rank, t->ragged_outer >= 0 ? ", ragged" : "");
+      return buf;
+    }
+  }
+  if (k->n_outputs != 1)
+    return snprintf(buf, cap, "it has %d outputs (a graph node holds one)", k->n_outputs), buf;
+  const sh_ktensor *o = &k->tensors[k->n_inputs];
+  if (o->rank < 1 || o->rank > 2 || o->ragged_outer >= 0)
+    return snprintf(buf, cap, "its output '%s' has rank %d (a graph holds vectors and matrices)", o->name, o->rank),
+           buf;
+  if (info->n_scratch || info->n_ragged) return snprintf(buf, cap, "it has ragged tensors"), buf;
+  return NULL;
+}
+
+/* Shape of node x as the kernel sees it: rank 1 [cols], rank 2 [rows, cols]. */
+static int64_t node_dim(const sh_node *x, int d) { return x->rank == 1 ? x->cols : d == 0 ? x->rows : x->cols; }
+
+/* Binds the sizes from the input nodes (each size is a whole dimension of
+ * an input: sh_ksize). */
+static void bind_sizes(const sheaf_graph *g, const sh_kernel *k, const uint32_t *in, int64_t *sizes) {
+  for (int s = 0; s < k->n_sizes; s++)
+    sizes[s] = node_dim(&g->store.nodes[in[k->sizes[s].tensor]], k->sizes[s].dim);
+}
+
+SHEAF_API sheaf_expr sheaf_kernel_call(sheaf_graph *g, sheaf_kernel *K, int n_in, const sheaf_expr *ins) {
+  static const char op[] = "sheaf_kernel_call";
+  if (!sh_build_enter(g)) return SH_NULL_EXPR;
+  if (!K) {
+    sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: k is NULL", op);
+    return SH_NULL_EXPR;
+  }
+  const sh_kernel *k = sh_kernel_of(K);
+  char why[256];
+  if (sh_kernel_ctx(K) != g->ctx) {
+    sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: kernel '%s' was compiled on another context", op, k->name);
+    return SH_NULL_EXPR;
+  }
+  if (why_not(K, why, sizeof why)) {
+    sh_graph_fail(g, SHEAF_ERR_UNSUPPORTED, "%s: kernel '%s' cannot be a graph op: %s", op, k->name, why);
+    return SH_NULL_EXPR;
+  }
+  if (n_in != k->n_inputs || (!ins && n_in)) {
+    sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: kernel '%s' takes %d input%s, not %d%s", op, k->name, k->n_inputs,
+                  k->n_inputs == 1 ? "" : "s", n_in, ins || !n_in ? "" : " (ins is NULL)");
+    return SH_NULL_EXPR;
+  }
+  uint32_t in[KC_MAX_IN];
+  for (int i = 0; i < n_in; i++) {
+    if (sh_build_check(g, ins[i], op, i + 1)) return SH_NULL_EXPR;
+    in[i] = ins[i].node;
+  }
+  int64_t sizes[KC_MAX_IN * 2 + 1]; /* each size is a dimension of an input */
+  bind_sizes(g, k, in, sizes);
+  for (int i = 0; i < n_in; i++) {
+    const sh_node *x = &g->store.nodes[in[i]];
+    const sh_ktensor *t = &k->tensors[i];
+    bool ok = x->rank == t->rank;
+    for (int d = 0; ok && d < t->rank; d++) ok = node_dim(x, d) == sh_lower_aff(&t->dims[d].aff, sizes);
+    if (!ok) {
+      char got[64], want[160];
+      sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: kernel '%s': argument %d ('%s') has shape %s, but the kernel needs %s",
+                    op, k->name, i + 1, t->name, sh_node_shape_str(x, got, sizeof got),
+                    kshape(k, i, sizes, want, sizeof want));
+      return SH_NULL_EXPR;
+    }
+  }
+  const sh_ktensor *o = &k->tensors[k->n_inputs];
+  int64_t od[2] = {1, 1};
+  for (int d = 0; d < o->rank; d++) {
+    od[d] = sh_lower_aff(&o->dims[d].aff, sizes);
+    if (od[d] < 1 || od[d] > INT32_MAX) {
+      char s[160];
+      sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: kernel '%s': these inputs make its output '%s' %s", op, k->name,
+                    o->name, kshape(k, k->n_inputs, sizes, s, sizeof s));
+      return SH_NULL_EXPR;
+    }
+  }
+  uint32_t id = sh_node_new(g, SH_OP_KCALL, in, n_in);
+  if (id == SH_NONE) return SH_NULL_EXPR;
+  sh_node *n = &g->store.nodes[id];
+  n->rank = (uint8_t)o->rank;
+  n->rows = o->rank == 2 ? (int32_t)od[0] : 1;
+  n->cols = (int32_t)(o->rank == 2 ? od[1] : od[0]);
+  n->ld = n->cols;
+  n->kcall = sh_kernel_call_desc(K);
+  return sh_build_finish(g, id);
+}
+
+/* Argument j's mode over the batch from its per-instance pointers p[0..n):
+ * one pointer (stride 0), evenly spaced (stride), else the array itself. */
+static sk_barg mode_of(void **p, uint32_t n) {
+  char *p0 = p[0];
+  int64_t stride = n > 1 ? (char *)p[1] - p0 : 0;
+  for (uint32_t i = 2; i < n; i++)
+    if ((char *)p[i] - (char *)p[i - 1] != stride) return (sk_barg){NULL, p, 0};
+  return (sk_barg){p0, NULL, stride};
+}
+
+sheaf_status sh_kcall_run(sheaf_graph *g, const sh_kcall_desc *d, const uint32_t *ids, uint32_t n) {
+  const sheaf_kernel *K = d->user;
+  const sh_kernel *k = sh_kernel_of(K);
+  int n_in = k->n_inputs, n_args = n_in + 1;
+  int ns = k->n_sizes;
+  sh_arena *scr = &g->work.scratch;
+  int64_t *sizes = sh_arena_alloc(scr, sizeof(int64_t) * ((size_t)n * (size_t)ns + 1));
+  void **ptr = sh_arena_alloc(scr, sizeof(void *) * (size_t)n * (size_t)n_args);
+  sk_barg *args = sh_arena_alloc(scr, sizeof(sk_barg) * (size_t)n_args);
+  if (!sizes || !ptr || !args) return SHEAF_ERR_NOMEM;
+  size_t total = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const sh_node *nd = &g->store.nodes[ids[i]];
+    bind_sizes(g, k, &g->store.ins[nd->in], sizes + (size_t)i * (size_t)ns);
+    total += (size_t)nd->rows * (size_t)nd->cols;
+  }
+  for (int j = 0; j < n_in; j++)
+    for (uint32_t i = 0; i < n; i++) {
+      uint32_t x = g->store.ins[g->store.nodes[ids[i]].in + j];
+      float *v = sh_graph_val(g, x);
+      if (!v) return g->status ? g->status : SHEAF_ERR_NOMEM;
+      const sh_node *xn = &g->store.nodes[x];
+      if (xn->rows > 1 && xn->ld != xn->cols) { /* a strided view: the kernel reads packed rows */
+        float *c = sh_arena_alloc(scr, sizeof(float) * (size_t)xn->rows * (size_t)xn->cols);
+        if (!c) return SHEAF_ERR_NOMEM;
+        for (int32_t r = 0; r < xn->rows; r++)
+          memcpy(c + (size_t)r * (size_t)xn->cols, v + (size_t)r * (size_t)xn->ld, sizeof(float) * (size_t)xn->cols);
+        v = c;
+      }
+      ptr[(size_t)j * n + i] = v;
+    }
+  float *blk = sh_arena_alloc(&g->store.data, sizeof(float) * (total ? total : 1));
+  if (!blk) return SHEAF_ERR_NOMEM;
+  size_t off = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    sh_node *nd = &g->store.nodes[ids[i]];
+    nd->val = blk + off;
+    nd->ld = nd->cols;
+    ptr[(size_t)n_in * n + i] = nd->val;
+    off += (size_t)nd->rows * (size_t)nd->cols;
+  }
+  for (int j = 0; j < n_args; j++) args[j] = mode_of(ptr + (size_t)j * n, n);
+  sk_abi abi;
+  sh_lir_abi_init(g->ctx, g->threads, &abi);
+  if (sh_kernel_batch_fn(K)(&abi, (int64_t)n, sizes, args) != 0)
+    return sh_fail(g->ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", k->name);
+  return SHEAF_OK;
+}

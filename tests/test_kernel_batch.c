@@ -1,0 +1,251 @@
+/*
+ * test_kernel_batch.c — generated kernels as batched runtime ops
+ * (sheaf_kernel_call, src/codegen/kernel_call.c, and the emitted batch
+ * loop, src/codegen/lower_batch.c): 64 instances of an FFN + GELU kernel
+ * with per-instance row counts against a double-precision scalar
+ * reference, under every policy with 1 and 2 threads; the whole batch
+ * equals each instance run alone; the arguments in every mode (a parameter
+ * passed once, contiguous rows from an earlier batch, row pointers, a
+ * strided slice copied); a batch is one kernel launch; chains of calls;
+ * and misuse (arity, shapes, unsupported kernels) as errors naming the
+ * argument. Skipped with a note when no C compiler exists.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "codegen/jit.h"
+#include "codegen/kernel_api.h"
+#include "harness.h"
+
+static const char SRC[] =
+    "kernel ffn(x: f32[N, D], W: f32[D, F], b: f32[F]) -> f32[N, F] {\n"
+    "  y(n, f) +=! x(n, d) * W(d, f)\n  out(n, f) = gelu(y(n, f) + b(f))\n}\n"
+    "kernel vaxpy(a: f32[K], x: f32[K]) -> f32[K] { y(k) = 2 * a(k) + x(k) }\n"
+    "kernel rsum(x: f32[M, K]) -> f32[M] { s(m) +=! x(m, k) }\n"
+    "kernel attn(q: f32[B, L(b), D], L: i32[B]) -> f32[B, D] { o(b, d) +=! q(b, l, d) }\n"
+    "kernel two(x: f32[K]) -> (u: f32[K], v: f32[K]) { u(k) = x(k); v(k) = -x(k) }\n";
+
+static bool have_cc(const char *test) {
+  static int probed, ok;
+  if (!probed) {
+    probed = 1;
+    sheaf_ctx *ctx = th_ctx();
+    sh_jit *jit = NULL;
+    if (sh_jit_create(ctx, &(sh_jit_options){.cache_dir = th_cache_dir("kbatch-cache")}, &jit) == SHEAF_OK)
+      ok = sh_jit_compiler(jit) != NULL;
+    sh_jit_free(jit);
+    sheaf_ctx_clear_error(ctx);
+  }
+  if (!ok) printf("note: %s skipped: no C compiler\n", test);
+  return ok;
+}
+
+static sheaf_kernel *compile(sheaf_ctx *ctx, const char *name) {
+  sheaf_kernel *k = NULL;
+  sh_kernel_opts o = {.cache_dir = th_cache_dir("kbatch-cache")};
+  if (!CHECK_OK(ctx, sh_kernel_compile_opts(ctx, SRC, strlen(SRC), name, &o, &k))) return NULL;
+  return k;
+}
+
+enum { NI = 64, D = 17, F = 19, MAXN = 5 };
+
+static float xs[NI][MAXN * D], Wd[D * F], bd[F];
+static int rows_of(int i) { return 1 + (i * 7) % MAXN; } /* 1 .. 5 rows per instance */
+
+static void fill(void) {
+  for (int i = 0; i < NI; i++)
+    for (int j = 0; j < MAXN * D; j++) xs[i][j] = (float)(((i * 31 + j * 7) % 23) - 11) / 11.0f;
+  for (int i = 0; i < D * F; i++) Wd[i] = (float)((i * 5 % 19) - 9) / 19.0f;
+  for (int i = 0; i < F; i++) bd[i] = (float)(i % 5) / 5.0f - 0.4f;
+}
+
+/* Largest relative error of instance i's output against the reference. */
+static double ffn_err(int i, const sheaf_value_view *v, bool tanh_in) {
+  int n = rows_of(i);
+  if (v->rank != 2 || v->shape[0] != n || v->shape[1] != F) return 1e30;
+  double worst = 0;
+  for (int r = 0; r < n; r++)
+    for (int f = 0; f < F; f++) {
+      double y = bd[f];
+      for (int d = 0; d < D; d++) {
+        double x = xs[i][r * D + d];
+        y += (tanh_in ? tanh(x) : x) * Wd[d * F + f];
+      }
+      double ref = 0.5 * y * erfc(-y / sqrt(2.0));
+      double e = fabs(v->data[r * F + f] - ref) / fmax(1.0, fabs(ref));
+      if (!(e <= worst)) worst = e;
+    }
+  return worst;
+}
+
+typedef struct setup {
+  sheaf_model *m;
+  sheaf_param W, b;
+} setup;
+
+static bool make_model(sheaf_ctx *ctx, setup *s) {
+  if (!CHECK_OK(ctx, sheaf_model_create(ctx, &s->m))) return false;
+  s->W = th_param(ctx, s->m, "W", 2, D, F);
+  s->b = th_param(ctx, s->m, "b", 1, F, 0);
+  memcpy(sheaf_model_param_data(s->m, s->W, NULL, NULL), Wd, sizeof Wd);
+  memcpy(sheaf_model_param_data(s->m, s->b, NULL, NULL), bd, sizeof bd);
+  return true;
+}
+
+/* Instance i's call: x (mode 0: an input; 1: tanh of it, rows of one batch
+ * block; 2: a column slice of a wider input, strided) then ffn(x, W, b). */
+static sheaf_expr build(sheaf_graph *g, const setup *s, sheaf_kernel *k, int i, int mode) {
+  int64_t n = rows_of(i);
+  sheaf_expr x;
+  if (mode == 2) {
+    float wide[MAXN * (D + 3)];
+    for (int r = 0; r < n; r++)
+      for (int c = 0; c < D + 3; c++) wide[r * (D + 3) + c] = c < 2 || c >= D + 2 ? 99.0f : xs[i][r * D + c - 2];
+    x = sheaf_slice(g, sheaf_input(g, 2, (int64_t[]){n, D + 3}, wide), 2, D + 2);
+  } else {
+    x = sheaf_input(g, 2, (int64_t[]){n, D}, xs[i]);
+    if (mode == 1) x = sheaf_tanh(g, x);
+  }
+  sheaf_expr in[3] = {x, sheaf_parameter(g, s->W), sheaf_parameter(g, s->b)};
+  return sheaf_kernel_call(g, k, 3, in);
+}
+
+TEST(kernel_batch_ffn_every_policy_and_thread_count) {
+  if (!have_cc("kernel_batch_ffn_every_policy_and_thread_count")) return;
+  sheaf_ctx *ctx = th_ctx();
+  fill();
+  sheaf_kernel *k = compile(ctx, "ffn");
+  REQUIRE(k != NULL);
+  setup s;
+  REQUIRE(make_model(ctx, &s));
+  static float alone[3][NI][MAXN * F]; /* each instance in a graph of its own */
+  const sheaf_policy pols[] = {SHEAF_POLICY_SHEAF, SHEAF_POLICY_NONE, SHEAF_POLICY_DEPTH, SHEAF_POLICY_AGENDA};
+  for (int mode = 0; mode < 3; mode++) {
+    sheaf_graph *g;
+    REQUIRE_OK(ctx, sheaf_graph_create(s.m, &(sheaf_graph_opts){.threads = 1}, &g));
+    for (int i = 0; i < NI; i++) {
+      sheaf_expr y = build(g, &s, k, i, mode);
+      REQUIRE_OK(ctx, sheaf_graph_flush(g));
+      sheaf_value_view v;
+      REQUIRE_OK(ctx, sheaf_value(g, y, &v));
+      CHECK(ffn_err(i, &v, mode == 1) < 2e-5);
+      memcpy(alone[mode][i], v.data, sizeof(float) * (size_t)(v.shape[0] * v.shape[1]));
+      REQUIRE_OK(ctx, sheaf_graph_reset(g));
+    }
+    sheaf_graph_free(g);
+  }
+  for (int p = 0; p < 4; p++)
+    for (int threads = 1; threads <= 2; threads++)
+      for (int mode = 0; mode < 3; mode++) {
+        sheaf_graph *g;
+        REQUIRE_OK(ctx, sheaf_graph_create(s.m, &(sheaf_graph_opts){.policy = pols[p], .threads = threads}, &g));
+        sheaf_expr y[NI];
+        for (int i = 0; i < NI; i++) y[i] = build(g, &s, k, i, mode);
+        sheaf_graph_stats before, after;
+        sheaf_graph_get_stats(g, &before);
+        REQUIRE_OK(ctx, sheaf_graph_flush(g));
+        sheaf_graph_get_stats(g, &after);
+        /* one launch for the 64 calls (plus one for the 64 tanh in mode 1) */
+        if (pols[p] != SHEAF_POLICY_NONE) CHECK_EQ_INT((int)(after.batches - before.batches), mode == 1 ? 2 : 1);
+        double worst = 0, diff = 0;
+        for (int i = 0; i < NI; i++) {
+          sheaf_value_view v;
+          REQUIRE_OK(ctx, sheaf_value(g, y[i], &v));
+          double e = ffn_err(i, &v, mode == 1);
+          if (!(e <= worst)) worst = e;
+          for (int j = 0; j < rows_of(i) * F; j++) diff = fmax(diff, fabs(v.data[j] - alone[mode][i][j]));
+        }
+        if (!CHECK(worst < 2e-5) || !CHECK(diff <= 1e-6))
+          printf("policy %d, %d threads, mode %d: error %g, vs alone %g\n", p, threads, mode, worst, diff);
+        sheaf_graph_free(g);
+      }
+  sheaf_model_free(s.m);
+  sheaf_kernel_free(k);
+}
+
+/* Calls feeding calls and builtins: z = rsum(ffn(x)) + vaxpy(rsum(...), ...). */
+TEST(kernel_batch_chains_with_builtins) {
+  if (!have_cc("kernel_batch_chains_with_builtins")) return;
+  sheaf_ctx *ctx = th_ctx();
+  fill();
+  sheaf_kernel *ffn = compile(ctx, "ffn"), *ax = compile(ctx, "vaxpy"), *rs = compile(ctx, "rsum");
+  REQUIRE(ffn && ax && rs);
+  setup s;
+  REQUIRE(make_model(ctx, &s));
+  sheaf_graph *g;
+  REQUIRE_OK(ctx, sheaf_graph_create(s.m, &(sheaf_graph_opts){.threads = 2}, &g));
+  sheaf_expr out[NI];
+  for (int i = 0; i < NI; i++) {
+    sheaf_expr h = build(g, &s, ffn, i, 0);                   /* [n, F] */
+    sheaf_expr r = sheaf_kernel_call(g, rs, 1, &h);           /* [n] */
+    sheaf_expr two[2] = {r, sheaf_sum(g, h)};                 /* builtin row sums: the same */
+    out[i] = sheaf_kernel_call(g, ax, 2, two);                /* 2 r + r = 3 r */
+  }
+  REQUIRE_OK(ctx, sheaf_graph_flush(g));
+  double worst = 0;
+  for (int i = 0; i < NI; i++) {
+    sheaf_value_view v;
+    REQUIRE_OK(ctx, sheaf_value(g, out[i], &v));
+    REQUIRE_EQ_INT(v.rank, 1);
+    REQUIRE_EQ_INT((int)v.shape[0], rows_of(i));
+    for (int r = 0; r < rows_of(i); r++) {
+      double sum = 0;
+      for (int f = 0; f < F; f++) {
+        double y = bd[f];
+        for (int d = 0; d < D; d++) y += (double)xs[i][r * D + d] * Wd[d * F + f];
+        sum += 0.5 * y * erfc(-y / sqrt(2.0));
+      }
+      worst = fmax(worst, fabs(v.data[r] - 3 * sum) / fmax(1.0, fabs(3 * sum)));
+    }
+  }
+  CHECK(worst < 1e-5);
+  sheaf_graph_free(g);
+  sheaf_model_free(s.m);
+  sheaf_kernel_free(ffn);
+  sheaf_kernel_free(ax);
+  sheaf_kernel_free(rs);
+}
+
+TEST(kernel_batch_misuse_is_an_error) {
+  if (!have_cc("kernel_batch_misuse_is_an_error")) return;
+  sheaf_ctx *ctx = th_ctx();
+  fill();
+  sheaf_kernel *ffn = compile(ctx, "ffn"), *at = compile(ctx, "attn"), *two = compile(ctx, "two");
+  REQUIRE(ffn && at && two);
+  setup s;
+  REQUIRE(make_model(ctx, &s));
+  sheaf_graph *g;
+  REQUIRE_OK(ctx, sheaf_graph_create(s.m, NULL, &g));
+  struct {
+    int kernel, n_in, what;
+    sheaf_status st;
+    const char *msg;
+  } cases[] = {
+      {0, 2, 0, SHEAF_ERR_INVALID_ARG, "sheaf_kernel_call: kernel 'ffn' takes 3 inputs, not 2"},
+      {0, 3, 1, SHEAF_ERR_SHAPE,
+       "sheaf_kernel_call: kernel 'ffn': argument 2 ('W') has shape [19, 17], but the kernel needs [17, 17]"},
+      {0, 3, 2, SHEAF_ERR_SHAPE, "kernel 'ffn': argument 1 ('x') has shape [17], but the kernel needs"},
+      {1, 2, 0, SHEAF_ERR_UNSUPPORTED,
+       "sheaf_kernel_call: kernel 'attn' cannot be a graph op: its input 'q' is f32 of rank 3, ragged"},
+      {2, 1, 0, SHEAF_ERR_UNSUPPORTED, "kernel 'two' cannot be a graph op: it has 2 outputs"},
+      {3, 0, 0, SHEAF_ERR_INVALID_ARG, "sheaf_kernel_call: k is NULL"},
+  };
+  sheaf_kernel *ks[] = {ffn, at, two, NULL};
+  float z[64 * 64] = {0};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    sheaf_expr x = sheaf_input(g, 2, (int64_t[]){3, D}, z);
+    sheaf_expr W = cases[c].what == 1 ? sheaf_input(g, 2, (int64_t[]){F, D}, z) : sheaf_parameter(g, s.W);
+    if (cases[c].what == 2) x = sheaf_input_vector(g, D, z);
+    sheaf_expr in[3] = {x, W, sheaf_parameter(g, s.b)};
+    sheaf_expr y = sheaf_kernel_call(g, ks[cases[c].kernel], cases[c].n_in, in);
+    CHECK(sheaf_expr_is_null(y));
+    CHECK_STATUS(ctx, sheaf_graph_status(g), cases[c].st);
+    CHECK_CONTAINS(sheaf_ctx_last_error(ctx), cases[c].msg);
+    REQUIRE_OK(ctx, sheaf_graph_reset(g));
+  }
+  sheaf_graph_free(g);
+  sheaf_model_free(s.m);
+  sheaf_kernel_free(ffn);
+  sheaf_kernel_free(at);
+  sheaf_kernel_free(two);
+}
