@@ -11,6 +11,7 @@
  * argument. Skipped with a note when no C compiler exists.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "codegen/jit.h"
@@ -248,4 +249,108 @@ TEST(kernel_batch_misuse_is_an_error) {
   sheaf_kernel_free(ffn);
   sheaf_kernel_free(at);
   sheaf_kernel_free(two);
+}
+
+/* ------------------------------------------------ .sf models calling kernels */
+
+static const char KMODEL[] =
+    "param emb: f32[V, E]\n"
+    "param W1: f32[E, H]\n"
+    "param b1: f32[H]\n"
+    "param Wg: f32[H, H]\n"
+    "param Wh: f32[H, H]\n"
+    "param q: f32[H]\n"
+    "kernel ffn(x: f32[N, D], W: f32[D, F], b: f32[F]) -> f32[N, F] {\n"
+    "  y(n, f) +=! x(n, d) * W(d, f)\n"
+    "  out(n, f) = gelu(y(n, f) + b(f))\n"
+    "}\n"
+    "kernel gated(x: f32[D], Wg: f32[D, F], Wh: f32[D, F]) -> f32[F] {\n"
+    "  g(f) +=! x(d) * Wg(d, f)\n"
+    "  h(f) +=! x(d) * Wh(d, f)\n"
+    "  out(f) = sigmoid(g(f)) * tanh(h(f))\n"
+    "}\n"
+    "kernel scale_add(a: f32[K], b: f32[K]) -> f32[K] { y(k) = 0.5 * a(k) + b(k) }\n"
+    "fn main(ws: list[i32]) -> (f32[H], list[f32[H]]) {\n"
+    "  let xs = ffn(stack(for w in ws { emb[w] }), W1, b1);\n"
+    "  let hs = for w in ws { gated(gelu(emb[w] @ W1 + b1), Wg, Wh) };\n"
+    "  let ctx = softmax(for h in hs { sum(h * q) }) @ xs;\n"
+    "  (scale_add(ctx, q), for h in hs { scale_add(h, ctx) })\n"
+    "}\n";
+
+/* The same model with builtins. */
+static const char BMODEL[] =
+    "param emb: f32[V, E]\n"
+    "param W1: f32[E, H]\n"
+    "param b1: f32[H]\n"
+    "param Wg: f32[H, H]\n"
+    "param Wh: f32[H, H]\n"
+    "param q: f32[H]\n"
+    "fn main(ws: list[i32]) -> (f32[H], list[f32[H]]) {\n"
+    "  let xs = gelu(stack(for w in ws { emb[w] }) @ W1 + b1);\n"
+    "  let hs = for w in ws { let x = gelu(emb[w] @ W1 + b1); sigmoid(x @ Wg) * tanh(x @ Wh) };\n"
+    "  let ctx = softmax(for h in hs { sum(h * q) }) @ xs;\n"
+    "  (0.5 * ctx + q, for h in hs { 0.5 * h + ctx })\n"
+    "}\n";
+
+enum { NS = 64, VOCAB = 50 };
+
+/* Runs `src` on NS sentences; outputs into out[sentence][...] (floats in order). */
+static bool run_model(sheaf_ctx *ctx, const char *file, const char *src, sheaf_policy pol, int threads, int batch,
+                      float (*out)[16 * 8]) {
+  const char *path = th_write_tmp(file, src, strlen(src));
+  static int32_t wbuf[NS][7];
+  const int32_t *words[NS];
+  int64_t lens[NS];
+  for (int i = 0; i < NS; i++) {
+    lens[i] = 1 + (i * 5) % 6;
+    for (int j = 0; j < lens[i]; j++) wbuf[i][j] = (i * 13 + j * 7) % (VOCAB - 1);
+    words[i] = wbuf[i];
+  }
+  const char *names[2] = {"E", "H"};
+  int64_t values[2] = {8, 16};
+  sheaf_program_opts o;
+  memset(&o, 0, sizeof o);
+  o.seed = 5;
+  o.vocab = VOCAB;
+  o.n_sizes = 2, o.size_names = names, o.size_values = values;
+  o.runner.threads = threads;
+  o.runner.batch = batch;
+  o.runner.policy = pol;
+  sheaf_program *p;
+  if (!CHECK_OK(ctx, sheaf_program_load(ctx, path, &o, &p))) return false;
+  bool ok = CHECK_OK(ctx, sheaf_program_run_words(p, NS, words, lens));
+  for (int i = 0; ok && i < NS; i++) {
+    sheaf_value_view v[8];
+    size_t k = sheaf_program_outputs(p, i, 8, v);
+    ok = CHECK_EQ_INT((int)k, 1 + (int)lens[i]);
+    for (size_t t = 0; ok && t < k; t++) {
+      ok = CHECK_EQ_INT((int)v[t].shape[0], 16);
+      memcpy(out[i] + t * 16, v[t].data, 16 * sizeof(float));
+    }
+  }
+  sheaf_program_free(p);
+  return ok;
+}
+
+TEST(kernel_batch_sf_model_equals_builtins) {
+  if (!have_cc("kernel_batch_sf_model_equals_builtins")) return;
+  setenv("SHEAF_CACHE_DIR", th_cache_dir("kbatch-cache"), 1); /* this test's child process only */
+  sheaf_ctx *ctx = th_ctx();
+  static float ref[NS][16 * 8], got[NS][16 * 8], one[NS][16 * 8];
+  REQUIRE(run_model(ctx, "bmodel.sf", BMODEL, SHEAF_POLICY_SHEAF, 1, NS, ref));
+  REQUIRE(run_model(ctx, "kmodel.sf", KMODEL, SHEAF_POLICY_SHEAF, 1, 1, one)); /* one at a time */
+  const sheaf_policy pols[] = {SHEAF_POLICY_SHEAF, SHEAF_POLICY_NONE, SHEAF_POLICY_DEPTH, SHEAF_POLICY_AGENDA};
+  for (int p = 0; p < 4; p++)
+    for (int threads = 1; threads <= 2; threads++) {
+      memset(got, 0, sizeof got);
+      REQUIRE(run_model(ctx, "kmodel.sf", KMODEL, pols[p], threads, NS, got));
+      double worst = 0, vs_one = 0;
+      for (int i = 0; i < NS; i++)
+        for (int j = 0; j < 16 * (2 + (i * 5) % 6); j++) {
+          worst = fmax(worst, fabs(got[i][j] - ref[i][j]) / fmax(1.0, fabs(ref[i][j])));
+          vs_one = fmax(vs_one, fabs(got[i][j] - one[i][j]));
+        }
+      if (!CHECK(worst <= 1e-5) || !CHECK(vs_one <= 1e-6))
+        printf("policy %d, %d threads: vs builtins %g, vs one at a time %g\n", p, threads, worst, vs_one);
+    }
 }

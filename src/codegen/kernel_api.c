@@ -128,7 +128,7 @@ sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t l
     st = sh_lower_kernel(ctx, K->k, ename, &L, &K->info);
     if (st) st = sh_fail_prefix(ctx, "kernel '%s': lowering", K->k->name);
     sh_lir_free(L);
-    sh_buf_printf(&c, "sheaf-kernel-spec 1\nbatch 1\ngenerator %s\nisa %s\nkernel %s\nsource %zu\n", gen_id,
+    sh_buf_printf(&c, "sheaf-kernel-spec 1\ngenerator %s\nisa %s\nkernel %s\nbatch 1\nsource %zu\n", gen_id,
                   sheaf_isa_name(isa), K->k->name, len);
     sh_buf_put(&c, source, len);
     if (st == SHEAF_OK) st = sh_buf_status(&c);

@@ -171,7 +171,7 @@ typedef enum sh_res_kind {
 } sh_res_kind;
 
 /* What a call calls (checker). */
-typedef enum sh_call_kind { SH_CALL_NONE, SH_CALL_FN, SH_CALL_CTOR, SH_CALL_BUILTIN } sh_call_kind;
+typedef enum sh_call_kind { SH_CALL_NONE, SH_CALL_FN, SH_CALL_CTOR, SH_CALL_BUILTIN, SH_CALL_KERNEL } sh_call_kind;
 
 typedef enum sh_builtin {
   SH_BI_NONE = 0,
@@ -231,7 +231,8 @@ struct sh_ast {
     uint32_t size_var;
     sh_fn *fn;
     sh_ctor *ctor;
-  } ref;                /* NAME: what res names; CALL: fn / ctor */
+    struct sh_kernel_decl *kernel; /* CALL of a kernel (check_kcall.c) */
+  } ref;                /* NAME: what res names; CALL: fn / ctor / kernel */
   sh_call_kind call;    /* CALL */
   sh_builtin builtin;   /* CALL of a builtin */
   sh_fn *fn_arg;        /* CALL of map/fold/scan: the function applied */
@@ -299,6 +300,7 @@ typedef struct sh_kernel_decl {
   int n_stmts;
   sh_ksyn_stmt *stmts;
   struct sh_kernel *checked; /* (checker) NULL when it has errors */
+  bool called;               /* (checker) a function calls it (check_kcall.c) */
 } sh_kernel_decl;
 
 /* --------------------------------------------------------------- module */

@@ -166,6 +166,7 @@ void sh_lang_bind_free(sheaf_ctx *ctx, sh_lang_bind *b) {
   if (b->params) sh_free(ctx, b->params, np * sizeof(sheaf_param));
   if (b->table_rows) sh_free(ctx, b->table_rows, np * sizeof(int64_t));
   if (b->word_rank) sh_free(ctx, b->word_rank, rank_bytes(b->vocab));
+  sh_lang_bind_kernels_free(ctx, b);
   memset(b, 0, sizeof *b);
 }
 
@@ -355,6 +356,7 @@ sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
       if (sheaf_model_param_data(model, out->params[p], &rank, &shape))
         st = plus_identity(m, model, m->params[p], out->params[p], shape, true);
     }
+  if (st == SHEAF_OK) st = sh_lang_bind_kernels(m, out);
 done:
   sheaf_st_close(opened);
   sh_buf_free(&msg);

@@ -547,9 +547,10 @@ sheaf_status sh_check(sh_module *m) {
       for (int i = 0; i < m->n_fns && !c.nomem; i++) check_signature(&c, m->fns[i]);
       /* a source of kernels only (no fn) is a kernel library: no main */
       if (!c.nomem && !m->kernels_only && (m->n_fns > 0 || m->n_kernels == 0)) check_main(&c);
+      /* kernels first: a function's call of one is typed from the checked kernel */
+      if (!c.nomem && !sh_diags_full(c.d)) c_check_kernels(&c);
       for (int i = 0; i < m->n_fns && !c.nomem && !sh_diags_full(c.d); i++) check_body(&c, m->fns[i]);
       if (!c.nomem && !sh_diags_full(c.d)) c_check_recursion(&c);
-      if (!c.nomem && !sh_diags_full(c.d)) c_check_kernels(&c);
     }
   }
   sh_free(m->ctx, c.scope, (size_t)c.cap_scope * sizeof *c.scope);

@@ -281,8 +281,7 @@ static sh_type *name(checker *c, sh_ast *e) {
     c_error(c, e->span, "'%s' is a built-in function: call it with arguments", nm(c, e->name));
     return &sh_type_error;
   case G_KERNEL:
-    c_error(c, e->span, "'%s' is a kernel; calling kernels from functions is not supported yet",
-            nm(c, e->name));
+    c_error(c, e->span, "'%s' is a kernel: call it with arguments", nm(c, e->name));
     return &sh_type_error;
   case G_NONE: break;
   }
@@ -358,13 +357,7 @@ static sh_type *call(checker *c, sh_ast *e) {
     c_add_edge(c, f, at, structural);
     return c_call_fn(c, e, f, e->items, types, e->n);
   }
-  if (kind == G_KERNEL) {
-    c_error(c, e->name_span,
-            "calling kernel '%s' from a function is not supported yet (kernels are checked, and run "
-            "through the kernel API)",
-            nm(c, e->name));
-    return &sh_type_error;
-  }
+  if (kind == G_KERNEL) return err ? &sh_type_error : c_call_kernel(c, e, g->u.kernel, types);
   if (kind == G_CTOR) {
     sh_ctor *ct = g->u.ctor;
     e->call = SH_CALL_CTOR;

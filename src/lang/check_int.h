@@ -107,6 +107,9 @@ void c_add_edge(checker *c, sh_fn *to, sh_span at, bool structural);
 void c_check_recursion(checker *c);
 /* Checks every kernel declaration into its sh_kernel (check_kernel.c). */
 void c_check_kernels(checker *c);
+/* A call of kernel kd from a function, its arguments' types given
+ * (check_kcall.c); sets e->call = SH_CALL_KERNEL. */
+sh_type *c_call_kernel(checker *c, sh_ast *e, struct sh_kernel_decl *kd, sh_type **types);
 /* Whether an argument expression is a strict part of a parameter. */
 bool c_is_subterm(checker *c, const sh_ast *e);
 /* The parameter (index k) a NAME expression's value comes from (-1: none),

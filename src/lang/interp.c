@@ -623,6 +623,20 @@ static sh_value call_fn(sh_interp *ip, const sh_fn *f, const sh_value *args, con
   return run_fn(ip, f, fr, site);
 }
 
+/* A kernel's call: one batched runtime op (bind_kernels.c compiled it). */
+static SH_NOINLINE sh_value call_kernel(sh_interp *ip, const sh_ast *e, sh_value *fr) {
+  sheaf_expr in[64];
+  if (e->n > 64) return failf(ip, "interp: over 64 kernel arguments"), v_none;
+  for (int i = 0; i < e->n; i++) {
+    in[i] = eval(ip, e->items[i], fr).t;
+    if (ip->err) return v_none;
+  }
+  int k = e->ref.kernel->index;
+  sheaf_kernel *K = k < ip->bind->n_kernels ? ip->bind->kernels[k] : NULL;
+  if (!K) return failf(ip, "interp: kernel %d was not compiled", k), v_none;
+  return mk_tensor(sheaf_kernel_call(ip->g, K, e->n, in)); /* eval checks the graph (built) */
+}
+
 static SH_NOINLINE sh_value eval_call(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   if (e->call == SH_CALL_BUILTIN) return builtin(ip, e, fr);
   if (e->call == SH_CALL_FN) { /* the arguments go straight into the callee's frame */
@@ -644,6 +658,7 @@ static SH_NOINLINE sh_value eval_call(sh_interp *ip, const sh_ast *e, sh_value *
     }
     return mk_agg(SH_V_ADT, a);
   }
+  if (e->call == SH_CALL_KERNEL) return call_kernel(ip, e, fr);
   return failf(ip, "interp: unresolved call"), v_none;
 }
 

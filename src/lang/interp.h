@@ -58,6 +58,9 @@ typedef struct sh_lang_bind {
   int32_t *word_rank;   /* a copy of opts->word_rank (vocab - 1 entries) or NULL */
   char vocab_fp[96];    /* the weights file's "sheaf.vocab" metadata (the word numbering
                            they were saved with), or "" */
+  sheaf_kernel **kernels; /* by kernel declaration index: compiled when a function calls it
+                             (bind_kernels.c), else NULL */
+  int n_kernels;
 } sh_lang_bind;
 
 /* Solves every global size (size declarations, overrides, the weights
@@ -74,6 +77,12 @@ typedef struct sh_lang_bind {
 sheaf_status sh_lang_bind_model(const sh_module *m, sheaf_model *model,
                                 const sh_lang_bind_opts *opts, sh_lang_bind *out);
 void sh_lang_bind_free(sheaf_ctx *ctx, sh_lang_bind *b);
+/* Compiles (JIT, through the on-disk cache: sheaf_kernel_compile) every
+ * kernel a function calls, once per bind; their calls then run as batched
+ * runtime ops (sheaf_kernel_call). bind_kernels.c; called by
+ * sh_lang_bind_model. */
+sheaf_status sh_lang_bind_kernels(const sh_module *m, sh_lang_bind *b);
+void sh_lang_bind_kernels_free(sheaf_ctx *ctx, sh_lang_bind *b);
 
 /* The row of table param p (rows R = b->table_rows[p]) that word id w
  * looks up (see above); w outside [0, vocab - 1) is <unk>
