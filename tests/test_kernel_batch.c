@@ -24,7 +24,8 @@ static const char SRC[] =
     "kernel vaxpy(a: f32[K], x: f32[K]) -> f32[K] { y(k) = 2 * a(k) + x(k) }\n"
     "kernel rsum(x: f32[M, K]) -> f32[M] { s(m) +=! x(m, k) }\n"
     "kernel attn(q: f32[B, L(b), D], L: i32[B]) -> f32[B, D] { o(b, d) +=! q(b, l, d) }\n"
-    "kernel two(x: f32[K]) -> (u: f32[K], v: f32[K]) { u(k) = x(k); v(k) = -x(k) }\n";
+    "kernel two(x: f32[K]) -> (u: f32[K], v: f32[K]) { u(k) = x(k); v(k) = -x(k) }\n"
+    "kernel gram(x: f32[N, D]) -> f32[D, D] { g(i, j) +=! x(n, i) * x(n, j) }\n";
 
 static bool have_cc(const char *test) {
   static int probed, ok;
@@ -94,7 +95,9 @@ static bool make_model(sheaf_ctx *ctx, setup *s) {
 }
 
 /* Instance i's call: x (mode 0: an input; 1: tanh of it, rows of one batch
- * block; 2: a column slice of a wider input, strided) then ffn(x, W, b). */
+ * block; 2: a column slice of a wider input, strided; 3: an input, with W an
+ * input of each instance, so the rows are not stacked: the batch loop with
+ * W as row pointers) then ffn(x, W, b). */
 static sheaf_expr build(sheaf_graph *g, const setup *s, sheaf_kernel *k, int i, int mode) {
   int64_t n = rows_of(i);
   sheaf_expr x;
@@ -107,7 +110,8 @@ static sheaf_expr build(sheaf_graph *g, const setup *s, sheaf_kernel *k, int i, 
     x = sheaf_input(g, 2, (int64_t[]){n, D}, xs[i]);
     if (mode == 1) x = sheaf_tanh(g, x);
   }
-  sheaf_expr in[3] = {x, sheaf_parameter(g, s->W), sheaf_parameter(g, s->b)};
+  sheaf_expr W = mode == 3 ? sheaf_input(g, 2, (int64_t[]){D, F}, Wd) : sheaf_parameter(g, s->W);
+  sheaf_expr in[3] = {x, W, sheaf_parameter(g, s->b)};
   return sheaf_kernel_call(g, k, 3, in);
 }
 
@@ -119,9 +123,9 @@ TEST(kernel_batch_ffn_every_policy_and_thread_count) {
   REQUIRE(k != NULL);
   setup s;
   REQUIRE(make_model(ctx, &s));
-  static float alone[3][NI][MAXN * F]; /* each instance in a graph of its own */
+  static float alone[4][NI][MAXN * F]; /* each instance in a graph of its own */
   const sheaf_policy pols[] = {SHEAF_POLICY_SHEAF, SHEAF_POLICY_NONE, SHEAF_POLICY_DEPTH, SHEAF_POLICY_AGENDA};
-  for (int mode = 0; mode < 3; mode++) {
+  for (int mode = 0; mode < 4; mode++) {
     sheaf_graph *g;
     REQUIRE_OK(ctx, sheaf_graph_create(s.m, &(sheaf_graph_opts){.threads = 1}, &g));
     for (int i = 0; i < NI; i++) {
@@ -137,7 +141,7 @@ TEST(kernel_batch_ffn_every_policy_and_thread_count) {
   }
   for (int p = 0; p < 4; p++)
     for (int threads = 1; threads <= 2; threads++)
-      for (int mode = 0; mode < 3; mode++) {
+      for (int mode = 0; mode < 4; mode++) {
         sheaf_graph *g;
         REQUIRE_OK(ctx, sheaf_graph_create(s.m, &(sheaf_graph_opts){.policy = pols[p], .threads = threads}, &g));
         sheaf_expr y[NI];
@@ -205,6 +209,50 @@ TEST(kernel_batch_chains_with_builtins) {
   sheaf_kernel_free(ffn);
   sheaf_kernel_free(ax);
   sheaf_kernel_free(rs);
+}
+
+/* A kernel whose rows are not independent (a reduction over N) runs
+ * through the batch loop, with sizes that differ per instance. */
+TEST(kernel_batch_loop_with_per_instance_sizes) {
+  if (!have_cc("kernel_batch_loop_with_per_instance_sizes")) return;
+  sheaf_ctx *ctx = th_ctx();
+  fill();
+  sheaf_kernel *k = compile(ctx, "gram");
+  REQUIRE(k != NULL);
+  CHECK_EQ_INT(sh_kernel_row_size(sh_kernel_of(k)), -1);
+  sheaf_kernel *f = compile(ctx, "ffn");
+  REQUIRE(f != NULL);
+  CHECK_EQ_INT(sh_kernel_row_size(sh_kernel_of(f)), 0); /* N */
+  sheaf_kernel_free(f);
+  sheaf_model *m;
+  REQUIRE_OK(ctx, sheaf_model_create(ctx, &m));
+  for (int threads = 1; threads <= 2; threads++) {
+    sheaf_graph *g;
+    REQUIRE_OK(ctx, sheaf_graph_create(m, &(sheaf_graph_opts){.threads = threads}, &g));
+    sheaf_expr y[NI];
+    for (int i = 0; i < NI; i++) {
+      sheaf_expr x = sheaf_input(g, 2, (int64_t[]){rows_of(i), 3 + i % 4}, xs[i]);
+      y[i] = sheaf_kernel_call(g, k, 1, &x);
+    }
+    REQUIRE_OK(ctx, sheaf_graph_flush(g));
+    double worst = 0;
+    for (int i = 0; i < NI; i++) {
+      sheaf_value_view v;
+      REQUIRE_OK(ctx, sheaf_value(g, y[i], &v));
+      int dd = 3 + i % 4;
+      REQUIRE(v.rank == 2 && v.shape[0] == dd && v.shape[1] == dd);
+      for (int a = 0; a < dd; a++)
+        for (int b = 0; b < dd; b++) {
+          double r = 0;
+          for (int n = 0; n < rows_of(i); n++) r += (double)xs[i][n * dd + a] * xs[i][n * dd + b];
+          worst = fmax(worst, fabs(v.data[a * dd + b] - r) / fmax(1.0, fabs(r)));
+        }
+    }
+    CHECK(worst < 1e-5);
+    sheaf_graph_free(g);
+  }
+  sheaf_model_free(m);
+  sheaf_kernel_free(k);
 }
 
 TEST(kernel_batch_misuse_is_an_error) {

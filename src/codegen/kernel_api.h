@@ -33,6 +33,10 @@ const sh_lower_info *sh_kernel_info(const sheaf_kernel *k);
 sk_batch_fn sh_kernel_batch_fn(const sheaf_kernel *k);
 const sh_kcall_desc *sh_kernel_call_desc(const sheaf_kernel *k);
 sheaf_ctx *sh_kernel_ctx(const sheaf_kernel *k);
+sk_entry_fn sh_kernel_entry_fn(const sheaf_kernel *k);
+/* The size of k that indexes independent rows (kernel_rows.c): calls that
+ * differ only in it run as one call over their stacked rows; -1: none. */
+int sh_kernel_row_size(const sh_kernel *k);
 /* Runs a batch of kernel-call nodes (sh_kcall_desc.run; kernel_call.c). */
 sheaf_status sh_kcall_run(sheaf_graph *g, const sh_kcall_desc *d, const uint32_t *ids, uint32_t n);
 void sh_kernel_jit_stats(const sheaf_kernel *k, sh_jit_stats *out);

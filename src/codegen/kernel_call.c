@@ -8,7 +8,12 @@
  * the kernel's generated batch loop (sk_batch_fn): per-instance sizes, and
  * each argument in one of the runtime's modes — one pointer for all
  * instances (a parameter passed once), evenly spaced (contiguous rows), or
- * a row-pointer array (gathered inputs, no copy).
+ * a row-pointer array (gathered inputs, no copy). A kernel whose calls
+ * differ only in a row size (kernel_rows.c: `x: f32[N, D]` -> `f32[N, F]`
+ * with rows independent) runs a batch whose other sizes and non-row inputs
+ * agree as one call of the instance-level entry over the stacked rows
+ * (contiguous rows read in place, others gathered), so 64 calls of an FFN
+ * on vectors are one GEMM-like call with M = 64.
  */
 #include <stdio.h>
 #include <string.h>
@@ -136,6 +141,62 @@ static sk_barg mode_of(void **p, uint32_t n) {
   return (sk_barg){p0, NULL, stride};
 }
 
+/* Runs the batch as one call over stacked rows (see the top) when it can:
+ * *done false otherwise. ptr[j * n + i]: argument j of instance i. */
+static sheaf_status run_rows(sheaf_graph *g, const sheaf_kernel *K, uint32_t n, const int64_t *sizes, void **ptr,
+                             bool *done) {
+  const sh_kernel *k = sh_kernel_of(K);
+  int rs = sh_kernel_row_size(k), ns = k->n_sizes, n_args = k->n_inputs + 1;
+  *done = false;
+  if (rs < 0 || n < 2 || sh_kernel_info(K)->n_args != n_args) return SHEAF_OK;
+  for (uint32_t i = 1; i < n; i++)
+    for (int s = 0; s < ns; s++)
+      if (s != rs && sizes[(size_t)i * ns + s] != sizes[s]) return SHEAF_OK;
+  int64_t msizes[KC_MAX_IN * 2 + 1];
+  memcpy(msizes, sizes, sizeof(int64_t) * (size_t)ns);
+  int64_t total = 0;
+  for (uint32_t i = 0; i < n; i++) total += sizes[(size_t)i * ns + rs];
+  msizes[rs] = total;
+  sk_arg args[KC_MAX_IN + 1];
+  memset(args, 0, sizeof args);
+  for (int j = 0; j < n_args; j++) {
+    void **p = ptr + (size_t)j * n;
+    const sh_ktensor *t = &k->tensors[j];
+    if (t->dims[0].aff.n != 1 || t->dims[0].aff.t[0].size != rs) { /* not a row tensor: passed once */
+      for (uint32_t i = 1; i < n; i++)
+        if (p[i] != p[0]) return SHEAF_OK;
+      args[j].data = p[0];
+      continue;
+    }
+    size_t row = 1; /* floats per row */
+    for (int dd = 1; dd < t->rank; dd++) row *= (size_t)sh_lower_aff(&t->dims[dd].aff, sizes);
+    bool even = true;
+    for (uint32_t i = 1; i < n && even; i++)
+      even = (float *)p[i] == (float *)p[i - 1] + row * (size_t)sizes[(size_t)(i - 1) * ns + rs];
+    if (even) {
+      args[j].data = p[0];
+      continue;
+    }
+    if (j == k->n_inputs) return SHEAF_OK; /* (the output block is always contiguous) */
+    float *c = sh_arena_alloc(&g->work.scratch, sizeof(float) * row * (size_t)total);
+    if (!c) return SHEAF_ERR_NOMEM;
+    size_t off = 0;
+    for (uint32_t i = 0; i < n; i++) {
+      size_t m = row * (size_t)sizes[(size_t)i * ns + rs];
+      memcpy(c + off, p[i], sizeof(float) * m);
+      off += m;
+    }
+    g->instr.stats.bytes_copied += sizeof(float) * off;
+    args[j].data = c;
+  }
+  sk_abi abi;
+  sh_lir_abi_init(g->ctx, g->threads, &abi);
+  *done = true;
+  if (sh_kernel_entry_fn(K)(&abi, msizes, args) != 0)
+    return sh_fail(g->ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", k->name);
+  return SHEAF_OK;
+}
+
 sheaf_status sh_kcall_run(sheaf_graph *g, const sh_kcall_desc *d, const uint32_t *ids, uint32_t n) {
   const sheaf_kernel *K = d->user;
   const sh_kernel *k = sh_kernel_of(K);
@@ -177,6 +238,9 @@ sheaf_status sh_kcall_run(sheaf_graph *g, const sh_kcall_desc *d, const uint32_t
     ptr[(size_t)n_in * n + i] = nd->val;
     off += (size_t)nd->rows * (size_t)nd->cols;
   }
+  bool done;
+  sheaf_status st = run_rows(g, K, n, sizes, ptr, &done);
+  if (st || done) return st;
   for (int j = 0; j < n_args; j++) args[j] = mode_of(ptr + (size_t)j * n, n);
   sk_abi abi;
   sh_lir_abi_init(g->ctx, g->threads, &abi);
