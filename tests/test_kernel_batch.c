@@ -402,3 +402,42 @@ TEST(kernel_batch_sf_model_equals_builtins) {
         printf("policy %d, %d threads: vs builtins %g, vs one at a time %g\n", p, threads, worst, vs_one);
     }
 }
+
+/* A program compiles each kernel it calls once, at load; a second load
+ * (another run) takes it from the cache: no new library. */
+TEST(kernel_batch_sf_compiles_once_and_hits_the_cache) {
+  if (!have_cc("kernel_batch_sf_compiles_once_and_hits_the_cache")) return;
+  char dir[512], vdir[600];
+  snprintf(dir, sizeof dir, "%s", th_tmp_path("kbatch-own-cache"));
+  snprintf(vdir, sizeof vdir, "%s/v1", dir);
+  setenv("SHEAF_CACHE_DIR", dir, 1); /* this test's child process only */
+  sheaf_ctx *ctx = th_ctx();
+  static const char src[] = "param emb: f32[V, H]\n"
+                            "kernel axpy(a: f32[N], x: f32[N]) -> f32[N] { y(i) = 2 * a(i) + x(i) }\n"
+                            "kernel unused(a: f32[N]) -> f32[N] { y(i) = a(i) }\n"
+                            "fn main(ws: list[i32]) -> f32[H] { axpy(emb[ws[0]], emb[ws[1]]) }\n";
+  const char *path = th_write_tmp("once.sf", src, sizeof src - 1);
+  const char *names[1] = {"H"};
+  int64_t values[1] = {8};
+  sheaf_program_opts o;
+  memset(&o, 0, sizeof o);
+  o.vocab = 10, o.n_sizes = 1, o.size_names = names, o.size_values = values;
+  const int32_t w[2] = {3, 4};
+  const int32_t *words[1] = {w};
+  int64_t lens[1] = {2};
+  for (int run = 0; run < 2; run++) {
+    sheaf_program *p;
+    REQUIRE_OK(ctx, sheaf_program_load(ctx, path, &o, &p));
+    CHECK_EQ_SIZE(th_count_suffix(vdir, ".so"), 1); /* axpy only, compiled by the first load */
+    CHECK_OK(ctx, sheaf_program_run_words(p, 1, words, lens));
+    sheaf_value_view v[1];
+    CHECK_EQ_SIZE(sheaf_program_outputs(p, 0, 1, v), 1);
+    sheaf_param pe;
+    REQUIRE_OK(ctx, sheaf_model_find(sheaf_program_model(p), "emb", &pe));
+    const float *E = sheaf_model_param_data(sheaf_program_model(p), pe, NULL, NULL);
+    double worst = 0;
+    for (int j = 0; j < 8; j++) worst = fmax(worst, fabs(v[0].data[j] - (2.0 * E[3 * 8 + j] + E[4 * 8 + j])));
+    CHECK(worst < 1e-6);
+    sheaf_program_free(p);
+  }
+}
