@@ -25,5 +25,9 @@ sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t l
  * compiler ran: stats.compiles == 1). */
 const sh_kernel *sh_kernel_of(const sheaf_kernel *k);
 void sh_kernel_jit_stats(const sheaf_kernel *k, sh_jit_stats *out);
+/* Whether the generated code reads input i packed (a weight: kernel_api.c),
+ * and how many times the run path has packed it. */
+bool sh_kernel_input_packed(const sheaf_kernel *k, int i);
+long sh_kernel_pack_count(const sheaf_kernel *k, int i);
 
 #endif
