@@ -15,6 +15,11 @@
  * into a buffer the kernel keeps, keyed on (pointer, shape, version): a
  * run with the same nonzero version (sheaf_kernel_set_weight_version) reuses
  * it; version 0 packs on every run.
+ *
+ * Temporaries (the generated code's, through sk_abi.alloc, and the ragged
+ * scratch and offsets of the run path) come from blocks the kernel keeps
+ * from earlier runs (up to K_BLOCKS, the largest kept), so a repeated run
+ * allocates nothing and touches no fresh pages.
  */
 #include <dlfcn.h>
 #include <limits.h>
@@ -48,6 +53,14 @@ typedef struct kweight {
   size_t bytes;
 } kweight;
 
+/* A temporary's storage kept across runs (guarded by sheaf_kernel.mu). */
+typedef struct kblock {
+  void *p;
+  size_t bytes;
+  bool used;
+} kblock;
+#define K_BLOCKS 8
+
 struct sheaf_kernel {
   sheaf_ctx *ctx;
   char *src;
@@ -61,6 +74,7 @@ struct sheaf_kernel {
   pthread_mutex_t mu;
   bool mu_init;
   bool dense; /* no ragged tensor: element counts are products of sizes */
+  kblock blocks[K_BLOCKS]; /* the temporaries of earlier runs, reused */
 };
 
 static const char *const isa_flags_avx2[] = {"-mavx2", "-mfma"};
@@ -224,6 +238,8 @@ SHEAF_API void sheaf_kernel_free(sheaf_kernel *k) {
       if (k->w[i].buf) sh_free(ctx, k->w[i].buf, k->w[i].bytes);
     sh_free(ctx, k->w, sizeof(kweight) * ((size_t)k->k->n_inputs + 1));
   }
+  for (int i = 0; i < K_BLOCKS; i++)
+    if (k->blocks[i].p) sh_free(ctx, k->blocks[i].p, k->blocks[i].bytes);
   if (k->mu_init) pthread_mutex_destroy(&k->mu);
   sh_jit_free(k->jit);
   sh_lower_info_free(ctx, &k->info);
@@ -363,6 +379,49 @@ static void release_weights(sheaf_kernel *K, float **own, size_t *own_bytes, con
   if (locked) pthread_mutex_unlock(&K->mu);
 }
 
+/* sk_abi.alloc / .free over the kernel's kept blocks. */
+static void *k_alloc(void *user, size_t bytes) {
+  sheaf_kernel *K = user;
+  pthread_mutex_lock(&K->mu);
+  kblock *best = NULL;
+  for (int i = 0; i < K_BLOCKS; i++) {
+    kblock *b = &K->blocks[i];
+    if (b->p && !b->used && b->bytes >= bytes && (!best || b->bytes < best->bytes)) best = b;
+  }
+  if (best) best->used = true;
+  pthread_mutex_unlock(&K->mu);
+  return best ? best->p : sh_alloc(K->ctx, bytes ? bytes : 1, 64);
+}
+
+static void k_free(void *user, void *p, size_t bytes) {
+  sheaf_kernel *K = user;
+  if (!p) return;
+  if (!bytes) bytes = 1;
+  pthread_mutex_lock(&K->mu);
+  kblock *slot = NULL;
+  for (int i = 0; i < K_BLOCKS; i++)
+    if (K->blocks[i].p == p) {
+      K->blocks[i].used = false;
+      pthread_mutex_unlock(&K->mu);
+      return;
+    }
+  /* keep it: in an empty slot, else in place of the smallest free block smaller than it */
+  for (int i = 0; i < K_BLOCKS && !slot; i++)
+    if (!K->blocks[i].p) slot = &K->blocks[i];
+  for (int i = 0; i < K_BLOCKS && !slot; i++) {
+    kblock *b = &K->blocks[i];
+    if (!b->used && b->bytes < bytes && (!slot || b->bytes < slot->bytes)) slot = b;
+  }
+  void *drop = p;
+  size_t drop_bytes = bytes;
+  if (slot) {
+    drop = slot->p, drop_bytes = slot->bytes;
+    *slot = (kblock){p, bytes, false};
+  }
+  pthread_mutex_unlock(&K->mu);
+  if (drop) sh_free(K->ctx, drop, drop_bytes);
+}
+
 /* The element count of dense tensor t for bound sizes; false on overflow
  * past the reference's limit (the caller asks the reference). */
 static bool dense_numel(const sh_kernel *k, int t, const int64_t *sizes, size_t *n) {
@@ -459,14 +518,14 @@ SHEAF_API sheaf_status sheaf_kernel_run(sheaf_kernel *K, const sheaf_kernel_arg 
     st = sh_lower_numel(ctx, k, info->scratch[s], sizes, in_data, &n);
     if (st) break;
     extra_bytes[ne] = (n ? n : 1) * sizeof(float);
-    if (!(extra[ne] = sh_alloc(ctx, extra_bytes[ne], 64))) st = SHEAF_ERR_NOMEM;
+    if (!(extra[ne] = k_alloc(K, extra_bytes[ne]))) st = SHEAF_ERR_NOMEM;
     else ir[slot++].data = extra[ne];
   }
   for (int r = 0; !st && r < info->n_ragged; r++, ne++) {
     const sh_ktensor *t = &k->tensors[info->ragged[r]];
     int64_t E = sh_lower_aff(&t->dims[0].aff, sizes);
     extra_bytes[ne] = (size_t)(E > 0 ? E : 1) * sizeof(int32_t);
-    if (!(extra[ne] = sh_alloc(ctx, extra_bytes[ne], 64))) st = SHEAF_ERR_NOMEM;
+    if (!(extra[ne] = k_alloc(K, extra_bytes[ne]))) st = SHEAF_ERR_NOMEM;
     else {
       st = sh_lower_offsets(ctx, k, info->ragged[r], sizes, in_data, extra[ne]);
       ir[slot++].data = extra[ne];
@@ -475,11 +534,12 @@ SHEAF_API sheaf_status sheaf_kernel_run(sheaf_kernel *K, const sheaf_kernel_arg 
   if (!st) {
     sk_abi abi;
     sh_lir_abi_init(ctx, 0, &abi);
+    abi.alloc = k_alloc, abi.free = k_free, abi.alloc_user = K;
     if (K->fn(&abi, sizes, ir) != 0)
       st = sh_fail(ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", k->name);
   }
   release_weights(K, own, own_bytes, held);
-  for (int i = 0; extra && i < ne; i++) sh_free(ctx, extra[i], extra_bytes[i]);
+  for (int i = 0; extra && i < ne; i++) k_free(K, extra[i], extra_bytes[i]);
   if (heap) {
     sh_free(ctx, extra, sizeof(void *) * (n_extra + 1));
     sh_free(ctx, extra_bytes, sizeof(size_t) * (n_extra + 1));
