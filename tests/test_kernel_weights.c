@@ -7,8 +7,11 @@
  * references at sizes below, at, above and at multiples of the register
  * tiles (AVX2 6 x 16 in blocks of 96 rows, scalar 4 x 4); a new version,
  * pointer or shape repacks; two threads sharing one kernel with different
- * weights. Skipped with a note when no C compiler exists.
+ * weights; the ahead-of-time contract (the emitted C's entry reads W packed
+ * by the emitted sheafk_NAME_pack_W). Skipped with a note when no C
+ * compiler exists.
  */
+#include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -16,7 +19,10 @@
 
 #include "codegen/jit.h"
 #include "codegen/kernel_api.h"
+#include "codegen/lower.h"
 #include "harness.h"
+#include "lang/parser.h"
+#include "lir_cc.h"
 
 static const char SRC[] =
     "kernel mm(A: f32[M, K], B: f32[K, N]) -> f32[M, N] { C(m, n) +=! A(m, k) * B(k, n) }\n"
@@ -38,6 +44,12 @@ static bool have_cc(const char *test) {
   }
   if (!ok) printf("note: %s skipped: no C compiler\n", test);
   return ok;
+}
+
+/* AVX2 where the host runs it (the tile sizes named above), else scalar. */
+static sheaf_isa avx2_or_scalar(void) {
+  sheaf_isa h = sheaf_cpu_isa();
+  return h == SHEAF_ISA_AVX2 || h == SHEAF_ISA_AVX512 ? SHEAF_ISA_AVX2 : SHEAF_ISA_SCALAR;
 }
 
 static sheaf_kernel *compile(sheaf_ctx *ctx, const char *name, sheaf_isa isa) {
@@ -109,7 +121,7 @@ static void mm_sizes(sheaf_isa isa, uint64_t version) {
 
 TEST(kernel_weights_mm_sizes_avx2) {
   if (!have_cc("kernel_weights_mm_sizes_avx2")) return;
-  mm_sizes(SHEAF_ISA_AVX2, 0);
+  mm_sizes(avx2_or_scalar(), 0);
 }
 
 TEST(kernel_weights_mm_sizes_scalar_versioned) {
@@ -122,7 +134,7 @@ TEST(kernel_weights_mm_sizes_scalar_versioned) {
 TEST(kernel_weights_packed_once_per_version) {
   if (!have_cc("kernel_weights_packed_once_per_version")) return;
   sheaf_ctx *ctx = th_ctx();
-  sheaf_kernel *k = compile(ctx, "mm", SHEAF_ISA_AVX2);
+  sheaf_kernel *k = compile(ctx, "mm", avx2_or_scalar());
   if (!k) return;
   enum { M = 37, K = 29, N = 45 };
   static float A[M * K], B[K * N], B2[K * N];
@@ -161,7 +173,7 @@ TEST(kernel_weights_packed_once_per_version) {
 TEST(kernel_weights_inference) {
   if (!have_cc("kernel_weights_inference")) return;
   sheaf_ctx *ctx = th_ctx();
-  sheaf_kernel *t = compile(ctx, "tmm", SHEAF_ISA_AVX2), *g = compile(ctx, "gated", SHEAF_ISA_AVX2);
+  sheaf_kernel *t = compile(ctx, "tmm", avx2_or_scalar()), *g = compile(ctx, "gated", avx2_or_scalar());
   if (t) CHECK(!sh_kernel_input_packed(t, 0) && !sh_kernel_input_packed(t, 1));
   if (g) CHECK(!sh_kernel_input_packed(g, 0) && sh_kernel_input_packed(g, 1) && sh_kernel_input_packed(g, 2));
   if (g) {
@@ -216,7 +228,7 @@ static void *thr_main(void *p) {
 TEST(kernel_weights_two_threads) {
   if (!have_cc("kernel_weights_two_threads")) return;
   sheaf_ctx *ctx = th_ctx();
-  sheaf_kernel *k = compile(ctx, "mm", SHEAF_ISA_AVX2);
+  sheaf_kernel *k = compile(ctx, "mm", avx2_or_scalar());
   if (!k) return;
   static float A[31 * 24], B1[24 * 50], B2[24 * 50];
   fill(A, 31 * 24, 10);
@@ -231,4 +243,67 @@ TEST(kernel_weights_two_threads) {
   CHECK(t1.worst < 1e-5);
   CHECK(t2.worst < 1e-5);
   sheaf_kernel_free(k);
+}
+
+/* `sheaf compile --emit-c`'s contract (docs/CODEGEN.md, "Weights"): the
+ * emitted entry point reads an inferred weight packed by the emitted
+ * packer, into sheafk_NAME_packed_size_W(sizes) floats. */
+TEST(kernel_weights_emitted_c_packs_with_its_packer) {
+  if (!have_cc("kernel_weights_emitted_c_packs_with_its_packer")) return;
+  sheaf_ctx *ctx = th_ctx();
+  static const char MMS[] = "kernel mm(A: f32[M, K], B: f32[K, N]) -> f32[M, N] { C(m, n) +=! A(m, k) * B(k, n) }\n";
+  sh_module m;
+  if (!CHECK_OK(ctx, sh_kernel_source_compile(&m, ctx, "k.sf", MMS, strlen(MMS)))) return;
+  const sh_kernel *const *ks;
+  sh_buf c;
+  sh_buf_init(&c, ctx);
+  void *so = NULL;
+  char err[4096];
+  if (CHECK(sh_module_kernels(&m, &ks) == 1) && CHECK_OK(ctx, sh_lower_generate(ctx, ks[0], avx2_or_scalar(), &c, NULL, NULL))) {
+    const char *src[1] = {sh_buf_cstr(&c)};
+    if (!CHECK(lir_cc_build(th_tmp_path(""), "weights_aot", src, 1, avx2_or_scalar(), "-O2", 1, &so, err, sizeof err) == 0))
+      printf("%s\n", err);
+  }
+  if (so) {
+    sk_entry_fn fn;
+    int64_t (*psize)(const int64_t *);
+    void (*pack)(const int64_t *, const float *, int64_t, int, float *);
+    void *p = dlsym(so, "sheafk_mm");
+    memcpy(&fn, &p, sizeof p);
+    p = dlsym(so, "sheafk_mm_packed_size_B");
+    memcpy(&psize, &p, sizeof p);
+    p = dlsym(so, "sheafk_mm_pack_B");
+    memcpy(&pack, &p, sizeof p);
+    CHECK(!dlsym(so, "sheafk_mm_pack_A"));
+    if (CHECK(fn && psize && pack)) {
+      enum { M = 13, K = 21, N = 37 };
+      static float A[M * K], B[K * N], C[M * N];
+      fill(A, M * K, 13);
+      fill(B, K * N, 14);
+      int64_t sizes[] = {M, K, N};
+      size_t np = (size_t)psize(sizes);
+      CHECK(np >= (size_t)K * N);
+      float *Bp = malloc(sizeof(float) * np);
+      sk_abi abi;
+      sh_lir_abi_init(ctx, 1, &abi);
+      if (CHECK(Bp)) {
+        pack(sizes, B, N, 0, Bp);
+        sk_arg args[3] = {{.data = A}, {.data = Bp}, {.data = C}};
+        CHECK_EQ_INT(fn(&abi, sizes, args), 0);
+        double worst = 0;
+        for (int i = 0; i < M; i++)
+          for (int j = 0; j < N; j++) {
+            double r = 0;
+            for (int q = 0; q < K; q++) r += (double)A[i * K + q] * B[q * N + j];
+            double e = fabs(C[i * N + j] - r) / fmax(1.0, fabs(r));
+            if (!(e <= worst)) worst = e;
+          }
+        CHECK(worst < 1e-5);
+      }
+      free(Bp);
+    }
+    dlclose(so);
+  }
+  sh_buf_free(&c);
+  sh_module_free(&m);
 }
