@@ -14,7 +14,9 @@
  * flushing and copying x in, as a model pays); best of rounds that
  * alternate the sides; outputs compared. For the why: the generated GEMM
  * alone (`mm`, the same schedule without the epilogue) on the same shape,
- * and the graph's GEMM alone (affine without the activation).
+ * and the graph's GEMM alone (affine without the activation). The
+ * kernels' weights (W, Wg, Wh: inferred) are packed once per version
+ * (sheaf_kernel_set_weight_version), as the runtime packs its parameters.
  *
  *   make bench-codegen_fused [BENCH_ARGS=--quick]
  */
@@ -133,6 +135,12 @@ int main(int argc, char **argv) {
                                {SHEAF_KERNEL_F32, (void *)(uintptr_t)Wg, (size_t)(D * F), 2, sw},
                                {SHEAF_KERNEL_F32, (void *)(uintptr_t)Wh, (size_t)(D * F), 2, sw},
                                {SHEAF_KERNEL_F32, of, (size_t)(N * F), 0, NULL}};
+      /* the weights are parameters: packed once per version by the kernels */
+      uint64_t ver = 1 + (uint64_t)(op * 2) + ri;
+      sheaf_kernel_set_weight_version(kf, 1, ver);
+      sheaf_kernel_set_weight_version(kg, 1, ver);
+      sheaf_kernel_set_weight_version(kg, 2, ver);
+      sheaf_kernel_set_weight_version(km, 1, ver);
       sheaf_kernel *k = op ? kg : kf;
       sheaf_kernel_arg *ka = op ? ag : af;
       /* the graph sides: each form under each policy */

@@ -7,6 +7,7 @@
  * machine is shared), best of rounds that alternate the two.
  *
  *   bench_codegen_lir [--quick] [--isa scalar|avx2|avx512] [--threads N] [--opt "-O3 -march=native"]
+ *                     [--row-tiles T]   (tiles per row block of the sweep: sh_sched_opts.row_tiles)
  *
  * The kernel is compiled by tests/lir_cc.h (system cc), the stand-in for
  * the JIT. "tuned" is the best of a small sweep of the default schedule's
@@ -79,6 +80,7 @@ int main(int argc, char **argv) {
   sheaf_isa isa = sheaf_cpu_isa();
   int threads = 1;
   const char *opt = "-O3 -march=native";
+  int row_tiles = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) quick = true;
     else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
@@ -86,8 +88,9 @@ int main(int argc, char **argv) {
       isa = !strcmp(v, "scalar") ? SHEAF_ISA_SCALAR : !strcmp(v, "avx512") ? SHEAF_ISA_AVX512 : SHEAF_ISA_AVX2;
     } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--opt") && i + 1 < argc) opt = argv[++i];
+    else if (!strcmp(argv[i], "--row-tiles") && i + 1 < argc) row_tiles = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: bench_codegen_lir [--quick] [--isa L] [--threads N] [--opt FLAGS]\n");
+      fprintf(stderr, "usage: bench_codegen_lir [--quick] [--isa L] [--threads N] [--opt FLAGS] [--row-tiles T]\n");
       return 2;
     }
   }
@@ -117,6 +120,7 @@ int main(int argc, char **argv) {
     sh_sched_opts so = {0};
     so.mr = tiles[t][0];
     so.nr = tiles[t][1];
+    so.row_tiles = row_tiles;
     char name[32];
     snprintf(name, sizeof name, "bench_mm_%dx%d", so.mr, so.nr);
     if (!gen_build(ctx, dir, name, false, isa, opt, &so, &g[t])) return 1;

@@ -57,6 +57,15 @@ SHEAF_API sheaf_status sheaf_kernel_compile(sheaf_ctx *ctx, const char *source, 
 SHEAF_API void sheaf_kernel_free(sheaf_kernel *k); /* NULL is fine */
 /* Runs k on the context's thread pool. n_args = inputs + outputs. */
 SHEAF_API sheaf_status sheaf_kernel_run(sheaf_kernel *k, const sheaf_kernel_arg *args, int n_args);
+/* Declares input `input` (0-based) a weight of version `version`: until the
+ * next call, runs may keep a prepared (packed) copy of its data, keyed on
+ * (data pointer, shape, version), instead of preparing it on every run (a
+ * generated GEMM reads a weight in panels: docs/CODEGEN.md, "Weights").
+ * The caller promises that the data at a pointer it passes does not change
+ * while the version stays the same: change the version (or pass 0, the
+ * default: prepared again on every run) after writing to it. Errors:
+ * SHEAF_ERR_INVALID_ARG for a NULL k or an input out of range. */
+SHEAF_API sheaf_status sheaf_kernel_set_weight_version(sheaf_kernel *k, int input, uint64_t version);
 /* The number of inputs and outputs (0 for NULL). */
 SHEAF_API int sheaf_kernel_n_inputs(const sheaf_kernel *k);
 SHEAF_API int sheaf_kernel_n_outputs(const sheaf_kernel *k);

@@ -9,6 +9,17 @@
  * only on a miss, so a cache hit costs parse, check, lowering (for the
  * argument layout) and the JIT's verified load, not the schedule and the
  * emission.
+ *
+ * Weights (docs/CODEGEN.md, "Weights"): an input the default schedule packs
+ * in panels (the generated NAME_pack_X exists) is packed by the run path,
+ * into a buffer the kernel keeps, keyed on (pointer, shape, version): a
+ * run with the same nonzero version (sheaf_kernel_set_weight_version) reuses
+ * it; version 0 packs on every run.
+ *
+ * Temporaries (the generated code's, through sk_abi.alloc, and the ragged
+ * scratch and offsets of the run path) come from blocks the kernel keeps
+ * from earlier runs (up to K_BLOCKS, the largest kept), so a repeated run
+ * allocates nothing and touches no fresh pages.
  */
 #include <dlfcn.h>
 #include <limits.h>
@@ -25,6 +36,32 @@
 #include "lang/kernel_ref.h"
 #include "lang/parser.h"
 
+typedef int64_t (*pack_size_fn)(const int64_t *sizes);
+typedef void (*pack_fn)(const int64_t *sizes, const float *src, int64_t ld, int trans, float *dst);
+
+/* The packed copy of one weight input (guarded by sheaf_kernel.mu). */
+typedef struct kweight {
+  pack_size_fn size; /* NULL: the input is read as given */
+  pack_fn pack;
+  const void *ptr;   /* the key of the packed contents (valid) */
+  uint64_t version;
+  uint64_t user_version; /* sheaf_kernel_set_weight_version's */
+  int64_t d0, d1;
+  bool valid;
+  int refs;          /* runs reading buf now */
+  long packs;        /* times packed (tests) */
+  float *buf;
+  size_t bytes;
+} kweight;
+
+/* A temporary's storage kept across runs (guarded by sheaf_kernel.mu). */
+typedef struct kblock {
+  void *p;
+  size_t bytes;
+  bool used;
+} kblock;
+#define K_BLOCKS 8
+
 struct sheaf_kernel {
   sheaf_ctx *ctx;
   char *src;
@@ -36,6 +73,11 @@ struct sheaf_kernel {
   sk_entry_fn fn;
   sk_batch_fn bfn;   /* the batched entry (lower_batch.h) */
   sh_kcall_desc call; /* what the runtime's kernel-call nodes point to (kernel_call.c) */
+  kweight *w; /* one per input */
+  pthread_mutex_t mu;
+  bool mu_init;
+  bool dense; /* no ragged tensor: element counts are products of sizes */
+  kblock blocks[K_BLOCKS]; /* the temporaries of earlier runs, reused */
 };
 
 static const char *const isa_flags_avx2[] = {"-mavx2", "-mfma"};
@@ -77,6 +119,29 @@ static sheaf_status gen_c(void *user, sh_buf *c) {
   gen_ctx *g = user;
   sheaf_status st = sh_lower_generate(g->ctx, g->k, g->isa, c, NULL, NULL);
   return st ? st : sh_lower_emit_batch(g->k, g->n_args, c);
+}
+
+/* The generated packing functions of K's inputs (weights the schedule packed). */
+static sheaf_status find_weights(sheaf_kernel *K, sh_jit_lib *lib, const char *entry) {
+  int n_in = K->k->n_inputs;
+  K->dense = true;
+  for (int t = 0; t < K->k->n_tensors; t++)
+    if (K->k->tensors[t].ragged_outer >= 0) K->dense = false;
+  K->w = sh_calloc(K->ctx, (size_t)n_in + 1, sizeof(kweight));
+  if (!K->w) return SHEAF_ERR_NOMEM;
+  if (pthread_mutex_init(&K->mu, NULL) != 0) return sh_fail(K->ctx, SHEAF_ERR_INTERNAL, "kernel: mutex");
+  K->mu_init = true;
+  for (int i = 0; i < n_in; i++) {
+    char sym[600];
+    snprintf(sym, sizeof sym, "%s_packed_size_%s", entry, K->k->tensors[i].name);
+    void *sz = sh_jit_sym(lib, sym);
+    snprintf(sym, sizeof sym, "%s_pack_%s", entry, K->k->tensors[i].name);
+    void *pk = sh_jit_sym(lib, sym);
+    if (!sz || !pk) continue;
+    *(void **)&K->w[i].size = sz; /* dlsym's object pointer to a function pointer (POSIX) */
+    *(void **)&K->w[i].pack = pk;
+  }
+  return SHEAF_OK;
 }
 
 sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t len, const char *name,
@@ -160,6 +225,7 @@ sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t l
                      K->fn ? bentry : entry, sh_jit_lib_path(lib));
       K->call = (sh_kcall_desc){.name = K->k->name, .run = sh_kcall_run, .user = K};
     }
+    if (st == SHEAF_OK) st = find_weights(K, lib, entry);
   }
   sh_buf_free(&c);
   if (st) {
@@ -178,6 +244,14 @@ SHEAF_API sheaf_status sheaf_kernel_compile(sheaf_ctx *ctx, const char *source, 
 SHEAF_API void sheaf_kernel_free(sheaf_kernel *k) {
   if (!k) return;
   sheaf_ctx *ctx = k->ctx;
+  if (k->w) {
+    for (int i = 0; i < k->k->n_inputs; i++)
+      if (k->w[i].buf) sh_free(ctx, k->w[i].buf, k->w[i].bytes);
+    sh_free(ctx, k->w, sizeof(kweight) * ((size_t)k->k->n_inputs + 1));
+  }
+  for (int i = 0; i < K_BLOCKS; i++)
+    if (k->blocks[i].p) sh_free(ctx, k->blocks[i].p, k->blocks[i].bytes);
+  if (k->mu_init) pthread_mutex_destroy(&k->mu);
   sh_jit_free(k->jit);
   sh_lower_info_free(ctx, &k->info);
   sh_module_free(&k->m);
@@ -195,6 +269,67 @@ sheaf_ctx *sh_kernel_ctx(const sheaf_kernel *k) { return k->ctx; }
 void sh_kernel_jit_stats(const sheaf_kernel *k, sh_jit_stats *out) {
   memset(out, 0, sizeof *out);
   if (k && k->jit) sh_jit_get_stats(k->jit, out);
+}
+
+bool sh_kernel_input_packed(const sheaf_kernel *k, int i) {
+  return k && k->w && i >= 0 && i < k->k->n_inputs && k->w[i].size;
+}
+
+sheaf_status sh_kernel_weight_get(sheaf_kernel *K, int i, const int64_t *sizes, const float *data,
+                                  int64_t d0, int64_t d1, uint64_t version, sh_arena *scratch,
+                                  const float **out, bool *held) {
+  kweight *w = &K->w[i];
+  size_t bytes = (size_t)w->size(sizes) * sizeof(float);
+  if (bytes == 0) bytes = sizeof(float);
+  *held = false;
+  pthread_mutex_lock(&K->mu);
+  if (version && w->valid && w->ptr == data && w->version == version && w->d0 == d0 && w->d1 == d1) {
+    w->refs++, *held = true;
+    *out = w->buf;
+    pthread_mutex_unlock(&K->mu);
+    return SHEAF_OK;
+  }
+  float *dst = NULL;
+  if (version && w->refs == 0) { /* the kept copy: repacked for this weight */
+    w->valid = false;
+    if (w->bytes != bytes) {
+      if (w->buf) sh_free(K->ctx, w->buf, w->bytes);
+      w->bytes = 0;
+      w->buf = sh_alloc(K->ctx, bytes, 64);
+      if (w->buf) w->bytes = bytes;
+    }
+    if (w->buf) {
+      dst = w->buf;
+      w->refs++, *held = true;
+      w->ptr = data, w->version = version, w->d0 = d0, w->d1 = d1;
+    }
+  }
+  w->packs++;
+  pthread_mutex_unlock(&K->mu);
+  if (!dst && !(dst = sh_arena_alloc(scratch, bytes))) return SHEAF_ERR_NOMEM;
+  w->pack(sizes, data, d1, 0, dst);
+  if (*held) { /* valid once packed: a run that finds it reads it whole */
+    pthread_mutex_lock(&K->mu);
+    w->valid = true;
+    pthread_mutex_unlock(&K->mu);
+  }
+  *out = dst;
+  return SHEAF_OK;
+}
+
+void sh_kernel_weight_put(sheaf_kernel *K, int i) {
+  pthread_mutex_lock(&K->mu);
+  K->w[i].refs--;
+  pthread_mutex_unlock(&K->mu);
+}
+
+long sh_kernel_pack_count(const sheaf_kernel *K, int i) {
+  if (!sh_kernel_input_packed(K, i)) return 0;
+  sheaf_kernel *k = (sheaf_kernel *)(uintptr_t)K; /* the mutex only */
+  pthread_mutex_lock(&k->mu);
+  long n = k->w[i].packs;
+  pthread_mutex_unlock(&k->mu);
+  return n;
 }
 
 SHEAF_API int sheaf_kernel_n_inputs(const sheaf_kernel *k) { return k ? k->k->n_inputs : 0; }
@@ -242,6 +377,139 @@ SHEAF_API sheaf_status sheaf_kernel_output_numel(sheaf_kernel *K, const sheaf_ke
   return sh_kernel_ref_numel(K->ctx, k, in, n_inputs, k->n_inputs + r, numel);
 }
 
+/* Points ir[i] at the packed form of every weight input i: the kernel's
+ * copy when its key (pointer, shape, nonzero version) matches, else the
+ * copy repacked (when no other run reads it), else a copy of this run's
+ * own (own[i], freed by release_weights). held[i]: this run reads K->w[i]. */
+static sheaf_status pack_weights(sheaf_kernel *K, const sheaf_kernel_arg *args, const int64_t *sizes, sk_arg *ir,
+                                 float **own, size_t *own_bytes, bool *held) {
+  sheaf_ctx *ctx = K->ctx;
+  sheaf_status st = SHEAF_OK;
+  bool locked = false;
+  for (int i = 0; !st && i < K->k->n_inputs; i++) {
+    kweight *w = &K->w[i];
+    if (!w->size) continue;
+    if (!locked) pthread_mutex_lock(&K->mu), locked = true;
+    const sheaf_kernel_arg *a = &args[i];
+    int64_t d0 = a->shape[0], d1 = a->shape[1];
+    uint64_t version = w->user_version;
+    if (w->valid && version && w->ptr == a->data && w->version == version && w->d0 == d0 && w->d1 == d1) {
+      w->refs++, held[i] = true;
+      ir[i].data = w->buf;
+      continue;
+    }
+    size_t bytes = (size_t)w->size(sizes) * sizeof(float);
+    if (bytes == 0) bytes = sizeof(float);
+    float *dst;
+    if (w->refs == 0) {
+      w->valid = false;
+      if (w->bytes != bytes) {
+        if (w->buf) sh_free(ctx, w->buf, w->bytes);
+        w->bytes = 0;
+        if (!(w->buf = sh_alloc(ctx, bytes, 64))) {
+          st = SHEAF_ERR_NOMEM;
+          break;
+        }
+        w->bytes = bytes;
+      }
+      dst = w->buf;
+      w->refs++, held[i] = true;
+      w->ptr = a->data, w->version = version, w->d0 = d0, w->d1 = d1;
+      w->valid = version != 0;
+    } else {
+      if (!(own[i] = sh_alloc(ctx, bytes, 64))) {
+        st = SHEAF_ERR_NOMEM;
+        break;
+      }
+      own_bytes[i] = bytes;
+      dst = own[i];
+    }
+    w->pack(sizes, a->data, d1, 0, dst);
+    w->packs++;
+    ir[i].data = dst;
+  }
+  if (locked) pthread_mutex_unlock(&K->mu);
+  return st;
+}
+
+static void release_weights(sheaf_kernel *K, float **own, size_t *own_bytes, const bool *held) {
+  bool locked = false;
+  for (int i = 0; i < K->k->n_inputs; i++) {
+    if (own[i]) sh_free(K->ctx, own[i], own_bytes[i]);
+    if (!held[i]) continue;
+    if (!locked) pthread_mutex_lock(&K->mu), locked = true;
+    K->w[i].refs--;
+  }
+  if (locked) pthread_mutex_unlock(&K->mu);
+}
+
+/* sk_abi.alloc / .free over the kernel's kept blocks. */
+static void *k_alloc(void *user, size_t bytes) {
+  sheaf_kernel *K = user;
+  pthread_mutex_lock(&K->mu);
+  kblock *best = NULL;
+  for (int i = 0; i < K_BLOCKS; i++) {
+    kblock *b = &K->blocks[i];
+    if (b->p && !b->used && b->bytes >= bytes && (!best || b->bytes < best->bytes)) best = b;
+  }
+  if (best) best->used = true;
+  pthread_mutex_unlock(&K->mu);
+  return best ? best->p : sh_alloc(K->ctx, bytes ? bytes : 1, 64);
+}
+
+static void k_free(void *user, void *p, size_t bytes) {
+  sheaf_kernel *K = user;
+  if (!p) return;
+  if (!bytes) bytes = 1;
+  pthread_mutex_lock(&K->mu);
+  kblock *slot = NULL;
+  for (int i = 0; i < K_BLOCKS; i++)
+    if (K->blocks[i].p == p) {
+      K->blocks[i].used = false;
+      pthread_mutex_unlock(&K->mu);
+      return;
+    }
+  /* keep it: in an empty slot, else in place of the smallest free block smaller than it */
+  for (int i = 0; i < K_BLOCKS && !slot; i++)
+    if (!K->blocks[i].p) slot = &K->blocks[i];
+  for (int i = 0; i < K_BLOCKS && !slot; i++) {
+    kblock *b = &K->blocks[i];
+    if (!b->used && b->bytes < bytes && (!slot || b->bytes < slot->bytes)) slot = b;
+  }
+  void *drop = p;
+  size_t drop_bytes = bytes;
+  if (slot) {
+    drop = slot->p, drop_bytes = slot->bytes;
+    *slot = (kblock){p, bytes, false};
+  }
+  pthread_mutex_unlock(&K->mu);
+  if (drop) sh_free(K->ctx, drop, drop_bytes);
+}
+
+/* The element count of dense tensor t for bound sizes; false on overflow
+ * past the reference's limit (the caller asks the reference). */
+static bool dense_numel(const sh_kernel *k, int t, const int64_t *sizes, size_t *n) {
+  const sh_ktensor *T = &k->tensors[t];
+  int64_t v = 1;
+  for (int d = 0; d < T->rank; d++) {
+    int64_t e = sh_lower_aff(&T->dims[d].aff, sizes);
+    if (e < 0 || __builtin_mul_overflow(v, e, &v) || v > ((int64_t)1 << 40)) return false;
+  }
+  *n = (size_t)v;
+  return true;
+}
+
+SHEAF_API sheaf_status sheaf_kernel_set_weight_version(sheaf_kernel *K, int input, uint64_t version) {
+  if (!K) return SHEAF_ERR_INVALID_ARG;
+  if (input < 0 || input >= K->k->n_inputs)
+    return sh_fail(K->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_kernel_set_weight_version: kernel '%s' has %d inputs: no input %d",
+                   K->k->name, K->k->n_inputs, input);
+  pthread_mutex_lock(&K->mu);
+  K->w[input].user_version = version;
+  pthread_mutex_unlock(&K->mu);
+  return SHEAF_OK;
+}
+
 SHEAF_API sheaf_status sheaf_kernel_run(sheaf_kernel *K, const sheaf_kernel_arg *args, int n_args) {
   if (!K) return SHEAF_ERR_INVALID_ARG;
   const sh_kernel *k = K->k;
@@ -259,12 +527,24 @@ SHEAF_API sheaf_status sheaf_kernel_run(sheaf_kernel *K, const sheaf_kernel_arg 
   int64_t sizes[64];
   sheaf_status st = bind_inputs(K, args, n_in, in, sizes);
   if (st) return st;
+  /* dense kernels: element counts from the sizes (the reference's layouts
+   * otherwise, which build every tensor's layout per call) */
+  size_t dense_want[64];
+  bool dense = K->dense && n_out <= 64;
+  for (int i = 0; dense && i < n_in + n_out; i++) {
+    size_t n;
+    if (!dense_numel(k, i, sizes, &n)) dense = false;
+    else if (i >= n_in) dense_want[i - n_in] = n;
+    else if (args[i].numel != n)
+      return sh_fail(ctx, SHEAF_ERR_SHAPE, "kernel '%s': input '%s' has %zu elements, but its shape needs %lld",
+                     k->name, k->tensors[i].name, args[i].numel, (long long)n);
+  }
   for (int r = 0; r < n_out; r++) {
     const sheaf_kernel_arg *a = &args[n_in + r];
     const sh_ktensor *t = &k->tensors[n_in + r];
     size_t want;
-    st = sh_kernel_ref_numel(ctx, k, in, n_in, n_in + r, &want);
-    if (st) return st;
+    if (dense) want = dense_want[r];
+    else if ((st = sh_kernel_ref_numel(ctx, k, in, n_in, n_in + r, &want))) return st;
     if (a->dtype != SHEAF_KERNEL_F32)
       return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "kernel '%s': output '%s' (argument %d) is %s, but outputs are f32",
                      k->name, t->name, n_in + r, dtype_name(a->dtype));
@@ -279,26 +559,37 @@ SHEAF_API sheaf_status sheaf_kernel_run(sheaf_kernel *K, const sheaf_kernel_arg 
   const void *in_data[64];
   for (int i = 0; i < n_in; i++) in_data[i] = args[i].data;
   const sh_lower_info *info = &K->info;
-  size_t n_args_ir = (size_t)info->n_args;
-  sk_arg *ir = sh_calloc(ctx, n_args_ir ? n_args_ir : 1, sizeof(sk_arg));
-  void **extra = sh_calloc(ctx, (size_t)(info->n_scratch + info->n_ragged) + 1, sizeof(void *));
-  size_t *extra_bytes = sh_calloc(ctx, (size_t)(info->n_scratch + info->n_ragged) + 1, sizeof(size_t));
+  size_t n_args_ir = (size_t)info->n_args, n_extra = (size_t)(info->n_scratch + info->n_ragged);
+  /* the argument table and the temporaries' list: on the stack unless large */
+  sk_arg ir_stack[32];
+  void *extra_stack[32];
+  size_t extra_bytes_stack[32];
+  bool heap = n_args_ir > 32 || n_extra > 32;
+  sk_arg *ir = heap ? sh_calloc(ctx, n_args_ir ? n_args_ir : 1, sizeof(sk_arg)) : ir_stack;
+  void **extra = heap ? sh_calloc(ctx, n_extra + 1, sizeof(void *)) : extra_stack;
+  size_t *extra_bytes = heap ? sh_calloc(ctx, n_extra + 1, sizeof(size_t)) : extra_bytes_stack;
   if (!ir || !extra || !extra_bytes) st = SHEAF_ERR_NOMEM;
   for (int i = 0; !st && i < n_in + n_out; i++) ir[i].data = args[i].data;
+  for (size_t i = n_in + n_out; !st && i < n_args_ir; i++) ir[i] = (sk_arg){0};
+  /* weights the kernel reads packed */
+  float *own[64] = {0};
+  size_t own_bytes[64] = {0};
+  bool held[64] = {0};
+  if (!st) st = pack_weights(K, args, sizes, ir, own, own_bytes, held);
   int slot = n_in + n_out, ne = 0;
   for (int s = 0; !st && s < info->n_scratch; s++, ne++) {
     size_t n;
     st = sh_lower_numel(ctx, k, info->scratch[s], sizes, in_data, &n);
     if (st) break;
     extra_bytes[ne] = (n ? n : 1) * sizeof(float);
-    if (!(extra[ne] = sh_alloc(ctx, extra_bytes[ne], 64))) st = SHEAF_ERR_NOMEM;
+    if (!(extra[ne] = k_alloc(K, extra_bytes[ne]))) st = SHEAF_ERR_NOMEM;
     else ir[slot++].data = extra[ne];
   }
   for (int r = 0; !st && r < info->n_ragged; r++, ne++) {
     const sh_ktensor *t = &k->tensors[info->ragged[r]];
     int64_t E = sh_lower_aff(&t->dims[0].aff, sizes);
     extra_bytes[ne] = (size_t)(E > 0 ? E : 1) * sizeof(int32_t);
-    if (!(extra[ne] = sh_alloc(ctx, extra_bytes[ne], 64))) st = SHEAF_ERR_NOMEM;
+    if (!(extra[ne] = k_alloc(K, extra_bytes[ne]))) st = SHEAF_ERR_NOMEM;
     else {
       st = sh_lower_offsets(ctx, k, info->ragged[r], sizes, in_data, extra[ne]);
       ir[slot++].data = extra[ne];
@@ -307,12 +598,16 @@ SHEAF_API sheaf_status sheaf_kernel_run(sheaf_kernel *K, const sheaf_kernel_arg 
   if (!st) {
     sk_abi abi;
     sh_lir_abi_init(ctx, 0, &abi);
+    abi.alloc = k_alloc, abi.free = k_free, abi.alloc_user = K;
     if (K->fn(&abi, sizes, ir) != 0)
       st = sh_fail(ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", k->name);
   }
-  for (int i = 0; extra && i < ne; i++) sh_free(ctx, extra[i], extra_bytes[i]);
-  sh_free(ctx, extra, sizeof(void *) * ((size_t)(info->n_scratch + info->n_ragged) + 1));
-  sh_free(ctx, extra_bytes, sizeof(size_t) * ((size_t)(info->n_scratch + info->n_ragged) + 1));
-  sh_free(ctx, ir, sizeof(sk_arg) * (n_args_ir ? n_args_ir : 1));
+  release_weights(K, own, own_bytes, held);
+  for (int i = 0; extra && i < ne; i++) k_free(K, extra[i], extra_bytes[i]);
+  if (heap) {
+    sh_free(ctx, extra, sizeof(void *) * (n_extra + 1));
+    sh_free(ctx, extra_bytes, sizeof(size_t) * (n_extra + 1));
+    sh_free(ctx, ir, sizeof(sk_arg) * (n_args_ir ? n_args_ir : 1));
+  }
   return st;
 }

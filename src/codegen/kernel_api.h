@@ -40,5 +40,19 @@ int sh_kernel_row_size(const sh_kernel *k);
 /* Runs a batch of kernel-call nodes (sh_kcall_desc.run; kernel_call.c). */
 sheaf_status sh_kcall_run(sheaf_graph *g, const sh_kcall_desc *d, const uint32_t *ids, uint32_t n);
 void sh_kernel_jit_stats(const sheaf_kernel *k, sh_jit_stats *out);
+/* Whether the generated code reads input i packed (a weight: kernel_api.c),
+ * and how many times the run path has packed it. */
+bool sh_kernel_input_packed(const sheaf_kernel *k, int i);
+/* Input i (a weight the kernel reads packed) of a runtime kernel call:
+ * *out is its packed copy under `sizes` (d0 x d1 floats at data, rows d1
+ * apart). version != 0 keys the kernel's kept copy (data, version, shape):
+ * packed once while it holds; *held is then set and the copy stays until
+ * sh_kernel_weight_put. version 0 (or a kept copy in use by another run):
+ * packed into `scratch`. */
+sheaf_status sh_kernel_weight_get(sheaf_kernel *k, int i, const int64_t *sizes, const float *data,
+                                  int64_t d0, int64_t d1, uint64_t version, sh_arena *scratch,
+                                  const float **out, bool *held);
+void sh_kernel_weight_put(sheaf_kernel *k, int i);
+long sh_kernel_pack_count(const sheaf_kernel *k, int i);
 
 #endif

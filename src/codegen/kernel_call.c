@@ -15,6 +15,7 @@
  * (contiguous rows read in place, others gathered), so 64 calls of an FFN
  * on vectors are one GEMM-like call with M = 64.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -197,6 +198,43 @@ static sheaf_status run_rows(sheaf_graph *g, const sheaf_kernel *K, uint32_t n, 
   return SHEAF_OK;
 }
 
+/* The weights the kernel reads packed (kernel_api.c, "Weights" in
+ * docs/CODEGEN.md): each instance's pointer replaced by the packed copy;
+ * instances passing the same weight under the same sizes share one. A
+ * parameter's copy is kept by the kernel across batches, keyed on its
+ * version (held[]: the inputs to release after the call). */
+static sheaf_status pack_weights(sheaf_graph *g, sheaf_kernel *K, const uint32_t *ids, uint32_t n,
+                                 const int64_t *sizes, void **ptr, int *held, int *n_held) {
+  const sh_kernel *k = sh_kernel_of(K);
+  int ns = k->n_sizes;
+  for (int j = 0; j < k->n_inputs; j++) {
+    if (!sh_kernel_input_packed(K, j)) continue;
+    void **p = ptr + (size_t)j * n;
+    const void *prev_src = NULL;
+    for (uint32_t i = 0; i < n; i++) {
+      const int64_t *si = sizes + (size_t)i * (size_t)ns;
+      if (i > 0 && p[i] == prev_src && memcmp(si, si - ns, sizeof(int64_t) * (size_t)ns) == 0) {
+        p[i] = p[i - 1];
+        continue;
+      }
+      uint32_t x = g->store.ins[g->store.nodes[ids[i]].in + j];
+      const sh_node *xn = &g->store.nodes[x];
+      uint64_t version = 0; /* the kept copy only for a parameter: its version says when it changed */
+      if (xn->op == SH_OP_PARAM && g->model && xn->param.id >= 1 && xn->param.id <= g->model->n_params)
+        version = g->model->params[xn->param.id - 1].version + 1;
+      const float *packed;
+      bool h = false;
+      prev_src = p[i];
+      sheaf_status st = sh_kernel_weight_get(K, j, si, p[i], xn->rows, xn->cols, *n_held < KC_MAX_IN ? version : 0,
+                                             &g->work.scratch, &packed, &h);
+      if (st) return st;
+      if (h) held[(*n_held)++] = j;
+      p[i] = (void *)(uintptr_t)packed;
+    }
+  }
+  return SHEAF_OK;
+}
+
 sheaf_status sh_kcall_run(sheaf_graph *g, const sh_kcall_desc *d, const uint32_t *ids, uint32_t n) {
   const sheaf_kernel *K = d->user;
   const sh_kernel *k = sh_kernel_of(K);
@@ -238,13 +276,17 @@ sheaf_status sh_kcall_run(sheaf_graph *g, const sh_kcall_desc *d, const uint32_t
     ptr[(size_t)n_in * n + i] = nd->val;
     off += (size_t)nd->rows * (size_t)nd->cols;
   }
-  bool done;
-  sheaf_status st = run_rows(g, K, n, sizes, ptr, &done);
-  if (st || done) return st;
-  for (int j = 0; j < n_args; j++) args[j] = mode_of(ptr + (size_t)j * n, n);
-  sk_abi abi;
-  sh_lir_abi_init(g->ctx, g->threads, &abi);
-  if (sh_kernel_batch_fn(K)(&abi, (int64_t)n, sizes, args) != 0)
-    return sh_fail(g->ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", k->name);
-  return SHEAF_OK;
+  int held[KC_MAX_IN], n_held = 0;
+  sheaf_status st = pack_weights(g, (sheaf_kernel *)(uintptr_t)K, ids, n, sizes, ptr, held, &n_held);
+  bool done = false;
+  if (!st) st = run_rows(g, K, n, sizes, ptr, &done);
+  if (!st && !done) {
+    for (int j = 0; j < n_args; j++) args[j] = mode_of(ptr + (size_t)j * n, n);
+    sk_abi abi;
+    sh_lir_abi_init(g->ctx, g->threads, &abi);
+    if (sh_kernel_batch_fn(K)(&abi, (int64_t)n, sizes, args) != 0)
+      st = sh_fail(g->ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", k->name);
+  }
+  for (int h = 0; h < n_held; h++) sh_kernel_weight_put((sheaf_kernel *)(uintptr_t)K, held[h]);
+  return st;
 }

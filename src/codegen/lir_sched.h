@@ -79,6 +79,10 @@ sheaf_status sh_sched_compute_inline(sh_lir_kernel *k, sh_lir_stmt store);
  * temporary read only there and written by one plain store) into T's
  * writer: a fused epilogue. */
 sheaf_status sh_sched_reverse_inline(sh_lir_kernel *k, sh_lir_stmt store);
+/* The same for the temporary `of` among those the consumer reads
+ * (SH_LIR_NONE: the first temporary it reads, as above): the gated unit's
+ * out = f(g, h) fuses into h's writer, g being written before it. */
+sheaf_status sh_sched_reverse_inline_of(sh_lir_kernel *k, sh_lir_stmt store, sh_lir_buf of);
 /* Loop-invariant code motion under s (the root: everywhere): a maximal
  * subexpression of a store's value that holds a costly operation (exp,
  * log, sqrt, rsqrt, tanh, sigmoid, gelu, softplus, erf, division, pow) and

@@ -198,6 +198,44 @@ void sh_lower_info_free(sheaf_ctx *ctx, sh_lower_info *info) {
   memset(info, 0, sizeof *info);
 }
 
+static bool reads(const sh_kexpr *e, int t) {
+  if (!e) return false;
+  if (e->kind == SH_KEXPR_ACCESS && e->tensor == t) return true;
+  return reads(e->a, t) || reads(e->b, t) || reads(e->c, t);
+}
+
+/* Does e access tensor t other than as t(r, f), r a reduction index and f
+ * a free index of statement s? */
+static bool non_weight_use(const sh_kstmt *s, const sh_kexpr *e, int t) {
+  if (!e) return false;
+  if (e->kind == SH_KEXPR_ACCESS && e->tensor == t) {
+    const sh_kidx *x = e->idx;
+    if (x[0].var < 0 || x[1].var < 0 || x[0].off || x[1].off) return true;
+    return !s->idx[x[0].var].reduction || s->idx[x[1].var].reduction;
+  }
+  return non_weight_use(s, e->a, t) || non_weight_use(s, e->b, t) || non_weight_use(s, e->c, t);
+}
+
+/* Weight inference (docs/CODEGEN.md, "Weights"): a dense f32 input of rank
+ * 2 read only as W(r, f) — rows by a reduction index, columns by an output
+ * index, as the B of x·W — in GEMM-like statements. The default schedule
+ * may pack it in panels; the kernel API packs it once per weight version. */
+static bool infer_weight(const sh_kernel *k, int t) {
+  const sh_ktensor *T = &k->tensors[t];
+  if (T->kind != SH_KTENSOR_INPUT || T->dtype != SH_KDTYPE_F32 || T->rank != 2 || T->ragged_outer >= 0)
+    return false;
+  bool used = false;
+  for (int s = 0; s < k->n_stmts; s++) {
+    const sh_kstmt *st = &k->stmts[s];
+    if (non_weight_use(st, st->rhs, t)) return false;
+    if (reads(st->rhs, t)) {
+      if (!gemm_like(st)) return false;
+      used = true;
+    }
+  }
+  return used;
+}
+
 static sh_lir_buf make_buf(lower_ctx *c, const sh_ktensor *t, const char *name, sh_lir_role role) {
   sh_lir_expr dims[SH_LIR_MAX_RANK];
   for (int d = 0; d < t->rank; d++)
@@ -248,6 +286,7 @@ sheaf_status sh_lower_kernel(sheaf_ctx *ctx, const sh_kernel *k, const char *nam
     const sh_ktensor *t = &k->tensors[i];
     c.bufs[i] = make_buf(&c, t, t->name, t->kind == SH_KTENSOR_INPUT ? SH_LIR_IN : SH_LIR_OUT);
     if (t->ragged_outer >= 0) ragged[n_ragged++] = i;
+    if (i < k->n_inputs && infer_weight(k, i)) sh_lir_buffer_weight(L, c.bufs[i]);
   }
   /* 3: ragged temporaries, allocated by the caller */
   for (int i = k->n_inputs + k->n_outputs; i < k->n_tensors; i++) {

@@ -567,6 +567,10 @@ sheaf_status sh_sched_compute_inline(sh_lir_kernel *k, sh_lir_stmt store) {
 }
 
 sheaf_status sh_sched_reverse_inline(sh_lir_kernel *k, sh_lir_stmt store) {
+  return sh_sched_reverse_inline_of(k, store, SH_LIR_NONE);
+}
+
+sheaf_status sh_sched_reverse_inline_of(sh_lir_kernel *k, sh_lir_stmt store, sh_lir_buf of) {
   if (k->err) return k->err;
   if (store < 0 || store >= k->n_st || k->st[store].kind != SH_LIR_S_STORE || k->st[store].parent < 0)
     return sh_sched_err(k, "reverse_inline: statement %d is not a store", (int)store);
@@ -581,6 +585,7 @@ sheaf_status sh_sched_reverse_inline(sh_lir_kernel *k, sh_lir_stmt store) {
   sh_lir_buf T = SH_LIR_NONE;
   for (int32_t b = 0; b < k->n_bufs && T < 0; b++) {
     if (k->bufs[b].role != SH_LIR_TEMP || k->bufs[b].inlined || count_loads(k, c.val, b) == 0) continue;
+    if (of >= 0 && b != of) continue;
     T = b;
   }
   if (T < 0) return sh_sched_err(k, "reverse_inline into the store to %s: it reads no temporary", O);

@@ -177,7 +177,7 @@ static sheaf_status sched_gemm(sh_lir_kernel *k, const gemm_match *g, int w, con
     int n = sh_sched_stores(k, k->root, all, 4096);
     for (int s = 0; s < n && s < 4096; s++)
       if (k->st[all[s]].buf != g->C && k->st[all[s]].combine == SH_LIR_COMBINE_NONE &&
-          sh_lir_uses_buf(k, k->st[all[s]].val, g->C) && !sh_sched_reverse_inline(k, all[s]))
+          sh_lir_uses_buf(k, k->st[all[s]].val, g->C) && !sh_sched_reverse_inline_of(k, all[s], g->C))
         break;
   }
   tile_copy(k, c.n, c.init, w);
