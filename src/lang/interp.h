@@ -95,7 +95,7 @@ typedef struct sh_value {
                    element), not computed: a lookup maps it to the table's row */
   union {
     int32_t i;  /* INT, BOOL */
-    float f;    /* F32 */
+    double f;   /* F32: a host float, computed in double precision */
   };
   sheaf_expr t; /* TENSOR */
   sh_agg *agg;  /* TUPLE, LIST, ADT */
