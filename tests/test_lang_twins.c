@@ -225,3 +225,69 @@ out:
   sheaf_model_free(m);
   sh_dataset_free(&d);
 }
+
+/* The list builtins and host floats through the CLI, exact: topk (ties:
+ * the lower index first; fewer elements than asked: all), set, pop, cat of
+ * lists, sum / max / mean of host floats, and double-precision host
+ * arithmetic (1e-10 survives 1 + 1e-10 - 1). */
+TEST(lang_twins_list_builtins_and_host_doubles) {
+  if (!th_sheaf_bin()) return;
+  static const char src[] =
+      "param v: f32[H] = ones\n"
+      "fn main(ws: list[i32]) -> (list[i32], list[i32], list[i32], list[i32], f32, f32, f32, f32) {\n"
+      "  let fs = values(cat(v * 0.5, v * 2.0, v));\n"
+      "  let xs = for i in 0..5 { i * i };\n"
+      "  let zero: f32 = 0.0;\n"
+      "  (topk(fs, 6), topk(fs, 20), set(xs, 2, 7), cat(pop(xs), [5], pop(pop(xs))),\n"
+      "   sum(fs), max(fs), mean(fs), zero + 1.0 + 1e-10 - 1.0)\n"
+      "}\n";
+  const char *sf = th_write_tmp("lists.sf", src, sizeof src - 1);
+  char cmd[2048], out_path[512];
+  static char out[1 << 14];
+  snprintf(out_path, sizeof out_path, "%s", th_tmp_path("lists.txt"));
+  snprintf(cmd, sizeof cmd, "%s run %s --data tests/data/tokens_ids.txt --size H=4 --limit 1 --out %s",
+           th_sheaf_bin(), sf, out_path);
+  REQUIRE(CHECK_EQ_INT(th_run(cmd, out, sizeof out), 0));
+  char *got = slurp(out_path);
+  REQUIRE(got);
+  CHECK_EQ_STR(got, "0 4 5 6 7 8 9\n0 4 5 6 7 8 9 10 11 0 1 2 3\n0 0 1 7 9 16\n0 0 1 4 9 5 0 1 4\n"
+                    "0 14\n0 2\n0 1.166667\n0 1e-10\n");
+  free(got);
+}
+
+/* set out of range and pop of an empty list stop the instance with an
+ * error at the call; topk of a negative count too. */
+TEST(lang_twins_list_builtins_errors) {
+  if (!th_sheaf_bin()) return;
+  static const char *const bodies[] = {
+      "set(ws, len(ws), 0)",
+      "{ let e: list[i32] = []; pop(e) }",
+      "topk(values(zeros(3)), 0 - len(ws))",
+  };
+  static const char *const want[] = {
+      "e.sf:2:44: error: set: index ", "e.sf:2:67: error: pop of an empty list",
+      "e.sf:2:61: error: topk of -",
+  };
+  for (int k = 0; k < 3; k++) {
+    char src[512], cmd[2048];
+    static char out[1 << 14];
+    int n = snprintf(src, sizeof src, "param v: f32[H]\nfn main(ws: list[i32]) -> list[i32] { %s }\n", bodies[k]);
+    const char *sf = th_write_tmp("e.sf", src, (size_t)n);
+    snprintf(cmd, sizeof cmd, "%s run %s --data tests/data/tokens_ids.txt --size H=4 --limit 1 --seed 1 2>&1",
+             th_sheaf_bin(), sf);
+    CHECK_EQ_INT(th_run(cmd, out, sizeof out), 1);
+    CHECK_CONTAINS(out, want[k]);
+  }
+}
+
+TEST(lang_twins_check_lists_wait_points) {
+  if (!th_sheaf_bin()) return;
+  static char out[1 << 15];
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "%s check examples/parser.sf examples/beam.sf", th_sheaf_bin());
+  REQUIRE(CHECK_EQ_INT(th_run(cmd, out, sizeof out), 0));
+  CHECK_CONTAINS(out, "waits: 2 points where an instance waits for a value");
+  CHECK_CONTAINS(out, "examples/parser.sf:38:20: argmax\n");
+  CHECK_CONTAINS(out, "waits: 1 point where an instance waits for a value");
+  CHECK_CONTAINS(out, ": values\n");
+}

@@ -322,7 +322,7 @@ static sh_type *list_op(checker *c, sh_ast *e, sh_type **t) {
     }
   case SH_BI_CAT:
     for (int i = 1; i < e->n; i++)
-      if (!c_expect(c, e->items[i]->span, l, t[i], "cat of lists: each list")) return &sh_type_error;
+      if (!c_expect(c, e->items[i]->span, l, t[i], "the lists of 'cat'")) return &sh_type_error;
     return l;
   default: return l; /* pop */
   }
@@ -421,15 +421,18 @@ sh_type *c_builtin(checker *c, sh_ast *e) {
     return c_is_err(need_list(c, e, e->items[0], x)) ? &sh_type_error : &sh_type_i32;
   case SH_BI_REV: return need_list(c, e, e->items[0], x);
   case SH_BI_SUM:
+  case SH_BI_MEAN:
+  case SH_BI_MAX:
+    if (x->kind == SH_TY_LIST && x->elems[0]->kind == SH_TY_F32) /* host floats: an f32 */
+      return &sh_type_f32;
+    if (bi != SH_BI_SUM) goto reduce;
     if (x->kind == SH_TY_LIST) { /* elementwise sum of a list of tensors */
       sh_type *el = x->elems[0];
       if (el->kind == SH_TY_TENSOR) return el;
       c_error(c, e->items[0]->span, "sum of a list needs a list of tensors, not %s", c_ty(c, x));
       return &sh_type_error;
     }
-    /* fall through */
-  case SH_BI_MEAN:
-  case SH_BI_MAX: {
+  reduce: {
     if (x->kind == SH_TY_LIST) return of_list(c, e, x); /* elementwise over the list */
     if (c_is_err(need_tensor(c, e, e->items[0], x))) return &sh_type_error;
     sh_size one;

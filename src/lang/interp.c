@@ -353,6 +353,20 @@ static SH_NOINLINE sh_value builtin_push(sh_interp *ip, const sh_ast *e, sh_valu
   return mk_agg(SH_V_LIST, r);
 }
 
+/* sum, mean, max of a list of host floats (in order, in double; max: NaN
+ * never wins, as argmax). */
+static SH_NOINLINE sh_value host_reduce(sh_interp *ip, const sh_ast *e, const sh_agg *l) {
+  if (l->n == 0 && e->builtin != SH_BI_SUM)
+    return fail_at(ip, e->span, "%s of an empty list", sh_builtin_name(e->builtin)), v_none;
+  double r = e->builtin == SH_BI_MAX ? l->items[0].f : 0;
+  for (int32_t k = 0; k < l->n; k++) {
+    double x = l->items[k].f;
+    if (e->builtin != SH_BI_MAX) r += x;
+    else if (x > r || r != r) r = x;
+  }
+  return mk_f32(e->builtin == SH_BI_MEAN ? r / l->n : r);
+}
+
 /* a before b in topk's order: larger first, NaN last, ties by index. */
 static bool topk_before(const sh_agg *l, int32_t a, int32_t b) {
   double x = l->items[a].f, y = l->items[b].f;
@@ -363,7 +377,7 @@ static bool topk_before(const sh_agg *l, int32_t a, int32_t b) {
 /* The list builtins that make new lists: set(xs, i, x), pop(xs),
  * topk(fs, k), cat(xs, ys, ...) of lists. */
 static SH_NOINLINE sh_value builtin_list(sh_interp *ip, const sh_ast *e, sh_value *fr) {
-  sh_value a[64];
+  sh_value a[64] = {0};
   for (int i = 0; i < e->n && i < 64; i++) {
     a[i] = eval(ip, e->items[i], fr);
     if (ip->err) return v_none;
@@ -436,6 +450,7 @@ static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_ast *e, sh_value *fr
     if (ip->err) return v_none;
   }
   if (bi_binary[e->builtin]) return mk_tensor(bi_binary[e->builtin](g, a[0].t, a[1].t));
+  if (a[0].kind == SH_V_LIST && e->type->kind == SH_TY_F32) return host_reduce(ip, e, a[0].agg);
   if (a[0].kind == SH_V_LIST && e->builtin != SH_BI_LEN && e->builtin != SH_BI_REV && !applies)
     return list_to_tensor(ip, e, a[0].agg);
   switch (e->builtin) {
