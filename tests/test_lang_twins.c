@@ -265,8 +265,8 @@ TEST(lang_twins_list_builtins_errors) {
       "topk(values(zeros(3)), 0 - len(ws))",
   };
   static const char *const want[] = {
-      "e.sf:2:44: error: set: index ", "e.sf:2:67: error: pop of an empty list",
-      "e.sf:2:61: error: topk of -",
+      "e.sf:2:47: error: set: index 5 is out of range for a list of 5 elements", "e.sf:2:68: error: pop of an empty list",
+      "e.sf:2:62: error: topk of -5: the count is negative",
   };
   for (int k = 0; k < 3; k++) {
     char src[512], cmd[2048];
