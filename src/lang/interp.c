@@ -8,6 +8,8 @@
  */
 #include "lang/interp.h"
 
+_Static_assert(sizeof(sh_value) <= 32, "sh_value grew: every list element and frame slot pays for it");
+
 #include "base/stack.h"
 
 #include <stdarg.h>
