@@ -190,8 +190,9 @@ typedef enum sh_builtin {
   SH_BI_LSTM_CELL,
   /* lists */
   SH_BI_LEN, SH_BI_REV, SH_BI_MAP, SH_BI_FOLD, SH_BI_SCAN, SH_BI_PUSH,
+  SH_BI_SET, SH_BI_POP, SH_BI_TOPK, /* set(xs, i, x), pop(xs), topk(fs, k) */
   /* tensor to host: the instance waits for the value (a wait point) */
-  SH_BI_ARGMAX, SH_BI_ITEM,
+  SH_BI_ARGMAX, SH_BI_ITEM, SH_BI_VALUES,
   SH_BI_COUNT_
 } sh_builtin;
 

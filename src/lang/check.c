@@ -24,6 +24,7 @@ static const char *const builtin_names[SH_BI_COUNT_] = {
     [SH_BI_ZEROS] = "zeros", [SH_BI_LSTM_CELL] = "lstm_cell", [SH_BI_LEN] = "len",
     [SH_BI_REV] = "rev", [SH_BI_MAP] = "map", [SH_BI_FOLD] = "fold", [SH_BI_SCAN] = "scan",
     [SH_BI_PUSH] = "push", [SH_BI_ARGMAX] = "argmax", [SH_BI_ITEM] = "item",
+    [SH_BI_SET] = "set", [SH_BI_POP] = "pop", [SH_BI_TOPK] = "topk", [SH_BI_VALUES] = "values",
 };
 
 /* Tensor inputs of a runtime op's builtin (ops.def); 0 for the others. */

@@ -137,6 +137,7 @@ static sh_type *apply(checker *c, sh_ast *e) {
   }
   sh_type *r = c_call_fn(c, e, f, args, types, is_map ? 1 : 2);
   if (c_is_err(r)) return r;
+  if (!is_map) tinit = types[0]; /* a constant accumulator: a host f32 where f takes one */
   if (!is_map) {
     char ctx[160];
     snprintf(ctx, sizeof ctx, "the result of '%s' must have the accumulator's type", nm(c, f->name));
@@ -249,12 +250,13 @@ static sh_type *layer_norm(checker *c, sh_ast *e, sh_type **t) {
   return ok ? t[0] : &sh_type_error;
 }
 
-/* argmax(x: f32[K]) -> i32, item(x: f32[1]) -> f32: a value the instance
- * waits for (recorded in m->waits for `sheaf check`). */
+/* argmax(x: f32[K]) -> i32, item(x: f32[1]) -> f32, values(x: f32[K]) ->
+ * list[f32]: a value the instance waits for (recorded in m->waits for
+ * `sheaf check`). */
 static sh_type *to_host(checker *c, sh_ast *e, sh_type *x) {
   if (c_is_err(need_tensor(c, e, e->items[0], x))) return &sh_type_error;
-  if (e->builtin == SH_BI_ARGMAX && x->n != 1) {
-    c_error(c, e->items[0]->span, "argmax needs a vector f32[K], not %s", c_ty(c, x));
+  if ((e->builtin == SH_BI_ARGMAX || e->builtin == SH_BI_VALUES) && x->n != 1) {
+    c_error(c, e->items[0]->span, "%s needs a vector f32[K], not %s", sh_builtin_name(e->builtin), c_ty(c, x));
     return &sh_type_error;
   }
   if (e->builtin == SH_BI_ITEM && !c_is_scalar1(c, x)) {
@@ -270,6 +272,11 @@ static sh_type *to_host(checker *c, sh_ast *e, sh_type *x) {
     m->waits = w;
   }
   m->waits[m->n_waits++] = e;
+  if (e->builtin == SH_BI_VALUES) {
+    sh_type *l = sh_type_list(c->pool, &sh_type_f32);
+    if (!l) c->nomem = true;
+    return l ? l : &sh_type_error;
+  }
   return e->builtin == SH_BI_ARGMAX ? &sh_type_i32 : &sh_type_f32;
 }
 
@@ -281,6 +288,44 @@ static sh_type *push(checker *c, sh_ast *e, sh_type **t) {
   if (!c_expect(c, e->items[1]->span, l->elems[0], t[1], "the element pushed onto the list"))
     return &sh_type_error;
   return l;
+}
+
+/* set(xs: list[T], i: i32, x: T) -> list[T]: xs with element i replaced
+ * (a new list); pop(xs: list[T]) -> list[T]: xs without its last element;
+ * topk(fs: list[f32], k: i32) -> list[i32]: the indices of the k largest;
+ * cat(xs, ys, ...) of lists of one type: the lists one after another. */
+static sh_type *list_op(checker *c, sh_ast *e, sh_type **t) {
+  sh_builtin bi = e->builtin;
+  int want = bi == SH_BI_SET ? 3 : bi == SH_BI_TOPK ? 2 : bi == SH_BI_POP ? 1 : e->n;
+  if (!arity(c, e, want, want ? want : 1)) return &sh_type_error;
+  for (int i = 0; i < e->n; i++)
+    if (c_is_err(t[i])) return &sh_type_error;
+  sh_type *l = need_list(c, e, e->items[0], t[0]);
+  if (c_is_err(l)) return l;
+  switch (bi) {
+  case SH_BI_SET:
+    if (!c_expect(c, e->items[1]->span, &sh_type_i32, t[1], "the index of 'set'") ||
+        !c_expect(c, e->items[2]->span, l->elems[0], t[2], "the element 'set' stores"))
+      return &sh_type_error;
+    return l;
+  case SH_BI_TOPK:
+    if (l->elems[0]->kind != SH_TY_F32) {
+      c_error(c, e->items[0]->span, "topk needs a list of host floats list[f32] (values(x) reads a tensor's), not %s",
+              c_ty(c, l));
+      return &sh_type_error;
+    }
+    if (!c_expect(c, e->items[1]->span, &sh_type_i32, t[1], "the count of 'topk'")) return &sh_type_error;
+    {
+      sh_type *r = sh_type_list(c->pool, &sh_type_i32);
+      if (!r) c->nomem = true;
+      return r ? r : &sh_type_error;
+    }
+  case SH_BI_CAT:
+    for (int i = 1; i < e->n; i++)
+      if (!c_expect(c, e->items[i]->span, l, t[i], "the lists of 'cat'")) return &sh_type_error;
+    return l;
+  default: return l; /* pop */
+  }
 }
 
 /* Elementwise over tensors of one shape, or with f32[1] broadcast: the
@@ -320,6 +365,9 @@ sh_type *c_builtin(checker *c, sh_ast *e) {
   sh_type **t = c_alloc(c, (size_t)e->n * sizeof *t + 1);
   if (!t) return &sh_type_error;
   for (int i = 0; i < e->n; i++) t[i] = c_expr(c, e->items[i]);
+  if (bi == SH_BI_SET || bi == SH_BI_POP || bi == SH_BI_TOPK ||
+      (bi == SH_BI_CAT && e->n > 0 && t[0]->kind == SH_TY_LIST))
+    return list_op(c, e, t);
   if (bi == SH_BI_CAT) {
     for (int i = 0; i < e->n; i++) t[i] = need_tensor(c, e, e->items[i], t[i]);
     return cat(c, e, t);
@@ -354,6 +402,7 @@ sh_type *c_builtin(checker *c, sh_ast *e) {
     return mk_tensor(c, 2, dims);
   }
   case SH_BI_ARGMAX:
+  case SH_BI_VALUES:
   case SH_BI_ITEM: return to_host(c, e, x);
   case SH_BI_FLOAT: {
     if (x->kind != SH_TY_I32 && x->kind != SH_TY_F32) {
@@ -372,15 +421,18 @@ sh_type *c_builtin(checker *c, sh_ast *e) {
     return c_is_err(need_list(c, e, e->items[0], x)) ? &sh_type_error : &sh_type_i32;
   case SH_BI_REV: return need_list(c, e, e->items[0], x);
   case SH_BI_SUM:
+  case SH_BI_MEAN:
+  case SH_BI_MAX:
+    if (x->kind == SH_TY_LIST && x->elems[0]->kind == SH_TY_F32) /* host floats: an f32 */
+      return &sh_type_f32;
+    if (bi != SH_BI_SUM) goto reduce;
     if (x->kind == SH_TY_LIST) { /* elementwise sum of a list of tensors */
       sh_type *el = x->elems[0];
       if (el->kind == SH_TY_TENSOR) return el;
       c_error(c, e->items[0]->span, "sum of a list needs a list of tensors, not %s", c_ty(c, x));
       return &sh_type_error;
     }
-    /* fall through */
-  case SH_BI_MEAN:
-  case SH_BI_MAX: {
+  reduce: {
     if (x->kind == SH_TY_LIST) return of_list(c, e, x); /* elementwise over the list */
     if (c_is_err(need_tensor(c, e, e->items[0], x))) return &sh_type_error;
     sh_size one;

@@ -187,6 +187,34 @@ static sh_type *host_float(sh_ast *e) {
   return &sh_type_f32;
 }
 
+/* A float constant where a host f32 is expected (an argument or a field
+ * of type f32, a let's annotation, the other branch of an `if` whose one
+ * branch is a host f32; through blocks and the parts of tuple
+ * expressions): retyped as a host f32. Returns e's type, t (what c_expr
+ * gave) where nothing changes. */
+sh_type *c_host_floats_as(checker *c, const sh_type *want, sh_ast *e, sh_type *t) {
+  if (!want || c_is_err(want) || c_is_err(t)) return t;
+  if (want->kind == SH_TY_F32 && float_literal(e)) return host_float(e);
+  if (e->kind == SH_EX_BLOCK) {
+    sh_type *r = c_host_floats_as(c, want, e->a, t);
+    return r != t ? (e->type = r) : t;
+  }
+  if (e->kind != SH_EX_TUPLE || want->kind != SH_TY_TUPLE || t->kind != SH_TY_TUPLE || want->n != e->n ||
+      t->n != e->n)
+    return t;
+  sh_type **parts = c_alloc(c, (size_t)e->n * sizeof *parts);
+  if (!parts) return &sh_type_error;
+  bool changed = false;
+  for (int i = 0; i < e->n; i++) {
+    parts[i] = c_host_floats_as(c, want->elems[i], e->items[i], t->elems[i]);
+    changed |= parts[i] != t->elems[i];
+  }
+  if (!changed) return t;
+  sh_type *r = sh_type_tuple(c->pool, e->n, parts);
+  if (!r) c->nomem = true;
+  return r ? (e->type = r) : &sh_type_error;
+}
+
 /* Operators of host floats: + - * / and comparisons of two f32. */
 static sh_type *host_f32_op(checker *c, sh_ast *e, sh_type *ta, sh_type *tb) {
   if (c_is_err(ta) || c_is_err(tb)) return &sh_type_error;
@@ -323,6 +351,7 @@ sh_type *c_call_fn(checker *c, sh_ast *site, sh_fn *f, sh_ast **args, sh_type **
     }
     char ctx[160];
     snprintf(ctx, sizeof ctx, "argument %d of '%s'", i + 1, nm(c, f->name));
+    types[i] = c_host_floats_as(c, pt, args[i], types[i]);
     ok = c_expect(c, args[i]->span, pt, types[i], ctx) && ok;
   }
   if (!ok) return &sh_type_error;
@@ -371,6 +400,7 @@ static sh_type *call(checker *c, sh_ast *e) {
     for (int i = 0; i < e->n; i++) {
       char ctx[160];
       snprintf(ctx, sizeof ctx, "field %d of '%s'", i + 1, nm(c, ct->name));
+      types[i] = c_host_floats_as(c, ct->field_types[i], e->items[i], types[i]);
       ok = c_expect(c, e->items[i]->span, ct->field_types[i], types[i], ctx) && ok;
     }
     return ok ? ct->adt->type : &sh_type_error;
@@ -500,8 +530,7 @@ static sh_type *let_value(checker *c, sh_let *l) {
     if (!type_empty_lists(c, l->value, want)) return &sh_type_error;
     if (l->value->kind == SH_EX_LIST) return l->value->type = want;
   }
-  sh_type *t = c_expr(c, l->value);
-  if (want && want->kind == SH_TY_F32 && float_literal(l->value)) t = host_float(l->value);
+  sh_type *t = c_host_floats_as(c, want, l->value, c_expr(c, l->value));
   if (want) {
     if (!c_expect(c, l->value->span, want, t, "let")) t = &sh_type_error;
     else if (!c_is_err(want)) t = want;
@@ -529,6 +558,8 @@ static sh_type *if_expr(checker *c, sh_ast *e) {
     c_error(c, e->a->span, "the condition of 'if' must be a bool, not %s", c_ty(c, tc));
   sh_type *tt = c_expr(c, e->b), *te = c_expr(c, e->c);
   if (c_is_err(tt) || c_is_err(te)) return &sh_type_error;
+  te = c_host_floats_as(c, tt, e->c, te); /* `if p { item(x) } else { 0.0 }` */
+  tt = c_host_floats_as(c, te, e->b, tt);
   if (!c_expect(c, e->c->span, tt, te, "the branches of 'if' differ")) return &sh_type_error;
   return tt;
 }

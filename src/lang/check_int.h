@@ -87,6 +87,7 @@ bool c_expect(checker *c, sh_span at, const sh_type *expected, const sh_type *go
               const char *context);
 
 sh_type *c_expr(checker *c, sh_ast *e);
+sh_type *c_host_floats_as(checker *c, const sh_type *want, sh_ast *e, sh_type *t);
 /* A call of a builtin (check_builtin.c); e->builtin is set. */
 sh_type *c_builtin(checker *c, sh_ast *e);
 /* A call of user function f with argument expressions args[0..n) whose

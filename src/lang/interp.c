@@ -8,6 +8,8 @@
  */
 #include "lang/interp.h"
 
+_Static_assert(sizeof(sh_value) <= 32, "sh_value grew: every list element and frame slot pays for it");
+
 #include "base/stack.h"
 
 #include <stdarg.h>
@@ -115,7 +117,7 @@ static sh_agg *agg_new(sh_interp *ip, int32_t tag, int32_t n) {
 static sh_value mk_int(int32_t i) { return (sh_value){.kind = SH_V_INT, .i = i}; }
 static sh_value mk_word(int32_t i) { return (sh_value){.kind = SH_V_INT, .word = 1, .i = i}; }
 static sh_value mk_bool(bool b) { return (sh_value){.kind = SH_V_BOOL, .i = b}; }
-static sh_value mk_f32(float f) { return (sh_value){.kind = SH_V_F32, .f = f}; }
+static sh_value mk_f32(double f) { return (sh_value){.kind = SH_V_F32, .f = f}; }
 static sh_value mk_tensor(sheaf_expr t) { return (sh_value){.kind = SH_V_TENSOR, .t = t}; }
 static sh_value mk_agg(uint8_t kind, sh_agg *a) {
   return a ? (sh_value){.kind = kind, .agg = a} : v_none;
@@ -317,7 +319,8 @@ static sheaf_status host_read(sh_interp *ip, sheaf_expr t, sheaf_value_view *v) 
 }
 
 /* argmax(x): the index of the first largest element (NaN never wins; all
- * NaN: 0); item(x): its one element. */
+ * NaN: 0); item(x): its one element; values(x): its elements, a list of
+ * host floats. */
 static SH_NOINLINE sh_value builtin_to_host(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   sh_value x = eval(ip, e->items[0], fr);
   if (ip->err) return v_none;
@@ -325,6 +328,12 @@ static SH_NOINLINE sh_value builtin_to_host(sh_interp *ip, const sh_ast *e, sh_v
   if (host_read(ip, x.t, &v)) return v_none;
   int64_t n = v.shape[v.rank - 1];
   if (e->builtin == SH_BI_ITEM) return mk_f32(v.data[0]);
+  if (e->builtin == SH_BI_VALUES) {
+    sh_agg *r = agg_new(ip, -1, (int32_t)n); /* n fits: a vector has at most INT32_MAX elements */
+    if (!r) return v_none;
+    for (int64_t k = 0; k < n; k++) r->items[k] = mk_f32(v.data[k]);
+    return mk_agg(SH_V_LIST, r);
+  }
   int64_t best = 0;
   for (int64_t k = 1; k < n; k++)
     if (v.data[k] > v.data[best] || (v.data[best] != v.data[best] && v.data[k] == v.data[k])) best = k;
@@ -346,6 +355,79 @@ static SH_NOINLINE sh_value builtin_push(sh_interp *ip, const sh_ast *e, sh_valu
   return mk_agg(SH_V_LIST, r);
 }
 
+/* sum, mean, max of a list of host floats (in order, in double; max: NaN
+ * never wins, as argmax). */
+static SH_NOINLINE sh_value host_reduce(sh_interp *ip, const sh_ast *e, const sh_agg *l) {
+  if (l->n == 0 && e->builtin != SH_BI_SUM)
+    return fail_at(ip, e->span, "%s of an empty list", sh_builtin_name(e->builtin)), v_none;
+  double r = e->builtin == SH_BI_MAX ? l->items[0].f : 0;
+  for (int32_t k = 0; k < l->n; k++) {
+    double x = l->items[k].f;
+    if (e->builtin != SH_BI_MAX) r += x;
+    else if (x > r || r != r) r = x;
+  }
+  return mk_f32(e->builtin == SH_BI_MEAN ? r / l->n : r);
+}
+
+/* a before b in topk's order: larger first, NaN last, ties by index. */
+static bool topk_before(const sh_agg *l, int32_t a, int32_t b) {
+  double x = l->items[a].f, y = l->items[b].f;
+  if (x != y && (x == x || y == y)) return y != y || x > y;
+  return a < b;
+}
+
+/* The list builtins that make new lists: set(xs, i, x), pop(xs),
+ * topk(fs, k), cat(xs, ys, ...) of lists. */
+static SH_NOINLINE sh_value builtin_list(sh_interp *ip, const sh_ast *e, sh_value *fr) {
+  sh_value a[64] = {0};
+  for (int i = 0; i < e->n && i < 64; i++) {
+    a[i] = eval(ip, e->items[i], fr);
+    if (ip->err) return v_none;
+  }
+  const sh_agg *xs = a[0].agg;
+  int32_t n = xs->n;
+  sh_agg *r;
+  switch (e->builtin) {
+  case SH_BI_SET:
+    if (a[1].i < 0 || a[1].i >= n)
+      return fail_at(ip, e->items[1]->span, "set: index %d is out of range for a list of %d element%s",
+                     (int)a[1].i, (int)n, n == 1 ? "" : "s"), v_none;
+    if (!(r = agg_new(ip, -1, n))) return v_none;
+    memcpy(r->items, xs->items, (size_t)n * sizeof *r->items);
+    r->items[a[1].i] = a[2];
+    return mk_agg(SH_V_LIST, r);
+  case SH_BI_POP:
+    if (n == 0) return fail_at(ip, e->items[0]->span, "pop of an empty list"), v_none;
+    if (!(r = agg_new(ip, -1, n - 1))) return v_none;
+    if (n > 1) memcpy(r->items, xs->items, (size_t)(n - 1) * sizeof *r->items);
+    return mk_agg(SH_V_LIST, r);
+  case SH_BI_TOPK: {
+    if (a[1].i < 0) return fail_at(ip, e->items[1]->span, "topk of %d: the count is negative", (int)a[1].i), v_none;
+    int32_t k = a[1].i < n ? a[1].i : n, m = 0;
+    if (!(r = agg_new(ip, -1, k))) return v_none;
+    for (int32_t j = 0; j < n; j++) { /* insertion into the sorted first m (k is small) */
+      if (m == k && (k == 0 || !topk_before(xs, j, r->items[k - 1].i))) continue;
+      int32_t at = m < k ? m++ : k - 1;
+      while (at > 0 && topk_before(xs, j, r->items[at - 1].i)) r->items[at] = r->items[at - 1], at--;
+      r->items[at] = mk_int(j);
+    }
+    return mk_agg(SH_V_LIST, r);
+  }
+  default: { /* cat of lists */
+    int64_t total = 0;
+    for (int i = 0; i < e->n; i++) total += a[i].agg->n;
+    if (total > INT32_MAX) return fail_at(ip, e->span, "cat: a list holds at most 2147483647 elements"), v_none;
+    if (!(r = agg_new(ip, -1, (int32_t)total))) return v_none;
+    int32_t at = 0;
+    for (int i = 0; i < e->n; i++) {
+      if (a[i].agg->n) memcpy(r->items + at, a[i].agg->items, (size_t)a[i].agg->n * sizeof *r->items);
+      at += a[i].agg->n;
+    }
+    return mk_agg(SH_V_LIST, r);
+  }
+  }
+}
+
 static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   sheaf_expr (*f1)(sheaf_graph *, sheaf_expr) = bi_unary[e->builtin];
   if (f1 && e->items[0]->type->kind == SH_TY_TENSOR) { /* tanh(x), sigmoid(x), ...: the common case */
@@ -354,8 +436,12 @@ static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_ast *e, sh_value *fr
     return mk_tensor(f1(ip->g, x.t));
   }
   if (e->builtin == SH_BI_LSTM_CELL) return builtin_lstm_cell(ip, e, fr);
+  if (e->builtin == SH_BI_SET || e->builtin == SH_BI_POP || e->builtin == SH_BI_TOPK ||
+      (e->builtin == SH_BI_CAT && e->type->kind == SH_TY_LIST))
+    return builtin_list(ip, e, fr);
   if (e->builtin == SH_BI_CAT) return builtin_cat(ip, e, fr);
-  if (e->builtin == SH_BI_ARGMAX || e->builtin == SH_BI_ITEM) return builtin_to_host(ip, e, fr);
+  if (e->builtin == SH_BI_ARGMAX || e->builtin == SH_BI_ITEM || e->builtin == SH_BI_VALUES)
+    return builtin_to_host(ip, e, fr);
   if (e->builtin == SH_BI_PUSH) return builtin_push(ip, e, fr);
   sheaf_graph *g = ip->g;
   sh_value a[4] = {0};
@@ -366,6 +452,7 @@ static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_ast *e, sh_value *fr
     if (ip->err) return v_none;
   }
   if (bi_binary[e->builtin]) return mk_tensor(bi_binary[e->builtin](g, a[0].t, a[1].t));
+  if (a[0].kind == SH_V_LIST && e->type->kind == SH_TY_F32) return host_reduce(ip, e, a[0].agg);
   if (a[0].kind == SH_V_LIST && e->builtin != SH_BI_LEN && e->builtin != SH_BI_REV && !applies)
     return list_to_tensor(ip, e, a[0].agg);
   switch (e->builtin) {
@@ -374,7 +461,7 @@ static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_ast *e, sh_value *fr
   case SH_BI_WHERE: return mk_tensor(sheaf_where(g, a[0].t, a[1].t, a[2].t));
   case SH_BI_TRANSPOSE: return mk_tensor(sheaf_transpose(g, a[0].t));
   case SH_BI_FLOAT: {
-    float f = a[0].kind == SH_V_F32 ? a[0].f : (float)a[0].i;
+    float f = a[0].kind == SH_V_F32 ? (float)a[0].f : (float)a[0].i;
     return mk_tensor(sheaf_input_vector(g, 1, &f));
   }
   case SH_BI_RESHAPE: {
@@ -523,7 +610,7 @@ static SH_NOINLINE sh_value binary(sh_interp *ip, const sh_ast *e, sh_value *fr)
     }
   }
   if (x.kind == SH_V_F32) { /* host floats */
-    float a = x.f, b = y.f;
+    double a = x.f, b = y.f;
     switch (op) {
     case SH_TK_PLUS: return mk_f32(a + b);
     case SH_TK_MINUS: return mk_f32(a - b);
@@ -824,8 +911,8 @@ static SH_NOINLINE sh_value eval_phase(sh_interp *ip, const sh_ast *e, sh_value 
 }
 
 static SH_NOINLINE sh_value eval_float(sh_interp *ip, const sh_ast *e) {
+  if (e->type->kind == SH_TY_F32) return mk_f32(e->fval); /* a host float (item(p) > 0.9) */
   float f = (float)e->fval;
-  if (e->type->kind == SH_TY_F32) return mk_f32(f); /* a host float (item(p) > 0.9) */
   return mk_tensor(sheaf_input_vector(ip->g, 1, &f));
 }
 

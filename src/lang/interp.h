@@ -102,13 +102,13 @@ typedef struct sh_value {
   uint8_t kind;
   uint8_t word; /* INT: a word id as read from the data (a tree's word, a sentence's
                    element), not computed: a lookup maps it to the table's row */
-  union {
-    int32_t i;  /* INT, BOOL */
-    float f;    /* F32 */
-  };
+  int32_t i;    /* INT, BOOL */
   sheaf_expr t; /* TENSOR */
-  sh_agg *agg;  /* TUPLE, LIST, ADT */
-} sh_value;
+  union {
+    sh_agg *agg; /* TUPLE, LIST, ADT */
+    double f;    /* F32: a host float, computed in double precision */
+  };
+} sh_value;     /* 32 bytes */
 
 struct sh_agg {
   int32_t tag; /* ADT: constructor index */
