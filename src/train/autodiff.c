@@ -331,6 +331,7 @@ sheaf_status sh_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss, con
                    opts->n_wrt < 0 ? "n_wrt is negative" : !opts->wrt ? "wrt is NULL" : "wrt_grad is NULL");
   sheaf_status st = sheaf_graph_flush(g);
   if (st) return st;
+  g->saved.keep = true; /* this graph trains: its next flushes keep what the backward reads */
   for (int i = 0; i < n_loss; i++)
     if ((st = check_expr(g, loss[i], "loss", i))) return st;
   for (int i = 0; opts && i < opts->n_wrt; i++) {

@@ -3,8 +3,9 @@
  * affine bucket (same W, b, inputs) runs dX_k = dY·W_k^T as one GEMM over
  * every row of every node, and dW_k += X_k^T·dY as ONE GEMM for all the
  * bucket's rows and all its weights (A = [X_1 | .. | X_n]^T gathered once,
- * C the weights' gradient rows); an LSTM bucket recomputes its gates with
- * one GEMM, turns dh and dc into the gates' gradient, then does the same.
+ * C the weights' gradient rows); an LSTM bucket reads the gates its
+ * forward kept (sh_saved; recomputed with one GEMM when it kept none),
+ * turns dh and dc into the gates' gradient, then does the same.
  * matmul (activations times activations) runs node by node.
  */
 #include <math.h>
@@ -156,15 +157,16 @@ sheaf_status sh_bw_affine(sh_bw *b, const uint32_t *ids, uint32_t n) {
   return lin_grads(b, ids, n, m, nx, wid, n0->lin.b, n0->cols, dyr);
 }
 
-sheaf_status sh_bw_lstm(sh_bw *b, const uint32_t *ids, uint32_t n) {
+/* The bucket's gates, recomputed (the forward kept none: a graph's first
+ * training pass, or one flushed before it trained): z = x·W + b with one
+ * GEMM, activated, and tanh(c), into s [m, 5*hid] (sh_saved's layout). */
+static sheaf_status lstm_gates(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t m, float *s) {
   sheaf_graph *g = b->g;
   const sh_node *n0 = &g->store.nodes[ids[0]];
   const sh_param *W = &g->model->params[n0->lin.w - 1];
-  int64_t hid = n0->cols, g4 = 4 * hid, in = W->shape[0], m = 0;
-  for (uint32_t i = 0; i < n; i++) m += g->store.nodes[ids[i]].rows;
-  float *z = sh_bw_alloc(b, (size_t)m * (size_t)g4 * sizeof(float));
+  int64_t hid = n0->cols, g5 = 5 * hid, in = W->shape[0];
   const float **xr = sh_bw_alloc(b, (size_t)m * sizeof *xr);
-  if (!z || !xr) return SHEAF_ERR_NOMEM;
+  if (!xr) return SHEAF_ERR_NOMEM;
   int64_t r0 = 0;
   for (uint32_t i = 0; i < n; i++) {
     const float *xv = sh_bw_val(b, sh_bw_in(b, ids[i], 0));
@@ -172,7 +174,6 @@ sheaf_status sh_bw_lstm(sh_bw *b, const uint32_t *ids, uint32_t n) {
     for (int64_t r = 0; r < g->store.nodes[ids[i]].rows; r++) xr[r0 + r] = xv + r * in;
     r0 += g->store.nodes[ids[i]].rows;
   }
-  /* the gates again: z = x·W + b, one GEMM */
   const sh_gemm_packed_b *pw; /* W packed as the forward uses it (kept by the model) */
   sheaf_status st = sh_model_packed(g->model, n0->lin.w, false, &pw);
   if (st) return st;
@@ -181,57 +182,83 @@ sheaf_status sh_bw_lstm(sh_bw *b, const uint32_t *ids, uint32_t n) {
   a.n_src = 1;
   a.src[0] = (sh_gemm_src){in, {xr, NULL, 0}};
   a.b_packed = pw;
-  a.c = (sh_gemm_out){NULL, z, g4};
+  a.c = (sh_gemm_out){NULL, s, g5};
   a.ws = g->work.gemm_ws[0];
   if (n0->lin.b)
     a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_BIAS, 0, 0, 0, g->model->params[n0->lin.b - 1].data, {0}};
   if ((st = sh_gemm(b->ctx, g->isa, g->threads, &a))) return st;
-  /* the gates' activations, vectorized (the vmath kernels of the graph's ISA) */
-  for (int64_t r = 0; r < m; r++) {
-    float *zr = z + r * g4;
-    sh_vmath_f32(g->isa, SH_VMATH_SIGMOID, 2 * hid, zr, zr);
-    sh_vmath_f32(g->isa, SH_VMATH_TANH, hid, zr + 2 * hid, zr + 2 * hid);
-    sh_vmath_f32(g->isa, SH_VMATH_SIGMOID, hid, zr + 3 * hid, zr + 3 * hid);
-  }
-  float *tcb = NULL;
-  int64_t tcb_rows = 0;
-  /* z becomes dz (gate order i, f, g, o) */
   r0 = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const float *cv = sh_bw_val(b, g->store.nodes[ids[i]].lin.cell);
+    if (!cv) return BW_FAIL(b);
+    for (int64_t r = 0; r < g->store.nodes[ids[i]].rows; r++) {
+      float *zr = s + (r0 + r) * g5;
+      sh_vmath_f32(g->isa, SH_VMATH_SIGMOID, 2 * hid, zr, zr);
+      sh_vmath_f32(g->isa, SH_VMATH_TANH, hid, zr + 2 * hid, zr + 2 * hid);
+      sh_vmath_f32(g->isa, SH_VMATH_SIGMOID, hid, zr + 3 * hid, zr + 3 * hid);
+      sh_vmath_f32(g->isa, SH_VMATH_TANH, hid, cv + r * hid, zr + 4 * hid);
+    }
+    r0 += g->store.nodes[ids[i]].rows;
+  }
+  return SHEAF_OK;
+}
+
+/* dz (gate order i, f, g, o) of one node's rows from its gates s (5*hid a
+ * row: i, f, u, o, tanh c), dh, dc; dc_prev += dct·f. */
+static void lstm_dz(int64_t rows, int64_t hid, const float *restrict s, const float *restrict dh,
+                    const float *restrict dc, const float *restrict cp, float *restrict dcp,
+                    float *restrict dz) {
+  for (int64_t r = 0; r < rows; r++) {
+    const float *sr = s + r * 5 * hid;
+    float *zr = dz + r * 4 * hid;
+    for (int64_t j = 0; j < hid; j++) {
+      float ig = sr[j], fg = sr[hid + j], gg = sr[2 * hid + j], og = sr[3 * hid + j], tc = sr[4 * hid + j];
+      float c0 = cp ? cp[r * hid + j] : 0.0f;
+      float dhv = dh ? dh[r * hid + j] : 0.0f, dcv = dc ? dc[r * hid + j] : 0.0f;
+      float dct = dcv + dhv * og * (1.0f - tc * tc);
+      zr[j] = dct * gg * ig * (1.0f - ig);
+      zr[hid + j] = dct * c0 * fg * (1.0f - fg);
+      zr[2 * hid + j] = dct * ig * (1.0f - gg * gg);
+      zr[3 * hid + j] = dhv * tc * og * (1.0f - og);
+      if (dcp) dcp[r * hid + j] += dct * fg;
+    }
+  }
+}
+
+sheaf_status sh_bw_lstm(sh_bw *b, const uint32_t *ids, uint32_t n) {
+  sheaf_graph *g = b->g;
+  const sh_node *n0 = &g->store.nodes[ids[0]];
+  int64_t hid = n0->cols, g4 = 4 * hid, g5 = 5 * hid, m = 0;
+  bool kept = true; /* the forward kept every node's gates (sh_saved) */
+  for (uint32_t i = 0; i < n; i++) {
+    m += g->store.nodes[ids[i]].rows;
+    kept = kept && ids[i] < g->saved.cap && g->saved.lstm_gates[ids[i]];
+  }
+  float *rec = NULL;
+  if (!kept) {
+    if (!(rec = sh_bw_alloc(b, (size_t)m * (size_t)g5 * sizeof(float)))) return SHEAF_ERR_NOMEM;
+    sheaf_status st = lstm_gates(b, ids, n, m, rec);
+    if (st) return st;
+  }
+  float *dz = sh_bw_alloc(b, (size_t)m * (size_t)g4 * sizeof(float));
+  if (!dz) return SHEAF_ERR_NOMEM;
+  int64_t r0 = 0;
   for (uint32_t i = 0; i < n; i++) {
     uint32_t id = ids[i], cell = g->store.nodes[id].lin.cell;
     int64_t rows = g->store.nodes[id].rows;
     bool has_prev = g->store.nodes[id].n_in > 1;
     uint32_t cp_id = has_prev ? sh_bw_in(b, id, 1) : SH_NONE;
-    const float *cv = sh_bw_val(b, cell), *cpv = has_prev ? sh_bw_val(b, cp_id) : NULL;
-    if (!cv || (has_prev && !cpv)) return BW_FAIL(b);
-    const float *dh = b->grad[id], *dc = b->grad[cell];
+    const float *cpv = has_prev ? sh_bw_val(b, cp_id) : NULL;
+    if (has_prev && !cpv) return BW_FAIL(b);
     float *dcp = has_prev && b->req[cp_id] ? sh_bw_grad(b, cp_id) : NULL;
     if (has_prev && b->req[cp_id] && !dcp) return SHEAF_ERR_NOMEM;
-    if (rows > tcb_rows) { /* tanh(c), reused across the bucket's nodes */
-      if (!(tcb = sh_bw_alloc(b, (size_t)rows * (size_t)hid * sizeof(float)))) return SHEAF_ERR_NOMEM;
-      tcb_rows = rows;
-    }
-    sh_vmath_f32(g->isa, SH_VMATH_TANH, rows * hid, cv, tcb);
-    for (int64_t r = 0; r < rows; r++) {
-      float *zr = z + (r0 + r) * g4;
-      const float *tcr = tcb + r * hid;
-      for (int64_t j = 0; j < hid; j++) {
-        float ig = zr[j], fg = zr[hid + j], gg = zr[2 * hid + j], og = zr[3 * hid + j];
-        float cp = cpv ? cpv[r * hid + j] : 0.0f, tc = tcr[j];
-        float dhv = dh ? dh[r * hid + j] : 0.0f, dcv = dc ? dc[r * hid + j] : 0.0f;
-        float dct = dcv + dhv * og * (1.0f - tc * tc);
-        zr[j] = dct * gg * ig * (1.0f - ig);
-        zr[hid + j] = dct * cp * fg * (1.0f - fg);
-        zr[2 * hid + j] = dct * ig * (1.0f - gg * gg);
-        zr[3 * hid + j] = dhv * tc * og * (1.0f - og);
-        if (dcp) dcp[r * hid + j] += dct * fg;
-      }
-    }
+    const float *s = kept ? g->saved.lstm_gates[id] : rec + r0 * g5;
+    lstm_dz(rows, hid, s, b->grad[id], b->grad[cell], cpv, dcp, dz + r0 * g4);
     r0 += rows;
   }
   const float **dzr = sh_bw_alloc(b, (size_t)m * sizeof *dzr);
   if (!dzr) return SHEAF_ERR_NOMEM;
-  for (int64_t r = 0; r < m; r++) dzr[r] = z + r * g4;
+  for (int64_t r = 0; r < m; r++) dzr[r] = dz + r * g4;
   uint32_t wid = n0->lin.w;
   return lin_grads(b, ids, n, m, 1, &wid, n0->lin.b, g4, dzr);
 }
