@@ -304,6 +304,8 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
     }
     i = j;
   }
+  sheaf_status st = sh_bw_dw_flush(b); /* the weights' gradients, one GEMM per set */
+  if (st) return st;
   /* the caller's wrt gradients */
   for (int i = 0; o && i < o->n_wrt; i++) {
     uint32_t id = o->wrt[i].node;

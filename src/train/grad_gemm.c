@@ -14,6 +14,15 @@
 #include "kernels/vmath.h"
 #include "train/train.h"
 
+/* One GEMM bucket's rows of a deferred weight gradient: X [m, sum_in]
+ * (copied) and dY's row pointers (gradients of the pass: they stay). */
+struct sh_bw_seg {
+  int64_t m;
+  const float *x;
+  const float *const *dyr;
+  sh_bw_seg *next;
+};
+
 #define BW_FAIL(b) ((b)->g->status ? (b)->g->status : sheaf_ctx_last_status((b)->ctx))
 
 sheaf_status sh_bw_packed_wt(sh_bw *b, uint32_t pid, const sh_gemm_packed_b **out) {
@@ -92,15 +101,33 @@ static sheaf_status lin_grads(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t
       r0 += rows;
     }
   }
-  /* dW = [X_1 | .. | X_nx]^T · dY: one GEMM, C = the weights' gradient rows */
-  float *t = sh_bw_alloc(b, (size_t)sum_in * (size_t)m * sizeof(float));
-  float **crow = sh_bw_alloc(b, (size_t)sum_in * sizeof *crow);
-  if (!t || !crow) return SHEAF_ERR_NOMEM;
-  for (int k = 0; k < nx; k++) {
-    float *dw = sh_bw_param_grad(b, wid[k]);
-    if (!dw) return SHEAF_ERR_NOMEM;
-    for (int64_t i = 0; i < in[k]; i++) crow[off[k] + i] = dw + i * out;
+  /* dW = [X_1 | .. | X_nx]^T · dY: the bucket's X rows (copied now, as
+   * read now) and dY rows recorded; one GEMM per set of weights at the end
+   * of the pass (sh_bw_dw_flush) */
+  sh_bw_dw *d = NULL;
+  for (uint32_t i = 0; i < b->n_dw && !d; i++) {
+    sh_bw_dw *e = &b->dw[i];
+    if (e->nx == nx && e->out == out && !memcmp(e->wid, wid, (size_t)nx * sizeof *wid)) d = e;
   }
+  if (!d) {
+    if (b->n_dw == b->cap_dw) {
+      uint32_t cap = b->cap_dw ? 2 * b->cap_dw : 16;
+      sh_bw_dw *nd = sh_bw_alloc(b, (size_t)cap * sizeof *nd);
+      if (!nd) return SHEAF_ERR_NOMEM;
+      if (b->n_dw) memcpy(nd, b->dw, (size_t)b->n_dw * sizeof *nd);
+      b->dw = nd;
+      b->cap_dw = cap;
+    }
+    d = &b->dw[b->n_dw++];
+    memset(d, 0, sizeof *d);
+    memcpy(d->wid, wid, (size_t)nx * sizeof *wid);
+    d->nx = nx;
+    d->out = out;
+    d->sum_in = sum_in;
+  }
+  sh_bw_seg *sg = sh_bw_alloc(b, sizeof *sg);
+  float *xs = sh_bw_alloc(b, (size_t)m * (size_t)sum_in * sizeof(float));
+  if (!sg || !xs) return SHEAF_ERR_NOMEM;
   int64_t r0 = 0;
   for (uint32_t i = 0; i < n; i++) {
     int64_t rows = g->store.nodes[ids[i]].rows;
@@ -108,20 +135,62 @@ static sheaf_status lin_grads(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t
       const float *xv = sh_bw_val(b, sh_bw_in(b, ids[i], k));
       if (!xv) return BW_FAIL(b);
       for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < in[k]; c++) t[(off[k] + c) * m + r0 + r] = xv[r * in[k] + c];
+        memcpy(xs + (r0 + r) * sum_in + off[k], xv + r * in[k], (size_t)in[k] * sizeof(float));
     }
     r0 += rows;
   }
-  sh_gemm_args a = {0};
-  a.m = sum_in;
-  a.n_src = 1;
-  a.src[0] = (sh_gemm_src){m, {NULL, t, m}};
-  a.b = (sh_gemm_in){dyr, NULL, 0};
-  a.n = out;
-  a.c = (sh_gemm_out){crow, NULL, 0};
-  a.accumulate = true;
-  a.ws = ws;
-  return gemm(b, &a);
+  *sg = (sh_bw_seg){m, xs, dyr, NULL};
+  if (d->tail) d->tail->next = sg;
+  else d->head = sg;
+  d->tail = sg;
+  d->m += m;
+  return SHEAF_OK;
+}
+
+sheaf_status sh_bw_dw_flush(sh_bw *b) {
+  sheaf_graph *g = b->g;
+  sheaf_model *md = g->model;
+  for (uint32_t q = 0; q < b->n_dw; q++) {
+    const sh_bw_dw *d = &b->dw[q];
+    int64_t m = d->m, sum_in = d->sum_in, out = d->out;
+    if (!m) continue;
+    /* A = [X_1 | .. | X_nx]^T [sum_in, m]: the segments transposed, in tiles */
+    float *t = sh_bw_alloc(b, (size_t)sum_in * (size_t)m * sizeof(float));
+    float **crow = sh_bw_alloc(b, (size_t)sum_in * sizeof *crow);
+    const float **dyr = sh_bw_alloc(b, (size_t)m * sizeof *dyr);
+    if (!t || !crow || !dyr) return SHEAF_ERR_NOMEM;
+    int64_t r0 = 0;
+    for (const sh_bw_seg *sg = d->head; sg; sg = sg->next) {
+      for (int64_t rb = 0; rb < sg->m; rb += 16)
+        for (int64_t cb = 0; cb < sum_in; cb += 16) {
+          int64_t re = rb + 16 < sg->m ? rb + 16 : sg->m, ce = cb + 16 < sum_in ? cb + 16 : sum_in;
+          for (int64_t c = cb; c < ce; c++)
+            for (int64_t r = rb; r < re; r++) t[c * m + r0 + r] = sg->x[r * sum_in + c];
+        }
+      memcpy(dyr + r0, sg->dyr, (size_t)sg->m * sizeof *dyr);
+      r0 += sg->m;
+    }
+    int64_t o = 0;
+    for (int k = 0; k < d->nx; k++) {
+      float *dw = sh_bw_param_grad(b, d->wid[k]);
+      if (!dw) return SHEAF_ERR_NOMEM;
+      int64_t in = md->params[d->wid[k] - 1].shape[0];
+      for (int64_t i = 0; i < in; i++) crow[o + i] = dw + i * out;
+      o += in;
+    }
+    sh_gemm_args a = {0};
+    a.m = sum_in;
+    a.n_src = 1;
+    a.src[0] = (sh_gemm_src){m, {NULL, t, m}};
+    a.b = (sh_gemm_in){dyr, NULL, 0};
+    a.n = out;
+    a.c = (sh_gemm_out){crow, NULL, 0};
+    a.accumulate = true;
+    a.ws = g->work.gemm_ws[0];
+    sheaf_status st = gemm(b, &a);
+    if (st) return st;
+  }
+  return SHEAF_OK;
 }
 
 /* Row pointers into each node's gradient (zeros for a node without one). */
