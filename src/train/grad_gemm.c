@@ -11,6 +11,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/pool.h"
 #include "kernels/vmath.h"
 #include "train/train.h"
 
@@ -272,24 +273,44 @@ static sheaf_status lstm_gates(sh_bw *b, const uint32_t *ids, uint32_t n, int64_
   return SHEAF_OK;
 }
 
-/* dz (gate order i, f, g, o) of one node's rows from its gates s (5*hid a
- * row: i, f, u, o, tanh c), dh, dc; dc_prev += dct·f. */
-static void lstm_dz(int64_t rows, int64_t hid, const float *restrict s, const float *restrict dh,
-                    const float *restrict dc, const float *restrict cp, float *restrict dcp,
-                    float *restrict dz) {
-  for (int64_t r = 0; r < rows; r++) {
-    const float *sr = s + r * 5 * hid;
-    float *zr = dz + r * 4 * hid;
-    for (int64_t j = 0; j < hid; j++) {
-      float ig = sr[j], fg = sr[hid + j], gg = sr[2 * hid + j], og = sr[3 * hid + j], tc = sr[4 * hid + j];
-      float c0 = cp ? cp[r * hid + j] : 0.0f;
-      float dhv = dh ? dh[r * hid + j] : 0.0f, dcv = dc ? dc[r * hid + j] : 0.0f;
-      float dct = dcv + dhv * og * (1.0f - tc * tc);
-      zr[j] = dct * gg * ig * (1.0f - ig);
-      zr[hid + j] = dct * c0 * fg * (1.0f - fg);
-      zr[2 * hid + j] = dct * ig * (1.0f - gg * gg);
-      zr[3 * hid + j] = dhv * tc * og * (1.0f - og);
-      if (dcp) dcp[r * hid + j] += dct * fg;
+/* One node's operands of the gates' gradient. */
+typedef struct lstm_part {
+  int64_t rows;
+  const float *s;  /* its gates (5*hid a row: i, f, u, o, tanh c) */
+  const float *dh, *dc, *cp; /* dh, dc, c_prev (NULL: zeros) */
+  float *dcp, *dz; /* c_prev's gradient (NULL: none wanted); dz (4*hid a row) */
+} lstm_part;
+
+typedef struct lstm_job {
+  const lstm_part *p;
+  uint32_t n;
+  int64_t hid, cols; /* columns of a task */
+} lstm_job;
+
+/* dz (gate order i, f, g, o) of columns [j0, j1) of every node, nodes in
+ * order (dc_prev += dct·f: two nodes sharing a c_prev add in node order,
+ * whatever the threads). */
+static void lstm_dz_task(void *arg, int64_t task, int tid) {
+  (void)tid;
+  const lstm_job *jb = arg;
+  const int64_t hid = jb->hid, j0 = task * jb->cols, j1 = j0 + jb->cols < hid ? j0 + jb->cols : hid;
+  for (uint32_t i = 0; i < jb->n; i++) {
+    const lstm_part *p = &jb->p[i];
+    for (int64_t r = 0; r < p->rows; r++) {
+      const float *restrict sr = p->s + r * 5 * hid;
+      const float *restrict dh = p->dh ? p->dh + r * hid : NULL, *restrict dc = p->dc ? p->dc + r * hid : NULL;
+      const float *restrict cp = p->cp ? p->cp + r * hid : NULL;
+      float *restrict dcp = p->dcp ? p->dcp + r * hid : NULL, *restrict zr = p->dz + r * 4 * hid;
+      for (int64_t j = j0; j < j1; j++) {
+        float ig = sr[j], fg = sr[hid + j], gg = sr[2 * hid + j], og = sr[3 * hid + j], tc = sr[4 * hid + j];
+        float c0 = cp ? cp[j] : 0.0f, dhv = dh ? dh[j] : 0.0f, dcv = dc ? dc[j] : 0.0f;
+        float dct = dcv + dhv * og * (1.0f - tc * tc);
+        zr[j] = dct * gg * ig * (1.0f - ig);
+        zr[hid + j] = dct * c0 * fg * (1.0f - fg);
+        zr[2 * hid + j] = dct * ig * (1.0f - gg * gg);
+        zr[3 * hid + j] = dhv * tc * og * (1.0f - og);
+        if (dcp) dcp[j] += dct * fg;
+      }
     }
   }
 }
@@ -310,7 +331,8 @@ sheaf_status sh_bw_lstm(sh_bw *b, const uint32_t *ids, uint32_t n) {
     if (st) return st;
   }
   float *dz = sh_bw_alloc(b, (size_t)m * (size_t)g4 * sizeof(float));
-  if (!dz) return SHEAF_ERR_NOMEM;
+  lstm_part *parts = sh_bw_alloc(b, (size_t)n * sizeof *parts);
+  if (!dz || !parts) return SHEAF_ERR_NOMEM;
   int64_t r0 = 0;
   for (uint32_t i = 0; i < n; i++) {
     uint32_t id = ids[i], cell = g->store.nodes[id].lin.cell;
@@ -322,9 +344,12 @@ sheaf_status sh_bw_lstm(sh_bw *b, const uint32_t *ids, uint32_t n) {
     float *dcp = has_prev && b->req[cp_id] ? sh_bw_grad(b, cp_id) : NULL;
     if (has_prev && b->req[cp_id] && !dcp) return SHEAF_ERR_NOMEM;
     const float *s = kept ? g->saved.lstm_gates[id] : rec + r0 * g5;
-    lstm_dz(rows, hid, s, b->grad[id], b->grad[cell], cpv, dcp, dz + r0 * g4);
+    parts[i] = (lstm_part){rows, s, b->grad[id], b->grad[cell], cpv, dcp, dz + r0 * g4};
     r0 += rows;
   }
+  /* column ranges of 32 over the pool: the same sums on any thread count */
+  lstm_job jb = {parts, n, hid, 32};
+  sh_pool_run(b->ctx->pool, (hid + jb.cols - 1) / jb.cols, lstm_dz_task, &jb, g->threads);
   const float **dzr = sh_bw_alloc(b, (size_t)m * sizeof *dzr);
   if (!dzr) return SHEAF_ERR_NOMEM;
   for (int64_t r = 0; r < m; r++) dzr[r] = dz + r * g4;
