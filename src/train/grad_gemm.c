@@ -285,32 +285,49 @@ typedef struct lstm_job {
   const lstm_part *p;
   uint32_t n;
   int64_t hid, cols; /* columns of a task */
+  const float *zeros; /* hid zeros */
 } lstm_job;
 
 /* dz (gate order i, f, g, o) of columns [j0, j1) of every node, nodes in
  * order (dc_prev += dct·f: two nodes sharing a c_prev add in node order,
  * whatever the threads). */
+/* One row's columns [0, n) (pointers at the first): restrict parameters,
+ * so that the compiler vectorizes. */
+static void dz_row(int64_t n, int64_t hid, const float *restrict sr, const float *restrict dh,
+                   const float *restrict dc, const float *restrict cp, float *restrict zr) {
+  for (int64_t j = 0; j < n; j++) {
+    float ig = sr[j], fg = sr[hid + j], gg = sr[2 * hid + j], og = sr[3 * hid + j], tc = sr[4 * hid + j];
+    float dct = dc[j] + dh[j] * og * (1.0f - tc * tc);
+    zr[j] = dct * gg * ig * (1.0f - ig);
+    zr[hid + j] = dct * cp[j] * fg * (1.0f - fg);
+    zr[2 * hid + j] = dct * ig * (1.0f - gg * gg);
+    zr[3 * hid + j] = dh[j] * tc * og * (1.0f - og);
+  }
+}
+
+/* dc_prev += dct·f over one row's columns [0, n). */
+static void dcp_row(int64_t n, int64_t hid, const float *restrict sr, const float *restrict dh,
+                    const float *restrict dc, float *restrict dcp) {
+  for (int64_t j = 0; j < n; j++) {
+    float og = sr[3 * hid + j], tc = sr[4 * hid + j];
+    dcp[j] += (dc[j] + dh[j] * og * (1.0f - tc * tc)) * sr[hid + j];
+  }
+}
+
 static void lstm_dz_task(void *arg, int64_t task, int tid) {
   (void)tid;
   const lstm_job *jb = arg;
   const int64_t hid = jb->hid, j0 = task * jb->cols, j1 = j0 + jb->cols < hid ? j0 + jb->cols : hid;
   for (uint32_t i = 0; i < jb->n; i++) {
     const lstm_part *p = &jb->p[i];
+    /* absent operands read a zero row (stride 0): a branch-free inner loop */
+    int64_t sh = p->dh ? hid : 0, sc = p->dc ? hid : 0, sp = p->cp ? hid : 0;
+    const float *dh = p->dh ? p->dh : jb->zeros, *dc = p->dc ? p->dc : jb->zeros;
+    const float *cp = p->cp ? p->cp : jb->zeros;
     for (int64_t r = 0; r < p->rows; r++) {
-      const float *restrict sr = p->s + r * 5 * hid;
-      const float *restrict dh = p->dh ? p->dh + r * hid : NULL, *restrict dc = p->dc ? p->dc + r * hid : NULL;
-      const float *restrict cp = p->cp ? p->cp + r * hid : NULL;
-      float *restrict dcp = p->dcp ? p->dcp + r * hid : NULL, *restrict zr = p->dz + r * 4 * hid;
-      for (int64_t j = j0; j < j1; j++) {
-        float ig = sr[j], fg = sr[hid + j], gg = sr[2 * hid + j], og = sr[3 * hid + j], tc = sr[4 * hid + j];
-        float c0 = cp ? cp[j] : 0.0f, dhv = dh ? dh[j] : 0.0f, dcv = dc ? dc[j] : 0.0f;
-        float dct = dcv + dhv * og * (1.0f - tc * tc);
-        zr[j] = dct * gg * ig * (1.0f - ig);
-        zr[hid + j] = dct * c0 * fg * (1.0f - fg);
-        zr[2 * hid + j] = dct * ig * (1.0f - gg * gg);
-        zr[3 * hid + j] = dhv * tc * og * (1.0f - og);
-        if (dcp) dcp[j] += dct * fg;
-      }
+      const float *sr = p->s + r * 5 * hid + j0;
+      dz_row(j1 - j0, hid, sr, dh + r * sh + j0, dc + r * sc + j0, cp + r * sp + j0, p->dz + r * 4 * hid + j0);
+      if (p->dcp) dcp_row(j1 - j0, hid, sr, dh + r * sh + j0, dc + r * sc + j0, p->dcp + r * hid + j0);
     }
   }
 }
@@ -348,7 +365,10 @@ sheaf_status sh_bw_lstm(sh_bw *b, const uint32_t *ids, uint32_t n) {
     r0 += rows;
   }
   /* column ranges of 32 over the pool: the same sums on any thread count */
-  lstm_job jb = {parts, n, hid, 32};
+  float *zeros = sh_bw_alloc(b, (size_t)hid * sizeof(float));
+  if (!zeros) return SHEAF_ERR_NOMEM;
+  memset(zeros, 0, (size_t)hid * sizeof(float));
+  lstm_job jb = {parts, n, hid, 32, zeros};
   sh_pool_run(b->ctx->pool, (hid + jb.cols - 1) / jb.cols, lstm_dz_task, &jb, g->threads);
   const float **dzr = sh_bw_alloc(b, (size_t)m * sizeof *dzr);
   if (!dzr) return SHEAF_ERR_NOMEM;
