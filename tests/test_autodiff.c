@@ -110,7 +110,7 @@ static void gc_run(sheaf_model *m, gc_case *c, sheaf_policy pol) {
   e.m = m;
   sheaf_graph_opts go = {pol, 1, NULL};
   if (!CHECK_OK(ctx, sheaf_graph_create(m, &go, &e.g))) return;
-  float *gx[GC_MAX_IN] = {0};
+  float *gx[GC_MAX_IN] = {0}, *gx0[GC_MAX_IN] = {0}, *gp0[4] = {0}, *gp1[4] = {0};
   for (int k = 0; k < c->n_in; k++) {
     e.nx[k] = c->rank[k] == 2 ? c->shape[k][0] * c->shape[k][1] : c->shape[k][0];
     e.x[k] = malloc((size_t)e.nx[k] * sizeof(float));
@@ -127,46 +127,67 @@ static void gc_run(sheaf_model *m, gc_case *c, sheaf_policy pol) {
   }
   double l0;
   if (!CHECK(gc_loss(&e, c, &l0))) goto done;
-  /* the backward: loss = sum(reshape(y * w)) */
-  sheaf_expr xs[GC_MAX_IN], y;
-  if (!CHECK(gc_forward(&e, c, xs, &y))) goto done;
-  int64_t nw = e.nw;
-  sheaf_expr wl = sheaf_input(e.g, 1, &nw, e.w);
-  sheaf_expr loss = sheaf_sum(e.g, sheaf_mul(e.g, sheaf_reshape(e.g, y, 1, &nw), wl));
-  sheaf_model_zero_grad(m);
-  sheaf_backward_opts bo = {0};
-  bo.n_wrt = c->n_in;
-  bo.wrt = xs;
-  bo.wrt_grad = gx;
-  if (!CHECK_OK(ctx, sheaf_backward(e.g, 1, &loss, &bo))) goto done;
+  /* the backward twice: loss = sum(reshape(y * w)); the first pass of a
+   * graph recomputes what its forward did not keep (LSTM gates), the second
+   * reads what the forward of a training graph keeps (sh_saved): both
+   * against the finite differences */
   bool ok = true;
+  for (int pass = 0; pass < 2 && ok; pass++) {
+    sheaf_expr xs[GC_MAX_IN], y;
+    if (!CHECK(gc_forward(&e, c, xs, &y))) goto done;
+    int64_t nw = e.nw;
+    sheaf_expr wl = sheaf_input(e.g, 1, &nw, e.w);
+    sheaf_expr loss = sheaf_sum(e.g, sheaf_mul(e.g, sheaf_reshape(e.g, y, 1, &nw), wl));
+    sheaf_model_zero_grad(m);
+    sheaf_backward_opts bo = {0};
+    bo.n_wrt = c->n_in;
+    bo.wrt = xs;
+    bo.wrt_grad = gx;
+    if (!CHECK_OK(ctx, sheaf_backward(e.g, 1, &loss, &bo))) goto done;
+    if (pass == 0)
+      for (int k = 0; k < c->n_in; k++) {
+        gx0[k] = malloc((size_t)e.nx[k] * sizeof(float));
+        memcpy(gx0[k], gx[k], (size_t)e.nx[k] * sizeof(float));
+      }
+    for (int q = 0; q < 4 && c->p[q].id; q++) {
+      int rank;
+      const int64_t *shape;
+      sheaf_model_param_data(m, c->p[q], &rank, &shape);
+      int64_t n = rank == 2 ? shape[0] * shape[1] : shape[0];
+      float **dst = pass == 0 ? &gp0[q] : &gp1[q];
+      *dst = malloc((size_t)n * sizeof(float));
+      memcpy(*dst, sheaf_param_grad(m, c->p[q]), (size_t)n * sizeof(float));
+    }
+  }
   for (int k = 0; k < c->n_in && ok; k++)
     for (int64_t i = 0; i < e.nx[k] && ok; i++) {
       double fd = 0;
       if (!CHECK(gc_fd(&e, c, &e.x[k][i], SHEAF_NO_PARAM, &fd))) goto done;
       char what[16] = "x0";
       what[1] = (char)('0' + k);
-      ok = gc_close(what, c->name, i, gx[k][i], fd);
+      ok = gc_close(what, c->name, i, gx0[k][i], fd) && gc_close(what, c->name, i, gx[k][i], fd);
     }
   for (int q = 0; q < 4 && ok && c->p[q].id; q++) {
     int rank;
     const int64_t *shape;
     float *d = sheaf_model_param_data(m, c->p[q], &rank, &shape);
-    const float *gp = sheaf_param_grad(m, c->p[q]);
     int64_t n = rank == 2 ? shape[0] * shape[1] : shape[0];
-    float *gcopy = malloc((size_t)n * sizeof(float));
-    memcpy(gcopy, gp, (size_t)n * sizeof(float));
     for (int64_t i = 0; i < n && ok; i++) {
       double fd = 0;
       if (!CHECK(gc_fd(&e, c, &d[i], c->p[q], &fd))) break;
-      ok = gc_close(sheaf_model_param_name(m, c->p[q]), c->name, i, gcopy[i], fd);
+      const char *pn = sheaf_model_param_name(m, c->p[q]);
+      ok = gc_close(pn, c->name, i, gp0[q][i], fd) && gc_close(pn, c->name, i, gp1[q][i], fd);
     }
-    free(gcopy);
   }
 done:
   for (int k = 0; k < c->n_in; k++) {
     free(e.x[k]);
     free(gx[k]);
+    free(gx0[k]);
+  }
+  for (int q = 0; q < 4; q++) {
+    free(gp0[q]);
+    free(gp1[q]);
   }
   free(e.w);
   sheaf_graph_free(e.g);

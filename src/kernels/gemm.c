@@ -441,6 +441,8 @@ static sheaf_status validate(sheaf_ctx *ctx, const sh_gemm_args *a, int64_t *k_o
       const sh_gemm_lstm *l = a->lstm;
       if (a->m > 0 && h > 0 && (!out_ok(&l->c_out, h) || !out_ok(&l->h_out, h)))
         return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: LSTM c_out/h_out missing or ld < hidden");
+      if (a->lstm_gates.base && a->lstm_gates.ld < 5 * h)
+        return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: LSTM lstm_gates ld < 5 * hidden");
       if (l->c_prev.base && l->c_prev.ld < h)
         return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm: LSTM c_prev ld < hidden");
     } else {

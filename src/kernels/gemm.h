@@ -166,6 +166,10 @@ typedef struct sh_gemm_args {
   int n_ep;
   sh_gemm_ep ep[SH_GEMM_MAX_EP];
   const sh_gemm_lstm *lstm;             /* replaces C and ep */
+  sh_gemm_out lstm_gates;               /* with lstm, optional (no rows, no base: not
+                                           written), for a backward pass: per row 5*hidden
+                                           floats, blocks of `hidden`: sigmoid(z_i),
+                                           sigmoid(z_f), tanh(z_u), sigmoid(z_o), tanh(c) */
   const sh_gemm_gru *gru;               /* replaces C and ep */
   sh_gemm_ws *ws;                       /* NULL: allocate for this call */
   /* Row-completion hook (NULL: none, and no cost). Called once for every

@@ -176,7 +176,8 @@ static AVX2_FN void lstm_tail(const sh_gemm_ep_ctx *e, const float *t, int64_t m
                               int64_t col0) {
   const sh_gemm_lstm *l = e->args->lstm;
   int64_t H = e->hidden;
-  bool has_prev = l->c_prev.rows || l->c_prev.base;
+  const sh_gemm_out *gso = &e->args->lstm_gates; /* a training forward's gates */
+  bool has_prev = l->c_prev.rows || l->c_prev.base, save = gso->rows || gso->base;
   for (int64_t h0 = col0 / SH_GEMM_LSTM_W * SH_GEMM_LSTM_G, j0 = 0; j0 < SH_GEMM_LSTM_G && h0 < H;
        h0 += 8, j0 += 8) {
     int64_t hv = H - h0 < 8 ? H - h0 : 8;
@@ -195,13 +196,25 @@ static AVX2_FN void lstm_tail(const sh_gemm_ep_ctx *e, const float *t, int64_t m
       __m256 zf = _mm256_add_ps(_mm256_load_ps(tr + l->gate_f * SH_GEMM_LSTM_G), bf);
       __m256 zo = _mm256_add_ps(_mm256_load_ps(tr + l->gate_o * SH_GEMM_LSTM_G), bo);
       __m256 zu = _mm256_add_ps(_mm256_load_ps(tr + l->gate_u * SH_GEMM_LSTM_G), bu);
-      __m256 c = _mm256_mul_ps(sh_sigmoid_avx2(zi), sh_tanh_avx2(zu));
+      __m256 si = sh_sigmoid_avx2(zi), tu = sh_tanh_avx2(zu), sf = _mm256_setzero_ps();
+      __m256 c = _mm256_mul_ps(si, tu);
       if (has_prev) {
         const float *cp = in_row(&l->c_prev, m0 + r) + h0;
         __m256 cpv = full ? _mm256_loadu_ps(cp) : _mm256_maskload_ps(cp, mask);
-        c = _mm256_fmadd_ps(sh_sigmoid_avx2(zf), cpv, c);
+        sf = sh_sigmoid_avx2(zf);
+        c = _mm256_fmadd_ps(sf, cpv, c);
       }
-      __m256 h = _mm256_mul_ps(sh_sigmoid_avx2(zo), sh_tanh_avx2(c));
+      __m256 so = sh_sigmoid_avx2(zo), tc = sh_tanh_avx2(c);
+      __m256 h = _mm256_mul_ps(so, tc);
+      if (save) { /* the backward's values: i, f, u, o, tanh(c) */
+        float *gs = out_row(gso, m0 + r) + h0;
+        if (!has_prev) sf = sh_sigmoid_avx2(zf);
+        _mm256_maskstore_ps(gs, mask, si);
+        _mm256_maskstore_ps(gs + H, mask, sf);
+        _mm256_maskstore_ps(gs + 2 * H, mask, tu);
+        _mm256_maskstore_ps(gs + 3 * H, mask, so);
+        _mm256_maskstore_ps(gs + 4 * H, mask, tc);
+      }
       float *co = out_row(&l->c_out, m0 + r) + h0, *ho = out_row(&l->h_out, m0 + r) + h0;
       if (full) {
         _mm256_storeu_ps(co, c);

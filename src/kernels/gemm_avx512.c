@@ -290,6 +290,55 @@ static AVX512_FN void lstm_tail(const sh_gemm_ep_ctx *e, const float *t, int64_t
   }
 }
 
+/* lstm_tail for a training forward (lstm_gates set): the same exponentials,
+ * each gate's activation formed on its own, stored with tanh(c) for the
+ * backward pass (see sh_gemm_args.lstm_gates). */
+static AVX512_FN void lstm_tail_save(const sh_gemm_ep_ctx *e, const float *t, int64_t m0,
+                                     int64_t rows, int64_t col0) {
+  const sh_gemm_lstm *l = e->args->lstm;
+  int64_t H = e->hidden, h0 = col0 / SH_GEMM_LSTM_W * SH_GEMM_LSTM_G;
+  int64_t hv = H - h0 < SH_GEMM_LSTM_G ? H - h0 : SH_GEMM_LSTM_G;
+  bool has_prev = l->c_prev.rows || l->c_prev.base;
+  __mmask16 mask = (__mmask16)((1u << hv) - 1);
+  const float k1 = -32.0f * 1.44269504088896341f;
+  const __m512 ks = _mm512_set1_ps(k1), kt = _mm512_set1_ps(2.0f * k1);
+  const __m512 two = _mm512_set1_ps(2.0f);
+  __m512 bi = _mm512_setzero_ps(), bf = bi, bo = bi, bu = bi;
+  if (l->bias) {
+#define BIAS(g, k) _mm512_mul_ps(_mm512_maskz_loadu_ps(mask, l->bias + (g) * H + h0), k)
+    bi = BIAS(l->gate_i, ks);
+    bf = BIAS(l->gate_f, ks);
+    bo = BIAS(l->gate_o, ks);
+    bu = BIAS(l->gate_u, kt);
+#undef BIAS
+  }
+  const exp2_tab tab = exp2_tab_load();
+  const float *ti = t + l->gate_i * SH_GEMM_LSTM_G, *tf = t + l->gate_f * SH_GEMM_LSTM_G;
+  const float *to = t + l->gate_o * SH_GEMM_LSTM_G, *tu = t + l->gate_u * SH_GEMM_LSTM_G;
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t o = r * SH_GEMM_LSTM_W;
+    __m512 ai = exp2_32_p1(_mm512_fmadd_ps(_mm512_load_ps(ti + o), ks, bi), tab);
+    __m512 au = exp2_32_p1(_mm512_fmadd_ps(_mm512_load_ps(tu + o), kt, bu), tab);
+    __m512 af = exp2_32_p1(_mm512_fmadd_ps(_mm512_load_ps(tf + o), ks, bf), tab);
+    __m512 ao = exp2_32_p1(_mm512_fmadd_ps(_mm512_load_ps(to + o), ks, bo), tab);
+    __m512 ig = rcp_nr(ai), fg = rcp_nr(af), og = rcp_nr(ao);
+    __m512 ug = _mm512_mul_ps(_mm512_sub_ps(two, au), rcp_nr(au));
+    __m512 c = _mm512_mul_ps(ig, ug);
+    if (has_prev)
+      c = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, in_row(&l->c_prev, m0 + r) + h0), fg, c);
+    __m512 ac = exp2_32_p1(_mm512_mul_ps(c, kt), tab);
+    __m512 tc = _mm512_mul_ps(_mm512_sub_ps(two, ac), rcp_nr(ac));
+    _mm512_mask_storeu_ps(out_row(&l->c_out, m0 + r) + h0, mask, c);
+    _mm512_mask_storeu_ps(out_row(&l->h_out, m0 + r) + h0, mask, _mm512_mul_ps(og, tc));
+    float *gs = out_row(&e->args->lstm_gates, m0 + r) + h0;
+    _mm512_mask_storeu_ps(gs, mask, ig);
+    _mm512_mask_storeu_ps(gs + H, mask, fg);
+    _mm512_mask_storeu_ps(gs + 2 * H, mask, ug);
+    _mm512_mask_storeu_ps(gs + 3 * H, mask, og);
+    _mm512_mask_storeu_ps(gs + 4 * H, mask, tc);
+  }
+}
+
 static AVX512_FN void gru_tail(const sh_gemm_ep_ctx *e, const float *t, int64_t m0,
                                int64_t rows, int64_t col0) {
   const sh_gemm_gru *g = e->args->gru;
@@ -516,7 +565,9 @@ static AVX512_FN void generic_ep(const sh_gemm_ep_ctx *e, float *t, int64_t m0, 
 
 AVX512_FN void sh_gemm_epilogue__avx512(const sh_gemm_ep_ctx *e, float *t, int64_t m0,
                                         int64_t rows, int64_t col0, int64_t cols) {
-  if (e->args->lstm)
+  if (e->args->lstm && (e->args->lstm_gates.rows || e->args->lstm_gates.base))
+    lstm_tail_save(e, t, m0, rows, col0);
+  else if (e->args->lstm)
     lstm_tail(e, t, m0, rows, col0);
   else if (e->args->gru)
     gru_tail(e, t, m0, rows, col0);

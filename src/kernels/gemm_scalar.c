@@ -59,11 +59,13 @@ void sh_gemm_epilogue__scalar(const sh_gemm_ep_ctx *e, float *t, int64_t m0, int
     const sh_gemm_lstm *l = a->lstm;
     int64_t H = e->hidden, h0 = col0 / SH_GEMM_LSTM_W * SH_GEMM_LSTM_G;
     int64_t hv = H - h0 < SH_GEMM_LSTM_G ? H - h0 : SH_GEMM_LSTM_G;
-    bool has_prev = l->c_prev.rows || l->c_prev.base;
+    const sh_gemm_out *gso = &a->lstm_gates; /* a training forward's gates */
+    bool has_prev = l->c_prev.rows || l->c_prev.base, save = gso->rows || gso->base;
     for (int64_t r = 0; r < rows; r++) {
       const float *tr = t + r * SH_GEMM_LSTM_W;
       const float *cp = has_prev ? in_row(&l->c_prev, m0 + r) + h0 : NULL;
       float *co = out_row(&l->c_out, m0 + r) + h0, *ho = out_row(&l->h_out, m0 + r) + h0;
+      float *so = save ? out_row(gso, m0 + r) + h0 : NULL;
       for (int64_t j = 0; j < hv; j++) {
         float z[4];
         for (int g = 0; g < 4; g++)
@@ -71,8 +73,10 @@ void sh_gemm_epilogue__scalar(const sh_gemm_ep_ctx *e, float *t, int64_t m0, int
         float i = sh_sigmoid_ref(z[l->gate_i]), f = sh_sigmoid_ref(z[l->gate_f]);
         float o = sh_sigmoid_ref(z[l->gate_o]), u = tanhf(z[l->gate_u]);
         float c = i * u + (cp ? f * cp[j] : 0.0f);
+        float tc = tanhf(c);
         co[j] = c;
-        ho[j] = o * tanhf(c);
+        ho[j] = o * tc;
+        if (so) so[j] = i, so[H + j] = f, so[2 * H + j] = u, so[3 * H + j] = o, so[4 * H + j] = tc;
       }
     }
     return;

@@ -253,6 +253,24 @@ sheaf_status sh_exec_lstm(sheaf_graph *g, uint32_t sig, const uint32_t *ids, uin
   }
   l.c_out = (sh_gemm_out){NULL, c, hid};
   l.h_out = (sh_gemm_out){NULL, h, hid};
+  if (g->saved.keep || g->saved.cap) { /* training: the gates for the backward */
+    sh_saved *sv = &g->saved;
+    uint32_t top = 0;
+    for (uint32_t i = 0; i < n; i++) top = ids[i] > top ? ids[i] : top;
+    if ((st = sh_side_reserve(g->ctx, (void **)&sv->lstm_gates, &sv->cap, top, sizeof(float *))))
+      return st;
+    float *gs = NULL;
+    if (sv->keep) {
+      if (!(gs = sh_arena_alloc(&g->store.data, (size_t)m * 5 * (size_t)hid * sizeof(float))))
+        return SHEAF_ERR_NOMEM;
+      a.lstm_gates = (sh_gemm_out){NULL, gs, 5 * hid};
+    }
+    off = 0;
+    for (uint32_t i = 0; i < n; i++) {
+      sv->lstm_gates[ids[i]] = gs ? gs + off * 5 * hid : NULL;
+      off += g->store.nodes[ids[i]].rows;
+    }
+  }
   a.lstm = &l;
   st = gemm(g, &a);
   g->instr.stats.flops +=

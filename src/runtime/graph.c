@@ -155,6 +155,7 @@ void sheaf_graph_free(sheaf_graph *g) {
   sh_arena_destroy(&g->store.data);
   sh_arena_destroy(&g->work.scratch);
   sh_arena_destroy(&g->train);
+  sh_free(ctx, g->saved.lstm_gates, (size_t)g->saved.cap * sizeof *g->saved.lstm_gates);
   sh_free(ctx, g->work.zeros, (size_t)g->work.n_zeros * sizeof(float));
   sh_sched_sheaf_free(g);
   sh_pw_free(g);

@@ -370,6 +370,18 @@ typedef struct sh_instr {
   uint32_t cur_depth, cur_phase; /* of the batch being run (set by the policy, for the trace) */
 } sh_instr;
 
+/* What a forward flush keeps for a backward pass. src/train sets `keep` on
+ * a graph once it has run one (inference graphs never do); then the LSTM
+ * executor (exec_gemm.c) stores each cell's activated gates and tanh(c),
+ * 5*hidden floats a row (sh_gemm_args.lstm_gates), in the node store, at
+ * lstm_gates[node id] (NULL: not kept; entries written for every LSTM node
+ * flushed once the array exists). */
+typedef struct sh_saved {
+  bool keep;
+  uint32_t cap;
+  float **lstm_gates;
+} sh_saved;
+
 struct sheaf_graph {
   /* options, identity and the first error (graph.c) */
   sheaf_ctx *ctx;
@@ -391,6 +403,7 @@ struct sheaf_graph {
   sh_instr instr;           /* counters, timers, the timeline */
   sh_arena train;           /* src/train: a backward pass's gradients and temporaries (reset
                                by each pass, its chunk kept for the next; graph.c frees it) */
+  sh_saved saved;           /* training: what the forward keeps for the backward */
   /* A new module with per-node data (the gradients of a backward pass, the
    * device buffers of a device executor) adds its part here, with its side
    * array indexed by node id: see sh_node. */

@@ -304,6 +304,8 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
     }
     i = j;
   }
+  sheaf_status st = sh_bw_dw_flush(b); /* the weights' gradients, one GEMM per set */
+  if (st) return st;
   /* the caller's wrt gradients */
   for (int i = 0; o && i < o->n_wrt; i++) {
     uint32_t id = o->wrt[i].node;
@@ -331,6 +333,7 @@ sheaf_status sh_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss, con
                    opts->n_wrt < 0 ? "n_wrt is negative" : !opts->wrt ? "wrt is NULL" : "wrt_grad is NULL");
   sheaf_status st = sheaf_graph_flush(g);
   if (st) return st;
+  g->saved.keep = true; /* this graph trains: its next flushes keep what the backward reads */
   for (int i = 0; i < n_loss; i++)
     if ((st = check_expr(g, loss[i], "loss", i))) return st;
   for (int i = 0; opts && i < opts->n_wrt; i++) {

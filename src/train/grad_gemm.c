@@ -3,15 +3,26 @@
  * affine bucket (same W, b, inputs) runs dX_k = dY·W_k^T as one GEMM over
  * every row of every node, and dW_k += X_k^T·dY as ONE GEMM for all the
  * bucket's rows and all its weights (A = [X_1 | .. | X_n]^T gathered once,
- * C the weights' gradient rows); an LSTM bucket recomputes its gates with
- * one GEMM, turns dh and dc into the gates' gradient, then does the same.
+ * C the weights' gradient rows); an LSTM bucket reads the gates its
+ * forward kept (sh_saved; recomputed with one GEMM when it kept none),
+ * turns dh and dc into the gates' gradient, then does the same.
  * matmul (activations times activations) runs node by node.
  */
 #include <math.h>
 #include <string.h>
 
+#include "base/pool.h"
 #include "kernels/vmath.h"
 #include "train/train.h"
+
+/* One GEMM bucket's rows of a deferred weight gradient: X [m, sum_in]
+ * (copied) and dY's row pointers (gradients of the pass: they stay). */
+struct sh_bw_seg {
+  int64_t m;
+  const float *x;
+  const float *const *dyr;
+  sh_bw_seg *next;
+};
 
 #define BW_FAIL(b) ((b)->g->status ? (b)->g->status : sheaf_ctx_last_status((b)->ctx))
 
@@ -91,15 +102,33 @@ static sheaf_status lin_grads(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t
       r0 += rows;
     }
   }
-  /* dW = [X_1 | .. | X_nx]^T · dY: one GEMM, C = the weights' gradient rows */
-  float *t = sh_bw_alloc(b, (size_t)sum_in * (size_t)m * sizeof(float));
-  float **crow = sh_bw_alloc(b, (size_t)sum_in * sizeof *crow);
-  if (!t || !crow) return SHEAF_ERR_NOMEM;
-  for (int k = 0; k < nx; k++) {
-    float *dw = sh_bw_param_grad(b, wid[k]);
-    if (!dw) return SHEAF_ERR_NOMEM;
-    for (int64_t i = 0; i < in[k]; i++) crow[off[k] + i] = dw + i * out;
+  /* dW = [X_1 | .. | X_nx]^T · dY: the bucket's X rows (copied now, as
+   * read now) and dY rows recorded; one GEMM per set of weights at the end
+   * of the pass (sh_bw_dw_flush) */
+  sh_bw_dw *d = NULL;
+  for (uint32_t i = 0; i < b->n_dw && !d; i++) {
+    sh_bw_dw *e = &b->dw[i];
+    if (e->nx == nx && e->out == out && !memcmp(e->wid, wid, (size_t)nx * sizeof *wid)) d = e;
   }
+  if (!d) {
+    if (b->n_dw == b->cap_dw) {
+      uint32_t cap = b->cap_dw ? 2 * b->cap_dw : 16;
+      sh_bw_dw *nd = sh_bw_alloc(b, (size_t)cap * sizeof *nd);
+      if (!nd) return SHEAF_ERR_NOMEM;
+      if (b->n_dw) memcpy(nd, b->dw, (size_t)b->n_dw * sizeof *nd);
+      b->dw = nd;
+      b->cap_dw = cap;
+    }
+    d = &b->dw[b->n_dw++];
+    memset(d, 0, sizeof *d);
+    memcpy(d->wid, wid, (size_t)nx * sizeof *wid);
+    d->nx = nx;
+    d->out = out;
+    d->sum_in = sum_in;
+  }
+  sh_bw_seg *sg = sh_bw_alloc(b, sizeof *sg);
+  float *xs = sh_bw_alloc(b, (size_t)m * (size_t)sum_in * sizeof(float));
+  if (!sg || !xs) return SHEAF_ERR_NOMEM;
   int64_t r0 = 0;
   for (uint32_t i = 0; i < n; i++) {
     int64_t rows = g->store.nodes[ids[i]].rows;
@@ -107,20 +136,62 @@ static sheaf_status lin_grads(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t
       const float *xv = sh_bw_val(b, sh_bw_in(b, ids[i], k));
       if (!xv) return BW_FAIL(b);
       for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < in[k]; c++) t[(off[k] + c) * m + r0 + r] = xv[r * in[k] + c];
+        memcpy(xs + (r0 + r) * sum_in + off[k], xv + r * in[k], (size_t)in[k] * sizeof(float));
     }
     r0 += rows;
   }
-  sh_gemm_args a = {0};
-  a.m = sum_in;
-  a.n_src = 1;
-  a.src[0] = (sh_gemm_src){m, {NULL, t, m}};
-  a.b = (sh_gemm_in){dyr, NULL, 0};
-  a.n = out;
-  a.c = (sh_gemm_out){crow, NULL, 0};
-  a.accumulate = true;
-  a.ws = ws;
-  return gemm(b, &a);
+  *sg = (sh_bw_seg){m, xs, dyr, NULL};
+  if (d->tail) d->tail->next = sg;
+  else d->head = sg;
+  d->tail = sg;
+  d->m += m;
+  return SHEAF_OK;
+}
+
+sheaf_status sh_bw_dw_flush(sh_bw *b) {
+  sheaf_graph *g = b->g;
+  sheaf_model *md = g->model;
+  for (uint32_t q = 0; q < b->n_dw; q++) {
+    const sh_bw_dw *d = &b->dw[q];
+    int64_t m = d->m, sum_in = d->sum_in, out = d->out;
+    if (!m) continue;
+    /* A = [X_1 | .. | X_nx]^T [sum_in, m]: the segments transposed, in tiles */
+    float *t = sh_bw_alloc(b, (size_t)sum_in * (size_t)m * sizeof(float));
+    float **crow = sh_bw_alloc(b, (size_t)sum_in * sizeof *crow);
+    const float **dyr = sh_bw_alloc(b, (size_t)m * sizeof *dyr);
+    if (!t || !crow || !dyr) return SHEAF_ERR_NOMEM;
+    int64_t r0 = 0;
+    for (const sh_bw_seg *sg = d->head; sg; sg = sg->next) {
+      for (int64_t rb = 0; rb < sg->m; rb += 16)
+        for (int64_t cb = 0; cb < sum_in; cb += 16) {
+          int64_t re = rb + 16 < sg->m ? rb + 16 : sg->m, ce = cb + 16 < sum_in ? cb + 16 : sum_in;
+          for (int64_t c = cb; c < ce; c++)
+            for (int64_t r = rb; r < re; r++) t[c * m + r0 + r] = sg->x[r * sum_in + c];
+        }
+      memcpy(dyr + r0, sg->dyr, (size_t)sg->m * sizeof *dyr);
+      r0 += sg->m;
+    }
+    int64_t o = 0;
+    for (int k = 0; k < d->nx; k++) {
+      float *dw = sh_bw_param_grad(b, d->wid[k]);
+      if (!dw) return SHEAF_ERR_NOMEM;
+      int64_t in = md->params[d->wid[k] - 1].shape[0];
+      for (int64_t i = 0; i < in; i++) crow[o + i] = dw + i * out;
+      o += in;
+    }
+    sh_gemm_args a = {0};
+    a.m = sum_in;
+    a.n_src = 1;
+    a.src[0] = (sh_gemm_src){m, {NULL, t, m}};
+    a.b = (sh_gemm_in){dyr, NULL, 0};
+    a.n = out;
+    a.c = (sh_gemm_out){crow, NULL, 0};
+    a.accumulate = true;
+    a.ws = g->work.gemm_ws[0];
+    sheaf_status st = gemm(b, &a);
+    if (st) return st;
+  }
+  return SHEAF_OK;
 }
 
 /* Row pointers into each node's gradient (zeros for a node without one). */
@@ -156,15 +227,16 @@ sheaf_status sh_bw_affine(sh_bw *b, const uint32_t *ids, uint32_t n) {
   return lin_grads(b, ids, n, m, nx, wid, n0->lin.b, n0->cols, dyr);
 }
 
-sheaf_status sh_bw_lstm(sh_bw *b, const uint32_t *ids, uint32_t n) {
+/* The bucket's gates, recomputed (the forward kept none: a graph's first
+ * training pass, or one flushed before it trained): z = x·W + b with one
+ * GEMM, activated, and tanh(c), into s [m, 5*hid] (sh_saved's layout). */
+static sheaf_status lstm_gates(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t m, float *s) {
   sheaf_graph *g = b->g;
   const sh_node *n0 = &g->store.nodes[ids[0]];
   const sh_param *W = &g->model->params[n0->lin.w - 1];
-  int64_t hid = n0->cols, g4 = 4 * hid, in = W->shape[0], m = 0;
-  for (uint32_t i = 0; i < n; i++) m += g->store.nodes[ids[i]].rows;
-  float *z = sh_bw_alloc(b, (size_t)m * (size_t)g4 * sizeof(float));
+  int64_t hid = n0->cols, g5 = 5 * hid, in = W->shape[0];
   const float **xr = sh_bw_alloc(b, (size_t)m * sizeof *xr);
-  if (!z || !xr) return SHEAF_ERR_NOMEM;
+  if (!xr) return SHEAF_ERR_NOMEM;
   int64_t r0 = 0;
   for (uint32_t i = 0; i < n; i++) {
     const float *xv = sh_bw_val(b, sh_bw_in(b, ids[i], 0));
@@ -172,7 +244,6 @@ sheaf_status sh_bw_lstm(sh_bw *b, const uint32_t *ids, uint32_t n) {
     for (int64_t r = 0; r < g->store.nodes[ids[i]].rows; r++) xr[r0 + r] = xv + r * in;
     r0 += g->store.nodes[ids[i]].rows;
   }
-  /* the gates again: z = x·W + b, one GEMM */
   const sh_gemm_packed_b *pw; /* W packed as the forward uses it (kept by the model) */
   sheaf_status st = sh_model_packed(g->model, n0->lin.w, false, &pw);
   if (st) return st;
@@ -181,57 +252,127 @@ sheaf_status sh_bw_lstm(sh_bw *b, const uint32_t *ids, uint32_t n) {
   a.n_src = 1;
   a.src[0] = (sh_gemm_src){in, {xr, NULL, 0}};
   a.b_packed = pw;
-  a.c = (sh_gemm_out){NULL, z, g4};
+  a.c = (sh_gemm_out){NULL, s, g5};
   a.ws = g->work.gemm_ws[0];
   if (n0->lin.b)
     a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_BIAS, 0, 0, 0, g->model->params[n0->lin.b - 1].data, {0}};
   if ((st = sh_gemm(b->ctx, g->isa, g->threads, &a))) return st;
-  /* the gates' activations, vectorized (the vmath kernels of the graph's ISA) */
-  for (int64_t r = 0; r < m; r++) {
-    float *zr = z + r * g4;
-    sh_vmath_f32(g->isa, SH_VMATH_SIGMOID, 2 * hid, zr, zr);
-    sh_vmath_f32(g->isa, SH_VMATH_TANH, hid, zr + 2 * hid, zr + 2 * hid);
-    sh_vmath_f32(g->isa, SH_VMATH_SIGMOID, hid, zr + 3 * hid, zr + 3 * hid);
-  }
-  float *tcb = NULL;
-  int64_t tcb_rows = 0;
-  /* z becomes dz (gate order i, f, g, o) */
   r0 = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const float *cv = sh_bw_val(b, g->store.nodes[ids[i]].lin.cell);
+    if (!cv) return BW_FAIL(b);
+    for (int64_t r = 0; r < g->store.nodes[ids[i]].rows; r++) {
+      float *zr = s + (r0 + r) * g5;
+      sh_vmath_f32(g->isa, SH_VMATH_SIGMOID, 2 * hid, zr, zr);
+      sh_vmath_f32(g->isa, SH_VMATH_TANH, hid, zr + 2 * hid, zr + 2 * hid);
+      sh_vmath_f32(g->isa, SH_VMATH_SIGMOID, hid, zr + 3 * hid, zr + 3 * hid);
+      sh_vmath_f32(g->isa, SH_VMATH_TANH, hid, cv + r * hid, zr + 4 * hid);
+    }
+    r0 += g->store.nodes[ids[i]].rows;
+  }
+  return SHEAF_OK;
+}
+
+/* One node's operands of the gates' gradient. */
+typedef struct lstm_part {
+  int64_t rows;
+  const float *s;  /* its gates (5*hid a row: i, f, u, o, tanh c) */
+  const float *dh, *dc, *cp; /* dh, dc, c_prev (NULL: zeros) */
+  float *dcp, *dz; /* c_prev's gradient (NULL: none wanted); dz (4*hid a row) */
+} lstm_part;
+
+typedef struct lstm_job {
+  const lstm_part *p;
+  uint32_t n;
+  int64_t hid, cols; /* columns of a task */
+  const float *zeros; /* hid zeros */
+} lstm_job;
+
+/* dz (gate order i, f, g, o) of columns [j0, j1) of every node, nodes in
+ * order (dc_prev += dct·f: two nodes sharing a c_prev add in node order,
+ * whatever the threads). */
+/* One row's columns [0, n) (pointers at the first): restrict parameters,
+ * so that the compiler vectorizes. */
+static void dz_row(int64_t n, int64_t hid, const float *restrict sr, const float *restrict dh,
+                   const float *restrict dc, const float *restrict cp, float *restrict zr) {
+  for (int64_t j = 0; j < n; j++) {
+    float ig = sr[j], fg = sr[hid + j], gg = sr[2 * hid + j], og = sr[3 * hid + j], tc = sr[4 * hid + j];
+    float dct = dc[j] + dh[j] * og * (1.0f - tc * tc);
+    zr[j] = dct * gg * ig * (1.0f - ig);
+    zr[hid + j] = dct * cp[j] * fg * (1.0f - fg);
+    zr[2 * hid + j] = dct * ig * (1.0f - gg * gg);
+    zr[3 * hid + j] = dh[j] * tc * og * (1.0f - og);
+  }
+}
+
+/* dc_prev += dct·f over one row's columns [0, n). */
+static void dcp_row(int64_t n, int64_t hid, const float *restrict sr, const float *restrict dh,
+                    const float *restrict dc, float *restrict dcp) {
+  for (int64_t j = 0; j < n; j++) {
+    float og = sr[3 * hid + j], tc = sr[4 * hid + j];
+    dcp[j] += (dc[j] + dh[j] * og * (1.0f - tc * tc)) * sr[hid + j];
+  }
+}
+
+static void lstm_dz_task(void *arg, int64_t task, int tid) {
+  (void)tid;
+  const lstm_job *jb = arg;
+  const int64_t hid = jb->hid, j0 = task * jb->cols, j1 = j0 + jb->cols < hid ? j0 + jb->cols : hid;
+  for (uint32_t i = 0; i < jb->n; i++) {
+    const lstm_part *p = &jb->p[i];
+    /* absent operands read a zero row (stride 0): a branch-free inner loop */
+    int64_t sh = p->dh ? hid : 0, sc = p->dc ? hid : 0, sp = p->cp ? hid : 0;
+    const float *dh = p->dh ? p->dh : jb->zeros, *dc = p->dc ? p->dc : jb->zeros;
+    const float *cp = p->cp ? p->cp : jb->zeros;
+    for (int64_t r = 0; r < p->rows; r++) {
+      const float *sr = p->s + r * 5 * hid + j0;
+      dz_row(j1 - j0, hid, sr, dh + r * sh + j0, dc + r * sc + j0, cp + r * sp + j0, p->dz + r * 4 * hid + j0);
+      if (p->dcp) dcp_row(j1 - j0, hid, sr, dh + r * sh + j0, dc + r * sc + j0, p->dcp + r * hid + j0);
+    }
+  }
+}
+
+sheaf_status sh_bw_lstm(sh_bw *b, const uint32_t *ids, uint32_t n) {
+  sheaf_graph *g = b->g;
+  const sh_node *n0 = &g->store.nodes[ids[0]];
+  int64_t hid = n0->cols, g4 = 4 * hid, g5 = 5 * hid, m = 0;
+  bool kept = true; /* the forward kept every node's gates (sh_saved) */
+  for (uint32_t i = 0; i < n; i++) {
+    m += g->store.nodes[ids[i]].rows;
+    kept = kept && ids[i] < g->saved.cap && g->saved.lstm_gates[ids[i]];
+  }
+  float *rec = NULL;
+  if (!kept) {
+    if (!(rec = sh_bw_alloc(b, (size_t)m * (size_t)g5 * sizeof(float)))) return SHEAF_ERR_NOMEM;
+    sheaf_status st = lstm_gates(b, ids, n, m, rec);
+    if (st) return st;
+  }
+  float *dz = sh_bw_alloc(b, (size_t)m * (size_t)g4 * sizeof(float));
+  lstm_part *parts = sh_bw_alloc(b, (size_t)n * sizeof *parts);
+  if (!dz || !parts) return SHEAF_ERR_NOMEM;
+  int64_t r0 = 0;
   for (uint32_t i = 0; i < n; i++) {
     uint32_t id = ids[i], cell = g->store.nodes[id].lin.cell;
     int64_t rows = g->store.nodes[id].rows;
     bool has_prev = g->store.nodes[id].n_in > 1;
     uint32_t cp_id = has_prev ? sh_bw_in(b, id, 1) : SH_NONE;
-    const float *cv = sh_bw_val(b, cell), *cpv = has_prev ? sh_bw_val(b, cp_id) : NULL;
-    if (!cv || (has_prev && !cpv)) return BW_FAIL(b);
-    const float *dh = b->grad[id], *dc = b->grad[cell];
+    const float *cpv = has_prev ? sh_bw_val(b, cp_id) : NULL;
+    if (has_prev && !cpv) return BW_FAIL(b);
     float *dcp = has_prev && b->req[cp_id] ? sh_bw_grad(b, cp_id) : NULL;
     if (has_prev && b->req[cp_id] && !dcp) return SHEAF_ERR_NOMEM;
-    if (rows > tcb_rows) { /* tanh(c), reused across the bucket's nodes */
-      if (!(tcb = sh_bw_alloc(b, (size_t)rows * (size_t)hid * sizeof(float)))) return SHEAF_ERR_NOMEM;
-      tcb_rows = rows;
-    }
-    sh_vmath_f32(g->isa, SH_VMATH_TANH, rows * hid, cv, tcb);
-    for (int64_t r = 0; r < rows; r++) {
-      float *zr = z + (r0 + r) * g4;
-      const float *tcr = tcb + r * hid;
-      for (int64_t j = 0; j < hid; j++) {
-        float ig = zr[j], fg = zr[hid + j], gg = zr[2 * hid + j], og = zr[3 * hid + j];
-        float cp = cpv ? cpv[r * hid + j] : 0.0f, tc = tcr[j];
-        float dhv = dh ? dh[r * hid + j] : 0.0f, dcv = dc ? dc[r * hid + j] : 0.0f;
-        float dct = dcv + dhv * og * (1.0f - tc * tc);
-        zr[j] = dct * gg * ig * (1.0f - ig);
-        zr[hid + j] = dct * cp * fg * (1.0f - fg);
-        zr[2 * hid + j] = dct * ig * (1.0f - gg * gg);
-        zr[3 * hid + j] = dhv * tc * og * (1.0f - og);
-        if (dcp) dcp[r * hid + j] += dct * fg;
-      }
-    }
+    const float *s = kept ? g->saved.lstm_gates[id] : rec + r0 * g5;
+    parts[i] = (lstm_part){rows, s, b->grad[id], b->grad[cell], cpv, dcp, dz + r0 * g4};
     r0 += rows;
   }
+  /* column ranges of 32 over the pool: the same sums on any thread count */
+  float *zeros = sh_bw_alloc(b, (size_t)hid * sizeof(float));
+  if (!zeros) return SHEAF_ERR_NOMEM;
+  memset(zeros, 0, (size_t)hid * sizeof(float));
+  lstm_job jb = {parts, n, hid, 32, zeros};
+  sh_pool_run(b->ctx->pool, (hid + jb.cols - 1) / jb.cols, lstm_dz_task, &jb, g->threads);
   const float **dzr = sh_bw_alloc(b, (size_t)m * sizeof *dzr);
   if (!dzr) return SHEAF_ERR_NOMEM;
-  for (int64_t r = 0; r < m; r++) dzr[r] = z + r * g4;
+  for (int64_t r = 0; r < m; r++) dzr[r] = dz + r * g4;
   uint32_t wid = n0->lin.w;
   return lin_grads(b, ids, n, m, 1, &wid, n0->lin.b, g4, dzr);
 }

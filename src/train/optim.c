@@ -1,13 +1,22 @@
 /*
  * optim.c — the optimizers (sheaf_optimizer_*: SGD with momentum, AdaGrad, Adam/AdamW),
- * with clipping by the global gradient norm. An update walks the
- * parameters in declaration order, each element in order, in float (the
- * norm summed in double): the same gradients give bit-identical weights.
+ * with clipping by the global gradient norm. An update is elementwise, in
+ * float; the norm is summed in double over fixed chunks of OPT_CHUNK
+ * elements (in declaration order, each chunk's partial sums added in chunk
+ * order). Both run on the context's pool, a chunk per task: the chunks and
+ * the order of the sums do not depend on the threads, so the same
+ * gradients give bit-identical weights on any thread count.
  */
 #include <math.h>
 #include <string.h>
+#ifdef __AVX__
+#include <immintrin.h>
+#endif
 
+#include "base/pool.h"
 #include "train/train.h"
+
+enum { OPT_CHUNK = 16384 }; /* elements of a task (norm and update) */
 
 /* -------------------------------------------------------------- optimizers */
 
@@ -22,6 +31,8 @@ struct sheaf_optimizer {
   opt_state *st;
   uint32_t n_st;
   int64_t steps;
+  double *part;   /* the norm's partial sums, one per chunk (n_part) */
+  size_t n_part;
 };
 
 sheaf_status sheaf_optimizer_create(sheaf_model *m, const sheaf_optimizer_opts *opts,
@@ -61,6 +72,7 @@ void sheaf_optimizer_free(sheaf_optimizer *o) {
     sh_free(ctx, o->st[i].s2, o->st[i].numel * sizeof(float));
   }
   sh_free(ctx, o->st, (size_t)o->n_st * sizeof *o->st);
+  sh_free(ctx, o->part, o->n_part * sizeof *o->part);
   sh_free(ctx, o, sizeof *o);
 }
 
@@ -84,65 +96,165 @@ static sheaf_status grow_state(sheaf_optimizer *o) {
   return SHEAF_OK;
 }
 
+/* One step's work, a chunk per task: chunk c is elements [c0, c0 + n) of
+ * parameter ch[c].p. */
+typedef struct opt_chunk {
+  uint32_t p;
+  size_t c0, n;
+} opt_chunk;
+
+typedef struct opt_job {
+  sheaf_optimizer *o;
+  const opt_chunk *ch;
+  float clip, bc1, bc2;
+} opt_job;
+
+/* Σ g² of a chunk in double: four running sums (vectorizable), added in a fixed order. */
+static void norm_task(void *arg, int64_t task, int tid) {
+  (void)tid;
+  opt_job *j = arg;
+  const opt_chunk *c = &j->ch[task];
+  const float *gr = j->o->m->params[c->p].grad + c->c0;
+  double s[4] = {0, 0, 0, 0};
+  size_t i = 0;
+  for (; i + 4 <= c->n; i += 4)
+    for (int k = 0; k < 4; k++) s[k] += (double)gr[i + k] * gr[i + k];
+  for (; i < c->n; i++) s[0] += (double)gr[i] * gr[i];
+  j->o->part[task] = (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+/* The updates of n elements (restrict parameters: vectorized by the
+ * compiler, except where sqrtf is: its errno path keeps a libm call per
+ * element, so Adam's body is written with AVX where the build has it). */
+
+static void sgd_run(size_t n, float *restrict w, const float *restrict gr, float clip, float lr, float wd) {
+  for (size_t i = 0; i < n; i++) w[i] -= lr * (gr[i] * clip + wd * w[i]);
+}
+
+static void momentum_run(size_t n, float *restrict w, const float *restrict gr, float *restrict s1, float clip,
+                         float lr, float wd, float mom) {
+  for (size_t i = 0; i < n; i++) {
+    float gj = gr[i] * clip + wd * w[i];
+    gj = s1[i] = mom * s1[i] + gj;
+    w[i] -= lr * gj;
+  }
+}
+
+static void adagrad_run(size_t n, float *restrict w, const float *restrict gr, float *restrict s2, float clip,
+                        float lr, float wd, float eps) {
+  for (size_t i = 0; i < n; i++) {
+    float gj = gr[i] * clip + wd * w[i];
+    s2[i] += gj * gj;
+    w[i] -= lr * gj / (sqrtf(s2[i]) + eps);
+  }
+}
+
+static void adam_run(size_t n, float *restrict w, const float *restrict gr, float *restrict s1,
+                     float *restrict s2, float clip, float lr, float wd, float eps, float b1, float b2,
+                     float bc1, float bc2) {
+  size_t i = 0;
+#ifdef __AVX__
+  const __m256 vclip = _mm256_set1_ps(clip), vb1 = _mm256_set1_ps(b1), vb2 = _mm256_set1_ps(b2);
+  const __m256 va1 = _mm256_set1_ps(1.0f - b1), va2 = _mm256_set1_ps(1.0f - b2);
+  const __m256 vbc1 = _mm256_set1_ps(bc1), vbc2 = _mm256_set1_ps(bc2), veps = _mm256_set1_ps(eps);
+  const __m256 vlr = _mm256_set1_ps(lr), vwd = _mm256_set1_ps(wd);
+  for (; i + 8 <= n; i += 8) {
+    __m256 gj = _mm256_mul_ps(_mm256_loadu_ps(gr + i), vclip);
+    __m256 m1 = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(s1 + i)), _mm256_mul_ps(va1, gj));
+    __m256 m2 = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(s2 + i)), _mm256_mul_ps(_mm256_mul_ps(va2, gj), gj));
+    _mm256_storeu_ps(s1 + i, m1);
+    _mm256_storeu_ps(s2 + i, m2);
+    __m256 mh = _mm256_div_ps(m1, vbc1), vh = _mm256_div_ps(m2, vbc2), wv = _mm256_loadu_ps(w + i);
+    __m256 u = _mm256_add_ps(_mm256_div_ps(mh, _mm256_add_ps(_mm256_sqrt_ps(vh), veps)), _mm256_mul_ps(vwd, wv));
+    _mm256_storeu_ps(w + i, _mm256_sub_ps(wv, _mm256_mul_ps(vlr, u)));
+  }
+#endif
+  for (; i < n; i++) {
+    float gj = gr[i] * clip;
+    s1[i] = b1 * s1[i] + (1.0f - b1) * gj;
+    s2[i] = b2 * s2[i] + (1.0f - b2) * gj * gj;
+    float mh = s1[i] / bc1, vh = s2[i] / bc2;
+    w[i] -= lr * (mh / (sqrtf(vh) + eps) + wd * w[i]);
+  }
+}
+
+static void update_task(void *arg, int64_t task, int tid) {
+  (void)tid;
+  opt_job *j = arg;
+  const opt_chunk *c = &j->ch[task];
+  const sheaf_optimizer_opts *op = &j->o->o;
+  sh_param *p = &j->o->m->params[c->p];
+  opt_state *st = &j->o->st[c->p];
+  float *w = p->data + c->c0;
+  const float *gr = p->grad + c->c0;
+  float *s1 = st->s1 ? st->s1 + c->c0 : NULL, *s2 = st->s2 ? st->s2 + c->c0 : NULL;
+  switch (op->kind) {
+  case SHEAF_OPTIM_SGD:
+    if (s1) momentum_run(c->n, w, gr, s1, j->clip, op->lr, op->weight_decay, op->momentum);
+    else sgd_run(c->n, w, gr, j->clip, op->lr, op->weight_decay);
+    break;
+  case SHEAF_OPTIM_ADAGRAD: adagrad_run(c->n, w, gr, s2, j->clip, op->lr, op->weight_decay, op->eps); break;
+  case SHEAF_OPTIM_ADAM:
+    adam_run(c->n, w, gr, s1, s2, j->clip, op->lr, op->weight_decay, op->eps, op->beta1, op->beta2, j->bc1, j->bc2);
+    break;
+  }
+}
+
 sheaf_status sheaf_optimizer_step(sheaf_optimizer *o, double *norm) {
   if (norm) *norm = 0.0;
   if (!o) return SHEAF_ERR_INVALID_ARG;
   sheaf_model *m = o->m;
   sheaf_status st = grow_state(o);
   if (st) return st;
-  double sq = 0.0;
-  for (uint32_t i = 0; i < m->n_params; i++) {
-    const sh_param *p = &m->params[i];
-    if (!p->grad) continue;
-    for (size_t j = 0; j < p->numel; j++) sq += (double)p->grad[j] * p->grad[j];
-  }
-  double gn = sqrt(sq);
-  if (norm) *norm = gn;
-  if (!isfinite(gn))
-    return sh_fail(m->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_optimizer_step: the gradient is not finite (norm %g)", gn);
-  float clip = o->o.clip_norm > 0.0f && gn > o->o.clip_norm ? (float)(o->o.clip_norm / gn) : 1.0f;
-  o->steps++;
   const sheaf_optimizer_opts *op = &o->o;
-  float lr = op->lr, wd = op->weight_decay;
-  float bc1 = 1.0f, bc2 = 1.0f;
-  if (op->kind == SHEAF_OPTIM_ADAM) {
-    bc1 = (float)(1.0 - pow((double)op->beta1, (double)o->steps));
-    bc2 = (float)(1.0 - pow((double)op->beta2, (double)o->steps));
-  }
+  bool need1 = op->kind == SHEAF_OPTIM_ADAM || (op->kind == SHEAF_OPTIM_SGD && op->momentum > 0.0f);
+  bool need2 = op->kind != SHEAF_OPTIM_SGD;
+  size_t n_ch = 0;
   for (uint32_t i = 0; i < m->n_params; i++) {
     sh_param *p = &m->params[i];
     if (!p->grad) continue;
     opt_state *s = &o->st[i];
-    bool need1 = op->kind == SHEAF_OPTIM_ADAM || (op->kind == SHEAF_OPTIM_SGD && op->momentum > 0.0f);
-    bool need2 = op->kind != SHEAF_OPTIM_SGD;
     if ((need1 && !s->s1 && !(s->s1 = zeroed(m->ctx, p->numel))) ||
         (need2 && !s->s2 && !(s->s2 = zeroed(m->ctx, p->numel))))
       return sh_fail(m->ctx, SHEAF_ERR_NOMEM, "sheaf_optimizer_step: out of memory");
     s->numel = p->numel;
-    float *w = p->data;
-    const float *gr = p->grad;
-    for (size_t j = 0; j < p->numel; j++) {
-      float gj = gr[j] * clip;
-      switch (op->kind) {
-      case SHEAF_OPTIM_SGD:
-        gj += wd * w[j];
-        if (s->s1) gj = s->s1[j] = op->momentum * s->s1[j] + gj;
-        w[j] -= lr * gj;
-        break;
-      case SHEAF_OPTIM_ADAGRAD:
-        gj += wd * w[j];
-        s->s2[j] += gj * gj;
-        w[j] -= lr * gj / (sqrtf(s->s2[j]) + op->eps);
-        break;
-      case SHEAF_OPTIM_ADAM: {
-        s->s1[j] = op->beta1 * s->s1[j] + (1.0f - op->beta1) * gj;
-        s->s2[j] = op->beta2 * s->s2[j] + (1.0f - op->beta2) * gj * gj;
-        float mh = s->s1[j] / bc1, vh = s->s2[j] / bc2;
-        w[j] -= lr * (mh / (sqrtf(vh) + op->eps) + wd * w[j]);
-        break;
-      }
-      }
+    n_ch += (p->numel + OPT_CHUNK - 1) / OPT_CHUNK;
+  }
+  if (n_ch > o->n_part) {
+    double *np = sh_alloc(m->ctx, n_ch * sizeof *np, 64);
+    if (!np) return sh_fail(m->ctx, SHEAF_ERR_NOMEM, "sheaf_optimizer_step: out of memory");
+    sh_free(m->ctx, o->part, o->n_part * sizeof *o->part);
+    o->part = np;
+    o->n_part = n_ch;
+  }
+  opt_chunk *ch = sh_alloc(m->ctx, (n_ch ? n_ch : 1) * sizeof *ch, 64);
+  if (!ch) return sh_fail(m->ctx, SHEAF_ERR_NOMEM, "sheaf_optimizer_step: out of memory");
+  size_t k = 0;
+  for (uint32_t i = 0; i < m->n_params; i++)
+    for (size_t c0 = 0; m->params[i].grad && c0 < m->params[i].numel; c0 += OPT_CHUNK) {
+      size_t left = m->params[i].numel - c0;
+      ch[k++] = (opt_chunk){i, c0, left < OPT_CHUNK ? left : OPT_CHUNK};
     }
+  opt_job j = {o, ch, 1.0f, 1.0f, 1.0f};
+  sh_pool_run(m->ctx->pool, (int64_t)n_ch, norm_task, &j, 0);
+  double sq = 0.0;
+  for (size_t c = 0; c < n_ch; c++) sq += o->part[c];
+  double gn = sqrt(sq);
+  if (norm) *norm = gn;
+  if (!isfinite(gn)) {
+    sh_free(m->ctx, ch, (n_ch ? n_ch : 1) * sizeof *ch);
+    return sh_fail(m->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_optimizer_step: the gradient is not finite (norm %g)", gn);
+  }
+  j.clip = op->clip_norm > 0.0f && gn > op->clip_norm ? (float)(op->clip_norm / gn) : 1.0f;
+  o->steps++;
+  if (op->kind == SHEAF_OPTIM_ADAM) {
+    j.bc1 = (float)(1.0 - pow((double)op->beta1, (double)o->steps));
+    j.bc2 = (float)(1.0 - pow((double)op->beta2, (double)o->steps));
+  }
+  sh_pool_run(m->ctx->pool, (int64_t)n_ch, update_task, &j, 0);
+  sh_free(m->ctx, ch, (n_ch ? n_ch : 1) * sizeof *ch);
+  for (uint32_t i = 0; i < m->n_params; i++) {
+    if (!m->params[i].grad) continue;
     sheaf_param h = {i + 1, m->tag};
     if ((st = sheaf_model_param_update(m, h))) return st; /* graphs repack it */
   }

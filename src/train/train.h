@@ -11,6 +11,19 @@
 #include "runtime/runtime.h"
 #include "sheaf_train.h"
 
+/* The weight gradients of the pass's GEMM buckets, run at its end as ONE
+ * GEMM per set of weights (grad_gemm.c): dW += X^T·dY with K = every row
+ * of every bucket of those weights, instead of one small-K GEMM per
+ * bucket, each reading and writing all of dW. */
+typedef struct sh_bw_seg sh_bw_seg;
+typedef struct sh_bw_dw {
+  uint32_t wid[SH_GEMM_MAX_KSRC]; /* the weights (parameter ids), nx of them */
+  int nx;
+  int64_t out, sum_in;            /* dY's columns; the weights' rows together */
+  int64_t m;                      /* rows recorded */
+  sh_bw_seg *head, *tail;         /* the buckets' rows, in bucket order */
+} sh_bw_dw;
+
 /* One backward pass over a flushed graph. */
 typedef struct sh_bw {
   sheaf_graph *g;
@@ -25,6 +38,8 @@ typedef struct sh_bw {
   sh_gemm_packed_b **wt; /* by parameter id - 1: W^T packed for dX = dY·W^T, once per pass
                             (n_wt entries, NULL until used; freed at the end of the pass) */
   uint32_t n_wt;
+  sh_bw_dw *dw;    /* deferred weight gradients (n_dw, room for cap_dw) */
+  uint32_t n_dw, cap_dw;
 } sh_bw;
 
 /* A rule runs the backward of a bucket: n nodes of one op (and, for the
@@ -50,6 +65,10 @@ sheaf_status sh_bw_matmul(sh_bw *b, const uint32_t *ids, uint32_t n);
 /* sheaf_backward, also giving the count of GEMM buckets it ran (tests). */
 sheaf_status sh_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss, const sheaf_backward_opts *opts,
                          uint64_t *gemm_buckets);
+
+/* Runs the deferred weight-gradient GEMMs (one per set of weights, in the
+ * order the sets first appeared). */
+sheaf_status sh_bw_dw_flush(sh_bw *b);
 
 /* W^T of parameter `pid` (1-based) packed as a GEMM's B, cached for the pass. */
 sheaf_status sh_bw_packed_wt(sh_bw *b, uint32_t pid, const sh_gemm_packed_b **out);
