@@ -29,6 +29,9 @@
  * --only NAME: only the row NAME (e.g. decoder-greedy, parser).
  * --side batched|single: time only that run (for a profiler; the other
  * rate and the ratio print as 0).
+ * --single-policy sheaf|none|depth|agenda: the one-at-a-time runner's
+ * policy (default sheaf, its fastest: within one instance it batches the
+ * beam's hypotheses; the batched runner always uses sheaf).
  * --cpu-time: every rate is instances per second of the thread's CPU time
  * instead of wall time (on a machine shared with other work the wall clock
  * counts their time slices too); the peers run with SHEAF_PEER_CPU_TIME=1
@@ -331,7 +334,7 @@ typedef struct result {
 static const char usage[] =
     "usage: bench_dynamic [--quick] [--hidden N] [--rounds R] [--data FILE] [--no-dynet]\n"
     "                     [--dynet-dir DIR] [--kernels] [--cpu-time] [--only NAME]\n"
-    "                     [--side batched|single]\n";
+    "                     [--side batched|single] [--single-policy sheaf|none|depth|agenda]\n";
 
 int main(int argc, char **argv) {
   exb_opts o;
@@ -341,6 +344,7 @@ int main(int argc, char **argv) {
   int rounds = 3;
   bool kernels = false;
   const char *only = NULL;
+  sheaf_policy single_policy = SHEAF_POLICY_SHEAF;
   for (int a = 1; a < argc; a++) {
     if (!strcmp(argv[a], "--quick")) o.quick = true;
     else if (!strcmp(argv[a], "--kernels")) kernels = true;
@@ -350,6 +354,17 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[a], "--rounds") && a + 1 < argc) rounds = atoi(argv[++a]);
     else if (!strcmp(argv[a], "--data") && a + 1 < argc) o.data = argv[++a];
     else if (!strcmp(argv[a], "--only") && a + 1 < argc) only = argv[++a];
+    else if (!strcmp(argv[a], "--single-policy") && a + 1 < argc) {
+      const char *pn = argv[++a];
+      if (!strcmp(pn, "sheaf")) single_policy = SHEAF_POLICY_SHEAF;
+      else if (!strcmp(pn, "none")) single_policy = SHEAF_POLICY_NONE;
+      else if (!strcmp(pn, "depth")) single_policy = SHEAF_POLICY_DEPTH;
+      else if (!strcmp(pn, "agenda")) single_policy = SHEAF_POLICY_AGENDA;
+      else {
+        fputs(usage, stderr);
+        return 2;
+      }
+    }
     else if (!strcmp(argv[a], "--side") && a + 1 < argc && !strcmp(argv[a + 1], "batched")) side = 0, a++;
     else if (!strcmp(argv[a], "--side") && a + 1 < argc && !strcmp(argv[a + 1], "single")) side = 1, a++;
     else if (!strcmp(argv[a], "--dynet-dir") && a + 1 < argc) o.dynet_dir = argv[++a];
@@ -410,7 +425,7 @@ int main(int argc, char **argv) {
       continue;
     }
     sheaf_runner_opts ob = {env.n, 1, SHEAF_POLICY_SHEAF, SHEAF_PARALLEL_AUTO, NULL};
-    sheaf_runner_opts os = {1, 1, SHEAF_POLICY_SHEAF, SHEAF_PARALLEL_AUTO, NULL};
+    sheaf_runner_opts os = {1, 1, single_policy, SHEAF_PARALLEL_AUTO, NULL};
     sheaf_runner *rb = NULL, *rs = NULL;
     sheaf_status s = sheaf_runner_create(row->model(st), &ob, &rb);
     if (!s) s = sheaf_runner_create(row->model(st), &os, &rs);
