@@ -28,7 +28,7 @@
  *
  * --only NAME: only the row NAME (e.g. decoder-greedy, parser).
  * --side batched|single: time only that run (for a profiler; the other
- * rate and the ratio print as 0).
+ * rate prints as 0 and the ratios are meaningless).
  * --single-policy sheaf|none|depth|agenda: the one-at-a-time runner's
  * policy (default sheaf, its fastest: within one instance it batches the
  * beam's hypotheses; the batched runner always uses sheaf).
