@@ -24,7 +24,14 @@
  *
  *   bench_dynamic [--quick] [--hidden N] [--rounds R] [--data FILE]
  *                 [--no-dynet] [--dynet-dir DIR] [--kernels] [--cpu-time]
+ *                 [--only NAME]
  *
+ * --only NAME: only the row NAME (e.g. decoder-greedy, parser).
+ * --side batched|single: time only that run (for a profiler; the other
+ * rate prints as 0 and the ratios are meaningless).
+ * --single-policy sheaf|none|depth|agenda: the one-at-a-time runner's
+ * policy (default sheaf, its fastest: within one instance it batches the
+ * beam's hypotheses; the batched runner always uses sheaf).
  * --cpu-time: every rate is instances per second of the thread's CPU time
  * instead of wall time (on a machine shared with other work the wall clock
  * counts their time slices too); the peers run with SHEAF_PEER_CPU_TIME=1
@@ -206,6 +213,7 @@ __attribute__((weak)) const bench_dyn_model *bench_dyn_extra_models(int *n) {
 /* ---------------------------------------------------------------- timing */
 
 static bool cpu_clock; /* --cpu-time: the thread's CPU clock, not the wall clock */
+static int side = -1;  /* --side: 0 batched only, 1 single only, -1 both */
 
 typedef struct timing {
   double rate[2]; /* instances/s: batched, single */
@@ -240,6 +248,7 @@ static sheaf_status time_row(const bench_dyn_model *row, void *st, sheaf_runner 
   sheaf_runner_stats_reset(rb);
   for (int rd = 0; rd < rounds; rd++)
     for (int k = 0; k < 2; k++) { /* alternating: batched, single */
+      if (side >= 0 && k != side) continue;
       long passes;
       double secs;
       if ((s = window(row, st, k == 0 ? rb : rs, k, min_s, &passes, &secs))) return s;
@@ -324,7 +333,8 @@ typedef struct result {
 
 static const char usage[] =
     "usage: bench_dynamic [--quick] [--hidden N] [--rounds R] [--data FILE] [--no-dynet]\n"
-    "                     [--dynet-dir DIR] [--kernels] [--cpu-time]\n";
+    "                     [--dynet-dir DIR] [--kernels] [--cpu-time] [--only NAME]\n"
+    "                     [--side batched|single] [--single-policy sheaf|none|depth|agenda]\n";
 
 int main(int argc, char **argv) {
   exb_opts o;
@@ -333,6 +343,8 @@ int main(int argc, char **argv) {
   int64_t hidden = 256;
   int rounds = 3;
   bool kernels = false;
+  const char *only = NULL;
+  sheaf_policy single_policy = SHEAF_POLICY_SHEAF;
   for (int a = 1; a < argc; a++) {
     if (!strcmp(argv[a], "--quick")) o.quick = true;
     else if (!strcmp(argv[a], "--kernels")) kernels = true;
@@ -341,6 +353,20 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[a], "--hidden") && a + 1 < argc) hidden = atoll(argv[++a]);
     else if (!strcmp(argv[a], "--rounds") && a + 1 < argc) rounds = atoi(argv[++a]);
     else if (!strcmp(argv[a], "--data") && a + 1 < argc) o.data = argv[++a];
+    else if (!strcmp(argv[a], "--only") && a + 1 < argc) only = argv[++a];
+    else if (!strcmp(argv[a], "--single-policy") && a + 1 < argc) {
+      const char *pn = argv[++a];
+      if (!strcmp(pn, "sheaf")) single_policy = SHEAF_POLICY_SHEAF;
+      else if (!strcmp(pn, "none")) single_policy = SHEAF_POLICY_NONE;
+      else if (!strcmp(pn, "depth")) single_policy = SHEAF_POLICY_DEPTH;
+      else if (!strcmp(pn, "agenda")) single_policy = SHEAF_POLICY_AGENDA;
+      else {
+        fputs(usage, stderr);
+        return 2;
+      }
+    }
+    else if (!strcmp(argv[a], "--side") && a + 1 < argc && !strcmp(argv[a + 1], "batched")) side = 0, a++;
+    else if (!strcmp(argv[a], "--side") && a + 1 < argc && !strcmp(argv[a + 1], "single")) side = 1, a++;
     else if (!strcmp(argv[a], "--dynet-dir") && a + 1 < argc) o.dynet_dir = argv[++a];
     else {
       fputs(usage, stderr);
@@ -391,6 +417,7 @@ int main(int argc, char **argv) {
     const bench_dyn_model *row = ri < nb ? &builtin_rows[ri] : &extra[ri - nb];
     result *R = &res[ri];
     R->name = row->name;
+    if (only && strcmp(only, row->name)) continue;
     printf("\n%s:\n", row->name);
     void *st = row->setup(&env);
     if (!st) {
@@ -398,7 +425,7 @@ int main(int argc, char **argv) {
       continue;
     }
     sheaf_runner_opts ob = {env.n, 1, SHEAF_POLICY_SHEAF, SHEAF_PARALLEL_AUTO, NULL};
-    sheaf_runner_opts os = {1, 1, SHEAF_POLICY_SHEAF, SHEAF_PARALLEL_AUTO, NULL};
+    sheaf_runner_opts os = {1, 1, single_policy, SHEAF_PARALLEL_AUTO, NULL};
     sheaf_runner *rb = NULL, *rs = NULL;
     sheaf_status s = sheaf_runner_create(row->model(st), &ob, &rb);
     if (!s) s = sheaf_runner_create(row->model(st), &os, &rs);
@@ -450,6 +477,7 @@ int main(int argc, char **argv) {
          "DyNet best/s", "x DyNet", "live/fl", "kern/fl", "switch", "mismatch (single, DyNet)");
   for (int ri = 0; ri < n_rows && res; ri++) {
     const result *R = &res[ri];
+    if (only && strcmp(only, R->name)) continue;
     if (!R->ok) {
       printf("%-16s failed\n", R->name);
       continue;

@@ -57,6 +57,7 @@ typedef struct dec_out {
   int32_t *toks, *len;
   float *score;
   uint64_t waits, fflushes, flushes;
+  uint64_t dec_batches, out_batches; /* kernel batches of the decoder cell and of W_out */
 } dec_out;
 
 static bool out_init(dec_out *o, int32_t n) {
@@ -87,6 +88,15 @@ static bool run_dec(dec_fix *f, int beam, sheaf_policy pol, int threads, int64_t
   sheaf_runner_get_stats(r, &gs);
   o->flushes = gs.flushes;
   sheaf_runner_fiber_counts(r, NULL, &o->waits, &o->fflushes);
+  enum { MAXK = 256 };
+  const char *names[MAXK];
+  uint64_t kb[MAXK], kn[MAXK];
+  size_t nk = sheaf_runner_kernel_stats(r, MAXK, names, kb, kn);
+  o->dec_batches = o->out_batches = 0;
+  for (size_t k = 0; k < nk; k++) {
+    if (!strcmp(names[k], "lstm W_dec")) o->dec_batches += kb[k];
+    if (!strcmp(names[k], "affine W_out")) o->out_batches += kb[k];
+  }
   sheaf_runner_free(r);
   return CHECK_OK(ctx, st);
 }
@@ -145,6 +155,12 @@ static void fibers_equal_single(int beam) {
       CHECK_EQ_INT(got.fflushes, max_len);
       CHECK_EQ_INT(got.flushes, max_len);
       CHECK(got.waits > 8 * got.fflushes);
+      /* every live instance's step in one batch per flush (the depth rule:
+       * each step starts at depth 0 whatever the source length) */
+      if (all_policies[p] == SHEAF_POLICY_SHEAF || all_policies[p] == SHEAF_POLICY_DEPTH) {
+        CHECK_EQ_INT(got.dec_batches, max_len);
+        CHECK_EQ_INT(got.out_batches, max_len);
+      }
     }
   }
 done:

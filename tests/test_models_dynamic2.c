@@ -217,13 +217,19 @@ typedef struct pa_out {
 } pa_out;
 
 static bool pa_run(sheaf_model *m, const sh_parser *p, const sents *s, int32_t first, sheaf_policy pol,
-                   int64_t batch, bool fibers, pa_out *o, uint64_t *flushes, uint64_t *waits) {
+                   int64_t batch, bool fibers, pa_out *o, uint64_t *flushes, uint64_t *waits,
+                   uint64_t *batches) {
   sheaf_runner_opts ro = {batch, 1, pol, SHEAF_PARALLEL_AUTO, NULL};
   sheaf_runner *r = NULL;
   if (!CHECK_OK(th_ctx(), sheaf_runner_create(m, &ro, &r))) return false;
   for (int32_t k = s->off[first]; k < s->off[first + N]; k++) o->heads[k] = -2;
   bool ok = CHECK_OK(th_ctx(), sh_parser_run_many(r, p, s->rows, s->off, first, N, fibers, o->heads, o->sum));
   sheaf_runner_fiber_counts(r, NULL, waits, flushes);
+  if (batches) {
+    sheaf_graph_stats gs;
+    sheaf_runner_get_stats(r, &gs);
+    *batches = gs.batches;
+  }
   sheaf_runner_free(r);
   return ok;
 }
@@ -245,7 +251,7 @@ TEST(models_dynamic2_parser_batched_equals_one_at_a_time) {
     static const int32_t firsts[] = {0, 1200};
     for (size_t fi = 0; fi < SH_ARRAY_LEN(firsts); fi++) {
       int32_t first = firsts[fi];
-      if (!pa_run(m, &p, &s, first, SHEAF_POLICY_NONE, 1, false, &ref, NULL, NULL)) break;
+      if (!pa_run(m, &p, &s, first, SHEAF_POLICY_NONE, 1, false, &ref, NULL, NULL, NULL)) break;
       int64_t steps = 0, n_left = 0, n_right = 0;
       int32_t max_len = 0;
       for (int32_t i = first; i < first + N; i++) {
@@ -265,8 +271,9 @@ TEST(models_dynamic2_parser_batched_equals_one_at_a_time) {
       CHECK(n_left > steps / 20 && n_right > steps / 20); /* both reductions are chosen */
       for (size_t q = 0; q < SH_ARRAY_LEN(all_policies); q++)
         for (int fib = 0; fib < 2; fib++) {
-          uint64_t flushes = 0, waits = 0;
-          if (!pa_run(m, &p, &s, first, all_policies[q], fib ? 64 : 1, fib, &got, &flushes, &waits)) continue;
+          uint64_t flushes = 0, waits = 0, batches = 0;
+          if (!pa_run(m, &p, &s, first, all_policies[q], fib ? 64 : 1, fib, &got, &flushes, &waits, &batches))
+            continue;
           int bad = 0;
           double err = 0;
           for (int32_t k = s.off[first]; k < s.off[first + N]; k++) bad += got.heads[k] != ref.heads[k];
@@ -278,6 +285,10 @@ TEST(models_dynamic2_parser_batched_equals_one_at_a_time) {
           if (fib && all_policies[q] != SHEAF_POLICY_NONE) {
             CHECK(flushes <= (uint64_t)(2 * max_len - 2));
             CHECK(waits > flushes * 8); /* many sentences per flush */
+            /* at most one batch per kernel (W_c, W_h, W_a) per flush: a
+             * representation computed by an earlier flush is at depth 0,
+             * whatever the sentence's action history */
+            if (all_policies[q] == SHEAF_POLICY_SHEAF) CHECK(batches <= 3 * flushes);
           }
         }
     }

@@ -87,11 +87,14 @@ sheaf_status sh_decoder_encode(sheaf_graph *g, const sh_decoder *p, const int32_
                                sh_dec_enc *out);
 
 /* Builds step t (0-based) from state s fed token y (SH_DEC_BOS first):
- * the next state and logp [V]. The step is built in graph phase 1 + t
- * (the encoder in phase 0; the graph is left in phase 0): depth counts
- * within a phase, so step t of every instance has the same depths whatever
- * its source length, and the steps of all live instances batch together
- * at the flush. Returns the graph's status. */
+ * the next state and logp [V]. Every step is built in graph phase 1 (the
+ * encoder in phase 0; the graph is left in phase 0): step 0 shares its
+ * flush with the encoder, and depth counts within a phase, so step 0 of
+ * every instance has the same depths whatever its source length; a later
+ * step's inputs come from earlier flushes (depth 0), so its depths are the
+ * same in every instance too, and the steps of all live instances batch
+ * together at the flush (t only names the step). Returns the graph's
+ * status. */
 sheaf_status sh_decoder_step(sheaf_graph *g, const sh_decoder *p, const sh_dec_enc *enc,
                              const sh_dec_state *s, int32_t y, int32_t t, sh_dec_state *next,
                              sheaf_expr *logp);

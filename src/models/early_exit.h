@@ -31,9 +31,9 @@
  * one-at-a-time runs sum in different orders) beyond 1e-5 in the
  * probabilities.
  *
- * Batching: each layer's cells are built in phase 0 (cell t of layer l sits
- * at inline depth ~ l + t in every instance, so instances at one layer batch
- * by position), each head in phase 1 (one batch whatever the sentence
+ * Batching: each layer's cells are built in phase 0 (layer l's inputs were
+ * computed by the previous flush and count as depth 0, so cell t sits at
+ * depth ~ t in every instance and instances at one layer batch by position), each head in phase 1 (one batch whatever the sentence
  * length); the builder leaves the graph in phase 0.
  */
 #ifndef SH_MODELS_EARLY_EXIT_H

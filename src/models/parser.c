@@ -33,36 +33,19 @@ sheaf_status sh_parser_seed(sheaf_model *m, const sh_parser *p, uint64_t seed) {
   return st;
 }
 
-/* A word's representation: `e`, and whether it is a base value (a lookup
- * or an input, inline depth 0) or was composed at read count `when`. */
-typedef struct rep {
-  sheaf_expr e;
-  int base;
-  int64_t when;
-} rep;
-
-/* r as a base value: a composition computed by an earlier flush (reads >
- * r->when) is copied into an input once. */
-static sheaf_expr use(sheaf_graph *g, rep *r, int64_t reads, int64_t H) {
-  if (r->base || r->when >= reads) return r->e;
-  sheaf_value_view v;
-  if (sheaf_value(g, r->e, &v)) return (sheaf_expr){0}; /* computed: never waits */
-  r->e = sheaf_input_vector(g, H, v.data);
-  r->base = 1;
-  return r->e;
-}
-
-static void compose(sheaf_graph *g, const sh_parser *p, rep *head, rep *dep, int64_t reads) {
-  sheaf_expr hd[2] = {use(g, head, reads, p->hidden), use(g, dep, reads, p->hidden)};
-  head->e = sheaf_tanh(g, sheaf_affine(g, p->W_c, sheaf_concat(g, 2, hd), p->b_c));
-  head->base = 0;
-  head->when = reads;
+/* A composition: head <- tanh([head; dep]·W_c + b_c). A representation
+ * computed by an earlier flush counts as depth 0 (docs/RUNTIME.md, the
+ * depth rule), so the compositions of every sentence batch together
+ * whatever its action history. */
+static void compose(sheaf_graph *g, const sh_parser *p, sheaf_expr *head, const sheaf_expr *dep) {
+  sheaf_expr hd[2] = {*head, *dep};
+  *head = sheaf_tanh(g, sheaf_affine(g, p->W_c, sheaf_concat(g, 2, hd), p->b_c));
 }
 
 sheaf_status sh_parser_run(sheaf_graph *g, const sh_parser *p, const int32_t *rows, int32_t n,
                            int32_t *heads, int8_t *actions, double *score_sum) {
   if (n < 1) return sheaf_graph_fail(g, SHEAF_ERR_INVALID_ARG, "sh_parser_run: empty sentence");
-  rep *r = malloc((size_t)n * sizeof *r);
+  sheaf_expr *r = malloc((size_t)n * sizeof *r);
   int32_t *stack = malloc((size_t)n * sizeof *stack);
   if (!r || !stack) {
     free(r);
@@ -70,15 +53,12 @@ sheaf_status sh_parser_run(sheaf_graph *g, const sh_parser *p, const int32_t *ro
     return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "sh_parser_run: out of memory");
   }
   for (int32_t i = 0; i < n; i++) {
-    r[i].e = sheaf_lookup(g, p->emb, rows[i]);
-    r[i].base = 1;
-    r[i].when = 0;
+    r[i] = sheaf_lookup(g, p->emb, rows[i]);
     heads[i] = -1;
   }
   int64_t hshape[1] = {p->hidden};
   sheaf_expr zero = sheaf_zeros(g, 1, hshape);
   int32_t sp = 0, b = 0, steps = 0;
-  int64_t reads = 0; /* value reads so far (each one a flush of what was built) */
   double sum = 0;
   sheaf_status st = SHEAF_OK;
   while (b < n || sp > 1) {
@@ -86,8 +66,7 @@ sheaf_status sh_parser_run(sheaf_graph *g, const sh_parser *p, const int32_t *ro
     if (sp < 2) {
       act = SH_PARSE_SHIFT; /* the only legal action */
     } else {
-      sheaf_expr f[3] = {use(g, &r[stack[sp - 2]], reads, p->hidden),
-                         use(g, &r[stack[sp - 1]], reads, p->hidden), b < n ? r[b].e : zero};
+      sheaf_expr f[3] = {r[stack[sp - 2]], r[stack[sp - 1]], b < n ? r[b] : zero};
       sheaf_graph_phase(g, 1); /* every sentence's scorer in one batch */
       sheaf_expr hid = sheaf_tanh(g, sheaf_affine(g, p->W_h, sheaf_concat(g, 3, f), p->b_h));
       sheaf_expr score = sheaf_affine(g, p->W_a, hid, p->b_a);
@@ -95,7 +74,6 @@ sheaf_status sh_parser_run(sheaf_graph *g, const sh_parser *p, const int32_t *ro
       sheaf_value_view v;
       st = sheaf_value(g, score, &v); /* under fibers: waits for the step's batched flush */
       if (st) break;
-      reads++;
       act = b < n ? SH_PARSE_SHIFT : SH_PARSE_LEFT;
       for (int a = act + 1; a < 3; a++)
         if (v.data[a] > v.data[act]) act = a;
@@ -106,13 +84,13 @@ sheaf_status sh_parser_run(sheaf_graph *g, const sh_parser *p, const int32_t *ro
     } else if (act == SH_PARSE_LEFT) { /* s1 <- s0 */
       int32_t s0 = stack[sp - 1], s1 = stack[sp - 2];
       heads[s1] = s0 + 1;
-      compose(g, p, &r[s0], &r[s1], reads);
+      compose(g, p, &r[s0], &r[s1]);
       stack[sp - 2] = s0;
       sp--;
     } else { /* s1 -> s0 */
       int32_t s0 = stack[sp - 1], s1 = stack[sp - 2];
       heads[s0] = s1 + 1;
-      compose(g, p, &r[s1], &r[s0], reads);
+      compose(g, p, &r[s1], &r[s0]);
       sp--;
     }
     if (actions) actions[steps] = (int8_t)act;

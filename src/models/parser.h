@@ -22,12 +22,9 @@
  * W_c [2H, H], b_c [H].
  *
  * Batching: compositions are built in phase 0, the scorer in phase 1; a
- * representation computed by an earlier flush enters later steps as an
- * input (a copy of its H values, once) so that every sentence's step sits
- * at the same inline depth whatever its history: policy sheaf's depth
- * otherwise carries over from computed inputs, and sentences whose stacks
- * were built by different action sequences would land in different depth
- * buckets (one batch each). The builder leaves the graph in phase 0.
+ * representation computed by an earlier flush counts as depth 0 (the
+ * runtime's depth rule), so every sentence's step sits at the same depth
+ * whatever its action history. The builder leaves the graph in phase 0.
  */
 #ifndef SH_MODELS_PARSER_H
 #define SH_MODELS_PARSER_H
