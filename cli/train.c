@@ -61,10 +61,13 @@ static const char usage_train[] =
     "  -h, --help         this text\n"
     "\n"
     "Same seed, data, options and thread count: a bit-identical weights file.\n"
-    "A resumed run starts a fresh optimizer (Adam's moments are not saved).\n";
+    "The optimizer's state (Adam's moments, its update count) is written beside the\n"
+    "weights (OUT with .optim.safetensors) and --resume W loads W's: N epochs, then M\n"
+    "resumed, give the bytes of N + M epochs in one run.\n";
 
 typedef struct train_opts {
   sh_net_kind model;
+  char *opath; /* the optimizer's state beside --out */
   const char *data, *dev, *out, *resume;
   long long epochs, batch, threads, hidden, embed, min_count;
   double lr, clip, time_limit;
@@ -200,14 +203,15 @@ static int parse_args(int argc, char **argv, train_opts *o) {
 
 /* ------------------------------------------------------------ the data */
 
-/* OUT's vocabulary file: OUT less ".safetensors", plus ".vocab". */
-static char *vocab_path(const char *out) {
+/* A file beside the weights OUT: OUT less ".safetensors", plus suffix
+ * (".vocab": the vocabulary; ".optim.safetensors": the optimizer's state). */
+static char *side_path(const char *out, const char *suffix) {
   size_t n = strlen(out), k = strlen(".safetensors");
   if (n > k && !strcmp(out + n - k, ".safetensors")) n -= k;
-  char *p = malloc(n + 7);
+  char *p = malloc(n + strlen(suffix) + 1);
   if (p) {
     memcpy(p, out, n);
-    strcpy(p + n, ".vocab");
+    strcpy(p + n, suffix);
   }
   return p;
 }
@@ -355,7 +359,8 @@ static int checkpoint(trainer *t, const train_opts *o, const char *vpath, int64_
   cli_outs files = {0};
   sh_out *wf = cli_out_open(&files, t->ctx, o->out, SH_OUT_STAGE);
   sh_out *vf = wf ? cli_out_open(&files, t->ctx, vpath, 0) : NULL;
-  if (!wf || !vf) {
+  sh_out *of = vf ? cli_out_open(&files, t->ctx, o->opath, SH_OUT_STAGE) : NULL;
+  if (!wf || !vf || !of) {
     cli_outs_abort(&files);
     return CLI_FAIL;
   }
@@ -385,6 +390,7 @@ static int checkpoint(trainer *t, const train_opts *o, const char *vpath, int64_
   const char *meta[] = {"sheaf.train.epochs", ep, "sheaf.train.steps", st,
                         "sheaf.train.model", desc, "sheaf.words", words};
   sheaf_status sst = sheaf_model_save_meta(t->net.model, wf->tmp, 4, meta);
+  if (sst == SHEAF_OK) sst = sheaf_optimizer_save(t->opt, of->tmp);
   free(words);
   if (sst != SHEAF_OK) {
     int rc = train_fail_ctx(t->ctx);
@@ -427,6 +433,26 @@ static int resume_shape(trainer *t, train_opts *o, sheaf_st_file **wf) {
     else if (!strcmp(sheaf_st_metadata_key(*wf, i), "sheaf.train.steps"))
       t->steps_before = strtoll(sheaf_st_metadata_value(*wf, i), NULL, 10);
   return CLI_OK;
+}
+
+/* --resume W: the optimizer's state beside W, when there is one (then the
+ * update count is the optimizer's own); without it the optimizer starts
+ * fresh (said so). */
+static int resume_optimizer(trainer *t, const train_opts *o) {
+  char *path = side_path(o->resume, ".optim.safetensors");
+  if (!path) return CLI_FAIL;
+  int rc = CLI_OK;
+  if (access(path, F_OK) != 0) {
+    printf("  no optimizer state %s: the optimizer starts fresh\n", path);
+  } else if (sheaf_optimizer_load(t->opt, path) != SHEAF_OK) {
+    cli_error("--resume: %s", sheaf_ctx_last_error(t->ctx));
+    rc = CLI_FAIL;
+  } else {
+    t->steps_loaded = sheaf_optimizer_steps(t->opt);
+    t->steps_before = 0;
+  }
+  free(path);
+  return rc;
 }
 
 static int setup(trainer *t, train_opts *o) {
@@ -480,6 +506,7 @@ static int setup(trainer *t, train_opts *o) {
   if (sheaf_graph_create(t->net.model, &go, &t->g) != SHEAF_OK ||
       sheaf_optimizer_create(t->net.model, &oo, &t->opt) != SHEAF_OK)
     return train_fail_ctx(t->ctx);
+  if (o->resume && (rc = resume_optimizer(t, o)) != CLI_OK) return rc;
   const char *noun = sh_net_instance_noun(t->kind);
   printf("train %s: %d %s, %lld words from %s (%d words in the vocabulary, "
          "%.1f%% of the tokens <unk>)\n",
@@ -542,19 +569,27 @@ int cli_train(int argc, char **argv) {
   train_opts o;
   int rc = parse_args(argc, argv, &o);
   if (rc) return rc < 0 ? CLI_OK : rc;
-  char *vpath = vocab_path(o.out);
-  if (!vpath) return CLI_FAIL;
+  char *vpath = side_path(o.out, ".vocab");
+  o.opath = side_path(o.out, ".optim.safetensors");
+  if (!vpath || !o.opath) {
+    free(vpath);
+    free(o.opath);
+    return CLI_FAIL;
+  }
   {
     const cli_path ins[] = {{"--data", o.data}, {"--dev", o.dev}, {"--resume", o.resume}};
-    const cli_path outs[] = {{"--out", o.out}, {"--out's vocabulary", vpath}};
+    const cli_path outs[] = {{"--out", o.out}, {"--out's vocabulary", vpath},
+                             {"--out's optimizer state", o.opath}};
     if (!strcmp(o.data, "-") || (o.dev && !strcmp(o.dev, "-")) ||
         (o.resume && !strcmp(o.resume, "-"))) {
       cli_error("train: inputs are read more than once: standard input ('-') cannot be one");
-      free(vpath);
-      return CLI_USAGE;
+      rc = CLI_USAGE;
+    } else {
+      rc = cli_check_paths(ins, 3, outs, 3);
     }
-    if ((rc = cli_check_paths(ins, 3, outs, 2)) != CLI_OK) {
+    if (rc != CLI_OK) {
       free(vpath);
+      free(o.opath);
       return rc;
     }
   }
@@ -564,12 +599,14 @@ int cli_train(int argc, char **argv) {
   t.ctx = cli_ctx((int)o.threads);
   if (!t.ctx) {
     free(vpath);
+    free(o.opath);
     return CLI_FAIL;
   }
   {
     /* the outputs can be created (else the error now, not after an epoch) */
     cli_outs probe = {0};
-    bool ok = cli_out_open(&probe, t.ctx, o.out, SH_OUT_STAGE) && cli_out_open(&probe, t.ctx, vpath, 0);
+    bool ok = cli_out_open(&probe, t.ctx, o.out, SH_OUT_STAGE) && cli_out_open(&probe, t.ctx, vpath, 0) &&
+              cli_out_open(&probe, t.ctx, o.opath, SH_OUT_STAGE);
     cli_outs_abort(&probe);
     if (!ok) {
       rc = CLI_FAIL;
@@ -648,10 +685,12 @@ int cli_train(int argc, char **argv) {
   }
   free(order);
   if (rc == CLI_OK)
-    printf("weights: %s (vocabulary: %s), %lld updates in %.1f s\n", o.out, vpath,
-           (long long)sheaf_optimizer_steps(t.opt), (double)(sheaf_time_ns() - t0) * 1e-9);
+    printf("weights: %s (vocabulary: %s, optimizer state: %s), %lld updates in %.1f s\n", o.out,
+           vpath, o.opath, (long long)(sheaf_optimizer_steps(t.opt) - t.steps_loaded),
+           (double)(sheaf_time_ns() - t0) * 1e-9);
 done:
   trainer_free(&t);
   free(vpath);
+  free(o.opath);
   return rc;
 }

@@ -25,6 +25,7 @@ typedef struct trainer {
   int32_t *tok_tag;
   int64_t cap;
   int64_t epochs_before, steps_before; /* of a resumed checkpoint */
+  int64_t steps_loaded; /* the update count of a resumed optimizer state */
 } trainer;
 
 int train_fail_ctx(sheaf_ctx *ctx);

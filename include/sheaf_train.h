@@ -110,6 +110,22 @@ SHEAF_API sheaf_status sheaf_optimizer_step(sheaf_optimizer *o, double *norm);
 /* Updates done so far. */
 SHEAF_API int64_t sheaf_optimizer_steps(const sheaf_optimizer *o);
 
+/* The optimizer's state, for a resume that continues exactly: its update
+ * count (Adam's bias correction) and each parameter's moments, written as
+ * a safetensors file (temporary file renamed): tensor "m.NAME" (SGD's
+ * momentum, Adam's first moment) and "v.NAME" (Adam's second moment,
+ * AdaGrad's sum of squares) for parameter NAME, where it has them;
+ * metadata sheaf.optim.kind (sgd, adagrad, adam), sheaf.optim.steps,
+ * sheaf.optim.lr (informative). The weights are the model's to save. */
+SHEAF_API sheaf_status sheaf_optimizer_save(const sheaf_optimizer *o, const char *path);
+/* Loads what sheaf_optimizer_save wrote into o, an optimizer of the same
+ * kind over a model with the same parameter names and shapes (its own
+ * options, e.g. lr, stay o's). A wrong kind, a state that is no
+ * parameter's or of another shape is an error naming the file and the
+ * tensor, and changes nothing. Loading, then the updates, gives the
+ * weights of the run that never stopped, bit for bit. */
+SHEAF_API sheaf_status sheaf_optimizer_load(sheaf_optimizer *o, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,22 +7,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "train/train.h"
+#include "train/optim_int.h"
 
 /* -------------------------------------------------------------- optimizers */
-
-typedef struct opt_state {
-  float *s1, *s2; /* momentum / first moment; second moment / AdaGrad sum (numel each) */
-  size_t numel;
-} opt_state;
-
-struct sheaf_optimizer {
-  sheaf_model *m;
-  sheaf_optimizer_opts o;
-  opt_state *st;
-  uint32_t n_st;
-  int64_t steps;
-};
 
 sheaf_status sheaf_optimizer_create(sheaf_model *m, const sheaf_optimizer_opts *opts,
                                     sheaf_optimizer **out) {
