@@ -259,12 +259,6 @@ static int load_sents(sheaf_ctx *ctx, const char *flag, const char *path, sh_dat
 
 /* ------------------------------------------------------------ the loop */
 
-static uint64_t splitmix(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 
 int train_fail_ctx(sheaf_ctx *ctx) {
@@ -300,56 +294,24 @@ static int accuracy(trainer *t, const sh_dataset *d, int32_t batch, double *acc)
   return CLI_OK;
 }
 
-/* One update on the sentences order[0..n): *loss_sum and *tokens add the
- * batch's summed NLL and its tagged tokens. */
-static int train_batch(trainer *t, const int32_t *order, int32_t n, double *loss_sum,
-                       int64_t *tokens) {
+/* The trainer's build callback for the tagger: sentence i and the NLL of
+ * each of its tagged words. */
+static sheaf_status build_sent(sheaf_trainer *tr, sheaf_graph *g, int64_t i, void *user) {
+  trainer *t = user;
   const sh_dataset *d = &t->train;
-  int64_t words = 0;
-  for (int32_t i = 0; i < n; i++) words += sh_dataset_size(d, order[i]);
-  if (words > t->cap) {
+  int32_t len = sh_dataset_size(d, (int32_t)i), off = d->sent_off[i];
+  if (len > t->cap) {
     free(t->outs);
-    free(t->loss);
-    free(t->tok_tag);
-    t->outs = malloc((size_t)words * sizeof *t->outs);
-    t->loss = malloc((size_t)words * sizeof *t->loss);
-    t->tok_tag = malloc((size_t)words * sizeof *t->tok_tag);
-    t->cap = words;
-    if (!t->outs || !t->loss || !t->tok_tag) {
-      t->cap = 0;
-      cli_error("train: out of memory for a batch of %lld words", (long long)words);
-      return CLI_FAIL;
-    }
+    t->outs = malloc((size_t)len * sizeof *t->outs);
+    t->cap = t->outs ? len : 0;
+    if (!t->outs) return sh_fail(t->ctx, SHEAF_ERR_NOMEM, "train: out of memory for a sentence of %d words", (int)len);
   }
-  sheaf_graph_reset(t->g);
-  int64_t k = 0, w0 = 0;
-  for (int32_t i = 0; i < n; i++) {
-    int32_t s = order[i], len = sh_dataset_size(d, s), off = d->sent_off[s];
-    if (sh_bilstm_build(t->g, &t->net.bl, d->sent_words + off, len, t->outs + w0) != SHEAF_OK)
-      return train_fail_ctx(t->ctx);
-    for (int32_t w = 0; w < len; w++) {
-      int32_t tag = d->sent_tags[off + w];
-      if (tag < 0) continue;
-      t->loss[k] = sheaf_nll_logp(t->g, t->outs[w0 + w], tag);
-      k++;
-    }
-    w0 += len;
+  sheaf_status st = sh_bilstm_build(g, &t->net.bl, d->sent_words + off, len, t->outs);
+  for (int32_t w = 0; w < len && st == SHEAF_OK; w++) {
+    int32_t tag = d->sent_tags[off + w];
+    if (tag >= 0) st = sheaf_trainer_loss(tr, sheaf_nll_logp(g, t->outs[w], tag));
   }
-  if (k == 0) return CLI_OK;
-  sheaf_backward_opts bo = {1.0f / (float)k, 0, NULL, NULL};
-  if (sheaf_model_zero_grad(t->net.model) != SHEAF_OK ||
-      sheaf_backward(t->g, (int)k, t->loss, &bo) != SHEAF_OK ||
-      sheaf_optimizer_step(t->opt, NULL) != SHEAF_OK)
-    return train_fail_ctx(t->ctx);
-  double sum = 0;
-  for (int64_t j = 0; j < k; j++) {
-    sheaf_value_view v;
-    if (sheaf_value(t->g, t->loss[j], &v) != SHEAF_OK) return train_fail_ctx(t->ctx);
-    sum += v.data[0];
-  }
-  *loss_sum += sum;
-  *tokens += k;
-  return CLI_OK;
+  return st;
 }
 
 /* Writes the weights and the vocabulary, each to a temporary file renamed
@@ -501,11 +463,13 @@ static int setup(trainer *t, train_opts *o) {
     else train_fail_ctx(t->ctx);
     return CLI_FAIL;
   }
-  sheaf_graph_opts go = {SHEAF_POLICY_SHEAF, (int)o->threads, NULL};
-  sheaf_optimizer_opts oo = {o->optim, (float)o->lr, 0, 0, 0, 0, 0, (float)o->clip};
-  if (sheaf_graph_create(t->net.model, &go, &t->g) != SHEAF_OK ||
-      sheaf_optimizer_create(t->net.model, &oo, &t->opt) != SHEAF_OK)
+  sheaf_trainer_opts to = {{o->optim, (float)o->lr, 0, 0, 0, 0, 0, (float)o->clip},
+                           o->batch, 1, o->seed, SHEAF_POLICY_SHEAF, (int)o->threads};
+  if (sheaf_trainer_create(t->net.model, sh_dataset_count(&t->train), &to,
+                           tree ? train_tree_build : build_sent, t, &t->tr) != SHEAF_OK)
     return train_fail_ctx(t->ctx);
+  t->g = sheaf_trainer_graph(t->tr);
+  t->opt = sheaf_trainer_optimizer(t->tr);
   if (o->resume && (rc = resume_optimizer(t, o)) != CLI_OK) return rc;
   const char *noun = sh_net_instance_noun(t->kind);
   printf("train %s: %d %s, %lld words from %s (%d words in the vocabulary, "
@@ -532,12 +496,9 @@ static int setup(trainer *t, train_opts *o) {
 
 static void trainer_free(trainer *t) {
   free(t->outs);
-  free(t->loss);
-  free(t->tok_tag);
   free(t->train_labels);
   free(t->dev_labels);
-  sheaf_optimizer_free(t->opt);
-  sheaf_graph_free(t->g);
+  sheaf_trainer_free(t->tr);
   sh_net_free(&t->net);
   sh_vocab_free(&t->vocab);
   sh_dataset_free(&t->dev);
@@ -545,24 +506,40 @@ static void trainer_free(trainer *t) {
   sheaf_ctx_free(t->ctx);
 }
 
-/* The progress line on stderr: on a terminal rewritten in place (the
- * caller calls at most every 0.2 s); otherwise a plain line at each tenth
- * of an epoch of at least 500 sentences (*shown: tenths printed so far). */
-static void progress(bool tty, int *shown, const char *noun, int64_t epoch, int32_t done, int32_t n, double loss,
-                     double secs, double epoch_secs) {
+/* The progress line on stderr: on a terminal rewritten in place (at most
+ * every 0.2 s); otherwise a plain line at each tenth of an epoch of at
+ * least 500 instances. And the time limit: stop after the batch that
+ * passes it. The trainer's progress callback. */
+typedef struct progress_state {
+  bool tty, stop;
+  int shown;          /* tenths printed so far */
+  const char *noun;
+  uint64_t t0;        /* training started */
+  double last_shown, time_limit;
+} progress_state;
+
+static int progress(const sheaf_trainer_info *in, void *user) {
+  progress_state *p = user;
+  double secs = (double)(sheaf_time_ns() - p->t0) * 1e-9, epoch_secs = in->seconds, loss = in->loss;
+  int64_t epoch = in->epoch, done = in->done, n = in->n;
+  const char *noun = p->noun;
+  if (p->time_limit > 0 && secs >= p->time_limit) p->stop = true;
+  if (p->tty && secs - p->last_shown < 0.2 && done < n) return p->stop;
+  p->last_shown = secs;
   double rate = epoch_secs > 0 ? done / epoch_secs : 0;
   double eta = rate > 0 ? (n - done) / rate : 0;
-  if (tty) {
+  if (p->tty) {
     fprintf(stderr, "\r  epoch %lld: %d/%d %s, %.0f %s/s, loss %.4f, epoch ETA %.0f s, %.0f s in  ",
             (long long)epoch, (int)done, (int)n, noun, rate, noun, loss, eta, secs);
   } else {
-    int tenth = (int)((int64_t)done * 10 / n);
-    if (n < 500 || tenth <= *shown || done == n) return;
-    *shown = tenth;
+    int tenth = (int)(done * 10 / n);
+    if (n < 500 || tenth <= p->shown || done == n) return p->stop;
+    p->shown = tenth;
     fprintf(stderr, "  epoch %lld: %d/%d %s, %.0f %s/s, loss %.4f, epoch ETA %.0f s\n",
             (long long)epoch, (int)done, (int)n, noun, rate, noun, loss, eta);
   }
   fflush(stderr);
+  return p->stop;
 }
 
 int cli_train(int argc, char **argv) {
@@ -615,54 +592,28 @@ int cli_train(int argc, char **argv) {
   }
   if ((rc = setup(&t, &o)) != CLI_OK) goto done;
   int32_t n = sh_dataset_count(&t.train);
-  int32_t *order = malloc(((size_t)n + 1) * sizeof *order);
-  if (!order) {
-    rc = CLI_FAIL;
-    cli_error("train: out of memory");
-    goto done;
-  }
-  bool tty = isatty(STDERR_FILENO);
-  const char *noun = sh_net_instance_noun(t.kind);
-  uint64_t t0 = sheaf_time_ns();
-  double last_shown = -1, best_dev = -1;
-  bool stop = false;
-  for (int64_t ep = 0; ep < o.epochs && !stop && rc == CLI_OK; ep++) {
+  progress_state ps = {isatty(STDERR_FILENO), false, 0, sh_net_instance_noun(t.kind), sheaf_time_ns(), -1,
+                       o.time_limit};
+  uint64_t t0 = ps.t0;
+  double best_dev = -1;
+  for (int64_t ep = 0; ep < o.epochs && !ps.stop && rc == CLI_OK; ep++) {
     int64_t epoch = t.epochs_before + ep + 1;
-    uint64_t rng = o.seed * 0x9e3779b97f4a7c15ull + (uint64_t)epoch;
-    for (int32_t i = 0; i < n; i++) order[i] = i;
-    for (int32_t i = n - 1; i > 0; i--) {
-      int32_t j = (int32_t)(splitmix(&rng) % (uint64_t)(i + 1)), x = order[i];
-      order[i] = order[j];
-      order[j] = x;
-    }
-    double loss = 0;
-    int64_t tokens = 0;
-    int32_t done = 0;
-    int shown = 0;
-    uint64_t te = sheaf_time_ns();
-    while (done < n && rc == CLI_OK) {
-      int32_t b = n - done < o.batch ? n - done : (int32_t)o.batch;
-      rc = t.kind == SH_NET_TREELSTM ? train_tree_batch(&t, order + done, b, &loss, &tokens)
-                                     : train_batch(&t, order + done, b, &loss, &tokens);
-      done += b;
-      double secs = (double)(sheaf_time_ns() - t0) * 1e-9;
-      if (!tty || secs - last_shown >= 0.2 || done == n) {
-        progress(tty, &shown, noun, epoch, done, n, tokens ? loss / (double)tokens : 0, secs,
-                 (double)(sheaf_time_ns() - te) * 1e-9);
-        last_shown = secs;
-      }
-      if (o.time_limit > 0 && secs >= o.time_limit) stop = true;
-      if (stop) break;
-    }
+    sheaf_trainer_set_epochs(t.tr, epoch - 1);
+    ps.shown = 0;
+    sheaf_trainer_info in;
+    if (sheaf_trainer_epoch(t.tr, progress, &ps, &in) != SHEAF_OK) rc = train_fail_ctx(t.ctx);
+    bool stop = ps.stop, tty = ps.tty;
+    int32_t done = (int32_t)in.done;
+    int64_t tokens = in.losses;
     if (rc != CLI_OK) break;
     if (tty) fputs("\n", stderr);
-    double esecs = (double)(sheaf_time_ns() - te) * 1e-9;
+    double esecs = in.seconds;
     if (t.kind == SH_NET_TREELSTM)
       printf("epoch %lld: loss %.4f over %d trees, %.1f s, %.1f trees/s", (long long)epoch,
-             tokens ? loss / (double)tokens : 0.0, (int)done, esecs, done / esecs);
+             in.loss, (int)done, esecs, done / esecs);
     else
       printf("epoch %lld: loss %.4f over %d sentences (%lld tokens), %.1f s, %.1f sentences/s",
-             (long long)epoch, tokens ? loss / (double)tokens : 0.0, (int)done, (long long)tokens,
+             (long long)epoch, in.loss, (int)done, (long long)tokens,
              esecs, done / esecs);
     bool save = true;
     if (t.have_dev) {
@@ -683,7 +634,6 @@ int cli_train(int argc, char **argv) {
     if (save) rc = checkpoint(&t, &o, vpath, done == n ? epoch : epoch - 1,
                     t.steps_before + sheaf_optimizer_steps(t.opt));
   }
-  free(order);
   if (rc == CLI_OK)
     printf("weights: %s (vocabulary: %s, optimizer state: %s), %lld updates in %.1f s\n", o.out,
            vpath, o.opath, (long long)(sheaf_optimizer_steps(t.opt) - t.steps_loaded),

@@ -19,10 +19,10 @@ typedef struct trainer {
   sh_tree_task task;                  /* treelstm: what the classes are */
   sh_vocab vocab;
   sh_net net;
-  sheaf_graph *g;
-  sheaf_optimizer *opt;
-  sheaf_expr *outs, *loss; /* a batch's outputs and losses */
-  int32_t *tok_tag;
+  sheaf_trainer *tr; /* the epoch loop (sheaf_train.h) */
+  sheaf_graph *g;       /* tr's */
+  sheaf_optimizer *opt; /* tr's */
+  sheaf_expr *outs; /* a sentence's outputs (cap) */
   int64_t cap;
   int64_t epochs_before, steps_before; /* of a resumed checkpoint */
   int64_t steps_loaded; /* the update count of a resumed optimizer state */
@@ -34,9 +34,9 @@ int train_fail_ctx(sheaf_ctx *ctx);
  * (printed). *labels: malloc'd, a class per tree. */
 int train_tree_load(sheaf_ctx *ctx, const char *flag, const char *path, sh_dataset *d,
                     int32_t **labels);
-/* One update on the trees order[0..n): the mean NLL of their classes;
- * *loss_sum and *count add the summed NLL and n. */
-int train_tree_batch(trainer *t, const int32_t *order, int32_t n, double *loss_sum, int64_t *count);
+/* The trainer's build callback (user: the trainer): tree i and the NLL of
+ * its class. */
+sheaf_status train_tree_build(sheaf_trainer *tr, sheaf_graph *g, int64_t i, void *user);
 /* The fraction of d's trees whose best-scoring class is labels[tree]. */
 int train_tree_accuracy(trainer *t, const sh_dataset *d, const int32_t *labels, int32_t batch,
                         double *acc);

@@ -2,10 +2,10 @@
  * train_tree.c — `sheaf train treelstm`: the built-in binary TreeLSTM
  * (src/models/treelstm.h) learns a class per tree (src/io/tree_labels.h:
  * SST's root sentiment from PTB trees, the root word's UPOS class from
- * CoNLL-U). Owns the tree data and labels, a batch's update (one graph per
- * batch: every tree's cells batch together, the mean NLL of the trees'
- * classes) and the accuracy; the loop, checkpoints and options are
- * cli/train.c's.
+ * CoNLL-U). Owns the tree data and labels, a tree's loss (the trainer of
+ * sheaf_train.h batches a batch's trees in one graph and minimizes the mean
+ * NLL of their classes) and the accuracy; the loop, checkpoints and options
+ * are cli/train.c's.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -47,39 +47,11 @@ void train_tree_print_classes(const char *what, sh_tree_task task, const int32_t
          n ? 100.0 * (double)count[best] / n : 0.0);
 }
 
-int train_tree_batch(trainer *t, const int32_t *order, int32_t n, double *loss_sum, int64_t *count) {
-  if (n > t->cap) {
-    free(t->outs);
-    free(t->loss);
-    t->outs = malloc((size_t)n * sizeof *t->outs);
-    t->loss = malloc((size_t)n * sizeof *t->loss);
-    t->cap = n;
-    if (!t->outs || !t->loss) {
-      t->cap = 0;
-      cli_error("train: out of memory for a batch of %d trees", (int)n);
-      return CLI_FAIL;
-    }
-  }
-  sheaf_graph_reset(t->g);
-  for (int32_t i = 0; i < n; i++) {
-    if (sh_net_build(&t->net, t->g, order[i], t->outs + i) != SHEAF_OK)
-      return train_fail_ctx(t->ctx);
-    t->loss[i] = sheaf_nll_logp(t->g, t->outs[i], t->train_labels[order[i]]);
-  }
-  sheaf_backward_opts bo = {1.0f / (float)n, 0, NULL, NULL};
-  if (sheaf_model_zero_grad(t->net.model) != SHEAF_OK ||
-      sheaf_backward(t->g, (int)n, t->loss, &bo) != SHEAF_OK ||
-      sheaf_optimizer_step(t->opt, NULL) != SHEAF_OK)
-    return train_fail_ctx(t->ctx);
-  double sum = 0;
-  for (int32_t i = 0; i < n; i++) {
-    sheaf_value_view v;
-    if (sheaf_value(t->g, t->loss[i], &v) != SHEAF_OK) return train_fail_ctx(t->ctx);
-    sum += v.data[0];
-  }
-  *loss_sum += sum;
-  *count += n;
-  return CLI_OK;
+sheaf_status train_tree_build(sheaf_trainer *tr, sheaf_graph *g, int64_t i, void *user) {
+  trainer *t = user;
+  sheaf_expr out;
+  sheaf_status st = sh_net_build(&t->net, g, (int32_t)i, &out);
+  return st == SHEAF_OK ? sheaf_trainer_loss(tr, sheaf_nll_logp(g, out, t->train_labels[i])) : st;
 }
 
 int train_tree_accuracy(trainer *t, const sh_dataset *d, const int32_t *labels, int32_t batch,
