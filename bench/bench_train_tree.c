@@ -12,7 +12,12 @@
  * runtime). Timed: the updates after one warm-up update, min over --reps
  * runs (each from a fresh seeded initialization); instances = trees. Then
  * the last run's weights classify --dev (not timed) and the accuracy is
- * printed with the majority class's share.
+ * printed with the majority class's share. The DyNet peer
+ * (bench/treelstm_train_dynet.cc, built by scripts/install_dynet.sh into
+ * DIR/bin, default build/peers/dynet) runs at --dynet-autobatch 0, 1 and 2
+ * on the same corpus when it is built (1 thread: DyNet's CPU backend),
+ * each reported and the best one compared; otherwise the output says why
+ * not.
  *
  *   make bench-train BENCH_ARGS='--threads 1 --updates 100'
  */
@@ -25,6 +30,32 @@
 #include "sheaf_train.h"
 
 enum { B = 32 };
+
+/* Runs a peer command; prints its "# ..." lines and, per JSON line, its
+ * rate, dev accuracy and Sheaf's ratio; *best: its best rate. Returns the
+ * lines read. */
+static int run_peer(const char *cmd, double sheaf_rate, double *best) {
+  FILE *pp = popen(cmd, "r");
+  char line[512];
+  int peers = 0;
+  while (pp && fgets(line, sizeof line, pp)) {
+    char sys[64];
+    double r, a;
+    if (sscanf(line, "{\"system\": \"%63[^\"]\", \"trees_per_s\": %lf, \"dev_accuracy\": %lf", sys, &r, &a) == 3 &&
+        r > 0) {
+      printf("  %-22s %9.1f trees/s   dev accuracy %.2f%%   sheaf / %s = %.2fx\n", sys, r, 100 * a, sys,
+             sheaf_rate / r);
+      if (r > *best) *best = r;
+      peers++;
+    } else if (line[0] == '#') {
+      printf("  %s", line);
+    }
+  }
+  int st = pp ? pclose(pp) : -1;
+  if (!peers) printf("  note: peer did not run (exit status %d): %s\n", st, cmd);
+  fflush(stdout);
+  return peers;
+}
 
 static int fail(sheaf_ctx *ctx, const char *what) {
   fprintf(stderr, "bench_train_tree: %s: %s\n", what, sheaf_ctx_last_error(ctx));
@@ -111,6 +142,8 @@ static bool write_corpus(const data *tr, const data *dv, int64_t V, const char *
 
 int main(int argc, char **argv) {
   int threads = 1, updates = 100, reps = 3, E = 64, H = 128;
+  const char *dynet_dir = "build/peers/dynet";
+  bool dynet = true;
   const char *train = "data/ud_english_ewt/en_ewt-ud-train.min.conllu",
              *dev = "data/ud_english_ewt/en_ewt-ud-dev.min.conllu", *python = "python3";
   bool torch = true;
@@ -125,10 +158,12 @@ int main(int argc, char **argv) {
     else if (i + 1 < argc && strcmp(argv[i], "--python") == 0) python = argv[++i];
     else if (i + 1 < argc && strcmp(argv[i], "--data") == 0) ++i; /* bench_train's (sentences) */
     else if (strcmp(argv[i], "--no-torch") == 0) torch = false;
+    else if (strcmp(argv[i], "--no-dynet") == 0) dynet = false;
+    else if (i + 1 < argc && strcmp(argv[i], "--dynet-dir") == 0) dynet_dir = argv[++i];
     else {
       fprintf(stderr, "usage: bench_train_tree [--threads T] [--updates N] [--reps R] [--embed E] [--hidden H]\n"
                       "                        [--tree-data TRAIN.conllu] [--tree-dev DEV.conllu] [--python PY]\n"
-                      "                        [--no-torch]\n");
+                      "                        [--no-torch] [--no-dynet] [--dynet-dir DIR]\n");
       return 2;
     }
   }
@@ -182,39 +217,45 @@ int main(int argc, char **argv) {
     double rate = (double)updates * B / best;
     printf("  %-22s %9.1f trees/s   dev accuracy %.2f%% (majority class %.2f%%)\n", "sheaf", rate, 100 * acc,
            100 * major);
-    if (torch) {
-      char path[] = "/tmp/bench_train_tree_XXXXXX";
-      int fd = mkstemp(path);
-      if (fd < 0 || !write_corpus(&tr, &dv, tr.d.vocab, path)) {
-        fprintf(stderr, "bench_train_tree: cannot write the peer's corpus\n");
-        rc = 1;
-      } else {
-        char cmd[1024];
-        snprintf(cmd, sizeof cmd,
-                 "OMP_NUM_THREADS=%d MKL_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d %s bench/train_torch.py "
-                 "--model treelstm --corpus %s --threads %d --updates %d --reps %d --embed %d --hidden %d "
-                 "--batch %d",
-                 threads, threads, threads, python, path, threads, updates, reps, E, H, B);
-        FILE *pp = popen(cmd, "r");
-        char line[512];
-        int peers = 0;
-        while (pp && fgets(line, sizeof line, pp)) {
-          char sys[64];
-          double r, a;
-          if (sscanf(line, "{\"system\": \"%63[^\"]\", \"trees_per_s\": %lf, \"dev_accuracy\": %lf", sys, &r, &a) ==
-                  3 && r > 0) {
-            printf("  %-22s %9.1f trees/s   dev accuracy %.2f%%   sheaf / %s = %.2fx\n", sys, r, 100 * a, sys,
-                   rate / r);
-            peers++;
-          } else if (line[0] == '#') {
-            printf("  %s", line);
-          }
-        }
-        int st = pp ? pclose(pp) : -1;
-        if (!peers) printf("  note: PyTorch peer did not run (exit status %d; scripts/install_torch.sh)\n", st);
-      }
-      if (fd >= 0) close(fd), remove(path);
+    char path[] = "/tmp/bench_train_tree_XXXXXX";
+    int fd = (torch || dynet) ? mkstemp(path) : -1;
+    if ((torch || dynet) && (fd < 0 || !write_corpus(&tr, &dv, tr.d.vocab, path))) {
+      fprintf(stderr, "bench_train_tree: cannot write the peers' corpus\n");
+      rc = 1;
     }
+    char cmd[2048];
+    if (!rc && torch) {
+      double best_torch = 0;
+      snprintf(cmd, sizeof cmd,
+               "OMP_NUM_THREADS=%d MKL_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d %s bench/train_torch.py "
+               "--model treelstm --corpus %s --threads %d --updates %d --reps %d --embed %d --hidden %d "
+               "--batch %d",
+               threads, threads, threads, python, path, threads, updates, reps, E, H, B);
+      if (!run_peer(cmd, rate, &best_torch)) printf("  (PyTorch: scripts/install_torch.sh)\n");
+    }
+    if (!rc && dynet) {
+      char bin[1024], why[1200] = "";
+      snprintf(bin, sizeof bin, "%s/bin/treelstm_train_dynet", dynet_dir);
+      if (access(bin, X_OK) != 0) {
+        char failed[1100];
+        snprintf(failed, sizeof failed, "%s/FAILED", dynet_dir);
+        FILE *ff = fopen(failed, "r");
+        if (!ff || !fgets(why, sizeof why, ff)) snprintf(why, sizeof why, "%s not built (scripts/install_dynet.sh)\n", bin);
+        if (ff) fclose(ff);
+        printf("  DyNet: not available (%.*s)\n", (int)strcspn(why, "\n"), why);
+      } else {
+        double best_dynet = 0;
+        for (int k = 0; k <= 2; k++) {
+          snprintf(cmd, sizeof cmd,
+                   "%s --dynet-autobatch %d --dynet-mem 2048 --autobatch %d --corpus %s --updates %d --reps %d "
+                   "--embed %d --hidden %d --batch %d",
+                   bin, k, k, path, updates, reps, E, H, B);
+          run_peer(cmd, rate, &best_dynet);
+        }
+        if (best_dynet > 0) printf("  sheaf / best DyNet = %.2fx\n", rate / best_dynet);
+      }
+    }
+    if (fd >= 0) close(fd), remove(path);
   }
   free(tr.label);
   free(dv.label);
