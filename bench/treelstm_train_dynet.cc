@@ -29,6 +29,7 @@
 #include <dynet/expr.h>
 #include <dynet/init.h>
 #include <dynet/model.h>
+#include <dynet/param-init.h>
 #include <dynet/training.h>
 
 using namespace dynet;
