@@ -247,7 +247,7 @@ int main(int argc, char **argv) {
         double best_dynet = 0;
         for (int k = 0; k <= 2; k++) {
           snprintf(cmd, sizeof cmd,
-                   "%s --dynet-autobatch %d --dynet-mem 2048 --autobatch %d --corpus %s --updates %d --reps %d "
+                   "%s --dynet-autobatch %d --dynet-mem 2048 --dynet-seed 1 --autobatch %d --corpus %s --updates %d --reps %d "
                    "--embed %d --hidden %d --batch %d",
                    bin, k, k, path, updates, reps, E, H, B);
           run_peer(cmd, rate, &best_dynet);
