@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "io/tree_labels.h"
 #include "models/models.h"
 #include "run.h"
 
@@ -25,7 +26,8 @@ static const char usage_run[] =
     "\n"
     "models:\n"
     "  treelstm   binary TreeLSTM (Tai et al. 2015) over binarized trees; output per\n"
-    "             tree: 5 class log-probabilities\n"
+    "             tree: 5 class log-probabilities (and the accuracy against the tree's\n"
+    "             class: a PTB root label 0..4, a .conllu root word's UPOS class)\n"
     "  childsum   child-sum TreeLSTM over dependency trees; output: the root's h\n"
     "  bilstm     BiLSTM tagger over sentences; output per word: 17 UPOS log-probabilities\n"
     "             (and the accuracy against FILE's UPOS column, when it has one)\n"
@@ -379,14 +381,50 @@ static bool tag_accuracy(const session *s, const sh_net_outputs *out, int64_t *r
   return *all > 0;
 }
 
-/* bilstm with --weights: --hidden and --embed not given are the weights'
- * (emb [V, E], W_fwd [E + H, 4H]). */
-static void bilstm_sizes(const session *s, run_opts *o) {
+/* The treelstm's accuracy on its data's classes (io/tree_labels.h: a PTB
+ * tree's root label 0..4, a .conllu sentence's root-word UPOS class),
+ * printed with the majority class's share; nothing when the data has no
+ * classes (a PTB root label that is not 0..4). */
+static void tree_accuracy(const session *s, const run_opts *o, const sh_net_outputs *out) {
+  const sh_dataset *d = &s->data;
+  int32_t n = sh_dataset_count(d);
+  int32_t *labels = malloc(((size_t)n + 1) * sizeof *labels);
+  if (!labels) return;
+  if (sh_tree_labels_load(s->ctx, o->data, d, labels) != SHEAF_OK) {
+    sheaf_ctx_clear_error(s->ctx);
+    free(labels);
+    return;
+  }
+  sh_tree_task task = sh_tree_task_of(o->data);
+  int64_t right = 0, count[SH_TREE_CLASSES] = {0};
+  for (int32_t i = 0; i < s->count; i++) {
+    const float *row = sh_net_outputs_row(out, i, 0);
+    int best = 0;
+    for (int k = 1; k < SH_TREELSTM_CLASSES; k++)
+      if (row[k] > row[best]) best = k;
+    right += best == labels[i];
+    count[labels[i]]++;
+  }
+  int major = 0;
+  for (int c = 1; c < SH_TREE_CLASSES; c++)
+    if (count[c] > count[major]) major = c;
+  printf("  accuracy: %.2f%% (%lld of %d trees: the best-scoring class is %s of %s; majority "
+         "class %s: %.2f%%)\n",
+         100.0 * (double)right / s->count, (long long)right, (int)s->count,
+         task == SH_TREE_TASK_ROOT_UPOS ? "the root word's UPOS class" : "the root's label",
+         o->data, sh_tree_class_name(task, major), 100.0 * (double)count[major] / s->count);
+  free(labels);
+}
+
+/* bilstm and treelstm with --weights: --hidden and --embed not given are
+ * the weights' (emb [V, E]; W_fwd [E + H, 4H], W_node [2H, 5H]). */
+static void weight_sizes(const session *s, run_opts *o) {
   const sheaf_st_file *f = s->weights;
-  long e = f ? sheaf_st_find(f, "emb") : -1, w = f ? sheaf_st_find(f, "W_fwd") : -1;
+  bool tree = o->model == SH_NET_TREELSTM;
+  long e = f ? sheaf_st_find(f, "emb") : -1, w = f ? sheaf_st_find(f, tree ? "W_node" : "W_fwd") : -1;
   if (e < 0 || w < 0 || sheaf_st_rank(f, (size_t)e) != 2 || sheaf_st_rank(f, (size_t)w) != 2) return;
   if (!o->embed_given) o->embed = sheaf_st_shape(f, (size_t)e)[1];
-  if (!o->hidden_given) o->hidden = sheaf_st_shape(f, (size_t)w)[1] / 4;
+  if (!o->hidden_given) o->hidden = sheaf_st_shape(f, (size_t)w)[1] / (tree ? 5 : 4);
 }
 
 /* o->data and o->weights become the names the inputs are read by (standard
@@ -413,7 +451,7 @@ static int session_open(run_opts *o, session *s) {
   if (o->model == SH_NET_MVRNN && sh_dataset_finish(&s->data, (int32_t)o->mv_vocab) != SHEAF_OK)
     goto fail;
   if (o->model != SH_NET_MVRNN && renumber(s, o) != SHEAF_OK) goto fail;
-  if (o->model == SH_NET_BILSTM) bilstm_sizes(s, o);
+  if (o->model == SH_NET_BILSTM || o->model == SH_NET_TREELSTM) weight_sizes(s, o);
   if (sh_net_create(s->ctx, o->model, &s->data, o->hidden, o->embed, &s->net) != SHEAF_OK)
     goto fail;
   if (o->allow_nonfinite) sheaf_model_allow_nonfinite(s->net.model, 1);
@@ -562,6 +600,7 @@ static int cmd_run(int argc, char **argv) {
   if (tag_accuracy(&s, &out, &right, &tagged))
     printf("  accuracy: %.2f%% (%lld of %lld tagged words: the best-scoring tag is the UPOS of %s)\n",
            100.0 * (double)right / (double)tagged, (long long)right, (long long)tagged, o.data);
+  if (o.model == SH_NET_TREELSTM && s.count > 0) tree_accuracy(&s, &o, &out);
   if (o.stats) print_kernel_stats(g);
   if (out_f) rc = write_outputs(out_f, &out, &s.net);
   rows = out.rows;

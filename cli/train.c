@@ -1,6 +1,7 @@
 /*
- * train.c — `sheaf train bilstm`: trains the built-in BiLSTM tagger
- * (src/models/bilstm.h) on the UPOS tags of a CoNLL-U file with the
+ * train.c — `sheaf train bilstm|treelstm`: trains the built-in BiLSTM
+ * tagger (src/models/bilstm.h) on the UPOS tags of a CoNLL-U file, or the
+ * binary TreeLSTM on a class per tree (cli/train_tree.c), with the
  * batched backward pass and an optimizer of sheaf_train.h. Owns the
  * training vocabulary (words seen at least --min-count times; the others
  * train the <unk> row), the epoch loop (seeded shuffle, one graph per batch,
@@ -16,31 +17,38 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "models/models.h"
-#include "sheaf_train.h"
 #include "train.h"
+#include "train_int.h"
+
+_Static_assert(SH_TREE_CLASSES == SH_TREELSTM_CLASSES, "a tree class per TreeLSTM output");
 
 static const char usage_train[] =
-    "usage: sheaf train bilstm --data TRAIN.conllu --out W.safetensors [options]\n"
+    "usage: sheaf train bilstm|treelstm --data TRAIN --out W.safetensors [options]\n"
     "\n"
-    "Trains the built-in BiLSTM tagger ('sheaf run --help') to predict the UPOS\n"
-    "column of TRAIN (per-token negative log-likelihood, averaged over each batch's\n"
-    "tokens), batched by the auto-batching runtime. Writes the weights to OUT and\n"
-    "the training vocabulary (one word per line) to OUT with .vocab for .safetensors,\n"
+    "bilstm: trains the built-in BiLSTM tagger ('sheaf run --help') to predict the\n"
+    "UPOS column of TRAIN.conllu (per-token negative log-likelihood, averaged over\n"
+    "each batch's tokens).\n"
+    "treelstm: trains the binary TreeLSTM to predict a class per tree (the mean NLL\n"
+    "over each batch's trees): for PTB trees (SST format) the root's label, an\n"
+    "integer 0..4; for a .conllu file (binarized) the UPOS of the sentence's root\n"
+    "word as VERB, NOUN, PROPN, ADJ or other.\n"
+    "Batched by the auto-batching runtime. Writes the weights to OUT and the\n"
+    "training vocabulary (one word per line) to OUT with .vocab for .safetensors,\n"
     "after every epoch and at the end; then\n"
-    "  sheaf run bilstm --weights W.safetensors --vocab W.vocab --data TEST.conllu\n"
-    "tags TEST and prints the accuracy.\n"
+    "  sheaf run MODEL --weights W.safetensors --data TEST\n"
+    "runs TEST and prints the accuracy.\n"
     "\n"
     "options:\n"
-    "  --data FILE        training sentences (.conllu with UPOS; required)\n"
-    "  --dev FILE         sentences whose accuracy is printed after each epoch\n"
+    "  --data FILE        training data (required): bilstm .conllu with UPOS;\n"
+    "                     treelstm .conllu or PTB trees\n"
+    "  --dev FILE         data whose accuracy is printed after each epoch\n"
     "  --out FILE         the weights (.safetensors; required)\n"
     "  --epochs N         passes over TRAIN (default 5)\n"
     "  --time-limit S     stop after the batch that passes S seconds of training\n"
     "  --optimizer O      adam (default), sgd or adagrad\n"
     "  --lr X             learning rate (default: adam 0.002, sgd 0.1, adagrad 0.05)\n"
     "  --clip X           gradient norm clipping (default 5; 0: none)\n"
-    "  --batch N          sentences per update (default 32)\n"
+    "  --batch N          sentences (trees) per update (default 32)\n"
     "  --hidden H         hidden size (default 128)\n"
     "  --embed E          embedding size (default 128)\n"
     "  --min-count N      words seen fewer times are <unk> (default 2)\n"
@@ -53,9 +61,13 @@ static const char usage_train[] =
     "  -h, --help         this text\n"
     "\n"
     "Same seed, data, options and thread count: a bit-identical weights file.\n"
-    "A resumed run starts a fresh optimizer (Adam's moments are not saved).\n";
+    "The optimizer's state (Adam's moments, its update count) is written beside the\n"
+    "weights (OUT with .optim.safetensors) and --resume W loads W's: N epochs, then M\n"
+    "resumed, give the bytes of N + M epochs in one run.\n";
 
 typedef struct train_opts {
+  sh_net_kind model;
+  char *opath; /* the optimizer's state beside --out */
   const char *data, *dev, *out, *resume;
   long long epochs, batch, threads, hidden, embed, min_count;
   double lr, clip, time_limit;
@@ -157,11 +169,15 @@ static int parse_args(int argc, char **argv, train_opts *o) {
 #undef FLAG
   }
   if (!model) {
-    cli_error("train: missing MODEL (bilstm; see 'sheaf train --help')");
+    cli_error("train: missing MODEL (bilstm or treelstm; see 'sheaf train --help')");
     return CLI_USAGE;
   }
-  if (strcmp(model, "bilstm")) {
-    cli_error("train: unknown model '%s' (sheaf train knows bilstm)", model);
+  if (!strcmp(model, "bilstm")) {
+    o->model = SH_NET_BILSTM;
+  } else if (!strcmp(model, "treelstm")) {
+    o->model = SH_NET_TREELSTM;
+  } else {
+    cli_error("train: unknown model '%s' (sheaf train knows bilstm and treelstm)", model);
     return CLI_USAGE;
   }
   if (!o->data) {
@@ -187,14 +203,15 @@ static int parse_args(int argc, char **argv, train_opts *o) {
 
 /* ------------------------------------------------------------ the data */
 
-/* OUT's vocabulary file: OUT less ".safetensors", plus ".vocab". */
-static char *vocab_path(const char *out) {
+/* A file beside the weights OUT: OUT less ".safetensors", plus suffix
+ * (".vocab": the vocabulary; ".optim.safetensors": the optimizer's state). */
+static char *side_path(const char *out, const char *suffix) {
   size_t n = strlen(out), k = strlen(".safetensors");
   if (n > k && !strcmp(out + n - k, ".safetensors")) n -= k;
-  char *p = malloc(n + 7);
+  char *p = malloc(n + strlen(suffix) + 1);
   if (p) {
     memcpy(p, out, n);
-    strcpy(p + n, ".vocab");
+    strcpy(p + n, suffix);
   }
   return p;
 }
@@ -203,17 +220,21 @@ static char *vocab_path(const char *out) {
  * appearance; words a vocabulary file cannot hold (a space or TAB, the
  * literal "<unk>") are left to <unk>. */
 static sheaf_status train_vocab(const sh_dataset *d, long long min_count, sh_vocab *v) {
-  int32_t nw = sh_vocab_size(&d->words);
+  bool sents = d->kind == SH_DATASET_SENTS;
+  const sh_vocab *dw = sents ? &d->words : &d->tb.words;
+  const int32_t *ids = sents ? d->sent_words : d->tb.word;
+  int64_t n_ids = sents ? d->n_tokens : d->tb.n_nodes;
+  int32_t nw = sh_vocab_size(dw);
   int64_t *count = calloc((size_t)nw + 1, sizeof *count);
   if (!count) return SHEAF_ERR_NOMEM;
-  for (int32_t i = 0; i < d->n_tokens; i++)
-    if (d->sent_words[i] >= 0 && d->sent_words[i] < nw) count[d->sent_words[i]]++;
+  for (int64_t i = 0; i < n_ids; i++)
+    if (ids[i] >= 0 && ids[i] < nw) count[ids[i]]++;
   sheaf_status st = SHEAF_OK;
   for (int32_t w = 0; w < nw && st == SHEAF_OK; w++) {
-    const char *s = sh_vocab_str(&d->words, w);
+    const char *s = sh_vocab_str(dw, w);
     if (count[w] < min_count || strpbrk(s, " \t\r\n") || !strcmp(s, "<unk>")) continue;
     int32_t id;
-    st = sh_vocab_intern(v, s, sh_vocab_len(&d->words, w), &id);
+    st = sh_vocab_intern(v, s, sh_vocab_len(dw, w), &id);
   }
   free(count);
   return st;
@@ -238,28 +259,9 @@ static int load_sents(sheaf_ctx *ctx, const char *flag, const char *path, sh_dat
 
 /* ------------------------------------------------------------ the loop */
 
-static uint64_t splitmix(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
-typedef struct trainer {
-  sheaf_ctx *ctx;
-  sh_dataset train, dev;
-  bool have_dev;
-  sh_vocab vocab;
-  sh_net net;
-  sheaf_graph *g;
-  sheaf_optimizer *opt;
-  sheaf_expr *outs, *loss; /* a batch's tokens */
-  int32_t *tok_tag;
-  int64_t cap;
-  int64_t epochs_before, steps_before; /* of a resumed checkpoint */
-} trainer;
 
-static int fail_ctx(sheaf_ctx *ctx) {
+int train_fail_ctx(sheaf_ctx *ctx) {
   cli_error("%s", sheaf_ctx_last_error(ctx));
   return CLI_FAIL;
 }
@@ -273,7 +275,7 @@ static int accuracy(trainer *t, const sh_dataset *d, int32_t batch, double *acc)
   if (sh_net_outputs_init(&out, &dn, 0, n) != SHEAF_OK ||
       sh_net_run(&dn, t->g, 0, n, batch, &out) != SHEAF_OK) {
     sh_net_outputs_free(&out);
-    return fail_ctx(t->ctx);
+    return train_fail_ctx(t->ctx);
   }
   int64_t right = 0, all = 0;
   for (int32_t s = 0; s < n; s++)
@@ -292,56 +294,24 @@ static int accuracy(trainer *t, const sh_dataset *d, int32_t batch, double *acc)
   return CLI_OK;
 }
 
-/* One update on the sentences order[0..n): *loss_sum and *tokens add the
- * batch's summed NLL and its tagged tokens. */
-static int train_batch(trainer *t, const int32_t *order, int32_t n, double *loss_sum,
-                       int64_t *tokens) {
+/* The trainer's build callback for the tagger: sentence i and the NLL of
+ * each of its tagged words. */
+static sheaf_status build_sent(sheaf_trainer *tr, sheaf_graph *g, int64_t i, void *user) {
+  trainer *t = user;
   const sh_dataset *d = &t->train;
-  int64_t words = 0;
-  for (int32_t i = 0; i < n; i++) words += sh_dataset_size(d, order[i]);
-  if (words > t->cap) {
+  int32_t len = sh_dataset_size(d, (int32_t)i), off = d->sent_off[i];
+  if (len > t->cap) {
     free(t->outs);
-    free(t->loss);
-    free(t->tok_tag);
-    t->outs = malloc((size_t)words * sizeof *t->outs);
-    t->loss = malloc((size_t)words * sizeof *t->loss);
-    t->tok_tag = malloc((size_t)words * sizeof *t->tok_tag);
-    t->cap = words;
-    if (!t->outs || !t->loss || !t->tok_tag) {
-      t->cap = 0;
-      cli_error("train: out of memory for a batch of %lld words", (long long)words);
-      return CLI_FAIL;
-    }
+    t->outs = malloc((size_t)len * sizeof *t->outs);
+    t->cap = t->outs ? len : 0;
+    if (!t->outs) return sh_fail(t->ctx, SHEAF_ERR_NOMEM, "train: out of memory for a sentence of %d words", (int)len);
   }
-  sheaf_graph_reset(t->g);
-  int64_t k = 0, w0 = 0;
-  for (int32_t i = 0; i < n; i++) {
-    int32_t s = order[i], len = sh_dataset_size(d, s), off = d->sent_off[s];
-    if (sh_bilstm_build(t->g, &t->net.bl, d->sent_words + off, len, t->outs + w0) != SHEAF_OK)
-      return fail_ctx(t->ctx);
-    for (int32_t w = 0; w < len; w++) {
-      int32_t tag = d->sent_tags[off + w];
-      if (tag < 0) continue;
-      t->loss[k] = sheaf_nll_logp(t->g, t->outs[w0 + w], tag);
-      k++;
-    }
-    w0 += len;
+  sheaf_status st = sh_bilstm_build(g, &t->net.bl, d->sent_words + off, len, t->outs);
+  for (int32_t w = 0; w < len && st == SHEAF_OK; w++) {
+    int32_t tag = d->sent_tags[off + w];
+    if (tag >= 0) st = sheaf_trainer_loss(tr, sheaf_nll_logp(g, t->outs[w], tag));
   }
-  if (k == 0) return CLI_OK;
-  sheaf_backward_opts bo = {1.0f / (float)k, 0, NULL, NULL};
-  if (sheaf_model_zero_grad(t->net.model) != SHEAF_OK ||
-      sheaf_backward(t->g, (int)k, t->loss, &bo) != SHEAF_OK ||
-      sheaf_optimizer_step(t->opt, NULL) != SHEAF_OK)
-    return fail_ctx(t->ctx);
-  double sum = 0;
-  for (int64_t j = 0; j < k; j++) {
-    sheaf_value_view v;
-    if (sheaf_value(t->g, t->loss[j], &v) != SHEAF_OK) return fail_ctx(t->ctx);
-    sum += v.data[0];
-  }
-  *loss_sum += sum;
-  *tokens += k;
-  return CLI_OK;
+  return st;
 }
 
 /* Writes the weights and the vocabulary, each to a temporary file renamed
@@ -351,7 +321,8 @@ static int checkpoint(trainer *t, const train_opts *o, const char *vpath, int64_
   cli_outs files = {0};
   sh_out *wf = cli_out_open(&files, t->ctx, o->out, SH_OUT_STAGE);
   sh_out *vf = wf ? cli_out_open(&files, t->ctx, vpath, 0) : NULL;
-  if (!wf || !vf) {
+  sh_out *of = vf ? cli_out_open(&files, t->ctx, o->opath, SH_OUT_STAGE) : NULL;
+  if (!wf || !vf || !of) {
     cli_outs_abort(&files);
     return CLI_FAIL;
   }
@@ -375,22 +346,24 @@ static int checkpoint(trainer *t, const train_opts *o, const char *vpath, int64_
   char ep[32], st[32], desc[160];
   snprintf(ep, sizeof ep, "%lld", (long long)epochs);
   snprintf(st, sizeof st, "%lld", (long long)steps);
-  snprintf(desc, sizeof desc, "bilstm hidden %lld embed %lld vocab %d (min-count %lld)",
-           (long long)t->net.hidden, (long long)t->net.embed, (int)sh_vocab_size(&t->vocab),
+  snprintf(desc, sizeof desc, "%s hidden %lld embed %lld vocab %d (min-count %lld)",
+           sh_net_kind_name(t->kind), (long long)t->net.hidden, (long long)t->net.embed, (int)sh_vocab_size(&t->vocab),
            o->min_count);
   const char *meta[] = {"sheaf.train.epochs", ep, "sheaf.train.steps", st,
                         "sheaf.train.model", desc, "sheaf.words", words};
   sheaf_status sst = sheaf_model_save_meta(t->net.model, wf->tmp, 4, meta);
+  if (sst == SHEAF_OK) sst = sheaf_optimizer_save(t->opt, of->tmp);
   free(words);
   if (sst != SHEAF_OK) {
-    int rc = fail_ctx(t->ctx);
+    int rc = train_fail_ctx(t->ctx);
     cli_outs_abort(&files);
     return rc;
   }
   return cli_outs_commit(&files);
 }
 
-/* --resume: the sizes of the weights (emb [V, E], W_fwd [E + H, 4H]) and
+/* --resume: the sizes of the weights (emb [V, E]; bilstm W_fwd [E + H, 4H],
+ * treelstm W_node [2H, 5H]) and
  * the epochs and updates they were trained for (so that the shuffles go on
  * where they stopped: with a stateless optimizer, plain SGD, N epochs and
  * then M resumed give the weights of N + M in one run). */
@@ -399,14 +372,16 @@ static int resume_shape(trainer *t, train_opts *o, sheaf_st_file **wf) {
     cli_error("--resume: %s", sheaf_ctx_last_error(t->ctx));
     return CLI_FAIL;
   }
-  long e = sheaf_st_find(*wf, "emb"), w = sheaf_st_find(*wf, "W_fwd");
+  bool tree = t->kind == SH_NET_TREELSTM;
+  const char *wname = tree ? "W_node" : "W_fwd";
+  long e = sheaf_st_find(*wf, "emb"), w = sheaf_st_find(*wf, wname);
   if (e < 0 || w < 0 || sheaf_st_rank(*wf, (size_t)e) != 2 || sheaf_st_rank(*wf, (size_t)w) != 2) {
-    cli_error("--resume %s: not BiLSTM tagger weights (needs 2-D tensors 'emb' and 'W_fwd')",
-              o->resume);
+    cli_error("--resume %s: not %s weights (needs 2-D tensors 'emb' and '%s')", o->resume,
+              tree ? "TreeLSTM" : "BiLSTM tagger", wname);
     return CLI_FAIL;
   }
-  int64_t E = sheaf_st_shape(*wf, (size_t)e)[1], H4 = sheaf_st_shape(*wf, (size_t)w)[1];
-  int64_t H = H4 / 4;
+  int64_t E = sheaf_st_shape(*wf, (size_t)e)[1], Hk = sheaf_st_shape(*wf, (size_t)w)[1];
+  int64_t H = Hk / (tree ? 5 : 4);
   if ((o->hidden_given && o->hidden != H) || (o->embed_given && o->embed != E)) {
     cli_error("--resume %s: its sizes are --hidden %lld --embed %lld (leave --hidden and --embed out "
               "to take them)", o->resume, (long long)H, (long long)E);
@@ -422,63 +397,108 @@ static int resume_shape(trainer *t, train_opts *o, sheaf_st_file **wf) {
   return CLI_OK;
 }
 
+/* --resume W: the optimizer's state beside W, when there is one (then the
+ * update count is the optimizer's own); without it the optimizer starts
+ * fresh (said so). */
+static int resume_optimizer(trainer *t, const train_opts *o) {
+  char *path = side_path(o->resume, ".optim.safetensors");
+  if (!path) return CLI_FAIL;
+  int rc = CLI_OK;
+  if (access(path, F_OK) != 0) {
+    printf("  no optimizer state %s: the optimizer starts fresh\n", path);
+  } else if (sheaf_optimizer_load(t->opt, path) != SHEAF_OK) {
+    cli_error("--resume: %s", sheaf_ctx_last_error(t->ctx));
+    rc = CLI_FAIL;
+  } else {
+    t->steps_loaded = sheaf_optimizer_steps(t->opt);
+    t->steps_before = 0;
+  }
+  free(path);
+  return rc;
+}
+
 static int setup(trainer *t, train_opts *o) {
   int rc;
   sh_vocab_init(&t->vocab, t->ctx);
-  if ((rc = load_sents(t->ctx, "--data", o->data, &t->train)) != CLI_OK) return rc;
-  if (o->dev) {
-    if ((rc = load_sents(t->ctx, "--dev", o->dev, &t->dev)) != CLI_OK) return rc;
-    t->have_dev = true;
+  bool tree = t->kind == SH_NET_TREELSTM;
+  if (tree) {
+    if ((rc = train_tree_load(t->ctx, "--data", o->data, &t->train, &t->train_labels)) != CLI_OK)
+      return rc;
+    t->task = sh_tree_task_of(o->data);
+    if (o->dev) {
+      if ((rc = train_tree_load(t->ctx, "--dev", o->dev, &t->dev, &t->dev_labels)) != CLI_OK)
+        return rc;
+      if (sh_tree_task_of(o->dev) != t->task) {
+        cli_error("--dev %s: its classes are not those of --data %s (PTB trees have the root's "
+                  "label, .conllu the root word's UPOS)", o->dev, o->data);
+        return CLI_USAGE;
+      }
+      t->have_dev = true;
+    }
+  } else {
+    if ((rc = load_sents(t->ctx, "--data", o->data, &t->train)) != CLI_OK) return rc;
+    if (o->dev) {
+      if ((rc = load_sents(t->ctx, "--dev", o->dev, &t->dev)) != CLI_OK) return rc;
+      t->have_dev = true;
+    }
   }
-  if (train_vocab(&t->train, o->min_count, &t->vocab) != SHEAF_OK) return fail_ctx(t->ctx);
+  if (train_vocab(&t->train, o->min_count, &t->vocab) != SHEAF_OK) return train_fail_ctx(t->ctx);
   int64_t n_words = 0, unk = 0, dev_words = 0, dev_unk = 0;
   if (sh_dataset_renumber(&t->train, &t->vocab, &n_words, &unk) != SHEAF_OK ||
       (t->have_dev && sh_dataset_renumber(&t->dev, &t->vocab, &dev_words, &dev_unk) != SHEAF_OK))
-    return fail_ctx(t->ctx);
+    return train_fail_ctx(t->ctx);
   sheaf_st_file *wf = NULL;
   if (o->resume && (rc = resume_shape(t, o, &wf)) != CLI_OK) {
     sheaf_st_close(wf);
     return rc;
   }
-  if (sh_net_create(t->ctx, SH_NET_BILSTM, &t->train, o->hidden, o->embed, &t->net) != SHEAF_OK) {
+  if (sh_net_create(t->ctx, t->kind, &t->train, o->hidden, o->embed, &t->net) != SHEAF_OK) {
     sheaf_st_close(wf);
-    return fail_ctx(t->ctx);
+    return train_fail_ctx(t->ctx);
   }
   sheaf_status st = wf ? sheaf_model_load_st(t->net.model, wf) : sh_net_seed(&t->net, o->seed);
   sheaf_st_close(wf);
   if (st != SHEAF_OK) {
     if (wf) cli_error("--resume %s: %s", o->resume, sheaf_ctx_last_error(t->ctx));
-    else fail_ctx(t->ctx);
+    else train_fail_ctx(t->ctx);
     return CLI_FAIL;
   }
-  sheaf_graph_opts go = {SHEAF_POLICY_SHEAF, (int)o->threads, NULL};
-  sheaf_optimizer_opts oo = {o->optim, (float)o->lr, 0, 0, 0, 0, 0, (float)o->clip};
-  if (sheaf_graph_create(t->net.model, &go, &t->g) != SHEAF_OK ||
-      sheaf_optimizer_create(t->net.model, &oo, &t->opt) != SHEAF_OK)
-    return fail_ctx(t->ctx);
-  printf("train bilstm: %d sentences, %lld words from %s (%d words in the vocabulary, "
+  sheaf_trainer_opts to = {{o->optim, (float)o->lr, 0, 0, 0, 0, 0, (float)o->clip},
+                           o->batch, 1, o->seed, SHEAF_POLICY_SHEAF, (int)o->threads};
+  if (sheaf_trainer_create(t->net.model, sh_dataset_count(&t->train), &to,
+                           tree ? train_tree_build : build_sent, t, &t->tr) != SHEAF_OK)
+    return train_fail_ctx(t->ctx);
+  t->g = sheaf_trainer_graph(t->tr);
+  t->opt = sheaf_trainer_optimizer(t->tr);
+  if (o->resume && (rc = resume_optimizer(t, o)) != CLI_OK) return rc;
+  const char *noun = sh_net_instance_noun(t->kind);
+  printf("train %s: %d %s, %lld words from %s (%d words in the vocabulary, "
          "%.1f%% of the tokens <unk>)\n",
-         (int)sh_dataset_count(&t->train), (long long)n_words, o->data,
+         sh_net_kind_name(t->kind), (int)sh_dataset_count(&t->train), noun, (long long)n_words, o->data,
          (int)sh_vocab_size(&t->vocab), n_words ? 100.0 * (double)unk / (double)n_words : 0.0);
   if (t->have_dev)
-    printf("  dev: %d sentences, %lld words from %s (%.1f%% <unk>)\n",
-           (int)sh_dataset_count(&t->dev), (long long)dev_words, o->dev,
+    printf("  dev: %d %s, %lld words from %s (%.1f%% <unk>)\n",
+           (int)sh_dataset_count(&t->dev), noun, (long long)dev_words, o->dev,
            dev_words ? 100.0 * (double)dev_unk / (double)dev_words : 0.0);
   printf("  hidden %lld, embed %lld, %s lr %g, clip %g, batch %lld, %d threads, seed %llu%s%s\n",
          o->hidden, o->embed,
          o->optim == SHEAF_OPTIM_ADAM ? "adam" : o->optim == SHEAF_OPTIM_SGD ? "sgd" : "adagrad",
          o->lr, o->clip, o->batch, sheaf_ctx_threads(t->ctx), (unsigned long long)o->seed,
          o->resume ? ", resumed from " : "", o->resume ? o->resume : "");
+  if (tree) {
+    train_tree_print_classes("training", t->task, t->train_labels, sh_dataset_count(&t->train));
+    if (t->have_dev)
+      train_tree_print_classes("dev", t->task, t->dev_labels, sh_dataset_count(&t->dev));
+  }
   fflush(stdout);
   return CLI_OK;
 }
 
 static void trainer_free(trainer *t) {
   free(t->outs);
-  free(t->loss);
-  free(t->tok_tag);
-  sheaf_optimizer_free(t->opt);
-  sheaf_graph_free(t->g);
+  free(t->train_labels);
+  free(t->dev_labels);
+  sheaf_trainer_free(t->tr);
   sh_net_free(&t->net);
   sh_vocab_free(&t->vocab);
   sh_dataset_free(&t->dev);
@@ -486,57 +506,84 @@ static void trainer_free(trainer *t) {
   sheaf_ctx_free(t->ctx);
 }
 
-/* The progress line on stderr: on a terminal rewritten in place (the
- * caller calls at most every 0.2 s); otherwise a plain line at each tenth
- * of an epoch of at least 500 sentences (*shown: tenths printed so far). */
-static void progress(bool tty, int *shown, int64_t epoch, int32_t done, int32_t n, double loss,
-                     double secs, double epoch_secs) {
+/* The progress line on stderr: on a terminal rewritten in place (at most
+ * every 0.2 s); otherwise a plain line at each tenth of an epoch of at
+ * least 500 instances. And the time limit: stop after the batch that
+ * passes it. The trainer's progress callback. */
+typedef struct progress_state {
+  bool tty, stop;
+  int shown;          /* tenths printed so far */
+  const char *noun;
+  uint64_t t0;        /* training started */
+  double last_shown, time_limit;
+} progress_state;
+
+static int progress(const sheaf_trainer_info *in, void *user) {
+  progress_state *p = user;
+  double secs = (double)(sheaf_time_ns() - p->t0) * 1e-9, epoch_secs = in->seconds, loss = in->loss;
+  int64_t epoch = in->epoch, done = in->done, n = in->n;
+  const char *noun = p->noun;
+  if (p->time_limit > 0 && secs >= p->time_limit) p->stop = true;
+  if (p->tty && secs - p->last_shown < 0.2 && done < n) return p->stop;
+  p->last_shown = secs;
   double rate = epoch_secs > 0 ? done / epoch_secs : 0;
   double eta = rate > 0 ? (n - done) / rate : 0;
-  if (tty) {
-    fprintf(stderr, "\r  epoch %lld: %d/%d sentences, %.0f sentences/s, loss %.4f, epoch ETA %.0f s, %.0f s in  ",
-            (long long)epoch, (int)done, (int)n, rate, loss, eta, secs);
+  if (p->tty) {
+    fprintf(stderr, "\r  epoch %lld: %d/%d %s, %.0f %s/s, loss %.4f, epoch ETA %.0f s, %.0f s in  ",
+            (long long)epoch, (int)done, (int)n, noun, rate, noun, loss, eta, secs);
   } else {
-    int tenth = (int)((int64_t)done * 10 / n);
-    if (n < 500 || tenth <= *shown || done == n) return;
-    *shown = tenth;
-    fprintf(stderr, "  epoch %lld: %d/%d sentences, %.0f sentences/s, loss %.4f, epoch ETA %.0f s\n",
-            (long long)epoch, (int)done, (int)n, rate, loss, eta);
+    int tenth = (int)(done * 10 / n);
+    if (n < 500 || tenth <= p->shown || done == n) return p->stop;
+    p->shown = tenth;
+    fprintf(stderr, "  epoch %lld: %d/%d %s, %.0f %s/s, loss %.4f, epoch ETA %.0f s\n",
+            (long long)epoch, (int)done, (int)n, noun, rate, noun, loss, eta);
   }
   fflush(stderr);
+  return p->stop;
 }
 
 int cli_train(int argc, char **argv) {
   train_opts o;
   int rc = parse_args(argc, argv, &o);
   if (rc) return rc < 0 ? CLI_OK : rc;
-  char *vpath = vocab_path(o.out);
-  if (!vpath) return CLI_FAIL;
+  char *vpath = side_path(o.out, ".vocab");
+  o.opath = side_path(o.out, ".optim.safetensors");
+  if (!vpath || !o.opath) {
+    free(vpath);
+    free(o.opath);
+    return CLI_FAIL;
+  }
   {
     const cli_path ins[] = {{"--data", o.data}, {"--dev", o.dev}, {"--resume", o.resume}};
-    const cli_path outs[] = {{"--out", o.out}, {"--out's vocabulary", vpath}};
+    const cli_path outs[] = {{"--out", o.out}, {"--out's vocabulary", vpath},
+                             {"--out's optimizer state", o.opath}};
     if (!strcmp(o.data, "-") || (o.dev && !strcmp(o.dev, "-")) ||
         (o.resume && !strcmp(o.resume, "-"))) {
       cli_error("train: inputs are read more than once: standard input ('-') cannot be one");
-      free(vpath);
-      return CLI_USAGE;
+      rc = CLI_USAGE;
+    } else {
+      rc = cli_check_paths(ins, 3, outs, 3);
     }
-    if ((rc = cli_check_paths(ins, 3, outs, 2)) != CLI_OK) {
+    if (rc != CLI_OK) {
       free(vpath);
+      free(o.opath);
       return rc;
     }
   }
   trainer t;
   memset(&t, 0, sizeof t);
+  t.kind = o.model;
   t.ctx = cli_ctx((int)o.threads);
   if (!t.ctx) {
     free(vpath);
+    free(o.opath);
     return CLI_FAIL;
   }
   {
     /* the outputs can be created (else the error now, not after an epoch) */
     cli_outs probe = {0};
-    bool ok = cli_out_open(&probe, t.ctx, o.out, SH_OUT_STAGE) && cli_out_open(&probe, t.ctx, vpath, 0);
+    bool ok = cli_out_open(&probe, t.ctx, o.out, SH_OUT_STAGE) && cli_out_open(&probe, t.ctx, vpath, 0) &&
+              cli_out_open(&probe, t.ctx, o.opath, SH_OUT_STAGE);
     cli_outs_abort(&probe);
     if (!ok) {
       rc = CLI_FAIL;
@@ -545,53 +592,36 @@ int cli_train(int argc, char **argv) {
   }
   if ((rc = setup(&t, &o)) != CLI_OK) goto done;
   int32_t n = sh_dataset_count(&t.train);
-  int32_t *order = malloc(((size_t)n + 1) * sizeof *order);
-  if (!order) {
-    rc = CLI_FAIL;
-    cli_error("train: out of memory");
-    goto done;
-  }
-  bool tty = isatty(STDERR_FILENO);
-  uint64_t t0 = sheaf_time_ns();
-  double last_shown = -1, best_dev = -1;
-  bool stop = false;
-  for (int64_t ep = 0; ep < o.epochs && !stop && rc == CLI_OK; ep++) {
+  progress_state ps = {isatty(STDERR_FILENO), false, 0, sh_net_instance_noun(t.kind), sheaf_time_ns(), -1,
+                       o.time_limit};
+  uint64_t t0 = ps.t0;
+  double best_dev = -1;
+  for (int64_t ep = 0; ep < o.epochs && !ps.stop && rc == CLI_OK; ep++) {
     int64_t epoch = t.epochs_before + ep + 1;
-    uint64_t rng = o.seed * 0x9e3779b97f4a7c15ull + (uint64_t)epoch;
-    for (int32_t i = 0; i < n; i++) order[i] = i;
-    for (int32_t i = n - 1; i > 0; i--) {
-      int32_t j = (int32_t)(splitmix(&rng) % (uint64_t)(i + 1)), x = order[i];
-      order[i] = order[j];
-      order[j] = x;
-    }
-    double loss = 0;
-    int64_t tokens = 0;
-    int32_t done = 0;
-    int shown = 0;
-    uint64_t te = sheaf_time_ns();
-    while (done < n && rc == CLI_OK) {
-      int32_t b = n - done < o.batch ? n - done : (int32_t)o.batch;
-      rc = train_batch(&t, order + done, b, &loss, &tokens);
-      done += b;
-      double secs = (double)(sheaf_time_ns() - t0) * 1e-9;
-      if (!tty || secs - last_shown >= 0.2 || done == n) {
-        progress(tty, &shown, epoch, done, n, tokens ? loss / (double)tokens : 0, secs,
-                 (double)(sheaf_time_ns() - te) * 1e-9);
-        last_shown = secs;
-      }
-      if (o.time_limit > 0 && secs >= o.time_limit) stop = true;
-      if (stop) break;
-    }
+    sheaf_trainer_set_epochs(t.tr, epoch - 1);
+    ps.shown = 0;
+    sheaf_trainer_info in;
+    if (sheaf_trainer_epoch(t.tr, progress, &ps, &in) != SHEAF_OK) rc = train_fail_ctx(t.ctx);
+    bool stop = ps.stop, tty = ps.tty;
+    int32_t done = (int32_t)in.done;
+    int64_t tokens = in.losses;
     if (rc != CLI_OK) break;
     if (tty) fputs("\n", stderr);
-    double esecs = (double)(sheaf_time_ns() - te) * 1e-9;
-    printf("epoch %lld: loss %.4f over %d sentences (%lld tokens), %.1f s, %.1f sentences/s",
-           (long long)epoch, tokens ? loss / (double)tokens : 0.0, (int)done, (long long)tokens,
-           esecs, done / esecs);
+    double esecs = in.seconds;
+    if (t.kind == SH_NET_TREELSTM)
+      printf("epoch %lld: loss %.4f over %d trees, %.1f s, %.1f trees/s", (long long)epoch,
+             in.loss, (int)done, esecs, done / esecs);
+    else
+      printf("epoch %lld: loss %.4f over %d sentences (%lld tokens), %.1f s, %.1f sentences/s",
+             (long long)epoch, in.loss, (int)done, (long long)tokens,
+             esecs, done / esecs);
     bool save = true;
     if (t.have_dev) {
       double acc;
-      if ((rc = accuracy(&t, &t.dev, (int32_t)o.batch * 4, &acc)) != CLI_OK) break;
+      rc = t.kind == SH_NET_TREELSTM
+               ? train_tree_accuracy(&t, &t.dev, t.dev_labels, (int32_t)o.batch * 4, &acc)
+               : accuracy(&t, &t.dev, (int32_t)o.batch * 4, &acc);
+      if (rc != CLI_OK) break;
       printf(", dev accuracy %.2f%%", 100 * acc);
       if (o.keep_best) {
         save = acc > best_dev;
@@ -604,12 +634,13 @@ int cli_train(int argc, char **argv) {
     if (save) rc = checkpoint(&t, &o, vpath, done == n ? epoch : epoch - 1,
                     t.steps_before + sheaf_optimizer_steps(t.opt));
   }
-  free(order);
   if (rc == CLI_OK)
-    printf("weights: %s (vocabulary: %s), %lld updates in %.1f s\n", o.out, vpath,
-           (long long)sheaf_optimizer_steps(t.opt), (double)(sheaf_time_ns() - t0) * 1e-9);
+    printf("weights: %s (vocabulary: %s, optimizer state: %s), %lld updates in %.1f s\n", o.out,
+           vpath, o.opath, (long long)(sheaf_optimizer_steps(t.opt) - t.steps_loaded),
+           (double)(sheaf_time_ns() - t0) * 1e-9);
 done:
   trainer_free(&t);
   free(vpath);
+  free(o.opath);
   return rc;
 }

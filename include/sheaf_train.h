@@ -110,6 +110,93 @@ SHEAF_API sheaf_status sheaf_optimizer_step(sheaf_optimizer *o, double *norm);
 /* Updates done so far. */
 SHEAF_API int64_t sheaf_optimizer_steps(const sheaf_optimizer *o);
 
+/* The optimizer's state, for a resume that continues exactly: its update
+ * count (Adam's bias correction) and each parameter's moments, written as
+ * a safetensors file (temporary file renamed): tensor "m.NAME" (SGD's
+ * momentum, Adam's first moment) and "v.NAME" (Adam's second moment,
+ * AdaGrad's sum of squares) for parameter NAME, where it has them;
+ * metadata sheaf.optim.kind (sgd, adagrad, adam), sheaf.optim.steps,
+ * sheaf.optim.lr (informative). The weights are the model's to save. */
+SHEAF_API sheaf_status sheaf_optimizer_save(const sheaf_optimizer *o, const char *path);
+/* Loads what sheaf_optimizer_save wrote into o, an optimizer of the same
+ * kind over a model with the same parameter names and shapes (its own
+ * options, e.g. lr, stay o's). A wrong kind, a state that is no
+ * parameter's or of another shape is an error naming the file and the
+ * tensor, and changes nothing. Loading, then the updates, gives the
+ * weights of the run that never stopped, bit for bit. */
+SHEAF_API sheaf_status sheaf_optimizer_load(sheaf_optimizer *o, const char *path);
+
+/* ---------------------------------------------------------------- trainer */
+
+/* The epoch loop of `sheaf train`, for any model: per epoch the instances
+ * 0 .. n-1 shuffled (splitmix64 from the seed and the epoch number,
+ * Fisher-Yates) or in order, in batches of `batch`; per batch one graph:
+ * sheaf_graph_reset, the build callback for each instance (it adds the
+ * instance's losses with sheaf_trainer_loss), sheaf_model_zero_grad, one
+ * sheaf_backward of the mean over the batch's losses, one optimizer step.
+ * Nothing is printed: progress goes to a callback after each batch, which
+ * may stop the epoch. Same model, seed, options and thread count: the
+ * same weights, bit for bit.
+ *
+ *   sheaf_trainer *t;
+ *   sheaf_trainer_opts to = {{SHEAF_OPTIM_ADAM, 2e-3f}, 32, 1, 0, SHEAF_POLICY_SHEAF, 0};
+ *   sheaf_trainer_create(m, n_instances, &to, build, my_data, &t);
+ *   for (e = 0; e < epochs; e++) sheaf_trainer_epoch(t, NULL, NULL, &info);  // info.loss
+ *   sheaf_model_save(m, "w.safetensors");
+ *   sheaf_optimizer_save(sheaf_trainer_optimizer(t), "w.optim.safetensors");
+ */
+typedef struct sheaf_trainer sheaf_trainer;
+
+typedef struct sheaf_trainer_opts {
+  sheaf_optimizer_opts optim;
+  int64_t batch;        /* instances per update (>= 1) */
+  int shuffle;          /* nonzero: a seeded shuffle per epoch; 0: instances in order */
+  uint64_t seed;        /* of the shuffles */
+  sheaf_policy policy;  /* of the training graph */
+  int threads;          /* of the training graph (<= 0: the context's) */
+} sheaf_trainer_opts;
+
+/* Builds instance i on g and adds its losses (sheaf_trainer_loss). */
+typedef sheaf_status (*sheaf_trainer_build_fn)(sheaf_trainer *t, sheaf_graph *g, int64_t i,
+                                               void *user);
+
+typedef struct sheaf_trainer_info {
+  int64_t epoch;     /* 1-based, counting the epochs before (sheaf_trainer_set_epochs) */
+  int64_t done, n;   /* instances of the epoch done so far, of n */
+  int64_t losses;    /* losses summed so far in this epoch */
+  double loss;       /* their mean */
+  int64_t steps;     /* optimizer steps so far (sheaf_optimizer_steps) */
+  double seconds;    /* since the epoch started */
+} sheaf_trainer_info;
+
+/* After each batch; a nonzero return stops the epoch there. */
+typedef int (*sheaf_trainer_progress_fn)(const sheaf_trainer_info *info, void *user);
+
+/* A trainer of m over n instances (its own graph and optimizer). */
+SHEAF_API sheaf_status sheaf_trainer_create(sheaf_model *m, int64_t n, const sheaf_trainer_opts *opts,
+                                            sheaf_trainer_build_fn build, void *user,
+                                            sheaf_trainer **out);
+SHEAF_API void sheaf_trainer_free(sheaf_trainer *t); /* NULL is fine */
+
+/* Adds a loss ([1]) of the instance being built: each update minimizes
+ * the mean of its batch's losses. Outside a build callback: an error. */
+SHEAF_API sheaf_status sheaf_trainer_loss(sheaf_trainer *t, sheaf_expr loss);
+
+/* One epoch (or until progress returns nonzero): *info (may be NULL) gets
+ * its final figures. A batch without losses makes no update. */
+SHEAF_API sheaf_status sheaf_trainer_epoch(sheaf_trainer *t, sheaf_trainer_progress_fn progress,
+                                           void *user, sheaf_trainer_info *info);
+
+/* Epochs done before (a resumed training): the next epoch is number
+ * epochs + 1, and its shuffle is that epoch's. */
+SHEAF_API void sheaf_trainer_set_epochs(sheaf_trainer *t, int64_t epochs);
+SHEAF_API int64_t sheaf_trainer_epochs(const sheaf_trainer *t);
+
+/* The trainer's optimizer (sheaf_optimizer_save / _load for checkpoints)
+ * and graph (free to use between epochs: evaluation, say). */
+SHEAF_API sheaf_optimizer *sheaf_trainer_optimizer(sheaf_trainer *t);
+SHEAF_API sheaf_graph *sheaf_trainer_graph(sheaf_trainer *t);
+
 #ifdef __cplusplus
 }
 #endif

@@ -153,8 +153,8 @@ TEST(train_cli_bad_flags_and_files) {
   CHECK_CONTAINS(g_out, "unknown option '--frobnicate'");
   CHECK_EQ_INT(sheaf(SMALL_ARGS), 2);
   CHECK_CONTAINS(g_out, "missing --out");
-  CHECK_EQ_INT(sheaf("train treelstm --data " SMALL " --out %s", w), 2);
-  CHECK_CONTAINS(g_out, "unknown model 'treelstm'");
+  CHECK_EQ_INT(sheaf("train mvrnn --data " SMALL " --out %s", w), 2);
+  CHECK_CONTAINS(g_out, "unknown model 'mvrnn'");
   CHECK_EQ_INT(sheaf(SMALL_ARGS " --out " SMALL), 2); /* an output that is an input */
   CHECK_CONTAINS(g_out, SMALL);
   /* a missing file, a malformed line, a file without tags */

@@ -14,26 +14,11 @@
 #endif
 
 #include "base/pool.h"
-#include "train/train.h"
+#include "train/optim_int.h"
 
 enum { OPT_CHUNK = 16384 }; /* elements of a task (norm and update) */
 
 /* -------------------------------------------------------------- optimizers */
-
-typedef struct opt_state {
-  float *s1, *s2; /* momentum / first moment; second moment / AdaGrad sum (numel each) */
-  size_t numel;
-} opt_state;
-
-struct sheaf_optimizer {
-  sheaf_model *m;
-  sheaf_optimizer_opts o;
-  opt_state *st;
-  uint32_t n_st;
-  int64_t steps;
-  double *part;   /* the norm's partial sums, one per chunk (n_part) */
-  size_t n_part;
-};
 
 sheaf_status sheaf_optimizer_create(sheaf_model *m, const sheaf_optimizer_opts *opts,
                                     sheaf_optimizer **out) {

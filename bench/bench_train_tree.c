@@ -1,0 +1,266 @@
+/*
+ * bench_train_tree.c — training throughput of the binary TreeLSTM
+ * (src/models/treelstm.h) against its PyTorch peers (bench/train_torch.py
+ * --model treelstm), and the dev accuracy each reaches after the same
+ * updates. The task is `sheaf train treelstm`'s on CoNLL-U
+ * (src/io/tree_labels.h): the UPOS class of each sentence's root word
+ * (VERB, NOUN, PROPN, ADJ, other), the trees binarized (io/binarize.h).
+ * Same sizes (embedding E, hidden H), Adam (lr 2e-3, no weight decay, no
+ * clipping), batches of B trees taken in file order, the mean NLL of a
+ * batch's trees, the same number of updates. Sheaf builds one graph per
+ * batch (every tree's leaves, cells and classifiers batched by the
+ * runtime). Timed: the updates after one warm-up update, min over --reps
+ * runs (each from a fresh seeded initialization); instances = trees. Then
+ * the last run's weights classify --dev (not timed) and the accuracy is
+ * printed with the majority class's share. The DyNet peer
+ * (bench/treelstm_train_dynet.cc, built by scripts/install_dynet.sh into
+ * DIR/bin, default build/peers/dynet) runs at --dynet-autobatch 0, 1 and 2
+ * on the same corpus when it is built (1 thread: DyNet's CPU backend),
+ * each reported and the best one compared; otherwise the output says why
+ * not.
+ *
+ *   make bench-train BENCH_ARGS='--threads 1 --updates 100'
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "io/tree_labels.h"
+#include "models/models.h"
+#include "sheaf_train.h"
+
+enum { B = 32 };
+
+/* Runs a peer command; prints its "# ..." lines and, per JSON line, its
+ * rate, dev accuracy and Sheaf's ratio; *best: its best rate. Returns the
+ * lines read. */
+static int run_peer(const char *cmd, double sheaf_rate, double *best) {
+  FILE *pp = popen(cmd, "r");
+  char line[512];
+  int peers = 0;
+  while (pp && fgets(line, sizeof line, pp)) {
+    char sys[64];
+    double r, a;
+    if (sscanf(line, "{\"system\": \"%63[^\"]\", \"trees_per_s\": %lf, \"dev_accuracy\": %lf", sys, &r, &a) == 3 &&
+        r > 0) {
+      printf("  %-22s %9.1f trees/s   dev accuracy %.2f%%   sheaf / %s = %.2fx\n", sys, r, 100 * a, sys,
+             sheaf_rate / r);
+      if (r > *best) *best = r;
+      peers++;
+    } else if (line[0] == '#') {
+      printf("  %s", line);
+    }
+  }
+  int st = pp ? pclose(pp) : -1;
+  if (!peers) printf("  note: peer did not run (exit status %d): %s\n", st, cmd);
+  fflush(stdout);
+  return peers;
+}
+
+static int fail(sheaf_ctx *ctx, const char *what) {
+  fprintf(stderr, "bench_train_tree: %s: %s\n", what, sheaf_ctx_last_error(ctx));
+  return 1;
+}
+
+typedef struct data {
+  sh_dataset d;
+  int32_t *label;
+} data;
+
+static bool load(sheaf_ctx *ctx, const char *path, data *x) {
+  if (sh_dataset_load(ctx, path, SH_DATASET_BINARY, &x->d) != SHEAF_OK) return false;
+  x->label = malloc(((size_t)sh_dataset_count(&x->d) + 1) * sizeof *x->label);
+  return x->label && sh_tree_labels_load(ctx, path, &x->d, x->label) == SHEAF_OK;
+}
+
+/* One update on trees s0 .. s0 + B (wrapping). */
+static sheaf_status update(sh_net *net, sheaf_graph *g, sheaf_optimizer *opt, const data *tr, int64_t s0,
+                           sheaf_expr *out, sheaf_expr *loss) {
+  int32_t n = sh_dataset_count(&tr->d);
+  sheaf_status st = sheaf_graph_reset(g);
+  for (int i = 0; i < B && !st; i++) {
+    int32_t t = (int32_t)((s0 + i) % n);
+    st = sh_net_build(net, g, t, out + i);
+    loss[i] = sheaf_nll_logp(g, out[i], tr->label[t]);
+  }
+  sheaf_backward_opts bo = {1.0f / B, 0, NULL, NULL};
+  if (!st) st = sheaf_model_zero_grad(net->model);
+  if (!st) st = sheaf_backward(g, B, loss, &bo);
+  if (!st) st = sheaf_optimizer_step(opt, NULL);
+  return st;
+}
+
+static double accuracy(const sh_net *net, sheaf_graph *g, const data *dv, double *major) {
+  sh_net dn = *net;
+  dn.data = &dv->d;
+  int32_t n = sh_dataset_count(&dv->d);
+  sh_net_outputs out;
+  if (sh_net_outputs_init(&out, &dn, 0, n) || sh_net_run(&dn, g, 0, n, 256, &out)) return -1;
+  int64_t right = 0, count[SH_TREE_CLASSES] = {0};
+  for (int32_t i = 0; i < n; i++) {
+    const float *r = sh_net_outputs_row(&out, i, 0);
+    int best = 0;
+    for (int k = 1; k < SH_TREE_CLASSES; k++)
+      if (r[k] > r[best]) best = k;
+    right += best == dv->label[i];
+    count[dv->label[i]]++;
+  }
+  int64_t m = 0;
+  for (int k = 0; k < SH_TREE_CLASSES; k++)
+    if (count[k] > m) m = count[k];
+  *major = (double)m / n;
+  sh_net_outputs_free(&out);
+  return (double)right / n;
+}
+
+/* The corpus for the peer: "treecorpus NTRAIN NDEV V", then a tree per
+ * line "label n w0 l0 r0 w1 l1 r1 ..." in post-order (w: the embedding
+ * row of a leaf, -1 for an internal node; l, r: local child indices, -1
+ * for a leaf), the training trees then the dev trees. */
+static bool write_corpus(const data *tr, const data *dv, int64_t V, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) return false;
+  fprintf(f, "treecorpus %d %d %lld\n", (int)sh_dataset_count(&tr->d), (int)sh_dataset_count(&dv->d),
+          (long long)V);
+  for (int k = 0; k < 2; k++) {
+    const data *x = k ? dv : tr;
+    const sh_treebank *tb = &x->d.tb;
+    for (int32_t t = 0; t < tb->n_trees; t++) {
+      int32_t first = tb->tree_first[t];
+      fprintf(f, "%d %d", (int)x->label[t], (int)tb->tree_size[t]);
+      for (int32_t v = first; v < first + tb->tree_size[t]; v++) {
+        if (tb->n_children[v] == 0)
+          fprintf(f, " %d -1 -1", (int)sh_word_id(x->d.ids, tb->word[v]));
+        else
+          fprintf(f, " -1 %d %d", (int)(sh_tb_child(tb, v, 0) - first), (int)(sh_tb_child(tb, v, 1) - first));
+      }
+      fputc('\n', f);
+    }
+  }
+  return fclose(f) == 0;
+}
+
+int main(int argc, char **argv) {
+  int threads = 1, updates = 100, reps = 3, E = 64, H = 128;
+  const char *dynet_dir = "build/peers/dynet";
+  bool dynet = true;
+  const char *train = "data/ud_english_ewt/en_ewt-ud-train.min.conllu",
+             *dev = "data/ud_english_ewt/en_ewt-ud-dev.min.conllu", *python = "python3";
+  bool torch = true;
+  for (int i = 1; i < argc; i++) {
+    if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) threads = atoi(argv[++i]);
+    else if (i + 1 < argc && strcmp(argv[i], "--updates") == 0) updates = atoi(argv[++i]);
+    else if (i + 1 < argc && strcmp(argv[i], "--reps") == 0) reps = atoi(argv[++i]);
+    else if (i + 1 < argc && strcmp(argv[i], "--embed") == 0) E = atoi(argv[++i]);
+    else if (i + 1 < argc && strcmp(argv[i], "--hidden") == 0) H = atoi(argv[++i]);
+    else if (i + 1 < argc && strcmp(argv[i], "--tree-data") == 0) train = argv[++i];
+    else if (i + 1 < argc && strcmp(argv[i], "--tree-dev") == 0) dev = argv[++i];
+    else if (i + 1 < argc && strcmp(argv[i], "--python") == 0) python = argv[++i];
+    else if (i + 1 < argc && strcmp(argv[i], "--data") == 0) ++i; /* bench_train's (sentences) */
+    else if (strcmp(argv[i], "--no-torch") == 0) torch = false;
+    else if (strcmp(argv[i], "--no-dynet") == 0) dynet = false;
+    else if (i + 1 < argc && strcmp(argv[i], "--dynet-dir") == 0) dynet_dir = argv[++i];
+    else {
+      fprintf(stderr, "usage: bench_train_tree [--threads T] [--updates N] [--reps R] [--embed E] [--hidden H]\n"
+                      "                        [--tree-data TRAIN.conllu] [--tree-dev DEV.conllu] [--python PY]\n"
+                      "                        [--no-torch] [--no-dynet] [--dynet-dir DIR]\n");
+      return 2;
+    }
+  }
+  if (threads < 1 || updates < 1 || reps < 1 || E < 1 || H < 1) {
+    fprintf(stderr, "bench_train_tree: --threads, --updates, --reps, --embed, --hidden must be >= 1\n");
+    return 2;
+  }
+  sheaf_ctx_options co = {0};
+  co.threads = threads;
+  sheaf_ctx *ctx = NULL;
+  char err[256];
+  if (sheaf_ctx_create(&co, &ctx, err, sizeof err)) {
+    fprintf(stderr, "bench_train_tree: %s\n", err);
+    return 1;
+  }
+  data tr = {0}, dv = {0};
+  if (!load(ctx, train, &tr) || !load(ctx, dev, &dv)) return fail(ctx, "data");
+  /* the dev words numbered by the training words (others: <unk>) */
+  if (sh_dataset_renumber(&dv.d, &tr.d.tb.words, NULL, NULL)) return fail(ctx, "dev words");
+  printf("bench_train_tree: TreeLSTM on %s (%d trees, %d words; the root word's UPOS class), E = %d, H = %d,\n"
+         "  Adam lr 2e-3, batch %d trees, %d updates (after 1 warm-up), %d thread(s), min of %d runs;\n"
+         "  dev accuracy on %s (%d trees) after the updates\n",
+         train, (int)sh_dataset_count(&tr.d), (int)tr.d.vocab - 1, E, H, B, updates, threads, reps, dev,
+         (int)sh_dataset_count(&dv.d));
+  sheaf_expr out[B], loss[B];
+  double best = 1e30, acc = -1, major = 0;
+  int rc = 0;
+  for (int rep = 0; rep < reps && !rc; rep++) {
+    sh_net net = {0};
+    sheaf_graph *g = NULL;
+    sheaf_optimizer *opt = NULL;
+    sheaf_optimizer_opts oo = {SHEAF_OPTIM_ADAM, 2e-3f, 0, 0, 0, 0, 0, 0};
+    if (sh_net_create(ctx, SH_NET_TREELSTM, &tr.d, H, E, &net) || sh_net_seed(&net, 1) ||
+        sheaf_graph_create(net.model, NULL, &g) || sheaf_optimizer_create(net.model, &oo, &opt)) {
+      rc = fail(ctx, "setup");
+    } else if (update(&net, g, opt, &tr, 0, out, loss)) {
+      rc = fail(ctx, "warm-up update");
+    } else {
+      uint64_t t0 = sheaf_time_ns();
+      for (int u = 0; u < updates && !rc; u++)
+        if (update(&net, g, opt, &tr, (int64_t)(u + 1) * B, out, loss)) rc = fail(ctx, "update");
+      double s = (double)(sheaf_time_ns() - t0) * 1e-9;
+      if (s < best) best = s;
+      if (!rc && rep == reps - 1 && (acc = accuracy(&net, g, &dv, &major)) < 0) rc = fail(ctx, "dev");
+    }
+    sheaf_optimizer_free(opt);
+    sheaf_graph_free(g);
+    sh_net_free(&net);
+  }
+  if (!rc) {
+    double rate = (double)updates * B / best;
+    printf("  %-22s %9.1f trees/s   dev accuracy %.2f%% (majority class %.2f%%)\n", "sheaf", rate, 100 * acc,
+           100 * major);
+    char path[] = "/tmp/bench_train_tree_XXXXXX";
+    int fd = (torch || dynet) ? mkstemp(path) : -1;
+    if ((torch || dynet) && (fd < 0 || !write_corpus(&tr, &dv, tr.d.vocab, path))) {
+      fprintf(stderr, "bench_train_tree: cannot write the peers' corpus\n");
+      rc = 1;
+    }
+    char cmd[2048];
+    if (!rc && torch) {
+      double best_torch = 0;
+      snprintf(cmd, sizeof cmd,
+               "OMP_NUM_THREADS=%d MKL_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d %s bench/train_torch.py "
+               "--model treelstm --corpus %s --threads %d --updates %d --reps %d --embed %d --hidden %d "
+               "--batch %d",
+               threads, threads, threads, python, path, threads, updates, reps, E, H, B);
+      if (!run_peer(cmd, rate, &best_torch)) printf("  (PyTorch: scripts/install_torch.sh)\n");
+    }
+    if (!rc && dynet) {
+      char bin[1024], why[1200] = "";
+      snprintf(bin, sizeof bin, "%s/bin/treelstm_train_dynet", dynet_dir);
+      if (access(bin, X_OK) != 0) {
+        char failed[1100];
+        snprintf(failed, sizeof failed, "%s/FAILED", dynet_dir);
+        FILE *ff = fopen(failed, "r");
+        if (!ff || !fgets(why, sizeof why, ff)) snprintf(why, sizeof why, "%s not built (scripts/install_dynet.sh)\n", bin);
+        if (ff) fclose(ff);
+        printf("  DyNet: not available (%.*s)\n", (int)strcspn(why, "\n"), why);
+      } else {
+        double best_dynet = 0;
+        for (int k = 0; k <= 2; k++) {
+          snprintf(cmd, sizeof cmd,
+                   "%s --dynet-autobatch %d --dynet-mem 2048 --dynet-seed 1 --autobatch %d --corpus %s --updates %d --reps %d "
+                   "--embed %d --hidden %d --batch %d",
+                   bin, k, k, path, updates, reps, E, H, B);
+          run_peer(cmd, rate, &best_dynet);
+        }
+        if (best_dynet > 0) printf("  sheaf / best DyNet = %.2fx\n", rate / best_dynet);
+      }
+    }
+    if (fd >= 0) close(fd), remove(path);
+  }
+  free(tr.label);
+  free(dv.label);
+  sh_dataset_free(&tr.d);
+  sh_dataset_free(&dv.d);
+  sheaf_ctx_free(ctx);
+  return rc;
+}

@@ -1,0 +1,149 @@
+/*
+ * trainer.c — sheaf_trainer: the epoch loop (seeded shuffle, one graph
+ * per batch, the mean of the batch's losses, one backward and one
+ * optimizer step per batch) that `sheaf train` runs, without printing:
+ * progress goes to a callback.
+ */
+#include <string.h>
+
+#include "train/train.h"
+
+struct sheaf_trainer {
+  sheaf_model *m;
+  sheaf_ctx *ctx;
+  sheaf_graph *g;
+  sheaf_optimizer *opt;
+  sheaf_trainer_opts o;
+  sheaf_trainer_build_fn build;
+  void *user;
+  int64_t n, epochs;
+  int64_t *order;      /* n */
+  sheaf_expr *loss;    /* the batch's losses */
+  size_t n_loss, cap_loss;
+  bool building;
+};
+
+sheaf_status sheaf_trainer_create(sheaf_model *m, int64_t n, const sheaf_trainer_opts *opts,
+                                  sheaf_trainer_build_fn build, void *user, sheaf_trainer **out) {
+  if (!m) return SHEAF_ERR_INVALID_ARG;
+  sheaf_ctx *ctx = m->ctx;
+  if (!out) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_trainer_create: out is NULL");
+  *out = NULL;
+  if (!opts || !build)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_trainer_create: %s is NULL", opts ? "build" : "opts");
+  if (n < 1 || opts->batch < 1)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_trainer_create: %s %lld must be at least 1",
+                   n < 1 ? "n" : "batch", (long long)(n < 1 ? n : opts->batch));
+  sheaf_trainer *t = sh_calloc(ctx, 1, sizeof *t);
+  if (!t) return SHEAF_ERR_NOMEM;
+  t->m = m;
+  t->ctx = ctx;
+  t->o = *opts;
+  t->build = build;
+  t->user = user;
+  t->n = n;
+  t->order = sh_malloc(ctx, (size_t)n * sizeof *t->order);
+  sheaf_graph_opts go = {opts->policy, opts->threads, NULL};
+  sheaf_status st = t->order ? SHEAF_OK : SHEAF_ERR_NOMEM;
+  if (!st) st = sheaf_graph_create(m, &go, &t->g);
+  if (!st) st = sheaf_optimizer_create(m, &opts->optim, &t->opt);
+  if (st) {
+    sheaf_trainer_free(t);
+    return st;
+  }
+  *out = t;
+  return SHEAF_OK;
+}
+
+void sheaf_trainer_free(sheaf_trainer *t) {
+  if (!t) return;
+  sheaf_optimizer_free(t->opt);
+  sheaf_graph_free(t->g);
+  if (t->order) sh_free(t->ctx, t->order, (size_t)t->n * sizeof *t->order);
+  if (t->loss) sh_free(t->ctx, t->loss, t->cap_loss * sizeof *t->loss);
+  sh_free(t->ctx, t, sizeof *t);
+}
+
+sheaf_status sheaf_trainer_loss(sheaf_trainer *t, sheaf_expr loss) {
+  if (!t) return SHEAF_ERR_INVALID_ARG;
+  if (!t->building)
+    return sh_fail(t->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_trainer_loss: called outside a build callback");
+  if (t->n_loss == t->cap_loss) {
+    size_t cap = t->cap_loss ? 2 * t->cap_loss : 256;
+    sheaf_expr *l = sh_realloc(t->ctx, t->loss, t->cap_loss * sizeof *l, cap * sizeof *l);
+    if (!l) return SHEAF_ERR_NOMEM;
+    t->loss = l;
+    t->cap_loss = cap;
+  }
+  t->loss[t->n_loss++] = loss;
+  return SHEAF_OK;
+}
+
+static uint64_t splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* One update on order[0..k): *sum and *count add its losses. */
+static sheaf_status batch(sheaf_trainer *t, const int64_t *order, int64_t k, double *sum, int64_t *count) {
+  sheaf_status st = sheaf_graph_reset(t->g);
+  t->n_loss = 0;
+  t->building = true;
+  for (int64_t i = 0; i < k && !st; i++) st = t->build(t, t->g, order[i], t->user);
+  t->building = false;
+  if (st || t->n_loss == 0) return st;
+  if (t->n_loss > (size_t)INT32_MAX)
+    return sh_fail(t->ctx, SHEAF_ERR_UNSUPPORTED, "sheaf_trainer: %zu losses in one batch", t->n_loss);
+  sheaf_backward_opts bo = {1.0f / (float)t->n_loss, 0, NULL, NULL};
+  if (!st) st = sheaf_model_zero_grad(t->m);
+  if (!st) st = sheaf_backward(t->g, (int)t->n_loss, t->loss, &bo);
+  if (!st) st = sheaf_optimizer_step(t->opt, NULL);
+  double s = 0;
+  for (size_t j = 0; j < t->n_loss && !st; j++) {
+    sheaf_value_view v;
+    st = sheaf_value(t->g, t->loss[j], &v);
+    if (!st) s += v.data[0];
+  }
+  *sum += s;
+  *count += (int64_t)t->n_loss;
+  return st;
+}
+
+sheaf_status sheaf_trainer_epoch(sheaf_trainer *t, sheaf_trainer_progress_fn progress, void *user,
+                                 sheaf_trainer_info *info) {
+  if (!t) return SHEAF_ERR_INVALID_ARG;
+  sheaf_trainer_info in = {t->epochs + 1, 0, t->n, 0, 0.0, 0, 0.0};
+  for (int64_t i = 0; i < t->n; i++) t->order[i] = i;
+  if (t->o.shuffle) {
+    uint64_t rng = t->o.seed * 0x9e3779b97f4a7c15ull + (uint64_t)in.epoch;
+    for (int64_t i = t->n - 1; i > 0; i--) {
+      int64_t j = (int64_t)(splitmix(&rng) % (uint64_t)(i + 1)), x = t->order[i];
+      t->order[i] = t->order[j];
+      t->order[j] = x;
+    }
+  }
+  uint64_t t0 = sheaf_time_ns();
+  double sum = 0;
+  sheaf_status st = SHEAF_OK;
+  while (in.done < t->n && !st) {
+    int64_t k = t->n - in.done < t->o.batch ? t->n - in.done : t->o.batch;
+    st = batch(t, t->order + in.done, k, &sum, &in.losses);
+    in.done += k;
+    in.loss = in.losses ? sum / (double)in.losses : 0.0;
+    in.steps = sheaf_optimizer_steps(t->opt);
+    in.seconds = (double)(sheaf_time_ns() - t0) * 1e-9;
+    if (!st && progress && progress(&in, user)) break;
+  }
+  if (!st && in.done == t->n) t->epochs++;
+  if (info) *info = in;
+  return st;
+}
+
+void sheaf_trainer_set_epochs(sheaf_trainer *t, int64_t epochs) {
+  if (t && epochs >= 0) t->epochs = epochs;
+}
+int64_t sheaf_trainer_epochs(const sheaf_trainer *t) { return t ? t->epochs : 0; }
+sheaf_optimizer *sheaf_trainer_optimizer(sheaf_trainer *t) { return t ? t->opt : NULL; }
+sheaf_graph *sheaf_trainer_graph(sheaf_trainer *t) { return t ? t->g : NULL; }
