@@ -293,6 +293,17 @@ int th_run(const char *cmd, char *out, size_t cap) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+int th_run_torch(const char *cmd, char *out, size_t cap) {
+  int rc = th_run(cmd, out, cap);
+  if (rc == 0) return 0;
+  char probe[4096];
+  if (th_run("python3 -c 'import torch, numpy'", probe, sizeof probe) != 0) {
+    fprintf(stderr, "  skipped: PyTorch (python3 -c 'import torch, numpy'); scripts/install_torch.sh installs it\n");
+    return TH_SKIP;
+  }
+  return rc;
+}
+
 static void remove_tmpdir(void) {
   if (!g_tmpdir[0]) return;
   char cmd[600];
