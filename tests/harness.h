@@ -161,5 +161,11 @@ const char *th_sheaf_bin(void);
 /* Runs a shell command, captures stdout+stderr (up to cap-1 bytes) into out;
  * returns the exit status (-1 if it could not run). */
 int th_run(const char *cmd, char *out, size_t cap);
+/* th_run for a command that needs PyTorch and NumPy (a python3 script):
+ * when it fails, `python3 -c 'import torch, numpy'` is tried and, if that
+ * fails too, TH_SKIP is returned (the test prints why and passes). Importing
+ * torch takes seconds: probing first would pay that twice on every run. */
+#define TH_SKIP (-2)
+int th_run_torch(const char *cmd, char *out, size_t cap);
 
 #endif

@@ -10,6 +10,13 @@
  * --times[=N] (or SHEAF_TEST_TIMES=N) lists the N slowest tests (default 20)
  * before the summary, each with its wall time and the CPU time (user+sys) of
  * its child and everything the child ran (compilers, the CLI), and the total.
+ *
+ * With SHEAF_CACHE_DIR set, a full run (no FILTER) writes each test's wall
+ * time to $SHEAF_CACHE_DIR/sheaf-tests.times, and a later parallel run
+ * starts its tests longest first by those times (tests it does not know
+ * first of all), so no slot idles while one long test ends the run (CI:
+ * the release build's run orders the other builds'). Results and output
+ * are the same in any order.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -293,6 +300,17 @@ int th_run(const char *cmd, char *out, size_t cap) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+int th_run_torch(const char *cmd, char *out, size_t cap) {
+  int rc = th_run(cmd, out, cap);
+  if (rc == 0) return 0;
+  char probe[4096];
+  if (th_run("python3 -c 'import torch, numpy'", probe, sizeof probe) != 0) {
+    fprintf(stderr, "  skipped: PyTorch (python3 -c 'import torch, numpy'); scripts/install_torch.sh installs it\n");
+    return TH_SKIP;
+  }
+  return rc;
+}
+
 static void remove_tmpdir(void) {
   if (!g_tmpdir[0]) return;
   char cmd[600];
@@ -420,6 +438,58 @@ typedef struct th_job {
 
 #define TH_MAX_JOBS 64
 
+/* ---- longest first (SHEAF_CACHE_DIR/sheaf-tests.times) ---- */
+
+static bool times_path(char *out, size_t cap) {
+  const char *dir = getenv("SHEAF_CACHE_DIR");
+  return dir && *dir && (size_t)snprintf(out, cap, "%s/sheaf-tests.times", dir) < cap;
+}
+
+static double *g_prev_ms; /* per registered test; -1 unknown */
+
+static int by_prev_desc(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  double dx = g_prev_ms[x] < 0 ? 1e300 : g_prev_ms[x], dy = g_prev_ms[y] < 0 ? 1e300 : g_prev_ms[y];
+  if (dx != dy) return (dx < dy) - (dx > dy);
+  return (x > y) - (x < y); /* registration order among equals */
+}
+
+/* order[0..g_n): registration order, or longest first when a times file
+ * from an earlier run is there (only for parallel runs). */
+static void plan_order(size_t *order, int jobs) {
+  for (size_t i = 0; i < g_n; i++) order[i] = i;
+  char path[1024], line[512], name[400];
+  FILE *f;
+  if (jobs < 2 || !times_path(path, sizeof path) || !(f = fopen(path, "r"))) return;
+  g_prev_ms = malloc((g_n ? g_n : 1) * sizeof *g_prev_ms);
+  if (!g_prev_ms) {
+    fclose(f);
+    return;
+  }
+  for (size_t i = 0; i < g_n; i++) g_prev_ms[i] = -1;
+  double ms;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "%lf %399s", &ms, name) == 2 && ms >= 0)
+      for (size_t i = 0; i < g_n; i++)
+        if (!strcmp(g_tests[i].name, name)) g_prev_ms[i] = ms;
+  fclose(f);
+  qsort(order, g_n, sizeof *order, by_prev_desc);
+  free(g_prev_ms);
+  g_prev_ms = NULL;
+}
+
+/* After a full run: every test's wall time, written to a temporary file
+ * renamed into place (runs sharing the directory never see half a file). */
+static void save_times(void) {
+  char path[1024], tmp[1100];
+  if (!times_path(path, sizeof path)) return;
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+  FILE *f = fopen(tmp, "w");
+  if (!f) return;
+  for (size_t i = 0; i < g_ntimes; i++) fprintf(f, "%.1f %s\n", g_times[i].wall_ms, g_times[i].t->name);
+  if (fclose(f) != 0 || rename(tmp, path) != 0) unlink(tmp);
+}
+
 int main(int argc, char **argv) {
   bool verbose = false, fork_each = true;
   int jobs = 1;
@@ -463,10 +533,16 @@ int main(int argc, char **argv) {
   th_job run[TH_MAX_JOBS];
   int n_run = 0;
   size_t k = 0;
+  size_t *order = malloc((g_n ? g_n : 1) * sizeof *order);
+  if (!order) {
+    fprintf(stderr, "sheaf-tests: out of memory\n");
+    return 2;
+  }
+  plan_order(order, jobs);
   for (;;) {
     /* start tests while there are free slots */
     while (n_run < jobs && k < g_n) {
-      const th_test *t = &g_tests[k++];
+      const th_test *t = &g_tests[order[k++]];
       if (!matches(t->name, nfilt, filters)) continue;
       th_job *j = &run[n_run];
       *j = (th_job){0, t, sheaf_time_ns(), NULL, NULL};
@@ -520,6 +596,8 @@ int main(int argc, char **argv) {
     else failed++;
     if (rc != 0 || verbose) printf("%s %s (%.1f ms)\n", rc == 0 ? "PASS" : "FAIL", j.t->name, ms);
   }
+  free(order);
+  if (nfilt == 0) save_times();
   if (times > 0) print_times((size_t)times, (double)(sheaf_time_ns() - start_ns) / 1e6);
   printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 && passed > 0 ? 0 : 1;
