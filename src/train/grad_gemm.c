@@ -198,7 +198,7 @@ sheaf_status sh_bw_lstm(sh_bw *b, const uint32_t *ids, uint32_t n) {
   /* z becomes dz (gate order i, f, g, o) */
   r0 = 0;
   for (uint32_t i = 0; i < n; i++) {
-    uint32_t id = ids[i], cell = g->store.nodes[id].lin.cell;
+    uint32_t id = ids[i], cell = sh_lstm_cell(id);
     int64_t rows = g->store.nodes[id].rows;
     bool has_prev = g->store.nodes[id].n_in > 1;
     uint32_t cp_id = has_prev ? sh_bw_in(b, id, 1) : SH_NONE;
