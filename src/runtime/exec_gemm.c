@@ -19,8 +19,10 @@
  * overlaps the misses. */
 static void prefetch_inputs(const sheaf_graph *g, const uint32_t *ids, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) __builtin_prefetch(&g->store.nodes[ids[i]]);
-  for (uint32_t i = 0; i < n; i++) __builtin_prefetch(&g->affine.node[ids[i]]);
-  for (uint32_t i = 0; i < n; i++) __builtin_prefetch(g->store.ins + g->store.nodes[ids[i]].in);
+  for (uint32_t i = 0; i < n; i++) {
+    __builtin_prefetch(sh_affine_of(g, ids[i]));
+    __builtin_prefetch(g->store.ins + g->store.nodes[ids[i]].in);
+  }
   for (uint32_t i = 0; i < n; i++)
     __builtin_prefetch(&g->store.nodes[g->store.ins[g->store.nodes[ids[i]].in]]);
   for (uint32_t i = 0; i < n; i++) { /* the pieces of a concat input */
@@ -84,7 +86,7 @@ static sheaf_status gemm(sheaf_graph *g, const sh_gemm_args *a) {
 static sheaf_status affine_run(sheaf_graph *g, const sh_sig_key *k, const uint32_t *ids, uint32_t n,
                                int64_t m, bool raw_only) {
   const sh_node *n0 = &g->store.nodes[ids[0]];
-  const sh_affine_node *a0 = &g->affine.node[ids[0]];
+  const sh_affine_node *a0 = sh_affine_of(g, ids[0]);
   const sh_gemm_packed_b *pb;
   sheaf_status st = n0->n_in == 1 ? sh_model_packed(g->model, n0->lin.w, false, &pb)
                                   : sh_model_stack_packed(g->model, n0->lin.w, &pb);
@@ -106,10 +108,10 @@ static sheaf_status affine_run(sheaf_graph *g, const sh_sig_key *k, const uint32
   bool uniform = !raw_only && a0->n_act;
   for (uint32_t i = 0; i < n && uniform; i++) {
     /* ahead: the side entries, then their first ranges (old nodes: misses) */
-    if (i + 8 < n) __builtin_prefetch(&g->affine.node[ids[i + 8]]);
-    if (i + 4 < n && g->affine.node[ids[i + 4]].act != SH_NONE)
-      __builtin_prefetch(&fz[g->affine.node[ids[i + 4]].act]);
-    const sh_affine_node *ai = &g->affine.node[ids[i]];
+    if (i + 8 < n) __builtin_prefetch(sh_affine_of(g, ids[i + 8]));
+    if (i + 4 < n && sh_affine_of(g, ids[i + 4])->act != SH_NONE)
+      __builtin_prefetch(&fz[sh_affine_of(g, ids[i + 4])->act]);
+    const sh_affine_node *ai = sh_affine_of(g, ids[i]);
     if (ai->n_act != a0->n_act || ai->raw_used) uniform = false;
     for (uint32_t r = ai->act, r0 = a0->act; uniform && r != SH_NONE; r = fz[r].next, r0 = fz[r0].next)
       uniform = fz[r].c0 == fz[r0].c0 && fz[r].c1 == fz[r0].c1 && fz[r].act == fz[r0].act;
@@ -123,7 +125,7 @@ static sheaf_status affine_run(sheaf_graph *g, const sh_sig_key *k, const uint32
   bool post = false; /* activations applied after the GEMM */
   for (uint32_t i = 0; i < n && !raw_only; i++) {
     const sh_node *nd = &g->store.nodes[ids[i]];
-    sh_affine_node *ai = &g->affine.node[ids[i]];
+    sh_affine_node *ai = sh_affine_of(g, ids[i]);
     if (!ai->n_act) continue;
     post |= !uniform;
     if (uniform) ai->val_is_act = true;
@@ -150,14 +152,14 @@ static sheaf_status affine_run(sheaf_graph *g, const sh_sig_key *k, const uint32
   g->instr.stats.flops += 2 * (uint64_t)m * (uint64_t)pb->k * (uint64_t)cols;
   if (hook) sh_pw_hook_done(g, hook);
   if (raw_only) {
-    g->affine.node[ids[0]].val_is_act = false;
+    sh_affine_of(g, ids[0])->val_is_act = false;
     return SHEAF_OK;
   }
   if (!post) return SHEAF_OK;
   uint64_t t0 = sheaf_time_ns();
   for (uint32_t i = 0; i < n; i++) {
     const sh_node *nd = &g->store.nodes[ids[i]];
-    for (uint32_t r = g->affine.node[ids[i]].act; r != SH_NONE; r = fz[r].next) {
+    for (uint32_t r = sh_affine_of(g, ids[i])->act; r != SH_NONE; r = fz[r].next) {
       sh_node *al = &g->store.nodes[fz[r].alias];
       int64_t w = fz[r].c1 - fz[r].c0;
       float *out = sh_arena_alloc(&g->store.data, (size_t)nd->rows * (size_t)w * sizeof(float));
@@ -245,7 +247,7 @@ sheaf_status sh_exec_lstm(sheaf_graph *g, uint32_t sig, const uint32_t *ids, uin
   int64_t off = 0;
   for (uint32_t i = 0; i < n; i++) {
     const sh_node *nd = &g->store.nodes[ids[i]];
-    sh_node *cn = &g->store.nodes[nd->lin.cell];
+    sh_node *cn = &g->store.nodes[sh_lstm_cell(ids[i])];
     cn->val = c + off * hid;
     cn->ld = (int32_t)hid;
     cn->done = true;

@@ -175,7 +175,7 @@ sheaf_status sheaf_graph_reset(sheaf_graph *g) {
   g->handle = (uint64_t)g->tag << 32 | g->gen;
   g->store.n_nodes = g->store.n_ins = g->store.first_pending = g->store.max_phase = 0;
   g->store.n_epoch = 0;
-  g->affine.n_range = 0; /* the side entries are rewritten as nodes are built again */
+  g->affine.n_range = g->affine.n_node = 0; /* the side entries are rewritten as nodes are built again */
   sh_pw_clear(g);
   g->status = SHEAF_OK;
   g->err[0] = '\0';
@@ -346,7 +346,7 @@ nomem:
 sheaf_status sh_graph_raw_guard(sheaf_graph *g, uint32_t id) {
   uint32_t r = id;
   while (g->store.nodes[r].op == SH_OP_SLICE) r = g->store.ins[g->store.nodes[r].in];
-  if (g->store.nodes[r].op != SH_OP_AFFINE || !g->affine.node[r].val_is_act) return SHEAF_OK;
+  if (g->store.nodes[r].op != SH_OP_AFFINE || !sh_affine_of(g, r)->val_is_act) return SHEAF_OK;
   sheaf_status st = sh_exec_affine_raw(g, r);
   if (st) return st;
   for (uint32_t s = id; s != r; s = g->store.ins[g->store.nodes[s].in])

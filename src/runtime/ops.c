@@ -79,7 +79,7 @@ uint32_t sh_node_new(sheaf_graph *g, int op, const uint32_t *ins, int n_in) {
     uint32_t r = ins[i];
     while (g->store.nodes[r].op == SH_OP_SLICE) r = g->store.ins[g->store.nodes[r].in];
     if (SH_UNLIKELY(r < g->store.first_pending && g->store.nodes[r].op == SH_OP_AFFINE &&
-                    g->affine.node[r].val_is_act) &&
+                    sh_affine_of(g, r)->val_is_act) &&
         sh_graph_raw_guard(g, ins[i]))
       return SH_NONE; /* an earlier flush fused activations into this value */
   }
@@ -99,12 +99,12 @@ uint32_t sh_node_new(sheaf_graph *g, int op, const uint32_t *ins, int n_in) {
      * slice is not a read) */
     if (!reads_raw || (x->op != SH_OP_AFFINE && x->op != SH_OP_SLICE)) continue;
     if (x->op == SH_OP_AFFINE) {
-      if (op != SH_OP_SLICE) g->affine.node[xi].raw_used = true;
+      if (op != SH_OP_SLICE) sh_affine_of(g, xi)->raw_used = true;
       continue;
     }
     uint32_t r = xi;
     while (g->store.nodes[r].op == SH_OP_SLICE) r = g->store.ins[g->store.nodes[r].in];
-    if (g->store.nodes[r].op == SH_OP_AFFINE) g->affine.node[r].raw_used = true;
+    if (g->store.nodes[r].op == SH_OP_AFFINE) sh_affine_of(g, r)->raw_used = true;
   }
   g->store.nodes[id] = (sh_node){.op = (uint8_t)op,
                                  .rank = 1,
@@ -325,7 +325,7 @@ sheaf_expr sheaf_affine_n(sheaf_graph *g, int nx, const sheaf_param *W, const sh
     }
   }
   /* its side entry first: a failure leaves no half-built node */
-  if (sh_side_reserve(g->ctx, (void **)&g->affine.node, &g->affine.cap_node, g->store.n_nodes,
+  if (sh_side_reserve(g->ctx, (void **)&g->affine.node, &g->affine.cap_node, g->affine.n_node,
                       sizeof *g->affine.node)) {
     sh_graph_fail(g, SHEAF_ERR_NOMEM, "%s: out of memory", op);
     return SH_NULL_EXPR;
@@ -339,7 +339,8 @@ sheaf_expr sheaf_affine_n(sheaf_graph *g, int nx, const sheaf_param *W, const sh
   n->cols = (int32_t)out;
   n->lin.w = p0;
   n->lin.b = b.id;
-  g->affine.node[id] = (sh_affine_node){SH_NONE, SH_NONE, 0, false, false};
+  n->lin.aff = g->affine.n_node++;
+  g->affine.node[n->lin.aff] = (sh_affine_node){SH_NONE, SH_NONE, 0, false, false};
   return sh_build_finish(g, id);
 }
 
@@ -401,7 +402,7 @@ sheaf_status sheaf_lstm_cell(sheaf_graph *g, sheaf_param W, sheaf_param b, sheaf
   g->store.nodes[cid].rank = g->store.nodes[id].rank;
   g->store.nodes[cid].rows = g->store.nodes[id].rows;
   g->store.nodes[cid].cols = (int32_t)hid;
-  g->store.nodes[id].lin.cell = cid;
+  if (cid != sh_lstm_cell(id)) return sh_graph_fail(g, SHEAF_ERR_INTERNAL, "%s: cell state not after it", op);
   sheaf_expr he = sh_build_finish(g, id);
   if (sheaf_expr_is_null(he)) return g->status;
   *h = he;

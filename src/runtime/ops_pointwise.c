@@ -122,7 +122,7 @@ static sheaf_expr unary(sheaf_graph *g, int opc, const char *op, sheaf_expr x, f
     c1 = c0 + xn->cols;
   }
   const sh_node *an = &g->store.nodes[src];
-  const sh_affine_node *aa = an->op == SH_OP_AFFINE ? &g->affine.node[src] : NULL;
+  const sh_affine_node *aa = an->op == SH_OP_AFFINE ? sh_affine_of(g, src) : NULL;
   bool fuse = act >= 0 && aa && !xn->uses && !an->done && aa->n_act < SH_MAX_FUSE &&
               g->policy != SHEAF_POLICY_NONE && !(aa->raw_used && src == x.node);
   for (uint32_t k = fuse ? aa->act : SH_NONE; k != SH_NONE && fuse; k = g->affine.range[k].next)
@@ -144,7 +144,7 @@ static sheaf_expr unary(sheaf_graph *g, int opc, const char *op, sheaf_expr x, f
   n->rows = xn->rows;
   n->cols = xn->cols;
   if (fuse) {
-    sh_affine_node *a = &g->affine.node[src];
+    sh_affine_node *a = sh_affine_of(g, src);
     uint32_t k = g->affine.n_range++;
     g->affine.range[k] = (sh_fuse){id, SH_NONE, c0, c1, act};
     if (a->act != SH_NONE) { /* append: ranges keep their creation order */

@@ -123,6 +123,7 @@ sheaf_expr sh_pw_build(sheaf_graph *g, int op, const uint32_t *ins, int n_in, in
    * at most SH_PW_MAX_CODE */
   sh_pw_node *pn = &g->pw.node[id];
   *pn = (sh_pw_node){0};
+  pn->absorbed = (uint16_t)absorbed;
   pn->code = (uint8_t)code;
   pn->leaves = (uint8_t)leaves;
   pn->stack = (uint8_t)stack;
@@ -231,12 +232,10 @@ static void emit(const sheaf_graph *g, pw_flat *b, uint32_t id, int level) {
     b->bad = true;
     return;
   }
+  uint32_t absorbed = g->pw.node[id].absorbed;
   for (uint32_t i = 0; i < n->n_in && !b->bad; i++) {
     uint32_t x = g->store.ins[n->in + i];
-    /* absorbed into this node (an entry with ABS is a pointwise node's:
-     * the op check skips a stale entry of another kind of node) */
-    const sh_pw_node *xp = &g->pw.node[x];
-    if ((xp->flags & SH_PW_NODE_ABS) && xp->absorber == id && sh_op_is_pw(g->store.nodes[x].op)) {
+    if (absorbed >> i & 1) { /* inlined into this node */
       emit(g, b, x, level + 1);
       if ((g->pw.node[x].flags & SH_PW_NODE_SIDE) && root_of(g, x) == b->root) {
         if (b->p.n_side >= SH_PW_MAX_SIDE) {
@@ -404,20 +403,17 @@ sheaf_status sh_pw_finalize(sheaf_graph *g, uint32_t id, bool fast) {
 }
 
 /* The nodes built after `id` up to the next root, their pointwise side
- * entries (next is an elementwise node: they are in the array), the
- * affine side entries of that range (sh_pw_link_hot writes the one its
- * GEMM's) and their input ids: a cell's chain is usually built just before
- * its root, so flattening the next root finds them in cache instead of
- * waiting on each in turn. */
+ * entries (next is an elementwise node: they are in the array) and their
+ * input ids: a cell's chain is usually built just before its root, so
+ * flattening the next root finds them in cache instead of waiting on each
+ * in turn. (The affine side entries are dense, in build order: the one
+ * sh_pw_link_hot writes shares its line with the previous GEMMs'.) */
 static void prefetch_next(const sheaf_graph *g, uint32_t id, uint32_t next) {
   if (next <= id || next - id > 48) return;
   for (uint32_t x = id + 1; x <= next; x++) __builtin_prefetch(&g->store.nodes[x]);
   /* the side entries by cache line (a last partial line is fetched with next's) */
   for (uint32_t x = id + 1; x <= next; x += 64 / sizeof *g->pw.node) __builtin_prefetch(&g->pw.node[x]);
   __builtin_prefetch(&g->pw.node[next]);
-  uint32_t end = next < g->affine.cap_node ? next + 1 : g->affine.cap_node;
-  for (uint32_t x = id + 1; x < end; x += 64 / sizeof *g->affine.node)
-    __builtin_prefetch(&g->affine.node[x]);
   const uint32_t *in = g->store.ins + g->store.nodes[id].in + g->store.nodes[id].n_in;
   for (uint32_t k = 0; k < 64 && in + k < g->store.ins + g->store.n_ins; k += 16) __builtin_prefetch(in + k);
 }

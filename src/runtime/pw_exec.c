@@ -180,8 +180,8 @@ void sh_pw_link_hot(sheaf_graph *g, uint32_t id) {
     if (b != hot && !bn->done && bn->phase == a->phase && bn->depth >= a->depth)
       return; /* may not be computed yet when A runs */
   }
-  rp->hook_next = g->affine.node[hot].hook;
-  g->affine.node[hot].hook = id;
+  rp->hook_next = sh_affine_of(g, hot)->hook;
+  sh_affine_of(g, hot)->hook = id;
 }
 
 #define PW_HOOK_MAX 4 /* programs (signatures) run in one GEMM's hook */
@@ -203,11 +203,11 @@ sheaf_status sh_pw_hook_plan(sheaf_graph *g, const uint32_t *ids, uint32_t n, in
   *out = NULL;
   sh_pw_hook *h = NULL;
   for (uint32_t i = 0; i < n; i++) { /* each affine's first root (cold: built long before) */
-    uint32_t r = g->affine.node[ids[i]].hook;
+    uint32_t r = sh_affine_of(g, ids[i])->hook;
     if (r != SH_NONE) __builtin_prefetch(&g->pw.node[r]), __builtin_prefetch(&g->store.nodes[r]);
   }
   for (uint32_t i = 0; i < n; i++) {
-    for (uint32_t r = g->affine.node[ids[i]].hook; r != SH_NONE; r = g->pw.node[r].hook_next) {
+    for (uint32_t r = sh_affine_of(g, ids[i])->hook; r != SH_NONE; r = g->pw.node[r].hook_next) {
       if (g->store.nodes[r].done) continue;
       if (!h) {
         h = sh_arena_alloc(&g->work.scratch, sizeof *h);

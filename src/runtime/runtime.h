@@ -129,7 +129,7 @@ const char *sh_op_name(int op);
  *                       program and signature once flattened, its value
  *                       slots, the GEMM-hook link (sh_pw_node; elementwise
  *                       nodes; pointwise.c, pw_exec.c)
- *   g->affine.node[id]  activations fused into the GEMM's epilogue, whether
+ *   sh_affine_of(g, id) activations fused into the GEMM's epilogue, whether
  *                       the raw value is read or overwritten, the roots run
  *                       in the GEMM's row hook (sh_affine_node; affine nodes;
  *                       ops_pointwise.c, exec_gemm.c, pw_exec.c)
@@ -160,9 +160,10 @@ typedef struct sh_node {
       uint32_t id, row;
     } param;        /* PARAM: the parameter (sheaf_param.id); LOOKUP: the table and the row */
     struct {
-      uint32_t w, b, cell;
-    } lin;          /* AFFINE: W (n_in > 1: the stack of the W's, sh_model_stack_id) and b
-                       (0: none); LSTM: W, b and cell, its LSTM_C node (the cell state) */
+      uint32_t w, b, aff;
+    } lin;          /* AFFINE: W (n_in > 1: the stack of the W's, sh_model_stack_id), b
+                       (0: none) and its entry in g->affine.node (sh_affine_of); LSTM: W
+                       and b (its cell state is the LSTM_C node after it: sh_lstm_cell) */
     uint32_t offset; /* SLICE: its first column in the source */
     uint32_t index;  /* PICK: the column; ROW: the row */
     float scale;     /* SCALE: the factor */
@@ -232,7 +233,7 @@ typedef struct sh_fuse {
 
 #define SH_MAX_FUSE 6 /* ranges per affine (with the bias: <= SH_GEMM_MAX_EP) */
 
-/* An affine node's side entry (g->affine.node[id], written by sheaf_affine_n):
+/* An affine node's side entry (sh_affine_of, written by sheaf_affine_n):
  * what runs with its GEMM. */
 typedef struct sh_affine_node {
   uint32_t act;     /* its first activation range in g->affine.range (SH_NONE: none) */
@@ -242,6 +243,9 @@ typedef struct sh_affine_node {
   bool raw_used;    /* its raw value is read, directly or through a slice (ops.c) */
   bool val_is_act;  /* val holds the activated values in its ranges (exec_gemm.c) */
 } sh_affine_node;
+
+/* The LSTM_C node of an LSTM node (the cell state): built right after it. */
+static inline uint32_t sh_lstm_cell(uint32_t lstm) { return lstm + 1; }
 
 /* Pointwise programs (sh_pw_prog) and their opcodes are the kernel's
  * (kernels/pw.h), numbered from the same op table as sh_op. */
@@ -263,6 +267,8 @@ typedef struct sh_pw_node {
   /* its program's sizes before flattening (upper bounds: leaves are counted
    * before deduplication) */
   uint8_t code, leaves, stack, consts, sides;
+  uint16_t absorbed;   /* bit i: its input i is inlined into it (flush reads this, not the
+                          inputs' entries: a leaf's entry would be one more cold line) */
   uint32_t absorber;   /* SH_PW_NODE_ABS: the node it is inlined into */
   uint32_t sig;        /* SH_PW_NODE_FINAL: its kernel signature (whose key's p0 is its
                           interned program: sh_pw_prog_of) */
@@ -270,6 +276,7 @@ typedef struct sh_pw_node {
   uint32_t hook_next;  /* policy sheaf, flush: the next root in the row hook of the same
                           affine (sh_affine_node.hook) */
 } sh_pw_node;
+_Static_assert(sizeof(sh_pw_node) <= 24, "sh_pw_node grew: flush reads one per pointwise node");
 
 typedef struct sh_trace_ev {
   uint64_t t0, dur;
@@ -328,8 +335,9 @@ typedef struct sh_sheaf_state {
 typedef struct sh_affine_state {
   sh_fuse *range;
   uint32_t n_range, cap_range;
-  sh_affine_node *node;   /* by node id: affine nodes' entries */
-  uint32_t cap_node;
+  sh_affine_node *node;   /* affine nodes' entries in build order (sh_affine_of): dense, so a
+                             batch's entries share cache lines */
+  uint32_t n_node, cap_node;
 } sh_affine_state;
 
 /* Pointwise fusion (pointwise.c builds and flattens, pw_exec.c runs). */
@@ -408,6 +416,11 @@ struct sheaf_graph {
    * device buffers of a device executor) adds its part here, with its side
    * array indexed by node id: see sh_node. */
 };
+
+/* An affine node's side entry (policy and fusion state of its GEMM). */
+static inline sh_affine_node *sh_affine_of(const sheaf_graph *g, uint32_t id) {
+  return &g->affine.node[g->store.nodes[id].lin.aff];
+}
 
 /* ---------------------------------------------------------- graph (graph.c) */
 

@@ -295,7 +295,7 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
       j++;
     uint32_t m = 0;
     for (uint32_t k = i; k < j; k++)
-      if (b->grad[it[k].id] || (it[k].op == SH_OP_LSTM && b->grad[nodes[it[k].id].lin.cell]))
+      if (b->grad[it[k].id] || (it[k].op == SH_OP_LSTM && b->grad[sh_lstm_cell(it[k].id)]))
         ids[m++] = it[k].id; /* no gradient arrived: nothing to pass on */
     if (m) {
       sheaf_status st = sh_bw_rules[it[i].op](b, ids, m);

@@ -259,7 +259,7 @@ static sheaf_status lstm_gates(sh_bw *b, const uint32_t *ids, uint32_t n, int64_
   if ((st = sh_gemm(b->ctx, g->isa, g->threads, &a))) return st;
   r0 = 0;
   for (uint32_t i = 0; i < n; i++) {
-    const float *cv = sh_bw_val(b, g->store.nodes[ids[i]].lin.cell);
+    const float *cv = sh_bw_val(b, sh_lstm_cell(ids[i]));
     if (!cv) return BW_FAIL(b);
     for (int64_t r = 0; r < g->store.nodes[ids[i]].rows; r++) {
       float *zr = s + (r0 + r) * g5;
@@ -352,7 +352,7 @@ sheaf_status sh_bw_lstm(sh_bw *b, const uint32_t *ids, uint32_t n) {
   if (!dz || !parts) return SHEAF_ERR_NOMEM;
   int64_t r0 = 0;
   for (uint32_t i = 0; i < n; i++) {
-    uint32_t id = ids[i], cell = g->store.nodes[id].lin.cell;
+    uint32_t id = ids[i], cell = sh_lstm_cell(id);
     int64_t rows = g->store.nodes[id].rows;
     bool has_prev = g->store.nodes[id].n_in > 1;
     uint32_t cp_id = has_prev ? sh_bw_in(b, id, 1) : SH_NONE;

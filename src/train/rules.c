@@ -89,7 +89,7 @@ static sheaf_status bw_ALIAS(sh_bw *b, const uint32_t *ids, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) {
     uint32_t id = ids[i], src = sh_bw_in(b, id, 0);
     const sh_fuse *f = NULL;
-    for (uint32_t r = g->affine.node[src].act; r != SH_NONE; r = g->affine.range[r].next)
+    for (uint32_t r = sh_affine_of(g, src)->act; r != SH_NONE; r = g->affine.range[r].next)
       if (g->affine.range[r].alias == id) f = &g->affine.range[r];
     if (!f) return sh_fail(b->ctx, SHEAF_ERR_INTERNAL, "sheaf_backward: alias %u has no range", id);
     int act = f->act;
