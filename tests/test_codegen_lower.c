@@ -78,6 +78,14 @@ static const char *const KERNELS[] = {
     "  out(i) = o(i) + p(i) + q(i) + i + N\n"
     "}\n",
     "kernel dot(x: f32[N], y: f32[N]) -> f32[] { s() +=! x(i) * y(i) }\n",
+    /* a GEMM whose B is read elsewhere (not a weight: not packed, its
+     * column tail guarded lane by lane) and one with A read transposed (the
+     * guarded tile's clamped row index is A's second) */
+    "kernel nbw(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N], S: f32[K, N]) {\n"
+    "  C(m, n) +=! A(m, k) * B(k, n)\n"
+    "  S(k, n) = B(k, n) * 2.0\n"
+    "}\n",
+    "kernel mmt(A: f32[K, M], B: f32[K, N]) -> f32[M, N] { C(m, n) +=! A(k, m) * B(k, n) }\n",
     "kernel scale(a: f32[], x: f32[N]) -> f32[N] { o(i) = a() * x(i) }\n",
 };
 

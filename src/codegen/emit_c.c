@@ -47,6 +47,21 @@ static void store_scalar(em *E, sh_lir_stmt s) {
   else sh_em_int(E, n.val, &v);
   const char *t = sh_buf_cstr(&r.text), *val = sh_buf_cstr(&v);
   bool f = bi->dtype == SH_LIR_F32;
+  if (r.lane_reg) { /* one lane of a vector register: by value, never subscripted */
+    static const char *op[] = {"", "+", "*", "sk_maxf", "sk_minf"};
+    const char *ln = vname(E, E->lane);
+    int W = E->width;
+    if (n.combine == SH_LIR_COMBINE_NONE) sh_em_line(E, "%s = sk_setlane%d(%s, v_%s, %s);", t, W, t, ln, val);
+    else if (n.combine == SH_LIR_COMBINE_ADD || n.combine == SH_LIR_COMBINE_MUL)
+      sh_em_line(E, "%s = sk_setlane%d(%s, v_%s, sk_lane%d(%s, v_%s) %s (%s));", t, W, t, ln, W, t, ln,
+                 op[n.combine], val);
+    else
+      sh_em_line(E, "%s = sk_setlane%d(%s, v_%s, %s(sk_lane%d(%s, v_%s), %s));", t, W, t, ln, op[n.combine],
+                 W, t, ln, val);
+    sh_buf_free(&v);
+    sh_em_ref_free(&r);
+    return;
+  }
   switch ((sh_lir_combine)n.combine) {
   case SH_LIR_COMBINE_NONE: sh_em_line(E, "%s = %s;", t, val); break;
   case SH_LIR_COMBINE_ADD: sh_em_line(E, "%s += %s;", t, val); break;

@@ -265,8 +265,8 @@ void sh_em_ref(em *E, sh_lir_buf b, int n, const sh_lir_expr *idx_in, bool want_
       r->vec = true;
       sh_buf_printf(&r->text, "r_%s_%lld", bi->name, (long long)(flat / W));
     } else {
-      sh_buf_printf(&r->text, "r_%s_%lld[v_%s]", bi->name, (long long)(flat / W),
-                    k->vars[E->lane].name);
+      r->lane_reg = true;
+      sh_buf_printf(&r->text, "r_%s_%lld", bi->name, (long long)(flat / W));
     }
     return;
   demoted:
@@ -378,6 +378,8 @@ static void flt(em *E, sh_lir_expr e, bool vec, sh_buf *o) {
     sh_em_ref(E, x.a, x.n, &k->list[x.b], vec, &r);
     if (r.gather) gather(E, e, o);
     else if (vec && !r.reg) sh_buf_printf(o, "sk_ld%d(%s)", W, sh_buf_cstr(&r.text));
+    else if (r.lane_reg)
+      sh_buf_printf(o, "sk_lane%d(%s, v_%s)", W, sh_buf_cstr(&r.text), k->vars[E->lane].name);
     else sh_buf_puts(o, sh_buf_cstr(&r.text));
     sh_em_ref_free(&r);
     return;

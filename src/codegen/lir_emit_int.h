@@ -59,6 +59,10 @@ typedef struct em_ref {
   bool reg;    /* a register lvalue in `text` */
   bool vec;    /* covers the W lanes: a vector register, or memory at pointer `text` */
   bool gather; /* lanes are not contiguous: emit lane by lane */
+  /* lane `v_LANE` (a C variable) of the vector register named in `text`:
+   * read as sk_laneW(text, v_LANE), written with sk_setlaneW, never
+   * subscripted (a variable subscript would keep the register in memory) */
+  bool lane_reg;
   sh_buf text; /* scalar: an lvalue; vector memory: a pointer expression */
 } em_ref;
 

@@ -148,6 +148,61 @@ static void tile_copy(sh_lir_kernel *k, int n, const sh_lir_stmt *loops, int w) 
   }
 }
 
+/* The guarded copy of a tile (after unswitch) accumulates in registers, so
+ * its band needs no guard per row and column: a row past the end reads A's
+ * last row instead (A's index clamped to min(row, M - 1); the row is never
+ * written back), and a column past N reads the zero padding of B's packed
+ * panel. Only the write-back keeps its guards. Each guard `if (c && ...)`
+ * around an accumulation S into the tile's local loses the conjuncts it can
+ * replace so; one left empty is removed. */
+static void unguard_band(sh_lir_kernel *k, sh_lir_buf local, sh_lir_buf B, bool packed) {
+  for (int nth = 0; !k->err; nth++) {
+    sh_lir_stmt S = sh_lir_find_store(k, local, nth), G = S >= 0 ? k->st[S].parent : SH_LIR_NONE;
+    if (S < 0) return;
+    if (k->st[S].combine != SH_LIR_COMBINE_ADD || G < 0 || k->st[G].kind != SH_LIR_S_IF ||
+        k->st[G].els >= 0 || k->st[G].body != S || k->st[S].next >= 0)
+      continue;
+    const sh_lir_enode val = k->ex[k->st[S].val];
+    if (val.kind != SH_LIR_E_BIN || val.op != SH_LIR_OP_MUL) continue;
+    sh_lir_expr side[2] = {val.a, val.b};
+    int a_side = -1;
+    for (int t = 0; t < 2; t++)
+      if (k->ex[side[t]].kind == SH_LIR_E_LOAD && k->ex[side[t]].a != B) a_side = t;
+    if (a_side < 0 || k->ex[side[1 - a_side]].kind != SH_LIR_E_LOAD || k->ex[side[1 - a_side]].a != B)
+      continue;
+    const sh_lir_enode A = k->ex[side[a_side]], Bl = k->ex[side[1 - a_side]];
+    if (A.n > SH_LIR_MAX_RANK || k->bufs[A.a].layout != SH_LIR_LAYOUT_DENSE) continue;
+    sh_lir_expr aidx[SH_LIR_MAX_RANK], conj[16], keep = SH_LIR_NONE;
+    for (int d = 0; d < A.n; d++) aidx[d] = k->list[A.b + d];
+    int nc = sh_lir_conjuncts(k, k->st[G].cond, conj, 16);
+    if (nc > 16) continue;
+    bool changed = false;
+    for (int c = 0; c < nc; c++) {
+      const sh_lir_enode x = k->ex[conj[c]];
+      bool gone = false;
+      if (x.kind == SH_LIR_E_BIN && x.op == SH_LIR_OP_LT) {
+        if (packed && Bl.n == 2 && sh_lir_expr_eq(k, x.a, k->list[Bl.b + 1])) gone = true;
+        for (int d = 0; d < A.n && !gone; d++)
+          if (sh_lir_expr_eq(k, x.a, aidx[d])) {
+            aidx[d] = sh_lir_bin(k, SH_LIR_OP_MIN, x.a, sh_lir_sub(k, x.b, sh_lir_int(k, 1)));
+            gone = true;
+          }
+      }
+      if (gone) changed = true;
+      else keep = keep < 0 ? conj[c] : sh_lir_bin(k, SH_LIR_OP_AND, keep, conj[c]);
+    }
+    if (!changed) continue;
+    sh_lir_expr na = sh_lir_load(k, A.a, A.n, aidx);
+    k->st[S].val = a_side == 0 ? sh_lir_bin(k, SH_LIR_OP_MUL, na, side[1]) : sh_lir_bin(k, SH_LIR_OP_MUL, side[0], na);
+    if (keep >= 0) {
+      k->st[G].cond = keep;
+    } else {
+      sh_lir_detach(k, S);
+      sh_lir_replace(k, G, S);
+    }
+  }
+}
+
 static sheaf_status sched_gemm(sh_lir_kernel *k, const gemm_match *g, int w, const sh_sched_opts *o) {
   int64_t mr = o->mr ? o->mr : w == 16 ? 12 : w == 8 ? 6 : 4;
   int64_t nr = o->nr ? o->nr : w == 16 ? 32 : w == 8 ? 16 : 4, mb = o->row_tiles ? o->row_tiles : 16;
@@ -155,9 +210,9 @@ static sheaf_status sched_gemm(sh_lir_kernel *k, const gemm_match *g, int w, con
     return sh_sched_err(k, "default schedule: GEMM tile %lld x %lld (columns a multiple of %d), %lld "
                            "tiles per block", (long long)mr, (long long)nr, w, (long long)mb);
   const sh_lir_bufinfo *B = &k->bufs[g->B];
-  if (!o->no_pack && B->role == SH_LIR_IN && B->weight && B->layout == SH_LIR_LAYOUT_DENSE &&
-      B->access == SH_LIR_ACCESS_DENSE)
-    sh_sched_pack(k, g->B, nr);
+  bool packed = !o->no_pack && B->role == SH_LIR_IN && B->weight && B->layout == SH_LIR_LAYOUT_DENSE &&
+                B->access == SH_LIR_ACCESS_DENSE;
+  if (packed) packed = sh_sched_pack(k, g->B, nr) == SHEAF_OK;
   sh_lir_stmt io, i0, iio, ii, jo, ji, jv = SH_LIR_NONE, jl;
   sheaf_status st;
   if ((st = sh_sched_split(k, g->i, mr * mb, SH_SCHED_TAIL_GUARD, &io, &i0, NULL)) ||
@@ -183,7 +238,7 @@ static sheaf_status sched_gemm(sh_lir_kernel *k, const gemm_match *g, int w, con
   tile_copy(k, c.n, c.init, w);
   tile_copy(k, c.n, c.band, w);
   tile_copy(k, c.n, c.final, w);
-  sh_sched_unswitch(k, c.alloc);
+  if (sh_sched_unswitch(k, c.alloc) == SHEAF_OK) unguard_band(k, c.local, g->B, packed);
   sh_lir_stmt f;
   if (!sh_sched_fuse(k, io, jo, &f)) sh_sched_parallel(k, f);
   return k->err;

@@ -145,6 +145,32 @@ static inline sk_f32x8 sk_bc8(float x) { return (sk_f32x8){x, x, x, x, x, x, x, 
 static inline sk_f32x16 sk_bc16(float x) {
   return (sk_f32x16){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
 }
+/* One lane of a vector register by value (a variable subscript on the
+ * register itself would keep it in memory for the whole function). */
+static inline float sk_lane8(sk_f32x8 v, int64_t i) {
+  float t[8];
+  __builtin_memcpy(t, &v, sizeof t);
+  return t[i];
+}
+static inline sk_f32x8 sk_setlane8(sk_f32x8 v, int64_t i, float x) {
+  float t[8];
+  __builtin_memcpy(t, &v, sizeof t);
+  t[i] = x;
+  __builtin_memcpy(&v, t, sizeof t);
+  return v;
+}
+static inline float sk_lane16(sk_f32x16 v, int64_t i) {
+  float t[16];
+  __builtin_memcpy(t, &v, sizeof t);
+  return t[i];
+}
+static inline sk_f32x16 sk_setlane16(sk_f32x16 v, int64_t i, float x) {
+  float t[16];
+  __builtin_memcpy(t, &v, sizeof t);
+  t[i] = x;
+  __builtin_memcpy(&v, t, sizeof t);
+  return v;
+}
 static inline sk_i32x8 sk_iota8(void) { return (sk_i32x8){0, 1, 2, 3, 4, 5, 6, 7}; }
 static inline sk_i32x16 sk_iota16(void) {
   return (sk_i32x16){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
