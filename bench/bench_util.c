@@ -230,8 +230,8 @@ double exb_gemm_gflops(sheaf_ctx *ctx, int threads, int64_t m, int64_t n, int64_
 /* ------------------------------------------------------------ temp files */
 
 static char g_tmpdir[256];
-static char g_paths[16][320];
-static int g_npaths;
+static char **g_paths; /* every name handed out (removed by exb_tmp_cleanup) */
+static int g_npaths, g_cap;
 
 const char *exb_tmp_path(const char *name) {
   if (!g_tmpdir[0]) {
@@ -244,18 +244,32 @@ const char *exb_tmp_path(const char *name) {
   }
   for (int i = 0; i < g_npaths; i++)
     if (!strcmp(g_paths[i] + strlen(g_tmpdir) + 1, name)) return g_paths[i];
-  if (g_npaths == 16) {
-    fprintf(stderr, "bench: too many temporary files\n");
+  if (g_npaths == g_cap) {
+    int cap = g_cap ? 2 * g_cap : 16;
+    char **p = realloc(g_paths, (size_t)cap * sizeof *p);
+    if (!p) {
+      fprintf(stderr, "bench: out of memory for temporary file names\n");
+      exit(1);
+    }
+    g_paths = p;
+    g_cap = cap;
+  }
+  size_t len = strlen(g_tmpdir) + 1 + strlen(name) + 1;
+  char *path = malloc(len);
+  if (!path) {
+    fprintf(stderr, "bench: out of memory for temporary file names\n");
     exit(1);
   }
-  snprintf(g_paths[g_npaths], sizeof g_paths[0], "%s/%s", g_tmpdir, name);
-  return g_paths[g_npaths++];
+  snprintf(path, len, "%s/%s", g_tmpdir, name);
+  return g_paths[g_npaths++] = path;
 }
 
 void exb_tmp_cleanup(void) {
-  for (int i = 0; i < g_npaths; i++) remove(g_paths[i]);
+  for (int i = 0; i < g_npaths; i++) remove(g_paths[i]), free(g_paths[i]);
   if (g_tmpdir[0]) rmdir(g_tmpdir);
-  g_npaths = 0;
+  free(g_paths);
+  g_paths = NULL;
+  g_npaths = g_cap = 0;
   g_tmpdir[0] = '\0';
 }
 
