@@ -106,8 +106,11 @@ static int64_t size_eval(const sh_interp *ip, const sh_size *s, int depth) {
 
 /* ------------------------------------------------------------- values */
 
-static sh_agg *agg_new(sh_interp *ip, int32_t tag, int32_t n) {
-  sh_agg *a = sh_lang_alloc(ip->cur, sizeof(sh_agg) + (size_t)n * sizeof(sh_value));
+/* An aggregate of n values in the current region: zeroed, or (raw) for a
+ * caller that writes every item before the aggregate can be read. */
+static sh_agg *agg_alloc(sh_interp *ip, int32_t tag, int32_t n, bool raw) {
+  size_t bytes = sizeof(sh_agg) + (size_t)n * sizeof(sh_value);
+  sh_agg *a = raw ? sh_lang_alloc_raw(ip->cur, bytes) : sh_lang_alloc(ip->cur, bytes);
   if (!a) {
     if (!ip->err) ip->err = SHEAF_ERR_NOMEM;
     return NULL;
@@ -117,6 +120,9 @@ static sh_agg *agg_new(sh_interp *ip, int32_t tag, int32_t n) {
   a->gen = ip->cur_gen;
   return a;
 }
+
+static sh_agg *agg_new(sh_interp *ip, int32_t tag, int32_t n) { return agg_alloc(ip, tag, n, false); }
+static sh_agg *agg_new_raw(sh_interp *ip, int32_t tag, int32_t n) { return agg_alloc(ip, tag, n, true); }
 
 static sh_value mk_int(int32_t i) { return (sh_value){.kind = SH_V_INT, .i = i}; }
 static sh_value mk_word(int32_t i) { return (sh_value){.kind = SH_V_INT, .word = 1, .i = i}; }
@@ -337,7 +343,7 @@ static SH_NOINLINE sh_value builtin_to_host(sh_interp *ip, const sh_ast *e, sh_v
   int64_t n = v.shape[v.rank - 1];
   if (e->builtin == SH_BI_ITEM) return mk_f32(v.data[0]);
   if (e->builtin == SH_BI_VALUES) {
-    sh_agg *r = agg_new(ip, -1, (int32_t)n); /* n fits: a vector has at most INT32_MAX elements */
+    sh_agg *r = agg_new_raw(ip, -1, (int32_t)n); /* n fits: a vector has at most INT32_MAX elements */
     if (!r) return v_none;
     for (int64_t k = 0; k < n; k++) r->items[k] = mk_f32(v.data[k]);
     return mk_agg(SH_V_LIST, r);
@@ -356,7 +362,7 @@ static SH_NOINLINE sh_value builtin_push(sh_interp *ip, const sh_ast *e, sh_valu
   if (ip->err) return v_none;
   int32_t n = xs.agg->n;
   if (n == INT32_MAX) return fail_at(ip, e->span, "push: a list holds at most 2147483647 elements"), v_none;
-  sh_agg *r = agg_new(ip, -1, n + 1);
+  sh_agg *r = agg_new_raw(ip, -1, n + 1);
   if (!r) return v_none;
   if (n) memcpy(r->items, xs.agg->items, (size_t)n * sizeof *r->items);
   r->items[n] = x;
@@ -400,13 +406,13 @@ static SH_NOINLINE sh_value builtin_list(sh_interp *ip, const sh_ast *e, sh_valu
     if (a[1].i < 0 || a[1].i >= n)
       return fail_at(ip, e->items[1]->span, "set: index %d is out of range for a list of %d element%s",
                      (int)a[1].i, (int)n, n == 1 ? "" : "s"), v_none;
-    if (!(r = agg_new(ip, -1, n))) return v_none;
+    if (!(r = agg_new_raw(ip, -1, n))) return v_none;
     memcpy(r->items, xs->items, (size_t)n * sizeof *r->items);
     r->items[a[1].i] = a[2];
     return mk_agg(SH_V_LIST, r);
   case SH_BI_POP:
     if (n == 0) return fail_at(ip, e->items[0]->span, "pop of an empty list"), v_none;
-    if (!(r = agg_new(ip, -1, n - 1))) return v_none;
+    if (!(r = agg_new_raw(ip, -1, n - 1))) return v_none;
     if (n > 1) memcpy(r->items, xs->items, (size_t)(n - 1) * sizeof *r->items);
     return mk_agg(SH_V_LIST, r);
   case SH_BI_TOPK: {
@@ -425,7 +431,7 @@ static SH_NOINLINE sh_value builtin_list(sh_interp *ip, const sh_ast *e, sh_valu
     int64_t total = 0;
     for (int i = 0; i < e->n; i++) total += a[i].agg->n;
     if (total > INT32_MAX) return fail_at(ip, e->span, "cat: a list holds at most 2147483647 elements"), v_none;
-    if (!(r = agg_new(ip, -1, (int32_t)total))) return v_none;
+    if (!(r = agg_new_raw(ip, -1, (int32_t)total))) return v_none;
     int32_t at = 0;
     for (int i = 0; i < e->n; i++) {
       if (a[i].agg->n) memcpy(r->items + at, a[i].agg->items, (size_t)a[i].agg->n * sizeof *r->items);
@@ -487,7 +493,7 @@ static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_ast *e, sh_value *fr
   case SH_BI_LEN: return mk_int(a[0].agg->n);
   case SH_BI_REV: {
     int32_t n = a[0].agg->n;
-    sh_agg *r = agg_new(ip, -1, n);
+    sh_agg *r = agg_new_raw(ip, -1, n);
     if (!r) return v_none;
     for (int32_t i = 0; i < n; i++) r->items[i] = a[0].agg->items[n - 1 - i];
     return mk_agg(SH_V_LIST, r);
@@ -877,7 +883,7 @@ static SH_NOINLINE sh_value eval_for(sh_interp *ip, const sh_ast *e, sh_value *f
   } else {
     n = xs.agg->n;
   }
-  sh_agg *r = agg_new(ip, -1, n);
+  sh_agg *r = agg_new_raw(ip, -1, n);
   if (!r) return v_none;
   for (int32_t k = 0; k < n; k++) {
     sh_value v = e->b ? mk_int(lo + k) : xs.agg->items[k];
@@ -918,7 +924,7 @@ static sh_value evacuate(sh_interp *ip, sh_value v, uint64_t gen) {
   if (a->gen < gen) return v;
   if (sh_stack_room() < SH_INTERP_STACK_RESERVE)
     return failf(ip, "while: its state is nested too deep to keep across iterations"), v_none;
-  sh_agg *r = agg_new(ip, a->tag, a->n);
+  sh_agg *r = agg_new_raw(ip, a->tag, a->n);
   if (!r) return v_none;
   if (a->n == 0) return v.agg = r, v;
   memcpy(r->items, a->items, (size_t)a->n * sizeof *r->items);
