@@ -4,7 +4,9 @@
  * The program's states share parts (a tree doubled 40 times: a copy that
  * did not keep the sharing would need 2^40 nodes), nest loops, keep values
  * made before the loop (the input list) and wait inside the loop (argmax),
- * so on fibers at batch 64 many instances are inside their loops at once;
+ * so on fibers at batch 64 many instances are inside their loops at once,
+ * and make enough garbage per iteration that the state is copied out
+ * mid-loop (SH_WHILE_COLLECT);
  * the outputs must equal those computed here from the data, at batch 64
  * and at one instance per batch, under 1 and 2 threads.
  */
@@ -21,13 +23,17 @@ static const char k_src[] =
     "fn word(t: T) -> i32 { match t { Leaf(w) => w, Node(_, _) => -1 } }\n"
     "fn main(ws: list[i32]) -> (list[i32], i32, i32, list[i32]) {\n"
     "  let n = len(ws);\n"
-    "  let (t, _) = while (t, k) = (Leaf(ws[0]), 0); k < 40 max 40 { (Node(t, t), k + 1) };\n"
+    "  let (t, _) = while (t, k) = (Leaf(ws[0]), 0); k < 40 max 40 {\n"
+    "    let junk = for i in 0..10000 { i };\n"
+    "    (Node(t, t), k + 1 + len(junk) - 10000)\n"
+    "  };\n"
     "  let (leaf, d) = while (u, d) = (t, 0); !is_leaf(u) max 64 { (left(u), d + 1) };\n"
     "  let none: list[i32] = [];\n"
     "  let (xs, ys, _) = while (xs, ys, k) = (none, ws, 0); k < n max n {\n"
     "    let (acc, _) = while (acc, j) = (none, 0); j <= k max n { (push(acc, j), j + 1) };\n"
     "    let g = argmax(cat(v, v * 2.0)) - 4;\n"
-    "    (push(xs, len(acc) + g), set(ys, k, ys[k] * 2 + g), k + 1)\n"
+    "    let big = for i in 0..20000 { i + g };\n"
+    "    (push(xs, len(acc) + big[19999] - 19999), set(ys, k, ys[k] * 2 + g), k + 1)\n"
     "  };\n"
     "  (xs, d, word(leaf) - ws[0], ys)\n"
     "}\n";

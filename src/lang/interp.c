@@ -934,16 +934,22 @@ static sh_value evacuate(sh_interp *ip, sh_value v, uint64_t gen) {
   return v.agg = r, v;
 }
 
+/* Bytes a loop's iterations may leave in its work region before the live
+ * state is copied out and the rest freed (a copy per iteration would make
+ * every step O(state)). */
+#define SH_WHILE_COLLECT ((size_t)256 << 10)
+
 /* while STATE = INIT; COND max N { BODY }: N is read once; a condition that
  * still holds after N iterations stops the instance with an error at the
  * loop (a loop never ends silently short).
  *
- * Each iteration's values are made in a region of their own (work); what
- * the new state holds of them is copied into a fresh state region, and the
- * previous state's and the work's regions are emptied, so an instance's
- * host memory is its live state, not its history (a batch on fibers keeps
- * many instances in progress). The final state is copied out to where the
- * loop was called. */
+ * The iterations' values are made in a region of their own (work); once
+ * it holds SH_WHILE_COLLECT bytes, what the state holds of them is copied
+ * into a fresh state region and the previous state's and the work's regions
+ * are emptied, so an instance's host memory is its live state plus at most
+ * about SH_WHILE_COLLECT, not its history (a batch on fibers keeps many
+ * instances in progress). The final state is copied out to where the loop
+ * was called. */
 static SH_NOINLINE sh_value eval_while(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   sh_value n = eval(ip, e->b, fr);
   if (ip->err) return v_none;
@@ -979,6 +985,7 @@ static SH_NOINLINE sh_value eval_while(sh_interp *ip, const sh_ast *e, sh_value 
     }
     st = eval(ip, e->c, fr);
     if (ip->err) break;
+    if (work->pool.arena.used_total < SH_WHILE_COLLECT) continue; /* little garbage yet */
     region_enter(ip, next);
     st = evacuate(ip, st, first);
     region *t = state;
