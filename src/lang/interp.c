@@ -1,6 +1,8 @@
 /*
  * interp.c — runs a checked program (see interp.h): a direct walk over the
- * typed AST, host values in a pool reset per batch, tensor operations issued
+ * typed AST, host values in a pool reset per batch (a while loop's
+ * iterations in regions of their own, freed as the loop goes: eval_while),
+ * tensor operations issued
  * to the graph (sums of parameter products as one affine, longer sums as one
  * sum_n). Errors of the
  * program while it runs (a row, list index or element out of range, a
