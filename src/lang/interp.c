@@ -1,6 +1,8 @@
 /*
  * interp.c — runs a checked program (see interp.h): a direct walk over the
- * typed AST, host values in a pool reset per batch, tensor operations issued
+ * typed AST, host values in a pool reset per batch (a while loop's
+ * iterations in regions of their own, freed as the loop goes: eval_while),
+ * tensor operations issued
  * to the graph (sums of parameter products as one affine, longer sums as one
  * sum_n). Errors of the
  * program while it runs (a row, list index or element out of range, a
@@ -22,7 +24,10 @@ struct sh_interp {
   sheaf_ctx *ctx;
   const sh_lang_bind *bind;
   int64_t *sv;     /* size values by variable id (globals fixed, locals bound per call) */
-  sh_lang_pool pool;    /* host values of the current batch */
+  sh_lang_pool pool;    /* host values of the current batch (region generation 0) */
+  sh_lang_pool *cur;    /* where values are made now: pool, or a while loop's region */
+  uint64_t cur_gen;     /* cur's generation (sh_agg.gen) */
+  uint64_t next_gen;    /* the last generation handed out (regions of while loops) */
   sheaf_graph *g;
   int phase;
   int depth;       /* calls in progress */
@@ -103,16 +108,23 @@ static int64_t size_eval(const sh_interp *ip, const sh_size *s, int depth) {
 
 /* ------------------------------------------------------------- values */
 
-static sh_agg *agg_new(sh_interp *ip, int32_t tag, int32_t n) {
-  sh_agg *a = sh_lang_alloc(&ip->pool, sizeof(sh_agg) + (size_t)n * sizeof(sh_value));
+/* An aggregate of n values in the current region: zeroed, or (raw) for a
+ * caller that writes every item before the aggregate can be read. */
+static sh_agg *agg_alloc(sh_interp *ip, int32_t tag, int32_t n, bool raw) {
+  size_t bytes = sizeof(sh_agg) + (size_t)n * sizeof(sh_value);
+  sh_agg *a = raw ? sh_lang_alloc_raw(ip->cur, bytes) : sh_lang_alloc(ip->cur, bytes);
   if (!a) {
     if (!ip->err) ip->err = SHEAF_ERR_NOMEM;
     return NULL;
   }
   a->tag = tag;
   a->n = n;
+  a->gen = ip->cur_gen;
   return a;
 }
+
+static sh_agg *agg_new(sh_interp *ip, int32_t tag, int32_t n) { return agg_alloc(ip, tag, n, false); }
+static sh_agg *agg_new_raw(sh_interp *ip, int32_t tag, int32_t n) { return agg_alloc(ip, tag, n, true); }
 
 static sh_value mk_int(int32_t i) { return (sh_value){.kind = SH_V_INT, .i = i}; }
 static sh_value mk_word(int32_t i) { return (sh_value){.kind = SH_V_INT, .word = 1, .i = i}; }
@@ -227,7 +239,7 @@ static SH_NOINLINE sh_value builtin_lstm_cell(sh_interp *ip, const sh_ast *e, sh
 
 static SH_NOINLINE sh_value builtin_cat(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   sheaf_expr small[4], *xs = small;
-  if (e->n > 4 && !(xs = sh_lang_alloc(&ip->pool, (size_t)e->n * sizeof *xs)))
+  if (e->n > 4 && !(xs = sh_lang_alloc(ip->cur, (size_t)e->n * sizeof *xs)))
     return ip->err = SHEAF_ERR_NOMEM, v_none;
   for (int i = 0; i < e->n; i++) {
     sh_value v = eval(ip, e->items[i], fr);
@@ -246,7 +258,7 @@ static SH_NOINLINE sh_value list_to_tensor(sh_interp *ip, const sh_ast *e, const
     if (e->builtin == SH_BI_SUM) return tensor_zeros(ip, e->type);
     return fail_at(ip, e->span, "%s of an empty list", sh_builtin_name(e->builtin)), v_none;
   }
-  sheaf_expr *xs = sh_lang_alloc(&ip->pool, (size_t)n * sizeof *xs);
+  sheaf_expr *xs = sh_lang_alloc(ip->cur, (size_t)n * sizeof *xs);
   if (!xs) return ip->err = SHEAF_ERR_NOMEM, v_none;
   for (int32_t i = 0; i < n; i++) xs[i] = l->items[i].t;
   switch (e->builtin) {
@@ -302,13 +314,17 @@ static SH_NOINLINE sh_value builtin_apply(sh_interp *ip, const sh_ast *e, const 
  * here and restored after the wait. Elsewhere sheaf_value flushes. */
 static sheaf_status host_read(sh_interp *ip, sheaf_expr t, sheaf_value_view *v) {
   uint32_t ns = ip->m->sizes.n + 1;
-  int64_t *sv = sh_lang_alloc_raw(&ip->pool, ns * sizeof *sv);
+  int64_t *sv = sh_lang_alloc_raw(ip->cur, ns * sizeof *sv);
   if (!sv) return ip->err = SHEAF_ERR_NOMEM;
   memcpy(sv, ip->sv, ns * sizeof *sv);
   int depth = ip->depth, phase = ip->phase;
   sheaf_graph *g = ip->g;
+  sh_lang_pool *cur = ip->cur;
+  uint64_t cur_gen = ip->cur_gen;
   sheaf_status st = sheaf_value(g, t, v);
   memcpy(ip->sv, sv, ns * sizeof *sv);
+  ip->cur = cur;
+  ip->cur_gen = cur_gen;
   ip->g = g;
   ip->depth = depth;
   ip->phase = phase;
@@ -329,7 +345,7 @@ static SH_NOINLINE sh_value builtin_to_host(sh_interp *ip, const sh_ast *e, sh_v
   int64_t n = v.shape[v.rank - 1];
   if (e->builtin == SH_BI_ITEM) return mk_f32(v.data[0]);
   if (e->builtin == SH_BI_VALUES) {
-    sh_agg *r = agg_new(ip, -1, (int32_t)n); /* n fits: a vector has at most INT32_MAX elements */
+    sh_agg *r = agg_new_raw(ip, -1, (int32_t)n); /* n fits: a vector has at most INT32_MAX elements */
     if (!r) return v_none;
     for (int64_t k = 0; k < n; k++) r->items[k] = mk_f32(v.data[k]);
     return mk_agg(SH_V_LIST, r);
@@ -348,7 +364,7 @@ static SH_NOINLINE sh_value builtin_push(sh_interp *ip, const sh_ast *e, sh_valu
   if (ip->err) return v_none;
   int32_t n = xs.agg->n;
   if (n == INT32_MAX) return fail_at(ip, e->span, "push: a list holds at most 2147483647 elements"), v_none;
-  sh_agg *r = agg_new(ip, -1, n + 1);
+  sh_agg *r = agg_new_raw(ip, -1, n + 1);
   if (!r) return v_none;
   if (n) memcpy(r->items, xs.agg->items, (size_t)n * sizeof *r->items);
   r->items[n] = x;
@@ -392,13 +408,13 @@ static SH_NOINLINE sh_value builtin_list(sh_interp *ip, const sh_ast *e, sh_valu
     if (a[1].i < 0 || a[1].i >= n)
       return fail_at(ip, e->items[1]->span, "set: index %d is out of range for a list of %d element%s",
                      (int)a[1].i, (int)n, n == 1 ? "" : "s"), v_none;
-    if (!(r = agg_new(ip, -1, n))) return v_none;
+    if (!(r = agg_new_raw(ip, -1, n))) return v_none;
     memcpy(r->items, xs->items, (size_t)n * sizeof *r->items);
     r->items[a[1].i] = a[2];
     return mk_agg(SH_V_LIST, r);
   case SH_BI_POP:
     if (n == 0) return fail_at(ip, e->items[0]->span, "pop of an empty list"), v_none;
-    if (!(r = agg_new(ip, -1, n - 1))) return v_none;
+    if (!(r = agg_new_raw(ip, -1, n - 1))) return v_none;
     if (n > 1) memcpy(r->items, xs->items, (size_t)(n - 1) * sizeof *r->items);
     return mk_agg(SH_V_LIST, r);
   case SH_BI_TOPK: {
@@ -417,7 +433,7 @@ static SH_NOINLINE sh_value builtin_list(sh_interp *ip, const sh_ast *e, sh_valu
     int64_t total = 0;
     for (int i = 0; i < e->n; i++) total += a[i].agg->n;
     if (total > INT32_MAX) return fail_at(ip, e->span, "cat: a list holds at most 2147483647 elements"), v_none;
-    if (!(r = agg_new(ip, -1, (int32_t)total))) return v_none;
+    if (!(r = agg_new_raw(ip, -1, (int32_t)total))) return v_none;
     int32_t at = 0;
     for (int i = 0; i < e->n; i++) {
       if (a[i].agg->n) memcpy(r->items + at, a[i].agg->items, (size_t)a[i].agg->n * sizeof *r->items);
@@ -479,7 +495,7 @@ static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_ast *e, sh_value *fr
   case SH_BI_LEN: return mk_int(a[0].agg->n);
   case SH_BI_REV: {
     int32_t n = a[0].agg->n;
-    sh_agg *r = agg_new(ip, -1, n);
+    sh_agg *r = agg_new_raw(ip, -1, n);
     if (!r) return v_none;
     for (int32_t i = 0; i < n; i++) r->items[i] = a[0].agg->items[n - 1 - i];
     return mk_agg(SH_V_LIST, r);
@@ -649,7 +665,7 @@ static SH_NOINLINE sh_value binary(sh_interp *ip, const sh_ast *e, sh_value *fr)
 
 /* A frame of f's locals (not zeroed: every local is bound before it is read). */
 static sh_value *frame_new(sh_interp *ip, const sh_fn *f) {
-  sh_value *fr = sh_lang_alloc_raw(&ip->pool, (size_t)(f->n_locals ? f->n_locals : 1) * sizeof *fr);
+  sh_value *fr = sh_lang_alloc_raw(ip->cur, (size_t)(f->n_locals ? f->n_locals : 1) * sizeof *fr);
   if (!fr && !ip->err) ip->err = SHEAF_ERR_NOMEM;
   return fr;
 }
@@ -869,7 +885,7 @@ static SH_NOINLINE sh_value eval_for(sh_interp *ip, const sh_ast *e, sh_value *f
   } else {
     n = xs.agg->n;
   }
-  sh_agg *r = agg_new(ip, -1, n);
+  sh_agg *r = agg_new_raw(ip, -1, n);
   if (!r) return v_none;
   for (int32_t k = 0; k < n; k++) {
     sh_value v = e->b ? mk_int(lo + k) : xs.agg->items[k];
@@ -880,24 +896,110 @@ static SH_NOINLINE sh_value eval_for(sh_interp *ip, const sh_ast *e, sh_value *f
   return mk_agg(SH_V_LIST, r);
 }
 
+/* A region of a while loop: a pool whose values die together. */
+typedef struct region {
+  sh_lang_pool pool;
+  uint64_t gen;
+} region;
+
+static void region_enter(sh_interp *ip, region *r) {
+  ip->cur = &r->pool;
+  ip->cur_gen = r->gen;
+}
+
+/* Empties r for reuse under a new generation. */
+static void region_recycle(sh_interp *ip, region *r) {
+  sh_lang_pool_reset(&r->pool);
+  r->gen = ++ip->next_gen;
+}
+
+/* v with every aggregate of generation >= gen (a region of the loop that is
+ * about to be emptied) copied into the current region; older ones (made
+ * before the loop) are shared. A copied aggregate is marked forwarded
+ * (gen UINT64_MAX, its copy in items[0].agg) so that one reached twice is
+ * copied once (a state that shares parts stays the same size). */
+#define FORWARDED UINT64_MAX
+static sh_value evacuate(sh_interp *ip, sh_value v, uint64_t gen) {
+  if (v.kind != SH_V_TUPLE && v.kind != SH_V_LIST && v.kind != SH_V_ADT) return v;
+  sh_agg *a = v.agg;
+  if (a->gen == FORWARDED) return v.agg = a->items[0].agg, v;
+  if (a->gen < gen) return v;
+  if (sh_stack_room() < SH_INTERP_STACK_RESERVE)
+    return failf(ip, "while: its state is nested too deep to keep across iterations"), v_none;
+  sh_agg *r = agg_new_raw(ip, a->tag, a->n);
+  if (!r) return v_none;
+  if (a->n == 0) return v.agg = r, v;
+  memcpy(r->items, a->items, (size_t)a->n * sizeof *r->items);
+  a->gen = FORWARDED;
+  a->items[0].agg = r; /* r->items[0] keeps the original */
+  for (int32_t k = 0; k < r->n && !ip->err; k++) r->items[k] = evacuate(ip, r->items[k], gen);
+  return v.agg = r, v;
+}
+
+/* Bytes a loop's iterations may leave in its work region before the live
+ * state is copied out and the rest freed (a copy per iteration would make
+ * every step O(state)). */
+#define SH_WHILE_COLLECT ((size_t)256 << 10)
+
 /* while STATE = INIT; COND max N { BODY }: N is read once; a condition that
  * still holds after N iterations stops the instance with an error at the
- * loop (a loop never ends silently short). */
+ * loop (a loop never ends silently short).
+ *
+ * The iterations' values are made in a region of their own (work); once
+ * it holds SH_WHILE_COLLECT bytes, what the state holds of them is copied
+ * into a fresh state region and the previous state's and the work's regions
+ * are emptied, so an instance's host memory is its live state plus at most
+ * about SH_WHILE_COLLECT, not its history (a batch on fibers keeps many
+ * instances in progress). The final state is copied out to where the loop
+ * was called. */
 static SH_NOINLINE sh_value eval_while(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   sh_value n = eval(ip, e->b, fr);
   if (ip->err) return v_none;
   sh_value st = eval(ip, e->lets[0].value, fr);
-  for (int64_t k = 0; !ip->err; k++) {
-    if (!pat_bind(ip, e->lets[0].pat, &st, fr)) return failf(ip, "while: pattern did not match"), v_none;
-    sh_value c = eval(ip, e->a, fr);
-    if (ip->err) return v_none;
-    if (!c.i) return st;
-    if (k >= n.i)
-      return fail_at(ip, e->span, "'while' reached its bound (max %d) and its condition still holds",
-                     (int)n.i), v_none;
-    st = eval(ip, e->c, fr);
+  if (ip->err) return v_none;
+  sh_lang_pool *outer = ip->cur;
+  uint64_t outer_gen = ip->cur_gen;
+  region rg[3]; /* the state, the next state, the work */
+  for (int i = 0; i < 3; i++) {
+    sh_lang_pool_init(&rg[i].pool, ip->ctx);
+    rg[i].gen = ++ip->next_gen;
   }
-  return v_none;
+  uint64_t first = rg[0].gen;
+  region *state = &rg[0], *next = &rg[1], *work = &rg[2];
+  sh_value r = v_none;
+  for (int64_t k = 0; !ip->err; k++) {
+    region_enter(ip, work);
+    if (!pat_bind(ip, e->lets[0].pat, &st, fr)) {
+      failf(ip, "while: pattern did not match");
+      break;
+    }
+    sh_value c = eval(ip, e->a, fr);
+    if (ip->err) break;
+    if (!c.i) {
+      ip->cur = outer;
+      ip->cur_gen = outer_gen;
+      r = evacuate(ip, st, first);
+      break;
+    }
+    if (k >= n.i) {
+      fail_at(ip, e->span, "'while' reached its bound (max %d) and its condition still holds", (int)n.i);
+      break;
+    }
+    st = eval(ip, e->c, fr);
+    if (ip->err) break;
+    if (work->pool.arena.used_total < SH_WHILE_COLLECT) continue; /* little garbage yet */
+    region_enter(ip, next);
+    st = evacuate(ip, st, first);
+    region *t = state;
+    state = next;
+    next = t;
+    region_recycle(ip, next);
+    region_recycle(ip, work);
+  }
+  ip->cur = outer;
+  ip->cur_gen = outer_gen;
+  for (int i = 0; i < 3; i++) sh_lang_pool_destroy(&rg[i].pool);
+  return ip->err ? v_none : r;
 }
 
 static SH_NOINLINE sh_value eval_phase(sh_interp *ip, const sh_ast *e, sh_value *fr) {
@@ -1042,12 +1144,16 @@ sheaf_status sh_interp_tree(sh_interp *ip, const sh_treebank *tb, int32_t node, 
   if (ip->in->kind != SH_INPUT_BINARY_TREE && ip->in->kind != SH_INPUT_DEP_TREE)
     return sh_fail(ip->ctx, SHEAF_ERR_INVALID_ARG, "main does not take a tree");
   ip->err = SHEAF_OK;
+  ip->cur = &ip->pool; /* the batch's (another instance may be inside a loop) */
+  ip->cur_gen = 0;
   *out = tree_value(ip, tb, node, ids);
   return ip->err;
 }
 
 sheaf_status sh_interp_ints(sh_interp *ip, const int32_t *v, int32_t n, sh_value *out) {
   ip->err = SHEAF_OK;
+  ip->cur = &ip->pool; /* the batch's (another instance may be inside a loop) */
+  ip->cur_gen = 0;
   sh_agg *a = agg_new(ip, -1, n);
   if (!a) return ip->err;
   for (int32_t i = 0; i < n; i++) a->items[i] = mk_word(v[i]);
@@ -1057,6 +1163,8 @@ sheaf_status sh_interp_ints(sh_interp *ip, const int32_t *v, int32_t n, sh_value
 
 sheaf_status sh_interp_records(sh_interp *ip, const sh_token_cols *t, sh_value *out) {
   ip->err = SHEAF_OK;
+  ip->cur = &ip->pool; /* the batch's (another instance may be inside a loop) */
+  ip->cur_gen = 0;
   const sh_input_shape *in = ip->in;
   if (in->kind != SH_INPUT_RECORDS)
     return sh_fail(ip->ctx, SHEAF_ERR_INVALID_ARG, "main does not take token records");
@@ -1112,6 +1220,7 @@ sheaf_status sh_interp_create(const sh_module *m, const sh_lang_bind *bind, sh_i
   }
   for (uint32_t i = 0; i <= m->sizes.n; i++) ip->sv[i] = bind->size_values && i <= bind->n_sizes ? bind->size_values[i] : 0;
   sh_lang_pool_init(&ip->pool, m->ctx);
+  ip->cur = &ip->pool;
   ip->in = sh_check_main_input(m);
   *out = ip;
   return SHEAF_OK;
@@ -1124,13 +1233,19 @@ void sh_interp_free(sh_interp *ip) {
   sh_free(ip->ctx, ip, sizeof *ip);
 }
 
-void sh_interp_reset(sh_interp *ip) { sh_lang_pool_reset(&ip->pool); }
+void sh_interp_reset(sh_interp *ip) {
+  sh_lang_pool_reset(&ip->pool);
+  ip->cur = &ip->pool;
+  ip->cur_gen = 0;
+}
 
 sheaf_status sh_interp_main(sh_interp *ip, sheaf_graph *g, sh_value input, sh_value *out) {
   ip->g = g;
   ip->depth = 0;
   ip->err = SHEAF_OK;
   ip->phase = 0;
+  ip->cur = &ip->pool;
+  ip->cur_gen = 0;
   if (ip->m->n_waits) sheaf_graph_phase(g, 0); /* another instance may have waited in a phase */
   *out = call_fn(ip, ip->m->main, &input, NULL);
   sheaf_graph_phase(g, 0);

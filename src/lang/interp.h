@@ -111,8 +111,10 @@ typedef struct sh_value {
 } sh_value;     /* 32 bytes */
 
 struct sh_agg {
-  int32_t tag; /* ADT: constructor index */
+  int32_t tag;  /* ADT: constructor index */
   int32_t n;
+  uint64_t gen; /* the interpreter's region it lives in (interp.c: a while loop's
+                   iterations free their dead values; 0: the batch's) */
   sh_value items[];
 };
 
