@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/pool.h"
 #include "kernels/vmath.h"
 #include "train/train.h"
 
@@ -174,10 +175,46 @@ float *sheaf_param_grad(sheaf_model *m, sheaf_param p) {
   return gr;
 }
 
+/* Zeroing the gradients: chunks of ZG_CHUNK floats of every parameter
+ * with one, over the pool (an embedding table's gradient is megabytes). */
+#define ZG_CHUNK 16384
+typedef struct zg_job {
+  sheaf_model *m;
+  const uint32_t *first; /* by parameter: its first chunk's index (n_params + 1 entries) */
+} zg_job;
+
+static void zg_task(void *arg, int64_t task, int tid) {
+  (void)tid;
+  const zg_job *j = arg;
+  uint32_t lo = 0, hi = j->m->n_params; /* the parameter whose chunks hold `task` */
+  while (hi - lo > 1) {
+    uint32_t mid = (lo + hi) / 2;
+    if (j->first[mid] <= (uint64_t)task) lo = mid;
+    else hi = mid;
+  }
+  const sh_param *q = &j->m->params[lo];
+  size_t a = ((size_t)task - j->first[lo]) * ZG_CHUNK, e = a + ZG_CHUNK < q->numel ? a + ZG_CHUNK : q->numel;
+  memset(q->grad + a, 0, (e - a) * sizeof(float));
+}
+
 sheaf_status sheaf_model_zero_grad(sheaf_model *m) {
   if (!m) return SHEAF_ERR_INVALID_ARG;
-  for (uint32_t i = 0; i < m->n_params; i++)
-    if (m->params[i].grad) memset(m->params[i].grad, 0, m->params[i].numel * sizeof(float));
+  uint32_t *first = m->n_params ? sh_alloc(m->ctx, ((size_t)m->n_params + 1) * sizeof *first, 64) : NULL;
+  uint64_t c = 0;
+  for (uint32_t i = 0; first && i < m->n_params; i++) {
+    first[i] = (uint32_t)c;
+    if (m->params[i].grad) c += (m->params[i].numel + ZG_CHUNK - 1) / ZG_CHUNK;
+  }
+  if (!first || c >= UINT32_MAX) { /* serially (no room for the index, or no parameter) */
+    if (first) sh_free(m->ctx, first, ((size_t)m->n_params + 1) * sizeof *first);
+    for (uint32_t i = 0; i < m->n_params; i++)
+      if (m->params[i].grad) memset(m->params[i].grad, 0, m->params[i].numel * sizeof(float));
+    return SHEAF_OK;
+  }
+  first[m->n_params] = (uint32_t)c;
+  zg_job j = {m, first};
+  sh_pool_run(m->ctx->pool, (int64_t)c, zg_task, &j, 0);
+  sh_free(m->ctx, first, ((size_t)m->n_params + 1) * sizeof *first);
   return SHEAF_OK;
 }
 

@@ -15,15 +15,39 @@
 #include "kernels/vmath.h"
 #include "train/train.h"
 
-/* One GEMM bucket's rows of a deferred weight gradient: X's row pointers
- * per input (xr[k][r]: values of the graph or of the pass, which stay until
- * its end) and dY's row pointers (gradients of the pass: they stay). */
+/* Columns [off, off + w) of X = [X_1 | .. | X_nx] over a bucket's rows:
+ * row pointers (values of the graph or of the pass, which stay until its
+ * end). An input that is a concat without a value gives one piece per
+ * operand, gathered from them (never materialized for dW). */
+typedef struct bw_piece {
+  int64_t off, w;
+  const float *const *xr;
+} bw_piece;
+
+/* One GEMM bucket's rows of a deferred weight gradient: X's pieces and
+ * dY's row pointers (gradients of the pass: they stay). */
 struct sh_bw_seg {
   int64_t m;
-  const float *const *xr[SH_GEMM_MAX_KSRC];
+  int np;
+  const bw_piece *p;
   const float *const *dyr;
   sh_bw_seg *next;
 };
+
+/* Whether input k of the bucket's nodes is read piece by piece: every
+ * node's is a concat without a value, of the same operand widths. */
+static int concat_pieces(const sh_bw *b, const uint32_t *ids, uint32_t n, int k) {
+  const sh_node *nodes = b->g->store.nodes;
+  const sh_node *x0 = &nodes[sh_bw_in(b, ids[0], k)];
+  if (x0->op != SH_OP_CONCAT || x0->val || x0->rank != 2 || x0->n_in < 2 || x0->n_in > 16) return 0;
+  for (uint32_t i = 1; i < n; i++) {
+    const sh_node *x = &nodes[sh_bw_in(b, ids[i], k)];
+    if (x->op != SH_OP_CONCAT || x->val || x->rank != 2 || x->n_in != x0->n_in) return 0;
+    for (uint32_t q = 0; q < x->n_in; q++)
+      if (nodes[b->g->store.ins[x->in + q]].cols != nodes[b->g->store.ins[x0->in + q]].cols) return 0;
+  }
+  return (int)x0->n_in;
+}
 
 /* Below this many floats touched, a helper loop runs on the caller: a pool
  * dispatch costs more than it saves. */
@@ -200,21 +224,34 @@ static sheaf_status lin_grads(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t
     d->out = out;
     d->sum_in = sum_in;
   }
-  sh_bw_seg *sg = sh_bw_alloc(b, sizeof *sg);
-  if (!sg) return SHEAF_ERR_NOMEM;
-  *sg = (sh_bw_seg){m, {NULL}, dyr, NULL};
+  int npk[SH_GEMM_MAX_KSRC], np = 0;
   for (int k = 0; k < nx; k++) {
-    const float **xr = sh_bw_alloc(b, (size_t)m * sizeof *xr);
-    if (!xr) return SHEAF_ERR_NOMEM;
-    int64_t r0 = 0;
-    for (uint32_t i = 0; i < n; i++) {
-      int64_t rows = g->store.nodes[ids[i]].rows;
-      const float *xv = sh_bw_val(b, sh_bw_in(b, ids[i], k));
-      if (!xv) return BW_FAIL(b);
-      for (int64_t r = 0; r < rows; r++) xr[r0 + r] = xv + r * in[k];
-      r0 += rows;
+    npk[k] = concat_pieces(b, ids, n, k);
+    np += npk[k] ? npk[k] : 1;
+  }
+  sh_bw_seg *sg = sh_bw_alloc(b, sizeof *sg);
+  bw_piece *pc = sh_bw_alloc(b, (size_t)np * sizeof *pc);
+  if (!sg || !pc) return SHEAF_ERR_NOMEM;
+  *sg = (sh_bw_seg){m, np, pc, dyr, NULL};
+  int64_t off = 0;
+  for (int k = 0, q = 0; k < nx; k++) {
+    for (int e = 0; e < (npk[k] ? npk[k] : 1); e++, q++) {
+      const float **xr = sh_bw_alloc(b, (size_t)m * sizeof *xr);
+      if (!xr) return SHEAF_ERR_NOMEM;
+      int64_t r0 = 0, w = 0;
+      for (uint32_t i = 0; i < n; i++) {
+        int64_t rows = g->store.nodes[ids[i]].rows;
+        uint32_t x = sh_bw_in(b, ids[i], k);
+        if (npk[k]) x = g->store.ins[g->store.nodes[x].in + (uint32_t)e];
+        w = g->store.nodes[x].cols;
+        const float *xv = sh_bw_val(b, x);
+        if (!xv) return BW_FAIL(b);
+        for (int64_t r = 0; r < rows; r++) xr[r0 + r] = xv + r * w;
+        r0 += rows;
+      }
+      pc[q] = (bw_piece){off, w, xr};
+      off += w;
     }
-    sg->xr[k] = xr;
   }
   if (d->tail) d->tail->next = sg;
   else d->head = sg;
@@ -228,7 +265,7 @@ static sheaf_status lin_grads(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t
 typedef struct tr_job {
   const sh_bw_dw *d;
   float *t;
-  int64_t m, off[SH_GEMM_MAX_KSRC], in[SH_GEMM_MAX_KSRC], cols;
+  int64_t m, cols;
 } tr_job;
 
 static void tr_task(void *arg, int64_t task, int tid) {
@@ -237,15 +274,16 @@ static void tr_task(void *arg, int64_t task, int tid) {
   int64_t c0, c1, r0 = 0;
   col_range(task, j->cols, j->d->sum_in, &c0, &c1);
   for (const sh_bw_seg *sg = j->d->head; sg; sg = sg->next) {
-    for (int k = 0; k < j->d->nx; k++) {
-      int64_t a = c0 > j->off[k] ? c0 : j->off[k], e = j->off[k] + j->in[k];
+    for (int q = 0; q < sg->np; q++) {
+      const bw_piece *p = &sg->p[q];
+      int64_t a = c0 > p->off ? c0 : p->off, e = p->off + p->w;
       if (c1 < e) e = c1;
-      for (int64_t rb = 0; rb < sg->m; rb += 16) {
+      for (int64_t rb = 0; rb < sg->m && a < e; rb += 16) {
         int64_t re = rb + 16 < sg->m ? rb + 16 : sg->m;
         for (int64_t c = a; c < e; c++) {
           float *restrict dst = j->t + c * j->m + r0;
-          const int64_t cc = c - j->off[k];
-          for (int64_t r = rb; r < re; r++) dst[r] = sg->xr[k][r][cc];
+          const int64_t cc = c - p->off;
+          for (int64_t r = rb; r < re; r++) dst[r] = p->xr[r][cc];
         }
       }
     }
@@ -271,15 +309,13 @@ sheaf_status sh_bw_dw_flush(sh_bw *b) {
       memcpy(dyr + r0, sg->dyr, (size_t)sg->m * sizeof *dyr);
       r0 += sg->m;
     }
-    tr_job tj = {d, t, m, {0}, {0}, 16};
+    tr_job tj = {d, t, m, 16};
     int64_t o = 0;
     for (int k = 0; k < d->nx; k++) {
       float *dw = sh_bw_param_grad(b, d->wid[k]);
       if (!dw) return SHEAF_ERR_NOMEM;
       int64_t in = md->params[d->wid[k] - 1].shape[0];
       for (int64_t i = 0; i < in; i++) crow[o + i] = dw + i * out;
-      tj.off[k] = o;
-      tj.in[k] = in;
       o += in;
     }
     col_run(b, sum_in, tj.cols, m * sum_in, tr_task, &tj);
