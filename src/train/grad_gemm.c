@@ -39,12 +39,14 @@ struct sh_bw_seg {
 static int concat_pieces(const sh_bw *b, const uint32_t *ids, uint32_t n, int k) {
   const sh_node *nodes = b->g->store.nodes;
   const sh_node *x0 = &nodes[sh_bw_in(b, ids[0], k)];
-  if (x0->op != SH_OP_CONCAT || x0->val || x0->rank != 2 || x0->n_in < 2 || x0->n_in > 16) return 0;
-  for (uint32_t i = 1; i < n; i++) {
+  if (x0->op != SH_OP_CONCAT || x0->val || x0->n_in < 2 || x0->n_in > 16) return 0;
+  for (uint32_t i = 0; i < n; i++) {
     const sh_node *x = &nodes[sh_bw_in(b, ids[i], k)];
-    if (x->op != SH_OP_CONCAT || x->val || x->rank != 2 || x->n_in != x0->n_in) return 0;
-    for (uint32_t q = 0; q < x->n_in; q++)
-      if (nodes[b->g->store.ins[x->in + q]].cols != nodes[b->g->store.ins[x0->in + q]].cols) return 0;
+    if (x->op != SH_OP_CONCAT || x->val || x->n_in != x0->n_in) return 0;
+    for (uint32_t q = 0; q < x->n_in; q++) { /* operands side by side, of the same widths */
+      const sh_node *p = &nodes[b->g->store.ins[x->in + q]];
+      if (p->rows != x->rows || p->cols != nodes[b->g->store.ins[x0->in + q]].cols) return 0;
+    }
   }
   return (int)x0->n_in;
 }
