@@ -282,10 +282,11 @@ static void tr_task(void *arg, int64_t task, int tid) {
       if (c1 < e) e = c1;
       for (int64_t rb = 0; rb < sg->m && a < e; rb += 16) {
         int64_t re = rb + 16 < sg->m ? rb + 16 : sg->m;
-        for (int64_t c = a; c < e; c++) {
-          float *restrict dst = j->t + c * j->m + r0;
-          const int64_t cc = c - p->off;
-          for (int64_t r = rb; r < re; r++) dst[r] = p->xr[r][cc];
+        const float *rp[16]; /* the tile's rows, from column a */
+        for (int64_t r = rb; r < re; r++) rp[r - rb] = p->xr[r] + (a - p->off);
+        for (int64_t c = 0; c < e - a; c++) {
+          float *restrict dst = j->t + (a + c) * j->m + r0 + rb;
+          for (int64_t r = 0; r < re - rb; r++) dst[r] = rp[r][c];
         }
       }
     }
