@@ -160,7 +160,7 @@ sheaf_status sh_gemm_pack_b(sheaf_ctx *ctx, const float *b, int64_t ldb, int64_t
   pack_b_job j = {pb, b, ldb, trans, lstm};
   /* a pure copy, a panel per task: on the pool when it is large (a
    * training step repacks every weight after its update) */
-  if (elems >= 65536 && panels > 1)
+  if (elems * SH_GEMM_NR >= 32768 && panels > 1) /* floats packed */
     sh_pool_run(ctx->pool, panels, pack_b_task, &j, 0);
   else
     for (int64_t p = 0; p < panels; p++) pack_b_task(&j, p, 0);
