@@ -104,6 +104,26 @@ static inline int64_t packed_col(int64_t p, int64_t j, int64_t n, int64_t hidden
   return h < hidden ? g * hidden + h : -1;
 }
 
+typedef struct pack_b_job {
+  sh_gemm_packed_b *pb;
+  const float *b;
+  int64_t ldb;
+  bool trans, lstm;
+} pack_b_job;
+
+/* Packs B panel p. */
+static void pack_b_task(void *arg, int64_t p, int tid) {
+  (void)tid;
+  const pack_b_job *j = arg;
+  const int64_t k = j->pb->k, n = j->pb->n;
+  int64_t cols[SH_GEMM_NR];
+  for (int64_t c = 0; c < SH_GEMM_NR; c++) cols[c] = packed_col(p, c, n, j->pb->hidden, j->lstm);
+  float *dst = j->pb->data + p * k * SH_GEMM_NR;
+  for (int64_t kk = 0; kk < k; kk++)
+    for (int64_t c = 0; c < SH_GEMM_NR; c++)
+      dst[kk * SH_GEMM_NR + c] = cols[c] >= 0 ? b_at(j->b, j->ldb, j->trans, kk, cols[c]) : 0.0f;
+}
+
 sheaf_status sh_gemm_pack_b(sheaf_ctx *ctx, const float *b, int64_t ldb, int64_t k, int64_t n,
                             int flags, sh_gemm_packed_b **out) {
   if (!out) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "gemm pack: out is NULL");
@@ -137,14 +157,13 @@ sheaf_status sh_gemm_pack_b(sheaf_ctx *ctx, const float *b, int64_t ldb, int64_t
     sh_free(ctx, pb, sizeof *pb);
     return SHEAF_ERR_NOMEM;
   }
-  for (int64_t p = 0; p < panels; p++) {
-    int64_t cols[SH_GEMM_NR];
-    for (int64_t j = 0; j < SH_GEMM_NR; j++) cols[j] = packed_col(p, j, n, hidden, lstm);
-    float *dst = pb->data + p * k * SH_GEMM_NR;
-    for (int64_t kk = 0; kk < k; kk++)
-      for (int64_t j = 0; j < SH_GEMM_NR; j++)
-        dst[kk * SH_GEMM_NR + j] = cols[j] >= 0 ? b_at(b, ldb, trans, kk, cols[j]) : 0.0f;
-  }
+  pack_b_job j = {pb, b, ldb, trans, lstm};
+  /* a pure copy, a panel per task: on the pool when it is large (a
+   * training step repacks every weight after its update) */
+  if (elems * SH_GEMM_NR >= 32768 && panels > 1) /* floats packed */
+    sh_pool_run(ctx->pool, panels, pack_b_task, &j, 0);
+  else
+    for (int64_t p = 0; p < panels; p++) pack_b_task(&j, p, 0);
   *out = pb;
   return SHEAF_OK;
 }

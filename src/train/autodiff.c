@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/pool.h"
 #include "kernels/vmath.h"
 #include "train/train.h"
 
@@ -174,10 +175,46 @@ float *sheaf_param_grad(sheaf_model *m, sheaf_param p) {
   return gr;
 }
 
+/* Zeroing the gradients: chunks of ZG_CHUNK floats of every parameter
+ * with one, over the pool (an embedding table's gradient is megabytes). */
+#define ZG_CHUNK 16384
+typedef struct zg_job {
+  sheaf_model *m;
+  const uint32_t *first; /* by parameter: its first chunk's index (n_params + 1 entries) */
+} zg_job;
+
+static void zg_task(void *arg, int64_t task, int tid) {
+  (void)tid;
+  const zg_job *j = arg;
+  uint32_t lo = 0, hi = j->m->n_params; /* the parameter whose chunks hold `task` */
+  while (hi - lo > 1) {
+    uint32_t mid = (lo + hi) / 2;
+    if (j->first[mid] <= (uint64_t)task) lo = mid;
+    else hi = mid;
+  }
+  const sh_param *q = &j->m->params[lo];
+  size_t a = ((size_t)task - j->first[lo]) * ZG_CHUNK, e = a + ZG_CHUNK < q->numel ? a + ZG_CHUNK : q->numel;
+  memset(q->grad + a, 0, (e - a) * sizeof(float));
+}
+
 sheaf_status sheaf_model_zero_grad(sheaf_model *m) {
   if (!m) return SHEAF_ERR_INVALID_ARG;
-  for (uint32_t i = 0; i < m->n_params; i++)
-    if (m->params[i].grad) memset(m->params[i].grad, 0, m->params[i].numel * sizeof(float));
+  uint32_t *first = m->n_params ? sh_alloc(m->ctx, ((size_t)m->n_params + 1) * sizeof *first, 64) : NULL;
+  uint64_t c = 0;
+  for (uint32_t i = 0; first && i < m->n_params; i++) {
+    first[i] = (uint32_t)c;
+    if (m->params[i].grad) c += (m->params[i].numel + ZG_CHUNK - 1) / ZG_CHUNK;
+  }
+  if (!first || c >= UINT32_MAX) { /* serially (no room for the index, or no parameter) */
+    if (first) sh_free(m->ctx, first, ((size_t)m->n_params + 1) * sizeof *first);
+    for (uint32_t i = 0; i < m->n_params; i++)
+      if (m->params[i].grad) memset(m->params[i].grad, 0, m->params[i].numel * sizeof(float));
+    return SHEAF_OK;
+  }
+  first[m->n_params] = (uint32_t)c;
+  zg_job j = {m, first};
+  sh_pool_run(m->ctx->pool, (int64_t)c, zg_task, &j, 0);
+  sh_free(m->ctx, first, ((size_t)m->n_params + 1) * sizeof *first);
   return SHEAF_OK;
 }
 
@@ -210,6 +247,65 @@ static int item_cmp(const void *pa, const void *pb) {
 #undef CMP_DESC
 #undef CMP_ASC
   return 0;
+}
+
+/* Sorts items (built in id order) into item_cmp's order: a stable radix
+ * sort, a byte at a time, on (phase, epoch, depth descending, GEMM last)
+ * packed in 64 bits, of the items in id-descending order, which leaves
+ * the other nodes by id descending; then each run of GEMM nodes of one
+ * depth is sorted by item_cmp (one comparison sort of the whole list
+ * instead when the fields do not fit the key). The same total order as
+ * qsort(item_cmp), in a fraction of its time. false: out of memory. */
+static bool sort_items(sh_bw *b, bw_item *it, uint32_t c) {
+  uint32_t mp = 0, me = 0, md = 0;
+  for (uint32_t i = 0; i < c; i++) {
+    if (it[i].phase > mp) mp = it[i].phase;
+    if (it[i].epoch > me) me = it[i].epoch;
+    if (it[i].depth > md) md = it[i].depth;
+  }
+  int bp = 0, be = 0, bd = 0;
+  while (bp < 33 && (uint64_t)mp >> bp) bp++;
+  while (be < 33 && (uint64_t)me >> be) be++;
+  while (bd < 33 && (uint64_t)md >> bd) bd++;
+  if (c < 64 || bp + be + bd + 1 > 63) {
+    qsort(it, c, sizeof *it, item_cmp);
+    return true;
+  }
+  uint64_t *key = sh_bw_alloc(b, 2 * (size_t)c * sizeof *key);
+  bw_item *tmp = sh_bw_alloc(b, (size_t)c * sizeof *tmp);
+  if (!key || !tmp) return false;
+  uint64_t *key2 = key + c, diff = 0;
+  for (uint32_t i = 0; i < c; i++) { /* id descending: the list reversed */
+    const bw_item *e = &it[c - 1 - i];
+    tmp[i] = *e;
+    key[i] = ((uint64_t)(mp - e->phase) << (be + bd + 1)) | ((uint64_t)(me - e->epoch) << (bd + 1)) |
+             ((uint64_t)(md - e->depth) << 1) | (e->gemm ? 1u : 0u);
+    diff |= key[i] ^ key[0];
+  }
+  bw_item *src = tmp, *dst = it;
+  for (int sh = 0; sh < 64; sh += 8) {
+    if (!((diff >> sh) & 0xff)) continue; /* a byte every key shares */
+    uint32_t cnt[257] = {0};
+    for (uint32_t i = 0; i < c; i++) cnt[((key[i] >> sh) & 0xff) + 1]++;
+    for (int d = 0; d < 256; d++) cnt[d + 1] += cnt[d];
+    for (uint32_t i = 0; i < c; i++) {
+      uint32_t at = cnt[(key[i] >> sh) & 0xff]++;
+      dst[at] = src[i];
+      key2[at] = key[i];
+    }
+    bw_item *t = src;
+    src = dst, dst = t;
+    uint64_t *tk = key;
+    key = key2, key2 = tk;
+  }
+  if (src != it) memcpy(it, src, (size_t)c * sizeof *it);
+  for (uint32_t i = 0; i < c;) { /* the GEMM runs, by weight */
+    uint32_t j = i + 1;
+    while (j < c && key[j] == key[i]) j++;
+    if ((key[i] & 1) && j - i > 1) qsort(it + i, j - i, sizeof *it, item_cmp);
+    i = j;
+  }
+  return true;
 }
 
 /* Ops that never pass a gradient (piecewise constant). */
@@ -286,7 +382,7 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
     }
     it[c++] = e;
   }
-  qsort(it, c, sizeof *it, item_cmp);
+  if (!sort_items(b, it, c)) return SHEAF_ERR_NOMEM;
   for (uint32_t i = 0; i < c;) {
     uint32_t j = i + 1;
     while (it[i].gemm && j < c && it[j].gemm && it[j].phase == it[i].phase &&

@@ -15,14 +15,108 @@
 #include "kernels/vmath.h"
 #include "train/train.h"
 
-/* One GEMM bucket's rows of a deferred weight gradient: X [m, sum_in]
- * (copied) and dY's row pointers (gradients of the pass: they stay). */
+/* Columns [off, off + w) of X = [X_1 | .. | X_nx] over a bucket's rows:
+ * row pointers (values of the graph or of the pass, which stay until its
+ * end). An input that is a concat without a value gives one piece per
+ * operand, gathered from them (never materialized for dW). */
+typedef struct bw_piece {
+  int64_t off, w;
+  const float *const *xr;
+} bw_piece;
+
+/* One GEMM bucket's rows of a deferred weight gradient: X's pieces and
+ * dY's row pointers (gradients of the pass: they stay). */
 struct sh_bw_seg {
   int64_t m;
-  const float *x;
+  int np;
+  const bw_piece *p;
   const float *const *dyr;
   sh_bw_seg *next;
 };
+
+/* Whether input k of the bucket's nodes is read piece by piece: every
+ * node's is a concat without a value, of the same operand widths. */
+static int concat_pieces(const sh_bw *b, const uint32_t *ids, uint32_t n, int k) {
+  const sh_node *nodes = b->g->store.nodes;
+  const sh_node *x0 = &nodes[sh_bw_in(b, ids[0], k)];
+  if (x0->op != SH_OP_CONCAT || x0->val || x0->n_in < 2 || x0->n_in > 16) return 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const sh_node *x = &nodes[sh_bw_in(b, ids[i], k)];
+    if (x->op != SH_OP_CONCAT || x->val || x->n_in != x0->n_in) return 0;
+    for (uint32_t q = 0; q < x->n_in; q++) { /* operands side by side, of the same widths */
+      const sh_node *p = &nodes[b->g->store.ins[x->in + q]];
+      if (p->rows != x->rows || p->cols != nodes[b->g->store.ins[x0->in + q]].cols) return 0;
+    }
+  }
+  return (int)x0->n_in;
+}
+
+/* Below this many floats touched, a helper loop runs on the caller: a pool
+ * dispatch costs more than it saves. */
+#define BW_PAR_MIN 16384
+
+/* Columns [j0, j1) of a column-split job (bias sums, dX adds, transposes):
+ * each task owns whole columns and walks the rows in order, so the sums are
+ * the same on any thread count. */
+static void col_range(int64_t task, int64_t cols, int64_t total, int64_t *j0, int64_t *j1) {
+  *j0 = task * cols;
+  *j1 = *j0 + cols < total ? *j0 + cols : total;
+}
+
+/* db[j] += sum over rows of dy[r][j], rows in order. */
+typedef struct bias_job {
+  float *db;
+  const float *const *dyr;
+  int64_t m, out, cols;
+} bias_job;
+
+static void bias_task(void *arg, int64_t task, int tid) {
+  (void)tid;
+  const bias_job *j = arg;
+  int64_t j0, j1;
+  col_range(task, j->cols, j->out, &j0, &j1);
+  float *restrict db = j->db;
+  for (int64_t r = 0; r < j->m; r++) {
+    const float *restrict y = j->dyr[r];
+    for (int64_t c = j0; c < j1; c++) db[c] += y[c];
+  }
+}
+
+/* gx_i += dx rows of node i, nodes in bucket order (two nodes of one input
+ * add in that order, whatever the threads). */
+typedef struct dxadd_job {
+  float *const *gx;     /* by node: its input's gradient (NULL: none wanted) */
+  const int64_t *rows;  /* by node */
+  uint32_t n;
+  const float *dx;
+  int64_t in, cols;
+} dxadd_job;
+
+static void dxadd_task(void *arg, int64_t task, int tid) {
+  (void)tid;
+  const dxadd_job *j = arg;
+  int64_t j0, j1, r0 = 0;
+  col_range(task, j->cols, j->in, &j0, &j1);
+  for (uint32_t i = 0; i < j->n; i++) {
+    if (j->gx[i])
+      for (int64_t r = 0; r < j->rows[i]; r++) {
+        float *restrict d = j->gx[i] + r * j->in;
+        const float *restrict s = j->dx + (r0 + r) * j->in;
+        for (int64_t c = j0; c < j1; c++) d[c] += s[c];
+      }
+    r0 += j->rows[i];
+  }
+}
+
+/* Runs a column-split job: on the pool when it is large enough to pay. */
+static void col_run(sh_bw *b, int64_t total, int64_t cols, int64_t work, sh_task_fn fn, void *arg) {
+  int64_t tasks = (total + cols - 1) / cols;
+  if (b->g->threads > 1 && tasks > 1 && work >= BW_PAR_MIN) {
+    sh_pool_run(b->ctx->pool, tasks, fn, arg, b->g->threads);
+  } else {
+    for (int64_t t = 0; t < tasks; t++) fn(arg, t, 0);
+  }
+}
 
 #define BW_FAIL(b) ((b)->g->status ? (b)->g->status : sheaf_ctx_last_status((b)->ctx))
 
@@ -61,13 +155,12 @@ static sheaf_status lin_grads(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t
   if (bias) {
     float *db = sh_bw_param_grad(b, bias);
     if (!db) return SHEAF_ERR_NOMEM;
-    for (int64_t r = 0; r < m; r++)
-      for (int64_t j = 0; j < out; j++) db[j] += dyr[r][j];
+    bias_job bj = {db, dyr, m, out, 64};
+    col_run(b, out, bj.cols, m * out, bias_task, &bj);
   }
-  int64_t sum_in = 0, in[SH_GEMM_MAX_KSRC], off[SH_GEMM_MAX_KSRC];
+  int64_t sum_in = 0, in[SH_GEMM_MAX_KSRC];
   for (int k = 0; k < nx; k++) {
     in[k] = md->params[wid[k] - 1].shape[0];
-    off[k] = sum_in;
     sum_in += in[k];
   }
   sh_gemm_ws *ws = g->work.gemm_ws[0];
@@ -89,18 +182,25 @@ static sheaf_status lin_grads(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t
     a.c = (sh_gemm_out){NULL, dx, in[k]};
     a.ws = ws;
     if ((st = gemm(b, &a))) return st;
+    float **gx = sh_bw_alloc(b, (size_t)n * sizeof *gx);
+    int64_t *rows = sh_bw_alloc(b, (size_t)n * sizeof *rows);
+    if (!gx || !rows) return SHEAF_ERR_NOMEM;
     int64_t r0 = 0;
     for (uint32_t i = 0; i < n; i++) {
       uint32_t x = sh_bw_in(b, ids[i], k);
-      int64_t rows = g->store.nodes[ids[i]].rows;
+      rows[i] = g->store.nodes[ids[i]].rows;
+      gx[i] = NULL;
       if (b->req[x]) {
-        float *gx = sh_bw_grad(b, x);
-        if (!gx) return SHEAF_ERR_NOMEM;
-        const float *s = dx + r0 * in[k];
-        for (int64_t j = 0, e = rows * in[k]; j < e; j++) gx[j] += s[j];
+        /* an input with no gradient yet takes its rows of the block as it
+         * (0 + s is s: the same bits as adding into zeros, no memset, no
+         * add); a later reader adds into them */
+        if (!b->grad[x]) b->grad[x] = dx + r0 * in[k];
+        else gx[i] = b->grad[x];
       }
-      r0 += rows;
+      r0 += rows[i];
     }
+    dxadd_job aj = {gx, rows, n, dx, in[k], 32};
+    col_run(b, in[k], aj.cols, m * in[k], dxadd_task, &aj);
   }
   /* dW = [X_1 | .. | X_nx]^T · dY: the bucket's X rows (copied now, as
    * read now) and dY rows recorded; one GEMM per set of weights at the end
@@ -126,26 +226,72 @@ static sheaf_status lin_grads(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t
     d->out = out;
     d->sum_in = sum_in;
   }
-  sh_bw_seg *sg = sh_bw_alloc(b, sizeof *sg);
-  float *xs = sh_bw_alloc(b, (size_t)m * (size_t)sum_in * sizeof(float));
-  if (!sg || !xs) return SHEAF_ERR_NOMEM;
-  int64_t r0 = 0;
-  for (uint32_t i = 0; i < n; i++) {
-    int64_t rows = g->store.nodes[ids[i]].rows;
-    for (int k = 0; k < nx; k++) {
-      const float *xv = sh_bw_val(b, sh_bw_in(b, ids[i], k));
-      if (!xv) return BW_FAIL(b);
-      for (int64_t r = 0; r < rows; r++)
-        memcpy(xs + (r0 + r) * sum_in + off[k], xv + r * in[k], (size_t)in[k] * sizeof(float));
-    }
-    r0 += rows;
+  int npk[SH_GEMM_MAX_KSRC], np = 0;
+  for (int k = 0; k < nx; k++) {
+    npk[k] = concat_pieces(b, ids, n, k);
+    np += npk[k] ? npk[k] : 1;
   }
-  *sg = (sh_bw_seg){m, xs, dyr, NULL};
+  sh_bw_seg *sg = sh_bw_alloc(b, sizeof *sg);
+  bw_piece *pc = sh_bw_alloc(b, (size_t)np * sizeof *pc);
+  if (!sg || !pc) return SHEAF_ERR_NOMEM;
+  *sg = (sh_bw_seg){m, np, pc, dyr, NULL};
+  int64_t off = 0;
+  for (int k = 0, q = 0; k < nx; k++) {
+    for (int e = 0; e < (npk[k] ? npk[k] : 1); e++, q++) {
+      const float **xr = sh_bw_alloc(b, (size_t)m * sizeof *xr);
+      if (!xr) return SHEAF_ERR_NOMEM;
+      int64_t r0 = 0, w = 0;
+      for (uint32_t i = 0; i < n; i++) {
+        int64_t rows = g->store.nodes[ids[i]].rows;
+        uint32_t x = sh_bw_in(b, ids[i], k);
+        if (npk[k]) x = g->store.ins[g->store.nodes[x].in + (uint32_t)e];
+        w = g->store.nodes[x].cols;
+        const float *xv = sh_bw_val(b, x);
+        if (!xv) return BW_FAIL(b);
+        for (int64_t r = 0; r < rows; r++) xr[r0 + r] = xv + r * w;
+        r0 += rows;
+      }
+      pc[q] = (bw_piece){off, w, xr};
+      off += w;
+    }
+  }
   if (d->tail) d->tail->next = sg;
   else d->head = sg;
   d->tail = sg;
   d->m += m;
   return SHEAF_OK;
+}
+
+/* Rows [c0, c1) of A = X^T from the segments' row pointers: row c of A is
+ * column c of [X_1 | .. | X_nx], 16 x 16 tiles (a pure copy: any split). */
+typedef struct tr_job {
+  const sh_bw_dw *d;
+  float *t;
+  int64_t m, cols;
+} tr_job;
+
+static void tr_task(void *arg, int64_t task, int tid) {
+  (void)tid;
+  const tr_job *j = arg;
+  int64_t c0, c1, r0 = 0;
+  col_range(task, j->cols, j->d->sum_in, &c0, &c1);
+  for (const sh_bw_seg *sg = j->d->head; sg; sg = sg->next) {
+    for (int q = 0; q < sg->np; q++) {
+      const bw_piece *p = &sg->p[q];
+      int64_t a = c0 > p->off ? c0 : p->off, e = p->off + p->w;
+      if (c1 < e) e = c1;
+      for (int64_t rb = 0; rb < sg->m && a < e; rb += 16) {
+        int64_t re = rb + 16 < sg->m ? rb + 16 : sg->m;
+        const float *rp[16]; /* the tile's rows, from column a */
+        for (int64_t r = rb; r < re; r++) rp[r - rb] = p->xr[r] + (a - p->off);
+        for (int64_t c = 0; c < e - a; c++) {
+          float *restrict dst = j->t + (a + c) * j->m + r0 + rb;
+          for (int64_t r = 0; r < re - rb; r++) dst[r] = rp[r][c];
+        }
+      }
+    }
+    r0 += sg->m;
+  }
 }
 
 sheaf_status sh_bw_dw_flush(sh_bw *b) {
@@ -155,22 +301,18 @@ sheaf_status sh_bw_dw_flush(sh_bw *b) {
     const sh_bw_dw *d = &b->dw[q];
     int64_t m = d->m, sum_in = d->sum_in, out = d->out;
     if (!m) continue;
-    /* A = [X_1 | .. | X_nx]^T [sum_in, m]: the segments transposed, in tiles */
+    /* A = [X_1 | .. | X_nx]^T [sum_in, m]: the segments' rows transposed,
+     * gathered from their row pointers, 16 columns of A's rows per task */
     float *t = sh_bw_alloc(b, (size_t)sum_in * (size_t)m * sizeof(float));
     float **crow = sh_bw_alloc(b, (size_t)sum_in * sizeof *crow);
     const float **dyr = sh_bw_alloc(b, (size_t)m * sizeof *dyr);
     if (!t || !crow || !dyr) return SHEAF_ERR_NOMEM;
     int64_t r0 = 0;
     for (const sh_bw_seg *sg = d->head; sg; sg = sg->next) {
-      for (int64_t rb = 0; rb < sg->m; rb += 16)
-        for (int64_t cb = 0; cb < sum_in; cb += 16) {
-          int64_t re = rb + 16 < sg->m ? rb + 16 : sg->m, ce = cb + 16 < sum_in ? cb + 16 : sum_in;
-          for (int64_t c = cb; c < ce; c++)
-            for (int64_t r = rb; r < re; r++) t[c * m + r0 + r] = sg->x[r * sum_in + c];
-        }
       memcpy(dyr + r0, sg->dyr, (size_t)sg->m * sizeof *dyr);
       r0 += sg->m;
     }
+    tr_job tj = {d, t, m, 16};
     int64_t o = 0;
     for (int k = 0; k < d->nx; k++) {
       float *dw = sh_bw_param_grad(b, d->wid[k]);
@@ -179,6 +321,7 @@ sheaf_status sh_bw_dw_flush(sh_bw *b) {
       for (int64_t i = 0; i < in; i++) crow[o + i] = dw + i * out;
       o += in;
     }
+    col_run(b, sum_in, tj.cols, m * sum_in, tr_task, &tj);
     sh_gemm_args a = {0};
     a.m = sum_in;
     a.n_src = 1;
