@@ -141,6 +141,11 @@ static bool positioned(const char *msg, const char *name) {
   return col >= 1 && !strncmp(e, ": error: ", 9);
 }
 
+/* A uniform pick in [0, n) (th_frand is uniform in [-1, 1)). */
+static unsigned below(uint64_t *rng, unsigned n) {
+  return (unsigned)((th_frand(rng) + 1.0f) * 0.5f * (float)n) % n;
+}
+
 /* Fuzz-style: 3000 mutations of the SST sample (bytes replaced by one of
  * "() 0129x\n", deleted or duplicated, 1-4 per input, seeded). Each input
  * either fails to read with a positioned error, or reads into binary trees
@@ -162,9 +167,9 @@ TEST(tree_labels_survive_mutated_input) {
     memcpy(buf, base, nb);
     int muts = 1 + (int)(th_frand(&rng) * 4);
     for (int k = 0; k < muts && n > 1; k++) {
-      size_t at = (size_t)(th_frand(&rng) * (float)(n - 1));
-      int op = (int)(th_frand(&rng) * 3);
-      if (op == 0) buf[at] = alphabet[(int)(th_frand(&rng) * 9) % 9];
+      size_t at = below(&rng, (unsigned)(n - 1));
+      int op = (int)below(&rng, 3);
+      if (op == 0) buf[at] = alphabet[below(&rng, 9)];
       else if (op == 1) memmove(buf + at, buf + at + 1, n - at - 1), n--;
       else if (n + 1 < sizeof buf) memmove(buf + at + 1, buf + at, n - at), n++;
     }

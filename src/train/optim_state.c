@@ -102,9 +102,11 @@ sheaf_status sheaf_optimizer_load(sheaf_optimizer *o, const char *path) {
                    "%s: not an optimizer state (metadata sheaf.optim.kind and sheaf.optim.steps)", path);
   }
   if (strcmp(kind, kind_names[o->o.kind])) {
+    /* the message first: kind lives in the file's metadata */
+    st = sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: the state of a %s optimizer, this one is %s", path, kind,
+                 kind_names[o->o.kind]);
     sheaf_st_close(f);
-    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: the state of a %s optimizer, this one is %s", path,
-                   kind, kind_names[o->o.kind]);
+    return st;
   }
   /* every tensor must be a state of a declared parameter, shapes checked
    * before anything changes */
