@@ -154,6 +154,9 @@ const char *th_cache_dir(const char *name);
 /* Entries of directory `dir` whose names end in `suffix` ("": all, . and
  * .. included); 0 when it cannot be opened. */
 size_t th_count_suffix(const char *dir, const char *suffix);
+/* Whether the kernel JIT finds a C compiler (probed once); false prints
+ * "note: TEST skipped: no C compiler" for the caller. */
+bool th_have_jit_cc(const char *test);
 /* Writes `size` bytes to a temporary file; returns its path. */
 const char *th_write_tmp(const char *name, const void *data, size_t size);
 /* The built sheaf executable (from SHEAF_BIN), or NULL. */

@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "codegen/jit_int.h"
 #include "harness.h"
 
 typedef struct th_test {
@@ -239,6 +240,21 @@ size_t th_count_suffix(const char *dir, const char *suffix) {
   }
   closedir(d);
   return n;
+}
+
+bool th_have_jit_cc(const char *test) {
+  static int probed, ok;
+  if (!probed) {
+    probed = 1;
+    sheaf_ctx *ctx = th_ctx();
+    sh_jit *jit = NULL;
+    if (sh_jit_create(ctx, &(sh_jit_options){.cache_dir = th_tmp_path("jit-probe")}, &jit) == SHEAF_OK)
+      ok = sh_jit_compiler(jit) != NULL;
+    sh_jit_free(jit);
+    sheaf_ctx_clear_error(ctx);
+  }
+  if (!ok) printf("note: %s skipped: no C compiler\n", test);
+  return ok;
 }
 
 const char *th_tmp_path(const char *name) {

@@ -93,21 +93,6 @@ static const int SIZES[] = {1, 7, 8, 9, 16, 17, 63, 64, 65};
 static const int LENS[] = {0, 1, 17};
 
 /* Whether a compiler exists (prints a note once when not). */
-static bool have_cc(const char *test) {
-  static int probed, ok;
-  if (!probed) {
-    probed = 1;
-    sheaf_ctx *ctx = th_ctx();
-    sh_jit *jit = NULL;
-    if (sh_jit_create(ctx, &(sh_jit_options){.cache_dir = th_tmp_path("lower-probe")}, &jit) == SHEAF_OK)
-      ok = sh_jit_compiler(jit) != NULL;
-    sh_jit_free(jit);
-    sheaf_ctx_clear_error(ctx);
-  }
-  if (!ok) printf("note: %s skipped: no C compiler\n", test);
-  return ok;
-}
-
 static const char *kernel_name(const char *src) {
   static char name[64];
   const char *p = strstr(src, "kernel ") + 7;
@@ -233,7 +218,7 @@ static void run_kernel_at(const char *src, sheaf_isa isa) {
 }
 
 static void run_all_at(sheaf_isa isa, const char *test) {
-  if (!have_cc(test)) return;
+  if (!th_have_jit_cc(test)) return;
   if (isa > sheaf_cpu_isa_host()) {
     printf("note: %s skipped: the host has no %s\n", test, sheaf_isa_name(isa));
     return;
@@ -247,7 +232,7 @@ TEST(codegen_lower_kernels_avx2) { run_all_at(SHEAF_ISA_AVX2, "codegen_lower_ker
 /* A second compile of the same kernel (a new sheaf_kernel, so a new JIT)
  * loads the cache entry: the compiler does not run. */
 TEST(codegen_lower_cache_hit) {
-  if (!have_cc("codegen_lower_cache_hit")) return;
+  if (!th_have_jit_cc("codegen_lower_cache_hit")) return;
   sheaf_ctx *ctx = th_ctx();
   const char *src = KERNELS[1];
   sh_kernel_opts o = {.cache_dir = th_tmp_path("lower-cache-hit")};
@@ -287,7 +272,7 @@ TEST(codegen_lower_api_errors) {
   const char *r1 = "kernel r1(L: i32[A], x: f32[B, A, L(a)]) -> f32[B] { y(b) +=! x(b, a, l) }\n";
   CHECK_STATUS(ctx, sh_kernel_compile_opts(ctx, r1, strlen(r1), "r1", &nocc, &K), SHEAF_ERR_UNSUPPORTED);
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "ragged dimensions of dimension 0 only");
-  if (!have_cc("codegen_lower_api_errors (run)")) return;
+  if (!th_have_jit_cc("codegen_lower_api_errors (run)")) return;
   sh_kernel_opts o = {.cache_dir = th_cache_dir("lower-cache")};
   CHECK_STATUS(ctx, sh_kernel_compile_opts(ctx, src, strlen(src), "nope", &o, &K), SHEAF_ERR_NOT_FOUND);
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "no kernel 'nope'");
@@ -331,7 +316,7 @@ TEST(codegen_lower_cli_emit_c) {
     printf("note: codegen_lower_cli_emit_c skipped: SHEAF_BIN not set\n");
     return;
   }
-  if (!have_cc("codegen_lower_cli_emit_c")) return;
+  if (!th_have_jit_cc("codegen_lower_cli_emit_c")) return;
   sh_buf all;
   sh_buf_init(&all, th_ctx());
   for (size_t i = 0; i < SH_ARRAY_LEN(KERNELS); i++)

@@ -27,21 +27,6 @@ static const char FFN[] = "kernel ffn(x: f32[N, D], W: f32[D, F], b: f32[F]) -> 
                           "  y(n, f) +=! x(n, d) * W(d, f)\n  out(n, f) = gelu(y(n, f) + b(f))\n}\n"
                           "kernel mm(A: f32[M, K], B: f32[K, N]) -> f32[M, N] { C(m, n) +=! A(m, k) * B(k, n) }\n";
 
-static bool have_cc(const char *test) {
-  static int probed, ok;
-  if (!probed) {
-    probed = 1;
-    sheaf_ctx *ctx = th_ctx();
-    sh_jit *jit = NULL;
-    if (sh_jit_create(ctx, &(sh_jit_options){.cache_dir = th_tmp_path("api-probe")}, &jit) == SHEAF_OK)
-      ok = sh_jit_compiler(jit) != NULL;
-    sh_jit_free(jit);
-    sheaf_ctx_clear_error(ctx);
-  }
-  if (!ok) printf("note: %s skipped: no C compiler\n", test);
-  return ok;
-}
-
 enum { N = 13, D = 17, F = 19 };
 
 /* Runs the ffn kernel on fixed inputs; the largest relative error against
@@ -78,7 +63,7 @@ static sheaf_kernel *compile(sheaf_ctx *ctx, const char *name, const sh_kernel_o
 }
 
 TEST(kernel_api_hit_skips_emission_and_compiler) {
-  if (!have_cc("kernel_api_hit_skips_emission_and_compiler")) return;
+  if (!th_have_jit_cc("kernel_api_hit_skips_emission_and_compiler")) return;
   sheaf_ctx *ctx = th_ctx();
   char dir[SH_JIT_PATH], vdir[SH_JIT_PATH + 8];
   snprintf(dir, sizeof dir, "%s", th_tmp_path("api-cache"));
@@ -168,7 +153,7 @@ TEST(kernel_api_hit_skips_emission_and_compiler) {
 }
 
 TEST(kernel_api_two_processes_compile_the_same_kernel_at_once) {
-  if (!have_cc("kernel_api_two_processes_compile_the_same_kernel_at_once")) return;
+  if (!th_have_jit_cc("kernel_api_two_processes_compile_the_same_kernel_at_once")) return;
   char dir[SH_JIT_PATH];
   snprintf(dir, sizeof dir, "%s", th_tmp_path("api-cache-2p"));
   sh_kernel_opts o = {.cache_dir = dir, .isa_set = true, .isa = SHEAF_ISA_SCALAR};

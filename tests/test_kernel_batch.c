@@ -27,21 +27,6 @@ static const char SRC[] =
     "kernel two(x: f32[K]) -> (u: f32[K], v: f32[K]) { u(k) = x(k); v(k) = -x(k) }\n"
     "kernel gram(x: f32[N, D]) -> f32[D, D] { g(i, j) +=! x(n, i) * x(n, j) }\n";
 
-static bool have_cc(const char *test) {
-  static int probed, ok;
-  if (!probed) {
-    probed = 1;
-    sheaf_ctx *ctx = th_ctx();
-    sh_jit *jit = NULL;
-    if (sh_jit_create(ctx, &(sh_jit_options){.cache_dir = th_cache_dir("kbatch-cache")}, &jit) == SHEAF_OK)
-      ok = sh_jit_compiler(jit) != NULL;
-    sh_jit_free(jit);
-    sheaf_ctx_clear_error(ctx);
-  }
-  if (!ok) printf("note: %s skipped: no C compiler\n", test);
-  return ok;
-}
-
 static sheaf_kernel *compile(sheaf_ctx *ctx, const char *name) {
   sheaf_kernel *k = NULL;
   sh_kernel_opts o = {.cache_dir = th_cache_dir("kbatch-cache")};
@@ -116,7 +101,7 @@ static sheaf_expr build(sheaf_graph *g, const setup *s, sheaf_kernel *k, int i, 
 }
 
 TEST(kernel_batch_ffn_every_policy_and_thread_count) {
-  if (!have_cc("kernel_batch_ffn_every_policy_and_thread_count")) return;
+  if (!th_have_jit_cc("kernel_batch_ffn_every_policy_and_thread_count")) return;
   sheaf_ctx *ctx = th_ctx();
   fill();
   sheaf_kernel *k = compile(ctx, "ffn");
@@ -170,7 +155,7 @@ TEST(kernel_batch_ffn_every_policy_and_thread_count) {
 
 /* Calls feeding calls and builtins: z = rsum(ffn(x)) + vaxpy(rsum(...), ...). */
 TEST(kernel_batch_chains_with_builtins) {
-  if (!have_cc("kernel_batch_chains_with_builtins")) return;
+  if (!th_have_jit_cc("kernel_batch_chains_with_builtins")) return;
   sheaf_ctx *ctx = th_ctx();
   fill();
   sheaf_kernel *ffn = compile(ctx, "ffn"), *ax = compile(ctx, "vaxpy"), *rs = compile(ctx, "rsum");
@@ -214,7 +199,7 @@ TEST(kernel_batch_chains_with_builtins) {
 /* A kernel whose rows are not independent (a reduction over N) runs
  * through the batch loop, with sizes that differ per instance. */
 TEST(kernel_batch_loop_with_per_instance_sizes) {
-  if (!have_cc("kernel_batch_loop_with_per_instance_sizes")) return;
+  if (!th_have_jit_cc("kernel_batch_loop_with_per_instance_sizes")) return;
   sheaf_ctx *ctx = th_ctx();
   fill();
   sheaf_kernel *k = compile(ctx, "gram");
@@ -256,7 +241,7 @@ TEST(kernel_batch_loop_with_per_instance_sizes) {
 }
 
 TEST(kernel_batch_misuse_is_an_error) {
-  if (!have_cc("kernel_batch_misuse_is_an_error")) return;
+  if (!th_have_jit_cc("kernel_batch_misuse_is_an_error")) return;
   sheaf_ctx *ctx = th_ctx();
   fill();
   sheaf_kernel *ffn = compile(ctx, "ffn"), *at = compile(ctx, "attn"), *two = compile(ctx, "two");
@@ -381,7 +366,7 @@ static bool run_model(sheaf_ctx *ctx, const char *file, const char *src, sheaf_p
 }
 
 TEST(kernel_batch_sf_model_equals_builtins) {
-  if (!have_cc("kernel_batch_sf_model_equals_builtins")) return;
+  if (!th_have_jit_cc("kernel_batch_sf_model_equals_builtins")) return;
   setenv("SHEAF_CACHE_DIR", th_cache_dir("kbatch-cache"), 1); /* this test's child process only */
   sheaf_ctx *ctx = th_ctx();
   static float ref[NS][16 * 8], got[NS][16 * 8], one[NS][16 * 8];
@@ -409,7 +394,7 @@ TEST(kernel_batch_sf_model_equals_builtins) {
 /* A program compiles each kernel it calls once, at load; a second load
  * (another run) takes it from the cache: no new library. */
 TEST(kernel_batch_sf_compiles_once_and_hits_the_cache) {
-  if (!have_cc("kernel_batch_sf_compiles_once_and_hits_the_cache")) return;
+  if (!th_have_jit_cc("kernel_batch_sf_compiles_once_and_hits_the_cache")) return;
   char dir[512], vdir[600];
   snprintf(dir, sizeof dir, "%s", th_tmp_path("kbatch-own-cache"));
   snprintf(vdir, sizeof vdir, "%s/v1", dir);

@@ -31,21 +31,6 @@ static const char SRC[] =
     "  out(n, f) = sigmoid(g(n, f)) * tanh(h(n, f)) }\n"
     "kernel tmm(A: f32[M, K], B: f32[N, K]) -> f32[M, N] { C(m, n) +=! A(m, k) * B(n, k) }\n";
 
-static bool have_cc(const char *test) {
-  static int probed, ok;
-  if (!probed) {
-    probed = 1;
-    sheaf_ctx *ctx = th_ctx();
-    sh_jit *jit = NULL;
-    if (sh_jit_create(ctx, &(sh_jit_options){.cache_dir = th_cache_dir("weights-probe")}, &jit) == SHEAF_OK)
-      ok = sh_jit_compiler(jit) != NULL;
-    sh_jit_free(jit);
-    sheaf_ctx_clear_error(ctx);
-  }
-  if (!ok) printf("note: %s skipped: no C compiler\n", test);
-  return ok;
-}
-
 /* AVX2 where the host runs it (the tile sizes named above), else scalar. */
 static sheaf_isa avx2_or_scalar(void) {
   sheaf_isa h = sheaf_cpu_isa();
@@ -120,19 +105,19 @@ static void mm_sizes(sheaf_isa isa, uint64_t version) {
 }
 
 TEST(kernel_weights_mm_sizes_avx2) {
-  if (!have_cc("kernel_weights_mm_sizes_avx2")) return;
+  if (!th_have_jit_cc("kernel_weights_mm_sizes_avx2")) return;
   mm_sizes(avx2_or_scalar(), 0);
 }
 
 TEST(kernel_weights_mm_sizes_scalar_versioned) {
-  if (!have_cc("kernel_weights_mm_sizes_scalar_versioned")) return;
+  if (!th_have_jit_cc("kernel_weights_mm_sizes_scalar_versioned")) return;
   mm_sizes(SHEAF_ISA_SCALAR, 7);
 }
 
 /* A version is kept across runs; a new version, another pointer or another
  * shape repacks; version 0 repacks every time. */
 TEST(kernel_weights_packed_once_per_version) {
-  if (!have_cc("kernel_weights_packed_once_per_version")) return;
+  if (!th_have_jit_cc("kernel_weights_packed_once_per_version")) return;
   sheaf_ctx *ctx = th_ctx();
   sheaf_kernel *k = compile(ctx, "mm", avx2_or_scalar());
   if (!k) return;
@@ -171,7 +156,7 @@ TEST(kernel_weights_packed_once_per_version) {
 /* Only B(k, n) shapes are weights: a transposed operand and the left one
  * are read as given. The gated unit packs both of its weights. */
 TEST(kernel_weights_inference) {
-  if (!have_cc("kernel_weights_inference")) return;
+  if (!th_have_jit_cc("kernel_weights_inference")) return;
   sheaf_ctx *ctx = th_ctx();
   sheaf_kernel *t = compile(ctx, "tmm", avx2_or_scalar()), *g = compile(ctx, "gated", avx2_or_scalar());
   if (t) CHECK(!sh_kernel_input_packed(t, 0) && !sh_kernel_input_packed(t, 1));
@@ -226,7 +211,7 @@ static void *thr_main(void *p) {
  * gets its own weight's product, whether it finds the kernel's packed copy
  * free, its own or the other's. */
 TEST(kernel_weights_two_threads) {
-  if (!have_cc("kernel_weights_two_threads")) return;
+  if (!th_have_jit_cc("kernel_weights_two_threads")) return;
   sheaf_ctx *ctx = th_ctx();
   sheaf_kernel *k = compile(ctx, "mm", avx2_or_scalar());
   if (!k) return;
@@ -249,7 +234,7 @@ TEST(kernel_weights_two_threads) {
  * emitted entry point reads an inferred weight packed by the emitted
  * packer, into sheafk_NAME_packed_size_W(sizes) floats. */
 TEST(kernel_weights_emitted_c_packs_with_its_packer) {
-  if (!have_cc("kernel_weights_emitted_c_packs_with_its_packer")) return;
+  if (!th_have_jit_cc("kernel_weights_emitted_c_packs_with_its_packer")) return;
   sheaf_ctx *ctx = th_ctx();
   static const char MMS[] = "kernel mm(A: f32[M, K], B: f32[K, N]) -> f32[M, N] { C(m, n) +=! A(m, k) * B(k, n) }\n";
   sh_module m;
