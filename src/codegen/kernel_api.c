@@ -275,8 +275,13 @@ bool sh_kernel_input_packed(const sheaf_kernel *k, int i) {
   return k && k->w && i >= 0 && i < k->k->n_inputs && k->w[i].size;
 }
 
-sheaf_status sh_kernel_weight_get(sheaf_kernel *K, int i, const int64_t *sizes, const float *data,
-                                  int64_t d0, int64_t d1, uint64_t version, sh_arena *scratch,
+/* Weight i packed for one run: the kernel's kept copy when it already holds
+ * (data, d0, d1, version) with version != 0, else repacked into the kept
+ * copy when no run reads it (it then holds them: *held, a reference to
+ * release), else into the caller's memory: from `scratch`, or (NULL)
+ * allocated into *own (own_bytes; the caller frees it). */
+static sheaf_status weight_packed(sheaf_kernel *K, int i, const int64_t *sizes, const float *data, int64_t d0,
+                                  int64_t d1, uint64_t version, sh_arena *scratch, float **own, size_t *own_bytes,
                                   const float **out, bool *held) {
   kweight *w = &K->w[i];
   size_t bytes = (size_t)w->size(sizes) * sizeof(float);
@@ -290,7 +295,7 @@ sheaf_status sh_kernel_weight_get(sheaf_kernel *K, int i, const int64_t *sizes, 
     return SHEAF_OK;
   }
   float *dst = NULL;
-  if (version && w->refs == 0) { /* the kept copy: repacked for this weight */
+  if (w->refs == 0) { /* the kept copy: repacked for this weight */
     w->valid = false;
     if (w->bytes != bytes) {
       if (w->buf) sh_free(K->ctx, w->buf, w->bytes);
@@ -306,15 +311,23 @@ sheaf_status sh_kernel_weight_get(sheaf_kernel *K, int i, const int64_t *sizes, 
   }
   w->packs++;
   pthread_mutex_unlock(&K->mu);
-  if (!dst && !(dst = sh_arena_alloc(scratch, bytes))) return SHEAF_ERR_NOMEM;
+  if (!dst && scratch) dst = sh_arena_alloc(scratch, bytes);
+  else if (!dst && own && (dst = sh_alloc(K->ctx, bytes, 64))) *own = dst, *own_bytes = bytes;
+  if (!dst) return SHEAF_ERR_NOMEM;
   w->pack(sizes, data, d1, 0, dst);
-  if (*held) { /* valid once packed: a run that finds it reads it whole */
+  if (*held && version) { /* valid once packed: a run that finds it reads it whole */
     pthread_mutex_lock(&K->mu);
     w->valid = true;
     pthread_mutex_unlock(&K->mu);
   }
   *out = dst;
   return SHEAF_OK;
+}
+
+sheaf_status sh_kernel_weight_get(sheaf_kernel *K, int i, const int64_t *sizes, const float *data,
+                                  int64_t d0, int64_t d1, uint64_t version, sh_arena *scratch,
+                                  const float **out, bool *held) {
+  return weight_packed(K, i, sizes, data, d0, d1, version, scratch, NULL, NULL, out, held);
 }
 
 void sh_kernel_weight_put(sheaf_kernel *K, int i) {
@@ -383,52 +396,15 @@ SHEAF_API sheaf_status sheaf_kernel_output_numel(sheaf_kernel *K, const sheaf_ke
  * own (own[i], freed by release_weights). held[i]: this run reads K->w[i]. */
 static sheaf_status pack_weights(sheaf_kernel *K, const sheaf_kernel_arg *args, const int64_t *sizes, sk_arg *ir,
                                  float **own, size_t *own_bytes, bool *held) {
-  sheaf_ctx *ctx = K->ctx;
   sheaf_status st = SHEAF_OK;
-  bool locked = false;
   for (int i = 0; !st && i < K->k->n_inputs; i++) {
-    kweight *w = &K->w[i];
-    if (!w->size) continue;
-    if (!locked) pthread_mutex_lock(&K->mu), locked = true;
+    if (!K->w[i].size) continue;
     const sheaf_kernel_arg *a = &args[i];
-    int64_t d0 = a->shape[0], d1 = a->shape[1];
-    uint64_t version = w->user_version;
-    if (w->valid && version && w->ptr == a->data && w->version == version && w->d0 == d0 && w->d1 == d1) {
-      w->refs++, held[i] = true;
-      ir[i].data = w->buf;
-      continue;
-    }
-    size_t bytes = (size_t)w->size(sizes) * sizeof(float);
-    if (bytes == 0) bytes = sizeof(float);
-    float *dst;
-    if (w->refs == 0) {
-      w->valid = false;
-      if (w->bytes != bytes) {
-        if (w->buf) sh_free(ctx, w->buf, w->bytes);
-        w->bytes = 0;
-        if (!(w->buf = sh_alloc(ctx, bytes, 64))) {
-          st = SHEAF_ERR_NOMEM;
-          break;
-        }
-        w->bytes = bytes;
-      }
-      dst = w->buf;
-      w->refs++, held[i] = true;
-      w->ptr = a->data, w->version = version, w->d0 = d0, w->d1 = d1;
-      w->valid = version != 0;
-    } else {
-      if (!(own[i] = sh_alloc(ctx, bytes, 64))) {
-        st = SHEAF_ERR_NOMEM;
-        break;
-      }
-      own_bytes[i] = bytes;
-      dst = own[i];
-    }
-    w->pack(sizes, a->data, d1, 0, dst);
-    w->packs++;
-    ir[i].data = dst;
+    const float *packed;
+    st = weight_packed(K, i, sizes, a->data, a->shape[0], a->shape[1], K->w[i].user_version, NULL, &own[i],
+                       &own_bytes[i], &packed, &held[i]);
+    if (!st) ir[i].data = (void *)(uintptr_t)packed;
   }
-  if (locked) pthread_mutex_unlock(&K->mu);
   return st;
 }
 
