@@ -132,6 +132,13 @@ SHEAF_API size_t sheaf_model_param_count(const sheaf_model *m);
  * this call and before any flush is seen without it. */
 SHEAF_API float *sheaf_model_param_data(sheaf_model *m, sheaf_param p, int *rank, const int64_t **shape);
 
+/* The parameter's values for reading (row-major) and shape; NULL for an
+ * invalid parameter. Unlike sheaf_model_param_data this does not mark the
+ * parameter changed, so a loop that reads weights every round (to save,
+ * print or compare them) never makes the graphs repack them. */
+SHEAF_API const float *sheaf_model_param_values(const sheaf_model *m, sheaf_param p, int *rank,
+                                                const int64_t **shape);
+
 /* Marks parameter p changed: every graph repacks it before its next use. */
 SHEAF_API sheaf_status sheaf_model_param_update(sheaf_model *m, sheaf_param p);
 

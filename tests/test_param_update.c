@@ -51,3 +51,40 @@ TEST(param_update_after_flush_is_seen) {
   sheaf_graph_free(g);
   sheaf_model_free(m);
 }
+
+/* Reading through sheaf_model_param_values does not mark the parameter
+ * changed: a write made through sheaf_model_param_data's pointer after the
+ * flush and not announced stays unseen (the graph keeps its packed copy),
+ * and is seen once sheaf_model_param_update says so. */
+TEST(param_values_reads_without_repacking) {
+  sheaf_ctx *ctx = th_ctx();
+  sheaf_model *m = NULL;
+  REQUIRE_OK(ctx, sheaf_model_create(ctx, &m));
+  sheaf_param W;
+  int64_t shape[2] = {3, 2};
+  sheaf_graph *g = NULL;
+  if (!CHECK_OK(ctx, sheaf_model_param(m, "W", 2, shape, SHEAF_INIT_GLOROT, &W)) ||
+      !CHECK_OK(ctx, sheaf_graph_create(m, NULL, &g))) {
+    sheaf_model_free(m);
+    return;
+  }
+  float *d = sheaf_model_param_data(m, W, NULL, NULL);
+  REQUIRE(d);
+  float w1[6] = {1, 2, 3, 4, 5, 6}, w2[6] = {-1, 0.5f, 2, -3, 0.25f, 4};
+  for (int i = 0; i < 6; i++) d[i] = w1[i];
+  CHECK(check_xW(ctx, g, W, w1)); /* packed here */
+  for (int i = 0; i < 6; i++) d[i] = w2[i]; /* not announced */
+  int rank = 0;
+  const int64_t *sh = NULL;
+  const float *v = sheaf_model_param_values(m, W, &rank, &sh);
+  REQUIRE(v == d);
+  CHECK(rank == 2 && sh && sh[0] == 3 && sh[1] == 2);
+  CHECK(v[0] == -1 && v[5] == 4);
+  CHECK(check_xW(ctx, g, W, w1)); /* still the packed copy of w1 */
+  CHECK_OK(ctx, sheaf_model_param_update(m, W));
+  CHECK(check_xW(ctx, g, W, w2));
+  CHECK(sheaf_model_param_values(m, (sheaf_param){0}, NULL, NULL) == NULL);
+  CHECK(sheaf_model_param_values(NULL, W, NULL, NULL) == NULL);
+  sheaf_graph_free(g);
+  sheaf_model_free(m);
+}

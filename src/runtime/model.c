@@ -251,6 +251,15 @@ float *sheaf_model_param_data(sheaf_model *m, sheaf_param p, int *rank, const in
   return q->data;
 }
 
+const float *sheaf_model_param_values(const sheaf_model *m, sheaf_param p, int *rank,
+                                      const int64_t **shape) {
+  const sh_param *q = m ? sh_model_param_get(m, p) : NULL;
+  if (!q) return NULL;
+  if (rank) *rank = q->rank;
+  if (shape) *shape = q->shape;
+  return q->data;
+}
+
 sheaf_status sheaf_model_param_update(sheaf_model *m, sheaf_param p) {
   if (!m) return SHEAF_ERR_INVALID_ARG;
   sh_param *q = sh_model_param_get(m, p);
