@@ -6,9 +6,10 @@
  * to the graph (sums of parameter products as one affine, longer sums as one
  * sum_n). Errors of the
  * program while it runs (a row, list index or element out of range, a
- * division by zero) name its FILE:LINE:COL.
+ * division by zero) name its FILE:LINE:COL. The builtins are
+ * interp_builtin.c; a data instance to main's input value, interp_input.c.
  */
-#include "lang/interp.h"
+#include "lang/interp_int.h"
 
 _Static_assert(sizeof(sh_value) <= 32, "sh_value grew: every list element and frame slot pays for it");
 
@@ -19,44 +20,26 @@ _Static_assert(sizeof(sh_value) <= 32, "sh_value grew: every list element and fr
 #include <stdlib.h>
 #include <string.h>
 
-struct sh_interp {
-  const sh_module *m;
-  sheaf_ctx *ctx;
-  const sh_lang_bind *bind;
-  int64_t *sv;     /* size values by variable id (globals fixed, locals bound per call) */
-  sh_lang_pool pool;    /* host values of the current batch (region generation 0) */
-  sh_lang_pool *cur;    /* where values are made now: pool, or a while loop's region */
-  uint64_t cur_gen;     /* cur's generation (sh_agg.gen) */
-  uint64_t next_gen;    /* the last generation handed out (regions of while loops) */
-  sheaf_graph *g;
-  int phase;
-  int depth;       /* calls in progress */
-  sheaf_status err;
-  const sh_input_shape *in; /* what main takes: the checker's (sh_check_main_input) */
-};
-
 /* The interpreter's first error of an instance: on the graph it builds on
  * (so a runner reports it with the instance), else on the context. */
-static sheaf_status fail_msg(sh_interp *ip, const char *msg) {
+sheaf_status sh_interp_fail_msg(sh_interp *ip, const char *msg) {
   if (ip->err) return ip->err;
   return ip->err = ip->g ? sheaf_graph_fail(ip->g, SHEAF_ERR_INVALID_ARG, "%s", msg)
                          : sh_fail(ip->ctx, SHEAF_ERR_INVALID_ARG, "%s", msg);
 }
 
-static sheaf_status failf(sh_interp *ip, const char *fmt, ...) SH_PRINTF(2, 3);
-static sheaf_status failf(sh_interp *ip, const char *fmt, ...) {
+sheaf_status sh_interp_failf(sh_interp *ip, const char *fmt, ...) {
   if (ip->err) return ip->err;
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return fail_msg(ip, msg);
+  return sh_interp_fail_msg(ip, msg);
 }
 
 /* A run-time error of the program at `at`: "FILE:LINE:COL: error: ...". */
-static sheaf_status fail_at(sh_interp *ip, sh_span at, const char *fmt, ...) SH_PRINTF(3, 4);
-static sheaf_status fail_at(sh_interp *ip, sh_span at, const char *fmt, ...) {
+sheaf_status sh_interp_fail_at(sh_interp *ip, sh_span at, const char *fmt, ...) {
   if (ip->err) return ip->err;
   char msg[512], full[640];
   va_list ap;
@@ -65,14 +48,12 @@ static sheaf_status fail_at(sh_interp *ip, sh_span at, const char *fmt, ...) {
   va_end(ap);
   snprintf(full, sizeof full, "%s:%u:%u: error: %s", ip->m->diags.file, (unsigned)at.line,
            (unsigned)at.col, msg);
-  return fail_msg(ip, full);
+  return sh_interp_fail_msg(ip, full);
 }
 
 /* sh_check_budget for a size the program computed at e: the error names
  * the source position. */
-static sheaf_status budget_at(sh_interp *ip, const sh_ast *e, double bytes, const char *fmt, ...)
-    SH_PRINTF(4, 5);
-static sheaf_status budget_at(sh_interp *ip, const sh_ast *e, double bytes, const char *fmt, ...) {
+sheaf_status sh_interp_budget_at(sh_interp *ip, const sh_ast *e, double bytes, const char *fmt, ...) {
   if (bytes <= (double)sheaf_ctx_memory_limit(ip->ctx)) return SHEAF_OK;
   char what[256];
   va_list ap;
@@ -80,10 +61,8 @@ static sheaf_status budget_at(sh_interp *ip, const sh_ast *e, double bytes, cons
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
   sh_check_budget(ip->ctx, bytes, "%s", what); /* the message, on the context */
-  return fail_at(ip, e->span, "%s", sheaf_ctx_last_error(ip->ctx));
+  return sh_interp_fail_at(ip, e->span, "%s", sheaf_ctx_last_error(ip->ctx));
 }
-
-static const sh_value v_none = {0};
 
 /* ------------------------------------------------------------- sizes */
 
@@ -110,7 +89,7 @@ static int64_t size_eval(const sh_interp *ip, const sh_size *s, int depth) {
 
 /* An aggregate of n values in the current region: zeroed, or (raw) for a
  * caller that writes every item before the aggregate can be read. */
-static sh_agg *agg_alloc(sh_interp *ip, int32_t tag, int32_t n, bool raw) {
+sh_agg *sh_interp_agg_alloc(sh_interp *ip, int32_t tag, int32_t n, bool raw) {
   size_t bytes = sizeof(sh_agg) + (size_t)n * sizeof(sh_value);
   sh_agg *a = raw ? sh_lang_alloc_raw(ip->cur, bytes) : sh_lang_alloc(ip->cur, bytes);
   if (!a) {
@@ -123,27 +102,15 @@ static sh_agg *agg_alloc(sh_interp *ip, int32_t tag, int32_t n, bool raw) {
   return a;
 }
 
-static sh_agg *agg_new(sh_interp *ip, int32_t tag, int32_t n) { return agg_alloc(ip, tag, n, false); }
-static sh_agg *agg_new_raw(sh_interp *ip, int32_t tag, int32_t n) { return agg_alloc(ip, tag, n, true); }
-
-static sh_value mk_int(int32_t i) { return (sh_value){.kind = SH_V_INT, .i = i}; }
-static sh_value mk_word(int32_t i) { return (sh_value){.kind = SH_V_INT, .word = 1, .i = i}; }
-static sh_value mk_bool(bool b) { return (sh_value){.kind = SH_V_BOOL, .i = b}; }
-static sh_value mk_f32(double f) { return (sh_value){.kind = SH_V_F32, .f = f}; }
-static sh_value mk_tensor(sheaf_expr t) { return (sh_value){.kind = SH_V_TENSOR, .t = t}; }
-static sh_value mk_agg(uint8_t kind, sh_agg *a) {
-  return a ? (sh_value){.kind = kind, .agg = a} : v_none;
-}
-
 /* The i32 result r of `a op b` (computed exactly in int64): an error at e
  * when it does not fit, as i32 arithmetic never wraps silently. */
 static sh_value int_result(sh_interp *ip, const sh_ast *e, int64_t a, const char *op, int64_t b,
                            int64_t r) {
   if (r >= INT32_MIN && r <= INT32_MAX) return mk_int((int32_t)r);
   if (e->kind == SH_EX_UNARY)
-    return fail_at(ip, e->span, "i32 overflow: -(%lld) is outside -2147483648..2147483647",
+    return sh_interp_fail_at(ip, e->span, "i32 overflow: -(%lld) is outside -2147483648..2147483647",
                    (long long)b), v_none;
-  return fail_at(ip, e->span, "i32 overflow: %lld %s %lld = %lld is outside -2147483648..2147483647",
+  return sh_interp_fail_at(ip, e->span, "i32 overflow: %lld %s %lld = %lld is outside -2147483648..2147483647",
                  (long long)a, op, (long long)b, (long long)r), v_none;
 }
 
@@ -161,16 +128,6 @@ size_t sh_value_tensors(sh_value v, sheaf_expr *out, size_t cap) {
 
 /* ------------------------------------------------------------- evaluation */
 
-/* eval is a small dispatcher: a local is loaded in place and every other
- * kind of expression has its own out-of-line helper (called as a tail
- * call), so eval's stack frame, paid on every level of the recursion, stays
- * small. */
-#if defined(__GNUC__) || defined(__clang__)
-#define SH_NOINLINE __attribute__((noinline))
-#else
-#define SH_NOINLINE
-#endif
-
 static sh_value eval(sh_interp *ip, const sh_ast *e, sh_value *fr);
 static sh_value call_fn(sh_interp *ip, const sh_fn *f, const sh_value *args, const sh_ast *site);
 
@@ -187,323 +144,16 @@ static bool pat_bind(sh_interp *ip, const sh_pat *p, const sh_value *v, sh_value
     for (int i = 0; i < p->n; i++)
       if (!pat_bind(ip, p->items[i], &v->agg->items[i], fr)) return false;
     return true;
-  default: failf(ip, "interp: bad pattern"); return false;
+  default: sh_interp_failf(ip, "interp: bad pattern"); return false;
   }
 }
 
-/* The runtime's builder of each builtin that is one op (ops.def). */
-#define BI_FN_x(ID, name) [SH_BI_##ID] = sheaf_##name,
-#define BI_FN_ab(ID, name)
-#define BI_FN_own(ID, name) /* by hand: builtin() */
-#define SH_OP(ID, name, cls, arity, form, act)
-#define SH_OP_LANG(ID, name, cls, arity, form, act, builtin) BI_FN_##form(ID, name)
-static sheaf_expr (*const bi_unary[SH_BI_COUNT_])(sheaf_graph *, sheaf_expr) = {
-#include "kernels/ops.def"
-};
-#undef BI_FN_x
-#undef BI_FN_ab
-#define BI_FN_x(ID, name)
-#define BI_FN_ab(ID, name) [SH_BI_##ID] = sheaf_##name,
-#define SH_OP(ID, name, cls, arity, form, act)
-#define SH_OP_LANG(ID, name, cls, arity, form, act, builtin) BI_FN_##form(ID, name)
-static sheaf_expr (*const bi_binary[SH_BI_COUNT_])(sheaf_graph *, sheaf_expr, sheaf_expr) = {
-#include "kernels/ops.def"
-};
-#undef BI_FN_x
-#undef BI_FN_ab
-#undef BI_FN_own
-
-static sh_value tensor_zeros(sh_interp *ip, const sh_type *t) {
-  int64_t shape[2] = {1, 1};
-  for (int i = 0; i < t->n && i < 2; i++) shape[i] = size_eval(ip, &t->dims[i], 0);
-  return mk_tensor(sheaf_zeros(ip->g, t->n, shape));
+/* eval and call_fn for the builtins (interp_builtin.c) */
+sh_value sh_interp_eval(sh_interp *ip, const sh_ast *e, sh_value *fr) { return eval(ip, e, fr); }
+sh_value sh_interp_call(sh_interp *ip, const sh_fn *f, const sh_value *args, const sh_ast *site) {
+  return call_fn(ip, f, args, site);
 }
-
-static SH_NOINLINE sh_value builtin_lstm_cell(sh_interp *ip, const sh_ast *e, sh_value *fr) {
-  const sh_ast *we = e->items[0], *be = e->items[1];
-  if (we->res != SH_RES_PARAM || be->res != SH_RES_PARAM)
-    return failf(ip, "lstm_cell: W and b must be parameters"), v_none;
-  sh_value x = eval(ip, e->items[2], fr);
-  if (ip->err) return v_none;
-  sh_value c = eval(ip, e->items[3], fr);
-  if (ip->err) return v_none;
-  sheaf_expr h, cn;
-  sheaf_lstm_cell(ip->g, ip->bind->params[we->ref.param->index], ip->bind->params[be->ref.param->index],
-                  x.t, c.t, &h, &cn);
-  sh_agg *t = agg_new(ip, -1, 2);
-  if (!t) return v_none;
-  t->items[0] = mk_tensor(h);
-  t->items[1] = mk_tensor(cn);
-  return mk_agg(SH_V_TUPLE, t);
-}
-
-static SH_NOINLINE sh_value builtin_cat(sh_interp *ip, const sh_ast *e, sh_value *fr) {
-  sheaf_expr small[4], *xs = small;
-  if (e->n > 4 && !(xs = sh_lang_alloc(ip->cur, (size_t)e->n * sizeof *xs)))
-    return ip->err = SHEAF_ERR_NOMEM, v_none;
-  for (int i = 0; i < e->n; i++) {
-    sh_value v = eval(ip, e->items[i], fr);
-    if (ip->err) return v_none;
-    xs[i] = v.t;
-  }
-  return mk_tensor(sheaf_concat(ip->g, e->n, xs));
-}
-
-/* stack(xs), and sum / mean / max / softmax / log_softmax of a list of
- * tensors (elementwise; softmax over a list of scores). */
-static SH_NOINLINE sh_value list_to_tensor(sh_interp *ip, const sh_ast *e, const sh_agg *l) {
-  sheaf_graph *g = ip->g;
-  int32_t n = l->n;
-  if (n == 0) {
-    if (e->builtin == SH_BI_SUM) return tensor_zeros(ip, e->type);
-    return fail_at(ip, e->span, "%s of an empty list", sh_builtin_name(e->builtin)), v_none;
-  }
-  sheaf_expr *xs = sh_lang_alloc(ip->cur, (size_t)n * sizeof *xs);
-  if (!xs) return ip->err = SHEAF_ERR_NOMEM, v_none;
-  for (int32_t i = 0; i < n; i++) xs[i] = l->items[i].t;
-  switch (e->builtin) {
-  case SH_BI_STACK: return mk_tensor(sheaf_stack(g, n, xs));
-  case SH_BI_SUM: return mk_tensor(sheaf_sum_n(g, n, xs));
-  case SH_BI_MEAN: return mk_tensor(sheaf_scale(g, sheaf_sum_n(g, n, xs), 1.0f / (float)n));
-  case SH_BI_MAX: { /* a balanced tree of maximum */
-    for (int32_t w = n, h; w > 1; w = h) {
-      h = 0;
-      for (int32_t i = 0; i + 1 < w; i += 2) xs[h++] = sheaf_maximum(g, xs[i], xs[i + 1]);
-      if (w % 2) xs[h++] = xs[w - 1];
-    }
-    return mk_tensor(xs[0]);
-  }
-  case SH_BI_SOFTMAX: return mk_tensor(sheaf_softmax(g, sheaf_concat(g, n, xs)));
-  case SH_BI_LOG_SOFTMAX: return mk_tensor(sheaf_log_softmax(g, sheaf_concat(g, n, xs)));
-  default: return failf(ip, "interp: builtin '%s' of a list", sh_builtin_name(e->builtin)), v_none;
-  }
-}
-
-/* map, fold, scan: a named function applied along a list. */
-static SH_NOINLINE sh_value builtin_apply(sh_interp *ip, const sh_ast *e, const sh_value *a) {
-  if (e->builtin == SH_BI_MAP) {
-    sh_agg *xs = a[1].agg;
-    sh_agg *r = agg_new(ip, -1, xs->n);
-    if (!r) return v_none;
-    for (int32_t i = 0; i < xs->n; i++) {
-      r->items[i] = call_fn(ip, e->fn_arg, &xs->items[i], e);
-      if (ip->err) return v_none;
-    }
-    return mk_agg(SH_V_LIST, r);
-  }
-  sh_agg *xs = a[2].agg;
-  sh_agg *r = NULL;
-  if (e->builtin == SH_BI_SCAN && !(r = agg_new(ip, -1, xs->n))) return v_none;
-  sh_value acc = a[1];
-  for (int32_t i = 0; i < xs->n; i++) {
-    sh_value args[2] = {acc, xs->items[i]};
-    acc = call_fn(ip, e->fn_arg, args, e);
-    if (ip->err) return v_none;
-    if (r) r->items[i] = acc;
-  }
-  return r ? mk_agg(SH_V_LIST, r) : acc;
-}
-
-/* ------------------------------------------------------------- wait points */
-
-/* The value of tensor t, for argmax / item. On a fiber of a batch
- * (sheaf_runner_run_fibers) the instance is suspended in sheaf_value until
- * every live instance waits and the graph is flushed once for all of them;
- * other instances run on this interpreter meanwhile, so the state of this
- * call (its depth, phase and the sizes bound by generic calls) is kept
- * here and restored after the wait. Elsewhere sheaf_value flushes. */
-static sheaf_status host_read(sh_interp *ip, sheaf_expr t, sheaf_value_view *v) {
-  uint32_t ns = ip->m->sizes.n + 1;
-  int64_t *sv = sh_lang_alloc_raw(ip->cur, ns * sizeof *sv);
-  if (!sv) return ip->err = SHEAF_ERR_NOMEM;
-  memcpy(sv, ip->sv, ns * sizeof *sv);
-  int depth = ip->depth, phase = ip->phase;
-  sheaf_graph *g = ip->g;
-  sh_lang_pool *cur = ip->cur;
-  uint64_t cur_gen = ip->cur_gen;
-  sheaf_status st = sheaf_value(g, t, v);
-  memcpy(ip->sv, sv, ns * sizeof *sv);
-  ip->cur = cur;
-  ip->cur_gen = cur_gen;
-  ip->g = g;
-  ip->depth = depth;
-  ip->phase = phase;
-  ip->err = SHEAF_OK;
-  sheaf_graph_phase(g, phase);
-  if (st) return ip->err = st; /* the flush's error (the graph's), or the run stopped */
-  return SHEAF_OK;
-}
-
-/* argmax(x): the index of the first largest element (NaN never wins; all
- * NaN: 0); item(x): its one element; values(x): its elements, a list of
- * host floats. */
-static SH_NOINLINE sh_value builtin_to_host(sh_interp *ip, const sh_ast *e, sh_value *fr) {
-  sh_value x = eval(ip, e->items[0], fr);
-  if (ip->err) return v_none;
-  sheaf_value_view v;
-  if (host_read(ip, x.t, &v)) return v_none;
-  int64_t n = v.shape[v.rank - 1];
-  if (e->builtin == SH_BI_ITEM) return mk_f32(v.data[0]);
-  if (e->builtin == SH_BI_VALUES) {
-    sh_agg *r = agg_new_raw(ip, -1, (int32_t)n); /* n fits: a vector has at most INT32_MAX elements */
-    if (!r) return v_none;
-    for (int64_t k = 0; k < n; k++) r->items[k] = mk_f32(v.data[k]);
-    return mk_agg(SH_V_LIST, r);
-  }
-  int64_t best = 0;
-  for (int64_t k = 1; k < n; k++)
-    if (v.data[k] > v.data[best] || (v.data[best] != v.data[best] && v.data[k] == v.data[k])) best = k;
-  return mk_int((int32_t)best);
-}
-
-/* push(xs, x): a new list, xs then x. */
-static SH_NOINLINE sh_value builtin_push(sh_interp *ip, const sh_ast *e, sh_value *fr) {
-  sh_value xs = eval(ip, e->items[0], fr);
-  if (ip->err) return v_none;
-  sh_value x = eval(ip, e->items[1], fr);
-  if (ip->err) return v_none;
-  int32_t n = xs.agg->n;
-  if (n == INT32_MAX) return fail_at(ip, e->span, "push: a list holds at most 2147483647 elements"), v_none;
-  sh_agg *r = agg_new_raw(ip, -1, n + 1);
-  if (!r) return v_none;
-  if (n) memcpy(r->items, xs.agg->items, (size_t)n * sizeof *r->items);
-  r->items[n] = x;
-  return mk_agg(SH_V_LIST, r);
-}
-
-/* sum, mean, max of a list of host floats (in order, in double; max: NaN
- * never wins, as argmax). */
-static SH_NOINLINE sh_value host_reduce(sh_interp *ip, const sh_ast *e, const sh_agg *l) {
-  if (l->n == 0 && e->builtin != SH_BI_SUM)
-    return fail_at(ip, e->span, "%s of an empty list", sh_builtin_name(e->builtin)), v_none;
-  double r = e->builtin == SH_BI_MAX ? l->items[0].f : 0;
-  for (int32_t k = 0; k < l->n; k++) {
-    double x = l->items[k].f;
-    if (e->builtin != SH_BI_MAX) r += x;
-    else if (x > r || r != r) r = x;
-  }
-  return mk_f32(e->builtin == SH_BI_MEAN ? r / l->n : r);
-}
-
-/* a before b in topk's order: larger first, NaN last, ties by index. */
-static bool topk_before(const sh_agg *l, int32_t a, int32_t b) {
-  double x = l->items[a].f, y = l->items[b].f;
-  if (x != y && (x == x || y == y)) return y != y || x > y;
-  return a < b;
-}
-
-/* The list builtins that make new lists: set(xs, i, x), pop(xs),
- * topk(fs, k), cat(xs, ys, ...) of lists. */
-static SH_NOINLINE sh_value builtin_list(sh_interp *ip, const sh_ast *e, sh_value *fr) {
-  sh_value a[64] = {0};
-  for (int i = 0; i < e->n && i < 64; i++) {
-    a[i] = eval(ip, e->items[i], fr);
-    if (ip->err) return v_none;
-  }
-  const sh_agg *xs = a[0].agg;
-  int32_t n = xs->n;
-  sh_agg *r;
-  switch (e->builtin) {
-  case SH_BI_SET:
-    if (a[1].i < 0 || a[1].i >= n)
-      return fail_at(ip, e->items[1]->span, "set: index %d is out of range for a list of %d element%s",
-                     (int)a[1].i, (int)n, n == 1 ? "" : "s"), v_none;
-    if (!(r = agg_new_raw(ip, -1, n))) return v_none;
-    memcpy(r->items, xs->items, (size_t)n * sizeof *r->items);
-    r->items[a[1].i] = a[2];
-    return mk_agg(SH_V_LIST, r);
-  case SH_BI_POP:
-    if (n == 0) return fail_at(ip, e->items[0]->span, "pop of an empty list"), v_none;
-    if (!(r = agg_new_raw(ip, -1, n - 1))) return v_none;
-    if (n > 1) memcpy(r->items, xs->items, (size_t)(n - 1) * sizeof *r->items);
-    return mk_agg(SH_V_LIST, r);
-  case SH_BI_TOPK: {
-    if (a[1].i < 0) return fail_at(ip, e->items[1]->span, "topk of %d: the count is negative", (int)a[1].i), v_none;
-    int32_t k = a[1].i < n ? a[1].i : n, m = 0;
-    if (!(r = agg_new(ip, -1, k))) return v_none;
-    for (int32_t j = 0; j < n; j++) { /* insertion into the sorted first m (k is small) */
-      if (m == k && (k == 0 || !topk_before(xs, j, r->items[k - 1].i))) continue;
-      int32_t at = m < k ? m++ : k - 1;
-      while (at > 0 && topk_before(xs, j, r->items[at - 1].i)) r->items[at] = r->items[at - 1], at--;
-      r->items[at] = mk_int(j);
-    }
-    return mk_agg(SH_V_LIST, r);
-  }
-  default: { /* cat of lists */
-    int64_t total = 0;
-    for (int i = 0; i < e->n; i++) total += a[i].agg->n;
-    if (total > INT32_MAX) return fail_at(ip, e->span, "cat: a list holds at most 2147483647 elements"), v_none;
-    if (!(r = agg_new_raw(ip, -1, (int32_t)total))) return v_none;
-    int32_t at = 0;
-    for (int i = 0; i < e->n; i++) {
-      if (a[i].agg->n) memcpy(r->items + at, a[i].agg->items, (size_t)a[i].agg->n * sizeof *r->items);
-      at += a[i].agg->n;
-    }
-    return mk_agg(SH_V_LIST, r);
-  }
-  }
-}
-
-static SH_NOINLINE sh_value builtin(sh_interp *ip, const sh_ast *e, sh_value *fr) {
-  sheaf_expr (*f1)(sheaf_graph *, sheaf_expr) = bi_unary[e->builtin];
-  if (f1 && e->items[0]->type->kind == SH_TY_TENSOR) { /* tanh(x), sigmoid(x), ...: the common case */
-    sh_value x = eval(ip, e->items[0], fr);
-    if (ip->err) return v_none;
-    return mk_tensor(f1(ip->g, x.t));
-  }
-  if (e->builtin == SH_BI_LSTM_CELL) return builtin_lstm_cell(ip, e, fr);
-  if (e->builtin == SH_BI_SET || e->builtin == SH_BI_POP || e->builtin == SH_BI_TOPK ||
-      (e->builtin == SH_BI_CAT && e->type->kind == SH_TY_LIST))
-    return builtin_list(ip, e, fr);
-  if (e->builtin == SH_BI_CAT) return builtin_cat(ip, e, fr);
-  if (e->builtin == SH_BI_ARGMAX || e->builtin == SH_BI_ITEM || e->builtin == SH_BI_VALUES)
-    return builtin_to_host(ip, e, fr);
-  if (e->builtin == SH_BI_PUSH) return builtin_push(ip, e, fr);
-  sheaf_graph *g = ip->g;
-  sh_value a[4] = {0};
-  int nargs = e->n;
-  bool applies = e->builtin == SH_BI_MAP || e->builtin == SH_BI_FOLD || e->builtin == SH_BI_SCAN;
-  for (int i = applies ? 1 : 0; i < nargs && i < 4; i++) {
-    a[i] = eval(ip, e->items[i], fr);
-    if (ip->err) return v_none;
-  }
-  if (bi_binary[e->builtin]) return mk_tensor(bi_binary[e->builtin](g, a[0].t, a[1].t));
-  if (a[0].kind == SH_V_LIST && e->type->kind == SH_TY_F32) return host_reduce(ip, e, a[0].agg);
-  if (a[0].kind == SH_V_LIST && e->builtin != SH_BI_LEN && e->builtin != SH_BI_REV && !applies)
-    return list_to_tensor(ip, e, a[0].agg);
-  switch (e->builtin) {
-  case SH_BI_CLAMP: return mk_tensor(sheaf_minimum(g, sheaf_maximum(g, a[0].t, a[1].t), a[2].t));
-  case SH_BI_LAYER_NORM: return mk_tensor(sheaf_layer_norm(g, a[0].t, a[1].t, a[2].t, 1e-5f));
-  case SH_BI_WHERE: return mk_tensor(sheaf_where(g, a[0].t, a[1].t, a[2].t));
-  case SH_BI_TRANSPOSE: return mk_tensor(sheaf_transpose(g, a[0].t));
-  case SH_BI_FLOAT: {
-    float f = a[0].kind == SH_V_F32 ? (float)a[0].f : (float)a[0].i;
-    return mk_tensor(sheaf_input_vector(g, 1, &f));
-  }
-  case SH_BI_RESHAPE: {
-    int64_t shape[2] = {a[1].i, nargs > 2 ? a[2].i : 0};
-    return mk_tensor(sheaf_reshape(g, a[0].t, nargs - 1, shape));
-  }
-  case SH_BI_ZEROS: {
-    int64_t shape[2] = {a[0].i, nargs > 1 ? a[1].i : 0};
-    if (budget_at(ip, e, 4.0 * (double)shape[0] * (double)(nargs > 1 ? shape[1] : 1),
-                  "zeros(%lld%s%.0lld)", (long long)shape[0], nargs > 1 ? ", " : "",
-                  (long long)shape[1]))
-      return v_none;
-    return mk_tensor(sheaf_zeros(g, nargs, shape));
-  }
-  case SH_BI_LEN: return mk_int(a[0].agg->n);
-  case SH_BI_REV: {
-    int32_t n = a[0].agg->n;
-    sh_agg *r = agg_new_raw(ip, -1, n);
-    if (!r) return v_none;
-    for (int32_t i = 0; i < n; i++) r->items[i] = a[0].agg->items[n - 1 - i];
-    return mk_agg(SH_V_LIST, r);
-  }
-  case SH_BI_MAP: case SH_BI_FOLD: case SH_BI_SCAN: return builtin_apply(ip, e, a);
-  default: return failf(ip, "interp: builtin '%s' is not supported yet", sh_builtin_name(e->builtin)), v_none;
-  }
-}
+int64_t sh_interp_size(const sh_interp *ip, const sh_size *s) { return size_eval(ip, s, 0); }
 
 /* ------------------------------------------------------------- sums */
 
@@ -622,7 +272,7 @@ static SH_NOINLINE sh_value binary(sh_interp *ip, const sh_ast *e, sh_value *fr)
     case SH_TK_LE: return mk_tensor(sheaf_ge(g, y.t, x.t));
     case SH_TK_EQ: return mk_tensor(sheaf_eq(g, x.t, y.t));
     case SH_TK_NE: return mk_tensor(sheaf_ne(g, x.t, y.t));
-    default: return failf(ip, "interp: bad tensor operator"), v_none;
+    default: return sh_interp_failf(ip, "interp: bad tensor operator"), v_none;
     }
   }
   if (x.kind == SH_V_F32) { /* host floats */
@@ -638,7 +288,7 @@ static SH_NOINLINE sh_value binary(sh_interp *ip, const sh_ast *e, sh_value *fr)
     case SH_TK_LE: return mk_bool(a <= b);
     case SH_TK_GT: return mk_bool(a > b);
     case SH_TK_GE: return mk_bool(a >= b);
-    default: return failf(ip, "interp: bad f32 operator"), v_none;
+    default: return sh_interp_failf(ip, "interp: bad f32 operator"), v_none;
     }
   }
   int64_t a = x.i, b = y.i; /* i32 operands: +, -, * and / are exact in int64 */
@@ -648,7 +298,7 @@ static SH_NOINLINE sh_value binary(sh_interp *ip, const sh_ast *e, sh_value *fr)
   case SH_TK_STAR: return int_result(ip, e, a, "*", b, a * b);
   case SH_TK_SLASH:
   case SH_TK_PERCENT:
-    if (b == 0) return fail_at(ip, e->span, "division by zero"), v_none;
+    if (b == 0) return sh_interp_fail_at(ip, e->span, "division by zero"), v_none;
     if (op == SH_TK_SLASH) return int_result(ip, e, a, "/", b, a / b);
     return mk_int((int32_t)(a % b));
   case SH_TK_EQ: return mk_bool(a == b);
@@ -657,7 +307,7 @@ static SH_NOINLINE sh_value binary(sh_interp *ip, const sh_ast *e, sh_value *fr)
   case SH_TK_LE: return mk_bool(a <= b);
   case SH_TK_GT: return mk_bool(a > b);
   case SH_TK_GE: return mk_bool(a >= b);
-  default: return failf(ip, "interp: bad operator"), v_none;
+  default: return sh_interp_failf(ip, "interp: bad operator"), v_none;
   }
 }
 
@@ -705,8 +355,8 @@ static sh_value stack_full(sh_interp *ip, const sh_fn *f, const sh_ast *site) {
 #define STACK_FULL_MSG "calls nested %d deep leave too little of this thread's stack for '%s' " \
                        "(%zu KiB left; the sheaf tool and sheaf_runner's threads have %zu MiB)"
   size_t room = sh_stack_room() / 1024, big = SH_BIG_STACK >> 20;
-  if (site) return fail_at(ip, site->span, STACK_FULL_MSG, ip->depth, name, room, big), v_none;
-  return failf(ip, STACK_FULL_MSG, ip->depth, name, room, big), v_none;
+  if (site) return sh_interp_fail_at(ip, site->span, STACK_FULL_MSG, ip->depth, name, room, big), v_none;
+  return sh_interp_failf(ip, STACK_FULL_MSG, ip->depth, name, room, big), v_none;
 #undef STACK_FULL_MSG
 }
 
@@ -729,19 +379,19 @@ static sh_value call_fn(sh_interp *ip, const sh_fn *f, const sh_value *args, con
 /* A kernel's call: one batched runtime op (bind_kernels.c compiled it). */
 static SH_NOINLINE sh_value call_kernel(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   sheaf_expr in[64];
-  if (e->n > 64) return failf(ip, "interp: over 64 kernel arguments"), v_none;
+  if (e->n > 64) return sh_interp_failf(ip, "interp: over 64 kernel arguments"), v_none;
   for (int i = 0; i < e->n; i++) {
     in[i] = eval(ip, e->items[i], fr).t;
     if (ip->err) return v_none;
   }
   int k = e->ref.kernel->index;
   sheaf_kernel *K = k < ip->bind->n_kernels ? ip->bind->kernels[k] : NULL;
-  if (!K) return failf(ip, "interp: kernel %d was not compiled", k), v_none;
+  if (!K) return sh_interp_failf(ip, "interp: kernel %d was not compiled", k), v_none;
   return mk_tensor(sheaf_kernel_call(ip->g, K, e->n, in)); /* eval checks the graph (built) */
 }
 
 static SH_NOINLINE sh_value eval_call(sh_interp *ip, const sh_ast *e, sh_value *fr) {
-  if (e->call == SH_CALL_BUILTIN) return builtin(ip, e, fr);
+  if (e->call == SH_CALL_BUILTIN) return sh_interp_builtin(ip, e, fr);
   if (e->call == SH_CALL_FN) { /* the arguments go straight into the callee's frame */
     const sh_fn *f = e->ref.fn;
     sh_value *nf = frame_new(ip, f);
@@ -762,7 +412,7 @@ static SH_NOINLINE sh_value eval_call(sh_interp *ip, const sh_ast *e, sh_value *
     return mk_agg(SH_V_ADT, a);
   }
   if (e->call == SH_CALL_KERNEL) return call_kernel(ip, e, fr);
-  return failf(ip, "interp: unresolved call"), v_none;
+  return sh_interp_failf(ip, "interp: unresolved call"), v_none;
 }
 
 /* ------------------------------------------------------------- other expressions */
@@ -775,7 +425,7 @@ static sh_value lookup(sh_interp *ip, const sh_ast *e, sh_value i) {
   if (i.word) {
     row = sh_lang_word_row(ip->bind, p, i.i);
   } else if (row < 0 || row >= rows) {
-    return fail_at(ip, e->span, "%s[%d]: row %d is out of range: %s has %lld rows (0..%lld)",
+    return sh_interp_fail_at(ip, e->span, "%s[%d]: row %d is out of range: %s has %lld rows (0..%lld)",
                    sh_sym_name(&ip->m->syms, e->a->ref.param->name), (int)i.i, (int)i.i,
                    sh_sym_name(&ip->m->syms, e->a->ref.param->name), (long long)rows,
                    (long long)rows - 1), v_none;
@@ -791,7 +441,7 @@ static SH_NOINLINE sh_value eval_index(sh_interp *ip, const sh_ast *e, sh_value 
   if (ip->err) return v_none;
   if (x.kind == SH_V_LIST) {
     if (i.i < 0 || i.i >= x.agg->n)
-      return fail_at(ip, e->span, "index %d is out of range for a list of %d element%s", (int)i.i,
+      return sh_interp_fail_at(ip, e->span, "index %d is out of range for a list of %d element%s", (int)i.i,
                      (int)x.agg->n, x.agg->n == 1 ? "" : "s"), v_none;
     return x.agg->items[i.i];
   }
@@ -799,12 +449,12 @@ static SH_NOINLINE sh_value eval_index(sh_interp *ip, const sh_ast *e, sh_value 
   int r = sheaf_expr_shape(ip->g, x.t, shape);
   if (r == 2) {
     if (i.i < 0 || i.i >= shape[0])
-      return fail_at(ip, e->span, "row %d is out of range for a matrix of %lld row%s", (int)i.i,
+      return sh_interp_fail_at(ip, e->span, "row %d is out of range for a matrix of %lld row%s", (int)i.i,
                      (long long)shape[0], shape[0] == 1 ? "" : "s"), v_none;
     return mk_tensor(sheaf_row(ip->g, x.t, i.i));
   }
   if (r >= 1 && (i.i < 0 || i.i >= shape[r - 1]))
-    return fail_at(ip, e->span, "index %d is out of range for a tensor of %lld element%s", (int)i.i,
+    return sh_interp_fail_at(ip, e->span, "index %d is out of range for a tensor of %lld element%s", (int)i.i,
                    (long long)shape[r - 1], shape[r - 1] == 1 ? "" : "s"), v_none;
   return mk_tensor(sheaf_pick(ip->g, x.t, i.i));
 }
@@ -820,7 +470,7 @@ static SH_NOINLINE sh_value eval_name(sh_interp *ip, const sh_ast *e) {
   case SH_RES_PARAM: return mk_tensor(sheaf_parameter(ip->g, ip->bind->params[e->ref.param->index]));
   case SH_RES_SIZE: return mk_int((int32_t)var_value(ip, e->ref.size_var, 0));
   case SH_RES_CTOR: return mk_agg(SH_V_ADT, agg_new(ip, e->ref.ctor->index, 0));
-  default: return failf(ip, "interp: unresolved name"), v_none;
+  default: return sh_interp_failf(ip, "interp: unresolved name"), v_none;
   }
 }
 
@@ -847,7 +497,7 @@ static SH_NOINLINE sh_value eval_block(sh_interp *ip, const sh_ast *e, sh_value 
   for (int i = 0; i < e->n; i++) {
     sh_value v = eval(ip, e->lets[i].value, fr);
     if (ip->err) return v_none;
-    if (!pat_bind(ip, e->lets[i].pat, &v, fr)) return failf(ip, "let: pattern did not match"), v_none;
+    if (!pat_bind(ip, e->lets[i].pat, &v, fr)) return sh_interp_failf(ip, "let: pattern did not match"), v_none;
   }
   return eval(ip, e->a, fr);
 }
@@ -863,7 +513,7 @@ static SH_NOINLINE sh_value eval_match(sh_interp *ip, const sh_ast *e, sh_value 
   if (ip->err) return v_none;
   for (int i = 0; i < e->n; i++)
     if (pat_bind(ip, e->arms[i].pat, &s, fr)) return eval(ip, e->arms[i].body, fr);
-  return failf(ip, "match: no arm matched"), v_none;
+  return sh_interp_failf(ip, "match: no arm matched"), v_none;
 }
 
 static SH_NOINLINE sh_value eval_for(sh_interp *ip, const sh_ast *e, sh_value *fr) {
@@ -876,9 +526,9 @@ static SH_NOINLINE sh_value eval_for(sh_interp *ip, const sh_ast *e, sh_value *f
     lo = xs.i;
     int64_t len = hi.i > lo ? (int64_t)hi.i - lo : 0;
     if (len > INT32_MAX)
-      return fail_at(ip, e->span, "for over %d..%d: %lld iterations, more than a list can hold "
+      return sh_interp_fail_at(ip, e->span, "for over %d..%d: %lld iterations, more than a list can hold "
                      "(2147483647)", (int)lo, (int)hi.i, (long long)len), v_none;
-    if (budget_at(ip, e, (double)len * sizeof(sh_value), "for over %d..%d (%lld iterations)",
+    if (sh_interp_budget_at(ip, e, (double)len * sizeof(sh_value), "for over %d..%d (%lld iterations)",
                   (int)lo, (int)hi.i, (long long)len))
       return v_none;
     n = (int32_t)len;
@@ -889,7 +539,7 @@ static SH_NOINLINE sh_value eval_for(sh_interp *ip, const sh_ast *e, sh_value *f
   if (!r) return v_none;
   for (int32_t k = 0; k < n; k++) {
     sh_value v = e->b ? mk_int(lo + k) : xs.agg->items[k];
-    if (!pat_bind(ip, e->pat, &v, fr)) return failf(ip, "for: pattern did not match"), v_none;
+    if (!pat_bind(ip, e->pat, &v, fr)) return sh_interp_failf(ip, "for: pattern did not match"), v_none;
     r->items[k] = eval(ip, e->c, fr);
     if (ip->err) return v_none;
   }
@@ -925,7 +575,7 @@ static sh_value evacuate(sh_interp *ip, sh_value v, uint64_t gen) {
   if (a->gen == FORWARDED) return v.agg = a->items[0].agg, v;
   if (a->gen < gen) return v;
   if (sh_stack_room() < SH_INTERP_STACK_RESERVE)
-    return failf(ip, "while: its state is nested too deep to keep across iterations"), v_none;
+    return sh_interp_failf(ip, "while: its state is nested too deep to keep across iterations"), v_none;
   sh_agg *r = agg_new_raw(ip, a->tag, a->n);
   if (!r) return v_none;
   if (a->n == 0) return v.agg = r, v;
@@ -970,7 +620,7 @@ static SH_NOINLINE sh_value eval_while(sh_interp *ip, const sh_ast *e, sh_value 
   for (int64_t k = 0; !ip->err; k++) {
     region_enter(ip, work);
     if (!pat_bind(ip, e->lets[0].pat, &st, fr)) {
-      failf(ip, "while: pattern did not match");
+      sh_interp_failf(ip, "while: pattern did not match");
       break;
     }
     sh_value c = eval(ip, e->a, fr);
@@ -982,7 +632,7 @@ static SH_NOINLINE sh_value eval_while(sh_interp *ip, const sh_ast *e, sh_value 
       break;
     }
     if (k >= n.i) {
-      fail_at(ip, e->span, "'while' reached its bound (max %d) and its condition still holds", (int)n.i);
+      sh_interp_fail_at(ip, e->span, "'while' reached its bound (max %d) and its condition still holds", (int)n.i);
       break;
     }
     st = eval(ip, e->c, fr);
@@ -1050,156 +700,8 @@ static sh_value eval(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   case SH_EX_FOR: return eval_for(ip, e, fr);
   case SH_EX_PHASE: return eval_phase(ip, e, fr);
   case SH_EX_WHILE: return eval_while(ip, e, fr);
-  default: return failf(ip, "interp: unsupported expression"), v_none;
+  default: return sh_interp_failf(ip, "interp: unsupported expression"), v_none;
   }
-}
-
-/* ------------------------------------------------------------- inputs */
-
-/* A node of the tree being converted whose children are not all done. */
-typedef struct tree_frame {
-  int32_t n, next; /* the node; its next child to convert */
-  sh_agg *a;       /* its children's values (a dependency tree's list) or NULL (a leaf) */
-} tree_frame;
-
-/* The value of node n once its children's values are in f->a. */
-static sh_value tree_node_value(sh_interp *ip, const sh_treebank *tb, const tree_frame *f,
-                                sh_word_ids ids) {
-  const sh_input_shape *in = ip->in;
-  int32_t row = sh_word_id(ids, tb->word[f->n]);
-  if (in->kind == SH_INPUT_DEP_TREE) {
-    sh_agg *a = agg_new(ip, in->ctor_dep, in->adt->ctors[in->ctor_dep].n_fields);
-    if (!a) return v_none;
-    a->items[in->leaf_word] = mk_word(row);
-    a->items[in->dep_kids] = mk_agg(SH_V_LIST, f->a);
-    return mk_agg(SH_V_ADT, a);
-  }
-  if (f->a) return mk_agg(SH_V_ADT, f->a); /* a node: its constructor holds the children */
-  sh_agg *a = agg_new(ip, in->ctor_leaf, 1);
-  if (!a) return v_none;
-  a->items[0] = mk_word(row);
-  return mk_agg(SH_V_ADT, a);
-}
-
-/* The value of the subtree at node `root`, built without recursion (an
- * explicit stack of the nodes whose children are pending), so the depth of
- * an input costs no C stack. A unary node of a binary tree passes its child
- * through unless the tree type has a unary constructor. */
-static sh_value tree_value(sh_interp *ip, const sh_treebank *tb, int32_t root, sh_word_ids ids) {
-  const sh_input_shape *in = ip->in;
-  bool dep = in->kind == SH_INPUT_DEP_TREE;
-  size_t cap = 64, depth = 0;
-  tree_frame *st = sh_alloc(ip->ctx, cap * sizeof *st, 16);
-  if (!st) return ip->err = SHEAF_ERR_NOMEM, v_none;
-  sh_value out = v_none;
-  int32_t n = root; /* the node to enter next, or -1 */
-  while (!ip->err) {
-    if (n >= 0) { /* enter n: a frame for its children's values */
-      int32_t nc = tb->n_children[n];
-      if (!dep && nc == 1 && in->ctor_unary < 0) { /* passed through */
-        n = sh_tb_child(tb, n, 0);
-        continue;
-      }
-      if (!dep && nc > 2) {
-        failf(ip, "tree node with %d children: the model takes binary trees", (int)nc);
-        break;
-      }
-      if (depth == cap) {
-        tree_frame *bigger = sh_realloc(ip->ctx, st, cap * sizeof *st, 2 * cap * sizeof *st);
-        if (!bigger) {
-          ip->err = SHEAF_ERR_NOMEM;
-          break;
-        }
-        st = bigger;
-        cap *= 2;
-      }
-      tree_frame *f = &st[depth++];
-      f->n = n;
-      f->next = 0;
-      f->a = dep ? agg_new(ip, -1, nc)
-                 : nc ? agg_new(ip, nc == 1 ? in->ctor_unary : in->ctor_node, nc) : NULL;
-      if ((dep || nc) && !f->a) break;
-      n = -1;
-    }
-    tree_frame *f = &st[depth - 1];
-    if (f->next < tb->n_children[f->n]) { /* its next child */
-      n = sh_tb_child(tb, f->n, f->next);
-      continue;
-    }
-    sh_value v = tree_node_value(ip, tb, f, ids); /* all children done */
-    if (ip->err) break;
-    if (--depth == 0) {
-      out = v;
-      break;
-    }
-    tree_frame *parent = &st[depth - 1];
-    parent->a->items[parent->next++] = v;
-  }
-  sh_free(ip->ctx, st, cap * sizeof *st);
-  return ip->err ? v_none : out;
-}
-
-sheaf_status sh_interp_tree(sh_interp *ip, const sh_treebank *tb, int32_t node, sh_word_ids ids,
-                            sh_value *out) {
-  if (ip->in->kind != SH_INPUT_BINARY_TREE && ip->in->kind != SH_INPUT_DEP_TREE)
-    return sh_fail(ip->ctx, SHEAF_ERR_INVALID_ARG, "main does not take a tree");
-  ip->err = SHEAF_OK;
-  ip->cur = &ip->pool; /* the batch's (another instance may be inside a loop) */
-  ip->cur_gen = 0;
-  *out = tree_value(ip, tb, node, ids);
-  return ip->err;
-}
-
-sheaf_status sh_interp_ints(sh_interp *ip, const int32_t *v, int32_t n, sh_value *out) {
-  ip->err = SHEAF_OK;
-  ip->cur = &ip->pool; /* the batch's (another instance may be inside a loop) */
-  ip->cur_gen = 0;
-  sh_agg *a = agg_new(ip, -1, n);
-  if (!a) return ip->err;
-  for (int32_t i = 0; i < n; i++) a->items[i] = mk_word(v[i]);
-  *out = mk_agg(SH_V_LIST, a);
-  return SHEAF_OK;
-}
-
-sheaf_status sh_interp_records(sh_interp *ip, const sh_token_cols *t, sh_value *out) {
-  ip->err = SHEAF_OK;
-  ip->cur = &ip->pool; /* the batch's (another instance may be inside a loop) */
-  ip->cur_gen = 0;
-  const sh_input_shape *in = ip->in;
-  if (in->kind != SH_INPUT_RECORDS)
-    return sh_fail(ip->ctx, SHEAF_ERR_INVALID_ARG, "main does not take token records");
-  const int32_t *col[SH_TF_COUNT] = {t->word, t->upos, t->xpos, t->deprel, t->head, NULL, NULL};
-  for (int f = 0; f < SH_TF_COUNT; f++)
-    if (in->uses >> f & 1 && f != SH_TF_INDEX && (f == SH_TF_CHARS ? !t->form : !col[f]))
-      return sh_fail(ip->ctx, SHEAF_ERR_INVALID_ARG,
-                     "main reads the token field '%s', which the data does not have (%s)",
-                     sh_tok_field_name((sh_tok_field)f),
-                     f == SH_TF_CHARS ? "word texts: token ids have none" : "it comes from CoNLL-U");
-  sh_agg *l = agg_new(ip, -1, t->n);
-  if (!l) return ip->err;
-  for (int32_t i = 0; i < t->n; i++) {
-    sh_agg *r = agg_new(ip, in->ctor_rec, in->n_rec_fields);
-    if (!r) return ip->err;
-    for (int k = 0; k < in->n_rec_fields; k++) {
-      int f = in->rec_field[k];
-      if (f == SH_TF_WORD) {
-        r->items[k] = mk_word(t->word[i]);
-      } else if (f == SH_TF_INDEX) {
-        r->items[k] = mk_int(i);
-      } else if (f == SH_TF_CHARS) {
-        size_t n = t->form_len[i];
-        sh_agg *c = agg_new(ip, -1, (int32_t)n);
-        if (!c) return ip->err;
-        for (size_t b = 0; b < n; b++) c->items[b] = mk_int((unsigned char)t->form[i][b]);
-        r->items[k] = mk_agg(SH_V_LIST, c);
-      } else {
-        r->items[k] = mk_int(col[f][i]);
-      }
-    }
-    l->items[i] = mk_agg(SH_V_ADT, r);
-  }
-  *out = mk_agg(SH_V_LIST, l);
-  return SHEAF_OK;
 }
 
 /* ------------------------------------------------------------- lifetime */

@@ -1,0 +1,74 @@
+/*
+ * interp_int.h — the interpreter's state and the helpers its files share:
+ * interp.c (evaluation, calls, loops), interp_builtin.c (the builtins) and
+ * interp_input.c (a data instance to the value main takes).
+ */
+#ifndef SH_LANG_INTERP_INT_H
+#define SH_LANG_INTERP_INT_H
+
+#include "lang/interp.h"
+
+struct sh_interp {
+  const sh_module *m;
+  sheaf_ctx *ctx;
+  const sh_lang_bind *bind;
+  int64_t *sv;     /* size values by variable id (globals fixed, locals bound per call) */
+  sh_lang_pool pool;    /* host values of the current batch (region generation 0) */
+  sh_lang_pool *cur;    /* where values are made now: pool, or a while loop's region */
+  uint64_t cur_gen;     /* cur's generation (sh_agg.gen) */
+  uint64_t next_gen;    /* the last generation handed out (regions of while loops) */
+  sheaf_graph *g;
+  int phase;
+  int depth;       /* calls in progress */
+  sheaf_status err;
+  const sh_input_shape *in; /* what main takes: the checker's (sh_check_main_input) */
+};
+
+/* Out-of-line helpers of eval (it stays a small dispatcher whose frame,
+ * paid on every level of the recursion, is small). */
+#if defined(__GNUC__) || defined(__clang__)
+#define SH_NOINLINE __attribute__((noinline))
+#else
+#define SH_NOINLINE
+#endif
+
+static const sh_value v_none = {0};
+
+static inline sh_value mk_int(int32_t i) { return (sh_value){.kind = SH_V_INT, .i = i}; }
+static inline sh_value mk_word(int32_t i) { return (sh_value){.kind = SH_V_INT, .word = 1, .i = i}; }
+static inline sh_value mk_bool(bool b) { return (sh_value){.kind = SH_V_BOOL, .i = b}; }
+static inline sh_value mk_f32(double f) { return (sh_value){.kind = SH_V_F32, .f = f}; }
+static inline sh_value mk_tensor(sheaf_expr t) { return (sh_value){.kind = SH_V_TENSOR, .t = t}; }
+static inline sh_value mk_agg(uint8_t kind, sh_agg *a) {
+  return a ? (sh_value){.kind = kind, .agg = a} : v_none;
+}
+
+/* An aggregate of n values in the current region: zeroed, or (raw) for a
+ * caller that writes every item before the aggregate can be read; NULL
+ * with ip->err set when out of memory. */
+sh_agg *sh_interp_agg_alloc(sh_interp *ip, int32_t tag, int32_t n, bool raw);
+static inline sh_agg *agg_new(sh_interp *ip, int32_t tag, int32_t n) {
+  return sh_interp_agg_alloc(ip, tag, n, false);
+}
+static inline sh_agg *agg_new_raw(sh_interp *ip, int32_t tag, int32_t n) {
+  return sh_interp_agg_alloc(ip, tag, n, true);
+}
+
+/* The instance's first error (later ones return it unchanged): a message;
+ * a formatted one; one at a source position, "FILE:LINE:COL: error: ...";
+ * sh_check_budget for a size the program computed at e. */
+sheaf_status sh_interp_fail_msg(sh_interp *ip, const char *msg);
+sheaf_status sh_interp_failf(sh_interp *ip, const char *fmt, ...) SH_PRINTF(2, 3);
+sheaf_status sh_interp_fail_at(sh_interp *ip, sh_span at, const char *fmt, ...) SH_PRINTF(3, 4);
+sheaf_status sh_interp_budget_at(sh_interp *ip, const sh_ast *e, double bytes, const char *fmt, ...)
+    SH_PRINTF(4, 5);
+
+/* interp.c: an expression's value; a call of f; a size's value now. */
+sh_value sh_interp_eval(sh_interp *ip, const sh_ast *e, sh_value *fr);
+sh_value sh_interp_call(sh_interp *ip, const sh_fn *f, const sh_value *args, const sh_ast *site);
+int64_t sh_interp_size(const sh_interp *ip, const sh_size *s);
+
+/* interp_builtin.c: a call of a builtin (e->builtin). */
+sh_value sh_interp_builtin(sh_interp *ip, const sh_ast *e, sh_value *fr);
+
+#endif
