@@ -17,19 +17,25 @@ static bool check_xW(sheaf_ctx *ctx, sheaf_graph *g, sheaf_param W, const float 
   return TH_VALUE_CLOSE(g, y, want, 2, "x.W", 0);
 }
 
+/* A model with one 3 x 2 parameter W and a graph on it: W's writable
+ * values, or NULL (nothing left to free) after a failed check. */
+static float *w_setup(sheaf_ctx *ctx, sheaf_model **m, sheaf_param *W, sheaf_graph **g) {
+  int64_t shape[2] = {3, 2};
+  if (!CHECK_OK(ctx, sheaf_model_create(ctx, m))) return NULL;
+  if (!CHECK_OK(ctx, sheaf_model_param(*m, "W", 2, shape, SHEAF_INIT_GLOROT, W)) ||
+      !CHECK_OK(ctx, sheaf_graph_create(*m, NULL, g))) {
+    sheaf_model_free(*m);
+    return NULL;
+  }
+  return sheaf_model_param_data(*m, *W, NULL, NULL);
+}
+
 TEST(param_update_after_flush_is_seen) {
   sheaf_ctx *ctx = th_ctx();
   sheaf_model *m = NULL;
-  REQUIRE_OK(ctx, sheaf_model_create(ctx, &m));
   sheaf_param W;
-  int64_t shape[2] = {3, 2};
   sheaf_graph *g = NULL;
-  if (!CHECK_OK(ctx, sheaf_model_param(m, "W", 2, shape, SHEAF_INIT_GLOROT, &W)) ||
-      !CHECK_OK(ctx, sheaf_graph_create(m, NULL, &g))) {
-    sheaf_model_free(m);
-    return;
-  }
-  float *d = sheaf_model_param_data(m, W, NULL, NULL);
+  float *d = w_setup(ctx, &m, &W, &g);
   REQUIRE(d);
   float w1[6] = {1, 2, 3, 4, 5, 6};
   for (int i = 0; i < 6; i++) d[i] = w1[i];
@@ -59,16 +65,9 @@ TEST(param_update_after_flush_is_seen) {
 TEST(param_values_reads_without_repacking) {
   sheaf_ctx *ctx = th_ctx();
   sheaf_model *m = NULL;
-  REQUIRE_OK(ctx, sheaf_model_create(ctx, &m));
   sheaf_param W;
-  int64_t shape[2] = {3, 2};
   sheaf_graph *g = NULL;
-  if (!CHECK_OK(ctx, sheaf_model_param(m, "W", 2, shape, SHEAF_INIT_GLOROT, &W)) ||
-      !CHECK_OK(ctx, sheaf_graph_create(m, NULL, &g))) {
-    sheaf_model_free(m);
-    return;
-  }
-  float *d = sheaf_model_param_data(m, W, NULL, NULL);
+  float *d = w_setup(ctx, &m, &W, &g);
   REQUIRE(d);
   float w1[6] = {1, 2, 3, 4, 5, 6}, w2[6] = {-1, 0.5f, 2, -3, 0.25f, 4};
   for (int i = 0; i < 6; i++) d[i] = w1[i];
