@@ -160,6 +160,11 @@ bool th_have_jit_cc(const char *test);
 /* Writes `size` bytes to a temporary file; returns its path. */
 const char *th_write_tmp(const char *name, const void *data, size_t size);
 /* The built sheaf executable (from SHEAF_BIN), or NULL. */
+/* The whole of a file, NUL-terminated (its size in *n when n is given), or
+ * NULL. The buffer is the harness's: valid until four more calls. */
+const char *th_read_file(const char *path, size_t *n);
+/* The "N flushes" of a `sheaf run` summary (-1: not found). */
+long th_flushes_of(const char *summary);
 const char *th_sheaf_bin(void);
 /* Runs a shell command, captures stdout+stderr (up to cap-1 bytes) into out;
  * returns the exit status (-1 if it could not run). */

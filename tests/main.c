@@ -291,6 +291,38 @@ const char *th_write_tmp(const char *name, const void *data, size_t size) {
   return p;
 }
 
+const char *th_read_file(const char *path, size_t *n) {
+  static char *buf[4];
+  static int slot;
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  slot = (slot + 1) % 4;
+  free(buf[slot]);
+  size_t cap = 1 << 16, len = 0;
+  char *b = malloc(cap);
+  for (size_t r; b && (r = fread(b + len, 1, cap - len - 1, f)) > 0;) {
+    len += r;
+    if (cap - len < 2) {
+      char *bigger = realloc(b, cap *= 2);
+      if (!bigger) free(b);
+      b = bigger;
+    }
+  }
+  fclose(f);
+  buf[slot] = b;
+  if (!b) return NULL;
+  b[len] = '\0';
+  if (n) *n = len;
+  return b;
+}
+
+long th_flushes_of(const char *summary) {
+  const char *p = strstr(summary, " flushes");
+  if (!p) return -1;
+  while (p > summary && p[-1] >= '0' && p[-1] <= '9') p--;
+  return strtol(p, NULL, 10);
+}
+
 const char *th_sheaf_bin(void) {
   const char *b = getenv("SHEAF_BIN");
   return b && *b ? b : NULL;

@@ -24,23 +24,10 @@ static int run(const char *args) {
   return th_run(cmd, out, sizeof out);
 }
 
-/* The contents of a file (static buffer; "" when unreadable). */
-static const char *slurp(const char *path, size_t *n) {
-  static char buf[1 << 20];
-  FILE *f = fopen(path, "rb");
-  *n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-  buf[*n] = '\0';
-  if (f) fclose(f);
-  return buf;
-}
-
 static bool same_file(const char *a, const char *b) {
   size_t na, nb;
-  char *x = strdup(slurp(a, &na));
-  const char *y = slurp(b, &nb);
-  bool same = x && na == nb && na > 0 && memcmp(x, y, na) == 0;
-  free(x);
-  return same;
+  const char *x = th_read_file(a, &na), *y = th_read_file(b, &nb);
+  return x && y && na == nb && na > 0 && memcmp(x, y, na) == 0;
 }
 
 /* The binarized EWT's words in id order (first appearance), one a line;
@@ -132,7 +119,8 @@ TEST(lang_cli_trace_and_arguments) {
   CHECK_EQ_INT(run(args), 0);
   CHECK_RUN_QUIET(out); /* nothing on stderr in a pipe: no progress bar */
   size_t n;
-  const char *t = slurp(trace, &n);
+  const char *t = th_read_file(trace, &n);
+  REQUIRE(t);
   CHECK(n > 100);
   CHECK_CONTAINS(t, "traceEvents");
   /* an unwritable trace is an error */

@@ -38,17 +38,6 @@ static const char k_src[] =
     "  (xs, d, word(leaf) - ws[0], ys)\n"
     "}\n";
 
-/* The whole of a file (static buffer), or NULL. */
-static const char *slurp(const char *path) {
-  static char buf[1 << 16];
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  return buf;
-}
-
 TEST(lang_while_regions_keep_shared_nested_and_waiting_state) {
   if (!th_sheaf_bin()) return;
   const char *sf = th_write_tmp("regions.sf", k_src, sizeof k_src - 1);
@@ -79,7 +68,7 @@ TEST(lang_while_regions_keep_shared_nested_and_waiting_state) {
       snprintf(cmd, sizeof cmd, "%s run %s --data tests/data/tokens_ids.txt --size H=4 --limit 8 "
                "--batch %d --threads %d --out %s", th_sheaf_bin(), sf, batches[b], threads, out_path);
       REQUIRE(CHECK_EQ_INT(th_run(cmd, sum, sizeof sum), 0));
-      const char *got = slurp(out_path);
+      const char *got = th_read_file(out_path, NULL);
       REQUIRE(got);
       CHECK_EQ_STR(got, want);
     }

@@ -27,24 +27,6 @@
 
 static const char *const k_pols[] = {"none", "sheaf", "depth", "agenda"};
 
-/* The whole of a file (malloc'd), or NULL. */
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  size_t cap = 1 << 20, n = 0;
-  char *buf = malloc(cap);
-  while (buf) {
-    n += fread(buf + n, 1, cap - 1 - n, f);
-    if (n < cap - 1) break;
-    char *b = realloc(buf, cap *= 2);
-    if (!b) free(buf);
-    buf = b;
-  }
-  fclose(f);
-  if (buf) buf[n] = '\0';
-  return buf;
-}
-
 static bool run_sf(const char *w, const char *pol, int threads, int batch, const char *out, char *sum,
                    size_t cap) {
   char cmd[2048];
@@ -58,14 +40,6 @@ static bool run_sf(const char *w, const char *pol, int threads, int batch, const
     return false;
   }
   return true;
-}
-
-/* The "N flushes" of a run's summary (-1: not found). */
-static long flushes_of(const char *sum) {
-  const char *p = strstr(sum, " flushes");
-  if (!p) return -1;
-  while (p > sum && p[-1] >= '0' && p[-1] <= '9') p--;
-  return strtol(p, NULL, 10);
 }
 
 TEST(lang_parser_sf_matches_c_and_batches) {
@@ -110,8 +84,9 @@ TEST(lang_parser_sf_matches_c_and_batches) {
   char ref[512], got[512];
   snprintf(ref, sizeof ref, "%s", th_tmp_path("parser_sf_ref.txt"));
   if (!run_sf(wpath, "none", 1, 1, ref, sum, sizeof sum)) goto out;
-  long one_flushes = flushes_of(sum);
-  ref_text = slurp(ref);
+  long one_flushes = th_flushes_of(sum);
+  const char *r = th_read_file(ref, NULL);
+  ref_text = r ? strdup(r) : NULL; /* kept across the later reads */
   if (!CHECK(ref_text)) goto out;
   if (!CHECK_EQ_STR(ref_text, want)) goto out;
   for (int q = 0; q < 4; q++)
@@ -120,13 +95,12 @@ TEST(lang_parser_sf_matches_c_and_batches) {
       snprintf(name, sizeof name, "parser_sf_%s_%d.txt", k_pols[q], th);
       snprintf(got, sizeof got, "%s", th_tmp_path(name));
       if (!run_sf(wpath, k_pols[q], th, 64, got, sum, sizeof sum)) continue;
-      char *t = slurp(got);
+      const char *t = th_read_file(got, NULL);
       if (!CHECK(t && !strcmp(t, ref_text)))
         fprintf(stderr, "parser.sf, policy %s, %d threads: heads or actions differ from one per batch\n",
                 k_pols[q], th);
-      free(t);
       if (th == 1) { /* one flush per decision round of a batch */
-        long f = flushes_of(sum);
+        long f = th_flushes_of(sum);
         if (!CHECK(f > 0 && f * 5 < one_flushes))
           fprintf(stderr, "parser.sf, policy %s: %ld flushes batched, %ld one by one\n", k_pols[q], f, one_flushes);
       }
@@ -248,11 +222,10 @@ TEST(lang_twins_list_builtins_and_host_doubles) {
   snprintf(cmd, sizeof cmd, "%s run %s --data tests/data/tokens_ids.txt --size H=4 --limit 1 --out %s",
            th_sheaf_bin(), sf, out_path);
   REQUIRE(CHECK_EQ_INT(th_run(cmd, out, sizeof out), 0));
-  char *got = slurp(out_path);
+  const char *got = th_read_file(out_path, NULL);
   REQUIRE(got);
   CHECK_EQ_STR(got, "0 4 5 6 7 8 9\n0 4 5 6 7 8 9 10 11 0 1 2 3\n0 0 1 7 9 16\n0 0 1 4 9 5 0 1 4\n"
                     "0 14\n0 2\n0 1.166667\n0 1e-10\n");
-  free(got);
 }
 
 /* set out of range and pop of an empty list stop the instance with an

@@ -21,17 +21,6 @@
 
 static const char *const k_pols[] = {"none", "sheaf", "depth", "agenda"};
 
-/* The whole of a file (static buffer), or NULL. */
-static const char *slurp(const char *path) {
-  static char buf[1 << 20];
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  return buf;
-}
-
 /* Runs `sheaf run examples/NAME.sf` on the first `limit` EWT sentences;
  * the output goes to tmp file `out`, the summary (stdout) to sum. */
 static bool run_example(const char *name, const char *sizes, int limit, const char *pol, int threads,
@@ -49,14 +38,6 @@ static bool run_example(const char *name, const char *sizes, int limit, const ch
   return true;
 }
 
-/* The "N flushes" of a run's summary (-1: not found). */
-static long flushes_of(const char *sum) {
-  const char *p = strstr(sum, " flushes");
-  if (!p) return -1;
-  while (p > sum && p[-1] >= '0' && p[-1] <= '9') p--;
-  return strtol(p, NULL, 10);
-}
-
 #define DEC_SIZES "--size E=24 --size H=20 --size C=8"
 
 TEST(lang_while_decoder_batched_equals_per_instance) {
@@ -65,8 +46,8 @@ TEST(lang_while_decoder_batched_equals_per_instance) {
   char ref[512], got[512];
   snprintf(ref, sizeof ref, "%s", th_tmp_path("dec_ref.txt"));
   REQUIRE(run_example("decoder", DEC_SIZES, 200, "none", 1, 1, ref, sum, sizeof sum));
-  long per_instance_flushes = flushes_of(sum);
-  const char *t = slurp(ref);
+  long per_instance_flushes = th_flushes_of(sum);
+  const char *t = th_read_file(ref, NULL);
   REQUIRE(t);
   snprintf(ref_text, sizeof ref_text, "%s", t);
   /* 200 sentences, each a line of tokens; some stop at EOS (2), some run to the bound */
@@ -84,12 +65,12 @@ TEST(lang_while_decoder_batched_equals_per_instance) {
       snprintf(name, sizeof name, "dec_%s_%d.txt", k_pols[p], th);
       snprintf(got, sizeof got, "%s", th_tmp_path(name));
       if (!run_example("decoder", DEC_SIZES, 200, k_pols[p], th, 64, got, sum, sizeof sum)) continue;
-      const char *g = slurp(got);
+      const char *g = th_read_file(got, NULL);
       if (!CHECK(g && !strcmp(g, ref_text)))
         fprintf(stderr, "decoder, policy %s, %d threads: tokens differ from one instance per batch\n",
                 k_pols[p], th);
       if (th == 1) { /* the decoding steps of a batch's sentences share flushes */
-        long f = flushes_of(sum);
+        long f = th_flushes_of(sum);
         if (!CHECK(f > 0 && f * 5 < per_instance_flushes))
           fprintf(stderr, "decoder, policy %s: %ld flushes batched, %ld one by one\n", k_pols[p], f,
                   per_instance_flushes);
@@ -154,7 +135,7 @@ TEST(lang_while_host_values_and_lists) {
   snprintf(cmd, sizeof cmd, "%s run %s --data tests/data/tokens_ids.txt --size H=4 --limit 2 --out %s",
            th_sheaf_bin(), sf, out_path);
   REQUIRE(CHECK_EQ_INT(th_run(cmd, out, sizeof out), 0));
-  const char *got = slurp(out_path);
+  const char *got = th_read_file(out_path, NULL);
   REQUIRE(got);
   /* instance 0: its words' count n gives 0 2 4 ..., 4 * 0.5 - 1 = 1, true, argmax 4 + n */
   char want[4096];
