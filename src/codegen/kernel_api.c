@@ -613,16 +613,23 @@ SHEAF_API sheaf_status sheaf_kernel_run(sheaf_kernel *K, const sheaf_kernel_arg 
   int64_t sizes[64];
   sheaf_status st = bind_inputs(K, args, n_in, in, sizes);
   if (st) return st;
-  /* a tuned shape class runs its variant */
+  sheaf_kernel *V; /* a tuned shape class runs its variant */
+  if ((st = sh_kernel_pick(K, sizes, &V))) return st;
+  return run_bound(V, args, in, sizes);
+}
+
+sheaf_status sh_kernel_pick(sheaf_kernel *K, const int64_t *sizes, sheaf_kernel **out) {
+  *out = K;
   for (int i = 0; i < K->n_tuned; i++)
-    if (sh_tune_matches(&K->tuned[i], sizes, k->n_sizes)) {
+    if (sh_tune_matches(&K->tuned[i], sizes, K->k->n_sizes)) {
       if (sh_tune_opts_is_default(&K->tuned[i].opts)) break;
       sheaf_kernel *V;
-      if ((st = variant(K, &K->tuned[i].opts, &V))) return st;
-      if (V) return run_bound(V, args, in, sizes);
+      sheaf_status st = variant(K, &K->tuned[i].opts, &V);
+      if (st) return st;
+      if (V) *out = V;
       break;
     }
-  return run_bound(K, args, in, sizes);
+  return SHEAF_OK;
 }
 
 /* sheaf_kernel_run after the sizes are bound. */

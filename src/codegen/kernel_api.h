@@ -60,6 +60,9 @@ long sh_kernel_pack_count(const sheaf_kernel *k, int i);
 /* Tuning (docs/CODEGEN.md, "Tuner"): the records k picks from by shape
  * class, and the variants it compiled for them (one per distinct opts). */
 int sh_kernel_n_tuned(const sheaf_kernel *k);
+/* The kernel to run at bound `sizes`: the variant of the record whose shape
+ * class holds them (compiled on first use), else k itself. */
+sheaf_status sh_kernel_pick(sheaf_kernel *k, const int64_t *sizes, sheaf_kernel **out);
 int sh_kernel_n_variants(const sheaf_kernel *k);
 sheaf_kernel *sh_kernel_variant(const sheaf_kernel *k, int i);
 
