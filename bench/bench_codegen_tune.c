@@ -170,7 +170,11 @@ int main(int argc, char **argv) {
       if (!sh_tune_set_load(&ts, records, false))
         for (int i = 0; i < ts.n; i++)
           if (sh_tune_matches(&ts.r[i], sizes, 3) && !strcmp(ts.r[i].isa, sheaf_isa_name(isa))) {
-            sh_tune_opts_print(&ts.r[i].opts, &d);
+            int nf;
+            const sh_tune_field *f = sh_tune_fields(&nf);
+            for (int j = 0; j < nf; j++)
+              if (sh_tune_field_get(&ts.r[i].opts, &f[j]))
+                sh_buf_printf(&d, "%s=%d ", f[j].name, sh_tune_field_get(&ts.r[i].opts, &f[j]));
             break;
           }
       sh_tune_set_free(&ts);
@@ -185,8 +189,15 @@ int main(int argc, char **argv) {
   }
   /* a tuned class in a fresh kernel: compile (a hit) + the first run, whose
    * variant comes from the cache */
-  for (int rep = 0; rep < 3; rep++) {
-    int64_t M = 100, K = 256, N = 1280; /* the class of M = 64 */
+  int hs = -1; /* a shape whose class has non-default knobs */
+  for (int s = 0; s < NS && hs < 0; s++) {
+    sheaf_kernel *V;
+    if (!sh_kernel_pick(kt, (int64_t[]){shapes[s][0], shapes[s][1], shapes[s][2]}, &V) && V != kt) hs = s;
+  }
+  if (hs < 0) printf("# every class kept the default schedule: no variant to load\n");
+  for (int rep = 0; hs >= 0 && rep < 3; rep++) {
+    /* another size of the same class: M + M / 4 */
+    int64_t M = shapes[hs][0] + shapes[hs][0] / 4, K = shapes[hs][1], N = shapes[hs][2];
     float *A = calloc((size_t)(M * K), sizeof(float)), *B = calloc((size_t)(K * N), sizeof(float));
     float *C = malloc(sizeof(float) * (size_t)(M * N));
     int64_t sa[] = {M, K}, sb[] = {K, N};
@@ -205,9 +216,9 @@ int main(int argc, char **argv) {
     sh_jit_stats st;
     memset(&st, 0, sizeof st);
     if (sh_kernel_n_variants(k)) sh_kernel_jit_stats(sh_kernel_variant(k, 0), &st);
-    printf("# fresh kernel, M = 100 (class of 64): compile %.3f ms, first run %.3f ms (variant: %llu compiles, "
-           "%llu disk hits, load %.3f ms), second run %.3f ms\n",
-           (t1 - t0) * 1e3, (t2 - t1) * 1e3, (unsigned long long)st.compiles, (unsigned long long)st.disk_hits,
+    printf("# fresh kernel, M = %lld K = %lld N = %lld (a tuned class): compile %.3f ms, first run %.3f ms "
+           "(variant: %llu compiles, %llu disk hits, load %.3f ms), second run %.3f ms\n",
+           (long long)M, (long long)K, (long long)N, (t1 - t0) * 1e3, (t2 - t1) * 1e3, (unsigned long long)st.compiles, (unsigned long long)st.disk_hits,
            (double)st.last_load_ns / 1e6, (t3 - t2) * 1e3);
     sheaf_kernel_free(k);
     free(A), free(B), free(C);
