@@ -7,10 +7,12 @@
  * compile of the kernel finds them) and, with --out, to a file to ship.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "base/buf.h"
 #include "base/cpu.h"
@@ -57,6 +59,12 @@ typedef struct size_opt {
   int64_t v[MAX_VALS];
   int n;
 } size_opt;
+
+static double wall_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 static void progress(void *user, const char *line) {
   (void)user;
@@ -316,7 +324,7 @@ int cli_tune(int argc, char **argv) {
   if (rc == CLI_OK)
     fprintf(stderr, "sheaf tune: %d shape%s, %lld s in all, records in %s/tune/\n", n_tasks, n_tasks == 1 ? "" : "s",
             budget_ll, sh_jit_cache_dir(jit));
-  double budget = (double)budget_ll;
+  double budget = (double)budget_ll, t_start = wall_s();
   for (int t = 0; rc == CLI_OK && t < n_tasks; t++) {
     const sh_kernel_decl *kd = m.kernels[tasks[t].kernel];
     const char *name = sh_sym_name(&m.syms, kd->name);
@@ -326,7 +334,8 @@ int cli_tune(int argc, char **argv) {
     sh_tune_rec r;
     st = sh_lang_kernel_source(&m, kd, &ks);
     sh_tune_request q = {.source = sh_buf_cstr(&ks), .len = ks.len, .kernel = name, .isa_set = true, .isa = isa,
-                         .sizes = tasks[t].sizes, .n_sizes = k->n_sizes, .budget_s = budget / n_tasks,
+                         .sizes = tasks[t].sizes, .n_sizes = k->n_sizes,
+                         .budget_s = fmax(0.001, (budget - (wall_s() - t_start)) / (n_tasks - t)),
                          .progress = progress};
     if (!st) st = sh_tune_kernel(ctx, &q, &r);
     /* into the cache directory's file for this kernel (merged with what is there) */

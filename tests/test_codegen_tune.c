@@ -481,3 +481,81 @@ TEST(codegen_tune_cli) {
   CHECK_EQ_INT(th_run(cmd, buf, sizeof buf), 2);
   CHECK_CONTAINS(buf, "no value for size M");
 }
+
+/* A model whose kernel calls stack rows: `sheaf tune --data` picks the row
+ * size's classes from the data; `sheaf run --tuning FILE` with records
+ * forcing another tile for every class runs the variant (its cache entry
+ * appears) and prints what the default schedule prints. */
+TEST(codegen_tune_run_model) {
+  if (!th_have_jit_cc("codegen_tune_run_model")) return;
+  const char *bin = th_sheaf_bin();
+  if (!bin) {
+    printf("note: codegen_tune_run_model skipped: SHEAF_BIN not set\n");
+    return;
+  }
+  static const char model[] = "size E = 16\nsize H = 40\n"
+                              "param emb: f32[V, E]\nparam W1: f32[E, H]\nparam b1: f32[H]\n"
+                              "kernel ffn(x: f32[N, D], W: f32[D, F], b: f32[F]) -> f32[N, F] {\n"
+                              "  y(n, f) +=! x(n, d) * W(d, f)\n  out(n, f) = gelu(y(n, f) + b(f))\n}\n"
+                              "fn main(ws: list[i32]) -> f32[H] {\n"
+                              "  let xs = ffn(stack(for w in ws { emb[w] }), W1, b1);\n"
+                              "  softmax(for w in ws { 1.0 }) @ xs\n}\n";
+  const char *src = th_write_tmp("m.sf", model, strlen(model));
+  char data[4096];
+  size_t n = 0;
+  uint64_t seed = 7;
+  for (int l = 0; l < 40; l++) {
+    int words = 1 + l % 9;
+    for (int w = 0; w < words; w++)
+      n += (size_t)snprintf(data + n, sizeof data - n, "%sw%d", w ? " " : "", (int)((th_frand(&seed) + 1) * 10));
+    data[n++] = '\n';
+  }
+  const char *dpath = th_write_tmp("d.txt", data, n);
+  char cache[1024];
+  snprintf(cache, sizeof cache, "%s", th_tmp_path("tune-run"));
+  const char *tfile = th_tmp_path("run.tune");
+  char cmd[8192], buf[16384];
+  snprintf(cmd, sizeof cmd,
+           "SHEAF_CACHE_DIR='%s' '%s' tune '%s' --data '%s' --batch 8 --size D=16 --size F=40 --budget 1 --out '%s'",
+           cache, bin, src, dpath, tfile);
+  REQUIRE(CHECK_EQ_INT(th_run(cmd, buf, sizeof buf), 0));
+  CHECK_CONTAINS(buf, "ffn");
+  sheaf_ctx *ctx = th_ctx();
+  sh_tune_set s, f;
+  sh_tune_set_init(&s, ctx);
+  sh_tune_set_init(&f, ctx);
+  REQUIRE_OK(ctx, sh_tune_set_load(&s, tfile, false));
+  REQUIRE(s.n >= 1);
+  CHECK_EQ_STR(s.r[0].size_names[0], "N");
+  for (int64_t b = 1; b <= 4096; b *= 2) { /* every class of N */
+    sh_tune_rec r = s.r[0];
+    r.cls[0] = b, r.sizes[0] = b;
+    r.opts = (sh_sched_opts){.mr = 4, .nr = sheaf_cpu_isa() == SHEAF_ISA_SCALAR ? 8 : 24, .row_tiles = 3};
+    REQUIRE_OK(ctx, sh_tune_set_add(&f, &r));
+  }
+  const char *forced = th_tmp_path("forced.tune");
+  REQUIRE_OK(ctx, sh_tune_set_save(&f, forced));
+  sh_tune_set_free(&s);
+  sh_tune_set_free(&f);
+  const char *oa = th_tmp_path("a.out"), *ob = th_tmp_path("b.out");
+  snprintf(cmd, sizeof cmd, "SHEAF_CACHE_DIR='%s' '%s' run '%s' --data '%s' --batch 8 --seed 1 --threads 1 --out '%s'",
+           cache, bin, src, dpath, oa);
+  REQUIRE(CHECK_EQ_INT(th_run(cmd, buf, sizeof buf), 0));
+  snprintf(cmd, sizeof cmd,
+           "SHEAF_CACHE_DIR='%s' '%s' run '%s' --data '%s' --batch 8 --seed 1 --threads 1 --out '%s' --tuning '%s'",
+           cache, bin, src, dpath, ob, forced);
+  REQUIRE(CHECK_EQ_INT(th_run(cmd, buf, sizeof buf), 0));
+  long lines = 0;
+  double d = th_compare_outputs(oa, ob, 1, &lines, NULL);
+  CHECK(d >= 0 && d < 1e-5);
+  CHECK_EQ_INT(lines, 40);
+  snprintf(cmd, sizeof cmd, "grep -l 'sched mr=4 nr=%d row_tiles=3' '%s'/v1/*.spec",
+           sheaf_cpu_isa() == SHEAF_ISA_SCALAR ? 8 : 24, cache);
+  CHECK_EQ_INT(th_run(cmd, buf, sizeof buf), 0); /* the variant was compiled */
+  /* a malformed --tuning file: the run fails with FILE:LINE */
+  const char *bad = th_write_tmp("bad2.tune", "sheaf-tuning 1\nkernel=ffn x\n", 28);
+  snprintf(cmd, sizeof cmd, "SHEAF_CACHE_DIR='%s' '%s' run '%s' --data '%s' --tuning '%s'", cache, bin, src, dpath,
+           bad);
+  CHECK_EQ_INT(th_run(cmd, buf, sizeof buf), 1);
+  CHECK_CONTAINS(buf, "bad2.tune:2: expected key=value");
+}

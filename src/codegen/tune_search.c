@@ -128,6 +128,7 @@ typedef struct search {
   sheaf_isa isa;
   tbench b;
   double t0, best_ns, default_ns;
+  double last_cost; /* seconds the last candidate took (compile, check, time) */
   sh_sched_opts best;
   char seen[MAX_SEEN][33];
   int n_seen, n_cand;
@@ -171,7 +172,7 @@ static sh_kernel_opts kopts(const search *s, const sh_sched_opts *o) {
 /* One candidate: compiled, checked, timed; the best so far when faster. */
 static sheaf_status try_opts(search *s, const sh_sched_opts *o) {
   if (s->stop) return SHEAF_OK;
-  if (now_s(CLOCK_MONOTONIC) - s->t0 >= s->r->budget_s ||
+  if (now_s(CLOCK_MONOTONIC) - s->t0 + s->last_cost > s->r->budget_s || /* the next one would overrun */
       (s->r->max_candidates > 0 && s->n_cand >= s->r->max_candidates)) {
     s->stop = true;
     return SHEAF_OK;
@@ -211,6 +212,7 @@ static sheaf_status try_opts(search *s, const sh_sched_opts *o) {
   }
   sheaf_kernel_free(K);
   sh_buf_free(&desc);
+  s->last_cost = now_s(CLOCK_MONOTONIC) - c0;
   return st == SHEAF_ERR_NOMEM ? st : SHEAF_OK; /* a failed candidate is not the search's failure */
 }
 
