@@ -402,8 +402,8 @@ static double now_ms(void) {
 }
 
 /* Two sizes in one class: one compile (the variant's), the second size
- * compiles nothing; a new kernel in a new process-like context hits the
- * cache for the variant (no compile, < 5 ms). */
+ * compiles nothing; a fresh kernel loads the variant from the cache (no
+ * compile; the hit < 5 ms). */
 TEST(codegen_tune_one_compile_per_class) {
   if (!th_have_jit_cc("codegen_tune_one_compile_per_class")) return;
   sheaf_ctx *ctx = th_ctx();
@@ -453,7 +453,11 @@ TEST(codegen_tune_one_compile_per_class) {
   sh_kernel_jit_stats(sh_kernel_variant(k, 0), &st);
   CHECK_EQ_INT(st.compiles, 0);
   CHECK_EQ_INT(st.disk_hits, 1);
-  if (!CHECK(t1 - t0 < 5.0)) fprintf(stderr, "  first run with a cached variant: %.2f ms\n", t1 - t0);
+  /* the cache hit: key, verify, dlopen of the variant (the first run's
+   * wall time, which also packs B and multiplies, is printed) */
+  if (!CHECK(st.last_load_ns < 5000000))
+    fprintf(stderr, "  variant loaded from the cache in %.2f ms (first run %.2f ms)\n", st.last_load_ns / 1e6,
+            t1 - t0);
   sheaf_kernel_free(k);
 }
 
