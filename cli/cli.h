@@ -119,5 +119,7 @@ int cli_data_stats_weights(sheaf_ctx *ctx, const char *path, FILE *out);
 int cli_check(int argc, char **argv);
 /* `sheaf compile FILE.sf --emit-c DIR | --emit-ir` (compile.c). */
 int cli_compile(int argc, char **argv);
+/* `sheaf tune FILE.sf [--size N=V,...] [--data FILE] ...` (tune.c). */
+int cli_tune(int argc, char **argv);
 
 #endif

@@ -3,7 +3,8 @@
  * of a source through the code generator (docs/CODEGEN.md): lowered, given
  * the default schedule, and written as one self-contained C file per kernel
  * plus sheaf_kernel_abi.h (ahead-of-time use in a user's build), or printed
- * as scheduled loop IR.
+ * as scheduled loop IR. With --tuning FILE (records of `sheaf tune`),
+ * --emit-c also writes each kernel's tuned variants, one file per record.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,11 +17,13 @@
 #include "cli.h"
 #include "codegen/lir_emit.h"
 #include "codegen/lower.h"
+#include "codegen/tune.h"
 #include "lang/check.h"
 #include "lang/kernel.h"
 
 static const char usage_compile[] =
     "usage: sheaf compile FILE.sf (--emit-c DIR | --emit-ir) [--isa scalar|avx2|avx512]\n"
+    "                     [--tuning FILE]\n"
     "\n"
     "Generates code for the kernels of FILE.sf (kernel declarations, see\n"
     "docs/LANGUAGE.md \"Kernels\"): each is lowered to the loop IR and given the\n"
@@ -34,6 +37,10 @@ static const char usage_compile[] =
     "                int sheafk_NAME(const sk_abi *, const int64_t *sizes, const sk_arg *)\n"
     "  --emit-ir     print each kernel's scheduled loop IR to stdout\n"
     "  --isa LEVEL   the instruction set to schedule for\n"
+    "  --tuning FILE records of 'sheaf tune --out FILE': with --emit-c, also write\n"
+    "                DIR/NAME.CLASS.c per record of a kernel (CLASS as M64-K256-N1024:\n"
+    "                the shape class it was tuned for; the same entry point); records\n"
+    "                for another version of a kernel are skipped with a warning\n"
     "  -h, --help    this text\n";
 
 static int write_file(sheaf_ctx *ctx, const char *dir, const char *name, const char *text, size_t n) {
@@ -54,20 +61,55 @@ static int write_file(sheaf_ctx *ctx, const char *dir, const char *name, const c
   return CLI_OK;
 }
 
+/* The variants of kernel k that records of ts chose (for k's hash and the
+ * ISA): DIR/NAME.CLASS.c each. */
+static int write_tuned(sheaf_ctx *ctx, const char *dir, const sh_kernel *k, sheaf_isa isa, const sh_tune_set *ts) {
+  char ir[33];
+  if (sh_tune_kernel_hash(ctx, k, ir) != SHEAF_OK) return CLI_FAIL;
+  int rc = CLI_OK, stale = 0;
+  for (int i = 0; rc == CLI_OK && i < ts->n; i++) {
+    const sh_tune_rec *r = &ts->r[i];
+    if (strcmp(r->kernel, k->name) || strcmp(r->isa, sheaf_isa_name(isa))) continue;
+    if (strcmp(r->ir, ir)) {
+      stale++;
+      continue;
+    }
+    sh_buf c, name;
+    sh_buf_init(&c, ctx);
+    sh_buf_init(&name, ctx);
+    sh_buf_printf(&name, "%s.", k->name);
+    for (int s = 0; s < r->n_sizes; s++)
+      sh_buf_printf(&name, "%s%s%lld", s ? "-" : "", r->size_names[s], (long long)r->cls[s]);
+    sh_buf_puts(&name, ".c");
+    if (sh_tune_generate(ctx, k, isa, &r->opts, &c, NULL) != SHEAF_OK) {
+      cli_error("%s", sheaf_ctx_last_error(ctx));
+      rc = CLI_FAIL;
+    } else {
+      rc = write_file(ctx, dir, sh_buf_cstr(&name), sh_buf_cstr(&c), c.len);
+    }
+    sh_buf_free(&c);
+    sh_buf_free(&name);
+  }
+  if (stale)
+    fprintf(stderr, "sheaf: warning: kernel '%s': %d tuning record%s skipped: made for another version of it\n",
+            k->name, stale, stale == 1 ? "" : "s");
+  return rc;
+}
+
 int cli_compile(int argc, char **argv) {
-  const char *file = NULL, *dir = NULL, *isa_name = NULL;
+  const char *file = NULL, *dir = NULL, *isa_name = NULL, *tuning = NULL;
   bool ir = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       fputs(usage_compile, stdout);
       return CLI_OK;
-    } else if (!strcmp(a, "--emit-c") || !strcmp(a, "--isa")) {
+    } else if (!strcmp(a, "--emit-c") || !strcmp(a, "--isa") || !strcmp(a, "--tuning")) {
       if (i + 1 >= argc) {
         cli_error("%s needs a value", a);
         return CLI_USAGE;
       }
-      *(a[2] == 'e' ? &dir : &isa_name) = argv[++i];
+      *(a[2] == 'e' ? &dir : a[2] == 'i' ? &isa_name : &tuning) = argv[++i];
     } else if (!strcmp(a, "--emit-ir")) {
       ir = true;
     } else if (a[0] == '-' && a[1]) {
@@ -102,6 +144,14 @@ int cli_compile(int argc, char **argv) {
   if (rc != CLI_OK) {
     sheaf_ctx_free(ctx);
     return rc;
+  }
+  sh_tune_set ts;
+  sh_tune_set_init(&ts, ctx);
+  if (tuning && sh_tune_set_load(&ts, tuning, false) != SHEAF_OK) {
+    cli_error("%s", sheaf_ctx_last_error(ctx));
+    sh_free(ctx, src, len + 1);
+    sheaf_ctx_free(ctx);
+    return CLI_FAIL;
   }
   sh_module m;
   sheaf_status st = sh_lang_compile(&m, ctx, file, src, len);
@@ -150,6 +200,7 @@ int cli_compile(int argc, char **argv) {
         snprintf(name, sizeof name, "%s.c", ks[i]->name);
         rc = write_file(ctx, dir, name, sh_buf_cstr(&c), c.len);
       }
+      if (dir && rc == CLI_OK && ts.n) rc = write_tuned(ctx, dir, ks[i], isa, &ts);
     }
     sh_lir_free(L);
     sh_buf_free(&c);
@@ -158,6 +209,7 @@ int cli_compile(int argc, char **argv) {
     cli_error("nothing to do: give --emit-c DIR or --emit-ir (see sheaf compile --help)");
     rc = CLI_USAGE;
   }
+  sh_tune_set_free(&ts);
   sh_buf_free(&out);
   sh_module_free(&m);
   sh_free(ctx, src, len + 1);

@@ -90,6 +90,7 @@ static int dispatch(int argc, char **argv) {
   if (!strcmp(cmd, "train")) return cli_train(argc - 1, argv + 1);
   if (!strcmp(cmd, "check")) return cli_check(argc - 1, argv + 1);
   if (!strcmp(cmd, "compile")) return cli_compile(argc - 1, argv + 1);
+  if (!strcmp(cmd, "tune")) return cli_tune(argc - 1, argv + 1);
   if (!strcmp(cmd, "bench")) return cli_bench(argc - 1, argv + 1);
   if (!strcmp(cmd, "trace")) {
     cli_error("there is no 'trace' command: pass --trace FILE to 'sheaf run' or 'sheaf bench'");

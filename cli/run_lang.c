@@ -32,7 +32,7 @@ static const char usage[] =
     "                 [--batch N] [--threads T] [--parallel M] [--policy P] [--out FILE]\n"
     "                 [--trace FILE] [--limit N] [--save-weights W.safetensors] [--stats]\n"
     "                 [--format text|jsonl|npy] [--max-vocab N] [--allow-nonfinite]\n"
-    "                 [--size NAME=VALUE]...\n"
+    "                 [--size NAME=VALUE]... [--tuning FILE]\n"
     "\n"
     "Runs the model's main on every instance of FILE, read according to main's argument:\n"
     "a tree type from CoNLL-U (binarized, or dependency trees for Dep(i32, list[T])) or PTB\n"
@@ -61,6 +61,9 @@ static const char usage[] =
     "  --out FILE         outputs (default stdout): per instance, one line per output row,\n"
     "                     'INSTANCE v0 v1 ...' ('INSTANCE K v0 ...' for element K of a list)\n"
     "  --trace FILE       Chrome-trace / Perfetto JSON timeline of the batches\n"
+    "  --tuning FILE      schedules for the model's kernels per shape class, written by\n"
+    "                     'sheaf tune --out FILE' (records in the cache directory are used\n"
+    "                     without it)\n"
     "  --limit N          only the first N instances\n"
     "  --save-weights W   write the parameters used (loaded or drawn) to a safetensors file\n"
     "  --stats            per-kernel batch counts and sizes\n"
@@ -79,7 +82,7 @@ static const char usage[] =
 #define SH_LANG_MAX_WORKERS 64 /* --threads */
 
 typedef struct lang_opts {
-  const char *file, *data, *out, *policy, *trace, *vocab, *save_weights;
+  const char *file, *data, *out, *policy, *trace, *vocab, *save_weights, *tuning;
   long long batch, threads, limit, max_vocab;
   sheaf_parallel parallel;
   bool seed_given, stats, allow_nonfinite;
@@ -129,6 +132,9 @@ static int parse_args(int argc, char **argv, lang_opts *o) {
     } else if (FLAG("--trace")) {
       if (r < 0) return CLI_USAGE;
       o->trace = v;
+    } else if (FLAG("--tuning")) {
+      if (r < 0) return CLI_USAGE;
+      o->tuning = v;
     } else if (FLAG("--policy")) {
       if (r < 0) return CLI_USAGE;
       if (sheaf_policy_parse(NULL, v, NULL) != SHEAF_OK) {
@@ -659,6 +665,7 @@ int cli_run_lang(int argc, char **argv) {
   out = out_f->f;
   if (trace_f) ro.trace_path = trace_f->tmp;
   if (sh_file_read(ctx, o.file, &src, &len) != SHEAF_OK) goto fail;
+  if (o.tuning && sheaf_kernel_load_tuning(ctx, o.tuning) != SHEAF_OK) goto fail;
   have_m = true;
   if (sh_lang_compile(&m, ctx, o.file, src, len) != SHEAF_OK || sh_module_require_main(&m) != SHEAF_OK) {
     sh_buf b;

@@ -66,6 +66,18 @@ SHEAF_API sheaf_status sheaf_kernel_run(sheaf_kernel *k, const sheaf_kernel_arg 
  * default: prepared again on every run) after writing to it. Errors:
  * SHEAF_ERR_INVALID_ARG for a NULL k or an input out of range. */
 SHEAF_API sheaf_status sheaf_kernel_set_weight_version(sheaf_kernel *k, int input, uint64_t version);
+/* Loads tuning records (a file `sheaf tune` wrote: plain text, one record
+ * a line; docs/CODEGEN.md, "Tuner") into ctx: kernels compiled on ctx from
+ * then on run, for sizes in a record's shape class, the schedule the
+ * record chose (compiled once per distinct schedule, on first use). The
+ * cache directory's records (SHEAF_CACHE_DIR, where `sheaf tune` stores
+ * them) are used without this call; a loaded record wins over a cached one
+ * for the same class. Records made for another version of the kernel or
+ * another compiler are ignored with a warning through the log callback.
+ * Errors: SHEAF_ERR_PARSE with "FILE:LINE: ..." for a malformed file
+ * (nothing is loaded), SHEAF_ERR_IO / SHEAF_ERR_NOT_FOUND when it cannot be
+ * read. Not concurrently with compiles on the same ctx. */
+SHEAF_API sheaf_status sheaf_kernel_load_tuning(sheaf_ctx *ctx, const char *path);
 /* The number of inputs and outputs (0 for NULL). */
 SHEAF_API int sheaf_kernel_n_inputs(const sheaf_kernel *k);
 SHEAF_API int sheaf_kernel_n_outputs(const sheaf_kernel *k);

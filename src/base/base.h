@@ -30,6 +30,8 @@ struct sheaf_ctx {
   sheaf_status last_status;
   char err[SH_ERR_MAX];
   pthread_mutex_t err_mu; /* writers of err (runner threads may fail at once) */
+  void *tuning;           /* records sheaf_kernel_load_tuning loaded (codegen/tune.h), */
+  void (*tuning_free)(sheaf_ctx *ctx, void *tuning); /* freed through this by sheaf_ctx_free */
 };
 
 #if defined(__GNUC__)

@@ -144,6 +144,7 @@ sheaf_status sheaf_ctx_create(const sheaf_ctx_options *opts, sheaf_ctx **out,
 
 void sheaf_ctx_free(sheaf_ctx *ctx) {
   if (!ctx) return;
+  if (ctx->tuning_free) ctx->tuning_free(ctx, ctx->tuning);
   sh_pool_free(ctx->pool);
   pthread_mutex_destroy(&ctx->err_mu);
   sheaf_allocator a = ctx->alloc;

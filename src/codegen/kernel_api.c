@@ -20,6 +20,13 @@
  * scratch and offsets of the run path) come from blocks the kernel keeps
  * from earlier runs (up to K_BLOCKS, the largest kept), so a repeated run
  * allocates nothing and touches no fresh pages.
+ *
+ * Tuning (docs/CODEGEN.md, "Tuner"; tune.h): a compile collects the tuning
+ * records that apply to the kernel (the context's sheaf_kernel_load_tuning
+ * and the cache directory's file); a run whose sizes fall in a record's
+ * shape class runs the variant compiled with that record's knobs — one
+ * per distinct knobs, compiled on first use and kept, so a new size in a
+ * class already seen compiles nothing.
  */
 #include <dlfcn.h>
 #include <limits.h>
@@ -33,6 +40,7 @@
 #include "codegen/lir_emit.h"
 #include "codegen/lower.h"
 #include "codegen/lower_batch.h"
+#include "codegen/tune.h"
 #include "lang/kernel_ref.h"
 #include "lang/parser.h"
 
@@ -61,6 +69,7 @@ typedef struct kblock {
   bool used;
 } kblock;
 #define K_BLOCKS 8
+#define K_VARIANTS 16
 
 struct sheaf_kernel {
   sheaf_ctx *ctx;
@@ -78,6 +87,16 @@ struct sheaf_kernel {
   bool mu_init;
   bool dense; /* no ragged tensor: element counts are products of sizes */
   kblock blocks[K_BLOCKS]; /* the temporaries of earlier runs, reused */
+  /* tuning: the records that apply, and the variants compiled for them */
+  sh_tune_rec *tuned;
+  int n_tuned;
+  sheaf_kernel *var[K_VARIANTS];
+  sh_sched_opts var_opts[K_VARIANTS];
+  int n_var;
+  pthread_mutex_t vmu; /* var, n_var */
+  bool vmu_init;
+  sh_kernel_opts vopts; /* how variants compile: the kernel's own options */
+  char *cache_dir, *cc; /* copies of vopts' strings */
 };
 
 static const char *const isa_flags_avx2[] = {"-mavx2", "-mfma"};
@@ -111,13 +130,15 @@ typedef struct gen_ctx {
   const sh_kernel *k;
   sheaf_isa isa;
   int n_args;
+  const sh_sched_opts *sched; /* NULL: the ISA's default knobs */
 } gen_ctx;
 
 /* The JIT's lazy source: lower, default schedule, emit (on a miss only),
  * then the batched entry point. */
 static sheaf_status gen_c(void *user, sh_buf *c) {
   gen_ctx *g = user;
-  sheaf_status st = sh_lower_generate(g->ctx, g->k, g->isa, c, NULL, NULL);
+  sheaf_status st = g->sched ? sh_tune_generate(g->ctx, g->k, g->isa, g->sched, c, NULL)
+                             : sh_lower_generate(g->ctx, g->k, g->isa, c, NULL, NULL);
   return st ? st : sh_lower_emit_batch(g->k, g->n_args, c);
 }
 
@@ -142,6 +163,74 @@ static sheaf_status find_weights(sheaf_kernel *K, sh_jit_lib *lib, const char *e
     *(void **)&K->w[i].pack = pk;
   }
   return SHEAF_OK;
+}
+
+static char *dup_str(sheaf_ctx *ctx, const char *s) {
+  size_t n = strlen(s) + 1;
+  char *p = sh_malloc(ctx, n);
+  if (p) memcpy(p, s, n);
+  return p;
+}
+
+static void free_str(sheaf_ctx *ctx, char *s) {
+  if (s) sh_free(ctx, s, strlen(s) + 1);
+}
+
+/* The tuning records that apply to K (tune.h: the context's loaded ones and
+ * the cache directory's), and what its variants need to compile. A record
+ * set that cannot be read costs the tuning, not the compile (a warning). */
+static sheaf_status attach_tuning(sheaf_kernel *K, const sh_kernel_opts *o, sheaf_isa isa) {
+  sheaf_ctx *ctx = K->ctx;
+  const char *cc = sh_jit_compiler(K->jit);
+  char ir[33], ccid[33];
+  sheaf_status st = cc ? sh_tune_kernel_hash(ctx, K->k, ir) : SHEAF_ERR_NOT_FOUND;
+  if (!st) st = sh_tune_compiler_id(ctx, cc, ccid);
+  if (!st)
+    st = sh_tune_select(ctx, K->k, ir, sheaf_isa_name(isa), ccid, ctx->tuning, sh_jit_cache_dir(K->jit), &K->tuned,
+                        &K->n_tuned);
+  if (st == SHEAF_ERR_NOMEM) return st;
+  if (st) {
+    sh_log(ctx, SHEAF_LOG_WARN, "kernel '%s': tuning records not used: %s", K->k->name, sheaf_ctx_last_error(ctx));
+    return SHEAF_OK;
+  }
+  if (!K->n_tuned) return SHEAF_OK;
+  if (pthread_mutex_init(&K->vmu, NULL) != 0) return sh_fail(ctx, SHEAF_ERR_INTERNAL, "kernel: mutex");
+  K->vmu_init = true;
+  K->vopts = *o;
+  K->vopts.isa_set = true, K->vopts.isa = isa, K->vopts.no_tuning = true, K->vopts.file = NULL;
+  K->cache_dir = dup_str(ctx, sh_jit_cache_dir(K->jit));
+  K->cc = o->cc ? dup_str(ctx, o->cc) : NULL;
+  if (!K->cache_dir || (o->cc && !K->cc)) return SHEAF_ERR_NOMEM;
+  K->vopts.cache_dir = K->cache_dir, K->vopts.cc = K->cc;
+  return SHEAF_OK;
+}
+
+/* The variant of K compiled with knobs o (compiled on first use, kept);
+ * *out NULL when K holds K_VARIANTS already (the default schedule runs). */
+static sheaf_status variant(sheaf_kernel *K, const sh_sched_opts *o, sheaf_kernel **out) {
+  sheaf_status st = SHEAF_OK;
+  *out = NULL;
+  pthread_mutex_lock(&K->vmu);
+  for (int i = 0; i < K->n_var && !*out; i++)
+    if (!memcmp(&K->var_opts[i], o, sizeof *o)) *out = K->var[i];
+  if (!*out && K->n_var < K_VARIANTS) {
+    sh_kernel_opts vo = K->vopts;
+    vo.sched = o;
+    sheaf_kernel *V;
+    st = sh_kernel_compile_opts(K->ctx, K->src, K->len, K->k->name, &vo, &V);
+    if (st) {
+      st = sh_fail_prefix(K->ctx, "kernel '%s': the tuned variant", K->k->name);
+    } else {
+      pthread_mutex_lock(&K->mu);
+      for (int i = 0; i < K->k->n_inputs; i++) V->w[i].user_version = K->w[i].user_version;
+      pthread_mutex_unlock(&K->mu);
+      K->var_opts[K->n_var] = *o;
+      K->var[K->n_var++] = V;
+      *out = V;
+    }
+  }
+  pthread_mutex_unlock(&K->vmu);
+  return st;
 }
 
 sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t len, const char *name,
@@ -193,12 +282,19 @@ sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t l
     st = sh_lower_kernel(ctx, K->k, ename, &L, &K->info);
     if (st) st = sh_fail_prefix(ctx, "kernel '%s': lowering", K->k->name);
     sh_lir_free(L);
-    sh_buf_printf(&c, "sheaf-kernel-spec 1\ngenerator %s\nisa %s\nkernel %s\nbatch 1\nsource %zu\n", gen_id,
-                  sheaf_isa_name(isa), K->k->name, len);
+    sh_buf_printf(&c, "sheaf-kernel-spec 1\ngenerator %s\nisa %s\nkernel %s\nbatch 1\n", gen_id,
+                  sheaf_isa_name(isa), K->k->name);
+    if (o.sched) { /* the tuner's knobs (absent: the default schedule, as before) */
+      sh_buf_puts(&c, "sched ");
+      sh_tune_opts_print(o.sched, &c);
+      sh_buf_putc(&c, '\n');
+    }
+    sh_buf_printf(&c, "source %zu\n", len);
     sh_buf_put(&c, source, len);
     if (st == SHEAF_OK) st = sh_buf_status(&c);
   } else if (st == SHEAF_OK) {
-    st = sh_lower_generate(ctx, K->k, isa, &c, NULL, &K->info);
+    st = o.sched ? sh_tune_generate(ctx, K->k, isa, o.sched, &c, &K->info)
+                 : sh_lower_generate(ctx, K->k, isa, &c, NULL, &K->info);
     if (st == SHEAF_OK) st = sh_lower_emit_batch(K->k, K->info.n_args, &c);
   }
   if (st == SHEAF_OK) st = sh_jit_create(ctx, &(sh_jit_options){.cache_dir = o.cache_dir, .cc = o.cc}, &K->jit);
@@ -209,7 +305,7 @@ sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t l
     char what[300], entry[300];
     snprintf(what, sizeof what, "kernel %s", K->k->name);
     sh_lower_entry_name(K->k, entry, sizeof entry);
-    gen_ctx g = {ctx, K->k, isa, K->info.n_args};
+    gen_ctx g = {ctx, K->k, isa, K->info.n_args, o.sched};
     sh_jit_request r = {.name = what, .source = sh_buf_cstr(&c), .source_size = c.len,
                         .flags = flags, .n_flags = nf, .headers = &h, .n_headers = 1,
                         .isa = sheaf_isa_name(isa), .gen = lazy ? gen_c : NULL, .gen_user = &g};
@@ -227,6 +323,7 @@ sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t l
     }
     if (st == SHEAF_OK) st = find_weights(K, lib, entry);
   }
+  if (st == SHEAF_OK && !o.no_tuning && !o.sched) st = attach_tuning(K, &o, isa);
   sh_buf_free(&c);
   if (st) {
     sheaf_kernel_free(K);
@@ -244,6 +341,11 @@ SHEAF_API sheaf_status sheaf_kernel_compile(sheaf_ctx *ctx, const char *source, 
 SHEAF_API void sheaf_kernel_free(sheaf_kernel *k) {
   if (!k) return;
   sheaf_ctx *ctx = k->ctx;
+  for (int i = 0; i < k->n_var; i++) sheaf_kernel_free(k->var[i]);
+  if (k->vmu_init) pthread_mutex_destroy(&k->vmu);
+  if (k->tuned) sh_free(ctx, k->tuned, sizeof(sh_tune_rec) * (size_t)k->n_tuned);
+  free_str(ctx, k->cache_dir);
+  free_str(ctx, k->cc);
   if (k->w) {
     for (int i = 0; i < k->k->n_inputs; i++)
       if (k->w[i].buf) sh_free(ctx, k->w[i].buf, k->w[i].bytes);
@@ -483,8 +585,16 @@ SHEAF_API sheaf_status sheaf_kernel_set_weight_version(sheaf_kernel *K, int inpu
   pthread_mutex_lock(&K->mu);
   K->w[input].user_version = version;
   pthread_mutex_unlock(&K->mu);
+  if (K->vmu_init) { /* the tuned variants read the same weights */
+    pthread_mutex_lock(&K->vmu);
+    for (int i = 0; i < K->n_var; i++) sheaf_kernel_set_weight_version(K->var[i], input, version);
+    pthread_mutex_unlock(&K->vmu);
+  }
   return SHEAF_OK;
 }
+
+static sheaf_status run_bound(sheaf_kernel *K, const sheaf_kernel_arg *args, const sh_kref_arg *in,
+                              const int64_t *sizes);
 
 SHEAF_API sheaf_status sheaf_kernel_run(sheaf_kernel *K, const sheaf_kernel_arg *args, int n_args) {
   if (!K) return SHEAF_ERR_INVALID_ARG;
@@ -503,6 +613,32 @@ SHEAF_API sheaf_status sheaf_kernel_run(sheaf_kernel *K, const sheaf_kernel_arg 
   int64_t sizes[64];
   sheaf_status st = bind_inputs(K, args, n_in, in, sizes);
   if (st) return st;
+  sheaf_kernel *V; /* a tuned shape class runs its variant */
+  if ((st = sh_kernel_pick(K, sizes, &V))) return st;
+  return run_bound(V, args, in, sizes);
+}
+
+sheaf_status sh_kernel_pick(sheaf_kernel *K, const int64_t *sizes, sheaf_kernel **out) {
+  *out = K;
+  for (int i = 0; i < K->n_tuned; i++)
+    if (sh_tune_matches(&K->tuned[i], sizes, K->k->n_sizes)) {
+      if (sh_tune_opts_is_default(&K->tuned[i].opts)) break;
+      sheaf_kernel *V;
+      sheaf_status st = variant(K, &K->tuned[i].opts, &V);
+      if (st) return st;
+      if (V) *out = V;
+      break;
+    }
+  return SHEAF_OK;
+}
+
+/* sheaf_kernel_run after the sizes are bound. */
+static sheaf_status run_bound(sheaf_kernel *K, const sheaf_kernel_arg *args, const sh_kref_arg *in,
+                              const int64_t *sizes) {
+  const sh_kernel *k = K->k;
+  sheaf_ctx *ctx = K->ctx;
+  int n_in = k->n_inputs, n_out = k->n_outputs;
+  sheaf_status st = SHEAF_OK;
   /* dense kernels: element counts from the sizes (the reference's layouts
    * otherwise, which build every tensor's layout per call) */
   size_t dense_want[64];
@@ -584,6 +720,37 @@ SHEAF_API sheaf_status sheaf_kernel_run(sheaf_kernel *K, const sheaf_kernel_arg 
     sh_free(ctx, extra, sizeof(void *) * (n_extra + 1));
     sh_free(ctx, extra_bytes, sizeof(size_t) * (n_extra + 1));
     sh_free(ctx, ir, sizeof(sk_arg) * (n_args_ir ? n_args_ir : 1));
+  }
+  return st;
+}
+
+int sh_kernel_n_tuned(const sheaf_kernel *k) { return k ? k->n_tuned : 0; }
+int sh_kernel_n_variants(const sheaf_kernel *k) { return k ? k->n_var : 0; }
+sheaf_kernel *sh_kernel_variant(const sheaf_kernel *k, int i) {
+  return k && i >= 0 && i < k->n_var ? k->var[i] : NULL;
+}
+
+static void tuning_free(sheaf_ctx *ctx, void *t) {
+  sh_tune_set_free(t);
+  sh_free(ctx, t, sizeof(sh_tune_set));
+}
+
+SHEAF_API sheaf_status sheaf_kernel_load_tuning(sheaf_ctx *ctx, const char *path) {
+  if (!ctx) return SHEAF_ERR_INVALID_ARG;
+  if (!path) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_kernel_load_tuning: path is NULL");
+  sh_tune_set *s = ctx->tuning;
+  if (!s) {
+    if (!(s = sh_malloc(ctx, sizeof *s))) return SHEAF_ERR_NOMEM;
+    sh_tune_set_init(s, ctx);
+  }
+  sh_tune_set tmp; /* all of the file or nothing */
+  sh_tune_set_init(&tmp, ctx);
+  sheaf_status st = sh_tune_set_load(&tmp, path, false);
+  for (int i = 0; !st && i < tmp.n; i++) st = sh_tune_set_add(s, &tmp.r[i]);
+  sh_tune_set_free(&tmp);
+  if (!ctx->tuning) {
+    ctx->tuning = s;
+    ctx->tuning_free = tuning_free;
   }
   return st;
 }

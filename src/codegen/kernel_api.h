@@ -8,6 +8,7 @@
 
 #include "codegen/jit.h"
 #include "codegen/lir_emit.h"
+#include "codegen/lir_sched.h"
 #include "codegen/lower.h"
 #include "lang/kernel.h"
 #include "runtime/runtime.h"
@@ -20,6 +21,8 @@ typedef struct sh_kernel_opts {
   const char *file;      /* name in diagnostics; NULL: "kernel" */
   bool eager;            /* emit the C on every compile and key the cache on it
                             (the default keys on the source: kernel_api.c) */
+  const sh_sched_opts *sched; /* the default schedule's knobs (NULL: the ISA's; the tuner) */
+  bool no_tuning;        /* ignore tuning records (the tuner's own candidates) */
 } sh_kernel_opts;
 
 sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t len, const char *name,
@@ -54,5 +57,13 @@ sheaf_status sh_kernel_weight_get(sheaf_kernel *k, int i, const int64_t *sizes, 
                                   const float **out, bool *held);
 void sh_kernel_weight_put(sheaf_kernel *k, int i);
 long sh_kernel_pack_count(const sheaf_kernel *k, int i);
+/* Tuning (docs/CODEGEN.md, "Tuner"): the records k picks from by shape
+ * class, and the variants it compiled for them (one per distinct opts). */
+int sh_kernel_n_tuned(const sheaf_kernel *k);
+/* The kernel to run at bound `sizes`: the variant of the record whose shape
+ * class holds them (compiled on first use), else k itself. */
+sheaf_status sh_kernel_pick(sheaf_kernel *k, const int64_t *sizes, sheaf_kernel **out);
+int sh_kernel_n_variants(const sheaf_kernel *k);
+sheaf_kernel *sh_kernel_variant(const sheaf_kernel *k, int i);
 
 #endif

@@ -235,8 +235,35 @@ static sheaf_status pack_weights(sheaf_graph *g, sheaf_kernel *K, const uint32_t
   return SHEAF_OK;
 }
 
+/* The tuned variant of K for this batch (sh_kernel_pick): at the sizes of
+ * the one call the batch stacks into when its instances differ only in the
+ * row size (run_rows), else at the first instance's. */
+static sheaf_status pick_tuned(sheaf_graph *g, sheaf_kernel *K, const uint32_t *ids, uint32_t n,
+                               const sheaf_kernel **out) {
+  const sh_kernel *k = sh_kernel_of(K);
+  int ns = k->n_sizes, rs = sh_kernel_row_size(k);
+  int64_t first[KC_MAX_IN * 2 + 1], cur[KC_MAX_IN * 2 + 1];
+  bind_sizes(g, k, &g->store.ins[g->store.nodes[ids[0]].in], first);
+  bool stack = rs >= 0;
+  int64_t total = rs >= 0 ? first[rs] : 0;
+  for (uint32_t i = 1; i < n && stack; i++) {
+    bind_sizes(g, k, &g->store.ins[g->store.nodes[ids[i]].in], cur);
+    for (int s = 0; s < ns && stack; s++) stack = s == rs || cur[s] == first[s];
+    total += cur[rs];
+  }
+  if (stack && n > 1) first[rs] = total;
+  sheaf_kernel *V;
+  sheaf_status st = sh_kernel_pick(K, first, &V);
+  *out = V;
+  return st;
+}
+
 sheaf_status sh_kcall_run(sheaf_graph *g, const sh_kcall_desc *d, const uint32_t *ids, uint32_t n) {
   const sheaf_kernel *K = d->user;
+  if (sh_kernel_n_tuned(K)) { /* a tuned class: its variant (by the stacked rows' sizes when they stack) */
+    sheaf_status st = pick_tuned(g, d->user, ids, n, &K);
+    if (st) return st;
+  }
   const sh_kernel *k = sh_kernel_of(K);
   int n_in = k->n_inputs, n_args = n_in + 1;
   int ns = k->n_sizes;

@@ -23,8 +23,8 @@ static long tok_at(const sh_tokens *t, uint32_t off) {
   return lo < t->n && t->v[lo].span.off == off ? (long)lo : -1;
 }
 
-/* The kernel's own source (see above) into b. */
-static sheaf_status kernel_source(const sh_module *m, const sh_kernel_decl *kd, sh_buf *b) {
+/* The kernel's own source (see above) into b (interp.h). */
+sheaf_status sh_lang_kernel_source(const sh_module *m, const sh_kernel_decl *kd, sh_buf *b) {
   const sh_tokens *t = &m->toks;
   long i = tok_at(t, kd->span.off); /* the name; `kernel` is the token before */
   if (i < 1) return sh_fail(m->ctx, SHEAF_ERR_INTERNAL, "kernel '%s': no tokens", sh_sym_name(&m->syms, kd->name));
@@ -62,7 +62,7 @@ sheaf_status sh_lang_bind_kernels(const sh_module *m, sh_lang_bind *b) {
     if (!kd->called) continue;
     sh_buf src;
     sh_buf_init(&src, ctx);
-    st = kernel_source(m, kd, &src);
+    st = sh_lang_kernel_source(m, kd, &src);
     const char *name = sh_sym_name(&m->syms, kd->name);
     if (!st) st = sheaf_kernel_compile(ctx, sh_buf_cstr(&src), src.len, name, &b->kernels[i]);
     if (st) st = sh_fail_prefix(ctx, "%s: kernel '%s'", m->diags.file, name);

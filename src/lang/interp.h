@@ -82,6 +82,10 @@ void sh_lang_bind_free(sheaf_ctx *ctx, sh_lang_bind *b);
  * runtime ops (sheaf_kernel_call). bind_kernels.c; called by
  * sh_lang_bind_model. */
 sheaf_status sh_lang_bind_kernels(const sh_module *m, sh_lang_bind *b);
+/* The source sheaf_kernel_compile gets for kernel kd of m: its declaration
+ * at its place in the file and the file's valued size declarations (what
+ * `sheaf tune` tunes, so records match what a run compiles). */
+sheaf_status sh_lang_kernel_source(const sh_module *m, const sh_kernel_decl *kd, sh_buf *b);
 void sh_lang_bind_kernels_free(sheaf_ctx *ctx, sh_lang_bind *b);
 
 /* The row of table param p (rows R = b->table_rows[p]) that word id w

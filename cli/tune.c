@@ -1,0 +1,399 @@
+/*
+ * tune.c — `sheaf tune MODEL.sf`: the tuner (docs/CODEGEN.md, "Tuner") over
+ * the kernels of a source. For each kernel and each shape class of the
+ * sizes it is given (--size, valued `size` declarations, the row size from
+ * --data), src/codegen/tune_search.c searches the default schedule's knobs
+ * by measuring; the records go to the cache directory (where every later
+ * compile of the kernel finds them) and, with --out, to a file to ship.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "base/buf.h"
+#include "base/cpu.h"
+#include "base/file.h"
+#include "cli.h"
+#include "codegen/jit.h"
+#include "codegen/kernel_api.h"
+#include "codegen/tune.h"
+#include "lang/check.h"
+#include "lang/interp.h"
+#include "lang/kernel.h"
+
+static const char usage_tune[] =
+    "usage: sheaf tune MODEL.sf [--kernel NAME] [--size NAME=V[,V...]]... [--data FILE [--batch N]]\n"
+    "                  [--budget SECONDS] [--out FILE] [--isa scalar|avx2|avx512]\n"
+    "\n"
+    "Searches the schedule of each kernel of MODEL.sf (register tile, tiles per\n"
+    "row block, packing, row unroll, parallel block) by measuring it, one thread,\n"
+    "at each shape class of the given sizes (a class buckets each size: 0, 1,\n"
+    "2-3, 4-7, ..., 64-127, ...), checks every candidate's output against the\n"
+    "default schedule's and records the fastest per class in the cache directory\n"
+    "($SHEAF_CACHE_DIR, else $XDG_CACHE_HOME/sheaf): from then on a kernel whose\n"
+    "sizes fall in a tuned class runs that schedule, compiled once per class.\n"
+    "\n"
+    "options:\n"
+    "  --kernel NAME     tune this kernel only (default: all)\n"
+    "  --size N=V,V...   values of size N to tune at (every combination of the\n"
+    "                    sizes' values is one shape); a size declared with a value\n"
+    "                    (size D = 256) takes it by default\n"
+    "  --data FILE       token lines or .conllu: the row size of a kernel whose calls\n"
+    "                    stack rows (one row per token) takes the token counts of\n"
+    "                    batches of --batch instances (default 32), one value per\n"
+    "                    class they fall in (its median)\n"
+    "  --budget SECONDS  wall-clock time for the whole search (default 60)\n"
+    "  --out FILE        also write this run's records to FILE (sheaf run / compile\n"
+    "                    --tuning FILE, sheaf_kernel_load_tuning)\n"
+    "  --isa LEVEL       the instruction set to tune for (default: this CPU's)\n"
+    "  -h, --help        this text\n";
+
+#define MAX_VALS 64
+
+typedef struct size_opt {
+  const char *name;
+  int64_t v[MAX_VALS];
+  int n;
+} size_opt;
+
+static double wall_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void progress(void *user, const char *line) {
+  (void)user;
+  fprintf(stderr, "sheaf tune: %s\n", line);
+}
+
+static bool parse_size(const char *arg, size_opt *o) {
+  const char *eq = strchr(arg, '=');
+  if (!eq || eq == arg) return false;
+  static char names[32][64];
+  static int n_names;
+  if (n_names == 32 || (size_t)(eq - arg) >= sizeof names[0]) return false;
+  memcpy(names[n_names], arg, (size_t)(eq - arg));
+  names[n_names][eq - arg] = '\0';
+  o->name = names[n_names++];
+  o->n = 0;
+  for (const char *p = eq + 1; *p;) {
+    char *end;
+    errno = 0;
+    long long v = strtoll(p, &end, 10);
+    if (end == p || errno || v < 0 || v > (1LL << 30) || o->n == MAX_VALS || (*end && *end != ',')) return false;
+    o->v[o->n++] = v;
+    p = *end ? end + 1 : end;
+  }
+  return o->n > 0;
+}
+
+/* Instance lengths of a data file: tokens per non-empty line, or per
+ * sentence of a .conllu file (word lines: an integer id). */
+static sheaf_status data_lengths(sheaf_ctx *ctx, const char *path, int64_t **out, size_t *n_out) {
+  char *d;
+  size_t n;
+  sheaf_status st = sh_file_read(ctx, path, &d, &n);
+  if (st) return st;
+  size_t pl = strlen(path), cap = 1024, m = 0;
+  bool conllu = pl > 7 && !strcmp(path + pl - 7, ".conllu");
+  int64_t *len = malloc(cap * sizeof *len), cur = 0;
+  for (size_t i = 0; len && i <= n;) {
+    size_t e = i;
+    while (e < n && d[e] != '\n') e++;
+    const char *l = d + i;
+    size_t ln = e - i;
+    bool blank = true;
+    for (size_t j = 0; j < ln && blank; j++) blank = l[j] == ' ' || l[j] == '\t' || l[j] == '\r';
+    int64_t add = 0;
+    bool end = false;
+    if (conllu) {
+      if (blank) end = true;
+      else if (l[0] >= '0' && l[0] <= '9') {
+        size_t j = 0;
+        while (j < ln && l[j] >= '0' && l[j] <= '9') j++;
+        add = j < ln && l[j] == '\t';
+      }
+    } else if (!blank) {
+      for (size_t j = 0; j < ln; j++)
+        add += (l[j] != ' ' && l[j] != '\t' && l[j] != '\r') && (j == 0 || l[j - 1] == ' ' || l[j - 1] == '\t');
+      end = true;
+    }
+    cur += add;
+    if ((end || e >= n) && cur > 0) {
+      if (m == cap && !(len = realloc(len, (cap *= 2) * sizeof *len))) break;
+      len[m++] = cur, cur = 0;
+    }
+    i = e + 1;
+  }
+  sh_free(ctx, d, n + 1);
+  if (!len) return sh_fail(ctx, SHEAF_ERR_NOMEM, "%s: out of memory", path);
+  *out = len, *n_out = m;
+  return SHEAF_OK;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The row size's values from the data: sums of `batch` consecutive
+ * lengths, one value per class (the median of those in it). */
+static int data_values(const int64_t *len, size_t n, int batch, int64_t *v) {
+  size_t nb = (n + (size_t)batch - 1) / (size_t)batch;
+  int64_t *tot = malloc((nb ? nb : 1) * sizeof *tot);
+  if (!tot) return 0;
+  for (size_t b = 0; b < nb; b++) {
+    tot[b] = 0;
+    for (size_t i = b * (size_t)batch; i < n && i < (b + 1) * (size_t)batch; i++) tot[b] += len[i];
+  }
+  qsort(tot, nb, sizeof *tot, cmp_i64);
+  int k = 0;
+  for (size_t i = 0; i < nb && k < MAX_VALS;) {
+    size_t j = i;
+    while (j < nb && sh_tune_bucket(tot[j]) == sh_tune_bucket(tot[i])) j++;
+    v[k++] = tot[i + (j - i) / 2];
+    i = j;
+  }
+  free(tot);
+  return k;
+}
+
+int cli_tune(int argc, char **argv) {
+  const char *file = NULL, *only = NULL, *data = NULL, *out_path = NULL, *isa_name = NULL, *v;
+  size_opt sizes[32];
+  int n_size_opts = 0;
+  long long batch = 32, budget_ll = 60;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    int r;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      fputs(usage_tune, stdout);
+      return CLI_OK;
+    } else if ((r = cli_flag_value(argc, argv, &i, "--kernel", &only)) != 0) {
+      if (r < 0) return CLI_USAGE;
+    } else if ((r = cli_flag_value(argc, argv, &i, "--data", &data)) != 0) {
+      if (r < 0) return CLI_USAGE;
+    } else if ((r = cli_flag_value(argc, argv, &i, "--out", &out_path)) != 0) {
+      if (r < 0) return CLI_USAGE;
+    } else if ((r = cli_flag_value(argc, argv, &i, "--isa", &isa_name)) != 0) {
+      if (r < 0) return CLI_USAGE;
+    } else if ((r = cli_flag_value(argc, argv, &i, "--batch", &v)) != 0) {
+      if (r < 0 || !cli_parse_int("--batch", v, 1, 1 << 20, &batch)) return CLI_USAGE;
+    } else if ((r = cli_flag_value(argc, argv, &i, "--budget", &v)) != 0) {
+      if (r < 0 || !cli_parse_int("--budget", v, 1, 86400, &budget_ll)) return CLI_USAGE;
+    } else if ((r = cli_flag_value(argc, argv, &i, "--size", &v)) != 0) {
+      if (r < 0) return CLI_USAGE;
+      if (n_size_opts == 32 || !parse_size(v, &sizes[n_size_opts])) {
+        cli_error("--size %s: expected NAME=V[,V...] with values in 0..2^30 (at most 64 values, 32 sizes)", v);
+        return CLI_USAGE;
+      }
+      n_size_opts++;
+    } else if (a[0] == '-' && a[1]) {
+      cli_error("unknown option %s (see sheaf tune --help)", a);
+      return CLI_USAGE;
+    } else if (file) {
+      cli_error("one source file at a time (%s and %s)", file, a);
+      return CLI_USAGE;
+    } else {
+      file = a;
+    }
+  }
+  if (!file) {
+    fputs(usage_tune, stderr);
+    return CLI_USAGE;
+  }
+  sheaf_isa isa = sheaf_cpu_isa();
+  if (isa_name && !sh_cpu_parse_isa(isa_name, SHEAF_ISA_AVX512, &isa)) {
+    cli_error("--isa %s: expected scalar, avx2 or avx512", isa_name);
+    return CLI_USAGE;
+  }
+  sheaf_ctx *ctx = cli_ctx(1);
+  if (!ctx) return CLI_FAIL;
+  char *src = NULL;
+  size_t len = 0;
+  int64_t *lens = NULL;
+  size_t n_lens = 0;
+  int rc = CLI_OK;
+  if (cli_hold_input(ctx, file, false, &file, NULL) != CLI_OK) rc = CLI_FAIL;
+  else if (sh_file_read(ctx, file, &src, &len) != SHEAF_OK || (data && data_lengths(ctx, data, &lens, &n_lens))) {
+    cli_error("%s", sheaf_ctx_last_error(ctx));
+    rc = CLI_FAIL;
+  }
+  if (rc != CLI_OK) {
+    if (src) sh_free(ctx, src, len + 1);
+    sheaf_ctx_free(ctx);
+    return rc;
+  }
+  sh_module m;
+  sheaf_status st = sh_lang_compile(&m, ctx, file, src, len);
+  sh_buf b;
+  sh_buf_init(&b, ctx);
+  if (st == SHEAF_ERR_PARSE) {
+    sh_diags_render(&m.diags, &b);
+    fwrite(b.data ? (const char *)b.data : "", 1, b.len, stderr);
+    rc = CLI_FAIL;
+  } else if (st) {
+    cli_error("%s", sheaf_ctx_last_error(ctx));
+    rc = CLI_FAIL;
+  }
+  /* the shapes: every kernel's sizes resolved before any measurement */
+  typedef struct task {
+    int kernel;
+    int64_t sizes[SH_TUNE_MAX_SIZES];
+  } task;
+  task *tasks = NULL;
+  int n_tasks = 0, cap_tasks = 0, n_tuned_kernels = 0;
+  for (int i = 0; rc == CLI_OK && i < m.n_kernels; i++) {
+    const char *name = sh_sym_name(&m.syms, m.kernels[i]->name);
+    if (only && strcmp(only, name)) continue;
+    const sh_kernel *k = sh_module_kernel(&m, name);
+    if (!k) continue;
+    n_tuned_kernels++;
+    if (k->n_sizes > SH_TUNE_MAX_SIZES) {
+      cli_error("%s: kernel '%s' has over %d sizes", file, name, SH_TUNE_MAX_SIZES);
+      rc = CLI_FAIL;
+      break;
+    }
+    int64_t vals[SH_TUNE_MAX_SIZES][MAX_VALS];
+    int nv[SH_TUNE_MAX_SIZES];
+    for (int s = 0; rc == CLI_OK && s < k->n_sizes; s++) {
+      const char *sn = k->sizes[s].name;
+      nv[s] = 0;
+      for (int q = 0; q < n_size_opts; q++)
+        if (!strcmp(sizes[q].name, sn)) {
+          memcpy(vals[s], sizes[q].v, sizeof(int64_t) * (size_t)sizes[q].n);
+          nv[s] = sizes[q].n;
+        }
+      for (int q = 0; !nv[s] && q < m.n_sizes; q++)
+        if (m.size_decls[q]->has_value && !strcmp(sh_sym_name(&m.syms, m.size_decls[q]->name), sn))
+          vals[s][0] = m.size_decls[q]->value, nv[s] = 1;
+      if (!nv[s] && lens && s == sh_kernel_row_size(k)) nv[s] = data_values(lens, n_lens, (int)batch, vals[s]);
+      if (!nv[s]) {
+        cli_error("kernel '%s': no value for size %s: give --size %s=V[,V...]%s", name, sn, sn,
+                  sh_kernel_row_size(k) == s ? " or --data FILE" : "");
+        rc = CLI_USAGE;
+      }
+    }
+    /* every combination, one per shape class */
+    int idx[SH_TUNE_MAX_SIZES] = {0};
+    for (bool more = rc == CLI_OK; more;) {
+      task t = {.kernel = i};
+      for (int s = 0; s < k->n_sizes; s++) t.sizes[s] = vals[s][idx[s]];
+      bool dup = false;
+      for (int q = 0; q < n_tasks && !dup; q++) {
+        dup = tasks[q].kernel == i;
+        for (int s = 0; dup && s < k->n_sizes; s++) dup = sh_tune_bucket(tasks[q].sizes[s]) == sh_tune_bucket(t.sizes[s]);
+      }
+      if (!dup) {
+        if (n_tasks == cap_tasks) {
+          task *p = realloc(tasks, sizeof *p * (size_t)(cap_tasks = cap_tasks ? 2 * cap_tasks : 16));
+          if (!p) {
+            rc = CLI_FAIL;
+            break;
+          }
+          tasks = p;
+        }
+        tasks[n_tasks++] = t;
+      }
+      more = false;
+      for (int s = 0; s < k->n_sizes && !more; s++) {
+        if (++idx[s] < nv[s]) more = true;
+        else idx[s] = 0;
+      }
+    }
+  }
+  if (rc == CLI_OK && only && !n_tuned_kernels) {
+    cli_error("%s: no kernel '%s'", file, only);
+    rc = CLI_FAIL;
+  } else if (rc == CLI_OK && !n_tuned_kernels) {
+    cli_error("%s: no kernel declarations", file);
+    rc = CLI_FAIL;
+  }
+  sh_jit *jit = NULL;
+  if (rc == CLI_OK && sh_jit_create(ctx, &(sh_jit_options){0}, &jit)) {
+    cli_error("%s", sheaf_ctx_last_error(ctx));
+    rc = CLI_FAIL;
+  }
+  sh_tune_set run;
+  sh_tune_set_init(&run, ctx);
+  if (rc == CLI_OK)
+    fprintf(stderr, "sheaf tune: %d shape%s, %lld s in all, records in %s/tune/\n", n_tasks, n_tasks == 1 ? "" : "s",
+            budget_ll, sh_jit_cache_dir(jit));
+  double budget = (double)budget_ll, t_start = wall_s();
+  for (int t = 0; rc == CLI_OK && t < n_tasks; t++) {
+    const sh_kernel_decl *kd = m.kernels[tasks[t].kernel];
+    const char *name = sh_sym_name(&m.syms, kd->name);
+    const sh_kernel *k = sh_module_kernel(&m, name);
+    sh_buf ks;
+    sh_buf_init(&ks, ctx);
+    sh_tune_rec r;
+    st = sh_lang_kernel_source(&m, kd, &ks);
+    sh_tune_request q = {.source = sh_buf_cstr(&ks), .len = ks.len, .kernel = name, .isa_set = true, .isa = isa,
+                         .sizes = tasks[t].sizes, .n_sizes = k->n_sizes,
+                         .budget_s = fmax(0.001, (budget - (wall_s() - t_start)) / (n_tasks - t)),
+                         .progress = progress};
+    if (!st) st = sh_tune_kernel(ctx, &q, &r);
+    /* into the cache directory's file for this kernel (merged with what is there) */
+    char path[4096];
+    sh_tune_set cached;
+    sh_tune_set_init(&cached, ctx);
+    if (!st) {
+      snprintf(path, sizeof path, "%s/tune", sh_jit_cache_dir(jit));
+      if (mkdir(path, 0700) != 0 && errno != EEXIST)
+        st = sh_fail(ctx, SHEAF_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+      sh_tune_cache_path(sh_jit_cache_dir(jit), r.ir, path, sizeof path);
+      if (!st && sh_tune_set_load(&cached, path, true)) { /* a corrupt file is replaced */
+        fprintf(stderr, "sheaf: warning: %s (replaced)\n", sheaf_ctx_last_error(ctx));
+        sh_tune_set_free(&cached);
+      }
+      if (!st) st = sh_tune_set_add(&cached, &r);
+      if (!st) st = sh_tune_set_save(&cached, path);
+      if (!st) st = sh_tune_set_add(&run, &r);
+    }
+    sh_tune_set_free(&cached);
+    sh_buf_free(&ks);
+    if (st) {
+      cli_error("kernel '%s': %s", name, sheaf_ctx_last_error(ctx));
+      rc = CLI_FAIL;
+    }
+  }
+  if (rc == CLI_OK && out_path && sh_tune_set_save(&run, out_path)) {
+    cli_error("%s", sheaf_ctx_last_error(ctx));
+    rc = CLI_FAIL;
+  }
+  if (rc == CLI_OK) {
+    printf("%-16s %-32s %-44s %10s %10s %7s\n", "kernel", "shape (class)", "schedule", "default us", "tuned us",
+           "speedup");
+    for (int i = 0; i < run.n; i++) {
+      const sh_tune_rec *r = &run.r[i];
+      sh_buf c, o;
+      sh_buf_init(&c, ctx);
+      sh_buf_init(&o, ctx);
+      sh_tune_class_print(r, r->sizes, &c);
+      sh_buf_puts(&c, " (");
+      sh_tune_class_print(r, NULL, &c);
+      sh_buf_puts(&c, ")");
+      if (sh_tune_opts_is_default(&r->opts)) sh_buf_puts(&o, "default");
+      else sh_tune_opts_print(&r->opts, &o);
+      printf("%-16s %-32s %-44s %10.1f %10.1f %6.2fx\n", r->kernel, sh_buf_cstr(&c), sh_buf_cstr(&o),
+             r->default_ns / 1e3, r->ns / 1e3, r->ns > 0 ? r->default_ns / r->ns : 0.0);
+      sh_buf_free(&c);
+      sh_buf_free(&o);
+    }
+    if (out_path) printf("records: %s\n", out_path);
+  }
+  sh_tune_set_free(&run);
+  sh_jit_free(jit);
+  free(tasks);
+  free(lens);
+  sh_buf_free(&b);
+  sh_module_free(&m);
+  sh_free(ctx, src, len + 1);
+  sheaf_ctx_free(ctx);
+  return rc;
+}

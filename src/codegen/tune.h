@@ -1,0 +1,133 @@
+/*
+ * tune.h — the tuner (docs/CODEGEN.md, "Tuner"): schedule records per shape
+ * class and the search that makes them.
+ *
+ * A record maps (kernel hash, ISA, compiler identity, shape class) to the
+ * default schedule's knobs (sh_sched_opts). A shape class buckets every
+ * size of the kernel: 0 alone, else the power of two at or below it (64
+ * covers 64 .. 127), so a family of shapes shares one record and one
+ * compiled variant (DietCode). Records are one line of text each
+ * (tune_record.c); the search (tune_search.c) measures candidates of the
+ * knob list below against the default schedule and keeps the fastest whose
+ * output agrees with it.
+ */
+#ifndef SH_CODEGEN_TUNE_H
+#define SH_CODEGEN_TUNE_H
+
+#include "base/buf.h"
+#include "codegen/lir_sched.h"
+#include "codegen/lower.h"
+#include "lang/kernel.h"
+
+#define SH_TUNE_MAX_SIZES 16
+#define SH_TUNE_NAME_MAX 64
+
+typedef struct sh_tune_rec {
+  char kernel[SH_TUNE_NAME_MAX];
+  char ir[33];  /* sh_tune_kernel_hash */
+  char isa[16]; /* sheaf_isa_name */
+  char cc[33];  /* sh_tune_compiler_id */
+  int n_sizes;  /* the kernel's sizes, in declaration order */
+  char size_names[SH_TUNE_MAX_SIZES][SH_TUNE_NAME_MAX];
+  int64_t cls[SH_TUNE_MAX_SIZES];   /* each size's bucket (sh_tune_bucket) */
+  int64_t sizes[SH_TUNE_MAX_SIZES]; /* the sizes it was measured at (0: unknown) */
+  sh_sched_opts opts;               /* 0 fields: the ISA's default */
+  double ns, default_ns;            /* measured times (0: unknown) */
+} sh_tune_rec;
+
+typedef struct sh_tune_set {
+  sheaf_ctx *ctx;
+  sh_tune_rec *r;
+  int n, cap;
+} sh_tune_set;
+
+/* The knobs the search and the records know, one line each in tune_record.c:
+ * a field of sh_sched_opts by name, and the values the search tries beyond
+ * the default (mr and nr are searched together, as the ISA's tiles). */
+typedef struct sh_tune_field {
+  const char *name;
+  size_t off;
+  int n_vals;
+  int vals[8];
+} sh_tune_field;
+const sh_tune_field *sh_tune_fields(int *n);
+int sh_tune_field_get(const sh_sched_opts *o, const sh_tune_field *f);
+void sh_tune_field_set(sh_sched_opts *o, const sh_tune_field *f, int v);
+/* The register tiles (mr, nr) the search tries for vector width w. */
+int sh_tune_tiles(int w, const int (**tiles)[2]);
+/* "mr=6 nr=16 ..." for every field (0: default). */
+void sh_tune_opts_print(const sh_sched_opts *o, sh_buf *out);
+bool sh_tune_opts_is_default(const sh_sched_opts *o);
+
+/* 0 for v <= 0, else the largest power of two <= v. */
+int64_t sh_tune_bucket(int64_t v);
+/* Whether record r applies to the bound sizes of k (same count, same buckets). */
+bool sh_tune_matches(const sh_tune_rec *r, const int64_t *sizes, int n);
+/* "M:64,K:256" (names with their buckets, or with `vals` when not NULL). */
+void sh_tune_class_print(const sh_tune_rec *r, const int64_t *vals, sh_buf *out);
+
+/* The kernel's identity: SipHash-128 of its checked form (sh_kernel_print). */
+sheaf_status sh_tune_kernel_hash(sheaf_ctx *ctx, const sh_kernel *k, char hex[33]);
+/* The compiler's identity: a hash of its realpath, size and mtime ("" and
+ * an error when cc cannot be stat'ed). */
+sheaf_status sh_tune_compiler_id(sheaf_ctx *ctx, const char *cc, char hex[33]);
+
+void sh_tune_set_init(sh_tune_set *s, sheaf_ctx *ctx);
+void sh_tune_set_free(sh_tune_set *s);
+/* Adds r, replacing a record with the same key (kernel, ir, isa, cc, class). */
+sheaf_status sh_tune_set_add(sh_tune_set *s, const sh_tune_rec *r);
+/* Parses records (`file` names them in errors: "FILE:LINE: ..."):
+ * SHEAF_ERR_PARSE for a malformed line (nothing is added then). A record
+ * with a field this build does not know is skipped with a warning. */
+sheaf_status sh_tune_set_parse(sh_tune_set *s, const char *file, const char *text, size_t n);
+/* sh_tune_set_parse of a file; missing_ok: a missing file adds nothing. */
+sheaf_status sh_tune_set_load(sh_tune_set *s, const char *path, bool missing_ok);
+void sh_tune_set_write(const sh_tune_set *s, sh_buf *out);
+/* Writes the set to path (whole or not at all). */
+sheaf_status sh_tune_set_save(const sh_tune_set *s, const char *path);
+
+/* The records file of a kernel hash in a cache directory:
+ * DIR/tune/HASH.tune (out >= 4096 bytes). */
+void sh_tune_cache_path(const char *cache_dir, const char *ir, char *out, size_t cap);
+
+/* The records that apply to kernel k (hash ir) on (isa, cc): from `loaded`
+ * (may be NULL) and from the cache directory's file, into *out (n_out of
+ * them; free with sh_free(ctx, *out, n * sizeof)). Records of k's name with
+ * another hash or compiler are stale: skipped with a warning through the
+ * context's log callback. */
+sheaf_status sh_tune_select(sheaf_ctx *ctx, const sh_kernel *k, const char *ir, const char *isa,
+                            const char *cc, const sh_tune_set *loaded, const char *cache_dir,
+                            sh_tune_rec **out, int *n_out);
+
+/* Lower + default schedule with opts + emit (sh_lower_generate's pipeline
+ * with the knobs set). */
+sheaf_status sh_tune_generate(sheaf_ctx *ctx, const sh_kernel *k, sheaf_isa isa, const sh_sched_opts *opts,
+                              sh_buf *c, sh_lower_info *info);
+
+/* ---------------------------------------------------------- the search */
+
+typedef struct sh_tune_request {
+  const char *source; /* kernel declarations */
+  size_t len;
+  const char *kernel; /* the kernel to tune */
+  bool isa_set;       /* false: sheaf_cpu_isa() */
+  sheaf_isa isa;
+  const char *cache_dir, *cc; /* NULL: the JIT's defaults */
+  const int64_t *sizes;       /* a value for each of the kernel's sizes, in order */
+  int n_sizes;
+  double budget_s;            /* wall-clock time for the search (> 0) */
+  int max_candidates;         /* 0: no limit besides the budget */
+  void (*progress)(void *user, const char *line); /* may be NULL */
+  void *user;
+} sh_tune_request;
+
+/* Searches the knobs for one kernel at one shape: the default schedule
+ * first, then one knob at a time (the tiles, then each field of
+ * sh_tune_fields, keeping the best so far), each candidate compiled through
+ * the JIT cache, checked against the default's output (a wrong one is
+ * discarded) and timed on the thread's CPU clock (min of several runs).
+ * *out: the record (the default's opts when nothing beat it by 2 %). Inputs
+ * must be dense f32 (SHEAF_ERR_UNSUPPORTED otherwise). */
+sheaf_status sh_tune_kernel(sheaf_ctx *ctx, const sh_tune_request *r, sh_tune_rec *out);
+
+#endif
