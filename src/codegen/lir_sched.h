@@ -129,6 +129,17 @@ sheaf_status sh_sched_pack(sh_lir_kernel *k, sh_lir_buf b, int64_t panel);
  * whole of s: s becomes if (every guard holds everywhere) s-without-guards
  * else if (some iteration can pass) s. */
 sheaf_status sh_sched_unswitch(sh_lir_kernel *k, sh_lir_stmt s);
+/* K blocking of a register tile c (from cache_write): its reduction loop
+ * `kloop` (directly in the tile's alloc) runs in blocks of kc steps, the
+ * block loop k_blk moved around `at` (an ancestor of the tile whose loops
+ * down to it are serial loops over the target's elements). The write-back
+ * target keeps the partial sums: block 0 initialises the tile as before,
+ * later blocks load it back (under the write-back's guard); blocks but the
+ * last store the tile plainly, the last runs the write-back as it was (a
+ * fused epilogue). A write-back that combines runs in every block. A
+ * constant extent <= kc leaves the kernel unchanged. */
+sheaf_status sh_sched_kblock(sh_lir_kernel *k, const sh_sched_cache *c, sh_lir_stmt kloop, sh_lir_stmt at,
+                             int64_t kc);
 
 /* The default schedule for `isa` (vector width 16 / 8 / 1): pointwise
  * temporaries inlined; GEMM-like nests register-tiled (mr × nr tile in
@@ -146,6 +157,8 @@ typedef struct sh_sched_opts {
   int no_pack;   /* 1: leave a weight B unpacked */
   int row_unroll; /* vectors per step of a row loop: U (4) */
   int par_block; /* iterations per parallel task of a row nest (4) */
+  int kc;        /* GEMM K block: reduction steps per block (sh_sched_kblock) when K may exceed
+                    it; 0: the ISA's default (AVX2 256, AVX-512 128, scalar none); < 0: none */
 } sh_sched_opts;
 sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sched_opts *opts);
 
