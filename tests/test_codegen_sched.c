@@ -508,8 +508,8 @@ TEST(codegen_sched_default_interp) {
 }
 
 /* The default GEMM schedule's shape at AVX2: 6 x 16 tile in registers,
- * B packed in panels of 16, K in blocks of 256 around the row block's
- * tiles, tails unswitched, tiles over the pool. */
+ * B packed in panels of 16, tails unswitched, tiles over the pool; K
+ * blocks when sh_sched_opts.kc asks. */
 TEST(codegen_sched_default_gemm_shape) {
   sheaf_ctx *ctx = th_ctx();
   sh_lir_kernel *k = lb_matmul(ctx, "mm", false);
@@ -518,6 +518,19 @@ TEST(codegen_sched_default_gemm_shape) {
   const char *t = text(ctx, k);
   CHECK_CONTAINS(t, "buffer B f32[K, N] in weight panels(16)\n");
   CHECK_CONTAINS(t, "buffer C_acc f32[6, 2, 8] local\n");
+  CHECK_CONTAINS(t, "for i_o_j_o in 0..(M + 95) / 96 * ((N + 15) / 16) parallel:\n  for i_i_o in 0..16:\n");
+  CHECK_CONTAINS(t, "        for k in 0..K:\n"
+                    "          for i_i_i in 0..6 unroll:\n"
+                    "            for j_i_o in 0..2 unroll:\n"
+                    "              for j_i_i in 0..8 vector(8):\n"
+                    "                C_acc[i_i_i, j_i_o, j_i_i] += A[");
+  sh_lir_free(k);
+  /* K blocks of 256 (sh_sched_opts.kc): around the row block's tiles;
+   * later blocks add the partial sums at the write-back */
+  k = lb_matmul(ctx, "mm", false);
+  REQUIRE(k);
+  REQUIRE_OK(ctx, sh_sched_default_opts(k, SHEAF_ISA_AVX2, &(sh_sched_opts){.kc = 256}));
+  t = text(ctx, k);
   CHECK_CONTAINS(t, "for i_o_j_o in 0..(M + 95) / 96 * ((N + 15) / 16) parallel:\n"
                     "  for k_blk in 0..(K + 255) / 256:\n    for i_i_o in 0..16:\n");
   CHECK_CONTAINS(t, "          for k in 0..min(256, K - k_blk * 256):\n"
@@ -525,6 +538,8 @@ TEST(codegen_sched_default_gemm_shape) {
                     "              for j_i_o in 0..2 unroll:\n"
                     "                for j_i_i in 0..8 vector(8):\n"
                     "                  C_acc[i_i_i, j_i_o, j_i_i] += A[");
+  CHECK_CONTAINS(t, "          if k_blk != 0:\n");
+  CHECK_CONTAINS(t, "= C_acc[i_i_i_wb_kb, j_i_o_wb_kb, j_i_i_wb_kb] + C[");
   sh_lir_free(k);
 }
 
@@ -551,11 +566,11 @@ TEST(codegen_sched_kblock_interp) {
       const char *t = body(ctx, k);
       CHECK_CONTAINS(t, "for k_blk in 0..(K + 3) / 4:\n");
       CHECK_CONTAINS(t, "for k in 0..min(4, K - k_blk * 4):\n");
-      CHECK_CONTAINS(t, "if k_blk == 0:\n");
+      CHECK_CONTAINS(t, ep ? "if k_blk != 0 && k_blk * 4 + 4 >= K:\n" : "if k_blk != 0:\n");
       same_mm_at(ctx, k, ep, 1e-5, kb_shapes, SH_ARRAY_LEN(kb_shapes));
       sh_lir_free(k);
     }
-  /* kc < 0: no blocking; the AVX2 default blocks by 256 */
+  /* kc <= 0 (the default): no blocking */
   sh_lir_kernel *k = lb_matmul(ctx, "mm", false);
   REQUIRE(k);
   REQUIRE_OK(ctx, sh_sched_default_opts(k, SHEAF_ISA_AVX2, &(sh_sched_opts){.kc = -1}));
@@ -564,7 +579,7 @@ TEST(codegen_sched_kblock_interp) {
   k = lb_matmul(ctx, "mm", false);
   REQUIRE(k);
   REQUIRE_OK(ctx, sh_sched_default(k, SHEAF_ISA_AVX2));
-  CHECK_CONTAINS(body(ctx, k), "for k_blk in 0..(K + 255) / 256:\n");
+  CHECK(!strstr(body(ctx, k), "k_blk"));
   sh_lir_free(k);
 }
 
@@ -592,6 +607,15 @@ TEST(codegen_sched_kblock_errors) {
   CHECK_CONTAINS(body(ctx, k), "for i_o in 0..(M + 1) / 2:\n  for k_blk in 0..(K + 2) / 3:\n    for j_o in");
   same_mm_at(ctx, k, false, 1e-5, kb_shapes, SH_ARRAY_LEN(kb_shapes));
   CHECK_OK(ctx, sh_lir_verify(k));
+  sh_lir_free(k);
+  /* a tile that does not start at the identity is refused */
+  k = tiled_mm(ctx, "mm", false, &c);
+  REQUIRE(k);
+  sh_lir_stmt init = sh_lir_find_store(k, c.local, 0);
+  k->st[init].val = sh_lir_flt(k, 1.0f);
+  CHECK_STATUS(ctx, sh_sched_kblock(k, &c, sh_lir_find_loop(k, "k"), sh_lir_find_loop(k, "j_o"), 4),
+               SHEAF_ERR_INVALID_ARG);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "does not start at the identity");
   free(before);
   sh_lir_free(k);
 }

@@ -131,12 +131,14 @@ sheaf_status sh_sched_pack(sh_lir_kernel *k, sh_lir_buf b, int64_t panel);
 sheaf_status sh_sched_unswitch(sh_lir_kernel *k, sh_lir_stmt s);
 /* K blocking of a register tile c (from cache_write): its reduction loop
  * `kloop` (directly in the tile's alloc) runs in blocks of kc steps, the
- * block loop k_blk moved around `at` (an ancestor of the tile whose loops
- * down to it are serial loops over the target's elements). The write-back
- * target keeps the partial sums: block 0 initialises the tile as before,
- * later blocks load it back (under the write-back's guard); blocks but the
- * last store the tile plainly, the last runs the write-back as it was (a
- * fused epilogue). A write-back that combines runs in every block. A
+ * block loop k_blk moved around `at` (an ancestor of the tile; it and the
+ * loops below it down to the tile run over the target's elements, those
+ * below it serially: `at` may be parallel, one pass per block). The
+ * write-back target keeps the partial sums: every block starts the tile at
+ * the reduction's identity (the tile must start there), blocks after the
+ * first combine the target's old value into it at the write-back, blocks
+ * but the last store it plainly, the last runs the write-back as it was
+ * (a fused epilogue). A write-back that combines runs in every block. A
  * constant extent <= kc leaves the kernel unchanged. */
 sheaf_status sh_sched_kblock(sh_lir_kernel *k, const sh_sched_cache *c, sh_lir_stmt kloop, sh_lir_stmt at,
                              int64_t kc);
@@ -157,8 +159,9 @@ typedef struct sh_sched_opts {
   int no_pack;   /* 1: leave a weight B unpacked */
   int row_unroll; /* vectors per step of a row loop: U (4) */
   int par_block; /* iterations per parallel task of a row nest (4) */
-  int kc;        /* GEMM K block: reduction steps per block (sh_sched_kblock) when K may exceed
-                    it; 0: the ISA's default (AVX2 256, AVX-512 128, scalar none); < 0: none */
+  int kc;        /* GEMM K block: reduction steps per block (sh_sched_kblock, the block loop
+                    around the row block's tiles) when K may exceed it; <= 0: none, the
+                    default (blocking measured no faster on the AVX2 host: docs/CODEGEN.md) */
 } sh_sched_opts;
 sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sched_opts *opts);
 

@@ -12,8 +12,8 @@
  *      registers across k, B packed in panels of nr columns when it is a
  *      weight, a pointwise consumer of C fused into the tile's store, the
  *      split tails unswitched (whole tiles run without guards), row blocks
- *      of 16 tiles by column panels fused into one parallel loop; a long K
- *      runs in blocks of kc steps around the row block's tiles (kblock).
+ *      of 16 tiles by column panels fused into one parallel loop; K in
+ *      blocks of kc steps around the row block's tiles when the knob asks.
  *   3. A reduction loop that is not stride-1 under a spatial loop that is
  *      (e·v): a tile of 4 vectors of the target in registers across the
  *      reduction (cache_write), else distribute + reorder.
@@ -239,10 +239,12 @@ static sheaf_status sched_gemm(sh_lir_kernel *k, const gemm_match *g, int w, con
   tile_copy(k, c.n, c.init, w);
   tile_copy(k, c.n, c.band, w);
   tile_copy(k, c.n, c.final, w);
-  /* long K in blocks of kc steps: kc rows of the B panel stay in L1 across
-   * the row block's tiles */
-  int64_t kc = o->kc ? o->kc : w == 16 ? 128 : w == 8 ? 256 : -1;
-  if (kc > 0 && sh_sched_kblock(k, &c, g->kl, iio, kc) && k->err) return k->err; /* refused: unblocked */
+  /* K in blocks of kc steps (sh_sched_opts.kc; none by default: on this
+   * project's Zen 4 host blocking never beat the unblocked tile, at M = 64
+   * and 1600, K = 256 .. 4096, kc = 128 .. 384: docs/CODEGEN.md). The block
+   * loop goes around the row block's tiles, inside a parallel task, so the
+   * partial sums a later block adds back are still in cache. */
+  if (o->kc > 0 && sh_sched_kblock(k, &c, g->kl, iio, o->kc) && k->err) return k->err; /* refused: unblocked */
   if (sh_sched_unswitch(k, c.alloc) == SHEAF_OK) unguard_band(k, c.local, g->B, packed);
   sh_lir_stmt f;
   if (!sh_sched_fuse(k, io, jo, &f)) sh_sched_parallel(k, f);
