@@ -159,6 +159,8 @@ typedef struct sh_sched_opts {
   int no_pack;   /* 1: leave a weight B unpacked */
   int row_unroll; /* vectors per step of a row loop: U (4) */
   int par_block; /* iterations per parallel task of a row nest (4) */
+  int no_pair;   /* 1: two GEMMs over the same A (the gated unit) get a tile each, not one tile
+                    holding both (whose mr, by default, is half the single tile's) */
   int kc;        /* GEMM K block: reduction steps per block (sh_sched_kblock, the block loop
                     around the row block's tiles) when K may exceed it; <= 0: none, the
                     default (blocking measured no faster on the AVX2 host: docs/CODEGEN.md) */
