@@ -8,8 +8,11 @@
  *                                                 (and matmul → add → gelu)
  *   gated unit   out = sigmoid(x·Wg)·tanh(x·Wh) vs affine(Wg), affine(Wh),
  *                                                 sigmoid, tanh, mul
+ *   log-softmax  out = log_softmax(x·W + b)    vs affine(W, x, b) → log_softmax
+ *                (a row reduction after a GEMM: the runtime cannot fuse it)
  * at N = 64 and 1600 rows (TreeLSTM batch, encoder tokens), D = 256,
- * F = 1024 (issue 13's acceptance: fused ≥ 1.3x the separate ops). One
+ * F = 1024, and the TreeLSTM's own sizes, N = 64, D = 64 and 128, F = 4·D
+ * (issue 13's acceptance: fused ≥ 1.3x the separate ops). One
  * thread; thread CPU time per call (the graph side includes building,
  * flushing and copying x in, as a model pays); best of rounds that
  * alternate the sides; outputs compared. For the why: the generated GEMM
@@ -35,8 +38,12 @@ static const char MM[] = "kernel mm(A: f32[M, K], B: f32[K, N]) -> f32[M, N] { C
 static const char GATED[] = "kernel gated(x: f32[N, D], Wg: f32[D, F], Wh: f32[D, F]) -> f32[N, F] {\n"
                             "  g(n, f) +=! x(n, d) * Wg(d, f); h(n, f) +=! x(n, d) * Wh(d, f)\n"
                             "  out(n, f) = sigmoid(g(n, f)) * tanh(h(n, f))\n}\n";
+static const char LSM[] = "kernel lsm(x: f32[N, D], W: f32[D, F], b: f32[F]) -> f32[N, F] {\n"
+                          "  y(n, f) +=! x(n, d) * W(d, f)\n  z(n, f) = y(n, f) + b(f)\n"
+                          "  m(n) max=! z(n, f)\n  s(n) +=! exp(z(n, f) - m(n))\n"
+                          "  out(n, f) = z(n, f) - m(n) - log(s(n))\n}\n";
 
-enum { FORM_AFFINE, FORM_MATMUL_ADD, FORM_GATED, FORM_GEMM_ONLY };
+enum { FORM_AFFINE, FORM_MATMUL_ADD, FORM_GATED, FORM_GEMM_ONLY, FORM_LSM };
 
 typedef struct graph_side {
   sheaf_model *m;
@@ -56,6 +63,8 @@ static int graph_run(graph_side *s, sheaf_graph *g, int form, float *out) {
     y = sheaf_gelu(g, sheaf_add(g, sheaf_matmul(g, x, sheaf_parameter(g, s->Wv)), sheaf_parameter(g, s->b)));
   } else if (form == FORM_GEMM_ONLY) {
     y = sheaf_affine(g, s->W, x, SHEAF_NO_PARAM);
+  } else if (form == FORM_LSM) {
+    y = sheaf_log_softmax(g, sheaf_affine(g, s->W, x, s->b));
   } else {
     sheaf_expr a = sheaf_sigmoid(g, sheaf_affine(g, s->Wg, x, SHEAF_NO_PARAM));
     sheaf_expr t = sheaf_tanh(g, sheaf_affine(g, s->Wh, x, SHEAF_NO_PARAM));
@@ -90,22 +99,22 @@ int main(int argc, char **argv) {
   char dir[] = "/tmp/sheaf-bench-fused-XXXXXX";
   if (!mkdtemp(dir)) return 1;
   sh_kernel_opts ko = {.isa_set = true, .isa = isa, .cache_dir = dir};
-  sheaf_kernel *kf = NULL, *kg = NULL, *km = NULL;
+  sheaf_kernel *kf = NULL, *kg = NULL, *km = NULL, *kl = NULL;
   if (sh_kernel_compile_opts(ctx, FFN, strlen(FFN), NULL, &ko, &kf)) return fail(ctx, "compiling ffn");
   if (sh_kernel_compile_opts(ctx, GATED, strlen(GATED), NULL, &ko, &kg)) return fail(ctx, "compiling gated");
   if (sh_kernel_compile_opts(ctx, MM, strlen(MM), NULL, &ko, &km)) return fail(ctx, "compiling mm");
+  if (sh_kernel_compile_opts(ctx, LSM, strlen(LSM), NULL, &ko, &kl)) return fail(ctx, "compiling lsm");
   printf("# isa %s, 1 thread, thread CPU time per call, best of %d alternating rounds\n", sheaf_isa_name(isa), rounds);
   printf("# graph: separate runtime ops (weights packed once, input copied in), best policy of sheaf/none/depth/agenda\n");
   printf("# gemm gen / gemm graph: one GEMM x[N, D]·W[D, F] alone, generated (mm) and on the graph (affine, no bias)\n");
   printf("%-8s %5s %5s %5s %10s %10s %-28s %8s %9s %9s\n", "op", "N", "D", "F", "fused ms", "graph ms",
          "graph best (form/policy)", "speedup", "gemm gen", "gemm gr.");
-  static const int64_t rows[] = {64, 1600};
-  const int64_t D = 256, F = 1024;
-  uint64_t seed = 7;
+  static const int64_t shapes[][3] = {{64, 256, 1024}, {1600, 256, 1024}, {64, 64, 256}, {64, 128, 512}};
+  uint64_t seed = 7, ver = 0;
   int rc = 0;
-  for (int op = 0; op < 2 && !rc; op++) {
-    for (size_t ri = 0; ri < SH_ARRAY_LEN(rows) && !rc; ri++) {
-      int64_t N = rows[ri];
+  for (int op = 0; op < 3 && !rc; op++) {
+    for (size_t ri = 0; ri < SH_ARRAY_LEN(shapes) && !rc; ri++) {
+      int64_t N = shapes[ri][0], D = shapes[ri][1], F = shapes[ri][2];
       graph_side s = {.N = N, .D = D, .F = F};
       if (sheaf_model_create(ctx, &s.m)) return fail(ctx, "model");
       int64_t sw[] = {D, F}, sb[] = {F};
@@ -136,21 +145,23 @@ int main(int argc, char **argv) {
                                {SHEAF_KERNEL_F32, (void *)(uintptr_t)Wh, (size_t)(D * F), 2, sw},
                                {SHEAF_KERNEL_F32, of, (size_t)(N * F), 0, NULL}};
       /* the weights are parameters: packed once per version by the kernels */
-      uint64_t ver = 1 + (uint64_t)(op * 2) + ri;
+      ver++;
       sheaf_kernel_set_weight_version(kf, 1, ver);
+      sheaf_kernel_set_weight_version(kl, 1, ver);
       sheaf_kernel_set_weight_version(kg, 1, ver);
       sheaf_kernel_set_weight_version(kg, 2, ver);
       sheaf_kernel_set_weight_version(km, 1, ver);
-      sheaf_kernel *k = op ? kg : kf;
-      sheaf_kernel_arg *ka = op ? ag : af;
+      sheaf_kernel *k = op == 1 ? kg : op == 2 ? kl : kf;
+      sheaf_kernel_arg *ka = op == 1 ? ag : af;
       /* the graph sides: each form under each policy */
-      int forms[2] = {op ? FORM_GATED : FORM_AFFINE, FORM_MATMUL_ADD}, nforms = op ? 1 : 2;
+      int forms[2] = {op == 1 ? FORM_GATED : op == 2 ? FORM_LSM : FORM_AFFINE, FORM_MATMUL_ADD},
+          nforms = op ? 1 : 2;
       sheaf_graph *gs[2][4] = {{NULL}};
       for (int f = 0; f < nforms; f++)
         for (int p = 0; p < 4; p++)
           if (sheaf_graph_create(s.m, &(sheaf_graph_opts){.policy = exb_policies[p], .threads = 1}, &gs[f][p]))
             return fail(ctx, "graph");
-      double flops = 2.0 * (double)N * (double)D * (double)F * (op ? 2 : 1);
+      double flops = 2.0 * (double)N * (double)D * (double)F * (op == 1 ? 2 : 1);
       int reps = (int)(1e8 / flops) + 1;
       double bf = 1e30, bg = 1e30, bmg = 1e30, bmr = 1e30;
       sheaf_kernel_arg am[] = {{SHEAF_KERNEL_F32, x, (size_t)(N * D), 2, sx},
@@ -185,9 +196,13 @@ int main(int argc, char **argv) {
       if (!rc) {
         char best[64];
         snprintf(best, sizeof best, "%s/%s",
-                 forms[best_f] == FORM_MATMUL_ADD ? "matmul+add+gelu" : op ? "affine x2+sig+tanh+mul" : "affine+gelu",
+                 forms[best_f] == FORM_MATMUL_ADD ? "matmul+add+gelu"
+                 : op == 1                        ? "affine x2+sig+tanh+mul"
+                 : op == 2                        ? "affine+log_softmax"
+                                                  : "affine+gelu",
                  sheaf_policy_name(exb_policies[best_p]));
-        printf("%-8s %5lld %5lld %5lld %10.3f %10.3f %-28s %7.2fx %9.3f %9.3f%s\n", op ? "gated" : "ffn+gelu",
+        printf("%-8s %5lld %5lld %5lld %10.3f %10.3f %-28s %7.2fx %9.3f %9.3f%s\n",
+               op == 1 ? "gated" : op == 2 ? "lsm" : "ffn+gelu",
                (long long)N, (long long)D, (long long)F, bf * 1e3, bg * 1e3, best, bg / bf, bmg * 1e3, bmr * 1e3,
                worst_diff > 1e-4 ? "  (results differ!)" : "");
         if (worst_diff > 1e-4) rc = 1;
@@ -198,7 +213,7 @@ int main(int argc, char **argv) {
       free(x), free(of), free(og);
     }
   }
-  sheaf_kernel_free(kf), sheaf_kernel_free(kg), sheaf_kernel_free(km);
+  sheaf_kernel_free(kf), sheaf_kernel_free(kg), sheaf_kernel_free(km), sheaf_kernel_free(kl);
   char cmd[200];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, "bench_codegen_fused: could not remove %s\n", dir);

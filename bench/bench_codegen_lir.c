@@ -8,6 +8,8 @@
  *
  *   bench_codegen_lir [--quick] [--isa scalar|avx2|avx512] [--threads N] [--opt "-O3 -march=native"]
  *                     [--row-tiles T]   (tiles per row block of the sweep: sh_sched_opts.row_tiles)
+ *                     [--kc KC]         (K block of the "KB" column: sh_sched_opts.kc, 256)
+ *                     [--rounds R]      (alternating rounds; default 7, --quick 3)
  *
  * The kernel is compiled by tests/lir_cc.h (system cc), the stand-in for
  * the JIT. "tuned" is the best of a small sweep of the default schedule's
@@ -15,7 +17,9 @@
  * Also prints the generated matmul + bias + GELU (default schedule)
  * against sh_gemm with a GELU epilogue, and the generated row softmax and
  * layernorm against the hand row kernels (src/kernels/rows.h), M = 64,
- * N = 768, in ns per row.
+ * N = 768, in ns per row. "KB" is the default tile with K blocks of KC
+ * (sh_sched_opts.kc; the default schedule does not block), timed in the
+ * same alternating rounds: KB/def above 1 means blocking would pay.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +66,8 @@ static bool gen_build(sheaf_ctx *ctx, const char *dir, const char *name, bool ep
     fprintf(stderr, "bench_codegen_lir: compile failed: %s\n", err);
     return false;
   }
-  printf("# compiled %s (tile %d x %d) in %.2f s (%s %s)\n", name, so->mr, so->nr, t1 - t0, lir_cc_path(), opt);
+  printf("# compiled %s (tile %d x %d, kc %d) in %.2f s (%s %s)\n", name, so->mr, so->nr, so->kc, t1 - t0,
+         lir_cc_path(), opt);
   char sym[64];
   void *p = dlsym(g->so, name);
   memcpy(&g->fn, &p, sizeof p);
@@ -80,7 +85,7 @@ int main(int argc, char **argv) {
   sheaf_isa isa = sheaf_cpu_isa();
   int threads = 1;
   const char *opt = "-O3 -march=native";
-  int row_tiles = 0;
+  int row_tiles = 0, kc = 256, rounds_opt = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) quick = true;
     else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
@@ -89,8 +94,11 @@ int main(int argc, char **argv) {
     } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--opt") && i + 1 < argc) opt = argv[++i];
     else if (!strcmp(argv[i], "--row-tiles") && i + 1 < argc) row_tiles = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--kc") && i + 1 < argc) kc = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds_opt = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: bench_codegen_lir [--quick] [--isa L] [--threads N] [--opt FLAGS] [--row-tiles T]\n");
+      fprintf(stderr, "usage: bench_codegen_lir [--quick] [--isa L] [--threads N] [--opt FLAGS] [--row-tiles T] "
+                      "[--kc KC] [--rounds R]\n");
       return 2;
     }
   }
@@ -115,7 +123,7 @@ int main(int argc, char **argv) {
   static const int tiles1[][2] = {{4, 4}, {2, 8}, {8, 2}, {4, 8}, {6, 4}, {3, 3}};
   const int(*tiles)[2] = w == 16 ? tiles16 : w == 8 ? tiles8 : tiles1;
   int n_tiles = quick ? 3 : 6;
-  gen g[8];
+  gen g[10];
   for (int t = 0; t < n_tiles; t++) {
     sh_sched_opts so = {0};
     so.mr = tiles[t][0];
@@ -128,15 +136,20 @@ int main(int argc, char **argv) {
   sh_sched_opts so0 = {0};
   so0.mr = tiles[0][0];
   so0.nr = tiles[0][1];
+  so0.row_tiles = row_tiles;
   if (!gen_build(ctx, dir, "bench_mmg", true, isa, opt, &so0, &g[n_tiles])) return 1;
+  so0.kc = kc; /* the default tile with K blocks */
+  if (!gen_build(ctx, dir, "bench_mm_kb", false, isa, opt, &so0, &g[n_tiles + 1]) ||
+      !gen_build(ctx, dir, "bench_mmg_kb", true, isa, opt, &so0, &g[n_tiles + 2]))
+    return 1;
   sk_abi abi;
   sh_lir_abi_init(ctx, threads, &abi);
   sh_gemm_ws *ws;
   if (sh_gemm_ws_create(ctx, &ws)) return 1;
   printf("# isa %s, %d thread(s), time: %s clock, GFLOP/s = 2MNK / best time\n", sheaf_isa_name(isa),
          threads, threads == 1 ? "thread CPU" : "wall");
-  printf("%-8s %5s %5s %5s %8s %8s %9s %8s %7s %7s\n", "kernel", "M", "K", "N", "default", "tuned",
-         "(tile)", "hand", "def/h", "tun/h");
+  printf("%-8s %5s %5s %5s %8s %8s %9s %8s %8s %7s %7s %8s\n", "kernel", "M", "K", "N", "default", "tuned",
+         "(tile)", "KB", "hand", "def/h", "tun/h", "KB/def");
   static const int64_t shapes[][3] = {{64, 256, 1280}, {64, 512, 2048}, {1600, 256, 1280}, {1600, 512, 2048}};
   uint64_t seed = 42;
   for (int ep = 0; ep < 2; ep++)
@@ -165,12 +178,16 @@ int main(int argc, char **argv) {
         ga.ep[1].act = SH_GEMM_ACT_GELU_ERF;
       }
       double flops = 2.0 * (double)M * (double)N * (double)K;
-      int reps = (int)(2e8 / flops) + 1, rounds = quick ? 3 : 7;
-      int nv = ep ? 1 : n_tiles;
-      double best[8], best_h = 1e30;
-      float *Bp[8];
+      int reps = (int)(2e8 / flops) + 1, rounds = rounds_opt > 0 ? rounds_opt : quick ? 3 : 7;
+      /* variants: the sweep (mm) or the default (mm+gelu), then the default K-blocked */
+      int nv = (ep ? 1 : n_tiles) + 1;
+      gen *gvs[10];
+      for (int v = 0; v + 1 < nv; v++) gvs[v] = &g[ep ? n_tiles : v];
+      gvs[nv - 1] = &g[n_tiles + 1 + ep];
+      double best[10], best_h = 1e30;
+      float *Bp[10];
       for (int v = 0; v < nv; v++) {
-        gen *gv = &g[ep ? n_tiles : v];
+        gen *gv = gvs[v];
         Bp[v] = malloc(sizeof(float) * (size_t)gv->psize(sizes));
         gv->pack(sizes, B, N, 0, Bp[v]);
         best[v] = 1e30;
@@ -178,7 +195,7 @@ int main(int argc, char **argv) {
       double maxd = 0;
       for (int r = 0; r < rounds; r++) {
         for (int v = 0; v < nv; v++) {
-          gen *gv = &g[ep ? n_tiles : v];
+          gen *gv = gvs[v];
           sk_arg args[4] = {{.data = A}, {.data = Bp[v]}, {.data = ep ? (void *)bias : (void *)Cg}, {.data = Cg}};
           double t0 = exb_now_s(threads == 1);
           for (int i = 0; i < reps; i++) gv->fn(&abi, sizes, args);
@@ -199,14 +216,14 @@ int main(int argc, char **argv) {
         if ((t1 - t0) / reps < best_h) best_h = (t1 - t0) / reps;
       }
       int bt = 0;
-      for (int v = 1; v < nv; v++)
+      for (int v = 1; v + 1 < nv; v++)
         if (best[v] < best[bt]) bt = v;
       char tile[16];
       snprintf(tile, sizeof tile, "(%dx%d)", tiles[ep ? 0 : bt][0], tiles[ep ? 0 : bt][1]);
-      printf("%-8s %5lld %5lld %5lld %8.1f %8.1f %9s %8.1f %7.2f %7.2f%s\n", ep ? "mm+gelu" : "matmul",
+      printf("%-8s %5lld %5lld %5lld %8.1f %8.1f %9s %8.1f %8.1f %7.2f %7.2f %8.2f%s\n", ep ? "mm+gelu" : "matmul",
              (long long)M, (long long)K, (long long)N, flops / best[0] * 1e-9, flops / best[bt] * 1e-9,
-             ep ? "" : tile, flops / best_h * 1e-9, best_h / best[0], best_h / best[bt],
-             maxd > 1e-4 ? "  (results differ!)" : "");
+             ep ? "" : tile, flops / best[nv - 1] * 1e-9, flops / best_h * 1e-9, best_h / best[0],
+             best_h / best[bt], best[0] / best[nv - 1], maxd > 1e-4 ? "  (results differ!)" : "");
       for (int v = 0; v < nv; v++) free(Bp[v]);
       sh_gemm_packed_b_free(ctx, pb);
       free(A), free(B), free(bias), free(Cg), free(Ch);
@@ -275,7 +292,7 @@ int main(int argc, char **argv) {
     }
   }
   sh_gemm_ws_free(ctx, ws);
-  for (int t = 0; t <= n_tiles; t++) dlclose(g[t].so);
+  for (int t = 0; t <= n_tiles + 2; t++) dlclose(g[t].so);
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, "bench_codegen_lir: could not remove %s\n", dir);

@@ -374,3 +374,40 @@ TEST(codegen_lower_row_fusion) {
     sh_module_free(&m);
   }
 }
+
+/* The gated unit's two GEMMs share one register tile (half the single
+ * tile's rows, both products per k: x's element loaded once), and g, read
+ * only by the fused epilogue, lives in registers (never stored). Its
+ * results against the reference: codegen_lower_kernels_*. */
+TEST(codegen_lower_gated_one_tile) {
+  sheaf_ctx *ctx = th_ctx();
+  static const struct {
+    sheaf_isa isa;
+    const char *g, *h;
+  } lv[] = {{SHEAF_ISA_AVX2, "alloc g_acc[3, 2, 8]:\n", "alloc t_acc[3, 2, 8]:\n"},
+            {SHEAF_ISA_AVX512, "alloc g_acc[6, 2, 16]:\n", "alloc t_acc[6, 2, 16]:\n"},
+            {SHEAF_ISA_SCALAR, "alloc g_acc[2, 4]:\n", "alloc t_acc[2, 4]:\n"}};
+  const char *src = KERNELS[4];
+  sh_module m;
+  REQUIRE_OK(ctx, sh_kernel_source_compile(&m, ctx, "k.sf", src, strlen(src)));
+  const sh_kernel *const *ks;
+  REQUIRE(sh_module_kernels(&m, &ks) == 1);
+  for (size_t i = 0; i < SH_ARRAY_LEN(lv); i++) {
+    sh_lir_kernel *L = NULL;
+    if (!CHECK_OK(ctx, sh_lower_generate(ctx, ks[0], lv[i].isa, NULL, &L, NULL))) continue;
+    sh_buf b;
+    sh_buf_init(&b, ctx);
+    sh_lir_print(L, &b);
+    const char *t = sh_buf_cstr(&b);
+    CHECK_CONTAINS(t, lv[i].g);
+    CHECK_CONTAINS(t, lv[i].h);
+    CHECK_CONTAINS(t, "buffer g f32[N, H] temp inlined\n");
+    CHECK_CONTAINS(t, "= sigmoid(g_acc[");
+    int n = 0;
+    for (const char *p = t; (p = strstr(p, " parallel:")) != NULL; p++) n++;
+    CHECK_EQ_INT(n, 1);
+    sh_buf_free(&b);
+    sh_lir_free(L);
+  }
+  sh_module_free(&m);
+}

@@ -4,14 +4,17 @@
  * few cases, the interpreter's results before and after (a primitive must
  * not change what a kernel computes), the default schedule of every
  * kernel at every ISA level through the interpreter, and every primitive's
- * errors on bad uses (the kernel stays unchanged and usable).
+ * errors on bad uses (the kernel stays unchanged and usable). K blocking
+ * also through generated C at every level (tests/lir_cc.h).
  */
 #include <stdlib.h>
 
 #include "codegen/lir_int.h"
 #include "codegen/lir_sched.h"
+#include "codegen/lir_emit.h"
 #include "harness.h"
 #include "lir_build.h"
+#include "lir_cc.h"
 #include "lir_ref.h"
 
 static char *text(sheaf_ctx *ctx, const sh_lir_kernel *k) {
@@ -56,10 +59,10 @@ static bool run_mm(sheaf_ctx *ctx, sh_lir_kernel *k, bool ep, int64_t M, int64_t
   return CHECK_OK(ctx, st);
 }
 
-/* The scheduled matmul computes what the reference does on these shapes. */
-static void same_mm(sheaf_ctx *ctx, sh_lir_kernel *k, bool ep, double tol) {
-  static const int64_t sh[][3] = {{1, 1, 1}, {3, 5, 2}, {4, 8, 3}, {5, 9, 4}, {7, 17, 5}, {13, 33, 2}};
-  for (size_t s = 0; s < SH_ARRAY_LEN(sh); s++) {
+/* The scheduled matmul computes what the reference does on these shapes
+ * ({M, N, K} each). */
+static void same_mm_at(sheaf_ctx *ctx, sh_lir_kernel *k, bool ep, double tol, const int64_t (*sh)[3], size_t n) {
+  for (size_t s = 0; s < n; s++) {
     int64_t M = sh[s][0], N = sh[s][1], K = sh[s][2];
     float *got = calloc((size_t)(M * N), sizeof(float)), *want = malloc(sizeof(float) * (size_t)(M * N));
     uint64_t seed = (uint64_t)(M * 1000003 + N * 1009 + K);
@@ -71,6 +74,11 @@ static void same_mm(sheaf_ctx *ctx, sh_lir_kernel *k, bool ep, double tol) {
     free(A), free(B), free(bias), free(got), free(want);
     if (!ok) return;
   }
+}
+
+static void same_mm(sheaf_ctx *ctx, sh_lir_kernel *k, bool ep, double tol) {
+  static const int64_t sh[][3] = {{1, 1, 1}, {3, 5, 2}, {4, 8, 3}, {5, 9, 4}, {7, 17, 5}, {13, 33, 2}};
+  same_mm_at(ctx, k, ep, tol, sh, SH_ARRAY_LEN(sh));
 }
 
 /* ---------------------------------------------------------------- split */
@@ -500,7 +508,8 @@ TEST(codegen_sched_default_interp) {
 }
 
 /* The default GEMM schedule's shape at AVX2: 6 x 16 tile in registers,
- * B packed in panels of 16, tails unswitched, tiles over the pool. */
+ * B packed in panels of 16, tails unswitched, tiles over the pool; K
+ * blocks when sh_sched_opts.kc asks. */
 TEST(codegen_sched_default_gemm_shape) {
   sheaf_ctx *ctx = th_ctx();
   sh_lir_kernel *k = lb_matmul(ctx, "mm", false);
@@ -516,4 +525,177 @@ TEST(codegen_sched_default_gemm_shape) {
                     "              for j_i_i in 0..8 vector(8):\n"
                     "                C_acc[i_i_i, j_i_o, j_i_i] += A[");
   sh_lir_free(k);
+  /* K blocks of 256 (sh_sched_opts.kc): around the row block's tiles;
+   * later blocks add the partial sums at the write-back */
+  k = lb_matmul(ctx, "mm", false);
+  REQUIRE(k);
+  REQUIRE_OK(ctx, sh_sched_default_opts(k, SHEAF_ISA_AVX2, &(sh_sched_opts){.kc = 256}));
+  t = text(ctx, k);
+  CHECK_CONTAINS(t, "for i_o_j_o in 0..(M + 95) / 96 * ((N + 15) / 16) parallel:\n"
+                    "  for k_blk in 0..(K + 255) / 256:\n    for i_i_o in 0..16:\n");
+  CHECK_CONTAINS(t, "          for k in 0..min(256, K - k_blk * 256):\n"
+                    "            for i_i_i in 0..6 unroll:\n"
+                    "              for j_i_o in 0..2 unroll:\n"
+                    "                for j_i_i in 0..8 vector(8):\n"
+                    "                  C_acc[i_i_i, j_i_o, j_i_i] += A[");
+  CHECK_CONTAINS(t, "          if k_blk != 0:\n");
+  CHECK_CONTAINS(t, "= C_acc[i_i_i_wb_kb, j_i_o_wb_kb, j_i_i_wb_kb] + C[");
+  sh_lir_free(k);
+}
+
+/* ---------------------------------------------------------- K blocking */
+
+/* Shapes around a K block of 4: K below, at, above and at multiples of it;
+ * M and N with whole and partial tiles at every level. */
+static const int64_t kb_shapes[][3] = {{1, 1, 1}, {7, 17, 3}, {7, 17, 4}, {7, 17, 5}, {13, 5, 8},
+                                       {13, 33, 9}, {1, 9, 12}, {25, 40, 13}, {6, 16, 16}};
+
+/* The default schedule with K blocks of 4 (kc in sh_sched_opts), with and
+ * without the fused epilogue, at every level, through the interpreter
+ * (which checks every index: later blocks read the partial sums back only
+ * inside the output). */
+TEST(codegen_sched_kblock_interp) {
+  sheaf_ctx *ctx = th_ctx();
+  static const sheaf_isa levels[] = {SHEAF_ISA_SCALAR, SHEAF_ISA_AVX2, SHEAF_ISA_AVX512};
+  for (size_t l = 0; l < SH_ARRAY_LEN(levels); l++)
+    for (int ep = 0; ep < 2; ep++) {
+      sh_lir_kernel *k = lb_matmul(ctx, ep ? "mmg" : "mm", ep);
+      REQUIRE(k);
+      sh_sched_opts o = {.kc = 4};
+      REQUIRE_OK(ctx, sh_sched_default_opts(k, levels[l], &o));
+      const char *t = body(ctx, k);
+      CHECK_CONTAINS(t, "for k_blk in 0..(K + 3) / 4:\n");
+      CHECK_CONTAINS(t, "for k in 0..min(4, K - k_blk * 4):\n");
+      CHECK_CONTAINS(t, ep ? "if k_blk != 0 && k_blk * 4 + 4 >= K:\n" : "if k_blk != 0:\n");
+      same_mm_at(ctx, k, ep, 1e-5, kb_shapes, SH_ARRAY_LEN(kb_shapes));
+      sh_lir_free(k);
+    }
+  /* kc <= 0 (the default): no blocking */
+  sh_lir_kernel *k = lb_matmul(ctx, "mm", false);
+  REQUIRE(k);
+  REQUIRE_OK(ctx, sh_sched_default_opts(k, SHEAF_ISA_AVX2, &(sh_sched_opts){.kc = -1}));
+  CHECK(!strstr(body(ctx, k), "k_blk"));
+  sh_lir_free(k);
+  k = lb_matmul(ctx, "mm", false);
+  REQUIRE(k);
+  REQUIRE_OK(ctx, sh_sched_default(k, SHEAF_ISA_AVX2));
+  CHECK(!strstr(body(ctx, k), "k_blk"));
+  sh_lir_free(k);
+}
+
+/* The primitive's refusals leave the kernel unchanged. */
+TEST(codegen_sched_kblock_errors) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_sched_cache c;
+  sh_lir_kernel *k = tiled_mm(ctx, "mm", false, &c);
+  REQUIRE(k);
+  char *before = strdup(text(ctx, k));
+  sh_lir_stmt kl = sh_lir_find_loop(k, "k"), jo = sh_lir_find_loop(k, "j_o"), io = sh_lir_find_loop(k, "i_o");
+  CHECK_STATUS(ctx, sh_sched_kblock(k, &c, kl, jo, 0), SHEAF_ERR_INVALID_ARG);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "kblock: block of 0 steps");
+  CHECK_STATUS(ctx, sh_sched_kblock(k, &c, jo, jo, 4), SHEAF_ERR_INVALID_ARG);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "is not the tile's serial reduction loop");
+  CHECK_STATUS(ctx, sh_sched_kblock(k, &c, kl, kl, 4), SHEAF_ERR_INVALID_ARG);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "is not a loop around the tile");
+  REQUIRE_OK(ctx, sh_sched_parallel(k, jo));
+  CHECK_STATUS(ctx, sh_sched_kblock(k, &c, kl, io, 4), SHEAF_ERR_INVALID_ARG);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "loop j_o between the tile and the block loop");
+  k->st[jo].annot = SH_LIR_SERIAL;
+  CHECK_EQ_STR(text(ctx, k), before);
+  /* around j_o: each block's partial sums, one panel after another */
+  REQUIRE_OK(ctx, sh_sched_kblock(k, &c, kl, jo, 3));
+  CHECK_CONTAINS(body(ctx, k), "for i_o in 0..(M + 1) / 2:\n  for k_blk in 0..(K + 2) / 3:\n    for j_o in");
+  same_mm_at(ctx, k, false, 1e-5, kb_shapes, SH_ARRAY_LEN(kb_shapes));
+  CHECK_OK(ctx, sh_lir_verify(k));
+  sh_lir_free(k);
+  /* a tile that does not start at the identity is refused */
+  k = tiled_mm(ctx, "mm", false, &c);
+  REQUIRE(k);
+  sh_lir_stmt init = sh_lir_find_store(k, c.local, 0);
+  k->st[init].val = sh_lir_flt(k, 1.0f);
+  CHECK_STATUS(ctx, sh_sched_kblock(k, &c, sh_lir_find_loop(k, "k"), sh_lir_find_loop(k, "j_o"), 4),
+               SHEAF_ERR_INVALID_ARG);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "does not start at the identity");
+  free(before);
+  sh_lir_free(k);
+}
+
+/* Packs, runs and checks the generated matmul of `so` on every shape of
+ * Ms x Ns x Ks against the double reference. */
+static void kb_check_c(sheaf_ctx *ctx, void *so, const char *name, bool ep, const int64_t *Ms, int nM,
+                       const int64_t *Ns, int nN, const int64_t *Ks, int nK) {
+  char sym[128];
+  void *p = dlsym(so, name);
+  sk_entry_fn fn;
+  memcpy(&fn, &p, sizeof fn);
+  void (*pack)(const int64_t *, const float *, int64_t, int, float *);
+  int64_t (*psize)(const int64_t *);
+  snprintf(sym, sizeof sym, "%s_pack_B", name);
+  p = dlsym(so, sym);
+  memcpy(&pack, &p, sizeof pack);
+  snprintf(sym, sizeof sym, "%s_packed_size_B", name);
+  p = dlsym(so, sym);
+  memcpy(&psize, &p, sizeof psize);
+  REQUIRE(fn && pack && psize);
+  sk_abi abi;
+  sh_lir_abi_init(ctx, 0, &abi);
+  uint64_t seed = 5;
+  for (int a = 0; a < nM; a++)
+    for (int b = 0; b < nN; b++)
+      for (int c = 0; c < nK; c++) {
+        int64_t M = Ms[a], N = Ns[b], K = Ks[c], sizes[3] = {M, N, K};
+        float *A = th_frand_fill(&seed, M * K), *B = th_frand_fill(&seed, K * N), *bias = th_frand_fill(&seed, N),
+              *Y = malloc(sizeof(float) * (size_t)(M * N)), *R = malloc(sizeof(float) * (size_t)(M * N)),
+              *Bp = malloc(sizeof(float) * (size_t)(psize(sizes) + 1));
+        pack(sizes, B, N, 0, Bp);
+        sk_arg args[4] = {{.data = A}, {.data = Bp}, {.data = ep ? (void *)bias : (void *)Y}, {.data = Y}};
+        CHECK_EQ_INT(fn(&abi, sizes, args), 0);
+        lr_matmul(M, N, K, A, B, ep ? bias : NULL, ep, R);
+        char what[96];
+        snprintf(what, sizeof what, "%s M=%lld N=%lld K=%lld", name, (long long)M, (long long)N, (long long)K);
+        bool ok = lr_close(what, Y, R, M * N, 1e-5);
+        free(A), free(B), free(bias), free(Y), free(R), free(Bp);
+        if (!ok) return;
+      }
+}
+
+/* The generated C of K-blocked tiles (blocks of 8), with and without the
+ * epilogue, compiled at every level (run where the host runs it). */
+TEST(codegen_sched_kblock_c) {
+  sheaf_ctx *ctx = th_ctx();
+  if (!lir_cc_path()) {
+    fprintf(stderr, "  skipped: no C compiler (cc) to build generated kernels\n");
+    return;
+  }
+  static const int64_t Ms[] = {1, 5, 6, 7, 13, 97}, Ns[] = {1, 8, 15, 16, 17, 33},
+                       Ks[] = {1, 7, 8, 9, 16, 17, 24, 27};
+  static const sheaf_isa levels[] = {SHEAF_ISA_SCALAR, SHEAF_ISA_AVX2, SHEAF_ISA_AVX512};
+  for (size_t l = 0; l < SH_ARRAY_LEN(levels); l++) {
+#if !defined(__x86_64__)
+    if (levels[l] != SHEAF_ISA_SCALAR) continue;
+#endif
+    bool run = levels[l] <= sheaf_cpu_isa_host();
+    for (int ep = 0; ep < 2; ep++) {
+      char name[32];
+      snprintf(name, sizeof name, "kb%s_%s", ep ? "g" : "", sheaf_isa_name(levels[l]));
+      sh_lir_kernel *k = lb_matmul(ctx, name, ep);
+      REQUIRE(k);
+      REQUIRE_OK(ctx, sh_sched_default_opts(k, levels[l], &(sh_sched_opts){.kc = 8}));
+      sh_buf b;
+      sh_buf_init(&b, ctx);
+      REQUIRE_OK(ctx, sh_lir_emit_c(k, &b));
+      const char *src[1] = {sh_buf_cstr(&b)};
+      char err[8192];
+      void *so = NULL;
+      int rc = lir_cc_build(th_tmp_path(""), name, src, 1, levels[l], "-O2", run, &so, err, sizeof err);
+      if (rc) th_fail(__FILE__, __LINE__, "building %s: %s", name, err);
+      if (rc == 0 && run) {
+        kb_check_c(ctx, so, name, ep, Ms, (int)SH_ARRAY_LEN(Ms), Ns, (int)SH_ARRAY_LEN(Ns), Ks,
+                   (int)SH_ARRAY_LEN(Ks));
+        dlclose(so);
+      }
+      sh_buf_free(&b);
+      sh_lir_free(k);
+    }
+  }
 }

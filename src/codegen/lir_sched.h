@@ -129,6 +129,19 @@ sheaf_status sh_sched_pack(sh_lir_kernel *k, sh_lir_buf b, int64_t panel);
  * whole of s: s becomes if (every guard holds everywhere) s-without-guards
  * else if (some iteration can pass) s. */
 sheaf_status sh_sched_unswitch(sh_lir_kernel *k, sh_lir_stmt s);
+/* K blocking of a register tile c (from cache_write): its reduction loop
+ * `kloop` (directly in the tile's alloc) runs in blocks of kc steps, the
+ * block loop k_blk moved around `at` (an ancestor of the tile; it and the
+ * loops below it down to the tile run over the target's elements, those
+ * below it serially: `at` may be parallel, one pass per block). The
+ * write-back target keeps the partial sums: every block starts the tile at
+ * the reduction's identity (the tile must start there), blocks after the
+ * first combine the target's old value into it at the write-back, blocks
+ * but the last store it plainly, the last runs the write-back as it was
+ * (a fused epilogue). A write-back that combines runs in every block. A
+ * constant extent <= kc leaves the kernel unchanged. */
+sheaf_status sh_sched_kblock(sh_lir_kernel *k, const sh_sched_cache *c, sh_lir_stmt kloop, sh_lir_stmt at,
+                             int64_t kc);
 
 /* The default schedule for `isa` (vector width 16 / 8 / 1): pointwise
  * temporaries inlined; GEMM-like nests register-tiled (mr × nr tile in
@@ -146,6 +159,11 @@ typedef struct sh_sched_opts {
   int no_pack;   /* 1: leave a weight B unpacked */
   int row_unroll; /* vectors per step of a row loop: U (4) */
   int par_block; /* iterations per parallel task of a row nest (4) */
+  int no_pair;   /* 1: two GEMMs over the same A (the gated unit) get a tile each, not one tile
+                    holding both (whose mr, by default, is half the single tile's) */
+  int kc;        /* GEMM K block: reduction steps per block (sh_sched_kblock, the block loop
+                    around the row block's tiles) when K may exceed it; <= 0: none, the
+                    default (blocking measured no faster on the AVX2 host: docs/CODEGEN.md) */
 } sh_sched_opts;
 sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sched_opts *opts);
 

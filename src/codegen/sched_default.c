@@ -12,7 +12,8 @@
  *      registers across k, B packed in panels of nr columns when it is a
  *      weight, a pointwise consumer of C fused into the tile's store, the
  *      split tails unswitched (whole tiles run without guards), row blocks
- *      of 16 tiles by column panels fused into one parallel loop.
+ *      of 16 tiles by column panels fused into one parallel loop; K in
+ *      blocks of kc steps around the row block's tiles when the knob asks.
  *   3. A reduction loop that is not stride-1 under a spatial loop that is
  *      (e·v): a tile of 4 vectors of the target in registers across the
  *      reduction (cache_write), else distribute + reorder.
@@ -203,9 +204,18 @@ static void unguard_band(sh_lir_kernel *k, sh_lir_buf local, sh_lir_buf B, bool 
   }
 }
 
-static sheaf_status sched_gemm(sh_lir_kernel *k, const gemm_match *g, int w, const sh_sched_opts *o) {
-  int64_t mr = o->mr ? o->mr : w == 16 ? 12 : w == 8 ? 6 : 4;
-  int64_t nr = o->nr ? o->nr : w == 16 ? 32 : w == 8 ? 16 : 4, mb = o->row_tiles ? o->row_tiles : 16;
+/* One GEMM nest tiled: B packed (a weight), i split by mr·mb and mr, j by
+ * nr and w, reordered to row blocks × column panels × tiles, the tile in
+ * registers (cache_write), a pointwise consumer of C fused into its store
+ * (`epilogue`), the tile's copies unrolled and vectorized. */
+typedef struct gemm_tiled {
+  sh_lir_stmt io, jo, iio;
+  sh_sched_cache c;
+  bool packed;
+} gemm_tiled;
+
+static sheaf_status tile_gemm(sh_lir_kernel *k, const gemm_match *g, int w, const sh_sched_opts *o, int64_t mr,
+                              int64_t nr, int64_t mb, bool epilogue, gemm_tiled *t) {
   if (mr < 1 || mr > 64 || nr < 1 || nr > 256 || nr % w || mb < 1 || mb > 1024)
     return sh_sched_err(k, "default schedule: GEMM tile %lld x %lld (columns a multiple of %d), %lld "
                            "tiles per block", (long long)mr, (long long)nr, w, (long long)mb);
@@ -213,21 +223,21 @@ static sheaf_status sched_gemm(sh_lir_kernel *k, const gemm_match *g, int w, con
   bool packed = !o->no_pack && B->role == SH_LIR_IN && B->weight && B->layout == SH_LIR_LAYOUT_DENSE &&
                 B->access == SH_LIR_ACCESS_DENSE;
   if (packed) packed = sh_sched_pack(k, g->B, nr) == SHEAF_OK;
-  sh_lir_stmt io, i0, iio, ii, jo, ji, jv = SH_LIR_NONE, jl;
+  t->packed = packed;
+  sh_lir_stmt i0, ii, ji, jv = SH_LIR_NONE, jl;
   sheaf_status st;
-  if ((st = sh_sched_split(k, g->i, mr * mb, SH_SCHED_TAIL_GUARD, &io, &i0, NULL)) ||
-      (st = sh_sched_split(k, i0, mr, SH_SCHED_TAIL_GUARD, &iio, &ii, NULL)) ||
-      (st = sh_sched_split(k, g->j, nr, SH_SCHED_TAIL_GUARD, &jo, &ji, NULL)))
+  if ((st = sh_sched_split(k, g->i, mr * mb, SH_SCHED_TAIL_GUARD, &t->io, &i0, NULL)) ||
+      (st = sh_sched_split(k, i0, mr, SH_SCHED_TAIL_GUARD, &t->iio, &ii, NULL)) ||
+      (st = sh_sched_split(k, g->j, nr, SH_SCHED_TAIL_GUARD, &t->jo, &ji, NULL)))
     return st;
   jl = ji;
   if (w > 1 && (st = sh_sched_split(k, ji, w, SH_SCHED_TAIL_GUARD, &jv, &jl, NULL))) return st;
-  sh_lir_stmt order[6] = {io, jo, iio, ii, jv, jl};
+  sh_lir_stmt order[6] = {t->io, t->jo, t->iio, ii, jv, jl};
   if (w == 1) order[4] = jl;
   if ((st = sh_sched_reorder(k, w > 1 ? 6 : 5, order))) return st;
-  sh_sched_cache c;
-  if ((st = sh_sched_cache_write(k, ii, &c))) return st;
+  if ((st = sh_sched_cache_write(k, ii, &t->c))) return st;
   /* a pointwise consumer of C fuses into the tile's store */
-  if (k->bufs[g->C].role == SH_LIR_TEMP) {
+  if (epilogue && k->bufs[g->C].role == SH_LIR_TEMP) {
     sh_lir_stmt all[4096];
     int n = sh_sched_stores(k, k->root, all, 4096);
     for (int s = 0; s < n && s < 4096; s++)
@@ -235,12 +245,200 @@ static sheaf_status sched_gemm(sh_lir_kernel *k, const gemm_match *g, int w, con
           sh_lir_uses_buf(k, k->st[all[s]].val, g->C) && !sh_sched_reverse_inline_of(k, all[s], g->C))
         break;
   }
-  tile_copy(k, c.n, c.init, w);
-  tile_copy(k, c.n, c.band, w);
-  tile_copy(k, c.n, c.final, w);
-  if (sh_sched_unswitch(k, c.alloc) == SHEAF_OK) unguard_band(k, c.local, g->B, packed);
+  tile_copy(k, t->c.n, t->c.init, w);
+  tile_copy(k, t->c.n, t->c.band, w);
+  tile_copy(k, t->c.n, t->c.final, w);
+  return k->err;
+}
+
+static sheaf_status sched_gemm(sh_lir_kernel *k, const gemm_match *g, int w, const sh_sched_opts *o) {
+  int64_t mr = o->mr ? o->mr : w == 16 ? 12 : w == 8 ? 6 : 4;
+  int64_t nr = o->nr ? o->nr : w == 16 ? 32 : w == 8 ? 16 : 4, mb = o->row_tiles ? o->row_tiles : 16;
+  gemm_tiled t;
+  sheaf_status st;
+  if ((st = tile_gemm(k, g, w, o, mr, nr, mb, true, &t))) return st;
+  /* K in blocks of kc steps (sh_sched_opts.kc; none by default: on this
+   * project's Zen 4 host blocking never beat the unblocked tile, at M = 64
+   * and 1600, K = 256 .. 4096, kc = 128 .. 384: docs/CODEGEN.md). The block
+   * loop goes around the row block's tiles, inside a parallel task, so the
+   * partial sums a later block adds back are still in cache. */
+  if (o->kc > 0 && sh_sched_kblock(k, &t.c, g->kl, t.iio, o->kc) && k->err) return k->err; /* refused: unblocked */
+  if (sh_sched_unswitch(k, t.c.alloc) == SHEAF_OK) unguard_band(k, t.c.local, g->B, t.packed);
   sh_lir_stmt f;
-  if (!sh_sched_fuse(k, io, jo, &f)) sh_sched_parallel(k, f);
+  if (!sh_sched_fuse(k, t.io, t.jo, &f)) sh_sched_parallel(k, f);
+  return k->err;
+}
+
+/* ---------------------------------------------------- two GEMMs, one A */
+
+/* The operand of g's product that is not B. */
+static sh_lir_expr gemm_a(const sh_lir_kernel *k, const gemm_match *g) {
+  const sh_lir_enode *v = &k->ex[k->st[g->U].val];
+  return k->ex[v->a].kind == SH_LIR_E_LOAD && k->ex[v->a].a == g->B ? v->b : v->a;
+}
+
+/* Two GEMM nests over the same rows of the same A (`g(n, f) +=! x(n, d) *
+ * Wg(d, f); h(n, f) +=! x(n, d) * Wh(d, f)`: the gated unit) can share one
+ * register tile: same extents, A read at the same indices, neither reading
+ * what the other writes. */
+static bool gemm_pair(sh_lir_kernel *k, const gemm_match *a, const gemm_match *b) {
+  if (a->C == b->C || a->B == b->B) return false;
+  sh_lir_stmt la[3] = {a->i, a->j, a->kl}, lb[3] = {b->i, b->j, b->kl};
+  sh_lir_var vb[3];
+  sh_lir_expr va[3];
+  for (int d = 0; d < 3; d++) {
+    if (!sh_lir_expr_eq(k, k->st[la[d]].ext, k->st[lb[d]].ext)) return false;
+    vb[d] = k->st[lb[d]].var;
+    va[d] = sh_lir_v(k, k->st[la[d]].var);
+  }
+  sh_lir_expr xa = gemm_a(k, a), xb = sh_lir_subst(k, gemm_a(k, b), 3, vb, va);
+  if (!sh_lir_expr_eq(k, xa, xb) || k->bufs[a->C].layout != SH_LIR_LAYOUT_DENSE) return false;
+  sh_lir_stmt sa[4], sb[4];
+  int na = sh_sched_stores(k, a->i, sa, 4), nb = sh_sched_stores(k, b->i, sb, 4);
+  for (int s = 0; s < na && s < 4; s++)
+    if (sh_lir_uses_buf(k, k->st[sa[s]].val, b->C)) return false;
+  for (int s = 0; s < nb && s < 4; s++)
+    if (sh_lir_uses_buf(k, k->st[sb[s]].val, a->C)) return false;
+  return true;
+}
+
+/* The loops of a band copy, as variables / expressions. */
+static void band_vars(sh_lir_kernel *k, int n, const sh_lir_stmt *loops, sh_lir_var *v, sh_lir_expr *e) {
+  for (int p = 0; p < n; p++) {
+    if (v) v[p] = k->st[loops[p]].var;
+    if (e) e[p] = sh_lir_v(k, k->st[loops[p]].var);
+  }
+}
+
+/* Moves the statements of `from`'s body (the innermost loop of one of t's
+ * band copies) into `to` (the same copy of s's tile), t's variables
+ * replaced by s's. */
+static void move_body(sh_lir_kernel *k, sh_lir_stmt from, sh_lir_stmt to, int n, const sh_lir_var *vars,
+                      const sh_lir_expr *repl) {
+  for (sh_lir_stmt c = k->st[from].body; c >= 0;) {
+    sh_lir_stmt next = k->st[c].next;
+    sh_lir_detach(k, c);
+    sh_lir_subst_stmt(k, c, n, vars, repl);
+    sh_lir_append(k, to, c);
+    c = next;
+  }
+}
+
+/* e with every load of buffer T at indices idx replaced by `to`; *left
+ * counts loads of T at other indices. */
+static sh_lir_expr swap_loads(sh_lir_kernel *k, sh_lir_expr e, sh_lir_buf T, int n, const int32_t *idx,
+                              sh_lir_expr to, int *left) {
+  const sh_lir_enode x = k->ex[e];
+  switch ((sh_lir_ekind)x.kind) {
+  case SH_LIR_E_LOAD: {
+    if (x.a != T) return e;
+    bool same = x.n == n;
+    for (int d = 0; same && d < n; d++) same = sh_lir_expr_eq(k, k->list[x.b + d], k->list[idx[0] + d]);
+    if (same) return to;
+    (*left)++;
+    return e;
+  }
+  case SH_LIR_E_BIN: {
+    sh_lir_expr a = swap_loads(k, x.a, T, n, idx, to, left), b = swap_loads(k, x.b, T, n, idx, to, left);
+    return a == x.a && b == x.b ? e : sh_lir_bin(k, (sh_lir_op)x.op, a, b);
+  }
+  case SH_LIR_E_UN: {
+    sh_lir_expr a = swap_loads(k, x.a, T, n, idx, to, left);
+    return a == x.a ? e : sh_lir_un(k, (sh_lir_fn)x.op, a);
+  }
+  case SH_LIR_E_SELECT: {
+    sh_lir_expr a = swap_loads(k, x.a, T, n, idx, to, left), b = swap_loads(k, x.b, T, n, idx, to, left),
+                c = swap_loads(k, x.c, T, n, idx, to, left);
+    return a == x.a && b == x.b && c == x.c ? e : sh_lir_select(k, a, b, c);
+  }
+  default: return e;
+  }
+}
+
+/* The one store under s (through ifs), or NONE. */
+static sh_lir_stmt sole_store(const sh_lir_kernel *k, sh_lir_stmt s) {
+  sh_lir_stmt st[2];
+  return sh_sched_stores(k, s, st, 2) == 1 ? st[0] : SH_LIR_NONE;
+}
+
+/* Two GEMMs over one A in one register tile: each tiled as one (mr rows:
+ * half the single tile's, so both tiles fit the registers), then t's tile
+ * merged into s's (one k loop updating both, A's element loaded once for
+ * both products), t's nest removed. When the only reader of s's result (a
+ * temporary) is t's fused epilogue, at the same element, it reads s's
+ * register instead and s's result is never stored (the gated unit's g). */
+static sheaf_status sched_gemm_pair(sh_lir_kernel *k, const gemm_match *ga, const gemm_match *gb, int w,
+                                    const sh_sched_opts *o) {
+  int64_t mr = o->mr ? o->mr : w == 16 ? 6 : w == 8 ? 3 : 2;
+  int64_t nr = o->nr ? o->nr : w == 16 ? 32 : w == 8 ? 16 : 4, mb = o->row_tiles ? o->row_tiles : 32;
+  gemm_tiled s, t;
+  sheaf_status st;
+  if ((st = tile_gemm(k, ga, w, o, mr, nr, mb, false, &s)) || (st = tile_gemm(k, gb, w, o, mr, nr, mb, true, &t)))
+    return st;
+  int n = s.c.n;
+  if (t.c.n != n || k->bufs[s.c.local].rank != k->bufs[t.c.local].rank)
+    return sh_lir_fail(k, SHEAF_ERR_INVALID_ARG, "kernel %s: GEMM pair: tiles of different shapes", k->name);
+  /* t's variables -> s's: the outer loops, the reduction loop, each copy's band */
+  sh_lir_var tv[3 + 3 * SH_SCHED_MAX_BAND];
+  sh_lir_expr sv[3 + 3 * SH_SCHED_MAX_BAND];
+  sh_lir_stmt tl[3] = {t.io, t.jo, t.iio}, sl[3] = {s.io, s.jo, s.iio};
+  band_vars(k, 3, tl, tv, NULL);
+  band_vars(k, 3, sl, NULL, sv);
+  int nv = 3;
+  const sh_lir_stmt *tc[3] = {t.c.init, t.c.band, t.c.final}, *sc[3] = {s.c.init, s.c.band, s.c.final};
+  for (int c = 0; c < 3; c++) {
+    band_vars(k, n, tc[c], tv + nv, NULL);
+    band_vars(k, n, sc[c], NULL, sv + nv);
+    nv += n;
+  }
+  tv[nv] = k->st[gb->kl].var;
+  sv[nv++] = sh_lir_v(k, k->st[ga->kl].var);
+  for (int c = 0; c < 3; c++) move_body(k, tc[c][n - 1], sc[c][n - 1], nv, tv, sv);
+  /* t's local lives in an alloc around s's tile */
+  sh_lir_stmt ta = t.c.alloc, sa = s.c.alloc;
+  sh_lir_detach(k, ta);
+  for (sh_lir_stmt c = k->st[ta].body; c >= 0;) {
+    sh_lir_stmt next = k->st[c].next;
+    sh_lir_detach(k, c);
+    c = next;
+  }
+  for (sh_lir_stmt c = k->st[sa].body; c >= 0;) {
+    sh_lir_stmt next = k->st[c].next;
+    sh_lir_detach(k, c);
+    sh_lir_append(k, ta, c);
+    c = next;
+  }
+  sh_lir_append(k, sa, ta);
+  sh_lir_detach(k, t.io);
+  /* s's result read only by t's epilogue, at the element s's tile stores:
+   * from the register */
+  sh_lir_buf C = ga->C;
+  sh_lir_stmt fs = SH_LIR_NONE, ft = SH_LIR_NONE;
+  for (sh_lir_stmt c = k->st[s.c.final[n - 1]].body; c >= 0; c = k->st[c].next) {
+    sh_lir_stmt x = sole_store(k, c);
+    if (x >= 0 && k->st[x].buf == C) fs = x;
+    else ft = x;
+  }
+  if (k->bufs[C].role == SH_LIR_TEMP && fs >= 0 && ft >= 0 && sh_lir_body_len(k, s.c.final[n - 1]) == 2) {
+    sh_lir_stmt all[4096];
+    int na = sh_sched_stores(k, k->root, all, 4096), readers = 0;
+    for (int i = 0; i < na && i < 4096; i++) readers += sh_lir_uses_buf(k, k->st[all[i]].val, C);
+    int left = 0;
+    sh_lir_expr v = swap_loads(k, k->st[ft].val, C, k->st[fs].nidx, &k->st[fs].idx, k->st[fs].val, &left);
+    if (na <= 4096 && readers == 1 && left == 0 && sh_lir_uses_buf(k, k->st[ft].val, C)) {
+      k->st[ft].val = v;
+      sh_lir_stmt top = fs;
+      while (k->st[top].parent != s.c.final[n - 1]) top = k->st[top].parent;
+      sh_lir_detach(k, top);
+      k->bufs[C].inlined = true;
+    }
+  }
+  if (sh_sched_unswitch(k, ta) == SHEAF_OK) {
+    unguard_band(k, s.c.local, ga->B, s.packed);
+    unguard_band(k, t.c.local, gb->B, t.packed);
+  }
+  sh_lir_stmt f;
+  if (!sh_sched_fuse(k, s.io, s.jo, &f)) sh_sched_parallel(k, f);
   return k->err;
 }
 
@@ -477,8 +675,13 @@ sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sch
   for (sh_lir_stmt s = k->st[k->root].body; s >= 0 && n < 256; s = k->st[s].next) tops[n++] = s;
   for (int i = 0; i < n && !k->err; i++) {
     if (k->st[tops[i]].parent != k->root) continue; /* removed by an earlier step */
-    gemm_match g;
+    gemm_match g, g2;
     if (match_gemm(k, tops[i], &g)) {
+      if (!opts->no_pair && i + 1 < n && match_gemm(k, tops[i + 1], &g2) && gemm_pair(k, &g, &g2)) {
+        if ((st = sched_gemm_pair(k, &g, &g2, w, opts))) return st;
+        i++;
+        continue;
+      }
       if ((st = sched_gemm(k, &g, w, opts))) return st;
       continue;
     }
