@@ -34,6 +34,8 @@ static const sh_tune_field fields[] = {
     {F(no_pack), 1, {1}},            /* leave a weight unpacked */
     {F(row_unroll), 3, {2, 8, 1}},   /* vectors per step of a row loop (4) */
     {F(par_block), 2, {1, 8}},       /* iterations per parallel task (4) */
+    {F(no_pair), 1, {1}},            /* a tile per GEMM over a shared A, not one for both */
+    {F(kc), 3, {128, 256, 384}},     /* GEMM K block (none) */
 };
 #undef F
 
