@@ -432,13 +432,24 @@ static void reductions_outward(sh_lir_kernel *k, sh_lir_stmt top, int w) {
   }
 }
 
+/* Rows of dot products (the attention's scores) get a register tile over
+ * the rows of the operand that varies (sched_dot.c). */
+static void dot_tiles(sh_lir_kernel *k, sh_lir_stmt top, int w) {
+  sh_lir_stmt inner[256];
+  int n = 0;
+  innermost_loops(k, top, inner, &n, 256);
+  for (int i = 0; i < n && i < 256 && !k->err; i++) sh_sched_dot_tile(k, inner[i], w);
+}
+
 static void sched_nest(sh_lir_kernel *k, sh_lir_stmt top, int w, const sh_sched_opts *o) {
+  if (w > 1) dot_tiles(k, top, w);
   if (w > 1) reductions_outward(k, top, w);
   if (w > 1) {
     sh_lir_stmt inner[256];
     int n = 0;
     innermost_loops(k, top, inner, &n, 256);
-    for (int i = 0; i < n; i++) vectorize_loop(k, inner[i], w, o->row_unroll);
+    for (int i = 0; i < n; i++)
+      if (k->st[inner[i]].annot == SH_LIR_SERIAL) vectorize_loop(k, inner[i], w, o->row_unroll);
   }
   if (k->st[top].kind != SH_LIR_S_LOOP || !sh_sched_contains_loop(k, top)) return;
   if (ragged_extents(k, top)) {
