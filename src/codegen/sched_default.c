@@ -301,6 +301,16 @@ static void combine_partials(sh_lir_kernel *k, const sh_sched_cache *c, int w) {
   if (w > 1) sh_sched_vectorize(k, ll, w);
 }
 
+/* A row loop of a reduction whose extent is not a constant (a ragged
+ * row's whole vectors) goes inside `if (0 < extent)`: the accumulators'
+ * set-up and their horizontal reduction after it are skipped with it when
+ * the row has none (a row of 25 has no block of 4 vectors). */
+static void skip_empty(sh_lir_kernel *k, sh_lir_stmt L) {
+  int64_t ext;
+  if (!sh_lir_is_const(k, k->st[L].ext, &ext))
+    sh_sched_wrap_if(k, L, sh_lir_bin(k, SH_LIR_OP_LT, sh_lir_int(k, 0), k->st[L].ext));
+}
+
 static void vectorize_loop(sh_lir_kernel *k, sh_lir_stmt L, int w, int unroll) {
   sh_lir_var v = k->st[L].var;
   sh_lir_stmt st[64];
@@ -322,7 +332,7 @@ static void vectorize_loop(sh_lir_kernel *k, sh_lir_stmt L, int w, int unroll) {
   if (sh_sched_split(k, L, w * U, SH_SCHED_TAIL_PEEL, &lo, &li, &lt) ||
       sh_sched_split(k, li, w, SH_SCHED_TAIL_GUARD, &lv, &ll, NULL))
     return;
-  (void)lo;
+  if (nred) skip_empty(k, lo);
   for (int r = 0; r < nred; r++) {
     sh_sched_cache c;
     if (sh_sched_rfactor(k, lv, SH_LIR_NONE, &c)) break;

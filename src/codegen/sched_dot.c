@@ -24,6 +24,7 @@
 #include "codegen/lir_sched_int.h"
 
 #define DOT_JT 4 /* values of j per tile */
+#define DOT_IT 2 /* values of i per tile */
 
 static bool is_var(const sh_lir_kernel *k, sh_lir_expr e, sh_lir_var v) {
   return k->ex[e].kind == SH_LIR_E_VAR && k->ex[e].a == v;
@@ -91,37 +92,135 @@ static sh_lir_stmt holding(const sh_lir_kernel *k, const sh_lir_stmt *loops, int
   return SH_LIR_NONE;
 }
 
-bool sh_sched_dot_tile(sh_lir_kernel *k, sh_lir_stmt R, int w) {
-  sh_lir_stmt J;
-  if (w < 2 || k->err || !match_dot(k, R, &J)) return false;
-  sh_lir_stmt S = k->st[R].body, jo, ji, jt;
-  if (sh_sched_split(k, J, DOT_JT, SH_SCHED_TAIL_PEEL, &jo, &ji, &jt)) return false;
-  /* the same store in the peeled tail keeps the generic treatment */
+/* Steps 1-3 on the dot row J (R its d loop, S the reduction): J split by
+ * Jt, its statements distributed over j_i, d split by W and the d_o loop
+ * moved outside j_i. Returns the loop over j_i under d_o (NONE: stopped
+ * early; the kernel is valid either way). */
+static sh_lir_stmt tile_j(sh_lir_kernel *k, sh_lir_stmt J, sh_lir_stmt R, int w) {
+  sh_lir_buf sb = k->st[k->st[R].body].buf;
+  sh_lir_stmt jo, ji, jt;
+  if (sh_sched_split(k, J, DOT_JT, SH_SCHED_TAIL_PEEL, &jo, &ji, &jt)) return SH_LIR_NONE;
   sh_lir_stmt loops[16];
   int nl = 1;
   loops[0] = ji;
-  if (sh_lir_body_len(k, ji) > 1 && (sh_sched_distribute(k, ji, loops, 16, &nl) || nl > 16)) return true;
-  sh_lir_buf sb = k->st[S].buf;
+  if (sh_lir_body_len(k, ji) > 1 && (sh_sched_distribute(k, ji, loops, 16, &nl) || nl > 16))
+    return SH_LIR_NONE;
   sh_lir_stmt jr = holding(k, loops, nl, sb, &R);
-  if (jr < 0) return true;
-  S = k->st[R].body;
+  if (jr < 0) return SH_LIR_NONE;
   for (int i = 0; i < nl; i++) /* init and post statements: Jt scalars each */
     if (loops[i] != jr) sh_sched_unroll(k, loops[i]);
   sh_lir_stmt dout, dl, dt = SH_LIR_NONE;
-  if (sh_sched_split(k, R, w, SH_SCHED_TAIL_PEEL, &dout, &dl, &dt)) return true;
+  if (sh_sched_split(k, R, w, SH_SCHED_TAIL_PEEL, &dout, &dl, &dt)) return SH_LIR_NONE;
   if (dt >= 0) {
     sh_lir_stmt l2[2];
     int n2;
-    if (sh_sched_distribute(k, jr, l2, 2, &n2) || n2 != 2) return true;
-    jr = l2[0]; /* l2[1]: the rest of d, per j (0 iterations when W divides D) */
+    if (sh_sched_distribute(k, jr, l2, 2, &n2) || n2 != 2) return SH_LIR_NONE;
+    jr = l2[0];
+    /* l2[1]: the rest of d, per j, skipped as a whole when empty (W divides
+     * D), its generic row schedule's fixed costs (a horizontal reduction
+     * per j) included */
+    sh_sched_wrap_if(k, l2[1], sh_lir_bin(k, SH_LIR_OP_LT, sh_lir_int(k, 0), k->st[dt].ext));
   }
   sh_lir_stmt order[2] = {dout, jr};
-  if (sh_sched_reorder(k, 2, order)) return true;
-  sh_sched_cache c;
-  if (sh_sched_rfactor(k, jr, S, &c)) return true;
-  sh_sched_unroll(k, c.init[0]), sh_sched_vectorize(k, c.init[1], w);
-  sh_sched_unroll(k, jr), sh_sched_vectorize(k, dl, w);
-  sh_sched_unroll(k, c.final[0]), sh_sched_vectorize(k, c.final[1], w);
+  if (sh_sched_reorder(k, 2, order)) return SH_LIR_NONE;
   (void)jt;
+  return jr;
+}
+
+/* The accumulators of the tile whose band starts at `band` (loops down to
+ * the W lanes) for reduction S: rfactor, band loops unrolled, the lanes
+ * vectorized. */
+static void accumulate(sh_lir_kernel *k, sh_lir_stmt band, sh_lir_stmt S, int w) {
+  sh_sched_cache c;
+  if (sh_sched_rfactor(k, band, S, &c)) return;
+  for (int p = 0; p + 1 < c.n; p++) {
+    sh_sched_unroll(k, c.init[p]), sh_sched_unroll(k, c.band[p]), sh_sched_unroll(k, c.final[p]);
+  }
+  sh_sched_vectorize(k, c.init[c.n - 1], w);
+  sh_sched_vectorize(k, c.band[c.n - 1], w);
+  sh_sched_vectorize(k, c.final[c.n - 1], w);
+}
+
+/* The reduction into b at the bottom of the chain of single loops from l,
+ * or NONE. */
+static sh_lir_stmt chain_store(const sh_lir_kernel *k, sh_lir_stmt l, sh_lir_buf b) {
+  while (l >= 0 && k->st[l].kind == SH_LIR_S_LOOP && k->st[l].next < 0) l = k->st[l].body;
+  if (l < 0 || k->st[l].kind != SH_LIR_S_STORE || k->st[l].next >= 0 || k->st[l].buf != b ||
+      k->st[l].combine != SH_LIR_COMBINE_ADD)
+    return SH_LIR_NONE;
+  return l;
+}
+
+/* The 1-D tile of a dot row (a query row alone). */
+static void tile_row(sh_lir_kernel *k, sh_lir_stmt J, sh_lir_stmt R, int w) {
+  sh_lir_buf sb = k->st[k->st[R].body].buf;
+  sh_lir_stmt jr = tile_j(k, J, R, w);
+  sh_lir_stmt S = jr >= 0 ? chain_store(k, k->st[jr].body, sb) : SH_LIR_NONE;
+  if (S >= 0) accumulate(k, jr, S, w);
+}
+
+/* The first loop over a dot row of b below s (a j loop whose body holds
+ * a loop with the reduction into b), and that inner loop. */
+static sh_lir_stmt find_row(const sh_lir_kernel *k, sh_lir_stmt s, sh_lir_buf b, sh_lir_stmt *R) {
+  for (sh_lir_stmt c = k->st[s].body; c >= 0; c = k->st[c].next) {
+    if (k->st[c].kind != SH_LIR_S_LOOP) continue;
+    for (sh_lir_stmt r = k->st[c].body; r >= 0; r = k->st[r].next)
+      if (k->st[r].kind == SH_LIR_S_LOOP && chain_store(k, k->st[r].body, b) >= 0 &&
+          k->st[k->st[r].body].kind == SH_LIR_S_STORE) {
+        *R = r;
+        return c;
+      }
+    sh_lir_stmt f = find_row(k, c, b, R);
+    if (f >= 0) return f;
+  }
+  return SH_LIR_NONE;
+}
+
+bool sh_sched_dot_tile(sh_lir_kernel *k, sh_lir_stmt R, int w) {
+  sh_lir_stmt J;
+  if (w < 2 || k->err || !match_dot(k, R, &J)) return false;
+  sh_lir_buf sb = k->st[k->st[R].body].buf;
+  /* a 2-D tile when J is the only statement of a serial loop I over the
+   * operand rows that stay (the query rows) */
+  sh_lir_stmt I = k->st[J].parent, io, ii, it = SH_LIR_NONE;
+  int64_t ext;
+  bool two = I >= 0 && k->st[I].kind == SH_LIR_S_LOOP && k->st[I].annot == SH_LIR_SERIAL &&
+             k->st[I].body == J && k->st[J].next < 0 && !sh_lir_uses_var(k, k->st[J].ext, k->st[I].var) &&
+             !(sh_lir_is_const(k, k->st[I].ext, &ext) && ext < DOT_IT);
+  if (!two || sh_sched_split(k, I, DOT_IT, SH_SCHED_TAIL_PEEL, &io, &ii, &it)) {
+    tile_row(k, J, R, w);
+    return true;
+  }
+  (void)io;
+  /* the rest of the rows (< It) one at a time */
+  sh_lir_stmt Rt, Jt = it >= 0 ? find_row(k, it, sb, &Rt) : SH_LIR_NONE;
+  if (Jt >= 0) tile_row(k, Jt, Rt, w);
+  /* J and R kept their ids in i_i */
+  sh_lir_stmt jr = tile_j(k, J, R, w);
+  if (jr < 0) return true;
+  /* i_i's body: the j_o loop, the j tail: i_i goes inside j_o, then
+   * inside d_o */
+  sh_lir_stmt jo = k->st[ii].body, loops[16];
+  int nl;
+  if (sh_lir_body_len(k, ii) > 1 && (sh_sched_distribute(k, ii, loops, 16, &nl) || loops[0] != ii)) return true;
+  sh_lir_stmt order[2] = {jo, ii};
+  if (sh_sched_reorder(k, 2, order)) return true;
+  if (sh_sched_distribute(k, ii, loops, 16, &nl) || nl > 16) return true;
+  sh_lir_stmt ir = SH_LIR_NONE, dout = SH_LIR_NONE;
+  for (int i = 0; i < nl; i++) {
+    sh_lir_stmt d = k->st[loops[i]].body; /* d_o: its body the j_i loop of the tile */
+    if (ir < 0 && d >= 0 && k->st[d].kind == SH_LIR_S_LOOP && k->st[d].next < 0 && chain_store(k, d, sb) >= 0 &&
+        k->st[k->st[d].body].kind == SH_LIR_S_LOOP && k->st[k->st[k->st[d].body].body].kind == SH_LIR_S_LOOP) {
+      ir = loops[i];
+      dout = d;
+    } else if (k->st[loops[i]].body >= 0 && k->st[k->st[loops[i]].body].annot == SH_LIR_UNROLL) {
+      sh_sched_unroll(k, loops[i]); /* init / post: It × Jt scalars */
+    }
+  }
+  if (ir < 0) return true;
+  sh_lir_stmt order2[2] = {dout, ir};
+  if (sh_sched_reorder(k, 2, order2)) return true;
+  sh_lir_stmt S = chain_store(k, k->st[ir].body, sb);
+  if (S >= 0) accumulate(k, ir, S, w);
   return true;
 }
