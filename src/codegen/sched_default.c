@@ -403,6 +403,55 @@ static bool tile_row_reduction(sh_lir_kernel *k, sh_lir_stmt D, sh_lir_stmt R, s
   return true;
 }
 
+/* The same with two rows of an outer loop I (D its only statement, the
+ * value reading an operand free of I: the attention's v) in the tile:
+ * `for i: for d: for j: o[i, d] += e[i, j]·v[j, d]` keeps 2 × 4 vectors of
+ * o in registers across j, each v vector loaded once for both rows. The
+ * last odd row takes the one-row tile. */
+static bool tile_row_reduction2(sh_lir_kernel *k, sh_lir_stmt D, sh_lir_stmt R, sh_lir_stmt S, int w) {
+  sh_lir_stmt I = k->st[D].parent;
+  int64_t U = 4, ext;
+  if (I < 0 || k->st[I].kind != SH_LIR_S_LOOP || k->st[I].annot != SH_LIR_SERIAL || k->st[I].body != D ||
+      k->st[D].next >= 0 || (sh_lir_is_const(k, k->st[I].ext, &ext) && ext < 2) ||
+      (sh_lir_is_const(k, k->st[D].ext, &ext) && ext < U * w))
+    return false;
+  sh_lir_var vi = k->st[I].var;
+  const sh_lir_snode *x = &k->st[S];
+  const sh_lir_enode *val = &k->ex[x->val];
+  bool idx_i = false;
+  for (int d = 0; d < x->nidx; d++) idx_i |= sh_lir_uses_var(k, k->list[x->idx + d], vi);
+  if (!idx_i || sh_lir_uses_var(k, k->st[D].ext, vi) || sh_lir_uses_var(k, k->st[R].ext, vi) ||
+      val->kind != SH_LIR_E_BIN || val->op != SH_LIR_OP_MUL ||
+      (sh_lir_uses_var(k, val->a, vi) && sh_lir_uses_var(k, val->b, vi)))
+    return false;
+  sh_lir_stmt first = k->st[D].body;
+  if (first != R && (k->st[first].kind != SH_LIR_S_STORE || k->st[first].next != R)) return false;
+  if (k->st[R].next >= 0) return false;
+  sh_lir_stmt io, ii, it = SH_LIR_NONE;
+  if (sh_sched_split(k, I, 2, SH_SCHED_TAIL_PEEL, &io, &ii, &it)) return false;
+  (void)io;
+  if (it >= 0) { /* the odd row: its copy of D */
+    sh_lir_stmt D2 = k->st[it].body, R2 = D2 >= 0 ? k->st[D2].body : SH_LIR_NONE;
+    while (R2 >= 0 && k->st[R2].next >= 0) R2 = k->st[R2].next;
+    if (R2 >= 0 && k->st[R2].kind == SH_LIR_S_LOOP && k->st[R2].body >= 0)
+      tile_row_reduction(k, D2, R2, k->st[R2].body, w);
+  }
+  sh_lir_stmt dout, din, dv, dl, loops[4];
+  int nl;
+  if (sh_sched_split(k, D, U * w, SH_SCHED_TAIL_PEEL, &dout, &din, NULL) ||
+      sh_sched_split(k, din, w, SH_SCHED_TAIL_GUARD, &dv, &dl, NULL))
+    return true;
+  if (sh_lir_body_len(k, ii) > 1 && (sh_sched_distribute(k, ii, loops, 4, &nl) || loops[0] != ii)) return true;
+  sh_lir_stmt order[2] = {dout, ii};
+  if (sh_sched_reorder(k, 2, order)) return true;
+  sh_sched_cache c;
+  if (sh_sched_cache_write(k, ii, &c)) return true;
+  tile_copy(k, c.n, c.init, w);
+  tile_copy(k, c.n, c.band, w);
+  tile_copy(k, c.n, c.final, w);
+  return true;
+}
+
 /* A reduction loop R innermost under a spatial loop D, R's accesses not
  * stride-1 in R but D's are (`for d: [o = 0;] for j: o[.., d] += e[j]·v[j, d]`):
  * D is distributed (its other statements keep a loop of their own) and R
@@ -427,7 +476,7 @@ static void reductions_outward(sh_lir_kernel *k, sh_lir_stmt top, int w) {
     if (r_in_idx || !d_ok || contiguous_expr(k, x->val, vr) || !contiguous_expr(k, x->val, vd) ||
         sh_lir_uses_var(k, k->st[R].ext, vd))
       continue;
-    if (tile_row_reduction(k, D, R, S, w)) continue;
+    if (tile_row_reduction2(k, D, R, S, w) || tile_row_reduction(k, D, R, S, w)) continue;
     int pos = 0;
     for (sh_lir_stmt c = k->st[D].body; c >= 0 && c != R; c = k->st[c].next) pos++;
     sh_lir_stmt Dp = D;
