@@ -523,6 +523,31 @@ static void sched_nest(sh_lir_kernel *k, sh_lir_stmt top, int w, const sh_sched_
   sh_sched_parallel(k, outer);
 }
 
+/* Consecutive nests over the same outer loop whose bodies have ragged
+ * extents (the attention's scores, max, exps, sums, products: one nest per
+ * statement) become one nest over it (fuse_siblings), so each sequence's
+ * temporaries are written and read again while in cache; then the same
+ * inside the fused body (the heads of a multi-head attention). Only loops
+ * whose own extent is not ragged are fused: the query rows (ragged) stay
+ * one loop per statement, for the register tiles over rows. GEMM-like
+ * nests stay alone (they are tiled as a whole). */
+static void fuse_nests(sh_lir_kernel *k, sh_lir_stmt parent) {
+  for (sh_lir_stmt a = k->st[parent].body; a >= 0 && !k->err;) {
+    sh_lir_stmt b = k->st[a].next;
+    gemm_match g;
+    bool fusable = k->st[a].kind == SH_LIR_S_LOOP && !has_load(k, k->st[a].ext) && ragged_extents(k, a) &&
+                   !(parent == k->root && match_gemm(k, a, &g));
+    if (fusable && b >= 0 && k->st[b].kind == SH_LIR_S_LOOP && ragged_extents(k, b) &&
+        !(parent == k->root && match_gemm(k, b, &g))) {
+      sheaf_status saved = k->err;
+      if (sh_sched_fuse_siblings(k, a, b) == SHEAF_OK) continue; /* a took b's body; try the next */
+      k->err = saved;
+    }
+    if (fusable) fuse_nests(k, a);
+    a = b;
+  }
+}
+
 sheaf_status sh_sched_default(sh_lir_kernel *k, sheaf_isa isa) {
   sh_sched_opts o;
   memset(&o, 0, sizeof o);
@@ -542,6 +567,7 @@ sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sch
       sheaf_status saved = k->err;
       if (sh_sched_contract(k, b)) k->err = saved;
     }
+  fuse_nests(k, k->root);
   sh_lir_stmt tops[256];
   int n = 0;
   for (sh_lir_stmt s = k->st[k->root].body; s >= 0 && n < 256; s = k->st[s].next) tops[n++] = s;
