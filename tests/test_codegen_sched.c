@@ -636,7 +636,7 @@ TEST(codegen_sched_dot_tile) {
     REQUIRE(k);
     REQUIRE_OK(ctx, sh_sched_default(k, levels[l]));
     char want[96];
-    snprintf(want, sizeof want, " f32[2, 4, %d] local\n", w);
+    snprintf(want, sizeof want, " f32[4, 2, %d] local\n", w);
     CHECK_CONTAINS(text(ctx, k), want);
     CHECK_CONTAINS(text(ctx, k), "for i_o in 0..len[b] / 2:\n");
     CHECK_CONTAINS(text(ctx, k), "for j_o in 0..len[b] / 4:\n");

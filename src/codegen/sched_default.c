@@ -442,10 +442,12 @@ static bool tile_row_reduction2(sh_lir_kernel *k, sh_lir_stmt D, sh_lir_stmt R, 
       sh_sched_split(k, din, w, SH_SCHED_TAIL_GUARD, &dv, &dl, NULL))
     return true;
   if (sh_lir_body_len(k, ii) > 1 && (sh_sched_distribute(k, ii, loops, 4, &nl) || loops[0] != ii)) return true;
-  sh_lir_stmt order[2] = {dout, ii};
-  if (sh_sched_reorder(k, 2, order)) return true;
+  /* d_o, then the 4 vectors, then the 2 rows: each v vector is loaded
+   * once and used by both rows' statements in a row */
+  sh_lir_stmt order[3] = {dout, dv, ii};
+  if (sh_sched_reorder(k, 3, order)) return true;
   sh_sched_cache c;
-  if (sh_sched_cache_write(k, ii, &c)) return true;
+  if (sh_sched_cache_write(k, dv, &c)) return true;
   tile_copy(k, c.n, c.init, w);
   tile_copy(k, c.n, c.band, w);
   tile_copy(k, c.n, c.final, w);

@@ -218,9 +218,12 @@ bool sh_sched_dot_tile(sh_lir_kernel *k, sh_lir_stmt R, int w) {
     }
   }
   if (ir < 0) return true;
-  sh_lir_stmt order2[2] = {dout, ir};
-  if (sh_sched_reorder(k, 2, order2)) return true;
-  sh_lir_stmt S = chain_store(k, k->st[ir].body, sb);
-  if (S >= 0) accumulate(k, ir, S, w);
+  /* d_o, then the keys, then the rows: each k vector is loaded once and
+   * used by both rows' statements in a row */
+  sh_lir_stmt jt2 = k->st[dout].body;
+  sh_lir_stmt order2[3] = {dout, jt2, ir};
+  if (sh_sched_reorder(k, 3, order2)) return true;
+  sh_lir_stmt S = chain_store(k, k->st[jt2].body, sb);
+  if (S >= 0) accumulate(k, jt2, S, w);
   return true;
 }
