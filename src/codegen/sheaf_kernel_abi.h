@@ -131,6 +131,23 @@ static inline float sk_softplusf(float x) {
   double d = x;
   return (float)(fmax(d, 0.0) + log1p(exp(-fabs(d))));
 }
+/* exp of x <= 0 (or NaN): one lane of sk_expnpW below, the same operations
+ * (exact fmaf), so a row's scalar rest matches its vector lanes bit for
+ * bit and costs no libm call; 0 below -87.3365. */
+static inline float sk_expnpf(float x) {
+  const float magic = 12583039.0f; /* 1.5·2^23 + 127 */
+  float t = fmaf(x, 1.44269504088896341f, magic), s, n = t - magic;
+  uint32_t bits;
+  memcpy(&bits, &t, sizeof bits);
+  bits <<= 23;
+  memcpy(&s, &bits, sizeof s);
+  float r = fmaf(n, -0x1.62E430p-1f, x);
+  float p = fmaf(0x1.0F9F9Cp-7f, r, 0x1.573A1Ap-5f);
+  p = fmaf(p, r, 0x1.555A80p-3f);
+  p = fmaf(p, r, 0x1.FFFDC6p-2f);
+  p = fmaf(p, r, 0x1.FFFFF6p-1f);
+  return x < -0x1.5D589Ep6f ? 0.0f : fmaf(r * s, p, s);
+}
 
 /* ------------------------------------------------------- vector types */
 
