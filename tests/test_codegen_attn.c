@@ -3,8 +3,8 @@
  * notation through the whole pipeline (lower, default schedule with its
  * dot-product and e·v tiles, C, JIT, sheaf_kernel_run) at every ISA level
  * the host runs, against a double-precision reference: sequence lengths
- * 0, 1 and below, at, above and at multiples of the tiles (2 query rows,
- * 4 keys, 4 vectors of d), head sizes below, at, above and at multiples
+ * 0, 1 and below, at, above and at multiples of the tiles (3 query rows
+ * and 4 keys of the scores, 2 rows and 4 vectors of d of e·v), head sizes below, at, above and at multiples
  * of the vector width, and several heads as a kernel of its own.
  */
 #include <math.h>
@@ -105,8 +105,8 @@ TEST(codegen_attn_compiled) {
   if (!th_have_jit_cc("codegen_attn_compiled")) return;
   sheaf_ctx *ctx = th_ctx();
   static const sheaf_isa levels[] = {SHEAF_ISA_SCALAR, SHEAF_ISA_AVX2, SHEAF_ISA_AVX512};
-  /* lengths 0 and 1; 2, 4, 8 (tile multiples) and their neighbours */
-  static const int32_t lens[] = {0, 1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 33};
+  /* lengths 0 and 1; 2, 3, 4, 6, 8, 12 (tile multiples) and their neighbours */
+  static const int32_t lens[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13, 33};
   static const int64_t dims[] = {1, 8, 13, 32, 33, 64};
   for (size_t l = 0; l < SH_ARRAY_LEN(levels); l++) {
     if (levels[l] > sheaf_cpu_isa_host()) continue;

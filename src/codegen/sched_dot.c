@@ -5,18 +5,23 @@
  *
  * with d stride-1 in both operands and one operand (A) free of j: the
  * attention's scores q(i, :) · k(j, :). Each dot product alone reads both
- * rows and ends in a horizontal reduction; here Jt = 4 values of j share
- * one load of A's vector, each keeping W lanes of partial sums in
- * registers (a Jt × W tile: rfactor over the band j_i × d_l), and the
- * horizontal reductions happen once per tile row after the d loop:
+ * rows and ends in a horizontal reduction; here a tile of Jt = 4 values of
+ * j and, when J is the only statement of a loop I over A's rows, It = 3
+ * values of i keeps Jt × It × W partial sums in registers across d
+ * (rfactor over the band j_i × i_i × d_l): each k vector is loaded once for
+ * It rows, each q vector once for Jt keys, and one horizontal reduction per
+ * value follows the d loop:
  *
- *   for j_o in 0..J / 4:
- *     (init / post statements of j: loops of their own over j_i, unrolled)
- *     alloc S_acc[4, W]:
- *       for d_o in 0..D / W:
- *         for j_i in 0..4 unroll: for d_l in 0..W vector: S_acc[j_i, d_l] += A[d] · B[j, d]
- *       for j_i in 0..4 unroll: for d_l in 0..W vector: S[.., j] += S_acc[j_i, d_l]
- *   (the rest of j, and of d, as before: the generic row rules)
+ *   for i_o in 0..I / 3:
+ *     for j_o in 0..J / 4:
+ *       (init / post statements of j: loops of their own, unrolled)
+ *       alloc S_acc[4, 3, W]:
+ *         for d_o in 0..D / W:
+ *           for j_i in 0..4 unroll: for i_i in 0..3 unroll: for d_l in 0..W vector:
+ *             S_acc[j_i, i_i, d_l] += A[i, d] · B[j, d]
+ *         (S[.., i, j] += the horizontal sum of S_acc[j_i, i_i, :], per value)
+ *       (the rest of d, D mod W: skipped as a whole when empty)
+ *     (the rest of j, and of i: the 1-D tile or the generic row rules)
  *
  * Only primitives (split, distribute, reorder, rfactor, unroll, vectorize)
  * are used; the rule is tried and skipped when one of them refuses.
@@ -24,7 +29,7 @@
 #include "codegen/lir_sched_int.h"
 
 #define DOT_JT 4 /* values of j per tile */
-#define DOT_IT 2 /* values of i per tile */
+#define DOT_IT 3 /* values of i per tile (12 accumulators: 16 registers on AVX2) */
 
 static bool is_var(const sh_lir_kernel *k, sh_lir_expr e, sh_lir_var v) {
   return k->ex[e].kind == SH_LIR_E_VAR && k->ex[e].a == v;
