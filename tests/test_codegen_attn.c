@@ -4,8 +4,9 @@
  * dot-product and e·v tiles, C, JIT, sheaf_kernel_run) at every ISA level
  * the host runs, against a double-precision reference: sequence lengths
  * 0, 1 and below, at, above and at multiples of the tiles (3 query rows
- * and 4 keys of the scores, 2 rows and 4 vectors of d of e·v), head sizes below, at, above and at multiples
- * of the vector width, and several heads as a kernel of its own.
+ * and 4 keys of the scores, 3 rows and 4 vectors of d of e·v), head sizes
+ * below, at, above and at multiples of the vector width, and several heads
+ * as a kernel of its own.
  */
 #include <math.h>
 #include <stdlib.h>
