@@ -11,10 +11,11 @@
  *   the cost of one sheaf_kernel_run call (a 1-element kernel);
  *   softmax and layernorm rows (M = 64, N = 768) vs sh_softmax_rows /
  *     sh_layernorm_rows;
- *   ragged attention, one head of 64, over the first 64 sequence lengths
- *     of the bundled WikiText-2 test set (data/wikitext2_lengths) vs
- *     sh_ragged_attention (the generated kernel stores the scores; the hand
- *     one fuses softmax per row block);
+ *   ragged attention, one head of 64 and 4 heads of 64, over the first 64
+ *     sequence lengths of the bundled WikiText-2 test set
+ *     (data/wikitext2_lengths) vs sh_ragged_attention at the same shape (the
+ *     generated kernel stores the scores; the hand one fuses softmax per
+ *     row block);
  *   cold compile (empty cache) and a cache hit (a new sheaf_kernel).
  *
  *   make bench-codegen [BENCH_ARGS='--quick [--only mm|rows|attn]']
@@ -48,6 +49,14 @@ static const char AT[] = "kernel attn(L: i32[B], q: f32[B, L(b), D], k: f32[B, L
                          "  z(b, i) +=! e(b, i, j)\n  o(b, i, d) +=! e(b, i, j) * v(b, j, d)\n"
                          "  out(b, i, d) = o(b, i, d) / z(b, i)\n}\n";
 
+/* H heads of 64 in each token's row (the encoder's layout). */
+static const char MHA[] = "kernel mha(L: i32[B], q: f32[B, L(b), H, D], k: f32[B, L(b), H, D], v: f32[B, L(b), H, D])\n"
+                          "    -> f32[B, L(b), H, D] {\n"
+                          "  s(b, h, i, j) +=! q(b, i, h, d) * k(b, j, h, d) / sqrt(D)\n"
+                          "  m(b, h, i) max=! s(b, h, i, j)\n  e(b, h, i, j) = exp(s(b, h, i, j) - m(b, h, i))\n"
+                          "  z(b, h, i) +=! e(b, h, i, j)\n  o(b, h, i, d) +=! e(b, h, i, j) * v(b, j, h, d)\n"
+                          "  out(b, i, h, d) = o(b, h, i, d) / z(b, h, i)\n}\n";
+
 static sheaf_kernel *build(sheaf_ctx *ctx, const char *src, const char *dir, sheaf_isa isa, double *secs) {
   sh_kernel_opts o = {.isa_set = true, .isa = isa, .cache_dir = dir};
   sheaf_kernel *k = NULL;
@@ -67,6 +76,67 @@ static double maxdiff(const float *a, const float *b, size_t n) {
     if (d > m) m = d;
   }
   return m;
+}
+
+/* Ragged attention over the first 64 WikiText-2 test lengths, `heads`
+ * heads of 64 (1: kernel attn, rank-3 operands; else mha, rank 4), against
+ * sh_ragged_attention on the same data (q, k, v interleaved per token as
+ * the in-projection's output), alternating, best of rounds. */
+static int bench_attn(sheaf_ctx *ctx, sheaf_isa isa, sheaf_kernel *kat, int heads, bool quick, int rounds,
+                      uint64_t *seed) {
+  enum { NB = 64, DH = 64 };
+  int32_t L[NB];
+  int64_t len[NB], off[NB + 1];
+  FILE *f = fopen("data/wikitext2_lengths/wiki.test.lengths", "r");
+  int nb = 0;
+  long v;
+  while (f && nb < NB && fscanf(f, "%ld", &v) == 1) L[nb++] = (int32_t)v;
+  if (f) fclose(f);
+  if (nb < NB) {
+    fprintf(stderr, "bench_codegen: data/wikitext2_lengths/wiki.test.lengths not readable (run from the repository root)\n");
+    return 1;
+  }
+  off[0] = 0;
+  int64_t maxl = 0, HD = (int64_t)heads * DH;
+  for (int b = 0; b < NB; b++) len[b] = L[b], off[b + 1] = off[b] + L[b], maxl = L[b] > maxl ? L[b] : maxl;
+  int64_t T = off[NB];
+  float *q = exb_frand_xs(T * HD, seed), *kk = exb_frand_xs(T * HD, seed), *vv = exb_frand_xs(T * HD, seed);
+  float *qkv = malloc(sizeof(float) * (size_t)(T * 3 * HD));
+  for (int64_t t = 0; t < T; t++) {
+    memcpy(qkv + t * 3 * HD, q + t * HD, sizeof(float) * (size_t)HD);
+    memcpy(qkv + t * 3 * HD + HD, kk + t * HD, sizeof(float) * (size_t)HD);
+    memcpy(qkv + t * 3 * HD + 2 * HD, vv + t * HD, sizeof(float) * (size_t)HD);
+  }
+  float *og = malloc(sizeof(float) * (size_t)(T * HD)), *oh = malloc(sizeof(float) * (size_t)(T * HD));
+  sh_rseq rs = {.batch = NB, .len = len, .off = off, .n = T, .max_len = maxl};
+  sh_attn_ws *aws;
+  if (sh_attn_ws_create(ctx, &aws)) return 1;
+  int64_t sL[] = {NB}, s3[] = {NB, -1, DH}, s4[] = {NB, -1, heads, DH};
+  int rank = heads == 1 ? 3 : 4;
+  const int64_t *sq = heads == 1 ? s3 : s4;
+  size_t n = (size_t)(T * HD);
+  sheaf_kernel_arg aa[] = {{SHEAF_KERNEL_I32, L, NB, 1, sL}, {SHEAF_KERNEL_F32, q, n, rank, sq},
+                           {SHEAF_KERNEL_F32, kk, n, rank, sq}, {SHEAF_KERNEL_F32, vv, n, rank, sq},
+                           {SHEAF_KERNEL_F32, og, n, 0, NULL}};
+  double bg = 1e30, bh = 1e30;
+  int reps = quick ? 2 : 5;
+  for (int r = 0; r < rounds * 3; r++) {
+    double t0 = exb_now_s(true);
+    for (int i = 0; i < reps; i++) sheaf_kernel_run(kat, aa, 5);
+    double t1 = exb_now_s(true);
+    for (int i = 0; i < reps; i++)
+      sh_ragged_attention(ctx, isa, 1, &rs, heads, DH, 1.0f / sqrtf(DH), qkv, 3 * HD, oh, HD, aws);
+    double t2 = exb_now_s(true);
+    bg = fmin(bg, (t1 - t0) / reps), bh = fmin(bh, (t2 - t1) / reps);
+  }
+  double d = maxdiff(og, oh, n);
+  printf("attention  %d sequences (WikiText-2 test, %lld tokens, longest %lld), %d head%s of 64: generated %.2f ms, "
+         "hand %.2f ms, g/h %.2f%s\n",
+         NB, (long long)T, (long long)maxl, heads, heads > 1 ? "s" : "", bg * 1e3, bh * 1e3, bh / bg,
+         d > 1e-4 ? "  (results differ!)" : "");
+  sh_attn_ws_free(ctx, aws);
+  free(q), free(kk), free(vv), free(qkv), free(og), free(oh);
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -191,54 +261,10 @@ int main(int argc, char **argv) {
     free(x), free(gam), free(be), free(yg), free(yh);
   }
   if (do_attn) {
-    enum { NB = 64, DH = 64 };
-    int32_t L[NB];
-    int64_t len[NB], off[NB + 1];
-    FILE *f = fopen("data/wikitext2_lengths/wiki.test.lengths", "r");
-    int nb = 0;
-    long v;
-    while (f && nb < NB && fscanf(f, "%ld", &v) == 1) L[nb++] = (int32_t)v;
-    if (f) fclose(f);
-    if (nb < NB) {
-      fprintf(stderr, "bench_codegen: data/wikitext2_lengths/wiki.test.lengths not readable (run from the repository root)\n");
-      return 1;
-    }
-    off[0] = 0;
-    int64_t maxl = 0;
-    for (int b = 0; b < NB; b++) len[b] = L[b], off[b + 1] = off[b] + L[b], maxl = L[b] > maxl ? L[b] : maxl;
-    int64_t T = off[NB];
-    float *q = exb_frand_xs(T * DH, &seed), *kk = exb_frand_xs(T * DH, &seed), *vv = exb_frand_xs(T * DH, &seed);
-    float *qkv = malloc(sizeof(float) * (size_t)(T * 3 * DH));
-    for (int64_t t = 0; t < T; t++) {
-      memcpy(qkv + t * 3 * DH, q + t * DH, sizeof(float) * DH);
-      memcpy(qkv + t * 3 * DH + DH, kk + t * DH, sizeof(float) * DH);
-      memcpy(qkv + t * 3 * DH + 2 * DH, vv + t * DH, sizeof(float) * DH);
-    }
-    float *og = malloc(sizeof(float) * (size_t)(T * DH)), *oh = malloc(sizeof(float) * (size_t)(T * DH));
-    sh_rseq rs = {.batch = NB, .len = len, .off = off, .n = T, .max_len = maxl};
-    sh_attn_ws *aws;
-    if (sh_attn_ws_create(ctx, &aws)) return 1;
-    int64_t sL[] = {NB}, sq[] = {NB, -1, DH};
-    sheaf_kernel_arg aa[] = {{SHEAF_KERNEL_I32, L, NB, 1, sL}, {SHEAF_KERNEL_F32, q, (size_t)(T * DH), 3, sq},
-                             {SHEAF_KERNEL_F32, kk, (size_t)(T * DH), 3, sq}, {SHEAF_KERNEL_F32, vv, (size_t)(T * DH), 3, sq},
-                             {SHEAF_KERNEL_F32, og, (size_t)(T * DH), 0, NULL}};
-    double bg = 1e30, bh = 1e30;
-    int reps = quick ? 2 : 5;
-    for (int r = 0; r < rounds; r++) {
-      double t0 = exb_now_s(true);
-      for (int i = 0; i < reps; i++) sheaf_kernel_run(kat, aa, 5);
-      double t1 = exb_now_s(true);
-      for (int i = 0; i < reps; i++)
-        sh_ragged_attention(ctx, isa, 1, &rs, 1, DH, 1.0f / sqrtf(DH), qkv, 3 * DH, oh, DH, aws);
-      double t2 = exb_now_s(true);
-      bg = fmin(bg, (t1 - t0) / reps), bh = fmin(bh, (t2 - t1) / reps);
-    }
-    double d = maxdiff(og, oh, (size_t)(T * DH));
-    printf("attention  %d sequences (WikiText-2 test, %lld tokens, longest %lld), head 64: generated %.2f ms, "
-           "hand %.2f ms, g/h %.2f%s\n",
-           NB, (long long)T, (long long)maxl, bg * 1e3, bh * 1e3, bh / bg, d > 1e-4 ? "  (results differ!)" : "");
-    sh_attn_ws_free(ctx, aws);
-    free(q), free(kk), free(vv), free(qkv), free(og), free(oh);
+    sheaf_kernel *kmh = build(ctx, MHA, dir, isa, NULL);
+    for (int heads = 1; heads <= 4; heads *= 4)
+      if (bench_attn(ctx, isa, heads == 1 ? kat : kmh, heads, quick, rounds, &seed)) return 1;
+    sheaf_kernel_free(kmh);
   }
   sh_gemm_ws_free(ctx, ws);
   sheaf_kernel_free(kmm), sheaf_kernel_free(ksm), sheaf_kernel_free(kln), sheaf_kernel_free(kat);

@@ -699,3 +699,141 @@ TEST(codegen_sched_kblock_c) {
     }
   }
 }
+
+/* ------------------------------------- rows of dot products (attention) */
+
+/* y[i, j] += Σ_d x[i, d]·w[j, d] for j < 4, d < 8: rfactor of the band
+ * j × d with j spatial (a named store): a [4, 8] tile of accumulators,
+ * each row reduced into its own y[i, j]. */
+TEST(codegen_sched_rfactor_spatial) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_lir_kernel *k;
+  REQUIRE_OK(ctx, sh_lir_create(ctx, "dots", &k));
+  sh_lir_expr M = sh_lir_sz(k, sh_lir_size(k, "M")), four = sh_lir_int(k, 4), eight = sh_lir_int(k, 8);
+  sh_lir_buf x = sh_lir_buffer(k, "x", SH_LIR_F32, SH_LIR_IN, 2, (sh_lir_expr[]){M, eight});
+  sh_lir_buf w = sh_lir_buffer(k, "w", SH_LIR_F32, SH_LIR_IN, 2, (sh_lir_expr[]){four, eight});
+  sh_lir_buf y = sh_lir_buffer(k, "y", SH_LIR_F32, SH_LIR_OUT, 2, (sh_lir_expr[]){M, four});
+  sh_lir_stmt i = sh_lir_loop(k, sh_lir_root(k), "i", M), j = sh_lir_loop(k, i, "j", four);
+  sh_lir_stmt d = sh_lir_loop(k, j, "d", eight);
+  sh_lir_expr vi = sh_lir_lv(k, i), vj = sh_lir_lv(k, j), vd = sh_lir_lv(k, d);
+  sh_lir_stmt S = sh_lir_store2(k, d, y, vi, vj, sh_lir_mul(k, sh_lir_load2(k, x, vi, vd), sh_lir_load2(k, w, vj, vd)),
+                                SH_LIR_COMBINE_ADD);
+  REQUIRE_OK(ctx, sh_lir_status(k));
+  sh_sched_cache c;
+  /* unnamed, the band's spatial loop makes it no reduction over the band */
+  CHECK_STATUS(ctx, sh_sched_rfactor(k, j, SH_LIR_NONE, &c), SHEAF_ERR_INVALID_ARG);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "rfactor at loop j: no reduction over it below");
+  /* named: j is a spatial loop of the band, d reduces over it */
+  REQUIRE_OK(ctx, sh_sched_rfactor(k, j, S, &c));
+  CHECK_EQ_INT(c.n, 2);
+  REQUIRE_OK(ctx, sh_sched_vectorize(k, c.band[1], 8));
+  REQUIRE_OK(ctx, sh_sched_vectorize(k, c.final[1], 8)); /* one horizontal reduction per j */
+  CHECK_CONTAINS(body(ctx, k), "for i in 0..M:\n"
+                               "  alloc y_acc[4, 8]:\n"
+                               "    for j_ini in 0..4:\n"
+                               "      for d_ini in 0..8:\n"
+                               "        y_acc[j_ini, d_ini] = 0.0\n"
+                               "    for j in 0..4:\n"
+                               "      for d in 0..8 vector(8):\n"
+                               "        y_acc[j, d] += x[i, d] * w[j, d]\n"
+                               "    for j_fin in 0..4:\n"
+                               "      for d_fin in 0..8 vector(8):\n"
+                               "        y[i, j_fin] += y_acc[j_fin, d_fin]\n");
+  uint64_t seed = 4;
+  for (int64_t m = 0; m <= 3; m++) {
+    int64_t sizes[1] = {m};
+    float *xs = th_frand_fill(&seed, m * 8), *ws = th_frand_fill(&seed, 32), *ys = th_frand_fill(&seed, m * 4);
+    float *want = malloc(sizeof(float) * (size_t)(m * 4 + 1));
+    for (int64_t r = 0; r < m; r++)
+      for (int64_t q = 0; q < 4; q++) {
+        double s = ys[r * 4 + q];
+        for (int64_t e = 0; e < 8; e++) s += (double)xs[r * 8 + e] * ws[q * 8 + e];
+        want[r * 4 + q] = (float)s;
+      }
+    CHECK_OK(ctx, sh_lir_run(k, sizes, (sh_lir_arg[]){{.data = xs}, {.data = ws}, {.data = ys}}));
+    CHECK(lr_close("rfactor spatial", ys, want, m * 4, 1e-5));
+    free(xs), free(ws), free(ys), free(want);
+  }
+  sh_lir_free(k);
+}
+
+/* Loop distribution over a body whose statements write one buffer at
+ * different columns but the same row i: legal (row i is the iteration's);
+ * reading another row is not. */
+TEST(codegen_sched_distribute_common_dim) {
+  sheaf_ctx *ctx = th_ctx();
+  for (int bad = 0; bad < 2; bad++) {
+    sh_lir_kernel *k;
+    REQUIRE_OK(ctx, sh_lir_create(ctx, "halves", &k));
+    sh_lir_expr M = sh_lir_sz(k, sh_lir_size(k, "M")), N = sh_lir_sz(k, sh_lir_size(k, "N"));
+    sh_lir_buf x = sh_lir_buffer(k, "x", SH_LIR_F32, SH_LIR_IN, 2, (sh_lir_expr[]){M, N});
+    sh_lir_buf y = sh_lir_buffer(k, "y", SH_LIR_F32, SH_LIR_OUT, 2,
+                                 (sh_lir_expr[]){M, sh_lir_mul(k, sh_lir_int(k, 2), N)});
+    sh_lir_stmt i = sh_lir_loop(k, sh_lir_root(k), "i", M);
+    sh_lir_stmt j1 = sh_lir_loop(k, i, "j1", N), j2 = sh_lir_loop(k, i, "j2", N);
+    sh_lir_expr vi = sh_lir_lv(k, i), v1 = sh_lir_lv(k, j1), v2 = sh_lir_lv(k, j2);
+    sh_lir_store2(k, j1, y, vi, v1, sh_lir_load2(k, x, vi, v1), SH_LIR_COMBINE_NONE);
+    /* y[i, N + j] = 2 y[i, j] (bad: y[i - 1, N + j] = 2 y[i, j], another row) */
+    sh_lir_expr row = bad ? sh_lir_sub(k, vi, sh_lir_int(k, 1)) : vi;
+    sh_lir_stmt s2 = sh_lir_if(k, j2, bad ? sh_lir_bin(k, SH_LIR_OP_GT, vi, sh_lir_int(k, 0)) : sh_lir_int(k, 1));
+    sh_lir_store2(k, s2, y, row, sh_lir_add(k, N, v2), sh_lir_mul(k, sh_lir_flt(k, 2), sh_lir_load2(k, y, vi, v2)),
+                  SH_LIR_COMBINE_NONE);
+    REQUIRE_OK(ctx, sh_lir_status(k));
+    sh_lir_stmt loops[2];
+    int n;
+    if (bad) {
+      CHECK_STATUS(ctx, sh_sched_distribute(k, i, loops, 2, &n), SHEAF_ERR_INVALID_ARG);
+      CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "distribute of loop i: y is accessed at different indices");
+      sh_lir_free(k);
+      continue;
+    }
+    REQUIRE_OK(ctx, sh_sched_distribute(k, i, loops, 2, &n));
+    CHECK_EQ_INT(n, 2);
+    CHECK_CONTAINS(body(ctx, k), "for i in 0..M:\n  for j1 in 0..N:\n");
+    uint64_t seed = 6;
+    int64_t m = 3, nn = 5, sizes[2] = {m, nn};
+    float *xs = th_frand_fill(&seed, m * nn), *ys = calloc((size_t)(m * nn * 2), sizeof(float));
+    float *want = malloc(sizeof(float) * (size_t)(m * nn * 2));
+    for (int64_t r = 0; r < m; r++)
+      for (int64_t q = 0; q < nn; q++) want[r * 2 * nn + q] = xs[r * nn + q], want[r * 2 * nn + nn + q] = 2 * xs[r * nn + q];
+    CHECK_OK(ctx, sh_lir_run(k, sizes, (sh_lir_arg[]){{.data = xs}, {.data = ys}}));
+    CHECK(lr_close("distributed halves", ys, want, m * nn * 2, 1e-6));
+    free(xs), free(ys), free(want);
+    sh_lir_free(k);
+  }
+}
+
+/* The default schedule's tile for rows of dot products (sched_dot.c): 3
+ * query rows × 4 keys × W lanes of d in registers; lengths below, at,
+ * above and at multiples of both tile sides (0 and 1 included), D below,
+ * at, above and at multiples of W. Interpreter against the reference. */
+TEST(codegen_sched_dot_tile) {
+  sheaf_ctx *ctx = th_ctx();
+  static const sheaf_isa levels[] = {SHEAF_ISA_AVX2, SHEAF_ISA_AVX512};
+  static const int32_t lens[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13};
+  static const int64_t dims[] = {1, 7, 8, 9, 16, 17, 33};
+  for (size_t l = 0; l < SH_ARRAY_LEN(levels); l++) {
+    int w = levels[l] == SHEAF_ISA_AVX512 ? 16 : 8;
+    sh_lir_kernel *k = lb_ragged_scores(ctx, "rs", 0.25f);
+    REQUIRE(k);
+    REQUIRE_OK(ctx, sh_sched_default(k, levels[l]));
+    char want[96];
+    snprintf(want, sizeof want, " f32[4, 3, %d] local\n", w);
+    CHECK_CONTAINS(text(ctx, k), want);
+    CHECK_CONTAINS(text(ctx, k), "for i_o in 0..len[b] / 3:\n");
+    CHECK_CONTAINS(text(ctx, k), "for j_o in 0..len[b] / 4:\n");
+    for (size_t di = 0; di < SH_ARRAY_LEN(dims); di++) {
+      lr_ragged rg;
+      REQUIRE(lr_ragged_make(&rg, lens, (int64_t)SH_ARRAY_LEN(lens), dims[di], 1, 11 + di));
+      int64_t sizes[2] = {rg.batch, rg.d};
+      CHECK_OK(ctx, sh_lir_run(k, sizes, (sh_lir_arg[]){{.data = rg.len}, {.data = rg.qoff}, {.data = rg.soff},
+                                                      {.data = rg.q}, {.data = rg.k}, {.data = rg.s}}));
+      lr_ragged_scores(&rg, 0.25f, rg.sref);
+      char what[64];
+      snprintf(what, sizeof what, "dot tile W %d D %lld", w, (long long)dims[di]);
+      CHECK(lr_close(what, rg.s, rg.sref, rg.s_elems, 1e-5));
+      lr_ragged_free(&rg);
+    }
+    sh_lir_free(k);
+  }
+}

@@ -314,7 +314,7 @@ static const char *fn_scalar(sh_lir_fn fn) {
   case SH_LIR_FN_ABS: return "fabsf";
   case SH_LIR_FN_SOFTPLUS: return "sk_softplusf";
   case SH_LIR_FN_ERF: return "erff";
-  case SH_LIR_FN_EXP_NONPOS: return "expf";
+  case SH_LIR_FN_EXP_NONPOS: return "sk_expnpf";
   default: return "";
   }
 }

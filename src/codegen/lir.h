@@ -300,7 +300,8 @@ typedef struct sh_lir_arg {
 
 /* Runs the kernel on the scalar reference interpreter (one thread, every
  * annotation ignored): sizes[sym], args[] one per IN / OUT buffer in
- * creation order. Float math as the emitted scalar level (libm). A loop or
+ * creation order. Float math as the emitted scalar level (libm; its
+ * exp_nonpos is sk_expnpf, within 5 ulp of this expf). A loop or
  * a temporary over 2^31 elements, or an index outside a buffer's storage,
  * fails with SHEAF_ERR_INVALID_ARG (the interpreter checks every access). */
 sheaf_status sh_lir_run(sh_lir_kernel *k, const int64_t *sizes, const sh_lir_arg *args);

@@ -118,6 +118,12 @@ sheaf_status sh_sched_factor(sh_lir_kernel *k, int *n_factored);
  * the loop r (a per-row scalar: softmax's max and sum, layernorm's mean)
  * becomes a scalar local allocated in r's body (a register, no memory). */
 sheaf_status sh_sched_contract(sh_lir_kernel *k, sh_lir_buf T);
+/* Loop fusion of siblings: loop b, directly after loop a and of the same
+ * extent, is merged into a (its body appended to a's, b's variable read as
+ * a's). Legal when every buffer one body writes and the other accesses is
+ * indexed, at every access, at one dimension by the same c·v + (terms of
+ * outer loops), c != 0 (iteration v of b touches only iteration v's). */
+sheaf_status sh_sched_fuse_siblings(sh_lir_kernel *k, sh_lir_stmt a, sh_lir_stmt b);
 /* Storage padding: dimension dim of b is allocated rounded up to a
  * multiple of tile (CoRa; the caller's buffers must follow). */
 sheaf_status sh_sched_pad(sh_lir_kernel *k, sh_lir_buf b, int dim, int64_t tile);

@@ -22,5 +22,8 @@ sh_lir_stmt sh_sched_wrap_if(sh_lir_kernel *k, sh_lir_stmt s, sh_lir_expr cond);
 sheaf_status sh_sched_pad_access(sh_lir_kernel *k, sh_lir_buf b, int n, const int32_t *idx, int d,
                                  sh_lir_var v, sh_lir_expr E, int64_t f, const char *lv);
 bool sh_sched_store_vectorizable(sh_lir_kernel *k, sh_lir_stmt s, sh_lir_var v);
+/* The default schedule's register tile for a row of dot products under the
+ * innermost loop R (sched_dot.c); false when R does not match (unchanged). */
+bool sh_sched_dot_tile(sh_lir_kernel *k, sh_lir_stmt R, int w);
 
 #endif

@@ -329,7 +329,11 @@ sheaf_status sh_sched_rfactor(sh_lir_kernel *k, sh_lir_stmt band_root, sh_lir_st
     int64_t one = 0;
     bool scalar_local = tb->rank == 1 && sh_lir_is_const(k, tb->dims[0], &one) && one == 1;
     bool red = x->combine != SH_LIR_COMBINE_NONE && (tb->role != SH_LIR_LOCAL || scalar_local);
-    for (int p = 0; red && p < nb; p++) red = !idx_uses(k, x, bv[p]);
+    /* a named store may have spatial loops in the band (a tile of targets,
+     * each with its own accumulators) if one band loop reduces */
+    int n_spatial = 0;
+    for (int p = 0; p < nb; p++) n_spatial += idx_uses(k, x, bv[p]);
+    if (store < 0 || n_spatial == nb) red = red && n_spatial == 0;
     if (store >= 0 ? st[i] == store : red) {
       if (!red)
         return sh_sched_err(k, "rfactor at loop %s: the store to %s is not a reduction over the band",
@@ -355,9 +359,17 @@ sheaf_status sh_sched_rfactor(sh_lir_kernel *k, sh_lir_stmt band_root, sh_lir_st
     sh_lir_expr conj[64];
     int nc = sh_lir_conjuncts(k, k->st[p].cond, conj, 64);
     for (int i = 0; i < nc && nfc < 64; i++) {
-      bool inner = false;
-      for (sh_lir_stmt q = s.parent; q >= 0 && q != k->st[T].parent; q = k->st[q].parent)
-        if (k->st[q].kind == SH_LIR_S_LOOP) inner |= sh_lir_uses_var(k, conj[i], k->st[q].var);
+      bool inner = false, spatial = false; /* spatial: a band loop that indexes S */
+      for (sh_lir_stmt q = s.parent; q >= 0 && q != k->st[T].parent; q = k->st[q].parent) {
+        if (k->st[q].kind != SH_LIR_S_LOOP || !sh_lir_uses_var(k, conj[i], k->st[q].var)) continue;
+        bool sp = false;
+        for (int p2 = 0; p2 < nb; p2++) sp |= q == band[p2] && idx_uses(k, &s, bv[p2]);
+        if (sp) spatial = true;
+        else inner = true;
+      }
+      if (inner && spatial)
+        return sh_sched_err(k, "rfactor at loop %s: a guard depends on both a spatial loop of the band "
+                               "and a reduction loop", lv);
       if (!inner) fc[nfc++] = conj[i];
     }
   }
@@ -379,11 +391,12 @@ sheaf_status sh_sched_rfactor(sh_lir_kernel *k, sh_lir_stmt band_root, sh_lir_st
   top = band_copy(k, nb, band, "_fin", out->final, cv);
   if (top < 0) return k->err;
   for (int p = 0; p < nb; p++) idx[p] = sh_lir_v(k, cv[p]);
-  sh_lir_expr sidx[SH_LIR_MAX_RANK];
-  for (int d = 0; d < s.nidx; d++) sidx[d] = k->list[s.idx + d];
+  sh_lir_expr sidx[SH_LIR_MAX_RANK], cve[SH_SCHED_MAX_BAND];
+  for (int p = 0; p < nb; p++) cve[p] = idx[p];
+  for (int d = 0; d < s.nidx; d++) sidx[d] = sh_lir_subst(k, k->list[s.idx + d], nb, bv, cve);
   sh_lir_expr accv = sh_lir_load(k, acc, nb, idx);
   sh_lir_stmt fin = new_store(k, s.buf, s.nidx, sidx, accv, (sh_lir_combine)s.combine);
-  append_guarded(k, out->final[nb - 1], fin, and_all(k, nfc, fc));
+  append_guarded(k, out->final[nb - 1], fin, nfc ? sh_lir_subst(k, and_all(k, nfc, fc), nb, bv, cve) : SH_LIR_NONE);
   sh_lir_append(k, a, top);
   for (int p = 0; p < nb; p++) idx[p] = sh_lir_v(k, bv[p]);
   int32_t l = sh_lir_new_list(k, nb, idx);

@@ -499,6 +499,16 @@ static void combine_partials(sh_lir_kernel *k, const sh_sched_cache *c, int w) {
   if (w > 1) sh_sched_vectorize(k, ll, w);
 }
 
+/* A row loop of a reduction whose extent is not a constant (a ragged
+ * row's whole vectors) goes inside `if (0 < extent)`: the accumulators'
+ * set-up and their horizontal reduction after it are skipped with it when
+ * the row has none (a row of 25 has no block of 4 vectors). */
+static void skip_empty(sh_lir_kernel *k, sh_lir_stmt L) {
+  int64_t ext;
+  if (!sh_lir_is_const(k, k->st[L].ext, &ext))
+    sh_sched_wrap_if(k, L, sh_lir_bin(k, SH_LIR_OP_LT, sh_lir_int(k, 0), k->st[L].ext));
+}
+
 static void vectorize_loop(sh_lir_kernel *k, sh_lir_stmt L, int w, int unroll) {
   sh_lir_var v = k->st[L].var;
   sh_lir_stmt st[64];
@@ -520,7 +530,7 @@ static void vectorize_loop(sh_lir_kernel *k, sh_lir_stmt L, int w, int unroll) {
   if (sh_sched_split(k, L, w * U, SH_SCHED_TAIL_PEEL, &lo, &li, &lt) ||
       sh_sched_split(k, li, w, SH_SCHED_TAIL_GUARD, &lv, &ll, NULL))
     return;
-  (void)lo;
+  if (nred) skip_empty(k, lo);
   for (int r = 0; r < nred; r++) {
     sh_sched_cache c;
     if (sh_sched_rfactor(k, lv, SH_LIR_NONE, &c)) break;
@@ -591,6 +601,58 @@ static bool tile_row_reduction(sh_lir_kernel *k, sh_lir_stmt D, sh_lir_stmt R, s
   return true;
 }
 
+/* The same with three rows of an outer loop I (D its only statement, the
+ * value reading an operand free of I: the attention's v) in the tile:
+ * `for i: for d: for j: o[i, d] += e[i, j]·v[j, d]` keeps 4 vectors × 3
+ * rows of o in registers across j (12 accumulators), each v vector loaded
+ * once for the three rows (1.13–1.16x the attention against 2 rows,
+ * paired). The last one or two rows take the one-row tile. */
+static bool tile_row_reduction2(sh_lir_kernel *k, sh_lir_stmt D, sh_lir_stmt R, sh_lir_stmt S, int w) {
+  sh_lir_stmt I = k->st[D].parent;
+  int64_t U = 4, ext;
+  if (I < 0 || k->st[I].kind != SH_LIR_S_LOOP || k->st[I].annot != SH_LIR_SERIAL || k->st[I].body != D ||
+      k->st[D].next >= 0 || (sh_lir_is_const(k, k->st[I].ext, &ext) && ext < 3) ||
+      (sh_lir_is_const(k, k->st[D].ext, &ext) && ext < U * w))
+    return false;
+  sh_lir_var vi = k->st[I].var;
+  const sh_lir_snode *x = &k->st[S];
+  const sh_lir_enode *val = &k->ex[x->val];
+  bool idx_i = false;
+  for (int d = 0; d < x->nidx; d++) idx_i |= sh_lir_uses_var(k, k->list[x->idx + d], vi);
+  if (!idx_i || sh_lir_uses_var(k, k->st[D].ext, vi) || sh_lir_uses_var(k, k->st[R].ext, vi) ||
+      val->kind != SH_LIR_E_BIN || val->op != SH_LIR_OP_MUL ||
+      (sh_lir_uses_var(k, val->a, vi) && sh_lir_uses_var(k, val->b, vi)))
+    return false;
+  sh_lir_stmt first = k->st[D].body;
+  if (first != R && (k->st[first].kind != SH_LIR_S_STORE || k->st[first].next != R)) return false;
+  if (k->st[R].next >= 0) return false;
+  sh_lir_stmt io, ii, it = SH_LIR_NONE;
+  if (sh_sched_split(k, I, 3, SH_SCHED_TAIL_PEEL, &io, &ii, &it)) return false;
+  (void)io;
+  if (it >= 0) { /* the rest of the rows: its copy of D */
+    sh_lir_stmt D2 = k->st[it].body, R2 = D2 >= 0 ? k->st[D2].body : SH_LIR_NONE;
+    while (R2 >= 0 && k->st[R2].next >= 0) R2 = k->st[R2].next;
+    if (R2 >= 0 && k->st[R2].kind == SH_LIR_S_LOOP && k->st[R2].body >= 0)
+      tile_row_reduction(k, D2, R2, k->st[R2].body, w);
+  }
+  sh_lir_stmt dout, din, dv, dl, loops[4];
+  int nl;
+  if (sh_sched_split(k, D, U * w, SH_SCHED_TAIL_PEEL, &dout, &din, NULL) ||
+      sh_sched_split(k, din, w, SH_SCHED_TAIL_GUARD, &dv, &dl, NULL))
+    return true;
+  if (sh_lir_body_len(k, ii) > 1 && (sh_sched_distribute(k, ii, loops, 4, &nl) || loops[0] != ii)) return true;
+  /* d_o, then the 4 vectors, then the 3 rows: each v vector is loaded
+   * once and used by the rows' statements in a row */
+  sh_lir_stmt order[3] = {dout, dv, ii};
+  if (sh_sched_reorder(k, 3, order)) return true;
+  sh_sched_cache c;
+  if (sh_sched_cache_write(k, dv, &c)) return true;
+  tile_copy(k, c.n, c.init, w);
+  tile_copy(k, c.n, c.band, w);
+  tile_copy(k, c.n, c.final, w);
+  return true;
+}
+
 /* A reduction loop R innermost under a spatial loop D, R's accesses not
  * stride-1 in R but D's are (`for d: [o = 0;] for j: o[.., d] += e[j]·v[j, d]`):
  * D is distributed (its other statements keep a loop of their own) and R
@@ -615,7 +677,7 @@ static void reductions_outward(sh_lir_kernel *k, sh_lir_stmt top, int w) {
     if (r_in_idx || !d_ok || contiguous_expr(k, x->val, vr) || !contiguous_expr(k, x->val, vd) ||
         sh_lir_uses_var(k, k->st[R].ext, vd))
       continue;
-    if (tile_row_reduction(k, D, R, S, w)) continue;
+    if (tile_row_reduction2(k, D, R, S, w) || tile_row_reduction(k, D, R, S, w)) continue;
     int pos = 0;
     for (sh_lir_stmt c = k->st[D].body; c >= 0 && c != R; c = k->st[c].next) pos++;
     sh_lir_stmt Dp = D;
@@ -630,13 +692,24 @@ static void reductions_outward(sh_lir_kernel *k, sh_lir_stmt top, int w) {
   }
 }
 
+/* Rows of dot products (the attention's scores) get a register tile over
+ * the rows of the operand that varies (sched_dot.c). */
+static void dot_tiles(sh_lir_kernel *k, sh_lir_stmt top, int w) {
+  sh_lir_stmt inner[256];
+  int n = 0;
+  innermost_loops(k, top, inner, &n, 256);
+  for (int i = 0; i < n && i < 256 && !k->err; i++) sh_sched_dot_tile(k, inner[i], w);
+}
+
 static void sched_nest(sh_lir_kernel *k, sh_lir_stmt top, int w, const sh_sched_opts *o) {
+  if (w > 1) dot_tiles(k, top, w);
   if (w > 1) reductions_outward(k, top, w);
   if (w > 1) {
     sh_lir_stmt inner[256];
     int n = 0;
     innermost_loops(k, top, inner, &n, 256);
-    for (int i = 0; i < n; i++) vectorize_loop(k, inner[i], w, o->row_unroll);
+    for (int i = 0; i < n; i++)
+      if (k->st[inner[i]].annot == SH_LIR_SERIAL) vectorize_loop(k, inner[i], w, o->row_unroll);
   }
   if (k->st[top].kind != SH_LIR_S_LOOP || !sh_sched_contains_loop(k, top)) return;
   if (ragged_extents(k, top)) {
@@ -649,6 +722,31 @@ static void sched_nest(sh_lir_kernel *k, sh_lir_stmt top, int w, const sh_sched_
   sh_lir_stmt outer = top;
   if (pb > 1 && sh_sched_split(k, top, pb, SH_SCHED_TAIL_GUARD_TOP, &outer, NULL, NULL)) return;
   sh_sched_parallel(k, outer);
+}
+
+/* Consecutive nests over the same outer loop whose bodies have ragged
+ * extents (the attention's scores, max, exps, sums, products: one nest per
+ * statement) become one nest over it (fuse_siblings), so each sequence's
+ * temporaries are written and read again while in cache; then the same
+ * inside the fused body (the heads of a multi-head attention). Only loops
+ * whose own extent is not ragged are fused: the query rows (ragged) stay
+ * one loop per statement, for the register tiles over rows. GEMM-like
+ * nests stay alone (they are tiled as a whole). */
+static void fuse_nests(sh_lir_kernel *k, sh_lir_stmt parent) {
+  for (sh_lir_stmt a = k->st[parent].body; a >= 0 && !k->err;) {
+    sh_lir_stmt b = k->st[a].next;
+    gemm_match g;
+    bool fusable = k->st[a].kind == SH_LIR_S_LOOP && !has_load(k, k->st[a].ext) && ragged_extents(k, a) &&
+                   !(parent == k->root && match_gemm(k, a, &g));
+    if (fusable && b >= 0 && k->st[b].kind == SH_LIR_S_LOOP && ragged_extents(k, b) &&
+        !(parent == k->root && match_gemm(k, b, &g))) {
+      sheaf_status saved = k->err;
+      if (sh_sched_fuse_siblings(k, a, b) == SHEAF_OK) continue; /* a took b's body; try the next */
+      k->err = saved;
+    }
+    if (fusable) fuse_nests(k, a);
+    a = b;
+  }
 }
 
 sheaf_status sh_sched_default(sh_lir_kernel *k, sheaf_isa isa) {
@@ -670,6 +768,7 @@ sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sch
       sheaf_status saved = k->err;
       if (sh_sched_contract(k, b)) k->err = saved;
     }
+  fuse_nests(k, k->root);
   sh_lir_stmt tops[256];
   int n = 0;
   for (sh_lir_stmt s = k->st[k->root].body; s >= 0 && n < 256; s = k->st[s].next) tops[n++] = s;

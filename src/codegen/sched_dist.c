@@ -4,7 +4,8 @@
  * order. Legal when every dependence between the statements stays inside
  * one iteration: every buffer the body writes is accessed, everywhere in
  * the body, at one and the same index list, and that list depends on the
- * loop's variable (each iteration owns its elements). The default schedule
+ * loop's variable, or at one dimension holding everywhere the same index
+ * c·v + (terms of outer loops), c != 0 (each iteration owns its elements). The default schedule
  * uses it to move a reduction loop outside a spatial loop that is stride-1
  * (`for d: o = 0; for j: o[d] += e[j]·v[j, d]` -> `for d: o = 0` then
  * `for j: for d: o[d] += ...`, d vectorizable).
@@ -19,6 +20,7 @@ typedef struct acc_check {
   int32_t idx; /* list of the first access seen, -1 none */
   int n;
   bool ok;
+  bool same[SH_LIR_MAX_RANK]; /* dimension d's index is the same in every access */
 } acc_check;
 
 static void see(const sh_lir_kernel *k, acc_check *c, int n, const int32_t *idx) {
@@ -26,6 +28,7 @@ static void see(const sh_lir_kernel *k, acc_check *c, int n, const int32_t *idx)
   if (c->idx < 0) {
     c->idx = (int32_t)(idx - k->list);
     c->n = n;
+    for (int d = 0; d < SH_LIR_MAX_RANK; d++) c->same[d] = d < n;
     return;
   }
   if (n != c->n) {
@@ -33,7 +36,39 @@ static void see(const sh_lir_kernel *k, acc_check *c, int n, const int32_t *idx)
     return;
   }
   for (int d = 0; d < n; d++)
-    if (!sh_lir_expr_eq(k, k->list[c->idx + d], idx[d])) c->ok = false;
+    if (!sh_lir_expr_eq(k, k->list[c->idx + d], idx[d])) c->same[d] = false;
+}
+
+/* A variable of a loop inside s is used by e. */
+static bool uses_inner_var(const sh_lir_kernel *k, sh_lir_stmt s, sh_lir_expr e) {
+  for (sh_lir_stmt b = k->st[s].body; b >= 0; b = k->st[b].next) {
+    if (k->st[b].kind == SH_LIR_S_LOOP && sh_lir_uses_var(k, e, k->st[b].var)) return true;
+    if (uses_inner_var(k, b, e)) return true;
+    if (k->st[b].kind == SH_LIR_S_IF && k->st[b].els >= 0 && uses_inner_var(k, k->st[b].els, e)) return true;
+  }
+  return false;
+}
+
+/* Each iteration owns the elements of c's buffer: every access indexes it
+ * at one index list that depends on the loop's variable, or at one
+ * dimension holds the same index everywhere, c·v + (terms of loops outside),
+ * c != 0 (the rows of a 2-row tile, whatever the columns). */
+static bool owned(sh_lir_kernel *k, sh_lir_stmt loop, const acc_check *c) {
+  if (!c->ok) return false;
+  bool all = true, uses = false;
+  for (int d = 0; d < c->n; d++) {
+    all &= c->same[d];
+    uses |= sh_lir_uses_var(k, k->list[c->idx + d], k->st[loop].var);
+  }
+  if (all) return uses;
+  for (int d = 0; d < c->n; d++) {
+    int64_t coef;
+    sh_lir_expr e = k->list[c->idx + d];
+    if (c->same[d] && sh_lir_affine(k, e, k->st[loop].var, &coef, NULL) && coef != 0 &&
+        !uses_inner_var(k, loop, e))
+      return true;
+  }
+  return false;
 }
 
 static void see_expr(const sh_lir_kernel *k, sh_lir_expr e, acc_check *c) {
@@ -90,9 +125,7 @@ sheaf_status sh_sched_distribute(sh_lir_kernel *k, sh_lir_stmt loop, sh_lir_stmt
     if (seen) continue;
     acc_check c = {.buf = b, .idx = -1, .ok = true};
     see_tree(k, loop, &c);
-    bool uses = false;
-    for (int d = 0; c.ok && d < c.n; d++) uses |= sh_lir_uses_var(k, k->list[c.idx + d], L.var);
-    if (!c.ok || !uses)
+    if (!owned(k, loop, &c))
       return sh_sched_err(k, "distribute of loop %s: %s is accessed at different indices, or not "
                              "per iteration, inside it", ln, k->bufs[b].name);
   }

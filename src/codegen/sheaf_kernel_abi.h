@@ -131,6 +131,23 @@ static inline float sk_softplusf(float x) {
   double d = x;
   return (float)(fmax(d, 0.0) + log1p(exp(-fabs(d))));
 }
+/* exp of x <= 0 (or NaN): one lane of sk_expnpW below, the same operations
+ * (exact fmaf), so a row's scalar rest matches its vector lanes bit for
+ * bit and costs no libm call; 0 below -87.3365. */
+static inline float sk_expnpf(float x) {
+  const float magic = 12583039.0f; /* 1.5·2^23 + 127 */
+  float t = fmaf(x, 1.44269504088896341f, magic), s, n = t - magic;
+  uint32_t bits;
+  memcpy(&bits, &t, sizeof bits);
+  bits <<= 23;
+  memcpy(&s, &bits, sizeof s);
+  float r = fmaf(n, -0x1.62E430p-1f, x);
+  float p = fmaf(0x1.0F9F9Cp-7f, r, 0x1.573A1Ap-5f);
+  p = fmaf(p, r, 0x1.555A80p-3f);
+  p = fmaf(p, r, 0x1.FFFDC6p-2f);
+  p = fmaf(p, r, 0x1.FFFFF6p-1f);
+  return x < -0x1.5D589Ep6f ? 0.0f : fmaf(r * s, p, s);
+}
 
 /* ------------------------------------------------------- vector types */
 
@@ -266,21 +283,34 @@ static inline int sk_anynan8(sk_f32x8 v) { /* _mm256_movemask_ps(_mm256_cmp_ps(v
 }
 /* The tree: lanes i and i + 4, then i and i + 2, then 0 and 1 (what the
  * 128-bit halving shuffles compute); max / min on NaN-free vectors only. */
+/* Written on 4-lane halves so that gcc emits vector adds (lane by lane it
+ * extracted and added each lane: twice the instructions; the same sums). */
+typedef float sk_f32x4 __attribute__((vector_size(16)));
 static inline float sk_hadd8_tree(sk_f32x8 v) {
-  float s0 = v[0] + v[4], s1 = v[1] + v[5], s2 = v[2] + v[6], s3 = v[3] + v[7];
-  return (s0 + s2) + (s1 + s3);
+  sk_f32x4 lo = {v[0], v[1], v[2], v[3]}, hi = {v[4], v[5], v[6], v[7]};
+  sk_f32x4 s = lo + hi, t = {s[2], s[3], s[2], s[3]}; /* s_i = v[i] + v[i + 4] */
+  sk_f32x4 u = s + t;                                 /* s0 + s2, s1 + s3 */
+  return u[0] + u[1];
 }
 static inline float sk_fmax_nn(float a, float b) { return a > b ? a : b; }
 static inline float sk_fmin_nn(float a, float b) { return a < b ? a : b; }
+static inline sk_f32x4 sk_fmax4_nn(sk_f32x4 a, sk_f32x4 b) { /* _mm_max_ps: a > b ? a : b per lane */
+  return __builtin_ia32_maxps(a, b);
+}
+static inline sk_f32x4 sk_fmin4_nn(sk_f32x4 a, sk_f32x4 b) { /* _mm_min_ps: a < b ? a : b per lane */
+  return __builtin_ia32_minps(a, b);
+}
 static inline float sk_hmax8_tree(sk_f32x8 v) {
-  float s0 = sk_fmax_nn(v[0], v[4]), s1 = sk_fmax_nn(v[1], v[5]);
-  float s2 = sk_fmax_nn(v[2], v[6]), s3 = sk_fmax_nn(v[3], v[7]);
-  return sk_fmax_nn(sk_fmax_nn(s0, s2), sk_fmax_nn(s1, s3));
+  sk_f32x4 lo = {v[0], v[1], v[2], v[3]}, hi = {v[4], v[5], v[6], v[7]};
+  sk_f32x4 s = sk_fmax4_nn(lo, hi), t = {s[2], s[3], s[2], s[3]};
+  sk_f32x4 u = sk_fmax4_nn(s, t);
+  return sk_fmax_nn(u[0], u[1]);
 }
 static inline float sk_hmin8_tree(sk_f32x8 v) {
-  float s0 = sk_fmin_nn(v[0], v[4]), s1 = sk_fmin_nn(v[1], v[5]);
-  float s2 = sk_fmin_nn(v[2], v[6]), s3 = sk_fmin_nn(v[3], v[7]);
-  return sk_fmin_nn(sk_fmin_nn(s0, s2), sk_fmin_nn(s1, s3));
+  sk_f32x4 lo = {v[0], v[1], v[2], v[3]}, hi = {v[4], v[5], v[6], v[7]};
+  sk_f32x4 s = sk_fmin4_nn(lo, hi), t = {s[2], s[3], s[2], s[3]};
+  sk_f32x4 u = sk_fmin4_nn(s, t);
+  return sk_fmin_nn(u[0], u[1]);
 }
 #define SK_MAXV8(a, b) sk_maxv8(a, b)
 #define SK_MINV8(a, b) sk_minv8(a, b)
