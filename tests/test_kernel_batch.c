@@ -25,7 +25,10 @@ static const char SRC[] =
     "kernel rsum(x: f32[M, K]) -> f32[M] { s(m) +=! x(m, k) }\n"
     "kernel attn(q: f32[B, L(b), D], L: i32[B]) -> f32[B, D] { o(b, d) +=! q(b, l, d) }\n"
     "kernel two(x: f32[K]) -> (u: f32[K], v: f32[K]) { u(k) = x(k); v(k) = -x(k) }\n"
-    "kernel gram(x: f32[N, D]) -> f32[D, D] { g(i, j) +=! x(n, i) * x(n, j) }\n";
+    "kernel gram(x: f32[N, D]) -> f32[D, D] { g(i, j) +=! x(n, i) * x(n, j) }\n"
+    "kernel gate(x: f32[N, D], Wg: f32[D, F], Wh: f32[D, F]) -> f32[N, F] {\n"
+    "  g(n, f) +=! x(n, d) * Wg(d, f)\n  h(n, f) +=! x(n, d) * Wh(d, f)\n"
+    "  out(n, f) = sigmoid(g(n, f)) * tanh(h(n, f))\n}\n";
 
 static sheaf_kernel *compile(sheaf_ctx *ctx, const char *name) {
   sheaf_kernel *k = NULL;
@@ -431,4 +434,69 @@ TEST(kernel_batch_sf_compiles_once_and_hits_the_cache) {
     CHECK(worst < 1e-6);
     sheaf_program_free(p);
   }
+}
+
+/* Two packed weights (the gated unit's Wg and Wh, parameters) on 64
+ * instances whose row counts differ from one to the next: each weight is
+ * packed once for the whole batch and once over two flushes (the kept
+ * copy, keyed on the parameter's version), the results equal a double
+ * reference, and the batch releases the kept copies it read (a later
+ * caller finds them free). */
+TEST(kernel_batch_two_weights_packed_once_per_batch) {
+  if (!th_have_jit_cc("kernel_batch_two_weights_packed_once_per_batch")) return;
+  sheaf_ctx *ctx = th_ctx();
+  fill();
+  sheaf_kernel *k = compile(ctx, "gate");
+  REQUIRE(k != NULL);
+  REQUIRE(sh_kernel_input_packed(k, 1) && sh_kernel_input_packed(k, 2));
+  static float wh[D * F];
+  for (int i = 0; i < D * F; i++) wh[i] = (float)((i * 3 % 13) - 6) / 13.0f;
+  sheaf_model *m;
+  REQUIRE_OK(ctx, sheaf_model_create(ctx, &m));
+  sheaf_param Wg = th_param(ctx, m, "Wg", 2, D, F), Wh = th_param(ctx, m, "Wh", 2, D, F);
+  REQUIRE_OK(ctx, sheaf_model_param_set(m, Wg, Wd, D * F));
+  REQUIRE_OK(ctx, sheaf_model_param_set(m, Wh, wh, D * F));
+  sheaf_graph *g;
+  REQUIRE_OK(ctx, sheaf_graph_create(m, NULL, &g));
+  for (int flush = 0; flush < 2; flush++) {
+    REQUIRE_OK(ctx, sheaf_graph_reset(g));
+    sheaf_expr y[NI];
+    for (int i = 0; i < NI; i++) {
+      sheaf_expr in[3] = {sheaf_input(g, 2, (int64_t[]){rows_of(i), D}, xs[i]), sheaf_parameter(g, Wg),
+                          sheaf_parameter(g, Wh)};
+      y[i] = sheaf_kernel_call(g, k, 3, in);
+    }
+    REQUIRE_OK(ctx, sheaf_graph_flush(g));
+    CHECK_EQ_INT(sh_kernel_pack_count(k, 1), 1);
+    CHECK_EQ_INT(sh_kernel_pack_count(k, 2), 1);
+    double worst = 0;
+    for (int i = 0; i < NI; i++) {
+      sheaf_value_view v;
+      REQUIRE_OK(ctx, sheaf_value(g, y[i], &v));
+      REQUIRE(v.rank == 2 && v.shape[0] == rows_of(i) && v.shape[1] == F);
+      for (int r = 0; r < rows_of(i); r++)
+        for (int f = 0; f < F; f++) {
+          double a = 0, b = 0;
+          for (int d = 0; d < D; d++) {
+            a += (double)xs[i][r * D + d] * Wd[d * F + f];
+            b += (double)xs[i][r * D + d] * wh[d * F + f];
+          }
+          double ref = 1 / (1 + exp(-a)) * tanh(b);
+          worst = fmax(worst, fabs(v.data[r * F + f] - ref));
+        }
+    }
+    CHECK(worst < 1e-5);
+  }
+  /* nothing still holds the kept copies: a caller without scratch gets them */
+  int64_t sizes[3] = {1, D, F};
+  for (int j = 1; j <= 2; j++) {
+    const float *packed = NULL;
+    bool held = false;
+    CHECK_OK(ctx, sh_kernel_weight_get(k, j, sizes, j == 1 ? Wd : wh, D, F, 99, NULL, &packed, &held));
+    CHECK(held && packed);
+    if (held) sh_kernel_weight_put(k, j);
+  }
+  sheaf_graph_free(g);
+  sheaf_model_free(m);
+  sheaf_kernel_free(k);
 }

@@ -199,10 +199,20 @@ static sheaf_status run_rows(sheaf_graph *g, const sheaf_kernel *K, uint32_t n, 
 }
 
 /* The weights the kernel reads packed (kernel_api.c, "Weights" in
- * docs/CODEGEN.md): each instance's pointer replaced by the packed copy;
- * instances passing the same weight under the same sizes share one. A
- * parameter's copy is kept by the kernel across batches, keyed on its
- * version (held[]: the inputs to release after the call). */
+ * docs/CODEGEN.md): each instance's pointer replaced by the packed copy.
+ * The packed form depends on the weight alone (pointer and shape: the key
+ * of the kernel's kept copy), so instances passing the same weight share
+ * one copy whatever their other sizes (a sentence's row count): a small
+ * table per input finds it. A parameter's copy is kept by the kernel across
+ * batches, keyed on its version; a run holds at most one kept copy per
+ * input (held[]: the inputs to release after the call), since a second
+ * weight of the same input finds that copy in use and packs into scratch. */
+#define KC_SHARED 8
+typedef struct kc_shared {
+  const void *src;
+  int64_t d0, d1;
+  void *packed;
+} kc_shared;
 static sheaf_status pack_weights(sheaf_graph *g, sheaf_kernel *K, const uint32_t *ids, uint32_t n,
                                  const int64_t *sizes, void **ptr, int *held, int *n_held) {
   const sh_kernel *k = sh_kernel_of(K);
@@ -210,26 +220,32 @@ static sheaf_status pack_weights(sheaf_graph *g, sheaf_kernel *K, const uint32_t
   for (int j = 0; j < k->n_inputs; j++) {
     if (!sh_kernel_input_packed(K, j)) continue;
     void **p = ptr + (size_t)j * n;
-    const void *prev_src = NULL;
+    kc_shared seen[KC_SHARED];
+    int n_seen = 0;
     for (uint32_t i = 0; i < n; i++) {
-      const int64_t *si = sizes + (size_t)i * (size_t)ns;
-      if (i > 0 && p[i] == prev_src && memcmp(si, si - ns, sizeof(int64_t) * (size_t)ns) == 0) {
-        p[i] = p[i - 1];
-        continue;
-      }
       uint32_t x = g->store.ins[g->store.nodes[ids[i]].in + j];
       const sh_node *xn = &g->store.nodes[x];
+      int s = 0;
+      while (s < n_seen && !(seen[s].src == p[i] && seen[s].d0 == xn->rows && seen[s].d1 == xn->cols)) s++;
+      if (s < n_seen) {
+        p[i] = seen[s].packed;
+        continue;
+      }
       uint64_t version = 0; /* the kept copy only for a parameter: its version says when it changed */
       if (xn->op == SH_OP_PARAM && g->model && xn->param.id >= 1 && xn->param.id <= g->model->n_params)
         version = g->model->params[xn->param.id - 1].version + 1;
       const float *packed;
       bool h = false;
-      prev_src = p[i];
-      sheaf_status st = sh_kernel_weight_get(K, j, si, p[i], xn->rows, xn->cols, *n_held < KC_MAX_IN ? version : 0,
-                                             &g->work.scratch, &packed, &h);
+      const void *src = p[i];
+      sheaf_status st = sh_kernel_weight_get(K, j, sizes + (size_t)i * (size_t)ns, src, xn->rows, xn->cols,
+                                             version, &g->work.scratch, &packed, &h);
       if (st) return st;
-      if (h) held[(*n_held)++] = j;
+      if (h) held[(*n_held)++] = j; /* once per input: see above */
       p[i] = (void *)(uintptr_t)packed;
+      /* the held copy always enters the table (over its last entry when full), so a
+       * later instance with the same weight never takes a second reference */
+      if (n_seen < KC_SHARED || h)
+        seen[n_seen < KC_SHARED ? n_seen++ : KC_SHARED - 1] = (kc_shared){src, xn->rows, xn->cols, p[i]};
     }
   }
   return SHEAF_OK;
