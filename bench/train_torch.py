@@ -39,6 +39,8 @@ import json
 import sys
 import time
 
+clock = time.perf_counter
+
 
 def load(path):
     with open(path) as f:
@@ -176,10 +178,10 @@ def main_treelstm(a, torch):
                 opt.step()
 
             step(0)
-            t0 = time.perf_counter()
+            t0 = clock()
             for u in range(1, a.updates + 1):
                 step(u)
-            best = min(best, time.perf_counter() - t0)
+            best = min(best, clock() - t0)
             with torch.no_grad():
                 right = sum(int((level_logp(p, pl).argmax(1) == pl[3]).sum()) for pl in dev_plan)
             acc = right / len(dev)
@@ -198,12 +200,16 @@ def main():
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--systems", default="loop,packed")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time on the process's CPU clock (time.process_time) instead of the wall clock")
     a = ap.parse_args()
     try:
         import torch
     except ImportError:
         sys.exit(3)
     torch.set_num_threads(a.threads)
+    global clock
+    clock = time.process_time if a.cpu_time else time.perf_counter
     torch.manual_seed(1)
     if a.model == "treelstm":
         if a.systems == "loop,packed":
@@ -262,10 +268,10 @@ def main():
 
             step, p = (step_loop, loop_plan) if system == "loop" else (step_packed, packed_plan)
             step(p[0])
-            t0 = time.perf_counter()
+            t0 = clock()
             for b in p[1:]:
                 step(b)
-            best = min(best, time.perf_counter() - t0)
+            best = min(best, clock() - t0)
         print(json.dumps({"system": "torch-" + system, "sents_per_s": a.updates * a.batch / best}), flush=True)
 
 
