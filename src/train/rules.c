@@ -39,7 +39,7 @@ static sheaf_status bw_PARAM(sh_bw *b, const uint32_t *ids, uint32_t n) {
 static sheaf_status bw_LOOKUP(sh_bw *b, const uint32_t *ids, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) {
     const sh_node *nd = node(b, ids[i]);
-    float *pg = sh_bw_param_grad(b, nd->param.id);
+    float *pg = sh_bw_param_grad_row(b, nd->param.id, nd->param.row);
     if (!pg) return SHEAF_ERR_NOMEM;
     pg += (size_t)nd->param.row * (size_t)nd->cols;
     const float *dy = b->grad[ids[i]];

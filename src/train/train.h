@@ -54,6 +54,15 @@ float *sh_bw_grad(sh_bw *b, uint32_t id);
 const float *sh_bw_val(sh_bw *b, uint32_t id);
 /* The gradient of parameter `pid` (1-based), created zeroed on first use. */
 float *sh_bw_param_grad(sh_bw *b, uint32_t pid);
+/* Table pid's gradient (as sh_bw_param_grad) for an add into row `row`
+ * only: the row is marked
+ * (sh_param.grad_rows) so that zeroing and the optimizer can skip the
+ * others; NULL: out of memory (error set). */
+float *sh_bw_param_grad_row(sh_bw *b, uint32_t pid, int64_t row);
+/* Rows of a parameter's grad_rows marks. */
+static inline size_t sh_grad_nrows(const sh_param *q) {
+  return q->rank == 2 && q->shape[0] > 0 ? (size_t)q->shape[0] : 1;
+}
 /* Scratch from the pass's arena (NULL: out of memory, error set). */
 void *sh_bw_alloc(sh_bw *b, size_t bytes);
 
