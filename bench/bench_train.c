@@ -111,9 +111,11 @@ static bool load_conllu(const char *path, corpus *c) {
 
 /* Seconds on the process's CPU clock (--cpu-time) or the monotonic clock. */
 static bool g_cpu;
-/* --dynet-dense: the DyNet peer updates every row of the embedding (Adam
- * as Sheaf's and PyTorch's), not only the rows looked up (its default). */
-static bool dynet_dense;
+/* --lazy-emb: every system updates only the embedding rows a batch looked
+ * up (Sheaf: sheaf_optimizer_lazy_rows; PyTorch: a sparse embedding and
+ * SparseAdam for it; DyNet: its default for lookup parameters). Without
+ * it, every system's Adam updates every row (DyNet: --dense-lookup). */
+static bool lazy_emb;
 static uint64_t now_ns(void) {
   struct timespec t;
   clock_gettime(g_cpu ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &t);
@@ -238,12 +240,12 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--no-dynet") == 0) dynet = false;
     else if (i + 1 < argc && strcmp(argv[i], "--dynet-dir") == 0) dynet_dir = argv[++i];
     else if (strcmp(argv[i], "--cpu-time") == 0) g_cpu = true;
-    else if (strcmp(argv[i], "--dynet-dense") == 0) dynet_dense = true;
+    else if (strcmp(argv[i], "--lazy-emb") == 0) lazy_emb = true;
     else if (i + 1 < argc && (strcmp(argv[i], "--tree-data") == 0 || strcmp(argv[i], "--tree-dev") == 0)) ++i;
     else {
       fprintf(stderr, "usage: bench_train [--threads T] [--updates N] [--reps R] [--embed E] [--hidden H]\n"
                       "                   [--data FILE.conllu] [--python PY] [--no-torch] [--no-dynet]\n"
-                      "                   [--dynet-dir DIR] [--dynet-dense] [--cpu-time]\n");
+                      "                   [--dynet-dir DIR] [--lazy-emb] [--cpu-time]\n");
       return 2;
     }
   }
@@ -262,9 +264,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   printf("bench_train: BiLSTM tagger on %s (%d sentences, %d tokens, %d words), E = %d, H = %d,\n"
-         "  Adam lr 1e-3, batch %d sentences, %d updates (after 1 warm-up), %d thread(s), min of %d runs (%s)\n",
+         "  Adam lr 1e-3, batch %d sentences, %d updates (after 1 warm-up), %d thread(s), min of %d runs (%s);\n"
+         "  Adam on the embedding: %s\n",
          data, c.n, c.ntok, c.nvocab, E, H, B, updates, threads, reps,
-         g_cpu ? "process CPU time, every system" : "wall time");
+         g_cpu ? "process CPU time, every system" : "wall time",
+         lazy_emb ? "lazy, the rows looked up only (every system)" : "dense, every row (every system)");
   char wpath[] = "/tmp/bench_train_w_XXXXXX";
   int wfd = dynet ? mkstemp(wpath) : -1;
   if (wfd >= 0) close(wfd);
@@ -287,7 +291,8 @@ int main(int argc, char **argv) {
         sheaf_model_param(m, "b_bwd", 1, s_b, SHEAF_INIT_ZERO, &p.bb) ||
         sheaf_model_param(m, "W_tag", 2, s_wt, SHEAF_INIT_GLOROT, &p.Wt) ||
         sheaf_model_param(m, "b_tag", 1, s_bt, SHEAF_INIT_ZERO, &p.bt) || sheaf_model_seed(m, 1) ||
-        sheaf_graph_create(m, NULL, &g) || sheaf_optimizer_create(m, &oo, &opt)) {
+        sheaf_graph_create(m, NULL, &g) || sheaf_optimizer_create(m, &oo, &opt) ||
+        sheaf_optimizer_lazy_rows(opt, lazy_emb)) {
       rc = fail(ctx, "setup");
       goto rep_done;
     }
@@ -337,6 +342,7 @@ int main(int argc, char **argv) {
                "OMP_NUM_THREADS=%d MKL_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d %s bench/train_torch.py --corpus %s "
                "--threads %d --updates %d --reps %d --embed %d --hidden %d --batch %d%s",
                threads, threads, threads, python, path, threads, updates, reps, E, H, B, g_cpu ? " --cpu-time" : "");
+      if (lazy_emb) strncat(cmd, " --sparse-emb", sizeof cmd - strlen(cmd) - 1);
       if (!run_peer(cmd, sheaf_rate)) printf("  (PyTorch: scripts/install_torch.sh)\n");
     }
     char bin[1024];
@@ -354,7 +360,7 @@ int main(int argc, char **argv) {
                  "%s --dynet-autobatch %d --dynet-mem 2048 --dynet-seed 1 --weights %s --corpus %s --updates %d "
                  "--reps %d --batch %d%s%s 2>/dev/null",
                  bin, k, wpath, path, updates, reps, B, g_cpu ? " --cpu-time" : "",
-                 dynet_dense ? " --dense-lookup" : "");
+                 lazy_emb ? "" : " --dense-lookup");
         run_peer(cmd, sheaf_rate);
       }
     }

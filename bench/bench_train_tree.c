@@ -35,9 +35,11 @@ enum { B = 32 };
 /* Seconds on the process's CPU clock (--cpu-time: every thread of the
  * process, so the pool's workers count too) or the monotonic clock. */
 static bool g_cpu;
-/* --dynet-dense: the DyNet peer updates every row of the embedding (Adam
- * as Sheaf's and PyTorch's), not only the rows looked up (its default). */
-static bool dynet_dense;
+/* --lazy-emb: every system updates only the embedding rows a batch looked
+ * up (Sheaf: sheaf_optimizer_lazy_rows; PyTorch: a sparse embedding and
+ * SparseAdam for it; DyNet: its default for lookup parameters). Without
+ * it, every system's Adam updates every row (DyNet: --dense-lookup). */
+static bool lazy_emb;
 static double now_s(void) {
   struct timespec t;
   clock_gettime(g_cpu ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &t);
@@ -179,13 +181,13 @@ int main(int argc, char **argv) {
     else if (i + 1 < argc && strcmp(argv[i], "--data") == 0) ++i; /* bench_train's (sentences) */
     else if (strcmp(argv[i], "--no-torch") == 0) torch = false;
     else if (strcmp(argv[i], "--cpu-time") == 0) g_cpu = true;
-    else if (strcmp(argv[i], "--dynet-dense") == 0) dynet_dense = true;
+    else if (strcmp(argv[i], "--lazy-emb") == 0) lazy_emb = true;
     else if (strcmp(argv[i], "--no-dynet") == 0) dynet = false;
     else if (i + 1 < argc && strcmp(argv[i], "--dynet-dir") == 0) dynet_dir = argv[++i];
     else {
       fprintf(stderr, "usage: bench_train_tree [--threads T] [--updates N] [--reps R] [--embed E] [--hidden H]\n"
                       "                        [--tree-data TRAIN.conllu] [--tree-dev DEV.conllu] [--python PY]\n"
-                      "                        [--no-torch] [--no-dynet] [--dynet-dir DIR] [--dynet-dense]\n"
+                      "                        [--no-torch] [--no-dynet] [--dynet-dir DIR] [--lazy-emb]\n"
                       "                        [--cpu-time]\n");
       return 2;
     }
@@ -208,9 +210,11 @@ int main(int argc, char **argv) {
   if (sh_dataset_renumber(&dv.d, &tr.d.tb.words, NULL, NULL)) return fail(ctx, "dev words");
   printf("bench_train_tree: TreeLSTM on %s (%d trees, %d words; the root word's UPOS class), E = %d, H = %d,\n"
          "  Adam lr 2e-3, batch %d trees, %d updates (after 1 warm-up), %d thread(s), min of %d runs (%s);\n"
-         "  dev accuracy on %s (%d trees) after the updates\n",
+         "  Adam on the embedding: %s; dev accuracy on %s (%d trees) after the updates\n",
          train, (int)sh_dataset_count(&tr.d), (int)tr.d.vocab - 1, E, H, B, updates, threads, reps,
-         g_cpu ? "process CPU time, every system" : "wall time", dev, (int)sh_dataset_count(&dv.d));
+         g_cpu ? "process CPU time, every system" : "wall time",
+         lazy_emb ? "lazy, the rows looked up only (every system)" : "dense, every row (every system)", dev,
+         (int)sh_dataset_count(&dv.d));
   sheaf_expr out[B], loss[B];
   double best = 1e30, acc = -1, major = 0, best_ph[3] = {0, 0, 0};
   int rc = 0;
@@ -220,7 +224,8 @@ int main(int argc, char **argv) {
     sheaf_optimizer *opt = NULL;
     sheaf_optimizer_opts oo = {SHEAF_OPTIM_ADAM, 2e-3f, 0, 0, 0, 0, 0, 0};
     if (sh_net_create(ctx, SH_NET_TREELSTM, &tr.d, H, E, &net) || sh_net_seed(&net, 1) ||
-        sheaf_graph_create(net.model, NULL, &g) || sheaf_optimizer_create(net.model, &oo, &opt)) {
+        sheaf_graph_create(net.model, NULL, &g) || sheaf_optimizer_create(net.model, &oo, &opt) ||
+        sheaf_optimizer_lazy_rows(opt, lazy_emb)) {
       rc = fail(ctx, "setup");
     } else if (update(&net, g, opt, &tr, 0, out, loss, (double[3]){0, 0, 0})) {
       rc = fail(ctx, "warm-up update");
@@ -257,6 +262,7 @@ int main(int argc, char **argv) {
                "--model treelstm --corpus %s --threads %d --updates %d --reps %d --embed %d --hidden %d "
                "--batch %d%s",
                threads, threads, threads, python, path, threads, updates, reps, E, H, B, g_cpu ? " --cpu-time" : "");
+      if (lazy_emb) strncat(cmd, " --sparse-emb", sizeof cmd - strlen(cmd) - 1);
       if (!run_peer(cmd, rate, &best_torch)) printf("  (PyTorch: scripts/install_torch.sh)\n");
     }
     if (!rc && dynet) {
@@ -276,7 +282,7 @@ int main(int argc, char **argv) {
                    "%s --dynet-autobatch %d --dynet-mem 2048 --dynet-seed 1 --autobatch %d --corpus %s --updates %d --reps %d "
                    "--embed %d --hidden %d --batch %d%s%s 2>/dev/null",
                    bin, k, k, path, updates, reps, E, H, B, g_cpu ? " --cpu-time" : "",
-                   dynet_dense ? " --dense-lookup" : "");
+                   lazy_emb ? "" : " --dense-lookup");
           run_peer(cmd, rate, &best_dynet);
         }
         if (best_dynet > 0) printf("  sheaf / best DyNet = %.2fx\n", rate / best_dynet);
