@@ -184,8 +184,9 @@ static sheaf_status update(sheaf_model *m, sheaf_graph *g, sheaf_optimizer *opt,
 }
 
 /* Runs a peer command; prints its "# ..." lines and, per JSON line, its
- * rate and Sheaf's ratio. Returns the lines read. */
-static int run_peer(const char *cmd, double sheaf_rate) {
+ * rate and Sheaf's ratio; *best: the best rate so far. Returns the lines
+ * read. */
+static int run_peer(const char *cmd, double sheaf_rate, double *best) {
   FILE *pp = popen(cmd, "r");
   char line[512];
   int peers = 0;
@@ -195,6 +196,7 @@ static int run_peer(const char *cmd, double sheaf_rate) {
     int n = sscanf(line, "{\"system\": \"%63[^\"]\", \"sents_per_s\": %lf, \"final_loss\": %lf, \"first_loss\": %lf",
                    sys, &r, &l, &l0);
     if (n >= 2 && r > 0) {
+      if (r > *best) *best = r;
       printf("  %-22s %9.1f sents/s   sheaf / %s = %.2fx", sys, r, sys, sheaf_rate / r);
       if (n == 4) printf("   (loss: first update %.5f, last %.4f)", l0, l);
       printf("\n");
@@ -337,13 +339,15 @@ int main(int argc, char **argv) {
       return 1;
     }
     char cmd[2048];
+    double best_torch = 0, best_dynet = 0;
     if (torch) {
       snprintf(cmd, sizeof cmd,
                "OMP_NUM_THREADS=%d MKL_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d %s bench/train_torch.py --corpus %s "
                "--threads %d --updates %d --reps %d --embed %d --hidden %d --batch %d%s",
                threads, threads, threads, python, path, threads, updates, reps, E, H, B, g_cpu ? " --cpu-time" : "");
       if (lazy_emb) strncat(cmd, " --sparse-emb", sizeof cmd - strlen(cmd) - 1);
-      if (!run_peer(cmd, sheaf_rate)) printf("  (PyTorch: scripts/install_torch.sh)\n");
+      if (!run_peer(cmd, sheaf_rate, &best_torch)) printf("  (PyTorch: scripts/install_torch.sh)\n");
+      else printf("  sheaf / best PyTorch = %.2fx\n", sheaf_rate / best_torch);
     }
     char bin[1024];
     snprintf(bin, sizeof bin, "%s/bin/bilstm_train_dynet", dynet_dir);
@@ -361,8 +365,9 @@ int main(int argc, char **argv) {
                  "--reps %d --batch %d%s%s 2>/dev/null",
                  bin, k, wpath, path, updates, reps, B, g_cpu ? " --cpu-time" : "",
                  lazy_emb ? "" : " --dense-lookup");
-        run_peer(cmd, sheaf_rate);
+        run_peer(cmd, sheaf_rate, &best_dynet);
       }
+      if (best_dynet > 0) printf("  sheaf / best DyNet = %.2fx\n", sheaf_rate / best_dynet);
     }
     remove(path);
   }

@@ -264,6 +264,7 @@ int main(int argc, char **argv) {
                threads, threads, threads, python, path, threads, updates, reps, E, H, B, g_cpu ? " --cpu-time" : "");
       if (lazy_emb) strncat(cmd, " --sparse-emb", sizeof cmd - strlen(cmd) - 1);
       if (!run_peer(cmd, rate, &best_torch)) printf("  (PyTorch: scripts/install_torch.sh)\n");
+      else printf("  sheaf / best PyTorch = %.2fx\n", rate / best_torch);
     }
     if (!rc && dynet) {
       char bin[1024], why[1200] = "";

@@ -146,7 +146,7 @@ const float *sh_bw_val(sh_bw *b, uint32_t id) {
   if (sh_pw_absorbed(b->g, id) && !(n->done && n->val) && n->n_in <= 64) return absorbed_val(b, id);
   sheaf_value_view v;
   if (sheaf_value(b->g, sh_expr_of(b->g, id), &v)) return NULL;
-  return v.data;
+  return b->vals[id] = v.data; /* kept for the pass: a value is read by each of its readers' rules */
 }
 
 static float *param_grad(sheaf_model *m, sh_param *q) {

@@ -30,7 +30,7 @@ typedef struct sh_bw {
   sheaf_ctx *ctx;
   sh_arena *mem;   /* node gradients and temporaries (g->train: reset at the end of the pass) */
   float **grad;    /* by node id: its gradient (rows * cols floats, row-major) or NULL */
-  const float **vals; /* by node id: values the pass computed itself (absorbed pointwise nodes) */
+  const float **vals; /* by node id: values read so far (sh_bw_val), those the pass computed itself included */
   uint8_t *req;    /* by node id: bit 0, a gradient must flow into it (it leads to a parameter
                       or a wrt); bit 1, one does (it leads to a loss too) */
   uint32_t n;      /* nodes of the graph */
