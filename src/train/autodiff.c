@@ -66,6 +66,15 @@ float *sh_bw_grad(sh_bw *b, uint32_t id) {
   return b->grad[id] = p;
 }
 
+float *sh_bw_grad_fresh(sh_bw *b, uint32_t id, bool *fresh) {
+  *fresh = false;
+  if (b->grad[id]) return b->grad[id];
+  const sh_node *n = &b->g->store.nodes[id];
+  float *p = sh_bw_alloc(b, (size_t)n->rows * (size_t)n->cols * sizeof(float));
+  *fresh = p != NULL;
+  return b->grad[id] = p;
+}
+
 /* An elementwise op's value at one element (the forward's formulas, in
  * double). */
 static double ew_value(int op, const double *v, int n_in, double s) {

@@ -50,6 +50,10 @@ extern const sh_bw_rule sh_bw_rules[SH_OP_COUNT];
 
 /* Node id's gradient, created zeroed on first use (NULL: out of memory, error set). */
 float *sh_bw_grad(sh_bw *b, uint32_t id);
+/* The same, except that a gradient created by this call is not zeroed
+ * (*fresh: true): the caller writes every element of it (= instead of +=;
+ * 0 + s is s, the same value). */
+float *sh_bw_grad_fresh(sh_bw *b, uint32_t id, bool *fresh);
 /* Node id's forward value, rows * cols contiguous floats (NULL: error set). */
 const float *sh_bw_val(sh_bw *b, uint32_t id);
 /* The gradient of parameter `pid` (1-based), created zeroed on first use. */
