@@ -249,8 +249,10 @@ bench-dynamic-models: $(BENCH_DYN_MODELS) dynet-peers-dynamic
 # train split, batches of 32 trees) against PyTorch per-tree and
 # level-batched and DyNet (autobatch 0, 1, 2; when scripts/install_dynet.sh
 # built it), with the dev accuracy each reaches; the ratios printed in one
-# run. BENCH_ARGS e.g. '--threads 1 --updates 20 --reps 3 --cpu-time' (every
-# system on its process's CPU clock: the machine may be shared).
+# run. BENCH_ARGS e.g. '--threads 1 --updates 20 --reps 2 --cpu-time' (every
+# system on its process's CPU clock: the machine may be shared), plus
+# '--lazy-emb' for lazy embedding-row updates in every system (DyNet's
+# default; PyTorch's SparseAdam; sheaf_optimizer_lazy_rows).
 bench-train: $(BUILDDIR)/bench/bench_train $(BUILDDIR)/bench/bench_train_tree
 	@sh scripts/install_torch.sh || echo "bench-train: PyTorch unavailable; the peers are skipped"
 	@sh scripts/install_dynet.sh || echo "bench-train: DyNet unavailable; its rows are skipped"
