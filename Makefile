@@ -240,16 +240,22 @@ bench-dynamic: dynet-peers-dynamic
 bench-dynamic-models: $(BENCH_DYN_MODELS) dynet-peers-dynamic
 	$< --dynet-dir $(DYNET_DIR) $(BENCH_ARGS)
 
-# Training throughput: the BiLSTM tagger trained by Sheaf and by its PyTorch
-# peer (bench/train_torch.py: per-sentence and packed) on the bundled EWT
-# test split, same sizes, Adam, batches of 64, same number of updates; then
+# Training throughput: the BiLSTM tagger trained by Sheaf, by its PyTorch
+# peer (bench/train_torch.py: per-sentence and packed) and by its DyNet peer
+# (bench/bilstm_train_dynet.cc: autobatch 0, 1, 2, from Sheaf's initial
+# weights) on the bundled EWT test split, same sizes, Adam, batches of 64,
+# same number of updates; then
 # the TreeLSTM (bench_train_tree: the root word's UPOS class of the EWT
 # train split, batches of 32 trees) against PyTorch per-tree and
 # level-batched and DyNet (autobatch 0, 1, 2; when scripts/install_dynet.sh
 # built it), with the dev accuracy each reaches; the ratios printed in one
-# run. BENCH_ARGS e.g. '--threads 1 --updates 20 --reps 3'.
+# run. BENCH_ARGS e.g. '--threads 1 --updates 20 --reps 2 --cpu-time' (every
+# system on its process's CPU clock: the machine may be shared), plus
+# '--lazy-emb' for lazy embedding-row updates in every system (DyNet's
+# default; PyTorch's SparseAdam; sheaf_optimizer_lazy_rows).
 bench-train: $(BUILDDIR)/bench/bench_train $(BUILDDIR)/bench/bench_train_tree
 	@sh scripts/install_torch.sh || echo "bench-train: PyTorch unavailable; the peers are skipped"
+	@sh scripts/install_dynet.sh || echo "bench-train: DyNet unavailable; its rows are skipped"
 	$(BUILDDIR)/bench/bench_train $(BENCH_ARGS)
 	$(BUILDDIR)/bench/bench_train_tree $(BENCH_ARGS)
 

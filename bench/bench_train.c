@@ -8,16 +8,23 @@
  * Sheaf builds one graph per batch (lstm_cell over [x ; h] each way, an
  * affine over [h_fwd ; h_bwd], sheaf_nll per token). Timed: the updates
  * after one warm-up update, min over --reps runs; instances = sentences.
- * The peer runs in the same invocation (per-sentence and packed), and the
- * ratios Sheaf / peer are printed.
+ * The peers run in the same invocation: PyTorch (per-sentence and
+ * packed) and DyNet (bench/bilstm_train_dynet.cc, built by
+ * scripts/install_dynet.sh into DIR/bin, default build/peers/dynet; at
+ * --dynet-autobatch 0, 1 and 2, from the initial weights Sheaf's seeded
+ * model saves), and the ratios Sheaf / peer are printed. --cpu-time: every
+ * system timed on its process's CPU clock (the machine is shared: a wall
+ * clock counts other jobs' time slices).
  *
- *   make bench-train BENCH_ARGS='--threads 1 --updates 20'
+ *   make bench-train BENCH_ARGS='--threads 1 --updates 20 --cpu-time'
  */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "sheaf.h"
 #include "sheaf_train.h"
@@ -102,6 +109,19 @@ static bool load_conllu(const char *path, corpus *c) {
   return ok && c->n > 0;
 }
 
+/* Seconds on the process's CPU clock (--cpu-time) or the monotonic clock. */
+static bool g_cpu;
+/* --lazy-emb: every system updates only the embedding rows a batch looked
+ * up (Sheaf: sheaf_optimizer_lazy_rows; PyTorch: a sparse embedding and
+ * SparseAdam for it; DyNet: its default for lookup parameters). Without
+ * it, every system's Adam updates every row (DyNet: --dense-lookup). */
+static bool lazy_emb;
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(g_cpu ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 typedef struct tagger {
   sheaf_param emb, Wf, bf, Wb, bb, Wt, bt;
 } tagger;
@@ -111,11 +131,12 @@ static int fail(sheaf_ctx *ctx, const char *what) {
   return 1;
 }
 
-/* One update on sentences s0 .. s0 + B (wrapping); *fwd_ns, *bwd_ns: its parts. */
+/* One update on sentences s0 .. s0 + B (wrapping); *fwd_ns, *bwd_ns: its
+ * parts; *last_loss (when not NULL): the batch's mean token NLL. */
 static sheaf_status update(sheaf_model *m, sheaf_graph *g, sheaf_optimizer *opt, const tagger *p, const corpus *c, int s0,
                            int H, sheaf_expr *hf, sheaf_expr *hb, sheaf_expr *loss, uint64_t *fwd_ns,
-                           uint64_t *bwd_ns) {
-  uint64_t t0 = sheaf_time_ns();
+                           uint64_t *bwd_ns, double *last_loss) {
+  uint64_t t0 = now_ns();
   sheaf_graph_reset(g);
   const int64_t zshape[1] = {H};
   int k = 0;
@@ -141,15 +162,53 @@ static sheaf_status update(sheaf_model *m, sheaf_graph *g, sheaf_optimizer *opt,
     }
   }
   sheaf_status st = sheaf_graph_flush(g);
-  uint64_t t1 = sheaf_time_ns();
+  uint64_t t1 = now_ns();
   sheaf_backward_opts bo = {1.0f / (float)k, 0, NULL, NULL};
+  if (!st && last_loss) { /* the batch's mean loss (not timed: read after the step) */
+    double sum = 0;
+    for (int i = 0; i < k && !st; i++) {
+      sheaf_value_view v;
+      st = sheaf_value(g, loss[i], &v);
+      if (!st) sum += v.data[0];
+    }
+    *last_loss = sum / k;
+    t1 = now_ns();
+  }
   if (!st) st = sheaf_model_zero_grad(m);
   if (!st) st = sheaf_backward(g, k, loss, &bo);
   if (!st) st = sheaf_optimizer_step(opt, NULL);
-  uint64_t t2 = sheaf_time_ns();
+  uint64_t t2 = now_ns();
   *fwd_ns += t1 - t0;
   *bwd_ns += t2 - t1;
   return st;
+}
+
+/* Runs a peer command; prints its "# ..." lines and, per JSON line, its
+ * rate and Sheaf's ratio; *best: the best rate so far. Returns the lines
+ * read. */
+static int run_peer(const char *cmd, double sheaf_rate, double *best) {
+  FILE *pp = popen(cmd, "r");
+  char line[512];
+  int peers = 0;
+  while (pp && fgets(line, sizeof line, pp)) {
+    char sys[64];
+    double r, l = 0, l0 = 0;
+    int n = sscanf(line, "{\"system\": \"%63[^\"]\", \"sents_per_s\": %lf, \"final_loss\": %lf, \"first_loss\": %lf",
+                   sys, &r, &l, &l0);
+    if (n >= 2 && r > 0) {
+      if (r > *best) *best = r;
+      printf("  %-22s %9.1f sents/s   sheaf / %s = %.2fx", sys, r, sys, sheaf_rate / r);
+      if (n == 4) printf("   (loss: first update %.5f, last %.4f)", l0, l);
+      printf("\n");
+      peers++;
+    } else if (line[0] == '#') {
+      printf("  %s", line);
+    }
+  }
+  int st = pp ? pclose(pp) : -1;
+  if (!peers) printf("  note: peer did not run (exit status %d): %s\n", st, cmd);
+  fflush(stdout);
+  return peers;
 }
 
 /* Writes the corpus for the peer: "corpus N V", then "n w.. t.." per sentence. */
@@ -169,7 +228,8 @@ static bool write_corpus(const corpus *c, const char *path) {
 int main(int argc, char **argv) {
   int threads = 1, updates = 20, reps = 3, E = 64, H = 128;
   const char *data = "data/ud_english_ewt/en_ewt-ud-test.conllu", *python = "python3";
-  bool torch = true;
+  const char *dynet_dir = "build/peers/dynet";
+  bool torch = true, dynet = true;
   for (int i = 1; i < argc; i++) {
     if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) threads = atoi(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--updates") == 0) updates = atoi(argv[++i]);
@@ -179,9 +239,15 @@ int main(int argc, char **argv) {
     else if (i + 1 < argc && strcmp(argv[i], "--data") == 0) data = argv[++i];
     else if (i + 1 < argc && strcmp(argv[i], "--python") == 0) python = argv[++i];
     else if (strcmp(argv[i], "--no-torch") == 0) torch = false;
+    else if (strcmp(argv[i], "--no-dynet") == 0) dynet = false;
+    else if (i + 1 < argc && strcmp(argv[i], "--dynet-dir") == 0) dynet_dir = argv[++i];
+    else if (strcmp(argv[i], "--cpu-time") == 0) g_cpu = true;
+    else if (strcmp(argv[i], "--lazy-emb") == 0) lazy_emb = true;
+    else if (i + 1 < argc && (strcmp(argv[i], "--tree-data") == 0 || strcmp(argv[i], "--tree-dev") == 0)) ++i;
     else {
       fprintf(stderr, "usage: bench_train [--threads T] [--updates N] [--reps R] [--embed E] [--hidden H]\n"
-                      "                   [--data FILE.conllu] [--python PY] [--no-torch]\n");
+                      "                   [--data FILE.conllu] [--python PY] [--no-torch] [--no-dynet]\n"
+                      "                   [--dynet-dir DIR] [--lazy-emb] [--cpu-time]\n");
       return 2;
     }
   }
@@ -200,8 +266,15 @@ int main(int argc, char **argv) {
     return 1;
   }
   printf("bench_train: BiLSTM tagger on %s (%d sentences, %d tokens, %d words), E = %d, H = %d,\n"
-         "  Adam lr 1e-3, batch %d sentences, %d updates (after 1 warm-up), %d thread(s), min of %d runs\n",
-         data, c.n, c.ntok, c.nvocab, E, H, B, updates, threads, reps);
+         "  Adam lr 1e-3, batch %d sentences, %d updates (after 1 warm-up), %d thread(s), min of %d runs (%s);\n"
+         "  Adam on the embedding: %s\n",
+         data, c.n, c.ntok, c.nvocab, E, H, B, updates, threads, reps,
+         g_cpu ? "process CPU time, every system" : "wall time",
+         lazy_emb ? "lazy, the rows looked up only (every system)" : "dense, every row (every system)");
+  char wpath[] = "/tmp/bench_train_w_XXXXXX";
+  int wfd = dynet ? mkstemp(wpath) : -1;
+  if (wfd >= 0) close(wfd);
+  double last_loss = 0, first_loss = 0;
   static sheaf_expr hf[MAXLEN], hb[MAXLEN], loss[B * MAXLEN];
   double best = 1e30, best_f = 0, best_b = 0;
   int rc = 1;
@@ -220,18 +293,23 @@ int main(int argc, char **argv) {
         sheaf_model_param(m, "b_bwd", 1, s_b, SHEAF_INIT_ZERO, &p.bb) ||
         sheaf_model_param(m, "W_tag", 2, s_wt, SHEAF_INIT_GLOROT, &p.Wt) ||
         sheaf_model_param(m, "b_tag", 1, s_bt, SHEAF_INIT_ZERO, &p.bt) || sheaf_model_seed(m, 1) ||
-        sheaf_graph_create(m, NULL, &g) || sheaf_optimizer_create(m, &oo, &opt)) {
+        sheaf_graph_create(m, NULL, &g) || sheaf_optimizer_create(m, &oo, &opt) ||
+        sheaf_optimizer_lazy_rows(opt, lazy_emb)) {
       rc = fail(ctx, "setup");
       goto rep_done;
     }
+    if (rep == 0 && wfd >= 0 && sheaf_model_save(m, wpath)) {
+      rc = fail(ctx, "saving the initial weights for the DyNet peer");
+      goto rep_done;
+    }
     uint64_t f = 0, bw = 0;
-    if (update(m, g, opt, &p, &c, 0, H, hf, hb, loss, &f, &bw)) {
+    if (update(m, g, opt, &p, &c, 0, H, hf, hb, loss, &f, &bw, &first_loss)) {
       rc = fail(ctx, "warm-up update");
       goto rep_done;
     }
     f = bw = 0;
     for (int u = 0; u < updates; u++)
-      if (update(m, g, opt, &p, &c, (u + 1) * B, H, hf, hb, loss, &f, &bw)) {
+      if (update(m, g, opt, &p, &c, (u + 1) * B, H, hf, hb, loss, &f, &bw, u == updates - 1 ? &last_loss : NULL)) {
         rc = fail(ctx, "update");
         goto rep_done;
       }
@@ -249,9 +327,10 @@ int main(int argc, char **argv) {
     return rc;
   }
   double sheaf_rate = (double)updates * B / best;
-  printf("  %-22s %9.1f sents/s   (forward %.3f s, backward+step %.3f s: %.2fx the forward)\n", "sheaf", sheaf_rate,
-         best_f, best_b, best_b / best_f);
-  if (torch) {
+  printf("  %-22s %9.1f sents/s   (forward %.3f s, backward+step %.3f s: %.2fx the forward;\n"
+         "  %-22s %9s           loss: first update %.5f, last %.4f)\n",
+         "sheaf", sheaf_rate, best_f, best_b, best_b / best_f, "", "", first_loss, last_loss);
+  if (torch || dynet) {
     char path[] = "/tmp/bench_train_XXXXXX";
     int fd = mkstemp(path);
     if (fd < 0 || !write_corpus(&c, path)) {
@@ -259,28 +338,40 @@ int main(int argc, char **argv) {
       sheaf_ctx_free(ctx);
       return 1;
     }
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd,
-             "OMP_NUM_THREADS=%d MKL_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d %s bench/train_torch.py --corpus %s "
-             "--threads %d --updates %d --reps %d --embed %d --hidden %d --batch %d",
-             threads, threads, threads, python, path, threads, updates, reps, E, H, B);
-    FILE *pp = popen(cmd, "r");
-    char line[512];
-    int peers = 0;
-    while (pp && fgets(line, sizeof line, pp)) {
-      char sys[64];
-      double r;
-      if (sscanf(line, "{\"system\": \"%63[^\"]\", \"sents_per_s\": %lf", sys, &r) == 2 && r > 0) {
-        printf("  %-22s %9.1f sents/s   sheaf / %s = %.2fx\n", sys, r, sys, sheaf_rate / r);
-        peers++;
-      } else if (line[0] == '#') {
-        printf("  %s", line);
-      }
+    char cmd[2048];
+    double best_torch = 0, best_dynet = 0;
+    if (torch) {
+      snprintf(cmd, sizeof cmd,
+               "OMP_NUM_THREADS=%d MKL_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d %s bench/train_torch.py --corpus %s "
+               "--threads %d --updates %d --reps %d --embed %d --hidden %d --batch %d%s",
+               threads, threads, threads, python, path, threads, updates, reps, E, H, B, g_cpu ? " --cpu-time" : "");
+      if (lazy_emb) strncat(cmd, " --sparse-emb", sizeof cmd - strlen(cmd) - 1);
+      if (!run_peer(cmd, sheaf_rate, &best_torch)) printf("  (PyTorch: scripts/install_torch.sh)\n");
+      else printf("  sheaf / best PyTorch = %.2fx\n", sheaf_rate / best_torch);
     }
-    int st = pp ? pclose(pp) : -1;
-    if (!peers) printf("  note: PyTorch peer did not run (exit status %d; scripts/install_torch.sh)\n", st);
+    char bin[1024];
+    snprintf(bin, sizeof bin, "%s/bin/bilstm_train_dynet", dynet_dir);
+    if (dynet && access(bin, X_OK) != 0) {
+      char failed[1100], why[1200] = "";
+      snprintf(failed, sizeof failed, "%s/FAILED", dynet_dir);
+      FILE *ff = fopen(failed, "r");
+      if (!ff || !fgets(why, sizeof why, ff)) snprintf(why, sizeof why, "%s not built (scripts/install_dynet.sh)\n", bin);
+      if (ff) fclose(ff);
+      printf("  DyNet: not available (%.*s)\n", (int)strcspn(why, "\n"), why);
+    } else if (dynet) {
+      for (int k = 0; k <= 2; k++) {
+        snprintf(cmd, sizeof cmd,
+                 "%s --dynet-autobatch %d --dynet-mem 2048 --dynet-seed 1 --weights %s --corpus %s --updates %d "
+                 "--reps %d --batch %d%s%s 2>/dev/null",
+                 bin, k, wpath, path, updates, reps, B, g_cpu ? " --cpu-time" : "",
+                 lazy_emb ? "" : " --dense-lookup");
+        run_peer(cmd, sheaf_rate, &best_dynet);
+      }
+      if (best_dynet > 0) printf("  sheaf / best DyNet = %.2fx\n", sheaf_rate / best_dynet);
+    }
     remove(path);
   }
+  if (wfd >= 0) remove(wpath);
   sheaf_ctx_free(ctx);
   free(c.start);
   free(c.len);

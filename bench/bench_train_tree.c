@@ -23,6 +23,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "io/tree_labels.h"
@@ -30,6 +31,20 @@
 #include "sheaf_train.h"
 
 enum { B = 32 };
+
+/* Seconds on the process's CPU clock (--cpu-time: every thread of the
+ * process, so the pool's workers count too) or the monotonic clock. */
+static bool g_cpu;
+/* --lazy-emb: every system updates only the embedding rows a batch looked
+ * up (Sheaf: sheaf_optimizer_lazy_rows; PyTorch: a sparse embedding and
+ * SparseAdam for it; DyNet: its default for lookup parameters). Without
+ * it, every system's Adam updates every row (DyNet: --dense-lookup). */
+static bool lazy_emb;
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(g_cpu ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 /* Runs a peer command; prints its "# ..." lines and, per JSON line, its
  * rate, dev accuracy and Sheaf's ratio; *best: its best rate. Returns the
@@ -73,20 +88,27 @@ static bool load(sheaf_ctx *ctx, const char *path, data *x) {
   return x->label && sh_tree_labels_load(ctx, path, &x->d, x->label) == SHEAF_OK;
 }
 
-/* One update on trees s0 .. s0 + B (wrapping). */
+/* One update on trees s0 .. s0 + B (wrapping); ph[0..2] += the seconds of
+ * its forward (build and flush), backward (zeroing included) and step. */
 static sheaf_status update(sh_net *net, sheaf_graph *g, sheaf_optimizer *opt, const data *tr, int64_t s0,
-                           sheaf_expr *out, sheaf_expr *loss) {
+                           sheaf_expr *out, sheaf_expr *loss, double *ph) {
   int32_t n = sh_dataset_count(&tr->d);
+  double t0 = now_s();
   sheaf_status st = sheaf_graph_reset(g);
   for (int i = 0; i < B && !st; i++) {
     int32_t t = (int32_t)((s0 + i) % n);
     st = sh_net_build(net, g, t, out + i);
     loss[i] = sheaf_nll_logp(g, out[i], tr->label[t]);
   }
+  if (!st) st = sheaf_graph_flush(g);
+  double t1 = now_s();
   sheaf_backward_opts bo = {1.0f / B, 0, NULL, NULL};
   if (!st) st = sheaf_model_zero_grad(net->model);
   if (!st) st = sheaf_backward(g, B, loss, &bo);
+  double t2 = now_s();
   if (!st) st = sheaf_optimizer_step(opt, NULL);
+  double t3 = now_s();
+  ph[0] += t1 - t0, ph[1] += t2 - t1, ph[2] += t3 - t2;
   return st;
 }
 
@@ -158,12 +180,15 @@ int main(int argc, char **argv) {
     else if (i + 1 < argc && strcmp(argv[i], "--python") == 0) python = argv[++i];
     else if (i + 1 < argc && strcmp(argv[i], "--data") == 0) ++i; /* bench_train's (sentences) */
     else if (strcmp(argv[i], "--no-torch") == 0) torch = false;
+    else if (strcmp(argv[i], "--cpu-time") == 0) g_cpu = true;
+    else if (strcmp(argv[i], "--lazy-emb") == 0) lazy_emb = true;
     else if (strcmp(argv[i], "--no-dynet") == 0) dynet = false;
     else if (i + 1 < argc && strcmp(argv[i], "--dynet-dir") == 0) dynet_dir = argv[++i];
     else {
       fprintf(stderr, "usage: bench_train_tree [--threads T] [--updates N] [--reps R] [--embed E] [--hidden H]\n"
                       "                        [--tree-data TRAIN.conllu] [--tree-dev DEV.conllu] [--python PY]\n"
-                      "                        [--no-torch] [--no-dynet] [--dynet-dir DIR]\n");
+                      "                        [--no-torch] [--no-dynet] [--dynet-dir DIR] [--lazy-emb]\n"
+                      "                        [--cpu-time]\n");
       return 2;
     }
   }
@@ -184,12 +209,14 @@ int main(int argc, char **argv) {
   /* the dev words numbered by the training words (others: <unk>) */
   if (sh_dataset_renumber(&dv.d, &tr.d.tb.words, NULL, NULL)) return fail(ctx, "dev words");
   printf("bench_train_tree: TreeLSTM on %s (%d trees, %d words; the root word's UPOS class), E = %d, H = %d,\n"
-         "  Adam lr 2e-3, batch %d trees, %d updates (after 1 warm-up), %d thread(s), min of %d runs;\n"
-         "  dev accuracy on %s (%d trees) after the updates\n",
-         train, (int)sh_dataset_count(&tr.d), (int)tr.d.vocab - 1, E, H, B, updates, threads, reps, dev,
+         "  Adam lr 2e-3, batch %d trees, %d updates (after 1 warm-up), %d thread(s), min of %d runs (%s);\n"
+         "  Adam on the embedding: %s; dev accuracy on %s (%d trees) after the updates\n",
+         train, (int)sh_dataset_count(&tr.d), (int)tr.d.vocab - 1, E, H, B, updates, threads, reps,
+         g_cpu ? "process CPU time, every system" : "wall time",
+         lazy_emb ? "lazy, the rows looked up only (every system)" : "dense, every row (every system)", dev,
          (int)sh_dataset_count(&dv.d));
   sheaf_expr out[B], loss[B];
-  double best = 1e30, acc = -1, major = 0;
+  double best = 1e30, acc = -1, major = 0, best_ph[3] = {0, 0, 0};
   int rc = 0;
   for (int rep = 0; rep < reps && !rc; rep++) {
     sh_net net = {0};
@@ -197,16 +224,18 @@ int main(int argc, char **argv) {
     sheaf_optimizer *opt = NULL;
     sheaf_optimizer_opts oo = {SHEAF_OPTIM_ADAM, 2e-3f, 0, 0, 0, 0, 0, 0};
     if (sh_net_create(ctx, SH_NET_TREELSTM, &tr.d, H, E, &net) || sh_net_seed(&net, 1) ||
-        sheaf_graph_create(net.model, NULL, &g) || sheaf_optimizer_create(net.model, &oo, &opt)) {
+        sheaf_graph_create(net.model, NULL, &g) || sheaf_optimizer_create(net.model, &oo, &opt) ||
+        sheaf_optimizer_lazy_rows(opt, lazy_emb)) {
       rc = fail(ctx, "setup");
-    } else if (update(&net, g, opt, &tr, 0, out, loss)) {
+    } else if (update(&net, g, opt, &tr, 0, out, loss, (double[3]){0, 0, 0})) {
       rc = fail(ctx, "warm-up update");
     } else {
-      uint64_t t0 = sheaf_time_ns();
+      double ph[3] = {0, 0, 0};
+      double t0 = now_s();
       for (int u = 0; u < updates && !rc; u++)
-        if (update(&net, g, opt, &tr, (int64_t)(u + 1) * B, out, loss)) rc = fail(ctx, "update");
-      double s = (double)(sheaf_time_ns() - t0) * 1e-9;
-      if (s < best) best = s;
+        if (update(&net, g, opt, &tr, (int64_t)(u + 1) * B, out, loss, ph)) rc = fail(ctx, "update");
+      double s = now_s() - t0;
+      if (s < best) best = s, memcpy(best_ph, ph, sizeof ph);
       if (!rc && rep == reps - 1 && (acc = accuracy(&net, g, &dv, &major)) < 0) rc = fail(ctx, "dev");
     }
     sheaf_optimizer_free(opt);
@@ -217,6 +246,8 @@ int main(int argc, char **argv) {
     double rate = (double)updates * B / best;
     printf("  %-22s %9.1f trees/s   dev accuracy %.2f%% (majority class %.2f%%)\n", "sheaf", rate, 100 * acc,
            100 * major);
+    printf("  sheaf per update: forward %.2f ms, backward %.2f ms, optimizer step %.2f ms\n",
+           1e3 * best_ph[0] / updates, 1e3 * best_ph[1] / updates, 1e3 * best_ph[2] / updates);
     char path[] = "/tmp/bench_train_tree_XXXXXX";
     int fd = (torch || dynet) ? mkstemp(path) : -1;
     if ((torch || dynet) && (fd < 0 || !write_corpus(&tr, &dv, tr.d.vocab, path))) {
@@ -229,9 +260,11 @@ int main(int argc, char **argv) {
       snprintf(cmd, sizeof cmd,
                "OMP_NUM_THREADS=%d MKL_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d %s bench/train_torch.py "
                "--model treelstm --corpus %s --threads %d --updates %d --reps %d --embed %d --hidden %d "
-               "--batch %d",
-               threads, threads, threads, python, path, threads, updates, reps, E, H, B);
+               "--batch %d%s",
+               threads, threads, threads, python, path, threads, updates, reps, E, H, B, g_cpu ? " --cpu-time" : "");
+      if (lazy_emb) strncat(cmd, " --sparse-emb", sizeof cmd - strlen(cmd) - 1);
       if (!run_peer(cmd, rate, &best_torch)) printf("  (PyTorch: scripts/install_torch.sh)\n");
+      else printf("  sheaf / best PyTorch = %.2fx\n", rate / best_torch);
     }
     if (!rc && dynet) {
       char bin[1024], why[1200] = "";
@@ -248,8 +281,9 @@ int main(int argc, char **argv) {
         for (int k = 0; k <= 2; k++) {
           snprintf(cmd, sizeof cmd,
                    "%s --dynet-autobatch %d --dynet-mem 2048 --dynet-seed 1 --autobatch %d --corpus %s --updates %d --reps %d "
-                   "--embed %d --hidden %d --batch %d",
-                   bin, k, k, path, updates, reps, E, H, B);
+                   "--embed %d --hidden %d --batch %d%s%s 2>/dev/null",
+                   bin, k, k, path, updates, reps, E, H, B, g_cpu ? " --cpu-time" : "",
+                   lazy_emb ? "" : " --dense-lookup");
           run_peer(cmd, rate, &best_dynet);
         }
         if (best_dynet > 0) printf("  sheaf / best DyNet = %.2fx\n", rate / best_dynet);

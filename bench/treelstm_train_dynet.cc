@@ -16,8 +16,11 @@
 // run the dev trees are classified (no update). Prints "# ..." lines and
 // {"system": "dynet-abK", "trees_per_s": R, "dev_accuracy": A}. DyNet
 // updates a lookup table's rows sparsely (only the rows looked up), as it
-// does by default.
+// does by default; --dense-lookup turns that off (every row's Adam update,
+// as Sheaf's and PyTorch's). --cpu-time: the process's CPU clock instead
+// of the wall clock.
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -107,7 +110,14 @@ struct Net {
   }
 };
 
+bool g_cpu = false;
+
 double now_s() {
+  if (g_cpu) {
+    timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+  }
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
@@ -117,6 +127,7 @@ int main(int argc, char **argv) {
   dynet::initialize(argc, argv);  // consumes --dynet-* flags
   std::string corpus;
   int updates = 100, reps = 3, batch = 32, autobatch = 0;
+  bool dense_lookup = false;
   unsigned E = 64, H = 128;
   for (int i = 1; i < argc; i++) {
     std::string a = argv[i];
@@ -127,6 +138,8 @@ int main(int argc, char **argv) {
     else if (i + 1 < argc && a == "--embed") E = (unsigned)std::atoi(argv[++i]);
     else if (i + 1 < argc && a == "--hidden") H = (unsigned)std::atoi(argv[++i]);
     else if (i + 1 < argc && a == "--autobatch") autobatch = std::atoi(argv[++i]);  // for the label
+    else if (a == "--cpu-time") g_cpu = true;
+    else if (a == "--dense-lookup") dense_lookup = true;
     else die("unknown argument " + a);
   }
   if (corpus.empty() || updates < 1 || reps < 1 || batch < 1) die("--corpus F needed; counts >= 1");
@@ -139,6 +152,7 @@ int main(int argc, char **argv) {
     Net net(V, E, H);
     AdamTrainer tr(net.pc, 2e-3f);
     tr.clipping_enabled = false;
+    tr.sparse_updates_enabled = !dense_lookup;
     auto step = [&](long u) {
       ComputationGraph cg;
       std::vector<Expression> p = net.params(cg), losses;

@@ -110,6 +110,17 @@ SHEAF_API sheaf_status sheaf_optimizer_step(sheaf_optimizer *o, double *norm);
 /* Updates done so far. */
 SHEAF_API int64_t sheaf_optimizer_steps(const sheaf_optimizer *o);
 
+/* Lazy updates of lookup tables (on: nonzero; off by default). A parameter
+ * whose gradient since the last sheaf_model_zero_grad came only from
+ * sheaf_lookup rows then has only those rows updated, their state
+ * (moments, sums) too; the other rows and their state stay as they are —
+ * what DyNet does for its lookup parameters and PyTorch's SparseAdam for
+ * sparse embeddings. Off: every element of every parameter with a
+ * gradient is updated (the textbook optimizers: Adam's moments of a row
+ * not looked up still decay and move it). The bias correction counts
+ * every step either way. */
+SHEAF_API sheaf_status sheaf_optimizer_lazy_rows(sheaf_optimizer *o, int on);
+
 /* The optimizer's state, for a resume that continues exactly: its update
  * count (Adam's bias correction) and each parameter's moments, written as
  * a safetensors file (temporary file renamed): tensor "m.NAME" (SGD's

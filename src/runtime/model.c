@@ -122,6 +122,7 @@ void sheaf_model_free(sheaf_model *m) {
     sh_strfree(ctx, p->name);
     sh_free(ctx, p->data, p->numel * sizeof(float));
     sh_free(ctx, p->grad, p->numel * sizeof(float)); /* src/train's gradient */
+    sh_free(ctx, p->grad_rows, p->rank == 2 && p->shape[0] > 0 ? (size_t)p->shape[0] : 1);
     sh_gemm_packed_b_free(ctx, p->packed);
     sh_gemm_packed_b_free(ctx, p->gates);
   }

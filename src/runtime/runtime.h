@@ -44,6 +44,11 @@ typedef struct sh_param {
   sh_gemm_packed_b *gates;       /* same, gate-interleaved (LSTM cells) */
   uint64_t packed_ver, gates_ver;
   float *grad;                   /* numel floats or NULL: the gradient (src/train owns it) */
+  /* src/train: what the gradient holds since the last zeroing: grad_whole,
+   * any element (a whole-tensor gradient); otherwise only the rows (of
+   * shape[0]) marked in grad_rows (lookups' scatter-adds), zero elsewhere. */
+  uint8_t *grad_rows;            /* shape[0] bytes or NULL (no row written) */
+  bool grad_whole;
 } sh_param;
 
 /* A stacked weight [W_1; W_2; ...] (affine_n), packed once per version. */

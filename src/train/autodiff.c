@@ -66,6 +66,15 @@ float *sh_bw_grad(sh_bw *b, uint32_t id) {
   return b->grad[id] = p;
 }
 
+float *sh_bw_grad_fresh(sh_bw *b, uint32_t id, bool *fresh) {
+  *fresh = false;
+  if (b->grad[id]) return b->grad[id];
+  const sh_node *n = &b->g->store.nodes[id];
+  float *p = sh_bw_alloc(b, (size_t)n->rows * (size_t)n->cols * sizeof(float));
+  *fresh = p != NULL;
+  return b->grad[id] = p;
+}
+
 /* An elementwise op's value at one element (the forward's formulas, in
  * double). */
 static double ew_value(int op, const double *v, int n_in, double s) {
@@ -146,7 +155,7 @@ const float *sh_bw_val(sh_bw *b, uint32_t id) {
   if (sh_pw_absorbed(b->g, id) && !(n->done && n->val) && n->n_in <= 64) return absorbed_val(b, id);
   sheaf_value_view v;
   if (sheaf_value(b->g, sh_expr_of(b->g, id), &v)) return NULL;
-  return v.data;
+  return b->vals[id] = v.data; /* kept for the pass: a value is read by each of its readers' rules */
 }
 
 static float *param_grad(sheaf_model *m, sh_param *q) {
@@ -161,6 +170,26 @@ float *sh_bw_param_grad(sh_bw *b, uint32_t pid) {
   sheaf_model *m = b->g->model;
   float *p = pid && pid <= m->n_params ? param_grad(m, &m->params[pid - 1]) : NULL;
   if (!p) sh_fail(b->ctx, SHEAF_ERR_NOMEM, "sheaf_backward: out of memory for a gradient");
+  else m->params[pid - 1].grad_whole = true;
+  return p;
+}
+
+float *sh_bw_param_grad_row(sh_bw *b, uint32_t pid, int64_t row) {
+  sheaf_model *m = b->g->model;
+  sh_param *q = pid && pid <= m->n_params ? &m->params[pid - 1] : NULL;
+  float *p = q ? param_grad(m, q) : NULL;
+  if (!p) {
+    sh_fail(b->ctx, SHEAF_ERR_NOMEM, "sheaf_backward: out of memory for a gradient");
+    return NULL;
+  }
+  if (q->rank != 2 || row < 0 || row >= q->shape[0]) { /* not a table's row: the whole tensor */
+    q->grad_whole = true;
+  } else if (!q->grad_whole) {
+    if (!q->grad_rows && (q->grad_rows = sh_alloc(m->ctx, sh_grad_nrows(q), 64)))
+      memset(q->grad_rows, 0, sh_grad_nrows(q));
+    if (q->grad_rows) q->grad_rows[row] = 1;
+    else q->grad_whole = true; /* no room for the marks: treated as whole (zeroed whole) */
+  }
   return p;
 }
 
@@ -172,11 +201,14 @@ float *sheaf_param_grad(sheaf_model *m, sheaf_param p) {
   }
   float *gr = param_grad(m, q);
   if (!gr) sh_fail(m->ctx, SHEAF_ERR_NOMEM, "sheaf_param_grad: out of memory");
+  else q->grad_whole = true; /* the caller may write any element */
   return gr;
 }
 
 /* Zeroing the gradients: chunks of ZG_CHUNK floats of every parameter
- * with one, over the pool (an embedding table's gradient is megabytes). */
+ * whose whole gradient was written, over the pool (an embedding table's
+ * gradient is megabytes); a table only looked up has only its marked rows
+ * zeroed (the others are zero already), on the caller. */
 #define ZG_CHUNK 16384
 typedef struct zg_job {
   sheaf_model *m;
@@ -197,24 +229,39 @@ static void zg_task(void *arg, int64_t task, int tid) {
   memset(q->grad + a, 0, (e - a) * sizeof(float));
 }
 
+/* Every gradient zero now: nothing written since. */
+static void zg_clear(sheaf_model *m) {
+  for (uint32_t i = 0; i < m->n_params; i++) m->params[i].grad_whole = false;
+}
+
 sheaf_status sheaf_model_zero_grad(sheaf_model *m) {
   if (!m) return SHEAF_ERR_INVALID_ARG;
+  for (uint32_t i = 0; i < m->n_params; i++) { /* the tables only looked up: their rows */
+    sh_param *q = &m->params[i];
+    if (!q->grad || q->grad_whole || !q->grad_rows) continue;
+    size_t n = sh_grad_nrows(q), w = (size_t)q->shape[1];
+    for (size_t r = 0; r < n; r++)
+      if (q->grad_rows[r]) memset(q->grad + r * w, 0, w * sizeof(float));
+    memset(q->grad_rows, 0, n);
+  }
   uint32_t *first = m->n_params ? sh_alloc(m->ctx, ((size_t)m->n_params + 1) * sizeof *first, 64) : NULL;
   uint64_t c = 0;
   for (uint32_t i = 0; first && i < m->n_params; i++) {
     first[i] = (uint32_t)c;
-    if (m->params[i].grad) c += (m->params[i].numel + ZG_CHUNK - 1) / ZG_CHUNK;
+    if (m->params[i].grad && m->params[i].grad_whole) c += (m->params[i].numel + ZG_CHUNK - 1) / ZG_CHUNK;
   }
   if (!first || c >= UINT32_MAX) { /* serially (no room for the index, or no parameter) */
     if (first) sh_free(m->ctx, first, ((size_t)m->n_params + 1) * sizeof *first);
     for (uint32_t i = 0; i < m->n_params; i++)
-      if (m->params[i].grad) memset(m->params[i].grad, 0, m->params[i].numel * sizeof(float));
+      if (m->params[i].grad && m->params[i].grad_whole) memset(m->params[i].grad, 0, m->params[i].numel * sizeof(float));
+    zg_clear(m);
     return SHEAF_OK;
   }
   first[m->n_params] = (uint32_t)c;
   zg_job j = {m, first};
   sh_pool_run(m->ctx->pool, (int64_t)c, zg_task, &j, 0);
   sh_free(m->ctx, first, ((size_t)m->n_params + 1) * sizeof *first);
+  zg_clear(m);
   return SHEAF_OK;
 }
 

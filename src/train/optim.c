@@ -5,7 +5,10 @@
  * elements (in declaration order, each chunk's partial sums added in chunk
  * order). Both run on the context's pool, a chunk per task: the chunks and
  * the order of the sums do not depend on the threads, so the same
- * gradients give bit-identical weights on any thread count.
+ * gradients give bit-identical weights on any thread count. A table
+ * whose gradient came from lookups only (sh_param.grad_rows, marked by the
+ * backward) has its norm summed over the marked rows (the same bits: the
+ * rest is zero) and, with lazy_rows, only those rows updated.
  */
 #include <math.h>
 #include <string.h>
@@ -63,6 +66,12 @@ void sheaf_optimizer_free(sheaf_optimizer *o) {
 
 int64_t sheaf_optimizer_steps(const sheaf_optimizer *o) { return o ? o->steps : 0; }
 
+sheaf_status sheaf_optimizer_lazy_rows(sheaf_optimizer *o, int on) {
+  if (!o) return SHEAF_ERR_INVALID_ARG;
+  o->lazy_rows = on != 0;
+  return SHEAF_OK;
+}
+
 static float *zeroed(sheaf_ctx *ctx, size_t n) {
   float *p = sh_alloc(ctx, (n ? n : 1) * sizeof(float), 64);
   if (p) memset(p, 0, n * sizeof(float));
@@ -94,17 +103,59 @@ typedef struct opt_job {
   float clip, bc1, bc2;
 } opt_job;
 
-/* Σ g² of a chunk in double: four running sums (vectorizable), added in a fixed order. */
+/* The marked rows of a table's gradient (sh_param.grad_rows) within
+ * elements [c0, c0 + n): calls f(j, a, len) for each run of marked
+ * elements, in order. A parameter whose gradient was written whole has no
+ * marks (grad_whole): not a table here. */
+typedef struct row_span {
+  size_t a, n;
+} row_span;
+static size_t marked_spans(const sh_param *p, size_t c0, size_t n, row_span *out, size_t max) {
+  size_t w = (size_t)p->shape[1], r = c0 / w, end = c0 + n, k = 0;
+  for (; r * w < end && k < max; r++) {
+    if (!p->grad_rows[r]) continue;
+    size_t a = r * w < c0 ? c0 : r * w, e = (r + 1) * w < end ? (r + 1) * w : end;
+    if (k && out[k - 1].a + out[k - 1].n == a) out[k - 1].n += e - a; /* adjacent rows: one span */
+    else out[k++] = (row_span){a, e - a};
+  }
+  return k;
+}
+
+/* Whether parameter p's gradient is known zero outside its marked rows
+ * (a table reached only by lookups since the last zeroing: grad_rows, or
+ * no gradient at all since then: no marks and not whole). */
+static bool rows_only(const sh_param *p) { return !p->grad_whole && p->rank == 2 && p->shape[1] > 0; }
+
+/* Σ g² of a chunk in double: four running sums (vectorizable; element i
+ * of the chunk in sum i mod 4), added in a fixed order. A table reached
+ * only by lookups sums its marked rows only: the other elements are zero,
+ * and adding zeros changes no sum, so the norm is the same bits. */
 static void norm_task(void *arg, int64_t task, int tid) {
   (void)tid;
   opt_job *j = arg;
   const opt_chunk *c = &j->ch[task];
-  const float *gr = j->o->m->params[c->p].grad + c->c0;
+  const sh_param *p = &j->o->m->params[c->p];
   double s[4] = {0, 0, 0, 0};
-  size_t i = 0;
-  for (; i + 4 <= c->n; i += 4)
-    for (int k = 0; k < 4; k++) s[k] += (double)gr[i + k] * gr[i + k];
-  for (; i < c->n; i++) s[0] += (double)gr[i] * gr[i];
+  if (rows_only(p)) {
+    row_span sp[64];
+    size_t from = c->c0, end = c->c0 + c->n;
+    while (p->grad_rows && from < end) {
+      size_t k = marked_spans(p, from, end - from, sp, 64);
+      for (size_t q = 0; q < k; q++)
+        for (size_t i = sp[q].a; i < sp[q].a + sp[q].n; i++) {
+          double g = p->grad[i];
+          s[(i - c->c0) & 3] += g * g;
+        }
+      if (k < 64) break;
+      from = sp[k - 1].a + sp[k - 1].n;
+    }
+  } else {
+    const float *gr = p->grad + c->c0;
+    size_t i = 0;
+    for (; i + 4 <= c->n; i += 4)
+      for (int k = 0; k < 4; k++) s[k] += (double)gr[i + k] * gr[i + k];
+    for (; i < c->n; i++) s[0] += (double)gr[i] * gr[i];
+  }
   j->o->part[task] = (s[0] + s[1]) + (s[2] + s[3]);
 }
 
@@ -163,25 +214,44 @@ static void adam_run(size_t n, float *restrict w, const float *restrict gr, floa
   }
 }
 
+/* The update of elements [a, a + n) of parameter pi. */
+static void update_span(const opt_job *j, uint32_t pi, size_t a, size_t n) {
+  const sheaf_optimizer_opts *op = &j->o->o;
+  sh_param *p = &j->o->m->params[pi];
+  opt_state *st = &j->o->st[pi];
+  float *w = p->data + a;
+  const float *gr = p->grad + a;
+  float *s1 = st->s1 ? st->s1 + a : NULL, *s2 = st->s2 ? st->s2 + a : NULL;
+  switch (op->kind) {
+  case SHEAF_OPTIM_SGD:
+    if (s1) momentum_run(n, w, gr, s1, j->clip, op->lr, op->weight_decay, op->momentum);
+    else sgd_run(n, w, gr, j->clip, op->lr, op->weight_decay);
+    break;
+  case SHEAF_OPTIM_ADAGRAD: adagrad_run(n, w, gr, s2, j->clip, op->lr, op->weight_decay, op->eps); break;
+  case SHEAF_OPTIM_ADAM:
+    adam_run(n, w, gr, s1, s2, j->clip, op->lr, op->weight_decay, op->eps, op->beta1, op->beta2, j->bc1, j->bc2);
+    break;
+  }
+}
+
+/* A chunk's update; with lazy_rows, a table reached only by lookups
+ * updates its marked rows only (the others, and their state, stay). */
 static void update_task(void *arg, int64_t task, int tid) {
   (void)tid;
   opt_job *j = arg;
   const opt_chunk *c = &j->ch[task];
-  const sheaf_optimizer_opts *op = &j->o->o;
-  sh_param *p = &j->o->m->params[c->p];
-  opt_state *st = &j->o->st[c->p];
-  float *w = p->data + c->c0;
-  const float *gr = p->grad + c->c0;
-  float *s1 = st->s1 ? st->s1 + c->c0 : NULL, *s2 = st->s2 ? st->s2 + c->c0 : NULL;
-  switch (op->kind) {
-  case SHEAF_OPTIM_SGD:
-    if (s1) momentum_run(c->n, w, gr, s1, j->clip, op->lr, op->weight_decay, op->momentum);
-    else sgd_run(c->n, w, gr, j->clip, op->lr, op->weight_decay);
-    break;
-  case SHEAF_OPTIM_ADAGRAD: adagrad_run(c->n, w, gr, s2, j->clip, op->lr, op->weight_decay, op->eps); break;
-  case SHEAF_OPTIM_ADAM:
-    adam_run(c->n, w, gr, s1, s2, j->clip, op->lr, op->weight_decay, op->eps, op->beta1, op->beta2, j->bc1, j->bc2);
-    break;
+  const sh_param *p = &j->o->m->params[c->p];
+  if (!j->o->lazy_rows || !rows_only(p)) {
+    update_span(j, c->p, c->c0, c->n);
+    return;
+  }
+  row_span sp[64];
+  size_t from = c->c0, end = c->c0 + c->n;
+  while (p->grad_rows && from < end) {
+    size_t k = marked_spans(p, from, end - from, sp, 64);
+    for (size_t q = 0; q < k; q++) update_span(j, c->p, sp[q].a, sp[q].n);
+    if (k < 64) break;
+    from = sp[k - 1].a + sp[k - 1].n;
   }
 }
 

@@ -18,6 +18,7 @@ struct sheaf_optimizer {
   opt_state *st;
   uint32_t n_st;
   int64_t steps;
+  bool lazy_rows; /* sheaf_optimizer_lazy_rows */
   double *part;   /* the norm's partial sums, one per chunk (n_part) */
   size_t n_part;
 };

@@ -39,7 +39,7 @@ static sheaf_status bw_PARAM(sh_bw *b, const uint32_t *ids, uint32_t n) {
 static sheaf_status bw_LOOKUP(sh_bw *b, const uint32_t *ids, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) {
     const sh_node *nd = node(b, ids[i]);
-    float *pg = sh_bw_param_grad(b, nd->param.id);
+    float *pg = sh_bw_param_grad_row(b, nd->param.id, nd->param.row);
     if (!pg) return SHEAF_ERR_NOMEM;
     pg += (size_t)nd->param.row * (size_t)nd->cols;
     const float *dy = b->grad[ids[i]];
@@ -224,25 +224,45 @@ static sheaf_status ew_fast(sh_bw *b, uint32_t id, bool *done) {
   *done = true;
   size_t e = numel(nd);
   const float *dy = b->grad[id];
-  float *d0 = NEED(b, x[0]) ? sh_bw_grad(b, x[0]) : NULL;
-  float *d1 = nd->n_in > 1 && NEED(b, x[1]) ? sh_bw_grad(b, x[1]) : NULL;
-  if ((NEED(b, x[0]) && !d0) || (nd->n_in > 1 && NEED(b, x[1]) && !d1)) return SHEAF_ERR_NOMEM;
+  /* An input's gradient that does not exist yet is written, not added to
+   * (no memset, no read): d0 is done before d1 is asked for, so x · x
+   * adds its second term to the first. */
+  bool f0 = false, f1 = false;
+  float *d0 = NEED(b, x[0]) ? sh_bw_grad_fresh(b, x[0], &f0) : NULL, *d1 = NULL;
+  if (NEED(b, x[0]) && !d0) return SHEAF_ERR_NOMEM;
   switch (op) {
   case SH_OP_ADD:
   case SH_OP_SUB: {
     float s1 = op == SH_OP_ADD ? 1.0f : -1.0f;
-    for (size_t j = 0; d0 && j < e; j++) d0[j] += dy[j];
-    for (size_t j = 0; d1 && j < e; j++) d1[j] += s1 * dy[j];
+    if (f0) memcpy(d0, dy, e * sizeof(float));
+    else
+      for (size_t j = 0; d0 && j < e; j++) d0[j] += dy[j];
+    if (NEED(b, x[1]) && !(d1 = sh_bw_grad_fresh(b, x[1], &f1))) return SHEAF_ERR_NOMEM;
+    if (f1)
+      for (size_t j = 0; j < e; j++) d1[j] = s1 * dy[j];
+    else
+      for (size_t j = 0; d1 && j < e; j++) d1[j] += s1 * dy[j];
     return SHEAF_OK;
   }
   case SH_OP_SCALE:
-    for (size_t j = 0; d0 && j < e; j++) d0[j] += nd->scale * dy[j];
+    if (f0)
+      for (size_t j = 0; j < e; j++) d0[j] = nd->scale * dy[j];
+    else
+      for (size_t j = 0; d0 && j < e; j++) d0[j] += nd->scale * dy[j];
     return SHEAF_OK;
   case SH_OP_MUL: {
-    const float *a = d1 ? sh_bw_val(b, x[0]) : NULL, *c = d0 ? sh_bw_val(b, x[1]) : NULL;
-    if ((d1 && !a) || (d0 && !c)) return BW_FAIL(b);
-    for (size_t j = 0; d0 && j < e; j++) d0[j] += dy[j] * c[j];
-    for (size_t j = 0; d1 && j < e; j++) d1[j] += dy[j] * a[j];
+    bool n1 = NEED(b, x[1]);
+    const float *a = n1 ? sh_bw_val(b, x[0]) : NULL, *c = d0 ? sh_bw_val(b, x[1]) : NULL;
+    if ((n1 && !a) || (d0 && !c)) return BW_FAIL(b);
+    if (f0)
+      for (size_t j = 0; j < e; j++) d0[j] = dy[j] * c[j];
+    else
+      for (size_t j = 0; d0 && j < e; j++) d0[j] += dy[j] * c[j];
+    if (n1 && !(d1 = sh_bw_grad_fresh(b, x[1], &f1))) return SHEAF_ERR_NOMEM;
+    if (f1)
+      for (size_t j = 0; j < e; j++) d1[j] = dy[j] * a[j];
+    else
+      for (size_t j = 0; d1 && j < e; j++) d1[j] += dy[j] * a[j];
     return SHEAF_OK;
   }
   default: break; /* tanh, sigmoid */
@@ -256,7 +276,8 @@ static sheaf_status ew_fast(sh_bw *b, uint32_t id, bool *done) {
   }
   for (size_t j = 0; j < e; j++) {
     float v = y ? y[j] : op == SH_OP_TANH ? tanhf(xv[j]) : 1.0f / (1.0f + expf(-xv[j]));
-    d0[j] += dy[j] * (op == SH_OP_TANH ? 1.0f - v * v : v * (1.0f - v));
+    float t = dy[j] * (op == SH_OP_TANH ? 1.0f - v * v : v * (1.0f - v));
+    d0[j] = f0 ? t : d0[j] + t;
   }
   return SHEAF_OK;
 }

@@ -30,7 +30,7 @@ typedef struct sh_bw {
   sheaf_ctx *ctx;
   sh_arena *mem;   /* node gradients and temporaries (g->train: reset at the end of the pass) */
   float **grad;    /* by node id: its gradient (rows * cols floats, row-major) or NULL */
-  const float **vals; /* by node id: values the pass computed itself (absorbed pointwise nodes) */
+  const float **vals; /* by node id: values read so far (sh_bw_val), those the pass computed itself included */
   uint8_t *req;    /* by node id: bit 0, a gradient must flow into it (it leads to a parameter
                       or a wrt); bit 1, one does (it leads to a loss too) */
   uint32_t n;      /* nodes of the graph */
@@ -50,10 +50,23 @@ extern const sh_bw_rule sh_bw_rules[SH_OP_COUNT];
 
 /* Node id's gradient, created zeroed on first use (NULL: out of memory, error set). */
 float *sh_bw_grad(sh_bw *b, uint32_t id);
+/* The same, except that a gradient created by this call is not zeroed
+ * (*fresh: true): the caller writes every element of it (= instead of +=;
+ * 0 + s is s, the same value). */
+float *sh_bw_grad_fresh(sh_bw *b, uint32_t id, bool *fresh);
 /* Node id's forward value, rows * cols contiguous floats (NULL: error set). */
 const float *sh_bw_val(sh_bw *b, uint32_t id);
 /* The gradient of parameter `pid` (1-based), created zeroed on first use. */
 float *sh_bw_param_grad(sh_bw *b, uint32_t pid);
+/* Table pid's gradient (as sh_bw_param_grad) for an add into row `row`
+ * only: the row is marked
+ * (sh_param.grad_rows) so that zeroing and the optimizer can skip the
+ * others; NULL: out of memory (error set). */
+float *sh_bw_param_grad_row(sh_bw *b, uint32_t pid, int64_t row);
+/* Rows of a parameter's grad_rows marks. */
+static inline size_t sh_grad_nrows(const sh_param *q) {
+  return q->rank == 2 && q->shape[0] > 0 ? (size_t)q->shape[0] : 1;
+}
 /* Scratch from the pass's arena (NULL: out of memory, error set). */
 void *sh_bw_alloc(sh_bw *b, size_t bytes);
 
