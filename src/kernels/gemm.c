@@ -15,7 +15,9 @@
  */
 #include "kernels/gemm.h"
 
+#include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/cpu.h"
 #include "base/pool.h"
@@ -46,6 +48,18 @@ void sh_gemm_set_blocking(int64_t kc, int64_t mc, int64_t nc_panels, int64_t spl
   if (mc > 0) g_mc = mc;
   if (nc_panels > 0) g_nc = nc_panels;
   if (split_m_rows > 0) g_split_m_rows = split_m_rows;
+}
+
+/* This host's L2 per core in bytes (0: unknown), read once. */
+static int64_t l2_bytes(void) {
+  static _Atomic int64_t cached = -1;
+  int64_t v = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (v < 0) {
+    long s = sysconf(_SC_LEVEL2_CACHE_SIZE); /* glibc; 0 or -1 when unknown */
+    v = s > 0 ? (int64_t)s : 0;
+    atomic_store_explicit(&cached, v, memory_order_relaxed);
+  }
+  return v;
 }
 
 /* ------------------------------------------------------------ kernels */
@@ -550,7 +564,15 @@ sheaf_status sh_gemm(sheaf_ctx *ctx, sheaf_isa isa, int threads, const sh_gemm_a
     int64_t nb = (k + kc_max - 1) / kc_max;
     pl.kc = (k + nb - 1) / nb;
   }
-  pl.ncp = (g_nc + pl.pstep - 1) / pl.pstep * pl.pstep; /* whole gate groups */
+  /* B panels per NC block: every A micro-panel of a row block streams the
+   * block, so it should stay in L2 (at most half of it, the rest for A and
+   * C): g_nc (tuned on a 1 MB L2) unless the block's panels are too long
+   * for this host's L2 (K = 768 on a 512 KB L2: 2 panels, not 8, else each
+   * micro-panel re-reads the block from L3). */
+  int64_t ncp = g_nc, l2 = l2_bytes(), panel_bytes = pl.kc * SH_GEMM_NR * (int64_t)sizeof(float);
+  if (l2 > 0 && ncp * panel_bytes > l2 / 2) ncp = l2 / 2 / panel_bytes;
+  if (ncp < 1) ncp = 1;
+  pl.ncp = (ncp + pl.pstep - 1) / pl.pstep * pl.pstep; /* whole gate groups */
 
   int pool_threads = sh_pool_threads(ctx->pool);
   if (threads <= 0 || threads > pool_threads) threads = pool_threads;
