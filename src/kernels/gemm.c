@@ -15,7 +15,9 @@
  */
 #include "kernels/gemm.h"
 
+#include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/cpu.h"
 #include "base/pool.h"
@@ -48,21 +50,41 @@ void sh_gemm_set_blocking(int64_t kc, int64_t mc, int64_t nc_panels, int64_t spl
   if (split_m_rows > 0) g_split_m_rows = split_m_rows;
 }
 
+/* This host's L2 per core in bytes (0: unknown), read once. */
+static int64_t l2_bytes(void) {
+  static _Atomic int64_t cached = -1;
+  int64_t v = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (v < 0) {
+    long s = sysconf(_SC_LEVEL2_CACHE_SIZE); /* glibc; 0 or -1 when unknown */
+    v = s > 0 ? (int64_t)s : 0;
+    atomic_store_explicit(&cached, v, memory_order_relaxed);
+  }
+  return v;
+}
+
 /* ------------------------------------------------------------ kernels */
+
+/* The least nonzero pad_from of any kernel (the workspace's bound). */
+#define PAD_FROM_MIN 4
+#define AVX2_PAD_FROM 4
+_Static_assert(AVX2_PAD_FROM >= PAD_FROM_MIN, "see ws_apack_floats");
 
 static const sh_gemm_kernel k_scalar = {"sh_f32_gemm_ukernel_4x32__scalar", 4,
                                         sh_f32_gemm_ukernel_4x32__scalar,
-                                        sh_f32_gemm_pack_a__scalar};
+                                        sh_f32_gemm_pack_a__scalar, 0};
 #if defined(__x86_64__)
+/* 4 rows × 16 columns keep only 8 accumulators in flight, fewer than the
+ * FMA latency needs (4 cycles × 2 ports): on Zen 3 a 4-row panel took
+ * longer than a 5-row one (about 60 vs 90 GFLOP/s), so it runs as 5. */
 static const sh_gemm_kernel k_avx2 = {"sh_f32_gemm_ukernel_6x16x2__avx2", 6,
                                       sh_f32_gemm_ukernel_6x16x2__avx2,
-                                      sh_f32_gemm_pack_a__avx2};
+                                      sh_f32_gemm_pack_a__avx2, AVX2_PAD_FROM};
 #ifndef SH_GEMM_AVX512_MR
 #define SH_GEMM_AVX512_MR 14 /* <= 14; smaller values only for tuning runs */
 #endif
 static const sh_gemm_kernel k_avx512 = {"sh_f32_gemm_ukernel_14x32__avx512", SH_GEMM_AVX512_MR,
                                         sh_f32_gemm_ukernel_14x32__avx512,
-                                        sh_f32_gemm_pack_a__avx512};
+                                        sh_f32_gemm_pack_a__avx512, 0};
 #endif
 
 static sheaf_isa clamp_isa(sheaf_isa isa) {
@@ -235,18 +257,20 @@ static inline float *out_row(const sh_gemm_out *o, int64_t m) {
   return o->rows ? o->rows[m] : o->base + m * o->ld;
 }
 
-/* Packs rows [m0, m0+rows) × columns [k0, k0+kc) of A as kc × rows: per
+/* Packs rows [m0, m0+rows) × columns [k0, k0+kc) of A as kc × kr (kr >=
+ * rows: rows kr - rows of zeros, read from `zeros`, kc floats): per
  * K-source segment, the rows' pointers then the kernel's packer. */
 static void pack_a_panel(const sh_gemm_args *a, sh_gemm_pack_a_fn pack, int64_t m0, int64_t rows,
-                         int64_t k0, int64_t kc, float *dst) {
+                         int64_t kr, int64_t k0, int64_t kc, const float *zeros, float *dst) {
   int64_t s_k0 = 0;
   const float *src[16];
+  for (int64_t r = rows; r < kr; r++) src[r] = zeros;
   for (int s = 0; s < a->n_src; s++) {
     int64_t sk = a->src[s].k;
     int64_t lo = k0 > s_k0 ? k0 : s_k0, hi = k0 + kc < s_k0 + sk ? k0 + kc : s_k0 + sk;
     if (lo < hi) {
       for (int64_t r = 0; r < rows; r++) src[r] = in_row(&a->src[s].in, m0 + r) + (lo - s_k0);
-      pack(rows, hi - lo, src, dst + (lo - k0) * rows);
+      pack(kr, hi - lo, src, dst + (lo - k0) * kr);
     }
     s_k0 += sk;
   }
@@ -280,12 +304,30 @@ static void pack_b_block(const plan *pl, int64_t k0, int64_t kc, int64_t p0, int
 /* Splits `rows` into micro-panels of near-equal size <= mr. */
 static inline int64_t n_micro(int64_t rows, int64_t mr) { return (rows + mr - 1) / mr; }
 
+/* Rows the kernel runs for a micro-panel of `rows` (see pad_from). */
+static inline int64_t kern_rows(const sh_gemm_kernel *k, int64_t rows) {
+  return rows == k->pad_from ? rows + 1 : rows;
+}
+
+/* Workspace layout per thread (floats, from the 64-byte aligned start):
+ * packed A (a row block, a padded micro-panel one row more: at most one
+ * per 4 rows, as every kernel's pad_from is 0 or >= 4; the same size for
+ * every kernel, so a workspace grown once serves them all), kc zeros (the
+ * padding rows' source), then an unpacked B's block. */
+static inline size_t ws_apack_floats(int64_t mc, int64_t kc) {
+  return sh_align_up((size_t)((mc + n_micro(mc, PAD_FROM_MIN)) * kc), 16);
+}
+static inline size_t ws_zeros_floats(int64_t kc) { return sh_align_up((size_t)kc, 16); }
+
 static void run_range(plan *pl, int64_t r0, int64_t r1, int64_t p0, int64_t p1, int tid) {
   const sh_gemm_args *a = pl->args;
   const int64_t K = pl->k, mr_max = pl->kern->mr;
   float *ws = (float *)sh_align_up((uintptr_t)pl->ws->buf[tid], 64);
   float *apack = ws;
-  float *bpack = ws + sh_align_up((size_t)(pl->mc * pl->kc), 16);
+  float *zeros = ws + ws_apack_floats(pl->mc, pl->kc);
+  float *bpack = zeros + ws_zeros_floats(pl->kc);
+  bool zeroed = false;
+  _Alignas(64) float discard[SH_GEMM_NR] = {0}; /* C row of a padding row (no epilogue) */
   /* the epilogue tile: rows × 32 (stride 32), or for a cell rows × W
    * (stride W), panel s of the group in columns [32s, 32s + 32) */
   _Alignas(64) float tile[16 * SH_GEMM_LSTM_W];
@@ -310,20 +352,25 @@ static void run_range(plan *pl, int64_t r0, int64_t r1, int64_t p0, int64_t p1, 
       int64_t base_rows = mc / nmp, extra = mc % nmp;
       if (!pl->a_reuse || !pl->a_ready[tid]) {
         pl->a_ready[tid] = pl->a_reuse;
-        int64_t off = 0;
+        int64_t off = 0, aoff = 0;
         for (int64_t i = 0; i < nmp; i++) {
-          int64_t rows = base_rows + (i < extra);
-          pack_a_panel(a, pl->kern->pack_a, ic + off, rows, pc, kc, apack + off * kc);
+          int64_t rows = base_rows + (i < extra), kr = kern_rows(pl->kern, rows);
+          if (kr > rows && !zeroed) {
+            memset(zeros, 0, (size_t)pl->kc * sizeof(float));
+            zeroed = true;
+          }
+          pack_a_panel(a, pl->kern->pack_a, ic + off, rows, kr, pc, kc, zeros, apack + aoff * kc);
           off += rows;
+          aoff += kr;
         }
       }
       for (int64_t jc = p0; jc < p1; jc += pl->ncp) {
         int64_t np = p1 - jc < pl->ncp ? p1 - jc : pl->ncp;
         if (!pl->packed) pack_b_block(pl, pc, kc, jc, np, bpack);
-        int64_t off = 0;
+        int64_t off = 0, aoff = 0;
         for (int64_t i = 0; i < nmp; i++) {
-          int64_t rows = base_rows + (i < extra);
-          const float *ap = apack + off * kc;
+          int64_t rows = base_rows + (i < extra), kr = kern_rows(pl->kern, rows);
+          const float *ap = apack + aoff * kc;
           int64_t m0 = ic + off;
           if (!pl->has_ep)
             for (int64_t r = 0; r < rows; r++) crow[r] = out_row(&a->c, m0 + r);
@@ -333,22 +380,24 @@ static void run_range(plan *pl, int64_t r0, int64_t r1, int64_t p0, int64_t p1, 
             int64_t col0 = p * SH_GEMM_NR;
             if (pl->lstm) { /* the group's panels into one tile, then the cell tail */
               for (int64_t s = 0; s < pl->pstep; s++)
-                pl->kern->ukernel(rows, SH_GEMM_NR, kc, ap, bp + s * K * SH_GEMM_NR, SH_GEMM_NR,
+                pl->kern->ukernel(kr, SH_GEMM_NR, kc, ap, bp + s * K * SH_GEMM_NR, SH_GEMM_NR,
                                   trow[s], false);
               pl->epilogue(&pl->ec, tile, m0, rows, col0, SH_GEMM_LSTM_W);
             } else if (pl->has_ep) {
               int64_t cols = pl->n - col0 < SH_GEMM_NR ? pl->n - col0 : SH_GEMM_NR;
-              pl->kern->ukernel(rows, SH_GEMM_NR, kc, ap, bp, SH_GEMM_NR, trow[0], false);
+              pl->kern->ukernel(kr, SH_GEMM_NR, kc, ap, bp, SH_GEMM_NR, trow[0], false);
               pl->epilogue(&pl->ec, tile, m0, rows, col0, cols);
             } else {
               int64_t cols = pl->n - col0 < SH_GEMM_NR ? pl->n - col0 : SH_GEMM_NR;
               float *cp[16];
               for (int64_t r = 0; r < rows; r++) cp[r] = crow[r] + col0;
-              pl->kern->ukernel(rows, cols, kc, ap, bp, SH_GEMM_NR, cp, a->accumulate || !first);
+              for (int64_t r = rows; r < kr; r++) cp[r] = discard;
+              pl->kern->ukernel(kr, cols, kc, ap, bp, SH_GEMM_NR, cp, a->accumulate || !first);
             }
           }
           if (hook_mp && last) a->rows_done(a->rows_done_arg, m0, rows, tid);
           off += rows;
+          aoff += kr;
         }
       }
       if (pl->hook_in && !hook_mp && last) a->rows_done(a->rows_done_arg, ic, mc, tid);
@@ -550,7 +599,15 @@ sheaf_status sh_gemm(sheaf_ctx *ctx, sheaf_isa isa, int threads, const sh_gemm_a
     int64_t nb = (k + kc_max - 1) / kc_max;
     pl.kc = (k + nb - 1) / nb;
   }
-  pl.ncp = (g_nc + pl.pstep - 1) / pl.pstep * pl.pstep; /* whole gate groups */
+  /* B panels per NC block: every A micro-panel of a row block streams the
+   * block, so it should stay in L2 (at most half of it, the rest for A and
+   * C): g_nc (tuned on a 1 MB L2) unless the block's panels are too long
+   * for this host's L2 (K = 768 on a 512 KB L2: 2 panels, not 8, else each
+   * micro-panel re-reads the block from L3). */
+  int64_t ncp = g_nc, l2 = l2_bytes(), panel_bytes = pl.kc * SH_GEMM_NR * (int64_t)sizeof(float);
+  if (l2 > 0 && ncp * panel_bytes > l2 / 2) ncp = l2 / 2 / panel_bytes;
+  if (ncp < 1) ncp = 1;
+  pl.ncp = (ncp + pl.pstep - 1) / pl.pstep * pl.pstep; /* whole gate groups */
 
   int pool_threads = sh_pool_threads(ctx->pool);
   if (threads <= 0 || threads > pool_threads) threads = pool_threads;
@@ -587,7 +644,7 @@ sheaf_status sh_gemm(sheaf_ctx *ctx, sheaf_isa isa, int threads, const sh_gemm_a
   pl.hook_in = args->rows_done && (threads == 1 || pl.split_m);
   int64_t rows_per_task = pl.split_m ? (args->m + pl.n_tasks - 1) / pl.n_tasks : args->m;
   pl.mc = rows_per_task < g_mc ? rows_per_task : g_mc;
-  size_t need = sizeof(float) * (sh_align_up((size_t)(pl.mc * pl.kc), 16) +
+  size_t need = sizeof(float) * (ws_apack_floats(pl.mc, pl.kc) + ws_zeros_floats(pl.kc) +
                                  (pl.packed ? 0 : (size_t)(pl.kc * pl.ncp * SH_GEMM_NR)));
 
   sh_gemm_ws *own = NULL;

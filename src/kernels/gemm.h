@@ -210,6 +210,9 @@ typedef struct sh_gemm_kernel {
   int mr;                     /* max rows per micro-tile */
   sh_gemm_ukernel_fn ukernel; /* handles rows 1..mr, cols 1..SH_GEMM_NR */
   sh_gemm_pack_a_fn pack_a;   /* rows <= mr */
+  int pad_from;               /* a micro-panel of this many rows (< mr) runs as one
+                                 more, a zero row of A whose C row is discarded:
+                                 the kernel is faster that way (0: never) */
 } sh_gemm_kernel;
 
 const sh_gemm_kernel *sh_gemm_kernel_get(sheaf_isa isa);
