@@ -348,9 +348,14 @@ TEST(codegen_tune_mini_search) {
   if (!th_have_jit_cc("codegen_tune_mini_search")) return;
   sheaf_ctx *ctx = th_ctx();
   sheaf_isa isa = avx2_or_scalar();
+  /* a cache of its own: the search stores its record there, and a shared
+   * cache (CI's, th_cache_dir) would hold an earlier run's records of the
+   * same kernel, which the kernel compiled below would pick up too */
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s", th_tmp_path("tune-mini"));
   int lines = 0;
   sh_tune_request q = {.source = SRC, .len = strlen(SRC), .kernel = "mm", .isa_set = true, .isa = isa,
-                       .cache_dir = th_cache_dir("tune"), .sizes = (int64_t[]){13, 9, 40}, .n_sizes = 3,
+                       .cache_dir = dir, .sizes = (int64_t[]){13, 9, 40}, .n_sizes = 3,
                        .budget_s = 600, .max_candidates = 2, .progress = no_progress, .user = &lines};
   sh_tune_rec r;
   REQUIRE_OK(ctx, sh_tune_kernel(ctx, &q, &r));
@@ -365,7 +370,7 @@ TEST(codegen_tune_mini_search) {
   CHECK(r.ns > 0 && r.default_ns > 0 && r.ns <= r.default_ns);
   CHECK(lines >= 3); /* the default, two candidates, the choice */
   /* the same kernel's hash: the record applies */
-  sheaf_kernel *k = compile_in(ctx, isa, th_cache_dir("tune"));
+  sheaf_kernel *k = compile_in(ctx, isa, dir);
   REQUIRE(k);
   sh_tune_rec want = mm_rec(ctx, k, isa, (int64_t[]){13, 9, 40}, NULL);
   CHECK_EQ_STR(r.ir, want.ir);
@@ -380,7 +385,7 @@ TEST(codegen_tune_mini_search) {
   REQUIRE_OK(ctx, sh_tune_set_save(&s, p));
   sh_tune_set_free(&s);
   REQUIRE_OK(ctx, sheaf_kernel_load_tuning(ctx, p));
-  k = compile_in(ctx, isa, th_cache_dir("tune"));
+  k = compile_in(ctx, isa, dir);
   REQUIRE(k);
   CHECK_EQ_INT(sh_kernel_n_tuned(k), 1);
   CHECK(run_mm(ctx, k, 13, 9, 40) < 1e-5);
@@ -391,7 +396,7 @@ TEST(codegen_tune_mini_search) {
   /* inputs the tuner does not measure */
   static const char rag[] = "kernel s(x: f32[B, L(b)], L: i32[B]) -> f32[B] { y(b) +=! x(b, l) }\n";
   sh_tune_request q2 = {.source = rag, .len = strlen(rag), .kernel = "s", .isa_set = true, .isa = isa,
-                        .cache_dir = th_cache_dir("tune"), .sizes = (int64_t[]){4}, .n_sizes = 1, .budget_s = 10};
+                        .cache_dir = dir, .sizes = (int64_t[]){4}, .n_sizes = 1, .budget_s = 10};
   CHECK_STATUS(ctx, sh_tune_kernel(ctx, &q2, &r), SHEAF_ERR_UNSUPPORTED);
 }
 
@@ -474,7 +479,7 @@ TEST(codegen_tune_cli) {
   const char *out = th_tmp_path("cli.tune");
   char cmd[8192], buf[16384];
   snprintf(cmd, sizeof cmd, "SHEAF_CACHE_DIR='%s' '%s' tune '%s' --size M=5,70 --size K=8 --size N=24 --budget 1 --out '%s'",
-           th_cache_dir("tune-cli"), bin, src, out);
+           th_tmp_path("tune-cli"), bin, src, out); /* its own cache: the command stores its records there */
   int rc = th_run(cmd, buf, sizeof buf);
   CHECK_EQ_INT(rc, 0);
   CHECK_CONTAINS(buf, "M:5,K:8,N:24 (M:4,K:8,N:16)");
