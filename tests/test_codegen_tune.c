@@ -478,7 +478,7 @@ TEST(codegen_tune_cli) {
   const char *src = th_write_tmp("t.sf", SRC, strlen(SRC));
   const char *out = th_tmp_path("cli.tune");
   char cmd[8192], buf[16384];
-  snprintf(cmd, sizeof cmd, "SHEAF_CACHE_DIR='%s' '%s' tune '%s' --size M=5,70 --size K=8 --size N=24 --budget 1 --out '%s'",
+  snprintf(cmd, sizeof cmd, "SHEAF_CACHE_DIR='%s' %s tune '%s' --size M=5,70 --size K=8 --size N=24 --budget 1 --out '%s'",
            th_tmp_path("tune-cli"), bin, src, out); /* its own cache: the command stores its records there */
   int rc = th_run(cmd, buf, sizeof buf);
   CHECK_EQ_INT(rc, 0);
@@ -486,7 +486,7 @@ TEST(codegen_tune_cli) {
   CHECK_CONTAINS(buf, "M:70,K:8,N:24 (M:64,K:8,N:16)");
   sheaf_ctx *ctx = th_ctx();
   CHECK_OK(ctx, sheaf_kernel_load_tuning(ctx, out));
-  snprintf(cmd, sizeof cmd, "'%s' tune '%s' --budget 1", bin, src);
+  snprintf(cmd, sizeof cmd, "%s tune '%s' --budget 1", bin, src);
   CHECK_EQ_INT(th_run(cmd, buf, sizeof buf), 2);
   CHECK_CONTAINS(buf, "no value for size M");
 }
@@ -525,7 +525,7 @@ TEST(codegen_tune_run_model) {
   const char *tfile = th_tmp_path("run.tune");
   char cmd[8192], buf[16384];
   snprintf(cmd, sizeof cmd,
-           "SHEAF_CACHE_DIR='%s' '%s' tune '%s' --data '%s' --batch 8 --size D=16 --size F=40 --budget 1 --out '%s'",
+           "SHEAF_CACHE_DIR='%s' %s tune '%s' --data '%s' --batch 8 --size D=16 --size F=40 --budget 1 --out '%s'",
            cache, bin, src, dpath, tfile);
   REQUIRE(CHECK_EQ_INT(th_run(cmd, buf, sizeof buf), 0));
   CHECK_CONTAINS(buf, "ffn");
@@ -547,11 +547,11 @@ TEST(codegen_tune_run_model) {
   sh_tune_set_free(&s);
   sh_tune_set_free(&f);
   const char *oa = th_tmp_path("a.out"), *ob = th_tmp_path("b.out");
-  snprintf(cmd, sizeof cmd, "SHEAF_CACHE_DIR='%s' '%s' run '%s' --data '%s' --batch 8 --seed 1 --threads 1 --out '%s'",
+  snprintf(cmd, sizeof cmd, "SHEAF_CACHE_DIR='%s' %s run '%s' --data '%s' --batch 8 --seed 1 --threads 1 --out '%s'",
            cache, bin, src, dpath, oa);
   REQUIRE(CHECK_EQ_INT(th_run(cmd, buf, sizeof buf), 0));
   snprintf(cmd, sizeof cmd,
-           "SHEAF_CACHE_DIR='%s' '%s' run '%s' --data '%s' --batch 8 --seed 1 --threads 1 --out '%s' --tuning '%s'",
+           "SHEAF_CACHE_DIR='%s' %s run '%s' --data '%s' --batch 8 --seed 1 --threads 1 --out '%s' --tuning '%s'",
            cache, bin, src, dpath, ob, forced);
   REQUIRE(CHECK_EQ_INT(th_run(cmd, buf, sizeof buf), 0));
   long lines = 0;
@@ -563,7 +563,7 @@ TEST(codegen_tune_run_model) {
   CHECK_EQ_INT(th_run(cmd, buf, sizeof buf), 0); /* the variant was compiled */
   /* a malformed --tuning file: the run fails with FILE:LINE */
   const char *bad = th_write_tmp("bad2.tune", "sheaf-tuning 1\nkernel=ffn x\n", 28);
-  snprintf(cmd, sizeof cmd, "SHEAF_CACHE_DIR='%s' '%s' run '%s' --data '%s' --tuning '%s'", cache, bin, src, dpath,
+  snprintf(cmd, sizeof cmd, "SHEAF_CACHE_DIR='%s' %s run '%s' --data '%s' --tuning '%s'", cache, bin, src, dpath,
            bad);
   CHECK_EQ_INT(th_run(cmd, buf, sizeof buf), 1);
   CHECK_CONTAINS(buf, "bad2.tune:2: expected key=value");
