@@ -96,11 +96,12 @@ mkdir -p "$DIR/bin"
 for src in "$ROOT"/bench/*_dynet.cc; do
   m=$(basename "$src" _dynet.cc)
   bin=$DIR/bin/${m}_dynet
+  # (and when it cannot find libdynet.so: a tree copied from elsewhere)
   if [ ! -x "$bin" ] || newer "$src" "$bin" || newer "$ROOT/bench/dynet_peer.h" "$bin" ||
-     newer "$LIB" "$bin"; then
+     newer "$LIB" "$bin" || ldd "$bin" 2>/dev/null | grep -q 'not found'; then
     echo "install_dynet: compiling $bin" >&2
     g++ -std=c++11 -O3 -march=native -DNDEBUG -DEIGEN_FAST_MATH -I"$ROOT/bench" -I"$SRC" \
-      -I"$BLD" -I"$EIGEN" -o "$bin" "$src" -L"$BLD/dynet" -ldynet -Wl,-rpath,"$BLD/dynet" \
+      -I"$BLD" -I"$EIGEN" -o "$bin" "$src" -L"$BLD/dynet" -ldynet -Wl,-rpath,"\$ORIGIN/$(realpath --relative-to="$DIR/bin" "$BLD/dynet")" \
       >"$DIR/$m.log" 2>&1 || {
       tail -n 20 "$DIR/$m.log" >&2
       rm -f "$bin"
