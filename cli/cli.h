@@ -99,6 +99,9 @@ int cli_flag_value(int argc, char **argv, int *i, const char *name, const char *
 /* A decimal integer in [lo, hi]; otherwise reports "FLAG: expected an
  * integer in LO..HI, got 'V'" and returns false. */
 bool cli_parse_int(const char *flag, const char *v, long long lo, long long hi, long long *out);
+/* --isa's value (NULL: keeps *out, the host's): scalar, avx2 or avx512,
+ * else an error naming the flag, false. */
+bool cli_parse_isa(const char *v, sheaf_isa *out);
 /* --parallel's value: auto, batches or kernels (else an error, false). */
 bool cli_parse_parallel(const char *v, sheaf_parallel *out);
 

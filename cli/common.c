@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/cpu.h"
 #include "cli.h"
 
 void cli_error(const char *fmt, ...) {
@@ -83,6 +84,12 @@ bool cli_parse_int(const char *flag, const char *v, long long lo, long long hi, 
   }
   *out = x;
   return true;
+}
+
+bool cli_parse_isa(const char *v, sheaf_isa *out) {
+  if (!v || sh_cpu_parse_isa(v, SHEAF_ISA_AVX512, out)) return true;
+  cli_error("--isa %s: expected scalar, avx2 or avx512", v);
+  return false;
 }
 
 bool cli_parse_parallel(const char *v, sheaf_parallel *out) {

@@ -15,7 +15,6 @@
 #include <time.h>
 
 #include "base/buf.h"
-#include "base/cpu.h"
 #include "base/file.h"
 #include "cli.h"
 #include "codegen/jit.h"
@@ -208,10 +207,7 @@ int cli_tune(int argc, char **argv) {
     return CLI_USAGE;
   }
   sheaf_isa isa = sheaf_cpu_isa();
-  if (isa_name && !sh_cpu_parse_isa(isa_name, SHEAF_ISA_AVX512, &isa)) {
-    cli_error("--isa %s: expected scalar, avx2 or avx512", isa_name);
-    return CLI_USAGE;
-  }
+  if (!cli_parse_isa(isa_name, &isa)) return CLI_USAGE;
   sheaf_ctx *ctx = cli_ctx(1);
   if (!ctx) return CLI_FAIL;
   char *src = NULL;
