@@ -159,17 +159,7 @@ int main(int argc, char **argv) {
       float *Cg = malloc(sizeof(float) * (size_t)(M * N)), *Ch = malloc(sizeof(float) * (size_t)(M * N));
       sh_gemm_packed_b *pb;
       if (sh_gemm_pack_b(ctx, B, N, K, N, 0, &pb)) return 1;
-      sh_gemm_args ga;
-      memset(&ga, 0, sizeof ga);
-      ga.m = M;
-      ga.n_src = 1;
-      ga.src[0].k = K;
-      ga.src[0].in.base = A;
-      ga.src[0].in.ld = K;
-      ga.b_packed = pb;
-      ga.c.base = Ch;
-      ga.c.ld = N;
-      ga.ws = ws;
+      sh_gemm_args ga = exb_gemm_plain(A, M, K, pb, Ch, N, ws);
       if (ep) {
         ga.n_ep = 2;
         ga.ep[0].kind = SH_GEMM_EP_BIAS;

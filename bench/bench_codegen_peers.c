@@ -88,10 +88,7 @@ static void time_sheaf(sheaf_ctx *ctx, const char *dir, int rounds) {
       float *C = malloc(sizeof(float) * (size_t)(M * N)), *Ch = malloc(sizeof(float) * (size_t)(M * N));
       sh_gemm_packed_b *pb;
       if (sh_gemm_pack_b(ctx, B, N, K, N, 0, &pb)) exit(1);
-      sh_gemm_args ga;
-      memset(&ga, 0, sizeof ga);
-      ga.m = M, ga.n_src = 1, ga.src[0].k = K, ga.src[0].in.base = A, ga.src[0].in.ld = K;
-      ga.b_packed = pb, ga.c.base = Ch, ga.c.ld = N, ga.ws = ws;
+      sh_gemm_args ga = exb_gemm_plain(A, M, K, pb, Ch, N, ws);
       int64_t sa[] = {M, K}, sb[] = {K, N};
       sheaf_kernel_arg args[] = {{SHEAF_KERNEL_F32, A, (size_t)(M * K), 2, sa},
                                  {SHEAF_KERNEL_F32, B, (size_t)(K * N), 2, sb},

@@ -123,17 +123,7 @@ int main(int argc, char **argv) {
     at[2].data = Ct;
     sh_gemm_packed_b *pb;
     if (sh_gemm_pack_b(ctx, B, N, K, N, 0, &pb)) return 1;
-    sh_gemm_args ga;
-    memset(&ga, 0, sizeof ga);
-    ga.m = M;
-    ga.n_src = 1;
-    ga.src[0].k = K;
-    ga.src[0].in.base = A;
-    ga.src[0].in.ld = K;
-    ga.b_packed = pb;
-    ga.c.base = Ch;
-    ga.c.ld = N;
-    ga.ws = ws;
+    sh_gemm_args ga = exb_gemm_plain(A, M, K, pb, Ch, N, ws);
     if (sheaf_kernel_run(kd, ad, 3) || sheaf_kernel_run(kt, at, 3)) { /* packs; the variant loads */
       fprintf(stderr, "bench_codegen_tune: %s\n", sheaf_ctx_last_error(ctx));
       return 1;

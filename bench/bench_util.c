@@ -819,3 +819,12 @@ void exb_json_ceiling(const char *model, int hidden, int threads, int64_t m, int
                "\"threads\": %d, \"m\": %lld, \"n\": %lld, \"k\": %lld, \"gflops\": %.2f",
                model, hidden, threads, (long long)m, (long long)n, (long long)k, gflops);
 }
+
+sh_gemm_args exb_gemm_plain(const float *A, int64_t m, int64_t k, const sh_gemm_packed_b *b, float *C,
+                            int64_t n, sh_gemm_ws *ws) {
+  sh_gemm_args ga;
+  memset(&ga, 0, sizeof ga);
+  ga.m = m, ga.n_src = 1, ga.src[0].k = k, ga.src[0].in.base = A, ga.src[0].in.ld = k;
+  ga.b_packed = b, ga.c.base = C, ga.c.ld = n, ga.ws = ws;
+  return ga;
+}

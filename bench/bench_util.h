@@ -12,6 +12,7 @@
 
 #include <stdio.h>
 
+#include "kernels/gemm.h"
 #include "models/models.h"
 
 #define EXB_MAXL 8 /* entries of a --hidden / --batch / --threads list */
@@ -193,6 +194,11 @@ double exb_sheaf_rate(const sh_net *net, sheaf_policy policy, int threads, int32
 /* GFLOP/s of sh_gemm C[m,n] = A[m,k]·B[k,n] with B packed (the batched
  * kernel's best case: A contiguous), best of 3 windows of min_s. */
 double exb_gemm_gflops(sheaf_ctx *ctx, int threads, int64_t m, int64_t n, int64_t k, double min_s);
+
+/* sh_gemm's arguments for C[m,n] = A[m,k]·B[k,n], A contiguous, B packed,
+ * no epilogue (the hand-GEMM side of the codegen benches). */
+sh_gemm_args exb_gemm_plain(const float *A, int64_t m, int64_t k, const sh_gemm_packed_b *b, float *C,
+                            int64_t n, sh_gemm_ws *ws);
 
 /* One GEMM shape C[m,n] = A[m,k]·B[k,n]. */
 typedef struct exb_mnk {
