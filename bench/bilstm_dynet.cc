@@ -24,6 +24,7 @@ using namespace dynet;
 namespace {
 
 typedef std::vector<unsigned> Sent;
+typedef peer::BiLstmTagger Net;
 
 std::vector<Sent> load_sents(const std::string &path) {
   std::ifstream f(path);
@@ -41,27 +42,6 @@ std::vector<Sent> load_sents(const std::string &path) {
   return sents;
 }
 
-struct Net {
-  ParameterCollection pc;
-  Parameter W[2], b[2], W_tag, b_tag;
-  LookupParameter emb;
-  unsigned H, E, T;
-  explicit Net(const peer::Safetensors &w) {
-    unsigned V = w.dim0("emb");
-    E = w.dim0("W_fwd");  // E + H rows
-    T = w.dim0("b_tag");
-    H = w.dim0("W_tag") / 2;
-    E -= H;
-    emb = w.table(pc, "emb", V, E);
-    W[0] = w.param(pc, "W_fwd", {4 * H, E + H});
-    b[0] = w.param(pc, "b_fwd", {4 * H});
-    W[1] = w.param(pc, "W_bwd", {4 * H, E + H});
-    b[1] = w.param(pc, "b_bwd", {4 * H});
-    W_tag = w.param(pc, "W_tag", {T, 2 * H});
-    b_tag = w.param(pc, "b_tag", {T});
-  }
-};
-
 // The batch's expressions on cg: the parameters once per graph.
 struct Builder {
   const Net &m;
@@ -77,15 +57,7 @@ struct Builder {
   }
   // One step of direction d from (h, c); has_c false at the first step.
   void step(ComputationGraph &cg, int d, unsigned w, Expression &h, Expression &c, bool has_c) {
-    unsigned H = m.H;
-    Expression x = const_lookup(cg, m.emb, w);
-    Expression z = affine_transform({b[d], W[d], concatenate({x, h})});
-    Expression ifg = logistic(pick_range(z, 0, 2 * H));
-    Expression g = tanh(pick_range(z, 2 * H, 3 * H));
-    Expression o = logistic(pick_range(z, 3 * H, 4 * H));
-    Expression ig = cmult(pick_range(ifg, 0, H), g);
-    c = has_c ? cmult(pick_range(ifg, H, 2 * H), c) + ig : ig;
-    h = cmult(o, tanh(c));
+    peer::lstm_step(W[d], b[d], const_lookup(cg, m.emb, w), m.H, h, c, has_c);
   }
   // The sentence's per-word outputs appended to outs.
   void sent(ComputationGraph &cg, const Sent &s, std::vector<Expression> &outs,

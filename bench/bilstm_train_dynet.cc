@@ -37,6 +37,7 @@ namespace {
 struct Sent {
   std::vector<unsigned> w, t;
 };
+typedef peer::BiLstmTagger Net;
 
 std::vector<Sent> load_corpus(const std::string &path) {
   std::ifstream f(path);
@@ -57,26 +58,6 @@ std::vector<Sent> load_corpus(const std::string &path) {
   return sents;
 }
 
-struct Net {
-  ParameterCollection pc;
-  Parameter W[2], b[2], W_tag, b_tag;
-  LookupParameter emb;
-  unsigned H, E, T;
-  explicit Net(const peer::Safetensors &w) {
-    unsigned V = w.dim0("emb");
-    T = w.dim0("b_tag");
-    H = w.dim0("W_tag") / 2;
-    E = w.dim0("W_fwd") - H;  // E + H rows
-    emb = w.table(pc, "emb", V, E);
-    W[0] = w.param(pc, "W_fwd", {4 * H, E + H});
-    b[0] = w.param(pc, "b_fwd", {4 * H});
-    W[1] = w.param(pc, "W_bwd", {4 * H, E + H});
-    b[1] = w.param(pc, "b_bwd", {4 * H});
-    W_tag = w.param(pc, "W_tag", {T, 2 * H});
-    b_tag = w.param(pc, "b_tag", {T});
-  }
-};
-
 // The mean token NLL of sentences [first, first + n) (wrapping) on cg.
 Expression batch_loss(ComputationGraph &cg, Net &m, const std::vector<Sent> &sents, size_t first, size_t n) {
   unsigned H = m.H;
@@ -85,14 +66,9 @@ Expression batch_loss(ComputationGraph &cg, Net &m, const std::vector<Sent> &sen
   Expression Wt = parameter(cg, m.W_tag), bt = parameter(cg, m.b_tag), zero = zeros(cg, {H});
   std::vector<Expression> losses, fwd;
   auto step = [&](int d, unsigned w, Expression &h, Expression &c, bool has_c) {
-    Expression z = affine_transform({b[d], W[d], concatenate({lookup(cg, m.emb, w), h})});
-    Expression ifg = logistic(pick_range(z, 0, 2 * H));
-    Expression g = tanh(pick_range(z, 2 * H, 3 * H));
-    Expression o = logistic(pick_range(z, 3 * H, 4 * H));
-    Expression ig = cmult(pick_range(ifg, 0, H), g);
-    c = has_c ? cmult(pick_range(ifg, H, 2 * H), c) + ig : ig;
-    h = cmult(o, tanh(c));
+    peer::lstm_step(W[d], b[d], lookup(cg, m.emb, w), H, h, c, has_c);
   };
+
   for (size_t k = 0; k < n; k++) {
     const Sent &s = sents[(first + k) % sents.size()];
     size_t len = s.w.size();

@@ -1,7 +1,8 @@
 // dynet_peer.h — what the DyNet peers of the model benchmarks share
-// (bench/treelstm_dynet.cc, bench/bilstm_dynet.cc; C++11, header only):
+// (bench/*_dynet.cc; C++11, header only):
 // the flags, reading the safetensors file sheaf_model_save writes into
-// DyNet parameters, the throughput windows, the JSON lines.
+// DyNet parameters, the throughput windows, the JSON lines, and the BiLSTM
+// tagger's parameters and LSTM step (its inference and training peers).
 //
 // The peer protocol is the PyTorch peers' (bench/torch_peer.py, read by
 // bench/bench_util.c): "# ..." lines are echoed by the benchmark, one JSON
@@ -183,6 +184,42 @@ inline void write_check(const std::string &path, const std::vector<float> &v) {
   FILE *f = std::fopen(path.c_str(), "wb");
   if (!f || std::fwrite(v.data(), 4, v.size(), f) != v.size() || std::fclose(f))
     die("cannot write " + path);
+}
+
+// The BiLSTM tagger of src/models/bilstm.c (bilstm_dynet.cc, bilstm_train_dynet.cc):
+// its parameters, by Sheaf's names, from the weights file.
+struct BiLstmTagger {
+  dynet::ParameterCollection pc;
+  dynet::Parameter W[2], b[2], W_tag, b_tag;
+  dynet::LookupParameter emb;
+  unsigned H, E, T;
+  explicit BiLstmTagger(const Safetensors &w) {
+    unsigned V = w.dim0("emb");
+    T = w.dim0("b_tag");
+    H = w.dim0("W_tag") / 2;
+    E = w.dim0("W_fwd") - H;  // E + H rows
+    emb = w.table(pc, "emb", V, E);
+    W[0] = w.param(pc, "W_fwd", {4 * H, E + H});
+    b[0] = w.param(pc, "b_fwd", {4 * H});
+    W[1] = w.param(pc, "W_bwd", {4 * H, E + H});
+    b[1] = w.param(pc, "b_bwd", {4 * H});
+    W_tag = w.param(pc, "W_tag", {T, 2 * H});
+    b_tag = w.param(pc, "b_tag", {T});
+  }
+};
+
+// One step of Sheaf's sheaf_lstm_cell (gates i, f, g, o) from (h, c) on
+// input x: z = W [x; h] + b; has_c false at the first step (no c_{t-1}).
+inline void lstm_step(const dynet::Expression &W, const dynet::Expression &b, const dynet::Expression &x,
+                      unsigned H, dynet::Expression &h, dynet::Expression &c, bool has_c) {
+  using namespace dynet;
+  Expression z = affine_transform({b, W, concatenate({x, h})});
+  Expression ifg = logistic(pick_range(z, 0, 2 * H));
+  Expression g = tanh(pick_range(z, 2 * H, 3 * H));
+  Expression o = logistic(pick_range(z, 3 * H, 4 * H));
+  Expression ig = cmult(pick_range(ifg, 0, H), g);
+  c = has_c ? cmult(pick_range(ifg, H, 2 * H), c) + ig : ig;
+  h = cmult(o, tanh(c));
 }
 
 }  // namespace peer
