@@ -9,8 +9,9 @@
  *     once per version (sheaf_kernel_set_weight_version) — and, column
  *     "v0", packed on every run (version 0);
  *   the cost of one sheaf_kernel_run call (a 1-element kernel);
- *   softmax and layernorm rows (M = 64, N = 768) vs sh_softmax_rows /
- *     sh_layernorm_rows;
+ *   softmax and layernorm rows (M x N: 64 x 768, 1 x 256, 784 x 256,
+ *     64 x 1024, 64 x 256, 7 x 25) vs sh_softmax_rows / sh_layernorm_rows,
+ *     with the generated body timed alone (the API's per-call cost apart);
  *   ragged attention, one head of 64 and 4 heads of 64, over the first 64
  *     sequence lengths of the bundled WikiText-2 test set
  *     (data/wikitext2_lengths) vs sh_ragged_attention at the same shape (the
@@ -139,6 +140,81 @@ static int bench_attn(sheaf_ctx *ctx, sheaf_isa isa, sheaf_kernel *kat, int head
   return 0;
 }
 
+/* A 64-byte aligned copy of p's n floats (p freed; NULL: zeros). */
+static float *aligned_copy(float *p, int64_t n) {
+  size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
+  float *q = aligned_alloc(64, bytes);
+  if (!q) exit(1);
+  memset(q, 0, bytes);
+  if (p) memcpy(q, p, (size_t)n * sizeof(float));
+  free(p);
+  return q;
+}
+
+static int cmp_d(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* One row kernel (softmax: which 0; layernorm: 1) at M x N, three ways
+ * alternating each round: sheaf_kernel_run (what a user calls), the
+ * generated entry called directly with the sizes bound once (the body:
+ * the difference is the API's per-call cost), and the hand kernel. Each
+ * sample runs ~50 us; min and median over `rounds`. */
+static void bench_row(sheaf_ctx *ctx, sheaf_isa isa, sheaf_kernel *K, int which, int64_t M, int64_t N, int rounds,
+                      uint64_t *seed) {
+  /* 64-byte aligned, as the runtime's buffers are (malloc's 16 bytes slow
+   * both kernels, unequally when the two outputs differ in alignment) */
+  float *x = aligned_copy(exb_frand_xs(M * N, seed), M * N), *gam = aligned_copy(exb_frand_xs(N, seed), N);
+  float *be = aligned_copy(exb_frand_xs(N, seed), N), *yg = aligned_copy(NULL, M * N), *yh = aligned_copy(NULL, M * N);
+  sh_gemm_in xin = {.base = x, .ld = N}, none = {0};
+  sh_gemm_out yout = {.base = yh, .ld = N};
+  int64_t sx[] = {M, N}, sv[] = {N};
+  sheaf_kernel_arg a[4] = {{SHEAF_KERNEL_F32, x, (size_t)(M * N), 2, sx}};
+  if (which) {
+    a[1] = (sheaf_kernel_arg){SHEAF_KERNEL_F32, gam, (size_t)N, 1, sv};
+    a[2] = (sheaf_kernel_arg){SHEAF_KERNEL_F32, be, (size_t)N, 1, sv};
+  }
+  int na = which ? 4 : 2;
+  a[na - 1] = (sheaf_kernel_arg){SHEAF_KERNEL_F32, yg, (size_t)(M * N), 0, NULL};
+  /* the body: both kernels have sizes (rows, width) and no temporaries */
+  const int64_t sizes[2] = {M, N};
+  sk_arg ir[4];
+  for (int i = 0; i < na; i++) ir[i].data = a[i].data;
+  sk_abi abi;
+  sh_lir_abi_init(ctx, 0, &abi);
+  sk_entry_fn fn = sh_kernel_entry_fn(K);
+  int reps = (int)(50000 / (M * N / 4 + 20));
+  if (reps < 1) reps = 1;
+  double *tg = malloc(sizeof(double) * (size_t)rounds * 3), *tb = tg + rounds, *th = tb + rounds;
+  for (int r = 0; r < rounds; r++) {
+    double t0 = exb_now_s(true);
+    for (int i = 0; i < reps; i++) sheaf_kernel_run(K, a, na);
+    double t1 = exb_now_s(true);
+    for (int i = 0; i < reps; i++) fn(&abi, sizes, ir);
+    double t2 = exb_now_s(true);
+    for (int i = 0; i < reps; i++) {
+      if (which) sh_layernorm_rows(isa, M, N, xin, none, gam, be, 1e-5f, yout);
+      else sh_softmax_rows(isa, M, N, 1.0f, xin, yout);
+    }
+    double t3 = exb_now_s(true);
+    tg[r] = (t1 - t0) / reps, tb[r] = (t2 - t1) / reps, th[r] = (t3 - t2) / reps;
+  }
+  double d = maxdiff(yg, yh, (size_t)(M * N));
+  sheaf_kernel_run(K, a, na);
+  d = fmax(d, maxdiff(yg, yh, (size_t)(M * N)));
+  double mg = tg[0], mb = tb[0], mh = th[0];
+  for (int r = 1; r < rounds; r++) mg = fmin(mg, tg[r]), mb = fmin(mb, tb[r]), mh = fmin(mh, th[r]);
+  qsort(tg, (size_t)rounds, sizeof(double), cmp_d);
+  qsort(th, (size_t)rounds, sizeof(double), cmp_d);
+  double medg = tg[rounds / 2], medh = th[rounds / 2];
+  printf("%-10s %5lld %5lld %10.1f %10.1f %10.1f %7.2f %7.2f %7.2f %9.0f%s\n", which ? "layernorm" : "softmax",
+         (long long)M, (long long)N, mg / (double)M * 1e9, mb / (double)M * 1e9, mh / (double)M * 1e9, mh / mg,
+         medh / medg, mh / mb, (mg - mb) * 1e9, d > 1e-4 ? "  (results differ!)" : "");
+  free(tg);
+  free(x), free(gam), free(be), free(yg), free(yh);
+}
+
 int main(int argc, char **argv) {
   bool quick = false;
   const char *only = NULL;
@@ -227,35 +303,12 @@ int main(int argc, char **argv) {
     free(A), free(B), free(Cg), free(Ch);
   }
   if (do_rows) {
-    int64_t M = 64, N = 768;
-    float *x = exb_frand_xs(M * N, &seed), *gam = exb_frand_xs(N, &seed), *be = exb_frand_xs(N, &seed);
-    float *yg = malloc(sizeof(float) * (size_t)(M * N)), *yh = malloc(sizeof(float) * (size_t)(M * N));
-    sh_gemm_in xin = {.base = x, .ld = N}, none = {0};
-    sh_gemm_out yout = {.base = yh, .ld = N};
-    int64_t sx[] = {M, N}, sv[] = {N};
-    sheaf_kernel_arg asm_[] = {{SHEAF_KERNEL_F32, x, (size_t)(M * N), 2, sx}, {SHEAF_KERNEL_F32, yg, (size_t)(M * N), 0, NULL}};
-    sheaf_kernel_arg aln[] = {{SHEAF_KERNEL_F32, x, (size_t)(M * N), 2, sx}, {SHEAF_KERNEL_F32, gam, (size_t)N, 1, sv},
-                              {SHEAF_KERNEL_F32, be, (size_t)N, 1, sv}, {SHEAF_KERNEL_F32, yg, (size_t)(M * N), 0, NULL}};
-    printf("%-10s %5s %5s %10s %10s %7s   (ns per row)\n", "kernel", "M", "N", "generated", "hand", "g/h");
-    for (int which = 0; which < 2; which++) {
-      int reps = 200;
-      double bg = 1e30, bh = 1e30;
-      for (int r = 0; r < rounds; r++) {
-        double t0 = exb_now_s(true);
-        for (int i = 0; i < reps; i++) which ? sheaf_kernel_run(kln, aln, 4) : sheaf_kernel_run(ksm, asm_, 2);
-        double t1 = exb_now_s(true);
-        for (int i = 0; i < reps; i++) {
-          if (which) sh_layernorm_rows(isa, M, N, xin, none, gam, be, 1e-5f, yout);
-          else sh_softmax_rows(isa, M, N, 1.0f, xin, yout);
-        }
-        double t2 = exb_now_s(true);
-        bg = fmin(bg, (t1 - t0) / reps), bh = fmin(bh, (t2 - t1) / reps);
-      }
-      double d = maxdiff(yg, yh, (size_t)(M * N));
-      printf("%-10s %5lld %5lld %10.1f %10.1f %7.2f%s\n", which ? "layernorm" : "softmax", (long long)M,
-             (long long)N, bg / (double)M * 1e9, bh / (double)M * 1e9, bh / bg, d > 1e-4 ? "  (results differ!)" : "");
-    }
-    free(x), free(gam), free(be), free(yg), free(yh);
+    static const int64_t rshape[][2] = {{64, 768}, {1, 256}, {784, 256}, {64, 1024}, {64, 256}, {7, 25}};
+    printf("%-10s %5s %5s %10s %10s %10s %7s %7s %7s %9s   (ns per row; min / median of %d rounds)\n", "kernel",
+           "M", "N", "generated", "body", "hand", "g/h", "gmed/h", "body/h", "call ns", rounds * 3);
+    for (size_t sh = 0; sh < SH_ARRAY_LEN(rshape); sh++)
+      for (int which = 0; which < 2; which++)
+        bench_row(ctx, isa, which ? kln : ksm, which, rshape[sh][0], rshape[sh][1], rounds * 3, &seed);
   }
   if (do_attn) {
     sheaf_kernel *kmh = build(ctx, MHA, dir, isa, NULL);

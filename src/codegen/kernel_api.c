@@ -21,6 +21,15 @@
  * from earlier runs (up to K_BLOCKS, the largest kept), so a repeated run
  * allocates nothing and touches no fresh pages.
  *
+ * Repeated calls (docs/CODEGEN.md, "Row kernels"): a dense kernel keeps
+ * the argument signature of its last call that passed every check (each
+ * argument's dtype, element count and, for inputs, rank and shape), the
+ * sizes it bound and the variant it ran, behind a sequence lock. A call
+ * whose signature equals it runs the kernel at once: the checks it skips
+ * depend on the signature alone, so they would pass again. Kernels whose
+ * run binds more than the arguments (packed weights, scratch, ragged
+ * offsets) always take the full path.
+ *
  * Tuning (docs/CODEGEN.md, "Tuner"; tune.h): a compile collects the tuning
  * records that apply to the kernel (the context's sheaf_kernel_load_tuning
  * and the cache directory's file); a run whose sizes fall in a record's
@@ -31,6 +40,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +81,23 @@ typedef struct kblock {
 #define K_BLOCKS 8
 #define K_VARIANTS 16
 
+/* The last checked call's signature (the fast path of repeated calls):
+ * per argument KF_W words — dtype and rank, element count, shape — and the
+ * sizes bound from them. Written under sheaf_kernel.mu (trylock: a busy
+ * kernel skips the update), read lock-free: seq is odd while written. */
+#define KF_ARGS 8
+#define KF_RANK 4
+#define KF_SIZES 8
+#define KF_W (2 + KF_RANK)
+typedef struct kfast {
+  bool able;          /* dense, at most KF_ARGS arguments, KF_RANK dims, KF_SIZES sizes */
+  bool body_only;     /* this kernel's run binds nothing but its arguments */
+  atomic_uint seq;
+  _Atomic(struct sheaf_kernel *) var; /* the kernel that ran (a tuned variant); NULL: none */
+  atomic_llong sig[KF_ARGS * KF_W];
+  atomic_llong sizes[KF_SIZES];
+} kfast;
+
 struct sheaf_kernel {
   sheaf_ctx *ctx;
   char *src;
@@ -97,7 +124,10 @@ struct sheaf_kernel {
   bool vmu_init;
   sh_kernel_opts vopts; /* how variants compile: the kernel's own options */
   char *cache_dir, *cc; /* copies of vopts' strings */
+  kfast fast;
 };
+
+static void fast_forget(sheaf_kernel *K);
 
 static const char *const isa_flags_avx2[] = {"-mavx2", "-mfma"};
 static const char *const isa_flags_avx512[] = {"-mavx2", "-mfma", "-mavx512f", "-mavx512vl", "-mavx512bw",
@@ -233,6 +263,23 @@ static sheaf_status variant(sheaf_kernel *K, const sh_sched_opts *o, sheaf_kerne
   return st;
 }
 
+/* Whether K's calls may take the fast path (kfast). */
+static void fast_init(sheaf_kernel *K) {
+  const sh_kernel *k = K->k;
+  int n = k->n_inputs + k->n_outputs;
+  kfast *f = &K->fast;
+  f->able = K->dense && n <= KF_ARGS && k->n_sizes <= KF_SIZES;
+  for (int t = 0; t < n; t++)
+    if (k->tensors[t].rank > KF_RANK) f->able = false;
+  f->body_only = K->info.n_args == n && K->info.n_scratch == 0 && K->info.n_ragged == 0;
+  for (int i = 0; i < k->n_inputs; i++)
+    if (K->w[i].size) f->body_only = false;
+  atomic_init(&f->seq, 0);
+  atomic_init(&f->var, NULL);
+  for (int i = 0; i < KF_ARGS * KF_W; i++) atomic_init(&f->sig[i], 0);
+  for (int i = 0; i < KF_SIZES; i++) atomic_init(&f->sizes[i], 0);
+}
+
 sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t len, const char *name,
                                     const sh_kernel_opts *opts, sheaf_kernel **out) {
   if (!ctx) return SHEAF_ERR_INVALID_ARG;
@@ -322,6 +369,7 @@ sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t l
       K->call = (sh_kcall_desc){.name = K->k->name, .run = sh_kcall_run, .user = K};
     }
     if (st == SHEAF_OK) st = find_weights(K, lib, entry);
+    if (st == SHEAF_OK) fast_init(K);
   }
   if (st == SHEAF_OK && !o.no_tuning && !o.sched) st = attach_tuning(K, &o, isa);
   sh_buf_free(&c);
@@ -584,6 +632,7 @@ SHEAF_API sheaf_status sheaf_kernel_set_weight_version(sheaf_kernel *K, int inpu
                    K->k->name, K->k->n_inputs, input);
   pthread_mutex_lock(&K->mu);
   K->w[input].user_version = version;
+  fast_forget(K);
   pthread_mutex_unlock(&K->mu);
   if (K->vmu_init) { /* the tuned variants read the same weights */
     pthread_mutex_lock(&K->vmu);
@@ -595,6 +644,84 @@ SHEAF_API sheaf_status sheaf_kernel_set_weight_version(sheaf_kernel *K, int inpu
 
 static sheaf_status run_bound(sheaf_kernel *K, const sheaf_kernel_arg *args, const sh_kref_arg *in,
                               const int64_t *sizes);
+
+/* Signature word 0 of argument i: dtype and (inputs) rank. */
+static long long sig0(const sheaf_kernel_arg *a, bool input) {
+  return (long long)(unsigned)a->dtype | (input ? (long long)a->rank << 32 : 0);
+}
+
+/* Whether args (n_inputs + n_outputs of them) have the kept signature:
+ * then *sizes are the sizes they bind and *V the kernel to run. */
+static bool fast_match(sheaf_kernel *K, const sheaf_kernel_arg *args, int64_t *sizes, sheaf_kernel **V) {
+  kfast *f = &K->fast;
+  if (!f->able) return false;
+  unsigned s1 = atomic_load_explicit(&f->seq, memory_order_acquire);
+  if (s1 & 1) return false;
+  *V = atomic_load_explicit(&f->var, memory_order_relaxed);
+  if (!*V) return false;
+  const sh_kernel *k = K->k;
+  int n_in = k->n_inputs, n = n_in + k->n_outputs;
+  for (int i = 0; i < n; i++) {
+    const sheaf_kernel_arg *a = &args[i];
+    const atomic_llong *w = &f->sig[i * KF_W];
+    bool input = i < n_in;
+    if (atomic_load_explicit(&w[0], memory_order_relaxed) != sig0(a, input) ||
+        atomic_load_explicit(&w[1], memory_order_relaxed) != (long long)a->numel || (!a->data && a->numel))
+      return false;
+    if (!input) continue;
+    if (a->rank > 0 && !a->shape) return false;
+    for (int d = 0; d < a->rank; d++) /* the rank matched the kept one: at most KF_RANK */
+      if (atomic_load_explicit(&w[2 + d], memory_order_relaxed) != a->shape[d]) return false;
+  }
+  for (int s = 0; s < k->n_sizes; s++) sizes[s] = atomic_load_explicit(&f->sizes[s], memory_order_relaxed);
+  atomic_thread_fence(memory_order_acquire);
+  return atomic_load_explicit(&f->seq, memory_order_relaxed) == s1;
+}
+
+/* Keeps the signature of args, a call that passed every check and ran V. */
+static void fast_record(sheaf_kernel *K, const sheaf_kernel_arg *args, const int64_t *sizes, sheaf_kernel *V) {
+  kfast *f = &K->fast;
+  if (pthread_mutex_trylock(&K->mu) != 0) return;
+  unsigned s = atomic_load_explicit(&f->seq, memory_order_relaxed);
+  atomic_store_explicit(&f->seq, s + 1, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+  const sh_kernel *k = K->k;
+  int n_in = k->n_inputs, n = n_in + k->n_outputs;
+  for (int i = 0; i < n; i++) {
+    const sheaf_kernel_arg *a = &args[i];
+    atomic_llong *w = &f->sig[i * KF_W];
+    atomic_store_explicit(&w[0], sig0(a, i < n_in), memory_order_relaxed);
+    atomic_store_explicit(&w[1], (long long)a->numel, memory_order_relaxed);
+    for (int d = 0; i < n_in && d < a->rank; d++) atomic_store_explicit(&w[2 + d], a->shape[d], memory_order_relaxed);
+  }
+  for (int z = 0; z < k->n_sizes; z++) atomic_store_explicit(&f->sizes[z], sizes[z], memory_order_relaxed);
+  atomic_store_explicit(&f->var, V, memory_order_relaxed);
+  atomic_store_explicit(&f->seq, s + 2, memory_order_release);
+  pthread_mutex_unlock(&K->mu);
+}
+
+/* Drops the kept signature (caller holds K->mu). */
+static void fast_forget(sheaf_kernel *K) {
+  kfast *f = &K->fast;
+  unsigned s = atomic_load_explicit(&f->seq, memory_order_relaxed);
+  atomic_store_explicit(&f->seq, s + 1, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+  atomic_store_explicit(&f->var, NULL, memory_order_relaxed);
+  atomic_store_explicit(&f->seq, s + 2, memory_order_release);
+}
+
+/* The fast path's run: V binds nothing but the arguments (kfast.body_only). */
+static sheaf_status run_body(sheaf_kernel *V, const sheaf_kernel_arg *args, const int64_t *sizes) {
+  sk_arg ir[KF_ARGS];
+  int n = V->k->n_inputs + V->k->n_outputs;
+  for (int i = 0; i < n; i++) ir[i] = (sk_arg){.data = args[i].data};
+  sk_abi abi;
+  sh_lir_abi_init(V->ctx, 0, &abi);
+  abi.alloc = k_alloc, abi.free = k_free, abi.alloc_user = V;
+  if (V->fn(&abi, sizes, ir) != 0)
+    return sh_fail(V->ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", V->k->name);
+  return SHEAF_OK;
+}
 
 SHEAF_API sheaf_status sheaf_kernel_run(sheaf_kernel *K, const sheaf_kernel_arg *args, int n_args) {
   if (!K) return SHEAF_ERR_INVALID_ARG;
@@ -611,11 +738,20 @@ SHEAF_API sheaf_status sheaf_kernel_run(sheaf_kernel *K, const sheaf_kernel_arg 
     return sh_fail(ctx, SHEAF_ERR_UNSUPPORTED, "kernel '%s': over 64 inputs or sizes", k->name);
   sh_kref_arg in[64];
   int64_t sizes[64];
+  sheaf_kernel *V;
+  if (fast_match(K, args, sizes, &V)) return run_body(V, args, sizes);
   sheaf_status st = bind_inputs(K, args, n_in, in, sizes);
   if (st) return st;
-  sheaf_kernel *V; /* a tuned shape class runs its variant */
-  if ((st = sh_kernel_pick(K, sizes, &V))) return st;
-  return run_bound(V, args, in, sizes);
+  if ((st = sh_kernel_pick(K, sizes, &V))) return st; /* a tuned shape class runs its variant */
+  st = run_bound(V, args, in, sizes);
+  if (st == SHEAF_OK && K->fast.able && V->fast.body_only) fast_record(K, args, sizes, V);
+  return st;
+}
+
+bool sh_kernel_fast_match(sheaf_kernel *K, const sheaf_kernel_arg *args, int n_args) {
+  int64_t sizes[KF_SIZES];
+  sheaf_kernel *V;
+  return K && args && n_args == K->k->n_inputs + K->k->n_outputs && fast_match(K, args, sizes, &V);
 }
 
 sheaf_status sh_kernel_pick(sheaf_kernel *K, const int64_t *sizes, sheaf_kernel **out) {

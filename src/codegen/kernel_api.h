@@ -40,6 +40,10 @@ sk_entry_fn sh_kernel_entry_fn(const sheaf_kernel *k);
 /* The size of k that indexes independent rows (kernel_rows.c): calls that
  * differ only in it run as one call over their stacked rows; -1: none. */
 int sh_kernel_row_size(const sh_kernel *k);
+/* Whether sheaf_kernel_run(k, args, n_args) would take the fast path of
+ * repeated calls (the kept signature of an earlier checked call matches;
+ * kernel_api.c). Tests. */
+bool sh_kernel_fast_match(sheaf_kernel *k, const sheaf_kernel_arg *args, int n_args);
 /* Runs a batch of kernel-call nodes (sh_kcall_desc.run; kernel_call.c). */
 sheaf_status sh_kcall_run(sheaf_graph *g, const sh_kcall_desc *d, const uint32_t *ids, uint32_t n);
 void sh_kernel_jit_stats(const sheaf_kernel *k, sh_jit_stats *out);
