@@ -79,6 +79,17 @@ static double maxdiff(const float *a, const float *b, size_t n) {
   return m;
 }
 
+/* A 64-byte aligned copy of p's n floats (p freed; NULL: zeros). */
+static float *aligned_copy(float *p, int64_t n) {
+  size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
+  float *q = aligned_alloc(64, bytes);
+  if (!q) exit(1);
+  memset(q, 0, bytes);
+  if (p) memcpy(q, p, (size_t)n * sizeof(float));
+  free(p);
+  return q;
+}
+
 /* Ragged attention over the first 64 WikiText-2 test lengths, `heads`
  * heads of 64 (1: kernel attn, rank-3 operands; else mha, rank 4), against
  * sh_ragged_attention on the same data (q, k, v interleaved per token as
@@ -101,14 +112,15 @@ static int bench_attn(sheaf_ctx *ctx, sheaf_isa isa, sheaf_kernel *kat, int head
   int64_t maxl = 0, HD = (int64_t)heads * DH;
   for (int b = 0; b < NB; b++) len[b] = L[b], off[b + 1] = off[b] + L[b], maxl = L[b] > maxl ? L[b] : maxl;
   int64_t T = off[NB];
-  float *q = exb_frand_xs(T * HD, seed), *kk = exb_frand_xs(T * HD, seed), *vv = exb_frand_xs(T * HD, seed);
-  float *qkv = malloc(sizeof(float) * (size_t)(T * 3 * HD));
+  /* 64-byte aligned, as the runtime's buffers are */
+  float *q = aligned_copy(exb_frand_xs(T * HD, seed), T * HD), *kk = aligned_copy(exb_frand_xs(T * HD, seed), T * HD);
+  float *vv = aligned_copy(exb_frand_xs(T * HD, seed), T * HD), *qkv = aligned_copy(NULL, T * 3 * HD);
   for (int64_t t = 0; t < T; t++) {
     memcpy(qkv + t * 3 * HD, q + t * HD, sizeof(float) * (size_t)HD);
     memcpy(qkv + t * 3 * HD + HD, kk + t * HD, sizeof(float) * (size_t)HD);
     memcpy(qkv + t * 3 * HD + 2 * HD, vv + t * HD, sizeof(float) * (size_t)HD);
   }
-  float *og = malloc(sizeof(float) * (size_t)(T * HD)), *oh = malloc(sizeof(float) * (size_t)(T * HD));
+  float *og = aligned_copy(NULL, T * HD), *oh = aligned_copy(NULL, T * HD);
   sh_rseq rs = {.batch = NB, .len = len, .off = off, .n = T, .max_len = maxl};
   sh_attn_ws *aws;
   if (sh_attn_ws_create(ctx, &aws)) return 1;
@@ -138,17 +150,6 @@ static int bench_attn(sheaf_ctx *ctx, sheaf_isa isa, sheaf_kernel *kat, int head
   sh_attn_ws_free(ctx, aws);
   free(q), free(kk), free(vv), free(qkv), free(og), free(oh);
   return 0;
-}
-
-/* A 64-byte aligned copy of p's n floats (p freed; NULL: zeros). */
-static float *aligned_copy(float *p, int64_t n) {
-  size_t bytes = ((size_t)n * sizeof(float) + 63) / 64 * 64;
-  float *q = aligned_alloc(64, bytes);
-  if (!q) exit(1);
-  memset(q, 0, bytes);
-  if (p) memcpy(q, p, (size_t)n * sizeof(float));
-  free(p);
-  return q;
 }
 
 static int cmp_d(const void *a, const void *b) {

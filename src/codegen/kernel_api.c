@@ -96,6 +96,7 @@ typedef struct kfast {
   _Atomic(struct sheaf_kernel *) var; /* the kernel that ran (a tuned variant); NULL: none */
   atomic_llong sig[KF_ARGS * KF_W];
   atomic_llong sizes[KF_SIZES];
+  sk_abi abi;         /* the run's services (the context's pool is fixed) */
 } kfast;
 
 struct sheaf_kernel {
@@ -128,6 +129,8 @@ struct sheaf_kernel {
 };
 
 static void fast_forget(sheaf_kernel *K);
+static void *k_alloc(void *user, size_t bytes);
+static void k_free(void *user, void *p, size_t bytes);
 
 static const char *const isa_flags_avx2[] = {"-mavx2", "-mfma"};
 static const char *const isa_flags_avx512[] = {"-mavx2", "-mfma", "-mavx512f", "-mavx512vl", "-mavx512bw",
@@ -278,6 +281,8 @@ static void fast_init(sheaf_kernel *K) {
   atomic_init(&f->var, NULL);
   for (int i = 0; i < KF_ARGS * KF_W; i++) atomic_init(&f->sig[i], 0);
   for (int i = 0; i < KF_SIZES; i++) atomic_init(&f->sizes[i], 0);
+  sh_lir_abi_init(K->ctx, 0, &f->abi);
+  f->abi.alloc = k_alloc, f->abi.free = k_free, f->abi.alloc_user = K;
 }
 
 sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t len, const char *name,
@@ -715,10 +720,7 @@ static sheaf_status run_body(sheaf_kernel *V, const sheaf_kernel_arg *args, cons
   sk_arg ir[KF_ARGS];
   int n = V->k->n_inputs + V->k->n_outputs;
   for (int i = 0; i < n; i++) ir[i] = (sk_arg){.data = args[i].data};
-  sk_abi abi;
-  sh_lir_abi_init(V->ctx, 0, &abi);
-  abi.alloc = k_alloc, abi.free = k_free, abi.alloc_user = V;
-  if (V->fn(&abi, sizes, ir) != 0)
+  if (V->fn(&V->fast.abi, sizes, ir) != 0)
     return sh_fail(V->ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", V->k->name);
   return SHEAF_OK;
 }
