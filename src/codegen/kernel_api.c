@@ -92,6 +92,7 @@ typedef struct kblock {
 typedef struct kfast {
   bool able;          /* dense, at most KF_ARGS arguments, KF_RANK dims, KF_SIZES sizes */
   bool body_only;     /* this kernel's run binds nothing but its arguments */
+  int n_args, n_in;   /* the kernel's arguments and inputs */
   atomic_uint seq;
   _Atomic(struct sheaf_kernel *) var; /* the kernel that ran (a tuned variant); NULL: none */
   atomic_llong sig[KF_ARGS * KF_W];
@@ -271,6 +272,7 @@ static void fast_init(sheaf_kernel *K) {
   const sh_kernel *k = K->k;
   int n = k->n_inputs + k->n_outputs;
   kfast *f = &K->fast;
+  f->n_args = n, f->n_in = k->n_inputs;
   f->able = K->dense && n <= KF_ARGS && k->n_sizes <= KF_SIZES;
   for (int t = 0; t < n; t++)
     if (k->tensors[t].rank > KF_RANK) f->able = false;
@@ -664,11 +666,10 @@ static bool fast_match(sheaf_kernel *K, const sheaf_kernel_arg *args, int64_t *s
   if (s1 & 1) return false;
   *V = atomic_load_explicit(&f->var, memory_order_relaxed);
   if (!*V) return false;
-  const sh_kernel *k = K->k;
-  int n_in = k->n_inputs, n = n_in + k->n_outputs;
-  for (int i = 0; i < n; i++) {
+  int n_in = f->n_in, n = f->n_args;
+  const atomic_llong *w = f->sig;
+  for (int i = 0; i < n; i++, w += KF_W) {
     const sheaf_kernel_arg *a = &args[i];
-    const atomic_llong *w = &f->sig[i * KF_W];
     bool input = i < n_in;
     if (atomic_load_explicit(&w[0], memory_order_relaxed) != sig0(a, input) ||
         atomic_load_explicit(&w[1], memory_order_relaxed) != (long long)a->numel || (!a->data && a->numel))
@@ -678,7 +679,7 @@ static bool fast_match(sheaf_kernel *K, const sheaf_kernel_arg *args, int64_t *s
     for (int d = 0; d < a->rank; d++) /* the rank matched the kept one: at most KF_RANK */
       if (atomic_load_explicit(&w[2 + d], memory_order_relaxed) != a->shape[d]) return false;
   }
-  for (int s = 0; s < k->n_sizes; s++) sizes[s] = atomic_load_explicit(&f->sizes[s], memory_order_relaxed);
+  for (int s = 0; s < K->k->n_sizes; s++) sizes[s] = atomic_load_explicit(&f->sizes[s], memory_order_relaxed);
   atomic_thread_fence(memory_order_acquire);
   return atomic_load_explicit(&f->seq, memory_order_relaxed) == s1;
 }
@@ -718,14 +719,28 @@ static void fast_forget(sheaf_kernel *K) {
 /* The fast path's run: V binds nothing but the arguments (kfast.body_only). */
 static sheaf_status run_body(sheaf_kernel *V, const sheaf_kernel_arg *args, const int64_t *sizes) {
   sk_arg ir[KF_ARGS];
-  int n = V->k->n_inputs + V->k->n_outputs;
+  int n = V->fast.n_args;
   for (int i = 0; i < n; i++) ir[i] = (sk_arg){.data = args[i].data};
   if (V->fn(&V->fast.abi, sizes, ir) != 0)
     return sh_fail(V->ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", V->k->name);
   return SHEAF_OK;
 }
 
+static sheaf_status run_checked(sheaf_kernel *K, const sheaf_kernel_arg *args, int n_args);
+
 SHEAF_API sheaf_status sheaf_kernel_run(sheaf_kernel *K, const sheaf_kernel_arg *args, int n_args) {
+  if (K && args && n_args == K->fast.n_args) { /* the kept signature: no checks, no binding */
+    int64_t sizes[KF_SIZES];
+    sheaf_kernel *V;
+    if (fast_match(K, args, sizes, &V)) return run_body(V, args, sizes);
+  }
+  return run_checked(K, args, n_args);
+}
+
+/* sheaf_kernel_run's full path: every check, the binding, the run (out of
+ * line: the fast path above stays small). */
+__attribute__((noinline)) static sheaf_status run_checked(sheaf_kernel *K, const sheaf_kernel_arg *args,
+                                                          int n_args) {
   if (!K) return SHEAF_ERR_INVALID_ARG;
   const sh_kernel *k = K->k;
   sheaf_ctx *ctx = K->ctx;
@@ -741,7 +756,6 @@ SHEAF_API sheaf_status sheaf_kernel_run(sheaf_kernel *K, const sheaf_kernel_arg 
   sh_kref_arg in[64];
   int64_t sizes[64];
   sheaf_kernel *V;
-  if (fast_match(K, args, sizes, &V)) return run_body(V, args, sizes);
   sheaf_status st = bind_inputs(K, args, n_in, in, sizes);
   if (st) return st;
   if ((st = sh_kernel_pick(K, sizes, &V))) return st; /* a tuned shape class runs its variant */
