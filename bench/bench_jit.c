@@ -6,7 +6,14 @@
  * and a hit on a library the sh_jit already holds. Medians and minima over
  * the runs; the targets are those of issue 13 (cold < 1.5 s, hit < 5 ms).
  *
- *   bench_jit [--quick] [--iters N]      (SHEAF_CC picks the compiler)
+ * Then every kernel kind the project generates (API_SRC: GEMM, the fused
+ * FFN, gated unit and GEMM + log-softmax, row softmax, layernorm, ragged
+ * attention with one head and with H) through the kernel API, each cold
+ * (wall and the compiler's CPU time) and hit, and a summary table with
+ * ok / MISSED against those targets and the load average.
+ *
+ *   bench_jit [--quick] [--iters N] [--cold N] [--kernel NAME]
+ *                                        (SHEAF_CC picks the compiler)
  */
 #include <ftw.h>
 #include <stdio.h>
@@ -56,11 +63,48 @@ static double median_ms(uint64_t *t, int n) {
 }
 
 
+/* Every kernel kind the project generates and benches, with the sources
+ * the benches compile: the GEMM (bench_codegen, bench_codegen_tune), the
+ * fused FFN, gated unit and GEMM + log-softmax (bench_codegen_fused), the
+ * row softmax and layernorm and the ragged attention, one head and H heads
+ * (bench_codegen). */
 static const char *const API_SRC[][2] = {
     {"mm", "kernel mm(A: f32[M, K], B: f32[K, N]) -> f32[M, N] { C(m, n) +=! A(m, k) * B(k, n) }\n"},
     {"ffn", "kernel ffn(x: f32[N, D], W: f32[D, F], b: f32[F]) -> f32[N, F] {\n"
             "  y(n, f) +=! x(n, d) * W(d, f)\n  out(n, f) = gelu(y(n, f) + b(f))\n}\n"},
+    {"gated", "kernel gated(x: f32[N, D], Wg: f32[D, F], Wh: f32[D, F]) -> f32[N, F] {\n"
+              "  g(n, f) +=! x(n, d) * Wg(d, f); h(n, f) +=! x(n, d) * Wh(d, f)\n"
+              "  out(n, f) = sigmoid(g(n, f)) * tanh(h(n, f))\n}\n"},
+    {"lsm", "kernel lsm(x: f32[N, D], W: f32[D, F], b: f32[F]) -> f32[N, F] {\n"
+            "  y(n, f) +=! x(n, d) * W(d, f)\n  z(n, f) = y(n, f) + b(f)\n"
+            "  m(n) max=! z(n, f)\n  s(n) +=! exp(z(n, f) - m(n))\n"
+            "  out(n, f) = z(n, f) - m(n) - log(s(n))\n}\n"},
+    {"sm", "kernel sm(x: f32[N, C]) -> f32[N, C] {\n"
+           "  m(n) max=! x(n, c)\n  e(n, c) = exp(x(n, c) - m(n))\n"
+           "  s(n) +=! e(n, c)\n  out(n, c) = e(n, c) / s(n)\n}\n"},
+    {"ln", "kernel ln(x: f32[N, D], g: f32[D], b: f32[D]) -> f32[N, D] {\n"
+           "  mu(n) +=! x(n, d) / D\n  c(n, d) = x(n, d) - mu(n)\n"
+           "  var(n) +=! c(n, d) * c(n, d) / D\n"
+           "  out(n, d) = c(n, d) * rsqrt(var(n) + 1e-5) * g(d) + b(d)\n}\n"},
+    {"attn", "kernel attn(L: i32[B], q: f32[B, L(b), D], k: f32[B, L(b), D], v: f32[B, L(b), D])\n"
+             "    -> f32[B, L(b), D] {\n"
+             "  s(b, i, j) +=! q(b, i, d) * k(b, j, d) / sqrt(D)\n"
+             "  m(b, i) max=! s(b, i, j)\n  e(b, i, j) = exp(s(b, i, j) - m(b, i))\n"
+             "  z(b, i) +=! e(b, i, j)\n  o(b, i, d) +=! e(b, i, j) * v(b, j, d)\n"
+             "  out(b, i, d) = o(b, i, d) / z(b, i)\n}\n"},
+    {"mha", "kernel mha(L: i32[B], q: f32[B, L(b), H, D], k: f32[B, L(b), H, D], v: f32[B, L(b), H, D])\n"
+            "    -> f32[B, L(b), H, D] {\n"
+            "  s(b, h, i, j) +=! q(b, i, h, d) * k(b, j, h, d) / sqrt(D)\n"
+            "  m(b, h, i) max=! s(b, h, i, j)\n  e(b, h, i, j) = exp(s(b, h, i, j) - m(b, h, i))\n"
+            "  z(b, h, i) +=! e(b, h, i, j)\n  o(b, h, i, d) +=! e(b, h, i, j) * v(b, j, h, d)\n"
+            "  out(b, i, h, d) = o(b, h, i, d) / z(b, h, i)\n}\n"},
 };
+
+/* One row of the summary table: a kernel's medians and minima. */
+typedef struct api_row {
+  double cold_ms, cold_min_ms, cpu_ms, cpu_min_ms, hit_ms, hit_min_ms;
+  size_t c_bytes;
+} api_row;
 
 /* CPU seconds (user + system) of this process's waited-for children: the
  * compiler's own work, whatever the machine's load. */
@@ -75,7 +119,7 @@ static double children_cpu_s(void) {
  * directory each), hits in a new sheaf_kernel, and the stages of one
  * compile timed one by one. 0, or 1 with the error printed. */
 static int bench_api(sheaf_ctx *ctx, const char *root, const char *name, const char *src, int cold_runs,
-                     int hit_runs) {
+                     int hit_runs, api_row *row) {
   size_t len = strlen(src);
   uint64_t *cold = calloc((size_t)cold_runs, sizeof *cold), *hit = calloc((size_t)hit_runs, sizeof *hit),
            *cold_cpu = calloc((size_t)cold_runs, sizeof *cold_cpu);
@@ -136,6 +180,7 @@ static int bench_api(sheaf_ctx *ctx, const char *root, const char *name, const c
     printf("bench_jit: kernel %s: %s\n", name, sheaf_ctx_last_error(ctx));
   } else {
     double c = median_ms(cold, cold_runs), h = median_ms(hit, hit_runs), cc_cpu = median_ms(cold_cpu, cold_runs);
+    *row = (api_row){c, (double)cold[0] / 1e6, cc_cpu, (double)cold_cpu[0] / 1e6, h, (double)hit[0] / 1e6, c_bytes};
     char label[64];
     snprintf(label, sizeof label, "%s: cold compile (empty cache)", name);
     printf("%-44s %10.1f %10.1f %10s %s\n", label, c, (double)cold[0] / 1e6, "< 1500", c < 1500 ? "ok" : "MISSED");
@@ -155,15 +200,19 @@ static int bench_api(sheaf_ctx *ctx, const char *root, const char *name, const c
 
 int main(int argc, char **argv) {
   int cold_runs = 5, hit_runs = 200;
+  const char *only = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) cold_runs = 3, hit_runs = 50;
     else if (!strcmp(argv[i], "--iters") && i + 1 < argc) hit_runs = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--cold") && i + 1 < argc) cold_runs = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--kernel") && i + 1 < argc) only = argv[++i];
     else {
-      fprintf(stderr, "usage: bench_jit [--quick] [--iters N]\n");
+      fprintf(stderr, "usage: bench_jit [--quick] [--iters N] [--cold N] [--kernel NAME]\n");
       return 2;
     }
   }
   if (hit_runs < 1) hit_runs = 1;
+  if (cold_runs < 1) cold_runs = 1;
   sheaf_ctx *ctx = NULL;
   sheaf_ctx_options co = {.threads = 1};
   char err[256];
@@ -239,8 +288,35 @@ int main(int argc, char **argv) {
       printf("\nThe public API (sheaf_kernel_compile: parse, check, lower, schedule, emit, JIT), ISA %s\n",
              sheaf_isa_name(sheaf_cpu_isa()));
       printf("%-44s %10s %10s %10s\n", "", "median ms", "min ms", "target");
-      for (size_t i = 0; i < SH_ARRAY_LEN(API_SRC) && !rc; i++)
-        rc = bench_api(ctx, root, API_SRC[i][0], API_SRC[i][1], cold_runs, hit_runs);
+      api_row rows[SH_ARRAY_LEN(API_SRC)];
+      bool ran[SH_ARRAY_LEN(API_SRC)] = {0};
+      for (size_t i = 0; i < SH_ARRAY_LEN(API_SRC) && !rc; i++) {
+        if (only && strcmp(only, API_SRC[i][0])) continue;
+        rc = bench_api(ctx, root, API_SRC[i][0], API_SRC[i][1], cold_runs, hit_runs, &rows[i]);
+        ran[i] = !rc;
+      }
+      if (!rc) {
+        double worst = 0;
+        printf("\nSummary (ms; cold: wall, empty cache, median / min of %d; cc CPU: the compiler's user + sys; "
+               "hit: new sheaf_kernel, median / min of %d)\n", cold_runs, hit_runs);
+        printf("%-6s %8s %9s %9s %9s %9s %8s %8s  %-13s %s\n", "kernel", "C bytes", "cold", "cold min",
+               "cc CPU", "CPU min", "hit", "hit min", "cold < 1500", "hit < 5");
+        for (size_t i = 0; i < SH_ARRAY_LEN(API_SRC); i++) {
+          if (!ran[i]) continue;
+          const api_row *r = &rows[i];
+          if (r->cold_ms > worst) worst = r->cold_ms;
+          printf("%-6s %8zu %9.1f %9.1f %9.1f %9.1f %8.3f %8.3f  %-13s %s\n", API_SRC[i][0], r->c_bytes, r->cold_ms,
+                 r->cold_min_ms, r->cpu_ms, r->cpu_min_ms, r->hit_ms, r->hit_min_ms,
+                 r->cold_ms < 1500 ? "ok" : "MISSED", r->hit_ms < 5 ? "ok" : "MISSED");
+        }
+        double la[3] = {0};
+        FILE *f = fopen("/proc/loadavg", "r");
+        if (f) {
+          if (fscanf(f, "%lf %lf %lf", &la[0], &la[1], &la[2]) != 3) la[0] = la[1] = la[2] = -1;
+          fclose(f);
+        }
+        printf("worst cold compile %.1f ms (median); load average %.2f %.2f %.2f\n", worst, la[0], la[1], la[2]);
+      }
     }
   }
   nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);

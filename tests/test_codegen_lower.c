@@ -412,3 +412,36 @@ TEST(codegen_lower_gated_one_tile) {
   }
   sh_module_free(&m);
 }
+
+/* The slow copy of an unswitched tile (the else of the whole-tile test)
+ * calls the out-of-line vector math (sk_gelu_cold8, ...: docs/CODEGEN.md,
+ * "C emission"); the whole tile keeps it inline. Results at sizes off the
+ * tile are checked against the reference above. */
+TEST(codegen_lower_slow_tile_math_out_of_line) {
+  sheaf_ctx *ctx = th_ctx();
+  static const struct {
+    int src;
+    const char *inl, *cold;
+  } cases[] = {{0, "sk_gelu8(", "sk_gelu_cold8("}, {4, "sk_tanh8(", "sk_tanh_cold8("}};
+  for (size_t i = 0; i < SH_ARRAY_LEN(cases); i++) {
+    const char *src = KERNELS[cases[i].src];
+    sh_module m;
+    if (CHECK_OK(ctx, sh_kernel_source_compile(&m, ctx, "k.sf", src, strlen(src)))) {
+      const sh_kernel *const *ks;
+      REQUIRE(sh_module_kernels(&m, &ks) == 1);
+      sh_buf c;
+      sh_buf_init(&c, ctx);
+      if (CHECK_OK(ctx, sh_lower_generate(ctx, ks[0], SHEAF_ISA_AVX2, &c, NULL, NULL))) {
+        const char *t = sh_buf_cstr(&c), *els = strstr(t, "} else {");
+        const char *inl = strstr(t, cases[i].inl), *cold = strstr(t, cases[i].cold);
+        CHECK(els && inl && cold);
+        if (els && inl && cold) {
+          CHECK(inl < els);  /* the whole tile: inline */
+          CHECK(cold > els); /* the slow copy: out of line */
+        }
+      }
+      sh_buf_free(&c);
+    }
+    sh_module_free(&m);
+  }
+}

@@ -256,7 +256,9 @@ static void if_vector(em *E, sh_lir_stmt s) {
     if (n.els >= 0) {
       sh_em_line(E, "} else {");
       E->indent++;
+      E->cold++;
       stmts(E, k->st[n.els].body);
+      E->cold--;
       E->indent--;
     }
     sh_em_line(E, "}");
@@ -285,7 +287,9 @@ static void if_scalar(em *E, sh_lir_stmt s) {
   if (n.els >= 0) {
     sh_em_line(E, "} else {");
     E->indent++;
+    E->cold++; /* an else is the slow copy of an unswitch (sched.c) */
     stmts(E, k->st[n.els].body);
+    E->cold--;
     E->indent--;
   }
   sh_em_line(E, "}");
@@ -565,6 +569,7 @@ static sheaf_status emit_pass(em *E, sh_buf *out) {
   E->out = &main;
   E->indent = 0;
   E->n_task = 0;
+  E->cold = 0;
   E->n_c = 0;
   E->n_live = 0;
   E->lane = SH_LIR_NONE;

@@ -337,6 +337,25 @@ static const char *fn_vector(sh_lir_fn fn) {
   }
 }
 
+/* The vector math with an out-of-line copy in the ABI header
+ * (sk_*_coldW), called from the unswitched slow copy of a tile: there it
+ * runs once per tile edge, and inlined it was most of the compile time of
+ * a fused kernel (each tile register's epilogue inlined it twice, once in
+ * the whole tile and once in its slow copy). sk_expnpW (attention, softmax
+ * rows: whose slow copies can be the common case) stays inline. */
+static bool fn_has_cold(sh_lir_fn fn) {
+  switch (fn) {
+  case SH_LIR_FN_EXP:
+  case SH_LIR_FN_LOG:
+  case SH_LIR_FN_TANH:
+  case SH_LIR_FN_SIGMOID:
+  case SH_LIR_FN_GELU:
+  case SH_LIR_FN_SOFTPLUS:
+  case SH_LIR_FN_ERF: return true;
+  default: return false;
+  }
+}
+
 static void flt(em *E, sh_lir_expr e, bool vec, sh_buf *o);
 
 /* The lanes of e one by one: (sk_f32xW){e@0, e@1, ...}. */
@@ -392,7 +411,8 @@ static void flt(em *E, sh_lir_expr e, bool vec, sh_buf *o) {
       sh_buf_putc(o, ')');
       return;
     }
-    if (vec) sh_buf_printf(o, "%s%d(", fn_vector(fn), W);
+    if (vec && E->cold && fn_has_cold(fn)) sh_buf_printf(o, "%s_cold%d(", fn_vector(fn), W);
+    else if (vec) sh_buf_printf(o, "%s%d(", fn_vector(fn), W);
     else sh_buf_printf(o, "%s(", fn_scalar(fn));
     flt(E, x.a, vec, o);
     sh_buf_putc(o, ')');

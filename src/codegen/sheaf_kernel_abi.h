@@ -553,8 +553,26 @@ static inline float sk_hmin8_tree(sk_f32x8 v) {
     return sk_sel##W(x > 0.0f, x, sk_bc##W(0.0f)) + l1p;                                   \
   }
 
+/* Out-of-line copies of the vector math for the slow (edge) copy of an
+ * unswitched tile (emit_c_expr.c): compiled once per kernel instead of
+ * inlined into every tile register's epilogue. */
+#define SK_COLD_DEFINE1(F, W)                                                             \
+  static __attribute__((noinline, cold, unused)) sk_f32x##W sk_##F##_cold##W(sk_f32x##W x) { \
+    return sk_##F##W(x);                                                                   \
+  }
+#define SK_COLD_DEFINE(W)                                                                 \
+  SK_COLD_DEFINE1(exp, W)                                                                 \
+  SK_COLD_DEFINE1(log, W)                                                                 \
+  SK_COLD_DEFINE1(tanh, W)                                                                \
+  SK_COLD_DEFINE1(sigmoid, W)                                                             \
+  SK_COLD_DEFINE1(gelu, W)                                                                \
+  SK_COLD_DEFINE1(softplus, W)                                                            \
+  SK_COLD_DEFINE1(erf, W)
+
 SK_VEC_DEFINE(8)
 SK_VEC_DEFINE(16)
+SK_COLD_DEFINE(8)
+SK_COLD_DEFINE(16)
 
 #endif /* SK_ABI_TYPES_ONLY */
 #endif
