@@ -10,7 +10,8 @@ checking the result against NumPy in double: a result off by more than
 * or, with --serve, prints one line per kernel,
     ready SYSTEM OP M K N MAX_REL_ERR SCHEDULE
   then `serving`, and answers lines on stdin until `quit` or end of input:
-    time OP M K N REPS   ->  t SECONDS_PER_CALL   (thread CPU time of REPS calls / REPS)
+    time OP M K N REPS   ->  t SECONDS_PER_CALL   (one call untimed, then thread CPU
+                                                  time of REPS calls / REPS)
     check OP M K N       ->  err MAX_REL_ERR      (the output of the calls so far)
   so bench_codegen_peers alternates the peer's rounds with its own.
 
@@ -56,6 +57,7 @@ def run(system, jobs, build, best_time, serve):
             print("error unknown kernel %s" % key, flush=True)
         elif w[0] == "time" and len(w) == 6:
             call, reps = built[key][0], max(1, int(w[5]))
+            call()  # untimed: its data back in cache after the other sides' calls
             t = time.thread_time()
             for _ in range(reps):
                 call()

@@ -111,7 +111,8 @@ def run_gemm(M, K, N, rng):
     a = rng.uniform(-1, 1, (M, K)).astype("float32")
     b = rng.uniform(-1, 1, (K, N)).astype("float32")
     ref = a.astype("float64") @ b.astype("float64")
-    grid = [(2, 32, 4), (4, 16, 1), (4, 32, 1), (2, 32, 1), (4, 16, 4), (8, 8, 4), (2, 48, 1)]
+    grid = [(2, 32, 4), (4, 16, 1), (4, 32, 1), (2, 32, 1), (4, 16, 4), (8, 8, 4), (2, 48, 1),
+            (5, 16, 1), (5, 16, 4), (8, 16, 1), (4, 32, 4), (2, 64, 1)]
     if QUICK:
         grid = grid[:3]
     A, C = tensor(a), tensor(np.zeros((M, N), "float32"))
