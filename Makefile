@@ -191,11 +191,12 @@ bench-treelstm bench-bilstm: bench-%: $(BUILDDIR)/bench/bench_%
 	@sh scripts/install_dynet.sh || echo "bench-$*: DyNet unavailable; its columns are skipped"
 	$< $(BENCH_ARGS)
 
-# Generated kernels next to TVM and Halide, same shapes, one run
-# (bench/bench_codegen_peers.c runs bench/codegen_tvm.py and
-# bench/codegen_halide.py): both are installed first into build/peers/venv
-# (scripts/install_tvm.sh, install_halide.sh); a peer that cannot be had is
-# named in the output. BENCH_ARGS e.g. '--quick'.
+# Generated kernels (default and tuned schedules) next to TVM and Halide,
+# same shapes, paired rounds in one run (bench/bench_codegen_peers.c drives
+# bench/codegen_tvm.py and bench/codegen_halide.py as --serve co-processes):
+# both are installed first into build/peers/venv (scripts/install_tvm.sh,
+# install_halide.sh); a peer that cannot be had is named in the output.
+# BENCH_ARGS e.g. '--quick', '--rounds 21 --budget 30', '--records FILE'.
 bench-codegen-peers: $(BUILDDIR)/bench/bench_codegen_peers
 	@sh scripts/install_tvm.sh >/dev/null || echo "bench-codegen-peers: TVM unavailable; its column says so"
 	@sh scripts/install_halide.sh >/dev/null || echo "bench-codegen-peers: Halide unavailable; its column says so"

@@ -8,16 +8,16 @@ given, parallelism 1); the faster is reported with its name. One thread
 (HL_NUM_THREADS=1, no parallel loops), called through compile_to_callable,
 thread CPU time, best of rounds; every result checked against NumPy.
 
-Output, one line per kernel (read by bench_codegen_peers):
-  peer halide <op> <M> <K> <N> <seconds per call> <max rel err> <schedule>
-or, when Halide cannot run:
-  peer-missing halide <reason>
+Output and the --serve protocol (bench_codegen_peers drives it as a
+co-process, alternating its rounds with Sheaf's): bench/codegen_serve.py.
 
-  python3 bench/codegen_halide.py [--quick]
+  python3 bench/codegen_halide.py [--quick] [--serve]
 """
 import os
 import sys
 import time
+
+import codegen_serve as serve
 
 os.environ.setdefault("HL_NUM_THREADS", "1")
 
@@ -133,7 +133,8 @@ def rows(op, M, N, auto):
 
 
 def run(kind, M, K, N, rng):
-    """(seconds, error, schedule) of the better of the hand and auto schedules."""
+    """(call, check, schedule) of the faster of the hand and auto schedules:
+    call() runs it once, check() is its output's max rel error."""
     if kind == "gemm":
         a = rng.uniform(-1, 1, (M, K)).astype("float32")
         b = rng.uniform(-1, 1, (K, N)).astype("float32")
@@ -171,24 +172,22 @@ def run(kind, M, K, N, rng):
             print("# halide %s %s: wrong results (error %.1e), ignored" % (kind, name, err), file=sys.stderr)
             continue
         if best is None or t < best[0]:
-            best = (t, err, name)
+            best = (t, f, name)
     if best is None:
         raise RuntimeError("no schedule compiled")
-    return best
+    f = best[1]
+    out_np[...] = 0
+    return (lambda: f(*ins, out)), (lambda: relerr(out_np, ref)), best[2]
+
+
+JOBS = [("gemm", 64, 256, 1280), ("gemm", 64, 512, 2048), ("gemm", 1600, 256, 1280),
+        ("gemm", 1600, 512, 2048), ("softmax", 64, 0, 768), ("layernorm", 64, 0, 768)]
 
 
 def main():
     rng = np.random.default_rng(1)
     print("# halide, target %s, 1 thread" % TARGET, flush=True)
-    jobs = [("gemm", 64, 256, 1280), ("gemm", 64, 512, 2048), ("gemm", 1600, 256, 1280),
-            ("gemm", 1600, 512, 2048), ("softmax", 64, 0, 768), ("layernorm", 64, 0, 768)]
-    for kind, M, K, N in jobs:
-        try:
-            t, err, how = run(kind, M, K, N, rng)
-            print("peer halide %s %d %d %d %.9f %.2e %s" % (kind, M, K, N, t, err, how), flush=True)
-        except Exception as e:  # noqa: BLE001
-            print("peer-failed halide %s %d %d %d %s" % (kind, M, K, N, str(e).splitlines()[-1][:200]),
-                  flush=True)
+    serve.run("halide", JOBS, lambda op, M, K, N: run(op, M, K, N, rng), best_time, "--serve" in sys.argv)
 
 
 if __name__ == "__main__":

@@ -7,16 +7,16 @@ small grid of register tiles measured here (seconds, not a MetaSchedule
 run). One thread (TVM_NUM_THREADS=1), thread CPU time (as bench_codegen
 measures Sheaf), best of rounds; every result checked against NumPy.
 
-Output, one line per kernel (read by bench_codegen_peers):
-  peer tvm <op> <M> <K> <N> <seconds per call> <max rel err> <schedule>
-or, when TVM cannot run:
-  peer-missing tvm <reason>
+Output and the --serve protocol (bench_codegen_peers drives it as a
+co-process, alternating its rounds with Sheaf's): bench/codegen_serve.py.
 
-  python3 bench/codegen_tvm.py [--quick]
+  python3 bench/codegen_tvm.py [--quick] [--serve]
 """
 import os
 import sys
 import time
+
+import codegen_serve as serve
 
 os.environ.setdefault("TVM_NUM_THREADS", "1")
 
@@ -61,7 +61,7 @@ def tensor(a):
     return tvm.runtime.tensor(a, DEV)
 
 
-def best_time(fn, args, min_s):
+def best_time(fn, min_s, args=()):
     """Best thread CPU seconds per call over rounds of about min_s each
     (the calling thread runs the kernel: one thread, no parallel loops)."""
     fn(*args)
@@ -111,7 +111,8 @@ def run_gemm(M, K, N, rng):
     a = rng.uniform(-1, 1, (M, K)).astype("float32")
     b = rng.uniform(-1, 1, (K, N)).astype("float32")
     ref = a.astype("float64") @ b.astype("float64")
-    grid = [(2, 32, 4), (4, 16, 1), (4, 32, 1), (2, 32, 1), (4, 16, 4), (8, 8, 4), (2, 48, 1)]
+    grid = [(2, 32, 4), (4, 16, 1), (4, 32, 1), (2, 32, 1), (4, 16, 4), (8, 8, 4), (2, 48, 1),
+            (5, 16, 1), (5, 16, 4), (8, 16, 1), (4, 32, 4), (2, 64, 1)]
     if QUICK:
         grid = grid[:3]
     A, C = tensor(a), tensor(np.zeros((M, N), "float32"))
@@ -125,13 +126,14 @@ def run_gemm(M, K, N, rng):
             print("# tvm gemm tile %dx%d: %s" % (mi, nj, str(e).splitlines()[-1][:120]), file=sys.stderr)
             continue
         P = tensor(b.reshape(K, N // nj, nj).transpose(1, 0, 2).copy())
-        t = best_time(f, (A, P, C), 0.05)
+        t = best_time(f, 0.05, (A, P, C))
         if best is None or t < best[0]:
             best = (t, f, P, "B packed %d-wide, tile %dx%d, k unroll %d" % (nj, mi, nj, ku))
     if best is None:
         raise RuntimeError("no GEMM tile compiled")
-    t = best_time(best[1], (A, best[2], C), 0.3)
-    return t, relerr(C.numpy(), ref), best[3]
+    f, P = best[1], best[2]
+    C.copyfrom(np.zeros((M, N), "float32"))
+    return (lambda: f(A, P, C)), (lambda: relerr(C.numpy(), ref)), best[3]
 
 
 def row_func(op, M, N):
@@ -189,26 +191,23 @@ def run_rows(op, M, N, rng):
         f = row_func(op, M, N)
         X, Y = tensor(x), tensor(np.zeros((M, N), "float32"))
         args = (X, tensor(g), tensor(b), Y)
-    t = best_time(f, args, 0.2)
-    return t, relerr(args[-1].numpy(), ref), "rows, compute_at, vector 8"
+    f(*args)
+    return (lambda: f(*args)), (lambda: relerr(args[-1].numpy(), ref)), "rows, compute_at, vector 8"
+
+
+JOBS = [("gemm", 64, 256, 1280), ("gemm", 64, 512, 2048), ("gemm", 1600, 256, 1280),
+        ("gemm", 1600, 512, 2048), ("softmax", 64, 0, 768), ("layernorm", 64, 0, 768)]
+
+
+def build(op, M, K, N, rng):
+    """(call, check, schedule): call() runs the kernel once, check() is its max rel error."""
+    return run_gemm(M, K, N, rng) if op == "gemm" else run_rows(op, M, N, rng)
 
 
 def main():
     rng = np.random.default_rng(1)
     print("# tvm %s, target %s, 1 thread" % (tvm.__version__, TARGET), flush=True)
-    shapes = [(64, 256, 1280), (64, 512, 2048), (1600, 256, 1280), (1600, 512, 2048)]
-    for M, K, N in shapes:
-        try:
-            t, err, how = run_gemm(M, K, N, rng)
-            print("peer tvm gemm %d %d %d %.9f %.2e %s" % (M, K, N, t, err, how), flush=True)
-        except Exception as e:  # noqa: BLE001
-            print("peer-failed tvm gemm %d %d %d %s" % (M, K, N, str(e).splitlines()[-1][:200]), flush=True)
-    for op in ("softmax", "layernorm"):
-        try:
-            t, err, how = run_rows(op, 64, 768, rng)
-            print("peer tvm %s 64 0 768 %.9f %.2e %s" % (op, t, err, how), flush=True)
-        except Exception as e:  # noqa: BLE001
-            print("peer-failed tvm %s 64 0 768 %s" % (op, str(e).splitlines()[-1][:200]), flush=True)
+    serve.run("tvm", JOBS, lambda op, M, K, N: build(op, M, K, N, rng), best_time, "--serve" in sys.argv)
 
 
 if __name__ == "__main__":
