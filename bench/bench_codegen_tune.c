@@ -170,7 +170,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_codegen_tune: %s\n", sheaf_ctx_last_error(ctx));
         return 1;
       }
-      printf("# search M=%lld K=%lld N=%lld: %d candidates compiled (%d joint tile x kc), %d passes, %.0f s%s\n",
+      printf("# search M=%lld K=%lld N=%lld: %d candidates compiled (%d joint tile x kc), passes %d, %.0f s%s\n",
              (long long)sz[0], (long long)sz[1], (long long)sz[2], ts.compiled, ts.joint, ts.passes, ts.seconds,
              ts.budget_stop ? ", stopped at the budget" : "");
     }
@@ -185,7 +185,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_codegen_tune: %s\n", sheaf_ctx_last_error(ctx));
         return 1;
       }
-      printf("# search mha B=%d H=%d D=%d: %d candidates compiled, %d passes, %.0f s%s\n", NB, NH, DH, ts.compiled,
+      printf("# search mha B=%d H=%d D=%d: %d candidates compiled, passes %d, %.0f s%s\n", NB, NH, DH, ts.compiled,
              ts.passes, ts.seconds, ts.budget_stop ? ", stopped at the budget" : "");
     }
     if (sh_tune_set_save(&s, path)) return 1;

@@ -141,6 +141,13 @@ TEST(codegen_tune_ragged_record_used) {
   CHECK_CONTAINS(u[0].record, "ragged.tune:3");
   sheaf_kernel_free(k);
   sheaf_kernel_free(k0);
+  /* an i32 input that is not a length (values 0 .. 7) */
+  static const char sc[] = "kernel sc(x: f32[N], c: i32[N]) -> f32[N] { out(n) = x(n) * float(c(n)) }\n";
+  sh_tune_request q3 = {.source = sc, .len = strlen(sc), .kernel = "sc", .isa_set = true, .isa = isa_here(),
+                        .cache_dir = dir, .sizes = (int64_t[]){100}, .n_sizes = 1, .budget_s = 600,
+                        .max_candidates = 1};
+  REQUIRE_OK(ctx, sh_tune_kernel(ctx, &q3, &r));
+  CHECK_EQ_INT(r.cls[0], 64);
 }
 
 /* The repeated search ends by itself once a pass finds nothing (a small
