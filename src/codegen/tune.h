@@ -8,8 +8,10 @@
  * covers 64 .. 127), so a family of shapes shares one record and one
  * compiled variant (DietCode). Records are one line of text each
  * (tune_record.c); the search (tune_search.c) measures candidates of the
- * knob list below against the default schedule and keeps the fastest whose
- * output agrees with it.
+ * knob list below against the default schedule — dense or ragged kernels,
+ * inputs synthesized from the shape — and keeps the fastest whose output
+ * agrees with it; the context counts which records chose a run's schedule
+ * (tune_use.c, sheaf_kernel_tuning_stats).
  */
 #ifndef SH_CODEGEN_TUNE_H
 #define SH_CODEGEN_TUNE_H
