@@ -165,7 +165,7 @@ TEST(codegen_tune_repeated_search_ends) {
   sh_tune_rec r;
   REQUIRE_OK(ctx, sh_tune_kernel(ctx, &q, &r));
   CHECK(!ts.budget_stop);
-  CHECK(ts.passes >= 2 && ts.passes <= 8); /* the last pass found nothing new */
+  CHECK(ts.passes >= 1 && ts.passes <= 8); /* ended by a pass that improved nothing, not by the budget */
   CHECK(ts.seconds < 300);
   /* a budget of 2 s: stopped by it, within one candidate's cost of it */
   static const char mm[] = "kernel mm(A: f32[M, K], B: f32[K, N]) -> f32[M, N] { C(m, n) +=! A(m, k) * B(k, n) }\n";
