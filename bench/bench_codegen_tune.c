@@ -5,15 +5,19 @@
  * shape's class, and Sheaf's hand GEMM (sh_gemm, B packed once), on the
  * issue's shapes M = 64 and 1600, (K, N) = (256, 1280) and (512, 2048);
  * 1 thread, thread CPU time, best of rounds that alternate the three.
- * The generated kernels get B as a weight (version 1: packed once).
+ * The generated kernels get B as a weight (version 1: packed once). Then
+ * the ragged attention (kernel mha: 4 heads of 64 over the first 64
+ * WikiText-2 test lengths, data/wikitext2_lengths), tuned at those lengths,
+ * default against tuned in alternating rounds.
  *
- *   bench_codegen_tune [--quick] [--budget S] [--records FILE] [--isa L]
+ *   bench_codegen_tune [--quick] [--budget S] [--records FILE] [--isa L] [--only mm|attn]
  *
  * --budget: seconds of search per shape (default 40; --quick 15);
  * --records FILE: use these records (sheaf tune --out) instead of tuning.
  * Also printed: the first run of the tuned kernel in a fresh sheaf_kernel
  * (its variant loaded from the cache: the "cache hit" of a tuned class).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +31,15 @@
 static const char SRC[] =
     "kernel mm(A: f32[M, K], B: f32[K, N]) -> f32[M, N] { C(m, n) +=! A(m, k) * B(k, n) }\n";
 
+/* 4 heads of 64 in each token's row (bench_codegen.c's mha). */
+static const char MHA[] = "kernel mha(L: i32[B], q: f32[B, L(b), H, D], k: f32[B, L(b), H, D], v: f32[B, L(b), H, D])\n"
+                          "    -> f32[B, L(b), H, D] {\n"
+                          "  s(b, h, i, j) +=! q(b, i, h, d) * k(b, j, h, d) / sqrt(D)\n"
+                          "  m(b, h, i) max=! s(b, h, i, j)\n  e(b, h, i, j) = exp(s(b, h, i, j) - m(b, h, i))\n"
+                          "  z(b, h, i) +=! e(b, h, i, j)\n  o(b, h, i, d) +=! e(b, h, i, j) * v(b, j, h, d)\n"
+                          "  out(b, i, h, d) = o(b, h, i, d) / z(b, h, i)\n}\n";
+enum { NB = 64, NH = 4, DH = 64 };
+
 static void progress(void *user, const char *line) {
   (void)user;
   fprintf(stderr, "  %s\n", line);
@@ -39,20 +52,79 @@ static double run_reps(sheaf_kernel *k, sheaf_kernel_arg *a, int reps) {
   return (exb_now_s(true) - t0) / reps;
 }
 
+/* The ragged attention, default schedule against the tuned one (the
+ * records loaded into ctx), alternating rounds, thread CPU time. */
+static int bench_attn(sheaf_ctx *ctx, sheaf_isa isa, const int64_t *lens, bool quick) {
+  sheaf_kernel *kd, *kt;
+  if (sh_kernel_compile_opts(ctx, MHA, strlen(MHA), "mha", &(sh_kernel_opts){.isa_set = true, .isa = isa,
+                                                                             .no_tuning = true}, &kd) ||
+      sh_kernel_compile_opts(ctx, MHA, strlen(MHA), "mha", &(sh_kernel_opts){.isa_set = true, .isa = isa}, &kt)) {
+    fprintf(stderr, "bench_codegen_tune: %s\n", sheaf_ctx_last_error(ctx));
+    return 1;
+  }
+  int32_t L[NB];
+  int64_t T = 0, maxl = 0;
+  for (int b = 0; b < NB; b++) L[b] = (int32_t)lens[b], T += lens[b], maxl = lens[b] > maxl ? lens[b] : maxl;
+  size_t n = (size_t)(T * NH * DH);
+  uint64_t seed = 7;
+  float *q = exb_frand_xs((int64_t)n, &seed), *k = exb_frand_xs((int64_t)n, &seed), *v = exb_frand_xs((int64_t)n, &seed);
+  float *od = malloc(sizeof(float) * n), *ot = malloc(sizeof(float) * n);
+  int64_t sl[] = {NB}, sq[] = {NB, -1, NH, DH};
+  sheaf_kernel_arg a[] = {{SHEAF_KERNEL_I32, L, NB, 1, sl}, {SHEAF_KERNEL_F32, q, n, 4, sq},
+                          {SHEAF_KERNEL_F32, k, n, 4, sq}, {SHEAF_KERNEL_F32, v, n, 4, sq},
+                          {SHEAF_KERNEL_F32, od, n, 0, NULL}};
+  sheaf_kernel_arg b[5];
+  memcpy(b, a, sizeof b);
+  b[4].data = ot;
+  if (sheaf_kernel_run(kd, a, 5) || sheaf_kernel_run(kt, b, 5)) {
+    fprintf(stderr, "bench_codegen_tune: %s\n", sheaf_ctx_last_error(ctx));
+    return 1;
+  }
+  double maxd = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = fabs((double)od[i] - ot[i]) / fmax(1.0, fabs((double)od[i]));
+    if (d > maxd) maxd = d;
+  }
+  int rounds = quick ? 5 : 15, reps = 3;
+  double bd = 1e30, bt = 1e30;
+  for (int r = 0; r < rounds; r++) {
+    double t0 = exb_now_s(true);
+    for (int i = 0; i < reps; i++) sheaf_kernel_run(kd, a, 5);
+    double t1 = exb_now_s(true);
+    for (int i = 0; i < reps; i++) sheaf_kernel_run(kt, b, 5);
+    double t2 = exb_now_s(true);
+    bd = fmin(bd, (t1 - t0) / reps), bt = fmin(bt, (t2 - t1) / reps);
+  }
+  sheaf_kernel_tuning_use u[8];
+  size_t nu = sheaf_kernel_tuning_stats(ctx, 8, u);
+  const char *knobs = "default (no record)";
+  for (size_t i = 0; i < nu && i < 8; i++)
+    if (!strcmp(u[i].kernel, "mha")) knobs = u[i].knobs;
+  printf("attention  %d sequences (WikiText-2 test, %lld tokens, longest %lld), %d heads of %d: default %.3f ms, "
+         "tuned %.3f ms, tuned/default speed %.2f; schedule %s%s\n",
+         NB, (long long)T, (long long)maxl, NH, DH, bd * 1e3, bt * 1e3, bd / bt, knobs,
+         maxd > 1e-4 ? "  (results differ!)" : "");
+  free(q), free(k), free(v), free(od), free(ot);
+  sheaf_kernel_free(kd);
+  sheaf_kernel_free(kt);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   bool quick = false;
   double budget = 0;
-  const char *records = NULL;
+  const char *records = NULL, *only = NULL;
   sheaf_isa isa = sheaf_cpu_isa();
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) quick = true;
     else if (!strcmp(argv[i], "--budget") && i + 1 < argc) budget = atof(argv[++i]);
     else if (!strcmp(argv[i], "--records") && i + 1 < argc) records = argv[++i];
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
     else if (!strcmp(argv[i], "--isa") && i + 1 < argc) {
       const char *v = argv[++i];
       isa = !strcmp(v, "scalar") ? SHEAF_ISA_SCALAR : !strcmp(v, "avx512") ? SHEAF_ISA_AVX512 : SHEAF_ISA_AVX2;
     } else {
-      fprintf(stderr, "usage: bench_codegen_tune [--quick] [--budget S] [--records FILE] [--isa L]\n");
+      fprintf(stderr, "usage: bench_codegen_tune [--quick] [--budget S] [--records FILE] [--isa L] [--only mm|attn]\n");
       return 2;
     }
   }
@@ -66,7 +138,19 @@ int main(int argc, char **argv) {
     return 1;
   }
   static const int64_t shapes[][3] = {{64, 256, 1280}, {64, 512, 2048}, {1600, 256, 1280}, {1600, 512, 2048}};
-  enum { NS = 4 };
+  int NS = only && strcmp(only, "mm") ? 0 : 4;
+  bool do_attn = !only || !strcmp(only, "attn");
+  int64_t lens[NB];
+  FILE *lf = fopen("data/wikitext2_lengths/wiki.test.lengths", "r");
+  int nl = 0;
+  long lv;
+  while (lf && nl < NB && fscanf(lf, "%ld", &lv) == 1) lens[nl++] = lv;
+  if (lf) fclose(lf);
+  if (do_attn && nl < NB) {
+    fprintf(stderr, "bench_codegen_tune: data/wikitext2_lengths/wiki.test.lengths not readable (run from the "
+                    "repository root)\n");
+    return 1;
+  }
   /* the records: searched here (one shape at a time), or given */
   char tmp[] = "/tmp/sheaf-bench-tune-XXXXXX";
   if (!mkdtemp(tmp)) return 1;
@@ -80,10 +164,29 @@ int main(int argc, char **argv) {
       sh_tune_request q = {.source = SRC, .len = strlen(SRC), .kernel = "mm", .isa_set = true, .isa = isa,
                            .sizes = sz, .n_sizes = 3, .budget_s = budget, .progress = progress};
       sh_tune_rec r;
+      sh_tune_stats ts;
+      q.stats = &ts;
       if (sh_tune_kernel(ctx, &q, &r) || sh_tune_set_add(&s, &r)) {
         fprintf(stderr, "bench_codegen_tune: %s\n", sheaf_ctx_last_error(ctx));
         return 1;
       }
+      printf("# search M=%lld K=%lld N=%lld: %d candidates compiled (%d joint tile x kc), passes %d, %.0f s%s\n",
+             (long long)sz[0], (long long)sz[1], (long long)sz[2], ts.compiled, ts.joint, ts.passes, ts.seconds,
+             ts.budget_stop ? ", stopped at the budget" : "");
+    }
+    if (do_attn) { /* the attention at the WikiText-2 lengths */
+      sh_tune_request q = {.source = MHA, .len = strlen(MHA), .kernel = "mha", .isa_set = true, .isa = isa,
+                           .sizes = (int64_t[]){NB, NH, DH}, .n_sizes = 3, .lengths = lens, .n_lengths = NB,
+                           .budget_s = budget, .progress = progress};
+      sh_tune_rec r;
+      sh_tune_stats ts;
+      q.stats = &ts;
+      if (sh_tune_kernel(ctx, &q, &r) || sh_tune_set_add(&s, &r)) {
+        fprintf(stderr, "bench_codegen_tune: %s\n", sheaf_ctx_last_error(ctx));
+        return 1;
+      }
+      printf("# search mha B=%d H=%d D=%d: %d candidates compiled, passes %d, %.0f s%s\n", NB, NH, DH, ts.compiled,
+             ts.passes, ts.seconds, ts.budget_stop ? ", stopped at the budget" : "");
     }
     if (sh_tune_set_save(&s, path)) return 1;
     sh_tune_set_free(&s);
@@ -184,7 +287,7 @@ int main(int argc, char **argv) {
     sheaf_kernel *V;
     if (!sh_kernel_pick(kt, (int64_t[]){shapes[s][0], shapes[s][1], shapes[s][2]}, &V) && V != kt) hs = s;
   }
-  if (hs < 0) printf("# every class kept the default schedule: no variant to load\n");
+  if (hs < 0 && NS) printf("# every class kept the default schedule: no variant to load\n");
   for (int rep = 0; hs >= 0 && rep < 3; rep++) {
     /* another size of the same class: M + M / 4 */
     int64_t M = shapes[hs][0] + shapes[hs][0] / 4, K = shapes[hs][1], N = shapes[hs][2];
@@ -213,6 +316,7 @@ int main(int argc, char **argv) {
     sheaf_kernel_free(k);
     free(A), free(B), free(C);
   }
+  if (do_attn && bench_attn(ctx, isa, lens, quick)) return 1;
   sheaf_kernel_free(kd);
   sheaf_kernel_free(kt);
   sh_gemm_ws_free(ctx, ws);

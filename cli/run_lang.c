@@ -582,6 +582,24 @@ static int write_npy_shape(const lang_opts *o, const lang_job *j, FILE *out, int
 
 /* ------------------------------------------------------------- summary */
 
+/* --stats: which kernels ran a tuned schedule, and from which record
+ * (sheaf_kernel_tuning_stats; docs/CODEGEN.md, "Tuner"). */
+static void print_tuning_stats(FILE *f, sheaf_ctx *ctx, const char *tuning) {
+  size_t n = sheaf_kernel_tuning_stats(ctx, 0, NULL);
+  sheaf_kernel_tuning_use *u = n ? calloc(n, sizeof *u) : NULL;
+  if (n && !u) return;
+  n = sheaf_kernel_tuning_stats(ctx, n, u);
+  if (!n) {
+    if (tuning) fprintf(f, "  tuning: no record applied (every kernel ran its default schedule)\n");
+    return;
+  }
+  fprintf(f, "  %-16s %10s  %-24s %-28s %s\n", "tuned kernel", "runs", "shape class", "schedule", "record");
+  for (size_t i = 0; i < n; i++)
+    fprintf(f, "  %-16s %10llu  %-24s %-28s %s\n", u[i].kernel, (unsigned long long)u[i].runs, u[i].shape_class,
+            u[i].knobs, u[i].record);
+  free(u);
+}
+
 static void print_summary(FILE *f, const lang_opts *o, sheaf_ctx *ctx, const sh_dataset *d, const lang_job *j,
                           const sheaf_runner *r, int32_t n, double secs) {
   int64_t size = 0; /* words or nodes of the instances run */
@@ -613,6 +631,7 @@ static void print_summary(FILE *f, const lang_opts *o, sheaf_ctx *ctx, const sh_
     uint64_t *b = calloc(cap + 1, sizeof *b), *c = calloc(cap + 1, sizeof *c);
     if (names && b && c) cli_print_kernel_stats(f, sheaf_runner_kernel_stats(r, cap, names, b, c), names, b, c);
     free(names), free(b), free(c);
+    print_tuning_stats(f, ctx, o->tuning);
   }
 }
 

@@ -29,22 +29,28 @@ static const char usage_tune[] =
     "                  [--budget SECONDS] [--out FILE] [--isa scalar|avx2|avx512]\n"
     "\n"
     "Searches the schedule of each kernel of MODEL.sf (register tile, tiles per\n"
-    "row block, packing, row unroll, parallel block) by measuring it, one thread,\n"
-    "at each shape class of the given sizes (a class buckets each size: 0, 1,\n"
-    "2-3, 4-7, ..., 64-127, ...), checks every candidate's output against the\n"
-    "default schedule's and records the fastest per class in the cache directory\n"
-    "($SHEAF_CACHE_DIR, else $XDG_CACHE_HOME/sheaf): from then on a kernel whose\n"
-    "sizes fall in a tuned class runs that schedule, compiled once per class.\n"
+    "row block, packing, row unroll, parallel block, K block: one knob at a time,\n"
+    "repeated while a pass improves, and the tile with the K block jointly) by\n"
+    "measuring it, one thread, at each shape class of the given sizes (a class\n"
+    "buckets each size: 0, 1, 2-3, 4-7, ..., 64-127, ...), checks every\n"
+    "candidate's output against the default schedule's and records the fastest\n"
+    "per class in the cache directory ($SHEAF_CACHE_DIR, else\n"
+    "$XDG_CACHE_HOME/sheaf): from then on a kernel whose sizes fall in a tuned\n"
+    "class runs that schedule, compiled once per class (sheaf run --stats says\n"
+    "which records ran).\n"
     "\n"
     "options:\n"
     "  --kernel NAME     tune this kernel only (default: all)\n"
     "  --size N=V,V...   values of size N to tune at (every combination of the\n"
     "                    sizes' values is one shape); a size declared with a value\n"
     "                    (size D = 256) takes it by default\n"
-    "  --data FILE       token lines or .conllu: the row size of a kernel whose calls\n"
-    "                    stack rows (one row per token) takes the token counts of\n"
-    "                    batches of --batch instances (default 32), one value per\n"
-    "                    class they fall in (its median)\n"
+    "  --data FILE       token lines, .conllu, or .lengths (one length a line): the\n"
+    "                    row size of a kernel whose calls stack rows (one row per\n"
+    "                    token) takes the token counts of batches of --batch\n"
+    "                    instances (default 32), one value per class they fall in\n"
+    "                    (its median); a ragged kernel's lengths are the instances'\n"
+    "                    lengths, in order, and the size that counts its sequences\n"
+    "                    is --batch (without --data: lengths pseudo-random in 1..48)\n"
     "  --budget SECONDS  wall-clock time for the whole search (default 60)\n"
     "  --out FILE        also write this run's records to FILE (sheaf run / compile\n"
     "                    --tuning FILE, sheaf_kernel_load_tuning)\n"
@@ -91,18 +97,21 @@ static bool parse_size(const char *arg, size_opt *o) {
   return o->n > 0;
 }
 
-/* Instance lengths of a data file: tokens per non-empty line, or per
- * sentence of a .conllu file (word lines: an integer id). */
+/* Instance lengths of a data file: tokens per non-empty line, per
+ * sentence of a .conllu file (word lines: an integer id), or the number on
+ * each line of a .lengths file (data/wikitext2_lengths). */
 static sheaf_status data_lengths(sheaf_ctx *ctx, const char *path, int64_t **out, size_t *n_out) {
   char *d;
   size_t n;
   sheaf_status st = sh_file_read(ctx, path, &d, &n);
   if (st) return st;
   size_t pl = strlen(path), cap = 1024, m = 0;
-  bool conllu = pl > 7 && !strcmp(path + pl - 7, ".conllu");
+  bool conllu = pl > 7 && !strcmp(path + pl - 7, ".conllu"), numbers = pl > 8 && !strcmp(path + pl - 8, ".lengths");
   int64_t *len = malloc(cap * sizeof *len), cur = 0;
+  size_t lno = 0;
   for (size_t i = 0; len && i <= n;) {
     size_t e = i;
+    lno++;
     while (e < n && d[e] != '\n') e++;
     const char *l = d + i;
     size_t ln = e - i;
@@ -110,7 +119,23 @@ static sheaf_status data_lengths(sheaf_ctx *ctx, const char *path, int64_t **out
     for (size_t j = 0; j < ln && blank; j++) blank = l[j] == ' ' || l[j] == '\t' || l[j] == '\r';
     int64_t add = 0;
     bool end = false;
-    if (conllu) {
+    if (numbers) {
+      if (!blank) {
+        long long v = 0;
+        size_t j = 0, digits = 0;
+        while (j < ln && (l[j] == ' ' || l[j] == '\t')) j++;
+        for (; j < ln && l[j] >= '0' && l[j] <= '9' && v <= (1 << 20); j++, digits++) v = v * 10 + (l[j] - '0');
+        while (j < ln && (l[j] == ' ' || l[j] == '\t' || l[j] == '\r')) j++;
+        if (!digits || j < ln || v > (1 << 20)) {
+          sheaf_status bad = sh_fail(ctx, SHEAF_ERR_PARSE, "%s: line %zu is not a length (0 .. 2^20): '%.*s'",
+                                     path, lno, (int)(ln > 40 ? 40 : ln), l);
+          free(len);
+          sh_free(ctx, d, n + 1);
+          return bad;
+        }
+        add = v, end = true;
+      }
+    } else if (conllu) {
       if (blank) end = true;
       else if (l[0] >= '0' && l[0] <= '9') {
         size_t j = 0;
@@ -269,9 +294,11 @@ int cli_tune(int argc, char **argv) {
         if (m.size_decls[q]->has_value && !strcmp(sh_sym_name(&m.syms, m.size_decls[q]->name), sn))
           vals[s][0] = m.size_decls[q]->value, nv[s] = 1;
       if (!nv[s] && lens && s == sh_kernel_row_size(k)) nv[s] = data_values(lens, n_lens, (int)batch, vals[s]);
+      if (!nv[s] && lens && sh_tune_is_lengths(k, k->sizes[s].tensor)) /* sequences per call: a batch */
+        vals[s][0] = batch, nv[s] = 1;
       if (!nv[s]) {
         cli_error("kernel '%s': no value for size %s: give --size %s=V[,V...]%s", name, sn, sn,
-                  sh_kernel_row_size(k) == s ? " or --data FILE" : "");
+                  sh_kernel_row_size(k) == s || sh_tune_is_lengths(k, k->sizes[s].tensor) ? " or --data FILE" : "");
         rc = CLI_USAGE;
       }
     }
@@ -332,7 +359,7 @@ int cli_tune(int argc, char **argv) {
     sh_tune_request q = {.source = sh_buf_cstr(&ks), .len = ks.len, .kernel = name, .isa_set = true, .isa = isa,
                          .sizes = tasks[t].sizes, .n_sizes = k->n_sizes,
                          .budget_s = fmax(0.001, (budget - (wall_s() - t_start)) / (n_tasks - t)),
-                         .progress = progress};
+                         .progress = progress, .lengths = lens, .n_lengths = n_lens};
     if (!st) st = sh_tune_kernel(ctx, &q, &r);
     /* into the cache directory's file for this kernel (merged with what is there) */
     char path[4096];

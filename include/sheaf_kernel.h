@@ -78,6 +78,19 @@ SHEAF_API sheaf_status sheaf_kernel_set_weight_version(sheaf_kernel *k, int inpu
  * (nothing is loaded), SHEAF_ERR_IO / SHEAF_ERR_NOT_FOUND when it cannot be
  * read. Not concurrently with compiles on the same ctx. */
 SHEAF_API sheaf_status sheaf_kernel_load_tuning(sheaf_ctx *ctx, const char *path);
+/* Which tuning records chose the schedule of runs of kernels compiled on
+ * ctx (sheaf_kernel_run and batched kernel calls alike), one entry per
+ * record that chose at least one run: the kernel, the record's "FILE:LINE"
+ * (a --tuning file or the cache directory's), its shape class
+ * ("M:64,K:256"), its knobs ("mr=3 nr=32", or "default": the record kept
+ * the default schedule) and the runs it chose. Strings live as long as
+ * ctx. Fills up to cap entries of out (may be NULL) and returns how many
+ * there are. */
+typedef struct sheaf_kernel_tuning_use {
+  const char *kernel, *record, *shape_class, *knobs;
+  uint64_t runs;
+} sheaf_kernel_tuning_use;
+SHEAF_API size_t sheaf_kernel_tuning_stats(sheaf_ctx *ctx, size_t cap, sheaf_kernel_tuning_use *out);
 /* The number of inputs and outputs (0 for NULL). */
 SHEAF_API int sheaf_kernel_n_inputs(const sheaf_kernel *k);
 SHEAF_API int sheaf_kernel_n_outputs(const sheaf_kernel *k);

@@ -393,11 +393,13 @@ TEST(codegen_tune_mini_search) {
   CHECK(run_mm(ctx, k, 3, 9, 40) < 1e-5); /* another class: the default */
   CHECK_EQ_INT(sh_kernel_n_variants(k), 1);
   sheaf_kernel_free(k);
-  /* inputs the tuner does not measure */
+  /* ragged and i32 inputs are measured too (test_codegen_tune_ragged.c) */
   static const char rag[] = "kernel s(x: f32[B, L(b)], L: i32[B]) -> f32[B] { y(b) +=! x(b, l) }\n";
   sh_tune_request q2 = {.source = rag, .len = strlen(rag), .kernel = "s", .isa_set = true, .isa = isa,
-                        .cache_dir = dir, .sizes = (int64_t[]){4}, .n_sizes = 1, .budget_s = 10};
-  CHECK_STATUS(ctx, sh_tune_kernel(ctx, &q2, &r), SHEAF_ERR_UNSUPPORTED);
+                        .cache_dir = dir, .sizes = (int64_t[]){4}, .n_sizes = 1, .budget_s = 10,
+                        .max_candidates = 1};
+  CHECK_OK(ctx, sh_tune_kernel(ctx, &q2, &r));
+  CHECK_EQ_INT(r.cls[0], 4);
 }
 
 static double now_ms(void) {
@@ -551,9 +553,14 @@ TEST(codegen_tune_run_model) {
            cache, bin, src, dpath, oa);
   REQUIRE(CHECK_EQ_INT(th_run(cmd, buf, sizeof buf), 0));
   snprintf(cmd, sizeof cmd,
-           "SHEAF_CACHE_DIR='%s' %s run '%s' --data '%s' --batch 8 --seed 1 --threads 1 --out '%s' --tuning '%s'",
+           "SHEAF_CACHE_DIR='%s' %s run '%s' --data '%s' --batch 8 --seed 1 --threads 1 --out '%s' --tuning '%s' "
+           "--stats",
            cache, bin, src, dpath, ob, forced);
   REQUIRE(CHECK_EQ_INT(th_run(cmd, buf, sizeof buf), 0));
+  /* --stats: which records chose the schedule (tune_use.c) */
+  CHECK_CONTAINS(buf, "tuned kernel");
+  CHECK_CONTAINS(buf, "forced.tune:");
+  CHECK_CONTAINS(buf, sheaf_cpu_isa() == SHEAF_ISA_SCALAR ? "mr=4 nr=8 row_tiles=3" : "mr=4 nr=24 row_tiles=3");
   long lines = 0;
   double d = th_compare_outputs(oa, ob, 1, &lines, NULL);
   CHECK(d >= 0 && d < 1e-5);

@@ -774,6 +774,7 @@ sheaf_status sh_kernel_pick(sheaf_kernel *K, const int64_t *sizes, sheaf_kernel 
   *out = K;
   for (int i = 0; i < K->n_tuned; i++)
     if (sh_tune_matches(&K->tuned[i], sizes, K->k->n_sizes)) {
+      sh_tune_count(&K->tuned[i]); /* sheaf_kernel_tuning_stats */
       if (sh_tune_opts_is_default(&K->tuned[i].opts)) break;
       sheaf_kernel *V;
       sheaf_status st = variant(K, &K->tuned[i].opts, &V);
@@ -882,27 +883,15 @@ sheaf_kernel *sh_kernel_variant(const sheaf_kernel *k, int i) {
   return k && i >= 0 && i < k->n_var ? k->var[i] : NULL;
 }
 
-static void tuning_free(sheaf_ctx *ctx, void *t) {
-  sh_tune_set_free(t);
-  sh_free(ctx, t, sizeof(sh_tune_set));
-}
-
 SHEAF_API sheaf_status sheaf_kernel_load_tuning(sheaf_ctx *ctx, const char *path) {
   if (!ctx) return SHEAF_ERR_INVALID_ARG;
   if (!path) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_kernel_load_tuning: path is NULL");
-  sh_tune_set *s = ctx->tuning;
-  if (!s) {
-    if (!(s = sh_malloc(ctx, sizeof *s))) return SHEAF_ERR_NOMEM;
-    sh_tune_set_init(s, ctx);
-  }
+  sh_tune_set *s = sh_tune_ctx_set(ctx); /* tune_use.c: created on first use */
+  if (!s) return SHEAF_ERR_NOMEM;
   sh_tune_set tmp; /* all of the file or nothing */
   sh_tune_set_init(&tmp, ctx);
   sheaf_status st = sh_tune_set_load(&tmp, path, false);
   for (int i = 0; !st && i < tmp.n; i++) st = sh_tune_set_add(s, &tmp.r[i]);
   sh_tune_set_free(&tmp);
-  if (!ctx->tuning) {
-    ctx->tuning = s;
-    ctx->tuning_free = tuning_free;
-  }
   return st;
 }

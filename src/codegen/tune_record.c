@@ -65,6 +65,14 @@ void sh_tune_opts_print(const sh_sched_opts *o, sh_buf *out) {
     sh_buf_printf(out, "%s%s=%d", i ? " " : "", fields[i].name, sh_tune_field_get(o, &fields[i]));
 }
 
+void sh_tune_opts_print_set(const sh_sched_opts *o, sh_buf *out) {
+  bool first = true;
+  for (size_t i = 0; i < SH_ARRAY_LEN(fields); i++) {
+    int v = sh_tune_field_get(o, &fields[i]);
+    if (v) sh_buf_printf(out, "%s%s=%d", first ? "" : " ", fields[i].name, v), first = false;
+  }
+}
+
 bool sh_tune_opts_is_default(const sh_sched_opts *o) {
   for (size_t i = 0; i < SH_ARRAY_LEN(fields); i++)
     if (sh_tune_field_get(o, &fields[i])) return false;
@@ -234,6 +242,9 @@ static sheaf_status parse_line(sheaf_ctx *ctx, const char *file, int line, const
                                sh_tune_rec *r, bool *skip) {
   memset(r, 0, sizeof *r);
   *skip = false;
+  size_t fl_n = strlen(file); /* "FILE:LINE", the file's tail when it is long */
+  const char *ftail = fl_n > 120 ? file + fl_n - 117 : file;
+  snprintf(r->origin, sizeof r->origin, "%s%s:%d", ftail != file ? "..." : "", ftail, line);
   bool have[5] = {false};
   const char *sizes_tok = NULL;
   size_t sizes_n = 0;
@@ -374,7 +385,11 @@ sheaf_status sh_tune_select(sheaf_ctx *ctx, const sh_kernel *k, const char *ir, 
       }
       bool dup = false; /* the loaded file wins over the cache for one class */
       for (int j = 0; j < n && !dup; j++) dup = same_key(&r[j], x);
-      if (!dup) r[n++] = *x;
+      if (!dup) {
+        r[n] = *x;
+        r[n].use = sh_tune_use_of(ctx, x); /* NULL: not counted (the tally is full) */
+        n++;
+      }
     }
   if (stale)
     sh_log(ctx, SHEAF_LOG_WARN,

@@ -1,18 +1,21 @@
 /*
  * tune_search.c — the tuner's search (tune.h, sh_tune_kernel): one kernel
  * at one shape. The default schedule is compiled, run on pseudo-random
- * inputs (its outputs are the reference) and timed; then one knob at a
- * time — the ISA's register tiles, then each field of sh_tune_fields in
- * order — each value tried with the best knobs so far. A candidate whose
- * generated C equals one already measured is skipped (a knob that does not
- * apply to this kernel costs no compile); the others go through the JIT
- * cache (so the winner is already compiled when a run picks it), are
- * checked against the reference (a wrong one is discarded, never
- * recorded) and timed on the thread's CPU clock, min of several runs,
- * weights packed once. A candidate must beat the best by 2 % to replace it
- * (noise); the search stops at the budget or the candidate limit, and the
- * winner is measured against the default again in alternating rounds: it
- * is recorded only if it is still 2 % faster (else the default is).
+ * inputs (its outputs are the reference; a ragged kernel's lengths come
+ * from the request, else a fixed distribution) and timed; then coordinate
+ * descent — one knob at a time, the ISA's register tiles, then each field
+ * of sh_tune_fields in order, each value tried with the best knobs so far —
+ * repeated while a pass improves, and after the first pass the two fastest
+ * tiles jointly with each K block (kc). A candidate whose generated C
+ * equals one already measured is skipped (a knob that does not apply to
+ * this kernel costs no compile); the others go through the JIT cache (so
+ * the winner is already compiled when a run picks it), are checked against
+ * the reference (a wrong one is discarded, never recorded) and timed on
+ * the thread's CPU clock, min of several runs, weights packed once. A
+ * candidate must beat the best by 2 % to replace it (noise); the search
+ * stops at the budget or the candidate limit, and the winner is measured
+ * against the default again in alternating rounds: it is recorded only if
+ * it is still 2 % faster (else the default is).
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,8 +27,10 @@
 #include "codegen/jit_int.h"
 #include "codegen/kernel_api.h"
 #include "codegen/tune.h"
+#include "lang/kernel_ref.h"
 
 #define MAX_SEEN 128
+#define MAX_PASSES 8
 
 typedef struct tbench {
   sheaf_ctx *ctx;
@@ -50,38 +55,83 @@ static void tb_free(tbench *b) {
   if (b->ref) sh_free(b->ctx, b->ref, (b->ref_n ? b->ref_n : 1) * sizeof(float));
 }
 
-/* Inputs (uniform in [-1, 1) from a fixed seed) and outputs at `sizes`. */
-static sheaf_status tb_init(tbench *b, sheaf_ctx *ctx, const sh_kernel *k, const int64_t *sizes) {
+static uint64_t xorshift(uint64_t *seed) {
+  *seed ^= *seed << 13, *seed ^= *seed >> 7, *seed ^= *seed << 17;
+  return *seed;
+}
+
+bool sh_tune_is_lengths(const sh_kernel *k, int i) {
+  for (int t = 0; t < k->n_tensors; t++)
+    for (int d = 0; d < k->tensors[t].rank; d++)
+      if (k->tensors[t].dims[d].kind == SH_KEXT_RAGGED && k->tensors[t].dims[d].len == i) return true;
+  return false;
+}
+
+/* Inputs from a fixed seed: f32 uniform in [-1, 1); lengths from the
+ * request's (in order, cycling) or uniform in 1 .. 48; other i32 in
+ * 0 .. 7. Then the outputs, sized by the lengths (kernel_ref.h's layout). */
+static sheaf_status tb_init(tbench *b, sheaf_ctx *ctx, const sh_kernel *k, const sh_tune_request *r) {
   memset(b, 0, sizeof *b);
   b->ctx = ctx, b->k = k;
-  if (k->n_inputs + k->n_outputs > 64)
+  int n_all = k->n_inputs + k->n_outputs;
+  if (n_all > 64)
     return sh_fail(ctx, SHEAF_ERR_UNSUPPORTED, "tuner: kernel '%s' has over 64 arguments", k->name);
   uint64_t seed = 0x9e3779b97f4a7c15u;
-  for (int i = 0; i < k->n_inputs + k->n_outputs; i++) {
+  size_t next_len = 0;
+  sh_kref_arg in[64];
+  int64_t dense_n[64];
+  for (int i = 0; i < n_all; i++) {
     const sh_ktensor *t = &k->tensors[i];
-    if (t->dtype != SH_KDTYPE_F32 || t->ragged_outer >= 0)
-      return sh_fail(ctx, SHEAF_ERR_UNSUPPORTED,
-                     "tuner: kernel '%s': argument '%s' is %s; the tuner measures dense f32 tensors only", k->name,
-                     t->name, t->dtype != SH_KDTYPE_F32 ? "i32" : "ragged");
     int64_t n = 1;
     for (int d = 0; d < t->rank; d++) {
-      b->shapes[i][d] = sh_lower_aff(&t->dims[d].aff, sizes);
-      if (b->shapes[i][d] < 0 || __builtin_mul_overflow(n, b->shapes[i][d], &n) || n > ((int64_t)1 << 31))
+      b->shapes[i][d] = t->dims[d].kind == SH_KEXT_RAGGED ? -1 : sh_lower_aff(&t->dims[d].aff, r->sizes);
+      if (b->shapes[i][d] < -1 || (b->shapes[i][d] >= 0 && __builtin_mul_overflow(n, b->shapes[i][d], &n)) ||
+          n > ((int64_t)1 << 31))
         return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "tuner: kernel '%s': argument '%s' is too large or negative",
                        k->name, t->name);
     }
-    b->bytes[i] = (size_t)(n ? n : 1) * sizeof(float);
-    float *p = sh_alloc(ctx, b->bytes[i], 64);
-    if (!p) return SHEAF_ERR_NOMEM;
-    for (int64_t j = 0; j < n; j++) {
-      seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
-      p[j] = (float)((double)(seed >> 11) / 4503599627370496.0 - 1.0);
-    }
-    b->args[i] = (sheaf_kernel_arg){SHEAF_KERNEL_F32, p, (size_t)n, i < k->n_inputs ? t->rank : 0,
-                                    i < k->n_inputs ? b->shapes[i] : NULL};
-    b->n_args++;
-    if (i >= k->n_inputs) b->ref_n += (size_t)n;
+    dense_n[i] = n;
+    if (i < k->n_inputs) in[i] = (sh_kref_arg){NULL, 0, t->rank, b->shapes[i]};
   }
+  /* i32 inputs, dense f32 ones, then ragged ones and the outputs (their
+   * element counts need every input's shape and the lengths) */
+  for (int pass = 0; pass < 3; pass++)
+    for (int i = 0; i < n_all; i++) {
+      const sh_ktensor *t = &k->tensors[i];
+      bool i32 = i < k->n_inputs && t->dtype != SH_KDTYPE_F32;
+      if (pass != (i32 ? 0 : t->ragged_outer < 0 && i < k->n_inputs ? 1 : 2)) continue;
+      int64_t n = dense_n[i];
+      if (t->ragged_outer >= 0 || i >= k->n_inputs) {
+        size_t m;
+        sheaf_status st = sh_kernel_ref_numel(ctx, k, in, k->n_inputs, i, &m);
+        if (st) return st;
+        if (m > ((size_t)1 << 31))
+          return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "tuner: kernel '%s': argument '%s' is too large", k->name,
+                         t->name);
+        n = (int64_t)m;
+      }
+      b->bytes[i] = (size_t)(n ? n : 1) * 4;
+      void *p = sh_alloc(ctx, b->bytes[i], 64);
+      if (!p) return SHEAF_ERR_NOMEM;
+      b->args[i] = (sheaf_kernel_arg){i32 ? SHEAF_KERNEL_I32 : SHEAF_KERNEL_F32, p, (size_t)n,
+                                      i < k->n_inputs ? t->rank : 0, i < k->n_inputs ? b->shapes[i] : NULL};
+      b->n_args = i + 1 > b->n_args ? i + 1 : b->n_args;
+      if (i32) {
+        int32_t *q = p;
+        bool lens = sh_tune_is_lengths(k, i);
+        for (int64_t j = 0; j < n; j++) {
+          if (!lens) q[j] = (int32_t)(xorshift(&seed) >> 61);
+          else if (r->lengths && r->n_lengths) q[j] = (int32_t)r->lengths[next_len++ % r->n_lengths];
+          else q[j] = 1 + (int32_t)((xorshift(&seed) >> 11) % 48);
+        }
+      } else if (i < k->n_inputs) {
+        float *q = p;
+        for (int64_t j = 0; j < n; j++) q[j] = (float)((double)(xorshift(&seed) >> 11) / 4503599627370496.0 - 1.0);
+      } else {
+        b->ref_n += (size_t)n;
+      }
+      if (i < k->n_inputs) in[i] = (sh_kref_arg){p, (size_t)n, t->rank, b->shapes[i]};
+    }
   b->ref = sh_alloc(ctx, (b->ref_n ? b->ref_n : 1) * sizeof(float), 64);
   return b->ref ? SHEAF_OK : SHEAF_ERR_NOMEM;
 }
@@ -129,6 +179,7 @@ typedef struct search {
   tbench b;
   double t0, best_ns, default_ns;
   double last_cost; /* seconds the last candidate took (compile, check, time) */
+  double last_ns;   /* the last candidate's time (0: not measured: seen, refused, wrong, over budget) */
   sh_sched_opts best;
   char seen[MAX_SEEN][33];
   int n_seen, n_cand;
@@ -171,6 +222,7 @@ static sh_kernel_opts kopts(const search *s, const sh_sched_opts *o) {
 
 /* One candidate: compiled, checked, timed; the best so far when faster. */
 static sheaf_status try_opts(search *s, const sh_sched_opts *o) {
+  s->last_ns = 0;
   if (s->stop) return SHEAF_OK;
   if (now_s(CLOCK_MONOTONIC) - s->t0 + s->last_cost > s->r->budget_s || /* the next one would overrun */
       (s->r->max_candidates > 0 && s->n_cand >= s->r->max_candidates)) {
@@ -209,6 +261,7 @@ static sheaf_status try_opts(search *s, const sh_sched_opts *o) {
     say(s, "%s: %.1f us (default %.1f, best %.1f; compiled in %.2f s)%s", sh_buf_cstr(&desc), ns / 1e3,
         s->default_ns / 1e3, (better ? ns : s->best_ns) / 1e3, compile_s, better ? "  new best" : "");
     if (better) s->best_ns = ns, s->best = *o;
+    s->last_ns = ns;
   }
   sheaf_kernel_free(K);
   sh_buf_free(&desc);
@@ -283,7 +336,7 @@ sheaf_status sh_tune_kernel(sheaf_ctx *ctx, const sh_tune_request *r, sh_tune_re
   if (!st) st = sh_tune_compiler_id(ctx, sh_jit_compiler(jit), out->cc);
   sh_jit_free(jit);
   bool ok = true;
-  if (!st) st = tb_init(&s.b, ctx, k, r->sizes);
+  if (!st) st = tb_init(&s.b, ctx, k, r);
   if (!st) st = tb_run(&s.b, D, true, &ok);
   if (!st) st = tb_time(&s.b, D, &s.default_ns);
   sh_sched_opts zero;
@@ -295,24 +348,56 @@ sheaf_status sh_tune_kernel(sheaf_ctx *ctx, const sh_tune_request *r, sh_tune_re
     st = seen_before(&s, &zero, &seen);
     say(&s, "default schedule: %.1f us", s.default_ns / 1e3);
   }
-  /* the tiles, then each knob with the best so far */
+  /* coordinate descent: the tiles, then each knob with the best so far;
+   * again while a pass improves (a repeated candidate costs its emission
+   * only); after the first pass, the two fastest tiles with each kc */
   const int(*tiles)[2];
   int nt = sh_tune_tiles(s.isa == SHEAF_ISA_AVX512 ? 16 : s.isa == SHEAF_ISA_AVX2 ? 8 : 1, &tiles), nf;
   const sh_tune_field *f = sh_tune_fields(&nf);
   sh_tune_field fm = f[0], fn = f[1];
-  for (int t = 0; !st && t < nt; t++) {
-    sh_sched_opts o = s.best;
-    sh_tune_field_set(&o, &fm, tiles[t][0]);
-    sh_tune_field_set(&o, &fn, tiles[t][1]);
-    st = try_opts(&s, &o);
-  }
-  for (int i = 0; !st && i < nf; i++) {
-    sh_sched_opts base = s.best;
-    for (int v = 0; !st && v < f[i].n_vals; v++) {
-      sh_sched_opts o = base;
-      sh_tune_field_set(&o, &f[i], f[i].vals[v]);
+  const sh_tune_field *fkc = NULL;
+  for (int i = 0; i < nf; i++)
+    if (!strcmp(f[i].name, "kc")) fkc = &f[i];
+  double tile_ns[8];
+  int passes = 0, joint = 0;
+  for (int pass = 0; !st && !s.stop && pass < MAX_PASSES; pass++) {
+    sh_sched_opts before = s.best;
+    passes++;
+    for (int t = 0; !st && t < nt; t++) {
+      sh_sched_opts o = s.best;
+      sh_tune_field_set(&o, &fm, tiles[t][0]);
+      sh_tune_field_set(&o, &fn, tiles[t][1]);
       st = try_opts(&s, &o);
+      if (pass == 0 && t < 8) tile_ns[t] = s.last_ns;
     }
+    for (int i = 0; !st && i < nf; i++) {
+      sh_sched_opts base = s.best;
+      for (int v = 0; !st && v < f[i].n_vals; v++) {
+        sh_sched_opts o = base;
+        sh_tune_field_set(&o, &f[i], f[i].vals[v]);
+        st = try_opts(&s, &o);
+      }
+    }
+    if (pass == 0 && fkc) { /* the tile and the K block together */
+      int top[2] = {-1, -1};
+      for (int t = 0; t < nt && t < 8; t++) {
+        if (!(tile_ns[t] > 0)) continue;
+        if (top[0] < 0 || tile_ns[t] < tile_ns[top[0]]) top[1] = top[0], top[0] = t;
+        else if (top[1] < 0 || tile_ns[t] < tile_ns[top[1]]) top[1] = t;
+      }
+      sh_sched_opts base = s.best;
+      for (int q = 0; !st && q < 2 && top[q] >= 0; q++)
+        for (int v = 0; !st && v < fkc->n_vals; v++) {
+          sh_sched_opts o = base;
+          sh_tune_field_set(&o, &fm, tiles[top[q]][0]);
+          sh_tune_field_set(&o, &fn, tiles[top[q]][1]);
+          sh_tune_field_set(&o, fkc, fkc->vals[v]);
+          int before_n = s.n_cand;
+          st = try_opts(&s, &o);
+          joint += s.n_cand - before_n;
+        }
+    }
+    if (!memcmp(&before, &s.best, sizeof before)) break; /* nothing improved: a local optimum */
   }
   if (!st && !sh_tune_opts_is_default(&s.best)) st = confirm(&s, D);
   if (!st) {
@@ -322,8 +407,12 @@ sheaf_status sh_tune_kernel(sheaf_ctx *ctx, const sh_tune_request *r, sh_tune_re
     sh_buf d;
     sh_buf_init(&d, ctx);
     sh_tune_opts_print(&s.best, &d);
-    say(&s, "chose %s: %.1f us, %.2fx the default (%d candidates compiled%s)", sh_buf_cstr(&d), s.best_ns / 1e3,
-        s.default_ns / s.best_ns, s.n_cand, s.stop ? ", stopped at the budget" : "");
+    say(&s, "chose %s: %.1f us, %.2fx the default (%d candidates compiled, %d of them joint tile x kc, %d pass%s%s)",
+        sh_buf_cstr(&d), s.best_ns / 1e3, s.default_ns / s.best_ns, s.n_cand, joint, passes,
+        passes == 1 ? "" : "es", s.stop ? ", stopped at the budget" : "");
+    if (r->stats)
+      *r->stats = (sh_tune_stats){.passes = passes, .compiled = s.n_cand, .joint = joint, .budget_stop = s.stop,
+                                  .seconds = now_s(CLOCK_MONOTONIC) - s.t0};
     sh_buf_free(&d);
   }
   tb_free(&s.b);
