@@ -260,37 +260,13 @@ Out beam(const Net &m, const Sent &src, int width) {
   return o;
 }
 
-double cpu_now_s() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-// peer::rate on the thread's CPU clock (SHEAF_PEER_CPU_TIME=1).
-template <class F> double cpu_rate(F pass, int n, double min_time, int rounds) {
-  pass();
-  double best = 0;
-  for (int r = 0; r < rounds; r++) {
-    long passes = 0;
-    double t0 = cpu_now_s(), dt;
-    do {
-      pass();
-      passes++;
-      dt = cpu_now_s() - t0;
-    } while (dt < min_time);
-    best = std::max(best, passes * n / dt);
-  }
-  return best;
-}
-
 }  // namespace
 
 int main(int argc, char **argv) {
   // --beam W is ours; the rest goes to peer::parse. SHEAF_PEER_CPU_TIME=1
   // (bench_dynamic --cpu-time): rates on the thread's CPU clock.
   int width = 0;
-  const char *cpu_env = std::getenv("SHEAF_PEER_CPU_TIME");
-  bool cpu = cpu_env && std::atoi(cpu_env) != 0;
+  bool cpu = peer::cpu_time_env();
   std::vector<char *> args;
   for (int i = 0; i < argc; i++) {
     if (i + 1 < argc && !std::strcmp(argv[i], "--beam")) {
@@ -326,7 +302,7 @@ int main(int argc, char **argv) {
   auto pass = [&] {
     for (size_t i = 0; i < N; i++) run(i);
   };
-  double r = cpu ? cpu_rate(pass, (int)N, o.min_time, o.rounds) : peer::rate(pass, (int)N, o.min_time, o.rounds);
+  double r = peer::rate(pass, (int)N, o.min_time, o.rounds, cpu);
   peer::emit((int)N, m.H, "inst_per_s", r);
   return 0;
 }

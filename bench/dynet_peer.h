@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -154,19 +155,34 @@ inline double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// The calling thread's CPU clock in seconds.
+inline double cpu_now_s() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// SHEAF_PEER_CPU_TIME=1 in the environment (bench_dynamic --cpu-time):
+// rates on the thread's CPU clock, as Sheaf's rows of that run are.
+inline bool cpu_time_env() {
+  const char *e = std::getenv("SHEAF_PEER_CPU_TIME");
+  return e && std::atoi(e) != 0;
+}
+
 // Best instances/s over `rounds` windows of at least min_time seconds, each
 // made of whole passes (pass() runs every batch once over n instances),
-// after one warm-up pass (the memory pools grow to their size).
-template <class F> double rate(F pass, int n, double min_time, int rounds) {
+// after one warm-up pass (the memory pools grow to their size); on the
+// wall clock, or with cpu on the thread's CPU clock.
+template <class F> double rate(F pass, int n, double min_time, int rounds, bool cpu = false) {
   pass();
   double best = 0;
   for (int r = 0; r < rounds; r++) {
     long passes = 0;
-    double t0 = now_s(), dt;
+    double t0 = cpu ? cpu_now_s() : now_s(), dt;
     do {
       pass();
       passes++;
-      dt = now_s() - t0;
+      dt = (cpu ? cpu_now_s() : now_s()) - t0;
     } while (dt < min_time);
     if (passes * n / dt > best) best = passes * n / dt;
   }

@@ -17,6 +17,8 @@
 // "LEN ROW ..." per sentence. --check writes "EXIT P0 .. P(C-1)" per
 // sentence. One JSON line: {"system": "dynet-abK", "batch": 1, ...,
 // "inst_per_s": R}.
+// SHEAF_PEER_CPU_TIME=1 in the environment (bench_dynamic --cpu-time): rates
+// on the thread's CPU clock, else on the wall clock.
 #include "dynet_peer.h"
 
 using namespace dynet;
@@ -98,6 +100,8 @@ int run(const Net &m, const std::vector<unsigned> &sent, std::vector<float> &pro
 int main(int argc, char **argv) {
   peer::Opts o = peer::parse(argc, argv, "--sents");
   peer::banner(o);
+  bool cpu = peer::cpu_time_env(); // bench_dynamic --cpu-time
+  if (cpu) std::printf("# rates on the thread's CPU clock\n");
   peer::Safetensors w(o.weights);
   Data d = load(o.data);
   Net m(w, d);
@@ -118,7 +122,7 @@ int main(int argc, char **argv) {
       [&] {
         for (size_t i = 0; i < N; i++) run(m, d.sents[i], probs);
       },
-      (int)N, o.min_time, o.rounds);
+      (int)N, o.min_time, o.rounds, cpu);
   peer::emit(1, m.H, "inst_per_s", r);
   return 0;
 }

@@ -15,6 +15,8 @@
 // representation. The sentences file: "sents N", then "LEN ROW ..." per
 // sentence. --check writes each sentence's heads (1-based, 0 the root) on a
 // line. One JSON line: {"system": "dynet-abK", "batch": 1, ..., "inst_per_s": R}.
+// SHEAF_PEER_CPU_TIME=1 in the environment (bench_dynamic --cpu-time): rates
+// on the thread's CPU clock, else on the wall clock.
 #include "dynet_peer.h"
 
 using namespace dynet;
@@ -98,6 +100,8 @@ void parse(const Net &m, const std::vector<unsigned> &sent, std::vector<int> &he
 int main(int argc, char **argv) {
   peer::Opts o = peer::parse(argc, argv, "--sents");
   peer::banner(o);
+  bool cpu = peer::cpu_time_env(); // bench_dynamic --cpu-time
+  if (cpu) std::printf("# rates on the thread's CPU clock\n");
   peer::Safetensors w(o.weights);
   std::vector<std::vector<unsigned>> sents = load(o.data);
   Net m(w);
@@ -117,7 +121,7 @@ int main(int argc, char **argv) {
       [&] {
         for (size_t i = 0; i < N; i++) parse(m, sents[i], heads);
       },
-      (int)N, o.min_time, o.rounds);
+      (int)N, o.min_time, o.rounds, cpu);
   peer::emit(1, m.H, "inst_per_s", r);
   return 0;
 }

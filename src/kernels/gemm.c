@@ -66,16 +66,20 @@ static int64_t l2_bytes(void) {
 
 /* The least nonzero pad_from of any kernel (the workspace's bound). */
 #define PAD_FROM_MIN 4
-#define AVX2_PAD_FROM 4
-_Static_assert(AVX2_PAD_FROM >= PAD_FROM_MIN, "see ws_apack_floats");
+#ifndef SH_GEMM_AVX2_PAD_FROM
+#define SH_GEMM_AVX2_PAD_FROM 0 /* 4: the 4-row panel as 5 (for tuning runs) */
+#endif
+#define AVX2_PAD_FROM SH_GEMM_AVX2_PAD_FROM
+_Static_assert(AVX2_PAD_FROM == 0 || AVX2_PAD_FROM >= PAD_FROM_MIN, "see ws_apack_floats");
 
 static const sh_gemm_kernel k_scalar = {"sh_f32_gemm_ukernel_4x32__scalar", 4,
                                         sh_f32_gemm_ukernel_4x32__scalar,
                                         sh_f32_gemm_pack_a__scalar, 0};
 #if defined(__x86_64__)
-/* 4 rows × 16 columns keep only 8 accumulators in flight, fewer than the
- * FMA latency needs (4 cycles × 2 ports): on Zen 3 a 4-row panel took
- * longer than a 5-row one (about 60 vs 90 GFLOP/s), so it runs as 5. */
+/* Micro-panels of 2 to 4 rows run as single-pass 2×32 / 3×32 kernels (a
+ * 4-row one as two 2-row halves), with 8 or 12 accumulators in flight; they
+ * used to run as 16-column passes with 4 to 8 (fewer than 4 cycles of FMA
+ * latency × 2 ports need), the 4-row panel padded to 5. */
 static const sh_gemm_kernel k_avx2 = {"sh_f32_gemm_ukernel_6x16x2__avx2", 6,
                                       sh_f32_gemm_ukernel_6x16x2__avx2,
                                       sh_f32_gemm_pack_a__avx2, AVX2_PAD_FROM};
@@ -385,7 +389,10 @@ static void run_range(plan *pl, int64_t r0, int64_t r1, int64_t p0, int64_t p1, 
               pl->epilogue(&pl->ec, tile, m0, rows, col0, SH_GEMM_LSTM_W);
             } else if (pl->has_ep) {
               int64_t cols = pl->n - col0 < SH_GEMM_NR ? pl->n - col0 : SH_GEMM_NR;
-              pl->kern->ukernel(kr, SH_GEMM_NR, kc, ap, bp, SH_GEMM_NR, trow[0], false);
+              /* the tile's columns the epilogue reads: 16 for a narrow
+               * last panel (N = 3: one 16-column pass, not two) */
+              int64_t tcols = cols <= SH_GEMM_NR / 2 ? SH_GEMM_NR / 2 : SH_GEMM_NR;
+              pl->kern->ukernel(kr, tcols, kc, ap, bp, SH_GEMM_NR, trow[0], false);
               pl->epilogue(&pl->ec, tile, m0, rows, col0, cols);
             } else {
               int64_t cols = pl->n - col0 < SH_GEMM_NR ? pl->n - col0 : SH_GEMM_NR;
