@@ -189,13 +189,17 @@ sheaf_status sh_bw_tree_lstm(sh_bw *b, const uint32_t *ids, uint32_t n) {
     parts[i] = p;
     r0 += rows;
   }
-  /* column ranges of 32 over the pool: the same sums on any thread count */
+  /* column ranges of 32 over the pool, or every column on the caller (rows
+   * read whole: the prefetcher follows); each element's sums are the same
+   * either way */
   cell_job jb = {parts, n, hid, 32, leaf, zeros};
   int64_t tasks = (hid + jb.cols - 1) / jb.cols;
-  if (g->threads > 1 && tasks > 1 && m * ng * hid >= 16384)
+  if (g->threads > 1 && tasks > 1 && m * ng * hid >= 16384) {
     sh_pool_run(b->ctx->pool, tasks, dz_task, &jb, g->threads);
-  else
-    for (int64_t t = 0; t < tasks; t++) dz_task(&jb, t, 0);
+  } else {
+    jb.cols = hid;
+    dz_task(&jb, 0, 0);
+  }
   const float **dzr = sh_bw_alloc(b, (size_t)m * sizeof *dzr);
   if (!dzr) return SHEAF_ERR_NOMEM;
   for (int64_t r = 0; r < m; r++) dzr[r] = dz + r * ng * hid;
