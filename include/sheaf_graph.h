@@ -320,6 +320,19 @@ SHEAF_API sheaf_expr sheaf_row(sheaf_graph *g, sheaf_expr x, int64_t index);
 SHEAF_API sheaf_status sheaf_lstm_cell(sheaf_graph *g, sheaf_param W, sheaf_param b, sheaf_expr x,
                                        sheaf_expr c_prev, sheaf_expr *h, sheaf_expr *c);
 
+/* A fused binary TreeLSTM cell (Tai et al.'s N-ary cell, N = 2; W's 5H
+ * columns in gate order i, f_l, f_r, o, u):
+ *   z = x·W + b;  c = σ(z_i)·tanh(z_u) + σ(z_fl)·c_l + σ(z_fr)·c_r;
+ *   h = σ(z_o)·tanh(c)
+ * x = [h_l ; h_r] (may be a sheaf_concat: no copy). With c_l and c_r both
+ * null it is the leaf cell: W has 3H columns, gates i, o, u, and
+ * c = σ(z_i)·tanh(z_u). One graph node per cell: one GEMM per batch, the
+ * gates' activations in its epilogue and the rest of the cell in its row
+ * hook; its backward is one vectorised gates' gradient per batch. */
+SHEAF_API sheaf_status sheaf_tree_lstm_cell(sheaf_graph *g, sheaf_param W, sheaf_param b, sheaf_expr x,
+                                            sheaf_expr c_l, sheaf_expr c_r, sheaf_expr *h,
+                                            sheaf_expr *c);
+
 /* The value of an expression (flushes the graph first if needed; in a
  * build of sheaf_runner_run_fibers, waits for the batch's flush instead).
  * The pointer stays valid until the graph is reset or freed. */

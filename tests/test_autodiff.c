@@ -3,7 +3,7 @@
  * against central finite differences: every op of sheaf_graph.h on small
  * random inputs (the inputs' gradients through opts.wrt, the parameters'
  * through sheaf_param_grad: parameter, lookup, affine, affine_n, LSTM
- * cells, layer_norm's gamma and beta), each under policies sheaf (fused
+ * cells, tree-LSTM cells, layer_norm's gamma and beta), each under policies sheaf (fused
  * activations and pointwise programs) and none. The loss is Σ w·y with
  * fixed random w; the reference is Richardson-extrapolated central
  * differences of the float forward, summed in double; the bound is 1e-3
@@ -269,6 +269,16 @@ static sheaf_expr b_lstm(sheaf_graph *g, const sheaf_expr *x, const gc_case *c) 
   return sheaf_add(g, sheaf_mul(g, h2, c2), h);
 }
 
+static sheaf_expr b_tree_lstm(sheaf_graph *g, const sheaf_expr *x, const gc_case *c) {
+  /* two leaves, then a binary cell over them; h and c both reach the output */
+  sheaf_expr hl, cl, hr, cr, h, cs, none = {0, 0, 0};
+  sheaf_tree_lstm_cell(g, c->p[0], c->p[1], x[0], none, none, &hl, &cl);
+  sheaf_tree_lstm_cell(g, c->p[0], c->p[1], sheaf_tanh(g, x[1]), none, none, &hr, &cr);
+  sheaf_expr hh[2] = {hl, hr};
+  sheaf_tree_lstm_cell(g, c->p[2], c->p[3], sheaf_concat(g, 2, hh), cl, cr, &h, &cs);
+  return sheaf_add(g, sheaf_mul(g, h, cs), hl);
+}
+
 TEST(autodiff_every_op_against_finite_differences) {
   sheaf_ctx *ctx = th_ctx();
   sheaf_model *m = NULL;
@@ -278,6 +288,8 @@ TEST(autodiff_every_op_against_finite_differences) {
   sheaf_param nw1 = th_param(ctx, m, "nw1", 2, 3, 5), nw2 = th_param(ctx, m, "nw2", 2, 5, 5);
   sheaf_param nb = th_param(ctx, m, "nb", 1, 5, 0), tab = th_param(ctx, m, "tab", 2, 4, 5);
   sheaf_param lw = th_param(ctx, m, "lw", 2, 3, 12), lb = th_param(ctx, m, "lb", 1, 12, 0);
+  sheaf_param tlw = th_param(ctx, m, "tlw", 2, 3, 9), tlb = th_param(ctx, m, "tlb", 1, 9, 0);
+  sheaf_param tnw = th_param(ctx, m, "tnw", 2, 6, 15), tnb = th_param(ctx, m, "tnb", 1, 15, 0);
   /* non-trivial gamma/beta/bias (initialized as glorot vectors: fine) */
 #define M35 {{3, 5}}
 #define V5 {{5, 0}}
@@ -328,6 +340,7 @@ TEST(autodiff_every_op_against_finite_differences) {
       {"affine_act", 1, {2}, {{2, 4}}, -1, 1, b_affine_act, {aw, ab}},
       {"affine_n_lookup", 1, {1}, {{3, 0}}, -1, 1, b_affine_n, {nw1, nw2, nb, tab}},
       {"lstm_cell", 2, {2, 2}, {{2, 3}, {2, 3}}, -1, 1, b_lstm, {lw, lb}},
+      {"tree_lstm_cell", 2, {2, 2}, {{2, 3}, {2, 3}}, -1, 1, b_tree_lstm, {tlw, tlb, tnw, tnb}},
   };
 #undef M35
 #undef V5

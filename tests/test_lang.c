@@ -264,7 +264,7 @@ TEST(lang_examples_via_cli) {
   CHECK_EQ_INT(th_run(cmd, out, sizeof out), 0);
   CHECK_CONTAINS(out, "examples/treelstm.sf: ok\nsizes: V E H C");
   CHECK_CONTAINS(out, "param W_node: f32[2*H, 5*H]\n");
-  CHECK_CONTAINS(out, "fn cell(z: f32[5*H], cl: f32[H], cr: f32[H]) -> (f32[H], f32[H])\n");
+  CHECK_CONTAINS(out, "fn main(t: Tree) -> f32[C]  [entry]\n");
   CHECK_CONTAINS(out, "fn tree(t: Tree) -> (f32[H], f32[H])  [recursive]\n");
   CHECK_CONTAINS(out, "type Dep = Dep(word: i32, kids: list[Dep])\n");
   CHECK_CONTAINS(out, "param emb_mat: f32[Vm, H*H] = normal + identity_rows\n");

@@ -186,8 +186,8 @@ typedef enum sh_builtin {
   SH_BI_MIN, SH_BI_CLAMP, SH_BI_FLOAT,
   /* shapes */
   SH_BI_CAT, SH_BI_RESHAPE, SH_BI_ZEROS,
-  /* fused cell */
-  SH_BI_LSTM_CELL,
+  /* fused cells */
+  SH_BI_LSTM_CELL, SH_BI_TREE_LSTM_CELL,
   /* lists */
   SH_BI_LEN, SH_BI_REV, SH_BI_MAP, SH_BI_FOLD, SH_BI_SCAN, SH_BI_PUSH,
   SH_BI_SET, SH_BI_POP, SH_BI_TOPK, /* set(xs, i, x), pop(xs), topk(fs, k) */

@@ -21,7 +21,8 @@ static const char *const builtin_names[SH_BI_COUNT_] = {
 #define SH_OP_LANG(ID, name, cls, arity, form, act, builtin) [SH_BI_##ID] = #builtin,
 #include "kernels/ops.def"
     [SH_BI_MIN] = "min", [SH_BI_CLAMP] = "clamp", [SH_BI_FLOAT] = "float", [SH_BI_CAT] = "cat", [SH_BI_RESHAPE] = "reshape",
-    [SH_BI_ZEROS] = "zeros", [SH_BI_LSTM_CELL] = "lstm_cell", [SH_BI_LEN] = "len",
+    [SH_BI_ZEROS] = "zeros", [SH_BI_LSTM_CELL] = "lstm_cell",
+    [SH_BI_TREE_LSTM_CELL] = "tree_lstm_cell", [SH_BI_LEN] = "len",
     [SH_BI_REV] = "rev", [SH_BI_MAP] = "map", [SH_BI_FOLD] = "fold", [SH_BI_SCAN] = "scan",
     [SH_BI_PUSH] = "push", [SH_BI_ARGMAX] = "argmax", [SH_BI_ITEM] = "item",
     [SH_BI_SET] = "set", [SH_BI_POP] = "pop", [SH_BI_TOPK] = "topk", [SH_BI_VALUES] = "values",

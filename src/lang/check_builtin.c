@@ -1,7 +1,8 @@
 /*
  * check_builtin.c — types of the built-in functions: the runtime's
  * elementwise ops (unary, and binary with f32[1] broadcast: pow, min, max,
- * clamp, where), reductions and softmax, cat, reshape, zeros, the fused lstm_cell, and the
+ * clamp, where), reductions and softmax, cat, reshape, zeros, the fused lstm_cell and
+ * tree_lstm_cell, and the
  * list functions len, rev, push, map, fold, scan (which take a function by
  * name), and the conversions to host values argmax and item (wait points:
  * the instance waits for the value, recorded in the module).
@@ -62,17 +63,18 @@ static bool size_args(checker *c, sh_ast *e, int first, sh_size *dims) {
   return ok;
 }
 
-/* The PARAM named by an argument of lstm_cell. */
+/* The PARAM named by an argument of lstm_cell or tree_lstm_cell. */
 static sh_param_decl *param_arg(checker *c, sh_ast *e, sh_ast *arg, int rank, const char *what) {
   sh_type *t = c_expr(c, arg);
   if (c_is_err(t)) return NULL;
   if (arg->kind != SH_EX_NAME || arg->res != SH_RES_PARAM) {
-    c_error(c, arg->span, "the %s of lstm_cell must be a parameter (declared with 'param')", what);
+    c_error(c, arg->span, "the %s of %s must be a parameter (declared with 'param')", what,
+            sh_builtin_name(e->builtin));
     return NULL;
   }
   if (t->n != rank) {
-    c_error(c, arg->span, "the %s of lstm_cell must be a %s, not %s", what, rank == 2 ? "matrix" : "vector",
-            c_ty(c, t));
+    c_error(c, arg->span, "the %s of %s must be a %s, not %s", what, sh_builtin_name(e->builtin),
+            rank == 2 ? "matrix" : "vector", c_ty(c, t));
     return NULL;
   }
   return arg->ref.param;
@@ -99,6 +101,38 @@ static sh_type *lstm_cell(checker *c, sh_ast *e) {
   ok = c_expect(c, e->items[1]->span, want_b, b->type, "lstm_cell's bias") && ok;
   if (!ok) return &sh_type_error;
   sh_type *pair[2] = {tc, tc};
+  sh_type *t = sh_type_tuple(c->pool, 2, pair);
+  if (!t) c->nomem = true;
+  return t ? t : &sh_type_error;
+}
+
+/* tree_lstm_cell(W, b, x, cl, cr) -> (h, c): the binary TreeLSTM cell,
+ * W: f32[I, 5*H] (gates i, f_l, f_r, o, u), b: f32[5*H], x: f32[I],
+ * cl, cr: f32[H] (sheaf_tree_lstm_cell). */
+static sh_type *tree_lstm_cell(checker *c, sh_ast *e) {
+  if (!arity(c, e, 5, 5)) return &sh_type_error;
+  sh_param_decl *W = param_arg(c, e, e->items[0], 2, "weight (first argument)");
+  sh_param_decl *b = param_arg(c, e, e->items[1], 1, "bias (second argument)");
+  sh_type *tx = need_tensor(c, e, e->items[2], c_expr(c, e->items[2]));
+  sh_type *tl = need_tensor(c, e, e->items[3], c_expr(c, e->items[3]));
+  sh_type *tr = need_tensor(c, e, e->items[4], c_expr(c, e->items[4]));
+  if (!W || !b || c_is_err(tx) || c_is_err(tl) || c_is_err(tr)) return &sh_type_error;
+  if (tx->n != 1 || tl->n != 1 || tr->n != 1) {
+    c_error(c, e->span, "tree_lstm_cell works on vectors: x, cl and cr must be f32[N], not %s, %s and %s",
+            c_ty(c, tx), c_ty(c, tl), c_ty(c, tr));
+    return &sh_type_error;
+  }
+  if (!c_expect(c, e->items[4]->span, tl, tr, "tree_lstm_cell's cr (the size of cl)")) return &sh_type_error;
+  sh_size five, g;
+  sh_size_const(&five, 5);
+  if (!sh_size_mul(&g, &five, &tl->dims[0])) return &sh_type_error;
+  sh_type *want_w = mk_tensor(c, 2, (sh_size[]){tx->dims[0], g});
+  sh_type *want_b = mk_tensor(c, 1, &g);
+  bool ok = c_expect(c, e->items[0]->span, want_w, W->type,
+                     "tree_lstm_cell's weight (x's size, then 5 gates of cl's size)");
+  ok = c_expect(c, e->items[1]->span, want_b, b->type, "tree_lstm_cell's bias") && ok;
+  if (!ok) return &sh_type_error;
+  sh_type *pair[2] = {tl, tl};
   sh_type *t = sh_type_tuple(c->pool, 2, pair);
   if (!t) c->nomem = true;
   return t ? t : &sh_type_error;
@@ -354,6 +388,7 @@ sh_type *c_builtin(checker *c, sh_ast *e) {
   case SH_BI_FOLD:
   case SH_BI_SCAN: return apply(c, e);
   case SH_BI_LSTM_CELL: return lstm_cell(c, e);
+  case SH_BI_TREE_LSTM_CELL: return tree_lstm_cell(c, e);
   case SH_BI_RESHAPE: return reshape(c, e);
   case SH_BI_ZEROS: {
     sh_size dims[2];

@@ -1,6 +1,6 @@
 /*
  * interp_builtin.c — the interpreter's builtins: the runtime builder of each
- * one-op builtin (from ops.def), lstm_cell, cat, list reductions to a
+ * one-op builtin (from ops.def), lstm_cell, tree_lstm_cell, cat, list reductions to a
  * tensor, map / fold / scan, the wait points (argmax, item, values: a fiber
  * may be suspended there) and the list builtins (push, set, pop, topk, cat
  * of lists, rev, len).
@@ -48,6 +48,25 @@ static SH_NOINLINE sh_value builtin_lstm_cell(sh_interp *ip, const sh_ast *e, sh
   sheaf_expr h, cn;
   sheaf_lstm_cell(ip->g, ip->bind->params[we->ref.param->index], ip->bind->params[be->ref.param->index],
                   x.t, c.t, &h, &cn);
+  sh_agg *t = agg_new(ip, -1, 2);
+  if (!t) return v_none;
+  t->items[0] = mk_tensor(h);
+  t->items[1] = mk_tensor(cn);
+  return mk_agg(SH_V_TUPLE, t);
+}
+
+static SH_NOINLINE sh_value builtin_tree_lstm_cell(sh_interp *ip, const sh_ast *e, sh_value *fr) {
+  const sh_ast *we = e->items[0], *be = e->items[1];
+  if (we->res != SH_RES_PARAM || be->res != SH_RES_PARAM)
+    return sh_interp_failf(ip, "tree_lstm_cell: W and b must be parameters"), v_none;
+  sh_value v[3];
+  for (int k = 0; k < 3; k++) {
+    v[k] = sh_interp_eval(ip, e->items[2 + k], fr);
+    if (ip->err) return v_none;
+  }
+  sheaf_expr h, cn;
+  sheaf_tree_lstm_cell(ip->g, ip->bind->params[we->ref.param->index], ip->bind->params[be->ref.param->index],
+                       v[0].t, v[1].t, v[2].t, &h, &cn);
   sh_agg *t = agg_new(ip, -1, 2);
   if (!t) return v_none;
   t->items[0] = mk_tensor(h);
@@ -270,6 +289,7 @@ sh_value sh_interp_builtin(sh_interp *ip, const sh_ast *e, sh_value *fr) {
     return mk_tensor(f1(ip->g, x.t));
   }
   if (e->builtin == SH_BI_LSTM_CELL) return builtin_lstm_cell(ip, e, fr);
+  if (e->builtin == SH_BI_TREE_LSTM_CELL) return builtin_tree_lstm_cell(ip, e, fr);
   if (e->builtin == SH_BI_SET || e->builtin == SH_BI_POP || e->builtin == SH_BI_TOPK ||
       (e->builtin == SH_BI_CAT && e->type->kind == SH_TY_LIST))
     return builtin_list(ip, e, fr);

@@ -31,34 +31,20 @@ typedef struct state {
   sheaf_expr h, c;
 } state;
 
-/* The state of leaf n. */
+/* The state of leaf n: the fused leaf cell (gates [i o u]). */
 static state leaf(sheaf_graph *g, const sh_treelstm *p, const sh_treebank *tb, int32_t n) {
-  int64_t H = p->hidden;
   sheaf_expr x = sheaf_lookup(g, p->emb, sh_word_id(p->words, tb->word[n]));
-  sheaf_expr z = sheaf_affine(g, p->W_leaf, x, p->b_leaf); /* [i o u] */
-  sheaf_expr io = sheaf_sigmoid(g, sheaf_slice(g, z, 0, 2 * H));
-  sheaf_expr u = sheaf_tanh(g, sheaf_slice(g, z, 2 * H, 3 * H));
-  state s;
-  s.c = sheaf_mul(g, sheaf_slice(g, io, 0, H), u);
-  s.h = sheaf_mul(g, sheaf_slice(g, io, H, 2 * H), sheaf_tanh(g, s.c));
-  return s;
+  state s = {(sheaf_expr){0}, (sheaf_expr){0}};
+  sheaf_tree_lstm_cell(g, p->W_leaf, p->b_leaf, x, (sheaf_expr){0}, (sheaf_expr){0}, &s.h, &s.c);
+  return s; /* a failure is the graph's error: null expressions */
 }
 
-/* The state of a node from its children's. */
+/* The state of a node from its children's: the fused binary cell (gates
+ * [i fl fr o u] over [h_l ; h_r]). */
 static state cell(sheaf_graph *g, const sh_treelstm *p, state l, state r) {
-  int64_t H = p->hidden;
   sheaf_expr hh[2] = {l.h, r.h};
-  sheaf_expr z = sheaf_affine(g, p->W_node, sheaf_concat(g, 2, hh), p->b_node); /* [i fl fr o u] */
-  sheaf_expr gates = sheaf_sigmoid(g, sheaf_slice(g, z, 0, 4 * H));
-  sheaf_expr u = sheaf_tanh(g, sheaf_slice(g, z, 4 * H, 5 * H));
-  sheaf_expr terms[3] = {
-      sheaf_mul(g, sheaf_slice(g, gates, 0, H), u),
-      sheaf_mul(g, sheaf_slice(g, gates, H, 2 * H), l.c),
-      sheaf_mul(g, sheaf_slice(g, gates, 2 * H, 3 * H), r.c),
-  };
-  state s;
-  s.c = sheaf_sum_n(g, 3, terms);
-  s.h = sheaf_mul(g, sheaf_slice(g, gates, 3 * H, 4 * H), sheaf_tanh(g, s.c));
+  state s = {(sheaf_expr){0}, (sheaf_expr){0}};
+  sheaf_tree_lstm_cell(g, p->W_node, p->b_node, sheaf_concat(g, 2, hh), l.c, r.c, &s.h, &s.c);
   return s;
 }
 

@@ -13,6 +13,8 @@
  * Parameters (safetensors names, shared with bench/treelstm_torch.py):
  *   emb [V, E], W_leaf [E, 3H], b_leaf [3H], W_node [2H, 5H], b_node [5H],
  *   W_out [H, 5], b_out [5].
+ * Each cell is one node, sheaf_tree_lstm_cell (the leaf form without
+ * c_l, c_r), the same in inference and training.
  * A unary node (PTB input only; binarized trees have none) passes its
  * child's state through. The tree is built in phase 0 and its classifier in
  * phase 1 (so all trees' classifiers batch together whatever their depth);

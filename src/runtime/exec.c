@@ -7,7 +7,8 @@
  * ONE contiguous output block, so the next level's inputs are usually
  * contiguous. Row kernels split their rows over the pool when the batch is
  * large; stack, transpose and row copy values, layer_norm runs the row kernel over
- * the batch. GEMM-based ops (affine, LSTM cell, matmul) are in exec_gemm.c.
+ * the batch. GEMM-based ops (affine, LSTM cell, matmul) are in exec_gemm.c, the
+ * tree-LSTM cell in exec_tree_lstm.c.
  */
 #include <string.h>
 
@@ -275,6 +276,7 @@ sheaf_status sh_exec_batch(sheaf_graph *g, uint32_t sig, const uint32_t *ids, ui
   switch (op) {
   case SH_OP_AFFINE: st = sh_exec_affine(g, sig, ids, n, m); break;
   case SH_OP_LSTM: st = sh_exec_lstm(g, sig, ids, n, m); break;
+  case SH_OP_TREE_LSTM: st = sh_exec_tree_lstm(g, sig, ids, n, m); break;
   case SH_OP_MATMUL: st = sh_exec_matmul(g, ids, n); break;
   case SH_OP_KCALL: {
     const sh_kcall_desc *d = g->store.nodes[ids[0]].kcall;

@@ -35,8 +35,8 @@ static void prefetch_inputs(const sheaf_graph *g, const uint32_t *ids, uint32_t 
 
 /* The K-split sources of a batch: inputs [0, n_x) of each node, split into
  * their concat pieces as the signature says (or read whole). */
-static sheaf_status sources(sheaf_graph *g, const sh_sig_key *k, const uint32_t *ids, uint32_t n,
-                            int n_x, int64_t m, sh_gemm_args *a) {
+sheaf_status sh_exec_gemm_sources(sheaf_graph *g, const sh_sig_key *k, const uint32_t *ids,
+                                  uint32_t n, int n_x, int64_t m, sh_gemm_args *a) {
   int ns = k->n_w;
   const float **rp[SH_GEMM_MAX_KSRC];
   for (int s = 0; s < ns; s++) {
@@ -96,7 +96,7 @@ static sheaf_status affine_run(sheaf_graph *g, const sh_sig_key *k, const uint32
   a.b_packed = pb;
   a.ws = g->work.gemm_ws[0];
   prefetch_inputs(g, ids, n);
-  st = sources(g, k, ids, n, n0->n_in, m, &a);
+  st = sh_exec_gemm_sources(g, k, ids, n, n0->n_in, m, &a);
   if (st) return st;
   int64_t cols = n0->cols;
   if (n0->lin.b) {
@@ -194,7 +194,7 @@ sheaf_status sh_exec_affine_raw(sheaf_graph *g, uint32_t id) {
 
 /* ------------------------------------------------------------ LSTM cell */
 
-static const float *zero_row(sheaf_graph *g, int64_t n) {
+const float *sh_exec_zero_row(sheaf_graph *g, int64_t n) {
   if (g->work.n_zeros < n) {
     float *z = sh_calloc(g->ctx, (size_t)n, sizeof(float));
     if (!z) return NULL;
@@ -216,7 +216,7 @@ sheaf_status sh_exec_lstm(sheaf_graph *g, uint32_t sig, const uint32_t *ids, uin
   a.m = m;
   a.b_packed = pb;
   a.ws = g->work.gemm_ws[0];
-  st = sources(g, &g->sigs.at[sig].key, ids, n, 1, m, &a);
+  st = sh_exec_gemm_sources(g, &g->sigs.at[sig].key, ids, n, 1, m, &a);
   if (st) return st;
   sh_gemm_lstm l = {0};
   l.gate_i = 0, l.gate_f = 1, l.gate_u = 2, l.gate_o = 3; /* PyTorch order i, f, g, o */
@@ -225,7 +225,7 @@ sheaf_status sh_exec_lstm(sheaf_graph *g, uint32_t sig, const uint32_t *ids, uin
   for (uint32_t i = 0; i < n; i++) with_c += g->store.nodes[ids[i]].n_in == 2;
   if (with_c) {
     const float **rp = sh_arena_alloc(&g->work.scratch, (size_t)m * sizeof *rp);
-    const float *z = with_c < n ? zero_row(g, hid) : NULL;
+    const float *z = with_c < n ? sh_exec_zero_row(g, hid) : NULL;
     if (!rp || (with_c < n && !z)) return SHEAF_ERR_NOMEM;
     int64_t j = 0;
     for (uint32_t i = 0; i < n; i++) {

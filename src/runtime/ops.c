@@ -4,7 +4,8 @@
  * arrays; inline depth and phase from the inputs; raw-value reads of fused
  * affines), the hand-off to the policy (bucket append for sheaf, eager run
  * for none); leaves (inputs, parameters, lookups) and linear algebra
- * (affine, affine_n, LSTM cell, matmul) with their shape checks.
+ * (affine, affine_n, LSTM cell, tree-LSTM cell, matmul) with their shape
+ * checks.
  * ops_pointwise.c has the elementwise, reduction and shape ops.
  */
 #include <string.h>
@@ -348,6 +349,34 @@ sheaf_expr sheaf_affine(sheaf_graph *g, sheaf_param W, sheaf_expr x, sheaf_param
   return sheaf_affine_n(g, 1, &W, &x, b);
 }
 
+/* A cell node (LSTM, TREE_LSTM) over inputs ids[0..nin) and its cell
+ * state, the LSTM_C node right after it; *h and *c their expressions. */
+static sheaf_status cell_nodes(sheaf_graph *g, const char *op, int cell_op, sheaf_param W,
+                               sheaf_param b, const uint32_t *ids, int nin, int64_t hid,
+                               sheaf_expr *h, sheaf_expr *c) {
+  uint32_t id = sh_node_new(g, cell_op, ids, nin);
+  if (id == SH_NONE) return g->status;
+  sh_node *n = &g->store.nodes[id];
+  const sh_node *xn = &g->store.nodes[ids[0]];
+  n->rank = xn->rank;
+  n->rows = xn->rows;
+  n->cols = (int32_t)hid;
+  n->lin.w = W.id;
+  n->lin.b = b.id;
+  uint32_t cid = sh_node_new(g, SH_OP_LSTM_C, &id, 1);
+  if (cid == SH_NONE) return g->status;
+  g->store.nodes[id].uses--; /* the cell state is the node's own output */
+  g->store.nodes[cid].rank = g->store.nodes[id].rank;
+  g->store.nodes[cid].rows = g->store.nodes[id].rows;
+  g->store.nodes[cid].cols = (int32_t)hid;
+  if (cid != sh_lstm_cell(id)) return sh_graph_fail(g, SHEAF_ERR_INTERNAL, "%s: cell state not after it", op);
+  sheaf_expr he = sh_build_finish(g, id);
+  if (sheaf_expr_is_null(he)) return g->status;
+  *h = he;
+  *c = sh_expr_of(g, cid);
+  return SHEAF_OK;
+}
+
 sheaf_status sheaf_lstm_cell(sheaf_graph *g, sheaf_param W, sheaf_param b, sheaf_expr x,
                              sheaf_expr c_prev, sheaf_expr *h, sheaf_expr *c) {
   static const char op[] = "sheaf_lstm_cell";
@@ -387,27 +416,56 @@ sheaf_status sheaf_lstm_cell(sheaf_graph *g, sheaf_param W, sheaf_param b, sheaf
                            sh_node_shape_str(cn, a, sizeof a), (long long)hid);
     }
   }
-  uint32_t id = sh_node_new(g, SH_OP_LSTM, ids, nin);
-  if (id == SH_NONE) return g->status;
-  sh_node *n = &g->store.nodes[id];
-  xn = &g->store.nodes[ids[0]];
-  n->rank = xn->rank;
-  n->rows = xn->rows;
-  n->cols = (int32_t)hid;
-  n->lin.w = W.id;
-  n->lin.b = b.id;
-  uint32_t cid = sh_node_new(g, SH_OP_LSTM_C, &id, 1);
-  if (cid == SH_NONE) return g->status;
-  g->store.nodes[id].uses--; /* the cell state is the node's own output */
-  g->store.nodes[cid].rank = g->store.nodes[id].rank;
-  g->store.nodes[cid].rows = g->store.nodes[id].rows;
-  g->store.nodes[cid].cols = (int32_t)hid;
-  if (cid != sh_lstm_cell(id)) return sh_graph_fail(g, SHEAF_ERR_INTERNAL, "%s: cell state not after it", op);
-  sheaf_expr he = sh_build_finish(g, id);
-  if (sheaf_expr_is_null(he)) return g->status;
-  *h = he;
-  *c = sh_expr_of(g, cid);
-  return SHEAF_OK;
+  return cell_nodes(g, op, SH_OP_LSTM, W, b, ids, nin, hid, h, c);
+}
+
+/* A binary tree-LSTM cell (leaf: no c_l, c_r): one TREE_LSTM node, its
+ * cell state the LSTM_C node after it (as sheaf_lstm_cell). */
+sheaf_status sheaf_tree_lstm_cell(sheaf_graph *g, sheaf_param W, sheaf_param b, sheaf_expr x,
+                                  sheaf_expr c_l, sheaf_expr c_r, sheaf_expr *h, sheaf_expr *c) {
+  static const char op[] = "sheaf_tree_lstm_cell";
+  if (h) *h = SH_NULL_EXPR;
+  if (c) *c = SH_NULL_EXPR;
+  if (!g) return SHEAF_ERR_INVALID_ARG;
+  if (!h || !c) return sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: %s is NULL", op, !h ? "h" : "c");
+  if (!sh_build_enter(g)) return g->status;
+  bool leaf = sheaf_expr_is_null(c_l);
+  if (leaf != sheaf_expr_is_null(c_r))
+    return sh_graph_fail(g, SHEAF_ERR_INVALID_ARG, "%s: %s is null but %s is not (both null: a leaf)",
+                         op, leaf ? "c_l" : "c_r", leaf ? "c_r" : "c_l");
+  sh_param *wp = param_arg(g, W, op, "W", false);
+  sh_param *bp = wp ? param_arg(g, b, op, "b", true) : NULL;
+  if (g->status) return g->status;
+  int gates = leaf ? 3 : 5;
+  if (wp->rank != 2 || wp->shape[1] % gates != 0) {
+    char s[64];
+    return sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: W '%s' has shape %s; [in, %d*hidden] (gates %s) expected",
+                         op, wp->name, sh_shape_str(wp->rank, wp->shape, s, sizeof s), gates,
+                         leaf ? "i, o, u" : "i, f_l, f_r, o, u");
+  }
+  int64_t hid = wp->shape[1] / gates;
+  uint32_t ids[3];
+  if (sh_build_check(g, x, op, 1)) return g->status;
+  ids[0] = x.node;
+  int nin = 1;
+  if (!leaf) {
+    if (sh_build_check(g, c_l, op, 2) || sh_build_check(g, c_r, op, 3)) return g->status;
+    ids[1] = c_l.node, ids[2] = c_r.node;
+    nin = 3;
+  }
+  if (!affine_args(g, op, 1, &W, &x, ids, &wp, wp->shape[1]) || !bias_ok(g, op, bp, wp->shape[1]))
+    return g->status;
+  const sh_node *xn = &g->store.nodes[ids[0]];
+  for (int k = 1; k < nin; k++) {
+    const sh_node *cn = &g->store.nodes[ids[k]];
+    if (cn->cols != hid || cn->rows != xn->rows) {
+      char a[64];
+      return sh_graph_fail(g, SHEAF_ERR_SHAPE, "%s: %s has shape %s but x has %d rows and hidden is %lld",
+                           op, k == 1 ? "c_l" : "c_r", sh_node_shape_str(cn, a, sizeof a), xn->rows,
+                           (long long)hid);
+    }
+  }
+  return cell_nodes(g, op, SH_OP_TREE_LSTM, W, b, ids, nin, hid, h, c);
 }
 
 sheaf_expr sheaf_matmul(sheaf_graph *g, sheaf_expr a, sheaf_expr b) {

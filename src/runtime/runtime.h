@@ -167,8 +167,9 @@ typedef struct sh_node {
     struct {
       uint32_t w, b, aff;
     } lin;          /* AFFINE: W (n_in > 1: the stack of the W's, sh_model_stack_id), b
-                       (0: none) and its entry in g->affine.node (sh_affine_of); LSTM: W
-                       and b (its cell state is the LSTM_C node after it: sh_lstm_cell) */
+                       (0: none) and its entry in g->affine.node (sh_affine_of); LSTM and
+                       TREE_LSTM: W and b (the cell state is the LSTM_C node after
+                       it: sh_lstm_cell) */
     uint32_t offset; /* SLICE: its first column in the source */
     uint32_t index;  /* PICK: the column; ROW: the row */
     float scale;     /* SCALE: the factor */
@@ -249,7 +250,8 @@ typedef struct sh_affine_node {
   bool val_is_act;  /* val holds the activated values in its ranges (exec_gemm.c) */
 } sh_affine_node;
 
-/* The LSTM_C node of an LSTM node (the cell state): built right after it. */
+/* The LSTM_C node of an LSTM or TREE_LSTM node (the cell state): built
+ * right after it. */
 static inline uint32_t sh_lstm_cell(uint32_t lstm) { return lstm + 1; }
 
 /* Pointwise programs (sh_pw_prog) and their opcodes are the kernel's
@@ -388,7 +390,9 @@ typedef struct sh_instr {
  * executor (exec_gemm.c) stores each cell's activated gates and tanh(c),
  * 5*hidden floats a row (sh_gemm_args.lstm_gates), in the node store, at
  * lstm_gates[node id] (NULL: not kept; entries written for every LSTM node
- * flushed once the array exists). */
+ * flushed once the array exists); the tree-LSTM executor (exec_tree_lstm.c)
+ * likewise, (gates + 1)*hidden floats a row: its activated gates in W's
+ * order, then tanh(c). */
 typedef struct sh_saved {
   bool keep;
   uint32_t cap;
@@ -517,6 +521,15 @@ sheaf_status sh_exec_affine(sheaf_graph *g, uint32_t sig, const uint32_t *ids, u
                             int64_t m_rows);
 sheaf_status sh_exec_lstm(sheaf_graph *g, uint32_t sig, const uint32_t *ids, uint32_t n,
                           int64_t m_rows);
+sheaf_status sh_exec_tree_lstm(sheaf_graph *g, uint32_t sig, const uint32_t *ids, uint32_t n,
+                               int64_t m_rows);
+/* The K-split sources of a GEMM batch (exec_gemm.c): inputs [0, n_x) of each
+ * node, split into their concat pieces as the signature key k says, as
+ * row-pointer operands of a (m rows). */
+sheaf_status sh_exec_gemm_sources(sheaf_graph *g, const sh_sig_key *k, const uint32_t *ids,
+                                  uint32_t n, int n_x, int64_t m, sh_gemm_args *a);
+/* A zero row of at least n floats (the graph's, grown on demand). */
+const float *sh_exec_zero_row(sheaf_graph *g, int64_t n);
 sheaf_status sh_exec_matmul(sheaf_graph *g, const uint32_t *ids, uint32_t n);
 /* The raw value of an affine node whose val holds the activated one. */
 sheaf_status sh_exec_affine_raw(sheaf_graph *g, uint32_t id);

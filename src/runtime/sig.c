@@ -81,6 +81,7 @@ void sh_sig_key_of(const sheaf_graph *g, const sh_node *n, sh_sig_key *k) {
     key_widths(g, n, n->n_in, k);
     break;
   case SH_OP_LSTM:
+  case SH_OP_TREE_LSTM:
     k->p0 = n->lin.w;
     k->p1 = n->lin.b;
     key_widths(g, n, 1, k);
@@ -125,7 +126,8 @@ static uint64_t key_hash(const sh_sig_key *k) {
 static void sig_name(const sheaf_graph *g, const sh_sig_key *k, char *buf, size_t size) {
   sheaf_model *m = g->model;
   const char *op = sh_op_name(k->op);
-  if ((k->op == SH_OP_AFFINE || k->op == SH_OP_LSTM) && !(k->p0 & 0x80000000u)) {
+  if ((k->op == SH_OP_AFFINE || k->op == SH_OP_LSTM || k->op == SH_OP_TREE_LSTM) &&
+      !(k->p0 & 0x80000000u)) {
     snprintf(buf, size, "%s %s", op, m->params[k->p0 - 1].name);
   } else if (k->op == SH_OP_AFFINE) {
     pthread_mutex_t *mu = &m->mu; /* stacks may grow in another runner thread */

@@ -11,7 +11,7 @@
  * batching instead of appending backward nodes to the graph:
  *
  *   1. req: which nodes a gradient must reach (parameters, lookups,
- *      affines and LSTM cells, the caller's wrt expressions, and anything
+ *      affines and LSTM and tree-LSTM cells, the caller's wrt expressions, and anything
  *      reading one), forward in one pass; the comparisons pass none.
  *   2. reach: the nodes a gradient arrives at, backward in one pass from
  *      the losses.
@@ -360,6 +360,10 @@ static bool op_blocks(int op) {
   return op == SH_OP_GT || op == SH_OP_GE || op == SH_OP_EQ || op == SH_OP_NE;
 }
 
+/* The ops with a second output, their cell state (the LSTM_C node after
+ * them): a gradient reaching either is the cell's to pass on. */
+static bool is_cell(int op) { return op == SH_OP_LSTM || op == SH_OP_TREE_LSTM; }
+
 /* The checks of an expression handed to sheaf_backward. */
 static sheaf_status check_expr(sheaf_graph *g, sheaf_expr e, const char *what, int i) {
   if (sheaf_expr_is_null(e))
@@ -384,7 +388,7 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
       b->req[id] = 0;
       continue;
     }
-    if (nd->op == SH_OP_PARAM || nd->op == SH_OP_LOOKUP || nd->op == SH_OP_AFFINE || nd->op == SH_OP_LSTM)
+    if (nd->op == SH_OP_PARAM || nd->op == SH_OP_LOOKUP || nd->op == SH_OP_AFFINE || is_cell(nd->op))
       b->req[id] = 1;
     for (uint32_t k = 0; k < nd->n_in && !b->req[id]; k++) b->req[id] = b->req[g->store.ins[nd->in + k]];
   }
@@ -421,7 +425,7 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
     if (!(b->req[id] & 2)) continue;
     const sh_node *nd = &nodes[id];
     bw_item e = {nd->phase, epoch, nd->depth, 0, nd->op, 0, 0, 0, id};
-    if (nd->op == SH_OP_AFFINE || nd->op == SH_OP_LSTM) {
+    if (nd->op == SH_OP_AFFINE || is_cell(nd->op)) {
       e.gemm = 1;
       e.k1 = nd->lin.w;
       e.k2 = nd->lin.b;
@@ -438,7 +442,7 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
       j++;
     uint32_t m = 0;
     for (uint32_t k = i; k < j; k++)
-      if (b->grad[it[k].id] || (it[k].op == SH_OP_LSTM && b->grad[sh_lstm_cell(it[k].id)]))
+      if (b->grad[it[k].id] || (is_cell(it[k].op) && b->grad[sh_lstm_cell(it[k].id)]))
         ids[m++] = it[k].id; /* no gradient arrived: nothing to pass on */
     if (m) {
       sheaf_status st = sh_bw_rules[it[i].op](b, ids, m);

@@ -147,9 +147,9 @@ static sheaf_status gemm(sh_bw *b, const sh_gemm_args *a) {
  * rows[i] (summing to m), dY given by row pointers dyr[m] of `out`
  * columns, nx inputs (input k of node i is its input k) through weights
  * wid[k] ([in_k, out]), bias `bias` (0: none). */
-static sheaf_status lin_grads(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t m, int nx,
-                              const uint32_t *wid, uint32_t bias, int64_t out,
-                              const float *const *dyr) {
+sheaf_status sh_bw_lin_grads(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t m, int nx,
+                             const uint32_t *wid, uint32_t bias, int64_t out,
+                             const float *const *dyr) {
   sheaf_graph *g = b->g;
   sheaf_model *md = g->model;
   if (bias) {
@@ -367,7 +367,7 @@ sheaf_status sh_bw_affine(sh_bw *b, const uint32_t *ids, uint32_t n) {
   }
   const float **dyr = dy_rows(b, ids, n, m, n0->cols, grads);
   if (!dyr) return SHEAF_ERR_NOMEM;
-  return lin_grads(b, ids, n, m, nx, wid, n0->lin.b, n0->cols, dyr);
+  return sh_bw_lin_grads(b, ids, n, m, nx, wid, n0->lin.b, n0->cols, dyr);
 }
 
 /* The bucket's gates, recomputed (the forward kept none: a graph's first
@@ -517,7 +517,7 @@ sheaf_status sh_bw_lstm(sh_bw *b, const uint32_t *ids, uint32_t n) {
   if (!dzr) return SHEAF_ERR_NOMEM;
   for (int64_t r = 0; r < m; r++) dzr[r] = dz + r * g4;
   uint32_t wid = n0->lin.w;
-  return lin_grads(b, ids, n, m, 1, &wid, n0->lin.b, g4, dzr);
+  return sh_bw_lin_grads(b, ids, n, m, 1, &wid, n0->lin.b, g4, dzr);
 }
 
 /* y = a·b with a [r, k] (or [k]) and b [k, c] (or [k]: a column) */

@@ -137,7 +137,8 @@ static sheaf_status bw_ALIAS(sh_bw *b, const uint32_t *ids, uint32_t n) {
   return SHEAF_OK;
 }
 
-/* the cell state of an LSTM node: its gradient is read by the LSTM's rule */
+/* the cell state of an LSTM or tree-LSTM node: its gradient is read by
+ * the cell's rule */
 static sheaf_status bw_LSTM_C(sh_bw *b, const uint32_t *ids, uint32_t n) {
   (void)b, (void)ids, (void)n;
   return SHEAF_OK;
@@ -159,6 +160,7 @@ static sheaf_status bw_RESHAPE(sh_bw *b, const uint32_t *ids, uint32_t n) {
 
 static sheaf_status bw_AFFINE(sh_bw *b, const uint32_t *ids, uint32_t n) { return sh_bw_affine(b, ids, n); }
 static sheaf_status bw_LSTM(sh_bw *b, const uint32_t *ids, uint32_t n) { return sh_bw_lstm(b, ids, n); }
+static sheaf_status bw_TREE_LSTM(sh_bw *b, const uint32_t *ids, uint32_t n) { return sh_bw_tree_lstm(b, ids, n); }
 static sheaf_status bw_MATMUL(sh_bw *b, const uint32_t *ids, uint32_t n) { return sh_bw_matmul(b, ids, n); }
 
 /* ------------------------------------------------------------ elementwise */

@@ -74,6 +74,15 @@ void *sh_bw_alloc(sh_bw *b, size_t bytes);
 sheaf_status sh_bw_affine(sh_bw *b, const uint32_t *ids, uint32_t n);
 sheaf_status sh_bw_lstm(sh_bw *b, const uint32_t *ids, uint32_t n);
 sheaf_status sh_bw_matmul(sh_bw *b, const uint32_t *ids, uint32_t n);
+/* dX = dY·W^T (into the inputs' gradients) and dW += X^T·dY (deferred to
+ * sh_bw_dw_flush) of a linear map over a bucket: nodes ids[0..n) of rows
+ * summing to m, dY as row pointers dyr[m] of `out` columns, inputs
+ * 0..nx-1 through weights wid[k], bias `bias` (0: none) gets db += Σ dY. */
+sheaf_status sh_bw_lin_grads(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t m, int nx,
+                             const uint32_t *wid, uint32_t bias, int64_t out,
+                             const float *const *dyr);
+/* grad_tree_lstm.c: the tree-LSTM cell's rule. */
+sheaf_status sh_bw_tree_lstm(sh_bw *b, const uint32_t *ids, uint32_t n);
 
 /* sheaf_backward, also giving the count of GEMM buckets it ran (tests). */
 sheaf_status sh_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss, const sheaf_backward_opts *opts,

@@ -1,0 +1,134 @@
+/*
+ * exec_tree_lstm.c — a batch of tree-LSTM cells (sheaf_tree_lstm_cell):
+ * ONE GEMM z = [h_l ; h_r]·W + b over every row of the batch (the concat's
+ * pieces read through row pointers, no copy), the gates' activations in its
+ * epilogue (sigmoid over i, f_l, f_r, o; tanh over u), and the rest of the
+ * cell in its row hook, on rows still hot in cache:
+ *   c = i·u + f_l·c_l + f_r·c_r;  h = o·tanh(c)     (leaf: c = i·u)
+ * The gates land in a block of (gates + 1)·hidden floats a row, tanh(c)
+ * after them; a training graph keeps it for the backward (sh_saved,
+ * src/train/grad_tree_lstm.c), an inference one takes it from scratch.
+ */
+#include "kernels/vmath.h"
+#include "runtime/runtime.h"
+
+typedef struct cell_tail {
+  sheaf_isa isa;
+  int64_t hid, ld; /* ld: (gates + 1)·hid, the gate block's row */
+  bool leaf;
+  float *gates;     /* [m, ld] */
+  const float *const *cl, *const *cr; /* children's c rows (binary) */
+  float *c, *h;     /* [m, hid] */
+} cell_tail;
+
+/* c = i·u (+ f_l·c_l + f_r·c_r), the terms added in that order. */
+static void c_row(int64_t n, const float *restrict i, const float *restrict u, float *restrict c) {
+  for (int64_t j = 0; j < n; j++) c[j] = i[j] * u[j];
+}
+
+static void c_row2(int64_t n, const float *restrict i, const float *restrict u,
+                   const float *restrict fl, const float *restrict cl, const float *restrict fr,
+                   const float *restrict cr, float *restrict c) {
+  for (int64_t j = 0; j < n; j++) c[j] = i[j] * u[j] + fl[j] * cl[j] + fr[j] * cr[j];
+}
+
+static void h_row(int64_t n, const float *restrict o, const float *restrict tc, float *restrict h) {
+  for (int64_t j = 0; j < n; j++) h[j] = o[j] * tc[j];
+}
+
+/* The GEMM's row hook: rows [m0, m0 + rows) have their activated gates. */
+static void tail_rows(void *arg, int64_t m0, int64_t rows, int tid) {
+  (void)tid;
+  const cell_tail *t = arg;
+  const int64_t H = t->hid;
+  for (int64_t r = m0; r < m0 + rows; r++) {
+    float *gr = t->gates + r * t->ld, *c = t->c + r * H, *h = t->h + r * H;
+    const float *ig = gr, *o, *u;
+    float *tc;
+    if (t->leaf) { /* i o u */
+      o = gr + H, u = gr + 2 * H, tc = gr + 3 * H;
+      c_row(H, ig, u, c);
+    } else { /* i f_l f_r o u */
+      o = gr + 3 * H, u = gr + 4 * H, tc = gr + 5 * H;
+      c_row2(H, ig, u, gr + H, t->cl[r], gr + 2 * H, t->cr[r], c);
+    }
+    sh_vmath_f32(t->isa, SH_VMATH_TANH, H, c, tc);
+    h_row(H, o, tc, h);
+  }
+}
+
+/* Row pointers of input k (a child's c) of each node. */
+static const float **c_rows(sheaf_graph *g, const uint32_t *ids, uint32_t n, int k, int64_t m) {
+  const float **rp = sh_arena_alloc(&g->work.scratch, (size_t)m * sizeof *rp);
+  if (!rp) return NULL;
+  int64_t j = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    const sh_node *nd = &g->store.nodes[ids[i]];
+    uint32_t x = g->store.ins[nd->in + k];
+    const float *v = sh_graph_val(g, x);
+    if (!v) return NULL;
+    int64_t ld = g->store.nodes[x].ld;
+    for (int32_t r = 0; r < nd->rows; r++) rp[j++] = v + r * ld;
+  }
+  return rp;
+}
+
+sheaf_status sh_exec_tree_lstm(sheaf_graph *g, uint32_t sig, const uint32_t *ids, uint32_t n,
+                               int64_t m) {
+  const sh_node *n0 = &g->store.nodes[ids[0]];
+  const sh_gemm_packed_b *pb;
+  sheaf_status st = sh_model_packed(g->model, n0->lin.w, false, &pb);
+  if (st) return st;
+  const int64_t hid = n0->cols;
+  const bool leaf = n0->n_in == 1;
+  const int64_t ng = leaf ? 3 : 5, ld = (ng + 1) * hid;
+  sh_gemm_args a = {0};
+  a.m = m;
+  a.b_packed = pb;
+  a.ws = g->work.gemm_ws[0];
+  st = sh_exec_gemm_sources(g, &g->sigs.at[sig].key, ids, n, 1, m, &a);
+  if (st) return st;
+  if (n0->lin.b)
+    a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_BIAS, 0, 0, 0, g->model->params[n0->lin.b - 1].data, {0}};
+  a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_ACT, 0, (ng - 1) * hid, SH_GEMM_ACT_SIGMOID, NULL, {0}};
+  a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_ACT, (ng - 1) * hid, ng * hid, SH_GEMM_ACT_TANH, NULL, {0}};
+  cell_tail t = {g->isa, hid, ld, leaf, NULL, NULL, NULL, NULL, NULL};
+  if (!leaf && (!(t.cl = c_rows(g, ids, n, 1, m)) || !(t.cr = c_rows(g, ids, n, 2, m))))
+    return g->status ? g->status : SHEAF_ERR_NOMEM;
+  /* the gates: kept in the node store for a training graph, else scratch */
+  bool keep = g->saved.keep;
+  size_t gbytes = (size_t)m * (size_t)ld * sizeof(float);
+  t.gates = sh_arena_alloc(keep ? &g->store.data : &g->work.scratch, gbytes);
+  t.h = sh_exec_out_block(g, ids, n, m, hid);
+  t.c = sh_arena_alloc(&g->store.data, (size_t)m * (size_t)hid * sizeof(float));
+  if (!t.gates || !t.h || !t.c) return SHEAF_ERR_NOMEM;
+  int64_t off = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    sh_node *cn = &g->store.nodes[sh_lstm_cell(ids[i])];
+    cn->val = t.c + off * hid;
+    cn->ld = (int32_t)hid;
+    cn->done = true;
+    off += g->store.nodes[ids[i]].rows;
+  }
+  if (keep || g->saved.cap) { /* the gates' entries (NULL: not kept) */
+    sh_saved *sv = &g->saved;
+    uint32_t top = 0;
+    for (uint32_t i = 0; i < n; i++) top = ids[i] > top ? ids[i] : top;
+    if ((st = sh_side_reserve(g->ctx, (void **)&sv->lstm_gates, &sv->cap, top, sizeof(float *))))
+      return st;
+    off = 0;
+    for (uint32_t i = 0; i < n; i++) {
+      sv->lstm_gates[ids[i]] = keep ? t.gates + off * ld : NULL;
+      off += g->store.nodes[ids[i]].rows;
+    }
+  }
+  a.c = (sh_gemm_out){NULL, t.gates, ld};
+  a.rows_done = tail_rows;
+  a.rows_done_arg = &t;
+  uint64_t t0 = sheaf_time_ns();
+  st = sh_gemm(g->ctx, g->isa, g->threads, &a);
+  g->instr.stats.ns_kernels += sheaf_time_ns() - t0;
+  g->instr.stats.flops += 2 * (uint64_t)m * (uint64_t)pb->k * (uint64_t)(ng * hid) +
+                          (uint64_t)((leaf ? 4 : 8) * m * hid);
+  return st;
+}
