@@ -444,28 +444,36 @@ TEST(codegen_tune_one_compile_per_class) {
   CHECK_EQ_INT(st.loads, 1);
   (void)t0, (void)t1; /* (includes the reference product: timed below without it) */
   sheaf_kernel_free(k);
-  /* a fresh kernel: the variant comes from the disk cache */
-  k = compile_in(ctx, isa, dir);
-  REQUIRE(k);
+  /* a fresh kernel: the variant comes from the disk cache. The load is
+   * timed on the wall clock, so on a loaded machine one preemption can
+   * exceed the bound: the best of three fresh kernels is checked (each
+   * must be a disk hit, never a compile). */
   float A[70 * 32], B[32 * 40], C[70 * 40];
   memset(A, 0, sizeof A), memset(B, 0, sizeof B);
   int64_t sa[] = {70, 32}, sb[] = {32, 40};
   sheaf_kernel_arg a[] = {{SHEAF_KERNEL_F32, A, 70 * 32, 2, sa},
                           {SHEAF_KERNEL_F32, B, 32 * 40, 2, sb},
                           {SHEAF_KERNEL_F32, C, 70 * 40, 0, NULL}};
-  t0 = now_ms();
-  CHECK_OK(ctx, sheaf_kernel_run(k, a, 3));
-  t1 = now_ms();
-  REQUIRE_EQ_INT(sh_kernel_n_variants(k), 1);
-  sh_kernel_jit_stats(sh_kernel_variant(k, 0), &st);
-  CHECK_EQ_INT(st.compiles, 0);
-  CHECK_EQ_INT(st.disk_hits, 1);
+  uint64_t best_load_ns = UINT64_MAX;
+  double first_run_ms = 0;
+  for (int rep = 0; rep < 3; rep++) {
+    k = compile_in(ctx, isa, dir);
+    REQUIRE(k);
+    t0 = now_ms();
+    CHECK_OK(ctx, sheaf_kernel_run(k, a, 3));
+    t1 = now_ms();
+    REQUIRE_EQ_INT(sh_kernel_n_variants(k), 1);
+    sh_kernel_jit_stats(sh_kernel_variant(k, 0), &st);
+    CHECK_EQ_INT(st.compiles, 0);
+    CHECK_EQ_INT(st.disk_hits, 1);
+    if (st.last_load_ns < best_load_ns) best_load_ns = st.last_load_ns, first_run_ms = t1 - t0;
+    sheaf_kernel_free(k);
+  }
   /* the cache hit: key, verify, dlopen of the variant (the first run's
    * wall time, which also packs B and multiplies, is printed) */
-  if (!CHECK(st.last_load_ns < 5000000))
-    fprintf(stderr, "  variant loaded from the cache in %.2f ms (first run %.2f ms)\n", st.last_load_ns / 1e6,
-            t1 - t0);
-  sheaf_kernel_free(k);
+  if (!CHECK(best_load_ns < 5000000))
+    fprintf(stderr, "  variant loaded from the cache in %.2f ms at best of 3 (first run %.2f ms)\n",
+            best_load_ns / 1e6, first_run_ms);
 }
 
 /* `sheaf tune` end to end: a tiny budget still measures the default and
