@@ -10,7 +10,7 @@
  *
  *   bench_treelstm [--quick] [--json FILE] [--hidden 256,512] [--batch 1,10,64]
  *                  [--threads 1,2] [--trees N] [--data FILE] [--python PY] [--no-torch]
- *                  [--no-dynet] [--dynet-dir DIR] [--paired R]
+ *                  [--no-dynet] [--dynet-dir DIR] [--paired R] [--cpu-time]
  *
  * DyNet (bench/treelstm_dynet.cc, built by scripts/install_dynet.sh into
  * DIR/bin, default build/peers/dynet) runs as a subprocess on the same trees
@@ -41,6 +41,17 @@
  * rounds (one window is one sample on a shared machine: the ratio of
  * neighbouring windows is steadier than either figure). The context gets
  * at least 2 threads in this mode.
+ *
+ * --cpu-time: every rate is trees per second of the timing thread's CPU
+ * time instead of wall time (on a loaded machine the wall clock also
+ * counts other work's time slices, so small changes drown): Sheaf's
+ * windows and the GEMM ceilings on exb_now_s(true) (bench_util's
+ * exb_cpu_time), the peers with SHEAF_PEER_CPU_TIME=1 in their environment
+ * (treelstm_torch.py: time.thread_time; treelstm_dynet.cc: the thread's
+ * CPU clock; each then prints "# rates on the thread's CPU clock"). Other
+ * threads' time would not count, so it means 1 thread: --threads defaults
+ * to 1 and more is refused, as is --paired (its 2-thread figures). The
+ * header line says which clock.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -58,8 +69,11 @@ static const char usage[] =
     "usage: bench_treelstm [--quick] [--json FILE] [--hidden LIST] [--batch LIST]\n"
     "                      [--threads LIST] [--trees N] [--data FILE] [--python PY]\n"
     "                      [--no-torch] [--no-dynet] [--dynet-dir DIR] [--paired R]\n"
+    "                      [--cpu-time]\n"
     "  --paired R: R rounds (1..99) of the headline ratios at hidden 256 from\n"
-    "              back-to-back windows; median and min-max over the rounds\n";
+    "              back-to-back windows; median and min-max over the rounds\n"
+    "  --cpu-time: rates on the timing thread's CPU clock (Sheaf and the peers;\n"
+    "              1 thread only), not the wall clock\n";
 
 /* Trees [0, n) as "n w l r ..." lines (post-order, local indices). */
 static bool write_trees(const sh_dataset *d, int32_t n, const char *path) {
@@ -143,6 +157,26 @@ static int take_paired(int *argc, char **argv) {
   *argc = out;
   argv[out] = NULL;
   return R;
+}
+
+/* Takes the flag `name` (no value) out of argv: whether it was there. */
+static bool take_flag(int *argc, char **argv, const char *name) {
+  bool seen = false;
+  int out = 1;
+  for (int i = 1; i < *argc; i++) {
+    if (!strcmp(argv[i], name)) seen = true;
+    else argv[out++] = argv[i];
+  }
+  *argc = out;
+  argv[out] = NULL;
+  return seen;
+}
+
+/* Whether argv names `flag`. */
+static bool has_flag(int argc, char **argv, const char *flag) {
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], flag)) return true;
+  return false;
 }
 
 /* The GEMM shapes policy sheaf runs on trees [0, n) in batches of B
@@ -391,9 +425,30 @@ int main(int argc, char **argv) {
   exb_env e;
   int R = take_paired(&argc, argv);
   if (R > 0) exb_ctx_min_threads = 2; /* the 2-thread figure */
+  exb_cpu_time = take_flag(&argc, argv, "--cpu-time");
+  bool threads_given = has_flag(argc, argv, "--threads");
+  if (exb_cpu_time && R > 0) {
+    fprintf(stderr, "bench_treelstm: --cpu-time times one thread: it does not go with --paired "
+                    "(2-thread figures)\n");
+    return 2;
+  }
+  if (exb_cpu_time && setenv("SHEAF_PEER_CPU_TIME", "1", 1) != 0) {
+    perror("bench_treelstm: setenv");
+    return 1;
+  }
   if (!exb_start(argc, argv, "bench_treelstm", "--trees", usage, SH_DATASET_BINARY, 256,
                  "trees.txt", write_trees, &o, &e))
     return 1;
+  if (exb_cpu_time && !threads_given) {
+    o.threads[0] = 1;
+    o.nt = 1;
+  }
+  for (int i = 0; exb_cpu_time && i < o.nt; i++)
+    if (o.threads[i] != 1) {
+      fprintf(stderr, "bench_treelstm: --cpu-time times one thread's CPU clock: use --threads 1 "
+                      "(got %d)\n", o.threads[i]);
+      return 2;
+    }
   const sh_dataset *d = &e.d;
   int32_t S = e.n;
   int64_t nodes = sh_dataset_size_range(d, 0, S);
@@ -409,9 +464,12 @@ int main(int argc, char **argv) {
   printf("TreeLSTM (binary, Tai et al. 2015), %s binarized: %d trees, %lld nodes "
          "(mean %.1f nodes, mean height %.2f), embed %d\n",
          o.data, (int)S, (long long)nodes, (double)nodes / S, mean_h, EMBED);
-  printf("sheaf %s, isa %s; trees/s = trees / wall time of whole passes (build + schedule + "
-         "kernels + reading outputs), best of %d window(s) of >= %.2f s\n",
-         sheaf_version(), sheaf_isa_name(sheaf_cpu_isa()), e.rounds, e.min_s);
+  printf("sheaf %s, isa %s; trees/s = trees / %s of whole passes (build + schedule + "
+         "kernels + reading outputs), best of %d window(s) of >= %.2f s%s\n",
+         sheaf_version(), sheaf_isa_name(sheaf_cpu_isa()),
+         exb_cpu_time ? "the timing thread's CPU time" : "wall time", e.rounds, e.min_s,
+         exb_cpu_time ? "; clock: thread CPU (--cpu-time; the peers too: SHEAF_PEER_CPU_TIME=1)"
+                      : "; clock: wall");
   exb_note_torch(&o, &e);
   const exb_peer peer = {"bench/treelstm_torch.py", "--trees", "--naive-batches", "tree",
                          {"pytorch-naive", "pytorch-level"}, "treelstm_dynet"};

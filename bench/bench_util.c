@@ -31,12 +31,11 @@ static double windows(sheaf_status (*step)(void *), void (*reset)(void *), void 
   long total_passes = 0;
   for (int r = 0; r < rounds; r++) {
     long passes = 0;
-    uint64_t t0 = sheaf_time_ns();
-    double dt;
+    double t0 = exb_now_s(exb_cpu_time), dt;
     do {
       if (step(arg) != SHEAF_OK) return -1;
       passes++;
-      dt = (double)(sheaf_time_ns() - t0) * 1e-9;
+      dt = exb_now_s(exb_cpu_time) - t0;
     } while (dt < min_s);
     total_passes += passes;
     double rate = (double)passes * count / dt;
@@ -201,12 +200,11 @@ double exb_gemm_list_gflops(sheaf_ctx *ctx, int threads, const exb_mnk *shapes, 
   if (!gemm_pass(ctx, threads, args, count)) goto done; /* warm-up */
   for (int r = 0; r < 3; r++) {
     long passes = 0;
-    uint64_t t0 = sheaf_time_ns();
-    double dt;
+    double t0 = exb_now_s(exb_cpu_time), dt;
     do {
       if (!gemm_pass(ctx, threads, args, count)) goto done;
       passes++;
-      dt = (double)(sheaf_time_ns() - t0) * 1e-9;
+      dt = exb_now_s(exb_cpu_time) - t0;
     } while (dt < min_s);
     double g = flops * (double)passes / dt * 1e-9;
     if (g > best) best = g;
@@ -430,6 +428,7 @@ static void parse_args(int argc, char **argv, const char *count_flag, const char
 }
 
 int exb_ctx_min_threads = 1;
+bool exb_cpu_time;
 
 bool exb_setup(const char *prog, const exb_opts *o, sh_dataset_kind kind, int32_t quick_n,
                exb_env *e) {

@@ -42,6 +42,11 @@ typedef struct exb_env {
 /* The context exb_setup creates gets at least this many threads (default
  * 1: the largest of --threads decides; bench_treelstm --paired sets 2). */
 extern int exb_ctx_min_threads;
+/* The clock of the throughput windows and the GEMM ceilings: false (the
+ * default) the monotonic wall clock, true the calling thread's CPU clock
+ * (exb_now_s; bench_treelstm --cpu-time: 1-thread figures only, as other
+ * threads' time is not counted). */
+extern bool exb_cpu_time;
 
 /* Context, data (kind), counts, windows, PyTorch detection, the --json
  * file. Prints the error and returns false on failure. */

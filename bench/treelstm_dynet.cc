@@ -130,13 +130,15 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < cnt; i += 64) run_batch(m, trees, i, std::min((size_t)64, cnt - i), &v);
     peer::write_check(o.check, v);
   }
+  bool cpu = peer::cpu_time_env(); // bench_treelstm --cpu-time
+  if (cpu) std::printf("# rates on the thread's CPU clock\n");
   for (int B : peer::int_list(o.batches)) {
     double r = peer::rate(
         [&] {
           for (size_t i = 0; i < N; i += (size_t)B)
             run_batch(m, trees, i, std::min((size_t)B, N - i), nullptr);
         },
-        (int)N, o.min_time, o.rounds);
+        (int)N, o.min_time, o.rounds, cpu);
     peer::emit(B, m.H, "trees_per_s", r);
   }
   return 0;

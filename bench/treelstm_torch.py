@@ -25,6 +25,8 @@ Prints "# ..." lines (torch version and configuration) and one JSON object
 per measurement: {"system", "batch", "threads", "hidden", "trees_per_s"}.
 --check FILE writes the log-probabilities of the first --check-count trees,
 float32: naive (count x 5) then level (count x 5, batches of 64).
+SHEAF_PEER_CPU_TIME=1 in the environment (bench_treelstm --cpu-time): rates on
+the thread's CPU clock (torch_peer.cpu_clock; 1 thread).
 Exit status 3 when torch cannot be imported. The flags, the banner, the weights reader and the timing
 windows are torch_peer.py's (shared with the other model peers).
 """
@@ -148,6 +150,7 @@ def main():
                            "per tree does not depend on the batch)")
     args = ap.parse_args()
     torch = torch_peer.import_torch(args.threads)
+    clock = torch_peer.cpu_clock(args.threads)
     w = torch_peer.load_safetensors(args.weights, torch)
     trees = load_trees(args.trees)
     m = Model(w, torch)
@@ -166,11 +169,11 @@ def main():
                     continue
                 if system == "naive":
                     r = torch_peer.rate(m.naive_batch, groups, len(trees), args.min_time,
-                                        args.rounds)
+                                        args.rounds, clock)
                 else:
                     plans = [m.plan(g) for g in groups]
                     r = torch_peer.rate(m.level_batch, plans, len(trees), args.min_time,
-                                        args.rounds)
+                                        args.rounds, clock)
                 torch_peer.emit(system, b, args.threads, m.H, "trees_per_s", r)
 
 

@@ -15,6 +15,7 @@
 #define SHEAF_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include "base/file.h"
@@ -104,6 +105,96 @@ bool cli_parse_int(const char *flag, const char *v, long long lo, long long hi, 
 bool cli_parse_isa(const char *v, sheaf_isa *out);
 /* --parallel's value: auto, batches or kernels (else an error, false). */
 bool cli_parse_parallel(const char *v, sheaf_parallel *out);
+
+/* ----------------------------------------------------------------- flags */
+
+/* A command's flags as a table (cli/flags.c): one parser, one set of error
+ * texts and one help layout for every command that uses it. Destinations
+ * are offsets into the command's options struct (offsetof), so a table is
+ * static data and entries can be shared between commands (cli_run_flag). */
+typedef enum cli_flag_kind {
+  CLI_FLAG_BOOL,   /* no value: sets a bool */
+  CLI_FLAG_INT,    /* long long in lo..hi */
+  CLI_FLAG_U64,    /* uint64_t: a non-negative decimal integer (a seed) */
+  CLI_FLAG_FLOAT,  /* double in flo..fhi */
+  CLI_FLAG_STRING, /* const char *, not empty */
+  CLI_FLAG_IN,     /* const char *: an input file ('-' = standard input) */
+  CLI_FLAG_OUT,    /* const char *: an output file ('-' = standard output) */
+  CLI_FLAG_ENUM,   /* int: values[k] (or k) for the k-th of choices */
+  CLI_FLAG_CUSTOM, /* parse(flag, value, opts) reports its own errors */
+} cli_flag_kind;
+
+/* `given`: the offset of a bool the parser sets when the flag appears,
+ * plus one (0: none). */
+#define CLI_GIVEN(type, field) (offsetof(type, field) + 1)
+
+typedef struct cli_flag {
+  const char *name; /* "--data"; a value follows as "--data V" or "--data=V" */
+  cli_flag_kind kind;
+  size_t at;    /* offsetof the destination in the options struct */
+  size_t given; /* CLI_GIVEN(...) or 0 */
+  long long lo, hi;
+  double flo, fhi;
+  const char *const *choices; /* ENUM: NULL-terminated */
+  const int *values;          /* ENUM: the int stored for each choice (NULL: its index) */
+  /* ENUM errors: "FLAG: unknown NOUN 'V' (expected A, B or C)", or without
+   * a noun "FLAG: expected A, B or C, got 'V'" */
+  const char *noun;
+  bool (*parse)(const char *flag, const char *v, void *opts);
+  const char *arg;  /* help: the value's name ("FILE"); NULL for BOOL */
+  const char *help; /* help: one or more lines ('\n'), the later ones indented */
+} cli_flag;
+
+typedef struct cli_flags {
+  const char *cmd;  /* the error prefix: "run" */
+  const char *see;  /* named by an unknown option: "sheaf run --help" */
+  const cli_flag *const *flags;
+  int n;
+  const char *pos_noun;          /* what the one positional argument is: "model" */
+  const char *usage, *usage_end; /* help: before and after the list of flags */
+} cli_flags;
+
+/* Parses argv[1..] into opts by the table (the flags that are not given
+ * keep what opts held). The positional argument (not starting with '-', or
+ * "-") goes to *pos (NULL when none); a second one is an error. -h and
+ * --help print usage, the flags' list (cli_flags_help) and usage_end to
+ * standard output and return -1. Returns CLI_OK, or CLI_USAGE after
+ * printing an error that names the flag. */
+int cli_flags_parse(const cli_flags *s, int argc, char **argv, void *opts, const char **pos);
+/* Stores v (NULL for a BOOL) into opts by f's kind, as the parser does;
+ * false after printing the error (a CUSTOM flag's parse may use it). */
+bool cli_flag_store(const cli_flag *f, const char *v, void *opts);
+/* The list of flags as --help shows it: "  NAME ARG   HELP", then -h. */
+void cli_flags_help(FILE *f, const cli_flags *s);
+/* Before any work, the files of the table's IN and OUT flags (and `extra`
+ * inputs: a positional file): at most one input may be standard input
+ * ("CMD: A and B cannot both be standard input ('-')"), and
+ * cli_check_paths. CLI_OK or CLI_USAGE (printed). */
+int cli_flags_check_files(const cli_flags *s, const void *opts, const cli_path *extra, int n_extra);
+
+/* What `sheaf run` of a built-in model, `sheaf bench` and `sheaf run
+ * MODEL.sf` share: the first member of each one's options struct, so that
+ * the entries of cli_run_flag (offsets into this struct) serve them all. */
+typedef struct cli_run_opts {
+  const char *data, *weights, *vocab, *out, *trace, *save_weights;
+  long long batch, threads, limit, max_vocab;
+  uint64_t seed;
+  bool seed_given, stats, allow_nonfinite;
+  int policy;   /* sheaf_policy */
+  int parallel; /* sheaf_parallel */
+} cli_run_opts;
+enum {
+  CLI_RUN_DATA, CLI_RUN_WEIGHTS, CLI_RUN_SEED, CLI_RUN_BATCH, CLI_RUN_THREADS, CLI_RUN_POLICY,
+  CLI_RUN_PARALLEL, CLI_RUN_LIMIT, CLI_RUN_MAX_VOCAB, CLI_RUN_ALLOW_NONFINITE,
+  CLI_RUN_SAVE_WEIGHTS, CLI_RUN_TRACE, CLI_RUN_STATS, CLI_RUN_N
+};
+extern const cli_flag cli_run_flag[CLI_RUN_N];
+/* The defaults: batch 64, policy sheaf, parallel auto, the rest zero. */
+void cli_run_opts_init(cli_run_opts *c);
+/* After parsing: --seed with --weights, and (one_graph) a flag that reads
+ * one graph (--trace, or --stats when `stats_one_graph`) with --parallel
+ * batches, are errors (CLI_USAGE, printed); else CLI_OK. */
+int cli_run_check(const char *cmd, const cli_run_opts *c, bool stats_one_graph);
 
 /* The end-of-run lines both run commands print: the graph counters ("graph:",
  * "time:", "data:"; times summed over threads when `summed`), and per-kernel

@@ -36,37 +36,9 @@ static const char usage_run[] =
     "FILE: a .conllu treebank (binarized for treelstm and mvrnn, dependency trees for\n"
     "childsum, words and UPOS tags for bilstm), PTB trees, or token lines (bilstm).\n"
     "\n"
-    "options:\n"
-    "  --data FILE        input (required; '-' = standard input, a pipe or FIFO works)\n"
-    "  --hidden H         hidden size (default 256; mvrnn 64)\n"
-    "  --embed E          embedding size (default 256; mvrnn: the hidden size)\n"
-    "  --batch N          instances per batch (default 64)\n"
-    "  --threads T        threads (default: all CPUs)\n"
-    "  --policy P         sheaf (default), none, depth or agenda\n"
-    "  --parallel M       how threads are used: batches (whole batches in parallel,\n"
-    "                     one graph per thread), kernels (one batch at a time, its\n"
-    "                     kernels split over the threads) or auto (default: batches\n"
-    "                     when there are at least 2 per thread; kernels with --trace\n"
-    "                     or --stats, which read one graph)\n"
-    "  --seed S           seed of the random initialization (default 0)\n"
-    "  --weights W        load the parameters from a safetensors file instead ('-' = stdin)\n"
-    "  --save-weights W   write the parameters used to a safetensors file\n"
-    "  --vocab FILE       number the words by this vocabulary (one word per line; others\n"
-    "                     are <unk>), e.g. the .vocab that 'sheaf train' wrote beside\n"
-    "                     its weights (not mvrnn); default: the vocabulary that weights\n"
-    "                     from 'sheaf train' hold (metadata sheaf.words), if any\n"
-    "  --limit N          only the first N instances\n"
-    "  --mv-vocab N       mvrnn: words with their own matrix (most frequent; default 2000)\n"
-    "  --max-vocab N      token ids (token-line files) must be below N (default 1000000;\n"
-    "                     with --weights: the rows of their 'emb' table, less <unk>); a\n"
-    "                     larger id is an error naming its line and column\n"
-    "  --allow-nonfinite  load weights holding NaN or infinities (refused by default:\n"
-    "                     the error names the tensor and the first bad index)\n"
-    "  --out FILE         per-instance outputs, one line per output row ('-' = stdout):\n"
-    "                     'INDEX v1 v2 ...' (bilstm: 'INDEX WORD v1 ...')\n"
-    "  --trace FILE       Chrome-trace / Perfetto JSON timeline of the batches\n"
-    "  --stats            per-kernel batch counts and sizes\n"
-    "  -h, --help         this text\n"
+    "options:\n";
+
+static const char usage_run_end[] =
     "\n"
     "Output files (--out, --trace, --save-weights) replace an existing file only when the run\n"
     "succeeds; a device or FIFO is written into. An output that is an input is refused (exit 2).\n";
@@ -76,76 +48,96 @@ static const char usage_bench[] =
     "\n"
     "Times the model over the instances of FILE for each batching policy (after\n"
     "one warm-up pass) and prints instances/s, the runtime's counters per policy\n"
-    "and the ratio to the sheaf policy. Options as for 'sheaf run' (no --out,\n"
-    "--trace, --save-weights, --stats), plus:\n"
-    "  --policy LIST      comma-separated policies (default: sheaf,none,depth,agenda)\n"
-    "  --repeat R         timed passes per policy, best kept (default 3)\n"
-    "  (--parallel as for 'sheaf run')\n"
+    "and the ratio to the sheaf policy.\n"
     "\n"
-    "models: treelstm, childsum, bilstm, mvrnn ('sheaf run --help' has details)\n";
+    "models: treelstm, childsum, bilstm, mvrnn ('sheaf run --help' has details)\n"
+    "\n"
+    "options:\n";
 
 /* ------------------------------------------------------------- options */
 
 typedef struct run_opts {
+  cli_run_opts c; /* first: cli_run_flag's offsets are into it */
   sh_net_kind model;
-  const char *data, *weights, *save_weights, *out, *trace, *vocab;
-  int64_t hidden, embed;
-  long long batch, threads, limit, mv_vocab, repeat, max_vocab;
-  uint64_t seed;
-  bool seed_given, stats, allow_nonfinite, hidden_given, embed_given;
-  sheaf_parallel parallel;
+  long long hidden, embed, mv_vocab, repeat;
+  bool hidden_given, embed_given;
   sheaf_policy policies[4];
   int n_policies;
 } run_opts;
+_Static_assert(offsetof(run_opts, c) == 0, "cli_run_flag's offsets are into the first member");
 
-static bool is_help(const char *a) { return !strcmp(a, "--help") || !strcmp(a, "-h"); }
-
-static bool parse_policy(const char *flag, const char *v, sheaf_policy *out) {
-  static const struct {
-    const char *name;
-    sheaf_policy p;
-  } names[] = {{"sheaf", SHEAF_POLICY_SHEAF},
-               {"none", SHEAF_POLICY_NONE},
-               {"depth", SHEAF_POLICY_DEPTH},
-               {"agenda", SHEAF_POLICY_AGENDA}};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (!strcmp(v, names[i].name)) {
-      *out = names[i].p;
-      return true;
-    }
-  cli_error("%s: unknown policy '%s' (expected sheaf, none, depth or agenda)", flag, v);
-  return false;
-}
-
-/* Comma list of policies (bench). */
-static bool parse_policies(const char *v, run_opts *o) {
+/* Comma list of policies (bench's --policy), each parsed as run's --policy. */
+static bool parse_policies(const char *flag, const char *v, void *opts) {
+  run_opts *o = opts;
   o->n_policies = 0;
   char buf[256];
   if (strlen(v) >= sizeof buf) {
-    cli_error("--policy: list too long: '%s'", v);
+    cli_error("%s: list too long: '%s'", flag, v);
     return false;
   }
   strcpy(buf, v);
   for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
     if (o->n_policies == 4) {
-      cli_error("--policy: at most 4 policies, got '%s'", v);
+      cli_error("%s: at most 4 policies, got '%s'", flag, v);
       return false;
     }
-    if (!parse_policy("--policy", tok, &o->policies[o->n_policies])) return false;
-    o->n_policies++;
+    if (!cli_flag_store(&cli_run_flag[CLI_RUN_POLICY], tok, o)) return false;
+    o->policies[o->n_policies++] = (sheaf_policy)o->c.policy;
   }
   if (o->n_policies == 0) {
-    cli_error("--policy: empty list");
+    cli_error("%s: empty list", flag);
     return false;
   }
   return true;
 }
 
+#define AT(field) .at = offsetof(run_opts, field)
+static const cli_flag f_hidden = {"--hidden", CLI_FLAG_INT, AT(hidden), CLI_GIVEN(run_opts, hidden_given),
+                                  .lo = 1, .hi = 65536, .arg = "H",
+                                  .help = "hidden size (default 256; mvrnn 64)"};
+static const cli_flag f_embed = {"--embed", CLI_FLAG_INT, AT(embed), CLI_GIVEN(run_opts, embed_given),
+                                 .lo = 1, .hi = 65536, .arg = "E",
+                                 .help = "embedding size (default 256; mvrnn: the hidden size)"};
+static const cli_flag f_vocab = {
+    "--vocab", CLI_FLAG_IN, AT(c.vocab), .arg = "FILE",
+    .help = "number the words by this vocabulary (one word per line; others\n"
+            "are <unk>), e.g. the .vocab that 'sheaf train' wrote beside\n"
+            "its weights (not mvrnn); default: the vocabulary that weights\n"
+            "from 'sheaf train' hold (metadata sheaf.words), if any"};
+static const cli_flag f_mv_vocab = {"--mv-vocab", CLI_FLAG_INT, AT(mv_vocab), .lo = 1, .hi = 10000000, .arg = "N",
+                                    .help = "mvrnn: words with their own matrix (most frequent; default 2000)"};
+static const cli_flag f_out = {"--out", CLI_FLAG_OUT, AT(c.out), .arg = "FILE",
+                               .help = "per-instance outputs, one line per output row ('-' = stdout):\n"
+                                       "'INDEX v1 v2 ...' (bilstm: 'INDEX WORD v1 ...')"};
+static const cli_flag f_stats = {"--stats", CLI_FLAG_BOOL, AT(c.stats),
+                                 .help = "per-kernel batch counts and sizes (reads one graph, like --trace)"};
+static const cli_flag f_policies = {"--policy", CLI_FLAG_CUSTOM, 0, .parse = parse_policies, .arg = "LIST",
+                                    .help = "comma-separated policies (default: sheaf,none,depth,agenda)"};
+static const cli_flag f_repeat = {"--repeat", CLI_FLAG_INT, AT(repeat), .lo = 1, .hi = 1000000, .arg = "R",
+                                  .help = "timed passes per policy, best kept (default 3)"};
+#undef AT
+
+#define RUN(x) &cli_run_flag[CLI_RUN_##x]
+static const cli_flag *const run_flags[] = {
+    RUN(DATA),   &f_hidden,        &f_embed,  RUN(BATCH),     RUN(THREADS),   RUN(POLICY),
+    RUN(PARALLEL), RUN(SEED),      RUN(WEIGHTS), RUN(SAVE_WEIGHTS), &f_vocab, RUN(LIMIT),
+    &f_mv_vocab, RUN(MAX_VOCAB),   RUN(ALLOW_NONFINITE), &f_out, RUN(TRACE), &f_stats};
+static const cli_flag *const bench_flags[] = {
+    RUN(DATA),   &f_hidden,   &f_embed,       RUN(BATCH), RUN(THREADS), &f_policies, &f_repeat,
+    RUN(PARALLEL), RUN(SEED), RUN(WEIGHTS),   &f_vocab,   RUN(LIMIT),   &f_mv_vocab, RUN(MAX_VOCAB),
+    RUN(ALLOW_NONFINITE)};
+#undef RUN
+
+static const cli_flags run_spec = {"run", "sheaf run --help", run_flags, sizeof run_flags / sizeof run_flags[0],
+                                   "model", usage_run, usage_run_end};
+static const cli_flags bench_spec = {"bench", "sheaf bench --help", bench_flags,
+                                     sizeof bench_flags / sizeof bench_flags[0], "model", usage_bench, NULL};
+
 /* Parses argv (argv[0] is "run" or "bench"); returns CLI_OK, or an exit
  * code (help printed: -1 meaning exit 0). */
 static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
   memset(o, 0, sizeof *o);
-  o->batch = 64;
+  cli_run_opts_init(&o->c);
   o->repeat = 3;
   o->hidden = -1;
   o->embed = -1;
@@ -158,88 +150,11 @@ static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
     o->policies[3] = SHEAF_POLICY_AGENDA;
     o->n_policies = 4;
   }
-  const char *cmd = argv[0];
-  const char *model = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = NULL;
-    int r;
-    long long x;
-    if (is_help(a)) {
-      fputs(bench ? usage_bench : usage_run, stdout);
-      return -1;
-    }
-#define FLAG(name) ((r = cli_flag_value(argc, argv, &i, name, &v)) != 0)
-    if (FLAG("--data")) {
-      if (r < 0) return CLI_USAGE;
-      o->data = v;
-    } else if (FLAG("--weights")) {
-      if (r < 0) return CLI_USAGE;
-      o->weights = v;
-    } else if (FLAG("--vocab")) {
-      if (r < 0) return CLI_USAGE;
-      o->vocab = v;
-    } else if (FLAG("--hidden")) {
-      if (r < 0 || !cli_parse_int("--hidden", v, 1, 65536, &x)) return CLI_USAGE;
-      o->hidden = x;
-      o->hidden_given = true;
-    } else if (FLAG("--embed")) {
-      if (r < 0 || !cli_parse_int("--embed", v, 1, 65536, &x)) return CLI_USAGE;
-      o->embed = x;
-      o->embed_given = true;
-    } else if (FLAG("--batch")) {
-      if (r < 0 || !cli_parse_int("--batch", v, 1, INT32_MAX, &o->batch)) return CLI_USAGE;
-    } else if (FLAG("--threads")) {
-      if (r < 0 || !cli_parse_int("--threads", v, 1, 1024, &o->threads)) return CLI_USAGE;
-    } else if (FLAG("--limit")) {
-      if (r < 0 || !cli_parse_int("--limit", v, 1, INT32_MAX, &o->limit)) return CLI_USAGE;
-    } else if (FLAG("--mv-vocab")) {
-      if (r < 0 || !cli_parse_int("--mv-vocab", v, 1, 10000000, &o->mv_vocab)) return CLI_USAGE;
-    } else if (FLAG("--max-vocab")) {
-      if (r < 0 || !cli_parse_int("--max-vocab", v, 1, INT32_MAX - 2, &o->max_vocab))
-        return CLI_USAGE;
-    } else if (!strcmp(a, "--allow-nonfinite")) {
-      o->allow_nonfinite = true;
-    } else if (FLAG("--seed")) {
-      if (r < 0) return CLI_USAGE;
-      char *end;
-      errno = 0;
-      unsigned long long s = strtoull(v, &end, 10);
-      if (!*v || *end || errno || *v == '-') {
-        cli_error("--seed: expected a non-negative integer, got '%s'", v);
-        return CLI_USAGE;
-      }
-      o->seed = s;
-      o->seed_given = true;
-    } else if (FLAG("--policy")) {
-      if (r < 0) return CLI_USAGE;
-      if (bench ? !parse_policies(v, o) : !parse_policy("--policy", v, &o->policies[0]))
-        return CLI_USAGE;
-    } else if (FLAG("--parallel")) {
-      if (r < 0 || !cli_parse_parallel(v, &o->parallel)) return CLI_USAGE;
-    } else if (!bench && FLAG("--out")) {
-      if (r < 0) return CLI_USAGE;
-      o->out = v;
-    } else if (!bench && FLAG("--trace")) {
-      if (r < 0) return CLI_USAGE;
-      o->trace = v;
-    } else if (!bench && FLAG("--save-weights")) {
-      if (r < 0) return CLI_USAGE;
-      o->save_weights = v;
-    } else if (bench && FLAG("--repeat")) {
-      if (r < 0 || !cli_parse_int("--repeat", v, 1, 1000000, &o->repeat)) return CLI_USAGE;
-    } else if (!bench && !strcmp(a, "--stats")) {
-      o->stats = true;
-    } else if (a[0] == '-' && a[1] != '\0') {
-      cli_error("%s: unknown option '%s' (see 'sheaf %s --help')", cmd, a, cmd);
-      return CLI_USAGE;
-    } else if (!model) {
-      model = a;
-    } else {
-      cli_error("%s: unexpected argument '%s' (the model is '%s')", cmd, a, model);
-      return CLI_USAGE;
-    }
-#undef FLAG
-  }
+  const cli_flags *spec = bench ? &bench_spec : &run_spec;
+  const char *cmd = spec->cmd, *model;
+  int rc = cli_flags_parse(spec, argc, argv, o, &model);
+  if (rc) return rc;
+  if (!bench) o->policies[0] = (sheaf_policy)o->c.policy;
   if (!model) {
     cli_error("%s: missing MODEL (treelstm, childsum, bilstm or mvrnn; see 'sheaf %s --help')",
               cmd, cmd);
@@ -250,26 +165,17 @@ static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
               model, bench ? "" : ", or a MODEL.sf source");
     return CLI_USAGE;
   }
-  if (!o->data) {
+  if (!o->c.data) {
     cli_error("%s: missing --data FILE (e.g. --data data/ud_english_ewt/en_ewt-ud-test.conllu)",
               cmd);
     return CLI_USAGE;
   }
-  if (o->vocab && o->model == SH_NET_MVRNN) {
+  if (o->c.vocab && o->model == SH_NET_MVRNN) {
     cli_error("%s: --vocab: mvrnn numbers its word matrices by frequency in the data", cmd);
     return CLI_USAGE;
   }
-  if (o->weights && o->seed_given) {
-    cli_error("%s: --seed and --weights exclude each other (weights are loaded, not drawn)",
-              cmd);
-    return CLI_USAGE;
-  }
-  if ((o->trace || o->stats) && o->parallel == SHEAF_PARALLEL_BATCHES) {
-    cli_error("%s: --%s reads one graph: use --parallel kernels (or auto)", cmd,
-              o->trace ? "trace" : "stats");
-    return CLI_USAGE;
-  }
-  if (o->trace || o->stats) o->parallel = SHEAF_PARALLEL_KERNELS;
+  if ((rc = cli_run_check(cmd, &o->c, true)) != CLI_OK) return rc;
+  if (o->c.trace || o->c.stats) o->c.parallel = SHEAF_PARALLEL_KERNELS;
   if (o->hidden < 0) o->hidden = sh_net_default_hidden(o->model);
   if (o->model == SH_NET_MVRNN && o->embed >= 0 && o->embed != o->hidden) {
     cli_error("--embed: mvrnn word vectors have the hidden size (%lld), got %lld",
@@ -278,7 +184,7 @@ static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
   }
   if (o->embed < 0) o->embed = 256;
   if (o->model == SH_NET_MVRNN) o->embed = o->hidden;
-  return CLI_OK;
+  return cli_flags_check_files(spec, o, NULL, 0);
 }
 
 /* ----------------------------------------------------------- the setup */
@@ -309,9 +215,9 @@ static void session_free(session *s) {
  * built-in model has one; its last row is <unk>), else --max-vocab. Opens
  * the weights (s->weights, kept for the load). */
 static void id_limit(session *s, const run_opts *o, sh_dataset_opts *lim, char *what, size_t cap) {
-  lim->max_vocab = o->max_vocab; /* 0: the default */
+  lim->max_vocab = o->c.max_vocab; /* 0: the default */
   lim->max_vocab_what = NULL;
-  if (!o->weights || cli_open_weights(s->ctx, o->weights, &s->weights) != SHEAF_OK) {
+  if (!o->c.weights || cli_open_weights(s->ctx, o->c.weights, &s->weights) != SHEAF_OK) {
     sheaf_ctx_clear_error(s->ctx); /* the load reports a bad weights file */
     return;
   }
@@ -319,10 +225,10 @@ static void id_limit(session *s, const run_opts *o, sh_dataset_opts *lim, char *
   long j = sheaf_st_find(f, "emb");
   if (j >= 0 && sheaf_st_rank(f, (size_t)j) == 2) {
     int64_t rows = sheaf_st_shape(f, (size_t)j)[0];
-    if (rows >= 2 && (!o->max_vocab || rows - 1 < o->max_vocab)) {
+    if (rows >= 2 && (!o->c.max_vocab || rows - 1 < o->c.max_vocab)) {
       lim->max_vocab = rows - 1;
       snprintf(what, cap, "the word table 'emb' of %s has %lld rows, the last for <unk>",
-               o->weights, (long long)rows);
+               o->c.weights, (long long)rows);
       lim->max_vocab_what = what;
     }
   }
@@ -339,15 +245,15 @@ static const char *st_meta(const sheaf_st_file *f, const char *key) {
  * train' trained with, one word per line): the data's words renumbered by
  * its lines. Nothing to do without either. */
 static sheaf_status renumber(session *s, const run_opts *o) {
-  const char *words = o->vocab ? NULL : st_meta(s->weights, "sheaf.words");
-  if (!o->vocab && !words) return SHEAF_OK;
+  const char *words = o->c.vocab ? NULL : st_meta(s->weights, "sheaf.words");
+  if (!o->c.vocab && !words) return SHEAF_OK;
   char name[1024];
-  snprintf(name, sizeof name, "%s%s", o->vocab ? o->vocab : o->weights,
-           o->vocab ? "" : " (metadata sheaf.words)");
+  snprintf(name, sizeof name, "%s%s", o->c.vocab ? o->c.vocab : o->c.weights,
+           o->c.vocab ? "" : " (metadata sheaf.words)");
   sh_vocab v;
   sh_vocab_init(&v, s->ctx);
   sheaf_status st = words ? sh_vocab_load(&v, words, strlen(words), name)
-                          : sh_vocab_load_file(&v, o->vocab);
+                          : sh_vocab_load_file(&v, o->c.vocab);
   if (st == SHEAF_OK && sh_vocab_size(&v) == 0)
     st = sh_fail(s->ctx, SHEAF_ERR_INVALID_ARG, "--vocab %s: the vocabulary is empty (one word per line)",
                  name);
@@ -355,7 +261,7 @@ static sheaf_status renumber(session *s, const run_opts *o) {
       s->data.n_tokens > 0)
     st = sh_fail(s->ctx, SHEAF_ERR_INVALID_ARG,
                  "--vocab %s: %s holds token ids, not words; --vocab maps words to ids", name,
-                 o->data);
+                 o->c.data);
   if (st == SHEAF_OK) st = sh_dataset_renumber(&s->data, &v, NULL, NULL);
   sh_vocab_free(&v);
   return st;
@@ -390,12 +296,12 @@ static void tree_accuracy(const session *s, const run_opts *o, const sh_net_outp
   int32_t n = sh_dataset_count(d);
   int32_t *labels = malloc(((size_t)n + 1) * sizeof *labels);
   if (!labels) return;
-  if (sh_tree_labels_load(s->ctx, o->data, d, labels) != SHEAF_OK) {
+  if (sh_tree_labels_load(s->ctx, o->c.data, d, labels) != SHEAF_OK) {
     sheaf_ctx_clear_error(s->ctx);
     free(labels);
     return;
   }
-  sh_tree_task task = sh_tree_task_of(o->data);
+  sh_tree_task task = sh_tree_task_of(o->c.data);
   int64_t right = 0, count[SH_TREE_CLASSES] = {0};
   for (int32_t i = 0; i < s->count; i++) {
     const float *row = sh_net_outputs_row(out, i, 0);
@@ -412,7 +318,7 @@ static void tree_accuracy(const session *s, const run_opts *o, const sh_net_outp
          "class %s: %.2f%%)\n",
          100.0 * (double)right / s->count, (long long)right, (int)s->count,
          task == SH_TREE_TASK_ROOT_UPOS ? "the root word's UPOS class" : "the root's label",
-         o->data, sh_tree_class_name(task, major), 100.0 * (double)count[major] / s->count);
+         o->c.data, sh_tree_class_name(task, major), 100.0 * (double)count[major] / s->count);
   free(labels);
 }
 
@@ -427,21 +333,21 @@ static void weight_sizes(const session *s, run_opts *o) {
   if (!o->hidden_given) o->hidden = sheaf_st_shape(f, (size_t)w)[1] / (tree ? 5 : 4);
 }
 
-/* o->data and o->weights become the names the inputs are read by (standard
+/* o->c.data and o->c.weights become the names the inputs are read by (standard
  * input, a pipe or a FIFO is read once into memory: cli_hold_input). */
 static int session_open(run_opts *o, session *s) {
   memset(s, 0, sizeof *s);
-  s->ctx = cli_ctx((int)o->threads);
+  s->ctx = cli_ctx((int)o->c.threads);
   if (!s->ctx) return CLI_FAIL;
-  if (cli_hold_input(s->ctx, o->data, true, &o->data, NULL) != CLI_OK ||
-      (o->weights && cli_hold_input(s->ctx, o->weights, false, &o->weights, NULL) != CLI_OK)) {
+  if (cli_hold_input(s->ctx, o->c.data, true, &o->c.data, NULL) != CLI_OK ||
+      (o->c.weights && cli_hold_input(s->ctx, o->c.weights, false, &o->c.weights, NULL) != CLI_OK)) {
     sheaf_ctx_free(s->ctx);
     return CLI_FAIL;
   }
   sh_dataset_opts lim;
   char lim_what[512];
   id_limit(s, o, &lim, lim_what, sizeof lim_what);
-  if (sh_dataset_load_opts(s->ctx, o->data, sh_net_data_kind(o->model), &lim, &s->data) !=
+  if (sh_dataset_load_opts(s->ctx, o->c.data, sh_net_data_kind(o->model), &lim, &s->data) !=
       SHEAF_OK) {
     fail_ctx(s->ctx);
     sheaf_st_close(s->weights);
@@ -454,16 +360,16 @@ static int session_open(run_opts *o, session *s) {
   if (o->model == SH_NET_BILSTM || o->model == SH_NET_TREELSTM) weight_sizes(s, o);
   if (sh_net_create(s->ctx, o->model, &s->data, o->hidden, o->embed, &s->net) != SHEAF_OK)
     goto fail;
-  if (o->allow_nonfinite) sheaf_model_allow_nonfinite(s->net.model, 1);
-  if (o->weights) { /* a file that did not open in id_limit is opened again for its error */
-    if ((!s->weights && cli_open_weights(s->ctx, o->weights, &s->weights) != SHEAF_OK) ||
+  if (o->c.allow_nonfinite) sheaf_model_allow_nonfinite(s->net.model, 1);
+  if (o->c.weights) { /* a file that did not open in id_limit is opened again for its error */
+    if ((!s->weights && cli_open_weights(s->ctx, o->c.weights, &s->weights) != SHEAF_OK) ||
         sheaf_model_load_st(s->net.model, s->weights) != SHEAF_OK)
       goto fail;
-  } else if (sh_net_seed(&s->net, o->seed) != SHEAF_OK) {
+  } else if (sh_net_seed(&s->net, o->c.seed) != SHEAF_OK) {
     goto fail;
   }
   s->count = sh_dataset_count(&s->data);
-  if (o->limit && o->limit < s->count) s->count = (int32_t)o->limit;
+  if (o->c.limit && o->c.limit < s->count) s->count = (int32_t)o->c.limit;
   s->size = sh_dataset_size_range(&s->data, 0, s->count);
   for (int32_t i = 0; i < s->count; i++) s->flops += sh_net_flops(&s->net, i);
   return CLI_OK;
@@ -478,14 +384,14 @@ static const char *size_noun(sh_net_kind k) { return k == SH_NET_BILSTM ? "words
 static void print_header(const run_opts *o, const session *s, const char *policy) {
   const sh_dataset *d = &s->data;
   printf("%s: %d %s, %lld %s from %s\n", sh_net_kind_name(o->model), (int)s->count,
-         sh_net_instance_noun(o->model), (long long)s->size, size_noun(o->model), o->data);
+         sh_net_instance_noun(o->model), (long long)s->size, size_noun(o->model), o->c.data);
   printf("  hidden %lld, embed %lld, vocab %d", (long long)o->hidden, (long long)o->embed,
          (int)d->vocab);
   if (o->model == SH_NET_MVRNN) printf(" (matrices %d)", (int)d->mv_vocab);
-  printf(", %s", o->weights ? "weights " : "seed ");
-  if (o->weights) printf("%s", o->weights);
-  else printf("%llu", (unsigned long long)o->seed);
-  printf("\n  policy %s, batch %lld, threads %d, isa %s\n", policy, o->batch,
+  printf(", %s", o->c.weights ? "weights " : "seed ");
+  if (o->c.weights) printf("%s", o->c.weights);
+  else printf("%llu", (unsigned long long)o->c.seed);
+  printf("\n  policy %s, batch %lld, threads %d, isa %s\n", policy, o->c.batch,
          sheaf_ctx_threads(s->ctx), sheaf_isa_name(sheaf_cpu_isa()));
 }
 
@@ -523,32 +429,19 @@ static int write_outputs(sh_out *f, const sh_net_outputs *out, const sh_net *net
 
 /* ---------------------------------------------------------------- run */
 
-/* Inputs and outputs before any work: no output may be an input, only one
- * input may be standard input. */
-static int check_files(const run_opts *o) {
-  const cli_path ins[] = {{"--data", o->data}, {"--weights", o->weights}, {"--vocab", o->vocab}};
-  const cli_path outs[] = {{"--out", o->out}, {"--save-weights", o->save_weights}, {"--trace", o->trace}};
-  if (o->weights && !strcmp(o->data, "-") && !strcmp(o->weights, "-")) {
-    cli_error("run: --data and --weights cannot both be standard input ('-')");
-    return CLI_USAGE;
-  }
-  return cli_check_paths(ins, 3, outs, 3);
-}
-
 static int cmd_run(int argc, char **argv) {
   run_opts o;
   int rc = parse_args(argc, argv, false, &o);
   if (rc) return rc < 0 ? CLI_OK : rc;
-  if ((rc = check_files(&o)) != CLI_OK) return rc;
   session s;
   if ((rc = session_open(&o, &s)) != CLI_OK) return rc;
   /* every output is written to a temporary file (or into a device) and
    * replaces the file only when the whole run succeeded */
   cli_outs files = {0};
   sh_out *out_f = NULL, *weights_f = NULL, *trace_f = NULL;
-  if ((o.out && !(out_f = cli_out_open(&files, s.ctx, o.out, SH_OUT_DASH_STDOUT))) ||
-      (o.save_weights && !(weights_f = cli_out_open(&files, s.ctx, o.save_weights, SH_OUT_STAGE))) ||
-      (o.trace && !(trace_f = cli_out_open(&files, s.ctx, o.trace, SH_OUT_STAGE)))) {
+  if ((o.c.out && !(out_f = cli_out_open(&files, s.ctx, o.c.out, SH_OUT_DASH_STDOUT))) ||
+      (o.c.save_weights && !(weights_f = cli_out_open(&files, s.ctx, o.c.save_weights, SH_OUT_STAGE))) ||
+      (o.c.trace && !(trace_f = cli_out_open(&files, s.ctx, o.c.trace, SH_OUT_STAGE)))) {
     cli_outs_abort(&files);
     session_free(&s);
     return CLI_FAIL;
@@ -566,11 +459,11 @@ static int cmd_run(int argc, char **argv) {
   }
 
   /* --trace and --stats read one graph; otherwise a runner (batches in parallel) */
-  bool one_graph = o.trace || o.stats;
+  bool one_graph = o.c.trace || o.c.stats;
   int warnings = cli_warnings();
   int64_t rows = 0;
-  sheaf_graph_opts go = {policy, (int)o.threads, trace_f ? trace_f->tmp : NULL};
-  sheaf_runner_opts ro = {o.batch, (int)o.threads, policy, o.parallel, NULL};
+  sheaf_graph_opts go = {policy, (int)o.c.threads, trace_f ? trace_f->tmp : NULL};
+  sheaf_runner_opts ro = {o.c.batch, (int)o.c.threads, policy, o.c.parallel, NULL};
   sheaf_graph *g = NULL;
   sheaf_runner *r = NULL;
   sh_net_outputs out = {0};
@@ -583,7 +476,7 @@ static int cmd_run(int argc, char **argv) {
   sheaf_parallel mode = r ? sheaf_runner_mode(r, s.count) : SHEAF_PARALLEL_KERNELS;
   print_parallel(mode, s.ctx);
   uint64_t t0 = sheaf_time_ns();
-  if ((g ? sh_net_run(&s.net, g, 0, s.count, (int32_t)o.batch, &out)
+  if ((g ? sh_net_run(&s.net, g, 0, s.count, (int32_t)o.c.batch, &out)
          : sh_net_run_runner(&s.net, r, 0, s.count, &out)) != SHEAF_OK) {
     rc = fail_ctx(s.ctx);
     goto done;
@@ -599,9 +492,9 @@ static int cmd_run(int argc, char **argv) {
   int64_t right, tagged;
   if (tag_accuracy(&s, &out, &right, &tagged))
     printf("  accuracy: %.2f%% (%lld of %lld tagged words: the best-scoring tag is the UPOS of %s)\n",
-           100.0 * (double)right / (double)tagged, (long long)right, (long long)tagged, o.data);
+           100.0 * (double)right / (double)tagged, (long long)right, (long long)tagged, o.c.data);
   if (o.model == SH_NET_TREELSTM && s.count > 0) tree_accuracy(&s, &o, &out);
-  if (o.stats) print_kernel_stats(g);
+  if (o.c.stats) print_kernel_stats(g);
   if (out_f) rc = write_outputs(out_f, &out, &s.net);
   rows = out.rows;
 done:
@@ -612,13 +505,13 @@ done:
   if (rc == CLI_OK && trace_f) rc = cli_check_staged(trace_f, "trace", warnings);
   if (rc == CLI_OK) rc = cli_outs_commit(&files);
   else cli_outs_abort(&files);
-  if (rc == CLI_OK && o.out && strcmp(o.out, "-"))
-    printf("  outputs: %s (%lld lines: %s)\n", o.out, (long long)rows,
+  if (rc == CLI_OK && o.c.out && strcmp(o.c.out, "-"))
+    printf("  outputs: %s (%lld lines: %s)\n", o.c.out, (long long)rows,
            o.model == SH_NET_TREELSTM ? "tree index, 5 class log-probabilities"
            : o.model == SH_NET_BILSTM ? "sentence index, word index, 17 tag log-probabilities"
                                          : "tree index, the root's vector");
-  if (rc == CLI_OK && o.trace)
-    printf("  trace: %s (open in https://ui.perfetto.dev or chrome://tracing)\n", o.trace);
+  if (rc == CLI_OK && o.c.trace)
+    printf("  trace: %s (open in https://ui.perfetto.dev or chrome://tracing)\n", o.c.trace);
   session_free(&s);
   return rc;
 }
@@ -629,7 +522,6 @@ static int cmd_bench(int argc, char **argv) {
   run_opts o;
   int rc = parse_args(argc, argv, true, &o);
   if (rc) return rc < 0 ? CLI_OK : rc;
-  if ((rc = check_files(&o)) != CLI_OK) return rc;
   session s;
   if ((rc = session_open(&o, &s)) != CLI_OK) return rc;
   char plist[64] = "";
@@ -638,7 +530,7 @@ static int cmd_bench(int argc, char **argv) {
              sheaf_policy_name(o.policies[i]));
   print_header(&o, &s, plist);
   {
-    sheaf_runner_opts ro = {o.batch, (int)o.threads, SHEAF_POLICY_SHEAF, o.parallel, NULL};
+    sheaf_runner_opts ro = {o.c.batch, (int)o.c.threads, SHEAF_POLICY_SHEAF, o.c.parallel, NULL};
     sheaf_runner *r = NULL;
     if (sheaf_runner_create(s.net.model, &ro, &r) == SHEAF_OK)
       print_parallel(sheaf_runner_mode(r, s.count), s.ctx);
@@ -650,7 +542,7 @@ static int cmd_bench(int argc, char **argv) {
          "build ns/op", "sched ns/op", "vs sheaf");
   double sheaf_rate = 0;
   for (int pi = 0; pi < o.n_policies && rc == CLI_OK; pi++) {
-    sheaf_runner_opts ro = {o.batch, (int)o.threads, o.policies[pi], o.parallel, NULL};
+    sheaf_runner_opts ro = {o.c.batch, (int)o.c.threads, o.policies[pi], o.c.parallel, NULL};
     sheaf_runner *r = NULL;
     if (sheaf_runner_create(s.net.model, &ro, &r) != SHEAF_OK ||
         sh_net_run_runner(&s.net, r, 0, s.count, NULL) != SHEAF_OK) { /* the warm-up pass */

@@ -1,8 +1,7 @@
 /*
- * run_lang.c — `sheaf run MODEL.sf --data FILE [--weights W.safetensors |
- * --seed N] [--vocab FILE] [--batch N] [--threads T] [--policy P]
- * [--parallel M] [--out FILE] [--trace FILE] [--limit N] [--save-weights W]
- * [--size NAME=VALUE]...`: compiles the model,
+ * run_lang.c — `sheaf run MODEL.sf --data FILE [options]` (the flags:
+ * lang_flags, parsed by cli/flags.c, most shared with the built-in
+ * models' run through cli_run_flag): compiles the model,
  * reads the data according to main's argument type (a tree ADT: binarized
  * or dependency trees from CoNLL-U / PTB; list[i32]: sentences), numbers
  * its words (in order of first appearance, or by --vocab), binds the
@@ -28,50 +27,16 @@
 #include "run_lang_out.h"
 
 static const char usage[] =
-    "usage: sheaf run MODEL.sf --data FILE [--weights W.safetensors | --seed N] [--vocab FILE]\n"
-    "                 [--batch N] [--threads T] [--parallel M] [--policy P] [--out FILE]\n"
-    "                 [--trace FILE] [--limit N] [--save-weights W.safetensors] [--stats]\n"
-    "                 [--format text|jsonl|npy] [--max-vocab N] [--allow-nonfinite]\n"
-    "                 [--size NAME=VALUE]... [--tuning FILE]\n"
+    "usage: sheaf run MODEL.sf --data FILE [options]\n"
     "\n"
     "Runs the model's main on every instance of FILE, read according to main's argument:\n"
     "a tree type from CoNLL-U (binarized, or dependency trees for Dep(i32, list[T])) or PTB\n"
-    "trees; list[i32] from CoNLL-U sentences or token lines.\n"
+    "trees; list[i32] from CoNLL-U sentences or token lines. Sizes the weights do not fix\n"
+    "come from --size; --weights fixes the others by its shapes.\n"
     "\n"
-    "  --data FILE        the instances ('-' = standard input; a pipe or FIFO works)\n"
-    "  --weights W        parameters from a safetensors file (sizes are solved from its shapes;\n"
-    "                     '-' = standard input)\n"
-    "  --seed N           seeded random parameters instead (default 0)\n"
-    "  --vocab FILE       word ids: line i of FILE is word i; words not in it use the unknown\n"
-    "                     row (a line '<unk>', else the tables' last row). Default: words are\n"
-    "                     numbered in order of first appearance in --data, <unk> last\n"
-    "  --size NAME=VALUE  a size the weights do not fix (e.g. --size H=256)\n"
-    "  --max-vocab N      token ids (token-line files) must be below N (default 1000000); with\n"
-    "                     --weights also below the rows of the largest word table, less <unk>.\n"
-    "                     A larger id is an error naming its line and column\n"
-    "  --allow-nonfinite  load weights holding NaN or infinities (refused by default: the\n"
-    "                     error names the tensor and the first bad index)\n"
-    "  --batch N          instances per flush (default 64)\n"
-    "  --threads T        threads (default: all CPUs, at most 64)\n"
-    "  --parallel M       with several threads: batches (whole batches in parallel, one\n"
-    "                     graph and interpreter per thread), kernels (one batch at a time,\n"
-    "                     its kernels split) or auto (default: batches when there are at\n"
-    "                     least 2 per thread; kernels with --trace)\n"
-    "  --policy P         batching policy: sheaf (default), none, depth, agenda\n"
-    "  --out FILE         outputs (default stdout): per instance, one line per output row,\n"
-    "                     'INSTANCE v0 v1 ...' ('INSTANCE K v0 ...' for element K of a list)\n"
-    "  --trace FILE       Chrome-trace / Perfetto JSON timeline of the batches\n"
-    "  --tuning FILE      schedules for the model's kernels per shape class, written by\n"
-    "                     'sheaf tune --out FILE' (records in the cache directory are used\n"
-    "                     without it)\n"
-    "  --limit N          only the first N instances\n"
-    "  --save-weights W   write the parameters used (loaded or drawn) to a safetensors file\n"
-    "  --stats            per-kernel batch counts and sizes\n"
-    "  --format F         text (default: the lines above), jsonl (one JSON object per\n"
-    "                     instance: {\"instance\", \"tokens\" (sentences), \"output\"}, tuple\n"
-    "                     parts named as in main's result type) or npy (every output row\n"
-    "                     stacked into one f32 matrix; FILE.offsets.npy gives each\n"
-    "                     instance's first row when instances have several)\n"
+    "options:\n";
+
+static const char usage_end[] =
     "\n"
     "With --out FILE a summary of the run goes to stdout (the built-in models' one): instances/s,\n"
     "the graph's counters and where the time went.\n"
@@ -82,150 +47,97 @@ static const char usage[] =
 #define SH_LANG_MAX_WORKERS 64 /* --threads */
 
 typedef struct lang_opts {
-  const char *file, *data, *out, *policy, *trace, *vocab, *save_weights, *tuning;
-  long long batch, threads, limit, max_vocab;
-  sheaf_parallel parallel;
-  bool seed_given, stats, allow_nonfinite;
-  lang_format format;
+  cli_run_opts c; /* first: cli_run_flag's offsets are into it */
+  const char *file, *tuning;
+  int format; /* lang_format */
   sh_lang_bind_opts bo;
   char names[SH_BIND_MAX_OVERRIDES][64];
 } lang_opts;
+_Static_assert(offsetof(lang_opts, c) == 0, "cli_run_flag's offsets are into the first member");
+
+/* --size NAME=VALUE, repeated: a size the weights do not fix. */
+static bool parse_size(const char *flag, const char *v, void *opts) {
+  lang_opts *o = opts;
+  const char *eq = strchr(v, '=');
+  int k = o->bo.n_overrides;
+  long long x;
+  if (!eq || eq == v || (size_t)(eq - v) >= sizeof o->names[0]) {
+    cli_error("%s %s: expected NAME=VALUE (e.g. %s H=256)", flag, v, flag);
+    return false;
+  }
+  if (k == SH_BIND_MAX_OVERRIDES) {
+    cli_error("%s %s: at most %d sizes", flag, v, SH_BIND_MAX_OVERRIDES);
+    return false;
+  }
+  snprintf(o->names[k], sizeof o->names[0], "%.*s", (int)(eq - v), v);
+  if (!cli_parse_int(flag, eq + 1, 1, INT32_MAX, &x)) return false;
+  o->bo.override_name[k] = o->names[k];
+  o->bo.override_value[k] = x;
+  o->bo.n_overrides++;
+  return true;
+}
+
+static const char *const format_names[] = {"text", "jsonl", "npy", NULL};
+static const int format_values[] = {LANG_FORMAT_TEXT, LANG_FORMAT_JSONL, LANG_FORMAT_NPY};
+
+#define AT(field) .at = offsetof(lang_opts, field)
+static const cli_flag f_vocab = {
+    "--vocab", CLI_FLAG_IN, AT(c.vocab), .arg = "FILE",
+    .help = "word ids: line i of FILE is word i; words not in it use the unknown\n"
+            "row (a line '<unk>', else the tables' last row). Default: words are\n"
+            "numbered in order of first appearance in --data, <unk> last"};
+static const cli_flag f_size = {"--size", CLI_FLAG_CUSTOM, 0, .parse = parse_size, .arg = "NAME=VALUE",
+                                .help = "a size the weights do not fix (e.g. --size H=256); repeatable"};
+static const cli_flag f_threads = {"--threads", CLI_FLAG_INT, AT(c.threads), .lo = 1, .hi = SH_LANG_MAX_WORKERS,
+                                   .arg = "T", .help = "threads (default: all CPUs, at most 64); with\n"
+                                                       "--parallel batches an interpreter per thread"};
+static const cli_flag f_out = {"--out", CLI_FLAG_OUT, AT(c.out), .arg = "FILE",
+                               .help = "outputs (default stdout): per instance, one line per output row,\n"
+                                       "'INSTANCE v0 v1 ...' ('INSTANCE K v0 ...' for element K of a list)"};
+static const cli_flag f_tuning = {"--tuning", CLI_FLAG_IN, AT(tuning), .arg = "FILE",
+                                  .help = "schedules for the model's kernels per shape class, written by\n"
+                                          "'sheaf tune --out FILE' (records in the cache directory are used\n"
+                                          "without it)"};
+static const cli_flag f_stats = {"--stats", CLI_FLAG_BOOL, AT(c.stats),
+                                 .help = "per-kernel batch counts and sizes, and the tuned schedules used"};
+static const cli_flag f_format = {
+    "--format", CLI_FLAG_ENUM, AT(format), .choices = format_names, .values = format_values, .arg = "F",
+    .help = "text (default: the lines above), jsonl (one JSON object per\n"
+            "instance: {\"instance\", \"tokens\" (sentences), \"output\"}, tuple\n"
+            "parts named as in main's result type) or npy (every output row\n"
+            "stacked into one f32 matrix; FILE.offsets.npy gives each\n"
+            "instance's first row when instances have several)"};
+#undef AT
+
+#define RUN(x) &cli_run_flag[CLI_RUN_##x]
+static const cli_flag *const lang_flags[] = {
+    RUN(DATA),  RUN(WEIGHTS),   RUN(SEED),     &f_vocab,     &f_size,   RUN(MAX_VOCAB),
+    RUN(ALLOW_NONFINITE),       RUN(BATCH),    &f_threads,   RUN(PARALLEL), RUN(POLICY),
+    &f_out,     RUN(TRACE),     &f_tuning,     RUN(LIMIT),   RUN(SAVE_WEIGHTS), &f_stats, &f_format};
+#undef RUN
+static const cli_flags lang_spec = {"run", "sheaf run MODEL.sf --help", lang_flags,
+                                    sizeof lang_flags / sizeof lang_flags[0], "model", usage, usage_end};
 
 /* CLI_OK, CLI_USAGE, or -1 (help printed). */
 static int parse_args(int argc, char **argv, lang_opts *o) {
   memset(o, 0, sizeof *o);
-  o->out = "-";
-  o->batch = 64;
-  o->threads = 0; /* all CPUs */
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = NULL;
-    int r;
-    long long x;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      fputs(usage, stdout);
-      return -1;
-    }
-#define FLAG(name) ((r = cli_flag_value(argc, argv, &i, name, &v)) != 0)
-    if (FLAG("--weights")) {
-      if (r < 0) return CLI_USAGE;
-      o->bo.weights = v;
-    } else if (FLAG("--seed")) {
-      if (r < 0) return CLI_USAGE;
-      char *end;
-      errno = 0;
-      unsigned long long s = strtoull(v, &end, 10);
-      if (!*v || *end || errno || *v == '-') {
-        cli_error("--seed: expected a non-negative integer, got '%s'", v);
-        return CLI_USAGE;
-      }
-      o->bo.seed = s;
-      o->seed_given = true;
-    } else if (FLAG("--data")) {
-      if (r < 0) return CLI_USAGE;
-      o->data = v;
-    } else if (FLAG("--vocab")) {
-      if (r < 0) return CLI_USAGE;
-      o->vocab = v;
-    } else if (FLAG("--out")) {
-      if (r < 0) return CLI_USAGE;
-      o->out = v;
-    } else if (FLAG("--trace")) {
-      if (r < 0) return CLI_USAGE;
-      o->trace = v;
-    } else if (FLAG("--tuning")) {
-      if (r < 0) return CLI_USAGE;
-      o->tuning = v;
-    } else if (FLAG("--policy")) {
-      if (r < 0) return CLI_USAGE;
-      if (sheaf_policy_parse(NULL, v, NULL) != SHEAF_OK) {
-        cli_error("--policy: unknown policy '%s' (expected sheaf, none, depth or agenda)", v);
-        return CLI_USAGE;
-      }
-      o->policy = v;
-    } else if (FLAG("--limit")) {
-      if (r < 0 || !cli_parse_int("--limit", v, 1, INT32_MAX, &o->limit)) return CLI_USAGE;
-    } else if (FLAG("--save-weights")) {
-      if (r < 0) return CLI_USAGE;
-      o->save_weights = v;
-    } else if (FLAG("--format")) {
-      if (r < 0) return CLI_USAGE;
-      if (!strcmp(v, "text")) o->format = LANG_FORMAT_TEXT;
-      else if (!strcmp(v, "jsonl")) o->format = LANG_FORMAT_JSONL;
-      else if (!strcmp(v, "npy")) o->format = LANG_FORMAT_NPY;
-      else {
-        cli_error("--format: expected text, jsonl or npy, got '%s'", v);
-        return CLI_USAGE;
-      }
-    } else if (!strcmp(a, "--stats")) {
-      o->stats = true;
-    } else if (FLAG("--max-vocab")) {
-      if (r < 0 || !cli_parse_int("--max-vocab", v, 1, INT32_MAX - 2, &o->max_vocab))
-        return CLI_USAGE;
-    } else if (!strcmp(a, "--allow-nonfinite")) {
-      o->allow_nonfinite = true;
-    } else if (FLAG("--batch")) {
-      if (r < 0 || !cli_parse_int("--batch", v, 1, INT32_MAX, &o->batch)) return CLI_USAGE;
-    } else if (FLAG("--threads")) {
-      if (r < 0 || !cli_parse_int("--threads", v, 1, SH_LANG_MAX_WORKERS, &o->threads)) return CLI_USAGE;
-    } else if (FLAG("--parallel")) {
-      if (r < 0 || !cli_parse_parallel(v, &o->parallel)) return CLI_USAGE;
-    } else if (FLAG("--size")) {
-      if (r < 0) return CLI_USAGE;
-      const char *eq = strchr(v, '=');
-      int k = o->bo.n_overrides;
-      if (!eq || eq == v || (size_t)(eq - v) >= sizeof o->names[0]) {
-        cli_error("--size %s: expected NAME=VALUE (e.g. --size H=256)", v);
-        return CLI_USAGE;
-      }
-      if (k == SH_BIND_MAX_OVERRIDES) {
-        cli_error("--size %s: at most %d sizes", v, SH_BIND_MAX_OVERRIDES);
-        return CLI_USAGE;
-      }
-      snprintf(o->names[k], sizeof o->names[0], "%.*s", (int)(eq - v), v);
-      if (!cli_parse_int("--size", eq + 1, 1, INT32_MAX, &x)) return CLI_USAGE;
-      o->bo.override_name[k] = o->names[k];
-      o->bo.override_value[k] = x;
-      o->bo.n_overrides++;
-    } else if (a[0] == '-' && a[1] != '\0') {
-      cli_error("run: unknown option '%s' (see 'sheaf run MODEL.sf --help')", a);
-      return CLI_USAGE;
-    } else if (!o->file) {
-      o->file = a;
-    } else {
-      cli_error("run: unexpected argument '%s' (the model is '%s')", a, o->file);
-      return CLI_USAGE;
-    }
-#undef FLAG
-  }
-  if (!o->file || !o->data) {
+  cli_run_opts_init(&o->c);
+  o->c.out = "-";
+  int rc = cli_flags_parse(&lang_spec, argc, argv, o, &o->file);
+  if (rc) return rc;
+  if (!o->file || !o->c.data) {
     cli_error("run: need MODEL.sf and --data FILE\n%s", usage);
     return CLI_USAGE;
   }
-  if (o->bo.weights && o->seed_given) {
-    cli_error("run: --seed and --weights exclude each other (weights are loaded, not drawn)");
-    return CLI_USAGE;
-  }
-  if (o->format == LANG_FORMAT_NPY && !strcmp(o->out, "-")) {
+  if ((rc = cli_run_check("run", &o->c, false)) != CLI_OK) return rc;
+  o->bo.weights = o->c.weights; /* the binder's copy: the name the weights are read by */
+  o->bo.seed = o->c.seed;
+  if (o->format == LANG_FORMAT_NPY && !strcmp(o->c.out, "-")) {
     cli_error("run: --format npy needs --out FILE (the header is written last)");
     return CLI_USAGE;
   }
-  if (o->trace && o->parallel == SHEAF_PARALLEL_BATCHES) {
-    cli_error("run: --trace reads one graph: use --parallel kernels (or auto)");
-    return CLI_USAGE;
-  }
-  /* the files: one input at most is standard input; no output is an input */
-  const char *dash[4][2] = {{"MODEL.sf", o->file}, {"--data", o->data}, {"--weights", o->bo.weights},
-                            {"--vocab", o->vocab}};
-  for (int a = 0; a < 4; a++)
-    for (int b = a + 1; b < 4; b++)
-      if (dash[a][1] && dash[b][1] && !strcmp(dash[a][1], "-") && !strcmp(dash[b][1], "-")) {
-        cli_error("run: %s and %s cannot both be standard input ('-')", dash[a][0], dash[b][0]);
-        return CLI_USAGE;
-      }
-  const cli_path ins[] = {{"MODEL.sf", o->file}, {"--data", o->data}, {"--weights", o->bo.weights},
-                          {"--vocab", o->vocab}};
-  const cli_path outs[] = {{"--out", o->out}, {"--save-weights", o->save_weights}, {"--trace", o->trace}};
-  return cli_check_paths(ins, 4, outs, 3);
+  const cli_path model = {"MODEL.sf", o->file};
+  return cli_flags_check_files(&lang_spec, o, &model, 1);
 }
 
 /* ------------------------------------------------------------- words */
@@ -245,7 +157,7 @@ typedef struct words_info {
  * tables. */
 static sheaf_status number_words(sheaf_ctx *ctx, const lang_opts *o, sh_dataset *d, words_info *wi) {
   memset(wi, 0, sizeof *wi);
-  if (!o->vocab) {
+  if (!o->c.vocab) {
     /* every word ranked: the capped-table rows of dataset.h with no cap */
     sheaf_status st = sh_dataset_finish(d, INT32_MAX);
     if (st != SHEAF_OK) return st;
@@ -258,13 +170,13 @@ static sheaf_status number_words(sheaf_ctx *ctx, const lang_opts *o, sh_dataset 
   bool sents = d->kind == SH_DATASET_SENTS;
   if (sents && sh_vocab_size(&d->words) == 0 && d->n_tokens > 0)
     return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
-                   "--vocab %s: %s holds token ids, not words; --vocab maps words to ids", o->vocab,
-                   o->data);
+                   "--vocab %s: %s holds token ids, not words; --vocab maps words to ids", o->c.vocab,
+                   o->c.data);
   sh_vocab v;
   sh_vocab_init(&v, ctx);
-  sheaf_status st = sh_vocab_load_file(&v, o->vocab);
+  sheaf_status st = sh_vocab_load_file(&v, o->c.vocab);
   if (st == SHEAF_OK && sh_vocab_size(&v) == 0)
-    st = sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: the vocabulary is empty (one word per line)", o->vocab);
+    st = sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: the vocabulary is empty (one word per line)", o->c.vocab);
   if (st == SHEAF_OK) st = sh_dataset_renumber(d, &v, &wi->n_words, &wi->n_unknown);
   sh_vocab_free(&v);
   if (st != SHEAF_OK) return st;
@@ -283,7 +195,7 @@ static sheaf_status check_tables(sheaf_ctx *ctx, const lang_opts *o, const sh_mo
   if (best < 0) return SHEAF_OK;
   int64_t rows = b->table_rows[best];
   const char *table = sh_sym_name(&m->syms, m->params[best]->name);
-  if (!o->vocab) {
+  if (!o->c.vocab) {
     /* trained weights read through this data's own numbering: unless the
      * weights recorded this very numbering (saved by a run on this data),
      * almost certainly not the one they were trained with */
@@ -294,25 +206,25 @@ static sheaf_status check_tables(sheaf_ctx *ctx, const lang_opts *o, const sh_mo
               "<unk>) in order of first appearance: the weights were trained with another "
               "vocabulary, so word lookups pick the wrong rows. Give that vocabulary with "
               "--vocab FILE (one word per line, line i = row i)\n",
-              table, o->bo.weights, (long long)rows, o->data, (long long)wi->ids.n_ids);
+              table, o->bo.weights, (long long)rows, o->c.data, (long long)wi->ids.n_ids);
     else if (o->bo.weights)
       fprintf(stderr,
               "sheaf: warning: words of %s are numbered in order of first appearance there, "
               "but the weights %s %s: give their vocabulary with --vocab FILE\n",
-              o->data, o->bo.weights,
+              o->c.data, o->bo.weights,
               b->vocab_fp[0] ? "were saved with another numbering"
                              : "do not record the numbering they were trained with");
     else if (rows != wi->vocab)
       fprintf(stderr, "sheaf: note: table %s has %lld rows but %s has %lld words (+1 for <unk>): "
                       "words are numbered in order of first appearance there\n",
-              table, (long long)rows, o->data, (long long)wi->ids.n_ids);
+              table, (long long)rows, o->c.data, (long long)wi->ids.n_ids);
     return SHEAF_OK;
   }
   if (rows == wi->vocab) return SHEAF_OK;
   return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
                  "--vocab %s: the largest table, %s, has %lld rows, but the vocabulary needs %lld "
                  "(one per word%s)",
-                 o->vocab, table, (long long)rows, (long long)wi->vocab,
+                 o->c.vocab, table, (long long)rows, (long long)wi->vocab,
                  wi->own_unk ? ", '<unk>' included" : ", then one for <unk>");
 }
 
@@ -322,7 +234,7 @@ static sheaf_status check_tables(sheaf_ctx *ctx, const lang_opts *o, const sh_mo
 static sheaf_status check_ids(sheaf_ctx *ctx, const lang_opts *o, const sh_module *m,
                               const sh_lang_bind *b, const sh_dataset *d) {
   bool ids = d->kind == SH_DATASET_SENTS && sh_vocab_size(&d->words) == 0 && d->n_tokens > 0;
-  if (!o->bo.weights || o->vocab || !ids) return SHEAF_OK;
+  if (!o->bo.weights || o->c.vocab || !ids) return SHEAF_OK;
   int best = -1;
   for (int p = 0; p < b->n_params; p++)
     if (b->table_rows[p] > 0 && (best < 0 || b->table_rows[p] > b->table_rows[best])) best = p;
@@ -331,7 +243,7 @@ static sheaf_status check_ids(sheaf_ctx *ctx, const lang_opts *o, const sh_modul
   snprintf(what, sizeof what, "the largest word table, %s, of %s has %lld rows, the last for <unk>",
            sh_sym_name(&m->syms, m->params[best]->name), o->bo.weights,
            (long long)b->table_rows[best]);
-  return sh_dataset_check_ids(ctx, o->data, b->table_rows[best] - 1, what);
+  return sh_dataset_check_ids(ctx, o->c.data, b->table_rows[best] - 1, what);
 }
 
 /* ------------------------------------------------------------- progress */
@@ -562,12 +474,12 @@ static int write_npy_shape(const lang_opts *o, const lang_job *j, FILE *out, int
   for (int32_t i = 0; i < n; i++) total += j->npy_rows[i], one_each &= j->npy_rows[i] == 1;
   if (fflush(out) != 0 || fseek(out, 0, SEEK_SET) != 0 ||
       lang_npy_header(out, "<f4", 2, (int64_t[]){total, j->npy_cols}) != 0 || fseek(out, 0, SEEK_END) != 0) {
-    cli_error("%s: write failed (--format npy needs a seekable file)", o->out);
+    cli_error("%s: write failed (--format npy needs a seekable file)", o->c.out);
     return CLI_FAIL;
   }
   if (one_each) return CLI_OK;
   char path[4096];
-  snprintf(path, sizeof path, "%s.offsets.npy", o->out);
+  snprintf(path, sizeof path, "%s.offsets.npy", o->c.out);
   sh_out *f = cli_out_open(files, NULL, path, 0); /* committed with --out */
   if (!f) return CLI_FAIL;
   bool ok = lang_npy_header(f->f, "<i8", 1, (int64_t[]){(int64_t)n + 1}) == 0;
@@ -607,12 +519,12 @@ static void print_summary(FILE *f, const lang_opts *o, sheaf_ctx *ctx, const sh_
     size += d->kind == SH_DATASET_SENTS ? d->sent_off[i + 1] - d->sent_off[i] : d->tb.tree_size[i];
   bool sents = d->kind == SH_DATASET_SENTS;
   fprintf(f, "%s: %d %s, %lld %s from %s\n", o->file, (int)n, j->noun, (long long)size,
-          sents ? "words" : "nodes", o->data);
+          sents ? "words" : "nodes", o->c.data);
   fprintf(f, "  %s%s", o->bo.weights ? "weights " : "seed ", o->bo.weights ? o->bo.weights : "");
   if (!o->bo.weights) fprintf(f, "%llu", (unsigned long long)o->bo.seed);
   for (int k = 0; k < o->bo.n_overrides; k++)
     fprintf(f, ", %s=%lld", o->bo.override_name[k], (long long)o->bo.override_value[k]);
-  fprintf(f, "\n  policy %s, batch %lld, threads %d, isa %s\n", o->policy ? o->policy : "sheaf", o->batch,
+  fprintf(f, "\n  policy %s, batch %lld, threads %d, isa %s\n", sheaf_policy_name((sheaf_policy)o->c.policy), o->c.batch,
           sheaf_ctx_threads(ctx), sheaf_isa_name(sheaf_cpu_isa()));
   sheaf_parallel mode = sheaf_runner_mode(r, n);
   if (sheaf_ctx_threads(ctx) > 1)
@@ -625,7 +537,7 @@ static void print_summary(FILE *f, const lang_opts *o, sheaf_ctx *ctx, const sh_
           secs > 0 ? n / secs : 0.0, j->noun, secs > 0 ? (double)size / secs : 0.0, sents ? "words" : "nodes",
           secs > 0 ? (double)st.flops / secs * 1e-9 : 0.0);
   cli_print_graph_stats(f, &st, mode == SHEAF_PARALLEL_BATCHES);
-  if (o->stats) {
+  if (o->c.stats) {
     size_t cap = sheaf_runner_kernel_stats(r, 0, NULL, NULL, NULL);
     const char **names = calloc(cap + 1, sizeof *names);
     uint64_t *b = calloc(cap + 1, sizeof *b), *c = calloc(cap + 1, sizeof *c);
@@ -641,7 +553,7 @@ int cli_run_lang(int argc, char **argv) {
   lang_opts o;
   int prc = parse_args(argc, argv, &o);
   if (prc) return prc < 0 ? CLI_OK : prc;
-  sheaf_ctx *ctx = cli_ctx((int)o.threads);
+  sheaf_ctx *ctx = cli_ctx((int)o.c.threads);
   if (!ctx) return CLI_FAIL;
   int rc = CLI_FAIL;
   char *src = NULL;
@@ -666,20 +578,19 @@ int cli_run_lang(int argc, char **argv) {
   memset(&job, 0, sizeof job);
   pthread_mutex_init(&job.mu, NULL);
   atomic_init(&job.failed_at, INT32_MAX);
-  sheaf_runner_opts ro = {.batch = o.batch, .threads = (int)o.threads, .policy = SHEAF_POLICY_SHEAF,
-                          .parallel = o.parallel, .trace_path = NULL};
-  if (o.policy && sheaf_policy_parse(ctx, o.policy, &ro.policy) != SHEAF_OK) goto fail;
+  sheaf_runner_opts ro = {.batch = o.c.batch, .threads = (int)o.c.threads, .policy = (sheaf_policy)o.c.policy,
+                          .parallel = o.c.parallel, .trace_path = NULL};
   /* inputs: standard input, a pipe or a FIFO is read once into memory */
   if (cli_hold_input(ctx, o.file, false, &o.file, NULL) != CLI_OK ||
-      cli_hold_input(ctx, o.data, true, &o.data, NULL) != CLI_OK ||
+      cli_hold_input(ctx, o.c.data, true, &o.c.data, NULL) != CLI_OK ||
       (o.bo.weights && cli_hold_input(ctx, o.bo.weights, false, &o.bo.weights, NULL) != CLI_OK) ||
-      (o.vocab && cli_hold_input(ctx, o.vocab, false, &o.vocab, NULL) != CLI_OK))
+      (o.c.vocab && cli_hold_input(ctx, o.c.vocab, false, &o.c.vocab, NULL) != CLI_OK))
     goto fail_quiet;
   /* outputs: a regular file is replaced only when the run succeeds (the
    * library writes the weights and the trace by path: staged) */
-  if (!(out_f = cli_out_open(&files, ctx, o.out, SH_OUT_DASH_STDOUT)) ||
-      (o.save_weights && !(weights_f = cli_out_open(&files, ctx, o.save_weights, SH_OUT_STAGE))) ||
-      (o.trace && !(trace_f = cli_out_open(&files, ctx, o.trace, SH_OUT_STAGE))))
+  if (!(out_f = cli_out_open(&files, ctx, o.c.out, SH_OUT_DASH_STDOUT)) ||
+      (o.c.save_weights && !(weights_f = cli_out_open(&files, ctx, o.c.save_weights, SH_OUT_STAGE))) ||
+      (o.c.trace && !(trace_f = cli_out_open(&files, ctx, o.c.trace, SH_OUT_STAGE))))
     goto fail_quiet;
   out = out_f->f;
   if (trace_f) ro.trace_path = trace_f->tmp;
@@ -696,7 +607,7 @@ int cli_run_lang(int argc, char **argv) {
   }
   /* what main takes decides how the data is read */
   if (sheaf_model_create(ctx, &model) != SHEAF_OK) goto fail;
-  if (o.allow_nonfinite) sheaf_model_allow_nonfinite(model, 1);
+  if (o.c.allow_nonfinite) sheaf_model_allow_nonfinite(model, 1);
   {
     const sh_input_shape *in = sh_check_main_input(&m);
     sh_input_kind k = in->kind;
@@ -709,8 +620,8 @@ int cli_run_lang(int argc, char **argv) {
     }
     sh_dataset_kind dk = k == SH_INPUT_TOKENS || k == SH_INPUT_RECORDS ? SH_DATASET_SENTS
                       : k == SH_INPUT_DEP_TREE ? SH_DATASET_CHILDSUM : SH_DATASET_BINARY;
-    sh_dataset_opts lim = {.max_vocab = o.max_vocab};
-    if (sh_dataset_load_opts(ctx, o.data, dk, &lim, &d) != SHEAF_OK) goto fail;
+    sh_dataset_opts lim = {.max_vocab = o.c.max_vocab};
+    if (sh_dataset_load_opts(ctx, o.c.data, dk, &lim, &d) != SHEAF_OK) goto fail;
     have_d = true;
   }
   words_info wi;
@@ -718,7 +629,7 @@ int cli_run_lang(int argc, char **argv) {
   if (uses_chars || want_forms) { /* the texts of the words, before --vocab renumbers them */
     if (uses_chars && sh_vocab_size(&d.words) == 0 && d.n_tokens > 0) {
       sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: main reads 'chars', but %s holds token ids, not words",
-              o.file, o.data);
+              o.file, o.c.data);
       goto fail;
     }
     if (!(form_ids = malloc(((size_t)d.n_tokens + 1) * sizeof *form_ids))) {
@@ -738,31 +649,31 @@ int cli_run_lang(int argc, char **argv) {
   if (check_ids(ctx, &o, &m, &bind, &d) != SHEAF_OK) goto fail;
   if (wi.n_unknown > 0)
     fprintf(stderr, "sheaf: note: %lld of %lld words of %s are not in %s: they use the <unk> row\n",
-            (long long)wi.n_unknown, (long long)wi.n_words, o.data, o.vocab);
-  if (o.save_weights) { /* with the word numbering (ours, unless --vocab gave one) */
+            (long long)wi.n_unknown, (long long)wi.n_words, o.c.data, o.c.vocab);
+  if (o.c.save_weights) { /* with the word numbering (ours, unless --vocab gave one) */
     const char *meta[2] = {"sheaf.vocab", wi.fp};
-    if (sheaf_model_save_meta(model, weights_f->tmp, o.vocab ? 0 : 1, meta) != SHEAF_OK) goto fail;
+    if (sheaf_model_save_meta(model, weights_f->tmp, o.c.vocab ? 0 : 1, meta) != SHEAF_OK) goto fail;
   }
   int32_t n = sh_dataset_count(&d);
-  if (o.limit && o.limit < n) n = (int32_t)o.limit;
+  if (o.c.limit && o.c.limit < n) n = (int32_t)o.c.limit;
   job.m = &m;
   job.bind = &bind;
   job.d = &d;
   job.wi = &wi;
   job.form_ids = form_ids;
-  job.format = o.format;
+  job.format = (lang_format)o.format;
   if (o.format == LANG_FORMAT_NPY && !(job.npy_rows = calloc((size_t)n + 1, sizeof *job.npy_rows))) {
     sh_fail(ctx, SHEAF_ERR_NOMEM, "out of memory: the outputs of %d instances", (int)n);
     goto fail;
   }
   if (o.format == LANG_FORMAT_NPY && lang_npy_header(out, "<f4", 2, (int64_t[]){0, 0}) != 0) {
-    cli_error("%s: write failed", o.out);
+    cli_error("%s: write failed", o.c.out);
     goto fail_quiet;
   }
   job.ctx = ctx;
   job.model_path = o.file;
   job.n = n;
-  job.batch = (int32_t)o.batch;
+  job.batch = (int32_t)o.c.batch;
   job.noun = d.kind == SH_DATASET_SENTS ? "sentences" : "trees";
   job.out = out;
   job.pg = &pg;
@@ -801,8 +712,8 @@ int cli_run_lang(int argc, char **argv) {
   }
   if (o.format == LANG_FORMAT_NPY && write_npy_shape(&o, &job, out, n, &files) != CLI_OK) goto fail_quiet;
   secs = (double)(sheaf_time_ns() - pg.t0) * 1e-9;
-  if (strcmp(o.out, "-") || o.stats) /* stdout is free for the summary (or asked for) */
-    print_summary(strcmp(o.out, "-") ? stdout : stderr, &o, ctx, &d, &job, runner, n, secs);
+  if (strcmp(o.c.out, "-") || o.c.stats) /* stdout is free for the summary (or asked for) */
+    print_summary(strcmp(o.c.out, "-") ? stdout : stderr, &o, ctx, &d, &job, runner, n, secs);
   errno = 0;
   if (fflush(out) != 0 || ferror(out)) {
     cli_error("%s: write failed: %s", out_f->target, errno ? strerror(errno) : "I/O error");
@@ -815,7 +726,7 @@ fail:
   cli_error("%s", sheaf_ctx_last_error(ctx));
   if (failed_at >= 0)
     fprintf(stderr, "sheaf: note: while running %s %d of %s (0-based)\n",
-            d.kind == SH_DATASET_SENTS ? "sentence" : "tree", (int)failed_at, o.data);
+            d.kind == SH_DATASET_SENTS ? "sentence" : "tree", (int)failed_at, o.c.data);
 fail_quiet:
 done:
   sheaf_runner_free(runner); /* writes the trace (to its temporary file) */
@@ -824,8 +735,8 @@ done:
   if (rc == CLI_OK && trace_f) rc = cli_check_staged(trace_f, "trace", warnings);
   if (rc == CLI_OK) rc = cli_outs_commit(&files);
   else cli_outs_abort(&files);
-  if (rc == CLI_OK && strcmp(o.out, "-")) /* the summary's last line, once the file is there */
-    printf("  outputs: %s (%d instances)\n", o.out, (int)job.n);
+  if (rc == CLI_OK && strcmp(o.c.out, "-")) /* the summary's last line, once the file is there */
+    printf("  outputs: %s (%d instances)\n", o.c.out, (int)job.n);
   sh_lang_bind_free(ctx, &bind);
   sheaf_model_free(model);
   sheaf_st_close(weights);
