@@ -35,8 +35,8 @@ sh_gemm_in sh_exec_operand(sheaf_graph *g, const float **rp, int64_t m, int64_t 
 
 /* Row pointers of input k of each node. A node contributes its own rows
  * (in_rows: its input's rows); a scalar input of a larger node repeats. */
-static const float **gather(sheaf_graph *g, const uint32_t *ids, uint32_t n, int k, int64_t m,
-                            bool in_rows) {
+const float **sh_exec_gather(sheaf_graph *g, const uint32_t *ids, uint32_t n, int k, int64_t m,
+                             bool in_rows) {
   const float **rp = sh_arena_alloc(&g->work.scratch, (size_t)m * sizeof *rp);
   if (!rp) return NULL;
   int64_t j = 0;
@@ -173,7 +173,7 @@ static sheaf_status exec_layer_norm(sheaf_graph *g, const uint32_t *ids, uint32_
   const sh_node *n0 = &g->store.nodes[ids[0]];
   int64_t cols = n0->cols;
   float eps = n0->eps;
-  const float **rx = gather(g, ids, n, 0, m, true);
+  const float **rx = sh_exec_gather(g, ids, n, 0, m, true);
   if (!rx) return g->status ? g->status : SHEAF_ERR_NOMEM;
   float *out = sh_exec_out_block(g, ids, n, m, cols);
   if (!out) return SHEAF_ERR_NOMEM;
@@ -218,7 +218,7 @@ static sheaf_status exec_rows(sheaf_graph *g, int op, const uint32_t *ids, uint3
   rowjob j = {0};
   j.m = m;
   bool red = op == SH_OP_SUM || op == SH_OP_MEAN || op == SH_OP_MAX || op == SH_OP_PICK;
-  const float **rx = gather(g, ids, n, 0, m, red);
+  const float **rx = sh_exec_gather(g, ids, n, 0, m, red);
   if (!rx) return SHEAF_ERR_NOMEM;
   int64_t w = g->store.nodes[g->store.ins[n0->in]].cols;
   j.n = w;

@@ -57,22 +57,6 @@ static void tail_rows(void *arg, int64_t m0, int64_t rows, int tid) {
   }
 }
 
-/* Row pointers of input k (a child's c) of each node. */
-static const float **c_rows(sheaf_graph *g, const uint32_t *ids, uint32_t n, int k, int64_t m) {
-  const float **rp = sh_arena_alloc(&g->work.scratch, (size_t)m * sizeof *rp);
-  if (!rp) return NULL;
-  int64_t j = 0;
-  for (uint32_t i = 0; i < n; i++) {
-    const sh_node *nd = &g->store.nodes[ids[i]];
-    uint32_t x = g->store.ins[nd->in + k];
-    const float *v = sh_graph_val(g, x);
-    if (!v) return NULL;
-    int64_t ld = g->store.nodes[x].ld;
-    for (int32_t r = 0; r < nd->rows; r++) rp[j++] = v + r * ld;
-  }
-  return rp;
-}
-
 sheaf_status sh_exec_tree_lstm(sheaf_graph *g, uint32_t sig, const uint32_t *ids, uint32_t n,
                                int64_t m) {
   const sh_node *n0 = &g->store.nodes[ids[0]];
@@ -93,7 +77,8 @@ sheaf_status sh_exec_tree_lstm(sheaf_graph *g, uint32_t sig, const uint32_t *ids
   a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_ACT, 0, (ng - 1) * hid, SH_GEMM_ACT_SIGMOID, NULL, {0}};
   a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_ACT, (ng - 1) * hid, ng * hid, SH_GEMM_ACT_TANH, NULL, {0}};
   cell_tail t = {g->isa, hid, ld, leaf, NULL, NULL, NULL, NULL, NULL};
-  if (!leaf && (!(t.cl = c_rows(g, ids, n, 1, m)) || !(t.cr = c_rows(g, ids, n, 2, m))))
+  if (!leaf && (!(t.cl = sh_exec_gather(g, ids, n, 1, m, false)) ||
+                !(t.cr = sh_exec_gather(g, ids, n, 2, m, false))))
     return g->status ? g->status : SHEAF_ERR_NOMEM;
   /* the gates: kept in the node store for a training graph, else scratch */
   bool keep = g->saved.keep;

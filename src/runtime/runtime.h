@@ -537,6 +537,12 @@ sheaf_status sh_exec_affine_raw(sheaf_graph *g, uint32_t id);
  * evenly spaced (contiguous), a single row with *same when they are all equal
  * (same may be NULL: then equal rows stay a pointer array), else the array. */
 sh_gemm_in sh_exec_operand(sheaf_graph *g, const float **rows, int64_t m, int64_t w, bool *same);
+/* Row pointers (in the graph's scratch) of input k of each of the n nodes
+ * (m rows in all): a node contributes its own rows (in_rows: its input's
+ * rows); a scalar input of a larger node repeats. NULL when out of memory
+ * or an input has no value. */
+const float **sh_exec_gather(sheaf_graph *g, const uint32_t *ids, uint32_t n, int k, int64_t m,
+                             bool in_rows);
 /* Allocates a batch's output block and points each node's val into it. */
 float *sh_exec_out_block(sheaf_graph *g, const uint32_t *ids, uint32_t n, int64_t m_rows,
                          int64_t cols);
