@@ -169,6 +169,9 @@ const char *th_sheaf_bin(void);
 /* Runs a shell command, captures stdout+stderr (up to cap-1 bytes) into out;
  * returns the exit status (-1 if it could not run). */
 int th_run(const char *cmd, char *out, size_t cap);
+/* th_run of "SHEAF_BIN ARGS", ARGS formatted from fmt (a test file's
+ * usual `#define sheaf(...) th_sheaf(g_out, sizeof g_out, __VA_ARGS__)`). */
+int th_sheaf(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* th_run for a command that needs PyTorch and NumPy (a python3 script):
  * when it fails, `python3 -c 'import torch, numpy'` is tried and, if that
  * fails too, TH_SKIP is returned (the test prints why and passes). Importing

@@ -348,6 +348,16 @@ int th_run(const char *cmd, char *out, size_t cap) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+int th_sheaf(char *out, size_t cap, const char *fmt, ...) {
+  char args[3072], cmd[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  snprintf(cmd, sizeof cmd, "%s %s", th_sheaf_bin(), args); /* unquoted: SHEAF_BIN may be "qemu-aarch64 -L ... sheaf" */
+  return th_run(cmd, out, cap);
+}
+
 int th_run_torch(const char *cmd, char *out, size_t cap) {
   int rc = th_run(cmd, out, cap);
   if (rc == 0) return 0;

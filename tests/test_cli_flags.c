@@ -17,17 +17,7 @@
 
 static char g_out[1 << 16];
 
-/* "$S ARGS" (the sheaf binary); exit status, stdout + stderr in g_out. */
-static int sheaf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sheaf(const char *fmt, ...) {
-  char line[2000], cmd[3000];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  snprintf(cmd, sizeof cmd, "'%s' %s", th_sheaf_bin(), line);
-  return th_run(cmd, g_out, sizeof g_out);
-}
+#define sheaf(...) th_sheaf(g_out, sizeof g_out, __VA_ARGS__)
 
 /* The flags a --help text lists (lines "  --name ..."), space-separated. */
 static int help_flags(const char *help, char names[][32], int cap) {

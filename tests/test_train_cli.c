@@ -16,16 +16,7 @@
 
 static char g_out[1 << 16];
 
-static int sheaf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sheaf(const char *fmt, ...) {
-  char args[3072], cmd[4096];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(args, sizeof args, fmt, ap);
-  va_end(ap);
-  snprintf(cmd, sizeof cmd, "%s %s", th_sheaf_bin(), args);
-  return th_run(cmd, g_out, sizeof g_out);
-}
+#define sheaf(...) th_sheaf(g_out, sizeof g_out, __VA_ARGS__)
 
 #define NEED_BIN() \
   do {             \

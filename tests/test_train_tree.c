@@ -204,16 +204,7 @@ TEST(tree_labels_survive_mutated_input) {
 
 static char g_out[1 << 16];
 
-static int sheaf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int sheaf(const char *fmt, ...) {
-  char args[3072], cmd[4096];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(args, sizeof args, fmt, ap);
-  va_end(ap);
-  snprintf(cmd, sizeof cmd, "%s %s 2>&1", th_sheaf_bin(), args);
-  return th_run(cmd, g_out, sizeof g_out);
-}
+#define sheaf(...) th_sheaf(g_out, sizeof g_out, __VA_ARGS__)
 
 static double field(const char *line, const char *key) {
   const char *l = strstr(g_out, line);
