@@ -262,7 +262,7 @@ static sheaf_status tile_gemm(sh_lir_kernel *k, const gemm_match *g, int w, cons
 
 /* The distance of a single GEMM's tile (a pair's: sched_gemm_pair). */
 static int prefetch_dist(const sh_sched_opts *o, int w) {
-  if (o->prefetch < 0) return 0;
+  if (o->no_prefetch || o->prefetch < 0) return 0;
   if (o->prefetch > 0) return o->prefetch;
   return w > 1 ? SH_SCHED_PREFETCH_DEFAULT : 0;
 }
@@ -516,7 +516,7 @@ static sheaf_status sched_gemm_pair(sh_lir_kernel *k, const gemm_match *ga, cons
   if (!sh_sched_fuse(k, s.io, s.jo, &f)) sh_sched_parallel(k, f);
   /* only when asked: two panels prefetched per k measured 0.89-1.04x the
    * pair without (gated unit, N = 64 and 1600, paired; docs/CODEGEN.md) */
-  int pf = o->prefetch > 0 ? o->prefetch : 0;
+  int pf = o->prefetch > 0 && !o->no_prefetch ? o->prefetch : 0;
   prefetch_panel(k, s.c.local, ga->B, pf);
   prefetch_panel(k, t.c.local, gb->B, pf);
   return k->err;
