@@ -4,7 +4,7 @@
  * A kernel is a list of buffers and one statement tree. Everything lives in
  * pools owned by the kernel and is named by a 32-bit id (no pointers between
  * nodes): expressions (integer and float, immutable and shared), statements
- * (loop, store, if, local allocation, block; mutable, linked through
+ * (loop, store, if, local allocation, block, prefetch hint; mutable, linked through
  * parent / next / body), buffers, loop variables and size symbols.
  *
  *   k = sh_lir_create(ctx, "matmul")
