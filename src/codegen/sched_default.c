@@ -258,7 +258,9 @@ static sheaf_status tile_gemm(sh_lir_kernel *k, const gemm_match *g, int w, cons
  * at K = 512 one panel is 32 KB, all of L1: without it every k waited for
  * L2 once the panel was evicted between tiles. Rows past K fall into the
  * next panel or past the buffer's end (a prefetch does not fault). */
+#ifndef SH_SCHED_PREFETCH_DEFAULT /* 0: none by default (a build for before / after runs) */
 #define SH_SCHED_PREFETCH_DEFAULT 64
+#endif
 
 /* The distance of a single GEMM's tile (a pair's: sched_gemm_pair). */
 static int prefetch_dist(const sh_sched_opts *o, int w) {
