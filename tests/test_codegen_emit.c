@@ -180,6 +180,40 @@ TEST(codegen_emit_matmul_gelu) {
   }
 }
 
+/* The tile's prefetch of B's panel (sh_sched_opts.prefetch) at distances
+ * off (no_prefetch), 1, 7, 64 (the default) and 5000 (always past the end of B: rows
+ * past K fall into the next panel or past the buffer, a hint that must not
+ * fault), with and without the epilogue, at every level: K below, at and
+ * above each distance, M and N off the tiles. */
+TEST(codegen_emit_matmul_prefetch) {
+  if (!have_cc()) return;
+  sheaf_ctx *ctx = th_ctx();
+  static const int64_t Ms[] = {1, 7, 97}, Ns[] = {1, 9, 17, 33}, Ks[] = {1, 7, 8, 65, 130};
+  static const int dists[] = {-1, 1, 7, 64, 5000};
+  for (size_t l = 0; l < SH_ARRAY_LEN(isa_levels); l++)
+    for (size_t d = 0; d < SH_ARRAY_LEN(dists); d++)
+      for (int ep = 0; ep < 2; ep++) {
+        sheaf_isa isa = isa_levels[l];
+        char name[48];
+        snprintf(name, sizeof name, "mmpf%s_%s_%zu", ep ? "g" : "", sheaf_isa_name(isa), d);
+        sh_lir_kernel *k = lb_matmul(ctx, name, ep);
+        REQUIRE(k);
+        sh_sched_opts o = {.prefetch = dists[d] > 0 ? dists[d] : 0, .no_prefetch = dists[d] < 0};
+        REQUIRE_OK(ctx, sh_sched_default_opts(k, isa, &o));
+        char *c = emit(ctx, k);
+        REQUIRE(c);
+        CHECK_EQ_INT(strstr(c, "__builtin_prefetch(") != NULL, dists[d] > 0);
+        free(c);
+        void *so = build(ctx, name, &k, 1, isa, runs(isa));
+        if (so && runs(isa)) {
+          check_matmul(ctx, so, name, ep, true, Ms, (int)SH_ARRAY_LEN(Ms), Ns, (int)SH_ARRAY_LEN(Ns), Ks,
+                       (int)SH_ARRAY_LEN(Ks));
+          dlclose(so);
+        }
+        sh_lir_free(k);
+      }
+}
+
 /* Row kernels: unscheduled and default-scheduled, every level. */
 TEST(codegen_emit_rows) {
   if (!have_cc()) return;

@@ -154,7 +154,7 @@ static void check_case(sheaf_ctx *ctx, sheaf_kernel *K, const sh_kernel *k, case
   sh_kref_arg in[16];
   for (int i = 0; i < n_in; i++)
     in[i] = (sh_kref_arg){c->a[i].data, c->a[i].numel, c->a[i].rank, c->a[i].shape};
-  sh_kref_out ro[8];
+  sh_kref_out ro[8] = {{0}};
   sheaf_kernel_arg args[24];
   memcpy(args, c->a, sizeof(sheaf_kernel_arg) * (size_t)n_in);
   float *got[8] = {0}, *want[8] = {0};
@@ -190,11 +190,12 @@ static void check_case(sheaf_ctx *ctx, sheaf_kernel *K, const sh_kernel *k, case
   sheaf_ctx_clear_error(ctx);
 }
 
-static void run_kernel_at(const char *src, sheaf_isa isa) {
+/* sched: the default schedule's knobs (NULL: the defaults). */
+static void run_kernel_at(const char *src, sheaf_isa isa, const sh_sched_opts *sched) {
   sheaf_ctx *ctx = th_ctx();
   sheaf_kernel *K = NULL;
   const char *name = kernel_name(src);
-  sh_kernel_opts o = {.isa_set = true, .isa = isa, .cache_dir = th_cache_dir("lower-cache")};
+  sh_kernel_opts o = {.isa_set = true, .isa = isa, .cache_dir = th_cache_dir("lower-cache"), .sched = sched};
   if (!CHECK_OK(ctx, sh_kernel_compile_opts(ctx, src, strlen(src), name, &o, &K))) {
     printf("  %s at %s\n", name, sheaf_isa_name(isa));
     return;
@@ -209,8 +210,8 @@ static void run_kernel_at(const char *src, sheaf_isa isa) {
         sizes[i] = mode == 0 ? SIZES[t] : SIZES[(t + 3 * (size_t)i + 1) % SH_ARRAY_LEN(SIZES)];
       case_data c;
       char what[200];
-      snprintf(what, sizeof what, "%s at %s, sizes %s #%zu", name, sheaf_isa_name(isa),
-               mode ? "mixed" : "equal", t);
+      snprintf(what, sizeof what, "%s at %s, sizes %s #%zu, prefetch %d", name, sheaf_isa_name(isa),
+               mode ? "mixed" : "equal", t, sched ? (sched->no_prefetch ? -1 : sched->prefetch) : 0);
       if (make_case(k, sizes, (int)t, &rng, &c)) check_case(ctx, K, k, &c, what);
       free_case(&c);
     }
@@ -223,11 +224,27 @@ static void run_all_at(sheaf_isa isa, const char *test) {
     printf("note: %s skipped: the host has no %s\n", test, sheaf_isa_name(isa));
     return;
   }
-  for (size_t i = 0; i < SH_ARRAY_LEN(KERNELS); i++) run_kernel_at(KERNELS[i], isa);
+  for (size_t i = 0; i < SH_ARRAY_LEN(KERNELS); i++) run_kernel_at(KERNELS[i], isa, NULL);
 }
 
 TEST(codegen_lower_kernels_scalar) { run_all_at(SHEAF_ISA_SCALAR, "codegen_lower_kernels_scalar"); }
 TEST(codegen_lower_kernels_avx2) { run_all_at(SHEAF_ISA_AVX2, "codegen_lower_kernels_avx2"); }
+
+/* The GEMM-like kernels (ffn, matmul, gated: one tile and two sharing one)
+ * with the B prefetch off (no_prefetch) and at distances 1, 5 and 64 (the gated unit's
+ * shared tile has none by default), at the scalar level and the host's
+ * vector level, against the reference. */
+TEST(codegen_lower_kernels_prefetch) {
+  if (!th_have_jit_cc("codegen_lower_kernels_prefetch")) return;
+  static const int dists[] = {-1, 1, 5, 64};
+  static const int gemms[] = {0, 1, 4};
+  sheaf_isa isas[2] = {SHEAF_ISA_SCALAR, sheaf_cpu_isa_host() >= SHEAF_ISA_AVX2 ? SHEAF_ISA_AVX2 : SHEAF_ISA_SCALAR};
+  for (int l = 0; l < 2; l++)
+    for (size_t d = 0; d < SH_ARRAY_LEN(dists); d++)
+      for (size_t i = 0; i < SH_ARRAY_LEN(gemms); i++)
+        run_kernel_at(KERNELS[gemms[i]], isas[l],
+                      &(sh_sched_opts){.prefetch = dists[d] > 0 ? dists[d] : 0, .no_prefetch = dists[d] < 0});
+}
 
 /* A second compile of the same kernel (a new sheaf_kernel, so a new JIT)
  * loads the cache entry: the compiler does not run. */

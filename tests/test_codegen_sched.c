@@ -508,8 +508,9 @@ TEST(codegen_sched_default_interp) {
 }
 
 /* The default GEMM schedule's shape at AVX2: 6 x 16 tile in registers,
- * B packed in panels of 16, tails unswitched, tiles over the pool; K
- * blocks when sh_sched_opts.kc asks. */
+ * B packed in panels of 16 and its panel row prefetched 64 k steps ahead,
+ * tails unswitched, tiles over the pool; K blocks when sh_sched_opts.kc
+ * asks. */
 TEST(codegen_sched_default_gemm_shape) {
   sheaf_ctx *ctx = th_ctx();
   sh_lir_kernel *k = lb_matmul(ctx, "mm", false);
@@ -520,6 +521,7 @@ TEST(codegen_sched_default_gemm_shape) {
   CHECK_CONTAINS(t, "buffer C_acc f32[6, 2, 8] local\n");
   CHECK_CONTAINS(t, "for i_o_j_o in 0..(M + 95) / 96 * ((N + 15) / 16) parallel:\n  for i_i_o in 0..16:\n");
   CHECK_CONTAINS(t, "        for k in 0..K:\n"
+                    "          prefetch B[k + 64, i_o_j_o % ((N + 15) / 16) * 16]\n"
                     "          for i_i_i in 0..6 unroll:\n"
                     "            for j_i_o in 0..2 unroll:\n"
                     "              for j_i_i in 0..8 vector(8):\n"
@@ -534,6 +536,7 @@ TEST(codegen_sched_default_gemm_shape) {
   CHECK_CONTAINS(t, "for i_o_j_o in 0..(M + 95) / 96 * ((N + 15) / 16) parallel:\n"
                     "  for k_blk in 0..(K + 255) / 256:\n    for i_i_o in 0..16:\n");
   CHECK_CONTAINS(t, "          for k in 0..min(256, K - k_blk * 256):\n"
+                    "            prefetch B[k_blk * 256 + k + 64, i_o_j_o % ((N + 15) / 16) * 16]\n"
                     "            for i_i_i in 0..6 unroll:\n"
                     "              for j_i_o in 0..2 unroll:\n"
                     "                for j_i_i in 0..8 vector(8):\n"

@@ -436,6 +436,24 @@ static void alloc(em *E, sh_lir_stmt s) {
   sh_em_line(E, "}");
 }
 
+/* A prefetch hint: the element's address by integer arithmetic (the index
+ * may lie past the buffer; __builtin_prefetch never faults). In vector code
+ * an address that varies by lane is not emitted. */
+static void prefetch(em *E, sh_lir_stmt s) {
+  sh_lir_kernel *k = E->k;
+  const sh_lir_snode n = k->st[s];
+  sh_lir_expr idx[SH_LIR_MAX_RANK], row;
+  for (int i = 0; i < n.nidx; i++) idx[i] = sh_em_subst(E, k->list[n.idx + i]);
+  sh_lir_expr off = sh_lir_simplify(k, sh_lir_offset(k, n.buf, idx, &row));
+  if (row >= 0 || sh_em_varies(E, off)) return;
+  sh_buf t;
+  sh_buf_init(&t, k->ctx);
+  sh_em_int(E, off, &t);
+  sh_em_line(E, "__builtin_prefetch((const void *)((uintptr_t)b_%s + (uintptr_t)(%s) * %du));",
+             k->bufs[n.buf].name, sh_buf_cstr(&t), 4 /* f32 and i32 */);
+  sh_buf_free(&t);
+}
+
 static void stmt(em *E, sh_lir_stmt s) {
   sh_lir_kernel *k = E->k;
   if (k->err) return;
@@ -452,6 +470,7 @@ static void stmt(em *E, sh_lir_stmt s) {
     if (vec) store_vector(E, s);
     else store_scalar(E, s);
     return;
+  case SH_LIR_S_PREFETCH: prefetch(E, s); return;
   }
 }
 

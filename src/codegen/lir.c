@@ -585,6 +585,26 @@ sh_lir_stmt sh_lir_store(sh_lir_kernel *k, sh_lir_stmt parent, sh_lir_buf b, int
   return s;
 }
 
+sh_lir_stmt sh_lir_prefetch(sh_lir_kernel *k, sh_lir_stmt parent, sh_lir_buf b, int n,
+                            const sh_lir_expr *idx) {
+  if (!parent_ok(k, parent) || !check_idx(k, b, n, idx, "prefetch of")) return SH_LIR_NONE;
+  const sh_lir_bufinfo *bi = &k->bufs[b];
+  if (bi->role != SH_LIR_IN || bi->access != SH_LIR_ACCESS_DENSE || bi->layout == SH_LIR_LAYOUT_RAGGED) {
+    if (!k->err)
+      sh_lir_fail(k, SHEAF_ERR_INVALID_ARG, "kernel %s: prefetch of %s: not a dense-access input", k->name,
+                  bi->name);
+    return SH_LIR_NONE;
+  }
+  int32_t l = sh_lir_new_list(k, n, idx);
+  sh_lir_stmt s = sh_lir_new_stmt(k, SH_LIR_S_PREFETCH);
+  if (l < 0 || s < 0) return SH_LIR_NONE;
+  k->st[s].buf = b;
+  k->st[s].idx = l;
+  k->st[s].nidx = n;
+  sh_lir_append(k, parent, s);
+  return s;
+}
+
 sh_lir_stmt sh_lir_store1(sh_lir_kernel *k, sh_lir_stmt parent, sh_lir_buf b, sh_lir_expr i0,
                           sh_lir_expr value, sh_lir_combine combine) {
   return sh_lir_store(k, parent, b, 1, &i0, value, combine);
@@ -777,6 +797,7 @@ void sh_lir_subst_stmt(sh_lir_kernel *k, sh_lir_stmt s, int n, const sh_lir_var 
     if (k->st[s].els >= 0) subst_list(k, k->st[k->st[s].els].body, n, vars, repl);
     break;
   }
+  case SH_LIR_S_PREFETCH:
   case SH_LIR_S_STORE: {
     sh_lir_expr idx[SH_LIR_MAX_RANK];
     bool same = true;
@@ -788,6 +809,7 @@ void sh_lir_subst_stmt(sh_lir_kernel *k, sh_lir_stmt s, int n, const sh_lir_var 
       int32_t l = sh_lir_new_list(k, k->st[s].nidx, idx);
       if (l >= 0) k->st[s].idx = l;
     }
+    if (k->st[s].kind == SH_LIR_S_PREFETCH) return;
     sh_lir_expr v = sh_lir_subst(k, k->st[s].val, n, vars, repl);
     k->st[s].val = v;
     return;
@@ -856,12 +878,13 @@ static sh_lir_stmt clone_one(sh_lir_kernel *k, sh_lir_stmt s, clone_map *m, cons
     }
     break;
   }
+  case SH_LIR_S_PREFETCH:
   case SH_LIR_S_STORE: {
     sh_lir_expr idx[SH_LIR_MAX_RANK];
     for (int i = 0; i < src.nidx; i++)
       idx[i] = sh_lir_subst(k, k->list[src.idx + i], m->n, m->vars, m->repl);
     int32_t l = sh_lir_new_list(k, src.nidx, idx);
-    sh_lir_expr v = sh_lir_subst(k, src.val, m->n, m->vars, m->repl);
+    sh_lir_expr v = src.val >= 0 ? sh_lir_subst(k, src.val, m->n, m->vars, m->repl) : SH_LIR_NONE;
     k->st[d].idx = l;
     k->st[d].val = v;
     break;
@@ -869,7 +892,7 @@ static sh_lir_stmt clone_one(sh_lir_kernel *k, sh_lir_stmt s, clone_map *m, cons
   case SH_LIR_S_BLOCK:
   case SH_LIR_S_ALLOC: break;
   }
-  if (src.kind != SH_LIR_S_STORE) clone_body(k, s, d, m, suffix);
+  if (src.kind != SH_LIR_S_STORE && src.kind != SH_LIR_S_PREFETCH) clone_body(k, s, d, m, suffix);
   m->n = saved;
   return k->err ? SH_LIR_NONE : d;
 }
@@ -938,6 +961,7 @@ bool sh_lir_stmt_uses_var(const sh_lir_kernel *k, sh_lir_stmt s, sh_lir_var v) {
     if (sh_lir_uses_var(k, n->cond, v)) return true;
     if (n->els >= 0 && sh_lir_stmt_uses_var(k, n->els, v)) return true;
     break;
+  case SH_LIR_S_PREFETCH:
   case SH_LIR_S_STORE:
     for (int i = 0; i < n->nidx; i++)
       if (sh_lir_uses_var(k, k->list[n->idx + i], v)) return true;
@@ -990,6 +1014,7 @@ const char *sh_lir_stmt_desc(const sh_lir_kernel *k, sh_lir_stmt s, char *buf, s
   case SH_LIR_S_IF: snprintf(buf, cap, "if statement %d", (int)s); break;
   case SH_LIR_S_ALLOC: snprintf(buf, cap, "alloc of %s", k->bufs[n->buf].name); break;
   case SH_LIR_S_BLOCK: snprintf(buf, cap, "block %d", (int)s); break;
+  case SH_LIR_S_PREFETCH: snprintf(buf, cap, "prefetch of %s", k->bufs[n->buf].name); break;
   }
   return buf;
 }
@@ -1139,6 +1164,15 @@ static sheaf_status vstmt(vctx *v, sh_lir_stmt s) {
       if ((st = vexpr(v, s, k->list[n->idx + i]))) return st;
     if ((st = vexpr(v, s, n->val))) return st;
     if (k->ex[n->val].dtype != bi->dtype) return vfail(v, s, "value type differs", NULL);
+    return SHEAF_OK;
+  }
+  case SH_LIR_S_PREFETCH: {
+    const sh_lir_bufinfo *bi = &k->bufs[n->buf];
+    if (bi->role != SH_LIR_IN || bi->access != SH_LIR_ACCESS_DENSE || bi->layout == SH_LIR_LAYOUT_RAGGED)
+      return vfail(v, s, "prefetches a buffer that is not a dense-access input", NULL);
+    if (n->nidx != bi->rank) return vfail(v, s, "wrong index count", NULL);
+    for (int i = 0; i < n->nidx; i++)
+      if ((st = vexpr(v, s, k->list[n->idx + i]))) return st;
     return SHEAF_OK;
   }
   }

@@ -4,7 +4,7 @@
  * A kernel is a list of buffers and one statement tree. Everything lives in
  * pools owned by the kernel and is named by a 32-bit id (no pointers between
  * nodes): expressions (integer and float, immutable and shared), statements
- * (loop, store, if, local allocation, block; mutable, linked through
+ * (loop, store, if, local allocation, block, prefetch hint; mutable, linked through
  * parent / next / body), buffers, loop variables and size symbols.
  *
  *   k = sh_lir_create(ctx, "matmul")
@@ -147,7 +147,10 @@ typedef enum sh_lir_skind {
   SH_LIR_S_LOOP,      /* for var in 0..ext: body */
   SH_LIR_S_STORE,     /* buf[idx] (combine)= val */
   SH_LIR_S_IF,        /* if cond: body, else: els (a BLOCK or NONE) */
-  SH_LIR_S_ALLOC      /* local buffer buf lives in body */
+  SH_LIR_S_ALLOC,     /* local buffer buf lives in body */
+  SH_LIR_S_PREFETCH   /* a hint: the cache line of buf[idx] will be read soon; no effect on
+                         what the kernel computes, and idx may lie past the storage (read
+                         nothing there: the emitted __builtin_prefetch does not fault) */
 } sh_lir_skind;
 
 typedef enum sh_lir_annot {
@@ -265,6 +268,12 @@ sh_lir_stmt sh_lir_store1(sh_lir_kernel *k, sh_lir_stmt parent, sh_lir_buf b, sh
 sh_lir_stmt sh_lir_store2(sh_lir_kernel *k, sh_lir_stmt parent, sh_lir_buf b, sh_lir_expr i0,
                           sh_lir_expr i1, sh_lir_expr value, sh_lir_combine combine);
 sh_lir_stmt sh_lir_if(sh_lir_kernel *k, sh_lir_stmt parent, sh_lir_expr cond);
+/* A software prefetch of the line holding b[idx] (an IN buffer, dense or
+ * panels layout, dense access): emitted as __builtin_prefetch of the
+ * element's address, computed without dereferencing anything, so idx may
+ * be past the end (the interpreter skips it). */
+sh_lir_stmt sh_lir_prefetch(sh_lir_kernel *k, sh_lir_stmt parent, sh_lir_buf b, int n,
+                            const sh_lir_expr *idx);
 /* The else block of an if (created on first use). */
 sh_lir_stmt sh_lir_else(sh_lir_kernel *k, sh_lir_stmt if_stmt);
 /* A scope for the LOCAL buffer b. */

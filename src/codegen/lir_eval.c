@@ -301,6 +301,7 @@ static void exec(run *r, sh_lir_stmt s) {
     if (ieval(r, n->cond)) exec_list(r, n->body);
     else if (n->els >= 0) exec_list(r, k->st[n->els].body);
     return;
+  case SH_LIR_S_PREFETCH: return; /* a hint; its index may lie past the storage */
   case SH_LIR_S_ALLOC:
     if (own_alloc(r, n->buf)) return;
     exec_list(r, n->body);

@@ -185,6 +185,14 @@ void sh_lir_print_stmt(const sh_lir_kernel *k, sh_lir_stmt s, int indent, sh_buf
     pexpr(k, n->val, 0, out);
     sh_buf_putc(out, '\n');
     return;
+  case SH_LIR_S_PREFETCH:
+    sh_buf_printf(out, "%*sprefetch %s[", indent, "", k->bufs[n->buf].name);
+    for (int i = 0; i < n->nidx; i++) {
+      if (i) sh_buf_puts(out, ", ");
+      pexpr(k, k->list[n->idx + i], 0, out);
+    }
+    sh_buf_puts(out, "]\n");
+    return;
   case SH_LIR_S_IF:
     sh_buf_printf(out, "%*sif ", indent, "");
     pexpr(k, n->cond, 0, out);

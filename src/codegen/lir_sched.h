@@ -170,6 +170,11 @@ typedef struct sh_sched_opts {
   int kc;        /* GEMM K block: reduction steps per block (sh_sched_kblock, the block loop
                     around the row block's tiles) when K may exceed it; <= 0: none, the
                     default (blocking measured no faster on the AVX2 host: docs/CODEGEN.md) */
+  int prefetch;  /* GEMM: software prefetch of a packed B panel this many k rows ahead, at the
+                    top of the tile's reduction loop; 0: the default (64 rows for one GEMM's
+                    tile on a vector ISA; none at the scalar level and for two GEMMs sharing
+                    a tile) */
+  int no_prefetch; /* 1: no prefetch (whatever `prefetch` says) */
 } sh_sched_opts;
 sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sched_opts *opts);
 

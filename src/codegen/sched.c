@@ -100,6 +100,7 @@ static void push_guard(sh_lir_kernel *k, sh_lir_stmt s, sh_lir_expr guard, int n
   sh_lir_snode *x = &k->st[s];
   switch ((sh_lir_skind)x->kind) {
   case SH_LIR_S_STORE: sh_sched_wrap_if(k, s, guard); return;
+  case SH_LIR_S_PREFETCH: return; /* a hint needs no guard */
   case SH_LIR_S_IF:
     if (x->els < 0) {
       sh_lir_expr c = sh_lir_bin(k, SH_LIR_OP_AND, guard, x->cond);

@@ -36,6 +36,8 @@ static const sh_tune_field fields[] = {
     {F(par_block), 2, {1, 8}},       /* iterations per parallel task (4) */
     {F(no_pair), 1, {1}},            /* a tile per GEMM over a shared A, not one for both */
     {F(kc), 3, {128, 256, 384}},     /* GEMM K block (none) */
+    {F(prefetch), 2, {32, 128}},     /* GEMM: B panel prefetch distance in k rows (64) */
+    {F(no_prefetch), 1, {1}},        /* GEMM: no B prefetch */
 };
 #undef F
 
