@@ -152,11 +152,6 @@ static int bench_attn(sheaf_ctx *ctx, sheaf_isa isa, sheaf_kernel *kat, int head
   return 0;
 }
 
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 /* One row kernel (softmax: which 0; layernorm: 1) at M x N, three ways
  * alternating each round: sheaf_kernel_run (what a user calls), the
  * generated entry called directly with the sizes bound once (the body:
@@ -206,8 +201,8 @@ static void bench_row(sheaf_ctx *ctx, sheaf_isa isa, sheaf_kernel *K, int which,
   d = fmax(d, maxdiff(yg, yh, (size_t)(M * N)));
   double mg = tg[0], mb = tb[0], mh = th[0];
   for (int r = 1; r < rounds; r++) mg = fmin(mg, tg[r]), mb = fmin(mb, tb[r]), mh = fmin(mh, th[r]);
-  qsort(tg, (size_t)rounds, sizeof(double), cmp_d);
-  qsort(th, (size_t)rounds, sizeof(double), cmp_d);
+  exb_sort_f64(tg, (size_t)rounds);
+  exb_sort_f64(th, (size_t)rounds);
   double medg = tg[rounds / 2], medh = th[rounds / 2];
   printf("%-10s %5lld %5lld %10.1f %10.1f %10.1f %7.2f %7.2f %7.2f %9.0f%s\n", which ? "layernorm" : "softmax",
          (long long)M, (long long)N, mg / (double)M * 1e9, mb / (double)M * 1e9, mh / (double)M * 1e9, mh / mg,

@@ -363,15 +363,10 @@ static void tune(sheaf_ctx *ctx, const char *dir, const char *records, double bu
 
 /* --------------------------------------------------------------- report */
 
-static int cmp_d(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 static double median(const double *v, int n) {
   double w[MAX_ROUNDS];
   memcpy(w, v, sizeof(double) * (size_t)n);
-  qsort(w, (size_t)n, sizeof(double), cmp_d);
+  exb_sort_f64(w, (size_t)n);
   return n % 2 ? w[n / 2] : 0.5 * (w[n / 2 - 1] + w[n / 2]);
 }
 

@@ -55,11 +55,6 @@ static int gen_build(sheaf_ctx *ctx, const char *dir, const char *name, bool ep,
   return 1;
 }
 
-static int cmpd(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 9;
   if (rounds < 1 || rounds > 64) rounds = 9;
@@ -128,7 +123,7 @@ int main(int argc, char **argv) {
       for (int v = 0; v < npf; v++) {
         double rr[64];
         for (int r = 0; r < rounds; r++) rr[r] = t[r][0] / t[r][v];
-        qsort(rr, (size_t)rounds, sizeof *rr, cmpd);
+        exb_sort_f64(rr, (size_t)rounds);
         printf("  pf%d %.1f GF x%.3f", pfs[v], flops / best[v] * 1e-9, rr[rounds / 2]);
       }
       printf("%s\n", maxd > 1e-3 ? " DIFFER" : "");

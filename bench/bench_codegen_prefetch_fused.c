@@ -29,11 +29,6 @@ static const char *SRC[] = {
     "  out(n, f) = z(n, f) - m(n) - log(s(n))\n}\n"};
 static const char *NAMES[] = {"ffn", "gated", "lsm"};
 
-static int cmpd(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 9;
   if (rounds < 1 || rounds > 64) rounds = 9;
@@ -87,7 +82,7 @@ int main(int argc, char **argv) {
         }
       double rr[64], maxd = 0;
       for (int r = 0; r < rounds; r++) rr[r] = t[r][0] / t[r][1];
-      qsort(rr, (size_t)rounds, sizeof *rr, cmpd);
+      exb_sort_f64(rr, (size_t)rounds);
       for (int64_t i = 0; i < N * F; i++) {
         double d = out[0][i] - out[1][i];
         if (d < 0) d = -d;

@@ -114,11 +114,6 @@ static double thread_cpu_ns(void) {
   return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 static int fail(sheaf_ctx *ctx, const char *what) {
   fprintf(stderr, "bench_runtime: %s: %s\n", what, sheaf_ctx_last_error(ctx));
   return 1;
@@ -253,10 +248,10 @@ int main(int argc, char **argv) {
       }
       if (sheaf_graph_reset(g)) return fail(ctx, "reset");
     }
-    qsort(bs, (size_t)rounds, sizeof *bs, cmp);
-    qsort(ss, (size_t)rounds, sizeof *ss, cmp);
-    qsort(ks, (size_t)rounds, sizeof *ks, cmp);
-    qsort(cs, (size_t)rounds, sizeof *cs, cmp);
+    exb_sort_f64(bs, (size_t)rounds);
+    exb_sort_f64(ss, (size_t)rounds);
+    exb_sort_f64(ks, (size_t)rounds);
+    exb_sort_f64(cs, (size_t)rounds);
     double b = bs[rounds / 2], s = ss[rounds / 2], k = ks[rounds / 2], tot = b + s;
     if (pi == 0) sheaf_total = tot;
     double gf = flops / best_round;

@@ -241,11 +241,6 @@ typedef struct paired_round {
   double useful;            /* Sheaf b64 1 thread, useful GFLOP/s */
 } paired_round;
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 /* Median, min, max of the measured (> 0) values of f; false if none. */
 static bool fig_stats(const paired_fig *f, int R, double *med, double *lo, double *hi, int *n) {
   double v[MAX_PAIRED];
@@ -253,7 +248,7 @@ static bool fig_stats(const paired_fig *f, int R, double *med, double *lo, doubl
   for (int r = 0; r < R; r++)
     if (f->v[r] > 0) v[(*n)++] = f->v[r] * f->scale;
   if (!*n) return false;
-  qsort(v, (size_t)*n, sizeof *v, cmp_double);
+  exb_sort_f64(v, (size_t)*n);
   *med = *n % 2 ? v[*n / 2] : 0.5 * (v[*n / 2 - 1] + v[*n / 2]);
   *lo = v[0];
   *hi = v[*n - 1];

@@ -105,6 +105,13 @@ double exb_sheaf_rate(const sh_net *net, sheaf_policy policy, int threads, int32
                          delta, passes_out);
 }
 
+static int cmp_f64(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+void exb_sort_f64(double *v, size_t n) { qsort(v, n, sizeof *v, cmp_f64); }
+
 double exb_now_s(bool cpu) {
   struct timespec t;
   clock_gettime(cpu ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &t);

@@ -233,6 +233,8 @@ bool exb_have_torch(const char *python);
 
 /* Seconds on the thread's CPU clock (cpu) or the monotonic clock. */
 double exb_now_s(bool cpu);
+/* Sorts v[0..n) ascending (for medians and quantiles of timings). */
+void exb_sort_f64(double *v, size_t n);
 /* ns per fiber context switch (a resume + yield round trip is two) over
  * `iters` round trips, best of `reps`, on exb_now_s(cpu); -1 when no fiber
  * could be made. */
