@@ -31,7 +31,8 @@
 #include "models/models.h"
 #include "sheaf_train.h"
 
-enum { B = 32 };
+enum { MAX_B = 1024 };
+static int B = 32; /* trees per update (--batch) */
 
 /* Seconds on the process's CPU clock (--cpu-time: every thread of the
  * process, so the pool's workers count too) or the monotonic clock. */
@@ -109,7 +110,7 @@ static sheaf_status update(sh_net *net, sheaf_graph *g, sheaf_optimizer *opt, co
   if (!st) st = sheaf_graph_flush(g);
   par_mark(&g_par, PAR_FLUSH);
   double t1 = now_s();
-  sheaf_backward_opts bo = {1.0f / B, 0, NULL, NULL};
+  sheaf_backward_opts bo = {1.0f / (float)B, 0, NULL, NULL};
   if (!st) st = sheaf_model_zero_grad(net->model);
   par_mark(&g_par, PAR_ZERO);
   if (!st) st = sheaf_backward(g, B, loss, &bo);
@@ -184,6 +185,7 @@ int main(int argc, char **argv) {
     if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) threads = atoi(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--updates") == 0) updates = atoi(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--reps") == 0) reps = atoi(argv[++i]);
+    else if (i + 1 < argc && strcmp(argv[i], "--batch") == 0) B = atoi(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--embed") == 0) E = atoi(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--hidden") == 0) H = atoi(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--tree-data") == 0) train = argv[++i];
@@ -199,12 +201,16 @@ int main(int argc, char **argv) {
       fprintf(stderr, "usage: bench_train_tree [--threads T] [--updates N] [--reps R] [--embed E] [--hidden H]\n"
                       "                        [--tree-data TRAIN.conllu] [--tree-dev DEV.conllu] [--python PY]\n"
                       "                        [--no-torch] [--no-dynet] [--dynet-dir DIR] [--lazy-emb]\n"
-                      "                        [--cpu-time]\n");
+                      "                        [--cpu-time] [--batch B (default 32)]\n");
       return 2;
     }
   }
   if (threads < 1 || updates < 1 || reps < 1 || E < 1 || H < 1) {
     fprintf(stderr, "bench_train_tree: --threads, --updates, --reps, --embed, --hidden must be >= 1\n");
+    return 2;
+  }
+  if (B < 1 || B > MAX_B) {
+    fprintf(stderr, "bench_train_tree: --batch %d: from 1 to %d\n", B, (int)MAX_B);
     return 2;
   }
   sheaf_ctx_options co = {0};
@@ -227,7 +233,7 @@ int main(int argc, char **argv) {
          g_cpu ? "process CPU time, every system" : "wall time",
          lazy_emb ? "lazy, the rows looked up only (every system)" : "dense, every row (every system)", dev,
          (int)sh_dataset_count(&dv.d));
-  sheaf_expr out[B], loss[B];
+  static sheaf_expr out[MAX_B], loss[MAX_B];
   double best = 1e30, acc = -1, major = 0, best_ph[3] = {0, 0, 0};
   int rc = 0;
   for (int rep = 0; rep < reps && !rc; rep++) {
