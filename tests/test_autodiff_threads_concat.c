@@ -1,6 +1,7 @@
 /*
  * test_autodiff_threads_concat.c — the backward of a bucket of concats
- * split over the pool (rules.c, bw_CONCAT; grouped in autodiff.c): 320
+ * and of the lookups they read, each split over the pool by columns
+ * (rules.c, bw_CONCAT and bw_LOOKUP; grouped in autodiff.c): 320
  * losses nll(concat of looked-up rows) at one depth, rows shared between
  * nodes and within one (concat(x, x)), some concats nested (not grouped
  * with their readers). The embedding's gradient is checked against a
@@ -85,7 +86,7 @@ done:
   return out;
 }
 
-TEST(concat_bucket_gradients_on_two_threads_match_reference_and_one_thread_bitwise) {
+TEST(concat_and_lookup_buckets_on_two_threads_match_reference_and_one_thread_bitwise) {
   static double ref[CV * CE];
   float *two = cc_grad(2, ref), *again = cc_grad(2, NULL), *one = cc_grad(1, NULL);
   if (CHECK(two && again && one)) {

@@ -483,6 +483,10 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
            it[j].op == it[i].op && it[j].k1 == it[i].k1 && it[j].k2 == it[i].k2 && it[j].k3 == it[i].k3)
       j++;
     if (it[i].op == SH_OP_CONCAT && !it[i].gemm) j = concat_bucket(g, it, i, c, tmp);
+    if (it[i].op == SH_OP_LOOKUP && !it[i].gemm) /* a bucket of lookups (they read only a table) */
+      while (j < c && !it[j].gemm && it[j].op == SH_OP_LOOKUP && it[j].phase == it[i].phase &&
+             it[j].epoch == it[i].epoch && it[j].depth == it[i].depth)
+        j++;
     uint32_t m = 0;
     for (uint32_t k = i; k < j; k++)
       if (b->grad[it[k].id] || (is_cell(it[k].op) && b->grad[sh_lstm_cell(it[k].id)]))

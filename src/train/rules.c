@@ -36,8 +36,44 @@ static sheaf_status bw_PARAM(sh_bw *b, const uint32_t *ids, uint32_t n) {
   return SHEAF_OK;
 }
 
+/* A bucket of lookups split over the pool by the tables' columns: task t
+ * of T adds columns [c*t/T, c*(t+1)/T) of each looked-up row (c: its
+ * table's columns), nodes in order, so an element of a table's gradient is
+ * always written by one task, its adds in the serial order. */
+typedef struct lookup_job {
+  const sh_bw *b;
+  const uint32_t *ids;
+  uint32_t n;
+  float *const *row; /* by node: its row of the table's gradient */
+  int64_t parts;
+} lookup_job;
+
+static void lookup_task(void *arg, int64_t task, int tid) {
+  (void)tid;
+  const lookup_job *j = arg;
+  for (uint32_t i = 0; i < j->n; i++) {
+    int64_t c = node(j->b, j->ids[i])->cols, c0 = c * task / j->parts, c1 = c * (task + 1) / j->parts;
+    float *restrict d = j->row[i];
+    const float *restrict y = j->b->grad[j->ids[i]];
+    for (int64_t k = c0; k < c1; k++) d[k] += y[k];
+  }
+}
+
 /* scatter-add into the looked-up rows of the table */
 static sheaf_status bw_LOOKUP(sh_bw *b, const uint32_t *ids, uint32_t n) {
+  if (n > 1 && b->g->threads > 1 && (size_t)n * (size_t)node(b, ids[0])->cols >= SH_BW_PAR_MIN) {
+    float **row = sh_bw_alloc(b, (size_t)n * sizeof *row);
+    if (!row) return SHEAF_ERR_NOMEM;
+    for (uint32_t i = 0; i < n; i++) { /* the rows marked first (on the caller) */
+      const sh_node *nd = node(b, ids[i]);
+      float *pg = sh_bw_param_grad_row(b, nd->param.id, nd->param.row);
+      if (!pg) return SHEAF_ERR_NOMEM;
+      row[i] = pg + (size_t)nd->param.row * (size_t)nd->cols;
+    }
+    lookup_job j = {b, ids, n, row, b->g->threads};
+    sh_pool_run(b->ctx->pool, j.parts, lookup_task, &j, b->g->threads);
+    return SHEAF_OK;
+  }
   for (uint32_t i = 0; i < n; i++) {
     const sh_node *nd = node(b, ids[i]);
     float *pg = sh_bw_param_grad_row(b, nd->param.id, nd->param.row);
