@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_train_par.h"
 #include "sheaf.h"
 #include "sheaf_train.h"
 
@@ -116,6 +117,8 @@ static bool g_cpu;
  * SparseAdam for it; DyNet: its default for lookup parameters). Without
  * it, every system's Adam updates every row (DyNet: --dense-lookup). */
 static bool lazy_emb;
+/* --threads 2 and more: the serial part of a step (bench_train_par.h) */
+static par_acct g_par;
 static uint64_t now_ns(void) {
   struct timespec t;
   clock_gettime(g_cpu ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &t);
@@ -137,6 +140,7 @@ static sheaf_status update(sheaf_model *m, sheaf_graph *g, sheaf_optimizer *opt,
                            int H, sheaf_expr *hf, sheaf_expr *hb, sheaf_expr *loss, uint64_t *fwd_ns,
                            uint64_t *bwd_ns, double *last_loss) {
   uint64_t t0 = now_ns();
+  par_begin(&g_par);
   sheaf_graph_reset(g);
   const int64_t zshape[1] = {H};
   int k = 0;
@@ -161,7 +165,9 @@ static sheaf_status update(sheaf_model *m, sheaf_graph *g, sheaf_optimizer *opt,
       loss[k++] = sheaf_nll(g, sheaf_affine(g, p->Wt, sheaf_concat(g, 2, two), p->bt), tg[t]);
     }
   }
+  par_mark(&g_par, PAR_BUILD);
   sheaf_status st = sheaf_graph_flush(g);
+  par_mark(&g_par, PAR_FLUSH);
   uint64_t t1 = now_ns();
   sheaf_backward_opts bo = {1.0f / (float)k, 0, NULL, NULL};
   if (!st && last_loss) { /* the batch's mean loss (not timed: read after the step) */
@@ -174,9 +180,14 @@ static sheaf_status update(sheaf_model *m, sheaf_graph *g, sheaf_optimizer *opt,
     *last_loss = sum / k;
     t1 = now_ns();
   }
+  par_mark(&g_par, PAR_LOSS);
   if (!st) st = sheaf_model_zero_grad(m);
+  par_mark(&g_par, PAR_ZERO);
   if (!st) st = sheaf_backward(g, k, loss, &bo);
+  par_mark(&g_par, PAR_BACKWARD);
   if (!st) st = sheaf_optimizer_step(opt, NULL);
+  par_mark(&g_par, PAR_STEP);
+  g_par.updates++;
   uint64_t t2 = now_ns();
   *fwd_ns += t1 - t0;
   *bwd_ns += t2 - t1;
@@ -265,6 +276,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_train: %s\n", err);
     return 1;
   }
+  par_init(&g_par, ctx);
   printf("bench_train: BiLSTM tagger on %s (%d sentences, %d tokens, %d words), E = %d, H = %d,\n"
          "  Adam lr 1e-3, batch %d sentences, %d updates (after 1 warm-up), %d thread(s), min of %d runs (%s);\n"
          "  Adam on the embedding: %s\n",
@@ -303,11 +315,13 @@ int main(int argc, char **argv) {
       goto rep_done;
     }
     uint64_t f = 0, bw = 0;
+    par_acct par_keep = g_par; /* the warm-up is not counted */
     if (update(m, g, opt, &p, &c, 0, H, hf, hb, loss, &f, &bw, &first_loss)) {
       rc = fail(ctx, "warm-up update");
       goto rep_done;
     }
     f = bw = 0;
+    g_par = par_keep;
     for (int u = 0; u < updates; u++)
       if (update(m, g, opt, &p, &c, (u + 1) * B, H, hf, hb, loss, &f, &bw, u == updates - 1 ? &last_loss : NULL)) {
         rc = fail(ctx, "update");
@@ -330,6 +344,7 @@ int main(int argc, char **argv) {
   printf("  %-22s %9.1f sents/s   (forward %.3f s, backward+step %.3f s: %.2fx the forward;\n"
          "  %-22s %9s           loss: first update %.5f, last %.4f)\n",
          "sheaf", sheaf_rate, best_f, best_b, best_b / best_f, "", "", first_loss, last_loss);
+  par_report(&g_par);
   if (torch || dynet) {
     char path[] = "/tmp/bench_train_XXXXXX";
     int fd = mkstemp(path);

@@ -26,11 +26,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_train_par.h"
 #include "io/tree_labels.h"
 #include "models/models.h"
 #include "sheaf_train.h"
 
-enum { B = 32 };
+enum { MAX_B = 1024 };
+static int B = 32; /* trees per update (--batch) */
 
 /* Seconds on the process's CPU clock (--cpu-time: every thread of the
  * process, so the pool's workers count too) or the monotonic clock. */
@@ -88,25 +90,35 @@ static bool load(sheaf_ctx *ctx, const char *path, data *x) {
   return x->label && sh_tree_labels_load(ctx, path, &x->d, x->label) == SHEAF_OK;
 }
 
+/* --threads 2 and more: the serial part of a step (bench_train_par.h) */
+static par_acct g_par;
+
 /* One update on trees s0 .. s0 + B (wrapping); ph[0..2] += the seconds of
  * its forward (build and flush), backward (zeroing included) and step. */
 static sheaf_status update(sh_net *net, sheaf_graph *g, sheaf_optimizer *opt, const data *tr, int64_t s0,
                            sheaf_expr *out, sheaf_expr *loss, double *ph) {
   int32_t n = sh_dataset_count(&tr->d);
   double t0 = now_s();
+  par_begin(&g_par);
   sheaf_status st = sheaf_graph_reset(g);
   for (int i = 0; i < B && !st; i++) {
     int32_t t = (int32_t)((s0 + i) % n);
     st = sh_net_build(net, g, t, out + i);
     loss[i] = sheaf_nll_logp(g, out[i], tr->label[t]);
   }
+  par_mark(&g_par, PAR_BUILD);
   if (!st) st = sheaf_graph_flush(g);
+  par_mark(&g_par, PAR_FLUSH);
   double t1 = now_s();
-  sheaf_backward_opts bo = {1.0f / B, 0, NULL, NULL};
+  sheaf_backward_opts bo = {1.0f / (float)B, 0, NULL, NULL};
   if (!st) st = sheaf_model_zero_grad(net->model);
+  par_mark(&g_par, PAR_ZERO);
   if (!st) st = sheaf_backward(g, B, loss, &bo);
+  par_mark(&g_par, PAR_BACKWARD);
   double t2 = now_s();
   if (!st) st = sheaf_optimizer_step(opt, NULL);
+  par_mark(&g_par, PAR_STEP);
+  g_par.updates++;
   double t3 = now_s();
   ph[0] += t1 - t0, ph[1] += t2 - t1, ph[2] += t3 - t2;
   return st;
@@ -173,6 +185,7 @@ int main(int argc, char **argv) {
     if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) threads = atoi(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--updates") == 0) updates = atoi(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--reps") == 0) reps = atoi(argv[++i]);
+    else if (i + 1 < argc && strcmp(argv[i], "--batch") == 0) B = atoi(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--embed") == 0) E = atoi(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--hidden") == 0) H = atoi(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--tree-data") == 0) train = argv[++i];
@@ -188,12 +201,16 @@ int main(int argc, char **argv) {
       fprintf(stderr, "usage: bench_train_tree [--threads T] [--updates N] [--reps R] [--embed E] [--hidden H]\n"
                       "                        [--tree-data TRAIN.conllu] [--tree-dev DEV.conllu] [--python PY]\n"
                       "                        [--no-torch] [--no-dynet] [--dynet-dir DIR] [--lazy-emb]\n"
-                      "                        [--cpu-time]\n");
+                      "                        [--cpu-time] [--batch B (default 32)]\n");
       return 2;
     }
   }
   if (threads < 1 || updates < 1 || reps < 1 || E < 1 || H < 1) {
     fprintf(stderr, "bench_train_tree: --threads, --updates, --reps, --embed, --hidden must be >= 1\n");
+    return 2;
+  }
+  if (B < 1 || B > MAX_B) {
+    fprintf(stderr, "bench_train_tree: --batch %d: from 1 to %d\n", B, (int)MAX_B);
     return 2;
   }
   sheaf_ctx_options co = {0};
@@ -204,6 +221,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_train_tree: %s\n", err);
     return 1;
   }
+  par_init(&g_par, ctx);
   data tr = {0}, dv = {0};
   if (!load(ctx, train, &tr) || !load(ctx, dev, &dv)) return fail(ctx, "data");
   /* the dev words numbered by the training words (others: <unk>) */
@@ -215,21 +233,24 @@ int main(int argc, char **argv) {
          g_cpu ? "process CPU time, every system" : "wall time",
          lazy_emb ? "lazy, the rows looked up only (every system)" : "dense, every row (every system)", dev,
          (int)sh_dataset_count(&dv.d));
-  sheaf_expr out[B], loss[B];
+  static sheaf_expr out[MAX_B], loss[MAX_B];
   double best = 1e30, acc = -1, major = 0, best_ph[3] = {0, 0, 0};
   int rc = 0;
   for (int rep = 0; rep < reps && !rc; rep++) {
     sh_net net = {0};
     sheaf_graph *g = NULL;
     sheaf_optimizer *opt = NULL;
+    par_acct par_keep;
     sheaf_optimizer_opts oo = {SHEAF_OPTIM_ADAM, 2e-3f, 0, 0, 0, 0, 0, 0};
     if (sh_net_create(ctx, SH_NET_TREELSTM, &tr.d, H, E, &net) || sh_net_seed(&net, 1) ||
         sheaf_graph_create(net.model, NULL, &g) || sheaf_optimizer_create(net.model, &oo, &opt) ||
         sheaf_optimizer_lazy_rows(opt, lazy_emb)) {
       rc = fail(ctx, "setup");
-    } else if (update(&net, g, opt, &tr, 0, out, loss, (double[3]){0, 0, 0})) {
+    } else if (par_keep = g_par, /* the warm-up is not counted */
+               update(&net, g, opt, &tr, 0, out, loss, (double[3]){0, 0, 0})) {
       rc = fail(ctx, "warm-up update");
     } else {
+      g_par = par_keep;
       double ph[3] = {0, 0, 0};
       double t0 = now_s();
       for (int u = 0; u < updates && !rc; u++)
@@ -248,6 +269,7 @@ int main(int argc, char **argv) {
            100 * major);
     printf("  sheaf per update: forward %.2f ms, backward %.2f ms, optimizer step %.2f ms\n",
            1e3 * best_ph[0] / updates, 1e3 * best_ph[1] / updates, 1e3 * best_ph[2] / updates);
+    par_report(&g_par);
     char path[] = "/tmp/bench_train_tree_XXXXXX";
     int fd = (torch || dynet) ? mkstemp(path) : -1;
     if ((torch || dynet) && (fd < 0 || !write_corpus(&tr, &dv, tr.d.vocab, path))) {

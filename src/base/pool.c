@@ -65,6 +65,9 @@ struct sh_pool {
   atomic_bool stop;
   atomic_flag in_run; /* set while a run is in progress */
   atomic_int spin_us;
+  atomic_bool accounting;       /* sh_pool_set_accounting */
+  atomic_uint_fast64_t par_ns;  /* wall time of dispatched runs, while accounting */
+  atomic_uint_fast64_t par_runs;
 
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -163,6 +166,9 @@ sheaf_status sh_pool_create(sheaf_ctx *ctx, int threads, sh_pool **out) {
   atomic_init(&p->done, 0);
   atomic_init(&p->sleepers, 0);
   atomic_init(&p->stop, false);
+  atomic_init(&p->accounting, false);
+  atomic_init(&p->par_ns, 0);
+  atomic_init(&p->par_runs, 0);
   atomic_flag_clear(&p->in_run);
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->cv, NULL);
@@ -229,6 +235,8 @@ void sh_pool_run(sh_pool *p, int64_t n_tasks, sh_task_fn fn, void *arg, int max_
     tl_in_task = saved;
     return;
   }
+  uint64_t t_start =
+      atomic_load_explicit(&p->accounting, memory_order_relaxed) ? sheaf_time_ns() : 0;
   p->job_id++;
   uint64_t job = (uint64_t)p->job_id << 32;
   atomic_store_explicit(&p->claim, job | CLAIM_CLOSED, memory_order_relaxed);
@@ -241,5 +249,21 @@ void sh_pool_run(sh_pool *p, int64_t n_tasks, sh_task_fn fn, void *arg, int max_
   publish(p);
   run_tasks(p, 0);
   while (atomic_load_explicit(&p->done, memory_order_acquire) < n_tasks) CPU_RELAX();
+  if (t_start) {
+    atomic_fetch_add_explicit(&p->par_ns, sheaf_time_ns() - t_start, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->par_runs, 1, memory_order_relaxed);
+  }
   atomic_flag_clear(&p->in_run);
+}
+
+void sh_pool_set_accounting(sh_pool *p, int on) {
+  if (p) atomic_store_explicit(&p->accounting, on != 0, memory_order_relaxed);
+}
+
+uint64_t sh_pool_parallel_ns(const sh_pool *p) {
+  return p ? atomic_load_explicit(&p->par_ns, memory_order_relaxed) : 0;
+}
+
+uint64_t sh_pool_parallel_runs(const sh_pool *p) {
+  return p ? atomic_load_explicit(&p->par_runs, memory_order_relaxed) : 0;
 }

@@ -36,4 +36,14 @@ void sh_pool_run(sh_pool *pool, int64_t n_tasks, sh_task_fn fn, void *arg, int m
  * or SHEAF_SPIN_US from the environment). */
 void sh_pool_set_spin_us(sh_pool *pool, int us);
 
+/* Opt-in accounting of parallel time (off by default; off, a dispatch pays
+ * one relaxed load). On, every sh_pool_run that dispatches to two or more
+ * threads adds its wall time, as the caller sees it (dispatch and waiting
+ * included), to a counter; runs that fall back to the caller (one task, one
+ * thread, nested) are not counted: they are serial time. The caller's time
+ * outside these runs is the serial part of its work (Amdahl). */
+void sh_pool_set_accounting(sh_pool *pool, int on);
+uint64_t sh_pool_parallel_ns(const sh_pool *pool); /* 0 for NULL */
+uint64_t sh_pool_parallel_runs(const sh_pool *pool);
+
 #endif

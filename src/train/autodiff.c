@@ -375,6 +375,47 @@ static sheaf_status check_expr(sheaf_graph *g, sheaf_expr e, const char *what, i
   return SHEAF_OK;
 }
 
+/* Whether node id reads a concat at depth d. */
+static bool reads_concat_at(const sheaf_graph *g, uint32_t id, uint32_t d) {
+  const sh_node *nd = &g->store.nodes[id];
+  for (uint32_t k = 0; k < nd->n_in; k++) {
+    const sh_node *x = &g->store.nodes[g->store.ins[nd->in + k]];
+    if (x->op == SH_OP_CONCAT && x->depth == d) return true;
+  }
+  return false;
+}
+
+/* A bucket of concats for rules.c to split over the pool. Concats are
+ * views: they share their depth with their inputs (lookups, other views),
+ * so in the order one concat is followed by its inputs, then the next
+ * concat. it[i] is a concat; the run of items after it with the same
+ * phase, flush and depth, not GEMMs, is partitioned in place (stably) into
+ * the concats, then the others, up to the first item that reads a concat
+ * at that depth (a concat that did would read a member of the bucket; so
+ * would another reader). A member then has its gradient complete when the
+ * bucket runs (its readers are earlier in the order, or in an earlier
+ * depth), and an item moved after the bucket only runs later (its own
+ * readers have run; a concat never writes into it: its inputs have lower
+ * ids). Two members adding into one input do so in the order; an item
+ * moved after them that adds into it too now adds after them: the same
+ * order on any thread count. Returns the end of the concats; tmp: room for
+ * the run. */
+static uint32_t concat_bucket(const sheaf_graph *g, bw_item *it, uint32_t i, uint32_t c, bw_item *tmp) {
+  const bw_item *f = &it[i];
+  if (reads_concat_at(g, f->id, f->depth)) return i + 1;
+  uint32_t k = i + 1, nc = 1, no = 0;
+  for (; k < c; k++) {
+    const bw_item *e = &it[k];
+    if (e->gemm || e->phase != f->phase || e->epoch != f->epoch || e->depth != f->depth ||
+        reads_concat_at(g, e->id, f->depth))
+      break;
+    if (e->op == SH_OP_CONCAT) it[i + nc++] = *e; /* i + nc <= k: not yet read back */
+    else tmp[no++] = *e;
+  }
+  memcpy(&it[i + nc], tmp, (size_t)no * sizeof *tmp);
+  return i + nc;
+}
+
 static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float scale,
                              const sheaf_backward_opts *o) {
   sheaf_graph *g = b->g;
@@ -417,7 +458,8 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
   /* 3. the order, and the GEMM buckets */
   bw_item *it = sh_bw_alloc(b, (size_t)(n_act ? n_act : 1) * sizeof *it);
   uint32_t *ids = sh_bw_alloc(b, (size_t)(n_act ? n_act : 1) * sizeof *ids);
-  if (!it || !ids) return SHEAF_ERR_NOMEM;
+  bw_item *tmp = sh_bw_alloc(b, (size_t)(n_act ? n_act : 1) * sizeof *tmp);
+  if (!it || !ids || !tmp) return SHEAF_ERR_NOMEM;
   uint32_t c = 0, epoch = 0;
   for (uint32_t id = 0; id < top; id++) {
     /* the flush that computed it (a later one's nodes may sit at lower depths) */
@@ -440,6 +482,11 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
            it[j].epoch == it[i].epoch && it[j].depth == it[i].depth &&
            it[j].op == it[i].op && it[j].k1 == it[i].k1 && it[j].k2 == it[i].k2 && it[j].k3 == it[i].k3)
       j++;
+    if (it[i].op == SH_OP_CONCAT && !it[i].gemm) j = concat_bucket(g, it, i, c, tmp);
+    if (it[i].op == SH_OP_LOOKUP && !it[i].gemm) /* a bucket of lookups (they read only a table) */
+      while (j < c && !it[j].gemm && it[j].op == SH_OP_LOOKUP && it[j].phase == it[i].phase &&
+             it[j].epoch == it[i].epoch && it[j].depth == it[i].depth)
+        j++;
     uint32_t m = 0;
     for (uint32_t k = i; k < j; k++)
       if (b->grad[it[k].id] || (is_cell(it[k].op) && b->grad[sh_lstm_cell(it[k].id)]))

@@ -53,7 +53,7 @@ static int concat_pieces(const sh_bw *b, const uint32_t *ids, uint32_t n, int k)
 
 /* Below this many floats touched, a helper loop runs on the caller: a pool
  * dispatch costs more than it saves. */
-#define BW_PAR_MIN 16384
+#define BW_PAR_MIN SH_BW_PAR_MIN
 
 /* Columns [j0, j1) of a column-split job (bias sums, dX adds, transposes):
  * each task owns whole columns and walks the rows in order, so the sums are

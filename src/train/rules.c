@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/pool.h"
 #include "train/train.h"
 
 #define BW_FAIL(b) ((b)->g->status ? (b)->g->status : sheaf_ctx_last_status((b)->ctx))
@@ -35,8 +36,44 @@ static sheaf_status bw_PARAM(sh_bw *b, const uint32_t *ids, uint32_t n) {
   return SHEAF_OK;
 }
 
+/* A bucket of lookups split over the pool by the tables' columns: task t
+ * of T adds columns [c*t/T, c*(t+1)/T) of each looked-up row (c: its
+ * table's columns), nodes in order, so an element of a table's gradient is
+ * always written by one task, its adds in the serial order. */
+typedef struct lookup_job {
+  const sh_bw *b;
+  const uint32_t *ids;
+  uint32_t n;
+  float *const *row; /* by node: its row of the table's gradient */
+  int64_t parts;
+} lookup_job;
+
+static void lookup_task(void *arg, int64_t task, int tid) {
+  (void)tid;
+  const lookup_job *j = arg;
+  for (uint32_t i = 0; i < j->n; i++) {
+    int64_t c = node(j->b, j->ids[i])->cols, c0 = c * task / j->parts, c1 = c * (task + 1) / j->parts;
+    float *restrict d = j->row[i];
+    const float *restrict y = j->b->grad[j->ids[i]];
+    for (int64_t k = c0; k < c1; k++) d[k] += y[k];
+  }
+}
+
 /* scatter-add into the looked-up rows of the table */
 static sheaf_status bw_LOOKUP(sh_bw *b, const uint32_t *ids, uint32_t n) {
+  if (n > 1 && b->g->threads > 1 && (size_t)n * (size_t)node(b, ids[0])->cols >= SH_BW_PAR_MIN) {
+    float **row = sh_bw_alloc(b, (size_t)n * sizeof *row);
+    if (!row) return SHEAF_ERR_NOMEM;
+    for (uint32_t i = 0; i < n; i++) { /* the rows marked first (on the caller) */
+      const sh_node *nd = node(b, ids[i]);
+      float *pg = sh_bw_param_grad_row(b, nd->param.id, nd->param.row);
+      if (!pg) return SHEAF_ERR_NOMEM;
+      row[i] = pg + (size_t)nd->param.row * (size_t)nd->cols;
+    }
+    lookup_job j = {b, ids, n, row, b->g->threads};
+    sh_pool_run(b->ctx->pool, j.parts, lookup_task, &j, b->g->threads);
+    return SHEAF_OK;
+  }
   for (uint32_t i = 0; i < n; i++) {
     const sh_node *nd = node(b, ids[i]);
     float *pg = sh_bw_param_grad_row(b, nd->param.id, nd->param.row);
@@ -48,7 +85,62 @@ static sheaf_status bw_LOOKUP(sh_bw *b, const uint32_t *ids, uint32_t n) {
   return SHEAF_OK;
 }
 
+/* A bucket of concats split over the pool by the columns of each input:
+ * task t of T adds columns [w*t/T, w*(t+1)/T) of every piece of width w,
+ * nodes and pieces in order, so a gradient element is always written by
+ * the same task, its adds in the serial order (the same bits on any
+ * thread count), even when one input feeds several pieces. */
+typedef struct concat_job {
+  const sh_bw *b;
+  const uint32_t *ids;
+  uint32_t n;
+  float *const *dx; /* by (node, piece) in order: the input's gradient or NULL */
+  int64_t parts;
+} concat_job;
+
+static void concat_task(void *arg, int64_t task, int tid) {
+  (void)tid;
+  const concat_job *j = arg;
+  size_t q = 0;
+  for (uint32_t i = 0; i < j->n; i++) {
+    const sh_node *nd = node(j->b, j->ids[i]);
+    const float *dy = j->b->grad[j->ids[i]];
+    int32_t off = 0;
+    for (uint32_t k = 0; k < nd->n_in; k++, q++) {
+      int32_t w = node(j->b, sh_bw_in(j->b, j->ids[i], (int)k))->cols;
+      float *dx = j->dx[q];
+      int64_t c0 = (int64_t)w * task / j->parts, c1 = (int64_t)w * (task + 1) / j->parts;
+      if (dx)
+        for (int32_t r = 0; r < nd->rows; r++) {
+          float *restrict d = dx + (size_t)r * w;
+          const float *restrict y = dy + (size_t)r * nd->cols + off;
+          for (int64_t c = c0; c < c1; c++) d[c] += y[c];
+        }
+      off += w;
+    }
+  }
+}
+
 static sheaf_status bw_CONCAT(sh_bw *b, const uint32_t *ids, uint32_t n) {
+  size_t pieces = 0, total = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    pieces += node(b, ids[i])->n_in;
+    total += numel(node(b, ids[i]));
+  }
+  if (n > 1 && b->g->threads > 1 && total >= SH_BW_PAR_MIN) {
+    float **dx = sh_bw_alloc(b, pieces * sizeof *dx);
+    if (!dx) return SHEAF_ERR_NOMEM;
+    size_t q = 0;
+    for (uint32_t i = 0; i < n; i++) /* the gradients first (the arena is the caller's) */
+      for (uint32_t k = 0; k < node(b, ids[i])->n_in; k++, q++) {
+        uint32_t x = sh_bw_in(b, ids[i], (int)k);
+        dx[q] = NULL;
+        if (NEED(b, x) && !(dx[q] = sh_bw_grad(b, x))) return SHEAF_ERR_NOMEM;
+      }
+    concat_job j = {b, ids, n, dx, b->g->threads};
+    sh_pool_run(b->ctx->pool, j.parts, concat_task, &j, b->g->threads);
+    return SHEAF_OK;
+  }
   for (uint32_t i = 0; i < n; i++) {
     const sh_node *nd = node(b, ids[i]);
     const float *dy = b->grad[ids[i]];

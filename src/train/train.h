@@ -24,6 +24,10 @@ typedef struct sh_bw_dw {
   sh_bw_seg *head, *tail;         /* the buckets' rows, in bucket order */
 } sh_bw_dw;
 
+/* Below this many floats a split job (bias sums, dX adds, transposes,
+ * concat buckets) runs on the caller: a dispatch costs more than it saves. */
+#define SH_BW_PAR_MIN 16384
+
 /* One backward pass over a flushed graph. */
 typedef struct sh_bw {
   sheaf_graph *g;
