@@ -154,9 +154,14 @@ static float *ct_collect(const ct_model *md, bool grads, size_t *n) {
 
 /* max |a - b| / max(1, max |a|) */
 static double ct_err(const float *a, const float *b, size_t n) {
+  /* (comparisons, not fmax: an fmax reduction here crashed the AArch64
+   * gcc 12 vectorizer, an internal compiler error in vect_transform_reduction) */
   double worst = 0, scale = 1;
-  for (size_t i = 0; i < n; i++) scale = fmax(scale, fabs((double)a[i]));
-  for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)a[i] - b[i]));
+  for (size_t i = 0; i < n; i++) {
+    double m = fabs((double)a[i]), d = fabs((double)a[i] - b[i]);
+    if (m > scale) scale = m;
+    if (d > worst) worst = d;
+  }
   return worst / scale;
 }
 
