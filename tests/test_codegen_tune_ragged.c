@@ -111,8 +111,15 @@ TEST(codegen_tune_ragged_record_used) {
   CHECK_EQ_INT(r.cls[0], 4);
   CHECK_EQ_INT(r.cls[1], 8);
   CHECK(r.ns > 0 && r.default_ns > 0);
-  CHECK(ts.compiled >= 1 && ts.compiled <= 2);
-  CHECK(lines >= 3);
+  if (isa_here() == SHEAF_ISA_SCALAR) {
+    /* no knob changes this kernel's scalar C (row_unroll is a vector-row
+     * knob), so the search measures the default and compiles nothing */
+    CHECK_EQ_INT(ts.compiled, 0);
+    CHECK(lines >= 2);
+  } else {
+    CHECK(ts.compiled >= 1 && ts.compiled <= 2);
+    CHECK(lines >= 3);
+  }
   /* forced to a non-default schedule, through a file */
   r.opts = (sh_sched_opts){.row_unroll = 1, .par_block = 8};
   sh_tune_set s;
