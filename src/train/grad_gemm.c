@@ -370,14 +370,11 @@ sheaf_status sh_bw_affine(sh_bw *b, const uint32_t *ids, uint32_t n) {
   return sh_bw_lin_grads(b, ids, n, m, nx, wid, n0->lin.b, n0->cols, dyr);
 }
 
-/* The bucket's gates, recomputed (the forward kept none: a graph's first
- * training pass, or one flushed before it trained): z = x·W + b with one
- * GEMM, activated, and tanh(c), into s [m, 5*hid] (sh_saved's layout). */
-static sheaf_status lstm_gates(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t m, float *s) {
+sheaf_status sh_bw_cell_gemm(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t m, float *s,
+                             int64_t ld, const sh_gemm_ep *ep, int n_ep) {
   sheaf_graph *g = b->g;
   const sh_node *n0 = &g->store.nodes[ids[0]];
-  const sh_param *W = &g->model->params[n0->lin.w - 1];
-  int64_t hid = n0->cols, g5 = 5 * hid, in = W->shape[0];
+  int64_t in = g->model->params[n0->lin.w - 1].shape[0];
   const float **xr = sh_bw_alloc(b, (size_t)m * sizeof *xr);
   if (!xr) return SHEAF_ERR_NOMEM;
   int64_t r0 = 0;
@@ -395,12 +392,23 @@ static sheaf_status lstm_gates(sh_bw *b, const uint32_t *ids, uint32_t n, int64_
   a.n_src = 1;
   a.src[0] = (sh_gemm_src){in, {xr, NULL, 0}};
   a.b_packed = pw;
-  a.c = (sh_gemm_out){NULL, s, g5};
+  a.c = (sh_gemm_out){NULL, s, ld};
   a.ws = g->work.gemm_ws[0];
   if (n0->lin.b)
     a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_BIAS, 0, 0, 0, g->model->params[n0->lin.b - 1].data, {0}};
-  if ((st = sh_gemm(b->ctx, g->isa, g->threads, &a))) return st;
-  r0 = 0;
+  for (int e = 0; e < n_ep; e++) a.ep[a.n_ep++] = ep[e];
+  return sh_gemm(b->ctx, g->isa, g->threads, &a);
+}
+
+/* The bucket's gates, recomputed (the forward kept none: a graph's first
+ * training pass, or one flushed before it trained): z = x·W + b with one
+ * GEMM, activated, and tanh(c), into s [m, 5*hid] (sh_saved's layout). */
+static sheaf_status lstm_gates(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t m, float *s) {
+  sheaf_graph *g = b->g;
+  int64_t hid = g->store.nodes[ids[0]].cols, g5 = 5 * hid;
+  sheaf_status st = sh_bw_cell_gemm(b, ids, n, m, s, g5, NULL, 0);
+  if (st) return st;
+  int64_t r0 = 0;
   for (uint32_t i = 0; i < n; i++) {
     const float *cv = sh_bw_val(b, sh_lstm_cell(ids[i]));
     if (!cv) return BW_FAIL(b);

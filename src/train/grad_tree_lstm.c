@@ -24,35 +24,12 @@
 static sheaf_status recompute(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t m, int64_t ng,
                               float *s) {
   sheaf_graph *g = b->g;
-  const sh_node *n0 = &g->store.nodes[ids[0]];
-  const sh_param *W = &g->model->params[n0->lin.w - 1];
-  int64_t hid = n0->cols, ld = (ng + 1) * hid, in = W->shape[0];
-  const float **xr = sh_bw_alloc(b, (size_t)m * sizeof *xr);
-  if (!xr) return SHEAF_ERR_NOMEM;
-  int64_t r0 = 0;
-  for (uint32_t i = 0; i < n; i++) {
-    uint32_t x = sh_bw_in(b, ids[i], 0);
-    const float *xv = sh_bw_val(b, x);
-    if (!xv) return BW_FAIL(b);
-    for (int64_t r = 0; r < g->store.nodes[ids[i]].rows; r++) xr[r0 + r] = xv + r * in;
-    r0 += g->store.nodes[ids[i]].rows;
-  }
-  const sh_gemm_packed_b *pw;
-  sheaf_status st = sh_model_packed(g->model, n0->lin.w, false, &pw);
+  int64_t hid = g->store.nodes[ids[0]].cols, ld = (ng + 1) * hid;
+  const sh_gemm_ep ep[2] = {{SH_GEMM_EP_ACT, 0, (ng - 1) * hid, SH_GEMM_ACT_SIGMOID, NULL, {0}},
+                            {SH_GEMM_EP_ACT, (ng - 1) * hid, ng * hid, SH_GEMM_ACT_TANH, NULL, {0}}};
+  sheaf_status st = sh_bw_cell_gemm(b, ids, n, m, s, ld, ep, 2);
   if (st) return st;
-  sh_gemm_args a = {0};
-  a.m = m;
-  a.n_src = 1;
-  a.src[0] = (sh_gemm_src){in, {xr, NULL, 0}};
-  a.b_packed = pw;
-  a.c = (sh_gemm_out){NULL, s, ld};
-  a.ws = g->work.gemm_ws[0];
-  if (n0->lin.b)
-    a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_BIAS, 0, 0, 0, g->model->params[n0->lin.b - 1].data, {0}};
-  a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_ACT, 0, (ng - 1) * hid, SH_GEMM_ACT_SIGMOID, NULL, {0}};
-  a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_ACT, (ng - 1) * hid, ng * hid, SH_GEMM_ACT_TANH, NULL, {0}};
-  if ((st = sh_gemm(b->ctx, g->isa, g->threads, &a))) return st;
-  r0 = 0;
+  int64_t r0 = 0;
   for (uint32_t i = 0; i < n; i++) {
     const float *cv = sh_bw_val(b, sh_lstm_cell(ids[i]));
     if (!cv) return BW_FAIL(b);

@@ -85,6 +85,13 @@ sheaf_status sh_bw_matmul(sh_bw *b, const uint32_t *ids, uint32_t n);
 sheaf_status sh_bw_lin_grads(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t m, int nx,
                              const uint32_t *wid, uint32_t bias, int64_t out,
                              const float *const *dyr);
+/* A cell bucket's pre-activations recomputed (the forward kept no gates):
+ * z = x·W + b over the rows of input 0 of nodes ids[0..n) (m in all), by
+ * one GEMM with W packed as the forward uses it, into s with row stride
+ * ld; ep[0..n_ep) are epilogues after the bias. Shared by the LSTM and
+ * tree-LSTM cells' rules. */
+sheaf_status sh_bw_cell_gemm(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t m, float *s,
+                             int64_t ld, const sh_gemm_ep *ep, int n_ep);
 /* grad_tree_lstm.c: the tree-LSTM cell's rule. */
 sheaf_status sh_bw_tree_lstm(sh_bw *b, const uint32_t *ids, uint32_t n);
 
