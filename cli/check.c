@@ -5,6 +5,7 @@
  * function signatures). Exit 0 when every file checks, 1 otherwise.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/buf.h"
@@ -22,10 +23,25 @@ static const char usage_check[] =
     "value come from the weights file), types, parameters with their shapes and\n"
     "function signatures.\n"
     "\n"
-    "options:\n"
-    "  -q, --quiet  print nothing for models that check\n"
-    "  --ast        print the syntax tree (S-expressions) instead of the summary\n"
-    "  -h, --help   this text\n";
+    "options:\n";
+
+typedef struct check_opts {
+  bool quiet, ast;
+} check_opts;
+
+#define AT(field) .at = offsetof(check_opts, field)
+static const cli_flag f_quiet = {"--quiet", CLI_FLAG_BOOL, AT(quiet), .alias = "-q",
+                                 .help = "print nothing for models that check"};
+static const cli_flag f_ast = {"--ast", CLI_FLAG_BOOL, AT(ast),
+                               .help = "print the syntax tree (S-expressions) instead of the summary"};
+#undef AT
+static const cli_flag *const check_flags[] = {&f_quiet, &f_ast};
+static const cli_flags check_spec = {
+    .cmd = "check", .see = "sheaf check --help",
+    CLI_FLAGS_LIST(check_flags),
+    .pos_noun = "model",
+    .usage = usage_check,
+    .max_pos = -1};
 
 static int check_one(sheaf_ctx *ctx, const char *path, bool quiet, bool ast) {
   char *src = NULL;
@@ -61,32 +77,26 @@ static int check_one(sheaf_ctx *ctx, const char *path, bool quiet, bool ast) {
 }
 
 int cli_check(int argc, char **argv) {
-  bool quiet = false, ast = false;
-  int n_files = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      fputs(usage_check, stdout);
-      return CLI_OK;
+  check_opts o = {0};
+  const char **files = calloc((size_t)argc, sizeof *files);
+  if (!files) return CLI_FAIL;
+  int rc = cli_flags_parse(&check_spec, argc, argv, &o, files);
+  if (rc || !files[0]) {
+    if (!rc) {
+      fputs(usage_check, stderr);
+      cli_flags_help(stderr, &check_spec);
     }
-    if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = true;
-    else if (!strcmp(a, "--ast")) ast = true;
-    else if (a[0] == '-' && a[1]) {
-      cli_error("check: unknown option '%s' (see 'sheaf check --help')", a);
-      return CLI_USAGE;
-    } else n_files++;
-  }
-  if (n_files == 0) {
-    fputs(usage_check, stderr);
-    return CLI_USAGE;
+    free(files);
+    return rc < 0 ? CLI_OK : rc ? rc : CLI_USAGE;
   }
   sheaf_ctx *ctx = cli_ctx(1);
-  if (!ctx) return CLI_FAIL;
-  int rc = CLI_OK;
-  for (int i = 1; i < argc; i++) {
-    if (argv[i][0] == '-' && argv[i][1]) continue;
-    if (check_one(ctx, argv[i], quiet, ast) != CLI_OK) rc = CLI_FAIL;
+  if (!ctx) {
+    free(files);
+    return CLI_FAIL;
   }
+  for (int i = 0; i < argc && files[i]; i++)
+    if (check_one(ctx, files[i], o.quiet, o.ast) != CLI_OK) rc = CLI_FAIL;
   sheaf_ctx_free(ctx);
+  free(files);
   return rc;
 }
