@@ -351,7 +351,7 @@ typedef struct binarize_opts {
 } binarize_opts;
 
 #define AT(field) .at = offsetof(binarize_opts, field)
-static const cli_flag f_output = {"--output", CLI_FLAG_OUT, AT(out), .alias = "-o", .arg = "OUT",
+static const cli_flag f_output = {"-o", CLI_FLAG_OUT, AT(out), .alias = "--output", .arg = "OUT",
                                   .help = "write to OUT ('-' = standard output)"};
 static const cli_flag f_child_sum = {"--child-sum", CLI_FLAG_BOOL, AT(child_sum),
                                      .help = "child-sum trees instead of binary ones"};

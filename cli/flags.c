@@ -135,9 +135,10 @@ static int find(const cli_flags *s, const char *name) {
 void cli_flags_help(FILE *out, const cli_flags *s) {
   for (int k = 0; k < s->n; k++) {
     const cli_flag *f = s->flags[k];
-    char head[64];
-    snprintf(head, sizeof head, "%s%s%s%s%s", f->alias ? f->alias : "", f->alias ? ", " : "", f->name,
-             f->arg ? " " : "", f->arg ? f->arg : "");
+    char head[64]; /* the shorter spelling first: "-o, --output OUT" */
+    bool alias_first = f->alias && strlen(f->alias) < strlen(f->name);
+    const char *a = alias_first ? f->alias : f->name, *b = alias_first ? f->name : f->alias;
+    snprintf(head, sizeof head, "%s%s%s%s%s", a, b ? ", " : "", b ? b : "", f->arg ? " " : "", f->arg ? f->arg : "");
     fprintf(out, "  %-18s ", head);
     for (const char *h = f->help; *h;) { /* each line, the later ones under the first */
       const char *e = strchr(h, '\n');
