@@ -155,8 +155,8 @@ struct cli_flags {
  * keep what opts held). The positional arguments (not starting with '-';
  * "-"; everything after "--") go to pos[] in order, the rest of it NULL:
  * pos has room for one (max_pos 0: a second is an error) or for argc
- * (max_pos -1). -h and --help print usage, the flags' list
- * (cli_flags_help) and usage_end to standard output and return -1.
+ * (max_pos -1). -h or --help anywhere before "--" prints usage, the flags'
+ * list (cli_flags_help) and usage_end to standard output: returns -1.
  * Returns CLI_OK, or CLI_USAGE after printing an error that names the
  * flag. */
 int cli_flags_parse(const cli_flags *s, int argc, char **argv, void *opts, const char **pos);

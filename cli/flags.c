@@ -126,6 +126,22 @@ static int lookup(const cli_flags *s, const char *a, const char **as) {
   return -1;
 }
 
+/* "--flag=V" for a flag without a value: reported (true), as such. */
+static bool takes_no_value(const cli_flags *s, const char *a) {
+  const char *eq = strchr(a, '=');
+  for (int k = 0; eq && k < s->n; k++) {
+    const cli_flag *f = s->flags[k];
+    size_t n = (size_t)(eq - a);
+    bool named = (strlen(f->name) == n && !strncmp(a, f->name, n)) ||
+                 (f->alias && strlen(f->alias) == n && !strncmp(a, f->alias, n));
+    if (f->kind == CLI_FLAG_BOOL && named) {
+      cli_error("%s: %.*s takes no value, got '%s' (see '%s')", s->cmd, (int)n, a, a, s->see);
+      return true;
+    }
+  }
+  return false;
+}
+
 static int find(const cli_flags *s, const char *name) {
   for (int k = 0; k < s->n; k++)
     if (!strcmp(s->flags[k]->name, name)) return k;
@@ -171,14 +187,15 @@ int cli_flags_parse(const cli_flags *s, int argc, char **argv, void *opts, const
   int n_pos = 0, cap_pos = s->max_pos < 0 ? argc : 1;
   bool seen[MAX_FLAGS] = {false}, only_pos = false;
   for (int k = 0; k < cap_pos; k++) pos[k] = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *as = NULL, *v = NULL;
-    if (!only_pos && (!strcmp(a, "--help") || !strcmp(a, "-h"))) {
+  for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) /* help wins, wherever it stands */
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
       fputs(s->usage, stdout);
       cli_flags_help(stdout, s);
       if (s->usage_end) fputs(s->usage_end, stdout);
       return -1;
     }
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *as = NULL, *v = NULL;
     if (!only_pos && !strcmp(a, "--")) {
       only_pos = true;
       continue;
@@ -192,6 +209,7 @@ int cli_flags_parse(const cli_flags *s, int argc, char **argv, void *opts, const
       continue;
     }
     int k = lookup(s, a, &as);
+    if (k < 0 && takes_no_value(s, a)) return CLI_USAGE;
     if (k < 0) {
       cli_error("%s: unknown option '%s' (see '%s')", s->cmd, a, s->see);
       return CLI_USAGE;
