@@ -36,12 +36,8 @@ static const cli_flag f_ast = {"--ast", CLI_FLAG_BOOL, AT(ast),
                                .help = "print the syntax tree (S-expressions) instead of the summary"};
 #undef AT
 static const cli_flag *const check_flags[] = {&f_quiet, &f_ast};
-static const cli_flags check_spec = {
-    .cmd = "check", .see = "sheaf check --help",
-    CLI_FLAGS_LIST(check_flags),
-    .pos_noun = "model",
-    .usage = usage_check,
-    .max_pos = -1};
+static const cli_flags check_spec = {.cmd = "check", CLI_FLAGS_LIST(check_flags), .pos_noun = "model",
+                                     .usage = usage_check, .max_pos = -1};
 
 static int check_one(sheaf_ctx *ctx, const char *path, bool quiet, bool ast) {
   char *src = NULL;

@@ -141,7 +141,7 @@ struct cli_flag {
 
 struct cli_flags {
   const char *cmd; /* the error prefix: "run", "data stats" */
-  const char *see; /* named by an unknown option: "sheaf run --help" */
+  const char *see; /* named by an unknown option (NULL: "sheaf CMD --help") */
   const cli_flag *const *flags;
   int n;
   const char *pos_noun;          /* what a positional argument is: "model" */

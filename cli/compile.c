@@ -53,11 +53,8 @@ static const cli_flag f_tuning = {"--tuning", CLI_FLAG_IN, AT(tuning), .arg = "F
                                           "for another version of a kernel are skipped with a warning"};
 #undef AT
 static const cli_flag *const compile_flags[] = {&f_emit_c, &f_emit_ir, &f_isa, &f_tuning};
-static const cli_flags compile_spec = {
-    .cmd = "compile", .see = "sheaf compile --help",
-    CLI_FLAGS_LIST(compile_flags),
-    .pos_noun = "source",
-    .usage = usage_compile};
+static const cli_flags compile_spec = {.cmd = "compile", CLI_FLAGS_LIST(compile_flags), .pos_noun = "source",
+                                       .usage = usage_compile};
 
 static int write_file(sheaf_ctx *ctx, const char *dir, const char *name, const char *text, size_t n) {
   char path[4096];

@@ -292,11 +292,8 @@ static const cli_flag f_words = {"--words", CLI_FLAG_BOOL, AT(words),
                                          "default: ids when the first token is a number"};
 #undef AT
 static const cli_flag *const stats_flags[] = {&f_format, &f_vocab, &f_ids, &f_words};
-static const cli_flags stats_spec = {
-    .cmd = "data stats", .see = "sheaf data stats --help",
-    CLI_FLAGS_LIST(stats_flags),
-    .pos_noun = "file",
-    .usage = usage_stats};
+static const cli_flags stats_spec = {.cmd = "data stats", CLI_FLAGS_LIST(stats_flags), .pos_noun = "file",
+                                     .usage = usage_stats};
 
 static int data_stats(int argc, char **argv) {
   stats_opts o = {.format = FMT_NONE};
@@ -357,11 +354,8 @@ static const cli_flag f_child_sum = {"--child-sum", CLI_FLAG_BOOL, AT(child_sum)
                                      .help = "child-sum trees instead of binary ones"};
 #undef AT
 static const cli_flag *const binarize_flags[] = {&f_output, &f_child_sum};
-static const cli_flags binarize_spec = {
-    .cmd = "data binarize", .see = "sheaf data binarize --help",
-    CLI_FLAGS_LIST(binarize_flags),
-    .pos_noun = "file",
-    .usage = usage_binarize};
+static const cli_flags binarize_spec = {.cmd = "data binarize", CLI_FLAGS_LIST(binarize_flags),
+                                        .pos_noun = "file", .usage = usage_binarize};
 
 static int data_binarize(int argc, char **argv) {
   binarize_opts bo = {.out = "-"};

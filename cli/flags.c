@@ -126,6 +126,13 @@ static int lookup(const cli_flags *s, const char *a, const char **as) {
   return -1;
 }
 
+/* Where the help is: s->see, or "sheaf CMD --help". */
+static const char *see(const cli_flags *s, char *buf, size_t cap) {
+  if (s->see) return s->see;
+  snprintf(buf, cap, "sheaf %s --help", s->cmd);
+  return buf;
+}
+
 /* "--flag=V" for a flag without a value: reported (true), as such. */
 static bool takes_no_value(const cli_flags *s, const char *a) {
   const char *eq = strchr(a, '=');
@@ -135,7 +142,8 @@ static bool takes_no_value(const cli_flags *s, const char *a) {
     bool named = (strlen(f->name) == n && !strncmp(a, f->name, n)) ||
                  (f->alias && strlen(f->alias) == n && !strncmp(a, f->alias, n));
     if (f->kind == CLI_FLAG_BOOL && named) {
-      cli_error("%s: %.*s takes no value, got '%s' (see '%s')", s->cmd, (int)n, a, a, s->see);
+      char buf[128];
+      cli_error("%s: %.*s takes no value, got '%s' (see '%s')", s->cmd, (int)n, a, a, see(s, buf, sizeof buf));
       return true;
     }
   }
@@ -185,6 +193,7 @@ enum { MAX_FLAGS = 64 };
 
 int cli_flags_parse(const cli_flags *s, int argc, char **argv, void *opts, const char **pos) {
   int n_pos = 0, cap_pos = s->max_pos < 0 ? argc : 1;
+  char buf[128];
   bool seen[MAX_FLAGS] = {false}, only_pos = false;
   for (int k = 0; k < cap_pos; k++) pos[k] = NULL;
   for (int i = 1; i < argc && strcmp(argv[i], "--"); i++) /* help wins, wherever it stands */
@@ -211,7 +220,7 @@ int cli_flags_parse(const cli_flags *s, int argc, char **argv, void *opts, const
     int k = lookup(s, a, &as);
     if (k < 0 && takes_no_value(s, a)) return CLI_USAGE;
     if (k < 0) {
-      cli_error("%s: unknown option '%s' (see '%s')", s->cmd, a, s->see);
+      cli_error("%s: unknown option '%s' (see '%s')", s->cmd, a, see(s, buf, sizeof buf));
       return CLI_USAGE;
     }
     const cli_flag *f = s->flags[k];

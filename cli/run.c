@@ -128,17 +128,10 @@ static const cli_flag *const bench_flags[] = {
     RUN(ALLOW_NONFINITE)};
 #undef RUN
 
-static const cli_flags run_spec = {
-    .cmd = "run", .see = "sheaf run --help",
-    CLI_FLAGS_LIST(run_flags),
-    .pos_noun = "model",
-    .usage = usage_run,
-    .usage_end = usage_run_end};
-static const cli_flags bench_spec = {
-    .cmd = "bench", .see = "sheaf bench --help",
-    CLI_FLAGS_LIST(bench_flags),
-    .pos_noun = "model",
-    .usage = usage_bench};
+static const cli_flags run_spec = {.cmd = "run", CLI_FLAGS_LIST(run_flags), .pos_noun = "model",
+                                   .usage = usage_run, .usage_end = usage_run_end};
+static const cli_flags bench_spec = {.cmd = "bench", CLI_FLAGS_LIST(bench_flags), .pos_noun = "model",
+                                     .usage = usage_bench};
 
 /* Parses argv (argv[0] is "run" or "bench"); returns CLI_OK, or an exit
  * code (help printed: -1 meaning exit 0). */

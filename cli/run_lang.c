@@ -115,12 +115,9 @@ static const cli_flag *const lang_flags[] = {
     RUN(ALLOW_NONFINITE),       RUN(BATCH),    &f_threads,   RUN(PARALLEL), RUN(POLICY),
     &f_out,     RUN(TRACE),     &f_tuning,     RUN(LIMIT),   RUN(SAVE_WEIGHTS), &f_stats, &f_format};
 #undef RUN
-static const cli_flags lang_spec = {
-    .cmd = "run", .see = "sheaf run MODEL.sf --help",
-    CLI_FLAGS_LIST(lang_flags),
-    .pos_noun = "model",
-    .usage = usage,
-    .usage_end = usage_end};
+static const cli_flags lang_spec = {.cmd = "run", .see = "sheaf run MODEL.sf --help",
+                                    CLI_FLAGS_LIST(lang_flags), .pos_noun = "model", .usage = usage,
+                                    .usage_end = usage_end};
 
 /* CLI_OK, CLI_USAGE, or -1 (help printed). */
 static int parse_args(int argc, char **argv, lang_opts *o) {

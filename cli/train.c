@@ -101,12 +101,8 @@ static const cli_flag *const train_flags[] = {&f_data,  &f_dev,    &f_out,      
                                               &f_optimizer, &f_lr, &f_clip,      &f_batch,     &f_hidden,
                                               &f_embed, &f_min_count, &f_threads, &f_seed,     &f_keep_best,
                                               &f_resume};
-static const cli_flags train_spec = {
-    .cmd = "train", .see = "sheaf train --help",
-    CLI_FLAGS_LIST(train_flags),
-    .pos_noun = "model",
-    .usage = usage_train,
-    .usage_end = usage_train_end};
+static const cli_flags train_spec = {.cmd = "train", CLI_FLAGS_LIST(train_flags), .pos_noun = "model",
+                                     .usage = usage_train, .usage_end = usage_train_end};
 
 static int parse_args(int argc, char **argv, train_opts *o) {
   memset(o, 0, sizeof *o);

@@ -122,11 +122,8 @@ static const cli_flag f_out = {"--out", CLI_FLAG_OUT, AT(out), .arg = "FILE",
 static const cli_flag f_isa = CLI_FLAG_ISA(tune_opts, isa, "the instruction set to tune for (default: this CPU's)");
 #undef AT
 static const cli_flag *const tune_flags[] = {&f_kernel, &f_size, &f_data, &f_batch, &f_budget, &f_out, &f_isa};
-static const cli_flags tune_spec = {
-    .cmd = "tune", .see = "sheaf tune --help",
-    CLI_FLAGS_LIST(tune_flags),
-    .pos_noun = "source",
-    .usage = usage_tune};
+static const cli_flags tune_spec = {.cmd = "tune", CLI_FLAGS_LIST(tune_flags), .pos_noun = "source",
+                                    .usage = usage_tune};
 
 /* Instance lengths of a data file: tokens per non-empty line, per
  * sentence of a .conllu file (word lines: an integer id), or the number on
