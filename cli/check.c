@@ -9,9 +9,8 @@
 #include <string.h>
 
 #include "base/buf.h"
-#include "base/file.h"
 #include "cli.h"
-#include "lang/check.h"
+#include "source.h"
 
 static const char usage_check[] =
     "usage: sheaf check [--quiet] [--ast] MODEL.sf...\n"
@@ -40,35 +39,17 @@ static const cli_flags check_spec = {.cmd = "check", CLI_FLAGS_LIST(check_flags)
                                      .usage = usage_check, .max_pos = -1};
 
 static int check_one(sheaf_ctx *ctx, const char *path, bool quiet, bool ast) {
-  char *src = NULL;
-  size_t len = 0;
-  /* '-' (standard input), a pipe or FIFO: read once, named "<stdin>" */
-  if (cli_hold_input(ctx, path, false, &path, NULL) != CLI_OK) return CLI_FAIL;
-  if (sh_file_read(ctx, path, &src, &len) != SHEAF_OK) {
-    cli_error("%s", sheaf_ctx_last_error(ctx));
-    return CLI_FAIL;
-  }
-  sh_module m;
-  sheaf_status st = sh_lang_compile(&m, ctx, path, src, len);
-  sh_buf out;
-  sh_buf_init(&out, ctx);
-  int rc = CLI_OK;
-  if (st == SHEAF_OK) {
-    if (ast) sh_ast_dump(&out, &m);
-    else if (!quiet) sh_check_summary(&m, &out);
+  cli_source src;
+  int rc = cli_source_load(ctx, path, &src);
+  if (rc == CLI_OK && (ast || !quiet)) {
+    sh_buf out;
+    sh_buf_init(&out, ctx);
+    if (ast) sh_ast_dump(&out, &src.m);
+    else sh_check_summary(&src.m, &out);
     fwrite(out.data ? (const char *)out.data : "", 1, out.len, stdout);
-  } else if (st == SHEAF_ERR_PARSE) {
-    sh_diags_render(&m.diags, &out);
-    fflush(stdout);
-    fwrite(out.data ? (const char *)out.data : "", 1, out.len, stderr);
-    rc = CLI_FAIL;
-  } else {
-    cli_error("%s", sheaf_ctx_last_error(ctx));
-    rc = CLI_FAIL;
+    sh_buf_free(&out);
   }
-  sh_buf_free(&out);
-  sh_module_free(&m);
-  sh_free(ctx, src, len + 1);
+  cli_source_free(&src);
   return rc;
 }
 

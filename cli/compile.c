@@ -14,10 +14,10 @@
 #include "base/buf.h"
 #include "base/file.h"
 #include "cli.h"
+#include "source.h"
 #include "codegen/lir_emit.h"
 #include "codegen/lower.h"
 #include "codegen/tune.h"
-#include "lang/check.h"
 #include "lang/kernel.h"
 
 static const char usage_compile[] =
@@ -126,40 +126,20 @@ int cli_compile(int argc, char **argv) {
   sheaf_isa isa = (sheaf_isa)o.isa;
   sheaf_ctx *ctx = cli_ctx(1);
   if (!ctx) return CLI_FAIL;
-  char *src = NULL;
-  size_t len = 0;
-  int rc = CLI_OK;
-  if (cli_hold_input(ctx, file, false, &file, NULL) != CLI_OK) rc = CLI_FAIL;
-  else if (sh_file_read(ctx, file, &src, &len) != SHEAF_OK) {
-    cli_error("%s", sheaf_ctx_last_error(ctx));
-    rc = CLI_FAIL;
-  }
-  if (rc != CLI_OK) {
-    sheaf_ctx_free(ctx);
-    return rc;
-  }
   sh_tune_set ts;
   sh_tune_set_init(&ts, ctx);
-  if (tuning && sh_tune_set_load(&ts, tuning, false) != SHEAF_OK) {
+  cli_source src;
+  int rc = cli_source_load(ctx, file, &src);
+  file = src.name;
+  if (rc == CLI_OK && tuning && sh_tune_set_load(&ts, tuning, false) != SHEAF_OK) {
     cli_error("%s", sheaf_ctx_last_error(ctx));
-    sh_free(ctx, src, len + 1);
-    sheaf_ctx_free(ctx);
-    return CLI_FAIL;
+    rc = CLI_FAIL;
   }
-  sh_module m;
-  sheaf_status st = sh_lang_compile(&m, ctx, file, src, len);
   sh_buf out;
   sh_buf_init(&out, ctx);
-  if (st == SHEAF_ERR_PARSE) {
-    sh_diags_render(&m.diags, &out);
-    fwrite(out.data ? (const char *)out.data : "", 1, out.len, stderr);
-    rc = CLI_FAIL;
-  } else if (st) {
-    cli_error("%s", sheaf_ctx_last_error(ctx));
-    rc = CLI_FAIL;
-  }
+  sheaf_status st;
   const sh_kernel *const *ks = NULL;
-  int n = rc == CLI_OK ? sh_module_kernels(&m, &ks) : 0;
+  int n = rc == CLI_OK ? sh_module_kernels(&src.m, &ks) : 0;
   if (rc == CLI_OK && n == 0) {
     cli_error("%s: no kernel declarations", file);
     rc = CLI_FAIL;
@@ -204,8 +184,7 @@ int cli_compile(int argc, char **argv) {
   }
   sh_tune_set_free(&ts);
   sh_buf_free(&out);
-  sh_module_free(&m);
-  sh_free(ctx, src, len + 1);
+  cli_source_free(&src);
   sheaf_ctx_free(ctx);
   return rc;
 }

@@ -17,10 +17,10 @@
 #include "base/buf.h"
 #include "base/file.h"
 #include "cli.h"
+#include "source.h"
 #include "codegen/jit.h"
 #include "codegen/kernel_api.h"
 #include "codegen/tune.h"
-#include "lang/check.h"
 #include "lang/interp.h"
 #include "lang/kernel.h"
 
@@ -234,33 +234,17 @@ int cli_tune(int argc, char **argv) {
   sheaf_isa isa = (sheaf_isa)to.isa;
   sheaf_ctx *ctx = cli_ctx(1);
   if (!ctx) return CLI_FAIL;
-  char *src = NULL;
-  size_t len = 0;
   int64_t *lens = NULL;
   size_t n_lens = 0;
-  int rc = CLI_OK;
-  if (cli_hold_input(ctx, file, false, &file, NULL) != CLI_OK) rc = CLI_FAIL;
-  else if (sh_file_read(ctx, file, &src, &len) != SHEAF_OK || (data && data_lengths(ctx, data, &lens, &n_lens))) {
+  cli_source src;
+  int rc = cli_source_load(ctx, file, &src);
+  file = src.name;
+  if (rc == CLI_OK && data && data_lengths(ctx, data, &lens, &n_lens)) {
     cli_error("%s", sheaf_ctx_last_error(ctx));
     rc = CLI_FAIL;
   }
-  if (rc != CLI_OK) {
-    if (src) sh_free(ctx, src, len + 1);
-    sheaf_ctx_free(ctx);
-    return rc;
-  }
-  sh_module m;
-  sheaf_status st = sh_lang_compile(&m, ctx, file, src, len);
-  sh_buf b;
-  sh_buf_init(&b, ctx);
-  if (st == SHEAF_ERR_PARSE) {
-    sh_diags_render(&m.diags, &b);
-    fwrite(b.data ? (const char *)b.data : "", 1, b.len, stderr);
-    rc = CLI_FAIL;
-  } else if (st) {
-    cli_error("%s", sheaf_ctx_last_error(ctx));
-    rc = CLI_FAIL;
-  }
+  const sh_module *m = &src.m;
+  sheaf_status st;
   /* the shapes: every kernel's sizes resolved before any measurement */
   typedef struct task {
     int kernel;
@@ -268,10 +252,10 @@ int cli_tune(int argc, char **argv) {
   } task;
   task *tasks = NULL;
   int n_tasks = 0, cap_tasks = 0, n_tuned_kernels = 0;
-  for (int i = 0; rc == CLI_OK && i < m.n_kernels; i++) {
-    const char *name = sh_sym_name(&m.syms, m.kernels[i]->name);
+  for (int i = 0; rc == CLI_OK && i < m->n_kernels; i++) {
+    const char *name = sh_sym_name(&m->syms, m->kernels[i]->name);
     if (only && strcmp(only, name)) continue;
-    const sh_kernel *k = sh_module_kernel(&m, name);
+    const sh_kernel *k = sh_module_kernel(m, name);
     if (!k) continue;
     n_tuned_kernels++;
     if (k->n_sizes > SH_TUNE_MAX_SIZES) {
@@ -289,9 +273,9 @@ int cli_tune(int argc, char **argv) {
           memcpy(vals[s], sizes[q].v, sizeof(int64_t) * (size_t)sizes[q].n);
           nv[s] = sizes[q].n;
         }
-      for (int q = 0; !nv[s] && q < m.n_sizes; q++)
-        if (m.size_decls[q]->has_value && !strcmp(sh_sym_name(&m.syms, m.size_decls[q]->name), sn))
-          vals[s][0] = m.size_decls[q]->value, nv[s] = 1;
+      for (int q = 0; !nv[s] && q < m->n_sizes; q++)
+        if (m->size_decls[q]->has_value && !strcmp(sh_sym_name(&m->syms, m->size_decls[q]->name), sn))
+          vals[s][0] = m->size_decls[q]->value, nv[s] = 1;
       if (!nv[s] && lens && s == sh_kernel_row_size(k)) nv[s] = data_values(lens, n_lens, (int)batch, vals[s]);
       if (!nv[s] && lens && sh_tune_is_lengths(k, k->sizes[s].tensor)) /* sequences per call: a batch */
         vals[s][0] = batch, nv[s] = 1;
@@ -348,13 +332,13 @@ int cli_tune(int argc, char **argv) {
             budget_ll, sh_jit_cache_dir(jit));
   double budget = (double)budget_ll, t_start = wall_s();
   for (int t = 0; rc == CLI_OK && t < n_tasks; t++) {
-    const sh_kernel_decl *kd = m.kernels[tasks[t].kernel];
-    const char *name = sh_sym_name(&m.syms, kd->name);
-    const sh_kernel *k = sh_module_kernel(&m, name);
+    const sh_kernel_decl *kd = m->kernels[tasks[t].kernel];
+    const char *name = sh_sym_name(&m->syms, kd->name);
+    const sh_kernel *k = sh_module_kernel(m, name);
     sh_buf ks;
     sh_buf_init(&ks, ctx);
     sh_tune_rec r;
-    st = sh_lang_kernel_source(&m, kd, &ks);
+    st = sh_lang_kernel_source(m, kd, &ks);
     sh_tune_request q = {.source = sh_buf_cstr(&ks), .len = ks.len, .kernel = name, .isa_set = true, .isa = isa,
                          .sizes = tasks[t].sizes, .n_sizes = k->n_sizes,
                          .budget_s = fmax(0.001, (budget - (wall_s() - t_start)) / (n_tasks - t)),
@@ -413,9 +397,7 @@ int cli_tune(int argc, char **argv) {
   sh_jit_free(jit);
   free(tasks);
   free(lens);
-  sh_buf_free(&b);
-  sh_module_free(&m);
-  sh_free(ctx, src, len + 1);
+  cli_source_free(&src);
   sheaf_ctx_free(ctx);
   return rc;
 }
