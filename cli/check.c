@@ -36,7 +36,7 @@ static const cli_flag f_ast = {"--ast", CLI_FLAG_BOOL, AT(ast),
 #undef AT
 static const cli_flag *const check_flags[] = {&f_quiet, &f_ast};
 static const cli_flags check_spec = {.cmd = "check", CLI_FLAGS_LIST(check_flags), .pos_noun = "model",
-                                     .usage = usage_check, .max_pos = -1};
+                                     .usage = usage_check, .max_pos = -1, .missing = ""};
 
 static int check_one(sheaf_ctx *ctx, const char *path, bool quiet, bool ast) {
   cli_source src;
@@ -58,13 +58,9 @@ int cli_check(int argc, char **argv) {
   const char **files = calloc((size_t)argc, sizeof *files);
   if (!files) return CLI_FAIL;
   int rc = cli_flags_parse(&check_spec, argc, argv, &o, files);
-  if (rc || !files[0]) {
-    if (!rc) {
-      fputs(usage_check, stderr);
-      cli_flags_help(stderr, &check_spec);
-    }
+  if (rc) {
     free(files);
-    return rc < 0 ? CLI_OK : rc ? rc : CLI_USAGE;
+    return rc < 0 ? CLI_OK : rc;
   }
   sheaf_ctx *ctx = cli_ctx(1);
   if (!ctx) {

@@ -147,6 +147,10 @@ struct cli_flags {
   const char *pos_noun;          /* what a positional argument is: "model" */
   const char *usage, *usage_end; /* help: before and after the list of flags */
   int max_pos;                   /* positional arguments taken: 0 one, -1 any number */
+  /* without a positional argument: NULL fine; "" the usage and the flags
+   * to standard error; else "CMD: missing MISSING (see 'sheaf CMD --help')";
+   * both exit 2 */
+  const char *missing;
 };
 /* .flags and .n of a cli_flags from an array of entries. */
 #define CLI_FLAGS_LIST(array) .flags = (array), .n = (int)(sizeof(array) / sizeof(array)[0])
@@ -155,8 +159,9 @@ struct cli_flags {
  * keep what opts held). The positional arguments (not starting with '-';
  * "-"; everything after "--") go to pos[] in order, the rest of it NULL:
  * pos has room for one (max_pos 0: a second is an error) or for argc
- * (max_pos -1). -h or --help anywhere before "--" prints usage, the flags'
- * list (cli_flags_help) and usage_end to standard output: returns -1.
+ * (max_pos -1); none, when the table says `missing`, is an error. -h or
+ * --help anywhere before "--" prints usage, the flags' list
+ * (cli_flags_help) and usage_end to standard output: returns -1.
  * Returns CLI_OK, or CLI_USAGE after printing an error that names the
  * flag. */
 int cli_flags_parse(const cli_flags *s, int argc, char **argv, void *opts, const char **pos);

@@ -54,7 +54,7 @@ static const cli_flag f_tuning = {"--tuning", CLI_FLAG_IN, AT(tuning), .arg = "F
 #undef AT
 static const cli_flag *const compile_flags[] = {&f_emit_c, &f_emit_ir, &f_isa, &f_tuning};
 static const cli_flags compile_spec = {.cmd = "compile", CLI_FLAGS_LIST(compile_flags), .pos_noun = "source",
-                                       .usage = usage_compile};
+                                       .usage = usage_compile, .missing = ""};
 
 static int write_file(sheaf_ctx *ctx, const char *dir, const char *name, const char *text, size_t n) {
   char path[4096];
@@ -114,11 +114,6 @@ int cli_compile(int argc, char **argv) {
   const char *file;
   int prc = cli_flags_parse(&compile_spec, argc, argv, &o, &file);
   if (prc) return prc < 0 ? CLI_OK : prc;
-  if (!file) {
-    fputs(usage_compile, stderr);
-    cli_flags_help(stderr, &compile_spec);
-    return CLI_USAGE;
-  }
   const cli_path source = {"FILE.sf", file};
   if ((prc = cli_flags_check_files(&compile_spec, &o, &source, 1)) != CLI_OK) return prc;
   const char *dir = o.dir, *tuning = o.tuning;

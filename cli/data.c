@@ -293,17 +293,13 @@ static const cli_flag f_words = {"--words", CLI_FLAG_BOOL, AT(words),
 #undef AT
 static const cli_flag *const stats_flags[] = {&f_format, &f_vocab, &f_ids, &f_words};
 static const cli_flags stats_spec = {.cmd = "data stats", CLI_FLAGS_LIST(stats_flags), .pos_noun = "file",
-                                     .usage = usage_stats};
+                                     .usage = usage_stats, .missing = "FILE"};
 
 static int data_stats(int argc, char **argv) {
   stats_opts o = {.format = FMT_NONE};
   const char *path;
   int rc = cli_flags_parse(&stats_spec, argc, argv, &o, &path);
   if (rc) return rc < 0 ? CLI_OK : rc;
-  if (!path) {
-    cli_error("data stats: missing FILE (see 'sheaf data stats --help')");
-    return CLI_USAGE;
-  }
   const char *vocab = o.vocab;
   sh_seqs_mode mode = o.ids ? SH_SEQS_IDS : o.words ? SH_SEQS_WORDS : SH_SEQS_AUTO;
   data_format fmt = (data_format)o.format;
@@ -355,17 +351,13 @@ static const cli_flag f_child_sum = {"--child-sum", CLI_FLAG_BOOL, AT(child_sum)
 #undef AT
 static const cli_flag *const binarize_flags[] = {&f_output, &f_child_sum};
 static const cli_flags binarize_spec = {.cmd = "data binarize", CLI_FLAGS_LIST(binarize_flags),
-                                        .pos_noun = "file", .usage = usage_binarize};
+                                        .pos_noun = "file", .usage = usage_binarize, .missing = "FILE.conllu"};
 
 static int data_binarize(int argc, char **argv) {
   binarize_opts bo = {.out = "-"};
   const char *path;
   int rc = cli_flags_parse(&binarize_spec, argc, argv, &bo, &path);
   if (rc) return rc < 0 ? CLI_OK : rc;
-  if (!path) {
-    cli_error("data binarize: missing FILE.conllu (see 'sheaf data binarize --help')");
-    return CLI_USAGE;
-  }
   const char *out = bo.out;
   bool child_sum = bo.child_sum;
   const cli_path file = {"FILE", path};

@@ -229,6 +229,15 @@ int cli_flags_parse(const cli_flags *s, int argc, char **argv, void *opts, const
     if (f->given) *(bool *)field(opts, f->given - 1) = true;
     if (k < MAX_FLAGS) seen[k] = true;
   }
+  if (n_pos == 0 && s->missing && !*s->missing) {
+    fputs(s->usage, stderr);
+    cli_flags_help(stderr, s);
+    return CLI_USAGE;
+  }
+  if (n_pos == 0 && s->missing) {
+    cli_error("%s: missing %s (see '%s')", s->cmd, s->missing, see(s, buf, sizeof buf));
+    return CLI_USAGE;
+  }
   for (int k = 0; k < s->n && k < MAX_FLAGS; k++) {
     const cli_flag *f = s->flags[k];
     int x = f->excludes ? find(s, f->excludes) : -1;

@@ -128,10 +128,12 @@ static const cli_flag *const bench_flags[] = {
     RUN(ALLOW_NONFINITE)};
 #undef RUN
 
+#define MODELS "MODEL: treelstm, childsum, bilstm or mvrnn"
 static const cli_flags run_spec = {.cmd = "run", CLI_FLAGS_LIST(run_flags), .pos_noun = "model",
-                                   .usage = usage_run, .usage_end = usage_run_end};
+                                   .usage = usage_run, .usage_end = usage_run_end, .missing = MODELS};
 static const cli_flags bench_spec = {.cmd = "bench", CLI_FLAGS_LIST(bench_flags), .pos_noun = "model",
-                                     .usage = usage_bench};
+                                     .usage = usage_bench, .missing = MODELS};
+#undef MODELS
 
 /* Parses argv (argv[0] is "run" or "bench"); returns CLI_OK, or an exit
  * code (help printed: -1 meaning exit 0). */
@@ -155,11 +157,6 @@ static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
   int rc = cli_flags_parse(spec, argc, argv, o, &model);
   if (rc) return rc;
   if (!bench) o->policies[0] = (sheaf_policy)o->c.policy;
-  if (!model) {
-    cli_error("%s: missing MODEL (treelstm, childsum, bilstm or mvrnn; see 'sheaf %s --help')",
-              cmd, cmd);
-    return CLI_USAGE;
-  }
   if (!sh_net_kind_parse(model, &o->model)) {
     cli_error("%s: unknown model '%s' (expected treelstm, childsum, bilstm or mvrnn%s)", cmd,
               model, bench ? "" : ", or a MODEL.sf source");

@@ -102,7 +102,8 @@ static const cli_flag *const train_flags[] = {&f_data,  &f_dev,    &f_out,      
                                               &f_embed, &f_min_count, &f_threads, &f_seed,     &f_keep_best,
                                               &f_resume};
 static const cli_flags train_spec = {.cmd = "train", CLI_FLAGS_LIST(train_flags), .pos_noun = "model",
-                                     .usage = usage_train, .usage_end = usage_train_end};
+                                     .usage = usage_train, .usage_end = usage_train_end,
+                                     .missing = "MODEL: bilstm or treelstm"};
 
 static int parse_args(int argc, char **argv, train_opts *o) {
   memset(o, 0, sizeof *o);
@@ -117,10 +118,6 @@ static int parse_args(int argc, char **argv, train_opts *o) {
   const char *model;
   int rc = cli_flags_parse(&train_spec, argc, argv, o, &model);
   if (rc) return rc;
-  if (!model) {
-    cli_error("train: missing MODEL (bilstm or treelstm; see 'sheaf train --help')");
-    return CLI_USAGE;
-  }
   if (!strcmp(model, "bilstm")) {
     o->model = SH_NET_BILSTM;
   } else if (!strcmp(model, "treelstm")) {
@@ -215,27 +212,36 @@ int train_fail_ctx(sheaf_ctx *ctx) {
   return CLI_FAIL;
 }
 
-/* Token accuracy of the net on d (tagged tokens only). */
-static int accuracy(trainer *t, const sh_dataset *d, int32_t batch, double *acc) {
+int train_outputs(trainer *t, const sh_dataset *d, int32_t batch, sh_net_outputs *out) {
   sh_net dn = t->net;
   dn.data = d;
   int32_t n = sh_dataset_count(d);
-  sh_net_outputs out = {0};
-  if (sh_net_outputs_init(&out, &dn, 0, n) != SHEAF_OK ||
-      sh_net_run(&dn, t->g, 0, n, batch, &out) != SHEAF_OK) {
-    sh_net_outputs_free(&out);
+  memset(out, 0, sizeof *out);
+  if (sh_net_outputs_init(out, &dn, 0, n) != SHEAF_OK || sh_net_run(&dn, t->g, 0, n, batch, out) != SHEAF_OK) {
+    sh_net_outputs_free(out);
     return train_fail_ctx(t->ctx);
   }
+  return CLI_OK;
+}
+
+int train_argmax(const float *row, int n) {
+  int best = 0;
+  for (int k = 1; k < n; k++)
+    if (row[k] > row[best]) best = k;
+  return best;
+}
+
+/* Token accuracy of the net on d (tagged tokens only). */
+static int accuracy(trainer *t, const sh_dataset *d, int32_t batch, double *acc) {
+  sh_net_outputs out;
+  if (train_outputs(t, d, batch, &out) != CLI_OK) return CLI_FAIL;
+  int32_t n = sh_dataset_count(d);
   int64_t right = 0, all = 0;
   for (int32_t s = 0; s < n; s++)
     for (int32_t w = 0; w < sh_dataset_size(d, s); w++) {
       int32_t tag = d->sent_tags[d->sent_off[s] + w];
       if (tag < 0) continue;
-      const float *row = sh_net_outputs_row(&out, s, w);
-      int best = 0;
-      for (int k = 1; k < SH_BILSTM_TAGS; k++)
-        if (row[k] > row[best]) best = k;
-      right += best == tag;
+      right += train_argmax(sh_net_outputs_row(&out, s, w), SH_BILSTM_TAGS) == tag;
       all++;
     }
   sh_net_outputs_free(&out);

@@ -123,7 +123,7 @@ static const cli_flag f_isa = CLI_FLAG_ISA(tune_opts, isa, "the instruction set 
 #undef AT
 static const cli_flag *const tune_flags[] = {&f_kernel, &f_size, &f_data, &f_batch, &f_budget, &f_out, &f_isa};
 static const cli_flags tune_spec = {.cmd = "tune", CLI_FLAGS_LIST(tune_flags), .pos_noun = "source",
-                                    .usage = usage_tune};
+                                    .usage = usage_tune, .missing = ""};
 
 /* Instance lengths of a data file: tokens per non-empty line, per
  * sentence of a .conllu file (word lines: an integer id), or the number on
@@ -220,11 +220,6 @@ int cli_tune(int argc, char **argv) {
   const char *file;
   int prc = cli_flags_parse(&tune_spec, argc, argv, &to, &file);
   if (prc) return prc < 0 ? CLI_OK : prc;
-  if (!file) {
-    fputs(usage_tune, stderr);
-    cli_flags_help(stderr, &tune_spec);
-    return CLI_USAGE;
-  }
   const cli_path source = {"MODEL.sf", file};
   if ((prc = cli_flags_check_files(&tune_spec, &to, &source, 1)) != CLI_OK) return prc;
   const char *only = to.only, *data = to.data, *out_path = to.out;

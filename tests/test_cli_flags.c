@@ -199,7 +199,11 @@ TEST(cli_flags_every_subcommand_every_flag) {
       {TRAIN " --resume", "train: --resume needs a value"},
       {TRAIN " --bogus", "train: unknown option '--bogus' (see 'sheaf train --help')"},
       {TRAIN " treelstm", "train: unexpected argument 'treelstm' (the model is 'bilstm')"},
-      {"train --data " SMALL " --out w", "train: missing MODEL (bilstm or treelstm"},
+      {"train --data " SMALL " --out w", "train: missing MODEL: bilstm or treelstm (see 'sheaf train --help')"},
+      {"run --data " SMALL, "run: missing MODEL: treelstm, childsum, bilstm or mvrnn (see 'sheaf run --help')"},
+      {"bench --data " SMALL, "bench: missing MODEL: treelstm, childsum, bilstm or mvrnn (see 'sheaf bench --help')"},
+      {"data stats --ids", "data stats: missing FILE (see 'sheaf data stats --help')"},
+      {"data binarize -o x", "data binarize: missing FILE.conllu (see 'sheaf data binarize --help')"},
       /* tune */
       {TUNE " --kernel", "tune: --kernel needs a value"},
       {TUNE " --size H", "tune: --size: expected NAME=V[,V...] with values in 0..2^30 (at most 64 values, 32 sizes), "
