@@ -271,7 +271,7 @@ TEST(cli_flags_every_subcommand_every_flag) {
 TEST(cli_flags_help_anywhere) {
   if (!th_sheaf_bin()) return;
   static const char *const cmds[] = {"train", "tune", "compile", "check", "data stats", "data binarize", "run",
-                                     "bench", "run " SF};
+                                     "bench", ("run " SF)};
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
     const char *first = cmds[i][0] == 'r' && strchr(cmds[i], ' ') ? "run" : cmds[i];
     char usage[64];
