@@ -603,7 +603,9 @@ int cli_run_lang(int argc, char **argv) {
     sh_buf_init(&b, ctx);
     sh_diags_render(&m.diags, &b);
     if (b.data) fputs((const char *)b.data, stderr);
+    bool said = b.len > 0; /* else (out of memory) the context's error */
     sh_buf_free(&b);
+    if (!said) goto fail;
     goto fail_quiet;
   }
   /* what main takes decides how the data is read */

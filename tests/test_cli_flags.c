@@ -1,10 +1,13 @@
 /*
- * test_cli_flags.c — the run commands' flag tables (cli/flags.c): every flag
- * that --help lists is one the parser takes (and the other way round for
- * the flags the tests know), a flag that `sheaf run MODEL`, `sheaf bench`
- * and `sheaf run MODEL.sf` share gives the same error text in each, both
- * spellings of a value ("--f V", "--f=V") mean the same, and the files the
- * flags name are checked from the table (standard input once).
+ * test_cli_flags.c — the commands' flag tables (cli/flags.c): every flag
+ * that the run commands' --help lists is one the parser takes (and the
+ * other way round for the flags the tests know), a flag that `sheaf run
+ * MODEL`, `sheaf bench` and `sheaf run MODEL.sf` share gives the same error
+ * text in each, both spellings of a value ("--f V", "--f=V") mean the same,
+ * the files the flags name are checked from the table (standard input
+ * once); every flag of train, tune, compile, check and data gives its one
+ * "CMD: FLAG: ..." error for a bad or missing value, and -h/--help wins
+ * anywhere. (The --help texts themselves: test_cli_help.c.)
  */
 #include <stdarg.h>
 #include <stdlib.h>
