@@ -183,6 +183,11 @@ void cli_flags_help(FILE *f, const cli_flags *s);
  * cli_check_paths. CLI_OK or CLI_USAGE (printed). */
 int cli_flags_check_files(const cli_flags *s, const void *opts, const cli_path *extra, int n_extra);
 
+/* --threads' entry (run, bench, train) into a long long field of TYPE. */
+#define CLI_FLAG_THREADS(type, field)                                                  \
+  {"--threads", CLI_FLAG_INT, offsetof(type, field), .lo = 1, .hi = 1024, .arg = "T", \
+   .help = "threads (default: all CPUs)"}
+
 /* --isa's entry (sheaf compile, sheaf tune) into an int field of TYPE that
  * holds a sheaf_isa: scalar, avx2 or avx512, not capped at the host's
  * (code for another machine may be generated). */

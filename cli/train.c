@@ -86,8 +86,7 @@ static const cli_flag f_embed = {"--embed", CLI_FLAG_INT, AT(embed), CLI_GIVEN(t
                                  .lo = 1, .hi = 65536, .arg = "E", .help = "embedding size (default 128)"};
 static const cli_flag f_min_count = {"--min-count", CLI_FLAG_INT, AT(min_count), .lo = 1, .hi = INT32_MAX,
                                      .arg = "N", .help = "words seen fewer times are <unk> (default 2)"};
-static const cli_flag f_threads = {"--threads", CLI_FLAG_INT, AT(threads), .lo = 1, .hi = 1024, .arg = "T",
-                                   .help = "threads (default: all CPUs)"};
+static const cli_flag f_threads = CLI_FLAG_THREADS(train_opts, threads);
 static const cli_flag f_seed = {"--seed", CLI_FLAG_U64, AT(seed), .arg = "S",
                                 .help = "initialization and shuffling (default 0)"};
 static const cli_flag f_keep_best = {"--keep-best", CLI_FLAG_BOOL, AT(keep_best),
