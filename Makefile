@@ -346,6 +346,8 @@ $(FUZZ_DIR)/%: fuzz/%.c fuzz/fuzz_common.h $(FUZZ_LIB)
 	$(Q)$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $(filter %.c %.o,$^) $(FUZZ_LIB) -lm -lpthread -ldl
 # the graph fuzzer's generator is shared with its seeded test
 $(FUZZ_DIR)/fuzz_graph: $(FUZZ_DIR)/obj/tests/graph_fuzz.o
+# the flag parser fuzzer links the CLI's parser (cli/flags.c) alone
+$(FUZZ_DIR)/fuzz_flags: $(FUZZ_DIR)/obj/cli/flags.o
 
 fuzz: fuzz-build
 	FUZZ_SECONDS=$(FUZZ_SECONDS) sh fuzz/run.sh $(FUZZ_DIR)

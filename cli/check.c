@@ -5,12 +5,12 @@
  * function signatures). Exit 0 when every file checks, 1 otherwise.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/buf.h"
-#include "base/file.h"
 #include "cli.h"
-#include "lang/check.h"
+#include "source.h"
 
 static const char usage_check[] =
     "usage: sheaf check [--quiet] [--ast] MODEL.sf...\n"
@@ -22,71 +22,54 @@ static const char usage_check[] =
     "value come from the weights file), types, parameters with their shapes and\n"
     "function signatures.\n"
     "\n"
-    "options:\n"
-    "  -q, --quiet  print nothing for models that check\n"
-    "  --ast        print the syntax tree (S-expressions) instead of the summary\n"
-    "  -h, --help   this text\n";
+    "options:\n";
+
+typedef struct check_opts {
+  bool quiet, ast;
+} check_opts;
+
+#define AT(field) .at = offsetof(check_opts, field)
+static const cli_flag f_quiet = {"--quiet", CLI_FLAG_BOOL, AT(quiet), .alias = "-q",
+                                 .help = "print nothing for models that check"};
+static const cli_flag f_ast = {"--ast", CLI_FLAG_BOOL, AT(ast),
+                               .help = "print the syntax tree (S-expressions) instead of the summary"};
+#undef AT
+static const cli_flag *const check_flags[] = {&f_quiet, &f_ast};
+static const cli_flags check_spec = {.cmd = "check", CLI_FLAGS_LIST(check_flags), .pos_noun = "model",
+                                     .usage = usage_check, .max_pos = -1, .missing = ""};
 
 static int check_one(sheaf_ctx *ctx, const char *path, bool quiet, bool ast) {
-  char *src = NULL;
-  size_t len = 0;
-  /* '-' (standard input), a pipe or FIFO: read once, named "<stdin>" */
-  if (cli_hold_input(ctx, path, false, &path, NULL) != CLI_OK) return CLI_FAIL;
-  if (sh_file_read(ctx, path, &src, &len) != SHEAF_OK) {
-    cli_error("%s", sheaf_ctx_last_error(ctx));
-    return CLI_FAIL;
-  }
-  sh_module m;
-  sheaf_status st = sh_lang_compile(&m, ctx, path, src, len);
-  sh_buf out;
-  sh_buf_init(&out, ctx);
-  int rc = CLI_OK;
-  if (st == SHEAF_OK) {
-    if (ast) sh_ast_dump(&out, &m);
-    else if (!quiet) sh_check_summary(&m, &out);
+  cli_source src;
+  int rc = cli_source_load(ctx, path, &src);
+  if (rc == CLI_OK && (ast || !quiet)) {
+    sh_buf out;
+    sh_buf_init(&out, ctx);
+    if (ast) sh_ast_dump(&out, &src.m);
+    else sh_check_summary(&src.m, &out);
     fwrite(out.data ? (const char *)out.data : "", 1, out.len, stdout);
-  } else if (st == SHEAF_ERR_PARSE) {
-    sh_diags_render(&m.diags, &out);
-    fflush(stdout);
-    fwrite(out.data ? (const char *)out.data : "", 1, out.len, stderr);
-    rc = CLI_FAIL;
-  } else {
-    cli_error("%s", sheaf_ctx_last_error(ctx));
-    rc = CLI_FAIL;
+    sh_buf_free(&out);
   }
-  sh_buf_free(&out);
-  sh_module_free(&m);
-  sh_free(ctx, src, len + 1);
+  cli_source_free(&src);
   return rc;
 }
 
 int cli_check(int argc, char **argv) {
-  bool quiet = false, ast = false;
-  int n_files = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      fputs(usage_check, stdout);
-      return CLI_OK;
-    }
-    if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = true;
-    else if (!strcmp(a, "--ast")) ast = true;
-    else if (a[0] == '-' && a[1]) {
-      cli_error("check: unknown option '%s' (see 'sheaf check --help')", a);
-      return CLI_USAGE;
-    } else n_files++;
-  }
-  if (n_files == 0) {
-    fputs(usage_check, stderr);
-    return CLI_USAGE;
+  check_opts o = {0};
+  const char **files = calloc((size_t)argc, sizeof *files);
+  if (!files) return CLI_FAIL;
+  int rc = cli_flags_parse(&check_spec, argc, argv, &o, files);
+  if (rc) {
+    free(files);
+    return rc < 0 ? CLI_OK : rc;
   }
   sheaf_ctx *ctx = cli_ctx(1);
-  if (!ctx) return CLI_FAIL;
-  int rc = CLI_OK;
-  for (int i = 1; i < argc; i++) {
-    if (argv[i][0] == '-' && argv[i][1]) continue;
-    if (check_one(ctx, argv[i], quiet, ast) != CLI_OK) rc = CLI_FAIL;
+  if (!ctx) {
+    free(files);
+    return CLI_FAIL;
   }
+  for (int i = 0; i < argc && files[i]; i++)
+    if (check_one(ctx, files[i], o.quiet, o.ast) != CLI_OK) rc = CLI_FAIL;
   sheaf_ctx_free(ctx);
+  free(files);
   return rc;
 }

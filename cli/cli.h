@@ -90,45 +90,35 @@ int cli_outs_commit(cli_outs *s);
 int cli_check_staged(const sh_out *f, const char *what, int warnings_before);
 void cli_outs_abort(cli_outs *s);
 
-/* "NAME VALUE" or "NAME=VALUE" at argv[*i]: 1 matched (value in *out, *i
- * advanced past a separate value), 0 not this flag, -1 the value is
- * missing (not reported: the caller says what was expected). */
-int cli_flag_match(int argc, char **argv, int *i, const char *name, const char **out);
-/* cli_flag_match, reporting a missing or empty value as "NAME needs a
- * value" (returns -1 for both). */
-int cli_flag_value(int argc, char **argv, int *i, const char *name, const char **out);
-/* A decimal integer in [lo, hi]; otherwise reports "FLAG: expected an
- * integer in LO..HI, got 'V'" and returns false. */
-bool cli_parse_int(const char *flag, const char *v, long long lo, long long hi, long long *out);
-/* --isa's value (NULL: keeps *out, the host's): scalar, avx2 or avx512,
- * else an error naming the flag, false. */
-bool cli_parse_isa(const char *v, sheaf_isa *out);
-/* --parallel's value: auto, batches or kernels (else an error, false). */
-bool cli_parse_parallel(const char *v, sheaf_parallel *out);
-
 /* ----------------------------------------------------------------- flags */
 
 /* A command's flags as a table (cli/flags.c): one parser, one set of error
- * texts and one help layout for every command that uses it. Destinations
- * are offsets into the command's options struct (offsetof), so a table is
- * static data and entries can be shared between commands (cli_run_flag). */
+ * texts and one help layout for every command. Destinations are offsets
+ * into the command's options struct (offsetof), so a table is static data
+ * and entries can be shared between commands (cli_run_flag). Every error
+ * about a flag reads "CMD: FLAG...": "train: --epochs: expected an integer
+ * in 1..1000000, got 'x'", "tune: --out needs a value", "data stats:
+ * unknown option '--x' (see 'sheaf data stats --help')". */
 typedef enum cli_flag_kind {
   CLI_FLAG_BOOL,   /* no value: sets a bool */
   CLI_FLAG_INT,    /* long long in lo..hi */
   CLI_FLAG_U64,    /* uint64_t: a non-negative decimal integer (a seed) */
   CLI_FLAG_FLOAT,  /* double in flo..fhi */
-  CLI_FLAG_STRING, /* const char *, not empty */
+  CLI_FLAG_STRING, /* const char *, not empty (a name, a folder) */
   CLI_FLAG_IN,     /* const char *: an input file ('-' = standard input) */
   CLI_FLAG_OUT,    /* const char *: an output file ('-' = standard output) */
   CLI_FLAG_ENUM,   /* int: values[k] (or k) for the k-th of choices */
-  CLI_FLAG_CUSTOM, /* parse(flag, value, opts) reports its own errors */
+  CLI_FLAG_CUSTOM, /* parse(s, f, value, opts), which reports its own errors
+                    * (cli_flag_error); a repeatable flag appends */
 } cli_flag_kind;
 
 /* `given`: the offset of a bool the parser sets when the flag appears,
  * plus one (0: none). */
 #define CLI_GIVEN(type, field) (offsetof(type, field) + 1)
 
-typedef struct cli_flag {
+typedef struct cli_flags cli_flags;
+typedef struct cli_flag cli_flag;
+struct cli_flag {
   const char *name; /* "--data"; a value follows as "--data V" or "--data=V" */
   cli_flag_kind kind;
   size_t at;    /* offsetof the destination in the options struct */
@@ -140,30 +130,51 @@ typedef struct cli_flag {
   /* ENUM errors: "FLAG: unknown NOUN 'V' (expected A, B or C)", or without
    * a noun "FLAG: expected A, B or C, got 'V'" */
   const char *noun;
-  bool (*parse)(const char *flag, const char *v, void *opts);
-  const char *arg;  /* help: the value's name ("FILE"); NULL for BOOL */
-  const char *help; /* help: one or more lines ('\n'), the later ones indented */
-} cli_flag;
+  bool (*parse)(const cli_flags *s, const cli_flag *f, const char *v, void *opts);
+  const char *arg;   /* help: the value's name ("FILE"); NULL for BOOL */
+  const char *help;  /* help: one or more lines ('\n'), the later ones indented */
+  const char *alias; /* another spelling ("-o" for "--output"), or NULL */
+  /* the name of a flag of the same table that cannot be given with this
+   * one: "CMD: NAME and EXCLUDES exclude each other (WHY)" */
+  const char *excludes, *why;
+};
 
-typedef struct cli_flags {
-  const char *cmd;  /* the error prefix: "run" */
-  const char *see;  /* named by an unknown option: "sheaf run --help" */
+struct cli_flags {
+  const char *cmd; /* the error prefix: "run", "data stats" */
+  const char *see; /* named by an unknown option (NULL: "sheaf CMD --help") */
   const cli_flag *const *flags;
   int n;
-  const char *pos_noun;          /* what the one positional argument is: "model" */
+  const char *pos_noun;          /* what a positional argument is: "model" */
   const char *usage, *usage_end; /* help: before and after the list of flags */
-} cli_flags;
+  int max_pos;                   /* positional arguments taken: 0 one, -1 any number */
+  /* without a positional argument: NULL fine; "" the usage and the flags
+   * to standard error; else "CMD: missing MISSING (see 'sheaf CMD --help')";
+   * both exit 2 */
+  const char *missing;
+};
+/* .flags and .n of a cli_flags from an array of entries. */
+#define CLI_FLAGS_LIST(array) .flags = (array), .n = (int)(sizeof(array) / sizeof(array)[0])
 
 /* Parses argv[1..] into opts by the table (the flags that are not given
- * keep what opts held). The positional argument (not starting with '-', or
- * "-") goes to *pos (NULL when none); a second one is an error. -h and
- * --help print usage, the flags' list (cli_flags_help) and usage_end to
- * standard output and return -1. Returns CLI_OK, or CLI_USAGE after
- * printing an error that names the flag. */
+ * keep what opts held). The positional arguments (not starting with '-';
+ * "-"; everything after "--") go to pos[] in order, the rest of it NULL:
+ * pos has room for one (max_pos 0: a second is an error) or for argc
+ * (max_pos -1); none, when the table says `missing`, is an error. -h or
+ * --help anywhere before "--" prints usage, the flags' list
+ * (cli_flags_help) and usage_end to standard output: returns -1.
+ * Returns CLI_OK, or CLI_USAGE after printing an error that names the
+ * flag. */
 int cli_flags_parse(const cli_flags *s, int argc, char **argv, void *opts, const char **pos);
 /* Stores v (NULL for a BOOL) into opts by f's kind, as the parser does;
  * false after printing the error (a CUSTOM flag's parse may use it). */
-bool cli_flag_store(const cli_flag *f, const char *v, void *opts);
+bool cli_flag_store(const cli_flags *s, const cli_flag *f, const char *v, void *opts);
+/* A decimal integer in [lo, hi] (part of a CUSTOM flag's value); else
+ * reports "CMD: FLAG: expected an integer in LO..HI, got 'V'", false. */
+bool cli_flag_int(const cli_flags *s, const cli_flag *f, const char *v, long long lo, long long hi,
+                  long long *out);
+/* Prints "sheaf: error: CMD: FLAG: <formatted>". */
+void cli_flag_error(const cli_flags *s, const cli_flag *f, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* The list of flags as --help shows it: "  NAME ARG   HELP", then -h. */
 void cli_flags_help(FILE *f, const cli_flags *s);
 /* Before any work, the files of the table's IN and OUT flags (and `extra`
@@ -171,6 +182,20 @@ void cli_flags_help(FILE *f, const cli_flags *s);
  * ("CMD: A and B cannot both be standard input ('-')"), and
  * cli_check_paths. CLI_OK or CLI_USAGE (printed). */
 int cli_flags_check_files(const cli_flags *s, const void *opts, const cli_path *extra, int n_extra);
+
+/* --threads' entry (run, bench, train) into a long long field of TYPE. */
+#define CLI_FLAG_THREADS(type, field)                                                  \
+  {"--threads", CLI_FLAG_INT, offsetof(type, field), .lo = 1, .hi = 1024, .arg = "T", \
+   .help = "threads (default: all CPUs)"}
+
+/* --isa's entry (sheaf compile, sheaf tune) into an int field of TYPE that
+ * holds a sheaf_isa: scalar, avx2 or avx512, not capped at the host's
+ * (code for another machine may be generated). */
+extern const char *const cli_isa_names[];
+extern const int cli_isa_values[];
+#define CLI_FLAG_ISA(type, field, text)                                                            \
+  {"--isa", CLI_FLAG_ENUM, offsetof(type, field), .choices = cli_isa_names, .values = cli_isa_values, \
+   .noun = "instruction set", .arg = "LEVEL", .help = text}
 
 /* What `sheaf run` of a built-in model, `sheaf bench` and `sheaf run
  * MODEL.sf` share: the first member of each one's options struct, so that
@@ -191,9 +216,9 @@ enum {
 extern const cli_flag cli_run_flag[CLI_RUN_N];
 /* The defaults: batch 64, policy sheaf, parallel auto, the rest zero. */
 void cli_run_opts_init(cli_run_opts *c);
-/* After parsing: --seed with --weights, and (one_graph) a flag that reads
- * one graph (--trace, or --stats when `stats_one_graph`) with --parallel
- * batches, are errors (CLI_USAGE, printed); else CLI_OK. */
+/* After parsing: a flag that reads one graph (--trace, or --stats when
+ * `stats_one_graph`) with --parallel batches is an error (CLI_USAGE,
+ * printed); else CLI_OK. (--seed with --weights: the table's excludes.) */
 int cli_run_check(const char *cmd, const cli_run_opts *c, bool stats_one_graph);
 
 /* The end-of-run lines both run commands print: the graph counters ("graph:",

@@ -1,10 +1,9 @@
 /*
  * common.c — helpers shared by the sheaf subcommands: error printing,
- * context creation, flag parsing, and the files a command reads and writes
- * (held inputs, output files checked against the inputs, outputs committed
- * together).
+ * context creation, the end-of-run counters, and the files a command
+ * reads and writes (held inputs, output files checked against the inputs,
+ * outputs committed together). The flags: flags.c.
  */
-#include <errno.h>
 #include <libgen.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -12,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/cpu.h"
 #include "cli.h"
 
 void cli_error(const char *fmt, ...) {
@@ -51,56 +49,6 @@ sheaf_ctx *cli_ctx(int threads) {
     return NULL;
   }
   return ctx;
-}
-
-int cli_flag_match(int argc, char **argv, int *i, const char *name, const char **out) {
-  const char *a = argv[*i];
-  size_t n = strlen(name);
-  if (strncmp(a, name, n) != 0) return 0;
-  if (a[n] == '=') {
-    *out = a + n + 1;
-    return 1;
-  }
-  if (a[n] != '\0') return 0;
-  if (*i + 1 >= argc) return -1;
-  *out = argv[++*i];
-  return 1;
-}
-
-int cli_flag_value(int argc, char **argv, int *i, const char *name, const char **out) {
-  int r = cli_flag_match(argc, argv, i, name, out);
-  if (r > 0 && !**out) r = -1; /* "--data=" or "--data ''": no flag takes an empty value */
-  if (r < 0) cli_error("%s needs a value", name);
-  return r;
-}
-
-bool cli_parse_int(const char *flag, const char *v, long long lo, long long hi, long long *out) {
-  char *end;
-  errno = 0;
-  long long x = strtoll(v, &end, 10);
-  if (!*v || *end || errno || x < lo || x > hi) {
-    cli_error("%s: expected an integer in %lld..%lld, got '%s'", flag, lo, hi, v);
-    return false;
-  }
-  *out = x;
-  return true;
-}
-
-bool cli_parse_isa(const char *v, sheaf_isa *out) {
-  if (!v || sh_cpu_parse_isa(v, SHEAF_ISA_AVX512, out)) return true;
-  cli_error("--isa %s: expected scalar, avx2 or avx512", v);
-  return false;
-}
-
-bool cli_parse_parallel(const char *v, sheaf_parallel *out) {
-  static const char *const names[] = {"auto", "batches", "kernels"};
-  for (int k = 0; k < 3; k++)
-    if (!strcmp(v, names[k])) {
-      *out = (sheaf_parallel)k;
-      return true;
-    }
-  cli_error("--parallel: unknown mode '%s' (expected auto, batches or kernels)", v);
-  return false;
 }
 
 void cli_print_graph_stats(FILE *f, const sheaf_graph_stats *st, bool summed) {

@@ -12,13 +12,12 @@
 #include <sys/stat.h>
 
 #include "base/buf.h"
-#include "base/cpu.h"
 #include "base/file.h"
 #include "cli.h"
+#include "source.h"
 #include "codegen/lir_emit.h"
 #include "codegen/lower.h"
 #include "codegen/tune.h"
-#include "lang/check.h"
 #include "lang/kernel.h"
 
 static const char usage_compile[] =
@@ -30,18 +29,32 @@ static const char usage_compile[] =
     "default schedule for the instruction set (default: this CPU's, after\n"
     "SHEAF_ISA).\n"
     "\n"
-    "options:\n"
-    "  --emit-c DIR  write DIR/NAME.c per kernel and DIR/sheaf_kernel_abi.h, the one\n"
-    "                header they include (created if missing); build them with e.g.\n"
-    "                cc -O3 -mavx2 -mfma -c NAME.c. The entry point is\n"
-    "                int sheafk_NAME(const sk_abi *, const int64_t *sizes, const sk_arg *)\n"
-    "  --emit-ir     print each kernel's scheduled loop IR to stdout\n"
-    "  --isa LEVEL   the instruction set to schedule for\n"
-    "  --tuning FILE records of 'sheaf tune --out FILE': with --emit-c, also write\n"
-    "                DIR/NAME.CLASS.c per record of a kernel (CLASS as M64-K256-N1024:\n"
-    "                the shape class it was tuned for; the same entry point); records\n"
-    "                for another version of a kernel are skipped with a warning\n"
-    "  -h, --help    this text\n";
+    "options:\n";
+
+typedef struct compile_opts {
+  const char *dir, *tuning;
+  bool ir;
+  int isa; /* sheaf_isa */
+} compile_opts;
+
+#define AT(field) .at = offsetof(compile_opts, field)
+static const cli_flag f_emit_c = {"--emit-c", CLI_FLAG_STRING, AT(dir), .arg = "DIR",
+                                  .help = "write DIR/NAME.c per kernel and DIR/sheaf_kernel_abi.h, the one\n"
+                                          "header they include (created if missing); build them with e.g.\n"
+                                          "cc -O3 -mavx2 -mfma -c NAME.c. The entry point is\n"
+                                          "int sheafk_NAME(const sk_abi *, const int64_t *sizes, const sk_arg *)"};
+static const cli_flag f_emit_ir = {"--emit-ir", CLI_FLAG_BOOL, AT(ir),
+                                   .help = "print each kernel's scheduled loop IR to stdout"};
+static const cli_flag f_isa = CLI_FLAG_ISA(compile_opts, isa, "the instruction set to schedule for");
+static const cli_flag f_tuning = {"--tuning", CLI_FLAG_IN, AT(tuning), .arg = "FILE",
+                                  .help = "records of 'sheaf tune --out FILE': with --emit-c, also write\n"
+                                          "DIR/NAME.CLASS.c per record of a kernel (CLASS as M64-K256-N1024:\n"
+                                          "the shape class it was tuned for; the same entry point); records\n"
+                                          "for another version of a kernel are skipped with a warning"};
+#undef AT
+static const cli_flag *const compile_flags[] = {&f_emit_c, &f_emit_ir, &f_isa, &f_tuning};
+static const cli_flags compile_spec = {.cmd = "compile", CLI_FLAGS_LIST(compile_flags), .pos_noun = "source",
+                                       .usage = usage_compile, .missing = ""};
 
 static int write_file(sheaf_ctx *ctx, const char *dir, const char *name, const char *text, size_t n) {
   char path[4096];
@@ -97,73 +110,31 @@ static int write_tuned(sheaf_ctx *ctx, const char *dir, const sh_kernel *k, shea
 }
 
 int cli_compile(int argc, char **argv) {
-  const char *file = NULL, *dir = NULL, *isa_name = NULL, *tuning = NULL;
-  bool ir = false;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      fputs(usage_compile, stdout);
-      return CLI_OK;
-    } else if (!strcmp(a, "--emit-c") || !strcmp(a, "--isa") || !strcmp(a, "--tuning")) {
-      if (i + 1 >= argc) {
-        cli_error("%s needs a value", a);
-        return CLI_USAGE;
-      }
-      *(a[2] == 'e' ? &dir : a[2] == 'i' ? &isa_name : &tuning) = argv[++i];
-    } else if (!strcmp(a, "--emit-ir")) {
-      ir = true;
-    } else if (a[0] == '-' && a[1]) {
-      cli_error("unknown option %s (see sheaf compile --help)", a);
-      return CLI_USAGE;
-    } else if (file) {
-      cli_error("one source file at a time (%s and %s)", file, a);
-      return CLI_USAGE;
-    } else {
-      file = a;
-    }
-  }
-  if (!file) {
-    fputs(usage_compile, stderr);
-    return CLI_USAGE;
-  }
-  sheaf_isa isa = sheaf_cpu_isa();
-  if (!cli_parse_isa(isa_name, &isa)) return CLI_USAGE;
+  compile_opts o = {.isa = sheaf_cpu_isa()};
+  const char *file;
+  int prc = cli_flags_parse(&compile_spec, argc, argv, &o, &file);
+  if (prc) return prc < 0 ? CLI_OK : prc;
+  const cli_path source = {"FILE.sf", file};
+  if ((prc = cli_flags_check_files(&compile_spec, &o, &source, 1)) != CLI_OK) return prc;
+  const char *dir = o.dir, *tuning = o.tuning;
+  bool ir = o.ir;
+  sheaf_isa isa = (sheaf_isa)o.isa;
   sheaf_ctx *ctx = cli_ctx(1);
   if (!ctx) return CLI_FAIL;
-  char *src = NULL;
-  size_t len = 0;
-  int rc = CLI_OK;
-  if (cli_hold_input(ctx, file, false, &file, NULL) != CLI_OK) rc = CLI_FAIL;
-  else if (sh_file_read(ctx, file, &src, &len) != SHEAF_OK) {
-    cli_error("%s", sheaf_ctx_last_error(ctx));
-    rc = CLI_FAIL;
-  }
-  if (rc != CLI_OK) {
-    sheaf_ctx_free(ctx);
-    return rc;
-  }
   sh_tune_set ts;
   sh_tune_set_init(&ts, ctx);
-  if (tuning && sh_tune_set_load(&ts, tuning, false) != SHEAF_OK) {
+  cli_source src;
+  int rc = cli_source_load(ctx, file, &src);
+  file = src.name;
+  if (rc == CLI_OK && tuning && sh_tune_set_load(&ts, tuning, false) != SHEAF_OK) {
     cli_error("%s", sheaf_ctx_last_error(ctx));
-    sh_free(ctx, src, len + 1);
-    sheaf_ctx_free(ctx);
-    return CLI_FAIL;
+    rc = CLI_FAIL;
   }
-  sh_module m;
-  sheaf_status st = sh_lang_compile(&m, ctx, file, src, len);
   sh_buf out;
   sh_buf_init(&out, ctx);
-  if (st == SHEAF_ERR_PARSE) {
-    sh_diags_render(&m.diags, &out);
-    fwrite(out.data ? (const char *)out.data : "", 1, out.len, stderr);
-    rc = CLI_FAIL;
-  } else if (st) {
-    cli_error("%s", sheaf_ctx_last_error(ctx));
-    rc = CLI_FAIL;
-  }
+  sheaf_status st;
   const sh_kernel *const *ks = NULL;
-  int n = rc == CLI_OK ? sh_module_kernels(&m, &ks) : 0;
+  int n = rc == CLI_OK ? sh_module_kernels(&src.m, &ks) : 0;
   if (rc == CLI_OK && n == 0) {
     cli_error("%s: no kernel declarations", file);
     rc = CLI_FAIL;
@@ -203,13 +174,12 @@ int cli_compile(int argc, char **argv) {
     sh_buf_free(&c);
   }
   if (rc == CLI_OK && !dir && !ir) {
-    cli_error("nothing to do: give --emit-c DIR or --emit-ir (see sheaf compile --help)");
+    cli_error("compile: nothing to do: give --emit-c DIR or --emit-ir (see 'sheaf compile --help')");
     rc = CLI_USAGE;
   }
   sh_tune_set_free(&ts);
   sh_buf_free(&out);
-  sh_module_free(&m);
-  sh_free(ctx, src, len + 1);
+  cli_source_free(&src);
   sheaf_ctx_free(ctx);
   return rc;
 }

@@ -51,14 +51,7 @@ static const char usage_stats[] =
     "once, up to SHEAF_MAX_INPUT bytes (default 1 GiB), and recognized by content:\n"
     "safetensors, CoNLL-U (10 TAB-separated fields), PTB (starts with '('), else tokens.\n"
     "\n"
-    "options:\n"
-    "  --format F     conllu, ptb, tokens or safetensors\n"
-    "  --vocab VOCAB  (tokens) map words through VOCAB, one token per line,\n"
-    "                 id = line index; unknown words become <unk> if VOCAB has it\n"
-    "  --ids          (tokens) the tokens are ids (non-negative integers)\n"
-    "  --words        (tokens) the tokens are words\n"
-    "                 default: ids when the first token is a number\n"
-    "  -h, --help     this text\n";
+    "options:\n";
 
 static const char usage_binarize[] =
     "usage: sheaf data binarize FILE.conllu [-o OUT] [--child-sum]\n"
@@ -84,14 +77,9 @@ static const char usage_binarize[] =
     "In words and labels '(' and ')' are written -LRB- and -RRB-, whitespace as\n"
     "U+00A0 (no-break space).\n"
     "\n"
-    "options:\n"
-    "  -o, --output OUT  write to OUT ('-' = standard output)\n"
-    "  --child-sum       child-sum trees instead of binary ones\n"
-    "  -h, --help        this text\n";
+    "options:\n";
 
 /* ---------------------------------------------------------------- helpers */
-
-static bool is_help(const char *a) { return !strcmp(a, "--help") || !strcmp(a, "-h"); }
 
 static bool ends_with(const char *s, const char *suffix) {
   size_t n = strlen(s), m = strlen(suffix);
@@ -153,14 +141,6 @@ static void print_histogram(const char *title, const char *unit, const sh_dist *
 /* ------------------------------------------------------------------ stats */
 
 typedef enum { FMT_NONE, FMT_CONLLU, FMT_PTB, FMT_TOKENS, FMT_SAFETENSORS } data_format;
-
-static data_format parse_format(const char *s) {
-  if (!strcmp(s, "conllu")) return FMT_CONLLU;
-  if (!strcmp(s, "ptb")) return FMT_PTB;
-  if (!strcmp(s, "tokens")) return FMT_TOKENS;
-  if (!strcmp(s, "safetensors")) return FMT_SAFETENSORS;
-  return FMT_NONE;
-}
 
 /* By extension; a safetensors file under another name by its header; a
  * .txt file is PTB when its first non-blank byte is '('.
@@ -288,60 +268,43 @@ static int stats_tokens(sheaf_ctx *ctx, const char *path, const char *vocab_path
   return finish_stdout();
 }
 
+static const char *const format_names[] = {"conllu", "ptb", "tokens", "safetensors", NULL};
+static const int format_values[] = {FMT_CONLLU, FMT_PTB, FMT_TOKENS, FMT_SAFETENSORS};
+
+typedef struct stats_opts {
+  const char *vocab;
+  int format; /* data_format; FMT_NONE: by the extension or the content */
+  bool ids, words;
+} stats_opts;
+
+#define AT(field) .at = offsetof(stats_opts, field)
+static const cli_flag f_format = {"--format", CLI_FLAG_ENUM, AT(format), .choices = format_names,
+                                  .values = format_values, .noun = "format", .arg = "F",
+                                  .help = "conllu, ptb, tokens or safetensors"};
+static const cli_flag f_vocab = {"--vocab", CLI_FLAG_IN, AT(vocab), .arg = "VOCAB",
+                                 .help = "(tokens) map words through VOCAB, one token per line,\n"
+                                         "id = line index; unknown words become <unk> if VOCAB has it"};
+static const cli_flag f_ids = {"--ids", CLI_FLAG_BOOL, AT(ids), .excludes = "--words",
+                               .why = "the tokens are one or the other",
+                               .help = "(tokens) the tokens are ids (non-negative integers)"};
+static const cli_flag f_words = {"--words", CLI_FLAG_BOOL, AT(words),
+                                 .help = "(tokens) the tokens are words\n"
+                                         "default: ids when the first token is a number"};
+#undef AT
+static const cli_flag *const stats_flags[] = {&f_format, &f_vocab, &f_ids, &f_words};
+static const cli_flags stats_spec = {.cmd = "data stats", CLI_FLAGS_LIST(stats_flags), .pos_noun = "file",
+                                     .usage = usage_stats, .missing = "FILE"};
+
 static int data_stats(int argc, char **argv) {
-  const char *path = NULL, *vocab = NULL, *fmt_name = NULL;
-  sh_seqs_mode mode = SH_SEQS_AUTO;
-  bool only_args = false;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int r;
-    if (!only_args && is_help(a)) {
-      fputs(usage_stats, stdout);
-      return CLI_OK;
-    }
-    if (!only_args && !strcmp(a, "--")) {
-      only_args = true;
-    } else if (!only_args && (r = cli_flag_match(argc, argv, &i, "--format", &fmt_name)) != 0) {
-      if (r < 0) {
-        cli_error("data stats: --format needs a value (conllu, ptb, tokens, safetensors)");
-        return CLI_USAGE;
-      }
-    } else if (!only_args && (r = cli_flag_match(argc, argv, &i, "--vocab", &vocab)) != 0) {
-      if (r < 0) {
-        cli_error("data stats: --vocab needs a file");
-        return CLI_USAGE;
-      }
-    } else if (!only_args && !strcmp(a, "--ids")) {
-      mode = SH_SEQS_IDS;
-    } else if (!only_args && !strcmp(a, "--words")) {
-      mode = SH_SEQS_WORDS;
-    } else if (!only_args && a[0] == '-' && a[1] != '\0') {
-      cli_error("data stats: unknown flag '%s' (see 'sheaf data stats --help')", a);
-      return CLI_USAGE;
-    } else if (path) {
-      cli_error("data stats: one FILE expected, got '%s' and '%s'", path, a);
-      return CLI_USAGE;
-    } else {
-      path = a;
-    }
-  }
-  if (!path) {
-    cli_error("data stats: missing FILE (see 'sheaf data stats --help')");
-    return CLI_USAGE;
-  }
-  data_format fmt = FMT_NONE;
-  if (fmt_name) {
-    fmt = parse_format(fmt_name);
-    if (fmt == FMT_NONE) {
-      cli_error("data stats: --format '%s': expected conllu, ptb, tokens or safetensors",
-                fmt_name);
-      return CLI_USAGE;
-    }
-  }
-  if (vocab && !strcmp(vocab, "-") && !strcmp(path, "-")) {
-    cli_error("data stats: FILE and --vocab cannot both be standard input");
-    return CLI_USAGE;
-  }
+  stats_opts o = {.format = FMT_NONE};
+  const char *path;
+  int rc = cli_flags_parse(&stats_spec, argc, argv, &o, &path);
+  if (rc) return rc < 0 ? CLI_OK : rc;
+  const char *vocab = o.vocab;
+  sh_seqs_mode mode = o.ids ? SH_SEQS_IDS : o.words ? SH_SEQS_WORDS : SH_SEQS_AUTO;
+  data_format fmt = (data_format)o.format;
+  const cli_path file = {"FILE", path};
+  if (cli_flags_check_files(&stats_spec, &o, &file, 1) != CLI_OK) return CLI_USAGE;
   sheaf_ctx *ctx = cli_ctx(1);
   if (!ctx) return CLI_USAGE;
   /* standard input, a pipe or a FIFO: read once ("-" is named <stdin>) */
@@ -351,7 +314,7 @@ static int data_stats(int argc, char **argv) {
     sheaf_ctx_free(ctx);
     return CLI_FAIL;
   }
-  if (!fmt_name) fmt = detect_format(path, held);
+  if (fmt == FMT_NONE) fmt = detect_format(path, held);
   if (fmt != FMT_TOKENS && (vocab || mode != SH_SEQS_AUTO)) {
     cli_error("data stats: %s applies to token files only",
               vocab ? "--vocab" : mode == SH_SEQS_IDS ? "--ids" : "--words");
@@ -363,7 +326,7 @@ static int data_stats(int argc, char **argv) {
   case FMT_PTB: return stats_ptb(ctx, path);
   case FMT_TOKENS: return stats_tokens(ctx, path, vocab, mode);
   case FMT_SAFETENSORS: {
-    int rc = cli_data_stats_weights(ctx, path, stdout);
+    rc = cli_data_stats_weights(ctx, path, stdout);
     sheaf_ctx_free(ctx);
     return rc == CLI_OK ? finish_stdout() : rc;
   }
@@ -375,52 +338,36 @@ static int data_stats(int argc, char **argv) {
 
 /* --------------------------------------------------------------- binarize */
 
+typedef struct binarize_opts {
+  const char *out;
+  bool child_sum;
+} binarize_opts;
+
+#define AT(field) .at = offsetof(binarize_opts, field)
+static const cli_flag f_output = {"-o", CLI_FLAG_OUT, AT(out), .alias = "--output", .arg = "OUT",
+                                  .help = "write to OUT ('-' = standard output)"};
+static const cli_flag f_child_sum = {"--child-sum", CLI_FLAG_BOOL, AT(child_sum),
+                                     .help = "child-sum trees instead of binary ones"};
+#undef AT
+static const cli_flag *const binarize_flags[] = {&f_output, &f_child_sum};
+static const cli_flags binarize_spec = {.cmd = "data binarize", CLI_FLAGS_LIST(binarize_flags),
+                                        .pos_noun = "file", .usage = usage_binarize, .missing = "FILE.conllu"};
+
 static int data_binarize(int argc, char **argv) {
-  const char *path = NULL, *out = NULL;
-  bool child_sum = false, only_args = false;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int r = 0;
-    if (!only_args && is_help(a)) {
-      fputs(usage_binarize, stdout);
-      return CLI_OK;
-    }
-    if (!only_args && !strcmp(a, "--")) {
-      only_args = true;
-    } else if (!only_args && ((r = cli_flag_match(argc, argv, &i, "-o", &out)) != 0 ||
-                              (r = cli_flag_match(argc, argv, &i, "--output", &out)) != 0)) {
-      if (r < 0) {
-        cli_error("data binarize: %s needs a file name", a);
-        return CLI_USAGE;
-      }
-    } else if (!only_args && !strcmp(a, "--child-sum")) {
-      child_sum = true;
-    } else if (!only_args && a[0] == '-' && a[1] != '\0') {
-      cli_error("data binarize: unknown flag '%s' (see 'sheaf data binarize --help')", a);
-      return CLI_USAGE;
-    } else if (path) {
-      cli_error("data binarize: one FILE expected, got '%s' and '%s'", path, a);
-      return CLI_USAGE;
-    } else {
-      path = a;
-    }
-  }
-  if (!path) {
-    cli_error("data binarize: missing FILE.conllu (see 'sheaf data binarize --help')");
-    return CLI_USAGE;
-  }
-  if (out && !*out) {
-    cli_error("data binarize: -o needs a non-empty file name");
-    return CLI_USAGE;
-  }
-  const cli_path ins[] = {{"FILE", path}}, outs[] = {{out ? "-o" : "output", out ? out : "-"}};
-  if (cli_check_paths(ins, 1, outs, 1) != CLI_OK) return CLI_USAGE;
+  binarize_opts bo = {.out = "-"};
+  const char *path;
+  int rc = cli_flags_parse(&binarize_spec, argc, argv, &bo, &path);
+  if (rc) return rc < 0 ? CLI_OK : rc;
+  const char *out = bo.out;
+  bool child_sum = bo.child_sum;
+  const cli_path file = {"FILE", path};
+  if (cli_flags_check_files(&binarize_spec, &bo, &file, 1) != CLI_OK) return CLI_USAGE;
   sheaf_ctx *ctx = cli_ctx(1);
   if (!ctx) return CLI_USAGE;
   /* the output first (a folder or an unwritable path fails before any work);
    * a regular file is replaced only when the whole output is written */
   cli_outs files = {0};
-  sh_out *o = cli_out_open(&files, ctx, out ? out : "-", SH_OUT_DASH_STDOUT);
+  sh_out *o = cli_out_open(&files, ctx, out, SH_OUT_DASH_STDOUT);
   if (!o || cli_hold_input(ctx, path, false, &path, NULL) != CLI_OK) {
     cli_outs_abort(&files);
     sheaf_ctx_free(ctx);
@@ -442,7 +389,7 @@ static int data_binarize(int argc, char **argv) {
     sh_buf_free(&buf);
     return input_error(ctx);
   }
-  int rc = CLI_OK;
+  rc = CLI_OK;
   if (buf.len && fwrite(buf.data, 1, buf.len, o->f) != buf.len) {
     cli_error("%s: write failed: %s", o->is_stdout ? "standard output" : out, strerror(errno));
     cli_outs_abort(&files);
@@ -461,7 +408,7 @@ int cli_data(int argc, char **argv) {
     return CLI_USAGE;
   }
   const char *cmd = argv[1];
-  if (is_help(cmd) || !strcmp(cmd, "help")) {
+  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
     fputs(usage_data, stdout);
     return CLI_OK;
   }

@@ -44,6 +44,8 @@ static const char usage[] =
     "  compile  generate C for the kernels of a source (ahead-of-time use):\n"
     "             sheaf compile FILE.sf --emit-c DIR    one .c per kernel + its ABI header\n"
     "             sheaf compile FILE.sf --emit-ir       the scheduled loop IR\n"
+    "  tune     search the schedules of a source's kernels by measuring them:\n"
+    "             sheaf tune FILE.sf [--size N=V,...] [--data FILE] [--budget S] [--out FILE]\n"
     "  bench    throughput of a built-in model per batching policy:\n"
     "             sheaf bench MODEL --data FILE [--policy LIST] [--repeat R] ...\n"
     "\n"

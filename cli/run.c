@@ -67,25 +67,25 @@ typedef struct run_opts {
 _Static_assert(offsetof(run_opts, c) == 0, "cli_run_flag's offsets are into the first member");
 
 /* Comma list of policies (bench's --policy), each parsed as run's --policy. */
-static bool parse_policies(const char *flag, const char *v, void *opts) {
+static bool parse_policies(const cli_flags *s, const cli_flag *f, const char *v, void *opts) {
   run_opts *o = opts;
   o->n_policies = 0;
   char buf[256];
   if (strlen(v) >= sizeof buf) {
-    cli_error("%s: list too long: '%s'", flag, v);
+    cli_flag_error(s, f, "list too long: '%s'", v);
     return false;
   }
   strcpy(buf, v);
   for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
     if (o->n_policies == 4) {
-      cli_error("%s: at most 4 policies, got '%s'", flag, v);
+      cli_flag_error(s, f, "at most 4 policies, got '%s'", v);
       return false;
     }
-    if (!cli_flag_store(&cli_run_flag[CLI_RUN_POLICY], tok, o)) return false;
+    if (!cli_flag_store(s, &cli_run_flag[CLI_RUN_POLICY], tok, o)) return false;
     o->policies[o->n_policies++] = (sheaf_policy)o->c.policy;
   }
   if (o->n_policies == 0) {
-    cli_error("%s: empty list", flag);
+    cli_flag_error(s, f, "empty list");
     return false;
   }
   return true;
@@ -128,10 +128,12 @@ static const cli_flag *const bench_flags[] = {
     RUN(ALLOW_NONFINITE)};
 #undef RUN
 
-static const cli_flags run_spec = {"run", "sheaf run --help", run_flags, sizeof run_flags / sizeof run_flags[0],
-                                   "model", usage_run, usage_run_end};
-static const cli_flags bench_spec = {"bench", "sheaf bench --help", bench_flags,
-                                     sizeof bench_flags / sizeof bench_flags[0], "model", usage_bench, NULL};
+#define MODELS "MODEL: treelstm, childsum, bilstm or mvrnn"
+static const cli_flags run_spec = {.cmd = "run", CLI_FLAGS_LIST(run_flags), .pos_noun = "model",
+                                   .usage = usage_run, .usage_end = usage_run_end, .missing = MODELS};
+static const cli_flags bench_spec = {.cmd = "bench", CLI_FLAGS_LIST(bench_flags), .pos_noun = "model",
+                                     .usage = usage_bench, .missing = MODELS};
+#undef MODELS
 
 /* Parses argv (argv[0] is "run" or "bench"); returns CLI_OK, or an exit
  * code (help printed: -1 meaning exit 0). */
@@ -155,11 +157,6 @@ static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
   int rc = cli_flags_parse(spec, argc, argv, o, &model);
   if (rc) return rc;
   if (!bench) o->policies[0] = (sheaf_policy)o->c.policy;
-  if (!model) {
-    cli_error("%s: missing MODEL (treelstm, childsum, bilstm or mvrnn; see 'sheaf %s --help')",
-              cmd, cmd);
-    return CLI_USAGE;
-  }
   if (!sh_net_kind_parse(model, &o->model)) {
     cli_error("%s: unknown model '%s' (expected treelstm, childsum, bilstm or mvrnn%s)", cmd,
               model, bench ? "" : ", or a MODEL.sf source");
@@ -178,7 +175,7 @@ static int parse_args(int argc, char **argv, bool bench, run_opts *o) {
   if (o->c.trace || o->c.stats) o->c.parallel = SHEAF_PARALLEL_KERNELS;
   if (o->hidden < 0) o->hidden = sh_net_default_hidden(o->model);
   if (o->model == SH_NET_MVRNN && o->embed >= 0 && o->embed != o->hidden) {
-    cli_error("--embed: mvrnn word vectors have the hidden size (%lld), got %lld",
+    cli_error("%s: --embed: mvrnn word vectors have the hidden size (%lld), got %lld", cmd,
               (long long)o->hidden, (long long)o->embed);
     return CLI_USAGE;
   }

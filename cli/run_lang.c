@@ -56,21 +56,21 @@ typedef struct lang_opts {
 _Static_assert(offsetof(lang_opts, c) == 0, "cli_run_flag's offsets are into the first member");
 
 /* --size NAME=VALUE, repeated: a size the weights do not fix. */
-static bool parse_size(const char *flag, const char *v, void *opts) {
+static bool parse_size(const cli_flags *s, const cli_flag *f, const char *v, void *opts) {
   lang_opts *o = opts;
   const char *eq = strchr(v, '=');
   int k = o->bo.n_overrides;
   long long x;
   if (!eq || eq == v || (size_t)(eq - v) >= sizeof o->names[0]) {
-    cli_error("%s %s: expected NAME=VALUE (e.g. %s H=256)", flag, v, flag);
+    cli_flag_error(s, f, "expected NAME=VALUE (e.g. %s H=256), got '%s'", f->name, v);
     return false;
   }
   if (k == SH_BIND_MAX_OVERRIDES) {
-    cli_error("%s %s: at most %d sizes", flag, v, SH_BIND_MAX_OVERRIDES);
+    cli_flag_error(s, f, "at most %d sizes, got '%s'", SH_BIND_MAX_OVERRIDES, v);
     return false;
   }
   snprintf(o->names[k], sizeof o->names[0], "%.*s", (int)(eq - v), v);
-  if (!cli_parse_int(flag, eq + 1, 1, INT32_MAX, &x)) return false;
+  if (!cli_flag_int(s, f, eq + 1, 1, INT32_MAX, &x)) return false;
   o->bo.override_name[k] = o->names[k];
   o->bo.override_value[k] = x;
   o->bo.n_overrides++;
@@ -115,8 +115,9 @@ static const cli_flag *const lang_flags[] = {
     RUN(ALLOW_NONFINITE),       RUN(BATCH),    &f_threads,   RUN(PARALLEL), RUN(POLICY),
     &f_out,     RUN(TRACE),     &f_tuning,     RUN(LIMIT),   RUN(SAVE_WEIGHTS), &f_stats, &f_format};
 #undef RUN
-static const cli_flags lang_spec = {"run", "sheaf run MODEL.sf --help", lang_flags,
-                                    sizeof lang_flags / sizeof lang_flags[0], "model", usage, usage_end};
+static const cli_flags lang_spec = {.cmd = "run", .see = "sheaf run MODEL.sf --help",
+                                    CLI_FLAGS_LIST(lang_flags), .pos_noun = "model", .usage = usage,
+                                    .usage_end = usage_end};
 
 /* CLI_OK, CLI_USAGE, or -1 (help printed). */
 static int parse_args(int argc, char **argv, lang_opts *o) {
@@ -602,7 +603,9 @@ int cli_run_lang(int argc, char **argv) {
     sh_buf_init(&b, ctx);
     sh_diags_render(&m.diags, &b);
     if (b.data) fputs((const char *)b.data, stderr);
+    bool said = b.len > 0; /* else (out of memory) the context's error */
     sh_buf_free(&b);
+    if (!said) goto fail;
     goto fail_quiet;
   }
   /* what main takes decides how the data is read */

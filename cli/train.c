@@ -9,8 +9,6 @@
  * per-epoch dev accuracy, the time limit and the checkpoints (weights and
  * vocabulary written to temporary files and renamed: never half-written).
  */
-#include <errno.h>
-#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,27 +36,9 @@ static const char usage_train[] =
     "  sheaf run MODEL --weights W.safetensors --data TEST\n"
     "runs TEST and prints the accuracy.\n"
     "\n"
-    "options:\n"
-    "  --data FILE        training data (required): bilstm .conllu with UPOS;\n"
-    "                     treelstm .conllu or PTB trees\n"
-    "  --dev FILE         data whose accuracy is printed after each epoch\n"
-    "  --out FILE         the weights (.safetensors; required)\n"
-    "  --epochs N         passes over TRAIN (default 5)\n"
-    "  --time-limit S     stop after the batch that passes S seconds of training\n"
-    "  --optimizer O      adam (default), sgd or adagrad\n"
-    "  --lr X             learning rate (default: adam 0.002, sgd 0.1, adagrad 0.05)\n"
-    "  --clip X           gradient norm clipping (default 5; 0: none)\n"
-    "  --batch N          sentences (trees) per update (default 32)\n"
-    "  --hidden H         hidden size (default 128)\n"
-    "  --embed E          embedding size (default 128)\n"
-    "  --min-count N      words seen fewer times are <unk> (default 2)\n"
-    "  --threads T        threads (default: all CPUs)\n"
-    "  --seed S           initialization and shuffling (default 0)\n"
-    "  --keep-best        checkpoint only an epoch whose dev accuracy beats the epochs\n"
-    "                     before (early stopping; needs --dev)\n"
-    "  --resume W         start from these weights (hidden and embedding sizes from\n"
-    "                     them; the vocabulary must be the one TRAIN gives)\n"
-    "  -h, --help         this text\n"
+    "options:\n";
+
+static const char usage_train_end[] =
     "\n"
     "Same seed, data, options and thread count: a bit-identical weights file.\n"
     "The optimizer's state (Adam's moments, its update count) is written beside the\n"
@@ -71,22 +51,58 @@ typedef struct train_opts {
   const char *data, *dev, *out, *resume;
   long long epochs, batch, threads, hidden, embed, min_count;
   double lr, clip, time_limit;
-  sheaf_optim_kind optim;
+  int optim; /* sheaf_optim_kind */
   uint64_t seed;
   bool hidden_given, embed_given, keep_best;
 } train_opts;
 
-static bool parse_real(const char *flag, const char *v, double lo, double hi, double *out) {
-  char *end;
-  errno = 0;
-  double x = strtod(v, &end);
-  if (!*v || *end || errno || !(x >= lo && x <= hi)) {
-    cli_error("%s: expected a number in %g..%g, got '%s'", flag, lo, hi, v);
-    return false;
-  }
-  *out = x;
-  return true;
-}
+static const char *const optim_names[] = {"adam", "sgd", "adagrad", NULL};
+static const int optim_values[] = {SHEAF_OPTIM_ADAM, SHEAF_OPTIM_SGD, SHEAF_OPTIM_ADAGRAD};
+
+#define AT(field) .at = offsetof(train_opts, field)
+static const cli_flag f_data = {"--data", CLI_FLAG_IN, AT(data), .arg = "FILE",
+                                .help = "training data (required): bilstm .conllu with UPOS;\n"
+                                        "treelstm .conllu or PTB trees"};
+static const cli_flag f_dev = {"--dev", CLI_FLAG_IN, AT(dev), .arg = "FILE",
+                               .help = "data whose accuracy is printed after each epoch"};
+static const cli_flag f_out = {"--out", CLI_FLAG_OUT, AT(out), .arg = "FILE",
+                               .help = "the weights (.safetensors; required)"};
+static const cli_flag f_epochs = {"--epochs", CLI_FLAG_INT, AT(epochs), .lo = 1, .hi = 1000000, .arg = "N",
+                                  .help = "passes over TRAIN (default 5)"};
+static const cli_flag f_time_limit = {"--time-limit", CLI_FLAG_FLOAT, AT(time_limit), .flo = 1e-9, .fhi = 1e9,
+                                      .arg = "S", .help = "stop after the batch that passes S seconds of training"};
+static const cli_flag f_optimizer = {"--optimizer", CLI_FLAG_ENUM, AT(optim), .choices = optim_names,
+                                     .values = optim_values, .noun = "optimizer", .arg = "O",
+                                     .help = "adam (default), sgd or adagrad"};
+static const cli_flag f_lr = {"--lr", CLI_FLAG_FLOAT, AT(lr), .flo = 1e-12, .fhi = 1e6, .arg = "X",
+                              .help = "learning rate (default: adam 0.002, sgd 0.1, adagrad 0.05)"};
+static const cli_flag f_clip = {"--clip", CLI_FLAG_FLOAT, AT(clip), .flo = 0, .fhi = 1e30, .arg = "X",
+                                .help = "gradient norm clipping (default 5; 0: none)"};
+static const cli_flag f_batch = {"--batch", CLI_FLAG_INT, AT(batch), .lo = 1, .hi = 1000000, .arg = "N",
+                                 .help = "sentences (trees) per update (default 32)"};
+static const cli_flag f_hidden = {"--hidden", CLI_FLAG_INT, AT(hidden), CLI_GIVEN(train_opts, hidden_given),
+                                  .lo = 1, .hi = 65536, .arg = "H", .help = "hidden size (default 128)"};
+static const cli_flag f_embed = {"--embed", CLI_FLAG_INT, AT(embed), CLI_GIVEN(train_opts, embed_given),
+                                 .lo = 1, .hi = 65536, .arg = "E", .help = "embedding size (default 128)"};
+static const cli_flag f_min_count = {"--min-count", CLI_FLAG_INT, AT(min_count), .lo = 1, .hi = INT32_MAX,
+                                     .arg = "N", .help = "words seen fewer times are <unk> (default 2)"};
+static const cli_flag f_threads = CLI_FLAG_THREADS(train_opts, threads);
+static const cli_flag f_seed = {"--seed", CLI_FLAG_U64, AT(seed), .arg = "S",
+                                .help = "initialization and shuffling (default 0)"};
+static const cli_flag f_keep_best = {"--keep-best", CLI_FLAG_BOOL, AT(keep_best),
+                                     .help = "checkpoint only an epoch whose dev accuracy beats the epochs\n"
+                                             "before (early stopping; needs --dev)"};
+static const cli_flag f_resume = {"--resume", CLI_FLAG_IN, AT(resume), .arg = "W",
+                                  .help = "start from these weights (hidden and embedding sizes from\n"
+                                          "them; the vocabulary must be the one TRAIN gives)"};
+#undef AT
+static const cli_flag *const train_flags[] = {&f_data,  &f_dev,    &f_out,       &f_epochs,    &f_time_limit,
+                                              &f_optimizer, &f_lr, &f_clip,      &f_batch,     &f_hidden,
+                                              &f_embed, &f_min_count, &f_threads, &f_seed,     &f_keep_best,
+                                              &f_resume};
+static const cli_flags train_spec = {.cmd = "train", CLI_FLAGS_LIST(train_flags), .pos_noun = "model",
+                                     .usage = usage_train, .usage_end = usage_train_end,
+                                     .missing = "MODEL: bilstm or treelstm"};
 
 static int parse_args(int argc, char **argv, train_opts *o) {
   memset(o, 0, sizeof *o);
@@ -98,80 +114,9 @@ static int parse_args(int argc, char **argv, train_opts *o) {
   o->clip = 5;
   o->lr = -1;
   o->optim = SHEAF_OPTIM_ADAM;
-  const char *model = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = NULL;
-    int r;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-      fputs(usage_train, stdout);
-      return -1;
-    }
-#define FLAG(name) ((r = cli_flag_value(argc, argv, &i, name, &v)) != 0)
-#define INT(name, lo, hi, dst) \
-  if (r < 0 || !cli_parse_int(name, v, lo, hi, dst)) return CLI_USAGE
-    if (FLAG("--data")) {
-      if (r < 0) return CLI_USAGE;
-      o->data = v;
-    } else if (FLAG("--dev")) {
-      if (r < 0) return CLI_USAGE;
-      o->dev = v;
-    } else if (FLAG("--out")) {
-      if (r < 0) return CLI_USAGE;
-      o->out = v;
-    } else if (FLAG("--resume")) {
-      if (r < 0) return CLI_USAGE;
-      o->resume = v;
-    } else if (FLAG("--epochs")) {
-      INT("--epochs", 1, 1000000, &o->epochs);
-    } else if (FLAG("--batch")) {
-      INT("--batch", 1, 1000000, &o->batch);
-    } else if (FLAG("--threads")) {
-      INT("--threads", 1, 1024, &o->threads);
-    } else if (FLAG("--hidden")) {
-      INT("--hidden", 1, 65536, &o->hidden);
-      o->hidden_given = true;
-    } else if (FLAG("--embed")) {
-      INT("--embed", 1, 65536, &o->embed);
-      o->embed_given = true;
-    } else if (FLAG("--min-count")) {
-      INT("--min-count", 1, INT32_MAX, &o->min_count);
-    } else if (FLAG("--seed")) {
-      long long s;
-      INT("--seed", 0, LLONG_MAX, &s);
-      o->seed = (uint64_t)s;
-    } else if (FLAG("--lr")) {
-      if (r < 0 || !parse_real("--lr", v, 1e-12, 1e6, &o->lr)) return CLI_USAGE;
-    } else if (FLAG("--clip")) {
-      if (r < 0 || !parse_real("--clip", v, 0, 1e30, &o->clip)) return CLI_USAGE;
-    } else if (FLAG("--time-limit")) {
-      if (r < 0 || !parse_real("--time-limit", v, 1e-9, 1e9, &o->time_limit)) return CLI_USAGE;
-    } else if (!strcmp(a, "--keep-best")) {
-      o->keep_best = true;
-    } else if (FLAG("--optimizer")) {
-      if (r < 0) return CLI_USAGE;
-      if (!strcmp(v, "adam")) o->optim = SHEAF_OPTIM_ADAM;
-      else if (!strcmp(v, "sgd")) o->optim = SHEAF_OPTIM_SGD;
-      else if (!strcmp(v, "adagrad")) o->optim = SHEAF_OPTIM_ADAGRAD;
-      else {
-        cli_error("--optimizer: unknown optimizer '%s' (expected adam, sgd or adagrad)", v);
-        return CLI_USAGE;
-      }
-    } else if (a[0] == '-' && a[1] != '\0') {
-      cli_error("train: unknown option '%s' (see 'sheaf train --help')", a);
-      return CLI_USAGE;
-    } else if (!model) {
-      model = a;
-    } else {
-      cli_error("train: unexpected argument '%s' (the model is '%s')", a, model);
-      return CLI_USAGE;
-    }
-#undef INT
-#undef FLAG
-  }
-  if (!model) {
-    cli_error("train: missing MODEL (bilstm or treelstm; see 'sheaf train --help')");
-    return CLI_USAGE;
-  }
+  const char *model;
+  int rc = cli_flags_parse(&train_spec, argc, argv, o, &model);
+  if (rc) return rc;
   if (!strcmp(model, "bilstm")) {
     o->model = SH_NET_BILSTM;
   } else if (!strcmp(model, "treelstm")) {
@@ -189,11 +134,11 @@ static int parse_args(int argc, char **argv, train_opts *o) {
     return CLI_USAGE;
   }
   if (o->keep_best && !o->dev) {
-    cli_error("--keep-best: needs --dev FILE (the accuracy that picks the epoch)");
+    cli_error("train: --keep-best: needs --dev FILE (the accuracy that picks the epoch)");
     return CLI_USAGE;
   }
   if (!strcmp(o->out, "-")) {
-    cli_error("--out: the weights are rewritten after every epoch: a file is needed, not '-'");
+    cli_error("train: --out: the weights are rewritten after every epoch: a file is needed, not '-'");
     return CLI_USAGE;
   }
   if (o->lr < 0)
@@ -266,27 +211,36 @@ int train_fail_ctx(sheaf_ctx *ctx) {
   return CLI_FAIL;
 }
 
-/* Token accuracy of the net on d (tagged tokens only). */
-static int accuracy(trainer *t, const sh_dataset *d, int32_t batch, double *acc) {
+int train_outputs(trainer *t, const sh_dataset *d, int32_t batch, sh_net_outputs *out) {
   sh_net dn = t->net;
   dn.data = d;
   int32_t n = sh_dataset_count(d);
-  sh_net_outputs out = {0};
-  if (sh_net_outputs_init(&out, &dn, 0, n) != SHEAF_OK ||
-      sh_net_run(&dn, t->g, 0, n, batch, &out) != SHEAF_OK) {
-    sh_net_outputs_free(&out);
+  memset(out, 0, sizeof *out);
+  if (sh_net_outputs_init(out, &dn, 0, n) != SHEAF_OK || sh_net_run(&dn, t->g, 0, n, batch, out) != SHEAF_OK) {
+    sh_net_outputs_free(out);
     return train_fail_ctx(t->ctx);
   }
+  return CLI_OK;
+}
+
+int train_argmax(const float *row, int n) {
+  int best = 0;
+  for (int k = 1; k < n; k++)
+    if (row[k] > row[best]) best = k;
+  return best;
+}
+
+/* Token accuracy of the net on d (tagged tokens only). */
+static int accuracy(trainer *t, const sh_dataset *d, int32_t batch, double *acc) {
+  sh_net_outputs out;
+  if (train_outputs(t, d, batch, &out) != CLI_OK) return CLI_FAIL;
+  int32_t n = sh_dataset_count(d);
   int64_t right = 0, all = 0;
   for (int32_t s = 0; s < n; s++)
     for (int32_t w = 0; w < sh_dataset_size(d, s); w++) {
       int32_t tag = d->sent_tags[d->sent_off[s] + w];
       if (tag < 0) continue;
-      const float *row = sh_net_outputs_row(&out, s, w);
-      int best = 0;
-      for (int k = 1; k < SH_BILSTM_TAGS; k++)
-        if (row[k] > row[best]) best = k;
-      right += best == tag;
+      right += train_argmax(sh_net_outputs_row(&out, s, w), SH_BILSTM_TAGS) == tag;
       all++;
     }
   sh_net_outputs_free(&out);
@@ -463,7 +417,7 @@ static int setup(trainer *t, train_opts *o) {
     else train_fail_ctx(t->ctx);
     return CLI_FAIL;
   }
-  sheaf_trainer_opts to = {{o->optim, (float)o->lr, 0, 0, 0, 0, 0, (float)o->clip},
+  sheaf_trainer_opts to = {{(sheaf_optim_kind)o->optim, (float)o->lr, 0, 0, 0, 0, 0, (float)o->clip},
                            o->batch, 1, o->seed, SHEAF_POLICY_SHEAF, (int)o->threads};
   if (sheaf_trainer_create(t->net.model, sh_dataset_count(&t->train), &to,
                            tree ? train_tree_build : build_sent, t, &t->tr) != SHEAF_OK)

@@ -29,6 +29,11 @@ typedef struct trainer {
 } trainer;
 
 int train_fail_ctx(sheaf_ctx *ctx);
+/* The net's outputs on every instance of d, `batch` per graph (to free
+ * with sh_net_outputs_free); CLI_OK or CLI_FAIL (printed, nothing held). */
+int train_outputs(trainer *t, const sh_dataset *d, int32_t batch, sh_net_outputs *out);
+/* The index of the largest of row[0..n). */
+int train_argmax(const float *row, int n);
 
 /* Loads binary trees and their classes (tree_labels.h); CLI_OK or CLI_FAIL
  * (printed). *labels: malloc'd, a class per tree. */

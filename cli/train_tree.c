@@ -56,23 +56,12 @@ sheaf_status train_tree_build(sheaf_trainer *tr, sheaf_graph *g, int64_t i, void
 
 int train_tree_accuracy(trainer *t, const sh_dataset *d, const int32_t *labels, int32_t batch,
                         double *acc) {
-  sh_net dn = t->net;
-  dn.data = d;
+  sh_net_outputs out;
+  if (train_outputs(t, d, batch, &out) != CLI_OK) return CLI_FAIL;
   int32_t n = sh_dataset_count(d);
-  sh_net_outputs out = {0};
-  if (sh_net_outputs_init(&out, &dn, 0, n) != SHEAF_OK ||
-      sh_net_run(&dn, t->g, 0, n, batch, &out) != SHEAF_OK) {
-    sh_net_outputs_free(&out);
-    return train_fail_ctx(t->ctx);
-  }
   int64_t right = 0;
-  for (int32_t i = 0; i < n; i++) {
-    const float *row = sh_net_outputs_row(&out, i, 0);
-    int best = 0;
-    for (int k = 1; k < SH_TREELSTM_CLASSES; k++)
-      if (row[k] > row[best]) best = k;
-    right += best == labels[i];
-  }
+  for (int32_t i = 0; i < n; i++)
+    right += train_argmax(sh_net_outputs_row(&out, i, 0), SH_TREELSTM_CLASSES) == labels[i];
   sh_net_outputs_free(&out);
   *acc = n ? (double)right / (double)n : 0.0;
   return CLI_OK;

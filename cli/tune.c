@@ -17,10 +17,10 @@
 #include "base/buf.h"
 #include "base/file.h"
 #include "cli.h"
+#include "source.h"
 #include "codegen/jit.h"
 #include "codegen/kernel_api.h"
 #include "codegen/tune.h"
-#include "lang/check.h"
 #include "lang/interp.h"
 #include "lang/kernel.h"
 
@@ -39,31 +39,25 @@ static const char usage_tune[] =
     "class runs that schedule, compiled once per class (sheaf run --stats says\n"
     "which records ran).\n"
     "\n"
-    "options:\n"
-    "  --kernel NAME     tune this kernel only (default: all)\n"
-    "  --size N=V,V...   values of size N to tune at (every combination of the\n"
-    "                    sizes' values is one shape); a size declared with a value\n"
-    "                    (size D = 256) takes it by default\n"
-    "  --data FILE       token lines, .conllu, or .lengths (one length a line): the\n"
-    "                    row size of a kernel whose calls stack rows (one row per\n"
-    "                    token) takes the token counts of batches of --batch\n"
-    "                    instances (default 32), one value per class they fall in\n"
-    "                    (its median); a ragged kernel's lengths are the instances'\n"
-    "                    lengths, in order, and the size that counts its sequences\n"
-    "                    is --batch (without --data: lengths pseudo-random in 1..48)\n"
-    "  --budget SECONDS  wall-clock time for the whole search (default 60)\n"
-    "  --out FILE        also write this run's records to FILE (sheaf run / compile\n"
-    "                    --tuning FILE, sheaf_kernel_load_tuning)\n"
-    "  --isa LEVEL       the instruction set to tune for (default: this CPU's)\n"
-    "  -h, --help        this text\n";
+    "options:\n";
 
 #define MAX_VALS 64
 
 typedef struct size_opt {
-  const char *name;
+  char name[64];
   int64_t v[MAX_VALS];
   int n;
 } size_opt;
+
+#define MAX_SIZE_OPTS 32
+
+typedef struct tune_opts {
+  const char *only, *data, *out;
+  long long batch, budget;
+  int isa; /* sheaf_isa */
+  size_opt sizes[MAX_SIZE_OPTS];
+  int n_sizes;
+} tune_opts;
 
 static double wall_s(void) {
   struct timespec t;
@@ -76,26 +70,60 @@ static void progress(void *user, const char *line) {
   fprintf(stderr, "sheaf tune: %s\n", line);
 }
 
-static bool parse_size(const char *arg, size_opt *o) {
+/* --size NAME=V[,V...], repeated. */
+static bool parse_size(const cli_flags *s, const cli_flag *f, const char *arg, void *opts) {
+  tune_opts *t = opts;
+  size_opt *o = &t->sizes[t->n_sizes];
   const char *eq = strchr(arg, '=');
-  if (!eq || eq == arg) return false;
-  static char names[32][64];
-  static int n_names;
-  if (n_names == 32 || (size_t)(eq - arg) >= sizeof names[0]) return false;
-  memcpy(names[n_names], arg, (size_t)(eq - arg));
-  names[n_names][eq - arg] = '\0';
-  o->name = names[n_names++];
-  o->n = 0;
-  for (const char *p = eq + 1; *p;) {
+  bool ok = t->n_sizes < MAX_SIZE_OPTS && eq && eq != arg && (size_t)(eq - arg) < sizeof o->name;
+  if (ok) {
+    snprintf(o->name, sizeof o->name, "%.*s", (int)(eq - arg), arg);
+    o->n = 0;
+  }
+  for (const char *p = eq + 1; ok && *p;) {
     char *end;
     errno = 0;
     long long v = strtoll(p, &end, 10);
-    if (end == p || errno || v < 0 || v > (1LL << 30) || o->n == MAX_VALS || (*end && *end != ',')) return false;
-    o->v[o->n++] = v;
+    ok = end != p && !errno && v >= 0 && v <= (1LL << 30) && o->n < MAX_VALS && (!*end || *end == ',');
+    if (ok) o->v[o->n++] = v;
     p = *end ? end + 1 : end;
   }
-  return o->n > 0;
+  if (!ok || o->n == 0) {
+    cli_flag_error(s, f, "expected NAME=V[,V...] with values in 0..2^30 (at most %d values, %d sizes), got '%s'",
+                   MAX_VALS, MAX_SIZE_OPTS, arg);
+    return false;
+  }
+  t->n_sizes++;
+  return true;
 }
+
+#define AT(field) .at = offsetof(tune_opts, field)
+static const cli_flag f_kernel = {"--kernel", CLI_FLAG_STRING, AT(only), .arg = "NAME",
+                                  .help = "tune this kernel only (default: all)"};
+static const cli_flag f_size = {"--size", CLI_FLAG_CUSTOM, 0, .parse = parse_size, .arg = "N=V,V...",
+                                .help = "values of size N to tune at (every combination of the\n"
+                                        "sizes' values is one shape); a size declared with a value\n"
+                                        "(size D = 256) takes it by default; repeatable"};
+static const cli_flag f_data = {"--data", CLI_FLAG_IN, AT(data), .arg = "FILE",
+                                .help = "token lines, .conllu, or .lengths (one length a line): the\n"
+                                        "row size of a kernel whose calls stack rows (one row per\n"
+                                        "token) takes the token counts of batches of --batch\n"
+                                        "instances, one value per class they fall in (its median);\n"
+                                        "a ragged kernel's lengths are the instances' lengths, in\n"
+                                        "order, and the size that counts its sequences is --batch\n"
+                                        "(without --data: lengths pseudo-random in 1..48)"};
+static const cli_flag f_batch = {"--batch", CLI_FLAG_INT, AT(batch), .lo = 1, .hi = 1 << 20, .arg = "N",
+                                 .help = "instances per batch for --data (default 32)"};
+static const cli_flag f_budget = {"--budget", CLI_FLAG_INT, AT(budget), .lo = 1, .hi = 86400, .arg = "SECONDS",
+                                  .help = "wall-clock time for the whole search (default 60)"};
+static const cli_flag f_out = {"--out", CLI_FLAG_OUT, AT(out), .arg = "FILE",
+                               .help = "also write this run's records to FILE (sheaf run / compile\n"
+                                       "--tuning FILE, sheaf_kernel_load_tuning)"};
+static const cli_flag f_isa = CLI_FLAG_ISA(tune_opts, isa, "the instruction set to tune for (default: this CPU's)");
+#undef AT
+static const cli_flag *const tune_flags[] = {&f_kernel, &f_size, &f_data, &f_batch, &f_budget, &f_out, &f_isa};
+static const cli_flags tune_spec = {.cmd = "tune", CLI_FLAGS_LIST(tune_flags), .pos_noun = "source",
+                                    .usage = usage_tune, .missing = ""};
 
 /* Instance lengths of a data file: tokens per non-empty line, per
  * sentence of a .conllu file (word lines: an integer id), or the number on
@@ -188,80 +216,30 @@ static int data_values(const int64_t *len, size_t n, int batch, int64_t *v) {
 }
 
 int cli_tune(int argc, char **argv) {
-  const char *file = NULL, *only = NULL, *data = NULL, *out_path = NULL, *isa_name = NULL, *v;
-  size_opt sizes[32];
-  int n_size_opts = 0;
-  long long batch = 32, budget_ll = 60;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    int r;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      fputs(usage_tune, stdout);
-      return CLI_OK;
-    } else if ((r = cli_flag_value(argc, argv, &i, "--kernel", &only)) != 0) {
-      if (r < 0) return CLI_USAGE;
-    } else if ((r = cli_flag_value(argc, argv, &i, "--data", &data)) != 0) {
-      if (r < 0) return CLI_USAGE;
-    } else if ((r = cli_flag_value(argc, argv, &i, "--out", &out_path)) != 0) {
-      if (r < 0) return CLI_USAGE;
-    } else if ((r = cli_flag_value(argc, argv, &i, "--isa", &isa_name)) != 0) {
-      if (r < 0) return CLI_USAGE;
-    } else if ((r = cli_flag_value(argc, argv, &i, "--batch", &v)) != 0) {
-      if (r < 0 || !cli_parse_int("--batch", v, 1, 1 << 20, &batch)) return CLI_USAGE;
-    } else if ((r = cli_flag_value(argc, argv, &i, "--budget", &v)) != 0) {
-      if (r < 0 || !cli_parse_int("--budget", v, 1, 86400, &budget_ll)) return CLI_USAGE;
-    } else if ((r = cli_flag_value(argc, argv, &i, "--size", &v)) != 0) {
-      if (r < 0) return CLI_USAGE;
-      if (n_size_opts == 32 || !parse_size(v, &sizes[n_size_opts])) {
-        cli_error("--size %s: expected NAME=V[,V...] with values in 0..2^30 (at most 64 values, 32 sizes)", v);
-        return CLI_USAGE;
-      }
-      n_size_opts++;
-    } else if (a[0] == '-' && a[1]) {
-      cli_error("unknown option %s (see sheaf tune --help)", a);
-      return CLI_USAGE;
-    } else if (file) {
-      cli_error("one source file at a time (%s and %s)", file, a);
-      return CLI_USAGE;
-    } else {
-      file = a;
-    }
-  }
-  if (!file) {
-    fputs(usage_tune, stderr);
-    return CLI_USAGE;
-  }
-  sheaf_isa isa = sheaf_cpu_isa();
-  if (!cli_parse_isa(isa_name, &isa)) return CLI_USAGE;
+  tune_opts to = {.batch = 32, .budget = 60, .isa = sheaf_cpu_isa()};
+  const char *file;
+  int prc = cli_flags_parse(&tune_spec, argc, argv, &to, &file);
+  if (prc) return prc < 0 ? CLI_OK : prc;
+  const cli_path source = {"MODEL.sf", file};
+  if ((prc = cli_flags_check_files(&tune_spec, &to, &source, 1)) != CLI_OK) return prc;
+  const char *only = to.only, *data = to.data, *out_path = to.out;
+  const size_opt *sizes = to.sizes;
+  int n_size_opts = to.n_sizes;
+  long long batch = to.batch, budget_ll = to.budget;
+  sheaf_isa isa = (sheaf_isa)to.isa;
   sheaf_ctx *ctx = cli_ctx(1);
   if (!ctx) return CLI_FAIL;
-  char *src = NULL;
-  size_t len = 0;
   int64_t *lens = NULL;
   size_t n_lens = 0;
-  int rc = CLI_OK;
-  if (cli_hold_input(ctx, file, false, &file, NULL) != CLI_OK) rc = CLI_FAIL;
-  else if (sh_file_read(ctx, file, &src, &len) != SHEAF_OK || (data && data_lengths(ctx, data, &lens, &n_lens))) {
+  cli_source src;
+  int rc = cli_source_load(ctx, file, &src);
+  file = src.name;
+  if (rc == CLI_OK && data && data_lengths(ctx, data, &lens, &n_lens)) {
     cli_error("%s", sheaf_ctx_last_error(ctx));
     rc = CLI_FAIL;
   }
-  if (rc != CLI_OK) {
-    if (src) sh_free(ctx, src, len + 1);
-    sheaf_ctx_free(ctx);
-    return rc;
-  }
-  sh_module m;
-  sheaf_status st = sh_lang_compile(&m, ctx, file, src, len);
-  sh_buf b;
-  sh_buf_init(&b, ctx);
-  if (st == SHEAF_ERR_PARSE) {
-    sh_diags_render(&m.diags, &b);
-    fwrite(b.data ? (const char *)b.data : "", 1, b.len, stderr);
-    rc = CLI_FAIL;
-  } else if (st) {
-    cli_error("%s", sheaf_ctx_last_error(ctx));
-    rc = CLI_FAIL;
-  }
+  const sh_module *m = &src.m;
+  sheaf_status st;
   /* the shapes: every kernel's sizes resolved before any measurement */
   typedef struct task {
     int kernel;
@@ -269,10 +247,10 @@ int cli_tune(int argc, char **argv) {
   } task;
   task *tasks = NULL;
   int n_tasks = 0, cap_tasks = 0, n_tuned_kernels = 0;
-  for (int i = 0; rc == CLI_OK && i < m.n_kernels; i++) {
-    const char *name = sh_sym_name(&m.syms, m.kernels[i]->name);
+  for (int i = 0; rc == CLI_OK && i < m->n_kernels; i++) {
+    const char *name = sh_sym_name(&m->syms, m->kernels[i]->name);
     if (only && strcmp(only, name)) continue;
-    const sh_kernel *k = sh_module_kernel(&m, name);
+    const sh_kernel *k = sh_module_kernel(m, name);
     if (!k) continue;
     n_tuned_kernels++;
     if (k->n_sizes > SH_TUNE_MAX_SIZES) {
@@ -290,9 +268,9 @@ int cli_tune(int argc, char **argv) {
           memcpy(vals[s], sizes[q].v, sizeof(int64_t) * (size_t)sizes[q].n);
           nv[s] = sizes[q].n;
         }
-      for (int q = 0; !nv[s] && q < m.n_sizes; q++)
-        if (m.size_decls[q]->has_value && !strcmp(sh_sym_name(&m.syms, m.size_decls[q]->name), sn))
-          vals[s][0] = m.size_decls[q]->value, nv[s] = 1;
+      for (int q = 0; !nv[s] && q < m->n_sizes; q++)
+        if (m->size_decls[q]->has_value && !strcmp(sh_sym_name(&m->syms, m->size_decls[q]->name), sn))
+          vals[s][0] = m->size_decls[q]->value, nv[s] = 1;
       if (!nv[s] && lens && s == sh_kernel_row_size(k)) nv[s] = data_values(lens, n_lens, (int)batch, vals[s]);
       if (!nv[s] && lens && sh_tune_is_lengths(k, k->sizes[s].tensor)) /* sequences per call: a batch */
         vals[s][0] = batch, nv[s] = 1;
@@ -349,13 +327,13 @@ int cli_tune(int argc, char **argv) {
             budget_ll, sh_jit_cache_dir(jit));
   double budget = (double)budget_ll, t_start = wall_s();
   for (int t = 0; rc == CLI_OK && t < n_tasks; t++) {
-    const sh_kernel_decl *kd = m.kernels[tasks[t].kernel];
-    const char *name = sh_sym_name(&m.syms, kd->name);
-    const sh_kernel *k = sh_module_kernel(&m, name);
+    const sh_kernel_decl *kd = m->kernels[tasks[t].kernel];
+    const char *name = sh_sym_name(&m->syms, kd->name);
+    const sh_kernel *k = sh_module_kernel(m, name);
     sh_buf ks;
     sh_buf_init(&ks, ctx);
     sh_tune_rec r;
-    st = sh_lang_kernel_source(&m, kd, &ks);
+    st = sh_lang_kernel_source(m, kd, &ks);
     sh_tune_request q = {.source = sh_buf_cstr(&ks), .len = ks.len, .kernel = name, .isa_set = true, .isa = isa,
                          .sizes = tasks[t].sizes, .n_sizes = k->n_sizes,
                          .budget_s = fmax(0.001, (budget - (wall_s() - t_start)) / (n_tasks - t)),
@@ -414,9 +392,7 @@ int cli_tune(int argc, char **argv) {
   sh_jit_free(jit);
   free(tasks);
   free(lens);
-  sh_buf_free(&b);
-  sh_module_free(&m);
-  sh_free(ctx, src, len + 1);
+  cli_source_free(&src);
   sheaf_ctx_free(ctx);
   return rc;
 }

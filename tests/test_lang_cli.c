@@ -130,7 +130,7 @@ TEST(lang_cli_trace_and_arguments) {
   CHECK_EQ_INT(run("examples/treefc.sf --data " EWT " --batch 0"), 2);
   CHECK_CONTAINS(out, "--batch: expected an integer in 1..");
   CHECK_EQ_INT(run("examples/treefc.sf --data " EWT " --size H"), 2);
-  CHECK_CONTAINS(out, "--size H: expected NAME=VALUE");
+  CHECK_CONTAINS(out, "run: --size: expected NAME=VALUE (e.g. --size H=256), got 'H'");
   CHECK_EQ_INT(run("examples/treefc.sf --data " EWT " --size H=x"), 2);
   CHECK_CONTAINS(out, "--size: expected an integer");
   CHECK_EQ_INT(run("examples/treefc.sf --data " EWT " --seed 1 --weights w.safetensors"), 2);
