@@ -80,12 +80,11 @@ typedef struct kblock {
 
 /* The last checked call's signature (the fast path of repeated calls).
  * A call that passed every check has each argument's dtype and each
- * input's rank as declared (want[]: constants of the kernel), so what the
- * kept signature holds is the rest, packed: the element count of every
- * argument (sig[0 .. n_args)), then the dimensions of every input in order
- * (declared ranks), then the sizes bound from them. Written under
- * sheaf_kernel.mu (trylock: a busy kernel skips the update), read
- * lock-free: seq is odd while written. */
+ * input's rank as declared (dtype[], rank[]: constants of the kernel), so
+ * the kept signature holds the rest: every argument's element count and
+ * every input's dimensions (at a fixed stride), and the sizes bound from
+ * them. Written under sheaf_kernel.mu (trylock: a busy kernel skips the
+ * update), read lock-free: seq is odd while written. */
 #define KF_ARGS 8
 #define KF_RANK 4
 #define KF_SIZES 8
@@ -93,12 +92,14 @@ typedef struct kfast {
   bool able;          /* dense, at most KF_ARGS arguments, KF_RANK dims, KF_SIZES sizes */
   bool body_only;     /* this kernel's run binds nothing but its arguments */
   int n_args, n_in;   /* the kernel's arguments and inputs */
-  int n_dims;         /* the inputs' declared dimensions, in all */
-  uint64_t want[KF_ARGS]; /* dtype | rank << 32 of a valid argument (outputs: dtype; rank not read) */
+  int n_sizes;
+  int32_t dtype[KF_ARGS], rank[KF_ARGS]; /* declared (outputs: f32; their rank is not read) */
   atomic_uint seq;
   _Atomic(struct sheaf_kernel *) var; /* the kernel that ran (a tuned variant); NULL: none */
   _Atomic(struct sh_tune_rec *) rec;  /* the record that chose it (counted per run); NULL: none */
-  atomic_ullong sig[KF_ARGS * (1 + KF_RANK) + KF_SIZES];
+  atomic_ullong numel[KF_ARGS];
+  atomic_ullong dims[KF_ARGS * KF_RANK]; /* input i's at i * KF_RANK */
+  atomic_ullong sizes[KF_SIZES];
   sk_abi abi;         /* the run's services (the context's pool is fixed) */
 } kfast;
 
@@ -292,17 +293,18 @@ static void fast_init(sheaf_kernel *K) {
   f->body_only = K->info.n_args == n && K->info.n_scratch == 0 && K->info.n_ragged == 0;
   for (int i = 0; i < k->n_inputs; i++)
     if (K->w[i].size) f->body_only = false;
-  f->n_dims = 0;
+  f->n_sizes = k->n_sizes;
   for (int t = 0; f->able && t < n; t++) {
     const sh_ktensor *T = &k->tensors[t];
-    uint64_t dt = T->dtype == SH_KDTYPE_I32 ? SHEAF_KERNEL_I32 : SHEAF_KERNEL_F32;
-    f->want[t] = t < k->n_inputs ? dt | (uint64_t)T->rank << 32 : SHEAF_KERNEL_F32;
-    if (t < k->n_inputs) f->n_dims += T->rank;
+    f->dtype[t] = t < k->n_inputs && T->dtype == SH_KDTYPE_I32 ? SHEAF_KERNEL_I32 : SHEAF_KERNEL_F32;
+    f->rank[t] = T->rank;
   }
   atomic_init(&f->seq, 0);
   atomic_init(&f->var, NULL);
   atomic_init(&f->rec, NULL);
-  for (size_t i = 0; i < SH_ARRAY_LEN(f->sig); i++) atomic_init(&f->sig[i], 0);
+  for (int i = 0; i < KF_ARGS; i++) atomic_init(&f->numel[i], 0);
+  for (int i = 0; i < KF_ARGS * KF_RANK; i++) atomic_init(&f->dims[i], 0);
+  for (int i = 0; i < KF_SIZES; i++) atomic_init(&f->sizes[i], 0);
   atomic_init(&K->wepoch, 0);
   sh_lir_abi_init(K->ctx, 0, &f->abi);
   f->abi.alloc = k_alloc, f->abi.free = k_free, f->abi.alloc_user = K;
@@ -677,45 +679,34 @@ SHEAF_API sheaf_status sheaf_kernel_set_weight_version(sheaf_kernel *K, int inpu
 static sheaf_status run_bound(sheaf_kernel *K, const sheaf_kernel_arg *args, const sh_kref_arg *in,
                               const int64_t *sizes);
 
-/* The dtype and rank of a as one word (kfast.want). */
-static inline uint64_t arg_kind(const sheaf_kernel_arg *a) {
-  return (uint64_t)(uint32_t)a->dtype | (uint64_t)(uint32_t)a->rank << 32;
-}
-
 /* Whether args (n_inputs + n_outputs of them) have the kept signature:
  * then *sizes are the sizes they bind, *V the kernel to run and *rec the
- * tuning record that chose it. Differences are or-ed into one word and
- * tested once; only what guards a read (an input's rank before its shape)
- * branches on its own. A NULL data pointer takes the full path. */
-static bool fast_match(sheaf_kernel *K, const sheaf_kernel_arg *args, int64_t *sizes, sheaf_kernel **V,
-                       sh_tune_rec **rec) {
+ * tuning record that chose it. (Inlined into sheaf_kernel_run. A NULL
+ * data pointer takes the full path, which accepts it for 0 elements.) */
+static inline bool fast_match(sheaf_kernel *K, const sheaf_kernel_arg *args, int64_t *sizes, sheaf_kernel **V,
+                              sh_tune_rec **rec) {
   const kfast *f = &K->fast;
-  if (!f->able) return false;
   unsigned s1 = atomic_load_explicit(&f->seq, memory_order_acquire);
-  if (s1 & 1) return false;
-  *V = atomic_load_explicit(&f->var, memory_order_relaxed);
-  if (!*V) return false;
-  const atomic_ullong *num = f->sig, *dim = f->sig + f->n_args;
-  uint64_t diff = 0;
-  int n_in = f->n_in, n = f->n_args;
-  for (int i = 0; i < n_in; i++) {
-    const sheaf_kernel_arg *a = &args[i];
-    if (arg_kind(a) != f->want[i]) return false; /* then a->rank is the declared rank */
+  *V = atomic_load_explicit(&f->var, memory_order_relaxed); /* never set unless f->able */
+  if ((s1 & 1) || !*V) return false;
+  const sheaf_kernel_arg *a = args;
+  int i = 0, n_in = f->n_in, n = f->n_args;
+  for (; i < n_in; i++, a++) {
+    int r = f->rank[i];
+    if ((int)a->dtype != f->dtype[i] || a->rank != r || !a->data ||
+        (unsigned long long)a->numel != atomic_load_explicit(&f->numel[i], memory_order_relaxed))
+      return false;
     const int64_t *sh = a->shape;
-    if (!sh && a->rank) return false;
-    diff |= (uint64_t)a->numel ^ atomic_load_explicit(&num[i], memory_order_relaxed);
-    diff |= (uint64_t)(a->data == NULL);
-    for (int d = 0; d < a->rank; d++) diff |= (uint64_t)sh[d] ^ atomic_load_explicit(dim++, memory_order_relaxed);
+    if (r && !sh) return false;
+    const atomic_ullong *w = &f->dims[i * KF_RANK];
+    for (int d = 0; d < r; d++)
+      if ((unsigned long long)sh[d] != atomic_load_explicit(&w[d], memory_order_relaxed)) return false;
   }
-  for (int i = n_in; i < n; i++) {
-    const sheaf_kernel_arg *a = &args[i];
-    diff |= (uint64_t)(uint32_t)a->dtype ^ f->want[i];
-    diff |= (uint64_t)a->numel ^ atomic_load_explicit(&num[i], memory_order_relaxed);
-    diff |= (uint64_t)(a->data == NULL);
-  }
-  if (diff) return false;
-  const atomic_ullong *sz = f->sig + f->n_args + f->n_dims;
-  for (int s = 0; s < K->k->n_sizes; s++) sizes[s] = (int64_t)atomic_load_explicit(&sz[s], memory_order_relaxed);
+  for (; i < n; i++, a++)
+    if (a->dtype != SHEAF_KERNEL_F32 || !a->data ||
+        (unsigned long long)a->numel != atomic_load_explicit(&f->numel[i], memory_order_relaxed))
+      return false;
+  for (int z = 0; z < f->n_sizes; z++) sizes[z] = (int64_t)atomic_load_explicit(&f->sizes[z], memory_order_relaxed);
   *rec = atomic_load_explicit(&f->rec, memory_order_relaxed);
   atomic_thread_fence(memory_order_acquire);
   return atomic_load_explicit(&f->seq, memory_order_relaxed) == s1;
@@ -732,13 +723,13 @@ static void fast_record(sheaf_kernel *K, const sheaf_kernel_arg *args, const int
   atomic_thread_fence(memory_order_release);
   const sh_kernel *k = K->k;
   int n_in = k->n_inputs, n = n_in + k->n_outputs;
-  atomic_ullong *dim = f->sig + n;
   for (int i = 0; i < n; i++) {
     const sheaf_kernel_arg *a = &args[i];
-    atomic_store_explicit(&f->sig[i], (uint64_t)a->numel, memory_order_relaxed);
-    for (int d = 0; i < n_in && d < a->rank; d++) atomic_store_explicit(dim++, (uint64_t)a->shape[d], memory_order_relaxed);
+    atomic_store_explicit(&f->numel[i], (unsigned long long)a->numel, memory_order_relaxed);
+    for (int d = 0; i < n_in && d < a->rank; d++)
+      atomic_store_explicit(&f->dims[i * KF_RANK + d], (unsigned long long)a->shape[d], memory_order_relaxed);
   }
-  for (int z = 0; z < k->n_sizes; z++) atomic_store_explicit(dim++, (uint64_t)sizes[z], memory_order_relaxed);
+  for (int z = 0; z < k->n_sizes; z++) atomic_store_explicit(&f->sizes[z], (unsigned long long)sizes[z], memory_order_relaxed);
   atomic_store_explicit(&f->var, V, memory_order_relaxed);
   atomic_store_explicit(&f->rec, rec, memory_order_relaxed);
   atomic_store_explicit(&f->seq, s + 2, memory_order_release);
@@ -757,9 +748,9 @@ static void fast_forget(sheaf_kernel *K) {
 
 /* The fast path's run: V binds nothing but the arguments (kfast.body_only). */
 static sheaf_status run_body(sheaf_kernel *V, const sheaf_kernel_arg *args, const int64_t *sizes) {
-  sk_arg ir[KF_ARGS];
+  sk_arg ir[KF_ARGS]; /* a dense entry reads .data alone (as run_bound's table) */
   int n = V->fast.n_args;
-  for (int i = 0; i < n; i++) ir[i] = (sk_arg){.data = args[i].data};
+  for (int i = 0; i < n; i++) ir[i].data = args[i].data;
   if (V->fn(&V->fast.abi, sizes, ir) != 0)
     return sh_fail(V->ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", V->k->name);
   return SHEAF_OK;
