@@ -8,7 +8,8 @@
  * counted); a plan on a tuned kernel runs the record's variant, and a plan
  * made before the records were loaded still runs right; ragged attention
  * with lengths 0 and 1 (new data, same lengths elsewhere; other lengths
- * refused); every argument error of make and run; every allocation of a
+ * refused; a ragged input's element count checked, by sheaf_kernel_run
+ * too); every argument error of make and run; every allocation of a
  * make failing in turn; two threads each with its own plan on one kernel
  * beside sheaf_kernel_run. Skipped with a note when no C compiler exists.
  */
@@ -387,7 +388,7 @@ TEST(kernel_plan_ragged_attention) {
   sheaf_kernel_arg a[] = {{SHEAF_KERNEL_I32, L, B, 1, sL}, {SHEAF_KERNEL_F32, NULL, n, 3, s3},
                           {SHEAF_KERNEL_F32, NULL, n, 3, s3}, {SHEAF_KERNEL_F32, NULL, n, 3, s3},
                           {SHEAF_KERNEL_F32, NULL, n, 0, NULL}};
-  sheaf_kernel_plan *p;
+  sheaf_kernel_plan *p, *bad = (sheaf_kernel_plan *)1;
   REQUIRE_OK(ctx, sheaf_kernel_plan_make(k, a, 5, &p));
   for (int rep = 0; rep < 4; rep++) {
     int s = rep % 2;
@@ -407,9 +408,20 @@ TEST(kernel_plan_ragged_attention) {
   CHECK_STATUS(ctx, sheaf_kernel_plan_run(p, d3, 5), SHEAF_ERR_SHAPE);
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "lengths input 'L'");
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "L[3] = 16");
+  /* a ragged input's element count is checked against the lengths (make and run alike) */
+  a[2].numel = n - 1;
+  CHECK_STATUS(ctx, sheaf_kernel_plan_make(k, a, 5, &bad), SHEAF_ERR_SHAPE);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "input 'k' has");
+  sheaf_kernel_arg r[5];
+  memcpy(r, a, sizeof r);
+  r[1].data = q[0], r[2].data = kk[0], r[3].data = v[0], r[4].data = o[0];
+  CHECK_STATUS(ctx, sheaf_kernel_run(k, r, 5), SHEAF_ERR_SHAPE);
+  r[2].numel = n;
+  CHECK_OK(ctx, sheaf_kernel_run(k, r, 5));
+  a[2].numel = n;
   /* the lengths' data is needed at make (their values are the shape) */
   a[0].data = NULL;
-  sheaf_kernel_plan *bad = (sheaf_kernel_plan *)1;
+  bad = (sheaf_kernel_plan *)1;
   CHECK_STATUS(ctx, sheaf_kernel_plan_make(k, a, 5, &bad), SHEAF_ERR_INVALID_ARG);
   CHECK(bad == NULL);
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "'L'");

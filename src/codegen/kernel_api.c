@@ -863,6 +863,16 @@ static sheaf_status check_counts(sheaf_kernel *K, const sheaf_kernel_arg *args, 
       return sh_fail(ctx, SHEAF_ERR_SHAPE, "kernel '%s': input '%s' has %zu elements, but its shape needs %lld",
                      k->name, k->tensors[i].name, args[i].numel, (long long)n);
   }
+  /* ragged inputs: their element counts from the lengths (the reference's
+   * binder checks the dense ones only) */
+  for (int i = 0; !K->dense && i < n_in; i++) {
+    size_t want;
+    if (k->tensors[i].ragged_outer < 0) continue;
+    if ((st = sh_kernel_ref_numel(ctx, k, in, n_in, i, &want))) return st;
+    if (args[i].numel != want)
+      return sh_fail(ctx, SHEAF_ERR_SHAPE, "kernel '%s': input '%s' has %zu elements, but its shape needs %zu",
+                     k->name, k->tensors[i].name, args[i].numel, want);
+  }
   for (int r = 0; r < n_out; r++) {
     const sheaf_kernel_arg *a = &args[n_in + r];
     const sh_ktensor *t = &k->tensors[n_in + r];
