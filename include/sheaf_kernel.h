@@ -27,7 +27,8 @@
  * from the inputs' shapes; every input's rank, dimensions and element count
  * and every output's element count are checked against them (the error
  * names the argument). An output's shape is not read (rank 0 / NULL is
- * fine); its element count is sheaf_kernel_output_numel's.
+ * fine); its element count is sheaf_kernel_output_numel's. A call repeated
+ * at the same shapes is cheaper prepared once: sheaf_kernel_plan_make below.
  */
 #ifndef SHEAF_KERNEL_H
 #define SHEAF_KERNEL_H

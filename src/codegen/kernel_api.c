@@ -120,6 +120,7 @@ struct sheaf_kernel {
   bool dense; /* no ragged tensor: element counts are products of sizes */
   uint64_t lengths; /* bit i: input i (< 64) is the lengths of a ragged dimension */
   atomic_uint_fast64_t wepoch; /* bumped by every sheaf_kernel_set_weight_version (plans) */
+  atomic_int plans;            /* live plans made on it (kernel_plan.c) */
   kblock blocks[K_BLOCKS]; /* the temporaries of earlier runs, reused */
   /* tuning: the records that apply, and the variants compiled for them */
   sh_tune_rec *tuned;
@@ -306,6 +307,7 @@ static void fast_init(sheaf_kernel *K) {
   for (int i = 0; i < KF_ARGS * KF_RANK; i++) atomic_init(&f->dims[i], 0);
   for (int i = 0; i < KF_SIZES; i++) atomic_init(&f->sizes[i], 0);
   atomic_init(&K->wepoch, 0);
+  atomic_init(&K->plans, 0);
   sh_lir_abi_init(K->ctx, 0, &f->abi);
   f->abi.alloc = k_alloc, f->abi.free = k_free, f->abi.alloc_user = K;
 }
@@ -419,6 +421,10 @@ SHEAF_API sheaf_status sheaf_kernel_compile(sheaf_ctx *ctx, const char *source, 
 SHEAF_API void sheaf_kernel_free(sheaf_kernel *k) {
   if (!k) return;
   sheaf_ctx *ctx = k->ctx;
+  int plans = k->fn ? atomic_load(&k->plans) : 0;
+  if (plans > 0)
+    sh_log(ctx, SHEAF_LOG_WARN, "sheaf_kernel_free: kernel '%s' still has %d plan%s: free them first (they are invalid now)",
+           k->k->name, plans, plans == 1 ? "" : "s");
   for (int i = 0; i < k->n_var; i++) sheaf_kernel_free(k->var[i]);
   if (k->vmu_init) pthread_mutex_destroy(&k->vmu);
   if (k->tuned) sh_free(ctx, k->tuned, sizeof(sh_tune_rec) * (size_t)k->n_tuned);
@@ -981,6 +987,8 @@ uint64_t sh_kernel_weight_versions(sheaf_kernel *k, uint64_t *v) {
   pthread_mutex_unlock(&k->mu);
   return e;
 }
+
+void sh_kernel_plan_count(sheaf_kernel *k, int delta) { atomic_fetch_add(&k->plans, delta); }
 
 bool sh_kernel_input_is_length(const sheaf_kernel *k, int i) { return i >= 0 && i < 64 && (k->lengths >> i & 1); }
 

@@ -88,6 +88,9 @@ bool sh_kernel_weight_fns(const sheaf_kernel *k, int i, sh_pack_size_fn *size, s
  * of k's inputs (v: n_inputs entries) and the counter they go with. */
 uint64_t sh_kernel_weight_epoch(sheaf_kernel *k);
 uint64_t sh_kernel_weight_versions(sheaf_kernel *k, uint64_t *v);
+/* Counts k's live plans (+1 at make, -1 at free; sheaf_kernel_free warns
+ * through the log callback when some are left). */
+void sh_kernel_plan_count(sheaf_kernel *k, int delta);
 /* Whether input i is the lengths of a ragged dimension (its values are
  * part of the shape). */
 bool sh_kernel_input_is_length(const sheaf_kernel *k, int i);

@@ -60,6 +60,7 @@ struct sheaf_kernel_plan {
   sh_tune_rec *rec;    /* the record that chose V (counted per run), or NULL */
   int n_args, n_in, n_ir;
   bool prep;           /* lengths or weights to look at per run */
+  bool counted;        /* in K's count of live plans */
   unsigned char *need; /* n_args: 1 where the element count is not 0 (data must be given) */
   sk_arg *ir;          /* n_ir: arguments, scratch, offsets */
   int64_t sizes[64];
@@ -120,6 +121,7 @@ static void plan_free_block(void *user, void *p, size_t bytes) {
 SHEAF_API void sheaf_kernel_plan_free(sheaf_kernel_plan *P) {
   if (!P) return;
   sheaf_ctx *ctx = P->ctx;
+  if (P->counted) sh_kernel_plan_count(P->K, -1);
   for (int i = 0; P->extra && i < P->n_extra; i++)
     if (P->extra[i]) sh_free(ctx, P->extra[i], P->extra_bytes[i]);
   for (int i = 0; P->w && i < P->n_w; i++)
@@ -223,6 +225,8 @@ SHEAF_API sheaf_status sheaf_kernel_plan_make(sheaf_kernel *K, const sheaf_kerne
   }
   sh_lir_abi_init(ctx, 0, &P->abi);
   P->abi.alloc = plan_alloc, P->abi.free = plan_free_block, P->abi.alloc_user = P;
+  sh_kernel_plan_count(K, 1);
+  P->counted = true;
   *out = P;
   return SHEAF_OK;
 }
