@@ -6,7 +6,8 @@
  * than planned); a GEMM whose weight the kernel reads packed, across
  * weight versions, pointers and version 0 (never a stale result; packs
  * counted); a plan on a tuned kernel runs the record's variant, and a plan
- * made before the records were loaded still runs right; ragged attention
+ * made before the records were loaded still runs right; a tuned row
+ * kernel's record counts every run (plans and the kept-signature path); ragged attention
  * with lengths 0 and 1 (new data, same lengths elsewhere; other lengths
  * refused; a ragged input's element count checked, by sheaf_kernel_run
  * too); every argument error of make and run; every allocation of a
@@ -254,12 +255,13 @@ TEST(kernel_plan_weight_versions) {
   sheaf_kernel_free(k);
 }
 
-/* A record for mm at sizes mkn with knobs o, keyed for k, isa and the
- * compiler (as the tuner writes one). */
-static sh_tune_rec mm_rec(sheaf_ctx *ctx, sheaf_kernel *k, sheaf_isa isa, const int64_t *mkn, const sh_sched_opts *o) {
+/* A record for kernel k at sizes vals with knobs o, keyed for k, isa and
+ * the compiler (as the tuner writes one). */
+static sh_tune_rec rec_for(sheaf_ctx *ctx, sheaf_kernel *k, sheaf_isa isa, const int64_t *vals, const sh_sched_opts *o) {
   sh_tune_rec r;
   memset(&r, 0, sizeof r);
-  snprintf(r.kernel, sizeof r.kernel, "mm");
+  const sh_kernel *kk = sh_kernel_of(k);
+  snprintf(r.kernel, sizeof r.kernel, "%s", kk->name);
   snprintf(r.isa, sizeof r.isa, "%s", sheaf_isa_name(isa));
   sh_tune_kernel_hash(ctx, sh_kernel_of(k), r.ir);
   sh_jit *jit;
@@ -267,22 +269,31 @@ static sh_tune_rec mm_rec(sheaf_ctx *ctx, sheaf_kernel *k, sheaf_isa isa, const 
     sh_tune_compiler_id(ctx, sh_jit_compiler(jit), r.cc);
     sh_jit_free(jit);
   }
-  r.n_sizes = 3;
-  static const char *const names[] = {"M", "K", "N"};
-  for (int i = 0; i < 3; i++) {
-    snprintf(r.size_names[i], SH_TUNE_NAME_MAX, "%s", names[i]);
-    r.sizes[i] = mkn[i];
-    r.cls[i] = sh_tune_bucket(mkn[i]);
+  r.n_sizes = kk->n_sizes;
+  for (int i = 0; i < kk->n_sizes; i++) {
+    snprintf(r.size_names[i], SH_TUNE_NAME_MAX, "%s", kk->sizes[i].name);
+    r.sizes[i] = vals[i];
+    r.cls[i] = sh_tune_bucket(vals[i]);
   }
   r.opts = *o;
   return r;
 }
 
-static sheaf_kernel *compile_mm(sheaf_ctx *ctx, sheaf_isa isa, const char *dir) {
+static sheaf_kernel *compile_in(sheaf_ctx *ctx, const char *name, sheaf_isa isa, const char *dir) {
   sheaf_kernel *k = NULL;
   sh_kernel_opts o = {.isa_set = true, .isa = isa, .cache_dir = dir};
-  CHECK_OK(ctx, sh_kernel_compile_opts(ctx, SRC, strlen(SRC), "mm", &o, &k));
+  CHECK_OK(ctx, sh_kernel_compile_opts(ctx, SRC, strlen(SRC), name, &o, &k));
   return k;
+}
+
+/* Saves record r to a file and loads it into ctx. */
+static bool load_rec(sheaf_ctx *ctx, const sh_tune_rec *r, const char *file) {
+  sh_tune_set s;
+  sh_tune_set_init(&s, ctx);
+  const char *path = th_tmp_path(file);
+  bool ok = CHECK_OK(ctx, sh_tune_set_add(&s, r)) && CHECK_OK(ctx, sh_tune_set_save(&s, path));
+  sh_tune_set_free(&s);
+  return ok && CHECK_OK(ctx, sheaf_kernel_load_tuning(ctx, path));
 }
 
 TEST(kernel_plan_tuned_variant) {
@@ -299,22 +310,16 @@ TEST(kernel_plan_tuned_variant) {
                           {SHEAF_KERNEL_F32, C, M * N, 0, NULL}};
   void *d[] = {A, B, C};
   /* a plan made before any record: the default schedule */
-  sheaf_kernel *k0 = compile_mm(ctx, isa, dir);
+  sheaf_kernel *k0 = compile_in(ctx, "mm", isa, dir);
   REQUIRE(k0);
   sheaf_kernel_plan *p0;
   REQUIRE_OK(ctx, sheaf_kernel_plan_make(k0, a, 3, &p0));
   CHECK(sh_kernel_plan_kernel(p0) == k0);
   /* records loaded: kernels compiled from then on run mr = 5 at this class */
   sh_sched_opts o = {.mr = 5, .nr = isa == SHEAF_ISA_AVX2 ? 16 : 4};
-  sh_tune_rec r = mm_rec(ctx, k0, isa, (int64_t[]){M, K, N}, &o);
-  sh_tune_set s;
-  sh_tune_set_init(&s, ctx);
-  REQUIRE_OK(ctx, sh_tune_set_add(&s, &r));
-  const char *path = th_tmp_path("plan.tune");
-  REQUIRE_OK(ctx, sh_tune_set_save(&s, path));
-  sh_tune_set_free(&s);
-  REQUIRE_OK(ctx, sheaf_kernel_load_tuning(ctx, path));
-  sheaf_kernel *k1 = compile_mm(ctx, isa, dir);
+  sh_tune_rec r = rec_for(ctx, k0, isa, (int64_t[]){M, K, N}, &o);
+  REQUIRE(load_rec(ctx, &r, "plan.tune"));
+  sheaf_kernel *k1 = compile_in(ctx, "mm", isa, dir);
   REQUIRE(k1);
   CHECK_EQ_INT(sh_kernel_n_variants(k1), 0);
   sheaf_kernel_plan *p1;
@@ -352,6 +357,53 @@ TEST(kernel_plan_tuned_variant) {
   sheaf_kernel_plan_free(p0);
   sheaf_kernel_free(k1);
   sheaf_kernel_free(k0);
+}
+
+/* A row kernel (dense, nothing bound but its arguments) with a tuning
+ * record: sheaf_kernel_run's repeated calls (the kept signature) and a
+ * plan both run the record's variant, and the record counts every run. */
+TEST(kernel_plan_tuned_rows_counted) {
+  if (!th_have_jit_cc("kernel_plan_tuned_rows_counted")) return;
+  sheaf_ctx *ctx = th_ctx();
+  sheaf_isa h = sheaf_cpu_isa();
+  sheaf_isa isa = h == SHEAF_ISA_AVX2 || h == SHEAF_ISA_AVX512 ? SHEAF_ISA_AVX2 : SHEAF_ISA_SCALAR;
+  const char *dir = th_tmp_path("plan-tune-rows");
+  enum { M = 8, N = 72 };
+  sheaf_kernel *k0 = compile_in(ctx, "ln", isa, dir);
+  REQUIRE(k0);
+  sh_sched_opts o = {.row_unroll = 2};
+  sh_tune_rec r = rec_for(ctx, k0, isa, (int64_t[]){M, N}, &o);
+  sheaf_kernel_free(k0);
+  REQUIRE(load_rec(ctx, &r, "rows.tune"));
+  sheaf_kernel *k = compile_in(ctx, "ln", isa, dir);
+  REQUIRE(k);
+  rowbufs B;
+  rowbufs_init(&B);
+  int64_t sx[2], sv[1];
+  sheaf_kernel_arg a[4];
+  row_args(true, &B, 0, M, N, sx, sv, a);
+  for (int rep = 0; rep < 3; rep++) {
+    CHECK(sh_kernel_fast_match(k, a, 4) == (rep > 0)); /* the second call on: the kept signature */
+    memset(B.y[0], 0xff, sizeof(float) * M * N);
+    REQUIRE_OK(ctx, sheaf_kernel_run(k, a, 4));
+    CHECK(row_err(true, B.x[0], B.g[0], B.b[0], B.y[0], M, N) < 2e-5);
+  }
+  REQUIRE_EQ_INT(sh_kernel_n_variants(k), 1);
+  sheaf_kernel_plan *p;
+  REQUIRE_OK(ctx, sheaf_kernel_plan_make(k, a, 4, &p));
+  CHECK(sh_kernel_plan_kernel(p) == sh_kernel_variant(k, 0));
+  for (int rep = 0; rep < 2; rep++) {
+    void *d[] = {B.x[1], B.g[1], B.b[1], B.y[1]};
+    memset(B.y[1], 0xff, sizeof(float) * M * N);
+    REQUIRE_OK(ctx, sheaf_kernel_plan_run(p, d, 4));
+    CHECK(row_err(true, B.x[1], B.g[1], B.b[1], B.y[1], M, N) < 2e-5);
+  }
+  sheaf_kernel_tuning_use u[2];
+  REQUIRE_EQ_INT((int)sheaf_kernel_tuning_stats(ctx, 2, u), 1);
+  CHECK_EQ_INT((int)u[0].runs, 5); /* 3 calls (2 on the kept signature) and 2 plan runs */
+  sheaf_kernel_plan_free(p);
+  rowbufs_free(&B);
+  sheaf_kernel_free(k);
 }
 
 /* The attention through the reference evaluator: its output for these
