@@ -11,6 +11,7 @@
  *   the cost of one sheaf_kernel_run call (a 1-element kernel);
  *   softmax and layernorm rows (M x N: 64 x 768, 1 x 256, 784 x 256,
  *     64 x 1024, 64 x 256, 7 x 25) vs sh_softmax_rows / sh_layernorm_rows,
+ *     through sheaf_kernel_run and through a plan (sheaf_kernel_plan_run),
  *     with the generated body timed alone (the API's per-call cost apart);
  *   ragged attention, one head of 64 and 4 heads of 64, over the first 64
  *     sequence lengths of the bundled WikiText-2 test set
@@ -131,31 +132,44 @@ static int bench_attn(sheaf_ctx *ctx, sheaf_isa isa, sheaf_kernel *kat, int head
   sheaf_kernel_arg aa[] = {{SHEAF_KERNEL_I32, L, NB, 1, sL}, {SHEAF_KERNEL_F32, q, n, rank, sq},
                            {SHEAF_KERNEL_F32, kk, n, rank, sq}, {SHEAF_KERNEL_F32, vv, n, rank, sq},
                            {SHEAF_KERNEL_F32, og, n, 0, NULL}};
-  double bg = 1e30, bh = 1e30;
+  sheaf_kernel_plan *plan;
+  if (sheaf_kernel_plan_make(kat, aa, 5, &plan)) {
+    fprintf(stderr, "bench_codegen: %s\n", sheaf_ctx_last_error(ctx));
+    return 1;
+  }
+  void *pdata[] = {L, q, kk, vv, og};
+  double bg = 1e30, bp = 1e30, bh = 1e30;
   int reps = quick ? 2 : 5;
   for (int r = 0; r < rounds * 3; r++) {
     double t0 = exb_now_s(true);
     for (int i = 0; i < reps; i++) sheaf_kernel_run(kat, aa, 5);
     double t1 = exb_now_s(true);
+    for (int i = 0; i < reps; i++) sheaf_kernel_plan_run(plan, pdata, 5);
+    double t2 = exb_now_s(true);
     for (int i = 0; i < reps; i++)
       sh_ragged_attention(ctx, isa, 1, &rs, heads, DH, 1.0f / sqrtf(DH), qkv, 3 * HD, oh, HD, aws);
-    double t2 = exb_now_s(true);
-    bg = fmin(bg, (t1 - t0) / reps), bh = fmin(bh, (t2 - t1) / reps);
+    double t3 = exb_now_s(true);
+    bg = fmin(bg, (t1 - t0) / reps), bp = fmin(bp, (t2 - t1) / reps), bh = fmin(bh, (t3 - t2) / reps);
   }
   double d = maxdiff(og, oh, n);
-  printf("attention  %d sequences (WikiText-2 test, %lld tokens, longest %lld), %d head%s of 64: generated %.2f ms, "
-         "hand %.2f ms, g/h %.2f%s\n",
-         NB, (long long)T, (long long)maxl, heads, heads > 1 ? "s" : "", bg * 1e3, bh * 1e3, bh / bg,
-         d > 1e-4 ? "  (results differ!)" : "");
+  memset(og, 0, sizeof(float) * n);
+  if (sheaf_kernel_run(kat, aa, 5)) d = 1e30;
+  d = fmax(d, maxdiff(og, oh, n));
+  sheaf_kernel_plan_free(plan);
+  printf("attention  %d sequences (WikiText-2 test, %lld tokens, longest %lld), %d head%s of 64: run %.3f ms, "
+         "plan %.3f ms, hand %.3f ms, g/h %.2f, p/h %.2f%s\n",
+         NB, (long long)T, (long long)maxl, heads, heads > 1 ? "s" : "", bg * 1e3, bp * 1e3, bh * 1e3, bh / bg,
+         bh / bp, d > 1e-4 ? "  (results differ!)" : "");
   sh_attn_ws_free(ctx, aws);
   free(q), free(kk), free(vv), free(qkv), free(og), free(oh);
   return 0;
 }
 
-/* One row kernel (softmax: which 0; layernorm: 1) at M x N, three ways
- * alternating each round: sheaf_kernel_run (what a user calls), the
- * generated entry called directly with the sizes bound once (the body:
- * the difference is the API's per-call cost), and the hand kernel. Each
+/* One row kernel (softmax: which 0; layernorm: 1) at M x N, four ways
+ * alternating each round: sheaf_kernel_run (what a user calls), a plan
+ * made once (sheaf_kernel_plan_run: the prepared call), the generated
+ * entry called directly with the sizes bound once (the body: the
+ * differences are the API's per-call costs), and the hand kernel. Each
  * sample runs ~50 us; min and median over `rounds`. */
 static void bench_row(sheaf_ctx *ctx, sheaf_isa isa, sheaf_kernel *K, int which, int64_t M, int64_t N, int rounds,
                       uint64_t *seed) {
@@ -180,33 +194,50 @@ static void bench_row(sheaf_ctx *ctx, sheaf_isa isa, sheaf_kernel *K, int which,
   sk_abi abi;
   sh_lir_abi_init(ctx, 0, &abi);
   sk_entry_fn fn = sh_kernel_entry_fn(K);
+  sheaf_kernel_plan *plan;
+  if (sheaf_kernel_plan_make(K, a, na, &plan)) {
+    fprintf(stderr, "bench_codegen: %s\n", sheaf_ctx_last_error(ctx));
+    exit(1);
+  }
+  void *pdata[4];
+  for (int i = 0; i < na; i++) pdata[i] = a[i].data;
   int reps = (int)(50000 / (M * N / 4 + 20));
   if (reps < 1) reps = 1;
-  double *tg = malloc(sizeof(double) * (size_t)rounds * 3), *tb = tg + rounds, *th = tb + rounds;
+  double *tg = malloc(sizeof(double) * (size_t)rounds * 4), *tp = tg + rounds, *tb = tp + rounds, *th = tb + rounds;
   for (int r = 0; r < rounds; r++) {
     double t0 = exb_now_s(true);
     for (int i = 0; i < reps; i++) sheaf_kernel_run(K, a, na);
     double t1 = exb_now_s(true);
-    for (int i = 0; i < reps; i++) fn(&abi, sizes, ir);
+    for (int i = 0; i < reps; i++) sheaf_kernel_plan_run(plan, pdata, na);
     double t2 = exb_now_s(true);
+    for (int i = 0; i < reps; i++) fn(&abi, sizes, ir);
+    double t3 = exb_now_s(true);
     for (int i = 0; i < reps; i++) {
       if (which) sh_layernorm_rows(isa, M, N, xin, none, gam, be, 1e-5f, yout);
       else sh_softmax_rows(isa, M, N, 1.0f, xin, yout);
     }
-    double t3 = exb_now_s(true);
-    tg[r] = (t1 - t0) / reps, tb[r] = (t2 - t1) / reps, th[r] = (t3 - t2) / reps;
+    double t4 = exb_now_s(true);
+    tg[r] = (t1 - t0) / reps, tp[r] = (t2 - t1) / reps, tb[r] = (t3 - t2) / reps, th[r] = (t4 - t3) / reps;
   }
   double d = maxdiff(yg, yh, (size_t)(M * N));
+  memset(yg, 0, sizeof(float) * (size_t)(M * N));
   sheaf_kernel_run(K, a, na);
   d = fmax(d, maxdiff(yg, yh, (size_t)(M * N)));
-  double mg = tg[0], mb = tb[0], mh = th[0];
-  for (int r = 1; r < rounds; r++) mg = fmin(mg, tg[r]), mb = fmin(mb, tb[r]), mh = fmin(mh, th[r]);
+  memset(yg, 0, sizeof(float) * (size_t)(M * N));
+  if (sheaf_kernel_plan_run(plan, pdata, na)) d = 1e30;
+  d = fmax(d, maxdiff(yg, yh, (size_t)(M * N)));
+  sheaf_kernel_plan_free(plan);
+  double mg = tg[0], mp = tp[0], mb = tb[0], mh = th[0];
+  for (int r = 1; r < rounds; r++)
+    mg = fmin(mg, tg[r]), mp = fmin(mp, tp[r]), mb = fmin(mb, tb[r]), mh = fmin(mh, th[r]);
   exb_sort_f64(tg, (size_t)rounds);
+  exb_sort_f64(tp, (size_t)rounds);
   exb_sort_f64(th, (size_t)rounds);
-  double medg = tg[rounds / 2], medh = th[rounds / 2];
-  printf("%-10s %5lld %5lld %10.1f %10.1f %10.1f %7.2f %7.2f %7.2f %9.0f%s\n", which ? "layernorm" : "softmax",
-         (long long)M, (long long)N, mg / (double)M * 1e9, mb / (double)M * 1e9, mh / (double)M * 1e9, mh / mg,
-         medh / medg, mh / mb, (mg - mb) * 1e9, d > 1e-4 ? "  (results differ!)" : "");
+  double medg = tg[rounds / 2], medp = tp[rounds / 2], medh = th[rounds / 2];
+  printf("%-10s %5lld %5lld %9.1f %9.1f %9.1f %9.1f %6.2f %6.2f %6.2f %6.2f %6.2f %7.0f %7.0f%s\n",
+         which ? "layernorm" : "softmax", (long long)M, (long long)N, mg / (double)M * 1e9, mp / (double)M * 1e9,
+         mb / (double)M * 1e9, mh / (double)M * 1e9, mh / mg, medh / medg, mh / mp, medh / medp, mh / mb,
+         (mg - mb) * 1e9, (mp - mb) * 1e9, d > 1e-4 ? "  (results differ!)" : "");
   free(tg);
   free(x), free(gam), free(be), free(yg), free(yh);
 }
@@ -236,8 +267,15 @@ int main(int argc, char **argv) {
     sheaf_kernel *kmm2 = build(ctx, MM, dir, isa, &hit);
     sheaf_kernel_free(kmm2);
   }
-  printf("# isa %s, 1 thread, thread CPU time; cold compile of mm %.0f ms, cache hit %.2f ms\n",
-         sheaf_isa_name(isa), cold * 1e3, hit * 1e3);
+  char load[64] = "?";
+  FILE *lf = fopen("/proc/loadavg", "r");
+  if (lf) {
+    if (!fgets(load, sizeof load, lf)) snprintf(load, sizeof load, "?");
+    fclose(lf);
+    load[strcspn(load, "\n")] = '\0';
+  }
+  printf("# isa %s, 1 thread, thread CPU time; cold compile of mm %.0f ms, cache hit %.2f ms; load average %s\n",
+         sheaf_isa_name(isa), cold * 1e3, hit * 1e3, load);
   sheaf_kernel *ksm = build(ctx, SM, dir, isa, NULL), *kln = build(ctx, LN, dir, isa, NULL);
   sheaf_kernel *kat = build(ctx, AT, dir, isa, NULL);
   sh_gemm_ws *ws;
@@ -255,7 +293,18 @@ int main(int argc, char **argv) {
       for (int i = 0; i < 100000; i++) sheaf_kernel_run(kid, a1, 2);
       best = fmin(best, (exb_now_s(true) - t0) / 100000);
     }
-    printf("sheaf_kernel_run of a 1-element kernel: %.0f ns per call\n", best * 1e9);
+    sheaf_kernel_plan *p1;
+    if (sheaf_kernel_plan_make(kid, a1, 2, &p1)) return 1;
+    void *d1[] = {x1, y1};
+    double bestp = 1e30;
+    for (int r = 0; r < rounds; r++) {
+      double t0 = exb_now_s(true);
+      for (int i = 0; i < 100000; i++) sheaf_kernel_plan_run(p1, d1, 2);
+      bestp = fmin(bestp, (exb_now_s(true) - t0) / 100000);
+    }
+    sheaf_kernel_plan_free(p1);
+    printf("a 1-element kernel: sheaf_kernel_run %.0f ns per call, sheaf_kernel_plan_run %.0f ns\n", best * 1e9,
+           bestp * 1e9);
     sheaf_kernel_free(kid);
   }
   printf("%-10s %5s %5s %5s %10s %10s %10s %7s %7s\n", "kernel", "M", "K", "N", "gen GF/s", "v0 GF/s", "hand GF/s",
@@ -300,8 +349,10 @@ int main(int argc, char **argv) {
   }
   if (do_rows) {
     static const int64_t rshape[][2] = {{64, 768}, {1, 256}, {784, 256}, {64, 1024}, {64, 256}, {7, 25}};
-    printf("%-10s %5s %5s %10s %10s %10s %7s %7s %7s %9s   (ns per row; min / median of %d rounds)\n", "kernel",
-           "M", "N", "generated", "body", "hand", "g/h", "gmed/h", "body/h", "call ns", rounds * 3);
+    printf("%-10s %5s %5s %9s %9s %9s %9s %6s %6s %6s %6s %6s %7s %7s   (ns per row; min / median of %d "
+           "rounds)\n",
+           "kernel", "M", "N", "run", "plan", "body", "hand", "g/h", "gmed/h", "p/h", "pmed/h", "body/h", "run ns",
+           "plan ns", rounds * 3);
     for (size_t sh = 0; sh < SH_ARRAY_LEN(rshape); sh++)
       for (int which = 0; which < 2; which++)
         bench_row(ctx, isa, which ? kln : ksm, which, rshape[sh][0], rshape[sh][1], rounds * 3, &seed);

@@ -27,7 +27,8 @@
  * from the inputs' shapes; every input's rank, dimensions and element count
  * and every output's element count are checked against them (the error
  * names the argument). An output's shape is not read (rank 0 / NULL is
- * fine); its element count is sheaf_kernel_output_numel's.
+ * fine); its element count is sheaf_kernel_output_numel's. A call repeated
+ * at the same shapes is cheaper prepared once: sheaf_kernel_plan_make below.
  */
 #ifndef SHEAF_KERNEL_H
 #define SHEAF_KERNEL_H
@@ -97,6 +98,50 @@ SHEAF_API int sheaf_kernel_n_outputs(const sheaf_kernel *k);
 /* The element count output r must have for these inputs (n_inputs of them). */
 SHEAF_API sheaf_status sheaf_kernel_output_numel(sheaf_kernel *k, const sheaf_kernel_arg *inputs,
                                                  int n_inputs, int r, size_t *numel);
+
+/* A prepared call (a plan, as cuDNN's or cuBLASLt's): the checks of
+ * sheaf_kernel_run done once for fixed argument shapes, then runs with new
+ * data pointers that check only what can change. sheaf_kernel_plan_make
+ * checks args as sheaf_kernel_run does (count, dtypes, ranks, shapes,
+ * element counts, the sizes they bind, with the same errors), picks the
+ * tuned variant for those sizes (sheaf_kernel_load_tuning), and prepares
+ * what the kernel needs besides its arguments: its scratch buffers, the
+ * offsets of ragged tensors, a buffer per packed weight, its temporaries.
+ * args' data pointers are not read, except those of the lengths of ragged
+ * tensors (the i32 inputs a ragged dimension names: their values are part
+ * of the shape); the others may be NULL at make.
+ *
+ *   sheaf_kernel_plan *p;
+ *   if (sheaf_kernel_plan_make(k, args, 4, &p)) ... sheaf_ctx_last_error(ctx)
+ *   for (int t = 0; t < T; t++) {
+ *     void *data[] = {x[t], gamma, beta, y[t]};   // the planned shapes, new data
+ *     if (sheaf_kernel_plan_run(p, data, 4)) ... sheaf_ctx_last_error(ctx)
+ *   }
+ *   sheaf_kernel_plan_free(p);
+ *
+ * A run takes data[i] for argument i of args (inputs, then outputs; same
+ * shapes and element counts as planned) and checks: n_data, NULL pointers
+ * (allowed only where the element count is 0), and each length input's
+ * values against the plan's (another length is another shape:
+ * SHEAF_ERR_SHAPE, make a new plan). Errors are SHEAF_ERR_INVALID_ARG
+ * naming the argument, in sheaf_ctx_last_error of k's context (a NULL plan:
+ * SHEAF_ERR_INVALID_ARG alone).
+ * Weights: the plan packs a weight the kernel reads packed (docs/CODEGEN.md,
+ * "Weights") into a buffer of its own on its first run, and again on any
+ * run whose data pointer for it or whose version (sheaf_kernel_set_weight_
+ * version on k, read at every run) differs from the packed copy's; version
+ * 0 packs on every run. A stale copy is never read, under the promise of
+ * sheaf_kernel_set_weight_version (data unchanged while the version is).
+ * Threads: a plan runs on one thread at a time (it holds the run's argument
+ * table and buffers): make one plan per thread. Plans of one kernel, and
+ * sheaf_kernel_run and sheaf_kernel_set_weight_version on it, may run
+ * concurrently. What invalidates a plan: only freeing k (free its plans
+ * first); the variant it picked lives as long as k. */
+typedef struct sheaf_kernel_plan sheaf_kernel_plan;
+SHEAF_API sheaf_status sheaf_kernel_plan_make(sheaf_kernel *k, const sheaf_kernel_arg *args, int n_args,
+                                              sheaf_kernel_plan **out);
+SHEAF_API sheaf_status sheaf_kernel_plan_run(sheaf_kernel_plan *p, void *const *data, int n_data);
+SHEAF_API void sheaf_kernel_plan_free(sheaf_kernel_plan *p); /* NULL is fine */
 
 /* The kernel as an op of graph g, batched by the runtime like any other
  * (docs/CODEGEN.md, "Batched use"): inputs ins[0 .. n_in) (n_in =

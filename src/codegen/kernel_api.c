@@ -54,13 +54,10 @@
 #include "lang/kernel_ref.h"
 #include "lang/parser.h"
 
-typedef int64_t (*pack_size_fn)(const int64_t *sizes);
-typedef void (*pack_fn)(const int64_t *sizes, const float *src, int64_t ld, int trans, float *dst);
-
 /* The packed copy of one weight input (guarded by sheaf_kernel.mu). */
 typedef struct kweight {
-  pack_size_fn size; /* NULL: the input is read as given */
-  pack_fn pack;
+  sh_pack_size_fn size; /* NULL: the input is read as given */
+  sh_pack_fn pack;
   const void *ptr;   /* the key of the packed contents (valid) */
   uint64_t version;
   uint64_t user_version; /* sheaf_kernel_set_weight_version's */
@@ -81,22 +78,28 @@ typedef struct kblock {
 #define K_BLOCKS 8
 #define K_VARIANTS 16
 
-/* The last checked call's signature (the fast path of repeated calls):
- * per argument KF_W words — dtype and rank, element count, shape — and the
- * sizes bound from them. Written under sheaf_kernel.mu (trylock: a busy
- * kernel skips the update), read lock-free: seq is odd while written. */
+/* The last checked call's signature (the fast path of repeated calls).
+ * A call that passed every check has each argument's dtype and each
+ * input's rank as declared (dtype[], rank[]: constants of the kernel), so
+ * the kept signature holds the rest: every argument's element count and
+ * every input's dimensions (at a fixed stride), and the sizes bound from
+ * them. Written under sheaf_kernel.mu (trylock: a busy kernel skips the
+ * update), read lock-free: seq is odd while written. */
 #define KF_ARGS 8
 #define KF_RANK 4
 #define KF_SIZES 8
-#define KF_W (2 + KF_RANK)
 typedef struct kfast {
   bool able;          /* dense, at most KF_ARGS arguments, KF_RANK dims, KF_SIZES sizes */
   bool body_only;     /* this kernel's run binds nothing but its arguments */
   int n_args, n_in;   /* the kernel's arguments and inputs */
+  int n_sizes;
+  int32_t dtype[KF_ARGS], rank[KF_ARGS]; /* declared (outputs: f32; their rank is not read) */
   atomic_uint seq;
   _Atomic(struct sheaf_kernel *) var; /* the kernel that ran (a tuned variant); NULL: none */
-  atomic_llong sig[KF_ARGS * KF_W];
-  atomic_llong sizes[KF_SIZES];
+  _Atomic(struct sh_tune_rec *) rec;  /* the record that chose it (counted per run); NULL: none */
+  atomic_ullong numel[KF_ARGS];
+  atomic_ullong dims[KF_ARGS * KF_RANK]; /* input i's at i * KF_RANK */
+  atomic_ullong sizes[KF_SIZES];
   sk_abi abi;         /* the run's services (the context's pool is fixed) */
 } kfast;
 
@@ -115,6 +118,9 @@ struct sheaf_kernel {
   pthread_mutex_t mu;
   bool mu_init;
   bool dense; /* no ragged tensor: element counts are products of sizes */
+  uint64_t lengths; /* bit i: input i (< 64) is the lengths of a ragged dimension */
+  atomic_uint_fast64_t wepoch; /* bumped by every sheaf_kernel_set_weight_version (plans) */
+  atomic_int plans;            /* live plans made on it (kernel_plan.c) */
   kblock blocks[K_BLOCKS]; /* the temporaries of earlier runs, reused */
   /* tuning: the records that apply, and the variants compiled for them */
   sh_tune_rec *tuned;
@@ -180,8 +186,17 @@ static sheaf_status gen_c(void *user, sh_buf *c) {
 static sheaf_status find_weights(sheaf_kernel *K, sh_jit_lib *lib, const char *entry) {
   int n_in = K->k->n_inputs;
   K->dense = true;
-  for (int t = 0; t < K->k->n_tensors; t++)
-    if (K->k->tensors[t].ragged_outer >= 0) K->dense = false;
+  for (int t = 0; t < K->k->n_tensors; t++) {
+    const sh_ktensor *T = &K->k->tensors[t];
+    if (T->ragged_outer >= 0) K->dense = false;
+    for (int d = 0; d < T->rank; d++)
+      if (T->dims[d].kind == SH_KEXT_RAGGED && T->dims[d].len < 64) K->lengths |= 1ull << T->dims[d].len;
+  }
+  for (int i = 0; i < K->k->n_stmts; i++)
+    for (int j = 0; j < K->k->stmts[i].n_idx; j++) {
+      const sh_kext *x = &K->k->stmts[i].idx[j].range;
+      if (x->kind == SH_KEXT_RAGGED && x->len < 64) K->lengths |= 1ull << x->len;
+    }
   K->w = sh_calloc(K->ctx, (size_t)n_in + 1, sizeof(kweight));
   if (!K->w) return SHEAF_ERR_NOMEM;
   if (pthread_mutex_init(&K->mu, NULL) != 0) return sh_fail(K->ctx, SHEAF_ERR_INTERNAL, "kernel: mutex");
@@ -279,10 +294,20 @@ static void fast_init(sheaf_kernel *K) {
   f->body_only = K->info.n_args == n && K->info.n_scratch == 0 && K->info.n_ragged == 0;
   for (int i = 0; i < k->n_inputs; i++)
     if (K->w[i].size) f->body_only = false;
+  f->n_sizes = k->n_sizes;
+  for (int t = 0; f->able && t < n; t++) {
+    const sh_ktensor *T = &k->tensors[t];
+    f->dtype[t] = t < k->n_inputs && T->dtype == SH_KDTYPE_I32 ? SHEAF_KERNEL_I32 : SHEAF_KERNEL_F32;
+    f->rank[t] = T->rank;
+  }
   atomic_init(&f->seq, 0);
   atomic_init(&f->var, NULL);
-  for (int i = 0; i < KF_ARGS * KF_W; i++) atomic_init(&f->sig[i], 0);
+  atomic_init(&f->rec, NULL);
+  for (int i = 0; i < KF_ARGS; i++) atomic_init(&f->numel[i], 0);
+  for (int i = 0; i < KF_ARGS * KF_RANK; i++) atomic_init(&f->dims[i], 0);
   for (int i = 0; i < KF_SIZES; i++) atomic_init(&f->sizes[i], 0);
+  atomic_init(&K->wepoch, 0);
+  atomic_init(&K->plans, 0);
   sh_lir_abi_init(K->ctx, 0, &f->abi);
   f->abi.alloc = k_alloc, f->abi.free = k_free, f->abi.alloc_user = K;
 }
@@ -396,6 +421,10 @@ SHEAF_API sheaf_status sheaf_kernel_compile(sheaf_ctx *ctx, const char *source, 
 SHEAF_API void sheaf_kernel_free(sheaf_kernel *k) {
   if (!k) return;
   sheaf_ctx *ctx = k->ctx;
+  int plans = k->fn ? atomic_load(&k->plans) : 0;
+  if (plans > 0)
+    sh_log(ctx, SHEAF_LOG_WARN, "sheaf_kernel_free: kernel '%s' still has %d plan%s: free them first (they are invalid now)",
+           k->k->name, plans, plans == 1 ? "" : "s");
   for (int i = 0; i < k->n_var; i++) sheaf_kernel_free(k->var[i]);
   if (k->vmu_init) pthread_mutex_destroy(&k->vmu);
   if (k->tuned) sh_free(ctx, k->tuned, sizeof(sh_tune_rec) * (size_t)k->n_tuned);
@@ -507,9 +536,11 @@ SHEAF_API int sheaf_kernel_n_outputs(const sheaf_kernel *k) { return k ? k->k->n
 
 static const char *dtype_name(sheaf_kernel_dtype d) { return d == SHEAF_KERNEL_I32 ? "i32" : "f32"; }
 
-/* Checks the inputs' dtypes and pointers and binds the sizes. */
-static sheaf_status bind_inputs(sheaf_kernel *K, const sheaf_kernel_arg *args, int n_in, sh_kref_arg *in,
-                                int64_t *sizes) {
+/* Checks the inputs' dtypes and pointers (need_data: every one; else
+ * those of lengths only: no other is read) and binds the sizes. */
+static sheaf_status bind_inputs(sheaf_kernel *K, const sheaf_kernel_arg *args, int n_in, bool need_data,
+                                sh_kref_arg *in, int64_t *sizes) {
+  static const float unread[1]; /* stands for a data pointer not given yet (plans): never read */
   const sh_kernel *k = K->k;
   for (int i = 0; i < n_in; i++) {
     const sh_ktensor *t = &k->tensors[i];
@@ -517,11 +548,12 @@ static sheaf_status bind_inputs(sheaf_kernel *K, const sheaf_kernel_arg *args, i
     if (args[i].dtype != want)
       return sh_fail(K->ctx, SHEAF_ERR_INVALID_ARG, "kernel '%s': argument %d ('%s') is %s, but the kernel declares %s",
                      k->name, i, t->name, dtype_name(args[i].dtype), dtype_name(want));
-    if ((!args[i].data && args[i].numel) || (args[i].rank > 0 && !args[i].shape))
+    bool read = need_data || (i < 64 && (K->lengths >> i & 1));
+    if ((read && !args[i].data && args[i].numel) || (args[i].rank > 0 && !args[i].shape))
       return sh_fail(K->ctx, SHEAF_ERR_INVALID_ARG, "kernel '%s': argument %d ('%s') has a NULL %s", k->name, i,
-                     t->name, args[i].data ? "shape" : "data pointer");
-    in[i] = (sh_kref_arg){.data = args[i].data, .numel = args[i].numel, .rank = args[i].rank,
-                          .shape = args[i].shape};
+                     t->name, read && !args[i].data && args[i].numel ? "data pointer" : "shape");
+    in[i] = (sh_kref_arg){.data = args[i].data ? args[i].data : read ? NULL : (void *)(uintptr_t)unread,
+                          .numel = args[i].numel, .rank = args[i].rank, .shape = args[i].shape};
   }
   return sh_kernel_ref_bind(K->ctx, k, in, n_in, sizes);
 }
@@ -542,7 +574,7 @@ SHEAF_API sheaf_status sheaf_kernel_output_numel(sheaf_kernel *K, const sheaf_ke
   int64_t sizes[64];
   if (k->n_inputs > 64 || k->n_sizes > 64)
     return sh_fail(K->ctx, SHEAF_ERR_UNSUPPORTED, "kernel '%s': over 64 inputs or sizes", k->name);
-  sheaf_status st = bind_inputs(K, inputs, n_inputs, in, sizes);
+  sheaf_status st = bind_inputs(K, inputs, n_inputs, true, in, sizes);
   if (st) return st;
   return sh_kernel_ref_numel(K->ctx, k, in, n_inputs, k->n_inputs + r, numel);
 }
@@ -639,6 +671,7 @@ SHEAF_API sheaf_status sheaf_kernel_set_weight_version(sheaf_kernel *K, int inpu
                    K->k->name, K->k->n_inputs, input);
   pthread_mutex_lock(&K->mu);
   K->w[input].user_version = version;
+  atomic_fetch_add_explicit(&K->wepoch, 1, memory_order_release);
   fast_forget(K);
   pthread_mutex_unlock(&K->mu);
   if (K->vmu_init) { /* the tuned variants read the same weights */
@@ -652,40 +685,43 @@ SHEAF_API sheaf_status sheaf_kernel_set_weight_version(sheaf_kernel *K, int inpu
 static sheaf_status run_bound(sheaf_kernel *K, const sheaf_kernel_arg *args, const sh_kref_arg *in,
                               const int64_t *sizes);
 
-/* Signature word 0 of argument i: dtype and (inputs) rank. */
-static long long sig0(const sheaf_kernel_arg *a, bool input) {
-  return (long long)(unsigned)a->dtype | (input ? (long long)a->rank << 32 : 0);
-}
-
 /* Whether args (n_inputs + n_outputs of them) have the kept signature:
- * then *sizes are the sizes they bind and *V the kernel to run. */
-static bool fast_match(sheaf_kernel *K, const sheaf_kernel_arg *args, int64_t *sizes, sheaf_kernel **V) {
-  kfast *f = &K->fast;
-  if (!f->able) return false;
+ * then *sizes are the sizes they bind, *V the kernel to run and *rec the
+ * tuning record that chose it. (Inlined into sheaf_kernel_run. A NULL
+ * data pointer takes the full path, which accepts it for 0 elements.) */
+static inline bool fast_match(sheaf_kernel *K, const sheaf_kernel_arg *args, int64_t *sizes, sheaf_kernel **V,
+                              sh_tune_rec **rec) {
+  const kfast *f = &K->fast;
   unsigned s1 = atomic_load_explicit(&f->seq, memory_order_acquire);
-  if (s1 & 1) return false;
-  *V = atomic_load_explicit(&f->var, memory_order_relaxed);
-  if (!*V) return false;
-  int n_in = f->n_in, n = f->n_args;
-  const atomic_llong *w = f->sig;
-  for (int i = 0; i < n; i++, w += KF_W) {
-    const sheaf_kernel_arg *a = &args[i];
-    bool input = i < n_in;
-    if (atomic_load_explicit(&w[0], memory_order_relaxed) != sig0(a, input) ||
-        atomic_load_explicit(&w[1], memory_order_relaxed) != (long long)a->numel || (!a->data && a->numel))
+  *V = atomic_load_explicit(&f->var, memory_order_relaxed); /* never set unless f->able */
+  if ((s1 & 1) || !*V) return false;
+  const sheaf_kernel_arg *a = args;
+  int i = 0, n_in = f->n_in, n = f->n_args;
+  for (; i < n_in; i++, a++) {
+    int r = f->rank[i];
+    if ((int)a->dtype != f->dtype[i] || a->rank != r || !a->data ||
+        (unsigned long long)a->numel != atomic_load_explicit(&f->numel[i], memory_order_relaxed))
       return false;
-    if (!input) continue;
-    if (a->rank > 0 && !a->shape) return false;
-    for (int d = 0; d < a->rank; d++) /* the rank matched the kept one: at most KF_RANK */
-      if (atomic_load_explicit(&w[2 + d], memory_order_relaxed) != a->shape[d]) return false;
+    const int64_t *sh = a->shape;
+    if (r && !sh) return false;
+    const atomic_ullong *w = &f->dims[i * KF_RANK];
+    for (int d = 0; d < r; d++)
+      if ((unsigned long long)sh[d] != atomic_load_explicit(&w[d], memory_order_relaxed)) return false;
   }
-  for (int s = 0; s < K->k->n_sizes; s++) sizes[s] = atomic_load_explicit(&f->sizes[s], memory_order_relaxed);
+  for (; i < n; i++, a++)
+    if (a->dtype != SHEAF_KERNEL_F32 || !a->data ||
+        (unsigned long long)a->numel != atomic_load_explicit(&f->numel[i], memory_order_relaxed))
+      return false;
+  for (int z = 0; z < f->n_sizes; z++) sizes[z] = (int64_t)atomic_load_explicit(&f->sizes[z], memory_order_relaxed);
+  *rec = atomic_load_explicit(&f->rec, memory_order_relaxed);
   atomic_thread_fence(memory_order_acquire);
   return atomic_load_explicit(&f->seq, memory_order_relaxed) == s1;
 }
 
-/* Keeps the signature of args, a call that passed every check and ran V. */
-static void fast_record(sheaf_kernel *K, const sheaf_kernel_arg *args, const int64_t *sizes, sheaf_kernel *V) {
+/* Keeps the signature of args, a call that passed every check and ran V
+ * (chosen by record rec, or NULL). */
+static void fast_record(sheaf_kernel *K, const sheaf_kernel_arg *args, const int64_t *sizes, sheaf_kernel *V,
+                        sh_tune_rec *rec) {
   kfast *f = &K->fast;
   if (pthread_mutex_trylock(&K->mu) != 0) return;
   unsigned s = atomic_load_explicit(&f->seq, memory_order_relaxed);
@@ -695,13 +731,13 @@ static void fast_record(sheaf_kernel *K, const sheaf_kernel_arg *args, const int
   int n_in = k->n_inputs, n = n_in + k->n_outputs;
   for (int i = 0; i < n; i++) {
     const sheaf_kernel_arg *a = &args[i];
-    atomic_llong *w = &f->sig[i * KF_W];
-    atomic_store_explicit(&w[0], sig0(a, i < n_in), memory_order_relaxed);
-    atomic_store_explicit(&w[1], (long long)a->numel, memory_order_relaxed);
-    for (int d = 0; i < n_in && d < a->rank; d++) atomic_store_explicit(&w[2 + d], a->shape[d], memory_order_relaxed);
+    atomic_store_explicit(&f->numel[i], (unsigned long long)a->numel, memory_order_relaxed);
+    for (int d = 0; i < n_in && d < a->rank; d++)
+      atomic_store_explicit(&f->dims[i * KF_RANK + d], (unsigned long long)a->shape[d], memory_order_relaxed);
   }
-  for (int z = 0; z < k->n_sizes; z++) atomic_store_explicit(&f->sizes[z], sizes[z], memory_order_relaxed);
+  for (int z = 0; z < k->n_sizes; z++) atomic_store_explicit(&f->sizes[z], (unsigned long long)sizes[z], memory_order_relaxed);
   atomic_store_explicit(&f->var, V, memory_order_relaxed);
+  atomic_store_explicit(&f->rec, rec, memory_order_relaxed);
   atomic_store_explicit(&f->seq, s + 2, memory_order_release);
   pthread_mutex_unlock(&K->mu);
 }
@@ -718,9 +754,9 @@ static void fast_forget(sheaf_kernel *K) {
 
 /* The fast path's run: V binds nothing but the arguments (kfast.body_only). */
 static sheaf_status run_body(sheaf_kernel *V, const sheaf_kernel_arg *args, const int64_t *sizes) {
-  sk_arg ir[KF_ARGS];
+  sk_arg ir[KF_ARGS]; /* a dense entry reads .data alone (as run_bound's table) */
   int n = V->fast.n_args;
-  for (int i = 0; i < n; i++) ir[i] = (sk_arg){.data = args[i].data};
+  for (int i = 0; i < n; i++) ir[i].data = args[i].data;
   if (V->fn(&V->fast.abi, sizes, ir) != 0)
     return sh_fail(V->ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", V->k->name);
   return SHEAF_OK;
@@ -732,49 +768,23 @@ SHEAF_API sheaf_status sheaf_kernel_run(sheaf_kernel *K, const sheaf_kernel_arg 
   if (K && args && n_args == K->fast.n_args) { /* the kept signature: no checks, no binding */
     int64_t sizes[KF_SIZES];
     sheaf_kernel *V;
-    if (fast_match(K, args, sizes, &V)) return run_body(V, args, sizes);
+    sh_tune_rec *rec;
+    if (fast_match(K, args, sizes, &V, &rec)) {
+      if (rec) sh_tune_count(rec); /* sheaf_kernel_tuning_stats */
+      return run_body(V, args, sizes);
+    }
   }
   return run_checked(K, args, n_args);
 }
 
-/* sheaf_kernel_run's full path: every check, the binding, the run (out of
- * line: the fast path above stays small). */
-__attribute__((noinline)) static sheaf_status run_checked(sheaf_kernel *K, const sheaf_kernel_arg *args,
-                                                          int n_args) {
-  if (!K) return SHEAF_ERR_INVALID_ARG;
-  const sh_kernel *k = K->k;
-  sheaf_ctx *ctx = K->ctx;
-  int n_in = k->n_inputs, n_out = k->n_outputs;
-  if (!args && n_args)
-    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_kernel_run: kernel '%s': args is NULL", k->name);
-  if (n_args != n_in + n_out)
-    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
-                   "kernel '%s' takes %d arguments (%d input%s, then %d output%s), not %d", k->name,
-                   n_in + n_out, n_in, n_in == 1 ? "" : "s", n_out, n_out == 1 ? "" : "s", n_args);
-  if (n_in > 64 || k->n_sizes > 64)
-    return sh_fail(ctx, SHEAF_ERR_UNSUPPORTED, "kernel '%s': over 64 inputs or sizes", k->name);
-  sh_kref_arg in[64];
-  int64_t sizes[64];
-  sheaf_kernel *V;
-  sheaf_status st = bind_inputs(K, args, n_in, in, sizes);
-  if (st) return st;
-  if ((st = sh_kernel_pick(K, sizes, &V))) return st; /* a tuned shape class runs its variant */
-  st = run_bound(V, args, in, sizes);
-  if (st == SHEAF_OK && K->fast.able && V->fast.body_only) fast_record(K, args, sizes, V);
-  return st;
-}
-
-bool sh_kernel_fast_match(sheaf_kernel *K, const sheaf_kernel_arg *args, int n_args) {
-  int64_t sizes[KF_SIZES];
-  sheaf_kernel *V;
-  return K && args && n_args == K->k->n_inputs + K->k->n_outputs && fast_match(K, args, sizes, &V);
-}
-
-sheaf_status sh_kernel_pick(sheaf_kernel *K, const int64_t *sizes, sheaf_kernel **out) {
-  *out = K;
+/* The kernel to run at bound `sizes` (K or the variant of the record whose
+ * shape class holds them, compiled on first use) and that record (NULL:
+ * none). */
+static sheaf_status pick(sheaf_kernel *K, const int64_t *sizes, sheaf_kernel **out, sh_tune_rec **rec) {
+  *out = K, *rec = NULL;
   for (int i = 0; i < K->n_tuned; i++)
     if (sh_tune_matches(&K->tuned[i], sizes, K->k->n_sizes)) {
-      sh_tune_count(&K->tuned[i]); /* sheaf_kernel_tuning_stats */
+      *rec = &K->tuned[i];
       if (sh_tune_opts_is_default(&K->tuned[i].opts)) break;
       sheaf_kernel *V;
       sheaf_status st = variant(K, &K->tuned[i].opts, &V);
@@ -785,9 +795,64 @@ sheaf_status sh_kernel_pick(sheaf_kernel *K, const int64_t *sizes, sheaf_kernel 
   return SHEAF_OK;
 }
 
-/* sheaf_kernel_run after the sizes are bound. */
-static sheaf_status run_bound(sheaf_kernel *K, const sheaf_kernel_arg *args, const sh_kref_arg *in,
-                              const int64_t *sizes) {
+/* A call's checks up to its element counts: the argument count, the
+ * inputs' dtypes, pointers (need_data: every one; else those of lengths
+ * only), ranks and shapes, the sizes they bind (in, sizes: 64 entries);
+ * then the kernel to run (*V) and its tuning record (*rec). who names the
+ * API function in errors about args itself. */
+static sheaf_status bind_call(sheaf_kernel *K, const sheaf_kernel_arg *args, int n_args, bool need_data,
+                              const char *who, sh_kref_arg *in, int64_t *sizes, sheaf_kernel **V,
+                              sh_tune_rec **rec) {
+  const sh_kernel *k = K->k;
+  sheaf_ctx *ctx = K->ctx;
+  int n_in = k->n_inputs, n_out = k->n_outputs;
+  if (!args && n_args) return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "%s: kernel '%s': args is NULL", who, k->name);
+  if (n_args != n_in + n_out)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
+                   "kernel '%s' takes %d arguments (%d input%s, then %d output%s), not %d", k->name,
+                   n_in + n_out, n_in, n_in == 1 ? "" : "s", n_out, n_out == 1 ? "" : "s", n_args);
+  if (n_in > 64 || k->n_sizes > 64)
+    return sh_fail(ctx, SHEAF_ERR_UNSUPPORTED, "kernel '%s': over 64 inputs or sizes", k->name);
+  sheaf_status st = bind_inputs(K, args, n_in, need_data, in, sizes);
+  if (st) return st;
+  return pick(K, sizes, V, rec); /* a tuned shape class runs its variant */
+}
+
+/* sheaf_kernel_run's full path: every check, the binding, the run (out of
+ * line: the fast path above stays small). */
+__attribute__((noinline)) static sheaf_status run_checked(sheaf_kernel *K, const sheaf_kernel_arg *args,
+                                                          int n_args) {
+  if (!K) return SHEAF_ERR_INVALID_ARG;
+  sh_kref_arg in[64];
+  int64_t sizes[64];
+  sheaf_kernel *V;
+  sh_tune_rec *rec;
+  sheaf_status st = bind_call(K, args, n_args, true, "sheaf_kernel_run", in, sizes, &V, &rec);
+  if (st) return st;
+  if (rec) sh_tune_count(rec); /* sheaf_kernel_tuning_stats */
+  st = run_bound(V, args, in, sizes);
+  if (st == SHEAF_OK && K->fast.able && V->fast.body_only) fast_record(K, args, sizes, V, rec);
+  return st;
+}
+
+bool sh_kernel_fast_match(sheaf_kernel *K, const sheaf_kernel_arg *args, int n_args) {
+  int64_t sizes[KF_SIZES];
+  sheaf_kernel *V;
+  sh_tune_rec *rec;
+  return K && args && n_args == K->k->n_inputs + K->k->n_outputs && fast_match(K, args, sizes, &V, &rec);
+}
+
+sheaf_status sh_kernel_pick(sheaf_kernel *K, const int64_t *sizes, sheaf_kernel **out) {
+  sh_tune_rec *rec;
+  sheaf_status st = pick(K, sizes, out, &rec);
+  if (!st && rec) sh_tune_count(rec); /* sheaf_kernel_tuning_stats */
+  return st;
+}
+
+/* A call's element counts after the sizes are bound (inputs' and
+ * outputs'), the outputs' dtypes and (need_data) their pointers. */
+static sheaf_status check_counts(sheaf_kernel *K, const sheaf_kernel_arg *args, const sh_kref_arg *in,
+                                 const int64_t *sizes, bool need_data) {
   const sh_kernel *k = K->k;
   sheaf_ctx *ctx = K->ctx;
   int n_in = k->n_inputs, n_out = k->n_outputs;
@@ -804,6 +869,16 @@ static sheaf_status run_bound(sheaf_kernel *K, const sheaf_kernel_arg *args, con
       return sh_fail(ctx, SHEAF_ERR_SHAPE, "kernel '%s': input '%s' has %zu elements, but its shape needs %lld",
                      k->name, k->tensors[i].name, args[i].numel, (long long)n);
   }
+  /* ragged inputs: their element counts from the lengths (the reference's
+   * binder checks the dense ones only) */
+  for (int i = 0; !K->dense && i < n_in; i++) {
+    size_t want;
+    if (k->tensors[i].ragged_outer < 0) continue;
+    if ((st = sh_kernel_ref_numel(ctx, k, in, n_in, i, &want))) return st;
+    if (args[i].numel != want)
+      return sh_fail(ctx, SHEAF_ERR_SHAPE, "kernel '%s': input '%s' has %zu elements, but its shape needs %zu",
+                     k->name, k->tensors[i].name, args[i].numel, want);
+  }
   for (int r = 0; r < n_out; r++) {
     const sheaf_kernel_arg *a = &args[n_in + r];
     const sh_ktensor *t = &k->tensors[n_in + r];
@@ -817,10 +892,21 @@ static sheaf_status run_bound(sheaf_kernel *K, const sheaf_kernel_arg *args, con
       return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
                      "kernel '%s': output '%s' (argument %d) has %zu elements, but these inputs make %zu",
                      k->name, t->name, n_in + r, a->numel, want);
-    if (!a->data && want)
+    if (need_data && !a->data && want)
       return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "kernel '%s': output '%s' (argument %d) has a NULL data pointer",
                      k->name, t->name, n_in + r);
   }
+  return SHEAF_OK;
+}
+
+/* sheaf_kernel_run after the sizes are bound. */
+static sheaf_status run_bound(sheaf_kernel *K, const sheaf_kernel_arg *args, const sh_kref_arg *in,
+                              const int64_t *sizes) {
+  const sh_kernel *k = K->k;
+  sheaf_ctx *ctx = K->ctx;
+  int n_in = k->n_inputs, n_out = k->n_outputs;
+  sheaf_status st = check_counts(K, args, in, sizes, true);
+  if (st) return st;
   const void *in_data[64];
   for (int i = 0; i < n_in; i++) in_data[i] = args[i].data;
   const sh_lower_info *info = &K->info;
@@ -876,6 +962,35 @@ static sheaf_status run_bound(sheaf_kernel *K, const sheaf_kernel_arg *args, con
   }
   return st;
 }
+
+sheaf_status sh_kernel_plan_bind(sheaf_kernel *K, const sheaf_kernel_arg *args, int n_args, int64_t *sizes,
+                                 sheaf_kernel **V, sh_tune_rec **rec) {
+  sh_kref_arg in[64];
+  sheaf_status st = bind_call(K, args, n_args, false, "sheaf_kernel_plan_make", in, sizes, V, rec);
+  return st ? st : check_counts(*V, args, in, sizes, false);
+}
+
+bool sh_kernel_weight_fns(const sheaf_kernel *k, int i, sh_pack_size_fn *size, sh_pack_fn *pack) {
+  if (!sh_kernel_input_packed(k, i)) return false;
+  *size = k->w[i].size, *pack = k->w[i].pack;
+  return true;
+}
+
+uint64_t sh_kernel_weight_epoch(sheaf_kernel *k) {
+  return atomic_load_explicit(&k->wepoch, memory_order_acquire);
+}
+
+uint64_t sh_kernel_weight_versions(sheaf_kernel *k, uint64_t *v) {
+  pthread_mutex_lock(&k->mu);
+  for (int i = 0; i < k->k->n_inputs; i++) v[i] = k->w[i].user_version;
+  uint64_t e = atomic_load_explicit(&k->wepoch, memory_order_relaxed);
+  pthread_mutex_unlock(&k->mu);
+  return e;
+}
+
+void sh_kernel_plan_count(sheaf_kernel *k, int delta) { atomic_fetch_add(&k->plans, delta); }
+
+bool sh_kernel_input_is_length(const sheaf_kernel *k, int i) { return i >= 0 && i < 64 && (k->lengths >> i & 1); }
 
 int sh_kernel_n_tuned(const sheaf_kernel *k) { return k ? k->n_tuned : 0; }
 int sh_kernel_n_variants(const sheaf_kernel *k) { return k ? k->n_var : 0; }

@@ -13,6 +13,13 @@
 #include "lang/kernel.h"
 #include "runtime/runtime.h"
 
+struct sh_tune_rec;
+
+/* The generated packer of a weight input and its packed size (emit_c's
+ * sheafk_NAME_pack_W / _packed_size_W: docs/CODEGEN.md, "Weights"). */
+typedef int64_t (*sh_pack_size_fn)(const int64_t *sizes);
+typedef void (*sh_pack_fn)(const int64_t *sizes, const float *src, int64_t ld, int trans, float *dst);
+
 typedef struct sh_kernel_opts {
   bool isa_set;          /* false: sheaf_cpu_isa() */
   sheaf_isa isa;
@@ -68,6 +75,29 @@ int sh_kernel_n_tuned(const sheaf_kernel *k);
  * class holds them (compiled on first use), else k itself. */
 sheaf_status sh_kernel_pick(sheaf_kernel *k, const int64_t *sizes, sheaf_kernel **out);
 int sh_kernel_n_variants(const sheaf_kernel *k);
+
+/* Plans (kernel_plan.c). Every check of sheaf_kernel_run on args but the
+ * data pointers of inputs other than lengths and of outputs: the sizes
+ * they bind (sizes: 64 entries), the kernel to run (*V: k or a tuned
+ * variant) and the record that chose it (*rec, counted per run; NULL). */
+sheaf_status sh_kernel_plan_bind(sheaf_kernel *k, const sheaf_kernel_arg *args, int n_args, int64_t *sizes,
+                                 sheaf_kernel **V, struct sh_tune_rec **rec);
+/* Input i's packer when k reads it packed (false: read as given). */
+bool sh_kernel_weight_fns(const sheaf_kernel *k, int i, sh_pack_size_fn *size, sh_pack_fn *pack);
+/* A counter every sheaf_kernel_set_weight_version on k bumps; the versions
+ * of k's inputs (v: n_inputs entries) and the counter they go with. */
+uint64_t sh_kernel_weight_epoch(sheaf_kernel *k);
+uint64_t sh_kernel_weight_versions(sheaf_kernel *k, uint64_t *v);
+/* Counts k's live plans (+1 at make, -1 at free; sheaf_kernel_free warns
+ * through the log callback when some are left). */
+void sh_kernel_plan_count(sheaf_kernel *k, int delta);
+/* Whether input i is the lengths of a ragged dimension (its values are
+ * part of the shape). */
+bool sh_kernel_input_is_length(const sheaf_kernel *k, int i);
+/* A plan's kernel that runs (tests: the tuned variant it picked) and how
+ * many times it packed input i. */
+sheaf_kernel *sh_kernel_plan_kernel(const sheaf_kernel_plan *p);
+long sh_kernel_plan_packs(const sheaf_kernel_plan *p, int i);
 sheaf_kernel *sh_kernel_variant(const sheaf_kernel *k, int i);
 
 #endif
