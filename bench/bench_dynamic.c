@@ -14,8 +14,10 @@
  *             and a forward pass per value read (DyNet cannot suspend an
  *             instance), at --dynet-autobatch 0, 1, 2: the best reported
  *
- * Per row: instances/s (whole passes over the 64 instances; batched and
- * single windows alternate, best of --rounds each), the ratios, mean live
+ * Per row: instances/s (whole passes over the 64 instances; each round is a
+ * batched window, a single window, then one run of each DyNet peer setting,
+ * so every round's figures share the machine's load; best of --rounds
+ * each), the ratios (also per round: min / median / max), mean live
  * instances per flush (fiber waits / flushes), kernel batches per flush,
  * the share of the batched run's time spent in context switches (2 per
  * resume: (instances + waits) x 2 x the measured switch cost / time), and
@@ -39,7 +41,8 @@
  * "# rates on the thread's CPU clock"; a peer that prints no such line
  * measured wall time).
  * --kernels also prints the batched run's kernels (batches and nodes each)
- * and its time split. --quick: one window of 0.2 s per figure.
+ * and its time split. --quick: windows of 0.2 s, one round unless --rounds
+ * is given (e.g. --quick --rounds 5: five short interleaved rounds).
  */
 #include "bench_dynamic.h"
 
@@ -215,8 +218,11 @@ __attribute__((weak)) const bench_dyn_model *bench_dyn_extra_models(int *n) {
 static bool cpu_clock; /* --cpu-time: the thread's CPU clock, not the wall clock */
 static int side = -1;  /* --side: 0 batched only, 1 single only, -1 both */
 
+#define MAX_ROUNDS 32
+
 typedef struct timing {
-  double rate[2]; /* instances/s: batched, single */
+  double rate[2]; /* instances/s: batched, single (the best round) */
+  double round_rate[2][MAX_ROUNDS];
   double batched_s;      /* seconds of the timed batched passes */
   uint64_t inst, waits, fflushes;
   sheaf_graph_stats gs;  /* batched runner, timed passes */
@@ -237,8 +243,11 @@ static sheaf_status window(const bench_dyn_model *row, void *st, sheaf_runner *r
   return SHEAF_OK;
 }
 
+/* Rounds of: a batched window, a single window, then between(u, round) (the
+ * DyNet peers, so that every round's figures share the machine's load). */
 static sheaf_status time_row(const bench_dyn_model *row, void *st, sheaf_runner *rb, sheaf_runner *rs,
-                             int32_t n, double min_s, int rounds, timing *tm) {
+                             int32_t n, double min_s, int rounds, void (*between)(void *u, int rd),
+                             void *u, timing *tm) {
   memset(tm, 0, sizeof *tm);
   sheaf_status s;
   /* warm-up: the graphs' memory and packed weights */
@@ -246,16 +255,19 @@ static sheaf_status time_row(const bench_dyn_model *row, void *st, sheaf_runner 
   uint64_t i0, w0, f0;
   sheaf_runner_fiber_counts(rb, &i0, &w0, &f0);
   sheaf_runner_stats_reset(rb);
-  for (int rd = 0; rd < rounds; rd++)
+  for (int rd = 0; rd < rounds; rd++) {
     for (int k = 0; k < 2; k++) { /* alternating: batched, single */
       if (side >= 0 && k != side) continue;
       long passes;
       double secs;
       if ((s = window(row, st, k == 0 ? rb : rs, k, min_s, &passes, &secs))) return s;
       double rate = (double)passes * n / secs;
+      tm->round_rate[k][rd] = rate;
       if (rate > tm->rate[k]) tm->rate[k] = rate;
       if (k == 0) tm->batched_s += secs;
     }
+    if (between) between(u, rd);
+  }
   sheaf_runner_fiber_counts(rb, &tm->inst, &tm->waits, &tm->fflushes);
   tm->inst -= i0, tm->waits -= w0, tm->fflushes -= f0;
   sheaf_runner_get_stats(rb, &tm->gs);
@@ -319,6 +331,51 @@ static void run_dynet(const exb_opts *o, const bench_dyn_model *row, void *st, d
   }
 }
 
+/* The DyNet peers once per round (between a round's Sheaf windows and the
+ * next): the best rate per autobatch setting over the rounds, each round's
+ * best over the settings, the largest mismatch count. */
+typedef struct dyacc {
+  const exb_opts *o;
+  const bench_dyn_model *row;
+  void *st;
+  double min_s;
+  dyres best;
+  double round_best[MAX_ROUNDS];
+} dyacc;
+
+static void dynet_round(void *u, int rd) {
+  dyacc *a = u;
+  if (a->best.why[0]) return; /* unavailable: said once */
+  dyres r;
+  run_dynet(a->o, a->row, a->st, a->min_s, 1, &r);
+  if (r.why[0]) {
+    memcpy(a->best.why, r.why, sizeof r.why);
+    return;
+  }
+  for (int ab = 0; ab < 3; ab++) {
+    if (r.rate[ab] > a->best.rate[ab]) a->best.rate[ab] = r.rate[ab];
+    if (r.mism[ab] > a->best.mism[ab]) a->best.mism[ab] = r.mism[ab]; /* -1 (no output) only if no round had one */
+    if (r.rate[ab] > a->round_best[rd]) a->round_best[rd] = r.rate[ab];
+  }
+}
+
+static int cmp_double(const void *x, const void *y) {
+  double a = *(const double *)x, b = *(const double *)y;
+  return (a > b) - (a < b);
+}
+
+/* "min / median / max" of num[i] / den[i] over the rounds with den > 0 */
+static void print_ratio_range(const char *what, const double *num, const double *den, int rounds) {
+  double r[MAX_ROUNDS];
+  int n = 0;
+  for (int i = 0; i < rounds; i++)
+    if (den[i] > 0 && num[i] > 0) r[n++] = num[i] / den[i];
+  if (n < 2) return;
+  qsort(r, (size_t)n, sizeof r[0], cmp_double);
+  double med = n % 2 ? r[n / 2] : 0.5 * (r[n / 2 - 1] + r[n / 2]);
+  printf("  %s, per round (%d): min %.2fx, median %.2fx, max %.2fx\n", what, n, r[0], med, r[n - 1]);
+}
+
 /* ------------------------------------------------------------------ main */
 
 typedef struct result {
@@ -342,7 +399,7 @@ int main(int argc, char **argv) {
   o.data = "data/ud_english_ewt/en_ewt-ud-test.conllu";
   int64_t hidden = 256;
   int rounds = 3;
-  bool kernels = false;
+  bool kernels = false, rounds_given = false;
   const char *only = NULL;
   sheaf_policy single_policy = SHEAF_POLICY_SHEAF;
   for (int a = 1; a < argc; a++) {
@@ -351,7 +408,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[a], "--cpu-time")) cpu_clock = true;
     else if (!strcmp(argv[a], "--no-dynet")) o.no_dynet = true;
     else if (!strcmp(argv[a], "--hidden") && a + 1 < argc) hidden = atoll(argv[++a]);
-    else if (!strcmp(argv[a], "--rounds") && a + 1 < argc) rounds = atoi(argv[++a]);
+    else if (!strcmp(argv[a], "--rounds") && a + 1 < argc) rounds = atoi(argv[++a]), rounds_given = true;
     else if (!strcmp(argv[a], "--data") && a + 1 < argc) o.data = argv[++a];
     else if (!strcmp(argv[a], "--only") && a + 1 < argc) only = argv[++a];
     else if (!strcmp(argv[a], "--single-policy") && a + 1 < argc) {
@@ -373,7 +430,7 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (hidden < 1 || rounds < 1) {
+  if (hidden < 1 || rounds < 1 || rounds > MAX_ROUNDS) {
     fputs(usage, stderr);
     return 2;
   }
@@ -381,7 +438,7 @@ int main(int argc, char **argv) {
     printf("bench_dynamic: fibers are unsupported on this architecture\n");
     return 0;
   }
-  if (o.quick && rounds > 1) rounds = 1;
+  if (o.quick && !rounds_given) rounds = 1;
   double min_s = o.quick ? 0.2 : 1.0;
   sheaf_ctx_options co = {0};
   co.threads = 1;
@@ -429,7 +486,11 @@ int main(int argc, char **argv) {
     sheaf_runner *rb = NULL, *rs = NULL;
     sheaf_status s = sheaf_runner_create(row->model(st), &ob, &rb);
     if (!s) s = sheaf_runner_create(row->model(st), &os, &rs);
-    if (!s) s = time_row(row, st, rb, rs, env.n, min_s, rounds, &R->tm);
+    dyacc dya;
+    memset(&dya, 0, sizeof dya);
+    dya.o = &o, dya.row = row, dya.st = st, dya.min_s = min_s;
+    dya.best.mism[0] = dya.best.mism[1] = dya.best.mism[2] = -1;
+    if (!s) s = time_row(row, st, rb, rs, env.n, min_s, rounds, dynet_round, &dya, &R->tm);
     if (s) {
       fprintf(stderr, "bench_dynamic: %s: %s\n", row->name, sheaf_ctx_last_error(ctx));
       fails++;
@@ -452,8 +513,9 @@ int main(int argc, char **argv) {
              (double)t->gs.batches / (double)t->gs.flushes, 100 * R->switch_frac);
       printf("  batched vs single: %ld of %d instances differ\n", R->mism_single, (int)env.n);
       if (kernels) print_kernels(rb, t);
-      dyres dy;
-      run_dynet(&o, row, st, min_s, rounds, &dy);
+      print_ratio_range("batched / single", t->round_rate[0], t->round_rate[1], rounds);
+      const dyres dy = dya.best;
+      print_ratio_range("batched / DyNet best", t->round_rate[0], dya.round_best, rounds);
       R->mism_dynet = -1;
       if (dy.why[0]) {
         printf("  DyNet: not available (%s)\n", dy.why);

@@ -193,6 +193,16 @@ typedef struct sh_gemm_args {
  * supports) on up to `threads` threads of ctx's pool (<= 0: all). */
 sheaf_status sh_gemm(sheaf_ctx *ctx, sheaf_isa isa, int threads, const sh_gemm_args *args);
 
+/* Per-node small products (gemm_small.c; the runtime's matmul nodes, e.g.
+ * an attention's scores and context): y[i] = a[i, :]·x for i < r (a with
+ * row stride lda, x of k), and y[i, :] = a[i, :]·b (b [k, c], row stride
+ * ldb; y [r, c] contiguous). AVX2+FMA when `isa` and the host allow it,
+ * else the scalar loops; neither reads past a row's last element. */
+void sh_f32_small_mv(sheaf_isa isa, int64_t r, int64_t k, const float *a, int64_t lda, const float *x,
+                     float *y);
+void sh_f32_small_mm(sheaf_isa isa, int64_t r, int64_t k, int64_t c, const float *a, int64_t lda,
+                     const float *b, int64_t ldb, float *y);
+
 /* ------------------------------------------------ internal kernel table */
 
 /* Micro-kernel: rows × cols block of C from a packed A micro-panel (kc × mr,

@@ -1,9 +1,12 @@
 /*
  * beam.c — beam search for the seq2seq decoder (see beam.h): the beam's
- * hypotheses, the top-`width` selection over their candidates on the host.
+ * hypotheses, the top-`width` selection over their candidates on the host
+ * (exact, with a float pre-filter that skips tokens that cannot enter).
  */
 #include "models/beam.h"
 
+#include <float.h>
+#include <math.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -37,6 +40,21 @@ static void consider(cand *top, int *n, int w, cand c) {
     i--;
   }
   top[i] = c;
+}
+
+/* A float below which a token's log-probability v cannot enter the full
+ * top list: then base + v < the last entry's score strictly, whatever the
+ * rounding (a relative margin far above double's), so consider() would
+ * reject it; -inf (filter nothing) while the list is not full. */
+static float reject_below(const cand *top, int n, int w, double base) {
+  if (n < w) return -INFINITY;
+  double thr = top[w - 1].score, d = thr - base;
+  if (!isfinite(d)) return -INFINITY;
+  d -= 1e-12 * (fabs(thr) + fabs(base) + fabs(d)) + 1e-300;
+  if (d < -FLT_MAX) return -INFINITY;
+  if (d > FLT_MAX) return FLT_MAX;
+  float f = (float)d;
+  return (double)f > d ? nextafterf(f, -INFINITY) : f;
 }
 
 sheaf_status sh_decoder_beam(sheaf_graph *g, const sh_decoder *p, const int32_t *src, int32_t n,
@@ -74,10 +92,15 @@ sheaf_status sh_decoder_beam(sheaf_graph *g, const sh_decoder *p, const int32_t 
       }
       sheaf_value_view v;
       if ((st = sheaf_value(g, logp[b], &v))) return st;
-      double bonus = sh_decoder_eos_bonus(p, v.data, t, n);
+      double bonus = sh_decoder_eos_bonus(p, v.data, t, n), base = beam[b].score;
+      /* EOS (its bonus) first, then the other tokens through the float
+       * pre-filter; consider's result does not depend on the order */
+      consider(top, &ntop, width, (cand){base + (double)v.data[SH_DEC_EOS] + bonus, b, SH_DEC_EOS});
+      float lim = reject_below(top, ntop, width, base);
       for (int32_t k = 0; k < SH_DEC_VOCAB; k++) {
-        double sc = beam[b].score + (double)v.data[k] + (k == SH_DEC_EOS ? bonus : 0.0);
-        consider(top, &ntop, width, (cand){sc, b, k});
+        if (v.data[k] < lim || k == SH_DEC_EOS) continue;
+        consider(top, &ntop, width, (cand){base + (double)v.data[k] + 0.0, b, k});
+        lim = reject_below(top, ntop, width, base);
       }
     }
     for (int i = 0; i < ntop; i++) {

@@ -289,41 +289,16 @@ typedef struct mm_job {
 
 /* Dot product with 16 independent partial sums (the compiler vectorizes
  * it; a single running sum would serialize on the add latency). */
-static float dot(int64_t k, const float *a, const float *b) {
-  float acc[16] = {0};
-  int64_t kk = 0;
-  for (; kk + 16 <= k; kk += 16)
-    for (int j = 0; j < 16; j++) acc[j] += a[kk + j] * b[kk + j];
-  for (int j = 0; kk + j < k; j++) acc[j] += a[kk + j] * b[kk + j];
-  for (int w = 8; w >= 1; w /= 2)
-    for (int j = 0; j < w; j++) acc[j] += acc[j + w];
-  return acc[0];
-}
-
 /* y = a·b for one node: a [r, k] (row stride lda), b [k, c] (stride ldb)
- * or a vector [k]; y contiguous. Row-times-matrix as axpy rows (the
- * compiler vectorizes the inner loop). */
+ * or a vector [k]; y contiguous (kernels/gemm_small.c). */
 static void mm_node(sheaf_graph *g, uint32_t id) {
   const sh_node *nd = &g->store.nodes[id];
   const sh_node *an = &g->store.nodes[g->store.ins[nd->in]],
                 *bn = &g->store.nodes[g->store.ins[nd->in + 1]];
-  const float *a = an->val, *b = bn->val;
-  float *y = nd->val;
-  int64_t r = an->rows, k = an->cols, lda = an->ld;
-  if (bn->rank == 1) {
-    for (int64_t i = 0; i < r; i++) y[i] = dot(k, a + i * lda, b);
-    return;
-  }
-  int64_t c = bn->cols, ldb = bn->ld;
-  for (int64_t i = 0; i < r; i++) {
-    const float *ai = a + i * lda;
-    float *yi = y + i * c;
-    memset(yi, 0, (size_t)c * sizeof(float));
-    for (int64_t kk = 0; kk < k; kk++) {
-      const float s = ai[kk], *bk = b + kk * ldb;
-      for (int64_t j = 0; j < c; j++) yi[j] += s * bk[j];
-    }
-  }
+  if (bn->rank == 1)
+    sh_f32_small_mv(g->isa, an->rows, an->cols, an->val, an->ld, bn->val, nd->val);
+  else
+    sh_f32_small_mm(g->isa, an->rows, an->cols, bn->cols, an->val, an->ld, bn->val, bn->ld, nd->val);
 }
 
 static void mm_task(void *arg, int64_t task, int tid) {
