@@ -214,6 +214,59 @@ TEST(codegen_emit_matmul_prefetch) {
       }
 }
 
+/* The remainder tile (sh_sched_opts.rem_rows): a partial row tile with at
+ * most r rows left runs a copy of the tile with r row steps (AVX2 4 of 6,
+ * AVX-512 8 of 12, scalar 3 of 4). At every level, with and without the
+ * epilogue, with K blocks (8) and the prefetch on and off, the default r,
+ * r = 1 and none (-1): every M from 1 to 25 (every remainder of every tile,
+ * below, at and above it) and 64, 97, 193, against the reference. */
+TEST(codegen_emit_matmul_remainder) {
+  if (!have_cc()) return;
+  sheaf_ctx *ctx = th_ctx();
+  static int64_t Ms[28];
+  for (int m = 0; m < 25; m++) Ms[m] = m + 1;
+  Ms[25] = 64, Ms[26] = 97, Ms[27] = 193;
+  static const int64_t Ns[] = {1, 17, 33}, Ks[] = {1, 9, 20};
+  static const sh_sched_opts cfgs[] = {
+      {0},
+      {.kc = 8},
+      {.kc = 8, .no_prefetch = 1},
+      {.prefetch = 7},
+      {.rem_rows = 1},
+      {.rem_rows = -1},
+  };
+  for (size_t l = 0; l < SH_ARRAY_LEN(isa_levels); l++)
+    for (size_t c = 0; c < SH_ARRAY_LEN(cfgs); c++)
+      for (int ep = 0; ep < 2; ep++) {
+        if (ep && c >= 4) continue; /* r = 1 and none: without the epilogue only */
+        sheaf_isa isa = isa_levels[l];
+        char name[48];
+        snprintf(name, sizeof name, "mmrem%s_%s_%zu", ep ? "g" : "", sheaf_isa_name(isa), c);
+        sh_lir_kernel *k = lb_matmul(ctx, name, ep);
+        REQUIRE(k);
+        REQUIRE_OK(ctx, sh_sched_default_opts(k, isa, &cfgs[c]));
+        /* the remainder copy's row loops: r steps (none when rem_rows < 0) */
+        int64_t mr = isa == SHEAF_ISA_AVX512 ? 12 : isa == SHEAF_ISA_AVX2 ? 6 : 4;
+        int64_t r = cfgs[c].rem_rows < 0 ? 0 : cfgs[c].rem_rows > 0 ? cfgs[c].rem_rows : mr - mr / 3;
+        sh_buf tb;
+        sh_buf_init(&tb, ctx);
+        sh_lir_print(k, &tb);
+        char want[48];
+        snprintf(want, sizeof want, "_r in 0..%lld unroll", (long long)r);
+        const char *t = sh_buf_cstr(&tb);
+        if (r > 0) CHECK(strstr(t, want) != NULL);
+        else CHECK(strstr(t, "_r in 0..") == NULL);
+        sh_buf_free(&tb);
+        void *so = build(ctx, name, &k, 1, isa, runs(isa));
+        if (so && runs(isa)) {
+          check_matmul(ctx, so, name, ep, true, Ms, (int)SH_ARRAY_LEN(Ms), Ns, (int)SH_ARRAY_LEN(Ns), Ks,
+                       (int)SH_ARRAY_LEN(Ks));
+          dlclose(so);
+        }
+        sh_lir_free(k);
+      }
+}
+
 /* Row kernels: unscheduled and default-scheduled, every level. */
 TEST(codegen_emit_rows) {
   if (!have_cc()) return;
