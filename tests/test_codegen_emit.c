@@ -18,6 +18,7 @@
 #include "codegen/lir_emit.h"
 #include "codegen/lir_int.h"
 #include "codegen/lir_sched.h"
+#include "codegen/tune.h"
 #include "harness.h"
 #include "lir_build.h"
 #include "lir_cc.h"
@@ -235,6 +236,12 @@ TEST(codegen_emit_matmul_remainder) {
       {.rem_rows = 1},
       {.rem_rows = -1},
   };
+  /* a knob the tuner searches (off against the default) */
+  int nf;
+  const sh_tune_field *f = sh_tune_fields(&nf), *rf = NULL;
+  for (int i = 0; i < nf; i++)
+    if (!strcmp(f[i].name, "rem_rows")) rf = &f[i];
+  CHECK(rf && rf->n_vals == 1 && rf->vals[0] == -1);
   for (size_t l = 0; l < SH_ARRAY_LEN(isa_levels); l++)
     for (size_t c = 0; c < SH_ARRAY_LEN(cfgs); c++)
       for (int ep = 0; ep < 2; ep++) {

@@ -338,9 +338,13 @@ static void prefetch_panel(sh_lir_kernel *k, sh_lir_buf local, sh_lir_buf B, int
   }
 }
 
+#ifndef SH_SCHED_REM_DEFAULT /* 0: no remainder tile by default (a build for before / after runs) */
+#define SH_SCHED_REM_DEFAULT 1
+#endif
+
 /* Rows of the remainder tile (sh_sched_opts.rem_rows): 0 when none. */
 static int64_t rem_rows(const sh_sched_opts *o, int64_t mr) {
-  int64_t r = o->rem_rows < 0 ? 0 : o->rem_rows > 0 ? o->rem_rows : mr - mr / 3;
+  int64_t r = o->rem_rows < 0 ? 0 : o->rem_rows > 0 ? o->rem_rows : SH_SCHED_REM_DEFAULT ? mr - mr / 3 : 0;
   return r >= 1 && r < mr ? r : 0;
 }
 
