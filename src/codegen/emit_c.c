@@ -427,8 +427,9 @@ static void alloc(em *E, sh_lir_stmt s) {
     for (int64_t i = 0; i < regs; i++)
       sh_buf_printf(&d, "%sr_%s_%lld%s", i % 8 == 0 && i ? "\n" : "", bi->name, (long long)i,
                     i + 1 < regs ? ", " : "");
-    if (W > 0) sh_em_line(E, "sk_f32x%d %s;", W, sh_buf_cstr(&d));
-    else sh_em_line(E, "float %s;", sh_buf_cstr(&d));
+    /* unused: a remainder tile's copy uses only its rows' registers */
+    if (W > 0) sh_em_line(E, "sk_f32x%d __attribute__((unused)) %s;", W, sh_buf_cstr(&d));
+    else sh_em_line(E, "float __attribute__((unused)) %s;", sh_buf_cstr(&d));
     sh_buf_free(&d);
   }
   stmts(E, k->st[s].body);
