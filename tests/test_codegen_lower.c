@@ -246,6 +246,20 @@ TEST(codegen_lower_kernels_prefetch) {
                       &(sh_sched_opts){.prefetch = dists[d] > 0 ? dists[d] : 0, .no_prefetch = dists[d] < 0});
 }
 
+/* The same kernels with the remainder row tile asked for (rem_rows 2: the
+ * gated unit's shared tile has none by default) and turned off (-1), at the
+ * scalar level and the host's vector level, against the reference. */
+TEST(codegen_lower_kernels_remainder) {
+  if (!th_have_jit_cc("codegen_lower_kernels_remainder")) return;
+  static const int rems[] = {-1, 2};
+  static const int gemms[] = {0, 1, 4};
+  sheaf_isa isas[2] = {SHEAF_ISA_SCALAR, sheaf_cpu_isa_host() >= SHEAF_ISA_AVX2 ? SHEAF_ISA_AVX2 : SHEAF_ISA_SCALAR};
+  for (int l = 0; l < 2; l++)
+    for (size_t r = 0; r < SH_ARRAY_LEN(rems); r++)
+      for (size_t i = 0; i < SH_ARRAY_LEN(gemms); i++)
+        run_kernel_at(KERNELS[gemms[i]], isas[l], &(sh_sched_opts){.rem_rows = rems[r]});
+}
+
 /* A second compile of the same kernel (a new sheaf_kernel, so a new JIT)
  * loads the cache entry: the compiler does not run. */
 TEST(codegen_lower_cache_hit) {
