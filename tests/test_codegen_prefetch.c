@@ -182,7 +182,7 @@ TEST(codegen_prefetch_lowered) {
   static const struct {
     const char *src;
     int pf, n;
-  } cases[] = {{FFN, 0, 3}, {FFN, -1, 0}, {FFN, 16, 3}, {GATED, 0, 0}, {GATED, 16, 6}, {GATED, -1, 0}};
+  } cases[] = {{FFN, 0, 3}, {FFN, -1, 0}, {FFN, 16, 3}, {GATED, 0, 0}, {GATED, 16, 4}, {GATED, -1, 0}};
   for (size_t i = 0; i < SH_ARRAY_LEN(cases); i++) {
     sh_module m;
     if (CHECK_OK(ctx, sh_kernel_source_compile(&m, ctx, "k.sf", cases[i].src, strlen(cases[i].src)))) {
