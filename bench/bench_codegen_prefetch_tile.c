@@ -80,6 +80,7 @@ static int parse(char *spec, char **name, sh_sched_opts *o) {
     else if (!strcmp(t, "kc")) o->kc = v;
     else if (!strcmp(t, "prefetch")) o->prefetch = v;
     else if (!strcmp(t, "no_prefetch")) o->no_prefetch = v;
+    else if (!strcmp(t, "rem_rows")) o->rem_rows = v;
     else return 0;
   }
   return 1;
@@ -128,7 +129,8 @@ int main(int argc, char **argv) {
     float *C[MAXV], *Bp[MAXV];
     for (int v = 0; v < nv; v++) {
       C[v] = malloc(sizeof(float) * (size_t)(M * N));
-      Bp[v] = malloc(sizeof(float) * (size_t)g[v].psize(sizes));
+      size_t pb = (sizeof(float) * (size_t)g[v].psize(sizes) + 63) / 64 * 64;
+      Bp[v] = aligned_alloc(64, pb); /* as the kernel API packs a weight */
       g[v].pack(sizes, B, N, 0, Bp[v]);
     }
     double flops = 2.0 * M * N * K, t[MAXR][MAXV], best[MAXV];
