@@ -10,7 +10,9 @@
  *
  *   bench_codegen_prefetch_tile ROUNDS [MxKxN,...] [NAME:knob=v,knob=v ...]
  *
- * knobs: mr nr row_tiles kc prefetch no_prefetch rem_rows; the shapes
+ * knobs: mr nr row_tiles kc prefetch no_prefetch rem_rows; probes that
+ * edit the emitted C: unroll_k=U (the tiles' k loops unrolled U times; 1:
+ * not), plain_ld=1 (sk_ld for sk_ldp, as before it); the shapes
  * default to bench_codegen_peers' four. TILE_EP=1: with bias + GELU.
  */
 #include <stdio.h>
@@ -38,19 +40,49 @@ static void *sym(void *so, const char *name, const char *suffix) {
   return dlsym(so, s);
 }
 
-static int build(sheaf_ctx *ctx, const char *dir, const char *name, bool ep, const sh_sched_opts *so, gen *g) {
+/* In place: every occurrence of `from` in s replaced by `to` (not longer). */
+static void replace_all(char *s, const char *from, const char *to) {
+  size_t nf = strlen(from), nt = strlen(to);
+  for (char *t = s; (t = strstr(t, from));) {
+    memmove(t + nt, t + nf, strlen(t + nf) + 1);
+    memcpy(t, to, nt);
+    t += nt;
+  }
+}
+
+/* The emitted C, edited for a probe (not knobs of the schedule): u = 1
+ * drops the emitter's `#pragma GCC unroll 4` on the tiles' k loops, u > 1
+ * makes it `unroll u`; plain: sk_ld for sk_ldp (a packed panel's loads
+ * foldable into the FMAs again, as before sk_ldp). */
+static char *edit_src(const char *src, int u, bool plain) {
+  char *o = malloc(strlen(src) + 1);
+  strcpy(o, src);
+  if (u == 1) replace_all(o, "#pragma GCC unroll 4", "");
+  if (u > 1 && u < 10) {
+    char to[32];
+    snprintf(to, sizeof to, "#pragma GCC unroll %d", u);
+    replace_all(o, "#pragma GCC unroll 4", to);
+  }
+  if (plain) replace_all(o, "sk_ldp", "sk_ld");
+  return o;
+}
+
+static int build(sheaf_ctx *ctx, const char *dir, const char *name, bool ep, const sh_sched_opts *so, int unroll,
+                 bool plain, gen *g) {
   sh_lir_kernel *k = lb_matmul(ctx, name, ep);
   if (!k || sh_sched_default_opts(k, SHEAF_ISA_AVX2, so)) return 0;
   sh_buf b;
   sh_buf_init(&b, ctx);
   if (sh_lir_emit_c(k, &b)) return 0;
   char err[8192];
-  const char *src = sh_buf_cstr(&b);
+  char *un = unroll || plain ? edit_src(sh_buf_cstr(&b), unroll, plain) : NULL;
+  const char *src = un ? un : sh_buf_cstr(&b);
   if (getenv("TILE_DUMP")) fputs(src, stderr);
   if (lir_cc_build(dir, name, &src, 1, SHEAF_ISA_AVX2, "-O3 -march=native", 1, &g->so, err, sizeof err)) {
     fprintf(stderr, "%s\n", err);
     return 0;
   }
+  free(un);
   void *p = sym(g->so, name, "");
   memcpy(&g->fn, &p, sizeof p);
   p = sym(g->so, name, "_pack_B");
@@ -63,8 +95,9 @@ static int build(sheaf_ctx *ctx, const char *dir, const char *name, bool ep, con
 }
 
 /* "name:mr=4,nr=16" → opts; 0 on an unknown knob. */
-static int parse(char *spec, char **name, sh_sched_opts *o) {
+static int parse(char *spec, char **name, sh_sched_opts *o, int *unroll, bool *plain) {
   memset(o, 0, sizeof *o);
+  *unroll = 0, *plain = false;
   char *c = strchr(spec, ':');
   *name = spec;
   if (!c) return 1;
@@ -81,6 +114,8 @@ static int parse(char *spec, char **name, sh_sched_opts *o) {
     else if (!strcmp(t, "prefetch")) o->prefetch = v;
     else if (!strcmp(t, "no_prefetch")) o->no_prefetch = v;
     else if (!strcmp(t, "rem_rows")) o->rem_rows = v;
+    else if (!strcmp(t, "unroll_k")) *unroll = v;
+    else if (!strcmp(t, "plain_ld")) *plain = v != 0;
     else return 0;
   }
   return 1;
@@ -101,9 +136,11 @@ int main(int argc, char **argv) {
   }
   char *names[MAXV] = {"default", "ctl"};
   sh_sched_opts opts[MAXV] = {{0}};
+  int unroll[MAXV] = {0};
+  bool plain[MAXV] = {0};
   int nv = 2;
   for (int i = argc > 2 && strchr(argv[2], 'x') ? 3 : 2; i < argc && nv < MAXV; i++, nv++)
-    if (!parse(argv[i], &names[nv], &opts[nv])) return fprintf(stderr, "bad variant %s\n", argv[i]), 2;
+    if (!parse(argv[i], &names[nv], &opts[nv], &unroll[nv], &plain[nv])) return fprintf(stderr, "bad variant %s\n", argv[i]), 2;
   bool ep = getenv("TILE_EP") && atoi(getenv("TILE_EP"));
   sheaf_ctx *ctx;
   char err[256];
@@ -116,7 +153,7 @@ int main(int argc, char **argv) {
   for (int v = 0; v < nv; v++) {
     char name[32];
     snprintf(name, sizeof name, "tile_%d", v);
-    if (!build(ctx, dir, name, ep, &opts[v], &g[v])) return fprintf(stderr, "variant %s failed\n", names[v]), 1;
+    if (!build(ctx, dir, name, ep, &opts[v], unroll[v], plain[v], &g[v])) return fprintf(stderr, "variant %s failed\n", names[v]), 1;
   }
   sk_abi abi;
   sh_lir_abi_init(ctx, 1, &abi);

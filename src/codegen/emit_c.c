@@ -357,6 +357,44 @@ static void loop_parallel(em *E, sh_lir_stmt s, const char *ext) {
   sh_em_line(E, "}");
 }
 
+/* e reads a buffer packed in panels. */
+static bool reads_panels(const sh_lir_kernel *k, sh_lir_expr e) {
+  const sh_lir_enode *x = &k->ex[e];
+  switch ((sh_lir_ekind)x->kind) {
+  case SH_LIR_E_LOAD: return k->bufs[x->a].layout == SH_LIR_LAYOUT_PANELS;
+  case SH_LIR_E_BIN: return reads_panels(k, x->a) || reads_panels(k, x->b);
+  case SH_LIR_E_UN:
+  case SH_LIR_E_CAST: return reads_panels(k, x->a);
+  case SH_LIR_E_SELECT: return reads_panels(k, x->a) || reads_panels(k, x->b) || reads_panels(k, x->c);
+  default: return false;
+  }
+}
+
+/* The statements from s on only update register locals (through unrolled
+ * and vector loops; prefetches allowed), some from a packed panel: the body
+ * of a GEMM register tile's reduction loop. *panel: one reads a panel. */
+static bool tile_body(em *E, sh_lir_stmt s, bool *panel) {
+  const sh_lir_kernel *k = E->k;
+  for (; s >= 0; s = k->st[s].next) {
+    const sh_lir_snode *x = &k->st[s];
+    switch ((sh_lir_skind)x->kind) {
+    case SH_LIR_S_PREFETCH: break;
+    case SH_LIR_S_BLOCK:
+      if (!tile_body(E, x->body, panel)) return false;
+      break;
+    case SH_LIR_S_LOOP:
+      if ((x->annot != SH_LIR_UNROLL && x->annot != SH_LIR_VECTOR) || !tile_body(E, x->body, panel)) return false;
+      break;
+    case SH_LIR_S_STORE:
+      if (k->bufs[x->buf].role != SH_LIR_LOCAL || E->lm[x->buf] != EM_LOCAL_REG) return false;
+      if (reads_panels(k, x->val)) *panel = true;
+      break;
+    default: return false;
+    }
+  }
+  return true;
+}
+
 static void loop(em *E, sh_lir_stmt s) {
   sh_lir_kernel *k = E->k;
   const sh_lir_snode n = k->st[s];
@@ -394,6 +432,11 @@ static void loop(em *E, sh_lir_stmt s) {
     return;
   }
   const char *v = vname(E, n.var);
+  bool panel = false;
+  /* a register tile's k loop over a packed panel: unrolled by 4 (paired,
+   * 31 rounds: 1.02x on the four GEMM shapes of the peers bench; docs/CODEGEN.md) */
+  if (n.annot == SH_LIR_SERIAL && !cst && E->lane < 0 && tile_body(E, n.body, &panel) && panel)
+    sh_em_line(E, "#pragma GCC unroll 4");
   sh_em_line(E, "for (int64_t v_%s = 0; v_%s < %s; v_%s++) {", v, v, sh_buf_cstr(&t), v);
   sh_buf_free(&t);
   E->indent++;
