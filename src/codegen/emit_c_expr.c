@@ -397,7 +397,7 @@ static void flt(em *E, sh_lir_expr e, bool vec, sh_buf *o) {
     sh_em_ref(E, x.a, x.n, &k->list[x.b], vec, &r);
     if (r.gather) gather(E, e, o);
     else if (vec && !r.reg)
-      sh_buf_printf(o, "sk_ld%s%d(%s)", k->bufs[x.a].layout == SH_LIR_LAYOUT_PANELS ? "p" : "", W,
+      sh_buf_printf(o, "sk_ld%s%d(%s)", E->ldp && k->bufs[x.a].layout == SH_LIR_LAYOUT_PANELS ? "p" : "", W,
                     sh_buf_cstr(&r.text));
     else if (r.lane_reg)
       sh_buf_printf(o, "sk_lane%d(%s, v_%s)", W, sh_buf_cstr(&r.text), k->vars[E->lane].name);
