@@ -336,11 +336,14 @@ static inline float sk_hmin8_tree(sk_f32x8 v) {
  * register for all the tile's rows: the empty asm makes the value opaque, so
  * gcc cannot fold the load into each row's FMA as a memory operand (a 4-row
  * tile then issued 12 loads per 8 FMAs and ran at half the FMA rate). */
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__AVX__)
 #define SK_KEEP_REG8(v) __asm__("" : "+x"(v))
-#define SK_KEEP_REG16(v) __asm__("" : "+v"(v))
 #else
 #define SK_KEEP_REG8(v) (void)0
+#endif
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__AVX512F__)
+#define SK_KEEP_REG16(v) __asm__("" : "+v"(v)) /* clang refuses a 64-byte operand without AVX-512 */
+#else
 #define SK_KEEP_REG16(v) (void)0
 #endif
 
