@@ -6,7 +6,11 @@
  * thread CPU time, alternating rounds (the first variant rotating), each
  * variant's ratio the median over rounds of t(first variant) / t(variant)
  * of the same round. PF_KC=N: the variants after the first also get K
- * blocks of N; PF_DUMP=1: the emitted C on stderr. docs/CODEGEN.md,
+ * blocks of N; PF_REM0=R: the first variant gets sh_sched_opts.rem_rows R
+ * (-1: no remainder tile, the behaviour before it; the others keep the
+ * default) — `PF_REM0=-1 bench_codegen_prefetch 31 64 64` is the remainder
+ * tile's before / after; PF_CFLAGS: the C compiler's flags (-O3
+ * -march=native); PF_DUMP=1: the emitted C on stderr. docs/CODEGEN.md,
  * "The default schedule".
  *
  *   bench_codegen_prefetch [ROUNDS [DIST...]]     (default 9; -1 8 16 32 64)
@@ -37,7 +41,7 @@ static int gen_build(sheaf_ctx *ctx, const char *dir, const char *name, bool ep,
   char err[8192];
   const char *src = sh_buf_cstr(&b);
   if (getenv("PF_DUMP")) fputs(src, stderr);
-  if (lir_cc_build(dir, name, &src, 1, SHEAF_ISA_AVX2, "-O3 -march=native", 1, &g->so, err, sizeof err)) {
+  if (lir_cc_build(dir, name, &src, 1, SHEAF_ISA_AVX2, getenv("PF_CFLAGS") ? getenv("PF_CFLAGS") : "-O3 -march=native", 1, &g->so, err, sizeof err)) {
     fprintf(stderr, "%s\n", err);
     return 0;
   }
@@ -65,6 +69,7 @@ int main(int argc, char **argv) {
     for (int i = 2; i < argc && npf < 8; i++) pfs[npf++] = atoi(argv[i]);
   }
   int kc = getenv("PF_KC") ? atoi(getenv("PF_KC")) : 0;
+  int rem0 = getenv("PF_REM0") ? atoi(getenv("PF_REM0")) : 0;
   sheaf_ctx *ctx;
   char err[256];
   sheaf_ctx_options o = {0};
@@ -79,6 +84,7 @@ int main(int argc, char **argv) {
       so.prefetch = pfs[v] > 0 ? pfs[v] : 0;
       so.no_prefetch = pfs[v] < 0;
       so.kc = v == 0 ? 0 : kc;
+      so.rem_rows = v == 0 ? rem0 : 0;
       char name[32];
       snprintf(name, sizeof name, "pf%d_%d", ep, v);
       if (!gen_build(ctx, dir, name, ep, &so, &g[ep][v])) return 1;
@@ -87,7 +93,7 @@ int main(int argc, char **argv) {
   sh_lir_abi_init(ctx, 1, &abi);
   static const int64_t shapes[][3] = {{64, 256, 1280}, {64, 512, 2048}, {1600, 256, 1280}, {1600, 512, 2048}};
   uint64_t seed = 42;
-  printf("# paired rounds %d; GFLOP/s min-time; ratio = median over rounds of t(first)/t(variant); kc=%d\n", rounds, kc);
+  printf("# paired rounds %d; GFLOP/s min-time; ratio = median over rounds of t(first)/t(variant); kc=%d rem_rows(first)=%d\n", rounds, kc, rem0);
   for (int ep = 0; ep < 2; ep++)
     for (int s = 0; s < 4; s++) {
       int64_t M = shapes[s][0], K = shapes[s][1], N = shapes[s][2], sizes[3] = {M, N, K};

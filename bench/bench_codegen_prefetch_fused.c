@@ -5,7 +5,8 @@
  * against a distance (0: the default schedule's), weights packed once;
  * one thread, thread CPU time, alternating rounds, the ratio the median
  * over rounds of t(off) / t(on) of the same round. docs/CODEGEN.md, "The
- * default schedule".
+ * default schedule". PF_REM=1: instead the remainder row tile's before /
+ * after (rem_rows -1 against the default, both at the distance DIST).
  *
  *   bench_codegen_prefetch_fused [ROUNDS [DIST]]     (default 9, 0)
  */
@@ -38,6 +39,7 @@ int main(int argc, char **argv) {
   char dir[] = "/tmp/sheaf-bench-pff-XXXXXX";
   if (!mkdtemp(dir)) return 1;
   sh_sched_opts off = {.no_prefetch = 1}, on = {.prefetch = pf};
+  if (getenv("PF_REM")) off = (sh_sched_opts){.prefetch = pf, .rem_rows = -1};
   sheaf_kernel *k[3][2];
   for (int o = 0; o < 3; o++)
     for (int v = 0; v < 2; v++) {

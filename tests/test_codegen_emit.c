@@ -18,6 +18,7 @@
 #include "codegen/lir_emit.h"
 #include "codegen/lir_int.h"
 #include "codegen/lir_sched.h"
+#include "codegen/tune.h"
 #include "harness.h"
 #include "lir_build.h"
 #include "lir_cc.h"
@@ -55,8 +56,8 @@ static void *build(sheaf_ctx *ctx, const char *tag, sh_lir_kernel **ks, int n, s
     return NULL;
   }
 #endif
-  const char *src[8];
-  char *srcm[8];
+  const char *src[8] = {0};
+  char *srcm[8] = {0};
   for (int i = 0; i < n; i++) {
     src[i] = srcm[i] = emit(ctx, ks[i]);
     if (!src[i]) return NULL;
@@ -212,6 +213,144 @@ TEST(codegen_emit_matmul_prefetch) {
         }
         sh_lir_free(k);
       }
+}
+
+/* The remainder tile (sh_sched_opts.rem_rows): a partial row tile with at
+ * most r rows left runs a copy of the tile with r row steps (AVX2 4 of 6,
+ * AVX-512 8 of 12, scalar 3 of 4). At every level, with and without the
+ * epilogue, with K blocks (8) and the prefetch on and off, the default r,
+ * r = 1 and none (-1): every M from 1 to 25 (every remainder of every tile,
+ * below, at and above it) and 64, 97, 193, against the reference. */
+TEST(codegen_emit_matmul_remainder) {
+  if (!have_cc()) return;
+  sheaf_ctx *ctx = th_ctx();
+  static int64_t Ms[28];
+  for (int m = 0; m < 25; m++) Ms[m] = m + 1;
+  Ms[25] = 64, Ms[26] = 97, Ms[27] = 193;
+  static const int64_t Ns[] = {1, 17, 33}, Ks[] = {1, 9, 20};
+  static const sh_sched_opts cfgs[] = {
+      {0},
+      {.kc = 8},
+      {.kc = 8, .no_prefetch = 1},
+      {.prefetch = 7},
+      {.rem_rows = 1},
+      {.rem_rows = -1},
+  };
+  /* a knob the tuner searches (off against the default) */
+  int nf;
+  const sh_tune_field *f = sh_tune_fields(&nf), *rf = NULL;
+  for (int i = 0; i < nf; i++)
+    if (!strcmp(f[i].name, "rem_rows")) rf = &f[i];
+  CHECK(rf && rf->n_vals == 1 && rf->vals[0] == -1);
+  for (size_t l = 0; l < SH_ARRAY_LEN(isa_levels); l++)
+    for (size_t c = 0; c < SH_ARRAY_LEN(cfgs); c++)
+      for (int ep = 0; ep < 2; ep++) {
+        if (ep && c >= 4) continue; /* r = 1 and none: without the epilogue only */
+        sheaf_isa isa = isa_levels[l];
+        char name[48];
+        snprintf(name, sizeof name, "mmrem%s_%s_%zu", ep ? "g" : "", sheaf_isa_name(isa), c);
+        sh_lir_kernel *k = lb_matmul(ctx, name, ep);
+        REQUIRE(k);
+        REQUIRE_OK(ctx, sh_sched_default_opts(k, isa, &cfgs[c]));
+        /* the remainder copy's row loops: r steps (none when rem_rows < 0) */
+        int64_t mr = isa == SHEAF_ISA_AVX512 ? 12 : isa == SHEAF_ISA_AVX2 ? 6 : 4;
+        int64_t r = cfgs[c].rem_rows < 0 ? 0 : cfgs[c].rem_rows > 0 ? cfgs[c].rem_rows : mr - mr / 3;
+        sh_buf tb;
+        sh_buf_init(&tb, ctx);
+        sh_lir_print(k, &tb);
+        char want[48];
+        snprintf(want, sizeof want, "_r in 0..%lld unroll", (long long)r);
+        const char *t = sh_buf_cstr(&tb);
+        if (r > 0) CHECK(strstr(t, want) != NULL);
+        else CHECK(strstr(t, "_r in 0..") == NULL);
+        sh_buf_free(&tb);
+        void *so = build(ctx, name, &k, 1, isa, runs(isa));
+        if (so && runs(isa)) {
+          check_matmul(ctx, so, name, ep, true, Ms, (int)SH_ARRAY_LEN(Ms), Ns, (int)SH_ARRAY_LEN(Ns), Ks,
+                       (int)SH_ARRAY_LEN(Ks));
+          dlclose(so);
+        }
+        sh_lir_free(k);
+      }
+}
+
+/* The tile's inner loop as emitted: a packed B panel's vectors through
+ * sk_ldp (loaded once into a register, never folded into each row's FMA)
+ * and `#pragma GCC unroll 4` right before each copy's k loop (whole,
+ * remainder, partial); neither without packing, nor in a rows kernel. Then
+ * every register tile the tuner tries (sh_tune_tiles), at every level, with
+ * the epilogue, K blocks (8, without the prefetch) and without, against the
+ * reference at M from 1 to 25 and 64, 97 (below, at, above and multiples of
+ * each tile's rows and its remainder), N 1, 8, 17, 48, 65 and K 1, 9, 20. */
+TEST(codegen_emit_matmul_tile_loop) {
+  if (!have_cc()) return;
+  sheaf_ctx *ctx = th_ctx();
+  for (int pk = 0; pk < 2; pk++) {
+    sh_lir_kernel *k = lb_matmul(ctx, pk ? "tlp" : "tlu", false);
+    REQUIRE(k);
+    REQUIRE_OK(ctx, sh_sched_default_opts(k, SHEAF_ISA_AVX2, &(sh_sched_opts){.no_pack = !pk}));
+    char *c = emit(ctx, k);
+    REQUIRE(c);
+    int pragmas = 0, kloops = 0;
+    for (const char *p = c; (p = strstr(p, "#pragma GCC unroll 4\n")); p++) {
+      pragmas++;
+      const char *q = strchr(p, '\n') + 1;
+      while (*q == ' ') q++;
+      if (!strncmp(q, "for (int64_t v_k", 16)) kloops++;
+    }
+    if (pk) {
+      CHECK(strstr(c, "sk_ldp8(") != NULL);
+      CHECK(pragmas >= 3 && kloops == pragmas); /* whole, remainder, partial */
+    } else {
+      CHECK(strstr(c, "sk_ldp") == NULL);
+      CHECK_EQ_INT(pragmas, 0);
+    }
+    free(c);
+    sh_lir_free(k);
+  }
+  sh_lir_kernel *rk = lb_softmax(ctx, "tlrows");
+  REQUIRE(rk);
+  REQUIRE_OK(ctx, sh_sched_default(rk, SHEAF_ISA_AVX2));
+  char *rc = emit(ctx, rk);
+  REQUIRE(rc);
+  CHECK(strstr(rc, "#pragma GCC unroll") == NULL && strstr(rc, "sk_ldp") == NULL);
+  free(rc);
+  sh_lir_free(rk);
+
+  static int64_t Ms[27];
+  for (int m = 0; m < 25; m++) Ms[m] = m + 1;
+  Ms[25] = 64, Ms[26] = 97;
+  static const int64_t Ns[] = {1, 8, 17, 48, 65}, Ks[] = {1, 9, 20};
+  static const sh_sched_opts cfgs[] = {{0}, {.kc = 8, .no_prefetch = 1}};
+  for (size_t l = 0; l < SH_ARRAY_LEN(isa_levels); l++) {
+    sheaf_isa isa = isa_levels[l];
+    const int(*tiles)[2];
+    int nt = sh_tune_tiles(isa == SHEAF_ISA_AVX512 ? 16 : isa == SHEAF_ISA_AVX2 ? 8 : 1, &tiles);
+    for (int t = 0; t < nt; t++) {
+      sh_lir_kernel *ks[4];
+      char names[4][48];
+      int n = 0;
+      for (size_t c = 0; c < SH_ARRAY_LEN(cfgs); c++)
+        for (int ep = 0; ep < 2; ep++, n++) {
+          snprintf(names[n], sizeof names[n], "tl%s_%s_%d_%zu", ep ? "g" : "", sheaf_isa_name(isa), t, c);
+          sh_sched_opts o = cfgs[c];
+          o.mr = tiles[t][0], o.nr = tiles[t][1];
+          ks[n] = lb_matmul(ctx, names[n], ep);
+          REQUIRE(ks[n]);
+          REQUIRE_OK(ctx, sh_sched_default_opts(ks[n], isa, &o));
+        }
+      char tag[48];
+      snprintf(tag, sizeof tag, "tl_%s_%d", sheaf_isa_name(isa), t);
+      void *so = build(ctx, tag, ks, n, isa, runs(isa));
+      if (so && runs(isa)) {
+        for (int i = 0; i < n; i++)
+          check_matmul(ctx, so, names[i], i % 2 == 1, true, Ms, (int)SH_ARRAY_LEN(Ms), Ns, (int)SH_ARRAY_LEN(Ns), Ks,
+                       (int)SH_ARRAY_LEN(Ks));
+        dlclose(so);
+      }
+      for (int i = 0; i < n; i++) sh_lir_free(ks[i]);
+    }
+  }
 }
 
 /* Row kernels: unscheduled and default-scheduled, every level. */

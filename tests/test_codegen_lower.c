@@ -18,6 +18,7 @@
 
 #include "codegen/jit.h"
 #include "codegen/kernel_api.h"
+#include "codegen/lir_emit.h"
 #include "codegen/lower.h"
 #include "harness.h"
 #include "lang/kernel_ref.h"
@@ -246,6 +247,20 @@ TEST(codegen_lower_kernels_prefetch) {
                       &(sh_sched_opts){.prefetch = dists[d] > 0 ? dists[d] : 0, .no_prefetch = dists[d] < 0});
 }
 
+/* The same kernels with the remainder row tile asked for (rem_rows 2: the
+ * gated unit's shared tile has none by default) and turned off (-1), at the
+ * scalar level and the host's vector level, against the reference. */
+TEST(codegen_lower_kernels_remainder) {
+  if (!th_have_jit_cc("codegen_lower_kernels_remainder")) return;
+  static const int rems[] = {-1, 2};
+  static const int gemms[] = {0, 1, 4};
+  sheaf_isa isas[2] = {SHEAF_ISA_SCALAR, sheaf_cpu_isa_host() >= SHEAF_ISA_AVX2 ? SHEAF_ISA_AVX2 : SHEAF_ISA_SCALAR};
+  for (int l = 0; l < 2; l++)
+    for (size_t r = 0; r < SH_ARRAY_LEN(rems); r++)
+      for (size_t i = 0; i < SH_ARRAY_LEN(gemms); i++)
+        run_kernel_at(KERNELS[gemms[i]], isas[l], &(sh_sched_opts){.rem_rows = rems[r]});
+}
+
 /* A second compile of the same kernel (a new sheaf_kernel, so a new JIT)
  * loads the cache entry: the compiler does not run. */
 TEST(codegen_lower_cache_hit) {
@@ -424,6 +439,17 @@ TEST(codegen_lower_gated_one_tile) {
     int n = 0;
     for (const char *p = t; (p = strstr(p, " parallel:")) != NULL; p++) n++;
     CHECK_EQ_INT(n, 1);
+    /* the shared tile (AVX2: 12 accumulators + 4 panel vectors + a
+     * broadcast > 16 registers) keeps plain loads and a rolled k loop
+     * (emit_c.c: unrolled, it ran at half speed); a single GEMM gets both */
+    sh_buf c;
+    sh_buf_init(&c, ctx);
+    if (i == 0 && CHECK_OK(ctx, sh_lir_emit_c(L, &c))) {
+      CHECK(strstr(sh_buf_cstr(&c), "sk_ldp") == NULL);
+      CHECK(strstr(sh_buf_cstr(&c), "#pragma GCC unroll") == NULL);
+      CHECK(strstr(sh_buf_cstr(&c), "sk_madd8(") != NULL);
+    }
+    sh_buf_free(&c);
     sh_buf_free(&b);
     sh_lir_free(L);
   }

@@ -57,8 +57,9 @@ static sh_lir_kernel *mm_at(sheaf_ctx *ctx, sheaf_isa isa, int pf, bool ep) {
   return k;
 }
 
-/* One prefetch per 64-byte line of the panel row, at the top of both
- * copies of the tile's reduction loop (whole tile, unswitched slow copy). */
+/* One prefetch per 64-byte line of the panel row, at the top of the three
+ * copies of the tile's reduction loop (whole tile, unswitched slow copy, its
+ * remainder-rows copy). */
 TEST(codegen_prefetch_placement) {
   sheaf_ctx *ctx = th_ctx();
   static const struct {
@@ -80,12 +81,12 @@ TEST(codegen_prefetch_placement) {
     if (!k) continue;
     CHECK_OK(ctx, sh_lir_verify(k));
     const char *t = show(ctx, k, false);
-    if (!CHECK_EQ_INT(count(t, "prefetch B["), 2 * cases[i].per_copy))
+    if (!CHECK_EQ_INT(count(t, "prefetch B["), 3 * cases[i].per_copy))
       printf("  case %zu (%s, prefetch %d):\n%s\n", i, sheaf_isa_name(cases[i].isa), cases[i].pf, t);
     if (cases[i].line) CHECK_CONTAINS(t, cases[i].line);
     CHECK_EQ_INT(count(t, "prefetch A["), 0);
     const char *c = show(ctx, k, true);
-    CHECK_EQ_INT(count(c, "__builtin_prefetch("), 2 * cases[i].per_copy);
+    CHECK_EQ_INT(count(c, "__builtin_prefetch("), 3 * cases[i].per_copy);
     if (cases[i].per_copy) CHECK_CONTAINS(c, "__builtin_prefetch((const void *)((uintptr_t)b_B + (uintptr_t)(");
     sh_lir_free(k);
   }
@@ -100,7 +101,7 @@ TEST(codegen_prefetch_kblock) {
   const char *t = show(ctx, k, false);
   CHECK_CONTAINS(t, "          for k in 0..min(128, K - k_blk * 128):\n"
                     "            prefetch B[k_blk * 128 + k + 16, i_o_j_o % ((N + 15) / 16) * 16]\n");
-  CHECK_EQ_INT(count(t, "prefetch B["), 2);
+  CHECK_EQ_INT(count(t, "prefetch B["), 3);
   sh_lir_free(k);
 }
 
@@ -181,7 +182,7 @@ TEST(codegen_prefetch_lowered) {
   static const struct {
     const char *src;
     int pf, n;
-  } cases[] = {{FFN, 0, 2}, {FFN, -1, 0}, {FFN, 16, 2}, {GATED, 0, 0}, {GATED, 16, 4}, {GATED, -1, 0}};
+  } cases[] = {{FFN, 0, 3}, {FFN, -1, 0}, {FFN, 16, 3}, {GATED, 0, 0}, {GATED, 16, 4}, {GATED, -1, 0}};
   for (size_t i = 0; i < SH_ARRAY_LEN(cases); i++) {
     sh_module m;
     if (CHECK_OK(ctx, sh_kernel_source_compile(&m, ctx, "k.sf", cases[i].src, strlen(cases[i].src)))) {

@@ -583,3 +583,63 @@ TEST(codegen_tune_run_model) {
   CHECK_EQ_INT(th_run(cmd, buf, sizeof buf), 1);
   CHECK_CONTAINS(buf, "bad2.tune:2: expected key=value");
 }
+
+/* The tuner's confirmation (tune_search.c, sh_tune_confirm_wins): a
+ * candidate identical to the default is never recorded as a win — on
+ * 20000 synthetic sets of per-round ratios of two equal kernels under
+ * load (log-normal noise of 3 %, a quarter of the rounds hit by a swing of
+ * up to 2x on either side) and on the real thing: the default mm kernel
+ * against a second compile of itself in paired rounds, three times; a
+ * clear win (10 % in nearly every round) is one, a 2 % one is not. */
+TEST(codegen_tune_confirm_identical_never_wins) {
+  uint64_t seed = 12345;
+  double r[SH_TUNE_CONFIRM_ROUNDS], med;
+  int wins = 0;
+  for (int t = 0; t < 20000; t++) {
+    for (int i = 0; i < SH_TUNE_CONFIRM_ROUNDS; i++) {
+      double g = 0;
+      for (int j = 0; j < 12; j++) g += (double)th_frand(&seed) * 0.5 + 0.5; /* ~N(6, 1) */
+      double x = exp(0.03 * (g - 6));
+      if (th_frand(&seed) < -0.5) { /* a load swing: up to 2x on one side */
+        double swing = 1.0 + (th_frand(&seed) + 1) / 2;
+        x *= th_frand(&seed) < 0 ? swing : 1 / swing;
+      }
+      r[i] = x;
+    }
+    wins += sh_tune_confirm_wins(r, SH_TUNE_CONFIRM_ROUNDS, &med);
+  }
+  CHECK_EQ_INT(wins, 0);
+  for (int i = 0; i < SH_TUNE_CONFIRM_ROUNDS; i++) r[i] = i == 3 ? 0.7 : 1.10 + 0.01 * (i % 3);
+  CHECK(sh_tune_confirm_wins(r, SH_TUNE_CONFIRM_ROUNDS, &med));
+  CHECK(med > 1.09 && med < 1.13);
+  for (int i = 0; i < SH_TUNE_CONFIRM_ROUNDS; i++) r[i] = 1.02;
+  CHECK(!sh_tune_confirm_wins(r, SH_TUNE_CONFIRM_ROUNDS, NULL));
+  CHECK(!sh_tune_confirm_wins(r, 4, NULL)); /* too few rounds */
+  if (!th_have_jit_cc("codegen_tune_confirm_identical_never_wins")) return;
+  sheaf_ctx *ctx = th_ctx();
+  sheaf_isa isa = avx2_or_scalar();
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s", th_tmp_path("tune-confirm"));
+  sheaf_kernel *D = compile_in(ctx, isa, dir), *C = compile_in(ctx, isa, dir);
+  REQUIRE(D && C);
+  int64_t M = 64, K = 64, N = 256, sa[] = {M, K}, sb[] = {K, N};
+  float *A = malloc(sizeof(float) * (size_t)(M * K)), *B = malloc(sizeof(float) * (size_t)(K * N));
+  float *O = malloc(sizeof(float) * (size_t)(M * N));
+  REQUIRE(A && B && O);
+  for (int64_t i = 0; i < M * K; i++) A[i] = th_frand(&seed);
+  for (int64_t i = 0; i < K * N; i++) B[i] = th_frand(&seed);
+  sheaf_kernel_arg a[] = {{SHEAF_KERNEL_F32, A, (size_t)(M * K), 2, sa},
+                          {SHEAF_KERNEL_F32, B, (size_t)(K * N), 2, sb},
+                          {SHEAF_KERNEL_F32, O, (size_t)(M * N), 0, NULL}};
+  for (int t = 0; t < 3; t++) {
+    double dn = 0, cn = 0;
+    REQUIRE_OK(ctx, sh_tune_confirm_pair(ctx, D, C, a, 3, SH_TUNE_CONFIRM_ROUNDS, r, &dn, &cn));
+    CHECK(dn > 0 && cn > 0);
+    CHECK(!sh_tune_confirm_wins(r, SH_TUNE_CONFIRM_ROUNDS, &med));
+  }
+  CHECK(sh_tune_confirm_pair(ctx, D, NULL, a, 3, 5, r, NULL, NULL) == SHEAF_ERR_INVALID_ARG);
+  CHECK(strstr(sheaf_ctx_last_error(ctx), "sh_tune_confirm_pair") != NULL);
+  free(A), free(B), free(O);
+  sheaf_kernel_free(D);
+  sheaf_kernel_free(C);
+}

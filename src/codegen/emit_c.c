@@ -357,6 +357,79 @@ static void loop_parallel(em *E, sh_lir_stmt s, const char *ext) {
   sh_em_line(E, "}");
 }
 
+/* What a register tile's k loop body holds (tile_body). */
+typedef struct tile_regs {
+  sh_lir_var var[16]; /* the unrolled loops around the statement being walked */
+  int64_t ext[16];
+  int depth;
+  int64_t acc;  /* accumulator registers: stores into register locals, times their unrolling */
+  int64_t pvec; /* panel vectors: loads from packed panels, times the unrolling their index uses */
+  int w;        /* the accumulators' vector width (0: scalar registers) */
+} tile_regs;
+
+/* Counts e's loads from packed panels into t->pvec. */
+static void panel_loads(const sh_lir_kernel *k, sh_lir_expr e, tile_regs *t) {
+  const sh_lir_enode *x = &k->ex[e];
+  switch ((sh_lir_ekind)x->kind) {
+  case SH_LIR_E_LOAD:
+    if (k->bufs[x->a].layout == SH_LIR_LAYOUT_PANELS) {
+      int64_t n = 1;
+      for (int d = 0; d < t->depth; d++)
+        for (int i = 0; i < x->n; i++)
+          if (sh_lir_uses_var(k, k->list[x->b + i], t->var[d])) {
+            n *= t->ext[d];
+            break;
+          }
+      t->pvec += n;
+    }
+    return;
+  case SH_LIR_E_BIN: panel_loads(k, x->a, t), panel_loads(k, x->b, t); return;
+  case SH_LIR_E_UN:
+  case SH_LIR_E_CAST: panel_loads(k, x->a, t); return;
+  case SH_LIR_E_SELECT: panel_loads(k, x->a, t), panel_loads(k, x->b, t), panel_loads(k, x->c, t); return;
+  default: return;
+  }
+}
+
+/* The statements from s on only update register locals (through unrolled
+ * and vector loops; prefetches allowed): the body of a register tile's
+ * reduction loop. t counts its accumulators and panel vectors. */
+static bool tile_body(em *E, sh_lir_stmt s, tile_regs *t) {
+  const sh_lir_kernel *k = E->k;
+  for (; s >= 0; s = k->st[s].next) {
+    const sh_lir_snode *x = &k->st[s];
+    int64_t c = 0;
+    switch ((sh_lir_skind)x->kind) {
+    case SH_LIR_S_PREFETCH: break;
+    case SH_LIR_S_BLOCK:
+      if (!tile_body(E, x->body, t)) return false;
+      break;
+    case SH_LIR_S_LOOP:
+      if (x->annot == SH_LIR_VECTOR) {
+        if (!tile_body(E, x->body, t)) return false;
+        break;
+      }
+      if (x->annot != SH_LIR_UNROLL || !sh_lir_is_const(k, x->ext, &c) || t->depth == 16) return false;
+      t->var[t->depth] = x->var, t->ext[t->depth++] = c;
+      bool ok = tile_body(E, x->body, t);
+      t->depth--;
+      if (!ok) return false;
+      break;
+    case SH_LIR_S_STORE: {
+      if (k->bufs[x->buf].role != SH_LIR_LOCAL || E->lm[x->buf] != EM_LOCAL_REG) return false;
+      int64_t n = 1;
+      for (int d = 0; d < t->depth; d++) n *= t->ext[d];
+      t->acc += n;
+      t->w = E->lw[x->buf];
+      panel_loads(k, x->val, t);
+      break;
+    }
+    default: return false;
+    }
+  }
+  return true;
+}
+
 static void loop(em *E, sh_lir_stmt s) {
   sh_lir_kernel *k = E->k;
   const sh_lir_snode n = k->st[s];
@@ -394,11 +467,26 @@ static void loop(em *E, sh_lir_stmt s) {
     return;
   }
   const char *v = vname(E, n.var);
+  tile_regs tr = {.depth = 0};
+  bool ldp = E->ldp;
+  /* a register tile's k loop over packed panels whose vectors fit in
+   * registers beside the accumulators and a broadcast (AVX2 6 x 16: 12 + 2
+   * + 1 of 16): those loaded once into registers (sk_ldp), the loop
+   * unrolled by 4 (paired, 31 rounds: 1.02x on the four GEMM shapes of the
+   * peers bench). Not the gated unit's shared tile (12 + 4 + 1): unrolled,
+   * it ran at half speed; gcc's FMAs with memory operands fit it as it is
+   * (docs/CODEGEN.md "C emission"). */
+  if (n.annot == SH_LIR_SERIAL && !cst && E->lane < 0 && tile_body(E, n.body, &tr) && tr.pvec > 0 &&
+      tr.acc + tr.pvec + 1 <= (tr.w == 16 ? 32 : 16)) {
+    sh_em_line(E, "#pragma GCC unroll 4");
+    E->ldp = true;
+  }
   sh_em_line(E, "for (int64_t v_%s = 0; v_%s < %s; v_%s++) {", v, v, sh_buf_cstr(&t), v);
   sh_buf_free(&t);
   E->indent++;
   live_push(E, n.var);
   stmts(E, n.body);
+  E->ldp = ldp;
   live_pop(E, n.var);
   E->indent--;
   sh_em_line(E, "}");
@@ -427,8 +515,9 @@ static void alloc(em *E, sh_lir_stmt s) {
     for (int64_t i = 0; i < regs; i++)
       sh_buf_printf(&d, "%sr_%s_%lld%s", i % 8 == 0 && i ? "\n" : "", bi->name, (long long)i,
                     i + 1 < regs ? ", " : "");
-    if (W > 0) sh_em_line(E, "sk_f32x%d %s;", W, sh_buf_cstr(&d));
-    else sh_em_line(E, "float %s;", sh_buf_cstr(&d));
+    /* unused: a remainder tile's copy uses only its rows' registers */
+    if (W > 0) sh_em_line(E, "sk_f32x%d __attribute__((unused)) %s;", W, sh_buf_cstr(&d));
+    else sh_em_line(E, "float __attribute__((unused)) %s;", sh_buf_cstr(&d));
     sh_buf_free(&d);
   }
   stmts(E, k->st[s].body);

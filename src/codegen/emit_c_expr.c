@@ -396,7 +396,9 @@ static void flt(em *E, sh_lir_expr e, bool vec, sh_buf *o) {
     em_ref r;
     sh_em_ref(E, x.a, x.n, &k->list[x.b], vec, &r);
     if (r.gather) gather(E, e, o);
-    else if (vec && !r.reg) sh_buf_printf(o, "sk_ld%d(%s)", W, sh_buf_cstr(&r.text));
+    else if (vec && !r.reg)
+      sh_buf_printf(o, "sk_ld%s%d(%s)", E->ldp && k->bufs[x.a].layout == SH_LIR_LAYOUT_PANELS ? "p" : "", W,
+                    sh_buf_cstr(&r.text));
     else if (r.lane_reg)
       sh_buf_printf(o, "sk_lane%d(%s, v_%s)", W, sh_buf_cstr(&r.text), k->vars[E->lane].name);
     else sh_buf_puts(o, sh_buf_cstr(&r.text));

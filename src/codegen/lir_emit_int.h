@@ -33,6 +33,8 @@ typedef struct em {
   int32_t *lw;   /* per buffer: vector width of a register local (0: scalar registers) */
   bool changed;  /* this pass demoted a local: emit again */
   bool in_task;
+  bool ldp;      /* a register tile's k loop whose panel vectors fit in registers beside its
+                    accumulators: a packed panel's loads are sk_ldp (emit_c.c, loop) */
   int cold;      /* depth of unswitched slow copies (an if's else) being emitted: their
                     vector math calls the out-of-line sk_*_coldW (emit_c_expr.c) */
   int n_task;

@@ -175,6 +175,9 @@ typedef struct sh_sched_opts {
                     tile on a vector ISA; none at the scalar level and for two GEMMs sharing
                     a tile) */
   int no_prefetch; /* 1: no prefetch (whatever `prefetch` says) */
+  int rem_rows;  /* GEMM: rows of the remainder tile (a copy of the partial tile with fewer row
+                    loops' steps, taken when at most that many rows are left); 0: the default
+                    (mr - mr / 3: AVX2 4 of 6), -1: none (a partial tile runs all mr rows) */
 } sh_sched_opts;
 sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sched_opts *opts);
 

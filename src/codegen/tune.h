@@ -173,9 +173,23 @@ bool sh_tune_is_lengths(const sh_kernel *k, int i);
  * candidate compiled through
  * the JIT cache, checked against the default's output (a wrong one is
  * discarded) and timed on the thread's CPU clock (min of several runs).
- * *out: the record (the default's opts when nothing beat it by 2 %).
+ * *out: the record (the default's opts when nothing beat it by 2 % in the
+ * search, or the winner was not confirmed: sh_tune_confirm_wins).
  * Inputs are pseudo-random: f32 in [-1, 1), lengths as the request says,
  * other i32 in 0 .. 7. */
 sheaf_status sh_tune_kernel(sheaf_ctx *ctx, const sh_tune_request *r, sh_tune_rec *out);
+
+/* The confirmation of a search's winner: rounds of the default D and the
+ * candidate C timed in turn (the first one alternating; each side >= 4 ms
+ * of calls), ratios[r] = t(D) / t(C) of round r (above 1: C faster);
+ * *d_ns, *c_ns (may be NULL) the best round's ns per call. */
+#define SH_TUNE_CONFIRM_ROUNDS 21
+sheaf_status sh_tune_confirm_pair(sheaf_ctx *ctx, sheaf_kernel *D, sheaf_kernel *C, const sheaf_kernel_arg *args,
+                                  int n_args, int rounds, double *ratios, double *d_ns, double *c_ns);
+/* Whether the candidate wins clearly: at least 8 rounds, the median ratio
+ * >= 1.03 and the lower quartile > 1.02 (the candidate 2 % faster in three
+ * quarters of the rounds: a load swing on a shared machine moves single
+ * rounds, not three quarters of them). *median may be NULL. */
+bool sh_tune_confirm_wins(const double *ratios, int n, double *median);
 
 #endif

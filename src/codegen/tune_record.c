@@ -38,6 +38,7 @@ static const sh_tune_field fields[] = {
     {F(kc), 3, {128, 256, 384}},     /* GEMM K block (none) */
     {F(prefetch), 2, {32, 128}},     /* GEMM: B panel prefetch distance in k rows (64) */
     {F(no_prefetch), 1, {1}},        /* GEMM: no B prefetch */
+    {F(rem_rows), 1, {-1}},          /* GEMM: no remainder row tile (mr - mr / 3 rows) */
 };
 #undef F
 

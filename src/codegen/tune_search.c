@@ -14,11 +14,14 @@
  * the thread's CPU clock, min of several runs, weights packed once. A
  * candidate must beat the best by 2 % to replace it (noise); the search
  * stops at the budget or the candidate limit, and the winner is measured
- * against the default again in alternating rounds: it is recorded only if
- * it is still 2 % faster (else the default is).
+ * against the default again in paired rounds (the order alternating): it
+ * is recorded only if it wins clearly — the median of the per-round ratios
+ * >= 1.03 and the lower quartile > 1.02 (sh_tune_confirm_wins) — else the
+ * default is.
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -269,26 +272,94 @@ static sheaf_status try_opts(search *s, const sh_sched_opts *o) {
   return st == SHEAF_ERR_NOMEM ? st : SHEAF_OK; /* a failed candidate is not the search's failure */
 }
 
-/* The winner against the default again, in alternating rounds (the
- * search measured each once, on a machine that may be shared): it stays
- * only when it is still 2 % faster; the record keeps these times. */
+static int cmp_f64(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+bool sh_tune_confirm_wins(const double *ratios, int n, double *median) {
+  double r[SH_TUNE_CONFIRM_ROUNDS];
+  if (n < 1 || n > SH_TUNE_CONFIRM_ROUNDS) {
+    if (median) *median = 1.0;
+    return false;
+  }
+  memcpy(r, ratios, (size_t)n * sizeof *r);
+  qsort(r, (size_t)n, sizeof *r, cmp_f64);
+  double med = n % 2 ? r[n / 2] : 0.5 * (r[n / 2 - 1] + r[n / 2]);
+  if (median) *median = med;
+  /* the candidate 2 % faster in three quarters of the rounds (the lower
+   * quartile), and 3 % at the median */
+  return n >= 8 && med >= 1.03 && r[n / 4] > 1.02;
+}
+
+/* Mean thread-CPU ns per call of K over runs of at least min_s. */
+static sheaf_status tb_round(tbench *b, sheaf_kernel *K, double min_s, double *ns) {
+  sheaf_status st = SHEAF_OK;
+  int n = 0;
+  double t0 = now_s(CLOCK_THREAD_CPUTIME_ID), t = 0;
+  while (!st && (n < 2 || t < min_s) && n < 1000) {
+    st = sheaf_kernel_run(K, b->args, b->n_args);
+    n++;
+    t = now_s(CLOCK_THREAD_CPUTIME_ID) - t0;
+  }
+  *ns = t / n * 1e9;
+  return st;
+}
+
+sheaf_status sh_tune_confirm_pair(sheaf_ctx *ctx, sheaf_kernel *D, sheaf_kernel *C, const sheaf_kernel_arg *args,
+                                  int n_args, int rounds, double *ratios, double *d_ns, double *c_ns) {
+  if (!ctx) return SHEAF_ERR_INVALID_ARG;
+  if (!D || !C || !args || n_args < 1 || n_args > 64 || rounds < 1 || rounds > SH_TUNE_CONFIRM_ROUNDS || !ratios)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sh_tune_confirm_pair: a NULL kernel or args, or rounds not in 1..%d",
+                   SH_TUNE_CONFIRM_ROUNDS);
+  tbench b;
+  memset(&b, 0, sizeof b);
+  b.ctx = ctx, b.k = sh_kernel_of(D), b.n_args = n_args;
+  memcpy(b.args, args, (size_t)n_args * sizeof *args);
+  double bd = 1e30, bc = 1e30, td, tc;
+  sheaf_status st = SHEAF_OK;
+  for (int i = 0; !st && i < 2; i++) /* warm: packed weights, caches */
+    st = sheaf_kernel_run(i ? C : D, args, n_args);
+  for (int r = 0; !st && r < rounds; r++) { /* the first one alternating */
+    if (r % 2 == 0) {
+      if (!(st = tb_round(&b, D, 0.004, &td))) st = tb_round(&b, C, 0.004, &tc);
+    } else if (!(st = tb_round(&b, C, 0.004, &tc))) {
+      st = tb_round(&b, D, 0.004, &td);
+    }
+    if (st) break;
+    ratios[r] = td / tc;
+    if (td < bd) bd = td;
+    if (tc < bc) bc = tc;
+  }
+  if (d_ns) *d_ns = bd;
+  if (c_ns) *c_ns = bc;
+  return st;
+}
+
+/* The winner against the default again, in paired rounds (the search
+ * measured each once, on a machine that may be shared): it stays only when
+ * it wins clearly (sh_tune_confirm_wins: the median of the per-round
+ * ratios >= 1.03, the lower quartile > 1.02); the record keeps the best
+ * round's times. */
 static sheaf_status confirm(search *s, sheaf_kernel *D) {
   sh_kernel_opts ko = kopts(s, &s->best);
   sheaf_kernel *B = NULL;
   sheaf_status st = sh_kernel_compile_opts(s->ctx, s->r->source, s->r->len, s->r->kernel, &ko, &B); /* a hit */
-  double bd = 1e30, bb = 1e30, t;
-  for (int i = 0; !st && i < 5; i++) {
-    if (!(st = tb_time(&s->b, D, &t)) && t < bd) bd = t;
-    if (!st && !(st = tb_time(&s->b, B, &t)) && t < bb) bb = t;
-  }
+  double bd = 1e30, bb = 1e30, ratios[SH_TUNE_CONFIRM_ROUNDS], med = 1;
+  for (int i = 0; !st && i < s->b.k->n_inputs; i++) sheaf_kernel_set_weight_version(B, i, 1);
+  if (!st)
+    st = sh_tune_confirm_pair(s->ctx, D, B, s->b.args, s->b.n_args, SH_TUNE_CONFIRM_ROUNDS, ratios, &bd, &bb);
   sheaf_kernel_free(B);
   if (st) return st;
+  bool win = sh_tune_confirm_wins(ratios, SH_TUNE_CONFIRM_ROUNDS, &med);
   s->default_ns = bd, s->best_ns = bb;
-  if (!(bb < 0.98 * bd)) {
-    say(s, "the best (%.1f us) is not 2 %% faster than the default (%.1f us) in alternating runs: default kept",
-        bb / 1e3, bd / 1e3);
+  if (!win) {
+    say(s, "the best is not clearly faster than the default in %d paired rounds (median %.3fx): default kept",
+        SH_TUNE_CONFIRM_ROUNDS, med);
     memset(&s->best, 0, sizeof s->best);
     s->best_ns = bd;
+  } else {
+    say(s, "the best confirmed in %d paired rounds: median %.3fx the default", SH_TUNE_CONFIRM_ROUNDS, med);
   }
   return SHEAF_OK;
 }
