@@ -228,7 +228,11 @@ static void run_job(sheaf_ctx *ctx, sheaf_ks *ks, sh_gemm_ws *ws, job *b, int ro
   for (int s = 0; s < N_SIDES; s++) b->err[s] = -1;
   double *ref = malloc(sizeof(double) * (size_t)(M * N));
   float *out[3];
-  for (int s = 0; s < 3; s++) out[s] = calloc((size_t)(M * N), sizeof(float));
+  for (int s = 0; s < 3; s++) { /* 64-byte aligned, as TVM's and Halide's buffers are */
+    out[s] = NULL;
+    if (posix_memalign((void **)&out[s], 64, sizeof(float) * (size_t)(M * N))) die(ctx, "out of memory");
+    memset(out[s], 0, sizeof(float) * (size_t)(M * N));
+  }
   if (!strcmp(b->op, "gemm")) {
     float *A = exb_frand_xs(M * K, seed), *B = exb_frand_xs(K * N, seed);
     for (int64_t i = 0; i < M * N; i++) ref[i] = 0;

@@ -141,7 +141,9 @@ double exb_fiber_switch_ns(long iters, int reps, bool cpu) {
 }
 
 float *exb_frand_xs(int64_t n, uint64_t *s) {
-  float *p = malloc(sizeof(float) * (size_t)(n + 16));
+  /* 64-byte aligned, as the runtime's buffers and the peers' (TVM's) are */
+  float *p = NULL;
+  if (posix_memalign((void **)&p, 64, sizeof(float) * (size_t)(n + 16))) return NULL;
   for (int64_t i = 0; p && i < n; i++) {
     *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
     p[i] = (float)((double)(*s >> 11) / 9007199254740992.0 * 2 - 1);

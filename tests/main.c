@@ -554,8 +554,12 @@ int main(int argc, char **argv) {
   long times = 0;
   const char *te = getenv("SHEAF_TEST_TIMES");
   if (te && *te) times = atol(te) > 0 ? atol(te) : 20;
-  char *filters[64];
+  char **filters = malloc(sizeof *filters * (size_t)argc); /* every name argument, none dropped */
   int nfilt = 0;
+  if (!filters) {
+    fprintf(stderr, "sheaf-tests: out of memory\n");
+    return 2;
+  }
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "-v") == 0) verbose = true;
     else if (strcmp(argv[i], "--no-fork") == 0) fork_each = false;
@@ -579,7 +583,7 @@ int main(int argc, char **argv) {
     } else if (strcmp(argv[i], "--list") == 0) {
       for (size_t k = 0; k < g_n; k++) printf("%s\n", g_tests[k].name);
       return 0;
-    } else if (nfilt < 64) filters[nfilt++] = argv[i];
+    } else filters[nfilt++] = argv[i];
   }
   if (!fork_each) jobs = 1;
   unsigned timeout = 300;
