@@ -61,7 +61,7 @@ static void lookup_task(void *arg, int64_t task, int tid) {
 
 /* scatter-add into the looked-up rows of the table */
 static sheaf_status bw_LOOKUP(sh_bw *b, const uint32_t *ids, uint32_t n) {
-  if (n > 1 && b->g->threads > 1 && (size_t)n * (size_t)node(b, ids[0])->cols >= SH_BW_PAR_MIN) {
+  if (n > 1 && b->threads > 1 && (size_t)n * (size_t)node(b, ids[0])->cols >= SH_BW_PAR_MIN) {
     float **row = sh_bw_alloc(b, (size_t)n * sizeof *row);
     if (!row) return SHEAF_ERR_NOMEM;
     for (uint32_t i = 0; i < n; i++) { /* the rows marked first (on the caller) */
@@ -70,8 +70,8 @@ static sheaf_status bw_LOOKUP(sh_bw *b, const uint32_t *ids, uint32_t n) {
       if (!pg) return SHEAF_ERR_NOMEM;
       row[i] = pg + (size_t)nd->param.row * (size_t)nd->cols;
     }
-    lookup_job j = {b, ids, n, row, b->g->threads};
-    sh_pool_run(b->ctx->pool, j.parts, lookup_task, &j, b->g->threads);
+    lookup_job j = {b, ids, n, row, b->threads};
+    sh_pool_run(b->ctx->pool, j.parts, lookup_task, &j, b->threads);
     return SHEAF_OK;
   }
   for (uint32_t i = 0; i < n; i++) {
@@ -127,7 +127,7 @@ static sheaf_status bw_CONCAT(sh_bw *b, const uint32_t *ids, uint32_t n) {
     pieces += node(b, ids[i])->n_in;
     total += numel(node(b, ids[i]));
   }
-  if (n > 1 && b->g->threads > 1 && total >= SH_BW_PAR_MIN) {
+  if (n > 1 && b->threads > 1 && total >= SH_BW_PAR_MIN) {
     float **dx = sh_bw_alloc(b, pieces * sizeof *dx);
     if (!dx) return SHEAF_ERR_NOMEM;
     size_t q = 0;
@@ -137,8 +137,8 @@ static sheaf_status bw_CONCAT(sh_bw *b, const uint32_t *ids, uint32_t n) {
         dx[q] = NULL;
         if (NEED(b, x) && !(dx[q] = sh_bw_grad(b, x))) return SHEAF_ERR_NOMEM;
       }
-    concat_job j = {b, ids, n, dx, b->g->threads};
-    sh_pool_run(b->ctx->pool, j.parts, concat_task, &j, b->g->threads);
+    concat_job j = {b, ids, n, dx, b->threads};
+    sh_pool_run(b->ctx->pool, j.parts, concat_task, &j, b->threads);
     return SHEAF_OK;
   }
   for (uint32_t i = 0; i < n; i++) {

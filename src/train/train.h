@@ -24,6 +24,29 @@ typedef struct sh_bw_dw {
   sh_bw_seg *head, *tail;         /* the buckets' rows, in bucket order */
 } sh_bw_dw;
 
+/* A bias's deferred gradient: db += the rows of dY of every bucket of the
+ * pass that has that bias, in bucket order, one column-split job at the
+ * end of the pass (sh_bw_dw_flush): the same sums, in the same order, as
+ * adding each bucket's rows when it ran. */
+typedef struct sh_bw_bias {
+  uint32_t pid;
+  int64_t out;
+  sh_bw_seg *head, *tail; /* the buckets' dY rows (segments without pieces) */
+} sh_bw_bias;
+
+/* What a rule run in a lane (lanes.c) would have appended to the pass's
+ * deferred dW and bias lists: kept until the lanes have joined, then
+ * appended in bucket order (sh_bw_rec_commit). One linear map a rule. */
+typedef struct sh_bw_rec {
+  bool used;
+  uint32_t wid[SH_GEMM_MAX_KSRC];
+  int nx;
+  int64_t out, sum_in;
+  uint32_t bias;
+  sh_bw_seg *seg;   /* the dW rows */
+  sh_bw_seg *bseg;  /* the bias rows (bias != 0) */
+} sh_bw_rec;
+
 /* Below this many floats a split job (bias sums, dX adds, transposes,
  * concat buckets) runs on the caller: a dispatch costs more than it saves. */
 #define SH_BW_PAR_MIN 16384
@@ -44,6 +67,13 @@ typedef struct sh_bw {
   uint32_t n_wt;
   sh_bw_dw *dw;    /* deferred weight gradients (n_dw, room for cap_dw) */
   uint32_t n_dw, cap_dw;
+  sh_bw_bias *bias; /* deferred bias gradients (n_bias, room for cap_bias) */
+  uint32_t n_bias, cap_bias;
+  int threads;     /* threads the rules may use (the graph's; 1 in a lane) */
+  sh_gemm_ws *ws;  /* the rules' GEMM workspace (the graph's first; a lane's own) */
+  sh_bw_rec *rec;  /* in a lane: where sh_bw_lin_grads records its rows (NULL: appended) */
+  uint32_t *owner; /* lanes.c: by node id, the check and lane that last claimed it */
+  uint32_t owner_gen;
 } sh_bw;
 
 /* A rule runs the backward of a bucket: n nodes of one op (and, for the
@@ -98,6 +128,21 @@ sheaf_status sh_bw_tree_lstm(sh_bw *b, const uint32_t *ids, uint32_t n);
 /* sheaf_backward, also giving the count of GEMM buckets it ran (tests). */
 sheaf_status sh_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss, const sheaf_backward_opts *opts,
                          uint64_t *gemm_buckets);
+
+/* Appends a lane's recorded rows to the pass's deferred lists (in the
+ * order the lanes' buckets had in the pass). */
+sheaf_status sh_bw_rec_commit(sh_bw *b, const sh_bw_rec *r);
+/* Reads, on the caller, every value sh_bw_lin_grads will read for the
+ * bucket (so that a lane finds them cached in b->vals) and packs the W^T
+ * its dX GEMMs use. */
+sheaf_status sh_bw_lin_prefetch(sh_bw *b, const uint32_t *ids, uint32_t n, int nx, const uint32_t *wid);
+/* A bucket's weights: nx of them into wid (an affine over a stack, or one). */
+int sh_bw_weights(const sh_bw *b, uint32_t id, uint32_t *wid);
+
+/* lanes.c: one depth's GEMM buckets (ids[off[k] .. off[k + 1]) is bucket
+ * k, nb of them, in the pass's order), side by side on the pool when they
+ * are independent and large enough, else one after another. */
+sheaf_status sh_bw_gemm_depth(sh_bw *b, const uint32_t *ids, const uint32_t *off, uint32_t nb);
 
 /* Runs the deferred weight-gradient GEMMs (one per set of weights, in the
  * order the sets first appeared). */
