@@ -532,12 +532,20 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
 
 sheaf_status sheaf_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss,
                             const sheaf_backward_opts *opts) {
-  return sh_backward(g, n_loss, loss, opts, NULL);
+  return sh_backward_stats(g, n_loss, loss, opts, NULL);
 }
 
 sheaf_status sh_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss, const sheaf_backward_opts *opts,
                          uint64_t *gemm_buckets) {
-  if (gemm_buckets) *gemm_buckets = 0;
+  sh_bw_stats s;
+  sheaf_status st = sh_backward_stats(g, n_loss, loss, opts, &s);
+  if (gemm_buckets) *gemm_buckets = s.gemm_buckets;
+  return st;
+}
+
+sheaf_status sh_backward_stats(sheaf_graph *g, int n_loss, const sheaf_expr *loss,
+                               const sheaf_backward_opts *opts, sh_bw_stats *stats) {
+  if (stats) memset(stats, 0, sizeof *stats);
   if (!g) return SHEAF_ERR_INVALID_ARG;
   if (n_loss < 0 || (n_loss > 0 && !loss))
     return sh_fail(g->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_backward: %s",
@@ -573,7 +581,7 @@ sheaf_status sh_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss, con
     memset(b.req, 0, b.n);
     memset(b.vals, 0, (size_t)b.n * sizeof *b.vals);
     st = run_pass(&b, n_loss, loss, scale, opts);
-    if (gemm_buckets) *gemm_buckets = b.gemm_buckets;
+    if (stats) *stats = (sh_bw_stats){b.gemm_buckets, b.lane_depths, b.lanes};
   }
   for (uint32_t i = 0; i < b.n_wt; i++) sh_gemm_packed_b_free(g->ctx, b.wt[i]);
   /* next time, one chunk holds what this pass needed */

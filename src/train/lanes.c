@@ -139,6 +139,8 @@ static sheaf_status run_lanes(sh_bw *b, lane *l, uint32_t nl) {
     l[k].st = SHEAF_OK;
   }
   sh_pool_run(b->ctx->pool, nl, lane_task, l, b->threads);
+  b->lane_depths++;
+  b->lanes += nl;
   for (uint32_t k = 0; k < nl; k++) {
     if (l[k].st) return l[k].st;
     if (l[k].rec.used && (st = sh_bw_rec_commit(b, &l[k].rec))) return st;

@@ -62,6 +62,7 @@ typedef struct sh_bw {
                       or a wrt); bit 1, one does (it leads to a loss too) */
   uint32_t n;      /* nodes of the graph */
   uint64_t gemm_buckets; /* GEMM buckets run (each one GEMM for dW, one per input for dX) */
+  uint64_t lane_depths, lanes; /* lanes.c: depths run as lanes, and their lanes */
   sh_gemm_packed_b **wt; /* by parameter id - 1: W^T packed for dX = dY·W^T, once per pass
                             (n_wt entries, NULL until used; freed at the end of the pass) */
   uint32_t n_wt;
@@ -125,9 +126,17 @@ sheaf_status sh_bw_cell_gemm(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t 
 /* grad_tree_lstm.c: the tree-LSTM cell's rule. */
 sheaf_status sh_bw_tree_lstm(sh_bw *b, const uint32_t *ids, uint32_t n);
 
+/* What a pass ran (tests): GEMM buckets, the depths whose GEMM buckets ran
+ * as lanes (lanes.c) and those lanes. */
+typedef struct sh_bw_stats {
+  uint64_t gemm_buckets, lane_depths, lanes;
+} sh_bw_stats;
 /* sheaf_backward, also giving the count of GEMM buckets it ran (tests). */
 sheaf_status sh_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss, const sheaf_backward_opts *opts,
                          uint64_t *gemm_buckets);
+/* sheaf_backward, also giving its sh_bw_stats (stats may be NULL). */
+sheaf_status sh_backward_stats(sheaf_graph *g, int n_loss, const sheaf_expr *loss,
+                               const sheaf_backward_opts *opts, sh_bw_stats *stats);
 
 /* Appends a lane's recorded rows to the pass's deferred lists (in the
  * order the lanes' buckets had in the pass). */
