@@ -7,7 +7,10 @@
  * the parameters' gradients equal one thread's within 1e-5 of their scale,
  * and two 2-thread runs give the same bits. Two affines of different
  * weights reading the same inputs at one depth share a node: the depth
- * runs serially (no lanes), with the same gradients as one thread.
+ * runs serially (no lanes), with the same gradients as one thread. The
+ * TreeLSTM's forward on 2 threads (a large level: two halves of its rows,
+ * src/runtime/exec_tree_lstm.c) gives one thread's values bit for bit, on
+ * an inference graph and on a training one (gates kept).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -174,3 +177,71 @@ TEST(tree_lstm_levels_run_as_two_lanes_equal_to_one_thread) { ln_check(0, true);
 TEST(lstm_directions_run_side_by_side_equal_to_one_thread) { ln_check(1, true); }
 
 TEST(buckets_sharing_an_input_do_not_run_as_lanes) { ln_check(2, false); }
+
+/* Every tree's root h and c after a flush on `threads` (malloc'd), on a
+ * graph that trained once (train) or never. */
+static float *ln_forward(int threads, bool train, size_t *n) {
+  *n = 0;
+  sheaf_ctx_options co = {0};
+  co.threads = threads;
+  co.allocator = th_allocator();
+  sheaf_ctx *ctx = NULL;
+  if (!CHECK(sheaf_ctx_create(&co, &ctx, NULL, 0) == SHEAF_OK)) return NULL;
+  ln_model md = {0};
+  sheaf_graph *g = NULL;
+  float *out = NULL;
+  static sheaf_expr loss[LN];
+  if (!CHECK_OK(ctx, sheaf_model_create(ctx, &md.m))) goto done;
+  md.p[0] = th_param(ctx, md.m, "emb", 2, LV, LE);
+  md.p[1] = th_param(ctx, md.m, "W_leaf", 2, LE, 3 * LH);
+  md.p[2] = th_param(ctx, md.m, "b_leaf", 1, 3 * LH, 0);
+  md.p[3] = th_param(ctx, md.m, "W_node", 2, 2 * LH, 5 * LH);
+  md.p[4] = th_param(ctx, md.m, "b_node", 1, 5 * LH, 0);
+  md.p[5] = th_param(ctx, md.m, "Wo", 2, LH, LC);
+  md.p[6] = th_param(ctx, md.m, "bo", 1, LC, 0);
+  md.np = 7;
+  if (!CHECK_OK(ctx, sheaf_model_seed(md.m, 3)) || !CHECK_OK(ctx, sheaf_graph_create(md.m, NULL, &g))) goto done;
+  if (train) {
+    int k = ln_build(g, &md, 0, loss);
+    if (!CHECK(k == LN) || !CHECK_OK(ctx, sheaf_backward(g, k, loss, NULL))) goto done;
+  }
+  if (!CHECK_OK(ctx, sheaf_graph_reset(g))) goto done;
+  ln_rng = 0x452821e638d01377ull;
+  sheaf_expr hc[2 * LN];
+  for (int i = 0; i < LN; i++) {
+    ln_state s = ln_tree(g, &md, 1 + ln_irand(2 * LMAXL));
+    hc[2 * i] = s.h, hc[2 * i + 1] = s.c;
+  }
+  if (!CHECK_OK(ctx, sheaf_graph_flush(g))) goto done;
+  out = malloc(2 * LN * LH * sizeof *out);
+  for (int i = 0; out && i < 2 * LN; i++) {
+    sheaf_value_view v;
+    if (!CHECK_OK(ctx, sheaf_value(g, hc[i], &v))) {
+      free(out);
+      out = NULL;
+      break;
+    }
+    memcpy(out + (size_t)i * LH, v.data, LH * sizeof *out);
+  }
+  if (out) *n = 2 * LN * LH;
+done:
+  sheaf_graph_free(g);
+  sheaf_model_free(md.m);
+  sheaf_ctx_free(ctx);
+  return out;
+}
+
+TEST(tree_lstm_forward_halves_equal_one_thread_bitwise) {
+  for (int train = 0; train < 2; train++) {
+    size_t n1 = 0, n2 = 0;
+    float *one = ln_forward(1, train, &n1), *two = ln_forward(2, train, &n2);
+    if (CHECK(one && two && n1 == n2 && n1 > 0)) {
+      double scale = 0;
+      for (size_t i = 0; i < n1; i++) scale = fmax(scale, fabs((double)one[i]));
+      CHECK(scale > 0.01);
+      CHECK(memcmp(one, two, n1 * sizeof(float)) == 0);
+    }
+    free(one);
+    free(two);
+  }
+}
