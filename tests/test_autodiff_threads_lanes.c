@@ -5,7 +5,8 @@
  * two halves by rows) and a two-direction LSTM (two buckets a depth) run
  * their second pass (the forward kept the gates) as lanes on 2 threads:
  * the parameters' gradients equal one thread's within 1e-5 of their scale,
- * and two 2-thread runs give the same bits. Two affines of different
+ * and two 2-thread runs give the same bits; the LSTM's two dW GEMMs (and
+ * the bias sums) at the end of the pass run side by side too. Two affines of different
  * weights reading the same inputs at one depth share a node: the depth
  * runs serially (no lanes), with the same gradients as one thread. The
  * TreeLSTM's forward on 2 threads (a large level: two halves of its rows,
@@ -156,6 +157,8 @@ static void ln_check(int model, bool want_lanes) {
     CHECK_EQ_INT(s1.lane_depths, 0); /* one thread: never */
     if (want_lanes) CHECK(s2.lane_depths > 3 && s2.lanes >= 2 * s2.lane_depths);
     else CHECK_EQ_INT(s2.lane_depths, 0);
+    CHECK_EQ_INT(s1.dw_lanes, 0);
+    CHECK_EQ_INT(s2.dw_lanes, model == 1); /* two directions: two equal dW GEMMs */
     CHECK_EQ_INT(s1.gemm_buckets, s2.gemm_buckets);
     double scale = 0, worst = 0;
     for (size_t i = 0; i < n1; i++) scale = fmax(scale, fabs((double)one[i]));

@@ -581,7 +581,7 @@ sheaf_status sh_backward_stats(sheaf_graph *g, int n_loss, const sheaf_expr *los
     memset(b.req, 0, b.n);
     memset(b.vals, 0, (size_t)b.n * sizeof *b.vals);
     st = run_pass(&b, n_loss, loss, scale, opts);
-    if (stats) *stats = (sh_bw_stats){b.gemm_buckets, b.lane_depths, b.lanes};
+    if (stats) *stats = (sh_bw_stats){b.gemm_buckets, b.lane_depths, b.lanes, b.dw_lanes};
   }
   for (uint32_t i = 0; i < b.n_wt; i++) sh_gemm_packed_b_free(g->ctx, b.wt[i]);
   /* next time, one chunk holds what this pass needed */

@@ -357,9 +357,83 @@ static void tr_task(void *arg, int64_t task, int tid) {
   }
 }
 
+/* One job of the end of the pass: a bias's sums (d NULL) or a set of
+ * weights' dW GEMM (its transpose first). */
+typedef struct dw_job {
+  sh_bw *b;
+  const sh_bw_bias *e;
+  const sh_bw_dw *d;
+  float *db, *t;
+  float **crow;
+  const float **dyr;
+  int64_t m;
+  double cost; /* multiply-adds (and adds) */
+  sh_gemm_ws *ws;
+  sheaf_status st;
+} dw_job;
+
+/* Runs a job on `threads` (1: whole on the calling thread; the same sums
+ * in the same order either way: the splits are by columns, the GEMM's by
+ * rows or columns of C, never K). */
+static sheaf_status dw_run(dw_job *j, int threads) {
+  sh_bw *b = j->b;
+  if (!j->d) {
+    bias_job bj = {j->db, j->dyr, j->m, j->e->out, threads > 1 ? 64 : j->e->out};
+    if (threads > 1) col_run(b, j->e->out, bj.cols, j->m * j->e->out, bias_task, &bj);
+    else bias_task(&bj, 0, 0);
+    return SHEAF_OK;
+  }
+  const sh_bw_dw *d = j->d;
+  tr_job tj = {d, j->t, j->m, threads > 1 ? 16 : d->sum_in};
+  if (threads > 1) col_run(b, d->sum_in, tj.cols, j->m * d->sum_in, tr_task, &tj);
+  else tr_task(&tj, 0, 0);
+  sh_gemm_args a = {0};
+  a.m = d->sum_in;
+  a.n_src = 1;
+  a.src[0] = (sh_gemm_src){j->m, {NULL, j->t, j->m}};
+  a.b = (sh_gemm_in){j->dyr, NULL, 0};
+  a.n = d->out;
+  a.c = (sh_gemm_out){j->crow, NULL, 0};
+  a.accumulate = true;
+  a.ws = j->ws;
+  return sh_gemm(b->ctx, b->g->isa, threads, &a);
+}
+
+static void dw_task(void *arg, int64_t task, int tid) {
+  (void)tid;
+  dw_job *const *order = arg;
+  order[task]->st = dw_run(order[task], 1);
+}
+
+/* Whether the jobs may run side by side, one per task: two or more, the
+ * largest at most 60% of the work (else one thread would carry it while
+ * the other idles: the GEMMs split over the pool instead), enough work,
+ * every parameter written by one job only, at most a workspace a GEMM. */
+static bool dw_lanes(const sh_bw *b, dw_job *j, uint32_t nj) {
+  if (b->threads < 2 || nj < 2) return false;
+  double total = 0, big = 0;
+  uint32_t gemms = 0;
+  for (uint32_t q = 0; q < nj; q++) {
+    total += j[q].cost;
+    if (j[q].cost > big) big = j[q].cost;
+    gemms += j[q].d != NULL;
+  }
+  if (gemms > SH_TRAIN_LANES || big > 0.6 * total || total < 1048576.0) return false;
+  for (uint32_t q = 0; q < nj; q++) /* the parameters: disjoint */
+    for (uint32_t r = 0; r < q; r++)
+      for (int x = 0; x < (j[q].d ? j[q].d->nx : 1); x++)
+        for (int y = 0; y < (j[r].d ? j[r].d->nx : 1); y++)
+          if ((j[q].d ? j[q].d->wid[x] : j[q].e->pid) == (j[r].d ? j[r].d->wid[y] : j[r].e->pid)) return false;
+  return true;
+}
+
 sheaf_status sh_bw_dw_flush(sh_bw *b) {
   sheaf_graph *g = b->g;
   sheaf_model *md = g->model;
+  uint32_t nj = 0;
+  dw_job *j = sh_bw_alloc(b, ((size_t)b->n_bias + b->n_dw + 1) * sizeof *j);
+  dw_job **order = sh_bw_alloc(b, ((size_t)b->n_bias + b->n_dw + 1) * sizeof *order);
+  if (!j || !order) return SHEAF_ERR_NOMEM;
   for (uint32_t q = 0; q < b->n_bias; q++) { /* db += every recorded row of dY, in order */
     const sh_bw_bias *e = &b->bias[q];
     int64_t m = 0;
@@ -372,15 +446,15 @@ sheaf_status sh_bw_dw_flush(sh_bw *b) {
       memcpy(dyr + r0, sg->dyr, (size_t)sg->m * sizeof *dyr);
       r0 += sg->m;
     }
-    bias_job bj = {db, dyr, m, e->out, 64};
-    col_run(b, e->out, bj.cols, m * e->out, bias_task, &bj);
+    j[nj++] = (dw_job){b, e, NULL, db, NULL, NULL, dyr, m, (double)m * (double)e->out, b->ws, SHEAF_OK};
   }
   for (uint32_t q = 0; q < b->n_dw; q++) {
     const sh_bw_dw *d = &b->dw[q];
     int64_t m = d->m, sum_in = d->sum_in, out = d->out;
     if (!m) continue;
     /* A = [X_1 | .. | X_nx]^T [sum_in, m]: the segments' rows transposed,
-     * gathered from their row pointers, 16 columns of A's rows per task */
+     * gathered from their row pointers (16 columns of A's rows per task
+     * when split) */
     float *t = sh_bw_alloc(b, (size_t)sum_in * (size_t)m * sizeof(float));
     float **crow = sh_bw_alloc(b, (size_t)sum_in * sizeof *crow);
     const float **dyr = sh_bw_alloc(b, (size_t)m * sizeof *dyr);
@@ -390,7 +464,6 @@ sheaf_status sh_bw_dw_flush(sh_bw *b) {
       memcpy(dyr + r0, sg->dyr, (size_t)sg->m * sizeof *dyr);
       r0 += sg->m;
     }
-    tr_job tj = {d, t, m, 16};
     int64_t o = 0;
     for (int k = 0; k < d->nx; k++) {
       float *dw = sh_bw_param_grad(b, d->wid[k]);
@@ -399,17 +472,34 @@ sheaf_status sh_bw_dw_flush(sh_bw *b) {
       for (int64_t i = 0; i < in; i++) crow[o + i] = dw + i * out;
       o += in;
     }
-    col_run(b, sum_in, tj.cols, m * sum_in, tr_task, &tj);
-    sh_gemm_args a = {0};
-    a.m = sum_in;
-    a.n_src = 1;
-    a.src[0] = (sh_gemm_src){m, {NULL, t, m}};
-    a.b = (sh_gemm_in){dyr, NULL, 0};
-    a.n = out;
-    a.c = (sh_gemm_out){crow, NULL, 0};
-    a.accumulate = true;
-    a.ws = b->ws;
-    sheaf_status st = gemm(b, &a);
+    double cost = (double)m * (double)sum_in * (double)(out + 1);
+    j[nj++] = (dw_job){b, NULL, d, NULL, t, crow, dyr, m, cost, b->ws, SHEAF_OK};
+  }
+  if (dw_lanes(b, j, nj)) { /* side by side: the largest first, a GEMM's workspace each */
+    sheaf_status st;
+    uint32_t w = 0;
+    for (uint32_t q = 0; q < nj; q++) {
+      order[q] = &j[q];
+      if (!j[q].d) continue;
+      while ((uint32_t)g->work.n_gemm_ws <= w) {
+        if ((st = sh_gemm_ws_create(b->ctx, &g->work.gemm_ws[g->work.n_gemm_ws]))) return st;
+        g->work.n_gemm_ws++;
+      }
+      j[q].ws = g->work.gemm_ws[w++];
+    }
+    for (uint32_t q = 1; q < nj; q++) /* by cost, descending (insertion: a handful) */
+      for (uint32_t r = q; r > 0 && order[r]->cost > order[r - 1]->cost; r--) {
+        dw_job *x = order[r];
+        order[r] = order[r - 1], order[r - 1] = x;
+      }
+    sh_pool_run(b->ctx->pool, nj, dw_task, order, b->threads);
+    b->dw_lanes = 1;
+    for (uint32_t q = 0; q < nj; q++)
+      if (j[q].st) return j[q].st;
+    return SHEAF_OK;
+  }
+  for (uint32_t q = 0; q < nj; q++) {
+    sheaf_status st = dw_run(&j[q], b->threads);
     if (st) return st;
   }
   return SHEAF_OK;

@@ -63,6 +63,7 @@ typedef struct sh_bw {
   uint32_t n;      /* nodes of the graph */
   uint64_t gemm_buckets; /* GEMM buckets run (each one GEMM for dW, one per input for dX) */
   uint64_t lane_depths, lanes; /* lanes.c: depths run as lanes, and their lanes */
+  uint64_t dw_lanes; /* sh_bw_dw_flush ran its jobs side by side */
   sh_gemm_packed_b **wt; /* by parameter id - 1: W^T packed for dX = dY·W^T, once per pass
                             (n_wt entries, NULL until used; freed at the end of the pass) */
   uint32_t n_wt;
@@ -127,9 +128,11 @@ sheaf_status sh_bw_cell_gemm(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t 
 sheaf_status sh_bw_tree_lstm(sh_bw *b, const uint32_t *ids, uint32_t n);
 
 /* What a pass ran (tests): GEMM buckets, the depths whose GEMM buckets ran
- * as lanes (lanes.c) and those lanes. */
+ * as lanes (lanes.c) and those lanes, and whether the dW and bias jobs at
+ * its end ran side by side. */
 typedef struct sh_bw_stats {
   uint64_t gemm_buckets, lane_depths, lanes;
+  uint64_t dw_lanes; /* the end of the pass's jobs run side by side (0 or 1) */
 } sh_bw_stats;
 /* sheaf_backward, also giving the count of GEMM buckets it ran (tests). */
 sheaf_status sh_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss, const sheaf_backward_opts *opts,
