@@ -156,6 +156,12 @@ const float *sh_bw_val(sh_bw *b, uint32_t id) {
     return NULL;
   }
   const sh_node *n = &b->g->store.nodes[id];
+  /* a stored, contiguous value that sheaf_value would hand out as is (not
+   * pending, no raw affine value to recompute, not fused away): read it
+   * without the API's checks */
+  if (n->val && id < b->g->store.first_pending && n->op != SH_OP_AFFINE && n->op != SH_OP_SLICE &&
+      !sh_pw_absorbed(b->g, id) && !(n->rank == 2 && n->rows > 1 && n->ld != n->cols))
+    return b->vals[id] = n->val;
   if (sh_pw_absorbed(b->g, id) && !(n->done && n->val) && n->n_in <= 64) return absorbed_val(b, id);
   sheaf_value_view v;
   if (sheaf_value(b->g, sh_expr_of(b->g, id), &v)) return NULL;
@@ -472,6 +478,8 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
     while (epoch < g->store.n_epoch && g->store.epoch_start[epoch] <= id) epoch++;
     if (!(b->req[id] & 2)) continue;
     const sh_node *nd = &nodes[id];
+    if (nd->op == SH_OP_LSTM_C || nd->op == SH_OP_INPUT) continue; /* no rule to run: the cell reads
+                                                                      its c's gradient; an input's is the caller's */
     bw_item e = {nd->phase, epoch, nd->depth, 0, nd->op, 0, 0, 0, id};
     if (nd->op == SH_OP_AFFINE || is_cell(nd->op)) {
       e.gemm = 1;
