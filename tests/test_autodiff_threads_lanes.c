@@ -248,3 +248,51 @@ TEST(tree_lstm_forward_halves_equal_one_thread_bitwise) {
     free(two);
   }
 }
+
+/* Every allocation of a 2-thread pass with lanes failing in turn (the
+ * lanes' arenas and workspaces are new in that pass): SHEAF_ERR_NOMEM, no
+ * crash, no leak, until the pass succeeds. */
+TEST(lanes_out_of_memory_is_an_error) {
+  sheaf_ctx_options co = {0};
+  co.threads = 2;
+  co.allocator = th_allocator();
+  sheaf_ctx *ctx = NULL;
+  REQUIRE(sheaf_ctx_create(&co, &ctx, NULL, 0) == SHEAF_OK);
+  ln_model md = {0};
+  static sheaf_expr loss[LN];
+  bool succeeded = false;
+  long failed = 0;
+  if (CHECK_OK(ctx, sheaf_model_create(ctx, &md.m))) {
+    md.p[0] = th_param(ctx, md.m, "emb", 2, LV, LE);
+    md.p[1] = th_param(ctx, md.m, "W1", 2, LE + LH, 4 * LH);
+    md.p[2] = th_param(ctx, md.m, "b1", 1, 4 * LH, 0);
+    md.p[3] = th_param(ctx, md.m, "W2", 2, LE + LH, 4 * LH);
+    md.p[4] = th_param(ctx, md.m, "b2", 1, 4 * LH, 0);
+    md.p[5] = th_param(ctx, md.m, "Wo", 2, 2 * LH, LC);
+    md.p[6] = th_param(ctx, md.m, "bo", 1, LC, 0);
+    md.np = 7;
+    CHECK_OK(ctx, sheaf_model_seed(md.m, 5));
+    for (long n = 1; n < 2000 && !succeeded; n++) {
+      sheaf_graph *g = NULL;
+      if (!CHECK_OK(ctx, sheaf_graph_create(md.m, NULL, &g))) break;
+      int k = ln_build(g, &md, 1, loss); /* the first pass keeps nothing: no lanes */
+      bool ok = CHECK(k == LN) && CHECK_OK(ctx, sheaf_backward(g, k, loss, NULL)) &&
+                CHECK(ln_build(g, &md, 1, loss) == k) && CHECK_OK(ctx, sheaf_graph_flush(g)) &&
+                CHECK_OK(ctx, sheaf_model_zero_grad(md.m));
+      if (ok) {
+        sh_bw_stats s;
+        th_fail_alloc_at(n);
+        sheaf_status st = sh_backward_stats(g, k, loss, NULL, &s);
+        th_fail_alloc_at(0);
+        if (st == SHEAF_OK) succeeded = CHECK(s.lane_depths > 0 && s.dw_lanes == 1);
+        else failed += CHECK_EQ_INT(st, SHEAF_ERR_NOMEM);
+      }
+      sheaf_graph_free(g);
+      if (!ok) break;
+    }
+  }
+  CHECK(succeeded);
+  CHECK(failed > 4); /* the pass allocates: the lanes' arenas and workspaces among them */
+  sheaf_model_free(md.m);
+  sheaf_ctx_free(ctx);
+}
