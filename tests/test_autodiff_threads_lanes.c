@@ -8,7 +8,9 @@
  * and two 2-thread runs give the same bits; the LSTM's two dW GEMMs (and
  * the bias sums) at the end of the pass run side by side too. Two affines of different
  * weights reading the same inputs at one depth share a node: the depth
- * runs serially (no lanes), with the same gradients as one thread. The
+ * runs serially (no lanes), with the same gradients as one thread; over
+ * their own inputs, one with 32x the other's work, the large one runs as
+ * two halves beside the small one (three lanes). The
  * TreeLSTM's forward on 2 threads (a large level: two halves of its rows,
  * src/runtime/exec_tree_lstm.c) gives one thread's values bit for bit, on
  * an inference graph and on a training one (gates kept).
@@ -74,7 +76,8 @@ static ln_state ln_tree(sheaf_graph *g, const ln_model *md, int leaves) {
 }
 
 /* model 0: TreeLSTM; 1: two LSTM directions over sequences; 2: two affines
- * of different weights over the same inputs at one depth. Builds the
+ * of different weights over the same inputs at one depth; 3: the same over
+ * their own inputs, one with 32x the other's work. Builds the
  * batch's losses; returns their count. */
 static int ln_build(sheaf_graph *g, const ln_model *md, int model, sheaf_expr *loss) {
   if (sheaf_graph_reset(g)) return 0;
@@ -97,10 +100,11 @@ static int ln_build(sheaf_graph *g, const ln_model *md, int model, sheaf_expr *l
         hd[d] = h;
       }
       loss[k++] = sheaf_nll(g, sheaf_affine(g, md->p[5], sheaf_concat(g, 2, hd), md->p[6]), ln_irand(LC));
-    } else {
+    } else { /* 2: both read x; 3: each its own, W2 far smaller */
       sheaf_expr x = sheaf_lookup(g, md->p[0], ln_irand(LV));
+      sheaf_expr x2 = model == 2 ? x : sheaf_lookup(g, md->p[0], ln_irand(LV));
       sheaf_expr y[2] = {sheaf_tanh(g, sheaf_affine(g, md->p[1], x, md->p[2])),
-                         sheaf_tanh(g, sheaf_affine(g, md->p[3], x, md->p[4]))};
+                         sheaf_tanh(g, sheaf_affine(g, md->p[3], x2, md->p[4]))};
       loss[k++] = sheaf_nll(g, sheaf_affine(g, md->p[5], sheaf_concat(g, 2, y), md->p[6]), ln_irand(LC));
     }
   }
@@ -121,13 +125,16 @@ static float *ln_run(int model, int threads, size_t *n, sh_bw_stats *stats) {
   float *w = NULL;
   static sheaf_expr loss[LN];
   if (!CHECK_OK(ctx, sheaf_model_create(ctx, &md.m))) goto done;
+  /* W1 [in, out], W2 [in2, out2], Wo [top, LC] by model */
   int64_t in = model == 1 ? LE + LH : LE, out = model == 0 ? 3 * LH : 4 * LH;
+  int64_t in2 = model == 0 ? 2 * LH : in, out2 = model == 0 ? 5 * LH : model == 3 ? 8 : out;
+  int64_t top = model == 0 ? LH : model == 1 ? 2 * LH : out + out2;
   md.p[0] = th_param(ctx, md.m, "emb", 2, LV, LE);
   md.p[1] = th_param(ctx, md.m, "W1", 2, in, out);
   md.p[2] = th_param(ctx, md.m, "b1", 1, out, 0);
-  md.p[3] = th_param(ctx, md.m, "W2", 2, model == 0 ? 2 * LH : in, model == 0 ? 5 * LH : out);
-  md.p[4] = th_param(ctx, md.m, "b2", 1, model == 0 ? 5 * LH : out, 0);
-  md.p[5] = th_param(ctx, md.m, "Wo", 2, model == 0 ? LH : model == 1 ? 2 * LH : 2 * out, LC);
+  md.p[3] = th_param(ctx, md.m, "W2", 2, in2, out2);
+  md.p[4] = th_param(ctx, md.m, "b2", 1, out2, 0);
+  md.p[5] = th_param(ctx, md.m, "Wo", 2, top, LC);
   md.p[6] = th_param(ctx, md.m, "bo", 1, LC, 0);
   md.np = 7;
   if (!CHECK_OK(ctx, sheaf_model_seed(md.m, 11)) || !CHECK_OK(ctx, sheaf_graph_create(md.m, NULL, &g))) goto done;
@@ -148,14 +155,15 @@ done:
 }
 
 /* Runs `model` on 1 thread and twice on 2; checks the lanes ran (or not)
- * and the gradients. */
-static void ln_check(int model, bool want_lanes) {
+ * and the gradients; *out (may be NULL): the 2-thread pass's stats. */
+static void ln_check_stats(int model, bool want_lanes, sh_bw_stats *out) {
   size_t n1 = 0, n2 = 0, n3 = 0;
   sh_bw_stats s1, s2, s3;
+  if (!out) out = &s2;
   float *one = ln_run(model, 1, &n1, &s1), *two = ln_run(model, 2, &n2, &s2), *again = ln_run(model, 2, &n3, &s3);
   if (CHECK(one && two && again && n1 == n2 && n1 == n3)) {
     CHECK_EQ_INT(s1.lane_depths, 0); /* one thread: never */
-    if (want_lanes) CHECK(s2.lane_depths > 3 && s2.lanes >= 2 * s2.lane_depths);
+    if (want_lanes) CHECK(s2.lane_depths > (model == 3 ? 0u : 3u) && s2.lanes >= 2 * s2.lane_depths);
     else CHECK_EQ_INT(s2.lane_depths, 0);
     CHECK_EQ_INT(s1.dw_lanes, 0);
     CHECK_EQ_INT(s2.dw_lanes, model == 1); /* two directions: two equal dW GEMMs */
@@ -170,16 +178,28 @@ static void ln_check(int model, bool want_lanes) {
     CHECK(worst <= 1e-5 * scale);
     CHECK(memcmp(two, again, n1 * sizeof(float)) == 0);
   }
+  *out = s2;
   free(one);
   free(two);
   free(again);
 }
+
+static void ln_check(int model, bool want_lanes) { ln_check_stats(model, want_lanes, NULL); }
 
 TEST(tree_lstm_levels_run_as_two_lanes_equal_to_one_thread) { ln_check(0, true); }
 
 TEST(lstm_directions_run_side_by_side_equal_to_one_thread) { ln_check(1, true); }
 
 TEST(buckets_sharing_an_input_do_not_run_as_lanes) { ln_check(2, false); }
+
+/* The large bucket runs as two halves beside the small one: three lanes. */
+TEST(a_bucket_with_most_of_a_depths_work_is_split_beside_the_others) {
+  sh_bw_stats s;
+  memset(&s, 0, sizeof s);
+  ln_check_stats(3, true, &s);
+  CHECK_EQ_INT(s.lane_depths, 1);
+  CHECK_EQ_INT(s.lanes, 3);
+}
 
 /* Every tree's root h and c after a flush on `threads` (malloc'd), on a
  * graph that trained once (train) or never. */

@@ -3,7 +3,8 @@
  * on the pool (sh_bw_gemm_depth): each bucket (or each half of a lone
  * bucket) is a lane, a pool task that runs the bucket's rule whole on one
  * thread — its gates' gradient, its dX GEMM, its adds — with an arena and
- * a GEMM workspace of its own. One dispatch and one barrier a depth, where
+ * a GEMM workspace of its own. A bucket with most of a depth's work is
+ * itself two halves. One dispatch and one barrier a depth, where
  * a bucket run alone dispatches its gates' gradient, its GEMM (each task
  * packing its own A) and its sums one after another, each with a barrier,
  * and does its bookkeeping on the caller alone. The BiLSTM's two
@@ -41,6 +42,7 @@
 typedef struct lane {
   const uint32_t *ids;
   uint32_t n;
+  double macs; /* its dX multiply-adds: the larger lanes are claimed first */
   sh_bw b; /* the pass, with the lane's arena, workspace, one thread and record */
   sh_bw_rec rec;
   sheaf_status st;
@@ -48,7 +50,7 @@ typedef struct lane {
 
 static void lane_task(void *arg, int64_t task, int tid) {
   (void)tid;
-  lane *l = &((lane *)arg)[task];
+  lane *l = ((lane **)arg)[task];
   l->st = sh_bw_rules[l->b.g->store.nodes[l->ids[0]].op](&l->b, l->ids, l->n);
 }
 
@@ -138,7 +140,13 @@ static sheaf_status run_lanes(sh_bw *b, lane *l, uint32_t nl) {
     l[k].rec.used = false;
     l[k].st = SHEAF_OK;
   }
-  sh_pool_run(b->ctx->pool, nl, lane_task, l, b->threads);
+  lane *order[SH_TRAIN_LANES]; /* the pool's tasks: largest first (insertion sort: a handful) */
+  for (uint32_t k = 0; k < nl; k++) {
+    uint32_t r = k;
+    for (; r > 0 && order[r - 1]->macs < l[k].macs; r--) order[r] = order[r - 1];
+    order[r] = &l[k];
+  }
+  sh_pool_run(b->ctx->pool, nl, lane_task, order, b->threads);
   b->lane_depths++;
   b->lanes += nl;
   for (uint32_t k = 0; k < nl; k++) {
@@ -148,28 +156,48 @@ static sheaf_status run_lanes(sh_bw *b, lane *l, uint32_t nl) {
   return SHEAF_OK;
 }
 
+/* Where a bucket splits in two halves of its rows (1 .. n - 1). */
+static uint32_t half_at(const sheaf_graph *g, const uint32_t *ids, uint32_t n) {
+  int64_t rows = 0, half = 0;
+  for (uint32_t i = 0; i < n; i++) rows += g->store.nodes[ids[i]].rows;
+  uint32_t s = 0;
+  while (s + 1 < n && 2 * (half + g->store.nodes[ids[s]].rows) <= rows) half += g->store.nodes[ids[s++]].rows;
+  return s ? s : 1;
+}
+
+/* The lanes of a depth: each bucket one, except that a bucket with over
+ * 60% of the work (a lone one always) is two halves of its rows, so that
+ * no thread carries most of the depth alone; 0: none (too little work, an
+ * op that cannot run in a lane, more lanes than SH_TRAIN_LANES, or a
+ * heavy bucket of one node). */
+static uint32_t plan(const sh_bw *b, const uint32_t *ids, const uint32_t *off, uint32_t nb, lane *l) {
+  const sheaf_graph *g = b->g;
+  if (b->threads < 2 || nb > SH_TRAIN_LANES || b->rec) return 0;
+  double total = 0, big = -1;
+  uint32_t kb = 0;
+  for (uint32_t k = 0; k < nb; k++) {
+    double m = 0;
+    if (!lane_op(b, ids + off[k], off[k + 1] - off[k], &m)) return 0;
+    total += m;
+    if (m > big) big = m, kb = k;
+  }
+  bool split = big > 0.6 * total;
+  if (total < LANE_MIN_MACS || (split && (off[kb + 1] - off[kb] < 2 || nb + 1 > SH_TRAIN_LANES))) return 0;
+  uint32_t nl = 0;
+  for (uint32_t k = 0; k < nb; k++) {
+    const uint32_t *bi = ids + off[k];
+    uint32_t n = off[k + 1] - off[k], s = split && k == kb ? half_at(g, bi, n) : n;
+    l[nl++] = (lane){.ids = bi, .n = s};
+    if (s < n) l[nl++] = (lane){.ids = bi + s, .n = n - s};
+  }
+  for (uint32_t k = 0; k < nl; k++) lane_op(b, l[k].ids, l[k].n, &l[k].macs);
+  return nl;
+}
+
 sheaf_status sh_bw_gemm_depth(sh_bw *b, const uint32_t *ids, const uint32_t *off, uint32_t nb) {
   const sheaf_graph *g = b->g;
   lane l[SH_TRAIN_LANES];
-  uint32_t nl = 0;
-  if (b->threads > 1 && nb <= SH_TRAIN_LANES && !b->rec) {
-    double macs = 0;
-    bool ok = true;
-    for (uint32_t k = 0; k < nb && ok; k++) ok = lane_op(b, ids + off[k], off[k + 1] - off[k], &macs);
-    if (ok && macs >= LANE_MIN_MACS) {
-      if (nb >= 2) {
-        for (uint32_t k = 0; k < nb; k++) l[nl++] = (lane){.ids = ids + off[k], .n = off[k + 1] - off[k]};
-      } else if (off[1] >= 2) { /* one bucket: two halves of its rows */
-        int64_t rows = 0, half = 0;
-        for (uint32_t i = 0; i < off[1]; i++) rows += g->store.nodes[ids[i]].rows;
-        uint32_t s = 0;
-        while (s + 1 < off[1] && 2 * (half + g->store.nodes[ids[s]].rows) <= rows) half += g->store.nodes[ids[s++]].rows;
-        if (s == 0) s = 1;
-        l[nl++] = (lane){.ids = ids, .n = s};
-        l[nl++] = (lane){.ids = ids + s, .n = off[1] - s};
-      }
-    }
-  }
+  uint32_t nl = plan(b, ids, off, nb, l);
   bool nomem = false;
   if (nl >= 2 && independent(b, l, nl, &nomem)) return run_lanes(b, l, nl);
   if (nomem) return SHEAF_ERR_NOMEM;
