@@ -10,7 +10,7 @@
  * weights reading the same inputs at one depth share a node: the depth
  * runs serially (no lanes), with the same gradients as one thread; over
  * their own inputs, one with 32x the other's work, the large one runs as
- * two halves beside the small one (three lanes). The
+ * two halves beside the small one (itself in halves: four lanes). The
  * TreeLSTM's forward on 2 threads (a large level: two halves of its rows,
  * src/runtime/exec_tree_lstm.c) gives one thread's values bit for bit, on
  * an inference graph and on a training one (gates kept).
@@ -192,13 +192,14 @@ TEST(lstm_directions_run_side_by_side_equal_to_one_thread) { ln_check(1, true); 
 
 TEST(buckets_sharing_an_input_do_not_run_as_lanes) { ln_check(2, false); }
 
-/* The large bucket runs as two halves beside the small one: three lanes. */
+/* The large bucket runs as two halves beside the small one, which, the
+ * odd one out, is two halves too: four lanes, two a thread. */
 TEST(a_bucket_with_most_of_a_depths_work_is_split_beside_the_others) {
   sh_bw_stats s;
   memset(&s, 0, sizeof s);
   ln_check_stats(3, true, &s);
   CHECK_EQ_INT(s.lane_depths, 1);
-  CHECK_EQ_INT(s.lanes, 3);
+  CHECK_EQ_INT(s.lanes, 4);
 }
 
 /* Every tree's root h and c after a flush on `threads` (malloc'd), on a

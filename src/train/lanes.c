@@ -4,7 +4,8 @@
  * bucket) is a lane, a pool task that runs the bucket's rule whole on one
  * thread — its gates' gradient, its dX GEMM, its adds — with an arena and
  * a GEMM workspace of its own. A bucket with most of a depth's work is
- * itself two halves. One dispatch and one barrier a depth, where
+ * itself two halves, and so is the smallest lane when their count is odd
+ * (two threads: each takes a half). One dispatch and one barrier a depth, where
  * a bucket run alone dispatches its gates' gradient, its GEMM (each task
  * packing its own A) and its sums one after another, each with a barrier,
  * and does its bookkeeping on the caller alone. The BiLSTM's two
@@ -191,6 +192,22 @@ static uint32_t plan(const sh_bw *b, const uint32_t *ids, const uint32_t *off, u
     if (s < n) l[nl++] = (lane){.ids = bi + s, .n = n - s};
   }
   for (uint32_t k = 0; k < nl; k++) lane_op(b, l[k].ids, l[k].n, &l[k].macs);
+  if (nl % 2 && nl < SH_TRAIN_LANES) { /* an odd one out (the BiLSTM's two directions and the
+                                          tagger's affine): its halves go one to each thread */
+    uint32_t ks = 0;
+    for (uint32_t k = 1; k < nl; k++)
+      if (l[k].macs < l[ks].macs) ks = k;
+    if (l[ks].n >= 2) {
+      uint32_t s = half_at(g, l[ks].ids, l[ks].n);
+      memmove(&l[ks + 2], &l[ks + 1], (nl - ks - 1) * sizeof *l);
+      l[ks + 1] = (lane){.ids = l[ks].ids + s, .n = l[ks].n - s};
+      l[ks].n = s;
+      l[ks].macs = 0;
+      lane_op(b, l[ks].ids, l[ks].n, &l[ks].macs);
+      lane_op(b, l[ks + 1].ids, l[ks + 1].n, &l[ks + 1].macs);
+      nl++;
+    }
+  }
   return nl;
 }
 
