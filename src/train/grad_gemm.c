@@ -6,7 +6,11 @@
  * C the weights' gradient rows); an LSTM bucket reads the gates its
  * forward kept (sh_saved; recomputed with one GEMM when it kept none),
  * turns dh and dc into the gates' gradient, then does the same.
- * matmul (activations times activations) runs node by node.
+ * matmul (activations times activations) runs node by node. The dW GEMMs
+ * and the bias sums are recorded and run at the end of the pass
+ * (sh_bw_dw_flush: one job per set of weights and per bias, side by side
+ * on the pool when balanced); a rule run in a lane (lanes.c) records its
+ * rows for the caller to append.
  */
 #include <math.h>
 #include <string.h>
