@@ -9,7 +9,8 @@
  * after them; a training graph keeps it for the backward (sh_saved,
  * src/train/grad_tree_lstm.c), an inference one takes it from scratch.
  * On two threads or more a large batch runs as two halves of its rows, one
- * pool task each (halves(): one dispatch, the tail in the same pass).
+ * pool task each (halves(): one dispatch, the tail in the same pass), when
+ * W is small or the batch long (each half reads all of W).
  */
 #include "base/pool.h"
 #include "kernels/vmath.h"
@@ -89,7 +90,11 @@ static void half_task(void *arg, int64_t task, int tid) {
  * and the batch is worth two tasks; false: not run (the caller runs it).
  * Afterwards t->st holds the first failure and a->rows_done is cleared. */
 static bool halves(sheaf_graph *g, sh_gemm_args *a, cell_tail *t, int64_t m, int64_t macs_per_row) {
-  if (g->threads < 2 || m < 8 || (double)m * (double)macs_per_row < 524288.0) return false;
+  /* each half reads all of the packed W (an N split reads it once): only
+   * when W is small (256 KB) or the halves long (256 rows) */
+  double wbytes = 4.0 * (double)a->b_packed->k * (double)a->b_packed->n;
+  if (g->threads < 2 || m < 8 || (double)m * (double)macs_per_row < 524288.0 || (wbytes > 262144.0 && m < 512))
+    return false;
   while (g->work.n_gemm_ws < 2) { /* half 1's workspace */
     if (sh_gemm_ws_create(g->ctx, &g->work.gemm_ws[g->work.n_gemm_ws])) return false;
     g->work.n_gemm_ws++;

@@ -5,12 +5,14 @@
  * thread — its gates' gradient, its dX GEMM, its adds — with an arena and
  * a GEMM workspace of its own. A bucket with most of a depth's work is
  * itself two halves, and so is the smallest lane when their count is odd
- * (two threads: each takes a half). One dispatch and one barrier a depth, where
+ * (two threads: each takes a half), when its W is small or its rows many
+ * (splittable()). One dispatch and one barrier a depth, where
  * a bucket run alone dispatches its gates' gradient, its GEMM (each task
  * packing its own A) and its sums one after another, each with a barrier,
  * and does its bookkeeping on the caller alone. The BiLSTM's two
  * directions are two such buckets at every depth; a TreeLSTM level is one,
- * split in two by rows.
+ * split in two by rows when it holds 512 rows or more (its W_node, 640 KB
+ * at hidden 128, is otherwise read more by two halves than it saves).
  *
  * When lanes may run: every bucket an affine or a cell whose gates the
  * forward kept (no recompute: its GEMM would read the model's packing
@@ -56,6 +58,27 @@ static void lane_task(void *arg, int64_t task, int tid) {
 }
 
 /* Whether a bucket may run in a lane (above), and its dX multiply-adds. */
+static bool lane_op(const sh_bw *b, const uint32_t *ids, uint32_t n, double *macs);
+
+/* Whether a bucket of `n` nodes and `rows` rows may be split in two halves:
+ * each half's dX GEMM reads all of W^T (packed), so the split reads it
+ * twice where the GEMM's own split over N reads it once; that costs little
+ * when W is small (256 KB: one L2's share) or the halves are long (256
+ * rows and more: the re-read is a few percent of the work). */
+static bool splittable(const sh_bw *b, const uint32_t *ids, uint32_t n) {
+  if (n < 2) return false;
+  int64_t rows = 0;
+  for (uint32_t i = 0; i < n; i++) rows += b->g->store.nodes[ids[i]].rows;
+  uint32_t wid[SH_GEMM_MAX_KSRC];
+  int nx = sh_bw_weights(b, ids[0], wid);
+  double bytes = 0;
+  for (int k = 0; k < nx; k++) {
+    const sh_param *w = &b->g->model->params[wid[k] - 1];
+    bytes += 4.0 * (double)w->shape[0] * (double)w->shape[1];
+  }
+  return bytes <= 262144.0 || rows >= 512;
+}
+
 static bool lane_op(const sh_bw *b, const uint32_t *ids, uint32_t n, double *macs) {
   const sheaf_graph *g = b->g;
   int op = g->store.nodes[ids[0]].op;
@@ -183,7 +206,9 @@ static uint32_t plan(const sh_bw *b, const uint32_t *ids, const uint32_t *off, u
     if (m > big) big = m, kb = k;
   }
   bool split = big > 0.6 * total;
-  if (total < LANE_MIN_MACS || (split && (off[kb + 1] - off[kb] < 2 || nb + 1 > SH_TRAIN_LANES))) return 0;
+  if (total < LANE_MIN_MACS ||
+      (split && (!splittable(b, ids + off[kb], off[kb + 1] - off[kb]) || nb + 1 > SH_TRAIN_LANES)))
+    return 0;
   uint32_t nl = 0;
   for (uint32_t k = 0; k < nb; k++) {
     const uint32_t *bi = ids + off[k];
@@ -197,7 +222,7 @@ static uint32_t plan(const sh_bw *b, const uint32_t *ids, const uint32_t *off, u
     uint32_t ks = 0;
     for (uint32_t k = 1; k < nl; k++)
       if (l[k].macs < l[ks].macs) ks = k;
-    if (l[ks].n >= 2) {
+    if (splittable(b, l[ks].ids, l[ks].n)) {
       uint32_t s = half_at(g, l[ks].ids, l[ks].n);
       memmove(&l[ks + 2], &l[ks + 1], (nl - ks - 1) * sizeof *l);
       l[ks + 1] = (lane){.ids = l[ks].ids + s, .n = l[ks].n - s};
