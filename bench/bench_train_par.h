@@ -6,7 +6,8 @@
  * of every run dispatched to two or more threads; the bench marks the end
  * of each phase of an update (build, forward flush, zeroing, backward,
  * optimizer step) and charges each phase its wall time and its parallel
- * time. What is left, wall minus parallel, ran on the caller alone: the
+ * time, and counts the dispatches (runs/upd: each a barrier, where an idle
+ * thread waits for the slowest). What is left, wall minus parallel, ran on the caller alone: the
  * serial part s of the step, and 1 / (s + (1 - s) / 2) is Amdahl's bound
  * for two threads. On a machine whose two vCPUs share one core's FMA units
  * a parallel region runs about as long as on one thread, so s measured at
@@ -26,8 +27,8 @@ enum { PAR_BUILD, PAR_FLUSH, PAR_LOSS, PAR_ZERO, PAR_BACKWARD, PAR_STEP, PAR_PHA
 
 typedef struct par_acct {
   sh_pool *pool; /* NULL: off */
-  uint64_t t, p; /* wall clock and parallel time at the last mark */
-  uint64_t wall[PAR_PHASES], par[PAR_PHASES];
+  uint64_t t, p, r; /* wall clock, parallel time and dispatches at the last mark */
+  uint64_t wall[PAR_PHASES], par[PAR_PHASES], runs[PAR_PHASES];
   int64_t updates;
 } par_acct;
 
@@ -46,38 +47,41 @@ static inline void par_begin(par_acct *a) {
   if (!a->pool) return;
   a->t = sheaf_time_ns();
   a->p = sh_pool_parallel_ns(a->pool);
+  a->r = sh_pool_parallel_runs(a->pool);
 }
 
 /* Ends phase `ph` (it began at the previous mark or par_begin). */
 static inline void par_mark(par_acct *a, int ph) {
   if (!a->pool) return;
-  uint64_t t = sheaf_time_ns(), p = sh_pool_parallel_ns(a->pool);
+  uint64_t t = sheaf_time_ns(), p = sh_pool_parallel_ns(a->pool), r = sh_pool_parallel_runs(a->pool);
   a->wall[ph] += t - a->t;
   a->par[ph] += p - a->p;
+  a->runs[ph] += r - a->r;
   a->t = t;
   a->p = p;
+  a->r = r;
 }
 
 /* Prints the per-phase table, s and the bound (loss read excluded: not
  * part of a step, the bench reads it once for its report). */
 static inline void par_report(const par_acct *a) {
   if (!a->pool || a->updates < 1) return;
-  double tw = 0, ts = 0;
+  double tw = 0, ts = 0, tr = 0;
   for (int i = 0; i < PAR_PHASES; i++)
-    if (i != PAR_LOSS) tw += (double)a->wall[i], ts += (double)(a->wall[i] - a->par[i]);
+    if (i != PAR_LOSS) tw += (double)a->wall[i], ts += (double)(a->wall[i] - a->par[i]), tr += (double)a->runs[i];
   double u = (double)a->updates * 1e6;
   printf("  serial part of a step (wall on the caller outside pool runs; %lld updates, %d threads):\n",
          (long long)a->updates, sh_pool_threads(a->pool));
-  printf("    %-15s %9s %9s %9s %8s\n", "phase", "ms/upd", "par ms", "serial ms", "s share");
+  printf("    %-15s %9s %9s %9s %8s %9s\n", "phase", "ms/upd", "par ms", "serial ms", "s share", "runs/upd");
   for (int i = 0; i < PAR_PHASES; i++) {
     if (i == PAR_LOSS || a->wall[i] == 0) continue;
-    printf("    %-15s %9.2f %9.2f %9.2f %7.1f%%\n", par_phase_name[i], (double)a->wall[i] / u,
+    printf("    %-15s %9.2f %9.2f %9.2f %7.1f%% %9.1f\n", par_phase_name[i], (double)a->wall[i] / u,
            (double)a->par[i] / u, (double)(a->wall[i] - a->par[i]) / u,
-           100.0 * (double)(a->wall[i] - a->par[i]) / tw);
+           100.0 * (double)(a->wall[i] - a->par[i]) / tw, (double)a->runs[i] / (double)a->updates);
   }
   double s = tw > 0 ? ts / tw : 1;
-  printf("    %-15s %9.2f %9.2f %9.2f %7.1f%%   Amdahl bound, 2 threads: %.2fx\n", "step",
-         tw / u, (tw - ts) / u, ts / u, 100.0 * s, 1.0 / (s + (1 - s) / 2));
+  printf("    %-15s %9.2f %9.2f %9.2f %7.1f%% %9.1f   Amdahl bound, 2 threads: %.2fx\n", "step",
+         tw / u, (tw - ts) / u, ts / u, 100.0 * s, tr / (double)a->updates, 1.0 / (s + (1 - s) / 2));
   fflush(stdout);
 }
 

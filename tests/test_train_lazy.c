@@ -134,3 +134,47 @@ done:
   lz_free(&d);
   lz_free(&z);
 }
+
+/* A dense step over a large table (rows 0..4999 of 8, chunks of 16384
+ * elements: several rows reached in some chunks, none in others): the rows
+ * no lookup reached are updated with a zero gradient read from a zero
+ * buffer (optim.c), bit for bit the step that reads the table's whole
+ * (zero) gradient, which sheaf_param_grad forces. */
+TEST(dense_step_over_unreached_rows_equals_a_whole_gradient_step) {
+  enum { V2 = 5000, D2 = 8 };
+  sheaf_ctx *ctx = th_ctx();
+  sheaf_model *m[2] = {NULL, NULL};
+  sheaf_graph *g[2] = {NULL, NULL};
+  sheaf_optimizer *o[2] = {NULL, NULL};
+  sheaf_param E[2], W[2];
+  const int64_t se[2] = {V2, D2}, sw[2] = {D2, OUT};
+  sheaf_optimizer_opts oo = {SHEAF_OPTIM_ADAM, 0.01f, 0, 0, 0, 0, 0, 0};
+  for (int k = 0; k < 2; k++)
+    if (!CHECK_OK(ctx, sheaf_model_create(ctx, &m[k])) ||
+        !CHECK_OK(ctx, sheaf_model_param(m[k], "E", 2, se, SHEAF_INIT_NORMAL, &E[k])) ||
+        !CHECK_OK(ctx, sheaf_model_param(m[k], "W", 2, sw, SHEAF_INIT_GLOROT, &W[k])) ||
+        !CHECK_OK(ctx, sheaf_model_seed(m[k], 9)) || !CHECK_OK(ctx, sheaf_graph_create(m[k], NULL, &g[k])) ||
+        !CHECK_OK(ctx, sheaf_optimizer_create(m[k], &oo, &o[k])))
+      goto done;
+  const int rows[3][4] = {{1, 2, 2100, 4999}, {7, 2049, 2050, 3000}, {0, 4096, 4097, 12}};
+  for (int step = 0; step < 3; step++)
+    for (int k = 0; k < 2; k++) {
+      sheaf_expr loss[4];
+      if (!CHECK_OK(ctx, sheaf_graph_reset(g[k])) || !CHECK_OK(ctx, sheaf_model_zero_grad(m[k]))) goto done;
+      for (int i = 0; i < 4; i++)
+        loss[i] = sheaf_nll(g[k], sheaf_affine(g[k], W[k], sheaf_lookup(g[k], E[k], rows[step][i]), (sheaf_param){0}), i % OUT);
+      if (!CHECK_OK(ctx, sheaf_backward(g[k], 4, loss, NULL))) goto done;
+      if (k == 1 && !CHECK(sheaf_param_grad(m[1], E[1]) != NULL)) goto done; /* whole: read as it is */
+      if (!CHECK_OK(ctx, sheaf_optimizer_step(o[k], NULL))) goto done;
+    }
+  const float *a = sheaf_model_param_data(m[0], E[0], NULL, NULL), *b = sheaf_model_param_data(m[1], E[1], NULL, NULL);
+  CHECK(memcmp(a, b, (size_t)V2 * D2 * sizeof(float)) == 0);
+  CHECK(memcmp(sheaf_model_param_data(m[0], W[0], NULL, NULL), sheaf_model_param_data(m[1], W[1], NULL, NULL),
+               (size_t)D2 * OUT * sizeof(float)) == 0);
+done:
+  for (int k = 0; k < 2; k++) {
+    sheaf_optimizer_free(o[k]);
+    sheaf_graph_free(g[k]);
+    sheaf_model_free(m[k]);
+  }
+}

@@ -8,7 +8,11 @@
  * The gates land in a block of (gates + 1)·hidden floats a row, tanh(c)
  * after them; a training graph keeps it for the backward (sh_saved,
  * src/train/grad_tree_lstm.c), an inference one takes it from scratch.
+ * On two threads or more a large batch runs as two halves of its rows, one
+ * pool task each (halves(): one dispatch, the tail in the same pass), when
+ * W is small or the batch long (each half reads all of W).
  */
+#include "base/pool.h"
 #include "kernels/vmath.h"
 #include "runtime/runtime.h"
 
@@ -19,6 +23,7 @@ typedef struct cell_tail {
   float *gates;     /* [m, ld] */
   const float *const *cl, *const *cr; /* children's c rows (binary) */
   float *c, *h;     /* [m, hid] */
+  sheaf_status st;  /* halves(): the first failure */
 } cell_tail;
 
 /* c = i·u (+ f_l·c_l + f_r·c_r), the terms added in that order. */
@@ -57,6 +62,67 @@ static void tail_rows(void *arg, int64_t m0, int64_t rows, int tid) {
   }
 }
 
+/* Two halves of the batch's rows, each one GEMM and its tail on one
+ * thread with a workspace of its own, as two pool tasks: one dispatch, no
+ * second pass for the tail (an N split over threads runs the tail after the
+ * whole product), no A packed twice. The GEMM has epilogues, so it sums
+ * the whole K in one pass whatever its rows: the same bits as one GEMM. */
+typedef struct half_job {
+  sheaf_graph *g;
+  sh_gemm_args a[2];
+  cell_tail t[2];
+  sheaf_status st[2];
+} half_job;
+
+static sh_gemm_in in_rows(sh_gemm_in x, int64_t r0) {
+  if (x.rows) x.rows += r0;
+  else x.base += r0 * x.ld;
+  return x;
+}
+
+static void half_task(void *arg, int64_t task, int tid) {
+  (void)tid;
+  half_job *j = arg;
+  j->st[task] = sh_gemm(j->g->ctx, j->g->isa, 1, &j->a[task]);
+}
+
+/* Runs a (on the whole batch, tail t) as halves when the graph has threads
+ * and the batch is worth two tasks; false: not run (the caller runs it).
+ * Afterwards t->st holds the first failure and a->rows_done is cleared. */
+static bool halves(sheaf_graph *g, sh_gemm_args *a, cell_tail *t, int64_t m, int64_t macs_per_row) {
+  /* each half reads all of the packed W (an N split reads it once): only
+   * when W is small (256 KB) or the halves long (256 rows) */
+  double wbytes = 4.0 * (double)a->b_packed->k * (double)a->b_packed->n;
+  if (g->threads < 2 || m < 8 || (double)m * (double)macs_per_row < 524288.0 || (wbytes > 262144.0 && m < 512))
+    return false;
+  while (g->work.n_gemm_ws < 2) { /* half 1's workspace */
+    if (sh_gemm_ws_create(g->ctx, &g->work.gemm_ws[g->work.n_gemm_ws])) return false;
+    g->work.n_gemm_ws++;
+  }
+  half_job j;
+  j.g = g;
+  int64_t h0 = m / 2;
+  for (int k = 0; k < 2; k++) {
+    int64_t r0 = k ? h0 : 0, rows = k ? m - h0 : h0;
+    j.a[k] = *a;
+    j.a[k].m = rows;
+    for (int s = 0; s < a->n_src; s++) j.a[k].src[s].in = in_rows(a->src[s].in, r0);
+    j.a[k].c = (sh_gemm_out){NULL, a->c.base + r0 * a->c.ld, a->c.ld};
+    j.a[k].ws = g->work.gemm_ws[k];
+    j.t[k] = *t;
+    j.t[k].gates += r0 * t->ld;
+    j.t[k].c += r0 * t->hid;
+    j.t[k].h += r0 * t->hid;
+    if (!t->leaf) j.t[k].cl += r0, j.t[k].cr += r0;
+    j.a[k].rows_done_arg = &j.t[k];
+    j.st[k] = SHEAF_OK;
+  }
+  sh_pool_run(g->ctx->pool, 2, half_task, &j, 2);
+  t->st = j.st[0] ? j.st[0] : j.st[1];
+  a->rows_done = NULL;
+  return true;
+}
+
 sheaf_status sh_exec_tree_lstm(sheaf_graph *g, uint32_t sig, const uint32_t *ids, uint32_t n,
                                int64_t m) {
   const sh_node *n0 = &g->store.nodes[ids[0]];
@@ -76,7 +142,7 @@ sheaf_status sh_exec_tree_lstm(sheaf_graph *g, uint32_t sig, const uint32_t *ids
     a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_BIAS, 0, 0, 0, g->model->params[n0->lin.b - 1].data, {0}};
   a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_ACT, 0, (ng - 1) * hid, SH_GEMM_ACT_SIGMOID, NULL, {0}};
   a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_ACT, (ng - 1) * hid, ng * hid, SH_GEMM_ACT_TANH, NULL, {0}};
-  cell_tail t = {g->isa, hid, ld, leaf, NULL, NULL, NULL, NULL, NULL};
+  cell_tail t = {g->isa, hid, ld, leaf, NULL, NULL, NULL, NULL, NULL, SHEAF_OK};
   if (!leaf && (!(t.cl = sh_exec_gather(g, ids, n, 1, m, false)) ||
                 !(t.cr = sh_exec_gather(g, ids, n, 2, m, false))))
     return g->status ? g->status : SHEAF_ERR_NOMEM;
@@ -111,7 +177,8 @@ sheaf_status sh_exec_tree_lstm(sheaf_graph *g, uint32_t sig, const uint32_t *ids
   a.rows_done = tail_rows;
   a.rows_done_arg = &t;
   uint64_t t0 = sheaf_time_ns();
-  st = sh_gemm(g->ctx, g->isa, g->threads, &a);
+  st = halves(g, &a, &t, m, (int64_t)pb->k * ng * hid) ? SHEAF_OK : sh_gemm(g->ctx, g->isa, g->threads, &a);
+  if (st == SHEAF_OK && a.rows_done == NULL) st = t.st; /* the halves ran: their status */
   g->instr.stats.ns_kernels += sheaf_time_ns() - t0;
   g->instr.stats.flops += 2 * (uint64_t)m * (uint64_t)pb->k * (uint64_t)(ng * hid) +
                           (uint64_t)((leaf ? 4 : 8) * m * hid);

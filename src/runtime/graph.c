@@ -128,6 +128,7 @@ sheaf_status sheaf_graph_create(sheaf_model *m, const sheaf_graph_opts *opts, sh
   sh_arena_init(&g->store.data, ctx, 1u << 20);
   sh_arena_init(&g->work.scratch, ctx, 256u << 10);
   sh_arena_init(&g->train, ctx, 1u << 20); /* src/train's */
+  for (int i = 0; i < SH_TRAIN_LANES; i++) sh_arena_init(&g->train_lane[i], ctx, 256u << 10);
   sheaf_status st = sh_gemm_ws_create(ctx, &g->work.gemm_ws[0]);
   if (st == SHEAF_OK) g->work.n_gemm_ws = 1;
   if (st == SHEAF_OK && o.trace_path) {
@@ -155,6 +156,7 @@ void sheaf_graph_free(sheaf_graph *g) {
   sh_arena_destroy(&g->store.data);
   sh_arena_destroy(&g->work.scratch);
   sh_arena_destroy(&g->train);
+  for (int i = 0; i < SH_TRAIN_LANES; i++) sh_arena_destroy(&g->train_lane[i]);
   sh_free(ctx, g->saved.lstm_gates, (size_t)g->saved.cap * sizeof *g->saved.lstm_gates);
   sh_free(ctx, g->work.zeros, (size_t)g->work.n_zeros * sizeof(float));
   sh_sched_sheaf_free(g);

@@ -292,6 +292,8 @@ typedef struct sh_trace_ev {
 
 #define SH_MAX_PHASE 1023
 #define SH_MAX_WS 64
+/* Buckets a backward pass runs side by side, one per pool task (src/train/lanes.c). */
+#define SH_TRAIN_LANES 4
 
 /* The graph's parts, one per owner (struct sheaf_graph below): a runtime
  * file writes its own part, node values and the counters of sh_instr; it
@@ -420,6 +422,8 @@ struct sheaf_graph {
   sh_instr instr;           /* counters, timers, the timeline */
   sh_arena train;           /* src/train: a backward pass's gradients and temporaries (reset
                                by each pass, its chunk kept for the next; graph.c frees it) */
+  sh_arena train_lane[SH_TRAIN_LANES]; /* the same for the buckets the pass runs side by side
+                               on the pool, one arena each (src/train/lanes.c) */
   sh_saved saved;           /* training: what the forward keeps for the backward */
   /* A new module with per-node data (the gradients of a backward pass, the
    * device buffers of a device executor) adds its part here, with its side

@@ -151,7 +151,17 @@ static const float *absorbed_val(sh_bw *b, uint32_t id) {
 
 const float *sh_bw_val(sh_bw *b, uint32_t id) {
   if (b->vals[id]) return b->vals[id];
+  if (b->rec) { /* a lane reads only what the caller read for it (lanes.c): resolving writes the graph */
+    sh_fail(b->ctx, SHEAF_ERR_INTERNAL, "sheaf_backward: internal error: node %u's value not read before its lane", id);
+    return NULL;
+  }
   const sh_node *n = &b->g->store.nodes[id];
+  /* a stored, contiguous value that sheaf_value would hand out as is (not
+   * pending, no raw affine value to recompute, not fused away): read it
+   * without the API's checks */
+  if (n->val && id < b->g->store.first_pending && n->op != SH_OP_AFFINE && n->op != SH_OP_SLICE &&
+      !sh_pw_absorbed(b->g, id) && !(n->rank == 2 && n->rows > 1 && n->ld != n->cols))
+    return b->vals[id] = n->val;
   if (sh_pw_absorbed(b->g, id) && !(n->done && n->val) && n->n_in <= 64) return absorbed_val(b, id);
   sheaf_value_view v;
   if (sheaf_value(b->g, sh_expr_of(b->g, id), &v)) return NULL;
@@ -459,13 +469,17 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
   bw_item *it = sh_bw_alloc(b, (size_t)(n_act ? n_act : 1) * sizeof *it);
   uint32_t *ids = sh_bw_alloc(b, (size_t)(n_act ? n_act : 1) * sizeof *ids);
   bw_item *tmp = sh_bw_alloc(b, (size_t)(n_act ? n_act : 1) * sizeof *tmp);
-  if (!it || !ids || !tmp) return SHEAF_ERR_NOMEM;
+  uint32_t *off = sh_bw_alloc(b, ((size_t)n_act + 1) * sizeof *off); /* a depth's GEMM buckets in ids */
+  if (!it || !ids || !tmp || !off) return SHEAF_ERR_NOMEM;
+  off[0] = 0;
   uint32_t c = 0, epoch = 0;
   for (uint32_t id = 0; id < top; id++) {
     /* the flush that computed it (a later one's nodes may sit at lower depths) */
     while (epoch < g->store.n_epoch && g->store.epoch_start[epoch] <= id) epoch++;
     if (!(b->req[id] & 2)) continue;
     const sh_node *nd = &nodes[id];
+    if (nd->op == SH_OP_LSTM_C || nd->op == SH_OP_INPUT) continue; /* no rule to run: the cell reads
+                                                                      its c's gradient; an input's is the caller's */
     bw_item e = {nd->phase, epoch, nd->depth, 0, nd->op, 0, 0, 0, id};
     if (nd->op == SH_OP_AFFINE || is_cell(nd->op)) {
       e.gemm = 1;
@@ -478,10 +492,24 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
   if (!sort_items(b, it, c)) return SHEAF_ERR_NOMEM;
   for (uint32_t i = 0; i < c;) {
     uint32_t j = i + 1;
-    while (it[i].gemm && j < c && it[j].gemm && it[j].phase == it[i].phase &&
-           it[j].epoch == it[i].epoch && it[j].depth == it[i].depth &&
-           it[j].op == it[i].op && it[j].k1 == it[i].k1 && it[j].k2 == it[i].k2 && it[j].k3 == it[i].k3)
-      j++;
+    if (it[i].gemm) { /* the depth's GEMM buckets (adjacent, at its end): lanes.c */
+      uint32_t m = 0, nb = 0;
+      for (uint32_t k = i; k < c && it[k].gemm && it[k].phase == it[i].phase &&
+                           it[k].epoch == it[i].epoch && it[k].depth == it[i].depth; k++, j = k) {
+        if (k > i && (it[k].op != it[k - 1].op || it[k].k1 != it[k - 1].k1 || it[k].k2 != it[k - 1].k2 ||
+                      it[k].k3 != it[k - 1].k3) && m > off[nb])
+          off[++nb] = m; /* a new bucket */
+        if (b->grad[it[k].id] || (is_cell(it[k].op) && b->grad[sh_lstm_cell(it[k].id)]))
+          ids[m++] = it[k].id; /* no gradient arrived: nothing to pass on */
+      }
+      if (m > off[nb]) off[++nb] = m;
+      sheaf_status st = nb ? sh_bw_gemm_depth(b, ids, off, nb) : SHEAF_OK;
+      if (st) return st;
+      b->gemm_buckets += nb;
+      off[0] = 0;
+      i = j;
+      continue;
+    }
     if (it[i].op == SH_OP_CONCAT && !it[i].gemm) j = concat_bucket(g, it, i, c, tmp);
     if (it[i].op == SH_OP_LOOKUP && !it[i].gemm) /* a bucket of lookups (they read only a table) */
       while (j < c && !it[j].gemm && it[j].op == SH_OP_LOOKUP && it[j].phase == it[i].phase &&
@@ -512,12 +540,20 @@ static sheaf_status run_pass(sh_bw *b, int n_loss, const sheaf_expr *loss, float
 
 sheaf_status sheaf_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss,
                             const sheaf_backward_opts *opts) {
-  return sh_backward(g, n_loss, loss, opts, NULL);
+  return sh_backward_stats(g, n_loss, loss, opts, NULL);
 }
 
 sheaf_status sh_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss, const sheaf_backward_opts *opts,
                          uint64_t *gemm_buckets) {
-  if (gemm_buckets) *gemm_buckets = 0;
+  sh_bw_stats s;
+  sheaf_status st = sh_backward_stats(g, n_loss, loss, opts, &s);
+  if (gemm_buckets) *gemm_buckets = s.gemm_buckets;
+  return st;
+}
+
+sheaf_status sh_backward_stats(sheaf_graph *g, int n_loss, const sheaf_expr *loss,
+                               const sheaf_backward_opts *opts, sh_bw_stats *stats) {
+  if (stats) memset(stats, 0, sizeof *stats);
   if (!g) return SHEAF_ERR_INVALID_ARG;
   if (n_loss < 0 || (n_loss > 0 && !loss))
     return sh_fail(g->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_backward: %s",
@@ -541,6 +577,8 @@ sheaf_status sh_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss, con
   b.ctx = g->ctx;
   b.n = g->store.n_nodes;
   b.mem = &g->train;
+  b.threads = g->threads;
+  b.ws = g->work.gemm_ws[0];
   b.grad = sh_bw_alloc(&b, (size_t)(b.n ? b.n : 1) * sizeof *b.grad);
   b.req = sh_bw_alloc(&b, b.n ? b.n : 1);
   b.vals = sh_bw_alloc(&b, (size_t)(b.n ? b.n : 1) * sizeof *b.vals);
@@ -551,12 +589,17 @@ sheaf_status sh_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss, con
     memset(b.req, 0, b.n);
     memset(b.vals, 0, (size_t)b.n * sizeof *b.vals);
     st = run_pass(&b, n_loss, loss, scale, opts);
-    if (gemm_buckets) *gemm_buckets = b.gemm_buckets;
+    if (stats) *stats = (sh_bw_stats){b.gemm_buckets, b.lane_depths, b.lanes, b.dw_lanes};
   }
   for (uint32_t i = 0; i < b.n_wt; i++) sh_gemm_packed_b_free(g->ctx, b.wt[i]);
   /* next time, one chunk holds what this pass needed */
   sh_arena *a = &g->train;
   if (a->used_total > a->chunk_size) a->chunk_size = sh_align_up(a->used_total + a->used_total / 8, SH_ARENA_ALIGN);
   sh_arena_reset(a);
+  for (int i = 0; i < SH_TRAIN_LANES; i++) {
+    a = &g->train_lane[i];
+    if (a->used_total > a->chunk_size) a->chunk_size = sh_align_up(a->used_total + a->used_total / 8, SH_ARENA_ALIGN);
+    sh_arena_reset(a);
+  }
   return st;
 }

@@ -6,7 +6,11 @@
  * C the weights' gradient rows); an LSTM bucket reads the gates its
  * forward kept (sh_saved; recomputed with one GEMM when it kept none),
  * turns dh and dc into the gates' gradient, then does the same.
- * matmul (activations times activations) runs node by node.
+ * matmul (activations times activations) runs node by node. The dW GEMMs
+ * and the bias sums are recorded and run at the end of the pass
+ * (sh_bw_dw_flush: one job per set of weights and per bias, side by side
+ * on the pool when balanced); a rule run in a lane (lanes.c) records its
+ * rows for the caller to append.
  */
 #include <math.h>
 #include <string.h>
@@ -111,8 +115,8 @@ static void dxadd_task(void *arg, int64_t task, int tid) {
 /* Runs a column-split job: on the pool when it is large enough to pay. */
 static void col_run(sh_bw *b, int64_t total, int64_t cols, int64_t work, sh_task_fn fn, void *arg) {
   int64_t tasks = (total + cols - 1) / cols;
-  if (b->g->threads > 1 && tasks > 1 && work >= BW_PAR_MIN) {
-    sh_pool_run(b->ctx->pool, tasks, fn, arg, b->g->threads);
+  if (b->threads > 1 && tasks > 1 && work >= BW_PAR_MIN) {
+    sh_pool_run(b->ctx->pool, tasks, fn, arg, b->threads);
   } else {
     for (int64_t t = 0; t < tasks; t++) fn(arg, t, 0);
   }
@@ -140,7 +144,7 @@ sheaf_status sh_bw_packed_wt(sh_bw *b, uint32_t pid, const sh_gemm_packed_b **ou
 }
 
 static sheaf_status gemm(sh_bw *b, const sh_gemm_args *a) {
-  return sh_gemm(b->ctx, b->g->isa, b->g->threads, a);
+  return sh_gemm(b->ctx, b->g->isa, b->threads, a);
 }
 
 /* dX and dW of a linear map over a bucket: nodes ids[0..n), each of rows
@@ -152,18 +156,12 @@ sheaf_status sh_bw_lin_grads(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t 
                              const float *const *dyr) {
   sheaf_graph *g = b->g;
   sheaf_model *md = g->model;
-  if (bias) {
-    float *db = sh_bw_param_grad(b, bias);
-    if (!db) return SHEAF_ERR_NOMEM;
-    bias_job bj = {db, dyr, m, out, 64};
-    col_run(b, out, bj.cols, m * out, bias_task, &bj);
-  }
   int64_t sum_in = 0, in[SH_GEMM_MAX_KSRC];
   for (int k = 0; k < nx; k++) {
     in[k] = md->params[wid[k] - 1].shape[0];
     sum_in += in[k];
   }
-  sh_gemm_ws *ws = g->work.gemm_ws[0];
+  sh_gemm_ws *ws = b->ws;
   /* dX_k = dY · W_k^T, into a block, then added to each input's gradient */
   for (int k = 0; k < nx; k++) {
     bool any = false;
@@ -202,30 +200,10 @@ sheaf_status sh_bw_lin_grads(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t 
     dxadd_job aj = {gx, rows, n, dx, in[k], 32};
     col_run(b, in[k], aj.cols, m * in[k], dxadd_task, &aj);
   }
-  /* dW = [X_1 | .. | X_nx]^T · dY: the bucket's X rows (copied now, as
-   * read now) and dY rows recorded; one GEMM per set of weights at the end
-   * of the pass (sh_bw_dw_flush) */
-  sh_bw_dw *d = NULL;
-  for (uint32_t i = 0; i < b->n_dw && !d; i++) {
-    sh_bw_dw *e = &b->dw[i];
-    if (e->nx == nx && e->out == out && !memcmp(e->wid, wid, (size_t)nx * sizeof *wid)) d = e;
-  }
-  if (!d) {
-    if (b->n_dw == b->cap_dw) {
-      uint32_t cap = b->cap_dw ? 2 * b->cap_dw : 16;
-      sh_bw_dw *nd = sh_bw_alloc(b, (size_t)cap * sizeof *nd);
-      if (!nd) return SHEAF_ERR_NOMEM;
-      if (b->n_dw) memcpy(nd, b->dw, (size_t)b->n_dw * sizeof *nd);
-      b->dw = nd;
-      b->cap_dw = cap;
-    }
-    d = &b->dw[b->n_dw++];
-    memset(d, 0, sizeof *d);
-    memcpy(d->wid, wid, (size_t)nx * sizeof *wid);
-    d->nx = nx;
-    d->out = out;
-    d->sum_in = sum_in;
-  }
+  /* dW = [X_1 | .. | X_nx]^T · dY: the bucket's X rows (row pointers
+   * into values that stay until the end of the pass) and dY rows
+   * recorded; one GEMM per set of weights at the end of the pass
+   * (sh_bw_dw_flush), and the bias's column sums there too */
   int npk[SH_GEMM_MAX_KSRC], np = 0;
   for (int k = 0; k < nx; k++) {
     npk[k] = concat_pieces(b, ids, n, k);
@@ -255,10 +233,99 @@ sheaf_status sh_bw_lin_grads(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t 
       off += w;
     }
   }
-  if (d->tail) d->tail->next = sg;
-  else d->head = sg;
-  d->tail = sg;
-  d->m += m;
+  sh_bw_seg *bsg = NULL;
+  if (bias) {
+    if (!(bsg = sh_bw_alloc(b, sizeof *bsg))) return SHEAF_ERR_NOMEM;
+    *bsg = (sh_bw_seg){m, 0, NULL, dyr, NULL};
+  }
+  sh_bw_rec r = {true, {0}, nx, out, sum_in, bias, sg, bsg};
+  memcpy(r.wid, wid, (size_t)nx * sizeof *wid);
+  if (!b->rec) return sh_bw_rec_commit(b, &r);
+  if (b->rec->used) /* a lane runs one linear map (lanes.c) */
+    return sh_fail(b->ctx, SHEAF_ERR_INTERNAL, "sheaf_backward: internal error: two linear maps in one lane");
+  *b->rec = r;
+  return SHEAF_OK;
+}
+
+static void seg_append(sh_bw_seg **head, sh_bw_seg **tail, sh_bw_seg *sg) {
+  if (*tail) (*tail)->next = sg;
+  else *head = sg;
+  *tail = sg;
+}
+
+sheaf_status sh_bw_rec_commit(sh_bw *b, const sh_bw_rec *r) {
+  sh_bw_dw *d = NULL;
+  for (uint32_t i = 0; i < b->n_dw && !d; i++) {
+    sh_bw_dw *e = &b->dw[i];
+    if (e->nx == r->nx && e->out == r->out && !memcmp(e->wid, r->wid, (size_t)r->nx * sizeof *r->wid)) d = e;
+  }
+  if (!d) {
+    if (b->n_dw == b->cap_dw) {
+      uint32_t cap = b->cap_dw ? 2 * b->cap_dw : 16;
+      sh_bw_dw *nd = sh_bw_alloc(b, (size_t)cap * sizeof *nd);
+      if (!nd) return SHEAF_ERR_NOMEM;
+      if (b->n_dw) memcpy(nd, b->dw, (size_t)b->n_dw * sizeof *nd);
+      b->dw = nd;
+      b->cap_dw = cap;
+    }
+    d = &b->dw[b->n_dw++];
+    memset(d, 0, sizeof *d);
+    memcpy(d->wid, r->wid, (size_t)r->nx * sizeof *r->wid);
+    d->nx = r->nx;
+    d->out = r->out;
+    d->sum_in = r->sum_in;
+  }
+  r->seg->next = NULL;
+  seg_append(&d->head, &d->tail, r->seg);
+  d->m += r->seg->m;
+  if (!r->bias) return SHEAF_OK;
+  sh_bw_bias *e = NULL;
+  for (uint32_t i = 0; i < b->n_bias && !e; i++)
+    if (b->bias[i].pid == r->bias && b->bias[i].out == r->out) e = &b->bias[i];
+  if (!e) {
+    if (b->n_bias == b->cap_bias) {
+      uint32_t cap = b->cap_bias ? 2 * b->cap_bias : 16;
+      sh_bw_bias *nb = sh_bw_alloc(b, (size_t)cap * sizeof *nb);
+      if (!nb) return SHEAF_ERR_NOMEM;
+      if (b->n_bias) memcpy(nb, b->bias, (size_t)b->n_bias * sizeof *nb);
+      b->bias = nb;
+      b->cap_bias = cap;
+    }
+    e = &b->bias[b->n_bias++];
+    *e = (sh_bw_bias){r->bias, r->out, NULL, NULL};
+  }
+  r->bseg->next = NULL;
+  seg_append(&e->head, &e->tail, r->bseg);
+  return SHEAF_OK;
+}
+
+int sh_bw_weights(const sh_bw *b, uint32_t id, uint32_t *wid) {
+  const sh_node *n0 = &b->g->store.nodes[id];
+  if (n0->op != SH_OP_AFFINE) {
+    wid[0] = n0->lin.w;
+    return 1;
+  }
+  int nx = n0->n_in;
+  if (nx == 1) wid[0] = n0->lin.w;
+  else memcpy(wid, b->g->model->stacks[n0->lin.w - 1].ids, (size_t)nx * sizeof *wid);
+  return nx;
+}
+
+sheaf_status sh_bw_lin_prefetch(sh_bw *b, const uint32_t *ids, uint32_t n, int nx, const uint32_t *wid) {
+  const sheaf_graph *g = b->g;
+  for (int k = 0; k < nx; k++) {
+    bool any = false; /* sh_bw_lin_grads: dX_k only when some input k wants a gradient */
+    for (uint32_t i = 0; i < n && !any; i++) any = b->req[sh_bw_in(b, ids[i], k)];
+    const sh_gemm_packed_b *wt;
+    sheaf_status st = any ? sh_bw_packed_wt(b, wid[k], &wt) : SHEAF_OK;
+    if (st) return st;
+    int np = concat_pieces(b, ids, n, k);
+    for (uint32_t i = 0; i < n; i++) {
+      uint32_t x = sh_bw_in(b, ids[i], k);
+      for (int e = 0; e < (np ? np : 1); e++)
+        if (!sh_bw_val(b, np ? g->store.ins[g->store.nodes[x].in + (uint32_t)e] : x)) return BW_FAIL(b);
+    }
+  }
   return SHEAF_OK;
 }
 
@@ -294,15 +361,104 @@ static void tr_task(void *arg, int64_t task, int tid) {
   }
 }
 
+/* One job of the end of the pass: a bias's sums (d NULL) or a set of
+ * weights' dW GEMM (its transpose first). */
+typedef struct dw_job {
+  sh_bw *b;
+  const sh_bw_bias *e;
+  const sh_bw_dw *d;
+  float *db, *t;
+  float **crow;
+  const float **dyr;
+  int64_t m;
+  double cost; /* multiply-adds (and adds) */
+  sh_gemm_ws *ws;
+  sheaf_status st;
+} dw_job;
+
+/* Runs a job on `threads` (1: whole on the calling thread; the same sums
+ * in the same order either way: the splits are by columns, the GEMM's by
+ * rows or columns of C, never K). */
+static sheaf_status dw_run(dw_job *j, int threads) {
+  sh_bw *b = j->b;
+  if (!j->d) {
+    bias_job bj = {j->db, j->dyr, j->m, j->e->out, threads > 1 ? 64 : j->e->out};
+    if (threads > 1) col_run(b, j->e->out, bj.cols, j->m * j->e->out, bias_task, &bj);
+    else bias_task(&bj, 0, 0);
+    return SHEAF_OK;
+  }
+  const sh_bw_dw *d = j->d;
+  tr_job tj = {d, j->t, j->m, threads > 1 ? 16 : d->sum_in};
+  if (threads > 1) col_run(b, d->sum_in, tj.cols, j->m * d->sum_in, tr_task, &tj);
+  else tr_task(&tj, 0, 0);
+  sh_gemm_args a = {0};
+  a.m = d->sum_in;
+  a.n_src = 1;
+  a.src[0] = (sh_gemm_src){j->m, {NULL, j->t, j->m}};
+  a.b = (sh_gemm_in){j->dyr, NULL, 0};
+  a.n = d->out;
+  a.c = (sh_gemm_out){j->crow, NULL, 0};
+  a.accumulate = true;
+  a.ws = j->ws;
+  return sh_gemm(b->ctx, b->g->isa, threads, &a);
+}
+
+static void dw_task(void *arg, int64_t task, int tid) {
+  (void)tid;
+  dw_job *const *order = arg;
+  order[task]->st = dw_run(order[task], 1);
+}
+
+/* Whether the jobs may run side by side, one per task: two or more, the
+ * largest at most 60% of the work (else one thread would carry it while
+ * the other idles: the GEMMs split over the pool instead), enough work,
+ * every parameter written by one job only, at most a workspace a GEMM. */
+static bool dw_lanes(const sh_bw *b, dw_job *j, uint32_t nj) {
+  if (b->threads < 2 || nj < 2) return false;
+  double total = 0, big = 0;
+  uint32_t gemms = 0;
+  for (uint32_t q = 0; q < nj; q++) {
+    total += j[q].cost;
+    if (j[q].cost > big) big = j[q].cost;
+    gemms += j[q].d != NULL;
+  }
+  if (gemms > SH_TRAIN_LANES || big > 0.6 * total || total < 1048576.0) return false;
+  for (uint32_t q = 0; q < nj; q++) /* the parameters: disjoint */
+    for (uint32_t r = 0; r < q; r++)
+      for (int x = 0; x < (j[q].d ? j[q].d->nx : 1); x++)
+        for (int y = 0; y < (j[r].d ? j[r].d->nx : 1); y++)
+          if ((j[q].d ? j[q].d->wid[x] : j[q].e->pid) == (j[r].d ? j[r].d->wid[y] : j[r].e->pid)) return false;
+  return true;
+}
+
 sheaf_status sh_bw_dw_flush(sh_bw *b) {
   sheaf_graph *g = b->g;
   sheaf_model *md = g->model;
+  uint32_t nj = 0;
+  dw_job *j = sh_bw_alloc(b, ((size_t)b->n_bias + b->n_dw + 1) * sizeof *j);
+  dw_job **order = sh_bw_alloc(b, ((size_t)b->n_bias + b->n_dw + 1) * sizeof *order);
+  if (!j || !order) return SHEAF_ERR_NOMEM;
+  for (uint32_t q = 0; q < b->n_bias; q++) { /* db += every recorded row of dY, in order */
+    const sh_bw_bias *e = &b->bias[q];
+    int64_t m = 0;
+    for (const sh_bw_seg *sg = e->head; sg; sg = sg->next) m += sg->m;
+    float *db = sh_bw_param_grad(b, e->pid);
+    const float **dyr = sh_bw_alloc(b, (size_t)(m ? m : 1) * sizeof *dyr);
+    if (!db || !dyr) return SHEAF_ERR_NOMEM;
+    int64_t r0 = 0;
+    for (const sh_bw_seg *sg = e->head; sg; sg = sg->next) {
+      memcpy(dyr + r0, sg->dyr, (size_t)sg->m * sizeof *dyr);
+      r0 += sg->m;
+    }
+    j[nj++] = (dw_job){b, e, NULL, db, NULL, NULL, dyr, m, (double)m * (double)e->out, b->ws, SHEAF_OK};
+  }
   for (uint32_t q = 0; q < b->n_dw; q++) {
     const sh_bw_dw *d = &b->dw[q];
     int64_t m = d->m, sum_in = d->sum_in, out = d->out;
     if (!m) continue;
     /* A = [X_1 | .. | X_nx]^T [sum_in, m]: the segments' rows transposed,
-     * gathered from their row pointers, 16 columns of A's rows per task */
+     * gathered from their row pointers (16 columns of A's rows per task
+     * when split) */
     float *t = sh_bw_alloc(b, (size_t)sum_in * (size_t)m * sizeof(float));
     float **crow = sh_bw_alloc(b, (size_t)sum_in * sizeof *crow);
     const float **dyr = sh_bw_alloc(b, (size_t)m * sizeof *dyr);
@@ -312,7 +468,6 @@ sheaf_status sh_bw_dw_flush(sh_bw *b) {
       memcpy(dyr + r0, sg->dyr, (size_t)sg->m * sizeof *dyr);
       r0 += sg->m;
     }
-    tr_job tj = {d, t, m, 16};
     int64_t o = 0;
     for (int k = 0; k < d->nx; k++) {
       float *dw = sh_bw_param_grad(b, d->wid[k]);
@@ -321,17 +476,34 @@ sheaf_status sh_bw_dw_flush(sh_bw *b) {
       for (int64_t i = 0; i < in; i++) crow[o + i] = dw + i * out;
       o += in;
     }
-    col_run(b, sum_in, tj.cols, m * sum_in, tr_task, &tj);
-    sh_gemm_args a = {0};
-    a.m = sum_in;
-    a.n_src = 1;
-    a.src[0] = (sh_gemm_src){m, {NULL, t, m}};
-    a.b = (sh_gemm_in){dyr, NULL, 0};
-    a.n = out;
-    a.c = (sh_gemm_out){crow, NULL, 0};
-    a.accumulate = true;
-    a.ws = g->work.gemm_ws[0];
-    sheaf_status st = gemm(b, &a);
+    double cost = (double)m * (double)sum_in * (double)(out + 1);
+    j[nj++] = (dw_job){b, NULL, d, NULL, t, crow, dyr, m, cost, b->ws, SHEAF_OK};
+  }
+  if (dw_lanes(b, j, nj)) { /* side by side: the largest first, a GEMM's workspace each */
+    sheaf_status st;
+    uint32_t w = 0;
+    for (uint32_t q = 0; q < nj; q++) {
+      order[q] = &j[q];
+      if (!j[q].d) continue;
+      while ((uint32_t)g->work.n_gemm_ws <= w) {
+        if ((st = sh_gemm_ws_create(b->ctx, &g->work.gemm_ws[g->work.n_gemm_ws]))) return st;
+        g->work.n_gemm_ws++;
+      }
+      j[q].ws = g->work.gemm_ws[w++];
+    }
+    for (uint32_t q = 1; q < nj; q++) /* by cost, descending (insertion: a handful) */
+      for (uint32_t r = q; r > 0 && order[r]->cost > order[r - 1]->cost; r--) {
+        dw_job *x = order[r];
+        order[r] = order[r - 1], order[r - 1] = x;
+      }
+    sh_pool_run(b->ctx->pool, nj, dw_task, order, b->threads);
+    b->dw_lanes = 1;
+    for (uint32_t q = 0; q < nj; q++)
+      if (j[q].st) return j[q].st;
+    return SHEAF_OK;
+  }
+  for (uint32_t q = 0; q < nj; q++) {
+    sheaf_status st = dw_run(&j[q], b->threads);
     if (st) return st;
   }
   return SHEAF_OK;
@@ -354,10 +526,8 @@ static const float **dy_rows(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t 
 sheaf_status sh_bw_affine(sh_bw *b, const uint32_t *ids, uint32_t n) {
   sheaf_graph *g = b->g;
   const sh_node *n0 = &g->store.nodes[ids[0]];
-  int nx = n0->n_in;
   uint32_t wid[SH_GEMM_MAX_KSRC];
-  if (nx == 1) wid[0] = n0->lin.w;
-  else memcpy(wid, g->model->stacks[n0->lin.w - 1].ids, (size_t)nx * sizeof *wid);
+  int nx = sh_bw_weights(b, ids[0], wid);
   int64_t m = 0;
   float **grads = sh_bw_alloc(b, (size_t)n * sizeof *grads);
   if (!grads) return SHEAF_ERR_NOMEM;
@@ -393,11 +563,11 @@ sheaf_status sh_bw_cell_gemm(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t 
   a.src[0] = (sh_gemm_src){in, {xr, NULL, 0}};
   a.b_packed = pw;
   a.c = (sh_gemm_out){NULL, s, ld};
-  a.ws = g->work.gemm_ws[0];
+  a.ws = b->ws;
   if (n0->lin.b)
     a.ep[a.n_ep++] = (sh_gemm_ep){SH_GEMM_EP_BIAS, 0, 0, 0, g->model->params[n0->lin.b - 1].data, {0}};
   for (int e = 0; e < n_ep; e++) a.ep[a.n_ep++] = ep[e];
-  return sh_gemm(b->ctx, g->isa, g->threads, &a);
+  return sh_gemm(b->ctx, g->isa, b->threads, &a);
 }
 
 /* The bucket's gates, recomputed (the forward kept none: a graph's first
@@ -520,7 +690,7 @@ sheaf_status sh_bw_lstm(sh_bw *b, const uint32_t *ids, uint32_t n) {
   if (!zeros) return SHEAF_ERR_NOMEM;
   memset(zeros, 0, (size_t)hid * sizeof(float));
   lstm_job jb = {parts, n, hid, 32, zeros};
-  sh_pool_run(b->ctx->pool, (hid + jb.cols - 1) / jb.cols, lstm_dz_task, &jb, g->threads);
+  sh_pool_run(b->ctx->pool, (hid + jb.cols - 1) / jb.cols, lstm_dz_task, &jb, b->threads);
   const float **dzr = sh_bw_alloc(b, (size_t)m * sizeof *dzr);
   if (!dzr) return SHEAF_ERR_NOMEM;
   for (int64_t r = 0; r < m; r++) dzr[r] = dz + r * g4;

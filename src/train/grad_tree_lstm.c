@@ -171,8 +171,8 @@ sheaf_status sh_bw_tree_lstm(sh_bw *b, const uint32_t *ids, uint32_t n) {
    * either way */
   cell_job jb = {parts, n, hid, 32, leaf, zeros};
   int64_t tasks = (hid + jb.cols - 1) / jb.cols;
-  if (g->threads > 1 && tasks > 1 && m * ng * hid >= 16384) {
-    sh_pool_run(b->ctx->pool, tasks, dz_task, &jb, g->threads);
+  if (b->threads > 1 && tasks > 1 && m * ng * hid >= 16384) {
+    sh_pool_run(b->ctx->pool, tasks, dz_task, &jb, b->threads);
   } else {
     jb.cols = hid;
     dz_task(&jb, 0, 0);

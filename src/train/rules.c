@@ -61,7 +61,7 @@ static void lookup_task(void *arg, int64_t task, int tid) {
 
 /* scatter-add into the looked-up rows of the table */
 static sheaf_status bw_LOOKUP(sh_bw *b, const uint32_t *ids, uint32_t n) {
-  if (n > 1 && b->g->threads > 1 && (size_t)n * (size_t)node(b, ids[0])->cols >= SH_BW_PAR_MIN) {
+  if (n > 1 && b->threads > 1 && (size_t)n * (size_t)node(b, ids[0])->cols >= SH_BW_PAR_MIN) {
     float **row = sh_bw_alloc(b, (size_t)n * sizeof *row);
     if (!row) return SHEAF_ERR_NOMEM;
     for (uint32_t i = 0; i < n; i++) { /* the rows marked first (on the caller) */
@@ -70,8 +70,8 @@ static sheaf_status bw_LOOKUP(sh_bw *b, const uint32_t *ids, uint32_t n) {
       if (!pg) return SHEAF_ERR_NOMEM;
       row[i] = pg + (size_t)nd->param.row * (size_t)nd->cols;
     }
-    lookup_job j = {b, ids, n, row, b->g->threads};
-    sh_pool_run(b->ctx->pool, j.parts, lookup_task, &j, b->g->threads);
+    lookup_job j = {b, ids, n, row, b->threads};
+    sh_pool_run(b->ctx->pool, j.parts, lookup_task, &j, b->threads);
     return SHEAF_OK;
   }
   for (uint32_t i = 0; i < n; i++) {
@@ -89,12 +89,15 @@ static sheaf_status bw_LOOKUP(sh_bw *b, const uint32_t *ids, uint32_t n) {
  * task t of T adds columns [w*t/T, w*(t+1)/T) of every piece of width w,
  * nodes and pieces in order, so a gradient element is always written by
  * the same task, its adds in the serial order (the same bits on any
- * thread count), even when one input feeds several pieces. */
+ * thread count), even when one input feeds several pieces. A gradient the
+ * bucket creates is written by its first piece (a copy: 0 + s is s, no
+ * zeroing first) and added to by the later ones, on every path. */
 typedef struct concat_job {
   const sh_bw *b;
   const uint32_t *ids;
   uint32_t n;
   float *const *dx; /* by (node, piece) in order: the input's gradient or NULL */
+  const uint8_t *set; /* by (node, piece): 1 where the gradient is new (written, not added to) */
   int64_t parts;
 } concat_job;
 
@@ -114,7 +117,9 @@ static void concat_task(void *arg, int64_t task, int tid) {
         for (int32_t r = 0; r < nd->rows; r++) {
           float *restrict d = dx + (size_t)r * w;
           const float *restrict y = dy + (size_t)r * nd->cols + off;
-          for (int64_t c = c0; c < c1; c++) d[c] += y[c];
+          if (j->set[q]) memcpy(d + c0, y + c0, (size_t)(c1 - c0) * sizeof(float));
+          else
+            for (int64_t c = c0; c < c1; c++) d[c] += y[c];
         }
       off += w;
     }
@@ -127,18 +132,21 @@ static sheaf_status bw_CONCAT(sh_bw *b, const uint32_t *ids, uint32_t n) {
     pieces += node(b, ids[i])->n_in;
     total += numel(node(b, ids[i]));
   }
-  if (n > 1 && b->g->threads > 1 && total >= SH_BW_PAR_MIN) {
+  if (n > 1 && b->threads > 1 && total >= SH_BW_PAR_MIN) {
     float **dx = sh_bw_alloc(b, pieces * sizeof *dx);
-    if (!dx) return SHEAF_ERR_NOMEM;
+    uint8_t *set = sh_bw_alloc(b, pieces);
+    if (!dx || !set) return SHEAF_ERR_NOMEM;
     size_t q = 0;
     for (uint32_t i = 0; i < n; i++) /* the gradients first (the arena is the caller's) */
       for (uint32_t k = 0; k < node(b, ids[i])->n_in; k++, q++) {
         uint32_t x = sh_bw_in(b, ids[i], (int)k);
+        bool fresh = false;
         dx[q] = NULL;
-        if (NEED(b, x) && !(dx[q] = sh_bw_grad(b, x))) return SHEAF_ERR_NOMEM;
+        if (NEED(b, x) && !(dx[q] = sh_bw_grad_fresh(b, x, &fresh))) return SHEAF_ERR_NOMEM;
+        set[q] = fresh; /* the first piece into it writes (0 + s is s), the later ones add */
       }
-    concat_job j = {b, ids, n, dx, b->g->threads};
-    sh_pool_run(b->ctx->pool, j.parts, concat_task, &j, b->g->threads);
+    concat_job j = {b, ids, n, dx, set, b->threads};
+    sh_pool_run(b->ctx->pool, j.parts, concat_task, &j, b->threads);
     return SHEAF_OK;
   }
   for (uint32_t i = 0; i < n; i++) {
@@ -149,10 +157,16 @@ static sheaf_status bw_CONCAT(sh_bw *b, const uint32_t *ids, uint32_t n) {
       uint32_t x = sh_bw_in(b, ids[i], (int)k);
       int32_t w = node(b, x)->cols;
       if (NEED(b, x)) {
-        float *dx = sh_bw_grad(b, x);
+        bool fresh;
+        float *dx = sh_bw_grad_fresh(b, x, &fresh);
         if (!dx) return SHEAF_ERR_NOMEM;
-        for (int32_t r = 0; r < nd->rows; r++)
-          for (int32_t j = 0; j < w; j++) dx[(size_t)r * w + j] += dy[(size_t)r * nd->cols + off + j];
+        for (int32_t r = 0; r < nd->rows; r++) {
+          float *restrict d = dx + (size_t)r * w;
+          const float *restrict y = dy + (size_t)r * nd->cols + off;
+          if (fresh) memcpy(d, y, (size_t)w * sizeof(float)); /* a new gradient: 0 + s is s */
+          else
+            for (int32_t j = 0; j < w; j++) d[j] += y[j];
+        }
       }
       off += w;
     }

@@ -24,6 +24,29 @@ typedef struct sh_bw_dw {
   sh_bw_seg *head, *tail;         /* the buckets' rows, in bucket order */
 } sh_bw_dw;
 
+/* A bias's deferred gradient: db += the rows of dY of every bucket of the
+ * pass that has that bias, in bucket order, one column-split job at the
+ * end of the pass (sh_bw_dw_flush): the same sums, in the same order, as
+ * adding each bucket's rows when it ran. */
+typedef struct sh_bw_bias {
+  uint32_t pid;
+  int64_t out;
+  sh_bw_seg *head, *tail; /* the buckets' dY rows (segments without pieces) */
+} sh_bw_bias;
+
+/* What a rule run in a lane (lanes.c) would have appended to the pass's
+ * deferred dW and bias lists: kept until the lanes have joined, then
+ * appended in bucket order (sh_bw_rec_commit). One linear map a rule. */
+typedef struct sh_bw_rec {
+  bool used;
+  uint32_t wid[SH_GEMM_MAX_KSRC];
+  int nx;
+  int64_t out, sum_in;
+  uint32_t bias;
+  sh_bw_seg *seg;   /* the dW rows */
+  sh_bw_seg *bseg;  /* the bias rows (bias != 0) */
+} sh_bw_rec;
+
 /* Below this many floats a split job (bias sums, dX adds, transposes,
  * concat buckets) runs on the caller: a dispatch costs more than it saves. */
 #define SH_BW_PAR_MIN 16384
@@ -39,11 +62,20 @@ typedef struct sh_bw {
                       or a wrt); bit 1, one does (it leads to a loss too) */
   uint32_t n;      /* nodes of the graph */
   uint64_t gemm_buckets; /* GEMM buckets run (each one GEMM for dW, one per input for dX) */
+  uint64_t lane_depths, lanes; /* lanes.c: depths run as lanes, and their lanes */
+  uint64_t dw_lanes; /* sh_bw_dw_flush ran its jobs side by side */
   sh_gemm_packed_b **wt; /* by parameter id - 1: W^T packed for dX = dY·W^T, once per pass
                             (n_wt entries, NULL until used; freed at the end of the pass) */
   uint32_t n_wt;
   sh_bw_dw *dw;    /* deferred weight gradients (n_dw, room for cap_dw) */
   uint32_t n_dw, cap_dw;
+  sh_bw_bias *bias; /* deferred bias gradients (n_bias, room for cap_bias) */
+  uint32_t n_bias, cap_bias;
+  int threads;     /* threads the rules may use (the graph's; 1 in a lane) */
+  sh_gemm_ws *ws;  /* the rules' GEMM workspace (the graph's first; a lane's own) */
+  sh_bw_rec *rec;  /* in a lane: where sh_bw_lin_grads records its rows (NULL: appended) */
+  uint32_t *owner; /* lanes.c: by node id, the check and lane that last claimed it */
+  uint32_t owner_gen;
 } sh_bw;
 
 /* A rule runs the backward of a bucket: n nodes of one op (and, for the
@@ -95,9 +127,34 @@ sheaf_status sh_bw_cell_gemm(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t 
 /* grad_tree_lstm.c: the tree-LSTM cell's rule. */
 sheaf_status sh_bw_tree_lstm(sh_bw *b, const uint32_t *ids, uint32_t n);
 
+/* What a pass ran (tests): GEMM buckets, the depths whose GEMM buckets ran
+ * as lanes (lanes.c) and those lanes, and whether the dW and bias jobs at
+ * its end ran side by side. */
+typedef struct sh_bw_stats {
+  uint64_t gemm_buckets, lane_depths, lanes;
+  uint64_t dw_lanes; /* the end of the pass's jobs run side by side (0 or 1) */
+} sh_bw_stats;
 /* sheaf_backward, also giving the count of GEMM buckets it ran (tests). */
 sheaf_status sh_backward(sheaf_graph *g, int n_loss, const sheaf_expr *loss, const sheaf_backward_opts *opts,
                          uint64_t *gemm_buckets);
+/* sheaf_backward, also giving its sh_bw_stats (stats may be NULL). */
+sheaf_status sh_backward_stats(sheaf_graph *g, int n_loss, const sheaf_expr *loss,
+                               const sheaf_backward_opts *opts, sh_bw_stats *stats);
+
+/* Appends a lane's recorded rows to the pass's deferred lists (in the
+ * order the lanes' buckets had in the pass). */
+sheaf_status sh_bw_rec_commit(sh_bw *b, const sh_bw_rec *r);
+/* Reads, on the caller, every value sh_bw_lin_grads will read for the
+ * bucket (so that a lane finds them cached in b->vals) and packs the W^T
+ * its dX GEMMs use. */
+sheaf_status sh_bw_lin_prefetch(sh_bw *b, const uint32_t *ids, uint32_t n, int nx, const uint32_t *wid);
+/* A bucket's weights: nx of them into wid (an affine over a stack, or one). */
+int sh_bw_weights(const sh_bw *b, uint32_t id, uint32_t *wid);
+
+/* lanes.c: one depth's GEMM buckets (ids[off[k] .. off[k + 1]) is bucket
+ * k, nb of them, in the pass's order), side by side on the pool when they
+ * are independent and large enough, else one after another. */
+sheaf_status sh_bw_gemm_depth(sh_bw *b, const uint32_t *ids, const uint32_t *off, uint32_t nb);
 
 /* Runs the deferred weight-gradient GEMMs (one per set of weights, in the
  * order the sets first appeared). */
