@@ -63,6 +63,49 @@ static inline void lr_layernorm(int64_t M, int64_t N, const float *x, const floa
   }
 }
 
+/* Softmax (ln false) or layernorm (gain g, bias b, eps 1e-5) of x's M rows
+ * of N into ref, kept in double (the kernel API tests' references). */
+static inline void lr_rows_ref(bool ln, const float *x, const float *g, const float *b, double *ref,
+                               int64_t M, int64_t N) {
+  for (int64_t r = 0; r < M; r++) {
+    const float *xr = x + r * N;
+    double a = 0, c = 0;
+    if (ln) {
+      for (int64_t i = 0; i < N; i++) a += xr[i];
+      a /= (double)N;
+      for (int64_t i = 0; i < N; i++) c += (xr[i] - a) * (xr[i] - a);
+      c = 1.0 / sqrt(c / (double)N + 1e-5);
+    } else {
+      a = -INFINITY;
+      for (int64_t i = 0; i < N; i++)
+        if (xr[i] > a) a = xr[i];
+      for (int64_t i = 0; i < N; i++) c += exp(xr[i] - a);
+    }
+    for (int64_t i = 0; i < N; i++) ref[r * N + i] = ln ? (xr[i] - a) * c * g[i] + b[i] : exp(xr[i] - a) / c;
+  }
+}
+
+/* The largest |y - ref| / max(1, |ref|) over n values (NaN in y: infinite). */
+static inline double lr_max_rel_err(const float *y, const double *ref, int64_t n) {
+  double worst = 0;
+  for (int64_t i = 0; i < n; i++) {
+    double e = fabs(y[i] - ref[i]) / (fabs(ref[i]) > 1.0 ? fabs(ref[i]) : 1.0);
+    if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+  }
+  return worst;
+}
+
+/* lr_max_rel_err of y against lr_rows_ref of x's M rows of N (1e30 when out of memory). */
+static inline double lr_rows_err(bool ln, const float *x, const float *g, const float *b, const float *y,
+                                 int64_t M, int64_t N) {
+  double *ref = malloc(sizeof(double) * (size_t)(M * N > 0 ? M * N : 1));
+  if (!ref) return 1e30;
+  lr_rows_ref(ln, x, g, b, ref, M, N);
+  double e = lr_max_rel_err(y, ref, M * N);
+  free(ref);
+  return e;
+}
+
 /* A batch of sequences: Q, K [len, d] per sequence (storage rows padded
  * to `pad`), scores S [len, len] (both dims padded). */
 typedef struct lr_ragged {

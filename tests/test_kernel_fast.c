@@ -19,6 +19,7 @@
 
 #include "codegen/kernel_api.h"
 #include "harness.h"
+#include "lir_ref.h"
 
 static const char SRC[] =
     "kernel sm(x: f32[N, C]) -> f32[N, C] {\n"
@@ -41,33 +42,6 @@ static void fill(float *p, int64_t n, int seed) {
   for (int64_t i = 0; i < n; i++) p[i] = (float)(((i * 7 + seed * 13) % 29) - 14) / 7.0f;
 }
 
-/* The largest relative error of y against softmax (ln 0) or layernorm (1)
- * of x's M rows of N, in double. */
-static double row_err(bool ln, const float *x, const float *g, const float *b, const float *y, int64_t M,
-                      int64_t N) {
-  double worst = 0;
-  for (int64_t r = 0; r < M; r++) {
-    const float *xr = x + r * N;
-    double a = 0, c = 0;
-    if (ln) {
-      for (int64_t i = 0; i < N; i++) a += xr[i];
-      a /= (double)N;
-      for (int64_t i = 0; i < N; i++) c += (xr[i] - a) * (xr[i] - a);
-      c = 1.0 / sqrt(c / (double)N + 1e-5);
-    } else {
-      a = -INFINITY;
-      for (int64_t i = 0; i < N; i++) a = fmax(a, xr[i]);
-      for (int64_t i = 0; i < N; i++) c += exp(xr[i] - a);
-    }
-    for (int64_t i = 0; i < N; i++) {
-      double ref = ln ? (xr[i] - a) * c * g[i] + b[i] : exp(xr[i] - a) / c;
-      double e = fabs(y[r * N + i] - ref) / fmax(1.0, fabs(ref));
-      if (!(e <= worst)) worst = e;
-    }
-  }
-  return worst;
-}
-
 /* Runs k (sm or ln) on M x N rows; the error against the reference, 1e30
  * when the run fails. *fast: whether the call matched the kept signature. */
 static double run_rows(sheaf_ctx *ctx, sheaf_kernel *k, bool ln, int64_t M, int64_t N, int seed, bool *fast) {
@@ -84,7 +58,7 @@ static double run_rows(sheaf_ctx *ctx, sheaf_kernel *k, bool ln, int64_t M, int6
   }
   a[na - 1] = (sheaf_kernel_arg){SHEAF_KERNEL_F32, y, (size_t)(M * N), 2, sx};
   if (fast) *fast = sh_kernel_fast_match(k, a, na);
-  double err = sheaf_kernel_run(k, a, na) == SHEAF_OK ? row_err(ln, x, g, b, y, M, N) : 1e30;
+  double err = sheaf_kernel_run(k, a, na) == SHEAF_OK ? lr_rows_err(ln, x, g, b, y, M, N) : 1e30;
   free(x), free(y), free(g), free(b);
   return err;
 }
@@ -157,7 +131,7 @@ TEST(kernel_fast_errors_on_a_kept_shape) {
   CHECK(sh_kernel_fast_match(k, a, 4));
   memset(y, 0, sizeof y);
   REQUIRE_OK(ctx, sheaf_kernel_run(k, a, 4));
-  CHECK(row_err(true, x, g, b, y, M, N) < 2e-5);
+  CHECK(lr_rows_err(true, x, g, b, y, M, N) < 2e-5);
   sheaf_kernel_free(k);
 }
 

@@ -24,6 +24,7 @@
 #include "codegen/tune.h"
 #include "harness.h"
 #include "lang/kernel_ref.h"
+#include "lir_ref.h"
 
 static const char SRC[] =
     "kernel sm(x: f32[N, C]) -> f32[N, C] {\n"
@@ -50,46 +51,6 @@ static sheaf_kernel *compile(sheaf_ctx *ctx, const char *name) {
 
 static void fill(float *p, int64_t n, uint64_t seed) {
   for (int64_t i = 0; i < n; i++) p[i] = th_frand(&seed) * 3.0f;
-}
-
-/* Softmax (ln false) or layernorm of x's M rows of N into ref, in double. */
-static void row_ref(bool ln, const float *x, const float *g, const float *b, double *ref, int64_t M, int64_t N) {
-  for (int64_t r = 0; r < M; r++) {
-    const float *xr = x + r * N;
-    double a = 0, c = 0;
-    if (ln) {
-      for (int64_t i = 0; i < N; i++) a += xr[i];
-      a /= (double)N;
-      for (int64_t i = 0; i < N; i++) c += (xr[i] - a) * (xr[i] - a);
-      c = 1.0 / sqrt(c / (double)N + 1e-5);
-    } else {
-      a = -INFINITY;
-      for (int64_t i = 0; i < N; i++)
-        if (xr[i] > a) a = xr[i];
-      for (int64_t i = 0; i < N; i++) c += exp(xr[i] - a);
-    }
-    for (int64_t i = 0; i < N; i++) ref[r * N + i] = ln ? (xr[i] - a) * c * g[i] + b[i] : exp(xr[i] - a) / c;
-  }
-}
-
-/* The largest relative error of y's n values against ref's. */
-static double max_err(const float *y, const double *ref, int64_t n) {
-  double worst = 0;
-  for (int64_t i = 0; i < n; i++) {
-    double e = fabs(y[i] - ref[i]) / fmax(1.0, fabs(ref[i]));
-    if (!(e <= worst)) worst = e;
-  }
-  return worst;
-}
-
-/* The largest relative error of y against the reference of x's M rows of N. */
-static double row_err(bool ln, const float *x, const float *g, const float *b, const float *y, int64_t M,
-                      int64_t N) {
-  double *ref = malloc(sizeof(double) * (size_t)(M * N));
-  row_ref(ln, x, g, b, ref, M, N);
-  double e = max_err(y, ref, M * N);
-  free(ref);
-  return e;
 }
 
 enum { MAXM = 65, MAXN = 256 };
@@ -138,7 +99,7 @@ static double plan_rows(sheaf_ctx *ctx, sheaf_kernel_plan *p, bool ln, const row
   d[na - 1] = B->y[s];
   memset(B->y[s], 0xff, sizeof(float) * (size_t)(M * N)); /* NaN: a row not written fails */
   if (!CHECK_OK(ctx, sheaf_kernel_plan_run(p, d, na))) return 1e30;
-  return max_err(B->y[s], ref, M * N);
+  return lr_max_rel_err(B->y[s], ref, M * N);
 }
 
 TEST(kernel_plan_rows_every_shape) {
@@ -153,7 +114,7 @@ TEST(kernel_plan_rows_every_shape) {
     int bad = 0;
     for (int s = 0; s < 2; s++) ref[s] = malloc(sizeof(double) * MAXM * MAXN);
     for (int64_t N = 1; N <= MAXN; N++) {
-      for (int s = 0; s < 2; s++) row_ref(ln, B.x[s], B.g[s], B.b[s], ref[s], MAXM, N);
+      for (int s = 0; s < 2; s++) lr_rows_ref(ln, B.x[s], B.g[s], B.b[s], ref[s], MAXM, N);
       for (int64_t M = 1; M <= MAXM; M++) {
         int64_t sx[2], sv[1];
         sheaf_kernel_arg a[4];
@@ -386,7 +347,7 @@ TEST(kernel_plan_tuned_rows_counted) {
     CHECK(sh_kernel_fast_match(k, a, 4) == (rep > 0)); /* the second call on: the kept signature */
     memset(B.y[0], 0xff, sizeof(float) * M * N);
     REQUIRE_OK(ctx, sheaf_kernel_run(k, a, 4));
-    CHECK(row_err(true, B.x[0], B.g[0], B.b[0], B.y[0], M, N) < 2e-5);
+    CHECK(lr_rows_err(true, B.x[0], B.g[0], B.b[0], B.y[0], M, N) < 2e-5);
   }
   REQUIRE_EQ_INT(sh_kernel_n_variants(k), 1);
   sheaf_kernel_plan *p;
@@ -396,7 +357,7 @@ TEST(kernel_plan_tuned_rows_counted) {
     void *d[] = {B.x[1], B.g[1], B.b[1], B.y[1]};
     memset(B.y[1], 0xff, sizeof(float) * M * N);
     REQUIRE_OK(ctx, sheaf_kernel_plan_run(p, d, 4));
-    CHECK(row_err(true, B.x[1], B.g[1], B.b[1], B.y[1], M, N) < 2e-5);
+    CHECK(lr_rows_err(true, B.x[1], B.g[1], B.b[1], B.y[1], M, N) < 2e-5);
   }
   sheaf_kernel_tuning_use u[2];
   REQUIRE_EQ_INT((int)sheaf_kernel_tuning_stats(ctx, 2, u), 1);
@@ -546,7 +507,7 @@ TEST(kernel_plan_argument_errors) {
   /* and after every error the plan still runs, and right */
   memset(y, 0, sizeof y);
   REQUIRE_OK(ctx, sheaf_kernel_plan_run(p, d, 4));
-  CHECK(row_err(true, x, g, b, y, M, N) < 2e-5);
+  CHECK(lr_rows_err(true, x, g, b, y, M, N) < 2e-5);
   sheaf_kernel_plan_free(p);
   sheaf_kernel_plan_free(NULL);
   sheaf_kernel_free(k);
@@ -618,12 +579,12 @@ static void *own_plan(void *arg) {
     fill(B.x[s], M * N, (uint64_t)(i * 7 + t->id));
     void *d[] = {B.x[s], B.g[s], B.b[s], B.y[s]};
     if ((t->st = sheaf_kernel_plan_run(p, d, 4))) break;
-    double e = row_err(true, B.x[s], B.g[s], B.b[s], B.y[s], M, N);
+    double e = lr_rows_err(true, B.x[s], B.g[s], B.b[s], B.y[s], M, N);
     if (!(e <= t->worst)) t->worst = e;
     if (i % 10 == 0) {
       row_args(true, &B, s, M + 1, N, sx, sv, a);
       if ((t->st = sheaf_kernel_run(t->k, a, 4))) break;
-      e = row_err(true, B.x[s], B.g[s], B.b[s], B.y[s], M + 1, N);
+      e = lr_rows_err(true, B.x[s], B.g[s], B.b[s], B.y[s], M + 1, N);
       if (!(e <= t->worst)) t->worst = e;
     }
   }
