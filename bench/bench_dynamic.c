@@ -19,8 +19,13 @@
  * so every round's figures share the machine's load; best of --rounds
  * each), the ratios (also per round: min / median / max), mean live
  * instances per flush (fiber waits / flushes), kernel batches per flush,
- * the share of the batched run's time spent in context switches (2 per
- * resume: (instances + waits) x 2 x the measured switch cost / time), and
+ * the share of the batched run's time spent in context switches, measured
+ * in situ: after the timed rounds, one more batched window runs with
+ * sh_fiber_timing on (each resume and yield timed from its entry until the
+ * other side runs again, the resumed stack's first touches included; see
+ * fiber.h) and its switch time is divided by that window's time (same
+ * clock); the old estimate, (instances + waits) x 2 x the warm-cache
+ * microbench switch cost / batched time, prints beside it as "est.", and
  * mismatches: instances whose outputs differ between batched and single
  * Sheaf, and between Sheaf and DyNet.
  *
@@ -384,9 +389,31 @@ typedef struct result {
   double dy_best;
   int dy_ab;
   long mism_single, mism_dynet;
-  double switch_frac;
+  double switch_frac;     /* estimate: switch count x the microbench's warm cost */
+  double insitu_frac;     /* measured in situ (sh_fiber_timing) */
+  double insitu_ns;       /* mean ns per timed switch, in situ */
+  uint64_t insitu_n, insitu_capped;
   bool ok;
 } result;
+
+/* One more batched window with the switches timed (sh_fiber_timing): the
+ * share of that window's time they took. */
+static sheaf_status insitu_switch(const bench_dyn_model *row, void *st, sheaf_runner *rb, double min_s,
+                                  result *R) {
+  long passes;
+  double secs = 0;
+  sh_fiber_timing_enable(true);
+  sheaf_status s = window(row, st, rb, 0, min_s, &passes, &secs);
+  sh_fiber_timing ft;
+  sh_fiber_timing_get(&ft);
+  sh_fiber_timing_enable(false);
+  if (s) return s;
+  R->insitu_frac = secs > 0 ? ft.ns * 1e-9 / secs : 0;
+  R->insitu_ns = ft.switches ? ft.ns / (double)ft.switches : 0;
+  R->insitu_n = ft.switches;
+  R->insitu_capped = ft.capped;
+  return SHEAF_OK;
+}
 
 static const char usage[] =
     "usage: bench_dynamic [--quick] [--hidden N] [--rounds R] [--data FILE] [--no-dynet]\n"
@@ -491,6 +518,7 @@ int main(int argc, char **argv) {
     dya.o = &o, dya.row = row, dya.st = st, dya.min_s = min_s;
     dya.best.mism[0] = dya.best.mism[1] = dya.best.mism[2] = -1;
     if (!s) s = time_row(row, st, rb, rs, env.n, min_s, rounds, dynet_round, &dya, &R->tm);
+    if (!s && side != 1) s = insitu_switch(row, st, rb, min_s, R);
     if (s) {
       fprintf(stderr, "bench_dynamic: %s: %s\n", row->name, sheaf_ctx_last_error(ctx));
       fails++;
@@ -507,10 +535,13 @@ int main(int argc, char **argv) {
       printf("  Sheaf batched (fibers, 64)   %9.1f %s/s\n", t->rate[0], row->unit);
       printf("  Sheaf one at a time          %9.1f %s/s   batched / single %.2fx\n", t->rate[1], row->unit,
              t->rate[0] / t->rate[1]);
-      printf("  flushes per pass %.1f, live instances per flush %.1f, kernel batches per flush %.1f, "
-             "context switches %.3f%% of the batched time\n",
+      printf("  flushes per pass %.1f, live instances per flush %.1f, kernel batches per flush %.1f\n",
              (double)t->fflushes * env.n / (double)t->inst, (double)t->waits / (double)t->fflushes,
-             (double)t->gs.batches / (double)t->gs.flushes, 100 * R->switch_frac);
+             (double)t->gs.batches / (double)t->gs.flushes);
+      printf("  context switches in situ %.3f%% of the batched time (%llu timed, %.1f ns each, %llu "
+             "preempted left out); est. from the warm microbench %.3f%%\n",
+             100 * R->insitu_frac, (unsigned long long)R->insitu_n, R->insitu_ns,
+             (unsigned long long)R->insitu_capped, 100 * R->switch_frac);
       printf("  batched vs single: %ld of %d instances differ\n", R->mism_single, (int)env.n);
       if (kernels) print_kernels(rb, t);
       print_ratio_range("batched / single", t->round_rate[0], t->round_rate[1], rounds);
@@ -535,8 +566,9 @@ int main(int argc, char **argv) {
     row->teardown(st);
   }
 
-  printf("\n%-16s %11s %11s %8s %12s %8s %9s %9s %8s %s\n", "model", "batched/s", "single/s", "x single",
-         "DyNet best/s", "x DyNet", "live/fl", "kern/fl", "switch", "mismatch (single, DyNet)");
+  printf("\n%-16s %11s %11s %8s %12s %8s %9s %9s %8s %8s %s\n", "model", "batched/s", "single/s",
+         "x single", "DyNet best/s", "x DyNet", "live/fl", "kern/fl", "switch", "sw est.",
+         "mismatch (single, DyNet)");
   for (int ri = 0; ri < n_rows && res; ri++) {
     const result *R = &res[ri];
     if (only && strcmp(only, R->name)) continue;
@@ -551,9 +583,10 @@ int main(int argc, char **argv) {
       snprintf(dyx, sizeof dyx, "%.2fx", t->rate[0] / R->dy_best);
     }
     if (R->mism_dynet >= 0) snprintf(mdy, sizeof mdy, "%ld", R->mism_dynet);
-    printf("%-16s %11.1f %11.1f %7.2fx %12s %8s %9.1f %9.1f %7.3f%% %ld, %s\n", R->name, t->rate[0],
-           t->rate[1], t->rate[0] / t->rate[1], dyb, dyx, (double)t->waits / (double)t->fflushes,
-           (double)t->gs.batches / (double)t->gs.flushes, 100 * R->switch_frac, R->mism_single, mdy);
+    printf("%-16s %11.1f %11.1f %7.2fx %12s %8s %9.1f %9.1f %7.3f%% %7.3f%% %ld, %s\n", R->name,
+           t->rate[0], t->rate[1], t->rate[0] / t->rate[1], dyb, dyx, (double)t->waits / (double)t->fflushes,
+           (double)t->gs.batches / (double)t->gs.flushes, 100 * R->insitu_frac, 100 * R->switch_frac,
+           R->mism_single, mdy);
   }
   free(res);
   exb_tmp_cleanup();

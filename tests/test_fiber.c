@@ -336,3 +336,48 @@ TEST(fiber_never_yields) {
   sh_fiber_yield(); /* off a fiber: does nothing */
   sh_fiber_stacks_free(&pool);
 }
+
+/* sh_fiber_timing: every resume and yield is timed exactly once while on
+ * (a fiber's last switch, its return, too), none while off; sh_fiber_prefetch
+ * on suspended fibers changes nothing. */
+TEST(fiber_switch_timing_counts) {
+  SKIP_UNSUPPORTED();
+  enum { NF = 3, ROUNDS = 50 };
+  sh_fiber_stacks pool;
+  sh_fiber_stacks_init(&pool, 0);
+  int log[NF * ROUNDS], n_log = 0;
+  pingpong pp[NF];
+  sh_fiber f[NF];
+  for (int i = 0; i < NF; i++) {
+    pp[i] = (pingpong){i, ROUNDS, log, &n_log};
+    REQUIRE(sh_fiber_init(&f[i], &pool, pingpong_fn, &pp[i]));
+  }
+  sh_fiber_timing_enable(true);
+  for (int live = NF; live;) {
+    live = 0;
+    for (int i = 0; i < NF; i++) {
+      if (f[i].done) continue;
+      if (i + 1 < NF && !f[i + 1].done) sh_fiber_prefetch(&f[i + 1]);
+      sh_fiber_resume(&f[i]);
+      live += !f[i].done;
+    }
+  }
+  sh_fiber_timing t;
+  sh_fiber_timing_get(&t);
+  sh_fiber_timing_enable(false);
+  CHECK_EQ_INT((int)(t.switches + t.capped), NF * 2 * (ROUNDS + 1));
+  CHECK(t.ns >= 0);
+  CHECK(t.switches == 0 || t.ns / (double)t.switches < SH_FIBER_TIMING_CAP_NS);
+  CHECK_EQ_INT(n_log, NF * ROUNDS);
+  for (int k = 0; k < NF * ROUNDS; k++) CHECK_EQ_INT(log[k], (k % NF) * 1000 + k / NF);
+  /* off: a further run adds nothing */
+  for (int i = 0; i < NF; i++) sh_fiber_release(&f[i], &pool);
+  n_log = 0;
+  REQUIRE(sh_fiber_init(&f[0], &pool, pingpong_fn, &pp[0]));
+  while (!f[0].done) sh_fiber_resume(&f[0]);
+  sh_fiber_timing t2;
+  sh_fiber_timing_get(&t2);
+  CHECK(t2.switches == t.switches && t2.capped == t.capped);
+  sh_fiber_release(&f[0], &pool);
+  sh_fiber_stacks_free(&pool);
+}

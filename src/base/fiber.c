@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------ sanitizers */
@@ -224,6 +225,85 @@ static void stack_put(sh_fiber_stacks *p, sh_stack *s) {
   s->size = 0;
 }
 
+/* ---------------------------------------------------------- switch timing */
+
+static int g_timing;                        /* sh_fiber_timing_enable */
+static uint64_t g_t_ticks, g_t_switches, g_t_capped; /* totals (relaxed atomics) */
+static uint64_t g_t_overhead, g_t_cap;      /* ticks: two stamps back to back; the cap */
+static double g_t_ns_per_tick = 1;
+
+static inline uint64_t stamp(void) {
+#if defined(__x86_64__)
+  uint32_t lo, hi;
+  __asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi));
+  return (uint64_t)hi << 32 | lo;
+#elif defined(__aarch64__)
+  uint64_t v;
+  __asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
+  return v;
+#else
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+#endif
+}
+
+static inline bool timing_on(void) { return __atomic_load_n(&g_timing, __ATOMIC_RELAXED) != 0; }
+
+static double mono_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+/* Ticks per ns over ~5 ms, and the least cost of a stamp pair. */
+static void timing_calibrate(void) {
+  uint64_t best = UINT64_MAX;
+  for (int i = 0; i < 1000; i++) {
+    uint64_t a = stamp(), b = stamp();
+    if (b - a < best) best = b - a;
+  }
+  double n0 = mono_ns();
+  uint64_t s0 = stamp();
+  double n1;
+  do n1 = mono_ns();
+  while (n1 - n0 < 5e6);
+  uint64_t s1 = stamp();
+  g_t_ns_per_tick = s1 > s0 ? (n1 - n0) / (double)(s1 - s0) : 1;
+  g_t_overhead = best;
+  g_t_cap = (uint64_t)(SH_FIBER_TIMING_CAP_NS / g_t_ns_per_tick);
+}
+
+void sh_fiber_timing_enable(bool on) {
+  if (on) {
+    timing_calibrate();
+    __atomic_store_n(&g_t_ticks, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_t_switches, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_t_capped, 0, __ATOMIC_RELAXED);
+  }
+  __atomic_store_n(&g_timing, on ? 1 : 0, __ATOMIC_RELAXED);
+}
+
+void sh_fiber_timing_get(sh_fiber_timing *out) {
+  out->switches = __atomic_load_n(&g_t_switches, __ATOMIC_RELAXED);
+  out->ns = (double)__atomic_load_n(&g_t_ticks, __ATOMIC_RELAXED) * g_t_ns_per_tick;
+  out->capped = __atomic_load_n(&g_t_capped, __ATOMIC_RELAXED);
+}
+
+/* The switch stamped in f->t_sw has arrived (0: it was not stamped). */
+SH_FIBER_MAYBE_UNUSED static void timing_arrive(sh_fiber *f) {
+  uint64_t now = stamp(), t0 = f->t_sw;
+  if (!t0) return;
+  f->t_sw = 0;
+  uint64_t dt = now - t0;
+  if (dt > g_t_cap) {
+    __atomic_fetch_add(&g_t_capped, 1, __ATOMIC_RELAXED);
+    return;
+  }
+  __atomic_fetch_add(&g_t_ticks, dt > g_t_overhead ? dt - g_t_overhead : 0, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&g_t_switches, 1, __ATOMIC_RELAXED);
+}
+
 /* ---------------------------------------------------------------- fibers */
 
 static _Thread_local sh_fiber *tl_current;
@@ -238,6 +318,7 @@ static void fiber_entry(sh_fiber *f) {
 #ifdef SH_FIBER_ASAN
   __sanitizer_finish_switch_fiber(NULL, &f->caller_bottom, &f->caller_size);
 #endif
+  if (timing_on()) timing_arrive(f);
   f->fn(f->arg);
   f->done = true;
   tl_current = NULL;
@@ -249,6 +330,7 @@ static void fiber_entry(sh_fiber *f) {
   __tsan_switch_to_fiber(f->tsan_caller, 0);
 #endif
   void *dead;
+  if (timing_on()) f->t_sw = stamp();
   sh_fiber_swap(&dead, f->caller_sp);
   __builtin_unreachable();
 }
@@ -309,6 +391,8 @@ void sh_fiber_release(sh_fiber *f, sh_fiber_stacks *p) {
 
 void sh_fiber_resume(sh_fiber *f) {
 #ifdef SH_FIBER_ARCH
+  bool timed = timing_on();
+  if (timed) f->t_sw = stamp();
   tl_current = f;
   sh_stack_set_fiber(stack_lo(f));
 #ifdef SH_FIBER_TSAN
@@ -322,6 +406,7 @@ void sh_fiber_resume(sh_fiber *f) {
 #ifdef SH_FIBER_ASAN
   __sanitizer_finish_switch_fiber(f->asan_caller_fake, NULL, NULL);
 #endif
+  if (timed) timing_arrive(f); /* the fiber yielded or returned */
 #else
   (void)f;
 #endif
@@ -331,6 +416,7 @@ void sh_fiber_yield(void) {
 #ifdef SH_FIBER_ARCH
   sh_fiber *f = tl_current;
   if (!f) return;
+  if (timing_on()) f->t_sw = stamp();
   tl_current = NULL;
   sh_stack_set_fiber(NULL);
 #ifdef SH_FIBER_TSAN
@@ -343,6 +429,7 @@ void sh_fiber_yield(void) {
 #ifdef SH_FIBER_ASAN
   __sanitizer_finish_switch_fiber(f->asan_fake, &f->caller_bottom, &f->caller_size);
 #endif
+  if (timing_on()) timing_arrive(f); /* resumed */
   /* resumed: sh_fiber_resume set tl_current and the stack bounds */
 #endif
 }

@@ -24,6 +24,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/stack.h"
 
@@ -41,6 +42,7 @@ typedef struct sh_fiber {
   sh_fiber_fn fn;
   void *arg;
   bool done;       /* fn returned */
+  uint64_t t_sw;   /* switch timing (sh_fiber_timing): the stamp taken before a swap */
   /* sanitizers' state (unused otherwise) */
   void *asan_fake, *asan_caller_fake;
   const void *caller_bottom;
@@ -80,5 +82,37 @@ void sh_fiber_yield(void);
 
 /* The fiber running on this thread, or NULL on a thread's own stack. */
 sh_fiber *sh_fiber_current(void);
+
+/* Hints that f is resumed soon: prefetches its saved registers and the few
+ * stack lines above them that the resume and the return into the fiber's
+ * frames touch (after a flush that ran large kernels they are cold). No
+ * effect on a done fiber; a hint only (a no-op where the compiler has none). */
+static inline void sh_fiber_prefetch(const sh_fiber *f) {
+  const char *sp = (const char *)f->sp;
+  __builtin_prefetch(sp, 1, 3);
+  __builtin_prefetch(sp + 64, 1, 3);
+  __builtin_prefetch(sp + 128, 1, 3);
+  __builtin_prefetch(sp + 192, 1, 3);
+}
+
+/* In-situ switch timing, opt-in (off: each switch tests one relaxed flag).
+ * While on, every resume and yield on any thread is timed from the call's
+ * entry to the moment the other side runs again, just after the swap
+ * returns there: the state saved, the resumed stack's saved registers
+ * popped (its first touches) and the bookkeeping of resume and yield
+ * (thread-local current fiber, stack bound). Ticks are the x86-64 TSC or
+ * the AArch64 virtual counter (clock_gettime elsewhere); each timing's own
+ * cost (two stamps back to back) is subtracted. A timed switch longer than
+ * SH_FIBER_TIMING_CAP_NS (the thread was preempted inside it) is not added
+ * but counted apart. */
+#define SH_FIBER_TIMING_CAP_NS 100000.0
+typedef struct sh_fiber_timing {
+  uint64_t switches; /* timed switches (a resume and a yield are one each) */
+  double ns;         /* their total, stamp overhead subtracted */
+  uint64_t capped;   /* switches left out: longer than the cap */
+} sh_fiber_timing;
+
+void sh_fiber_timing_enable(bool on); /* also zeroes the totals when turning on */
+void sh_fiber_timing_get(sh_fiber_timing *out);
 
 #endif
