@@ -133,15 +133,12 @@ static SMALL_AVX2_FN void mm_avx2(int64_t r, int64_t k, int64_t c, const float *
 
 /* ---------------------------------------------------------------- dispatch */
 
-static bool use_avx2(sheaf_isa isa) {
 #if defined(__x86_64__)
+static bool use_avx2(sheaf_isa isa) {
   sheaf_isa host = sheaf_cpu_isa_host();
   return (int)isa >= (int)SHEAF_ISA_AVX2 && (int)host >= (int)SHEAF_ISA_AVX2;
-#else
-  (void)isa;
-  return false;
-#endif
 }
+#endif
 
 void sh_f32_small_mv(sheaf_isa isa, int64_t r, int64_t k, const float *a, int64_t lda, const float *x,
                      float *y) {
