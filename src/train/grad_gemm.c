@@ -253,6 +253,17 @@ static void seg_append(sh_bw_seg **head, sh_bw_seg **tail, sh_bw_seg *sg) {
   *tail = sg;
 }
 
+/* An array of the pass's arena twice as large (16 entries at first) with
+ * arr's n entries, *cap updated; NULL when out of memory (arr and *cap stay). */
+static void *grow(sh_bw *b, const void *arr, uint32_t n, uint32_t *cap, size_t elem) {
+  uint32_t c = *cap ? 2 * *cap : 16;
+  void *p = sh_bw_alloc(b, (size_t)c * elem);
+  if (!p) return NULL;
+  if (n) memcpy(p, arr, (size_t)n * elem);
+  *cap = c;
+  return p;
+}
+
 sheaf_status sh_bw_rec_commit(sh_bw *b, const sh_bw_rec *r) {
   sh_bw_dw *d = NULL;
   for (uint32_t i = 0; i < b->n_dw && !d; i++) {
@@ -261,12 +272,9 @@ sheaf_status sh_bw_rec_commit(sh_bw *b, const sh_bw_rec *r) {
   }
   if (!d) {
     if (b->n_dw == b->cap_dw) {
-      uint32_t cap = b->cap_dw ? 2 * b->cap_dw : 16;
-      sh_bw_dw *nd = sh_bw_alloc(b, (size_t)cap * sizeof *nd);
+      sh_bw_dw *nd = grow(b, b->dw, b->n_dw, &b->cap_dw, sizeof *nd);
       if (!nd) return SHEAF_ERR_NOMEM;
-      if (b->n_dw) memcpy(nd, b->dw, (size_t)b->n_dw * sizeof *nd);
       b->dw = nd;
-      b->cap_dw = cap;
     }
     d = &b->dw[b->n_dw++];
     memset(d, 0, sizeof *d);
@@ -284,12 +292,9 @@ sheaf_status sh_bw_rec_commit(sh_bw *b, const sh_bw_rec *r) {
     if (b->bias[i].pid == r->bias && b->bias[i].out == r->out) e = &b->bias[i];
   if (!e) {
     if (b->n_bias == b->cap_bias) {
-      uint32_t cap = b->cap_bias ? 2 * b->cap_bias : 16;
-      sh_bw_bias *nb = sh_bw_alloc(b, (size_t)cap * sizeof *nb);
+      sh_bw_bias *nb = grow(b, b->bias, b->n_bias, &b->cap_bias, sizeof *nb);
       if (!nb) return SHEAF_ERR_NOMEM;
-      if (b->n_bias) memcpy(nb, b->bias, (size_t)b->n_bias * sizeof *nb);
       b->bias = nb;
-      b->cap_bias = cap;
     }
     e = &b->bias[b->n_bias++];
     *e = (sh_bw_bias){r->bias, r->out, NULL, NULL};
