@@ -449,6 +449,10 @@ const sh_kernel *sh_kernel_of(const sheaf_kernel *k) { return k ? k->k : NULL; }
 const sh_lower_info *sh_kernel_info(const sheaf_kernel *k) { return &k->info; }
 sk_batch_fn sh_kernel_batch_fn(const sheaf_kernel *k) { return k->bfn; }
 sk_entry_fn sh_kernel_entry_fn(const sheaf_kernel *k) { return k->fn; }
+void sh_kernel_abi(sheaf_kernel *K, int threads, sk_abi *abi) {
+  sh_lir_abi_init(K->ctx, threads, abi);
+  abi->alloc = k_alloc, abi->free = k_free, abi->alloc_user = K;
+}
 const sh_kcall_desc *sh_kernel_call_desc(const sheaf_kernel *k) { return &k->call; }
 sheaf_ctx *sh_kernel_ctx(const sheaf_kernel *k) { return k->ctx; }
 

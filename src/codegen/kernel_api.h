@@ -44,6 +44,10 @@ sk_batch_fn sh_kernel_batch_fn(const sheaf_kernel *k);
 const sh_kcall_desc *sh_kernel_call_desc(const sheaf_kernel *k);
 sheaf_ctx *sh_kernel_ctx(const sheaf_kernel *k);
 sk_entry_fn sh_kernel_entry_fn(const sheaf_kernel *k);
+/* The services for a runtime call of k (kernel_call.c): the context's pool
+ * (at most threads), and the temporaries from the blocks k keeps across runs
+ * (as sheaf_kernel_run's), so a batch's temporaries are not fresh pages. */
+void sh_kernel_abi(sheaf_kernel *k, int threads, sk_abi *abi);
 /* The size of k that indexes independent rows (kernel_rows.c): calls that
  * differ only in it run as one call over their stacked rows; -1: none. */
 int sh_kernel_row_size(const sh_kernel *k);

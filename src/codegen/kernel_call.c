@@ -144,7 +144,7 @@ static sk_barg mode_of(void **p, uint32_t n) {
 
 /* Runs the batch as one call over stacked rows (see the top) when it can:
  * *done false otherwise. ptr[j * n + i]: argument j of instance i. */
-static sheaf_status run_rows(sheaf_graph *g, const sheaf_kernel *K, uint32_t n, const int64_t *sizes, void **ptr,
+static sheaf_status run_rows(sheaf_graph *g, sheaf_kernel *K, uint32_t n, const int64_t *sizes, void **ptr,
                              bool *done) {
   const sh_kernel *k = sh_kernel_of(K);
   int rs = sh_kernel_row_size(k), ns = k->n_sizes, n_args = k->n_inputs + 1;
@@ -191,7 +191,7 @@ static sheaf_status run_rows(sheaf_graph *g, const sheaf_kernel *K, uint32_t n, 
     args[j].data = c;
   }
   sk_abi abi;
-  sh_lir_abi_init(g->ctx, g->threads, &abi);
+  sh_kernel_abi(K, g->threads, &abi);
   *done = true;
   if (sh_kernel_entry_fn(K)(&abi, msizes, args) != 0)
     return sh_fail(g->ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", k->name);
@@ -322,11 +322,11 @@ sheaf_status sh_kcall_run(sheaf_graph *g, const sh_kcall_desc *d, const uint32_t
   int held[KC_MAX_IN], n_held = 0;
   sheaf_status st = pack_weights(g, (sheaf_kernel *)(uintptr_t)K, ids, n, sizes, ptr, held, &n_held);
   bool done = false;
-  if (!st) st = run_rows(g, K, n, sizes, ptr, &done);
+  if (!st) st = run_rows(g, (sheaf_kernel *)(uintptr_t)K, n, sizes, ptr, &done);
   if (!st && !done) {
     for (int j = 0; j < n_args; j++) args[j] = mode_of(ptr + (size_t)j * n, n);
     sk_abi abi;
-    sh_lir_abi_init(g->ctx, g->threads, &abi);
+    sh_kernel_abi((sheaf_kernel *)(uintptr_t)K, g->threads, &abi);
     if (sh_kernel_batch_fn(K)(&abi, (int64_t)n, sizes, args) != 0)
       st = sh_fail(g->ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", k->name);
   }
