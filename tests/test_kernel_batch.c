@@ -336,6 +336,60 @@ TEST(kernel_batch_layernorm_after_gemm) {
   sheaf_ctx_free(ctx);
 }
 
+/* One kernel with several weights (two layers' W in one batch, kept across
+ * flushes) and used by sheaf_kernel_run as well: each weight is packed once,
+ * not on every switch (the batched calls keep a copy per weight, apart from
+ * the run path's). Results equal the builtins (affine -> gelu). */
+TEST(kernel_batch_weights_kept_per_layer) {
+  if (!th_have_jit_cc("kernel_batch_weights_kept_per_layer")) return;
+  sheaf_ctx *ctx = th_ctx();
+  fill();
+  sheaf_kernel *k = compile(ctx, "ffn");
+  REQUIRE(k != NULL);
+  REQUIRE(sh_kernel_input_packed(k, 1));
+  setup s;
+  REQUIRE(make_model(ctx, &s));
+  sheaf_param W2 = th_param(ctx, s.m, "W2", 2, D, F);
+  sheaf_graph *g;
+  REQUIRE_OK(ctx, sheaf_graph_create(s.m, NULL, &g));
+  static float out[MAXN * F];
+  int want = 2; /* W and W2, once each */
+  for (int flush = 0; flush < 3; flush++) {
+    REQUIRE_OK(ctx, sheaf_graph_reset(g));
+    sheaf_expr y[2][NI], r[2][NI];
+    sheaf_expr in[3] = {SH_NULL_EXPR, sheaf_parameter(g, s.W), sheaf_parameter(g, s.b)};
+    sheaf_expr w2 = sheaf_parameter(g, W2);
+    for (int i = 0; i < NI; i++) {
+      in[0] = sheaf_input(g, 2, (int64_t[]){rows_of(i), D}, xs[i]);
+      in[1] = i % 2 ? w2 : sheaf_parameter(g, s.W); /* the instances alternate the weights */
+      y[i % 2][i] = sheaf_kernel_call(g, k, 3, in);
+      r[i % 2][i] = sheaf_gelu(g, sheaf_affine(g, i % 2 ? W2 : s.W, in[0], s.b));
+    }
+    REQUIRE_OK(ctx, sheaf_graph_flush(g));
+    CHECK_EQ_INT((int)sh_kernel_pack_count(k, 1), want); /* nothing repacked */
+    double diff = 0;
+    for (int i = 0; i < NI; i++) {
+      sheaf_value_view v, w;
+      REQUIRE_OK(ctx, sheaf_value(g, y[i % 2][i], &v));
+      REQUIRE_OK(ctx, sheaf_value(g, r[i % 2][i], &w));
+      for (int j = 0; j < rows_of(i) * F; j++) diff = fmax(diff, fabs(v.data[j] - w.data[j]));
+    }
+    CHECK(diff < 1e-5);
+    if (flush == 1) { /* the run path (its own kept copy) in between: the calls' copies stay */
+      sheaf_kernel_set_weight_version(k, 1, 7);
+      sheaf_kernel_arg a[4] = {{SHEAF_KERNEL_F32, xs[0], (size_t)D, 2, (int64_t[]){1, D}},
+                               {SHEAF_KERNEL_F32, Wd, (size_t)(D * F), 2, (int64_t[]){D, F}},
+                               {SHEAF_KERNEL_F32, bd, (size_t)F, 1, (int64_t[]){F}},
+                               {SHEAF_KERNEL_F32, out, (size_t)F, 0, NULL}};
+      REQUIRE_OK(ctx, sheaf_kernel_run(k, a, 4));
+      CHECK_EQ_INT((int)sh_kernel_pack_count(k, 1), ++want);
+    }
+  }
+  sheaf_graph_free(g);
+  sheaf_model_free(s.m);
+  sheaf_kernel_free(k);
+}
+
 TEST(kernel_batch_misuse_is_an_error) {
   if (!th_have_jit_cc("kernel_batch_misuse_is_an_error")) return;
   sheaf_ctx *ctx = th_ctx();

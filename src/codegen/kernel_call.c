@@ -201,12 +201,12 @@ static sheaf_status run_rows(sheaf_graph *g, sheaf_kernel *K, uint32_t n, const 
 /* The weights the kernel reads packed (kernel_api.c, "Weights" in
  * docs/CODEGEN.md): each instance's pointer replaced by the packed copy.
  * The packed form depends on the weight alone (pointer and shape: the key
- * of the kernel's kept copy), so instances passing the same weight share
+ * of the kernel's kept copies), so instances passing the same weight share
  * one copy whatever their other sizes (a sentence's row count): a small
  * table per input finds it. A parameter's copy is kept by the kernel across
- * batches, keyed on its version; a run holds at most one kept copy per
- * input (held[]: the inputs to release after the call), since a second
- * weight of the same input finds that copy in use and packs into scratch. */
+ * batches, keyed on its version (sh_kernel_call_weight: several per kernel,
+ * so layers calling it with their own weights each keep theirs); held[]:
+ * the kept copies this batch took, released after the call. */
 #define KC_SHARED 8
 typedef struct kc_shared {
   const void *src;
@@ -235,17 +235,14 @@ static sheaf_status pack_weights(sheaf_graph *g, sheaf_kernel *K, const uint32_t
       if (xn->op == SH_OP_PARAM && g->model && xn->param.id >= 1 && xn->param.id <= g->model->n_params)
         version = g->model->params[xn->param.id - 1].version + 1;
       const float *packed;
-      bool h = false;
+      int slot;
       const void *src = p[i];
-      sheaf_status st = sh_kernel_weight_get(K, j, sizes + (size_t)i * (size_t)ns, src, xn->rows, xn->cols,
-                                             version, &g->work.scratch, &packed, &h);
+      sheaf_status st = sh_kernel_call_weight(K, j, sizes + (size_t)i * (size_t)ns, src, xn->rows, xn->cols,
+                                              version, &g->work.scratch, &packed, &slot);
       if (st) return st;
-      if (h) held[(*n_held)++] = j; /* once per input: see above */
+      if (slot >= 0) held[(*n_held)++] = slot; /* at most once per instance and input: held has n * inputs */
       p[i] = (void *)(uintptr_t)packed;
-      /* the held copy always enters the table (over its last entry when full), so a
-       * later instance with the same weight never takes a second reference */
-      if (n_seen < KC_SHARED || h)
-        seen[n_seen < KC_SHARED ? n_seen++ : KC_SHARED - 1] = (kc_shared){src, xn->rows, xn->cols, p[i]};
+      if (n_seen < KC_SHARED) seen[n_seen++] = (kc_shared){src, xn->rows, xn->cols, p[i]};
     }
   }
   return SHEAF_OK;
@@ -319,7 +316,8 @@ sheaf_status sh_kcall_run(sheaf_graph *g, const sh_kcall_desc *d, const uint32_t
     ptr[(size_t)n_in * n + i] = nd->val;
     off += (size_t)nd->rows * (size_t)nd->cols;
   }
-  int held[KC_MAX_IN], n_held = 0;
+  int *held = sh_arena_alloc(scr, sizeof(int) * (size_t)n * (size_t)n_in + 1), n_held = 0;
+  if (!held) return SHEAF_ERR_NOMEM;
   sheaf_status st = pack_weights(g, (sheaf_kernel *)(uintptr_t)K, ids, n, sizes, ptr, held, &n_held);
   bool done = false;
   if (!st) st = run_rows(g, (sheaf_kernel *)(uintptr_t)K, n, sizes, ptr, &done);
@@ -330,6 +328,6 @@ sheaf_status sh_kcall_run(sheaf_graph *g, const sh_kcall_desc *d, const uint32_t
     if (sh_kernel_batch_fn(K)(&abi, (int64_t)n, sizes, args) != 0)
       st = sh_fail(g->ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", k->name);
   }
-  for (int h = 0; h < n_held; h++) sh_kernel_weight_put((sheaf_kernel *)(uintptr_t)K, held[h]);
+  for (int h = 0; h < n_held; h++) sh_kernel_call_weight_put((sheaf_kernel *)(uintptr_t)K, held[h]);
   return st;
 }
