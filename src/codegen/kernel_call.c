@@ -248,6 +248,75 @@ static sheaf_status pack_weights(sheaf_graph *g, sheaf_kernel *K, const uint32_t
   return SHEAF_OK;
 }
 
+/* The stacking groups of a batch (kernel with a row size rs): instances
+ * that agree on every size but rs and pass the same non-row inputs (the
+ * same weights) can run as one call over their stacked rows. grp[i]: the
+ * group of instance i, in order of first appearance; returns the count, or
+ * 1 (everything one group, the batch loop's when they differ) when there
+ * is no row size or over KC_GROUPS groups. A bucket is keyed by kernel
+ * alone, so calls with different weights (two layers, leaf and internal
+ * nodes) at one depth share it: each weight's instances still stack. */
+#define KC_GROUPS 16
+static uint32_t stack_groups(const sh_kernel *k, uint32_t n, const int64_t *sizes, void *const *ptr,
+                             uint32_t *grp) {
+  int rs = sh_kernel_row_size(k), ns = k->n_sizes;
+  uint32_t rep[KC_GROUPS], ng = 0;
+  for (uint32_t i = 0; i < n; i++) grp[i] = 0;
+  if (rs < 0) return 1;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t gi = 0;
+    for (; gi < ng; gi++) {
+      uint32_t r = rep[gi];
+      bool same = true;
+      for (int s = 0; s < ns && same; s++) same = s == rs || sizes[(size_t)i * ns + s] == sizes[(size_t)r * ns + s];
+      for (int j = 0; j < k->n_inputs && same; j++) {
+        const sh_ktensor *t = &k->tensors[j];
+        if (t->dims[0].aff.n != 1 || t->dims[0].aff.t[0].size != rs) same = ptr[(size_t)j * n + i] == ptr[(size_t)j * n + r];
+      }
+      if (same) break;
+    }
+    if (gi == ng) {
+      if (ng == KC_GROUPS) {
+        for (uint32_t q = 0; q < n; q++) grp[q] = 0;
+        return 1;
+      }
+      rep[ng++] = i;
+    }
+    grp[i] = gi;
+  }
+  return ng;
+}
+
+/* Runs instances sel[0..m) of the batch (sizes and ptr of all n): stacked
+ * rows when they can, else the emitted batch loop. */
+static sheaf_status run_group(sheaf_graph *g, sheaf_kernel *K, uint32_t n, const int64_t *sizes, void **ptr,
+                              const uint32_t *sel, uint32_t m) {
+  const sh_kernel *k = sh_kernel_of(K);
+  int ns = k->n_sizes, n_args = k->n_inputs + 1;
+  const int64_t *gs = sizes;
+  void **gp = ptr;
+  if (m != n) { /* the group's own arrays */
+    int64_t *ss = sh_arena_alloc(&g->work.scratch, sizeof(int64_t) * ((size_t)m * (size_t)ns + 1));
+    void **pp = sh_arena_alloc(&g->work.scratch, sizeof(void *) * (size_t)m * (size_t)n_args);
+    if (!ss || !pp) return SHEAF_ERR_NOMEM;
+    for (uint32_t i = 0; i < m; i++) {
+      memcpy(ss + (size_t)i * ns, sizes + (size_t)sel[i] * ns, sizeof(int64_t) * (size_t)ns);
+      for (int j = 0; j < n_args; j++) pp[(size_t)j * m + i] = ptr[(size_t)j * n + sel[i]];
+    }
+    gs = ss, gp = pp;
+  }
+  bool done = false;
+  sheaf_status st = run_rows(g, K, m, gs, gp, &done);
+  if (st || done) return st;
+  sk_barg args[KC_MAX_IN + 1];
+  for (int j = 0; j < n_args; j++) args[j] = mode_of(gp + (size_t)j * m, m);
+  sk_abi abi;
+  sh_kernel_abi(K, g->threads, &abi);
+  if (sh_kernel_batch_fn(K)(&abi, (int64_t)m, gs, args) != 0)
+    return sh_fail(g->ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", k->name);
+  return SHEAF_OK;
+}
+
 /* The tuned variant of K for this batch (sh_kernel_pick): at the sizes of
  * the one call the batch stacks into when its instances differ only in the
  * row size (run_rows), else at the first instance's. */
@@ -283,13 +352,11 @@ sheaf_status sh_kcall_run(sheaf_graph *g, const sh_kcall_desc *d, const uint32_t
   sh_arena *scr = &g->work.scratch;
   int64_t *sizes = sh_arena_alloc(scr, sizeof(int64_t) * ((size_t)n * (size_t)ns + 1));
   void **ptr = sh_arena_alloc(scr, sizeof(void *) * (size_t)n * (size_t)n_args);
-  sk_barg *args = sh_arena_alloc(scr, sizeof(sk_barg) * (size_t)n_args);
-  if (!sizes || !ptr || !args) return SHEAF_ERR_NOMEM;
-  size_t total = 0;
+  uint32_t *grp = sh_arena_alloc(scr, sizeof(uint32_t) * (size_t)n * 2), *sel = grp ? grp + n : NULL;
+  if (!sizes || !ptr || !grp) return SHEAF_ERR_NOMEM;
   for (uint32_t i = 0; i < n; i++) {
     const sh_node *nd = &g->store.nodes[ids[i]];
     bind_sizes(g, k, &g->store.ins[nd->in], sizes + (size_t)i * (size_t)ns);
-    total += (size_t)nd->rows * (size_t)nd->cols;
   }
   for (int j = 0; j < n_in; j++)
     for (uint32_t i = 0; i < n; i++) {
@@ -306,28 +373,40 @@ sheaf_status sh_kcall_run(sheaf_graph *g, const sh_kcall_desc *d, const uint32_t
       }
       ptr[(size_t)j * n + i] = v;
     }
+  /* the outputs: one block, group after group (each group's rows contiguous;
+   * one group, the usual case: instance order) */
+  uint32_t ng = stack_groups(k, n, sizes, ptr, grp), *first = NULL;
+  if (ng > 1) {
+    first = sh_arena_alloc(scr, sizeof(uint32_t) * (ng + 1));
+    if (!first) return SHEAF_ERR_NOMEM;
+    memset(first, 0, sizeof(uint32_t) * (ng + 1));
+    for (uint32_t i = 0; i < n; i++) first[grp[i] + 1]++;
+    for (uint32_t q = 0; q < ng; q++) first[q + 1] += first[q];
+    uint32_t fill[KC_GROUPS];
+    memcpy(fill, first, sizeof(uint32_t) * ng);
+    for (uint32_t i = 0; i < n; i++) sel[fill[grp[i]]++] = i;
+  } else {
+    for (uint32_t i = 0; i < n; i++) sel[i] = i;
+  }
+  size_t total = 0;
+  for (uint32_t i = 0; i < n; i++) total += (size_t)g->store.nodes[ids[i]].rows * (size_t)g->store.nodes[ids[i]].cols;
   float *blk = sh_arena_alloc(&g->store.data, sizeof(float) * (total ? total : 1));
   if (!blk) return SHEAF_ERR_NOMEM;
   size_t off = 0;
-  for (uint32_t i = 0; i < n; i++) {
-    sh_node *nd = &g->store.nodes[ids[i]];
+  for (uint32_t q = 0; q < n; q++) {
+    sh_node *nd = &g->store.nodes[ids[sel[q]]];
     nd->val = blk + off;
     nd->ld = nd->cols;
-    ptr[(size_t)n_in * n + i] = nd->val;
+    ptr[(size_t)n_in * n + sel[q]] = nd->val;
     off += (size_t)nd->rows * (size_t)nd->cols;
   }
   int *held = sh_arena_alloc(scr, sizeof(int) * (size_t)n * (size_t)n_in + 1), n_held = 0;
   if (!held) return SHEAF_ERR_NOMEM;
-  sheaf_status st = pack_weights(g, (sheaf_kernel *)(uintptr_t)K, ids, n, sizes, ptr, held, &n_held);
-  bool done = false;
-  if (!st) st = run_rows(g, (sheaf_kernel *)(uintptr_t)K, n, sizes, ptr, &done);
-  if (!st && !done) {
-    for (int j = 0; j < n_args; j++) args[j] = mode_of(ptr + (size_t)j * n, n);
-    sk_abi abi;
-    sh_kernel_abi((sheaf_kernel *)(uintptr_t)K, g->threads, &abi);
-    if (sh_kernel_batch_fn(K)(&abi, (int64_t)n, sizes, args) != 0)
-      st = sh_fail(g->ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", k->name);
-  }
-  for (int h = 0; h < n_held; h++) sh_kernel_call_weight_put((sheaf_kernel *)(uintptr_t)K, held[h]);
+  sheaf_kernel *KK = (sheaf_kernel *)(uintptr_t)K;
+  sheaf_status st = pack_weights(g, KK, ids, n, sizes, ptr, held, &n_held);
+  for (uint32_t q = 0; q < ng && !st; q++)
+    st = ng > 1 ? run_group(g, KK, n, sizes, ptr, sel + first[q], first[q + 1] - first[q])
+                : run_group(g, KK, n, sizes, ptr, sel, n);
+  for (int h = 0; h < n_held; h++) sh_kernel_call_weight_put(KK, held[h]);
   return st;
 }
