@@ -10,6 +10,7 @@
  *                                                 sigmoid, tanh, mul
  *   log-softmax  out = log_softmax(x·W + b)    vs affine(W, x, b) → log_softmax
  *                (a row reduction after a GEMM: the runtime cannot fuse it)
+ *   FFN + LN     out = gelu(layernorm(x·W + b)) vs affine → layer_norm → gelu
  * at N = 64 and 1600 rows (TreeLSTM batch, encoder tokens), D = 256,
  * F = 1024, and the TreeLSTM's own sizes, N = 64, D = 64 and 128, F = 4·D
  * (issue 13's acceptance: fused ≥ 1.3x the separate ops). One
@@ -20,8 +21,11 @@
  * and the graph's GEMM alone (affine without the activation). The
  * kernels' weights (W, Wg, Wh: inferred) are packed once per version
  * (sheaf_kernel_set_weight_version), as the runtime packs its parameters.
+ * "call": the fused kernel issued as one graph op (sheaf_kernel_call on x,
+ * built, flushed and copied out like the graph side; its own kernel copy,
+ * whose packed weights are keyed on the parameters' versions).
  *
- *   make bench-codegen_fused [BENCH_ARGS=--quick]
+ *   make bench-codegen_fused [BENCH_ARGS='--quick | --only ffn|gated|lsm|ffnln']
  */
 #include <math.h>
 #include <stdio.h>

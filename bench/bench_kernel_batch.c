@@ -4,15 +4,21 @@
  * src/codegen/kernel_call.c) against the same kernel run instance by
  * instance (sheaf_kernel_run), the emitted batch loop called directly
  * (sk_batch_fn: one call, one kernel invocation per instance), and the
- * same computation as separate runtime ops (sheaf_affine + activations,
- * batched into Sheaf's hand GEMM with fused epilogues). Same inputs, same
- * run, 1 thread, thread CPU time, best of alternating rounds; every
- * variant's results are checked against the runtime ops' (max |diff|).
- * Cases: an FFN + GELU (D 256 -> F 1280) and a gated unit
- * sigmoid(x·Wg) * tanh(x·Wh) (256 -> 256), on 64 instances of one row
- * (tree nodes) and of 1..24 rows (sentences).
+ * same computation as separate runtime ops (sheaf_affine + activations /
+ * layer_norm, batched into Sheaf's hand GEMM with fused epilogues), the
+ * runtime ops under every policy with the best kept. Same inputs, same
+ * run, 1 thread, thread CPU time, best of alternating rounds; one graph
+ * per side and policy kept across rounds (reset per run: a model's steady
+ * state); every variant's results are checked against the runtime ops'.
+ * Cases: an FFN + GELU (D 256 -> F 1280), a gated unit
+ * sigmoid(x·Wg) * tanh(x·Wh) (256 -> 256), and GEMM + bias + layernorm +
+ * GELU (a row reduction between the GEMM and the activation: the runtime
+ * cannot fuse it into its GEMM) at an FFN's width and a layer-normalised
+ * tree cell's (D = 2H -> H, H 64/128/256); on 64 instances of one row
+ * (tree nodes) or of 1..24 rows (sentences); "2 W": odd instances pass a
+ * second weight (another layer's), so one bucket holds two weights.
  *
- *   make bench-kernel_batch [BENCH_ARGS='--quick']
+ *   make bench-kernel_batch [BENCH_ARGS='--quick | --only ffn|gate|ffnln']
  */
 #include <math.h>
 #include <stdio.h>
