@@ -10,10 +10,13 @@
  * instances (a parameter passed once), evenly spaced (contiguous rows), or
  * a row-pointer array (gathered inputs, no copy). A kernel whose calls
  * differ only in a row size (kernel_rows.c: `x: f32[N, D]` -> `f32[N, F]`
- * with rows independent) runs a batch whose other sizes and non-row inputs
- * agree as one call of the instance-level entry over the stacked rows
+ * with rows independent) runs each group of calls that agree on the other
+ * sizes and non-row inputs (the weights: a bucket may hold two layers')
+ * as one call of the instance-level entry over the stacked rows
  * (contiguous rows read in place, others gathered), so 64 calls of an FFN
- * on vectors are one GEMM-like call with M = 64.
+ * on vectors are one GEMM-like call with M = 64. Packed weights and the
+ * generated code's temporaries come from copies the kernel keeps across
+ * batches (kernel_api.c: sh_kernel_call_weight, sh_kernel_abi).
  */
 #include <stdint.h>
 #include <stdio.h>
