@@ -10,6 +10,7 @@
  *                                                 sigmoid, tanh, mul
  *   log-softmax  out = log_softmax(x·W + b)    vs affine(W, x, b) → log_softmax
  *                (a row reduction after a GEMM: the runtime cannot fuse it)
+ *   FFN + LN     out = gelu(layernorm(x·W + b)) vs affine → layer_norm → gelu
  * at N = 64 and 1600 rows (TreeLSTM batch, encoder tokens), D = 256,
  * F = 1024, and the TreeLSTM's own sizes, N = 64, D = 64 and 128, F = 4·D
  * (issue 13's acceptance: fused ≥ 1.3x the separate ops). One
@@ -20,8 +21,11 @@
  * and the graph's GEMM alone (affine without the activation). The
  * kernels' weights (W, Wg, Wh: inferred) are packed once per version
  * (sheaf_kernel_set_weight_version), as the runtime packs its parameters.
+ * "call": the fused kernel issued as one graph op (sheaf_kernel_call on x,
+ * built, flushed and copied out like the graph side; its own kernel copy,
+ * whose packed weights are keyed on the parameters' versions).
  *
- *   make bench-codegen_fused [BENCH_ARGS=--quick]
+ *   make bench-codegen_fused [BENCH_ARGS='--quick | --only ffn|gated|lsm|ffnln']
  */
 #include <math.h>
 #include <stdio.h>
@@ -42,14 +46,21 @@ static const char LSM[] = "kernel lsm(x: f32[N, D], W: f32[D, F], b: f32[F]) -> 
                           "  y(n, f) +=! x(n, d) * W(d, f)\n  z(n, f) = y(n, f) + b(f)\n"
                           "  m(n) max=! z(n, f)\n  s(n) +=! exp(z(n, f) - m(n))\n"
                           "  out(n, f) = z(n, f) - m(n) - log(s(n))\n}\n";
+static const char FFNLN[] = "kernel ffnln(x: f32[N, D], W: f32[D, F], b: f32[F], ga: f32[F], be: f32[F]) -> f32[N, F] {\n"
+                            "  y(n, f) +=! x(n, d) * W(d, f)\n  z(n, f) = y(n, f) + b(f)\n"
+                            "  mu(n) +=! z(n, f) / F\n  c(n, f) = z(n, f) - mu(n)\n"
+                            "  var(n) +=! c(n, f) * c(n, f) / F\n"
+                            "  out(n, f) = gelu(c(n, f) * rsqrt(var(n) + 1e-5) * ga(f) + be(f))\n}\n";
 
-enum { FORM_AFFINE, FORM_MATMUL_ADD, FORM_GATED, FORM_GEMM_ONLY, FORM_LSM };
+enum { FORM_AFFINE, FORM_MATMUL_ADD, FORM_GATED, FORM_GEMM_ONLY, FORM_LSM, FORM_LN, FORM_KCALL };
 
 typedef struct graph_side {
   sheaf_model *m;
-  sheaf_param W, b, Wg, Wh, Wv;
+  sheaf_param W, b, Wg, Wh, Wv, ga, be;
   int64_t N, D, F;
   const float *x;
+  sheaf_kernel *k; /* FORM_KCALL: the fused kernel as one graph op */
+  int op;
 } graph_side;
 
 /* One call of the separate ops: build, flush, read the value into out. */
@@ -65,6 +76,16 @@ static int graph_run(graph_side *s, sheaf_graph *g, int form, float *out) {
     y = sheaf_affine(g, s->W, x, SHEAF_NO_PARAM);
   } else if (form == FORM_LSM) {
     y = sheaf_log_softmax(g, sheaf_affine(g, s->W, x, s->b));
+  } else if (form == FORM_KCALL) {
+    sheaf_param p[4] = {s->W, s->b, s->ga, s->be};
+    if (s->op == 1) p[0] = s->Wg, p[1] = s->Wh;
+    sheaf_expr in[5] = {x};
+    int n_in = s->op == 3 ? 5 : 3;
+    for (int i = 1; i < n_in; i++) in[i] = sheaf_parameter(g, p[i - 1]);
+    y = sheaf_kernel_call(g, s->k, n_in, in);
+  } else if (form == FORM_LN) {
+    y = sheaf_gelu(g, sheaf_layer_norm(g, sheaf_affine(g, s->W, x, s->b), sheaf_parameter(g, s->ga),
+                                       sheaf_parameter(g, s->be), 1e-5f));
   } else {
     sheaf_expr a = sheaf_sigmoid(g, sheaf_affine(g, s->Wg, x, SHEAF_NO_PARAM));
     sheaf_expr t = sheaf_tanh(g, sheaf_affine(g, s->Wh, x, SHEAF_NO_PARAM));
@@ -91,7 +112,14 @@ static int fail(sheaf_ctx *ctx, const char *what) {
 }
 
 int main(int argc, char **argv) {
-  bool quick = argc > 1 && !strcmp(argv[1], "--quick");
+  bool quick = false;
+  int only = -1; /* --only ffn|gated|lsm|ffnln: one op */
+  for (int i = 1; i < argc; i++) {
+    static const char *const ops[] = {"ffn", "gated", "lsm", "ffnln"};
+    if (!strcmp(argv[i], "--quick")) quick = true;
+    for (int o = 0; o < 4; o++)
+      if (!strcmp(argv[i], "--only") && i + 1 < argc && !strcmp(argv[i + 1], ops[o])) only = o;
+  }
   int rounds = quick ? 3 : 7;
   sheaf_ctx *ctx;
   if (sheaf_ctx_create(&(sheaf_ctx_options){.threads = 1}, &ctx, NULL, 0) != SHEAF_OK) return 1;
@@ -99,30 +127,43 @@ int main(int argc, char **argv) {
   char dir[] = "/tmp/sheaf-bench-fused-XXXXXX";
   if (!mkdtemp(dir)) return 1;
   sh_kernel_opts ko = {.isa_set = true, .isa = isa, .cache_dir = dir};
-  sheaf_kernel *kf = NULL, *kg = NULL, *km = NULL, *kl = NULL;
+  sheaf_kernel *kf = NULL, *kg = NULL, *km = NULL, *kl = NULL, *kn = NULL;
   if (sh_kernel_compile_opts(ctx, FFN, strlen(FFN), NULL, &ko, &kf)) return fail(ctx, "compiling ffn");
   if (sh_kernel_compile_opts(ctx, GATED, strlen(GATED), NULL, &ko, &kg)) return fail(ctx, "compiling gated");
   if (sh_kernel_compile_opts(ctx, MM, strlen(MM), NULL, &ko, &km)) return fail(ctx, "compiling mm");
   if (sh_kernel_compile_opts(ctx, LSM, strlen(LSM), NULL, &ko, &kl)) return fail(ctx, "compiling lsm");
+  if (sh_kernel_compile_opts(ctx, FFNLN, strlen(FFNLN), NULL, &ko, &kn)) return fail(ctx, "compiling ffnln");
+  /* the call side's own copies (a cache hit): a kernel keeps one packed copy
+   * per weight, keyed on its version, and the graph's version of a
+   * parameter is not the one sheaf_kernel_set_weight_version gives the run
+   * side, so sharing one kernel would repack the weights on every switch */
+  const char *const srcs[4] = {FFN, GATED, LSM, FFNLN};
+  sheaf_kernel *kc[4] = {NULL};
+  for (int op = 0; op < 4; op++)
+    if (sh_kernel_compile_opts(ctx, srcs[op], strlen(srcs[op]), NULL, &ko, &kc[op])) return fail(ctx, "compiling");
   printf("# isa %s, 1 thread, thread CPU time per call, best of %d alternating rounds\n", sheaf_isa_name(isa), rounds);
   printf("# graph: separate runtime ops (weights packed once, input copied in), best policy of sheaf/none/depth/agenda\n");
   printf("# gemm gen / gemm graph: one GEMM x[N, D]·W[D, F] alone, generated (mm) and on the graph (affine, no bias)\n");
-  printf("%-8s %5s %5s %5s %10s %10s %-28s %8s %9s %9s\n", "op", "N", "D", "F", "fused ms", "graph ms",
-         "graph best (form/policy)", "speedup", "gemm gen", "gemm gr.");
+  printf("# call: the fused kernel as one graph op (sheaf_kernel_call on x, built and flushed like the graph side)\n");
+  printf("%-8s %5s %5s %5s %10s %10s %10s %-28s %8s %8s %9s %9s\n", "op", "N", "D", "F", "fused ms", "call ms",
+         "graph ms", "graph best (form/policy)", "speedup", "call x", "gemm gen", "gemm gr.");
   static const int64_t shapes[][3] = {{64, 256, 1024}, {1600, 256, 1024}, {64, 64, 256}, {64, 128, 512}};
   uint64_t seed = 7, ver = 0;
   int rc = 0;
-  for (int op = 0; op < 3 && !rc; op++) {
+  for (int op = 0; op < 4 && !rc; op++) {
+    if (only >= 0 && op != only) continue;
     for (size_t ri = 0; ri < SH_ARRAY_LEN(shapes) && !rc; ri++) {
       int64_t N = shapes[ri][0], D = shapes[ri][1], F = shapes[ri][2];
-      graph_side s = {.N = N, .D = D, .F = F};
+      graph_side s = {.N = N, .D = D, .F = F, .op = op};
       if (sheaf_model_create(ctx, &s.m)) return fail(ctx, "model");
       int64_t sw[] = {D, F}, sb[] = {F};
       if (sheaf_model_param(s.m, "W", 2, sw, SHEAF_INIT_GLOROT, &s.W) ||
           sheaf_model_param(s.m, "Wv", 2, sw, SHEAF_INIT_GLOROT, &s.Wv) ||
           sheaf_model_param(s.m, "b", 1, sb, SHEAF_INIT_GLOROT, &s.b) ||
           sheaf_model_param(s.m, "Wg", 2, sw, SHEAF_INIT_GLOROT, &s.Wg) ||
-          sheaf_model_param(s.m, "Wh", 2, sw, SHEAF_INIT_GLOROT, &s.Wh))
+          sheaf_model_param(s.m, "Wh", 2, sw, SHEAF_INIT_GLOROT, &s.Wh) ||
+          sheaf_model_param(s.m, "ga", 1, sb, SHEAF_INIT_GLOROT, &s.ga) ||
+          sheaf_model_param(s.m, "be", 1, sb, SHEAF_INIT_GLOROT, &s.be))
         return fail(ctx, "parameters");
       /* the matmul form reads W through an expression: same values as W */
       int rk;
@@ -144,17 +185,24 @@ int main(int argc, char **argv) {
                                {SHEAF_KERNEL_F32, (void *)(uintptr_t)Wg, (size_t)(D * F), 2, sw},
                                {SHEAF_KERNEL_F32, (void *)(uintptr_t)Wh, (size_t)(D * F), 2, sw},
                                {SHEAF_KERNEL_F32, of, (size_t)(N * F), 0, NULL}};
+      const float *ga = sheaf_model_param_data(s.m, s.ga, &rk, &shp), *be = sheaf_model_param_data(s.m, s.be, &rk, &shp);
+      sheaf_kernel_arg an[] = {af[0], af[1], af[2],
+                               {SHEAF_KERNEL_F32, (void *)(uintptr_t)ga, (size_t)F, 1, sb},
+                               {SHEAF_KERNEL_F32, (void *)(uintptr_t)be, (size_t)F, 1, sb}, af[3]};
       /* the weights are parameters: packed once per version by the kernels */
       ver++;
       sheaf_kernel_set_weight_version(kf, 1, ver);
       sheaf_kernel_set_weight_version(kl, 1, ver);
+      sheaf_kernel_set_weight_version(kn, 1, ver);
       sheaf_kernel_set_weight_version(kg, 1, ver);
       sheaf_kernel_set_weight_version(kg, 2, ver);
       sheaf_kernel_set_weight_version(km, 1, ver);
-      sheaf_kernel *k = op == 1 ? kg : op == 2 ? kl : kf;
-      sheaf_kernel_arg *ka = op == 1 ? ag : af;
+      sheaf_kernel *k = op == 1 ? kg : op == 2 ? kl : op == 3 ? kn : kf;
+      s.k = kc[op];
+      sheaf_kernel_arg *ka = op == 1 ? ag : op == 3 ? an : af;
+      int nka = op == 3 ? 6 : 4;
       /* the graph sides: each form under each policy */
-      int forms[2] = {op == 1 ? FORM_GATED : op == 2 ? FORM_LSM : FORM_AFFINE, FORM_MATMUL_ADD},
+      int forms[2] = {op == 1 ? FORM_GATED : op == 2 ? FORM_LSM : op == 3 ? FORM_LN : FORM_AFFINE, FORM_MATMUL_ADD},
           nforms = op ? 1 : 2;
       sheaf_graph *gs[2][4] = {{NULL}};
       for (int f = 0; f < nforms; f++)
@@ -163,7 +211,9 @@ int main(int argc, char **argv) {
             return fail(ctx, "graph");
       double flops = 2.0 * (double)N * (double)D * (double)F * (op == 1 ? 2 : 1);
       int reps = (int)(1e8 / flops) + 1;
-      double bf = 1e30, bg = 1e30, bmg = 1e30, bmr = 1e30;
+      double bf = 1e30, bg = 1e30, bmg = 1e30, bmr = 1e30, bc = 1e30;
+      sheaf_graph *gk;
+      if (sheaf_graph_create(s.m, &(sheaf_graph_opts){.threads = 1}, &gk)) return fail(ctx, "graph");
       sheaf_kernel_arg am[] = {{SHEAF_KERNEL_F32, x, (size_t)(N * D), 2, sx},
                                {SHEAF_KERNEL_F32, (void *)(uintptr_t)W, (size_t)(D * F), 2, sw},
                                {SHEAF_KERNEL_F32, og, (size_t)(N * F), 0, NULL}};
@@ -172,7 +222,7 @@ int main(int argc, char **argv) {
       for (int r = 0; r < rounds && !rc; r++) {
         double t0 = exb_now_s(true);
         for (int i = 0; i < reps; i++)
-          if (sheaf_kernel_run(k, ka, 4)) rc = fail(ctx, "fused run");
+          if (sheaf_kernel_run(k, ka, nka)) rc = fail(ctx, "fused run");
         double t1 = exb_now_s(true);
         bf = fmin(bf, (t1 - t0) / reps);
         for (int i = 0; i < reps && !rc; i++)
@@ -182,6 +232,12 @@ int main(int argc, char **argv) {
         for (int i = 0; i < reps && !rc; i++)
           if (graph_run(&s, gs[0][1], FORM_GEMM_ONLY, og)) rc = fail(ctx, "graph gemm run");
         bmr = fmin(bmr, (exb_now_s(true) - t2) / reps);
+        double t3 = exb_now_s(true);
+        for (int i = 0; i < reps && !rc; i++)
+          if (graph_run(&s, gk, FORM_KCALL, og)) rc = fail(ctx, "kernel call run");
+        bc = fmin(bc, (exb_now_s(true) - t3) / reps);
+        double dc = maxdiff(of, og, (size_t)(N * F));
+        if (!(dc <= worst_diff)) worst_diff = dc;
         for (int f = 0; f < nforms && !rc; f++)
           for (int p = 0; p < 4 && !rc; p++) {
             double u0 = exb_now_s(true);
@@ -199,21 +255,24 @@ int main(int argc, char **argv) {
                  forms[best_f] == FORM_MATMUL_ADD ? "matmul+add+gelu"
                  : op == 1                        ? "affine x2+sig+tanh+mul"
                  : op == 2                        ? "affine+log_softmax"
+                 : op == 3                        ? "affine+layer_norm+gelu"
                                                   : "affine+gelu",
                  sheaf_policy_name(exb_policies[best_p]));
-        printf("%-8s %5lld %5lld %5lld %10.3f %10.3f %-28s %7.2fx %9.3f %9.3f%s\n",
-               op == 1 ? "gated" : op == 2 ? "lsm" : "ffn+gelu",
-               (long long)N, (long long)D, (long long)F, bf * 1e3, bg * 1e3, best, bg / bf, bmg * 1e3, bmr * 1e3,
+        printf("%-8s %5lld %5lld %5lld %10.3f %10.3f %10.3f %-28s %7.2fx %7.2fx %9.3f %9.3f%s\n",
+               op == 1 ? "gated" : op == 2 ? "lsm" : op == 3 ? "ffn+ln" : "ffn+gelu", (long long)N, (long long)D,
+               (long long)F, bf * 1e3, bc * 1e3, bg * 1e3, best, bg / bf, bg / bc, bmg * 1e3, bmr * 1e3,
                worst_diff > 1e-4 ? "  (results differ!)" : "");
         if (worst_diff > 1e-4) rc = 1;
       }
       for (int f = 0; f < nforms; f++)
         for (int p = 0; p < 4; p++) sheaf_graph_free(gs[f][p]);
+      sheaf_graph_free(gk);
       sheaf_model_free(s.m);
       free(x), free(of), free(og);
     }
   }
-  sheaf_kernel_free(kf), sheaf_kernel_free(kg), sheaf_kernel_free(km), sheaf_kernel_free(kl);
+  sheaf_kernel_free(kf), sheaf_kernel_free(kg), sheaf_kernel_free(km), sheaf_kernel_free(kl), sheaf_kernel_free(kn);
+  for (int op = 0; op < 4; op++) sheaf_kernel_free(kc[op]);
   char cmd[200];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, "bench_codegen_fused: could not remove %s\n", dir);

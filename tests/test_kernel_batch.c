@@ -28,7 +28,11 @@ static const char SRC[] =
     "kernel gram(x: f32[N, D]) -> f32[D, D] { g(i, j) +=! x(n, i) * x(n, j) }\n"
     "kernel gate(x: f32[N, D], Wg: f32[D, F], Wh: f32[D, F]) -> f32[N, F] {\n"
     "  g(n, f) +=! x(n, d) * Wg(d, f)\n  h(n, f) +=! x(n, d) * Wh(d, f)\n"
-    "  out(n, f) = sigmoid(g(n, f)) * tanh(h(n, f))\n}\n";
+    "  out(n, f) = sigmoid(g(n, f)) * tanh(h(n, f))\n}\n"
+    "kernel ffnln(x: f32[N, D], W: f32[D, F], b: f32[F], ga: f32[F], be: f32[F]) -> f32[N, F] {\n"
+    "  y(n, f) +=! x(n, d) * W(d, f)\n  z(n, f) = y(n, f) + b(f)\n"
+    "  mu(n) +=! z(n, f) / F\n  c(n, f) = z(n, f) - mu(n)\n  var(n) +=! c(n, f) * c(n, f) / F\n"
+    "  out(n, f) = gelu(c(n, f) * rsqrt(var(n) + 1e-5) * ga(f) + be(f))\n}\n";
 
 static sheaf_kernel *compile(sheaf_ctx *ctx, const char *name) {
   sheaf_kernel *k = NULL;
@@ -240,6 +244,149 @@ TEST(kernel_batch_loop_with_per_instance_sizes) {
     sheaf_graph_free(g);
   }
   sheaf_model_free(m);
+  sheaf_kernel_free(k);
+}
+
+/* A GEMM, then row passes (layernorm) and GELU: the product is a temporary
+ * of the generated code, taken from the kernel's kept blocks. 64 instances
+ * of 1..5 rows against a double reference and against the same computation
+ * as builtins (affine -> layer_norm -> gelu), every policy, 1 and 2
+ * threads; a flush after the first allocates nothing of the temporary's
+ * size (the block is kept across batches, not allocated per batch). */
+typedef struct count_alloc {
+  size_t big;  /* allocations of at least min bytes */
+  size_t min;
+} count_alloc;
+static void *ca_alloc(void *user, size_t size, size_t align) {
+  count_alloc *c = user;
+  if (size >= c->min) c->big++;
+  return aligned_alloc(align, (size + align - 1) / align * align);
+}
+static void ca_free(void *user, void *p, size_t size) {
+  (void)user, (void)size;
+  free(p);
+}
+
+TEST(kernel_batch_layernorm_after_gemm) {
+  if (!th_have_jit_cc("kernel_batch_layernorm_after_gemm")) return;
+  fill();
+  count_alloc ca = {0, 0};
+  sheaf_allocator al = {ca_alloc, ca_free, &ca};
+  sheaf_ctx *ctx;
+  REQUIRE(sheaf_ctx_create(&(sheaf_ctx_options){.threads = 2, .allocator = &al}, &ctx, NULL, 0) == SHEAF_OK);
+  sheaf_kernel *k = compile(ctx, "ffnln");
+  REQUIRE(k != NULL);
+  CHECK_EQ_INT(sh_kernel_row_size(sh_kernel_of(k)), 0);
+  setup s;
+  REQUIRE(make_model(ctx, &s));
+  sheaf_param ga = th_param(ctx, s.m, "ga", 1, F, 0), be = th_param(ctx, s.m, "be", 1, F, 0);
+  float gad[F], bed[F];
+  for (int f = 0; f < F; f++) gad[f] = 0.5f + (float)(f % 7) / 7.0f, bed[f] = (float)(f % 3) / 3.0f - 0.3f;
+  memcpy(sheaf_model_param_data(s.m, ga, NULL, NULL), gad, sizeof gad);
+  memcpy(sheaf_model_param_data(s.m, be, NULL, NULL), bed, sizeof bed);
+  int total = 0;
+  for (int i = 0; i < NI; i++) total += rows_of(i);
+  const sheaf_policy pols[] = {SHEAF_POLICY_SHEAF, SHEAF_POLICY_NONE, SHEAF_POLICY_DEPTH, SHEAF_POLICY_AGENDA};
+  for (int p = 0; p < 4; p++)
+    for (int threads = 1; threads <= 2; threads++) {
+      sheaf_graph *g;
+      REQUIRE_OK(ctx, sheaf_graph_create(s.m, &(sheaf_graph_opts){.policy = pols[p], .threads = threads}, &g));
+      for (int run = 0; run < 3; run++) {
+        REQUIRE_OK(ctx, sheaf_graph_reset(g));
+        sheaf_expr y[NI], r[NI];
+        sheaf_expr in[5] = {SH_NULL_EXPR, sheaf_parameter(g, s.W), sheaf_parameter(g, s.b), sheaf_parameter(g, ga),
+                            sheaf_parameter(g, be)};
+        for (int i = 0; i < NI; i++) {
+          in[0] = sheaf_input(g, 2, (int64_t[]){rows_of(i), D}, xs[i]);
+          y[i] = sheaf_kernel_call(g, k, 5, in);
+          r[i] = sheaf_gelu(g, sheaf_layer_norm(g, sheaf_affine(g, s.W, in[0], s.b), in[3], in[4], 1e-5f));
+        }
+        ca.min = sizeof(float) * (size_t)total * F, ca.big = 0;
+        REQUIRE_OK(ctx, sheaf_graph_flush(g));
+        if (run == 2 && !CHECK(ca.big == 0)) printf("policy %d, %d threads: %zu allocations\n", p, threads, ca.big);
+        double worst = 0, diff = 0;
+        for (int i = 0; i < NI; i++) {
+          sheaf_value_view v, w;
+          REQUIRE_OK(ctx, sheaf_value(g, y[i], &v));
+          REQUIRE_OK(ctx, sheaf_value(g, r[i], &w));
+          REQUIRE(v.rank == 2 && v.shape[0] == rows_of(i) && v.shape[1] == F);
+          for (int n = 0; n < rows_of(i); n++) {
+            double z[F], mu = 0, var = 0;
+            for (int f = 0; f < F; f++) {
+              z[f] = bd[f];
+              for (int d = 0; d < D; d++) z[f] += (double)xs[i][n * D + d] * Wd[d * F + f];
+              mu += z[f] / F;
+            }
+            for (int f = 0; f < F; f++) var += (z[f] - mu) * (z[f] - mu) / F;
+            for (int f = 0; f < F; f++) {
+              double t = (z[f] - mu) / sqrt(var + 1e-5) * gad[f] + bed[f];
+              double ref = 0.5 * t * erfc(-t / sqrt(2.0));
+              worst = fmax(worst, fabs(v.data[n * F + f] - ref) / fmax(1.0, fabs(ref)));
+              diff = fmax(diff, fabs(v.data[n * F + f] - w.data[n * F + f]));
+            }
+          }
+        }
+        if (!CHECK(worst < 2e-5) || !CHECK(diff < 1e-5))
+          printf("policy %d, %d threads: error %g, vs builtins %g\n", p, threads, worst, diff);
+      }
+      sheaf_graph_free(g);
+    }
+  sheaf_model_free(s.m);
+  sheaf_kernel_free(k);
+  sheaf_ctx_free(ctx);
+}
+
+/* One kernel with several weights (two layers' W in one batch, kept across
+ * flushes) and used by sheaf_kernel_run as well: each weight is packed once,
+ * not on every switch (the batched calls keep a copy per weight, apart from
+ * the run path's). Results equal the builtins (affine -> gelu). */
+TEST(kernel_batch_weights_kept_per_layer) {
+  if (!th_have_jit_cc("kernel_batch_weights_kept_per_layer")) return;
+  sheaf_ctx *ctx = th_ctx();
+  fill();
+  sheaf_kernel *k = compile(ctx, "ffn");
+  REQUIRE(k != NULL);
+  REQUIRE(sh_kernel_input_packed(k, 1));
+  setup s;
+  REQUIRE(make_model(ctx, &s));
+  sheaf_param W2 = th_param(ctx, s.m, "W2", 2, D, F);
+  sheaf_graph *g;
+  REQUIRE_OK(ctx, sheaf_graph_create(s.m, NULL, &g));
+  static float out[MAXN * F];
+  int want = 2; /* W and W2, once each */
+  for (int flush = 0; flush < 3; flush++) {
+    REQUIRE_OK(ctx, sheaf_graph_reset(g));
+    sheaf_expr y[2][NI], r[2][NI];
+    sheaf_expr in[3] = {SH_NULL_EXPR, sheaf_parameter(g, s.W), sheaf_parameter(g, s.b)};
+    sheaf_expr w2 = sheaf_parameter(g, W2);
+    for (int i = 0; i < NI; i++) {
+      in[0] = sheaf_input(g, 2, (int64_t[]){rows_of(i), D}, xs[i]);
+      in[1] = i % 2 ? w2 : sheaf_parameter(g, s.W); /* the instances alternate the weights */
+      y[i % 2][i] = sheaf_kernel_call(g, k, 3, in);
+      r[i % 2][i] = sheaf_gelu(g, sheaf_affine(g, i % 2 ? W2 : s.W, in[0], s.b));
+    }
+    REQUIRE_OK(ctx, sheaf_graph_flush(g));
+    CHECK_EQ_INT((int)sh_kernel_pack_count(k, 1), want); /* nothing repacked */
+    double diff = 0;
+    for (int i = 0; i < NI; i++) {
+      sheaf_value_view v, w;
+      REQUIRE_OK(ctx, sheaf_value(g, y[i % 2][i], &v));
+      REQUIRE_OK(ctx, sheaf_value(g, r[i % 2][i], &w));
+      for (int j = 0; j < rows_of(i) * F; j++) diff = fmax(diff, fabs(v.data[j] - w.data[j]));
+    }
+    CHECK(diff < 1e-5);
+    if (flush == 1) { /* the run path (its own kept copy) in between: the calls' copies stay */
+      sheaf_kernel_set_weight_version(k, 1, 7);
+      sheaf_kernel_arg a[4] = {{SHEAF_KERNEL_F32, xs[0], (size_t)D, 2, (int64_t[]){1, D}},
+                               {SHEAF_KERNEL_F32, Wd, (size_t)(D * F), 2, (int64_t[]){D, F}},
+                               {SHEAF_KERNEL_F32, bd, (size_t)F, 1, (int64_t[]){F}},
+                               {SHEAF_KERNEL_F32, out, (size_t)F, 0, NULL}};
+      REQUIRE_OK(ctx, sheaf_kernel_run(k, a, 4));
+      CHECK_EQ_INT((int)sh_kernel_pack_count(k, 1), ++want);
+    }
+  }
+  sheaf_graph_free(g);
+  sheaf_model_free(s.m);
   sheaf_kernel_free(k);
 }
 

@@ -76,6 +76,25 @@ typedef struct kblock {
   bool used;
 } kblock;
 #define K_BLOCKS 8
+
+/* The batched call path's kept packed weights (kernel_call.c), apart from
+ * the run path's one copy per input: a few per kernel, any input, keyed on
+ * (input, pointer, shape, version) and reused least recently used first, so
+ * a kernel that layers call with their own weights, or that graphs and
+ * sheaf_kernel_run both use, keeps each packed copy instead of repacking it
+ * on every switch. An empty slot has bytes 0. */
+#define K_CALL_SLOTS 8
+typedef struct kcslot {
+  int input;
+  const void *ptr;
+  int64_t d0, d1;
+  uint64_t version;
+  bool valid;
+  int refs;      /* batches reading buf now */
+  uint64_t used; /* stamp of the last batch that took it */
+  float *buf;
+  size_t bytes;
+} kcslot;
 #define K_VARIANTS 16
 
 /* The last checked call's signature (the fast path of repeated calls).
@@ -122,6 +141,8 @@ struct sheaf_kernel {
   atomic_uint_fast64_t wepoch; /* bumped by every sheaf_kernel_set_weight_version (plans) */
   atomic_int plans;            /* live plans made on it (kernel_plan.c) */
   kblock blocks[K_BLOCKS]; /* the temporaries of earlier runs, reused */
+  kcslot cslots[K_CALL_SLOTS]; /* the batched calls' packed weights (under mu) */
+  uint64_t cstamp;
   /* tuning: the records that apply, and the variants compiled for them */
   sh_tune_rec *tuned;
   int n_tuned;
@@ -437,6 +458,8 @@ SHEAF_API void sheaf_kernel_free(sheaf_kernel *k) {
   }
   for (int i = 0; i < K_BLOCKS; i++)
     if (k->blocks[i].p) sh_free(ctx, k->blocks[i].p, k->blocks[i].bytes);
+  for (int i = 0; i < K_CALL_SLOTS; i++)
+    if (k->cslots[i].buf) sh_free(ctx, k->cslots[i].buf, k->cslots[i].bytes);
   if (k->mu_init) pthread_mutex_destroy(&k->mu);
   sh_jit_free(k->jit);
   sh_lower_info_free(ctx, &k->info);
@@ -449,6 +472,10 @@ const sh_kernel *sh_kernel_of(const sheaf_kernel *k) { return k ? k->k : NULL; }
 const sh_lower_info *sh_kernel_info(const sheaf_kernel *k) { return &k->info; }
 sk_batch_fn sh_kernel_batch_fn(const sheaf_kernel *k) { return k->bfn; }
 sk_entry_fn sh_kernel_entry_fn(const sheaf_kernel *k) { return k->fn; }
+void sh_kernel_abi(sheaf_kernel *K, int threads, sk_abi *abi) {
+  sh_lir_abi_init(K->ctx, threads, abi);
+  abi->alloc = k_alloc, abi->free = k_free, abi->alloc_user = K;
+}
 const sh_kcall_desc *sh_kernel_call_desc(const sheaf_kernel *k) { return &k->call; }
 sheaf_ctx *sh_kernel_ctx(const sheaf_kernel *k) { return k->ctx; }
 
@@ -514,6 +541,68 @@ sheaf_status sh_kernel_weight_get(sheaf_kernel *K, int i, const int64_t *sizes, 
                                   int64_t d0, int64_t d1, uint64_t version, sh_arena *scratch,
                                   const float **out, bool *held) {
   return weight_packed(K, i, sizes, data, d0, d1, version, scratch, NULL, NULL, out, held);
+}
+
+sheaf_status sh_kernel_call_weight(sheaf_kernel *K, int i, const int64_t *sizes, const float *data, int64_t d0,
+                                   int64_t d1, uint64_t version, sh_arena *scratch, const float **out, int *slot) {
+  kweight *w = &K->w[i];
+  size_t bytes = (size_t)w->size(sizes) * sizeof(float);
+  if (bytes == 0) bytes = sizeof(float);
+  *slot = -1;
+  kcslot *c = NULL;
+  pthread_mutex_lock(&K->mu);
+  if (version) {
+    for (int s = 0; s < K_CALL_SLOTS; s++) {
+      kcslot *q = &K->cslots[s];
+      if (q->valid && q->input == i && q->ptr == data && q->version == version && q->d0 == d0 && q->d1 == d1) {
+        q->refs++, q->used = ++K->cstamp, *slot = s;
+        *out = q->buf;
+        pthread_mutex_unlock(&K->mu);
+        return SHEAF_OK;
+      }
+    }
+    for (int s = 0; s < K_CALL_SLOTS; s++) { /* a free slot: an empty one, else the least recently used */
+      kcslot *q = &K->cslots[s];
+      if (q->refs) continue;
+      if (!q->bytes) {
+        c = q, *slot = s;
+        break;
+      }
+      if (!c || q->used < c->used) c = q, *slot = s;
+    }
+  }
+  if (c) {
+    c->valid = false;
+    if (c->bytes != bytes) {
+      if (c->buf) sh_free(K->ctx, c->buf, c->bytes);
+      c->bytes = 0;
+      c->buf = sh_alloc(K->ctx, bytes, 64);
+      if (c->buf) c->bytes = bytes;
+    }
+    if (c->buf) {
+      *c = (kcslot){i, data, d0, d1, version, false, 1, ++K->cstamp, c->buf, c->bytes};
+    } else {
+      c = NULL, *slot = -1;
+    }
+  }
+  w->packs++;
+  pthread_mutex_unlock(&K->mu);
+  float *dst = c ? c->buf : sh_arena_alloc(scratch, bytes);
+  if (!dst) return SHEAF_ERR_NOMEM;
+  w->pack(sizes, data, d1, 0, dst);
+  if (c) { /* valid once packed: a batch that finds it reads it whole */
+    pthread_mutex_lock(&K->mu);
+    c->valid = true;
+    pthread_mutex_unlock(&K->mu);
+  }
+  *out = dst;
+  return SHEAF_OK;
+}
+
+void sh_kernel_call_weight_put(sheaf_kernel *K, int slot) {
+  pthread_mutex_lock(&K->mu);
+  K->cslots[slot].refs--;
+  pthread_mutex_unlock(&K->mu);
 }
 
 void sh_kernel_weight_put(sheaf_kernel *K, int i) {

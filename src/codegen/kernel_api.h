@@ -44,6 +44,10 @@ sk_batch_fn sh_kernel_batch_fn(const sheaf_kernel *k);
 const sh_kcall_desc *sh_kernel_call_desc(const sheaf_kernel *k);
 sheaf_ctx *sh_kernel_ctx(const sheaf_kernel *k);
 sk_entry_fn sh_kernel_entry_fn(const sheaf_kernel *k);
+/* The services for a runtime call of k (kernel_call.c): the context's pool
+ * (at most threads), and the temporaries from the blocks k keeps across runs
+ * (as sheaf_kernel_run's), so a batch's temporaries are not fresh pages. */
+void sh_kernel_abi(sheaf_kernel *k, int threads, sk_abi *abi);
 /* The size of k that indexes independent rows (kernel_rows.c): calls that
  * differ only in it run as one call over their stacked rows; -1: none. */
 int sh_kernel_row_size(const sh_kernel *k);
@@ -55,9 +59,10 @@ bool sh_kernel_fast_match(sheaf_kernel *k, const sheaf_kernel_arg *args, int n_a
 sheaf_status sh_kcall_run(sheaf_graph *g, const sh_kcall_desc *d, const uint32_t *ids, uint32_t n);
 void sh_kernel_jit_stats(const sheaf_kernel *k, sh_jit_stats *out);
 /* Whether the generated code reads input i packed (a weight: kernel_api.c),
- * and how many times the run path has packed it. */
+ * and how many times it has been packed (runs and batched calls). */
 bool sh_kernel_input_packed(const sheaf_kernel *k, int i);
-/* Input i (a weight the kernel reads packed) of a runtime kernel call:
+/* Input i (a weight the kernel reads packed) in the run path's one kept
+ * copy per input (sheaf_kernel_run's; benches and tests call it directly):
  * *out is its packed copy under `sizes` (d0 x d1 floats at data, rows d1
  * apart). version != 0 keys the kernel's kept copy (data, version, shape):
  * packed once while it holds; *held is then set and the copy stays until
@@ -67,6 +72,13 @@ sheaf_status sh_kernel_weight_get(sheaf_kernel *k, int i, const int64_t *sizes, 
                                   int64_t d0, int64_t d1, uint64_t version, sh_arena *scratch,
                                   const float **out, bool *held);
 void sh_kernel_weight_put(sheaf_kernel *k, int i);
+/* The same for the runtime's batched calls (kernel_call.c), from the kernel's
+ * kept copies of that path: one per (input, data, shape, version), several
+ * per kernel (a weight per layer), version 0 packed into scratch. *slot: the
+ * copy this batch holds (release with sh_kernel_call_weight_put), or -1. */
+sheaf_status sh_kernel_call_weight(sheaf_kernel *k, int i, const int64_t *sizes, const float *data, int64_t d0,
+                                   int64_t d1, uint64_t version, sh_arena *scratch, const float **out, int *slot);
+void sh_kernel_call_weight_put(sheaf_kernel *k, int slot);
 long sh_kernel_pack_count(const sheaf_kernel *k, int i);
 /* Tuning (docs/CODEGEN.md, "Tuner"): the records k picks from by shape
  * class, and the variants it compiled for them (one per distinct opts). */

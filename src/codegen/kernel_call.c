@@ -10,10 +10,13 @@
  * instances (a parameter passed once), evenly spaced (contiguous rows), or
  * a row-pointer array (gathered inputs, no copy). A kernel whose calls
  * differ only in a row size (kernel_rows.c: `x: f32[N, D]` -> `f32[N, F]`
- * with rows independent) runs a batch whose other sizes and non-row inputs
- * agree as one call of the instance-level entry over the stacked rows
+ * with rows independent) runs each group of calls that agree on the other
+ * sizes and non-row inputs (the weights: a bucket may hold two layers')
+ * as one call of the instance-level entry over the stacked rows
  * (contiguous rows read in place, others gathered), so 64 calls of an FFN
- * on vectors are one GEMM-like call with M = 64.
+ * on vectors are one GEMM-like call with M = 64. Packed weights and the
+ * generated code's temporaries come from copies the kernel keeps across
+ * batches (kernel_api.c: sh_kernel_call_weight, sh_kernel_abi).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -144,7 +147,7 @@ static sk_barg mode_of(void **p, uint32_t n) {
 
 /* Runs the batch as one call over stacked rows (see the top) when it can:
  * *done false otherwise. ptr[j * n + i]: argument j of instance i. */
-static sheaf_status run_rows(sheaf_graph *g, const sheaf_kernel *K, uint32_t n, const int64_t *sizes, void **ptr,
+static sheaf_status run_rows(sheaf_graph *g, sheaf_kernel *K, uint32_t n, const int64_t *sizes, void **ptr,
                              bool *done) {
   const sh_kernel *k = sh_kernel_of(K);
   int rs = sh_kernel_row_size(k), ns = k->n_sizes, n_args = k->n_inputs + 1;
@@ -191,7 +194,7 @@ static sheaf_status run_rows(sheaf_graph *g, const sheaf_kernel *K, uint32_t n, 
     args[j].data = c;
   }
   sk_abi abi;
-  sh_lir_abi_init(g->ctx, g->threads, &abi);
+  sh_kernel_abi(K, g->threads, &abi);
   *done = true;
   if (sh_kernel_entry_fn(K)(&abi, msizes, args) != 0)
     return sh_fail(g->ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", k->name);
@@ -201,12 +204,12 @@ static sheaf_status run_rows(sheaf_graph *g, const sheaf_kernel *K, uint32_t n, 
 /* The weights the kernel reads packed (kernel_api.c, "Weights" in
  * docs/CODEGEN.md): each instance's pointer replaced by the packed copy.
  * The packed form depends on the weight alone (pointer and shape: the key
- * of the kernel's kept copy), so instances passing the same weight share
+ * of the kernel's kept copies), so instances passing the same weight share
  * one copy whatever their other sizes (a sentence's row count): a small
  * table per input finds it. A parameter's copy is kept by the kernel across
- * batches, keyed on its version; a run holds at most one kept copy per
- * input (held[]: the inputs to release after the call), since a second
- * weight of the same input finds that copy in use and packs into scratch. */
+ * batches, keyed on its version (sh_kernel_call_weight: several per kernel,
+ * so layers calling it with their own weights each keep theirs); held[]:
+ * the kept copies this batch took, released after the call. */
 #define KC_SHARED 8
 typedef struct kc_shared {
   const void *src;
@@ -235,19 +238,85 @@ static sheaf_status pack_weights(sheaf_graph *g, sheaf_kernel *K, const uint32_t
       if (xn->op == SH_OP_PARAM && g->model && xn->param.id >= 1 && xn->param.id <= g->model->n_params)
         version = g->model->params[xn->param.id - 1].version + 1;
       const float *packed;
-      bool h = false;
+      int slot;
       const void *src = p[i];
-      sheaf_status st = sh_kernel_weight_get(K, j, sizes + (size_t)i * (size_t)ns, src, xn->rows, xn->cols,
-                                             version, &g->work.scratch, &packed, &h);
+      sheaf_status st = sh_kernel_call_weight(K, j, sizes + (size_t)i * (size_t)ns, src, xn->rows, xn->cols,
+                                              version, &g->work.scratch, &packed, &slot);
       if (st) return st;
-      if (h) held[(*n_held)++] = j; /* once per input: see above */
+      if (slot >= 0) held[(*n_held)++] = slot; /* at most once per instance and input: held has n * inputs */
       p[i] = (void *)(uintptr_t)packed;
-      /* the held copy always enters the table (over its last entry when full), so a
-       * later instance with the same weight never takes a second reference */
-      if (n_seen < KC_SHARED || h)
-        seen[n_seen < KC_SHARED ? n_seen++ : KC_SHARED - 1] = (kc_shared){src, xn->rows, xn->cols, p[i]};
+      if (n_seen < KC_SHARED) seen[n_seen++] = (kc_shared){src, xn->rows, xn->cols, p[i]};
     }
   }
+  return SHEAF_OK;
+}
+
+/* The stacking groups of a batch (kernel with a row size rs): instances
+ * that agree on every size but rs and pass the same non-row inputs (the
+ * same weights) can run as one call over their stacked rows. grp[i]: the
+ * group of instance i, in order of first appearance; returns the count, or
+ * 1 (everything one group, the batch loop's when they differ) when there
+ * is no row size or over KC_GROUPS groups. A bucket is keyed by kernel
+ * alone, so calls with different weights (two layers, leaf and internal
+ * nodes) at one depth share it: each weight's instances still stack. */
+#define KC_GROUPS 16
+static uint32_t stack_groups(const sh_kernel *k, uint32_t n, const int64_t *sizes, void *const *ptr,
+                             uint32_t *grp) {
+  int rs = sh_kernel_row_size(k), ns = k->n_sizes;
+  uint32_t rep[KC_GROUPS], ng = 0;
+  for (uint32_t i = 0; i < n; i++) grp[i] = 0;
+  if (rs < 0) return 1;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t gi = 0;
+    for (; gi < ng; gi++) {
+      uint32_t r = rep[gi];
+      bool same = true;
+      for (int s = 0; s < ns && same; s++) same = s == rs || sizes[(size_t)i * ns + s] == sizes[(size_t)r * ns + s];
+      for (int j = 0; j < k->n_inputs && same; j++) {
+        const sh_ktensor *t = &k->tensors[j];
+        if (t->dims[0].aff.n != 1 || t->dims[0].aff.t[0].size != rs) same = ptr[(size_t)j * n + i] == ptr[(size_t)j * n + r];
+      }
+      if (same) break;
+    }
+    if (gi == ng) {
+      if (ng == KC_GROUPS) {
+        for (uint32_t q = 0; q < n; q++) grp[q] = 0;
+        return 1;
+      }
+      rep[ng++] = i;
+    }
+    grp[i] = gi;
+  }
+  return ng;
+}
+
+/* Runs instances sel[0..m) of the batch (sizes and ptr of all n): stacked
+ * rows when they can, else the emitted batch loop. */
+static sheaf_status run_group(sheaf_graph *g, sheaf_kernel *K, uint32_t n, const int64_t *sizes, void **ptr,
+                              const uint32_t *sel, uint32_t m) {
+  const sh_kernel *k = sh_kernel_of(K);
+  int ns = k->n_sizes, n_args = k->n_inputs + 1;
+  const int64_t *gs = sizes;
+  void **gp = ptr;
+  if (m != n) { /* the group's own arrays */
+    int64_t *ss = sh_arena_alloc(&g->work.scratch, sizeof(int64_t) * ((size_t)m * (size_t)ns + 1));
+    void **pp = sh_arena_alloc(&g->work.scratch, sizeof(void *) * (size_t)m * (size_t)n_args);
+    if (!ss || !pp) return SHEAF_ERR_NOMEM;
+    for (uint32_t i = 0; i < m; i++) {
+      memcpy(ss + (size_t)i * ns, sizes + (size_t)sel[i] * ns, sizeof(int64_t) * (size_t)ns);
+      for (int j = 0; j < n_args; j++) pp[(size_t)j * m + i] = ptr[(size_t)j * n + sel[i]];
+    }
+    gs = ss, gp = pp;
+  }
+  bool done = false;
+  sheaf_status st = run_rows(g, K, m, gs, gp, &done);
+  if (st || done) return st;
+  sk_barg args[KC_MAX_IN + 1];
+  for (int j = 0; j < n_args; j++) args[j] = mode_of(gp + (size_t)j * m, m);
+  sk_abi abi;
+  sh_kernel_abi(K, g->threads, &abi);
+  if (sh_kernel_batch_fn(K)(&abi, (int64_t)m, gs, args) != 0)
+    return sh_fail(g->ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", k->name);
   return SHEAF_OK;
 }
 
@@ -286,13 +355,11 @@ sheaf_status sh_kcall_run(sheaf_graph *g, const sh_kcall_desc *d, const uint32_t
   sh_arena *scr = &g->work.scratch;
   int64_t *sizes = sh_arena_alloc(scr, sizeof(int64_t) * ((size_t)n * (size_t)ns + 1));
   void **ptr = sh_arena_alloc(scr, sizeof(void *) * (size_t)n * (size_t)n_args);
-  sk_barg *args = sh_arena_alloc(scr, sizeof(sk_barg) * (size_t)n_args);
-  if (!sizes || !ptr || !args) return SHEAF_ERR_NOMEM;
-  size_t total = 0;
+  uint32_t *grp = sh_arena_alloc(scr, sizeof(uint32_t) * (size_t)n * 2), *sel = grp ? grp + n : NULL;
+  if (!sizes || !ptr || !grp) return SHEAF_ERR_NOMEM;
   for (uint32_t i = 0; i < n; i++) {
     const sh_node *nd = &g->store.nodes[ids[i]];
     bind_sizes(g, k, &g->store.ins[nd->in], sizes + (size_t)i * (size_t)ns);
-    total += (size_t)nd->rows * (size_t)nd->cols;
   }
   for (int j = 0; j < n_in; j++)
     for (uint32_t i = 0; i < n; i++) {
@@ -309,27 +376,40 @@ sheaf_status sh_kcall_run(sheaf_graph *g, const sh_kcall_desc *d, const uint32_t
       }
       ptr[(size_t)j * n + i] = v;
     }
+  /* the outputs: one block, group after group (each group's rows contiguous;
+   * one group, the usual case: instance order) */
+  uint32_t ng = stack_groups(k, n, sizes, ptr, grp), *first = NULL;
+  if (ng > 1) {
+    first = sh_arena_alloc(scr, sizeof(uint32_t) * (ng + 1));
+    if (!first) return SHEAF_ERR_NOMEM;
+    memset(first, 0, sizeof(uint32_t) * (ng + 1));
+    for (uint32_t i = 0; i < n; i++) first[grp[i] + 1]++;
+    for (uint32_t q = 0; q < ng; q++) first[q + 1] += first[q];
+    uint32_t fill[KC_GROUPS];
+    memcpy(fill, first, sizeof(uint32_t) * ng);
+    for (uint32_t i = 0; i < n; i++) sel[fill[grp[i]]++] = i;
+  } else {
+    for (uint32_t i = 0; i < n; i++) sel[i] = i;
+  }
+  size_t total = 0;
+  for (uint32_t i = 0; i < n; i++) total += (size_t)g->store.nodes[ids[i]].rows * (size_t)g->store.nodes[ids[i]].cols;
   float *blk = sh_arena_alloc(&g->store.data, sizeof(float) * (total ? total : 1));
   if (!blk) return SHEAF_ERR_NOMEM;
   size_t off = 0;
-  for (uint32_t i = 0; i < n; i++) {
-    sh_node *nd = &g->store.nodes[ids[i]];
+  for (uint32_t q = 0; q < n; q++) {
+    sh_node *nd = &g->store.nodes[ids[sel[q]]];
     nd->val = blk + off;
     nd->ld = nd->cols;
-    ptr[(size_t)n_in * n + i] = nd->val;
+    ptr[(size_t)n_in * n + sel[q]] = nd->val;
     off += (size_t)nd->rows * (size_t)nd->cols;
   }
-  int held[KC_MAX_IN], n_held = 0;
-  sheaf_status st = pack_weights(g, (sheaf_kernel *)(uintptr_t)K, ids, n, sizes, ptr, held, &n_held);
-  bool done = false;
-  if (!st) st = run_rows(g, K, n, sizes, ptr, &done);
-  if (!st && !done) {
-    for (int j = 0; j < n_args; j++) args[j] = mode_of(ptr + (size_t)j * n, n);
-    sk_abi abi;
-    sh_lir_abi_init(g->ctx, g->threads, &abi);
-    if (sh_kernel_batch_fn(K)(&abi, (int64_t)n, sizes, args) != 0)
-      st = sh_fail(g->ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", k->name);
-  }
-  for (int h = 0; h < n_held; h++) sh_kernel_weight_put((sheaf_kernel *)(uintptr_t)K, held[h]);
+  int *held = sh_arena_alloc(scr, sizeof(int) * (size_t)n * (size_t)n_in + 1), n_held = 0;
+  if (!held) return SHEAF_ERR_NOMEM;
+  sheaf_kernel *KK = (sheaf_kernel *)(uintptr_t)K;
+  sheaf_status st = pack_weights(g, KK, ids, n, sizes, ptr, held, &n_held);
+  for (uint32_t q = 0; q < ng && !st; q++)
+    st = ng > 1 ? run_group(g, KK, n, sizes, ptr, sel + first[q], first[q + 1] - first[q])
+                : run_group(g, KK, n, sizes, ptr, sel, n);
+  for (int h = 0; h < n_held; h++) sh_kernel_call_weight_put(KK, held[h]);
   return st;
 }
