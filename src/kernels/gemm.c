@@ -394,6 +394,13 @@ static void run_range(plan *pl, int64_t r0, int64_t r1, int64_t p0, int64_t p1, 
                * of tvec: a narrow last panel (N = 3) computes 8 columns
                * (AVX2, scalar) or 16 (AVX-512), not 32 */
               int64_t tcols = cols <= pl->tvec ? pl->tvec : cols <= SH_GEMM_NR / 2 ? SH_GEMM_NR / 2 : SH_GEMM_NR;
+              /* the epilogue's C lines, for writing, while the kernel runs
+               * (C is often a fresh block: its lines come from L3) */
+              for (int64_t r = 0; r < rows; r++) {
+                const float *cr = out_row(&a->c, m0 + r) + col0;
+                __builtin_prefetch(cr, 1);
+                __builtin_prefetch(cr + cols - 1, 1);
+              }
               pl->kern->ukernel(kr, tcols, kc, ap, bp, SH_GEMM_NR, trow[0], false);
               pl->epilogue(&pl->ec, tile, m0, rows, col0, cols);
             } else {
