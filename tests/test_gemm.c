@@ -268,27 +268,37 @@ TEST(gemm_epilogues) {
 }
 
 /* The small-M and narrow-N paths (AVX2: single-pass 1×32, 2×32, 3×32
- * kernels, a 4-row panel as two 2-row halves, a last panel of at most 16
- * columns as one 16-column pass into the epilogue tile; B prefetched
- * ahead): rows 1 to 9, N around the half panel and the scorers' N = 3 and
- * 5, K long enough for the prefetch to pass the end of B, with and without
- * an epilogue and accumulation. */
+ * kernels, a 4-row panel as two 2-row halves interleaved by blocks of 128
+ * k, a last panel of at most 8 columns as one 8-column pass and of at most
+ * 16 as one 16-column pass into the epilogue tile, the one-pass bias +
+ * activation epilogue; B prefetched ahead): rows 1 to 13, N around 8, 16
+ * and the half panel (the scorers' N = 3 and 5), K around the 4-row
+ * kernel's 128-k blocks and long enough for the prefetch to pass the end of
+ * B; plain, accumulated, bias + tanh (alone, accumulated, and on a column
+ * range that leaves the one-pass epilogue). */
 TEST(gemm_small_m_narrow_n) {
   sheaf_ctx *ctx = th_ctx();
-  static const int64_t ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
-  static const int64_t ns[] = {3, 5, 16, 17, 35, 48};
-  static const int64_t ks[] = {1, 40, 257};
+  static const int64_t ms[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+  static const int64_t ns[] = {1, 3, 5, 7, 8, 9, 16, 17, 35, 48};
+  static const int64_t ks[] = {1, 40, 127, 128, 129, 257, 300};
   for (int isa = 0; isa < n_isas(); isa++)
     for (size_t im = 0; im < SH_ARRAY_LEN(ms); im++)
       for (size_t in = 0; in < SH_ARRAY_LEN(ns); in++)
         for (size_t ik = 0; ik < SH_ARRAY_LEN(ks); ik++)
-          for (int v = 0; v < 3; v++) {
-            /* v 0: plain, 1: accumulate, 2: bias + tanh epilogue */
-            gcase gc = {ms[im], ns[in], ks[ik], 1 + (int)(ik & 1), true, v == 1, 0, v == 1, 1,
+          for (int v = 0; v < 5; v++) {
+            /* v 0: plain, 1: accumulate, 2: bias + tanh epilogue, 3: the
+             * same accumulated, 4: bias on all columns, tanh on [1, N - 1) */
+            bool acc = v == 1 || v == 3;
+            gcase gc = {ms[im], ns[in], ks[ik], 1 + (int)(ik & 1), true, acc, 0, acc, 1,
                         0, {{0}}, 0};
-            if (v == 2) {
+            if (v >= 2) {
               gc.ep[gc.n_ep++] = (sh_gemm_ep){.kind = SH_GEMM_EP_BIAS};
               gc.ep[gc.n_ep++] = (sh_gemm_ep){.kind = SH_GEMM_EP_ACT, .act = SH_GEMM_ACT_TANH};
+            }
+            if (v == 4) {
+              if (ns[in] < 3) continue;
+              gc.ep[1].n0 = 1;
+              gc.ep[1].n1 = ns[in] - 1;
             }
             if (!run_case(ctx, (sheaf_isa)isa, &gc, NULL)) return;
           }

@@ -246,6 +246,7 @@ typedef struct plan {
   bool lstm, has_ep, packed;
   int64_t pstep; /* panels per unit of the N loop and split: GROUP_PANELS for a cell */
   const float *bdata; /* packed B */
+  int64_t tvec;   /* floats per vector of the epilogue (it reads whole vectors of the tile) */
   bool split_m;
   bool hook_in; /* rows_done from inside the loop (each task owns whole rows) */
   bool a_reuse; /* N split, one K pass, one MC block: a thread packs A once */
@@ -389,9 +390,17 @@ static void run_range(plan *pl, int64_t r0, int64_t r1, int64_t p0, int64_t p1, 
               pl->epilogue(&pl->ec, tile, m0, rows, col0, SH_GEMM_LSTM_W);
             } else if (pl->has_ep) {
               int64_t cols = pl->n - col0 < SH_GEMM_NR ? pl->n - col0 : SH_GEMM_NR;
-              /* the tile's columns the epilogue reads: 16 for a narrow
-               * last panel (N = 3: one 16-column pass, not two) */
-              int64_t tcols = cols <= SH_GEMM_NR / 2 ? SH_GEMM_NR / 2 : SH_GEMM_NR;
+              /* the tile's columns the epilogue reads, in whole vectors of
+               * of tvec: a narrow last panel (N = 3) computes 8 columns
+               * (AVX2, scalar) or 16 (AVX-512), not 32 */
+              int64_t tcols = cols <= pl->tvec ? pl->tvec : cols <= SH_GEMM_NR / 2 ? SH_GEMM_NR / 2 : SH_GEMM_NR;
+              /* the epilogue's C lines, for writing, while the kernel runs
+               * (C is often a fresh block: its lines come from L3) */
+              for (int64_t r = 0; r < rows; r++) {
+                const float *cr = out_row(&a->c, m0 + r) + col0;
+                __builtin_prefetch(cr, 1);
+                __builtin_prefetch(cr + cols - 1, 1);
+              }
               pl->kern->ukernel(kr, tcols, kc, ap, bp, SH_GEMM_NR, trow[0], false);
               pl->epilogue(&pl->ec, tile, m0, rows, col0, cols);
             } else {
@@ -584,6 +593,7 @@ sheaf_status sh_gemm(sheaf_ctx *ctx, sheaf_isa isa, int threads, const sh_gemm_a
   if (isa == SHEAF_ISA_AVX512) pl.epilogue = sh_gemm_epilogue__avx512;
   if (isa == SHEAF_ISA_AVX2) pl.epilogue = sh_gemm_epilogue__avx2;
 #endif
+  pl.tvec = isa == SHEAF_ISA_AVX512 ? 16 : 8;
   pl.m = args->m;
   pl.n = n;
   pl.k = k;

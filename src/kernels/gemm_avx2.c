@@ -125,6 +125,46 @@ static inline AVX2_FN __attribute__((always_inline)) void ukr_n32(const int MR, 
   }
 }
 
+/* K rows per block of the 4-row kernel: the block's B rows (16 KB) stay in
+ * L1 between its two 2-row halves. */
+#define K4_BLOCK 128
+
+/* 4 rows × 32 columns: two 2×32 halves (16 accumulators would not leave
+ * registers for B and A), interleaved by blocks of K4_BLOCK k so that the
+ * second half reads the block's B rows from L1. Run one after the other over
+ * the whole panel, each half streamed all of B (kc × 128 bytes, from L2 or
+ * L3 in a GEMV-like call): a 4-row micro-panel cost as much as a 5-row one.
+ * The halves keep their partial sums in a 4 × 32 stack tile between blocks. */
+static AVX2_FN void ukr_4x32(int64_t cols, int64_t kc, const float *a, const float *b,
+                             int64_t ldb, float *const *c, bool accumulate) {
+  if (kc <= K4_BLOCK) {
+    ukr_n32(2, cols, kc, a, 4, b, ldb, c, accumulate);
+    ukr_n32(2, cols, kc, a + 2, 4, b, ldb, c + 2, accumulate);
+    return;
+  }
+  _Alignas(32) float t[4][SH_GEMM_NR];
+  float *const tr[4] = {t[0], t[1], t[2], t[3]};
+  for (int64_t k0 = 0; k0 < kc; k0 += K4_BLOCK) {
+    int64_t kb = kc - k0 < K4_BLOCK ? kc - k0 : K4_BLOCK;
+    ukr_n32(2, SH_GEMM_NR, kb, a + 4 * k0, 4, b + k0 * ldb, ldb, tr, k0 > 0);
+    ukr_n32(2, SH_GEMM_NR, kb, a + 4 * k0 + 2, 4, b + k0 * ldb, ldb, tr + 2, k0 > 0);
+  }
+  for (int r = 0; r < 4; r++) {
+    float *cr = c[r];
+    for (int q = 0; q * 8 < cols; q++) {
+      __m256 v = _mm256_load_ps(t[r] + 8 * q);
+      if (cols - 8 * q >= 8) {
+        if (accumulate) v = _mm256_add_ps(v, _mm256_loadu_ps(cr + 8 * q));
+        _mm256_storeu_ps(cr + 8 * q, v);
+      } else {
+        __m256i m = lane_mask(0, cols - 8 * q);
+        if (accumulate) v = _mm256_add_ps(v, _mm256_maskload_ps(cr + 8 * q, m));
+        _mm256_maskstore_ps(cr + 8 * q, m, v);
+      }
+    }
+  }
+}
+
 /* One row in a single pass over the panel (GEMV-like M = 1:
  * bandwidth-bound, so each B line is read once), two chains per vector;
  * NV vectors of 8 columns (2 when at most 16 columns are wanted). */
@@ -162,6 +202,46 @@ static inline AVX2_FN __attribute__((always_inline)) void ukr_1xn(const int NV, 
   }
 }
 
+/* At most 8 columns (a narrow product's only panel: the parser's scorer,
+ * N = 3; a classifier head, N = 5): MR rows of one 8-column vector, each B
+ * row one load of the panel's first 32 bytes (a quarter of its lines: the
+ * rest is padding), two accumulators per row over even / odd k. A 16-column
+ * pass did twice the FMAs and streamed all four lines of every B row. */
+static inline AVX2_FN __attribute__((always_inline)) void ukr_x8(const int MR, int64_t cols,
+                                                                 int64_t kc, const float *a,
+                                                                 const float *b, int64_t ldb,
+                                                                 float *const *c,
+                                                                 bool accumulate) {
+  __m256 x[6], y[6];
+  _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++) x[r] = y[r] = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + 2 <= kc; k += 2) {
+    __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + ldb);
+    _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++) {
+      x[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(a + r), b0, x[r]);
+      y[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(a + MR + r), b1, y[r]);
+    }
+    a += 2 * MR;
+    b += 2 * ldb;
+  }
+  if (k < kc) {
+    __m256 b0 = _mm256_load_ps(b);
+    _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++)
+      x[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(a + r), b0, x[r]);
+  }
+  __m256i m = lane_mask(0, cols);
+  _Pragma("GCC unroll 6") for (int r = 0; r < MR; r++) {
+    __m256 v = _mm256_add_ps(x[r], y[r]);
+    if (cols == 8) {
+      if (accumulate) v = _mm256_add_ps(v, _mm256_loadu_ps(c[r]));
+      _mm256_storeu_ps(c[r], v);
+    } else {
+      if (accumulate) v = _mm256_add_ps(v, _mm256_maskload_ps(c[r], m));
+      _mm256_maskstore_ps(c[r], m, v);
+    }
+  }
+}
+
 #define UKR_CASE(n)                                                              \
   case n:                                                                        \
     ukr(n, cols < 16 ? cols : 16, kc, a, b, ldb, c, 0, accumulate);              \
@@ -175,6 +255,18 @@ static inline AVX2_FN __attribute__((always_inline)) void ukr_1xn(const int NV, 
 AVX2_FN void sh_f32_gemm_ukernel_6x16x2__avx2(int64_t rows, int64_t cols, int64_t kc,
                                               const float *a, const float *b, int64_t ldb,
                                               float *const *c, bool accumulate) {
+  if (cols <= 8) {
+    switch (rows) {
+    case 1: ukr_x8(1, cols, kc, a, b, ldb, c, accumulate); break;
+    case 2: ukr_x8(2, cols, kc, a, b, ldb, c, accumulate); break;
+    case 3: ukr_x8(3, cols, kc, a, b, ldb, c, accumulate); break;
+    case 4: ukr_x8(4, cols, kc, a, b, ldb, c, accumulate); break;
+    case 5: ukr_x8(5, cols, kc, a, b, ldb, c, accumulate); break;
+    case 6: ukr_x8(6, cols, kc, a, b, ldb, c, accumulate); break;
+    default: break;
+    }
+    return;
+  }
   if (rows == 1) {
     if (cols <= 16)
       ukr_1xn(2, cols, kc, a, b, ldb, c, accumulate);
@@ -186,10 +278,7 @@ AVX2_FN void sh_f32_gemm_ukernel_6x16x2__avx2(int64_t rows, int64_t cols, int64_
     switch (rows) {
     case 2: ukr_n32(2, cols, kc, a, 2, b, ldb, c, accumulate); break;
     case 3: ukr_n32(3, cols, kc, a, 3, b, ldb, c, accumulate); break;
-    case 4:
-      ukr_n32(2, cols, kc, a, 4, b, ldb, c, accumulate);
-      ukr_n32(2, cols, kc, a + 2, 4, b, ldb, c + 2, accumulate);
-      break;
+    case 4: ukr_4x32(cols, kc, a, b, ldb, c, accumulate); break;
     default: break;
     }
     return;
@@ -350,6 +439,66 @@ static AVX2_FN void gru_tail(const sh_gemm_ep_ctx *e, const float *t, int64_t m0
   }
 }
 
+/* The common epilogue in one pass from the tile to C: an optional bias
+ * then an optional activation, both over all of the tile's columns (the
+ * parser's and the attention's tanh layers). ACT < 0: none. Each vector
+ * goes tile -> registers -> C once, instead of one pass over the tile per
+ * op and a last one to copy it out. */
+static inline AVX2_FN __attribute__((always_inline)) void ep_bias_act(const sh_gemm_args *a,
+                                                                      const float *bias, int act,
+                                                                      const float *t, int64_t m0,
+                                                                      int64_t rows, int64_t col0,
+                                                                      int64_t cols) {
+  const int64_t nf = cols / 8, tail = cols % 8;
+  const __m256i tm = lane_mask(0, tail);
+  for (int64_t r = 0; r < rows; r++) {
+    float *cr = out_row(&a->c, m0 + r) + col0;
+    const float *tr = t + r * SH_GEMM_NR;
+    for (int64_t q = 0; q < nf; q++) {
+      __m256 x = _mm256_load_ps(tr + 8 * q);
+      if (a->accumulate) x = _mm256_add_ps(x, _mm256_loadu_ps(cr + 8 * q));
+      if (bias) x = _mm256_add_ps(x, _mm256_loadu_ps(bias + col0 + 8 * q));
+      if (act >= 0) x = act_avx2((sh_gemm_act)act, x);
+      _mm256_storeu_ps(cr + 8 * q, x);
+    }
+    if (tail) {
+      __m256 x = _mm256_load_ps(tr + 8 * nf);
+      if (a->accumulate) x = _mm256_add_ps(x, _mm256_maskload_ps(cr + 8 * nf, tm));
+      if (bias) x = _mm256_add_ps(x, _mm256_maskload_ps(bias + col0 + 8 * nf, tm));
+      if (act >= 0) x = act_avx2((sh_gemm_act)act, x);
+      _mm256_maskstore_ps(cr + 8 * nf, tm, x);
+    }
+  }
+}
+
+/* ep_bias_act's case: returns false when the ops are not a bias and / or an
+ * activation covering [col0, col0 + cols). */
+static AVX2_FN bool ep_fast(const sh_gemm_ep_ctx *e, const float *t, int64_t m0, int64_t rows,
+                            int64_t col0, int64_t cols) {
+  const sh_gemm_args *a = e->args;
+  const float *bias = NULL;
+  int act = -1;
+  for (int i = 0; i < a->n_ep; i++) {
+    const sh_gemm_ep *op = &a->ep[i];
+    int64_t n1 = op->n1 <= 0 ? e->n : op->n1;
+    if (op->n0 > col0 || n1 < col0 + cols) return false;
+    if (op->kind == SH_GEMM_EP_BIAS && !bias && act < 0)
+      bias = op->vec;
+    else if (op->kind == SH_GEMM_EP_ACT && act < 0)
+      act = (int)op->act;
+    else
+      return false;
+  }
+  switch (act) {
+  case -1: ep_bias_act(a, bias, -1, t, m0, rows, col0, cols); break;
+  case SH_GEMM_ACT_TANH: ep_bias_act(a, bias, SH_GEMM_ACT_TANH, t, m0, rows, col0, cols); break;
+  case SH_GEMM_ACT_RELU: ep_bias_act(a, bias, SH_GEMM_ACT_RELU, t, m0, rows, col0, cols); break;
+  case SH_GEMM_ACT_SIGMOID: ep_bias_act(a, bias, SH_GEMM_ACT_SIGMOID, t, m0, rows, col0, cols); break;
+  default: ep_bias_act(a, bias, act, t, m0, rows, col0, cols); break;
+  }
+  return true;
+}
+
 AVX2_FN void sh_gemm_epilogue__avx2(const sh_gemm_ep_ctx *e, float *t, int64_t m0, int64_t rows,
                                     int64_t col0, int64_t cols) {
   const sh_gemm_args *a = e->args;
@@ -361,6 +510,7 @@ AVX2_FN void sh_gemm_epilogue__avx2(const sh_gemm_ep_ctx *e, float *t, int64_t m
     gru_tail(e, t, m0, rows, col0);
     return;
   }
+  if (ep_fast(e, t, m0, rows, col0, cols)) return;
   const int64_t nq = (cols + 7) / 8;
   if (a->accumulate)
     for (int64_t r = 0; r < rows; r++) {
