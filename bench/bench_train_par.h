@@ -23,7 +23,9 @@
 #include "base/pool.h"
 #include "sheaf.h"
 
-enum { PAR_BUILD, PAR_FLUSH, PAR_LOSS, PAR_ZERO, PAR_BACKWARD, PAR_STEP, PAR_PHASES };
+/* --split instances: build, flush and backward all in PAR_BACKWARD (the
+ * shards), then PAR_REDUCE (the shards' gradients added in order). */
+enum { PAR_BUILD, PAR_FLUSH, PAR_LOSS, PAR_ZERO, PAR_BACKWARD, PAR_REDUCE, PAR_STEP, PAR_PHASES };
 
 typedef struct par_acct {
   sh_pool *pool; /* NULL: off */
@@ -33,7 +35,8 @@ typedef struct par_acct {
 } par_acct;
 
 static const char *const par_phase_name[PAR_PHASES] = {"build", "forward flush", "loss read",
-                                                        "zero grad", "backward", "optimizer step"};
+                                                        "zero grad", "backward", "reduce grads",
+                                                        "optimizer step"};
 
 /* Turns the accounting on when ctx has two threads or more. */
 static inline void par_init(par_acct *a, sheaf_ctx *ctx) {
