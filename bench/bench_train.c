@@ -364,10 +364,9 @@ int main(int argc, char **argv) {
          lazy_emb ? "lazy, the rows looked up only (every system)" : "dense, every row (every system)",
          T ? "instances (a shard of the batch per thread, its own graph; gradients reduced in order)"
            : threads > 1 ? "ops (one graph, its kernels over the threads)" : "none (1 thread)");
-  static sheaf_expr dp_loss_buf[MAXT > 1 ? 2 * B * MAXLEN : 1];
-  sheaf_expr *dp_loss = NULL;
+  sheaf_expr *dp_loss = NULL; /* B * MAXLEN losses per shard */
   if (T) {
-    dp_loss = T <= 2 ? dp_loss_buf : malloc((size_t)T * B * MAXLEN * sizeof *dp_loss);
+    dp_loss = malloc((size_t)T * B * MAXLEN * sizeof *dp_loss);
     dp_states = malloc((size_t)T * 2 * MAXLEN * sizeof *dp_states);
     if (!dp_loss || !dp_states) {
       fprintf(stderr, "bench_train: out of memory\n");
@@ -493,7 +492,7 @@ int main(int argc, char **argv) {
     remove(path);
   }
   if (wfd >= 0) remove(wpath);
-  if (dp_loss != dp_loss_buf) free(dp_loss);
+  free(dp_loss);
   free(dp_states);
   sheaf_ctx_free(ctx);
   free(c.start);

@@ -105,13 +105,19 @@ void sheaf_trainer_free(sheaf_trainer *t) {
   sh_free(t->ctx, t, sizeof *t);
 }
 
+/* The shard the calling thread is building (shard_build), for
+ * sheaf_trainer_loss: build callbacks of several shards run at once. */
+static _Thread_local tr_shard *tl_shard;
+
 sheaf_status sheaf_trainer_loss(sheaf_trainer *t, sheaf_expr loss) {
   if (!t) return SHEAF_ERR_INVALID_ARG;
   if (!t->building)
     return sh_fail(t->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_trainer_loss: called outside a build callback");
-  for (int k = 0; k < t->used; k++) { /* split instances: the shard whose graph built it */
-    tr_shard *s = &t->sh[k];
-    if (loss.graph != s->g->handle) continue;
+  if (t->used) { /* split instances: the shard this thread builds (its graph only is read) */
+    tr_shard *s = tl_shard;
+    if (!s || s < t->sh || s >= t->sh + t->used || loss.graph != s->g->handle)
+      return sh_fail(t->ctx, SHEAF_ERR_INVALID_ARG,
+                     "sheaf_trainer_loss: loss is not an expression of the graph being built on this thread");
     if (s->n_loss == s->cap_loss) {
       size_t cap = s->cap_loss ? 2 * s->cap_loss : 256;
       sheaf_expr *l = sh_realloc(t->ctx, s->loss, s->cap_loss * sizeof *l, cap * sizeof *l);
@@ -122,8 +128,6 @@ sheaf_status sheaf_trainer_loss(sheaf_trainer *t, sheaf_expr loss) {
     s->loss[s->n_loss++] = loss;
     return SHEAF_OK;
   }
-  if (t->used)
-    return sh_fail(t->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_trainer_loss: loss is not an expression of the graph being built");
   if (t->n_loss == t->cap_loss) {
     size_t cap = t->cap_loss ? 2 * t->cap_loss : 256;
     sheaf_expr *l = sh_realloc(t->ctx, t->loss, t->cap_loss * sizeof *l, cap * sizeof *l);
@@ -175,9 +179,12 @@ static sheaf_status shard_build(int k, int n, void *user) {
   s->n_loss = 0;
   s->sum = 0;
   sheaf_status st = sheaf_graph_reset(s->g);
+  tr_shard *saved = tl_shard;
+  tl_shard = s;
   for (int64_t i = 0; i < s->k && !st; i++)
     if ((st = t->build(t, s->g, s->order[i], t->user)))
       sh_fail_prefix(t->ctx, "instance %lld", (long long)s->order[i]);
+  tl_shard = saved;
   if (!st && s->n_loss) st = sheaf_graph_flush(s->g);
   return st;
 }
