@@ -174,6 +174,8 @@ typedef struct dp_update {
   float scale;      /* 1 / the batch's tokens */
   sheaf_expr *loss; /* B * MAXLEN per shard */
   int k[MAXT];      /* the shard's losses */
+  uint64_t ns[MAXT]; /* the shard's thread CPU time */
+  int cut[MAXT + 1]; /* shard k: sentences cut[k] .. cut[k + 1] of the batch */
 } dp_update;
 
 static sheaf_expr *dp_states; /* 2 * MAXLEN per shard: hf, hb */
@@ -182,12 +184,16 @@ static sheaf_status dp_shard(int k, int n, void *user) {
   dp_update *u = user;
   sheaf_graph *g = u->g[k];
   sheaf_expr *loss = u->loss + (size_t)k * B * MAXLEN, *hf = dp_states + (size_t)k * 2 * MAXLEN;
+  uint64_t t0 = par_thread_ns();
   u->k[k] = 0;
   sheaf_status st = sheaf_graph_reset(g);
   if (st) return st;
-  build(g, u->p, u->c, u->s0, B * k / n, B * (k + 1) / n, u->H, hf, hf + MAXLEN, loss, &u->k[k]);
+  (void)n;
+  build(g, u->p, u->c, u->s0, u->cut[k], u->cut[k + 1], u->H, hf, hf + MAXLEN, loss, &u->k[k]);
   sheaf_backward_opts bo = {u->scale, 0, NULL, NULL};
-  return sheaf_backward(g, u->k[k], loss, &bo); /* flushes first */
+  st = sheaf_backward(g, u->k[k], loss, &bo); /* flushes first */
+  u->ns[k] = par_thread_ns() - t0;
+  return st;
 }
 
 /* One data-parallel update (--split instances) on sentences s0 .. s0 + B. */
@@ -196,14 +202,21 @@ static sheaf_status update_dp(sheaf_model *m, sheaf_graph **gs, int T, sheaf_opt
                               double *last_loss) {
   uint64_t t0 = now_ns();
   par_begin(&g_par);
-  dp_update u = {gs, p, c, s0, H, T, 0, loss, {0}};
+  dp_update u = {gs, p, c, s0, H, T, 0, loss, {0}, {0}, {0}};
   int tokens = 0;
   for (int i = 0; i < B; i++) tokens += c->len[(s0 + i) % c->n];
   u.scale = 1.0f / (float)tokens;
+  /* contiguous shards of about equal tokens (the work of a sentence) */
+  for (int i = 0, k = 1, run = 0; i < B; i++) {
+    run += c->len[(s0 + i) % c->n];
+    while (k < T && (int64_t)run * T >= (int64_t)tokens * k && i + 1 >= k) u.cut[k++] = i + 1;
+  }
+  u.cut[T] = B;
   sheaf_status st = sheaf_model_zero_grad(m);
   par_mark(&g_par, PAR_ZERO);
   if (!st) st = sheaf_run_shards(sheaf_model_ctx(m), T, dp_shard, &u);
   par_mark(&g_par, PAR_BACKWARD);
+  par_shards(&g_par, u.ns, T);
   if (!st) st = sheaf_model_reduce_grads(m);
   par_mark(&g_par, PAR_REDUCE);
   if (!st) st = sheaf_optimizer_step(opt, NULL);

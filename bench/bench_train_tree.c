@@ -138,13 +138,17 @@ typedef struct dp_update {
   const data *tr;
   int64_t s0;
   sheaf_expr *out, *loss; /* MAX_B each, shard k's trees at their batch index */
+  uint64_t ns[MAXT];      /* the shard's thread CPU time */
+  int cut[MAXT + 1];      /* shard k: trees cut[k] .. cut[k + 1] of the batch */
 } dp_update;
 
 static sheaf_status dp_shard(int k, int n, void *user) {
   dp_update *u = user;
   sheaf_graph *g = u->g[k];
   int32_t nt = sh_dataset_count(&u->tr->d);
-  int i0 = B * k / n, i1 = B * (k + 1) / n;
+  (void)n;
+  int i0 = u->cut[k], i1 = u->cut[k + 1];
+  uint64_t t0 = par_thread_ns();
   sheaf_status st = sheaf_graph_reset(g);
   for (int i = i0; i < i1 && !st; i++) {
     int32_t t = (int32_t)((u->s0 + i) % nt);
@@ -153,6 +157,7 @@ static sheaf_status dp_shard(int k, int n, void *user) {
   }
   sheaf_backward_opts bo = {1.0f / (float)B, 0, NULL, NULL};
   if (!st) st = sheaf_backward(g, i1 - i0, u->loss + i0, &bo); /* flushes first */
+  u->ns[k] = par_thread_ns() - t0;
   return st;
 }
 
@@ -161,11 +166,21 @@ static sheaf_status update_dp(sh_net *net, sheaf_graph **gs, int T, sheaf_optimi
                               int64_t s0, sheaf_expr *out, sheaf_expr *loss, double *ph) {
   double t0 = now_s();
   par_begin(&g_par);
-  dp_update u = {gs, net, tr, s0, out, loss};
+  dp_update u = {gs, net, tr, s0, out, loss, {0}, {0}};
+  int n = T < B ? T : B;
+  int32_t nt = sh_dataset_count(&tr->d);
+  int64_t nodes = 0, run = 0;
+  for (int i = 0; i < B; i++) nodes += tr->d.tb.tree_size[(s0 + i) % nt];
+  for (int i = 0, k = 1; i < B; i++) { /* contiguous shards of about equal nodes (a tree's work) */
+    run += tr->d.tb.tree_size[(s0 + i) % nt];
+    while (k < n && run * n >= nodes * k && i + 1 >= k) u.cut[k++] = i + 1;
+  }
+  u.cut[n] = B;
   sheaf_status st = sheaf_model_zero_grad(net->model);
   par_mark(&g_par, PAR_ZERO);
-  if (!st) st = sheaf_run_shards(sheaf_model_ctx(net->model), T < B ? T : B, dp_shard, &u);
+  if (!st) st = sheaf_run_shards(sheaf_model_ctx(net->model), n, dp_shard, &u);
   par_mark(&g_par, PAR_BACKWARD);
+  par_shards(&g_par, u.ns, n);
   if (!st) st = sheaf_model_reduce_grads(net->model);
   par_mark(&g_par, PAR_REDUCE);
   double t2 = now_s();
