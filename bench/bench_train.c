@@ -16,6 +16,13 @@
  * system timed on its process's CPU clock (the machine is shared: a wall
  * clock counts other jobs' time slices).
  *
+ * --split instances|ops (2 threads or more; default instances): the
+ * batch's sentences in T contiguous shards, each built, flushed and
+ * differentiated on its own thread with its own graph and gradient shard,
+ * the shards' gradients reduced in order, one step (sheaf_run_shards,
+ * sheaf_model_reduce_grads); or one graph whose kernels split over the
+ * threads. At 1 thread: one graph, the same update either way.
+ *
  *   make bench-train BENCH_ARGS='--threads 1 --updates 20 --cpu-time'
  */
 #include <stdbool.h>
@@ -129,22 +136,12 @@ typedef struct tagger {
   sheaf_param emb, Wf, bf, Wb, bb, Wt, bt;
 } tagger;
 
-static int fail(sheaf_ctx *ctx, const char *what) {
-  fprintf(stderr, "bench_train: %s: %s\n", what, sheaf_ctx_last_error(ctx));
-  return 1;
-}
-
-/* One update on sentences s0 .. s0 + B (wrapping); *fwd_ns, *bwd_ns: its
- * parts; *last_loss (when not NULL): the batch's mean token NLL. */
-static sheaf_status update(sheaf_model *m, sheaf_graph *g, sheaf_optimizer *opt, const tagger *p, const corpus *c, int s0,
-                           int H, sheaf_expr *hf, sheaf_expr *hb, sheaf_expr *loss, uint64_t *fwd_ns,
-                           uint64_t *bwd_ns, double *last_loss) {
-  uint64_t t0 = now_ns();
-  par_begin(&g_par);
-  sheaf_graph_reset(g);
+/* Builds sentences s0 + i0 .. s0 + i1 (wrapping) on g, their token losses
+ * into loss (*k of them); hf, hb: room for a sentence's states. */
+static void build(sheaf_graph *g, const tagger *p, const corpus *c, int s0, int i0, int i1, int H, sheaf_expr *hf,
+                  sheaf_expr *hb, sheaf_expr *loss, int *k) {
   const int64_t zshape[1] = {H};
-  int k = 0;
-  for (int i = 0; i < B; i++) {
+  for (int i = i0; i < i1; i++) {
     int s = (s0 + i) % c->n, n = c->len[s];
     const int *w = c->word + c->start[s], *tg = c->tag + c->start[s];
     sheaf_expr h = sheaf_zeros(g, 1, zshape), cc = {0, 0, 0};
@@ -162,9 +159,100 @@ static sheaf_status update(sheaf_model *m, sheaf_graph *g, sheaf_optimizer *opt,
     }
     for (int t = 0; t < n; t++) {
       sheaf_expr two[2] = {hf[t], hb[t]};
-      loss[k++] = sheaf_nll(g, sheaf_affine(g, p->Wt, sheaf_concat(g, 2, two), p->bt), tg[t]);
+      loss[(*k)++] = sheaf_nll(g, sheaf_affine(g, p->Wt, sheaf_concat(g, 2, two), p->bt), tg[t]);
     }
   }
+}
+
+/* --split instances: shard k of an update, on its own thread and graph. */
+enum { MAXT = 64 };
+typedef struct dp_update {
+  sheaf_graph **g;  /* a graph per shard (1 thread, bound to gradient shard k) */
+  const tagger *p;
+  const corpus *c;
+  int s0, H, n;     /* first sentence, hidden, shards */
+  float scale;      /* 1 / the batch's tokens */
+  sheaf_expr *loss; /* B * MAXLEN per shard */
+  int k[MAXT];      /* the shard's losses */
+  uint64_t ns[MAXT]; /* the shard's thread CPU time */
+  int cut[MAXT + 1]; /* shard k: sentences cut[k] .. cut[k + 1] of the batch */
+} dp_update;
+
+static sheaf_expr *dp_states; /* 2 * MAXLEN per shard: hf, hb */
+
+static sheaf_status dp_shard(int k, int n, void *user) {
+  dp_update *u = user;
+  sheaf_graph *g = u->g[k];
+  sheaf_expr *loss = u->loss + (size_t)k * B * MAXLEN, *hf = dp_states + (size_t)k * 2 * MAXLEN;
+  uint64_t t0 = par_thread_ns();
+  u->k[k] = 0;
+  sheaf_status st = sheaf_graph_reset(g);
+  if (st) return st;
+  (void)n;
+  build(g, u->p, u->c, u->s0, u->cut[k], u->cut[k + 1], u->H, hf, hf + MAXLEN, loss, &u->k[k]);
+  sheaf_backward_opts bo = {u->scale, 0, NULL, NULL};
+  st = sheaf_backward(g, u->k[k], loss, &bo); /* flushes first */
+  u->ns[k] = par_thread_ns() - t0;
+  return st;
+}
+
+/* One data-parallel update (--split instances) on sentences s0 .. s0 + B. */
+static sheaf_status update_dp(sheaf_model *m, sheaf_graph **gs, int T, sheaf_optimizer *opt, const tagger *p,
+                              const corpus *c, int s0, int H, sheaf_expr *loss, uint64_t *fwd_ns, uint64_t *bwd_ns,
+                              double *last_loss) {
+  uint64_t t0 = now_ns();
+  par_begin(&g_par);
+  dp_update u = {gs, p, c, s0, H, T, 0, loss, {0}, {0}, {0}};
+  int tokens = 0;
+  for (int i = 0; i < B; i++) tokens += c->len[(s0 + i) % c->n];
+  u.scale = 1.0f / (float)tokens;
+  /* contiguous shards of about equal tokens (the work of a sentence) */
+  for (int i = 0, k = 1, run = 0; i < B; i++) {
+    run += c->len[(s0 + i) % c->n];
+    while (k < T && (int64_t)run * T >= (int64_t)tokens * k && i + 1 >= k) u.cut[k++] = i + 1;
+  }
+  u.cut[T] = B;
+  sheaf_status st = sheaf_model_zero_grad(m);
+  par_mark(&g_par, PAR_ZERO);
+  if (!st) st = sheaf_run_shards(sheaf_model_ctx(m), T, dp_shard, &u);
+  par_mark(&g_par, PAR_BACKWARD);
+  par_shards(&g_par, u.ns, T);
+  if (!st) st = sheaf_model_reduce_grads(m);
+  par_mark(&g_par, PAR_REDUCE);
+  if (!st) st = sheaf_optimizer_step(opt, NULL);
+  par_mark(&g_par, PAR_STEP);
+  g_par.updates++;
+  uint64_t t2 = now_ns();
+  if (!st && last_loss) { /* the batch's mean loss (not timed) */
+    double sum = 0;
+    for (int k = 0; k < T && !st; k++)
+      for (int i = 0; i < u.k[k] && !st; i++) {
+        sheaf_value_view v;
+        st = sheaf_value(gs[k], loss[(size_t)k * B * MAXLEN + i], &v);
+        if (!st) sum += v.data[0];
+      }
+    *last_loss = sum / tokens;
+  }
+  *fwd_ns += 0; /* forward and backward run together in the shards */
+  *bwd_ns += t2 - t0;
+  return st;
+}
+
+static int fail(sheaf_ctx *ctx, const char *what) {
+  fprintf(stderr, "bench_train: %s: %s\n", what, sheaf_ctx_last_error(ctx));
+  return 1;
+}
+
+/* One update on sentences s0 .. s0 + B (wrapping); *fwd_ns, *bwd_ns: its
+ * parts; *last_loss (when not NULL): the batch's mean token NLL. */
+static sheaf_status update(sheaf_model *m, sheaf_graph *g, sheaf_optimizer *opt, const tagger *p, const corpus *c, int s0,
+                           int H, sheaf_expr *hf, sheaf_expr *hb, sheaf_expr *loss, uint64_t *fwd_ns,
+                           uint64_t *bwd_ns, double *last_loss) {
+  uint64_t t0 = now_ns();
+  par_begin(&g_par);
+  sheaf_graph_reset(g);
+  int k = 0;
+  build(g, p, c, s0, 0, B, H, hf, hb, loss, &k);
   par_mark(&g_par, PAR_BUILD);
   sheaf_status st = sheaf_graph_flush(g);
   par_mark(&g_par, PAR_FLUSH);
@@ -240,7 +328,7 @@ int main(int argc, char **argv) {
   int threads = 1, updates = 20, reps = 3, E = 64, H = 128;
   const char *data = "data/ud_english_ewt/en_ewt-ud-test.conllu", *python = "python3";
   const char *dynet_dir = "build/peers/dynet";
-  bool torch = true, dynet = true;
+  bool torch = true, dynet = true, split_ops = false;
   for (int i = 1; i < argc; i++) {
     if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) threads = atoi(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--updates") == 0) updates = atoi(argv[++i]);
@@ -254,18 +342,22 @@ int main(int argc, char **argv) {
     else if (i + 1 < argc && strcmp(argv[i], "--dynet-dir") == 0) dynet_dir = argv[++i];
     else if (strcmp(argv[i], "--cpu-time") == 0) g_cpu = true;
     else if (strcmp(argv[i], "--lazy-emb") == 0) lazy_emb = true;
+    else if (i + 1 < argc && strcmp(argv[i], "--split") == 0 &&
+             (strcmp(argv[i + 1], "ops") == 0 || strcmp(argv[i + 1], "instances") == 0))
+      split_ops = strcmp(argv[++i], "ops") == 0;
     else if (i + 1 < argc && (strcmp(argv[i], "--tree-data") == 0 || strcmp(argv[i], "--tree-dev") == 0)) ++i;
     else {
       fprintf(stderr, "usage: bench_train [--threads T] [--updates N] [--reps R] [--embed E] [--hidden H]\n"
                       "                   [--data FILE.conllu] [--python PY] [--no-torch] [--no-dynet]\n"
-                      "                   [--dynet-dir DIR] [--lazy-emb] [--cpu-time]\n");
+                      "                   [--dynet-dir DIR] [--lazy-emb] [--cpu-time] [--split instances|ops]\n");
       return 2;
     }
   }
-  if (threads < 1 || updates < 1 || reps < 1 || E < 1 || H < 1) {
-    fprintf(stderr, "bench_train: --threads, --updates, --reps, --embed, --hidden must be >= 1\n");
+  if (threads < 1 || updates < 1 || reps < 1 || E < 1 || H < 1 || threads > MAXT) {
+    fprintf(stderr, "bench_train: --threads (at most %d), --updates, --reps, --embed, --hidden must be >= 1\n", MAXT);
     return 2;
   }
+  int T = threads >= 2 && !split_ops ? threads : 0; /* shards (0: one graph) */
   corpus c;
   if (!load_conllu(data, &c)) return 1;
   sheaf_ctx_options co = {0};
@@ -279,10 +371,21 @@ int main(int argc, char **argv) {
   par_init(&g_par, ctx);
   printf("bench_train: BiLSTM tagger on %s (%d sentences, %d tokens, %d words), E = %d, H = %d,\n"
          "  Adam lr 1e-3, batch %d sentences, %d updates (after 1 warm-up), %d thread(s), min of %d runs (%s);\n"
-         "  Adam on the embedding: %s\n",
+         "  Adam on the embedding: %s;\n  split: %s\n",
          data, c.n, c.ntok, c.nvocab, E, H, B, updates, threads, reps,
          g_cpu ? "process CPU time, every system" : "wall time",
-         lazy_emb ? "lazy, the rows looked up only (every system)" : "dense, every row (every system)");
+         lazy_emb ? "lazy, the rows looked up only (every system)" : "dense, every row (every system)",
+         T ? "instances (a shard of the batch per thread, its own graph; gradients reduced in order)"
+           : threads > 1 ? "ops (one graph, its kernels over the threads)" : "none (1 thread)");
+  sheaf_expr *dp_loss = NULL; /* B * MAXLEN losses per shard */
+  if (T) {
+    dp_loss = malloc((size_t)T * B * MAXLEN * sizeof *dp_loss);
+    dp_states = malloc((size_t)T * 2 * MAXLEN * sizeof *dp_states);
+    if (!dp_loss || !dp_states) {
+      fprintf(stderr, "bench_train: out of memory\n");
+      return 1;
+    }
+  }
   char wpath[] = "/tmp/bench_train_w_XXXXXX";
   int wfd = dynet ? mkstemp(wpath) : -1;
   if (wfd >= 0) close(wfd);
@@ -292,7 +395,7 @@ int main(int argc, char **argv) {
   int rc = 1;
   for (int rep = 0; rep < reps; rep++) {
     sheaf_model *m = NULL;
-    sheaf_graph *g = NULL;
+    sheaf_graph *g = NULL, *gs[MAXT] = {0};
     sheaf_optimizer *opt = NULL;
     tagger p;
     const int64_t s_emb[2] = {c.nvocab, E}, s_w[2] = {E + H, 4 * H}, s_b[1] = {4 * H}, s_wt[2] = {2 * H, TAGS},
@@ -310,20 +413,29 @@ int main(int argc, char **argv) {
       rc = fail(ctx, "setup");
       goto rep_done;
     }
+    for (int k = 0; k < T; k++) {
+      sheaf_graph_opts go = {SHEAF_POLICY_SHEAF, 1, NULL};
+      if (sheaf_graph_create(m, &go, &gs[k]) || sheaf_graph_grad_shard(gs[k], k)) {
+        rc = fail(ctx, "setup of the shards' graphs");
+        goto rep_done;
+      }
+    }
     if (rep == 0 && wfd >= 0 && sheaf_model_save(m, wpath)) {
       rc = fail(ctx, "saving the initial weights for the DyNet peer");
       goto rep_done;
     }
     uint64_t f = 0, bw = 0;
     par_acct par_keep = g_par; /* the warm-up is not counted */
-    if (update(m, g, opt, &p, &c, 0, H, hf, hb, loss, &f, &bw, &first_loss)) {
+    if (T ? update_dp(m, gs, T, opt, &p, &c, 0, H, dp_loss, &f, &bw, &first_loss)
+          : update(m, g, opt, &p, &c, 0, H, hf, hb, loss, &f, &bw, &first_loss)) {
       rc = fail(ctx, "warm-up update");
       goto rep_done;
     }
     f = bw = 0;
     g_par = par_keep;
     for (int u = 0; u < updates; u++)
-      if (update(m, g, opt, &p, &c, (u + 1) * B, H, hf, hb, loss, &f, &bw, u == updates - 1 ? &last_loss : NULL)) {
+      if (T ? update_dp(m, gs, T, opt, &p, &c, (u + 1) * B, H, dp_loss, &f, &bw, u == updates - 1 ? &last_loss : NULL)
+            : update(m, g, opt, &p, &c, (u + 1) * B, H, hf, hb, loss, &f, &bw, u == updates - 1 ? &last_loss : NULL)) {
         rc = fail(ctx, "update");
         goto rep_done;
       }
@@ -332,6 +444,7 @@ int main(int argc, char **argv) {
     rc = 0;
   rep_done:
     sheaf_optimizer_free(opt);
+    for (int k = 0; k < T; k++) sheaf_graph_free(gs[k]);
     sheaf_graph_free(g);
     sheaf_model_free(m);
     if (rc) break;
@@ -341,9 +454,14 @@ int main(int argc, char **argv) {
     return rc;
   }
   double sheaf_rate = (double)updates * B / best;
-  printf("  %-22s %9.1f sents/s   (forward %.3f s, backward+step %.3f s: %.2fx the forward;\n"
-         "  %-22s %9s           loss: first update %.5f, last %.4f)\n",
-         "sheaf", sheaf_rate, best_f, best_b, best_b / best_f, "", "", first_loss, last_loss);
+  if (T)
+    printf("  %-22s %9.1f sents/s   (shards: build, forward and backward %.3f s with the reduction and step;\n"
+           "  %-22s %9s           loss: first update %.5f, last %.4f)\n",
+           "sheaf", sheaf_rate, best_b, "", "", first_loss, last_loss);
+  else
+    printf("  %-22s %9.1f sents/s   (forward %.3f s, backward+step %.3f s: %.2fx the forward;\n"
+           "  %-22s %9s           loss: first update %.5f, last %.4f)\n",
+           "sheaf", sheaf_rate, best_f, best_b, best_b / best_f, "", "", first_loss, last_loss);
   par_report(&g_par);
   if (torch || dynet) {
     char path[] = "/tmp/bench_train_XXXXXX";
@@ -387,6 +505,8 @@ int main(int argc, char **argv) {
     remove(path);
   }
   if (wfd >= 0) remove(wpath);
+  free(dp_loss);
+  free(dp_states);
   sheaf_ctx_free(ctx);
   free(c.start);
   free(c.len);

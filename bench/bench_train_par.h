@@ -18,22 +18,46 @@
 #define BENCH_TRAIN_PAR_H
 
 #include <stdio.h>
+#include <time.h>
 
 #include "base/base.h"
 #include "base/pool.h"
 #include "sheaf.h"
 
-enum { PAR_BUILD, PAR_FLUSH, PAR_LOSS, PAR_ZERO, PAR_BACKWARD, PAR_STEP, PAR_PHASES };
+/* --split instances: build, flush and backward all in PAR_BACKWARD (the
+ * shards), then PAR_REDUCE (the shards' gradients added in order). */
+enum { PAR_BUILD, PAR_FLUSH, PAR_LOSS, PAR_ZERO, PAR_BACKWARD, PAR_REDUCE, PAR_STEP, PAR_PHASES };
 
 typedef struct par_acct {
   sh_pool *pool; /* NULL: off */
   uint64_t t, p, r; /* wall clock, parallel time and dispatches at the last mark */
   uint64_t wall[PAR_PHASES], par[PAR_PHASES], runs[PAR_PHASES];
   int64_t updates;
+  /* --split instances: the shards' thread CPU time per update, summed and
+   * the slowest one's (par_shards) */
+  uint64_t shard_sum, shard_max;
+  int shards;
 } par_acct;
 
+/* Thread CPU ns (a shard's own work, whatever else runs on the machine). */
+static inline uint64_t par_thread_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+/* One update's shards took ns[0..n) of thread CPU time each. */
+static inline void par_shards(par_acct *a, const uint64_t *ns, int n) {
+  uint64_t sum = 0, mx = 0;
+  for (int k = 0; k < n; k++) sum += ns[k], mx = ns[k] > mx ? ns[k] : mx;
+  a->shard_sum += sum;
+  a->shard_max += mx;
+  a->shards = n;
+}
+
 static const char *const par_phase_name[PAR_PHASES] = {"build", "forward flush", "loss read",
-                                                        "zero grad", "backward", "optimizer step"};
+                                                        "zero grad", "backward", "reduce grads",
+                                                        "optimizer step"};
 
 /* Turns the accounting on when ctx has two threads or more. */
 static inline void par_init(par_acct *a, sheaf_ctx *ctx) {
@@ -82,6 +106,10 @@ static inline void par_report(const par_acct *a) {
   double s = tw > 0 ? ts / tw : 1;
   printf("    %-15s %9.2f %9.2f %9.2f %7.1f%% %9.1f   Amdahl bound, 2 threads: %.2fx\n", "step",
          tw / u, (tw - ts) / u, ts / u, 100.0 * s, tr / (double)a->updates, 1.0 / (s + (1 - s) / 2));
+  if (a->shards > 1 && a->shard_max)
+    printf("    shards (thread CPU ms/upd): %d, together %.2f, the slowest %.2f: balance %.3f (1: even)\n", a->shards,
+           (double)a->shard_sum / u, (double)a->shard_max / u,
+           (double)a->shard_sum / ((double)a->shards * (double)a->shard_max));
   fflush(stdout);
 }
 

@@ -19,6 +19,12 @@
  * each reported and the best one compared; otherwise the output says why
  * not.
  *
+ * --split instances|ops (2 threads or more; default instances): the
+ * batch's trees in T contiguous shards, each built, flushed and
+ * differentiated on its own thread with its own graph and gradient shard,
+ * the shards' gradients reduced in order, one step; or one graph whose
+ * kernels split over the threads. At 1 thread: one graph either way.
+ *
  *   make bench-train BENCH_ARGS='--threads 1 --updates 100'
  */
 #include <stdlib.h>
@@ -124,6 +130,76 @@ static sheaf_status update(sh_net *net, sheaf_graph *g, sheaf_optimizer *opt, co
   return st;
 }
 
+/* --split instances: shard k of an update, on its own thread and graph. */
+enum { MAXT = 64 };
+typedef struct dp_update {
+  sheaf_graph **g; /* a graph per shard (1 thread, bound to gradient shard k) */
+  sh_net *net;
+  const data *tr;
+  int64_t s0;
+  sheaf_expr *out, *loss; /* MAX_B each, shard k's trees at their batch index */
+  uint64_t ns[MAXT];      /* the shard's thread CPU time */
+  int cut[MAXT + 1];      /* shard k: trees cut[k] .. cut[k + 1] of the batch */
+} dp_update;
+
+static sheaf_status dp_shard(int k, int n, void *user) {
+  dp_update *u = user;
+  sheaf_graph *g = u->g[k];
+  int32_t nt = sh_dataset_count(&u->tr->d);
+  (void)n;
+  int i0 = u->cut[k], i1 = u->cut[k + 1];
+  uint64_t t0 = par_thread_ns();
+  sheaf_status st = sheaf_graph_reset(g);
+  for (int i = i0; i < i1 && !st; i++) {
+    int32_t t = (int32_t)((u->s0 + i) % nt);
+    st = sh_net_build(u->net, g, t, u->out + i);
+    u->loss[i] = sheaf_nll_logp(g, u->out[i], u->tr->label[t]);
+  }
+  sheaf_backward_opts bo = {1.0f / (float)B, 0, NULL, NULL};
+  if (!st) st = sheaf_backward(g, i1 - i0, u->loss + i0, &bo); /* flushes first */
+  u->ns[k] = par_thread_ns() - t0;
+  return st;
+}
+
+/* One data-parallel update (--split instances); ph[1] += its seconds. */
+static sheaf_status update_dp(sh_net *net, sheaf_graph **gs, int T, sheaf_optimizer *opt, const data *tr,
+                              int64_t s0, sheaf_expr *out, sheaf_expr *loss, double *ph) {
+  double t0 = now_s();
+  par_begin(&g_par);
+  dp_update u = {gs, net, tr, s0, out, loss, {0}, {0}};
+  int n = T < B ? T : B;
+  int32_t nt = sh_dataset_count(&tr->d);
+  int64_t nodes = 0, run = 0;
+  for (int i = 0; i < B; i++) nodes += tr->d.tb.tree_size[(s0 + i) % nt];
+  for (int i = 0, k = 1; i < B; i++) { /* contiguous shards of about equal nodes (a tree's work) */
+    run += tr->d.tb.tree_size[(s0 + i) % nt];
+    while (k < n && run * n >= nodes * k && i + 1 >= k) u.cut[k++] = i + 1;
+  }
+  u.cut[n] = B;
+  sheaf_status st = sheaf_model_zero_grad(net->model);
+  par_mark(&g_par, PAR_ZERO);
+  if (!st) st = sheaf_run_shards(sheaf_model_ctx(net->model), n, dp_shard, &u);
+  par_mark(&g_par, PAR_BACKWARD);
+  par_shards(&g_par, u.ns, n);
+  if (!st) st = sheaf_model_reduce_grads(net->model);
+  par_mark(&g_par, PAR_REDUCE);
+  double t2 = now_s();
+  if (!st) st = sheaf_optimizer_step(opt, NULL);
+  par_mark(&g_par, PAR_STEP);
+  g_par.updates++;
+  double t3 = now_s();
+  ph[1] += t2 - t0, ph[2] += t3 - t2;
+  return st;
+}
+
+/* T graphs of 1 thread, graph k bound to gradient shard k. */
+static bool make_shards(sheaf_model *m, int T, sheaf_graph **gs) {
+  sheaf_graph_opts go = {SHEAF_POLICY_SHEAF, 1, NULL};
+  for (int k = 0; k < T; k++)
+    if (sheaf_graph_create(m, &go, &gs[k]) || sheaf_graph_grad_shard(gs[k], k)) return false;
+  return true;
+}
+
 static double accuracy(const sh_net *net, sheaf_graph *g, const data *dv, double *major) {
   sh_net dn = *net;
   dn.data = &dv->d;
@@ -180,7 +256,7 @@ int main(int argc, char **argv) {
   bool dynet = true;
   const char *train = "data/ud_english_ewt/en_ewt-ud-train.min.conllu",
              *dev = "data/ud_english_ewt/en_ewt-ud-dev.min.conllu", *python = "python3";
-  bool torch = true;
+  bool torch = true, split_ops = false;
   for (int i = 1; i < argc; i++) {
     if (i + 1 < argc && strcmp(argv[i], "--threads") == 0) threads = atoi(argv[++i]);
     else if (i + 1 < argc && strcmp(argv[i], "--updates") == 0) updates = atoi(argv[++i]);
@@ -196,19 +272,24 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--cpu-time") == 0) g_cpu = true;
     else if (strcmp(argv[i], "--lazy-emb") == 0) lazy_emb = true;
     else if (strcmp(argv[i], "--no-dynet") == 0) dynet = false;
+    else if (i + 1 < argc && strcmp(argv[i], "--split") == 0 &&
+             (strcmp(argv[i + 1], "ops") == 0 || strcmp(argv[i + 1], "instances") == 0))
+      split_ops = strcmp(argv[++i], "ops") == 0;
     else if (i + 1 < argc && strcmp(argv[i], "--dynet-dir") == 0) dynet_dir = argv[++i];
     else {
       fprintf(stderr, "usage: bench_train_tree [--threads T] [--updates N] [--reps R] [--embed E] [--hidden H]\n"
                       "                        [--tree-data TRAIN.conllu] [--tree-dev DEV.conllu] [--python PY]\n"
                       "                        [--no-torch] [--no-dynet] [--dynet-dir DIR] [--lazy-emb]\n"
-                      "                        [--cpu-time] [--batch B (default 32)]\n");
+                      "                        [--cpu-time] [--batch B (default 32)] [--split instances|ops]\n");
       return 2;
     }
   }
-  if (threads < 1 || updates < 1 || reps < 1 || E < 1 || H < 1) {
-    fprintf(stderr, "bench_train_tree: --threads, --updates, --reps, --embed, --hidden must be >= 1\n");
+  if (threads < 1 || updates < 1 || reps < 1 || E < 1 || H < 1 || threads > MAXT) {
+    fprintf(stderr, "bench_train_tree: --threads (at most %d), --updates, --reps, --embed, --hidden must be >= 1\n",
+            MAXT);
     return 2;
   }
+  int T = threads >= 2 && !split_ops ? threads : 0; /* shards (0: one graph) */
   if (B < 1 || B > MAX_B) {
     fprintf(stderr, "bench_train_tree: --batch %d: from 1 to %d\n", B, (int)MAX_B);
     return 2;
@@ -233,12 +314,14 @@ int main(int argc, char **argv) {
          g_cpu ? "process CPU time, every system" : "wall time",
          lazy_emb ? "lazy, the rows looked up only (every system)" : "dense, every row (every system)", dev,
          (int)sh_dataset_count(&dv.d));
+  printf("  split: %s\n", T ? "instances (a shard of the batch per thread, its own graph; gradients reduced in order)"
+                          : threads > 1 ? "ops (one graph, its kernels over the threads)" : "none (1 thread)");
   static sheaf_expr out[MAX_B], loss[MAX_B];
   double best = 1e30, acc = -1, major = 0, best_ph[3] = {0, 0, 0};
   int rc = 0;
   for (int rep = 0; rep < reps && !rc; rep++) {
     sh_net net = {0};
-    sheaf_graph *g = NULL;
+    sheaf_graph *g = NULL, *gs[MAXT] = {0};
     sheaf_optimizer *opt = NULL;
     par_acct par_keep;
     sheaf_optimizer_opts oo = {SHEAF_OPTIM_ADAM, 2e-3f, 0, 0, 0, 0, 0, 0};
@@ -246,20 +329,26 @@ int main(int argc, char **argv) {
         sheaf_graph_create(net.model, NULL, &g) || sheaf_optimizer_create(net.model, &oo, &opt) ||
         sheaf_optimizer_lazy_rows(opt, lazy_emb)) {
       rc = fail(ctx, "setup");
+    } else if (!make_shards(net.model, T, gs)) {
+      rc = fail(ctx, "setup of the shards' graphs");
     } else if (par_keep = g_par, /* the warm-up is not counted */
-               update(&net, g, opt, &tr, 0, out, loss, (double[3]){0, 0, 0})) {
+               T ? update_dp(&net, gs, T, opt, &tr, 0, out, loss, (double[3]){0, 0, 0})
+                 : update(&net, g, opt, &tr, 0, out, loss, (double[3]){0, 0, 0})) {
       rc = fail(ctx, "warm-up update");
     } else {
       g_par = par_keep;
       double ph[3] = {0, 0, 0};
       double t0 = now_s();
       for (int u = 0; u < updates && !rc; u++)
-        if (update(&net, g, opt, &tr, (int64_t)(u + 1) * B, out, loss, ph)) rc = fail(ctx, "update");
+        if (T ? update_dp(&net, gs, T, opt, &tr, (int64_t)(u + 1) * B, out, loss, ph)
+              : update(&net, g, opt, &tr, (int64_t)(u + 1) * B, out, loss, ph))
+          rc = fail(ctx, "update");
       double s = now_s() - t0;
       if (s < best) best = s, memcpy(best_ph, ph, sizeof ph);
       if (!rc && rep == reps - 1 && (acc = accuracy(&net, g, &dv, &major)) < 0) rc = fail(ctx, "dev");
     }
     sheaf_optimizer_free(opt);
+    for (int k = 0; k < T; k++) sheaf_graph_free(gs[k]);
     sheaf_graph_free(g);
     sh_net_free(&net);
   }

@@ -249,22 +249,22 @@ static int accuracy(trainer *t, const sh_dataset *d, int32_t batch, double *acc)
 }
 
 /* The trainer's build callback for the tagger: sentence i and the NLL of
- * each of its tagged words. */
+ * each of its tagged words. It runs on several threads at once when the
+ * trainer splits a batch's instances (sheaf_trainer_opts.split): its
+ * outputs live on the stack (or in a buffer of this call), not in t. */
 static sheaf_status build_sent(sheaf_trainer *tr, sheaf_graph *g, int64_t i, void *user) {
   trainer *t = user;
   const sh_dataset *d = &t->train;
   int32_t len = sh_dataset_size(d, (int32_t)i), off = d->sent_off[i];
-  if (len > t->cap) {
-    free(t->outs);
-    t->outs = malloc((size_t)len * sizeof *t->outs);
-    t->cap = t->outs ? len : 0;
-    if (!t->outs) return sh_fail(t->ctx, SHEAF_ERR_NOMEM, "train: out of memory for a sentence of %d words", (int)len);
-  }
-  sheaf_status st = sh_bilstm_build(g, &t->net.bl, d->sent_words + off, len, t->outs);
+  sheaf_expr local[256], *outs = local;
+  if (len > (int32_t)(sizeof local / sizeof *local) && !(outs = malloc((size_t)len * sizeof *outs)))
+    return sh_fail(t->ctx, SHEAF_ERR_NOMEM, "train: out of memory for a sentence of %d words", (int)len);
+  sheaf_status st = sh_bilstm_build(g, &t->net.bl, d->sent_words + off, len, outs);
   for (int32_t w = 0; w < len && st == SHEAF_OK; w++) {
     int32_t tag = d->sent_tags[off + w];
-    if (tag >= 0) st = sheaf_trainer_loss(tr, sheaf_nll_logp(g, t->outs[w], tag));
+    if (tag >= 0) st = sheaf_trainer_loss(tr, sheaf_nll_logp(g, outs[w], tag));
   }
+  if (outs != local) free(outs);
   return st;
 }
 
@@ -418,7 +418,8 @@ static int setup(trainer *t, train_opts *o) {
     return CLI_FAIL;
   }
   sheaf_trainer_opts to = {{(sheaf_optim_kind)o->optim, (float)o->lr, 0, 0, 0, 0, 0, (float)o->clip},
-                           o->batch, 1, o->seed, SHEAF_POLICY_SHEAF, (int)o->threads};
+                           o->batch, 1, o->seed, SHEAF_POLICY_SHEAF, (int)o->threads,
+                           SHEAF_SPLIT_AUTO}; /* 2 threads or more: a batch's sentences split */
   if (sheaf_trainer_create(t->net.model, sh_dataset_count(&t->train), &to,
                            tree ? train_tree_build : build_sent, t, &t->tr) != SHEAF_OK)
     return train_fail_ctx(t->ctx);

@@ -158,6 +158,23 @@ SHEAF_API sheaf_status sheaf_optimizer_load(sheaf_optimizer *o, const char *path
  */
 typedef struct sheaf_trainer sheaf_trainer;
 
+/* How the threads of a training update share it. SHEAF_SPLIT_OPS: one
+ * graph of the whole batch, each batch of its kernels (GEMMs, a depth's
+ * buckets) split over the threads. SHEAF_SPLIT_INSTANCES: the batch's
+ * instances in T contiguous shards (T = threads, fewer when the batch has
+ * fewer instances), each built, flushed and differentiated on its own
+ * thread, with its own graph (of 1 thread) and gradient shard, then the
+ * shards' gradients added in shard order and one optimizer step (see
+ * "Data-parallel training" below): the build callback then runs on T
+ * threads at once, for different instances — it must not write state it
+ * shares with other instances without a lock. AUTO: instances at 2
+ * threads or more. At 1 thread both are the same update. */
+typedef enum sheaf_train_split {
+  SHEAF_SPLIT_AUTO = 0,
+  SHEAF_SPLIT_OPS,
+  SHEAF_SPLIT_INSTANCES
+} sheaf_train_split;
+
 typedef struct sheaf_trainer_opts {
   sheaf_optimizer_opts optim;
   int64_t batch;        /* instances per update (>= 1) */
@@ -165,6 +182,7 @@ typedef struct sheaf_trainer_opts {
   uint64_t seed;        /* of the shuffles */
   sheaf_policy policy;  /* of the training graph */
   int threads;          /* of the training graph (<= 0: the context's) */
+  sheaf_train_split split; /* how 2 or more threads share an update (SHEAF_SPLIT_AUTO: 0) */
 } sheaf_trainer_opts;
 
 /* Builds instance i on g and adds its losses (sheaf_trainer_loss). */
@@ -207,6 +225,53 @@ SHEAF_API int64_t sheaf_trainer_epochs(const sheaf_trainer *t);
  * and graph (free to use between epochs: evaluation, say). */
 SHEAF_API sheaf_optimizer *sheaf_trainer_optimizer(sheaf_trainer *t);
 SHEAF_API sheaf_graph *sheaf_trainer_graph(sheaf_trainer *t);
+
+/* ------------------------------------------------ data-parallel training */
+
+/* One update over T threads, each with a graph of its own (created with
+ * sheaf_graph_opts.threads = 1: no nested dispatch) over a shard of the
+ * batch's instances:
+ *
+ *   // once: graphs g[0..T), sheaf_graph_grad_shard(g[k], k)
+ *   sheaf_model_zero_grad(m);
+ *   sheaf_run_shards(ctx, T, shard_fn, &batch);  // shard k: reset g[k], build its
+ *                                                // instances, sheaf_backward(g[k], ..)
+ *   sheaf_model_reduce_grads(m);                 // shard 0 += shard 1 + shard 2 ...
+ *   sheaf_optimizer_step(opt, NULL);
+ *
+ * Contract: graphs of one model and context may be built, flushed and run
+ * backward on different threads at once (the context's error and
+ * allocator, the model's packed weights are locked or atomic; everything
+ * else a graph writes is its own) as long as (a) no two of them are bound
+ * to the same gradient shard, (b) nothing changes the model meanwhile (no
+ * parameter declared, loaded or updated: sheaf_optimizer_step,
+ * sheaf_model_zero_grad and sheaf_model_reduce_grads run between the
+ * shards' passes, not during them), and (c) one graph is used by one
+ * thread at a time. The backward's scale is each loss element's seed:
+ * for the mean over the whole batch, every shard passes 1 / (the batch's
+ * loss count), not its own. The result equals one graph of the whole
+ * batch within rounding (only the order of the sums differs); the same
+ * shards and T give the same bits on every run. */
+
+/* Binds g's backward passes to gradient shard `shard` of its model: 0 (the
+ * default), the model's own gradients (sheaf_param_grad); 1 .. 63, extra
+ * buffers the model keeps (allocated on the first pass that writes them,
+ * freed with the model). */
+SHEAF_API sheaf_status sheaf_graph_grad_shard(sheaf_graph *g, int shard);
+
+/* Adds every extra shard's gradients into the model's own, element by
+ * element in shard order (g0 + g1 + g2 ...: the same bits on any thread
+ * count; split over the context's pool by element ranges), and zeroes
+ * them; a table's row marks (lazy rows) are merged. Out of memory: an
+ * error, nothing added. sheaf_model_zero_grad zeroes the shards too. */
+SHEAF_API sheaf_status sheaf_model_reduce_grads(sheaf_model *m);
+
+/* fn(shard, n_shards, user) for shard 0 .. n_shards - 1 (at most 64), on
+ * up to n_shards threads of the context's pool at once, returning when all
+ * have returned. A failure: the lowest failing shard's status, its message
+ * prefixed "shard K of N: " (the other shards still run to their end). */
+typedef sheaf_status (*sheaf_shard_fn)(int shard, int n_shards, void *user);
+SHEAF_API sheaf_status sheaf_run_shards(sheaf_ctx *ctx, int n_shards, sheaf_shard_fn fn, void *user);
 
 #ifdef __cplusplus
 }

@@ -58,7 +58,7 @@ static int toy_progress(const sheaf_trainer_info *in, void *user) {
 }
 
 static const sheaf_trainer_opts k_opts = {{SHEAF_OPTIM_ADAM, 0.05f, 0, 0, 0, 0, 0, 5.0f}, 16, 1, 7,
-                                          SHEAF_POLICY_SHEAF, 1};
+                                          SHEAF_POLICY_SHEAF, 1, SHEAF_SPLIT_AUTO};
 
 static bool same_params(sheaf_model *a, sheaf_model *b) {
   static const char *const names[5] = {"emb", "W", "b", "Wo", "bo"};

@@ -126,6 +126,14 @@ void sheaf_model_free(sheaf_model *m) {
     sh_gemm_packed_b_free(ctx, p->packed);
     sh_gemm_packed_b_free(ctx, p->gates);
   }
+  for (int k = 0; k < SH_GRAD_SHARDS - 1; k++) { /* src/train's gradient shards */
+    for (uint32_t i = 0; i < m->cap_shard[k] && i < m->n_params; i++) {
+      const sh_param *p = &m->params[i];
+      sh_free(ctx, m->shard[k][i].grad, p->numel * sizeof(float));
+      sh_free(ctx, m->shard[k][i].grad_rows, p->rank == 2 && p->shape[0] > 0 ? (size_t)p->shape[0] : 1);
+    }
+    sh_free(ctx, m->shard[k], (size_t)m->cap_shard[k] * sizeof *m->shard[k]);
+  }
   for (uint32_t i = 0; i < m->n_stacks; i++) sh_gemm_packed_b_free(ctx, m->stacks[i].packed);
   sh_free(ctx, m->params, m->cap_params * sizeof *m->params);
   sh_free(ctx, m->stacks, m->cap_stacks * sizeof *m->stacks);

@@ -51,6 +51,16 @@ typedef struct sh_param {
   bool grad_whole;
 } sh_param;
 
+/* src/train: a parameter's gradient in one of the model's extra gradient
+ * shards (data-parallel training, sheaf_graph_grad_shard): what grad,
+ * grad_rows and grad_whole of sh_param are for the model's own. */
+typedef struct sh_grad_part {
+  float *grad;
+  uint8_t *grad_rows;
+  bool grad_whole;
+} sh_grad_part;
+#define SH_GRAD_SHARDS 64 /* shards 0 (the model's own gradients) .. 63 */
+
 /* A stacked weight [W_1; W_2; ...] (affine_n), packed once per version. */
 typedef struct sh_param_stack {
   int n;
@@ -69,6 +79,10 @@ struct sheaf_model {
   uint32_t n_stacks, cap_stacks;
   pthread_mutex_t mu; /* the packed forms and stacks (runner threads share the model) */
   bool allow_nonfinite; /* sheaf_model_load takes NaN/Inf values (sheaf_model_allow_nonfinite) */
+  /* src/train: gradient shard k (1 ..) is shard[k - 1], by parameter (cap_shard[k - 1]
+   * entries); written only by the backward of the graph bound to it */
+  sh_grad_part *shard[SH_GRAD_SHARDS - 1];
+  uint32_t cap_shard[SH_GRAD_SHARDS - 1];
 };
 
 /* The parameter for a handle, or NULL (no message). */
@@ -425,6 +439,8 @@ struct sheaf_graph {
   sh_arena train_lane[SH_TRAIN_LANES]; /* the same for the buckets the pass runs side by side
                                on the pool, one arena each (src/train/lanes.c) */
   sh_saved saved;           /* training: what the forward keeps for the backward */
+  int grad_shard;           /* src/train: the model's gradient shard its backward adds into
+                               (0: the model's own; sheaf_graph_grad_shard) */
   /* A new module with per-node data (the gradients of a backward pass, the
    * device buffers of a device executor) adds its part here, with its side
    * array indexed by node id: see sh_node. */

@@ -168,37 +168,40 @@ const float *sh_bw_val(sh_bw *b, uint32_t id) {
   return b->vals[id] = v.data; /* kept for the pass: a value is read by each of its readers' rules */
 }
 
-static float *param_grad(sheaf_model *m, sh_param *q) {
-  if (!q->grad) {
-    q->grad = sh_alloc(m->ctx, (q->numel ? q->numel : 1) * sizeof(float), 64);
-    if (q->grad) memset(q->grad, 0, q->numel * sizeof(float));
+/* Parameter q's gradient in the buffer r points to (the model's own or a
+ * shard's: sh_grad_ref), allocated zeroed on first use. */
+static float *param_grad(sheaf_model *m, const sh_param *q, sh_gref r) {
+  if (!*r.grad) {
+    *r.grad = sh_alloc(m->ctx, (q->numel ? q->numel : 1) * sizeof(float), 64);
+    if (*r.grad) memset(*r.grad, 0, q->numel * sizeof(float));
   }
-  return q->grad;
+  return *r.grad;
 }
 
 float *sh_bw_param_grad(sh_bw *b, uint32_t pid) {
   sheaf_model *m = b->g->model;
-  float *p = pid && pid <= m->n_params ? param_grad(m, &m->params[pid - 1]) : NULL;
+  sh_gref r = pid && pid <= m->n_params ? sh_grad_ref(m, b->g->grad_shard, pid - 1) : (sh_gref){0};
+  float *p = r.grad ? param_grad(m, &m->params[pid - 1], r) : NULL;
   if (!p) sh_fail(b->ctx, SHEAF_ERR_NOMEM, "sheaf_backward: out of memory for a gradient");
-  else m->params[pid - 1].grad_whole = true;
+  else *r.whole = true;
   return p;
 }
 
 float *sh_bw_param_grad_row(sh_bw *b, uint32_t pid, int64_t row) {
   sheaf_model *m = b->g->model;
   sh_param *q = pid && pid <= m->n_params ? &m->params[pid - 1] : NULL;
-  float *p = q ? param_grad(m, q) : NULL;
+  sh_gref r = q ? sh_grad_ref(m, b->g->grad_shard, pid - 1) : (sh_gref){0};
+  float *p = q ? param_grad(m, q, r) : NULL;
   if (!p) {
     sh_fail(b->ctx, SHEAF_ERR_NOMEM, "sheaf_backward: out of memory for a gradient");
     return NULL;
   }
   if (q->rank != 2 || row < 0 || row >= q->shape[0]) { /* not a table's row: the whole tensor */
-    q->grad_whole = true;
-  } else if (!q->grad_whole) {
-    if (!q->grad_rows && (q->grad_rows = sh_alloc(m->ctx, sh_grad_nrows(q), 64)))
-      memset(q->grad_rows, 0, sh_grad_nrows(q));
-    if (q->grad_rows) q->grad_rows[row] = 1;
-    else q->grad_whole = true; /* no room for the marks: treated as whole (zeroed whole) */
+    *r.whole = true;
+  } else if (!*r.whole) {
+    if (!*r.rows && (*r.rows = sh_alloc(m->ctx, sh_grad_nrows(q), 64))) memset(*r.rows, 0, sh_grad_nrows(q));
+    if (*r.rows) (*r.rows)[row] = 1;
+    else *r.whole = true; /* no room for the marks: treated as whole (zeroed whole) */
   }
   return p;
 }
@@ -209,7 +212,7 @@ float *sheaf_param_grad(sheaf_model *m, sheaf_param p) {
     if (m) sh_fail(m->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_param_grad: invalid parameter");
     return NULL;
   }
-  float *gr = param_grad(m, q);
+  float *gr = param_grad(m, q, sh_grad_ref(m, 0, p.id - 1));
   if (!gr) sh_fail(m->ctx, SHEAF_ERR_NOMEM, "sheaf_param_grad: out of memory");
   else q->grad_whole = true; /* the caller may write any element */
   return gr;
@@ -246,6 +249,7 @@ static void zg_clear(sheaf_model *m) {
 
 sheaf_status sheaf_model_zero_grad(sheaf_model *m) {
   if (!m) return SHEAF_ERR_INVALID_ARG;
+  sh_grad_shards_zero(m); /* zero already after sheaf_model_reduce_grads: nothing to do */
   for (uint32_t i = 0; i < m->n_params; i++) { /* the tables only looked up: their rows */
     sh_param *q = &m->params[i];
     if (!q->grad || q->grad_whole || !q->grad_rows) continue;
@@ -563,6 +567,7 @@ sheaf_status sh_backward_stats(sheaf_graph *g, int n_loss, const sheaf_expr *los
                    opts->n_wrt < 0 ? "n_wrt is negative" : !opts->wrt ? "wrt is NULL" : "wrt_grad is NULL");
   sheaf_status st = sheaf_graph_flush(g);
   if (st) return st;
+  if ((st = sh_grad_shard_reserve(g->model, g->grad_shard))) return st;
   g->saved.keep = true; /* this graph trains: its next flushes keep what the backward reads */
   for (int i = 0; i < n_loss; i++)
     if ((st = check_expr(g, loss[i], "loss", i))) return st;

@@ -163,6 +163,20 @@ sheaf_status sh_bw_dw_flush(sh_bw *b);
 /* W^T of parameter `pid` (1-based) packed as a GEMM's B, cached for the pass. */
 sheaf_status sh_bw_packed_wt(sh_bw *b, uint32_t pid, const sh_gemm_packed_b **out);
 
+/* shards.c: where a backward bound to gradient shard `shard` writes
+ * parameter i's (0-based) gradient: the model's own (shard 0) or the
+ * shard's part, reserved first (sh_grad_shard_reserve: room for every
+ * parameter; an error recorded when out of memory). */
+typedef struct sh_gref {
+  float **grad;
+  uint8_t **rows;
+  bool *whole;
+} sh_gref;
+sheaf_status sh_grad_shard_reserve(sheaf_model *m, int shard);
+sh_gref sh_grad_ref(sheaf_model *m, int shard, uint32_t i);
+/* Every extra shard's gradient zeroed and unmarked (sheaf_model_zero_grad). */
+void sh_grad_shards_zero(sheaf_model *m);
+
 /* Node i's input k. */
 static inline uint32_t sh_bw_in(const sh_bw *b, uint32_t id, int k) {
   return b->g->store.ins[b->g->store.nodes[id].in + (uint32_t)k];
