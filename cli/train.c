@@ -450,7 +450,6 @@ static int setup(trainer *t, train_opts *o) {
 }
 
 static void trainer_free(trainer *t) {
-  free(t->outs);
   free(t->train_labels);
   free(t->dev_labels);
   sheaf_trainer_free(t->tr);

@@ -22,8 +22,6 @@ typedef struct trainer {
   sheaf_trainer *tr; /* the epoch loop (sheaf_train.h) */
   sheaf_graph *g;       /* tr's */
   sheaf_optimizer *opt; /* tr's */
-  sheaf_expr *outs; /* a sentence's outputs (cap) */
-  int64_t cap;
   int64_t epochs_before, steps_before; /* of a resumed checkpoint */
   int64_t steps_loaded; /* the update count of a resumed optimizer state */
 } trainer;
