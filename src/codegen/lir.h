@@ -268,8 +268,9 @@ sh_lir_stmt sh_lir_store1(sh_lir_kernel *k, sh_lir_stmt parent, sh_lir_buf b, sh
 sh_lir_stmt sh_lir_store2(sh_lir_kernel *k, sh_lir_stmt parent, sh_lir_buf b, sh_lir_expr i0,
                           sh_lir_expr i1, sh_lir_expr value, sh_lir_combine combine);
 sh_lir_stmt sh_lir_if(sh_lir_kernel *k, sh_lir_stmt parent, sh_lir_expr cond);
-/* A software prefetch of the line holding b[idx] (an IN buffer, dense or
- * panels layout, dense access): emitted as __builtin_prefetch of the
+/* A software prefetch of the line holding b[idx] (an IN buffer, or an OUT
+ * one: fetched for writing; dense or panels layout, dense or row-stride
+ * access): emitted as __builtin_prefetch of the
  * element's address, computed without dereferencing anything, so idx may
  * be past the end (the interpreter skips it). */
 sh_lir_stmt sh_lir_prefetch(sh_lir_kernel *k, sh_lir_stmt parent, sh_lir_buf b, int n,
