@@ -199,9 +199,10 @@ typedef struct sh_sched_opts {
                     (mr - mr / 3: AVX2 4 of 6), -1: none (a partial tile runs all mr rows) */
   int pack_a;    /* GEMM: 1: A's rows of each row block packed tile-major once per row block
                     (sh_sched_cache_read; the row blocks then run over the pool, not row
-                    blocks x column panels), -1: not; 0: the default (SH_SCHED_PACK_A_DEFAULT) */
+                    blocks x column panels), -1: not; 0: the default (not: a knob for the tuner) */
   int prefetch_c; /* GEMM: 1: each tile starts by prefetching the lines its write-back stores
-                      (for writing), -1: not; 0: the default (SH_SCHED_PREFETCH_C_DEFAULT) */
+                      (for writing), -1: not; 0: the default (on for a single GEMM's tile on a
+                      vector ISA; not for two GEMMs sharing a tile) */
 } sh_sched_opts;
 sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sched_opts *opts);
 

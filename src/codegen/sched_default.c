@@ -475,8 +475,8 @@ static sh_lir_buf pack_a(sh_lir_kernel *k, const gemm_match *g, const gemm_tiled
   return rd.buf;
 }
 
-#ifndef SH_SCHED_PREFETCH_C_DEFAULT /* 1: the tile's output lines prefetched by default */
-#define SH_SCHED_PREFETCH_C_DEFAULT 0
+#ifndef SH_SCHED_PREFETCH_C_DEFAULT /* 0: not by default (a build for before / after runs) */
+#define SH_SCHED_PREFETCH_C_DEFAULT 1
 #endif
 
 /* The tile's output lines fetched for writing before its reduction
