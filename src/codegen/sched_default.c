@@ -482,8 +482,11 @@ static sh_lir_buf pack_a(sh_lir_kernel *k, const gemm_match *g, const gemm_tiled
 /* The tile's output lines fetched for writing before its reduction
  * (sh_sched_opts.prefetch_c): the write-back's target at each of the
  * tile's rows, one prefetch per 64-byte line of its nr columns, at the top
- * of the tile's alloc (so in every copy unswitch makes; a row past the end
- * is an address never dereferenced). */
+ * of the tile's alloc — after unswitch, of the whole tile's copy only (the
+ * partial tiles' copies stay as they were: less C to compile). Paired at
+ * M = 1600 it gained 1.00-1.04x (docs/CODEGEN.md, "The default schedule"):
+ * there the output (8 MB) is written from beyond L2, and each tile's 6
+ * rows of write-back missed. */
 static void prefetch_out(sh_lir_kernel *k, const sh_sched_cache *c, int64_t mr, int64_t nr) {
   sh_lir_stmt st[8];
   int ns = sh_sched_stores(k, c->final[0], st, 8);
@@ -528,13 +531,15 @@ static sheaf_status sched_gemm(sh_lir_kernel *k, const gemm_match *g, int w, con
    * partial sums a later block adds back are still in cache. */
   if (o->kc > 0 && sh_sched_kblock(k, &t.c, g->kl, t.iio, o->kc) && k->err) return k->err; /* refused: unblocked */
   sh_lir_buf pa = pack_a(k, g, &t, w, o);
-  if (o->prefetch_c > 0 || (o->prefetch_c == 0 && SH_SCHED_PREFETCH_C_DEFAULT && w > 1))
-    prefetch_out(k, &t.c, mr, nr);
   if (sh_sched_unswitch(k, t.c.alloc) == SHEAF_OK) {
     row_clamp rc = {SH_LIR_NONE, SH_LIR_NONE, SH_LIR_NONE};
     unguard_band(k, t.c.local, g->B, t.packed, pa, &rc);
     remainder_tile(k, t.c.alloc, 1, &t.c.local, mr, rem_rows(o, mr), &rc);
   }
+  /* the whole tile's copy (t.c.alloc after unswitch; partial tiles are one
+   * column panel's last row block or column) */
+  if (o->prefetch_c > 0 || (o->prefetch_c == 0 && SH_SCHED_PREFETCH_C_DEFAULT && w > 1))
+    prefetch_out(k, &t.c, mr, nr);
   sh_lir_stmt f;
   if (pa >= 0) sh_sched_parallel(k, t.io); /* the copy sits between the row block and its panels */
   else if (!sh_sched_fuse(k, t.io, t.jo, &f)) sh_sched_parallel(k, f);
