@@ -168,7 +168,8 @@ int main(int argc, char **argv) {
     float *A = exb_frand_xs(M * K, &seed), *B = exb_frand_xs(K * N, &seed), *bias = exb_frand_xs(N, &seed);
     float *C[MAXV], *Bp[MAXV];
     for (int v = 0; v < nv; v++) {
-      C[v] = malloc(sizeof(float) * (size_t)(M * N));
+      /* 64-byte aligned, as the peers bench's outputs and the runtime's buffers */
+      C[v] = aligned_alloc(64, (sizeof(float) * (size_t)(M * N) + 63) / 64 * 64);
       size_t pb = (sizeof(float) * (size_t)g[v].psize(sizes) + 63) / 64 * 64;
       Bp[v] = aligned_alloc(64, pb); /* as the kernel API packs a weight */
       g[v].pack(sizes, B, N, 0, Bp[v]);
