@@ -148,7 +148,8 @@ typedef enum sh_lir_skind {
   SH_LIR_S_STORE,     /* buf[idx] (combine)= val */
   SH_LIR_S_IF,        /* if cond: body, else: els (a BLOCK or NONE) */
   SH_LIR_S_ALLOC,     /* local buffer buf lives in body */
-  SH_LIR_S_PREFETCH   /* a hint: the cache line of buf[idx] will be read soon; no effect on
+  SH_LIR_S_PREFETCH   /* a hint: the cache line of buf[idx] will be read (an input) or
+                         written (an output) soon; no effect on
                          what the kernel computes, and idx may lie past the storage (read
                          nothing there: the emitted __builtin_prefetch does not fault) */
 } sh_lir_skind;
