@@ -201,8 +201,7 @@ typedef struct sh_sched_opts {
                     (sh_sched_cache_read; the row blocks then run over the pool, not row
                     blocks x column panels), -1: not; 0: the default (not: a knob for the tuner) */
   int prefetch_c; /* GEMM: 1: each tile starts by prefetching the lines its write-back stores
-                      (for writing), -1: not; 0: the default (on for a single GEMM's tile on a
-                      vector ISA; not for two GEMMs sharing a tile) */
+                      (for writing), -1: not; 0: the default (not: a knob for the tuner) */
 } sh_sched_opts;
 sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sched_opts *opts);
 

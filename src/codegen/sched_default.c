@@ -475,18 +475,18 @@ static sh_lir_buf pack_a(sh_lir_kernel *k, const gemm_match *g, const gemm_tiled
   return rd.buf;
 }
 
-#ifndef SH_SCHED_PREFETCH_C_DEFAULT /* 0: not by default (a build for before / after runs) */
-#define SH_SCHED_PREFETCH_C_DEFAULT 1
+#ifndef SH_SCHED_PREFETCH_C_DEFAULT /* 1: on by default (a build for before / after runs) */
+#define SH_SCHED_PREFETCH_C_DEFAULT 0
 #endif
 
 /* The tile's output lines fetched for writing before its reduction
  * (sh_sched_opts.prefetch_c): the write-back's target at each of the
  * tile's rows, one prefetch per 64-byte line of its nr columns, at the top
  * of the tile's alloc — after unswitch, of the whole tile's copy only (the
- * partial tiles' copies stay as they were: less C to compile). Paired at
- * M = 1600 it gained 1.00-1.04x (docs/CODEGEN.md, "The default schedule"):
- * there the output (8 MB) is written from beyond L2, and each tile's 6
- * rows of write-back missed. */
+ * partial tiles' copies stay as they were: less C to compile). A knob,
+ * off by default: paired, it gained 1.02-1.05x at M = 1600 with outputs
+ * 16-byte aligned (each tile row's 64 bytes on two lines), 0.99-1.03x
+ * with 64-byte aligned ones (docs/CODEGEN.md, "The default schedule"). */
 static void prefetch_out(sh_lir_kernel *k, const sh_sched_cache *c, int64_t mr, int64_t nr) {
   sh_lir_stmt st[8];
   int ns = sh_sched_stores(k, c->final[0], st, 8);
