@@ -10,7 +10,8 @@
  *
  *   bench_codegen_prefetch_tile ROUNDS [MxKxN,...] [NAME:knob=v,knob=v ...]
  *
- * knobs: mr nr row_tiles kc prefetch no_prefetch rem_rows; probes that
+ * knobs: mr nr row_tiles kc prefetch no_prefetch rem_rows pack_a
+ * prefetch_c; probes that
  * edit the emitted C: unroll_k=U (the tiles' k loops unrolled U times; 1:
  * not), plain_ld=1 (sk_ld for sk_ldp, as before it); the shapes
  * default to bench_codegen_peers' four. TILE_EP=1: with bias + GELU.
@@ -114,6 +115,8 @@ static int parse(char *spec, char **name, sh_sched_opts *o, int *unroll, bool *p
     else if (!strcmp(t, "prefetch")) o->prefetch = v;
     else if (!strcmp(t, "no_prefetch")) o->no_prefetch = v;
     else if (!strcmp(t, "rem_rows")) o->rem_rows = v;
+    else if (!strcmp(t, "pack_a")) o->pack_a = v;
+    else if (!strcmp(t, "prefetch_c")) o->prefetch_c = v;
     else if (!strcmp(t, "unroll_k")) *unroll = v;
     else if (!strcmp(t, "plain_ld")) *plain = v != 0;
     else return 0;
@@ -165,7 +168,8 @@ int main(int argc, char **argv) {
     float *A = exb_frand_xs(M * K, &seed), *B = exb_frand_xs(K * N, &seed), *bias = exb_frand_xs(N, &seed);
     float *C[MAXV], *Bp[MAXV];
     for (int v = 0; v < nv; v++) {
-      C[v] = malloc(sizeof(float) * (size_t)(M * N));
+      /* 64-byte aligned, as the peers bench's outputs and the runtime's buffers */
+      C[v] = aligned_alloc(64, (sizeof(float) * (size_t)(M * N) + 63) / 64 * 64);
       size_t pb = (sizeof(float) * (size_t)g[v].psize(sizes) + 63) / 64 * 64;
       Bp[v] = aligned_alloc(64, pb); /* as the kernel API packs a weight */
       g[v].pack(sizes, B, N, 0, Bp[v]);

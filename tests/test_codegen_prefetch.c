@@ -50,6 +50,7 @@ static sh_lir_kernel *mm_at(sheaf_ctx *ctx, sheaf_isa isa, int pf, bool ep) {
   sh_lir_kernel *k = lb_matmul(ctx, "mm", ep);
   if (!k) return NULL;
   sh_sched_opts o = pf_opts(pf);
+  o.prefetch_c = ep ? 0 : 1; /* the output's lines: the knob (mm), the default (off: mm + GELU) */
   if (!CHECK_OK(ctx, sh_sched_default_opts(k, isa, &o))) {
     sh_lir_free(k);
     return NULL;
@@ -85,8 +86,18 @@ TEST(codegen_prefetch_placement) {
       printf("  case %zu (%s, prefetch %d):\n%s\n", i, sheaf_isa_name(cases[i].isa), cases[i].pf, t);
     if (cases[i].line) CHECK_CONTAINS(t, cases[i].line);
     CHECK_EQ_INT(count(t, "prefetch A["), 0);
+    /* and with sh_sched_opts.prefetch_c (off by default) the output's
+     * lines, for writing, at the top of the whole tile's copy: mr rows of
+     * nr columns, 64 bytes a line (AVX2 6 x 1, AVX-512 12 x 2, scalar 4 x 1) */
+    int out = i % 2 == 1 ? 0 : cases[i].isa == SHEAF_ISA_AVX2 ? 6 : cases[i].isa == SHEAF_ISA_AVX512 ? 24 : 4;
+    CHECK_EQ_INT(count(t, i % 2 == 1 ? "prefetch Y[" : "prefetch C["), out);
+    if (i == 0)
+      CHECK_CONTAINS(t, "      alloc C_acc[6, 2, 8]:\n"
+                        "        prefetch C[i_o_j_o / ((N + 15) / 16) * 96 + i_i_o * 6, i_o_j_o % ((N + 15) / 16) * 16]\n"
+                        "        prefetch C[i_o_j_o / ((N + 15) / 16) * 96 + i_i_o * 6 + 1, ");
     const char *c = show(ctx, k, true);
-    CHECK_EQ_INT(count(c, "__builtin_prefetch("), 3 * cases[i].per_copy);
+    CHECK_EQ_INT(count(c, "(uintptr_t)b_B + "), 3 * cases[i].per_copy);
+    CHECK_EQ_INT(count(c, "* 4u), 1);"), out);
     if (cases[i].per_copy) CHECK_CONTAINS(c, "__builtin_prefetch((const void *)((uintptr_t)b_B + (uintptr_t)(");
     sh_lir_free(k);
   }
@@ -151,8 +162,9 @@ TEST(codegen_prefetch_interp) {
     sh_lir_free(k);
     free(A), free(B), free(Y), free(R);
   }
-  /* misuse: a prefetch of an output, of the wrong rank */
-  sh_lir_kernel *k = lb_matmul(ctx, "mm", false);
+  /* misuse: a prefetch of a temporary (an output's is allowed: fetched for
+   * writing), of the wrong rank */
+  sh_lir_kernel *k = lb_matmul(ctx, "mm", true);
   REQUIRE(k);
   sh_lir_stmt kl = sh_lir_find_loop(k, "k");
   sh_lir_expr z = sh_lir_int(k, 0), idx[2] = {z, z};
@@ -192,7 +204,8 @@ TEST(codegen_prefetch_lowered) {
       sh_buf_init(&c, ctx);
       sh_sched_opts o = pf_opts(cases[i].pf);
       if (CHECK_OK(ctx, sh_tune_generate(ctx, ks[0], SHEAF_ISA_AVX2, &o, &c, NULL))) {
-        if (!CHECK_EQ_INT(count(sh_buf_cstr(&c), "__builtin_prefetch("), cases[i].n)) printf("  case %zu\n", i);
+        /* read prefetches (the output's, for writing, end in ", 1)") */
+        if (!CHECK_EQ_INT(count(sh_buf_cstr(&c), "* 4u));"), cases[i].n)) printf("  case %zu\n", i);
         if (cases[i].pf == 16 && cases[i].n) CHECK_CONTAINS(sh_buf_cstr(&c), " * 16 + 256) * 4u));");
       }
       sh_buf_free(&c);

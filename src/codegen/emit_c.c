@@ -538,8 +538,10 @@ static void prefetch(em *E, sh_lir_stmt s) {
   sh_buf t;
   sh_buf_init(&t, k->ctx);
   sh_em_int(E, off, &t);
-  sh_em_line(E, "__builtin_prefetch((const void *)((uintptr_t)b_%s + (uintptr_t)(%s) * %du));",
-             k->bufs[n.buf].name, sh_buf_cstr(&t), 4 /* f32 and i32 */);
+  /* an output's line is fetched for writing (the tile's write-back) */
+  sh_em_line(E, "__builtin_prefetch((const void *)((uintptr_t)b_%s + (uintptr_t)(%s) * %du)%s);",
+             k->bufs[n.buf].name, sh_buf_cstr(&t), 4 /* f32 and i32 */,
+             k->bufs[n.buf].role == SH_LIR_OUT ? ", 1" : "");
   sh_buf_free(&t);
 }
 

@@ -585,13 +585,20 @@ sh_lir_stmt sh_lir_store(sh_lir_kernel *k, sh_lir_stmt parent, sh_lir_buf b, int
   return s;
 }
 
+/* A prefetch names an input (read) or an output (written: emitted with
+ * write intent), dense or panels layout, dense or row-stride access. */
+static bool prefetchable(const sh_lir_bufinfo *bi) {
+  return (bi->role == SH_LIR_IN || bi->role == SH_LIR_OUT) && bi->layout != SH_LIR_LAYOUT_RAGGED &&
+         (bi->access == SH_LIR_ACCESS_DENSE || bi->access == SH_LIR_ACCESS_LD);
+}
+
 sh_lir_stmt sh_lir_prefetch(sh_lir_kernel *k, sh_lir_stmt parent, sh_lir_buf b, int n,
                             const sh_lir_expr *idx) {
   if (!parent_ok(k, parent) || !check_idx(k, b, n, idx, "prefetch of")) return SH_LIR_NONE;
   const sh_lir_bufinfo *bi = &k->bufs[b];
-  if (bi->role != SH_LIR_IN || bi->access != SH_LIR_ACCESS_DENSE || bi->layout == SH_LIR_LAYOUT_RAGGED) {
+  if (!prefetchable(bi)) {
     if (!k->err)
-      sh_lir_fail(k, SHEAF_ERR_INVALID_ARG, "kernel %s: prefetch of %s: not a dense-access input", k->name,
+      sh_lir_fail(k, SHEAF_ERR_INVALID_ARG, "kernel %s: prefetch of %s: not a dense input or output", k->name,
                   bi->name);
     return SH_LIR_NONE;
   }
@@ -1168,8 +1175,7 @@ static sheaf_status vstmt(vctx *v, sh_lir_stmt s) {
   }
   case SH_LIR_S_PREFETCH: {
     const sh_lir_bufinfo *bi = &k->bufs[n->buf];
-    if (bi->role != SH_LIR_IN || bi->access != SH_LIR_ACCESS_DENSE || bi->layout == SH_LIR_LAYOUT_RAGGED)
-      return vfail(v, s, "prefetches a buffer that is not a dense-access input", NULL);
+    if (!prefetchable(bi)) return vfail(v, s, "prefetches a buffer that is not a dense input or output", NULL);
     if (n->nidx != bi->rank) return vfail(v, s, "wrong index count", NULL);
     for (int i = 0; i < n->nidx; i++)
       if ((st = vexpr(v, s, k->list[n->idx + i]))) return st;

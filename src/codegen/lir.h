@@ -148,7 +148,8 @@ typedef enum sh_lir_skind {
   SH_LIR_S_STORE,     /* buf[idx] (combine)= val */
   SH_LIR_S_IF,        /* if cond: body, else: els (a BLOCK or NONE) */
   SH_LIR_S_ALLOC,     /* local buffer buf lives in body */
-  SH_LIR_S_PREFETCH   /* a hint: the cache line of buf[idx] will be read soon; no effect on
+  SH_LIR_S_PREFETCH   /* a hint: the cache line of buf[idx] will be read (an input) or
+                         written (an output) soon; no effect on
                          what the kernel computes, and idx may lie past the storage (read
                          nothing there: the emitted __builtin_prefetch does not fault) */
 } sh_lir_skind;
@@ -268,8 +269,9 @@ sh_lir_stmt sh_lir_store1(sh_lir_kernel *k, sh_lir_stmt parent, sh_lir_buf b, sh
 sh_lir_stmt sh_lir_store2(sh_lir_kernel *k, sh_lir_stmt parent, sh_lir_buf b, sh_lir_expr i0,
                           sh_lir_expr i1, sh_lir_expr value, sh_lir_combine combine);
 sh_lir_stmt sh_lir_if(sh_lir_kernel *k, sh_lir_stmt parent, sh_lir_expr cond);
-/* A software prefetch of the line holding b[idx] (an IN buffer, dense or
- * panels layout, dense access): emitted as __builtin_prefetch of the
+/* A software prefetch of the line holding b[idx] (an IN buffer, or an OUT
+ * one: fetched for writing; dense or panels layout, dense or row-stride
+ * access): emitted as __builtin_prefetch of the
  * element's address, computed without dereferencing anything, so idx may
  * be past the end (the interpreter skips it). */
 sh_lir_stmt sh_lir_prefetch(sh_lir_kernel *k, sh_lir_stmt parent, sh_lir_buf b, int n,

@@ -149,6 +149,25 @@ sheaf_status sh_sched_unswitch(sh_lir_kernel *k, sh_lir_stmt s);
 sheaf_status sh_sched_kblock(sh_lir_kernel *k, const sh_sched_cache *c, sh_lir_stmt kloop, sh_lir_stmt at,
                              int64_t kc);
 
+/* cache_read: a packed copy of input b (dense, f32) made at the top of
+ * each iteration of loop `at`, in the order of n loops inside it: a
+ * temporary P[ext(at), ext(loops[0]), ...] filled by a copy nest over the
+ * loops' ranges, P[v_at, c..] = b[idx(c..)] with each index clamped into
+ * b's extent (the copy reads in bounds where the body's guards would not
+ * read at all), and every load of b under `at` — all at one index list,
+ * which may use only the named loops, `at` and loops around it — reads
+ * P[v_at, loops..] instead. `at` may be parallel (one slot of P per
+ * iteration), not inside a parallel loop; the loops' extents and at's
+ * are of sizes only. out (may be NULL) gets P and the copy. */
+typedef struct sh_sched_read {
+  sh_lir_buf buf;   /* P */
+  sh_lir_stmt copy; /* the copy nest's top statement (a loop, or an if when an extent may be 0) */
+  int n;
+  sh_lir_stmt loops[SH_SCHED_MAX_BAND]; /* the copy's loops, outermost first */
+} sh_sched_read;
+sheaf_status sh_sched_cache_read(sh_lir_kernel *k, sh_lir_buf b, sh_lir_stmt at, int n, const sh_lir_stmt *loops,
+                                 sh_sched_read *out);
+
 /* The default schedule for `isa` (vector width 16 / 8 / 1): pointwise
  * temporaries inlined; GEMM-like nests register-tiled (mr × nr tile in
  * registers over k, B packed when it is a weight, the consumer epilogue
@@ -178,6 +197,11 @@ typedef struct sh_sched_opts {
   int rem_rows;  /* GEMM: rows of the remainder tile (a copy of the partial tile with fewer row
                     loops' steps, taken when at most that many rows are left); 0: the default
                     (mr - mr / 3: AVX2 4 of 6), -1: none (a partial tile runs all mr rows) */
+  int pack_a;    /* GEMM: 1: A's rows of each row block packed tile-major once per row block
+                    (sh_sched_cache_read; the row blocks then run over the pool, not row
+                    blocks x column panels), -1: not; 0: the default (not: a knob for the tuner) */
+  int prefetch_c; /* GEMM: 1: each tile starts by prefetching the lines its write-back stores
+                      (for writing), -1: not; 0: the default (not: a knob for the tuner) */
 } sh_sched_opts;
 sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sched_opts *opts);
 

@@ -161,7 +161,25 @@ typedef struct row_clamp {
   sh_lir_var v;         /* the tile's row variable in it */
 } row_clamp;
 
-static void unguard_band(sh_lir_kernel *k, sh_lir_buf local, sh_lir_buf B, bool packed, row_clamp *rc) {
+/* e shares a variable with f. */
+static bool shares_var(const sh_lir_kernel *k, sh_lir_expr e, sh_lir_expr f) {
+  const sh_lir_enode *x = &k->ex[e];
+  switch ((sh_lir_ekind)x->kind) {
+  case SH_LIR_E_VAR: return sh_lir_uses_var(k, f, x->a);
+  case SH_LIR_E_BIN: return shares_var(k, x->a, f) || shares_var(k, x->b, f);
+  case SH_LIR_E_UN:
+  case SH_LIR_E_CAST: return shares_var(k, x->a, f);
+  case SH_LIR_E_SELECT: return shares_var(k, x->a, f) || shares_var(k, x->b, f) || shares_var(k, x->c, f);
+  default: return false;
+  }
+}
+
+/* With A packed (`pa`, a cache_read of A: filled at every point of the
+ * tile loops' ranges, rows past the end clamped to the last), a guard
+ * conjunct on the rows (one sharing no variable with B's index) goes
+ * without any clamp: the band reads pa in bounds everywhere. */
+static void unguard_band(sh_lir_kernel *k, sh_lir_buf local, sh_lir_buf B, bool packed, sh_lir_buf pa,
+                         row_clamp *rc) {
   for (int nth = 0; !k->err; nth++) {
     sh_lir_stmt S = sh_lir_find_store(k, local, nth), G = S >= 0 ? k->st[S].parent : SH_LIR_NONE;
     if (S < 0) return;
@@ -188,6 +206,16 @@ static void unguard_band(sh_lir_kernel *k, sh_lir_buf local, sh_lir_buf B, bool 
       bool gone = false;
       if (x.kind == SH_LIR_E_BIN && x.op == SH_LIR_OP_LT) {
         if (packed && Bl.n == 2 && sh_lir_expr_eq(k, x.a, k->list[Bl.b + 1])) gone = true;
+        if (!gone && pa >= 0 && A.a == pa && Bl.n == 2 && !shares_var(k, x.a, k->list[Bl.b]) &&
+            !shares_var(k, x.a, k->list[Bl.b + 1])) {
+          sh_lir_expr i0 = k->list[k->st[S].idx];
+          if (rc && rc->row < 0 && k->ex[i0].kind == SH_LIR_E_VAR && sh_lir_uses_var(k, x.a, k->ex[i0].a)) {
+            rc->row = x.a;
+            rc->lim = x.b;
+            rc->v = k->ex[i0].a;
+          }
+          gone = true;
+        }
         for (int d = 0; d < A.n && !gone; d++)
           if (sh_lir_expr_eq(k, x.a, aidx[d])) {
             sh_lir_expr i0 = k->list[k->st[S].idx];
@@ -422,6 +450,74 @@ static void remainder_tile(sh_lir_kernel *k, sh_lir_stmt fast, int n, const sh_l
   if (els >= 0) sh_lir_append(k, els, slow);
 }
 
+#ifndef SH_SCHED_PACK_A_DEFAULT /* 1: A packed per row block by default */
+#define SH_SCHED_PACK_A_DEFAULT 0
+#endif
+
+/* A packed per row block (sh_sched_opts.pack_a; cache_read at the row
+ * block loop): the tile's rows interleaved per k step, [row block, tile,
+ * k, row], so a tile's mr broadcasts per k come from one contiguous
+ * stream, not mr rows a row's length apart. Copied once per row block and
+ * read by every column panel's tiles. Not with K blocks (the k loop's
+ * extent then depends on the block). Returns the packed buffer, or NONE
+ * (the kernel unchanged). */
+static sh_lir_buf pack_a(sh_lir_kernel *k, const gemm_match *g, const gemm_tiled *t, int w,
+                         const sh_sched_opts *o) {
+  (void)w;
+  bool on = o->pack_a > 0 || (o->pack_a == 0 && SH_SCHED_PACK_A_DEFAULT);
+  if (!on || o->kc > 0 || k->err) return SH_LIR_NONE;
+  const sh_lir_enode *v = &k->ex[k->st[g->U].val];
+  sh_lir_expr a = k->ex[v->a].kind == SH_LIR_E_LOAD && k->ex[v->a].a == g->B ? v->b : v->a;
+  sh_lir_stmt loops[3] = {t->iio, g->kl, t->c.band[0]};
+  sh_sched_read rd;
+  if (sh_sched_cache_read(k, k->ex[a].a, t->io, 3, loops, &rd)) return SH_LIR_NONE;
+  sh_sched_unroll(k, rd.loops[2]); /* the tile's rows: one k step's copy in a row */
+  return rd.buf;
+}
+
+#ifndef SH_SCHED_PREFETCH_C_DEFAULT /* 1: on by default (a build for before / after runs) */
+#define SH_SCHED_PREFETCH_C_DEFAULT 0
+#endif
+
+/* The tile's output lines fetched for writing before its reduction
+ * (sh_sched_opts.prefetch_c): the write-back's target at each of the
+ * tile's rows, one prefetch per 64-byte line of its nr columns, at the top
+ * of the tile's alloc — after unswitch, of the whole tile's copy only (the
+ * partial tiles' copies stay as they were: less C to compile). A knob,
+ * off by default: paired, it gained 1.02-1.05x at M = 1600 with outputs
+ * 16-byte aligned (each tile row's 64 bytes on two lines), 0.99-1.03x
+ * with 64-byte aligned ones (docs/CODEGEN.md, "The default schedule"). */
+static void prefetch_out(sh_lir_kernel *k, const sh_sched_cache *c, int64_t mr, int64_t nr) {
+  sh_lir_stmt st[8];
+  int ns = sh_sched_stores(k, c->final[0], st, 8);
+  sh_lir_stmt S = SH_LIR_NONE;
+  for (int i = 0; i < ns && i < 8; i++)
+    if (k->bufs[k->st[st[i]].buf].role == SH_LIR_OUT) S = st[i];
+  if (S < 0 || c->n < 2 || k->st[S].nidx < 1 || mr > 64) return;
+  sh_lir_var v[SH_SCHED_MAX_BAND];
+  sh_lir_expr z[SH_SCHED_MAX_BAND];
+  for (int p = 0; p < c->n; p++) v[p] = k->st[c->final[p]].var, z[p] = sh_lir_int(k, 0);
+  int nidx = k->st[S].nidx, lines = (int)((nr * 4 + 63) / 64);
+  sh_lir_stmt first = k->st[c->alloc].body;
+  for (int64_t r = 0; r < mr && !k->err; r++) {
+    z[0] = sh_lir_int(k, r);
+    for (int l = 0; l < lines && l < 8; l++) {
+      sh_lir_expr idx[SH_LIR_MAX_RANK];
+      for (int d = 0; d < nidx; d++) {
+        idx[d] = sh_lir_subst(k, k->list[k->st[S].idx + d], c->n, v, z);
+        if (d == nidx - 1) idx[d] = sh_lir_add(k, idx[d], sh_lir_int(k, 16 * l));
+        idx[d] = sh_lir_simplify(k, idx[d]);
+      }
+      sh_lir_stmt p = sh_lir_new_stmt(k, SH_LIR_S_PREFETCH);
+      int32_t il = sh_lir_new_list(k, nidx, idx);
+      if (p < 0 || il < 0) return;
+      k->st[p].buf = k->st[S].buf, k->st[p].idx = il, k->st[p].nidx = nidx;
+      if (first >= 0) sh_lir_insert_before(k, first, p);
+      else sh_lir_append(k, c->alloc, p);
+    }
+  }
+}
+
 static sheaf_status sched_gemm(sh_lir_kernel *k, const gemm_match *g, int w, const sh_sched_opts *o) {
   int64_t mr = o->mr ? o->mr : w == 16 ? 12 : w == 8 ? 6 : 4;
   int64_t nr = o->nr ? o->nr : w == 16 ? 32 : w == 8 ? 16 : 4, mb = o->row_tiles ? o->row_tiles : 16;
@@ -434,13 +530,19 @@ static sheaf_status sched_gemm(sh_lir_kernel *k, const gemm_match *g, int w, con
    * loop goes around the row block's tiles, inside a parallel task, so the
    * partial sums a later block adds back are still in cache. */
   if (o->kc > 0 && sh_sched_kblock(k, &t.c, g->kl, t.iio, o->kc) && k->err) return k->err; /* refused: unblocked */
+  sh_lir_buf pa = pack_a(k, g, &t, w, o);
   if (sh_sched_unswitch(k, t.c.alloc) == SHEAF_OK) {
     row_clamp rc = {SH_LIR_NONE, SH_LIR_NONE, SH_LIR_NONE};
-    unguard_band(k, t.c.local, g->B, t.packed, &rc);
+    unguard_band(k, t.c.local, g->B, t.packed, pa, &rc);
     remainder_tile(k, t.c.alloc, 1, &t.c.local, mr, rem_rows(o, mr), &rc);
   }
+  /* the whole tile's copy (t.c.alloc after unswitch; partial tiles are one
+   * column panel's last row block or column) */
+  if (o->prefetch_c > 0 || (o->prefetch_c == 0 && SH_SCHED_PREFETCH_C_DEFAULT && w > 1))
+    prefetch_out(k, &t.c, mr, nr);
   sh_lir_stmt f;
-  if (!sh_sched_fuse(k, t.io, t.jo, &f)) sh_sched_parallel(k, f);
+  if (pa >= 0) sh_sched_parallel(k, t.io); /* the copy sits between the row block and its panels */
+  else if (!sh_sched_fuse(k, t.io, t.jo, &f)) sh_sched_parallel(k, f);
   prefetch_panel(k, t.c.local, g->B, prefetch_dist(o, w));
   return k->err;
 }
@@ -611,8 +713,8 @@ static sheaf_status sched_gemm_pair(sh_lir_kernel *k, const gemm_match *ga, cons
   }
   if (sh_sched_unswitch(k, ta) == SHEAF_OK) {
     row_clamp rc = {SH_LIR_NONE, SH_LIR_NONE, SH_LIR_NONE};
-    unguard_band(k, s.c.local, ga->B, s.packed, &rc);
-    unguard_band(k, t.c.local, gb->B, t.packed, NULL);
+    unguard_band(k, s.c.local, ga->B, s.packed, SH_LIR_NONE, &rc);
+    unguard_band(k, t.c.local, gb->B, t.packed, SH_LIR_NONE, NULL);
     sh_lir_buf loc[2] = {s.c.local, t.c.local};
     /* only when asked: its copy (two tiles' write-backs, the epilogue's
      * sigmoid and tanh) doubled the gated unit's compile time (0.59 -> 1.2 s

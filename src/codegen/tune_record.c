@@ -39,6 +39,8 @@ static const sh_tune_field fields[] = {
     {F(prefetch), 2, {32, 128}},     /* GEMM: B panel prefetch distance in k rows (64) */
     {F(no_prefetch), 1, {1}},        /* GEMM: no B prefetch */
     {F(rem_rows), 1, {-1}},          /* GEMM: no remainder row tile (mr - mr / 3 rows) */
+    {F(pack_a), 1, {1}},             /* GEMM: A packed per row block (cache_read; not) */
+    {F(prefetch_c), 1, {1}},         /* GEMM: the tile's output lines prefetched (not) */
 };
 #undef F
 
