@@ -100,7 +100,7 @@ typedef struct opt_chunk {
 typedef struct opt_job {
   sheaf_optimizer *o;
   const opt_chunk *ch;
-  float clip, bc1, bc2;
+  float clip, ic1, ic2; /* Adam: 1 / (1 - b1^t), 1 / sqrt(1 - b2^t) */
 } opt_job;
 
 /* The marked rows of a table's gradient (sh_param.grad_rows) within
@@ -187,12 +187,12 @@ static void adagrad_run(size_t n, float *restrict w, const float *restrict gr, f
 
 static void adam_run(size_t n, float *restrict w, const float *restrict gr, float *restrict s1,
                      float *restrict s2, float clip, float lr, float wd, float eps, float b1, float b2,
-                     float bc1, float bc2) {
+                     float ic1, float ic2) {
   size_t i = 0;
 #ifdef __AVX__
   const __m256 vclip = _mm256_set1_ps(clip), vb1 = _mm256_set1_ps(b1), vb2 = _mm256_set1_ps(b2);
   const __m256 va1 = _mm256_set1_ps(1.0f - b1), va2 = _mm256_set1_ps(1.0f - b2);
-  const __m256 vbc1 = _mm256_set1_ps(bc1), vbc2 = _mm256_set1_ps(bc2), veps = _mm256_set1_ps(eps);
+  const __m256 vic1 = _mm256_set1_ps(ic1), vic2 = _mm256_set1_ps(ic2), veps = _mm256_set1_ps(eps);
   const __m256 vlr = _mm256_set1_ps(lr), vwd = _mm256_set1_ps(wd);
   for (; i + 8 <= n; i += 8) {
     __m256 gj = _mm256_mul_ps(_mm256_loadu_ps(gr + i), vclip);
@@ -200,8 +200,8 @@ static void adam_run(size_t n, float *restrict w, const float *restrict gr, floa
     __m256 m2 = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(s2 + i)), _mm256_mul_ps(_mm256_mul_ps(va2, gj), gj));
     _mm256_storeu_ps(s1 + i, m1);
     _mm256_storeu_ps(s2 + i, m2);
-    __m256 mh = _mm256_div_ps(m1, vbc1), vh = _mm256_div_ps(m2, vbc2), wv = _mm256_loadu_ps(w + i);
-    __m256 u = _mm256_add_ps(_mm256_div_ps(mh, _mm256_add_ps(_mm256_sqrt_ps(vh), veps)), _mm256_mul_ps(vwd, wv));
+    __m256 mh = _mm256_mul_ps(m1, vic1), sv = _mm256_mul_ps(_mm256_sqrt_ps(m2), vic2), wv = _mm256_loadu_ps(w + i);
+    __m256 u = _mm256_add_ps(_mm256_div_ps(mh, _mm256_add_ps(sv, veps)), _mm256_mul_ps(vwd, wv));
     _mm256_storeu_ps(w + i, _mm256_sub_ps(wv, _mm256_mul_ps(vlr, u)));
   }
 #endif
@@ -209,8 +209,8 @@ static void adam_run(size_t n, float *restrict w, const float *restrict gr, floa
     float gj = gr[i] * clip;
     s1[i] = b1 * s1[i] + (1.0f - b1) * gj;
     s2[i] = b2 * s2[i] + (1.0f - b2) * gj * gj;
-    float mh = s1[i] / bc1, vh = s2[i] / bc2;
-    w[i] -= lr * (mh / (sqrtf(vh) + eps) + wd * w[i]);
+    float mh = s1[i] * ic1, sv = sqrtf(s2[i]) * ic2;
+    w[i] -= lr * (mh / (sv + eps) + wd * w[i]);
   }
 }
 
@@ -236,7 +236,7 @@ static void update_span_g(const opt_job *j, uint32_t pi, size_t a, size_t n, boo
     break;
   case SHEAF_OPTIM_ADAGRAD: adagrad_run(n, w, gr, s2, j->clip, op->lr, op->weight_decay, op->eps); break;
   case SHEAF_OPTIM_ADAM:
-    adam_run(n, w, gr, s1, s2, j->clip, op->lr, op->weight_decay, op->eps, op->beta1, op->beta2, j->bc1, j->bc2);
+    adam_run(n, w, gr, s1, s2, j->clip, op->lr, op->weight_decay, op->eps, op->beta1, op->beta2, j->ic1, j->ic2);
     break;
   }
 }
@@ -318,8 +318,8 @@ sheaf_status sheaf_optimizer_step(sheaf_optimizer *o, double *norm) {
   j.clip = op->clip_norm > 0.0f && gn > op->clip_norm ? (float)(op->clip_norm / gn) : 1.0f;
   o->steps++;
   if (op->kind == SHEAF_OPTIM_ADAM) {
-    j.bc1 = (float)(1.0 - pow((double)op->beta1, (double)o->steps));
-    j.bc2 = (float)(1.0 - pow((double)op->beta2, (double)o->steps));
+    j.ic1 = (float)(1.0 / (1.0 - pow((double)op->beta1, (double)o->steps)));
+    j.ic2 = (float)(1.0 / sqrt(1.0 - pow((double)op->beta2, (double)o->steps)));
   }
   sh_pool_run(m->ctx->pool, (int64_t)n_ch, update_task, &j, 0);
   sh_free(m->ctx, ch, (n_ch ? n_ch : 1) * sizeof *ch);
