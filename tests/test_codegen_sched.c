@@ -15,6 +15,7 @@
 #include "harness.h"
 #include "lir_build.h"
 #include "lir_cc.h"
+#include "lir_check.h"
 #include "lir_ref.h"
 
 static char *text(sheaf_ctx *ctx, const sh_lir_kernel *k) {
@@ -623,45 +624,6 @@ TEST(codegen_sched_kblock_errors) {
   sh_lir_free(k);
 }
 
-/* Packs, runs and checks the generated matmul of `so` on every shape of
- * Ms x Ns x Ks against the double reference. */
-static void kb_check_c(sheaf_ctx *ctx, void *so, const char *name, bool ep, const int64_t *Ms, int nM,
-                       const int64_t *Ns, int nN, const int64_t *Ks, int nK) {
-  char sym[128];
-  void *p = dlsym(so, name);
-  sk_entry_fn fn;
-  memcpy(&fn, &p, sizeof fn);
-  void (*pack)(const int64_t *, const float *, int64_t, int, float *);
-  int64_t (*psize)(const int64_t *);
-  snprintf(sym, sizeof sym, "%s_pack_B", name);
-  p = dlsym(so, sym);
-  memcpy(&pack, &p, sizeof pack);
-  snprintf(sym, sizeof sym, "%s_packed_size_B", name);
-  p = dlsym(so, sym);
-  memcpy(&psize, &p, sizeof psize);
-  REQUIRE(fn && pack && psize);
-  sk_abi abi;
-  sh_lir_abi_init(ctx, 0, &abi);
-  uint64_t seed = 5;
-  for (int a = 0; a < nM; a++)
-    for (int b = 0; b < nN; b++)
-      for (int c = 0; c < nK; c++) {
-        int64_t M = Ms[a], N = Ns[b], K = Ks[c], sizes[3] = {M, N, K};
-        float *A = th_frand_fill(&seed, M * K), *B = th_frand_fill(&seed, K * N), *bias = th_frand_fill(&seed, N),
-              *Y = malloc(sizeof(float) * (size_t)(M * N)), *R = malloc(sizeof(float) * (size_t)(M * N)),
-              *Bp = malloc(sizeof(float) * (size_t)(psize(sizes) + 1));
-        pack(sizes, B, N, 0, Bp);
-        sk_arg args[4] = {{.data = A}, {.data = Bp}, {.data = ep ? (void *)bias : (void *)Y}, {.data = Y}};
-        CHECK_EQ_INT(fn(&abi, sizes, args), 0);
-        lr_matmul(M, N, K, A, B, ep ? bias : NULL, ep, R);
-        char what[96];
-        snprintf(what, sizeof what, "%s M=%lld N=%lld K=%lld", name, (long long)M, (long long)N, (long long)K);
-        bool ok = lr_close(what, Y, R, M * N, 1e-5);
-        free(A), free(B), free(bias), free(Y), free(R), free(Bp);
-        if (!ok) return;
-      }
-}
-
 /* The generated C of K-blocked tiles (blocks of 8), with and without the
  * epilogue, compiled at every level (run where the host runs it). */
 TEST(codegen_sched_kblock_c) {
@@ -693,8 +655,8 @@ TEST(codegen_sched_kblock_c) {
       int rc = lir_cc_build(th_tmp_path(""), name, src, 1, levels[l], "-O2", run, &so, err, sizeof err);
       if (rc) th_fail(__FILE__, __LINE__, "building %s: %s", name, err);
       if (rc == 0 && run) {
-        kb_check_c(ctx, so, name, ep, Ms, (int)SH_ARRAY_LEN(Ms), Ns, (int)SH_ARRAY_LEN(Ns), Ks,
-                   (int)SH_ARRAY_LEN(Ks));
+        lir_check_matmul(ctx, so, name, ep, 5, Ms, (int)SH_ARRAY_LEN(Ms), Ns, (int)SH_ARRAY_LEN(Ns), Ks,
+                         (int)SH_ARRAY_LEN(Ks));
         dlclose(so);
       }
       sh_buf_free(&b);
