@@ -109,6 +109,19 @@ void sheaf_trainer_free(sheaf_trainer *t) {
  * sheaf_trainer_loss: build callbacks of several shards run at once. */
 static _Thread_local tr_shard *tl_shard;
 
+/* Appends e to the list (*l, *n of *cap), doubling it when full. */
+static sheaf_status push_loss(sheaf_ctx *ctx, sheaf_expr **l, size_t *n, size_t *cap, sheaf_expr e) {
+  if (*n == *cap) {
+    size_t nc = *cap ? 2 * *cap : 256;
+    sheaf_expr *p = sh_realloc(ctx, *l, *cap * sizeof *p, nc * sizeof *p);
+    if (!p) return SHEAF_ERR_NOMEM;
+    *l = p;
+    *cap = nc;
+  }
+  (*l)[(*n)++] = e;
+  return SHEAF_OK;
+}
+
 sheaf_status sheaf_trainer_loss(sheaf_trainer *t, sheaf_expr loss) {
   if (!t) return SHEAF_ERR_INVALID_ARG;
   if (!t->building)
@@ -118,25 +131,9 @@ sheaf_status sheaf_trainer_loss(sheaf_trainer *t, sheaf_expr loss) {
     if (!s || s < t->sh || s >= t->sh + t->used || loss.graph != s->g->handle)
       return sh_fail(t->ctx, SHEAF_ERR_INVALID_ARG,
                      "sheaf_trainer_loss: loss is not an expression of the graph being built on this thread");
-    if (s->n_loss == s->cap_loss) {
-      size_t cap = s->cap_loss ? 2 * s->cap_loss : 256;
-      sheaf_expr *l = sh_realloc(t->ctx, s->loss, s->cap_loss * sizeof *l, cap * sizeof *l);
-      if (!l) return SHEAF_ERR_NOMEM;
-      s->loss = l;
-      s->cap_loss = cap;
-    }
-    s->loss[s->n_loss++] = loss;
-    return SHEAF_OK;
+    return push_loss(t->ctx, &s->loss, &s->n_loss, &s->cap_loss, loss);
   }
-  if (t->n_loss == t->cap_loss) {
-    size_t cap = t->cap_loss ? 2 * t->cap_loss : 256;
-    sheaf_expr *l = sh_realloc(t->ctx, t->loss, t->cap_loss * sizeof *l, cap * sizeof *l);
-    if (!l) return SHEAF_ERR_NOMEM;
-    t->loss = l;
-    t->cap_loss = cap;
-  }
-  t->loss[t->n_loss++] = loss;
-  return SHEAF_OK;
+  return push_loss(t->ctx, &t->loss, &t->n_loss, &t->cap_loss, loss);
 }
 
 static uint64_t splitmix(uint64_t *s) {
