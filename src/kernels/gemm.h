@@ -26,6 +26,17 @@
 
 #include "base/base.h"
 
+/* Inlining forced where the copies specialise the code (-O2 and up); at
+ * -O0 (the debug and ThreadSanitizer builds) each inlined copy keeps its
+ * own stack slots — the AVX2 epilogue's five specialised copies with the
+ * vector math inlined in each took a 267 KB frame under TSan, more than a
+ * fiber's 256 KB stack — so there it is a plain call. */
+#ifdef __OPTIMIZE__
+#define SH_GEMM_SPECIALISE inline __attribute__((always_inline))
+#else
+#define SH_GEMM_SPECIALISE __attribute__((noinline))
+#endif
+
 #define SH_GEMM_NR 32      /* columns per packed-B panel */
 #define SH_GEMM_MAX_KSRC 4 /* K-split sources of A */
 #define SH_GEMM_MAX_EP 8   /* epilogue ops per call */

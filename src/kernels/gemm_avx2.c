@@ -20,16 +20,6 @@
 #include "kernels/vmath_avx2.h"
 
 #define AVX2_FN __attribute__((target("avx2,fma")))
-/* Inlining forced where the copies specialise the code (-O2 and up); at
- * -O0 (the debug and ThreadSanitizer builds) each inlined copy keeps its
- * own stack slots: ep_fast, five copies of ep_bias_act with the vector
- * math inlined in each, took a 267 KB frame under TSan, more than a
- * fiber's 256 KB stack. There it is a plain call. */
-#ifdef __OPTIMIZE__
-#define SPECIALISE inline __attribute__((always_inline))
-#else
-#define SPECIALISE __attribute__((noinline))
-#endif
 
 /* Software prefetch distance of B, in k rows (PF_K × 128 bytes ahead):
  * measured on Zen 3, 32 beat 8 and 16 at M = 15 to 39, K = 768. B is
@@ -356,7 +346,7 @@ static inline float *out_row(const sh_gemm_out *o, int64_t m) {
   return o->rows ? o->rows[m] : o->base + m * o->ld;
 }
 
-static AVX2_FN SPECIALISE __m256 act_avx2(sh_gemm_act act, __m256 x) {
+static AVX2_FN SH_GEMM_SPECIALISE __m256 act_avx2(sh_gemm_act act, __m256 x) {
   switch (act) {
   case SH_GEMM_ACT_RELU: return _mm256_max_ps(x, _mm256_setzero_ps());
   case SH_GEMM_ACT_SIGMOID: return sh_sigmoid_avx2(x);
@@ -454,7 +444,7 @@ static AVX2_FN void gru_tail(const sh_gemm_ep_ctx *e, const float *t, int64_t m0
  * parser's and the attention's tanh layers). ACT < 0: none. Each vector
  * goes tile -> registers -> C once, instead of one pass over the tile per
  * op and a last one to copy it out. */
-static AVX2_FN SPECIALISE void ep_bias_act(const sh_gemm_args *a, const float *bias, int act, const float *t,
+static AVX2_FN SH_GEMM_SPECIALISE void ep_bias_act(const sh_gemm_args *a, const float *bias, int act, const float *t,
                                             int64_t m0, int64_t rows, int64_t col0, int64_t cols) {
   const int64_t nf = cols / 8, tail = cols % 8;
   const __m256i tm = lane_mask(0, tail);

@@ -371,7 +371,7 @@ static AVX512_FN void gru_tail(const sh_gemm_ep_ctx *e, const float *t, int64_t 
  * rounded to n (vcvtps2dq) and the remainder f = x·32·log2(e) − n from
  * two FMAs with a two-part constant (t itself rounds too coarsely for
  * large |x|). */
-static inline AVX512_FN __attribute__((always_inline)) __m512 exp_neg(__m512 x, exp2_tab tab,
+static AVX512_FN SH_GEMM_SPECIALISE __m512 exp_neg(__m512 x, exp2_tab tab,
                                                                        __m512 *p_out) {
   const __m512 k = _mm512_set1_ps(46.166241308446828f); /* 32·log2(e), high part */
   __m512i n = _mm512_cvt_roundps_epi32(_mm512_mul_ps(x, k), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -387,7 +387,7 @@ static inline AVX512_FN __attribute__((always_inline)) __m512 exp_neg(__m512 x, 
  * cancellation). x < −87.3 (results below 2^−126, and −inf) gives 0; NaN
  * propagates. ~2 ulp. On Zen 4 the division is cheaper here than rcp14 +
  * a Newton step: the FMA pipes are the bottleneck, the divider is not. */
-static inline AVX512_FN __attribute__((always_inline)) __m512 sigmoid_ep(__m512 x, exp2_tab tab) {
+static AVX512_FN SH_GEMM_SPECIALISE __m512 sigmoid_ep(__m512 x, exp2_tab tab) {
   __m512 nx = _mm512_max_ps(_mm512_set1_ps(-87.3f), _mm512_or_ps(x, _mm512_set1_ps(-0.0f)));
   __m512 p, sc = exp_neg(nx, tab, &p);
   __mmask16 neg = _mm512_movepi32_mask(_mm512_castps_si512(x));
@@ -399,7 +399,7 @@ static inline AVX512_FN __attribute__((always_inline)) __m512 sigmoid_ep(__m512 
 /* tanh: |x| < 0.625: Cephes odd polynomial; else sign(x)(1 − e)/(1 + e)
  * with e = exp(−2|x|) (−2|x| clamped at −20, where the result is 1 in
  * f32). ~1 ulp; NaN propagates, tanh(±inf) = ±1. */
-static inline AVX512_FN __attribute__((always_inline)) __m512 tanh_ep(__m512 x, exp2_tab tab) {
+static AVX512_FN SH_GEMM_SPECIALISE __m512 tanh_ep(__m512 x, exp2_tab tab) {
   const __m512 sign = _mm512_set1_ps(-0.0f), one = _mm512_set1_ps(1.0f);
   __m512 ax = _mm512_andnot_ps(sign, x);
   __m512 small = sh_tanh_small_avx512(x, ax);
@@ -410,7 +410,7 @@ static inline AVX512_FN __attribute__((always_inline)) __m512 tanh_ep(__m512 x, 
   return _mm512_or_ps(_mm512_mask_blend_ps(is_small, big, small), _mm512_and_ps(x, sign));
 }
 
-static inline AVX512_FN __attribute__((always_inline)) __m512 act_ep(sh_gemm_act act, __m512 x,
+static AVX512_FN SH_GEMM_SPECIALISE __m512 act_ep(sh_gemm_act act, __m512 x,
                                                                       exp2_tab tab) {
   switch (act) {
   case SH_GEMM_ACT_RELU: return _mm512_max_ps(x, _mm512_setzero_ps());
