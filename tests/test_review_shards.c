@@ -149,7 +149,7 @@ static void rs_close(rs_set *s) {
 
 static void rs_assign(rs_set *s, int k, int n, const rs_inst *in) {
   s->n[k] = n;
-  memcpy(s->inst[k], in, sizeof *in * (size_t)n);
+  if (n) memcpy(s->inst[k], in, sizeof *in * (size_t)n);
 }
 
 /* Shard 0 empty, row 3 in shards 1 and 63, row 7 in shard 5 only, row 9
