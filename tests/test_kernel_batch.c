@@ -17,6 +17,7 @@
 #include "codegen/jit.h"
 #include "codegen/kernel_api.h"
 #include "harness.h"
+#include "sheaf_train.h"
 
 static const char SRC[] =
     "kernel ffn(x: f32[N, D], W: f32[D, F], b: f32[F]) -> f32[N, F] {\n"
@@ -780,4 +781,67 @@ TEST(kernel_batch_review_kept_copy_new_model) {
   }
   if (!same_address) fprintf(stderr, "note: kernel_batch_review_kept_copy_new_model: no address reused\n");
   sheaf_kernel_free(k);
+}
+
+typedef struct rv_par {
+  sheaf_ctx *ctx;
+  sheaf_graph *g[4];
+  sheaf_kernel *k;
+  const sheaf_param *W;
+  sheaf_param b;
+  int groups;
+} rv_par;
+
+static sheaf_status rv_par_shard(int s, int n, void *user) {
+  (void)n;
+  rv_par *p = user;
+  /* each graph its own count of weights (over the kept copies together) */
+  return rv_batch(p->ctx, p->g[s], p->k, p->W, p->b, p->groups - s, NI - 3 * s, s % 2 == 1) ? SHEAF_OK
+                                                                                             : SHEAF_ERR_INTERNAL;
+}
+
+/* Graphs on several threads at once calling one kernel with 20 weights
+ * between them (sheaf_run_shards, as the data-parallel trainer does): the
+ * kernel's 8 kept copies and its temporaries are shared under its lock;
+ * every instance still equals the reference. */
+TEST(kernel_batch_review_calls_from_threads) {
+  if (!th_have_jit_cc("kernel_batch_review_calls_from_threads")) return;
+  sheaf_ctx_options co = {0};
+  co.threads = 2;
+  sheaf_ctx *ctx = NULL;
+  REQUIRE(sheaf_ctx_create(&co, &ctx, NULL, 0) == SHEAF_OK);
+  fill();
+  sheaf_kernel *k = compile(ctx, "ffn");
+  sheaf_model *m = NULL;
+  rv_par p = {ctx, {NULL}, k, NULL, SHEAF_NO_PARAM, RV_W};
+  sheaf_param W[RV_W];
+  if (k && CHECK_OK(ctx, sheaf_model_create(ctx, &m))) {
+    uint64_t seed = 123;
+    bool ok = true;
+    for (int j = 0; j < RV_W && ok; j++) {
+      char name[16];
+      snprintf(name, sizeof name, "W%d", j);
+      W[j] = th_param(ctx, m, name, 2, D, F);
+      for (int e = 0; e < D * F; e++) rv_w[j][e] = th_frand(&seed);
+      ok = CHECK_OK(ctx, sheaf_model_param_set(m, W[j], rv_w[j], D * F));
+    }
+    p.W = W;
+    p.b = th_param(ctx, m, "b", 1, F, 0);
+    ok = ok && CHECK_OK(ctx, sheaf_model_param_set(m, p.b, bd, F));
+    for (int s = 0; s < 4 && ok; s++) {
+      sheaf_graph_opts go = {SHEAF_POLICY_DEPTH, 1, NULL};
+      ok = CHECK_OK(ctx, sheaf_graph_create(m, &go, &p.g[s]));
+    }
+    for (int round = 0; round < 6 && ok; round++) {
+      ok = CHECK_OK(ctx, sheaf_run_shards(ctx, 4, rv_par_shard, &p));
+      for (int j = 0; j < RV_W && ok; j++) { /* new values between rounds */
+        for (int e = 0; e < D * F; e++) rv_w[j][e] = th_frand(&seed);
+        ok = CHECK_OK(ctx, sheaf_model_param_set(m, W[j], rv_w[j], D * F));
+      }
+    }
+  }
+  for (int s = 0; s < 4; s++) sheaf_graph_free(p.g[s]);
+  sheaf_model_free(m);
+  sheaf_kernel_free(k);
+  sheaf_ctx_free(ctx);
 }
