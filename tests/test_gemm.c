@@ -570,3 +570,51 @@ TEST(gemm_workspace_reuse) {
   free(b);
   free(c);
 }
+
+/* ------------------------------------------------- review: edge sweeps */
+
+/* The review of the small-M / narrow-N kernels and the one-pass epilogue
+ * (h-dyn4) across operand modes the older tests leave at packed B: every
+ * B mode, C as rows or a strided block, 1 and 2 threads, K = 0 and K
+ * around and far past the 4-row kernel's 128-k blocks (K = 1500 is two K
+ * passes without an epilogue, the second accumulating), and epilogues that
+ * take the one-pass path (bias, activation alone: RELU is 0, GELU) or
+ * leave it (activation before bias, bias on a column range, two
+ * activations), with and without accumulate. */
+TEST(gemm_review_narrow_edges) {
+  sheaf_ctx *ctx = th_ctx();
+  static const int64_t ms[] = {1, 2, 3, 4, 5, 6, 7, 10};
+  static const int64_t ns[] = {1, 2, 3, 5, 8, 9, 16, 17, 24, 32, 33, 40};
+  static const int64_t ks[] = {0, 1, 127, 128, 129, 256, 257, 1500};
+  int cnt = 0;
+  for (int isa = 0; isa < n_isas(); isa++)
+    for (size_t im = 0; im < SH_ARRAY_LEN(ms); im++)
+      for (size_t in = 0; in < SH_ARRAY_LEN(ns); in++)
+        for (size_t ik = 0; ik < SH_ARRAY_LEN(ks); ik++)
+          for (int v = 0; v < 8; v++) {
+            if (ks[ik] == 1500 && (v > 1 || in % 3)) continue;
+            cnt++;
+            int64_t N = ns[in];
+            gcase gc = {ms[im], N, ks[ik], 1 + cnt % 2, cnt % 3 == 0, cnt % 5 < 2, cnt % 4,
+                        (v & 1) != 0, 1 + (cnt % 7 == 0), 0, {{0}}, 0};
+            switch (v / 2) {
+            case 0: break;
+            case 1: /* one pass: activation alone (RELU = 0), or bias + GELU */
+              if (v & 1) gc.ep[gc.n_ep++] = (sh_gemm_ep){.kind = SH_GEMM_EP_BIAS};
+              gc.ep[gc.n_ep++] = (sh_gemm_ep){.kind = SH_GEMM_EP_ACT,
+                                              .act = (v & 1) ? SH_GEMM_ACT_GELU_ERF : SH_GEMM_ACT_RELU};
+              break;
+            case 2: /* general path: activation then bias */
+              gc.ep[gc.n_ep++] = (sh_gemm_ep){.kind = SH_GEMM_EP_ACT, .act = SH_GEMM_ACT_SIGMOID};
+              gc.ep[gc.n_ep++] = (sh_gemm_ep){.kind = SH_GEMM_EP_BIAS};
+              break;
+            default: /* general path: bias on a range, two activations */
+              gc.ep[gc.n_ep++] = (sh_gemm_ep){.kind = SH_GEMM_EP_BIAS, .n0 = N / 2};
+              gc.ep[gc.n_ep++] = (sh_gemm_ep){.kind = SH_GEMM_EP_ACT, .act = SH_GEMM_ACT_TANH};
+              gc.ep[gc.n_ep++] = (sh_gemm_ep){.kind = SH_GEMM_EP_ACT, .n1 = (N + 1) / 2,
+                                              .act = SH_GEMM_ACT_SIGMOID};
+              break;
+            }
+            if (!run_case(ctx, (sheaf_isa)isa, &gc, NULL)) return;
+          }
+}

@@ -17,6 +17,7 @@
 #include "codegen/jit.h"
 #include "codegen/kernel_api.h"
 #include "harness.h"
+#include "sheaf_train.h"
 
 static const char SRC[] =
     "kernel ffn(x: f32[N, D], W: f32[D, F], b: f32[F]) -> f32[N, F] {\n"
@@ -646,4 +647,201 @@ TEST(kernel_batch_two_weights_packed_once_per_batch) {
   sheaf_graph_free(g);
   sheaf_model_free(m);
   sheaf_kernel_free(k);
+}
+
+/* ------------------------------------------------------------ review */
+
+/* Instance i of ffn(x_i, W_w, b) against the double reference: the GELU of
+ * x_i · W + b with W the given values. */
+static double ffn_ref_err(int i, const sheaf_value_view *v, const float *W) {
+  int n = rows_of(i);
+  if (v->rank != 2 || v->shape[0] != n || v->shape[1] != F) return 1e30;
+  double worst = 0;
+  for (int r = 0; r < n; r++)
+    for (int f = 0; f < F; f++) {
+      double y = bd[f];
+      for (int d = 0; d < D; d++) y += (double)xs[i][r * D + d] * W[d * F + f];
+      double ref = 0.5 * y * erfc(-y / sqrt(2.0));
+      double e = fabs(v->data[r * F + f] - ref) / fmax(1.0, fabs(ref));
+      if (!(e <= worst)) worst = e;
+    }
+  return worst;
+}
+
+enum { RV_W = 20 };
+static float rv_w[RV_W][D * F];
+
+/* One batch of ffn calls on NI instances where instance i passes weight
+ * wsel(i) of RV_W parameters (or, for wsel < 0, weight -wsel-1's values
+ * as a graph input: no kept copy), checked against the reference. */
+static bool rv_batch(sheaf_ctx *ctx, sheaf_graph *g, sheaf_kernel *k, const sheaf_param *W, sheaf_param b,
+                     int n_groups, int n_inst, bool some_inputs) {
+  if (!CHECK_OK(ctx, sheaf_graph_reset(g))) return false;
+  sheaf_expr y[NI];
+  int w[NI];
+  for (int i = 0; i < n_inst; i++) {
+    w[i] = i < n_groups ? i : (i * 7) % n_groups; /* every group once, then some again */
+    sheaf_expr in[3] = {sheaf_input(g, 2, (int64_t[]){rows_of(i), D}, xs[i]), SH_NULL_EXPR, sheaf_parameter(g, b)};
+    in[1] = some_inputs && i % 5 == 3 ? sheaf_input(g, 2, (int64_t[]){D, F}, rv_w[w[i]]) : sheaf_parameter(g, W[w[i]]);
+    y[i] = sheaf_kernel_call(g, k, 3, in);
+  }
+  if (!CHECK_OK(ctx, sheaf_graph_flush(g))) return false;
+  for (int i = 0; i < n_inst; i++) {
+    sheaf_value_view v;
+    if (!CHECK_OK(ctx, sheaf_value(g, y[i], &v))) return false;
+    double e = ffn_ref_err(i, &v, rv_w[w[i]]);
+    if (!(e < 1e-5))
+      return th_fail(__FILE__, __LINE__, "groups %d instances %d: instance %d (weight %d) error %g", n_groups,
+                     n_inst, i, w[i], e);
+  }
+  return true;
+}
+
+/* h-fused2's stacking groups and kept per-weight copies: 1, 2, 15, 16, 17
+ * and 20 distinct weights in one bucket (over the 16 groups stacking
+ * handles and the 8 kept copies), groups of one instance, weights given
+ * as graph inputs among parameters, and every weight's values changed
+ * between flushes (sheaf_model_param_set, then sheaf_model_param_data)
+ * so that a stale kept copy would show; 1 and 2 threads. */
+TEST(kernel_batch_review_weight_groups) {
+  if (!th_have_jit_cc("kernel_batch_review_weight_groups")) return;
+  sheaf_ctx *ctx = th_ctx();
+  fill();
+  sheaf_kernel *k = compile(ctx, "ffn");
+  REQUIRE(k != NULL);
+  sheaf_model *m;
+  REQUIRE_OK(ctx, sheaf_model_create(ctx, &m));
+  sheaf_param W[RV_W];
+  uint64_t seed = 77;
+  for (int j = 0; j < RV_W; j++) {
+    char name[16];
+    snprintf(name, sizeof name, "W%d", j);
+    W[j] = th_param(ctx, m, name, 2, D, F);
+    for (int e = 0; e < D * F; e++) rv_w[j][e] = th_frand(&seed);
+    REQUIRE_OK(ctx, sheaf_model_param_set(m, W[j], rv_w[j], D * F));
+  }
+  sheaf_param b = th_param(ctx, m, "b", 1, F, 0);
+  REQUIRE_OK(ctx, sheaf_model_param_set(m, b, bd, F));
+  static const int groups[] = {1, 2, 15, 16, 17, 20};
+  for (int threads = 1; threads <= 2; threads++) {
+    sheaf_graph *g;
+    sheaf_graph_opts go = {SHEAF_POLICY_DEPTH, threads, NULL};
+    REQUIRE_OK(ctx, sheaf_graph_create(m, &go, &g));
+    for (size_t q = 0; q < SH_ARRAY_LEN(groups); q++)
+      for (int round = 0; round < 3; round++) {
+        int ng = groups[q];
+        if (!rv_batch(ctx, g, k, W, b, ng, ng + 1 + (round == 2 ? 30 : 0), round == 1)) goto out;
+        /* new values for every weight: set for the even ones, written in place for the odd ones */
+        for (int j = 0; j < RV_W; j++) {
+          for (int e = 0; e < D * F; e++) rv_w[j][e] = th_frand(&seed);
+          if (j % 2 == 0) {
+            REQUIRE_OK(ctx, sheaf_model_param_set(m, W[j], rv_w[j], D * F));
+          } else {
+            float *p = sheaf_model_param_data(m, W[j], NULL, NULL);
+            memcpy(p, rv_w[j], sizeof rv_w[j]);
+          }
+        }
+      }
+  out:
+    sheaf_graph_free(g);
+  }
+  sheaf_model_free(m);
+  sheaf_kernel_free(k);
+}
+
+/* A kept copy outlives the model whose parameter it packed: a second model
+ * whose parameter lands on the same address with the same version history
+ * (created, set once) must not read the first one's packed values. */
+TEST(kernel_batch_review_kept_copy_new_model) {
+  if (!th_have_jit_cc("kernel_batch_review_kept_copy_new_model")) return;
+  sheaf_ctx *ctx = th_ctx();
+  fill();
+  sheaf_kernel *k = compile(ctx, "ffn");
+  REQUIRE(k != NULL);
+  uint64_t seed = 91;
+  const void *prev = NULL;
+  int same_address = 0;
+  for (int round = 0; round < 6; round++) {
+    sheaf_model *m;
+    REQUIRE_OK(ctx, sheaf_model_create(ctx, &m));
+    sheaf_param W[1] = {th_param(ctx, m, "W", 2, D, F)};
+    for (int e = 0; e < D * F; e++) rv_w[0][e] = th_frand(&seed);
+    REQUIRE_OK(ctx, sheaf_model_param_set(m, W[0], rv_w[0], D * F));
+    const void *at = sheaf_model_param_values(m, W[0], NULL, NULL);
+    same_address += at == prev;
+    prev = at;
+    sheaf_param b = th_param(ctx, m, "b", 1, F, 0);
+    REQUIRE_OK(ctx, sheaf_model_param_set(m, b, bd, F));
+    sheaf_graph *g;
+    REQUIRE_OK(ctx, sheaf_graph_create(m, NULL, &g));
+    bool ok = rv_batch(ctx, g, k, W, b, 1, 8, false);
+    sheaf_graph_free(g);
+    sheaf_model_free(m);
+    if (!ok) break;
+  }
+  if (!same_address) fprintf(stderr, "note: kernel_batch_review_kept_copy_new_model: no address reused\n");
+  sheaf_kernel_free(k);
+}
+
+typedef struct rv_par {
+  sheaf_ctx *ctx;
+  sheaf_graph *g[4];
+  sheaf_kernel *k;
+  const sheaf_param *W;
+  sheaf_param b;
+  int groups;
+} rv_par;
+
+static sheaf_status rv_par_shard(int s, int n, void *user) {
+  (void)n;
+  rv_par *p = user;
+  /* each graph its own count of weights (over the kept copies together) */
+  return rv_batch(p->ctx, p->g[s], p->k, p->W, p->b, p->groups - s, NI - 3 * s, s % 2 == 1) ? SHEAF_OK
+                                                                                             : SHEAF_ERR_INTERNAL;
+}
+
+/* Graphs on several threads at once calling one kernel with 20 weights
+ * between them (sheaf_run_shards, as the data-parallel trainer does): the
+ * kernel's 8 kept copies and its temporaries are shared under its lock;
+ * every instance still equals the reference. */
+TEST(kernel_batch_review_calls_from_threads) {
+  if (!th_have_jit_cc("kernel_batch_review_calls_from_threads")) return;
+  sheaf_ctx_options co = {0};
+  co.threads = 2;
+  sheaf_ctx *ctx = NULL;
+  REQUIRE(sheaf_ctx_create(&co, &ctx, NULL, 0) == SHEAF_OK);
+  fill();
+  sheaf_kernel *k = compile(ctx, "ffn");
+  sheaf_model *m = NULL;
+  rv_par p = {ctx, {NULL}, k, NULL, SHEAF_NO_PARAM, RV_W};
+  sheaf_param W[RV_W];
+  if (k && CHECK_OK(ctx, sheaf_model_create(ctx, &m))) {
+    uint64_t seed = 123;
+    bool ok = true;
+    for (int j = 0; j < RV_W && ok; j++) {
+      char name[16];
+      snprintf(name, sizeof name, "W%d", j);
+      W[j] = th_param(ctx, m, name, 2, D, F);
+      for (int e = 0; e < D * F; e++) rv_w[j][e] = th_frand(&seed);
+      ok = CHECK_OK(ctx, sheaf_model_param_set(m, W[j], rv_w[j], D * F));
+    }
+    p.W = W;
+    p.b = th_param(ctx, m, "b", 1, F, 0);
+    ok = ok && CHECK_OK(ctx, sheaf_model_param_set(m, p.b, bd, F));
+    for (int s = 0; s < 4 && ok; s++) {
+      sheaf_graph_opts go = {SHEAF_POLICY_DEPTH, 1, NULL};
+      ok = CHECK_OK(ctx, sheaf_graph_create(m, &go, &p.g[s]));
+    }
+    for (int round = 0; round < 6 && ok; round++) {
+      ok = CHECK_OK(ctx, sheaf_run_shards(ctx, 4, rv_par_shard, &p));
+      for (int j = 0; j < RV_W && ok; j++) { /* new values between rounds */
+        for (int e = 0; e < D * F; e++) rv_w[j][e] = th_frand(&seed);
+        ok = CHECK_OK(ctx, sheaf_model_param_set(m, W[j], rv_w[j], D * F));
+      }
+    }
+  }
+  for (int s = 0; s < 4; s++) sheaf_graph_free(p.g[s]);
+  sheaf_model_free(m);
+  sheaf_kernel_free(k);
+  sheaf_ctx_free(ctx);
 }

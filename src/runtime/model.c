@@ -48,6 +48,14 @@ static int64_t isqrt(int64_t v) {
   return k;
 }
 
+/* A parameter's new version, from one counter for the process: a version
+ * names one state of one parameter's values, so a packed copy a kernel keeps
+ * under (data pointer, version) is never taken for a later parameter's whose
+ * data reuses the freed memory (a per-parameter count restarts at the same
+ * value in every model). */
+static atomic_uint_fast64_t g_param_version;
+static void new_version(sh_param *p) { p->version = (uint64_t)atomic_fetch_add(&g_param_version, 1) + 1; }
+
 static void param_init(sh_param *p, uint64_t seed) {
   uint64_t s = fnv1a64(p->name) ^ (seed * 0xd1342543de82ef95ull);
   splitmix64(&s);
@@ -91,7 +99,7 @@ static void param_init(sh_param *p, uint64_t seed) {
     break;
   }
   }
-  p->version++;
+  new_version(p);
 }
 
 /* --------------------------------------------------------------- model */
@@ -256,7 +264,7 @@ float *sheaf_model_param_data(sheaf_model *m, sheaf_param p, int *rank, const in
   if (!q) return NULL;
   if (rank) *rank = q->rank;
   if (shape) *shape = q->shape;
-  q->version++; /* the caller may write: repack before the next use */
+  new_version(q); /* the caller may write: repack before the next use */
   return q->data;
 }
 
@@ -273,7 +281,7 @@ sheaf_status sheaf_model_param_update(sheaf_model *m, sheaf_param p) {
   if (!m) return SHEAF_ERR_INVALID_ARG;
   sh_param *q = sh_model_param_get(m, p);
   if (!q) return sh_fail(m->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_model_param_update: invalid parameter");
-  q->version++; /* repacked before the next use */
+  new_version(q); /* repacked before the next use */
   return SHEAF_OK;
 }
 
@@ -287,7 +295,7 @@ sheaf_status sheaf_model_param_set(sheaf_model *m, sheaf_param p, const float *v
                    "sheaf_model_param_set: '%s' has %zu values, got %lld", q->name, q->numel,
                    (long long)n);
   memcpy(q->data, values, q->numel * sizeof(float));
-  q->version++;
+  new_version(q);
   return SHEAF_OK;
 }
 
@@ -460,7 +468,7 @@ sheaf_status sheaf_model_load_st(sheaf_model *m, const sheaf_st_file *f) {
     sh_param *p = &m->params[i];
     size_t j = (size_t)sheaf_st_find(f, p->name);
     convert(sheaf_st_dtype(f, j), sheaf_st_bytes(f, j), p->numel, p->data);
-    p->version++;
+    new_version(p);
   }
   return SHEAF_OK;
 }
