@@ -276,7 +276,7 @@ TEST(codegen_read_prefetch_out) {
  * k_i runs past K in the tail tile, where the guard keeps the body from
  * reading): every shape, K not a multiple of 3 included, equals the
  * double reference on the interpreter, serial and with j_o over the pool. */
-TEST(codegen_read_review_partial_tiles_every_dimension) {
+TEST(codegen_read_partial_tiles_every_dimension) {
   sheaf_ctx *ctx = th_ctx();
   static const int64_t shapes[][3] = {{1, 1, 1}, {1, 9, 2}, {2, 8, 3}, {3, 5, 4}, {4, 8, 5}, {5, 9, 7},
                                       {7, 17, 8}, {13, 33, 10}, {2, 7, 1}, {9, 16, 6}};

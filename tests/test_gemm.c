@@ -571,17 +571,16 @@ TEST(gemm_workspace_reuse) {
   free(c);
 }
 
-/* ------------------------------------------------- review: edge sweeps */
+/* ------------------------------------------------------- edge sweeps */
 
-/* The review of the small-M / narrow-N kernels and the one-pass epilogue
- * (h-dyn4) across operand modes the older tests leave at packed B: every
+/* The small-M / narrow-N kernels and the one-pass epilogue across operand modes the older tests leave at packed B: every
  * B mode, C as rows or a strided block, 1 and 2 threads, K = 0 and K
  * around and far past the 4-row kernel's 128-k blocks (K = 1500 is two K
  * passes without an epilogue, the second accumulating), and epilogues that
  * take the one-pass path (bias, activation alone: RELU is 0, GELU) or
  * leave it (activation before bias, bias on a column range, two
  * activations), with and without accumulate. */
-TEST(gemm_review_narrow_edges) {
+TEST(gemm_narrow_n_small_m_edges) {
   sheaf_ctx *ctx = th_ctx();
   static const int64_t ms[] = {1, 2, 3, 4, 5, 6, 7, 10};
   static const int64_t ns[] = {1, 2, 3, 5, 8, 9, 16, 17, 24, 32, 33, 40};

@@ -649,7 +649,7 @@ TEST(kernel_batch_two_weights_packed_once_per_batch) {
   sheaf_kernel_free(k);
 }
 
-/* ------------------------------------------------------------ review */
+/* ------------------------------------------- weight groups, kept copies */
 
 /* Instance i of ffn(x_i, W_w, b) against the double reference: the GELU of
  * x_i · W + b with W the given values. */
@@ -703,8 +703,8 @@ static bool rv_batch(sheaf_ctx *ctx, sheaf_graph *g, sheaf_kernel *k, const shea
  * as graph inputs among parameters, and every weight's values changed
  * between flushes (sheaf_model_param_set, then sheaf_model_param_data)
  * so that a stale kept copy would show; 1 and 2 threads. */
-TEST(kernel_batch_review_weight_groups) {
-  if (!th_have_jit_cc("kernel_batch_review_weight_groups")) return;
+TEST(kernel_batch_weight_groups) {
+  if (!th_have_jit_cc("kernel_batch_weight_groups")) return;
   sheaf_ctx *ctx = th_ctx();
   fill();
   sheaf_kernel *k = compile(ctx, "ffn");
@@ -752,8 +752,8 @@ TEST(kernel_batch_review_weight_groups) {
 /* A kept copy outlives the model whose parameter it packed: a second model
  * whose parameter lands on the same address with the same version history
  * (created, set once) must not read the first one's packed values. */
-TEST(kernel_batch_review_kept_copy_new_model) {
-  if (!th_have_jit_cc("kernel_batch_review_kept_copy_new_model")) return;
+TEST(kernel_batch_kept_copy_new_model) {
+  if (!th_have_jit_cc("kernel_batch_kept_copy_new_model")) return;
   sheaf_ctx *ctx = th_ctx();
   fill();
   sheaf_kernel *k = compile(ctx, "ffn");
@@ -779,7 +779,7 @@ TEST(kernel_batch_review_kept_copy_new_model) {
     sheaf_model_free(m);
     if (!ok) break;
   }
-  if (!same_address) fprintf(stderr, "note: kernel_batch_review_kept_copy_new_model: no address reused\n");
+  if (!same_address) fprintf(stderr, "note: kernel_batch_kept_copy_new_model: no address reused\n");
   sheaf_kernel_free(k);
 }
 
@@ -804,8 +804,8 @@ static sheaf_status rv_par_shard(int s, int n, void *user) {
  * between them (sheaf_run_shards, as the data-parallel trainer does): the
  * kernel's 8 kept copies and its temporaries are shared under its lock;
  * every instance still equals the reference. */
-TEST(kernel_batch_review_calls_from_threads) {
-  if (!th_have_jit_cc("kernel_batch_review_calls_from_threads")) return;
+TEST(kernel_batch_calls_from_threads) {
+  if (!th_have_jit_cc("kernel_batch_calls_from_threads")) return;
   sheaf_ctx_options co = {0};
   co.threads = 2;
   sheaf_ctx *ctx = NULL;

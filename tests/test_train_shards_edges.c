@@ -1,5 +1,5 @@
 /*
- * test_review_shards.c — a review of the gradient shards (src/train/
+ * test_train_shards_edges.c — edge cases of the gradient shards (src/train/
  * shards.c) against a double-precision reference of the gradients: a
  * lookup table, an affine map and an NLL per instance, the instances over
  * non-contiguous shards (0, 1, 5, 63), one of them without instances, a
@@ -154,7 +154,7 @@ static void rs_assign(rs_set *s, int k, int n, const rs_inst *in) {
 
 /* Shard 0 empty, row 3 in shards 1 and 63, row 7 in shard 5 only, row 9
  * in shard 63 only; then zero_grad clearing a shard never reduced. */
-TEST(review_shards_reduce_against_reference) {
+TEST(shards_edges_reduce_against_reference) {
   sheaf_ctx_options co = {0};
   co.threads = 2;
   sheaf_ctx *ctx = NULL;
@@ -196,7 +196,7 @@ TEST(review_shards_reduce_against_reference) {
  * gradients): retried, it gives the reference. A backward failing for
  * memory, then zero_grad and the passes again: the reference (nothing of
  * the failed pass left in a shard). Every allocation in turn. */
-TEST(review_shards_recover_after_out_of_memory) {
+TEST(shards_edges_recover_after_out_of_memory) {
   sheaf_ctx_options co = {0};
   co.threads = 2;
   co.allocator = th_allocator();
