@@ -11,8 +11,10 @@
  * every allocation of an update failing in turn.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "harness.h"
 #include "runtime/runtime.h"
@@ -379,5 +381,47 @@ TEST(data_parallel_update_out_of_memory_is_an_error) {
   }
   CHECK(succeeded);
   CHECK(failed > 10);
+  sheaf_ctx_free(ctx);
+}
+
+/* Two shards failing one after the other (shard 0 first, then shard 1
+ * while shard 0 is still running): the error names shard 0 with shard 0's
+ * own message, not the one shard 1 wrote to the context after it. */
+typedef struct fail_order {
+  sheaf_ctx *ctx;
+  _Atomic int zero_failed, one_failed;
+} fail_order;
+
+static void fo_wait(_Atomic int *flag) { /* up to ~2 s: the pool may run the shards one after the other */
+  for (int i = 0; i < 2000 && !atomic_load(flag); i++) nanosleep(&(struct timespec){0, 1000000}, NULL);
+}
+
+static sheaf_status fo_shard(int shard, int n, void *user) {
+  (void)n;
+  fail_order *f = user;
+  sheaf_status st;
+  if (shard == 0) {
+    st = sheaf_run_shards(f->ctx, 0, fo_shard, NULL); /* "n_shards 0 is not in 1 .. 64" */
+    atomic_store(&f->zero_failed, 1);
+    fo_wait(&f->one_failed);
+  } else {
+    fo_wait(&f->zero_failed);
+    st = sheaf_run_shards(f->ctx, 2, NULL, NULL); /* "fn is NULL" */
+    atomic_store(&f->one_failed, 1);
+  }
+  return st;
+}
+
+TEST(run_shards_error_is_the_failing_shards_own) {
+  sheaf_ctx_options co = {0};
+  co.threads = 2;
+  sheaf_ctx *ctx = NULL;
+  REQUIRE(sheaf_ctx_create(&co, &ctx, NULL, 0) == SHEAF_OK);
+  fail_order f = {ctx, 0, 0};
+  CHECK_STATUS(ctx, sheaf_run_shards(ctx, 2, fo_shard, &f), SHEAF_ERR_INVALID_ARG);
+  const char *e = sheaf_ctx_last_error(ctx);
+  CHECK(strstr(e, "shard 0 of 2: ") == e);
+  CHECK(strstr(e, "n_shards 0") != NULL);
+  CHECK(strstr(e, "fn is NULL") == NULL);
   sheaf_ctx_free(ctx);
 }

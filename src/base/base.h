@@ -68,6 +68,12 @@ sheaf_status sh_fail_prefix(sheaf_ctx *ctx, const char *fmt, ...) SH_PRINTF(2, 3
 /* A copy of the context's last error taken under its lock (runner threads
  * may be writing it): for messages that wrap it. Returns buf. */
 const char *sh_last_error_copy(sheaf_ctx *ctx, char *buf, size_t size);
+/* While set on a thread (buf non-NULL), every error that thread raises on
+ * ctx (sh_fail, sh_fail_prefix) is also written to buf: the thread's own
+ * last error, which another thread's failure on the same context cannot
+ * overwrite (sheaf_run_shards' shards). buf[0] is cleared when set;
+ * sh_error_capture(NULL, NULL, 0) stops it. */
+void sh_error_capture(const sheaf_ctx *ctx, char *buf, size_t size);
 
 void sh_log(sheaf_ctx *ctx, sheaf_log_level level, const char *fmt, ...) SH_PRINTF(3, 4);
 

@@ -190,6 +190,22 @@ sheaf_status sh_check_budget(sheaf_ctx *ctx, double bytes, const char *what_fmt,
 
 int sheaf_ctx_threads(const sheaf_ctx *ctx) { return ctx ? sh_pool_threads(ctx->pool) : 0; }
 
+/* The calling thread's error capture (sh_error_capture). */
+static _Thread_local struct {
+  const sheaf_ctx *ctx;
+  char *buf;
+  size_t size;
+} tl_capture;
+
+void sh_error_capture(const sheaf_ctx *ctx, char *buf, size_t size) {
+  tl_capture.ctx = buf && size ? ctx : NULL;
+  tl_capture.buf = buf;
+  tl_capture.size = size;
+  if (buf && size) buf[0] = '\0';
+}
+
+static bool capturing(const sheaf_ctx *ctx) { return ctx && tl_capture.ctx == ctx; }
+
 sheaf_status sh_failv(sheaf_ctx *ctx, sheaf_status status, const char *fmt, va_list ap) {
   if (!ctx) return status;
   char msg[SH_ERR_MAX]; /* formatted outside the lock: fmt may read ctx->err */
@@ -197,6 +213,7 @@ sheaf_status sh_failv(sheaf_ctx *ctx, sheaf_status status, const char *fmt, va_l
   pthread_mutex_lock(&ctx->err_mu);
   memcpy(ctx->err, msg, strlen(msg) + 1);
   ctx->last_status = status;
+  if (capturing(ctx)) snprintf(tl_capture.buf, tl_capture.size, "%s", msg);
   if (ctx->log) ctx->log(ctx->log_user, SHEAF_LOG_ERROR, msg);
   pthread_mutex_unlock(&ctx->err_mu);
   return status;
@@ -229,6 +246,11 @@ sheaf_status sh_fail_prefix(sheaf_ctx *ctx, const char *fmt, ...) {
   ctx->err[np + 2 + no] = '\0';
   sheaf_status st = ctx->last_status;
   pthread_mutex_unlock(&ctx->err_mu);
+  if (capturing(ctx) && tl_capture.buf[0]) { /* this thread's own message, prefixed the same way */
+    char own[SH_ERR_MAX];
+    snprintf(own, sizeof own, "%s", tl_capture.buf);
+    snprintf(tl_capture.buf, tl_capture.size, "%s: %s", prefix, own);
+  }
   return st;
 }
 

@@ -214,10 +214,12 @@ typedef struct rs_job {
 static void rs_task(void *arg, int64_t task, int tid) {
   (void)tid;
   rs_job *j = arg;
-  sheaf_status st = j->fn((int)task, j->n, j->user);
-  if (!st) return;
   char msg[512];
-  sh_last_error_copy(j->ctx, msg, sizeof msg); /* at once: another shard may fail after */
+  sh_error_capture(j->ctx, msg, sizeof msg); /* this shard's own message: another may fail meanwhile */
+  sheaf_status st = j->fn((int)task, j->n, j->user);
+  sh_error_capture(NULL, NULL, 0);
+  if (!st) return;
+  if (!msg[0]) sh_last_error_copy(j->ctx, msg, sizeof msg); /* a status without a message of its own */
   pthread_mutex_lock(&j->mu);
   if ((int)task < j->first) {
     j->first = (int)task;
