@@ -2,7 +2,8 @@
  * lir_check.h — runs a generated matmul loaded from a compiled kernel
  * (`so`, its entry `name`, `name`_pack_B, `name`_packed_size_B) on every
  * shape of Ms x Ns x Ks, with or without the bias + GELU epilogue, against
- * the double reference of lir_ref.h (the schedule tests of the codegen).
+ * the double reference of lir_ref.h (the schedule tests of the codegen);
+ * lir_build_check_matmul compiles the kernel's C first.
  */
 #ifndef SHEAF_TESTS_LIR_CHECK_H
 #define SHEAF_TESTS_LIR_CHECK_H
@@ -16,6 +17,7 @@
 
 #include "codegen/lir_emit.h"
 #include "harness.h"
+#include "lir_cc.h"
 #include "lir_ref.h"
 
 /* Random inputs from `seed`; stops at the first shape that fails (reported
@@ -55,6 +57,22 @@ static inline void lir_check_matmul(sheaf_ctx *ctx, void *so, const char *name, 
         free(A), free(B), free(bias), free(Y), free(R), free(Bp);
         if (!ok) return;
       }
+}
+
+/* Builds the generated C `c_src` of matmul `name` for `isa` and, when the
+ * host runs that level (`run`), checks it as lir_check_matmul does. */
+static inline void lir_build_check_matmul(sheaf_ctx *ctx, const char *c_src, const char *name, sheaf_isa isa,
+                                          bool run, bool ep, uint64_t seed, const int64_t *Ms, int nM,
+                                          const int64_t *Ns, int nN, const int64_t *Ks, int nK) {
+  const char *src[1] = {c_src};
+  char err[8192];
+  void *so = NULL;
+  int rc = lir_cc_build(th_tmp_path(""), name, src, 1, isa, "-O2", run, &so, err, sizeof err);
+  if (rc) th_fail(__FILE__, __LINE__, "building %s: %s", name, err);
+  if (rc == 0 && run) {
+    lir_check_matmul(ctx, so, name, ep, seed, Ms, nM, Ns, nN, Ks, nK);
+    dlclose(so);
+  }
 }
 
 #endif

@@ -649,16 +649,8 @@ TEST(codegen_sched_kblock_c) {
       sh_buf b;
       sh_buf_init(&b, ctx);
       REQUIRE_OK(ctx, sh_lir_emit_c(k, &b));
-      const char *src[1] = {sh_buf_cstr(&b)};
-      char err[8192];
-      void *so = NULL;
-      int rc = lir_cc_build(th_tmp_path(""), name, src, 1, levels[l], "-O2", run, &so, err, sizeof err);
-      if (rc) th_fail(__FILE__, __LINE__, "building %s: %s", name, err);
-      if (rc == 0 && run) {
-        lir_check_matmul(ctx, so, name, ep, 5, Ms, (int)SH_ARRAY_LEN(Ms), Ns, (int)SH_ARRAY_LEN(Ns), Ks,
-                         (int)SH_ARRAY_LEN(Ks));
-        dlclose(so);
-      }
+      lir_build_check_matmul(ctx, sh_buf_cstr(&b), name, levels[l], run, ep, 5, Ms, (int)SH_ARRAY_LEN(Ms), Ns,
+                             (int)SH_ARRAY_LEN(Ns), Ks, (int)SH_ARRAY_LEN(Ks));
       sh_buf_free(&b);
       sh_lir_free(k);
     }
