@@ -216,6 +216,10 @@ int main(int argc, char **argv) {
       fprintf(stderr, "bench_kernel_batch: %s\n", sheaf_ctx_last_error(ctx));
       return 1;
     }
+    /* kernel_run's weights are versioned as a model's are (its kept packed
+     * copy serves every run; version 0 would repack them on each call) */
+    for (int j = 0; j < s.n_par; j++)
+      if (sh_kernel_input_packed(s.k2, 1 + j) && sheaf_kernel_set_weight_version(s.k2, 1 + j, 1)) return 1;
     uint64_t seed = 11;
     int64_t total = 0;
     for (int i = 0; i < NI; i++) {
