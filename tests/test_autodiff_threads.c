@@ -15,37 +15,17 @@
 
 #include "harness.h"
 #include "sheaf_train.h"
+#include "tiny_bilstm.h"
 
 enum { TV = 97, TE = 32, TH = 128, TC = 17, TN = 48, TMAXN = 23 };
 
-typedef struct tt_model {
-  sheaf_model *m;
-  sheaf_param p[7]; /* emb, W_fwd, b_fwd, W_bwd, b_bwd, W_tag, b_tag */
-} tt_model;
+typedef tb_model tt_model;
 
 typedef struct tt_data {
   int len[TN], word[TN][TMAXN], tag[TN][TMAXN];
 } tt_data;
 
-static size_t tt_numel(sheaf_model *m, sheaf_param p) {
-  int rank;
-  const int64_t *shape;
-  sheaf_model_param_data(m, p, &rank, &shape);
-  return (size_t)(rank == 2 ? shape[0] * shape[1] : shape[0]);
-}
-
-static bool tt_create(sheaf_ctx *ctx, tt_model *md) {
-  memset(md, 0, sizeof *md);
-  if (!CHECK_OK(ctx, sheaf_model_create(ctx, &md->m))) return false;
-  md->p[0] = th_param(ctx, md->m, "emb", 2, TV, TE);
-  md->p[1] = th_param(ctx, md->m, "Wf", 2, TE + TH, 4 * TH);
-  md->p[2] = th_param(ctx, md->m, "bf", 1, 4 * TH, 0);
-  md->p[3] = th_param(ctx, md->m, "Wb", 2, TE + TH, 4 * TH);
-  md->p[4] = th_param(ctx, md->m, "bb", 1, 4 * TH, 0);
-  md->p[5] = th_param(ctx, md->m, "Wt", 2, 2 * TH, TC);
-  md->p[6] = th_param(ctx, md->m, "bt", 1, TC, 0);
-  return CHECK_OK(ctx, sheaf_model_seed(md->m, 5));
-}
+static bool tt_create(sheaf_ctx *ctx, tt_model *md) { return tb_create(ctx, md, TV, TE, TH, TC, 5); }
 
 static void tt_data_make(tt_data *d) {
   uint64_t s = 0x9e3779b97f4a7c15ull;
@@ -61,48 +41,14 @@ static void tt_data_make(tt_data *d) {
 /* The batch's losses (one per token) on a reset graph; returns their count. */
 static int tt_build(sheaf_graph *g, const tt_model *md, const tt_data *d, sheaf_expr *loss) {
   if (sheaf_graph_reset(g)) return 0;
-  const int64_t zs[1] = {TH};
   int k = 0;
-  for (int i = 0; i < TN; i++) {
-    sheaf_expr hf[TMAXN], hb[TMAXN];
-    sheaf_expr h = sheaf_zeros(g, 1, zs), c = {0, 0, 0};
-    for (int t = 0; t < d->len[i]; t++) {
-      sheaf_expr xh[2] = {sheaf_lookup(g, md->p[0], d->word[i][t]), h};
-      sheaf_lstm_cell(g, md->p[1], md->p[2], sheaf_concat(g, 2, xh), c, &h, &c);
-      hf[t] = h;
-    }
-    h = sheaf_zeros(g, 1, zs);
-    c = (sheaf_expr){0, 0, 0};
-    for (int t = d->len[i] - 1; t >= 0; t--) {
-      sheaf_expr xh[2] = {sheaf_lookup(g, md->p[0], d->word[i][t]), h};
-      sheaf_lstm_cell(g, md->p[3], md->p[4], sheaf_concat(g, 2, xh), c, &h, &c);
-      hb[t] = h;
-    }
-    for (int t = 0; t < d->len[i]; t++) {
-      sheaf_expr two[2] = {hf[t], hb[t]};
-      loss[k++] = sheaf_nll(g, sheaf_affine(g, md->p[5], sheaf_concat(g, 2, two), md->p[6]), d->tag[i][t]);
-    }
-  }
+  for (int i = 0; i < TN; i++) tb_sentence(g, md, d->len[i], d->word[i], d->tag[i], loss, &k);
   return k;
 }
 
 /* Every parameter's values (grads false) or gradients (true), in order. */
 static float *tt_collect(const tt_model *md, bool grads, size_t *n) {
-  size_t total = 0;
-  for (int q = 0; q < 7; q++) total += tt_numel(md->m, md->p[q]);
-  float *w = malloc(total * sizeof *w), *o = w;
-  for (int q = 0; q < 7 && w; q++) {
-    size_t c = tt_numel(md->m, md->p[q]);
-    const float *src = grads ? sheaf_param_grad(md->m, md->p[q]) : sheaf_model_param_data(md->m, md->p[q], NULL, NULL);
-    if (!src) {
-      free(w);
-      return NULL;
-    }
-    memcpy(o, src, c * sizeof(float));
-    o += c;
-  }
-  *n = total;
-  return w;
+  return tb_collect(md, grads ? TB_GRADS : TB_VALUES, n);
 }
 
 /* `updates` Adam updates on a context of `threads` (0: one backward, no

@@ -19,13 +19,11 @@
 #include "harness.h"
 #include "runtime/runtime.h"
 #include "sheaf_train.h"
+#include "tiny_bilstm.h"
 
 enum { SV = 53, SE = 8, SH = 16, SC = 5, SN = 24, SMAXN = 9, SMAXT = 4 };
 
-typedef struct ss_model {
-  sheaf_model *m;
-  sheaf_param p[7]; /* emb, W_fwd, b_fwd, W_bwd, b_bwd, W_tag, b_tag */
-} ss_model;
+typedef tb_model ss_model;
 
 typedef struct ss_data {
   int len[SN], word[SN][SMAXN], tag[SN][SMAXN];
@@ -42,65 +40,17 @@ static void ss_data_make(ss_data *d) {
   }
 }
 
-static bool ss_create(sheaf_ctx *ctx, ss_model *md) {
-  memset(md, 0, sizeof *md);
-  if (!CHECK_OK(ctx, sheaf_model_create(ctx, &md->m))) return false;
-  md->p[0] = th_param(ctx, md->m, "emb", 2, SV, SE);
-  md->p[1] = th_param(ctx, md->m, "Wf", 2, SE + SH, 4 * SH);
-  md->p[2] = th_param(ctx, md->m, "bf", 1, 4 * SH, 0);
-  md->p[3] = th_param(ctx, md->m, "Wb", 2, SE + SH, 4 * SH);
-  md->p[4] = th_param(ctx, md->m, "bb", 1, 4 * SH, 0);
-  md->p[5] = th_param(ctx, md->m, "Wt", 2, 2 * SH, SC);
-  md->p[6] = th_param(ctx, md->m, "bt", 1, SC, 0);
-  return CHECK_OK(ctx, sheaf_model_seed(md->m, 11));
-}
+static bool ss_create(sheaf_ctx *ctx, ss_model *md) { return tb_create(ctx, md, SV, SE, SH, SC, 11); }
 
 /* Sentence i's token losses appended to loss[*k ..]. */
 static sheaf_status ss_sentence(sheaf_graph *g, const ss_model *md, const ss_data *d, int i, sheaf_expr *loss,
                                 int *k) {
-  const int64_t zs[1] = {SH};
-  sheaf_expr hf[SMAXN], hb[SMAXN];
-  sheaf_expr h = sheaf_zeros(g, 1, zs), c = {0, 0, 0};
-  for (int t = 0; t < d->len[i]; t++) {
-    sheaf_expr xh[2] = {sheaf_lookup(g, md->p[0], d->word[i][t]), h};
-    sheaf_lstm_cell(g, md->p[1], md->p[2], sheaf_concat(g, 2, xh), c, &h, &c);
-    hf[t] = h;
-  }
-  h = sheaf_zeros(g, 1, zs);
-  c = (sheaf_expr){0, 0, 0};
-  for (int t = d->len[i] - 1; t >= 0; t--) {
-    sheaf_expr xh[2] = {sheaf_lookup(g, md->p[0], d->word[i][t]), h};
-    sheaf_lstm_cell(g, md->p[3], md->p[4], sheaf_concat(g, 2, xh), c, &h, &c);
-    hb[t] = h;
-  }
-  for (int t = 0; t < d->len[i]; t++) {
-    sheaf_expr two[2] = {hf[t], hb[t]};
-    loss[(*k)++] = sheaf_nll(g, sheaf_affine(g, md->p[5], sheaf_concat(g, 2, two), md->p[6]), d->tag[i][t]);
-  }
-  return sheaf_graph_status(g);
+  return tb_sentence(g, md, d->len[i], d->word[i], d->tag[i], loss, k);
 }
 
-static size_t ss_numel(sheaf_model *m, sheaf_param p) {
-  int rank;
-  const int64_t *shape;
-  sheaf_model_param_data(m, p, &rank, &shape);
-  return (size_t)(rank == 2 ? shape[0] * shape[1] : shape[0]);
-}
-
-/* Every parameter's values or gradients, in order (malloc'd). */
+/* Every parameter's values or gradient buffers (none: zeros), in order (malloc'd). */
 static float *ss_collect(const ss_model *md, bool grads, size_t *n) {
-  size_t total = 0;
-  for (int q = 0; q < 7; q++) total += ss_numel(md->m, md->p[q]);
-  float *w = malloc(total * sizeof *w), *o = w;
-  for (int q = 0; q < 7 && w; q++) {
-    size_t c = ss_numel(md->m, md->p[q]);
-    const float *src = grads ? md->m->params[md->p[q].id - 1].grad : sheaf_model_param_data(md->m, md->p[q], NULL, NULL);
-    if (src) memcpy(o, src, c * sizeof(float));
-    else memset(o, 0, c * sizeof(float));
-    o += c;
-  }
-  *n = total;
-  return w;
+  return tb_collect(md, grads ? TB_GRAD_BUFFERS : TB_VALUES, n);
 }
 
 /* ----------------------------------------------- the lower-level API */
