@@ -489,6 +489,7 @@ sheaf_status sh_sched_parallel(sh_lir_kernel *k, sh_lir_stmt loop) {
   for (int i = 0; i < n; i++) {
     const sh_lir_snode *x = &k->st[st[i]];
     if (k->bufs[x->buf].role == SH_LIR_LOCAL && local_inside(k, st[i], x->buf, loop)) continue;
+    if (k->bufs[x->buf].per_task && sh_sched_accessed_only_in(k, x->buf, loop)) continue; /* its thread's copy */
     bool uses = false;
     for (int d = 0; d < x->nidx; d++) uses |= sh_lir_uses_var(k, k->list[x->idx + d], v);
     if (!uses)
