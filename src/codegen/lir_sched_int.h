@@ -30,8 +30,9 @@ bool sh_sched_dot_tile(sh_lir_kernel *k, sh_lir_stmt R, int w);
  * (sched_rowblock.c). */
 bool sh_sched_accessed_only_in(const sh_lir_kernel *k, sh_lir_buf b, sh_lir_stmt s);
 /* The default schedule's row-block fusion: `next` (a dense row nest right
- * after the GEMM nest `prod`, of its rows' extent) reads the GEMM's product
- * C, which nothing else outside prod accesses. */
+ * after the GEMM nest `prod`, of its rows' extent, holding a reduction: not
+ * a pointwise epilogue) reads the GEMM's product C, which nothing else
+ * outside prod accesses. */
 bool sh_sched_row_consumer(const sh_lir_kernel *k, sh_lir_stmt prod, sh_lir_buf C, sh_lir_stmt next);
 /* cons computed at the row-block loop `at` (blocks of `rows`), C shrunk to
  * one block per thread where it can be, at over the pool; false (the

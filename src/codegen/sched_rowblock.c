@@ -273,6 +273,9 @@ sheaf_status sh_sched_shrink(sh_lir_kernel *k, sh_lir_buf T, sh_lir_stmt at) {
 
 /* ------------------------------------------------- the default schedule */
 
+/* next: a row nest with a reduction, right after the GEMM nest prod, over
+ * its rows, the only reader of the product C (lir_sched_int.h). */
+
 bool sh_sched_row_consumer(const sh_lir_kernel *k, sh_lir_stmt prod, sh_lir_buf C, sh_lir_stmt next) {
   if (next < 0 || k->st[prod].next != next || !sh_sched_is_loop(k, prod) || !sh_sched_is_loop(k, next) ||
       k->st[next].annot != SH_LIR_SERIAL || !sh_lir_expr_eq(k, k->st[prod].ext, k->st[next].ext) ||
@@ -288,9 +291,17 @@ bool sh_sched_row_consumer(const sh_lir_kernel *k, sh_lir_stmt prod, sh_lir_buf 
     if (sh_lir_within(k, a->at, next)) read |= !a->write;
     else ok = sh_lir_within(k, a->at, prod);
   }
-  /* a loop extent read from memory (a ragged row): not a dense row nest */
-  for (int i = 0; i < s->n && ok; i++)
-    if (sh_lir_within(k, s->a[i].at, next) && k->st[s->a[i].at].kind == SH_LIR_S_LOOP) ok = false;
+  /* a loop extent read from memory (a ragged row): not a dense row nest;
+   * a nest with no reduction is a pointwise epilogue (fused into the GEMM's
+   * tile store instead) */
+  bool reduces = false;
+  for (int i = 0; i < s->n && ok; i++) {
+    const acc *a = &s->a[i];
+    if (!sh_lir_within(k, a->at, next)) continue;
+    if (k->st[a->at].kind == SH_LIR_S_LOOP) ok = false;
+    if (a->write && k->st[a->at].combine != SH_LIR_COMBINE_NONE) reduces = true;
+  }
+  ok = ok && reduces;
   sh_free(k->ctx, s, sizeof *s);
   return ok && read;
 }
