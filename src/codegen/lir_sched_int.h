@@ -26,9 +26,10 @@ bool sh_sched_store_vectorizable(sh_lir_kernel *k, sh_lir_stmt s, sh_lir_var v);
  * innermost loop R (sched_dot.c); false when R does not match (unchanged). */
 bool sh_sched_dot_tile(sh_lir_kernel *k, sh_lir_stmt R, int w);
 
-/* Every access to b (loads, stores, extents, conditions) is inside s
+/* A per-task temporary (sh_sched_shrink) accessed inside s and also
+ * outside it, NONE, or -2 when that could not be checked
  * (sched_rowblock.c). */
-bool sh_sched_accessed_only_in(const sh_lir_kernel *k, sh_lir_buf b, sh_lir_stmt s);
+sh_lir_buf sh_sched_per_task_escapes(const sh_lir_kernel *k, sh_lir_stmt s);
 /* The default schedule's row-block fusion: `next` (a dense row nest right
  * after the GEMM nest `prod`, of its rows' extent, holding a reduction: not
  * a pointwise epilogue) reads the GEMM's product C, which nothing else

@@ -85,15 +85,23 @@ static accs *collect(sh_lir_kernel *k, sh_lir_stmt t) {
   return s;
 }
 
-bool sh_sched_accessed_only_in(const sh_lir_kernel *k, sh_lir_buf b, sh_lir_stmt s) {
+sh_lir_buf sh_sched_per_task_escapes(const sh_lir_kernel *k, sh_lir_stmt s) {
+  bool any = false;
+  for (int32_t b = 0; b < k->n_bufs; b++) any |= k->bufs[b].per_task;
+  if (!any) return SH_LIR_NONE;
   accs *all = sh_calloc(k->ctx, 1, sizeof *all);
-  if (!all) return false;
+  if (!all) return -2; /* cannot check */
   see_tree(k, k->root, all);
-  bool ok = !all->overflow;
-  for (int i = 0; i < all->n && ok; i++)
-    if (all->a[i].buf == b) ok = sh_lir_within(k, all->a[i].at, s);
+  sh_lir_buf bad = SH_LIR_NONE;
+  for (int i = 0; i < all->n && bad < 0; i++) {
+    sh_lir_buf b = all->a[i].buf;
+    if (!k->bufs[b].per_task || !sh_lir_within(k, all->a[i].at, s)) continue;
+    for (int j = 0; j < all->n && bad < 0; j++)
+      if (all->a[j].buf == b && !sh_lir_within(k, all->a[j].at, s)) bad = b;
+  }
+  if (all->overflow) bad = -2;
   sh_free(k->ctx, all, sizeof *all);
-  return ok;
+  return bad;
 }
 
 /* e = R·v_at + rest, rest in [0, R) and read only from loops inside `at`
