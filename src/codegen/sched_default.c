@@ -757,7 +757,10 @@ static bool contiguous_expr(sh_lir_kernel *k, sh_lir_expr e, sh_lir_var v) {
   }
   case SH_LIR_E_BIN: return contiguous_expr(k, x.a, v) && contiguous_expr(k, x.b, v);
   case SH_LIR_E_UN: return contiguous_expr(k, x.a, v);
-  case SH_LIR_E_CAST: return !sh_lir_uses_var(k, x.a, v);
+  case SH_LIR_E_CAST: { /* float(v + ...): the lanes' indices, converted at once */
+    int64_t coef;
+    return !sh_lir_uses_var(k, x.a, v) || (sh_lir_affine(k, x.a, v, &coef, NULL) && coef == 1);
+  }
   case SH_LIR_E_SELECT:
     return contiguous_expr(k, x.a, v) && contiguous_expr(k, x.b, v) && contiguous_expr(k, x.c, v);
   default: return true;
