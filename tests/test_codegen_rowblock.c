@@ -230,18 +230,21 @@ TEST(codegen_rowblock_default_schedule_ir) {
   sheaf_ctx *ctx = th_ctx();
   sh_sched_opts o;
   memset(&o, 0, sizeof o);
-  /* the product kept for one block of 48 rows per thread; the row nest in
+  /* the product kept for one block of 12 rows per thread; the row nest in
    * the block loop, which runs over the pool */
   const char *t = scheduled(ctx, "lsm", &o);
-  CHECK_CONTAINS(t, "buffer y f32[48, F] temp per-task\n");
-  CHECK_CONTAINS(t, "for n_o in 0..(N + 47) / 48 parallel:\n  for f_o in 0..(F + 15) / 16:\n");
-  CHECK_CONTAINS(t, "\n  for n2_i in 0..48:\n    if n_o * 48 + n2_i < N:\n");
+  CHECK_CONTAINS(t, "buffer y f32[12, F] temp per-task\n");
+  CHECK_CONTAINS(t, "for n_o in 0..(N + 11) / 12 parallel:\n  for f_o in 0..(F + 15) / 16:\n");
+  CHECK_CONTAINS(t, "\n  for n2_i in 0..12:\n    if n_o * 12 + n2_i < N:\n");
   t = scheduled(ctx, "xent", &o);
-  CHECK_CONTAINS(t, "buffer y f32[48, F] temp per-task\n");
+  CHECK_CONTAINS(t, "buffer y f32[12, F] temp per-task\n");
   t = scheduled(ctx, "ffnln", &o);
-  CHECK_CONTAINS(t, "buffer y f32[48, F] temp per-task\n");
-  /* the knob: 24 rows (4 tiles of 6); -1: not fused (y whole) */
-  o.row_block = 24;
+  CHECK_CONTAINS(t, "buffer y f32[12, F] temp per-task\n");
+  /* the knob: 48 rows (8 tiles of 6), 20 rounded up to 4 tiles (24); -1:
+   * not fused (y whole) */
+  o.row_block = 48;
+  CHECK_CONTAINS(scheduled(ctx, "lsm", &o), "buffer y f32[48, F] temp per-task\n");
+  o.row_block = 20;
   CHECK_CONTAINS(scheduled(ctx, "lsm", &o), "buffer y f32[24, F] temp per-task\n");
   o.row_block = -1;
   CHECK_CONTAINS(scheduled(ctx, "lsm", &o), "buffer y f32[N, F] temp\n");
@@ -311,10 +314,10 @@ TEST(codegen_rowblock_default_c) {
   if (!th_have_jit_cc("codegen_rowblock_default_c")) return;
   static const char *const names[3] = {"lsm", "ffnln", "xent"};
   /* rows: below, at, above and at multiples of the tile (6) and the block
-   * (48; 12 with the knob); columns around the panel (16) and the row
+   * (12; 48 with the knob); columns around the panel (16) and the row
    * loops' vectors (8, 32) */
   static const int64_t Ns[] = {1, 5, 6, 7, 12, 13, 47, 48, 49, 96, 100}, Fs[] = {1, 8, 17, 33, 64};
-  static const int rbs[] = {0, 12, -1};
+  static const int rbs[] = {0, 48, -1};
   uint64_t seed = 5;
   for (int r = 0; r < 3; r++) {
     sh_sched_opts so;

@@ -519,7 +519,7 @@ static void prefetch_out(sh_lir_kernel *k, const sh_sched_cache *c, int64_t mr, 
 }
 
 #ifndef SH_SCHED_ROW_BLOCK_DEFAULT /* rows per block of a row-fused GEMM (sh_sched_opts.row_block) */
-#define SH_SCHED_ROW_BLOCK_DEFAULT 48
+#define SH_SCHED_ROW_BLOCK_DEFAULT 12
 #endif
 
 /* *cons (NONE: none): a row nest reading C only, computed per row block
