@@ -33,7 +33,7 @@
  * built, flushed and copied out like the graph side; its own kernel copy,
  * whose packed weights are keyed on the parameters' versions).
  *
- *   make bench-codegen_fused [BENCH_ARGS='--quick | --only ffn|gated|lsm|ffnln|xent']
+ *   make bench-codegen_fused [BENCH_ARGS='--quick | --only ffn|gated|lsm|ffnln|xent | --rounds R']
  */
 #include <math.h>
 #include <stdio.h>
@@ -147,13 +147,21 @@ static int fail(sheaf_ctx *ctx, const char *what) {
 int main(int argc, char **argv) {
   bool quick = false;
   int only = -1; /* --only ffn|gated|lsm|ffnln|xent: one op */
+  int rounds_arg = 0; /* --rounds R: best of R alternating rounds (7; --quick 3) */
   for (int i = 1; i < argc; i++) {
     static const char *const ops[] = {"ffn", "gated", "lsm", "ffnln", "xent"};
     if (!strcmp(argv[i], "--quick")) quick = true;
+    if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
+      rounds_arg = atoi(argv[i + 1]);
+      if (rounds_arg < 1 || rounds_arg > 1000) {
+        fprintf(stderr, "bench_codegen_fused: --rounds %s: expected 1..1000\n", argv[i + 1]);
+        return 2;
+      }
+    }
     for (int o = 0; o < 5; o++)
       if (!strcmp(argv[i], "--only") && i + 1 < argc && !strcmp(argv[i + 1], ops[o])) only = o;
   }
-  int rounds = quick ? 3 : 7;
+  int rounds = rounds_arg ? rounds_arg : quick ? 3 : 7;
   sheaf_ctx *ctx;
   if (sheaf_ctx_create(&(sheaf_ctx_options){.threads = 1}, &ctx, NULL, 0) != SHEAF_OK) return 1;
   sheaf_isa isa = sheaf_cpu_isa();
