@@ -14,6 +14,9 @@
  *      split tails unswitched (whole tiles run without guards), row blocks
  *      of 16 tiles by column panels fused into one parallel loop; K in
  *      blocks of kc steps around the row block's tiles when the knob asks.
+ *      A row nest right after it that alone reads its product (log-softmax,
+ *      layernorm) runs per row block of 12 rows instead, the product kept
+ *      for one block per thread (sched_rowblock.c: compute_at, shrink).
  *   3. A reduction loop that is not stride-1 under a spatial loop that is
  *      (e·v): a tile of 4 vectors of the target in registers across the
  *      reduction (cache_write), else distribute + reorder.
