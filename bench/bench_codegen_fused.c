@@ -11,6 +11,14 @@
  *   log-softmax  out = log_softmax(x·W + b)    vs affine(W, x, b) → log_softmax
  *                (a row reduction after a GEMM: the runtime cannot fuse it)
  *   FFN + LN     out = gelu(layernorm(x·W + b)) vs affine → layer_norm → gelu
+ *   linear + cross-entropy, per row: loss(n) = logsumexp_f(z(n, f)) - z(n, lab(n)),
+ *                z = x·W + b, lab a label per row (as f32: a graph input), the N × F
+ *                logits never written (they live in the row block: sched_rowblock.c)
+ *                vs log_softmax(affine(W, x, b)) → per row pick(row(·, n), lab(n)) →
+ *                concat → scale(-1), and per instance nll(affine(W, x_n, b), lab(n))
+ *                → concat (the way a tagger's loss is written), and with a one-hot
+ *                matrix of the labels (built once, copied in per call like x):
+ *                -sum(log_softmax(affine(W, x, b)) · onehot) per row; the best kept
  * at N = 64 and 1600 rows (TreeLSTM batch, encoder tokens), D = 256,
  * F = 1024, and the TreeLSTM's own sizes, N = 64, D = 64 and 128, F = 4·D
  * (issue 13's acceptance: fused ≥ 1.3x the separate ops). One
@@ -25,7 +33,7 @@
  * built, flushed and copied out like the graph side; its own kernel copy,
  * whose packed weights are keyed on the parameters' versions).
  *
- *   make bench-codegen_fused [BENCH_ARGS='--quick | --only ffn|gated|lsm|ffnln']
+ *   make bench-codegen_fused [BENCH_ARGS='--quick | --only ffn|gated|lsm|ffnln|xent | --rounds R']
  */
 #include <math.h>
 #include <stdio.h>
@@ -35,6 +43,7 @@
 
 #include "bench_util.h"
 #include "codegen/kernel_api.h"
+#include "sheaf_train.h"
 
 static const char FFN[] = "kernel ffn(x: f32[N, D], W: f32[D, F], b: f32[F]) -> f32[N, F] {\n"
                           "  y(n, f) +=! x(n, d) * W(d, f)\n  out(n, f) = gelu(y(n, f) + b(f))\n}\n";
@@ -52,13 +61,22 @@ static const char FFNLN[] = "kernel ffnln(x: f32[N, D], W: f32[D, F], b: f32[F],
                             "  var(n) +=! c(n, f) * c(n, f) / F\n"
                             "  out(n, f) = gelu(c(n, f) * rsqrt(var(n) + 1e-5) * ga(f) + be(f))\n}\n";
 
-enum { FORM_AFFINE, FORM_MATMUL_ADD, FORM_GATED, FORM_GEMM_ONLY, FORM_LSM, FORM_LN, FORM_KCALL };
+static const char XENT[] = "kernel xent(x: f32[N, D], W: f32[D, F], b: f32[F], lab: f32[N]) -> f32[N] {\n"
+                           "  y(n, f) +=! x(n, d) * W(d, f)\n  z(n, f) = y(n, f) + b(f)\n"
+                           "  m(n) max=! z(n, f)\n  s(n) +=! exp(z(n, f) - m(n))\n"
+                           "  p(n) +=! where(float(f) == lab(n), z(n, f), 0)\n"
+                           "  out(n) = m(n) + log(s(n)) - p(n)\n}\n";
+
+enum { FORM_AFFINE, FORM_MATMUL_ADD, FORM_GATED, FORM_GEMM_ONLY, FORM_LSM, FORM_LN, FORM_KCALL, FORM_XENT_ROWS, FORM_XENT_INST, FORM_XENT_ONEHOT };
 
 typedef struct graph_side {
   sheaf_model *m;
   sheaf_param W, b, Wg, Wh, Wv, ga, be;
   int64_t N, D, F;
   const float *x;
+  const float *lab; /* xent: labels as f32 */
+  const float *onehot; /* xent: [N, F], 1 at (n, lab(n)) */
+  sheaf_expr *parts; /* xent: one per row */
   sheaf_kernel *k; /* FORM_KCALL: the fused kernel as one graph op */
   int op;
 } graph_side;
@@ -82,7 +100,21 @@ static int graph_run(graph_side *s, sheaf_graph *g, int form, float *out) {
     sheaf_expr in[5] = {x};
     int n_in = s->op == 3 ? 5 : 3;
     for (int i = 1; i < n_in; i++) in[i] = sheaf_parameter(g, p[i - 1]);
+    if (s->op == 4) in[n_in++] = sheaf_input(g, 1, (int64_t[]){s->N}, s->lab);
     y = sheaf_kernel_call(g, s->k, n_in, in);
+  } else if (form == FORM_XENT_ROWS) {
+    sheaf_expr lp = sheaf_log_softmax(g, sheaf_affine(g, s->W, x, s->b));
+    for (int64_t n = 0; n < s->N; n++) s->parts[n] = sheaf_pick(g, sheaf_row(g, lp, n), (int64_t)s->lab[n]);
+    y = sheaf_scale(g, sheaf_concat(g, (int)s->N, s->parts), -1.0f);
+  } else if (form == FORM_XENT_ONEHOT) {
+    sheaf_expr lp = sheaf_log_softmax(g, sheaf_affine(g, s->W, x, s->b));
+    sheaf_expr oh = sheaf_input(g, 2, (int64_t[]){s->N, s->F}, s->onehot);
+    y = sheaf_scale(g, sheaf_sum(g, sheaf_mul(g, lp, oh)), -1.0f);
+  } else if (form == FORM_XENT_INST) {
+    for (int64_t n = 0; n < s->N; n++)
+      s->parts[n] = sheaf_nll(g, sheaf_affine(g, s->W, sheaf_input_vector(g, s->D, s->x + n * s->D), s->b),
+                              (int64_t)s->lab[n]);
+    y = sheaf_concat(g, (int)s->N, s->parts);
   } else if (form == FORM_LN) {
     y = sheaf_gelu(g, sheaf_layer_norm(g, sheaf_affine(g, s->W, x, s->b), sheaf_parameter(g, s->ga),
                                        sheaf_parameter(g, s->be), 1e-5f));
@@ -92,8 +124,9 @@ static int graph_run(graph_side *s, sheaf_graph *g, int form, float *out) {
     y = sheaf_mul(g, a, t);
   }
   sheaf_value_view v;
-  if (sheaf_value(g, y, &v) || v.shape[0] * v.shape[1] != s->N * s->F) return 1;
-  memcpy(out, v.data, sizeof(float) * (size_t)(s->N * s->F));
+  int64_t want = s->op == 4 && form != FORM_GEMM_ONLY ? s->N : s->N * s->F;
+  if (sheaf_value(g, y, &v) || (v.rank == 2 ? v.shape[0] * v.shape[1] : v.shape[0]) != want) return 1;
+  memcpy(out, v.data, sizeof(float) * (size_t)want);
   return 0;
 }
 
@@ -113,33 +146,42 @@ static int fail(sheaf_ctx *ctx, const char *what) {
 
 int main(int argc, char **argv) {
   bool quick = false;
-  int only = -1; /* --only ffn|gated|lsm|ffnln: one op */
+  int only = -1; /* --only ffn|gated|lsm|ffnln|xent: one op */
+  int rounds_arg = 0; /* --rounds R: best of R alternating rounds (7; --quick 3) */
   for (int i = 1; i < argc; i++) {
-    static const char *const ops[] = {"ffn", "gated", "lsm", "ffnln"};
+    static const char *const ops[] = {"ffn", "gated", "lsm", "ffnln", "xent"};
     if (!strcmp(argv[i], "--quick")) quick = true;
-    for (int o = 0; o < 4; o++)
+    if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
+      rounds_arg = atoi(argv[i + 1]);
+      if (rounds_arg < 1 || rounds_arg > 1000) {
+        fprintf(stderr, "bench_codegen_fused: --rounds %s: expected 1..1000\n", argv[i + 1]);
+        return 2;
+      }
+    }
+    for (int o = 0; o < 5; o++)
       if (!strcmp(argv[i], "--only") && i + 1 < argc && !strcmp(argv[i + 1], ops[o])) only = o;
   }
-  int rounds = quick ? 3 : 7;
+  int rounds = rounds_arg ? rounds_arg : quick ? 3 : 7;
   sheaf_ctx *ctx;
   if (sheaf_ctx_create(&(sheaf_ctx_options){.threads = 1}, &ctx, NULL, 0) != SHEAF_OK) return 1;
   sheaf_isa isa = sheaf_cpu_isa();
   char dir[] = "/tmp/sheaf-bench-fused-XXXXXX";
   if (!mkdtemp(dir)) return 1;
   sh_kernel_opts ko = {.isa_set = true, .isa = isa, .cache_dir = dir};
-  sheaf_kernel *kf = NULL, *kg = NULL, *km = NULL, *kl = NULL, *kn = NULL;
+  sheaf_kernel *kf = NULL, *kg = NULL, *km = NULL, *kl = NULL, *kn = NULL, *kx = NULL;
   if (sh_kernel_compile_opts(ctx, FFN, strlen(FFN), NULL, &ko, &kf)) return fail(ctx, "compiling ffn");
   if (sh_kernel_compile_opts(ctx, GATED, strlen(GATED), NULL, &ko, &kg)) return fail(ctx, "compiling gated");
   if (sh_kernel_compile_opts(ctx, MM, strlen(MM), NULL, &ko, &km)) return fail(ctx, "compiling mm");
   if (sh_kernel_compile_opts(ctx, LSM, strlen(LSM), NULL, &ko, &kl)) return fail(ctx, "compiling lsm");
   if (sh_kernel_compile_opts(ctx, FFNLN, strlen(FFNLN), NULL, &ko, &kn)) return fail(ctx, "compiling ffnln");
+  if (sh_kernel_compile_opts(ctx, XENT, strlen(XENT), NULL, &ko, &kx)) return fail(ctx, "compiling xent");
   /* the call side's own copies (a cache hit): a kernel keeps one packed copy
    * per weight, keyed on its version, and the graph's version of a
    * parameter is not the one sheaf_kernel_set_weight_version gives the run
    * side, so sharing one kernel would repack the weights on every switch */
-  const char *const srcs[4] = {FFN, GATED, LSM, FFNLN};
-  sheaf_kernel *kc[4] = {NULL};
-  for (int op = 0; op < 4; op++)
+  const char *const srcs[5] = {FFN, GATED, LSM, FFNLN, XENT};
+  sheaf_kernel *kc[5] = {NULL};
+  for (int op = 0; op < 5; op++)
     if (sh_kernel_compile_opts(ctx, srcs[op], strlen(srcs[op]), NULL, &ko, &kc[op])) return fail(ctx, "compiling");
   printf("# isa %s, 1 thread, thread CPU time per call, best of %d alternating rounds\n", sheaf_isa_name(isa), rounds);
   printf("# graph: separate runtime ops (weights packed once, input copied in), best policy of sheaf/none/depth/agenda\n");
@@ -148,12 +190,17 @@ int main(int argc, char **argv) {
   printf("%-8s %5s %5s %5s %10s %10s %10s %-28s %8s %8s %9s %9s\n", "op", "N", "D", "F", "fused ms", "call ms",
          "graph ms", "graph best (form/policy)", "speedup", "call x", "gemm gen", "gemm gr.");
   static const int64_t shapes[][3] = {{64, 256, 1024}, {1600, 256, 1024}, {64, 64, 256}, {64, 128, 512}};
+  /* xent: a tagger's / LM head's sizes, N = 64 and 1600 */
+  static const int64_t xshapes[][3] = {{64, 64, 256},    {64, 128, 512},    {64, 256, 1024},
+                                       {1600, 64, 256},  {1600, 128, 512},  {1600, 256, 1024}};
   uint64_t seed = 7, ver = 0;
   int rc = 0;
-  for (int op = 0; op < 4 && !rc; op++) {
+  for (int op = 0; op < 5 && !rc; op++) {
     if (only >= 0 && op != only) continue;
-    for (size_t ri = 0; ri < SH_ARRAY_LEN(shapes) && !rc; ri++) {
-      int64_t N = shapes[ri][0], D = shapes[ri][1], F = shapes[ri][2];
+    size_t nshapes = op == 4 ? SH_ARRAY_LEN(xshapes) : SH_ARRAY_LEN(shapes);
+    for (size_t ri = 0; ri < nshapes && !rc; ri++) {
+      const int64_t *sh = op == 4 ? xshapes[ri] : shapes[ri];
+      int64_t N = sh[0], D = sh[1], F = sh[2];
       graph_side s = {.N = N, .D = D, .F = F, .op = op};
       if (sheaf_model_create(ctx, &s.m)) return fail(ctx, "model");
       int64_t sw[] = {D, F}, sb[] = {F};
@@ -173,6 +220,14 @@ int main(int argc, char **argv) {
       sheaf_model_param_update(s.m, s.Wv);
       float *x = exb_frand_xs(N * D, &seed);
       s.x = x;
+      float *lab = malloc(sizeof(float) * (size_t)N);
+      for (int64_t n = 0; n < N; n++) lab[n] = (float)((uint64_t)(n * 7919 + 13) % (uint64_t)F);
+      s.lab = lab;
+      float *onehot = calloc((size_t)(N * F), sizeof(float));
+      for (int64_t n = 0; n < N; n++) onehot[n * F + (int64_t)lab[n]] = 1.0f;
+      s.onehot = onehot;
+      s.parts = malloc(sizeof(sheaf_expr) * (size_t)N);
+      int64_t osz = op == 4 ? N : N * F; /* elements of the result */
       float *of = malloc(sizeof(float) * (size_t)(N * F)), *og = malloc(sizeof(float) * (size_t)(N * F));
       const float *W = sheaf_model_param_data(s.m, s.W, &rk, &shp), *b = sheaf_model_param_data(s.m, s.b, &rk, &shp);
       const float *Wg = sheaf_model_param_data(s.m, s.Wg, &rk, &shp), *Wh = sheaf_model_param_data(s.m, s.Wh, &rk, &shp);
@@ -186,6 +241,9 @@ int main(int argc, char **argv) {
                                {SHEAF_KERNEL_F32, (void *)(uintptr_t)Wh, (size_t)(D * F), 2, sw},
                                {SHEAF_KERNEL_F32, of, (size_t)(N * F), 0, NULL}};
       const float *ga = sheaf_model_param_data(s.m, s.ga, &rk, &shp), *be = sheaf_model_param_data(s.m, s.be, &rk, &shp);
+      int64_t sl[] = {N};
+      sheaf_kernel_arg ax[] = {af[0], af[1], af[2], {SHEAF_KERNEL_F32, lab, (size_t)N, 1, sl},
+                               {SHEAF_KERNEL_F32, of, (size_t)N, 0, NULL}};
       sheaf_kernel_arg an[] = {af[0], af[1], af[2],
                                {SHEAF_KERNEL_F32, (void *)(uintptr_t)ga, (size_t)F, 1, sb},
                                {SHEAF_KERNEL_F32, (void *)(uintptr_t)be, (size_t)F, 1, sb}, af[3]};
@@ -194,17 +252,19 @@ int main(int argc, char **argv) {
       sheaf_kernel_set_weight_version(kf, 1, ver);
       sheaf_kernel_set_weight_version(kl, 1, ver);
       sheaf_kernel_set_weight_version(kn, 1, ver);
+      sheaf_kernel_set_weight_version(kx, 1, ver);
       sheaf_kernel_set_weight_version(kg, 1, ver);
       sheaf_kernel_set_weight_version(kg, 2, ver);
       sheaf_kernel_set_weight_version(km, 1, ver);
-      sheaf_kernel *k = op == 1 ? kg : op == 2 ? kl : op == 3 ? kn : kf;
+      sheaf_kernel *k = op == 1 ? kg : op == 2 ? kl : op == 3 ? kn : op == 4 ? kx : kf;
       s.k = kc[op];
-      sheaf_kernel_arg *ka = op == 1 ? ag : op == 3 ? an : af;
-      int nka = op == 3 ? 6 : 4;
+      sheaf_kernel_arg *ka = op == 1 ? ag : op == 3 ? an : op == 4 ? ax : af;
+      int nka = op == 3 ? 6 : op == 4 ? 5 : 4;
       /* the graph sides: each form under each policy */
-      int forms[2] = {op == 1 ? FORM_GATED : op == 2 ? FORM_LSM : op == 3 ? FORM_LN : FORM_AFFINE, FORM_MATMUL_ADD},
-          nforms = op ? 1 : 2;
-      sheaf_graph *gs[2][4] = {{NULL}};
+      int forms[3] = {op == 1 ? FORM_GATED : op == 2 ? FORM_LSM : op == 3 ? FORM_LN : op == 4 ? FORM_XENT_ROWS : FORM_AFFINE,
+                      op == 4 ? FORM_XENT_INST : FORM_MATMUL_ADD, FORM_XENT_ONEHOT},
+          nforms = op == 4 ? 3 : op == 0 ? 2 : 1;
+      sheaf_graph *gs[3][4] = {{NULL}};
       for (int f = 0; f < nforms; f++)
         for (int p = 0; p < 4; p++)
           if (sheaf_graph_create(s.m, &(sheaf_graph_opts){.policy = exb_policies[p], .threads = 1}, &gs[f][p]))
@@ -236,7 +296,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < reps && !rc; i++)
           if (graph_run(&s, gk, FORM_KCALL, og)) rc = fail(ctx, "kernel call run");
         bc = fmin(bc, (exb_now_s(true) - t3) / reps);
-        double dc = maxdiff(of, og, (size_t)(N * F));
+        double dc = maxdiff(of, og, (size_t)osz);
         if (!(dc <= worst_diff)) worst_diff = dc;
         for (int f = 0; f < nforms && !rc; f++)
           for (int p = 0; p < 4 && !rc; p++) {
@@ -245,7 +305,7 @@ int main(int argc, char **argv) {
               if (graph_run(&s, gs[f][p], forms[f], og)) rc = fail(ctx, "graph run");
             double u = (exb_now_s(true) - u0) / reps;
             if (u < bg) bg = u, best_f = f, best_p = p;
-            double d = maxdiff(of, og, (size_t)(N * F));
+            double d = maxdiff(of, og, (size_t)osz);
             if (!(d <= worst_diff)) worst_diff = d;
           }
       }
@@ -253,13 +313,16 @@ int main(int argc, char **argv) {
         char best[64];
         snprintf(best, sizeof best, "%s/%s",
                  forms[best_f] == FORM_MATMUL_ADD ? "matmul+add+gelu"
+                 : forms[best_f] == FORM_XENT_ROWS ? "affine+lsm+pick/row"
+                 : forms[best_f] == FORM_XENT_INST ? "nll(affine)/instance"
+                 : forms[best_f] == FORM_XENT_ONEHOT ? "affine+lsm+onehot·sum"
                  : op == 1                        ? "affine x2+sig+tanh+mul"
                  : op == 2                        ? "affine+log_softmax"
                  : op == 3                        ? "affine+layer_norm+gelu"
                                                   : "affine+gelu",
                  sheaf_policy_name(exb_policies[best_p]));
         printf("%-8s %5lld %5lld %5lld %10.3f %10.3f %10.3f %-28s %7.2fx %7.2fx %9.3f %9.3f%s\n",
-               op == 1 ? "gated" : op == 2 ? "lsm" : op == 3 ? "ffn+ln" : "ffn+gelu", (long long)N, (long long)D,
+               op == 1 ? "gated" : op == 2 ? "lsm" : op == 3 ? "ffn+ln" : op == 4 ? "xent" : "ffn+gelu", (long long)N, (long long)D,
                (long long)F, bf * 1e3, bc * 1e3, bg * 1e3, best, bg / bf, bg / bc, bmg * 1e3, bmr * 1e3,
                worst_diff > 1e-4 ? "  (results differ!)" : "");
         if (worst_diff > 1e-4) rc = 1;
@@ -268,11 +331,12 @@ int main(int argc, char **argv) {
         for (int p = 0; p < 4; p++) sheaf_graph_free(gs[f][p]);
       sheaf_graph_free(gk);
       sheaf_model_free(s.m);
-      free(x), free(of), free(og);
+      free(x), free(of), free(og), free(lab), free(onehot), free(s.parts);
     }
   }
   sheaf_kernel_free(kf), sheaf_kernel_free(kg), sheaf_kernel_free(km), sheaf_kernel_free(kl), sheaf_kernel_free(kn);
-  for (int op = 0; op < 4; op++) sheaf_kernel_free(kc[op]);
+  sheaf_kernel_free(kx);
+  for (int op = 0; op < 5; op++) sheaf_kernel_free(kc[op]);
   char cmd[200];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, "bench_codegen_fused: could not remove %s\n", dir);

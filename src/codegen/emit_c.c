@@ -590,6 +590,13 @@ static void prologue(em *E, bool task) {
       if (bi->access == SH_LIR_ACCESS_LD)
         sh_em_line(E, "const int64_t ld_%s = args[%d].ld; (void)ld_%s;", bi->name, a, bi->name);
       a++;
+    } else if (bi->role == SH_LIR_TEMP && !bi->inlined && task && bi->per_task) {
+      sh_buf t; /* this thread's copy */
+      sh_buf_init(&t, k->ctx);
+      sh_em_int(E, sh_lir_storage_size(k, b), &t);
+      sh_em_line(E, "%s *restrict b_%s = cap_->b_%s + (size_t)tid_ * (size_t)(%s); (void)b_%s;", ty, bi->name,
+                 bi->name, sh_buf_cstr(&t), bi->name);
+      sh_buf_free(&t);
     } else if (bi->role == SH_LIR_TEMP && !bi->inlined && task) {
       sh_em_line(E, "%s *restrict b_%s = cap_->b_%s; (void)b_%s;", ty, bi->name, bi->name, bi->name);
     }
@@ -609,7 +616,11 @@ static void entry(em *E) {
     sh_buf_init(&t, k->ctx);
     sh_em_int(E, sh_lir_storage_size(k, b), &t);
     const char *ty = bi->dtype == SH_LIR_F32 ? "float" : "int32_t";
-    sh_em_line(E, "const size_t n_%s = (size_t)(%s) * sizeof(%s);", bi->name, sh_buf_cstr(&t), ty);
+    if (bi->per_task) /* one copy per thread a parallel loop may use (tid_ < threads) */
+      sh_em_line(E, "const size_t n_%s = (size_t)(%s) * sizeof(%s) * (size_t)(abi && abi->threads > 1 ? "
+                    "abi->threads : 1);", bi->name, sh_buf_cstr(&t), ty);
+    else
+      sh_em_line(E, "const size_t n_%s = (size_t)(%s) * sizeof(%s);", bi->name, sh_buf_cstr(&t), ty);
     sh_em_line(E, "%s *restrict b_%s = (%s *)sk_alloc(abi, n_%s);", ty, bi->name, ty, bi->name);
     sh_buf_free(&t);
     sh_buf frees;

@@ -384,7 +384,16 @@ static void flt(em *E, sh_lir_expr e, bool vec, sh_buf *o) {
   switch ((sh_lir_ekind)x.kind) {
   case SH_LIR_E_FLT: sh_em_float_const(o, x.f); return;
   case SH_LIR_E_CAST:
-    if (vec) {
+    if (vec) { /* float(rest + lane): the lanes' integers converted at once; else one by one */
+      int64_t coef;
+      sh_lir_expr rest;
+      if (E->lane >= 0 && E->vb[E->lane] == EM_UNBOUND && sh_lir_affine(k, x.a, E->lane, &coef, &rest) &&
+          coef == 1) {
+        sh_buf_printf(o, "__builtin_convertvector(sk_iota%d() + (int32_t)(", W);
+        sh_em_int(E, sh_lir_simplify(k, rest), o);
+        sh_buf_printf(o, "), sk_f32x%d)", W);
+        return;
+      }
       gather(E, e, o);
       return;
     }

@@ -70,6 +70,8 @@ typedef struct sh_lir_bufinfo {
   uint8_t dtype, role, layout, access;
   bool weight;  /* an input passed once per weight version: may be packed */
   bool inlined; /* a temporary removed by compute_inline: never allocated */
+  bool per_task; /* a temporary with one copy per pool thread (sh_sched_shrink): a parallel
+                    loop's task uses its thread's copy */
   int rank;
   sh_lir_expr dims[SH_LIR_MAX_RANK]; /* SH_LIR_NONE for ragged dims */
   int64_t pad[SH_LIR_MAX_RANK];      /* storage extent rounded up to a multiple (1: none) */

@@ -168,6 +168,26 @@ typedef struct sh_sched_read {
 sheaf_status sh_sched_cache_read(sh_lir_kernel *k, sh_lir_buf b, sh_lir_stmt at, int n, const sh_lir_stmt *loops,
                                  sh_sched_read *out);
 
+/* Row-block fusion (sched_rowblock.c; TVM's compute_at). `nest`, a serial
+ * loop over E rows, directly follows the statement holding the serial
+ * row-block loop `at` (extent ceil(E / rows), not inside a parallel,
+ * vector or unrolled loop). Every buffer that one of them writes and the
+ * other accesses is owned per block at one dimension: indexed in at's nest
+ * only inside at, as rows·v_at + e with e in [0, rows) from loops inside
+ * at, and in nest exactly by nest's variable. nest moves to the end of
+ * at's body as `for n_i in 0..rows: if v_at·rows + n_i < E: body` (*inner,
+ * may be NULL, gets n_i): each block's rows are consumed right after they
+ * are produced. */
+sheaf_status sh_sched_compute_at(sh_lir_kernel *k, sh_lir_stmt nest, sh_lir_stmt at, int64_t rows,
+                                 sh_lir_stmt *inner);
+/* Storage shrink: temporary T, accessed only inside loop `at`'s body, at
+ * one dimension always as R·v_at + e with e in [0, R) from loops inside at
+ * (R > 0 the same everywhere), keeps R rows there, indexed by e: one
+ * block's storage, reused by every iteration of at, one copy per pool
+ * thread (per_task: at may then run over the pool; tasks use their
+ * thread's copy). */
+sheaf_status sh_sched_shrink(sh_lir_kernel *k, sh_lir_buf T, sh_lir_stmt at);
+
 /* The default schedule for `isa` (vector width 16 / 8 / 1): pointwise
  * temporaries inlined; GEMM-like nests register-tiled (mr × nr tile in
  * registers over k, B packed when it is a weight, the consumer epilogue
@@ -202,6 +222,11 @@ typedef struct sh_sched_opts {
                     blocks x column panels), -1: not; 0: the default (not: a knob for the tuner) */
   int prefetch_c; /* GEMM: 1: each tile starts by prefetching the lines its write-back stores
                       (for writing), -1: not; 0: the default (not: a knob for the tuner) */
+  int row_block; /* a GEMM whose product is read only by the row-wise nest after it (a row
+                    reduction over its columns: log-softmax, layernorm): rows per row block,
+                    the consumer run per block right after it (compute_at) and the product
+                    kept for one block only (shrink); 0: the default (sched_default.c), -1:
+                    not fused (the consumer after the whole GEMM) */
 } sh_sched_opts;
 sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sched_opts *opts);
 

@@ -26,4 +26,17 @@ bool sh_sched_store_vectorizable(sh_lir_kernel *k, sh_lir_stmt s, sh_lir_var v);
  * innermost loop R (sched_dot.c); false when R does not match (unchanged). */
 bool sh_sched_dot_tile(sh_lir_kernel *k, sh_lir_stmt R, int w);
 
+/* A per-task temporary (sh_sched_shrink) accessed inside s and also
+ * outside it, NONE, or -2 when that could not be checked
+ * (sched_rowblock.c). */
+sh_lir_buf sh_sched_per_task_escapes(const sh_lir_kernel *k, sh_lir_stmt s);
+/* The default schedule's row-block fusion: `next` (a dense row nest right
+ * after the GEMM nest `prod`, of its rows' extent, holding a reduction: not
+ * a pointwise epilogue) reads the GEMM's product C, which nothing else
+ * outside prod accesses. */
+bool sh_sched_row_consumer(const sh_lir_kernel *k, sh_lir_stmt prod, sh_lir_buf C, sh_lir_stmt next);
+/* cons computed at the row-block loop `at` (blocks of `rows`), C shrunk to
+ * one block per thread where it can be, at over the pool; false (the
+ * kernel unchanged) when compute_at does not apply. */
+bool sh_sched_row_fuse(sh_lir_kernel *k, sh_lir_buf C, sh_lir_stmt at, sh_lir_stmt cons, int64_t rows);
 #endif

@@ -489,12 +489,19 @@ sheaf_status sh_sched_parallel(sh_lir_kernel *k, sh_lir_stmt loop) {
   for (int i = 0; i < n; i++) {
     const sh_lir_snode *x = &k->st[st[i]];
     if (k->bufs[x->buf].role == SH_LIR_LOCAL && local_inside(k, st[i], x->buf, loop)) continue;
+    if (k->bufs[x->buf].per_task) continue; /* its thread's copy (checked below) */
     bool uses = false;
     for (int d = 0; d < x->nidx; d++) uses |= sh_lir_uses_var(k, k->list[x->idx + d], v);
     if (!uses)
       return sh_sched_err(k, "parallel loop %s: iterations would race on %s (its index does not "
                              "depend on %s)", lv, k->bufs[x->buf].name, lv);
   }
+  /* a temporary with a copy per thread is accessed in the tasks only */
+  sh_lir_buf pt = sh_sched_per_task_escapes(k, loop);
+  if (pt == -2) return sh_sched_err(k, "parallel loop %s: too many accesses to check its per-thread temporaries", lv);
+  if (pt >= 0)
+    return sh_sched_err(k, "parallel loop %s: %s has one copy per thread and is accessed outside %s (its "
+                           "tasks would write copies that code outside does not read)", lv, k->bufs[pt].name, lv);
   /* a local allocated outside cannot be shared by the tasks */
   for (int i = 0; i < n; i++) {
     const sh_lir_snode *x = &k->st[st[i]];

@@ -14,6 +14,9 @@
  *      split tails unswitched (whole tiles run without guards), row blocks
  *      of 16 tiles by column panels fused into one parallel loop; K in
  *      blocks of kc steps around the row block's tiles when the knob asks.
+ *      A row nest right after it that alone reads its product (log-softmax,
+ *      layernorm) runs per row block of 12 rows instead, the product kept
+ *      for one block per thread (sched_rowblock.c: compute_at, shrink).
  *   3. A reduction loop that is not stride-1 under a spatial loop that is
  *      (e·v): a tile of 4 vectors of the target in registers across the
  *      reduction (cache_write), else distribute + reorder.
@@ -518,9 +521,18 @@ static void prefetch_out(sh_lir_kernel *k, const sh_sched_cache *c, int64_t mr, 
   }
 }
 
-static sheaf_status sched_gemm(sh_lir_kernel *k, const gemm_match *g, int w, const sh_sched_opts *o) {
+#ifndef SH_SCHED_ROW_BLOCK_DEFAULT /* rows per block of a row-fused GEMM (sh_sched_opts.row_block) */
+#define SH_SCHED_ROW_BLOCK_DEFAULT 12
+#endif
+
+/* *cons (NONE: none): a row nest reading C only, computed per row block
+ * (sched_rowblock.c; set to NONE when it was). */
+static sheaf_status sched_gemm(sh_lir_kernel *k, const gemm_match *g, int w, const sh_sched_opts *o,
+                               sh_lir_stmt *cons) {
   int64_t mr = o->mr ? o->mr : w == 16 ? 12 : w == 8 ? 6 : 4;
   int64_t nr = o->nr ? o->nr : w == 16 ? 32 : w == 8 ? 16 : 4, mb = o->row_tiles ? o->row_tiles : 16;
+  int64_t rb = o->row_block ? o->row_block : SH_SCHED_ROW_BLOCK_DEFAULT;
+  if (*cons >= 0 && rb > 0) mb = (rb + mr - 1) / mr; /* the row block: whole tiles */
   gemm_tiled t;
   sheaf_status st;
   if ((st = tile_gemm(k, g, w, o, mr, nr, mb, true, &t))) return st;
@@ -541,7 +553,8 @@ static sheaf_status sched_gemm(sh_lir_kernel *k, const gemm_match *g, int w, con
   if (o->prefetch_c > 0 || (o->prefetch_c == 0 && SH_SCHED_PREFETCH_C_DEFAULT && w > 1))
     prefetch_out(k, &t.c, mr, nr);
   sh_lir_stmt f;
-  if (pa >= 0) sh_sched_parallel(k, t.io); /* the copy sits between the row block and its panels */
+  if (*cons >= 0 && rb > 0 && sh_sched_row_fuse(k, g->C, t.io, *cons, mr * mb)) *cons = SH_LIR_NONE;
+  else if (pa >= 0) sh_sched_parallel(k, t.io); /* the copy sits between the row block and its panels */
   else if (!sh_sched_fuse(k, t.io, t.jo, &f)) sh_sched_parallel(k, f);
   prefetch_panel(k, t.c.local, g->B, prefetch_dist(o, w));
   return k->err;
@@ -747,7 +760,10 @@ static bool contiguous_expr(sh_lir_kernel *k, sh_lir_expr e, sh_lir_var v) {
   }
   case SH_LIR_E_BIN: return contiguous_expr(k, x.a, v) && contiguous_expr(k, x.b, v);
   case SH_LIR_E_UN: return contiguous_expr(k, x.a, v);
-  case SH_LIR_E_CAST: return !sh_lir_uses_var(k, x.a, v);
+  case SH_LIR_E_CAST: { /* float(v + ...): the lanes' indices, converted at once */
+    int64_t coef;
+    return !sh_lir_uses_var(k, x.a, v) || (sh_lir_affine(k, x.a, v, &coef, NULL) && coef == 1);
+  }
   case SH_LIR_E_SELECT:
     return contiguous_expr(k, x.a, v) && contiguous_expr(k, x.b, v) && contiguous_expr(k, x.c, v);
   default: return true;
@@ -990,7 +1006,9 @@ static void dot_tiles(sh_lir_kernel *k, sh_lir_stmt top, int w) {
   for (int i = 0; i < n && i < 256 && !k->err; i++) sh_sched_dot_tile(k, inner[i], w);
 }
 
-static void sched_nest(sh_lir_kernel *k, sh_lir_stmt top, int w, const sh_sched_opts *o) {
+static void nest_parallel(sh_lir_kernel *k, sh_lir_stmt top, const sh_sched_opts *o);
+
+static void sched_nest(sh_lir_kernel *k, sh_lir_stmt top, int w, const sh_sched_opts *o, bool par) {
   if (w > 1) dot_tiles(k, top, w);
   if (w > 1) reductions_outward(k, top, w);
   if (w > 1) {
@@ -1000,6 +1018,10 @@ static void sched_nest(sh_lir_kernel *k, sh_lir_stmt top, int w, const sh_sched_
     for (int i = 0; i < n; i++)
       if (k->st[inner[i]].annot == SH_LIR_SERIAL) vectorize_loop(k, inner[i], w, o->row_unroll);
   }
+  if (par) nest_parallel(k, top, o);
+}
+
+static void nest_parallel(sh_lir_kernel *k, sh_lir_stmt top, const sh_sched_opts *o) {
   if (k->st[top].kind != SH_LIR_S_LOOP || !sh_sched_contains_loop(k, top)) return;
   if (ragged_extents(k, top)) {
     sh_sched_parallel(k, top);
@@ -1070,10 +1092,14 @@ sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sch
         i++;
         continue;
       }
-      if ((st = sched_gemm(k, &g, w, opts))) return st;
+      /* a row nest over the product (log-softmax, layernorm): run per row block */
+      sh_lir_stmt cons = i + 1 < n && sh_sched_row_consumer(k, tops[i], g.C, tops[i + 1]) ? tops[i + 1] : SH_LIR_NONE;
+      if (cons >= 0) sched_nest(k, cons, w, opts, false), i++;
+      if ((st = sched_gemm(k, &g, w, opts, &cons))) return st;
+      if (cons >= 0) nest_parallel(k, cons, opts); /* not fused: as any nest */
       continue;
     }
-    sched_nest(k, tops[i], w, opts);
+    sched_nest(k, tops[i], w, opts, true);
   }
   if (k->err) return k->err;
   /* 5. per-row values (a reciprocal, an rsqrt) out of the element loops */

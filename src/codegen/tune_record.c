@@ -41,6 +41,7 @@ static const sh_tune_field fields[] = {
     {F(rem_rows), 1, {-1}},          /* GEMM: no remainder row tile (mr - mr / 3 rows) */
     {F(pack_a), 1, {1}},             /* GEMM: A packed per row block (cache_read; not) */
     {F(prefetch_c), 1, {1}},         /* GEMM: the tile's output lines prefetched (not) */
+    {F(row_block), 3, {24, 48, -1}}, /* GEMM + row nest: rows per fused row block (12; -1: not fused) */
 };
 #undef F
 
