@@ -147,6 +147,7 @@ static void pbuf_decl(const sh_lir_kernel *k, sh_lir_buf b, sh_buf *out) {
     sh_buf_putc(out, ')');
   }
   if (bi->inlined) sh_buf_puts(out, " inlined");
+  if (bi->scoped) sh_buf_puts(out, " scoped");
   sh_buf_putc(out, '\n');
 }
 

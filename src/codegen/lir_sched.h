@@ -167,6 +167,18 @@ typedef struct sh_sched_read {
 } sh_sched_read;
 sheaf_status sh_sched_cache_read(sh_lir_kernel *k, sh_lir_buf b, sh_lir_stmt at, int n, const sh_lir_stmt *loops,
                                  sh_sched_read *out);
+/* cache_read of a ragged input b (f32, dense access) at loop `at`
+ * (sched_read_ragged.c): the dimensions that every load of b under `at`
+ * indexes alike, by `at` and loops around it only, are fixed (dimension
+ * 0, the sequence, must be one); the others are copied whole (a ragged
+ * one up to the sequence's length) into a dense scoped temporary
+ * P[slot, copied dims..] at the top of each iteration of `at` (slot: the
+ * parallel loop at or around `at`; none without one; a ragged dimension
+ * allocated at the longest length, an i32 temporary computed before the
+ * nest), and every load of b under `at` reads P. `at` is a serial or
+ * parallel loop, not inside a vector or unrolled loop. out (may be NULL)
+ * gets P, the copy nest and its loops (outermost first). */
+sheaf_status sh_sched_cache_read_ragged(sh_lir_kernel *k, sh_lir_buf b, sh_lir_stmt at, sh_sched_read *out);
 
 /* The default schedule for `isa` (vector width 16 / 8 / 1): pointwise
  * temporaries inlined; GEMM-like nests register-tiled (mr × nr tile in

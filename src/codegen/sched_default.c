@@ -1038,6 +1038,57 @@ static void fuse_nests(sh_lir_kernel *k, sh_lir_stmt parent) {
   }
 }
 
+/* A load of b under s at dimension d is exactly variable v (the head h of
+ * k(b, j, h, d)), d neither the first nor the last dimension. */
+static bool strided_by(const sh_lir_kernel *k, sh_lir_expr e, sh_lir_buf b, sh_lir_var v) {
+  const sh_lir_enode *x = &k->ex[e];
+  if (x->kind == SH_LIR_E_LOAD && x->a == b)
+    for (int d = 1; d + 1 < x->n; d++)
+      if (is_var(k, k->list[x->b + d], v)) return true;
+  if (x->kind == SH_LIR_E_BIN) return strided_by(k, x->a, b, v) || strided_by(k, x->b, b, v);
+  if (x->kind == SH_LIR_E_UN) return strided_by(k, x->a, b, v);
+  return false;
+}
+
+static bool strided_in(const sh_lir_kernel *k, sh_lir_stmt s, sh_lir_buf b, sh_lir_var v) {
+  for (; s >= 0; s = k->st[s].next) {
+    if (k->st[s].kind == SH_LIR_S_STORE && strided_by(k, k->st[s].val, b, v)) return true;
+    if (strided_in(k, k->st[s].body, b, v)) return true;
+  }
+  return false;
+}
+
+/* A ragged input read inside a serial loop directly in a parallel ragged
+ * nest, that loop's variable indexing one of its middle dimensions (the
+ * multi-head attention's q, k, v(b, j, h, d) inside the loop over heads:
+ * a head's rows H·D floats apart, on few L1 sets), is read through a
+ * dense copy made per iteration (cache_read_ragged: rows D apart). */
+static void pack_strided_rows(sh_lir_kernel *k, int w) {
+  sh_lir_stmt tops[256];
+  int n = 0;
+  for (sh_lir_stmt t = k->st[k->root].body; t >= 0 && n < 256; t = k->st[t].next) tops[n++] = t;
+  for (int i = 0; i < n && !k->err; i++) {
+    sh_lir_stmt t = tops[i];
+    if (k->st[t].kind != SH_LIR_S_LOOP || k->st[t].annot != SH_LIR_PARALLEL || !ragged_extents(k, t)) continue;
+    for (sh_lir_stmt at = k->st[t].body; at >= 0 && !k->err; at = k->st[at].next) {
+      if (k->st[at].kind != SH_LIR_S_LOOP || k->st[at].annot != SH_LIR_SERIAL || has_load(k, k->st[at].ext))
+        continue;
+      for (sh_lir_buf b = 0; b < k->n_bufs; b++) {
+        const sh_lir_bufinfo *bi = &k->bufs[b];
+        if (bi->role != SH_LIR_IN || bi->layout != SH_LIR_LAYOUT_RAGGED || !strided_in(k, k->st[at].body, b, k->st[at].var))
+          continue;
+        sheaf_status saved = k->err;
+        sh_sched_read rd;
+        if (sh_sched_cache_read_ragged(k, b, at, &rd)) {
+          k->err = saved;
+          continue;
+        }
+        if (w > 1 && rd.n > 0) vectorize_loop(k, rd.loops[rd.n - 1], w, 0);
+      }
+    }
+  }
+}
+
 sheaf_status sh_sched_default(sh_lir_kernel *k, sheaf_isa isa) {
   sh_sched_opts o;
   memset(&o, 0, sizeof o);
@@ -1075,6 +1126,8 @@ sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sch
     }
     sched_nest(k, tops[i], w, opts);
   }
+  if (k->err) return k->err;
+  pack_strided_rows(k, w);
   if (k->err) return k->err;
   /* 5. per-row values (a reciprocal, an rsqrt) out of the element loops */
   if ((st = sh_sched_hoist(k, k->root, NULL))) return st;
