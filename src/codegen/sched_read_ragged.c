@@ -178,9 +178,6 @@ sheaf_status sh_sched_cache_read_ragged(sh_lir_kernel *k, sh_lir_buf b, sh_lir_s
   uint32_t all = (1u << bi->rank) - 1, copied = r.varies & all;
   if (copied == 0)
     return sh_sched_err(k, "cache_read_ragged of %s at loop %s: every index is fixed (nothing to copy)", bi->name, atn);
-  if (bi->ragged_mask & ~copied)
-    return sh_sched_err(k, "cache_read_ragged of %s at loop %s: a ragged dimension is indexed by a fixed value",
-                        bi->name, atn);
   const sh_lir_enode ld = k->ex[r.first];
   sh_lir_expr seq = k->list[ld.b];
 
