@@ -363,25 +363,65 @@ TEST(codegen_read_ragged_c) {
   lowered_free(ctx, &lw);
 }
 
-/* The default schedule packs q, k and v of the multi-head attention per
- * (sequence, head) (the 1-head kernel, whose rows are contiguous, not);
- * through sheaf_kernel_run at every level the host runs, 2 threads. */
+/* The default schedule keeps the multi-head attention's scratch
+ * temporaries in blocks per (sequence, head) (s, e, m) or per sequence (z,
+ * o, read after the heads' loop), allocated per task; with pack_rows it
+ * also copies q, k, v per (sequence, head). Both on the interpreter
+ * against the reference; the default through sheaf_kernel_run at every
+ * level the host runs, 2 threads. */
 TEST(codegen_read_ragged_default) {
   if (!th_have_jit_cc("codegen_read_ragged_default")) return;
   sheaf_ctx *ctx = th_ctx();
-  lowered lw;
-  sh_lir_kernel *k = lower(ctx, &lw, "mhad");
-  REQUIRE(k);
-  if (CHECK_OK(ctx, sh_sched_default(k, SHEAF_ISA_AVX2))) {
-    char *t = text(ctx, k);
-    CHECK_CONTAINS(t, "buffer q_rr f32[L[b], D] temp scoped\n");
-    CHECK_CONTAINS(t, "buffer k_rr f32[L[b], D] temp scoped\n");
-    CHECK_CONTAINS(t, "buffer v_rr f32[L[b], D] temp scoped\n");
-    CHECK_CONTAINS(t, " parallel:\n  alloc ");
-    free(t);
+  for (int pack = 0; pack < 2; pack++) {
+    lowered lw;
+    sh_lir_kernel *k = lower(ctx, &lw, "mhad");
+    REQUIRE(k);
+    if (CHECK_OK(ctx, sh_sched_default_opts(k, SHEAF_ISA_AVX2, &(sh_sched_opts){.pack_rows = pack}))) {
+      char *t = text(ctx, k);
+      CHECK_CONTAINS(t, "buffer s_blk f32[L[b], L[b]] temp scoped\n");
+      CHECK_CONTAINS(t, "buffer e_blk f32[L[b], L[b]] temp scoped\n");
+      CHECK_CONTAINS(t, "buffer m_blk f32[L[b]] temp scoped\n");
+      CHECK_CONTAINS(t, "buffer z_blk f32[H, L[b]] temp scoped\n");
+      CHECK_CONTAINS(t, "buffer o_blk f32[H, L[b], D] temp scoped\n");
+      CHECK_CONTAINS(t, "for b in 0..B parallel:\n  alloc o_blk[H, L[b], D]:\n");
+      CHECK(!strstr(t, "s[b") && !strstr(t, "e[b") && !strstr(t, "o[b"));
+      if (pack) {
+        CHECK_CONTAINS(t, "buffer k_rr f32[L[b], D] temp scoped\n");
+        CHECK_CONTAINS(t, "buffer v_rr f32[L[b], D] temp scoped\n");
+        CHECK_CONTAINS(t, "buffer q_rr f32[L[b], D] temp scoped\n");
+      } else {
+        CHECK(!strstr(t, "_rr"));
+      }
+      free(t);
+      interp_ok(ctx, &lw, k, EDGE, (int)SH_ARRAY_LEN(EDGE), 3, 13, NULL, pack ? "default + pack_rows" : "default");
+      static const int32_t none[] = {0, 0, 0};
+      interp_ok(ctx, &lw, k, none, 3, 2, 8, NULL, "default, every sequence empty");
+    }
+    sh_lir_free(k);
+    lowered_free(ctx, &lw);
   }
-  sh_lir_free(k);
-  lowered_free(ctx, &lw);
+  /* the 1-head kernel: its blocks per sequence */
+  static const char ATTN[] =
+      "kernel attn(L: i32[B], q: f32[B, L(b), D], k: f32[B, L(b), D], v: f32[B, L(b), D])\n"
+      "    -> f32[B, L(b), D] {\n"
+      "  s(b, i, j) +=! q(b, i, d) * k(b, j, d) / sqrt(D)\n"
+      "  m(b, i) max=! s(b, i, j)\n  e(b, i, j) = exp(s(b, i, j) - m(b, i))\n"
+      "  z(b, i) +=! e(b, i, j)\n  o(b, i, d) +=! e(b, i, j) * v(b, j, d)\n"
+      "  out(b, i, d) = o(b, i, d) / z(b, i)\n}\n";
+  sh_module m1;
+  if (CHECK_OK(ctx, sh_kernel_source_compile(&m1, ctx, "attn.sf", ATTN, strlen(ATTN)))) {
+    const sh_kernel *const *ks;
+    sh_lir_kernel *k = NULL;
+    if (sh_module_kernels(&m1, &ks) == 1 && CHECK_OK(ctx, sh_lower_generate(ctx, ks[0], SHEAF_ISA_AVX2, NULL, &k, NULL))) {
+      char *t = text(ctx, k);
+      CHECK_CONTAINS(t, "for b in 0..B parallel:\n  alloc ");
+      CHECK_CONTAINS(t, "buffer s_blk f32[L[b], L[b]] temp scoped\n");
+      CHECK(!strstr(t, "_rr"));
+      free(t);
+    }
+    sh_lir_free(k);
+  }
+  sh_module_free(&m1);
   int32_t wiki[64];
   bool have_wiki = wiki_lengths(wiki, 64);
   CHECK(have_wiki);
@@ -457,5 +497,92 @@ TEST(codegen_read_ragged_scoped_verify) {
   sh_lir_store1(k, i3, y, sh_lir_lv(k, i3), sh_lir_load1(k, t, sh_lir_lv(k, i3)), SH_LIR_COMBINE_NONE);
   CHECK_STATUS(ctx, sh_lir_verify(k), SHEAF_ERR_INVALID_ARG);
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "reads a scoped temporary outside its alloc: t");
+  sh_lir_free(k);
+}
+
+/* contract_ragged alone: a per-sequence scratch y (for b: for j: y[b, j] =
+ * 2 x[b, j]; for j: out[b] += y[b, j]) into a block per b, the interpreter
+ * equal before and after; refusals (an input, a buffer read outside the
+ * place, a block shared by an outer loop's iterations) leave it unchanged. */
+static sh_lir_kernel *scratch_kernel(sheaf_ctx *ctx, bool outer) {
+  sh_lir_kernel *k;
+  if (!CHECK_OK(ctx, sh_lir_create(ctx, outer ? "scro" : "scr", &k))) return NULL;
+  sh_lir_expr B = sh_lir_sz(k, sh_lir_size(k, "B"));
+  sh_lir_buf Ls = sh_lir_buffer(k, "Ls", SH_LIR_I32, SH_LIR_IN, 1, &B);
+  sh_lir_buf x = sh_lir_buffer(k, "x", SH_LIR_F32, SH_LIR_IN, 2, (sh_lir_expr[]){B, B});
+  sh_lir_buf out = sh_lir_buffer(k, "out", SH_LIR_F32, SH_LIR_OUT, 1, &B);
+  sh_lir_buf y = sh_lir_buffer(k, "y", SH_LIR_F32, SH_LIR_OUT, 2, (sh_lir_expr[]){B, B});
+  sh_lir_buf xo = sh_lir_buffer(k, "x_off", SH_LIR_I32, SH_LIR_IN, 1, &B);
+  sh_lir_buf yo = sh_lir_buffer(k, "y_off", SH_LIR_I32, SH_LIR_IN, 1, &B);
+  sh_lir_buffer_ragged(k, x, 2u, Ls, xo);
+  sh_lir_buffer_ragged(k, y, 2u, Ls, yo);
+  k->bufs[y].scratch = true;
+  sh_lir_stmt top = sh_lir_root(k);
+  if (outer) top = sh_lir_loop(k, top, "r", sh_lir_int(k, 2));
+  sh_lir_stmt b = sh_lir_loop(k, top, "b", B);
+  sh_lir_expr vb = sh_lir_lv(k, b), len = sh_lir_load1(k, Ls, vb);
+  sh_lir_stmt j = sh_lir_loop(k, b, "j", len);
+  sh_lir_store2(k, j, y, vb, sh_lir_lv(k, j), sh_lir_mul(k, sh_lir_flt(k, 2), sh_lir_load2(k, x, vb, sh_lir_lv(k, j))),
+                SH_LIR_COMBINE_NONE);
+  sh_lir_store1(k, b, out, vb, sh_lir_flt(k, 0), SH_LIR_COMBINE_NONE);
+  sh_lir_stmt j2 = sh_lir_loop(k, b, "j", len);
+  sh_lir_store1(k, j2, out, vb, sh_lir_load2(k, y, vb, sh_lir_lv(k, j2)), SH_LIR_COMBINE_ADD);
+  if (!CHECK_OK(ctx, sh_lir_status(k))) {
+    sh_lir_free(k);
+    return NULL;
+  }
+  return k;
+}
+
+static bool scratch_run(sheaf_ctx *ctx, sh_lir_kernel *k, float *out) {
+  int32_t L[] = {3, 0, 1, 5}, off[] = {0, 3, 3, 4};
+  float x[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, y[9];
+  for (int i = 0; i < 9; i++) y[i] = NAN;
+  int64_t sizes[] = {4};
+  sh_lir_arg args[] = {{.data = L}, {.data = x}, {.data = out}, {.data = y}, {.data = off}, {.data = off}};
+  return CHECK_OK(ctx, sh_lir_run(k, sizes, args));
+}
+
+TEST(codegen_contract_ragged) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_lir_kernel *k = scratch_kernel(ctx, false);
+  REQUIRE(k);
+  float before[4], after[4];
+  static const float want[4] = {12, 0, 8, 70};
+  if (scratch_run(ctx, k, before))
+    for (int i = 0; i < 4; i++) CHECK(before[i] == want[i]);
+  char *t0 = text(ctx, k);
+  sh_lir_buf x = sh_lir_find_buffer(k, "x"), out = sh_lir_find_buffer(k, "out"), y = sh_lir_find_buffer(k, "y");
+  sh_lir_stmt b = sh_lir_find_loop(k, "b"), j = sh_lir_find_loop(k, "j");
+  CHECK_STATUS(ctx, sh_sched_contract_ragged(k, x, b), SHEAF_ERR_INVALID_ARG);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "contract_ragged of x: not a ragged f32 scratch temporary");
+  CHECK_STATUS(ctx, sh_sched_contract_ragged(k, out, b), SHEAF_ERR_INVALID_ARG);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "contract_ragged of out: not a ragged f32 scratch temporary");
+  CHECK_STATUS(ctx, sh_sched_contract_ragged(k, y, j), SHEAF_ERR_INVALID_ARG);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "contract_ragged of y at loop j: accessed outside the loop");
+  char *t1 = text(ctx, k);
+  CHECK_EQ_STR(t1, t0);
+  free(t1);
+  REQUIRE_OK(ctx, sh_sched_contract_ragged(k, y, b));
+  t1 = text(ctx, k);
+  CHECK_CONTAINS(t1, "buffer y_blk f32[Ls[b]] temp scoped\n");
+  CHECK_CONTAINS(t1, "for b in 0..B:\n  alloc y_blk[Ls[b]]:\n");
+  CHECK_CONTAINS(t1, "y_blk[j] = 2.0 * x[b, j]\n");
+  CHECK_CONTAINS(t1, "out[b] += y_blk[j");
+  free(t1);
+  CHECK_OK(ctx, sh_lir_verify(k));
+  if (scratch_run(ctx, k, after)) CHECK(memcmp(before, after, sizeof before) == 0);
+  free(t0);
+  sh_lir_free(k);
+  /* inside for r: y[b, ..] is rewritten by every r: the block is r's too */
+  k = scratch_kernel(ctx, true);
+  REQUIRE(k);
+  t0 = text(ctx, k);
+  CHECK_STATUS(ctx, sh_sched_contract_ragged(k, sh_lir_find_buffer(k, "y"), sh_lir_find_loop(k, "b")),
+               SHEAF_ERR_INVALID_ARG);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "its block is shared by the iterations of loop r");
+  t1 = text(ctx, k);
+  CHECK_EQ_STR(t1, t0);
+  free(t0), free(t1);
   sh_lir_free(k);
 }

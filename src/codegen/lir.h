@@ -70,6 +70,8 @@ typedef struct sh_lir_bufinfo {
   uint8_t dtype, role, layout, access;
   bool weight;  /* an input passed once per weight version: may be packed */
   bool inlined; /* a temporary removed by compute_inline: never allocated */
+  bool scratch; /* an OUT that is the caller's scratch (a ragged temporary of the notation): its
+                   values are not read after the call */
   bool scoped;  /* a temporary allocated by its alloc statement (sized when that runs) instead
                    of for the whole call */
   int rank;

@@ -179,6 +179,18 @@ sheaf_status sh_sched_cache_read(sh_lir_kernel *k, sh_lir_buf b, sh_lir_stmt at,
  * parallel loop, not inside a vector or unrolled loop. out (may be NULL)
  * gets P, the copy nest and its loops (outermost first). */
 sheaf_status sh_sched_cache_read_ragged(sh_lir_kernel *k, sh_lir_buf b, sh_lir_stmt at, sh_sched_read *out);
+/* Storage contraction of a ragged scratch temporary T (an OUT the
+ * lowering marked scratch: the caller's, not read after the call) to a
+ * dense scoped temporary per run of loop `at` (sched_read_ragged.c):
+ * every access of T is under `at`, indexed alike at its fixed dimensions
+ * (as cache_read_ragged's), which hold the variables of `at` and of every
+ * loop around it (each run owns its block); T[fixed, c..] becomes
+ * P[c..], P sized by the other dimensions' extents (a ragged one: the
+ * sequence's length) and allocated around `at` (or its body, when `at` is
+ * parallel or the extents use its variable): the multi-head attention's
+ * scores, exps, maxima and sums per (sequence, head), its products per
+ * sequence, reused from one to the next instead of spread over the call. */
+sheaf_status sh_sched_contract_ragged(sh_lir_kernel *k, sh_lir_buf T, sh_lir_stmt at);
 
 /* The default schedule for `isa` (vector width 16 / 8 / 1): pointwise
  * temporaries inlined; GEMM-like nests register-tiled (mr × nr tile in
@@ -214,6 +226,9 @@ typedef struct sh_sched_opts {
                     blocks x column panels), -1: not; 0: the default (not: a knob for the tuner) */
   int prefetch_c; /* GEMM: 1: each tile starts by prefetching the lines its write-back stores
                       (for writing), -1: not; 0: the default (not: a knob for the tuner) */
+  int pack_rows;  /* ragged nests: 1: an input read per head, its rows strided by the other
+                     heads, is copied dense per head (sh_sched_cache_read_ragged); 0, -1: not,
+                     the default (measured no faster: docs/CODEGEN.md) */
 } sh_sched_opts;
 sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sched_opts *opts);
 

@@ -1058,12 +1058,18 @@ static bool strided_in(const sh_lir_kernel *k, sh_lir_stmt s, sh_lir_buf b, sh_l
   return false;
 }
 
-/* A ragged input read inside a serial loop directly in a parallel ragged
- * nest, that loop's variable indexing one of its middle dimensions (the
- * multi-head attention's q, k, v(b, j, h, d) inside the loop over heads:
- * a head's rows H·D floats apart, on few L1 sets), is read through a
- * dense copy made per iteration (cache_read_ragged: rows D apart). */
-static void pack_strided_rows(sh_lir_kernel *k, int w) {
+/* In a parallel ragged nest (the attention, fused per sequence): each
+ * ragged scratch temporary (scores, exps, maxima, sums, products) lives in
+ * a block per run of a serial loop directly in it (per head), else per
+ * sequence (contract_ragged: reused from one run to the next, in cache,
+ * where the notation's ragged temporaries spread over the whole call: 4
+ * heads' scores and exps of 64 WikiText-2 sequences are 2 MB). With
+ * sh_sched_opts.pack_rows, a ragged input read inside such a loop whose
+ * variable indexes one of its middle dimensions (q, k, v(b, j, h, d)
+ * inside the loop over heads: a head's rows H·D floats apart) is also read
+ * through a dense copy per run (cache_read_ragged: rows D apart; measured
+ * no faster: docs/CODEGEN.md, a knob). */
+static void ragged_blocks(sh_lir_kernel *k, int w, bool pack) {
   sh_lir_stmt tops[256];
   int n = 0;
   for (sh_lir_stmt t = k->st[k->root].body; t >= 0 && n < 256; t = k->st[t].next) tops[n++] = t;
@@ -1071,7 +1077,8 @@ static void pack_strided_rows(sh_lir_kernel *k, int w) {
     sh_lir_stmt t = tops[i];
     if (k->st[t].kind != SH_LIR_S_LOOP || k->st[t].annot != SH_LIR_PARALLEL || !ragged_extents(k, t)) continue;
     for (sh_lir_stmt at = k->st[t].body; at >= 0 && !k->err; at = k->st[at].next) {
-      if (k->st[at].kind != SH_LIR_S_LOOP || k->st[at].annot != SH_LIR_SERIAL || has_load(k, k->st[at].ext))
+      if (!pack || k->st[at].kind != SH_LIR_S_LOOP || k->st[at].annot != SH_LIR_SERIAL ||
+          has_load(k, k->st[at].ext))
         continue;
       for (sh_lir_buf b = 0; b < k->n_bufs; b++) {
         const sh_lir_bufinfo *bi = &k->bufs[b];
@@ -1085,6 +1092,20 @@ static void pack_strided_rows(sh_lir_kernel *k, int w) {
         }
         if (w > 1 && rd.n > 0) vectorize_loop(k, rd.loops[rd.n - 1], w, 0);
       }
+    }
+    /* the scratch temporaries per run of such a loop, else per sequence */
+    for (sh_lir_buf b = 0; b < k->n_bufs && !k->err; b++) {
+      if (!k->bufs[b].scratch || k->bufs[b].layout != SH_LIR_LAYOUT_RAGGED) continue;
+      bool done = false;
+      for (sh_lir_stmt at = k->st[t].body; at >= 0 && !done; at = k->st[at].next) {
+        sh_lir_stmt L = at;
+        while (L >= 0 && k->st[L].kind == SH_LIR_S_ALLOC) L = k->st[L].body; /* inside a copy's alloc */
+        if (L < 0 || k->st[L].kind != SH_LIR_S_LOOP || k->st[L].annot != SH_LIR_SERIAL) continue;
+        sheaf_status saved = k->err;
+        if (!(done = sh_sched_contract_ragged(k, b, L) == SHEAF_OK)) k->err = saved;
+      }
+      sheaf_status saved = k->err;
+      if (!done && sh_sched_contract_ragged(k, b, t)) k->err = saved;
     }
   }
 }
@@ -1127,7 +1148,7 @@ sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sch
     sched_nest(k, tops[i], w, opts);
   }
   if (k->err) return k->err;
-  pack_strided_rows(k, w);
+  ragged_blocks(k, w, opts->pack_rows > 0);
   if (k->err) return k->err;
   /* 5. per-row values (a reciprocal, an rsqrt) out of the element loops */
   if ((st = sh_sched_hoist(k, k->root, NULL))) return st;

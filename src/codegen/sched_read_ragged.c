@@ -54,11 +54,21 @@ static bool fixed_expr(const sh_lir_kernel *k, sh_lir_expr e, sh_lir_stmt at) {
 typedef struct rr_scan {
   sh_lir_buf b;
   sh_lir_stmt at;
-  sh_lir_expr first; /* the first load found */
+  int32_t first; /* the index list of the first access found (in the list pool), or -1 */
   int count;
-  uint32_t varies;   /* dims whose index differs between loads or is not fixed */
-  bool prefetch;
+  uint32_t varies; /* dims whose index differs between accesses or is not fixed */
+  bool prefetch, stores;
 } rr_scan;
+
+/* An access of r->b at index list `list`. */
+static void note(const sh_lir_kernel *k, int32_t list, int n, rr_scan *r) {
+  r->count++;
+  if (r->first < 0) r->first = list;
+  for (int d = 0; d < n; d++) {
+    sh_lir_expr i = k->list[list + d];
+    if (!fixed_expr(k, i, r->at) || !sh_lir_expr_eq(k, i, k->list[r->first + d])) r->varies |= 1u << d;
+  }
+}
 
 static void scan_expr(const sh_lir_kernel *k, sh_lir_expr e, rr_scan *r) {
   if (e < 0) return;
@@ -66,14 +76,7 @@ static void scan_expr(const sh_lir_kernel *k, sh_lir_expr e, rr_scan *r) {
   switch ((sh_lir_ekind)x->kind) {
   case SH_LIR_E_LOAD: {
     for (int d = 0; d < x->n; d++) scan_expr(k, k->list[x->b + d], r);
-    if (x->a != r->b) return;
-    r->count++;
-    if (r->first < 0) r->first = e;
-    const sh_lir_enode *f = &k->ex[r->first];
-    for (int d = 0; d < x->n; d++) {
-      sh_lir_expr i = k->list[x->b + d];
-      if (!fixed_expr(k, i, r->at) || !sh_lir_expr_eq(k, i, k->list[f->b + d])) r->varies |= 1u << d;
-    }
+    if (x->a == r->b) note(k, x->b, x->n, r);
     return;
   }
   case SH_LIR_E_BIN: scan_expr(k, x->a, r), scan_expr(k, x->b, r); return;
@@ -93,6 +96,10 @@ static void scan_stmts(const sh_lir_kernel *k, sh_lir_stmt s, rr_scan *r) {
     case SH_LIR_S_STORE:
       for (int d = 0; d < x->nidx; d++) scan_expr(k, k->list[x->idx + d], r);
       scan_expr(k, x->val, r);
+      if (x->buf == r->b) {
+        r->stores = true;
+        note(k, x->idx, x->nidx, r);
+      }
       break;
     case SH_LIR_S_PREFETCH: r->prefetch |= x->buf == r->b; break;
     default: break;
@@ -151,6 +158,15 @@ static void redirect_stmts(sh_lir_kernel *k, sh_lir_stmt s, const rr_map *m) {
     /* (integer expressions, extents and indices, read no f32 buffer) */
     if (k->st[s].kind == SH_LIR_S_IF) k->st[s].cond = redirect(k, k->st[s].cond, m);
     if (k->st[s].kind == SH_LIR_S_STORE) k->st[s].val = redirect(k, k->st[s].val, m);
+    if (k->st[s].kind == SH_LIR_S_STORE && k->st[s].buf == m->b) { /* a contracted temporary's store */
+      sh_lir_expr pidx[SH_LIR_MAX_RANK];
+      int n = 0;
+      for (int d = 0; d < k->st[s].nidx; d++)
+        if (m->copied & (1u << d)) pidx[n++] = k->list[k->st[s].idx + d];
+      int32_t list = sh_lir_new_list(k, n, pidx);
+      if (list < 0) return;
+      k->st[s].buf = m->P, k->st[s].idx = list, k->st[s].nidx = n;
+    }
     redirect_stmts(k, k->st[s].body, m);
     if (k->st[s].kind == SH_LIR_S_IF && k->st[s].els >= 0) redirect_stmts(k, k->st[s].els, m);
   }
@@ -169,7 +185,7 @@ sheaf_status sh_sched_cache_read_ragged(sh_lir_kernel *k, sh_lir_buf b, sh_lir_s
   for (sh_lir_stmt p = k->st[at].parent; p >= 0; p = k->st[p].parent)
     if (k->st[p].kind == SH_LIR_S_LOOP && (k->st[p].annot == SH_LIR_VECTOR || k->st[p].annot == SH_LIR_UNROLL))
       return sh_sched_err(k, "cache_read_ragged of %s at loop %s: inside a vector or unrolled loop", bi->name, atn);
-  rr_scan r = {.b = b, .at = at, .first = SH_LIR_NONE};
+  rr_scan r = {.b = b, .at = at, .first = -1};
   scan_stmts(k, k->st[at].body, &r);
   if (r.prefetch) return sh_sched_err(k, "cache_read_ragged of %s at loop %s: a prefetch of it inside", bi->name, atn);
   if (r.count == 0) return sh_sched_err(k, "cache_read_ragged of %s at loop %s: no load of it inside", bi->name, atn);
@@ -178,8 +194,7 @@ sheaf_status sh_sched_cache_read_ragged(sh_lir_kernel *k, sh_lir_buf b, sh_lir_s
   uint32_t all = (1u << bi->rank) - 1, copied = r.varies & all;
   if (copied == 0)
     return sh_sched_err(k, "cache_read_ragged of %s at loop %s: every index is fixed (nothing to copy)", bi->name, atn);
-  const sh_lir_enode ld = k->ex[r.first];
-  sh_lir_expr seq = k->list[ld.b];
+  sh_lir_expr seq = k->list[r.first];
 
   /* P: the copied dims, a ragged one at the sequence's length */
   sh_lir_expr dims[SH_LIR_MAX_RANK];
@@ -207,7 +222,7 @@ sheaf_status sh_sched_cache_read_ragged(sh_lir_kernel *k, sh_lir_buf b, sh_lir_s
   sh_sched_read rd = {.n = 0};
   for (int d = 0; d < bi->rank; d++) {
     if (!(copied & (1u << d))) {
-      src[d] = k->list[ld.b + d];
+      src[d] = k->list[r.first + d];
       continue;
     }
     sh_lir_stmt c = sh_lir_new_stmt(k, SH_LIR_S_LOOP);
@@ -246,6 +261,76 @@ sheaf_status sh_sched_cache_read_ragged(sh_lir_kernel *k, sh_lir_buf b, sh_lir_s
     rd.buf = P;
     rd.copy = first;
     *out = rd;
+  }
+  return k->err;
+}
+
+sheaf_status sh_sched_contract_ragged(sh_lir_kernel *k, sh_lir_buf T, sh_lir_stmt at) {
+  if (k->err) return k->err;
+  if (T < 0 || T >= k->n_bufs) return sh_sched_err(k, "contract_ragged: buffer %d does not exist", (int)T);
+  const sh_lir_bufinfo *bi = &k->bufs[T];
+  if (bi->role != SH_LIR_OUT || !bi->scratch || bi->layout != SH_LIR_LAYOUT_RAGGED || bi->dtype != SH_LIR_F32 ||
+      bi->access != SH_LIR_ACCESS_DENSE)
+    return sh_sched_err(k, "contract_ragged of %s: not a ragged f32 scratch temporary", bi->name);
+  if (!sh_sched_is_loop(k, at) || k->st[at].annot == SH_LIR_VECTOR || k->st[at].annot == SH_LIR_UNROLL)
+    return sh_sched_err(k, "contract_ragged of %s: the place is not a serial or parallel loop", bi->name);
+  const char *atn = k->vars[k->st[at].var].name;
+  for (sh_lir_stmt p = k->st[at].parent; p >= 0; p = k->st[p].parent)
+    if (k->st[p].kind == SH_LIR_S_LOOP && (k->st[p].annot == SH_LIR_VECTOR || k->st[p].annot == SH_LIR_UNROLL))
+      return sh_sched_err(k, "contract_ragged of %s at loop %s: inside a vector or unrolled loop", bi->name, atn);
+  rr_scan r = {.b = T, .at = at, .first = -1}, all = {.b = T, .at = at, .first = -1};
+  scan_stmts(k, k->st[at].body, &r);
+  scan_stmts(k, k->st[k->root].body, &all);
+  if (r.count == 0) return sh_sched_err(k, "contract_ragged of %s at loop %s: no access of it inside", bi->name, atn);
+  if (all.count != r.count)
+    return sh_sched_err(k, "contract_ragged of %s at loop %s: accessed outside the loop", bi->name, atn);
+  if (r.varies & 1u)
+    return sh_sched_err(k, "contract_ragged of %s at loop %s: its sequence index varies inside", bi->name, atn);
+  uint32_t copied = r.varies & ((1u << bi->rank) - 1);
+  if (copied == 0) return sh_sched_err(k, "contract_ragged of %s at loop %s: every index is fixed", bi->name, atn);
+  /* each run of the loop's body owns its block: the fixed indices hold the
+   * variable of `at` and of every loop around it (no value flows from one
+   * iteration to another through T) */
+  for (sh_lir_stmt p = at; p >= 0; p = k->st[p].parent) {
+    if (k->st[p].kind != SH_LIR_S_LOOP) continue;
+    bool owned = false;
+    for (int d = 0; d < bi->rank; d++) {
+      const sh_lir_enode *x = &k->ex[k->list[r.first + d]];
+      owned |= !(copied & (1u << d)) && x->kind == SH_LIR_E_VAR && x->a == k->st[p].var;
+    }
+    if (!owned)
+      return sh_sched_err(k, "contract_ragged of %s at loop %s: its block is shared by the iterations of loop %s",
+                          bi->name, atn, k->vars[k->st[p].var].name);
+  }
+  sh_lir_expr seq = k->list[r.first], dims[SH_LIR_MAX_RANK];
+  int n = 0;
+  bool per_iter = k->st[at].annot == SH_LIR_PARALLEL;
+  for (int d = 0; d < bi->rank; d++) {
+    if (!(copied & (1u << d))) continue;
+    dims[n] = (bi->ragged_mask & (1u << d)) ? sh_lir_load1(k, bi->lengths, seq) : bi->dims[d];
+    per_iter = per_iter || sh_lir_uses_var(k, dims[n], k->st[at].var);
+    n++;
+  }
+  char name[96];
+  snprintf(name, sizeof name, "%s_blk", bi->name);
+  for (int s = 2; sh_lir_find_buffer(k, name) >= 0 && s < 1000; s++) snprintf(name, sizeof name, "%s_blk%d", bi->name, s);
+  sh_lir_buf P = sh_lir_buffer(k, name, SH_LIR_F32, SH_LIR_TEMP, n, dims);
+  if (P < 0 || sh_lir_buffer_scoped(k, P)) return k->err;
+  sh_lir_stmt alloc = sh_lir_new_stmt(k, SH_LIR_S_ALLOC);
+  if (alloc < 0) return k->err;
+  k->st[alloc].buf = P;
+  rr_map m = {.b = T, .P = P, .copied = copied};
+  redirect_stmts(k, k->st[at].body, &m);
+  if (per_iter) {
+    while (k->st[at].body >= 0) {
+      sh_lir_stmt c = k->st[at].body;
+      sh_lir_detach(k, c);
+      sh_lir_append(k, alloc, c);
+    }
+    sh_lir_append(k, at, alloc);
+  } else {
+    sh_lir_replace(k, at, alloc);
+    sh_lir_append(k, alloc, at);
   }
   return k->err;
 }
