@@ -361,6 +361,42 @@ TEST(codegen_read_ragged_c) {
   sh_buf_free(&src);
   sh_lir_free(k);
   lowered_free(ctx, &lw);
+
+  /* the default schedule with pack_rows (vectorized copies, the scratch
+   * blocks) at AVX2, where the host runs it */
+  if (sheaf_cpu_isa_host() < SHEAF_ISA_AVX2) return;
+  k = lower(ctx, &lw, "mha_rr_pack");
+  REQUIRE(k);
+  sh_buf_init(&src, ctx);
+  h = NULL;
+  if (CHECK_OK(ctx, sh_sched_default_opts(k, SHEAF_ISA_AVX2, &(sh_sched_opts){.pack_rows = 1})) &&
+      CHECK_OK(ctx, sh_lir_emit_c(k, &src))) {
+    const char *c = sh_buf_cstr(&src);
+    CHECK_CONTAINS(c, "float *restrict b_k_rr = (float *)sk_alloc(NULL, n_k_rr);");
+    CHECK_CONTAINS(c, "float *restrict b_s_blk = (float *)sk_alloc(NULL, n_s_blk);");
+    if (lir_cc_build(th_tmp_path(""), "mha_rr_pack", &c, 1, SHEAF_ISA_AVX2, NULL, 1, &h, err, sizeof err))
+      th_fail(__FILE__, __LINE__, "build: %s", err);
+  }
+  fn = h ? (entry_fn)dlsym(h, "mha_rr_pack") : NULL;
+  for (size_t c = 0; fn && c < SH_ARRAY_LEN(cases); c++) {
+    if (cases[c].lens == wiki && !have_wiki) continue;
+    problem p;
+    if (problem_make(ctx, &lw, k, cases[c].lens, cases[c].nb, cases[c].H, cases[c].D, 60 + c, &p)) {
+      sk_arg a[32];
+      for (int i = 0; i < p.n_args; i++) a[i] = (sk_arg){.data = p.args[i].data};
+      sk_abi abi;
+      sh_lir_abi_init(ctx, 2, &abi);
+      CHECK_EQ_INT(fn(&abi, p.sizes, a), 0);
+      char what[64];
+      snprintf(what, sizeof what, "pack_rows, AVX2, case %d", (int)c);
+      close_to(p.out, p.want, p.n, what);
+    }
+    problem_free(&p);
+  }
+  if (h) dlclose(h);
+  sh_buf_free(&src);
+  sh_lir_free(k);
+  lowered_free(ctx, &lw);
 }
 
 /* The default schedule keeps the multi-head attention's scratch

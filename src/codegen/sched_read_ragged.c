@@ -1,6 +1,11 @@
 /*
- * sched_read_ragged.c — cache_read of a ragged input
- * (sh_sched_cache_read_ragged): a dense packed copy of the slice of a
+ * sched_read_ragged.c — ragged tensors into scoped temporaries: cache_read
+ * of a ragged input and storage contraction of a ragged scratch
+ * temporary (sh_sched_contract_ragged, at the end: the same split of the
+ * dimensions into fixed and varying ones; T[fixed, c] becomes a block
+ * P[c] per run of the loop, no copy, when each run owns its block).
+ *
+ * cache_read_ragged (sh_sched_cache_read_ragged): a dense packed copy of the slice of a
  * ragged input that the body of a loop reads, made at the top of each of
  * its iterations (CoRa's per-sequence staging; the hand attention kernel's
  * packed K and V). The multi-head attention reads k(b, j, h, d) for one
