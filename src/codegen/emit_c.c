@@ -297,7 +297,43 @@ static void if_scalar(em *E, sh_lir_stmt s) {
 
 /* -------------------------------------------------------------- loops */
 
-static void prologue(em *E, bool task);
+static void prologue(em *E, sh_lir_stmt task);
+
+/* Temporary b exists at statement s: not scoped, or inside its alloc. */
+static bool temp_at(const sh_lir_kernel *k, sh_lir_buf b, sh_lir_stmt s) {
+  if (k->bufs[b].role != SH_LIR_TEMP || k->bufs[b].inlined) return false;
+  if (!k->bufs[b].scoped) return true;
+  for (sh_lir_stmt p = s; p >= 0; p = k->st[p].parent)
+    if (k->st[p].kind == SH_LIR_S_ALLOC && k->st[p].buf == b) return true;
+  return false;
+}
+
+/* The frees before a failure return at s: the scoped temporaries whose
+ * allocs are around s (in a task: those inside it) and, in the entry, the
+ * call's temporaries. */
+static void frees_at(em *E, sh_lir_stmt s, sh_buf *out) {
+  sh_lir_kernel *k = E->k;
+  for (sh_lir_stmt p = k->st[s].parent; p >= 0; p = k->st[p].parent) {
+    if (E->in_task && k->st[p].kind == SH_LIR_S_LOOP && k->st[p].annot == SH_LIR_PARALLEL) break;
+    if (k->st[p].kind == SH_LIR_S_ALLOC && k->bufs[k->st[p].buf].scoped)
+      sh_buf_printf(out, " sk_free(%s, b_%s, n_%s);", E->in_task ? "NULL" : "abi", k->bufs[k->st[p].buf].name,
+                    k->bufs[k->st[p].buf].name);
+  }
+  if (!E->in_task)
+    for (int32_t b = 0; b < k->n_bufs; b++)
+      if (k->bufs[b].role == SH_LIR_TEMP && !k->bufs[b].inlined && !k->bufs[b].scoped)
+        sh_buf_printf(out, " sk_free(abi, b_%s, n_%s);", k->bufs[b].name, k->bufs[b].name);
+}
+
+/* s holds the alloc of a scoped temporary. */
+static bool has_scoped(const sh_lir_kernel *k, sh_lir_stmt s) {
+  for (sh_lir_stmt c = k->st[s].body; c >= 0; c = k->st[c].next) {
+    if (k->st[c].kind == SH_LIR_S_ALLOC && k->bufs[k->st[c].buf].scoped) return true;
+    if (has_scoped(k, c) || (k->st[c].kind == SH_LIR_S_IF && k->st[c].els >= 0 && has_scoped(k, k->st[c].els)))
+      return true;
+  }
+  return false;
+}
 
 static void loop_parallel(em *E, sh_lir_stmt s, const char *ext) {
   sh_lir_kernel *k = E->k;
@@ -316,7 +352,7 @@ static void loop_parallel(em *E, sh_lir_stmt s, const char *ext) {
   sh_em_line(E, "const int64_t *sizes = cap_->sizes;");
   sh_em_line(E, "const sk_arg *args = cap_->args;");
   sh_em_line(E, "(void)abi; (void)sizes; (void)args; (void)tid_;");
-  prologue(E, true);
+  prologue(E, s);
   for (int i = 0; i < E->n_live; i++)
     sh_em_line(E, "const int64_t v_%s = cap_->v_%s;", vname(E, E->live[i]), vname(E, E->live[i]));
   sh_em_line(E, "const int64_t v_%s = task_;", vname(E, n.var));
@@ -331,10 +367,12 @@ static void loop_parallel(em *E, sh_lir_stmt s, const char *ext) {
   sh_buf_printf(t, "typedef struct %s_cap%d {\n  const sk_abi *abi;\n  const int64_t *sizes;\n"
                    "  const sk_arg *args;\n", k->name, id);
   for (int32_t b = 0; b < k->n_bufs; b++)
-    if (k->bufs[b].role == SH_LIR_TEMP && !k->bufs[b].inlined)
+    if (temp_at(k, b, s))
       sh_buf_printf(t, "  %s *b_%s;\n", k->bufs[b].dtype == SH_LIR_F32 ? "float" : "int32_t",
                     k->bufs[b].name);
   for (int i = 0; i < E->n_live; i++) sh_buf_printf(t, "  int64_t v_%s;\n", vname(E, E->live[i]));
+  bool fails = has_scoped(k, s); /* a task's allocation may fail */
+  if (fails) sh_buf_puts(t, "  int *fail_;\n");
   sh_buf_printf(t, "} %s_cap%d;\n\nstatic void %s_task%d(void *arg_, int64_t task_, int tid_) {\n",
                 k->name, id, k->name, id);
   sh_buf_put(t, body.data, body.len);
@@ -347,11 +385,21 @@ static void loop_parallel(em *E, sh_lir_stmt s, const char *ext) {
   sh_buf_init(&init, k->ctx);
   sh_buf_puts(&init, "abi, sizes, args");
   for (int32_t b = 0; b < k->n_bufs; b++)
-    if (k->bufs[b].role == SH_LIR_TEMP && !k->bufs[b].inlined)
-      sh_buf_printf(&init, ", b_%s", k->bufs[b].name);
+    if (temp_at(k, b, s)) sh_buf_printf(&init, ", b_%s", k->bufs[b].name);
   for (int i = 0; i < E->n_live; i++) sh_buf_printf(&init, ", v_%s", vname(E, E->live[i]));
+  if (fails) {
+    sh_em_line(E, "int fail_ = 0;");
+    sh_buf_puts(&init, ", &fail_");
+  }
   sh_em_line(E, "%s_cap%d cap_ = {%s};", k->name, id, sh_buf_cstr(&init));
   sh_em_line(E, "sk_parallel(abi, %s, %s_task%d, &cap_);", ext, k->name, id);
+  if (fails) {
+    sh_buf frees;
+    sh_buf_init(&frees, k->ctx);
+    frees_at(E, s, &frees);
+    sh_em_line(E, "if (__atomic_load_n(&fail_, __ATOMIC_RELAXED)) {%s return 1; }", sh_buf_cstr(&frees));
+    sh_buf_free(&frees);
+  }
   sh_buf_free(&init);
   E->indent--;
   sh_em_line(E, "}");
@@ -492,10 +540,45 @@ static void loop(em *E, sh_lir_stmt s) {
   sh_em_line(E, "}");
 }
 
+/* A scoped temporary: allocated here, sized as its dims say now, freed at
+ * the end of its alloc. In the entry from the call's allocator (a failure
+ * frees what is allocated and fails the call); in a task (the allocator
+ * serves the calling thread only) from the C heap, a failure flagged for
+ * the entry to fail the call after the parallel loop. */
+static void alloc_scoped(em *E, sh_lir_stmt s) {
+  sh_lir_kernel *k = E->k;
+  sh_lir_buf b = k->st[s].buf;
+  const sh_lir_bufinfo *bi = &k->bufs[b];
+  const char *ty = bi->dtype == SH_LIR_F32 ? "float" : "int32_t", *A = E->in_task ? "NULL" : "abi";
+  sh_buf t, frees;
+  sh_buf_init(&t, k->ctx);
+  sh_buf_init(&frees, k->ctx);
+  sh_em_int(E, sh_lir_storage_size(k, b), &t);
+  frees_at(E, s, &frees);
+  sh_em_line(E, "{");
+  E->indent++;
+  sh_em_line(E, "const size_t n_%s = (size_t)(%s) * sizeof(%s);", bi->name, sh_buf_cstr(&t), ty);
+  sh_em_line(E, "%s *restrict b_%s = (%s *)sk_alloc(%s, n_%s);", ty, bi->name, ty, A, bi->name);
+  if (E->in_task)
+    sh_em_line(E, "if (!b_%s) {%s __atomic_store_n(cap_->fail_, 1, __ATOMIC_RELAXED); return; }", bi->name,
+               sh_buf_cstr(&frees));
+  else sh_em_line(E, "if (!b_%s) {%s return 1; }", bi->name, sh_buf_cstr(&frees));
+  sh_buf_free(&t);
+  sh_buf_free(&frees);
+  stmts(E, k->st[s].body);
+  sh_em_line(E, "sk_free(%s, b_%s, n_%s);", A, bi->name, bi->name);
+  E->indent--;
+  sh_em_line(E, "}");
+}
+
 static void alloc(em *E, sh_lir_stmt s) {
   sh_lir_kernel *k = E->k;
   sh_lir_buf b = k->st[s].buf;
   const sh_lir_bufinfo *bi = &k->bufs[b];
+  if (bi->scoped) {
+    alloc_scoped(E, s);
+    return;
+  }
   int64_t total = 1, c;
   for (int d = 0; d < bi->rank; d++) {
     sh_lir_is_const(k, bi->dims[d], &c);
@@ -571,7 +654,8 @@ static void stmts(em *E, sh_lir_stmt s) {
 
 /* ---------------------------------------------------------- functions */
 
-static void prologue(em *E, bool task) {
+/* task: the parallel loop being outlined, or SH_LIR_NONE (the entry). */
+static void prologue(em *E, sh_lir_stmt task) {
   sh_lir_kernel *k = E->k;
   for (int32_t i = 0; i < k->n_syms; i++)
     sh_em_line(E, "const int64_t s_%s = sizes[%d]; (void)s_%s;", k->syms[i], (int)i, k->syms[i]);
@@ -590,14 +674,14 @@ static void prologue(em *E, bool task) {
       if (bi->access == SH_LIR_ACCESS_LD)
         sh_em_line(E, "const int64_t ld_%s = args[%d].ld; (void)ld_%s;", bi->name, a, bi->name);
       a++;
-    } else if (bi->role == SH_LIR_TEMP && !bi->inlined && task && bi->per_task) {
+    } else if (task >= 0 && temp_at(k, b, task) && bi->per_task) {
       sh_buf t; /* this thread's copy */
       sh_buf_init(&t, k->ctx);
       sh_em_int(E, sh_lir_storage_size(k, b), &t);
       sh_em_line(E, "%s *restrict b_%s = cap_->b_%s + (size_t)tid_ * (size_t)(%s); (void)b_%s;", ty, bi->name,
                  bi->name, sh_buf_cstr(&t), bi->name);
       sh_buf_free(&t);
-    } else if (bi->role == SH_LIR_TEMP && !bi->inlined && task) {
+    } else if (task >= 0 && temp_at(k, b, task)) {
       sh_em_line(E, "%s *restrict b_%s = cap_->b_%s; (void)b_%s;", ty, bi->name, bi->name, bi->name);
     }
   }
@@ -607,11 +691,11 @@ static void entry(em *E) {
   sh_lir_kernel *k = E->k;
   sh_em_line(E, "int %s(const sk_abi *abi, const int64_t *sizes, const sk_arg *args) {", k->name);
   E->indent = 1;
-  prologue(E, false);
+  prologue(E, SH_LIR_NONE);
   int n_temps = 0;
   for (int32_t b = 0; b < k->n_bufs; b++) {
     const sh_lir_bufinfo *bi = &k->bufs[b];
-    if (bi->role != SH_LIR_TEMP || bi->inlined) continue;
+    if (bi->role != SH_LIR_TEMP || bi->inlined || bi->scoped) continue;
     sh_buf t;
     sh_buf_init(&t, k->ctx);
     sh_em_int(E, sh_lir_storage_size(k, b), &t);
@@ -626,7 +710,7 @@ static void entry(em *E) {
     sh_buf frees;
     sh_buf_init(&frees, k->ctx);
     for (int32_t p = 0; p < b; p++)
-      if (k->bufs[p].role == SH_LIR_TEMP && !k->bufs[p].inlined)
+      if (k->bufs[p].role == SH_LIR_TEMP && !k->bufs[p].inlined && !k->bufs[p].scoped)
         sh_buf_printf(&frees, " sk_free(abi, b_%s, n_%s);", k->bufs[p].name, k->bufs[p].name);
     sh_em_line(E, "if (!b_%s) {%s return 1; }", bi->name, sh_buf_cstr(&frees));
     sh_buf_free(&frees);
@@ -634,7 +718,7 @@ static void entry(em *E) {
   }
   stmts(E, k->st[k->root].body);
   for (int32_t b = k->n_bufs - 1; b >= 0; b--)
-    if (k->bufs[b].role == SH_LIR_TEMP && !k->bufs[b].inlined)
+    if (k->bufs[b].role == SH_LIR_TEMP && !k->bufs[b].inlined && !k->bufs[b].scoped)
       sh_em_line(E, "sk_free(abi, b_%s, n_%s);", k->bufs[b].name, k->bufs[b].name);
   sh_em_line(E, "(void)abi;");
   sh_em_line(E, "return 0;");

@@ -225,6 +225,15 @@ sheaf_status sh_lir_buffer_weight(sh_lir_kernel *k, sh_lir_buf b) {
   return SHEAF_OK;
 }
 
+sheaf_status sh_lir_buffer_scoped(sh_lir_kernel *k, sh_lir_buf b) {
+  if (!buf_ok(k, b, "scoped")) return k->err ? k->err : SHEAF_ERR_INVALID_ARG;
+  if (k->bufs[b].role != SH_LIR_TEMP || k->bufs[b].layout != SH_LIR_LAYOUT_DENSE)
+    return sh_lir_fail(k, SHEAF_ERR_INVALID_ARG, "kernel %s: buffer %s: only dense temporaries are scoped",
+                       k->name, k->bufs[b].name);
+  k->bufs[b].scoped = true;
+  return SHEAF_OK;
+}
+
 /* -------------------------------------------------------- expressions */
 
 static sh_lir_expr new_ex(sh_lir_kernel *k, sh_lir_ekind kind, uint8_t op, sh_lir_dtype dt,
@@ -655,7 +664,7 @@ sh_lir_stmt sh_lir_else(sh_lir_kernel *k, sh_lir_stmt if_stmt) {
 
 sh_lir_stmt sh_lir_alloc(sh_lir_kernel *k, sh_lir_stmt parent, sh_lir_buf b) {
   if (!parent_ok(k, parent) || !buf_ok(k, b, "alloc")) return SH_LIR_NONE;
-  if (k->bufs[b].role != SH_LIR_LOCAL) {
+  if (k->bufs[b].role != SH_LIR_LOCAL && !k->bufs[b].scoped) {
     sh_lir_fail(k, SHEAF_ERR_INVALID_ARG, "kernel %s: alloc of %s, which is not a local buffer",
                 k->name, k->bufs[b].name);
     return SH_LIR_NONE;
@@ -1034,6 +1043,8 @@ typedef struct vctx {
   int n_bound;
   sh_lir_buf locals[64];
   int n_locals;
+  sh_lir_buf scoped[64]; /* scoped temporaries in scope (visible inside parallel loops too) */
+  int n_scoped;
   int in_vector, in_parallel;
   uint8_t *seen_var; /* each variable bound by one loop */
 } vctx;
@@ -1048,6 +1059,14 @@ static sheaf_status vfail(vctx *v, sh_lir_stmt s, const char *msg, const char *n
 static bool local_in_scope(const vctx *v, sh_lir_buf b) {
   for (int i = 0; i < v->n_locals; i++)
     if (v->locals[i] == b) return true;
+  return false;
+}
+
+/* b is not a scoped temporary, or one whose alloc is around. */
+static bool scoped_ok(const vctx *v, sh_lir_buf b) {
+  if (!v->k->bufs[b].scoped) return true;
+  for (int i = 0; i < v->n_scoped; i++)
+    if (v->scoped[i] == b) return true;
   return false;
 }
 
@@ -1077,6 +1096,7 @@ static sheaf_status vexpr(vctx *v, sh_lir_stmt s, sh_lir_expr e) {
     if (bi->inlined) return vfail(v, s, "reads inlined buffer", bi->name);
     if (bi->role == SH_LIR_LOCAL && !local_in_scope(v, x->a))
       return vfail(v, s, "reads a local outside its alloc:", bi->name);
+    if (!scoped_ok(v, x->a)) return vfail(v, s, "reads a scoped temporary outside its alloc:", bi->name);
     if (x->n != bi->rank) return vfail(v, s, "wrong index count for", bi->name);
     for (int i = 0; i < x->n; i++) {
       sheaf_status st = vexpr(v, s, k->list[x->b + i]);
@@ -1153,6 +1173,16 @@ static sheaf_status vstmt(vctx *v, sh_lir_stmt s) {
     }
     return SHEAF_OK;
   case SH_LIR_S_ALLOC: {
+    if (k->bufs[n->buf].scoped) {
+      if (v->in_vector) return vfail(v, s, "a scoped temporary inside a vector loop", NULL);
+      if (v->n_scoped >= (int)SH_ARRAY_LEN(v->scoped)) return vfail(v, s, "too many scoped temporaries", NULL);
+      for (int d = 0; d < k->bufs[n->buf].rank; d++)
+        if ((st = vexpr(v, s, k->bufs[n->buf].dims[d]))) return st;
+      v->scoped[v->n_scoped++] = n->buf;
+      st = vstmts(v, n->body, s);
+      v->n_scoped--;
+      return st;
+    }
     if (v->n_locals >= (int)SH_ARRAY_LEN(v->locals)) return vfail(v, s, "too many locals", NULL);
     if (k->bufs[n->buf].role != SH_LIR_LOCAL) return vfail(v, s, "not a local buffer", NULL);
     v->locals[v->n_locals++] = n->buf;
@@ -1166,6 +1196,7 @@ static sheaf_status vstmt(vctx *v, sh_lir_stmt s) {
     if (bi->inlined) return vfail(v, s, "stores to an inlined buffer", NULL);
     if (bi->role == SH_LIR_LOCAL && !local_in_scope(v, n->buf))
       return vfail(v, s, "stores to a local outside its alloc", NULL);
+    if (!scoped_ok(v, n->buf)) return vfail(v, s, "stores to a scoped temporary outside its alloc", NULL);
     if (n->nidx != bi->rank) return vfail(v, s, "wrong index count", NULL);
     for (int i = 0; i < n->nidx; i++)
       if ((st = vexpr(v, s, k->list[n->idx + i]))) return st;

@@ -72,6 +72,10 @@ typedef struct sh_lir_bufinfo {
   bool inlined; /* a temporary removed by compute_inline: never allocated */
   bool per_task; /* a temporary with one copy per pool thread (sh_sched_shrink): a parallel
                     loop's task uses its thread's copy */
+  bool scratch; /* an OUT that is the caller's scratch (a ragged temporary of the notation): its
+                   values are not read after the call */
+  bool scoped;  /* a temporary allocated by its alloc statement (sized when that runs) instead
+                   of for the whole call */
   int rank;
   sh_lir_expr dims[SH_LIR_MAX_RANK]; /* SH_LIR_NONE for ragged dims */
   int64_t pad[SH_LIR_MAX_RANK];      /* storage extent rounded up to a multiple (1: none) */
@@ -228,6 +232,12 @@ sheaf_status sh_lir_buffer_ragged(sh_lir_kernel *k, sh_lir_buf b, uint32_t mask,
 sheaf_status sh_lir_buffer_access(sh_lir_kernel *k, sh_lir_buf b, sh_lir_access access);
 /* Marks an input as a weight (passed once per version: the default schedule may pack it). */
 sheaf_status sh_lir_buffer_weight(sh_lir_kernel *k, sh_lir_buf b);
+/* Marks a dense TEMP as scoped: it lives in an alloc statement (sh_lir_alloc),
+ * which sizes it from its dims when it runs (they may read i32 buffers and
+ * the variables of loops around it); not inside a vector loop. Inside a
+ * parallel loop each task allocates its own (emitted: the C heap; a failed
+ * allocation fails the call). */
+sheaf_status sh_lir_buffer_scoped(sh_lir_kernel *k, sh_lir_buf b);
 
 /* ------------------------------------------------------ expressions */
 
@@ -280,7 +290,7 @@ sh_lir_stmt sh_lir_prefetch(sh_lir_kernel *k, sh_lir_stmt parent, sh_lir_buf b, 
                             const sh_lir_expr *idx);
 /* The else block of an if (created on first use). */
 sh_lir_stmt sh_lir_else(sh_lir_kernel *k, sh_lir_stmt if_stmt);
-/* A scope for the LOCAL buffer b. */
+/* A scope for the LOCAL (or scoped TEMP) buffer b. */
 sh_lir_stmt sh_lir_alloc(sh_lir_kernel *k, sh_lir_stmt parent, sh_lir_buf b);
 
 static inline const sh_lir_snode *sh_lir_sn(const sh_lir_kernel *k, sh_lir_stmt s) {

@@ -361,7 +361,7 @@ sheaf_status sh_lir_run(sh_lir_kernel *k, const int64_t *sizes, const sh_lir_arg
     a++;
   }
   for (int32_t b = 0; b < k->n_bufs && !r.failed; b++)
-    if (k->bufs[b].role == SH_LIR_TEMP && !k->bufs[b].inlined) own_alloc(&r, b);
+    if (k->bufs[b].role == SH_LIR_TEMP && !k->bufs[b].inlined && !k->bufs[b].scoped) own_alloc(&r, b);
   if (!r.failed) exec(&r, k->root);
   for (int32_t b = 0; b < k->n_bufs; b++)
     if (r.bytes[b]) own_free(&r, b);

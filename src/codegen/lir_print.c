@@ -148,6 +148,7 @@ static void pbuf_decl(const sh_lir_kernel *k, sh_lir_buf b, sh_buf *out) {
   }
   if (bi->inlined) sh_buf_puts(out, " inlined");
   if (bi->per_task) sh_buf_puts(out, " per-task");
+  if (bi->scoped) sh_buf_puts(out, " scoped");
   sh_buf_putc(out, '\n');
 }
 

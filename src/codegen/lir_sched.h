@@ -167,6 +167,30 @@ typedef struct sh_sched_read {
 } sh_sched_read;
 sheaf_status sh_sched_cache_read(sh_lir_kernel *k, sh_lir_buf b, sh_lir_stmt at, int n, const sh_lir_stmt *loops,
                                  sh_sched_read *out);
+/* cache_read of a ragged input b (f32, dense access) at loop `at`
+ * (sched_read_ragged.c): the dimensions that every load of b under `at`
+ * indexes alike, by `at` and loops around it only, are fixed (dimension
+ * 0, the sequence, must be one); the others are copied whole (a ragged
+ * one up to the sequence's length) into a dense scoped temporary
+ * P[slot, copied dims..] at the top of each iteration of `at` (slot: the
+ * parallel loop at or around `at`; none without one; a ragged dimension
+ * allocated at the longest length, an i32 temporary computed before the
+ * nest), and every load of b under `at` reads P. `at` is a serial or
+ * parallel loop, not inside a vector or unrolled loop. out (may be NULL)
+ * gets P, the copy nest and its loops (outermost first). */
+sheaf_status sh_sched_cache_read_ragged(sh_lir_kernel *k, sh_lir_buf b, sh_lir_stmt at, sh_sched_read *out);
+/* Storage contraction of a ragged scratch temporary T (an OUT the
+ * lowering marked scratch: the caller's, not read after the call) to a
+ * dense scoped temporary per run of loop `at` (sched_read_ragged.c):
+ * every access of T is under `at`, indexed alike at its fixed dimensions
+ * (as cache_read_ragged's), which hold the variables of `at` and of every
+ * loop around it (each run owns its block); T[fixed, c..] becomes
+ * P[c..], P sized by the other dimensions' extents (a ragged one: the
+ * sequence's length) and allocated around `at` (or its body, when `at` is
+ * parallel or the extents use its variable): the multi-head attention's
+ * scores, exps, maxima and sums per (sequence, head), its products per
+ * sequence, reused from one to the next instead of spread over the call. */
+sheaf_status sh_sched_contract_ragged(sh_lir_kernel *k, sh_lir_buf T, sh_lir_stmt at);
 
 /* Row-block fusion (sched_rowblock.c; TVM's compute_at). `nest`, a serial
  * loop over E rows, directly follows the statement holding the serial
@@ -227,6 +251,9 @@ typedef struct sh_sched_opts {
                     the consumer run per block right after it (compute_at) and the product
                     kept for one block only (shrink); 0: the default (sched_default.c), -1:
                     not fused (the consumer after the whole GEMM) */
+  int pack_rows;  /* ragged nests: 1: an input read per head, its rows strided by the other
+                     heads, is copied dense per head (sh_sched_cache_read_ragged); 0, -1: not,
+                     the default (measured no faster: docs/CODEGEN.md) */
 } sh_sched_opts;
 sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sched_opts *opts);
 

@@ -293,6 +293,7 @@ sheaf_status sh_lower_kernel(sheaf_ctx *ctx, const sh_kernel *k, const char *nam
     const sh_ktensor *t = &k->tensors[i];
     if (t->ragged_outer < 0) continue;
     c.bufs[i] = make_buf(&c, t, t->name, SH_LIR_OUT);
+    if (c.bufs[i] >= 0) L->bufs[c.bufs[i]].scratch = true;
     scratch[n_scratch++] = i;
     ragged[n_ragged++] = i;
   }

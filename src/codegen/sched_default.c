@@ -1060,6 +1060,78 @@ static void fuse_nests(sh_lir_kernel *k, sh_lir_stmt parent) {
   }
 }
 
+/* A load of b under s at dimension d is exactly variable v (the head h of
+ * k(b, j, h, d)), d neither the first nor the last dimension. */
+static bool strided_by(const sh_lir_kernel *k, sh_lir_expr e, sh_lir_buf b, sh_lir_var v) {
+  const sh_lir_enode *x = &k->ex[e];
+  if (x->kind == SH_LIR_E_LOAD && x->a == b)
+    for (int d = 1; d + 1 < x->n; d++)
+      if (is_var(k, k->list[x->b + d], v)) return true;
+  if (x->kind == SH_LIR_E_BIN) return strided_by(k, x->a, b, v) || strided_by(k, x->b, b, v);
+  if (x->kind == SH_LIR_E_UN) return strided_by(k, x->a, b, v);
+  return false;
+}
+
+static bool strided_in(const sh_lir_kernel *k, sh_lir_stmt s, sh_lir_buf b, sh_lir_var v) {
+  for (; s >= 0; s = k->st[s].next) {
+    if (k->st[s].kind == SH_LIR_S_STORE && strided_by(k, k->st[s].val, b, v)) return true;
+    if (strided_in(k, k->st[s].body, b, v)) return true;
+  }
+  return false;
+}
+
+/* In a parallel ragged nest (the attention, fused per sequence): each
+ * ragged scratch temporary (scores, exps, maxima, sums, products) lives in
+ * a block per run of a serial loop directly in it (per head), else per
+ * sequence (contract_ragged: reused from one run to the next, in cache,
+ * where the notation's ragged temporaries spread over the whole call: 4
+ * heads' scores and exps of 64 WikiText-2 sequences are 2 MB). With
+ * sh_sched_opts.pack_rows, a ragged input read inside such a loop whose
+ * variable indexes one of its middle dimensions (q, k, v(b, j, h, d)
+ * inside the loop over heads: a head's rows H·D floats apart) is also read
+ * through a dense copy per run (cache_read_ragged: rows D apart; measured
+ * no faster: docs/CODEGEN.md, a knob). */
+static void ragged_blocks(sh_lir_kernel *k, int w, bool pack) {
+  sh_lir_stmt tops[256];
+  int n = 0;
+  for (sh_lir_stmt t = k->st[k->root].body; t >= 0 && n < 256; t = k->st[t].next) tops[n++] = t;
+  for (int i = 0; i < n && !k->err; i++) {
+    sh_lir_stmt t = tops[i];
+    if (k->st[t].kind != SH_LIR_S_LOOP || k->st[t].annot != SH_LIR_PARALLEL || !ragged_extents(k, t)) continue;
+    for (sh_lir_stmt at = k->st[t].body; at >= 0 && !k->err; at = k->st[at].next) {
+      if (!pack || k->st[at].kind != SH_LIR_S_LOOP || k->st[at].annot != SH_LIR_SERIAL ||
+          has_load(k, k->st[at].ext))
+        continue;
+      for (sh_lir_buf b = 0; b < k->n_bufs; b++) {
+        const sh_lir_bufinfo *bi = &k->bufs[b];
+        if (bi->role != SH_LIR_IN || bi->layout != SH_LIR_LAYOUT_RAGGED || !strided_in(k, k->st[at].body, b, k->st[at].var))
+          continue;
+        sheaf_status saved = k->err;
+        sh_sched_read rd;
+        if (sh_sched_cache_read_ragged(k, b, at, &rd)) {
+          k->err = saved;
+          continue;
+        }
+        if (w > 1 && rd.n > 0) vectorize_loop(k, rd.loops[rd.n - 1], w, 0);
+      }
+    }
+    /* the scratch temporaries per run of such a loop, else per sequence */
+    for (sh_lir_buf b = 0; b < k->n_bufs && !k->err; b++) {
+      if (!k->bufs[b].scratch || k->bufs[b].layout != SH_LIR_LAYOUT_RAGGED) continue;
+      bool done = false;
+      for (sh_lir_stmt at = k->st[t].body; at >= 0 && !done; at = k->st[at].next) {
+        sh_lir_stmt L = at;
+        while (L >= 0 && k->st[L].kind == SH_LIR_S_ALLOC) L = k->st[L].body; /* inside a copy's alloc */
+        if (L < 0 || k->st[L].kind != SH_LIR_S_LOOP || k->st[L].annot != SH_LIR_SERIAL) continue;
+        sheaf_status saved = k->err;
+        if (!(done = sh_sched_contract_ragged(k, b, L) == SHEAF_OK)) k->err = saved;
+      }
+      sheaf_status saved = k->err;
+      if (!done && sh_sched_contract_ragged(k, b, t)) k->err = saved;
+    }
+  }
+}
+
 sheaf_status sh_sched_default(sh_lir_kernel *k, sheaf_isa isa) {
   sh_sched_opts o;
   memset(&o, 0, sizeof o);
@@ -1101,6 +1173,8 @@ sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sch
     }
     sched_nest(k, tops[i], w, opts, true);
   }
+  if (k->err) return k->err;
+  ragged_blocks(k, w, opts->pack_rows > 0);
   if (k->err) return k->err;
   /* 5. per-row values (a reciprocal, an rsqrt) out of the element loops */
   if ((st = sh_sched_hoist(k, k->root, NULL))) return st;
