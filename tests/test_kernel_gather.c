@@ -2,8 +2,8 @@
  * test_kernel_gather.c — gather indices in the kernel notation
  * (`emb(ids(n), e)`, docs/CODEGEN.md "Gathers"): an embedding lookup, a
  * label pick, the cross-entropy written with the pick (against the `where`
- * scan and a double reference), a gather inside a reduction and a gather
- * through a rank-2 index tensor, each through the scalar reference, the
+ * scan and a double reference), a gather inside a reduction, a gather
+ * through a rank-2 index tensor and one varying along the inner loop, each through the scalar reference, the
  * loop-IR interpreter (lowered, then default-scheduled) and the emitted C
  * (sheaf_kernel_run and a plan) at every ISA the host runs, at sizes
  * below, at and above the tiles, with index values 0 and extent-1 present;
@@ -52,6 +52,10 @@ static const gk KS[] = {
      "  y(b, i, d) = x(b, pm(b, i), d) * 2 + x(b, i, d)\n"
      "}\n",
      "perm"},
+    {"kernel gl(w: f32[V], idx: i32[N, K]) -> f32[N, K] {\n"
+     "  g(n, k) = w(idx(n, k)) * 2\n"
+     "}\n",
+     "gl"},
 };
 
 static const int SIZES[] = {1, 3, 8, 17, 33};
