@@ -18,6 +18,7 @@
 
 #include "codegen/kernel_api.h"
 #include "codegen/lir_sched.h"
+#include "codegen/tune.h"
 #include "codegen/lower.h"
 #include "harness.h"
 #include "lang/kernel_ref.h"
@@ -338,4 +339,27 @@ TEST(kernel_gather_printed) {
     sh_buf_free(&b);
   }
   sh_module_free(&m);
+}
+
+/* The tuner's inputs respect a gather's extent (its other i32 values are 0
+ * .. 7, here the gathered extent is 5): a two-candidate search of the pick
+ * runs to a record instead of failing on its own inputs. */
+TEST(kernel_gather_tuner_inputs) {
+  if (!th_have_jit_cc("kernel_gather_tuner_inputs")) return;
+  sheaf_ctx *ctx = th_ctx();
+  const char *src = KS[1].src;
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s", th_tmp_path("gather-tune"));
+  sh_tune_request q = {.source = src, .len = strlen(src), .kernel = "pick", .cache_dir = dir,
+                       .sizes = (int64_t[]){40, 5}, .n_sizes = 2, .budget_s = 600, .max_candidates = 2};
+  sh_tune_rec r;
+  REQUIRE_OK(ctx, sh_tune_kernel(ctx, &q, &r));
+  CHECK_EQ_STR(r.kernel, "pick");
+  const sh_kernel *k = NULL;
+  sheaf_kernel *K = NULL;
+  REQUIRE_OK(ctx, sh_kernel_compile_opts(ctx, src, strlen(src), "pick", &(sh_kernel_opts){.cache_dir = dir}, &K));
+  k = sh_kernel_of(K);
+  CHECK_EQ_INT((int)sh_kernel_gather_extent(k, 1, (int64_t[]){40, 5}), 5);
+  CHECK_EQ_INT((int)sh_kernel_gather_extent(k, 0, (int64_t[]){40, 5}), -1);
+  sheaf_kernel_free(K);
 }

@@ -232,6 +232,9 @@ void sh_kernel_print(sh_buf *out, const sh_kernel *k);
  * dimension 1)"). */
 sheaf_status sh_kernel_gather_check(sheaf_ctx *ctx, const sh_kernel *k, const int64_t *sizes,
                                     const void *const *in_data);
+/* The smallest extent the values of input `input` index as a gather at
+ * these sizes; -1 when it indexes nothing. */
+int64_t sh_kernel_gather_extent(const sh_kernel *k, int input, const int64_t *sizes);
 /* Whether any access of k has a gather index. */
 bool sh_kernel_has_gather(const sh_kernel *k);
 /* "lab[3]", "perm[1, 2]": element flat of dense tensor g as text. */

@@ -74,6 +74,32 @@ sheaf_status sh_kernel_gather_check(sheaf_ctx *ctx, const sh_kernel *k, const in
   return SHEAF_OK;
 }
 
+static int64_t min_ext(const sh_kernel *k, const sh_kexpr *e, int input, const int64_t *sizes) {
+  if (!e) return -1;
+  int64_t m = -1;
+  if (e->kind == SH_KEXPR_ACCESS)
+    for (int d = 0; d < k->tensors[e->tensor].rank; d++)
+      if (e->idx[d].gather && e->idx[d].gather->tensor == input) {
+        int64_t x = aff_value(&k->tensors[e->tensor].dims[d].aff, sizes);
+        if (m < 0 || x < m) m = x;
+      }
+  const sh_kexpr *kids[3] = {e->a, e->b, e->c};
+  for (int i = 0; i < 3; i++) {
+    int64_t x = min_ext(k, kids[i], input, sizes);
+    if (x >= 0 && (m < 0 || x < m)) m = x;
+  }
+  return m;
+}
+
+int64_t sh_kernel_gather_extent(const sh_kernel *k, int input, const int64_t *sizes) {
+  int64_t m = -1;
+  for (int s = 0; s < k->n_stmts; s++) {
+    int64_t x = min_ext(k, k->stmts[s].rhs, input, sizes);
+    if (x >= 0 && (m < 0 || x < m)) m = x;
+  }
+  return m;
+}
+
 bool sh_kernel_has_gather(const sh_kernel *k) {
   for (int s = 0; s < k->n_stmts; s++) {
     const sh_kexpr *stack[256];
