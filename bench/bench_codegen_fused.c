@@ -33,7 +33,12 @@
  * built, flushed and copied out like the graph side; its own kernel copy,
  * whose packed weights are keyed on the parameters' versions).
  *
- *   make bench-codegen_fused [BENCH_ARGS='--quick | --only ffn|gated|lsm|ffnln|xent | --rounds R']
+ *   the same cross-entropy with the label picked by a gather, `xentpick`
+ *                (lab: i32[N], `- z(n, lab(n))`: one read per row instead of
+ *                the `where` scan over F), against the same graph side as
+ *                xent; no "call" column (a graph op passes f32 inputs only)
+ *
+ *   make bench-codegen_fused [BENCH_ARGS='--quick | --only ffn|gated|lsm|ffnln|xent|xentpick | --rounds R']
  */
 #include <math.h>
 #include <stdio.h>
@@ -66,6 +71,11 @@ static const char XENT[] = "kernel xent(x: f32[N, D], W: f32[D, F], b: f32[F], l
                            "  m(n) max=! z(n, f)\n  s(n) +=! exp(z(n, f) - m(n))\n"
                            "  p(n) +=! where(float(f) == lab(n), z(n, f), 0)\n"
                            "  out(n) = m(n) + log(s(n)) - p(n)\n}\n";
+
+static const char XENTPICK[] = "kernel xentpick(x: f32[N, D], W: f32[D, F], b: f32[F], lab: i32[N]) -> f32[N] {\n"
+                               "  y(n, f) +=! x(n, d) * W(d, f)\n  z(n, f) = y(n, f) + b(f)\n"
+                               "  m(n) max=! z(n, f)\n  s(n) +=! exp(z(n, f) - m(n))\n"
+                               "  out(n) = m(n) + log(s(n)) - z(n, lab(n))\n}\n";
 
 enum { FORM_AFFINE, FORM_MATMUL_ADD, FORM_GATED, FORM_GEMM_ONLY, FORM_LSM, FORM_LN, FORM_KCALL, FORM_XENT_ROWS, FORM_XENT_INST, FORM_XENT_ONEHOT };
 
@@ -124,7 +134,7 @@ static int graph_run(graph_side *s, sheaf_graph *g, int form, float *out) {
     y = sheaf_mul(g, a, t);
   }
   sheaf_value_view v;
-  int64_t want = s->op == 4 && form != FORM_GEMM_ONLY ? s->N : s->N * s->F;
+  int64_t want = (s->op == 4 || s->op == 5) && form != FORM_GEMM_ONLY ? s->N : s->N * s->F;
   if (sheaf_value(g, y, &v) || (v.rank == 2 ? v.shape[0] * v.shape[1] : v.shape[0]) != want) return 1;
   memcpy(out, v.data, sizeof(float) * (size_t)want);
   return 0;
@@ -146,10 +156,10 @@ static int fail(sheaf_ctx *ctx, const char *what) {
 
 int main(int argc, char **argv) {
   bool quick = false;
-  int only = -1; /* --only ffn|gated|lsm|ffnln|xent: one op */
+  int only = -1; /* --only ffn|gated|lsm|ffnln|xent|xentpick: one op */
   int rounds_arg = 0; /* --rounds R: best of R alternating rounds (7; --quick 3) */
   for (int i = 1; i < argc; i++) {
-    static const char *const ops[] = {"ffn", "gated", "lsm", "ffnln", "xent"};
+    static const char *const ops[] = {"ffn", "gated", "lsm", "ffnln", "xent", "xentpick"};
     if (!strcmp(argv[i], "--quick")) quick = true;
     if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
       rounds_arg = atoi(argv[i + 1]);
@@ -158,7 +168,7 @@ int main(int argc, char **argv) {
         return 2;
       }
     }
-    for (int o = 0; o < 5; o++)
+    for (int o = 0; o < 6; o++)
       if (!strcmp(argv[i], "--only") && i + 1 < argc && !strcmp(argv[i + 1], ops[o])) only = o;
   }
   int rounds = rounds_arg ? rounds_arg : quick ? 3 : 7;
@@ -168,13 +178,14 @@ int main(int argc, char **argv) {
   char dir[] = "/tmp/sheaf-bench-fused-XXXXXX";
   if (!mkdtemp(dir)) return 1;
   sh_kernel_opts ko = {.isa_set = true, .isa = isa, .cache_dir = dir};
-  sheaf_kernel *kf = NULL, *kg = NULL, *km = NULL, *kl = NULL, *kn = NULL, *kx = NULL;
+  sheaf_kernel *kf = NULL, *kg = NULL, *km = NULL, *kl = NULL, *kn = NULL, *kx = NULL, *kp = NULL;
   if (sh_kernel_compile_opts(ctx, FFN, strlen(FFN), NULL, &ko, &kf)) return fail(ctx, "compiling ffn");
   if (sh_kernel_compile_opts(ctx, GATED, strlen(GATED), NULL, &ko, &kg)) return fail(ctx, "compiling gated");
   if (sh_kernel_compile_opts(ctx, MM, strlen(MM), NULL, &ko, &km)) return fail(ctx, "compiling mm");
   if (sh_kernel_compile_opts(ctx, LSM, strlen(LSM), NULL, &ko, &kl)) return fail(ctx, "compiling lsm");
   if (sh_kernel_compile_opts(ctx, FFNLN, strlen(FFNLN), NULL, &ko, &kn)) return fail(ctx, "compiling ffnln");
   if (sh_kernel_compile_opts(ctx, XENT, strlen(XENT), NULL, &ko, &kx)) return fail(ctx, "compiling xent");
+  if (sh_kernel_compile_opts(ctx, XENTPICK, strlen(XENTPICK), NULL, &ko, &kp)) return fail(ctx, "compiling xentpick");
   /* the call side's own copies (a cache hit): a kernel keeps one packed copy
    * per weight, keyed on its version, and the graph's version of a
    * parameter is not the one sheaf_kernel_set_weight_version gives the run
@@ -195,11 +206,12 @@ int main(int argc, char **argv) {
                                        {1600, 64, 256},  {1600, 128, 512},  {1600, 256, 1024}};
   uint64_t seed = 7, ver = 0;
   int rc = 0;
-  for (int op = 0; op < 5 && !rc; op++) {
+  for (int op = 0; op < 6 && !rc; op++) {
     if (only >= 0 && op != only) continue;
-    size_t nshapes = op == 4 ? SH_ARRAY_LEN(xshapes) : SH_ARRAY_LEN(shapes);
+    bool xe = op == 4 || op == 5; /* a cross-entropy: the where scan, or the gather pick */
+    size_t nshapes = xe ? SH_ARRAY_LEN(xshapes) : SH_ARRAY_LEN(shapes);
     for (size_t ri = 0; ri < nshapes && !rc; ri++) {
-      const int64_t *sh = op == 4 ? xshapes[ri] : shapes[ri];
+      const int64_t *sh = xe ? xshapes[ri] : shapes[ri];
       int64_t N = sh[0], D = sh[1], F = sh[2];
       graph_side s = {.N = N, .D = D, .F = F, .op = op};
       if (sheaf_model_create(ctx, &s.m)) return fail(ctx, "model");
@@ -223,11 +235,13 @@ int main(int argc, char **argv) {
       float *lab = malloc(sizeof(float) * (size_t)N);
       for (int64_t n = 0; n < N; n++) lab[n] = (float)((uint64_t)(n * 7919 + 13) % (uint64_t)F);
       s.lab = lab;
+      int32_t *labi = malloc(sizeof(int32_t) * (size_t)N); /* xentpick: the same labels as i32 */
+      for (int64_t n = 0; n < N; n++) labi[n] = (int32_t)lab[n];
       float *onehot = calloc((size_t)(N * F), sizeof(float));
       for (int64_t n = 0; n < N; n++) onehot[n * F + (int64_t)lab[n]] = 1.0f;
       s.onehot = onehot;
       s.parts = malloc(sizeof(sheaf_expr) * (size_t)N);
-      int64_t osz = op == 4 ? N : N * F; /* elements of the result */
+      int64_t osz = xe ? N : N * F; /* elements of the result */
       float *of = malloc(sizeof(float) * (size_t)(N * F)), *og = malloc(sizeof(float) * (size_t)(N * F));
       const float *W = sheaf_model_param_data(s.m, s.W, &rk, &shp), *b = sheaf_model_param_data(s.m, s.b, &rk, &shp);
       const float *Wg = sheaf_model_param_data(s.m, s.Wg, &rk, &shp), *Wh = sheaf_model_param_data(s.m, s.Wh, &rk, &shp);
@@ -244,6 +258,8 @@ int main(int argc, char **argv) {
       int64_t sl[] = {N};
       sheaf_kernel_arg ax[] = {af[0], af[1], af[2], {SHEAF_KERNEL_F32, lab, (size_t)N, 1, sl},
                                {SHEAF_KERNEL_F32, of, (size_t)N, 0, NULL}};
+      sheaf_kernel_arg ap[] = {af[0], af[1], af[2], {SHEAF_KERNEL_I32, labi, (size_t)N, 1, sl},
+                               {SHEAF_KERNEL_F32, of, (size_t)N, 0, NULL}};
       sheaf_kernel_arg an[] = {af[0], af[1], af[2],
                                {SHEAF_KERNEL_F32, (void *)(uintptr_t)ga, (size_t)F, 1, sb},
                                {SHEAF_KERNEL_F32, (void *)(uintptr_t)be, (size_t)F, 1, sb}, af[3]};
@@ -253,17 +269,18 @@ int main(int argc, char **argv) {
       sheaf_kernel_set_weight_version(kl, 1, ver);
       sheaf_kernel_set_weight_version(kn, 1, ver);
       sheaf_kernel_set_weight_version(kx, 1, ver);
+      sheaf_kernel_set_weight_version(kp, 1, ver);
       sheaf_kernel_set_weight_version(kg, 1, ver);
       sheaf_kernel_set_weight_version(kg, 2, ver);
       sheaf_kernel_set_weight_version(km, 1, ver);
-      sheaf_kernel *k = op == 1 ? kg : op == 2 ? kl : op == 3 ? kn : op == 4 ? kx : kf;
-      s.k = kc[op];
-      sheaf_kernel_arg *ka = op == 1 ? ag : op == 3 ? an : op == 4 ? ax : af;
-      int nka = op == 3 ? 6 : op == 4 ? 5 : 4;
+      sheaf_kernel *k = op == 1 ? kg : op == 2 ? kl : op == 3 ? kn : op == 4 ? kx : op == 5 ? kp : kf;
+      s.k = op < 5 ? kc[op] : NULL;
+      sheaf_kernel_arg *ka = op == 1 ? ag : op == 3 ? an : op == 4 ? ax : op == 5 ? ap : af;
+      int nka = op == 3 ? 6 : xe ? 5 : 4;
       /* the graph sides: each form under each policy */
-      int forms[3] = {op == 1 ? FORM_GATED : op == 2 ? FORM_LSM : op == 3 ? FORM_LN : op == 4 ? FORM_XENT_ROWS : FORM_AFFINE,
-                      op == 4 ? FORM_XENT_INST : FORM_MATMUL_ADD, FORM_XENT_ONEHOT},
-          nforms = op == 4 ? 3 : op == 0 ? 2 : 1;
+      int forms[3] = {op == 1 ? FORM_GATED : op == 2 ? FORM_LSM : op == 3 ? FORM_LN : xe ? FORM_XENT_ROWS : FORM_AFFINE,
+                      xe ? FORM_XENT_INST : FORM_MATMUL_ADD, FORM_XENT_ONEHOT},
+          nforms = xe ? 3 : op == 0 ? 2 : 1;
       sheaf_graph *gs[3][4] = {{NULL}};
       for (int f = 0; f < nforms; f++)
         for (int p = 0; p < 4; p++)
@@ -293,11 +310,15 @@ int main(int argc, char **argv) {
           if (graph_run(&s, gs[0][1], FORM_GEMM_ONLY, og)) rc = fail(ctx, "graph gemm run");
         bmr = fmin(bmr, (exb_now_s(true) - t2) / reps);
         double t3 = exb_now_s(true);
-        for (int i = 0; i < reps && !rc; i++)
-          if (graph_run(&s, gk, FORM_KCALL, og)) rc = fail(ctx, "kernel call run");
-        bc = fmin(bc, (exb_now_s(true) - t3) / reps);
-        double dc = maxdiff(of, og, (size_t)osz);
-        if (!(dc <= worst_diff)) worst_diff = dc;
+        if (s.k) { /* xentpick has no graph op: its labels are i32 */
+          for (int i = 0; i < reps && !rc; i++)
+            if (graph_run(&s, gk, FORM_KCALL, og)) rc = fail(ctx, "kernel call run");
+          bc = fmin(bc, (exb_now_s(true) - t3) / reps);
+          double dc = maxdiff(of, og, (size_t)osz);
+          if (!(dc <= worst_diff)) worst_diff = dc;
+        } else {
+          bc = NAN;
+        }
         for (int f = 0; f < nforms && !rc; f++)
           for (int p = 0; p < 4 && !rc; p++) {
             double u0 = exb_now_s(true);
@@ -322,7 +343,8 @@ int main(int argc, char **argv) {
                                                   : "affine+gelu",
                  sheaf_policy_name(exb_policies[best_p]));
         printf("%-8s %5lld %5lld %5lld %10.3f %10.3f %10.3f %-28s %7.2fx %7.2fx %9.3f %9.3f%s\n",
-               op == 1 ? "gated" : op == 2 ? "lsm" : op == 3 ? "ffn+ln" : op == 4 ? "xent" : "ffn+gelu", (long long)N, (long long)D,
+               op == 1 ? "gated" : op == 2 ? "lsm" : op == 3 ? "ffn+ln" : op == 4 ? "xent" : op == 5 ? "xentpick" : "ffn+gelu",
+               (long long)N, (long long)D,
                (long long)F, bf * 1e3, bc * 1e3, bg * 1e3, best, bg / bf, bg / bc, bmg * 1e3, bmr * 1e3,
                worst_diff > 1e-4 ? "  (results differ!)" : "");
         if (worst_diff > 1e-4) rc = 1;
@@ -331,11 +353,12 @@ int main(int argc, char **argv) {
         for (int p = 0; p < 4; p++) sheaf_graph_free(gs[f][p]);
       sheaf_graph_free(gk);
       sheaf_model_free(s.m);
-      free(x), free(of), free(og), free(lab), free(onehot), free(s.parts);
+      free(x), free(of), free(og), free(lab), free(labi), free(onehot), free(s.parts);
     }
   }
   sheaf_kernel_free(kf), sheaf_kernel_free(kg), sheaf_kernel_free(km), sheaf_kernel_free(kl), sheaf_kernel_free(kn);
   sheaf_kernel_free(kx);
+  sheaf_kernel_free(kp);
   for (int op = 0; op < 5; op++) sheaf_kernel_free(kc[op]);
   char cmd[200];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -687,11 +687,47 @@ static void prologue(em *E, sh_lir_stmt task) {
   }
 }
 
+/* The index checks (sh_lir_check): one pass over each gather's index
+ * buffer before anything runs, so the loops read gathered rows unchecked;
+ * a value outside 0 .. ext-1 returns 2 (the caller names it). */
+static void index_checks(em *E) {
+  sh_lir_kernel *k = E->k;
+  for (int32_t c = 0; c < k->n_checks; c++) {
+    const sh_lir_check *ck = &k->checks[c];
+    const sh_lir_bufinfo *bi = &k->bufs[ck->buf];
+    if (bi->access != SH_LIR_ACCESS_DENSE) {
+      sh_lir_fail(k, SHEAF_ERR_UNSUPPORTED, "kernel %s: index buffer %s must be passed dense", k->name,
+                  bi->name);
+      return;
+    }
+    sh_buf n, x;
+    sh_buf_init(&n, k->ctx);
+    sh_buf_init(&x, k->ctx);
+    for (int d = 0; d < bi->rank; d++) {
+      if (d) sh_buf_puts(&n, " * ");
+      sh_buf_putc(&n, '(');
+      sh_em_int(E, bi->dims[d], &n);
+      sh_buf_putc(&n, ')');
+    }
+    sh_em_int(E, ck->ext, &x);
+    sh_em_line(E, "{ /* the values of %s index dimension %d of %s */", bi->name, ck->dim, ck->target);
+    sh_em_line(E, "  const int64_t n_ = %s, e_ = %s;", sh_buf_cstr(&n), sh_buf_cstr(&x));
+    sh_em_line(E, "  int32_t bad_ = 0;");
+    sh_em_line(E, "  for (int64_t i_ = 0; i_ < n_; i_++) bad_ |= (int64_t)b_%s[i_] < 0 || "
+                  "(int64_t)b_%s[i_] >= e_;", bi->name, bi->name);
+    sh_em_line(E, "  if (bad_) return 2;");
+    sh_em_line(E, "}");
+    sh_buf_free(&n);
+    sh_buf_free(&x);
+  }
+}
+
 static void entry(em *E) {
   sh_lir_kernel *k = E->k;
   sh_em_line(E, "int %s(const sk_abi *abi, const int64_t *sizes, const sk_arg *args) {", k->name);
   E->indent = 1;
   prologue(E, SH_LIR_NONE);
+  index_checks(E);
   int n_temps = 0;
   for (int32_t b = 0; b < k->n_bufs; b++) {
     const sh_lir_bufinfo *bi = &k->bufs[b];

@@ -846,12 +846,27 @@ static sheaf_status run_body(sheaf_kernel *V, const sheaf_kernel_arg *args, cons
   sk_arg ir[KF_ARGS]; /* a dense entry reads .data alone (as run_bound's table) */
   int n = V->fast.n_args;
   for (int i = 0; i < n; i++) ir[i].data = args[i].data;
-  if (V->fn(&V->fast.abi, sizes, ir) != 0)
+  int rc = V->fn(&V->fast.abi, sizes, ir);
+  if (rc == 2) return sh_kernel_index_error(V->ctx, V->k, sizes, (const void *const *)ir, sizeof *ir);
+  if (rc != 0)
     return sh_fail(V->ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", V->k->name);
   return SHEAF_OK;
 }
 
 static sheaf_status run_checked(sheaf_kernel *K, const sheaf_kernel_arg *args, int n_args);
+
+sheaf_status sh_kernel_index_error(sheaf_ctx *ctx, const sh_kernel *k, const int64_t *sizes,
+                                   const void *const *data, size_t stride) {
+  const void *in_data[64];
+  int n = k->n_inputs;
+  if (n > 64)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "kernel '%s': a gather index value is out of range", k->name);
+  for (int i = 0; i < n; i++) in_data[i] = *(const void *const *)((const char *)data + (size_t)i * stride);
+  sheaf_status st = sh_kernel_gather_check(ctx, k, sizes, in_data);
+  if (st) return st;
+  return sh_fail(ctx, SHEAF_ERR_INTERNAL, "kernel '%s': the generated code reported an index out of "
+                 "range that the check does not find", k->name);
+}
 
 SHEAF_API sheaf_status sheaf_kernel_run(sheaf_kernel *K, const sheaf_kernel_arg *args, int n_args) {
   if (K && args && n_args == K->fast.n_args) { /* the kept signature: no checks, no binding */
@@ -1039,7 +1054,9 @@ static sheaf_status run_bound(sheaf_kernel *K, const sheaf_kernel_arg *args, con
     sk_abi abi;
     sh_lir_abi_init(ctx, 0, &abi);
     abi.alloc = k_alloc, abi.free = k_free, abi.alloc_user = K;
-    if (K->fn(&abi, sizes, ir) != 0)
+    int rc = K->fn(&abi, sizes, ir);
+    if (rc == 2) st = sh_kernel_index_error(ctx, k, sizes, (const void *const *)ir, sizeof *ir);
+    else if (rc != 0)
       st = sh_fail(ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", k->name);
   }
   release_weights(K, own, own_bytes, held);

@@ -40,6 +40,12 @@ const sh_kernel *sh_kernel_of(const sheaf_kernel *k);
 /* Its lowered argument layout, batched entry, context and the descriptor
  * the runtime's kernel-call nodes point to (kernel_call.c). */
 const sh_lower_info *sh_kernel_info(const sheaf_kernel *k);
+/* The error of a generated entry that returned 2 (a gather index value out
+ * of range): finds and names the value (sh_kernel_gather_check). data: the
+ * entry's argument table (inputs first; each entry's first field the data
+ * pointer), stride bytes apart. */
+sheaf_status sh_kernel_index_error(sheaf_ctx *ctx, const sh_kernel *k, const int64_t *sizes,
+                                   const void *const *data, size_t stride);
 sk_batch_fn sh_kernel_batch_fn(const sheaf_kernel *k);
 const sh_kcall_desc *sh_kernel_call_desc(const sheaf_kernel *k);
 sheaf_ctx *sh_kernel_ctx(const sheaf_kernel *k);

@@ -292,7 +292,9 @@ SHEAF_API sheaf_status sheaf_kernel_plan_run(sheaf_kernel_plan *P, void *const *
     if (st) return st;
   }
   if (P->rec) sh_tune_count(P->rec); /* sheaf_kernel_tuning_stats */
-  if (P->fn(&P->abi, P->sizes, ir) != 0)
+  int rc = P->fn(&P->abi, P->sizes, ir);
+  if (rc == 2) return sh_kernel_index_error(P->ctx, P->k, P->sizes, (const void *const *)ir, sizeof *ir);
+  if (rc != 0)
     return sh_fail(P->ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", P->k->name);
   return SHEAF_OK;
 }

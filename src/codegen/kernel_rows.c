@@ -34,6 +34,8 @@ static bool expr_ok(const sh_kernel *k, const sh_kexpr *e, int s, int r) {
     const sh_ktensor *t = &k->tensors[e->tensor];
     bool has_s = t->rank > 0 && aff_is(&t->dims[0].aff, s);
     for (int d = 0; d < t->rank; d++) {
+      if (e->idx[d].gather && (d == 0 && has_s ? true : !expr_ok(k, e->idx[d].gather, s, r)))
+        return false; /* a gathered row is another row; the gather's own reads follow the rule */
       bool uses_r = r >= 0 && e->idx[d].var == r;
       if (d == 0 && has_s) {
         if (!uses_r || e->idx[d].off != 0) return false; /* dim 0 of a row tensor: the row itself */

@@ -84,6 +84,7 @@ void sh_lir_free(sh_lir_kernel *k) {
   sh_free(ctx, k->bufs, (size_t)k->cap_bufs * sizeof *k->bufs);
   sh_free(ctx, k->vars, (size_t)k->cap_vars * sizeof *k->vars);
   sh_free(ctx, k->syms, (size_t)k->cap_syms * sizeof *k->syms);
+  sh_free(ctx, k->checks, (size_t)k->cap_checks * sizeof *k->checks);
   sh_arena_destroy(&k->arena);
   sh_free(ctx, k, sizeof *k);
 }
@@ -94,6 +95,31 @@ static const char *name_dup(sh_lir_kernel *k, const char *s) {
   char *d = sh_arena_strndup(&k->arena, s, strlen(s));
   if (!d) k->err = SHEAF_ERR_NOMEM;
   return d;
+}
+
+sheaf_status sh_lir_index_check(sh_lir_kernel *k, sh_lir_buf b, sh_lir_expr ext, const char *target,
+                                int dim) {
+  if (k->err) return k->err;
+  if (b < 0 || b >= k->n_bufs || k->bufs[b].dtype != SH_LIR_I32 || k->bufs[b].role != SH_LIR_IN ||
+      k->bufs[b].layout != SH_LIR_LAYOUT_DENSE || ext < 0 || ext >= k->n_ex)
+    return sh_lir_fail(k, SHEAF_ERR_INVALID_ARG,
+                       "kernel %s: an index check needs a dense i32 input buffer and an extent", k->name);
+  for (int32_t i = 0; i < k->n_checks; i++) {
+    const sh_lir_check *c = &k->checks[i];
+    if (c->buf == b && c->dim == dim && !strcmp(c->target, target) && sh_lir_expr_eq(k, c->ext, ext))
+      return SHEAF_OK;
+  }
+  if (k->n_checks == k->cap_checks) {
+    int32_t nc = k->cap_checks ? 2 * k->cap_checks : 4;
+    sh_lir_check *v = sh_realloc(k->ctx, k->checks, (size_t)k->cap_checks * sizeof *v, (size_t)nc * sizeof *v);
+    if (!v) return sh_lir_fail(k, SHEAF_ERR_NOMEM, "kernel %s: out of memory", k->name);
+    k->checks = v;
+    k->cap_checks = nc;
+  }
+  const char *t = name_dup(k, target);
+  if (!t) return k->err;
+  k->checks[k->n_checks++] = (sh_lir_check){b, ext, t, dim};
+  return SHEAF_OK;
 }
 
 sh_lir_sym sh_lir_size(sh_lir_kernel *k, const char *name) {

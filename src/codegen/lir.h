@@ -186,6 +186,19 @@ typedef struct sh_lir_varinfo {
   sh_lir_stmt loop; /* the loop binding it (SH_LIR_NONE once the loop is gone) */
 } sh_lir_varinfo;
 
+/* An index check (a gather's index tensor, docs/CODEGEN.md "Gathers"):
+ * every element of the dense i32 IN buffer buf lies in 0 .. ext-1, ext an
+ * expression of the sizes; checked once per call before anything runs. A
+ * failure: the emitted entry returns 2, the interpreter fails with
+ * SHEAF_ERR_INVALID_ARG naming the element ("lab[3] = 300 is outside 0 ..
+ * 255 (the extent of z's dimension 1)"; target and dim name what is indexed). */
+typedef struct sh_lir_check {
+  sh_lir_buf buf;
+  sh_lir_expr ext;
+  const char *target;
+  int dim;
+} sh_lir_check;
+
 typedef struct sh_lir_kernel {
   sheaf_ctx *ctx;
   sh_arena arena; /* names */
@@ -204,6 +217,8 @@ typedef struct sh_lir_kernel {
   int32_t n_syms, cap_syms;
   sh_lir_stmt root; /* a BLOCK */
   sheaf_status err; /* sticky builder error */
+  sh_lir_check *checks; /* index checks, run before the statements */
+  int32_t n_checks, cap_checks;
 } sh_lir_kernel;
 
 /* ------------------------------------------------------------- kernel */
@@ -230,6 +245,9 @@ sh_lir_buf sh_lir_buffer(sh_lir_kernel *k, const char *name, sh_lir_dtype dtype,
 sheaf_status sh_lir_buffer_ragged(sh_lir_kernel *k, sh_lir_buf b, uint32_t mask,
                                   sh_lir_buf lengths, sh_lir_buf offsets);
 sheaf_status sh_lir_buffer_access(sh_lir_kernel *k, sh_lir_buf b, sh_lir_access access);
+/* Adds an index check (sh_lir_check; the same one twice is kept once). */
+sheaf_status sh_lir_index_check(sh_lir_kernel *k, sh_lir_buf b, sh_lir_expr ext, const char *target,
+                                int dim);
 /* Marks an input as a weight (passed once per version: the default schedule may pack it). */
 sheaf_status sh_lir_buffer_weight(sh_lir_kernel *k, sh_lir_buf b);
 /* Marks a dense TEMP as scoped: it lives in an alloc statement (sh_lir_alloc),

@@ -327,6 +327,31 @@ static void exec_list(run *r, sh_lir_stmt s) {
   for (; s >= 0 && !r->failed; s = r->k->st[s].next) exec(r, s);
 }
 
+/* The index checks (sh_lir_check), before anything runs: the first bad
+ * element of each checked buffer, as "lab[3] = 300". */
+static void run_checks(run *r) {
+  sh_lir_kernel *k = r->k;
+  for (int32_t c = 0; c < k->n_checks && !r->failed; c++) {
+    const sh_lir_check *ck = &k->checks[c];
+    const sh_lir_bufinfo *bi = &k->bufs[ck->buf];
+    int64_t ext = ieval(r, ck->ext), n = 1, dims[SH_LIR_MAX_RANK];
+    for (int d = 0; d < bi->rank; d++) n *= dims[d] = ieval(r, bi->dims[d]);
+    const int32_t *v = r->base[ck->buf];
+    for (int64_t i = 0; i < n; i++) {
+      if (v[i] >= 0 && v[i] < ext) continue;
+      char pos[200];
+      int64_t ix[SH_LIR_MAX_RANK], f = i;
+      for (int d = bi->rank - 1; d >= 0; d--) ix[d] = dims[d] > 0 ? f % dims[d] : 0, f = dims[d] > 0 ? f / dims[d] : 0;
+      size_t p = (size_t)snprintf(pos, sizeof pos, "%s[", bi->name);
+      for (int d = 0; d < bi->rank && p < sizeof pos; d++)
+        p += (size_t)snprintf(pos + p, sizeof pos - p, "%s%lld", d ? ", " : "", (long long)ix[d]);
+      rfail(r, "%s] = %d is outside 0 .. %lld (the extent of %s's dimension %d)", pos, (int)v[i],
+            (long long)(ext - 1), ck->target, ck->dim);
+      return;
+    }
+  }
+}
+
 sheaf_status sh_lir_run(sh_lir_kernel *k, const int64_t *sizes, const sh_lir_arg *args) {
   if (k->err) return k->err;
   sheaf_status st = sh_lir_verify(k);
@@ -360,6 +385,7 @@ sheaf_status sh_lir_run(sh_lir_kernel *k, const int64_t *sizes, const sh_lir_arg
     r.ld[b] = args[a].ld;
     a++;
   }
+  run_checks(&r);
   for (int32_t b = 0; b < k->n_bufs && !r.failed; b++)
     if (k->bufs[b].role == SH_LIR_TEMP && !k->bufs[b].inlined && !k->bufs[b].scoped) own_alloc(&r, b);
   if (!r.failed) exec(&r, k->root);

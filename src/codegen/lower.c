@@ -60,7 +60,10 @@ static sh_lir_expr ext_expr(lower_ctx *c, const sh_kext *e) {
   return sh_lir_load1(c->L, c->bufs[e->len], sh_lir_lv(c->L, c->loops[e->outer]));
 }
 
+static sh_lir_expr expr(lower_ctx *c, const sh_kexpr *e);
+
 static sh_lir_expr idx_expr(lower_ctx *c, const sh_kidx *x) {
+  if (x->gather) return expr(c, x->gather); /* an i32 load: an integer index */
   sh_lir_expr o = sh_lir_int(c->L, x->off);
   if (x->var < 0) return o;
   return sh_lir_add(c->L, sh_lir_lv(c->L, c->loops[x->var]), o);
@@ -75,7 +78,11 @@ static sh_lir_expr expr(lower_ctx *c, const sh_kexpr *e) {
   case SH_KEXPR_ACCESS: {
     const sh_ktensor *t = &c->k->tensors[e->tensor];
     sh_lir_expr idx[SH_LIR_MAX_RANK];
-    for (int d = 0; d < t->rank; d++) idx[d] = idx_expr(c, &e->idx[d]);
+    for (int d = 0; d < t->rank; d++) {
+      idx[d] = idx_expr(c, &e->idx[d]);
+      if (e->idx[d].gather) /* its values in range: checked once per call, before the loops */
+        sh_lir_index_check(L, c->bufs[e->idx[d].gather->tensor], ext_expr(c, &t->dims[d]), t->name, d);
+    }
     if (t->rank == 0) idx[0] = sh_lir_int(L, 0);
     return sh_lir_load(L, c->bufs[e->tensor], t->rank ? t->rank : 1, idx);
   }

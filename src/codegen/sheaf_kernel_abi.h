@@ -10,8 +10,9 @@
  * Entry point of a kernel NAME (docs/CODEGEN.md):
  *   int NAME(const sk_abi *abi, const int64_t *sizes, const sk_arg *args);
  * sizes: the kernel's size symbols in declaration order; args: one per
- * input / output buffer in declaration order. Returns 0, or 1 when a
- * temporary buffer could not be allocated.
+ * input / output buffer in declaration order. Returns 0, 1 when a
+ * temporary buffer could not be allocated, or 2 when a gather's index
+ * value is out of range (checked before anything is computed).
  *
  * Vector math (sk_exp8 ... sk_erf16): the algorithms and constants of
  * src/kernels/vmath_avx2.h (Cephes exp with exponent-field scaling, tanh,

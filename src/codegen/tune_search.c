@@ -72,7 +72,7 @@ bool sh_tune_is_lengths(const sh_kernel *k, int i) {
 
 /* Inputs from a fixed seed: f32 uniform in [-1, 1); lengths from the
  * request's (in order, cycling) or uniform in 1 .. 48; other i32 in
- * 0 .. 7. Then the outputs, sized by the lengths (kernel_ref.h's layout). */
+ * 0 .. 7 (a gather's index: below the extent it indexes). Then the outputs, sized by the lengths (kernel_ref.h's layout). */
 static sheaf_status tb_init(tbench *b, sheaf_ctx *ctx, const sh_kernel *k, const sh_tune_request *r) {
   memset(b, 0, sizeof *b);
   b->ctx = ctx, b->k = k;
@@ -122,8 +122,9 @@ static sheaf_status tb_init(tbench *b, sheaf_ctx *ctx, const sh_kernel *k, const
       if (i32) {
         int32_t *q = p;
         bool lens = sh_tune_is_lengths(k, i);
+        int64_t gx = sh_kernel_gather_extent(k, i, r->sizes); /* a gather's index: below its extent */
         for (int64_t j = 0; j < n; j++) {
-          if (!lens) q[j] = (int32_t)(xorshift(&seed) >> 61);
+          if (!lens) q[j] = (int32_t)(gx > 0 && gx < 8 ? (int64_t)(xorshift(&seed) >> 61) % gx : (int64_t)(xorshift(&seed) >> 61));
           else if (r->lengths && r->n_lengths) q[j] = (int32_t)r->lengths[next_len++ % r->n_lengths];
           else q[j] = 1 + (int32_t)((xorshift(&seed) >> 11) % 48);
         }

@@ -52,7 +52,9 @@ typedef struct kvar {
   int order;        /* position in the statement's loop order */
 } kvar;
 
-/* An index argument: var >= 0 (plus off), -1 the constant off, -2 invalid. */
+/* An index argument: var >= 0 (plus off), -1 the constant off, -2 invalid,
+ * KV_GATHER a value read from an i32 input (not bounded by the checker). */
+#define KV_GATHER (-3)
 typedef struct kuse {
   int var;
   int64_t off;
@@ -457,7 +459,9 @@ static void index_arg(kc *K, sh_ast *a, int tensor, int dim, int access) {
     return;
   }
   if (a->kind != SH_EX_ERROR)
-    kerr(K, a->span, "an index is an index name, a name plus or minus a number, or a number (i, i + 1, 0)");
+    kerr(K, a->span,
+         "an index is an index name, a name plus or minus a number, a number, or a value read from "
+         "an i32 input (i, i + 1, 0, ids(n))");
   add_use(K, -2, 0, a->span, tensor, dim, access, false);
 }
 
@@ -477,6 +481,65 @@ static sh_kop kbinop(int tok) {
   case SH_TK_EQ: return SH_KOP_EQ;
   case SH_TK_NE: return SH_KOP_NE;
   default: return SH_KOP_COUNT_;
+  }
+}
+
+/* Whether index argument a reads its value from a tensor (`ids(n)`). */
+static bool is_gather(const kc *K, const sh_ast *a) {
+  return a->kind == SH_EX_CALL && kfn_find(K, a->name) < 0;
+}
+
+/* A gather index `ids(n)` of dimension dim of tensor ti: ids a dense i32
+ * input indexed by plain index arguments (one level). The value's bounds
+ * are checked when the kernel runs; the names inside get their ranges from
+ * ids's shape like any other use. */
+static void gather_arg(kc *K, sh_ast *a, int ti, int dim) {
+  int gi = find_tensor(K, a->name);
+  if (gi < 0) {
+    kerr(K, a->name_span, "unknown tensor '%s' in an index (an index read from a tensor needs an i32 input)",
+         nm(K, a->name));
+    return;
+  }
+  ktens *g = &K->t[gi];
+  if (g->bad) {
+    K->bad = true;
+    return;
+  }
+  if (!g->i32 || g->kind != SH_KTENSOR_INPUT) {
+    kerr(K, a->name_span,
+         "'%s' is an f32 tensor: an index read from a tensor (a gather, as in emb(ids(n), e)) must "
+         "come from an i32 input",
+         nm(K, a->name));
+    return;
+  }
+  const ktens *t = &K->t[ti];
+  if (t->shaped && dim < t->rank && t->dims[dim].ragged) {
+    kerr(K, a->span, "dimension %d of '%s' is ragged: it cannot be indexed by a value read from '%s'",
+         dim, nm(K, t->name), nm(K, a->name));
+    return;
+  }
+  if (g->ragged_outer >= 0) {
+    kerr(K, a->name_span, "'%s' has ragged dimensions: the index tensor of a gather must be dense",
+         nm(K, a->name));
+    return;
+  }
+  if (g->shaped && a->n != g->rank) {
+    kerr(K, a->span, "'%s' has %d dimension%s but is indexed with %d", nm(K, g->name), g->rank,
+         g->rank == 1 ? "" : "s", a->n);
+    return;
+  }
+  int access = K->n_u;
+  for (int j = 0; j < a->n; j++) {
+    sh_ast *b = a->items[j];
+    if (is_gather(K, b)) {
+      kerr(K, b->span,
+           "gathers nest one level: '%s' is indexed by a value read from '%s'; index '%s' with index "
+           "names, numbers or name plus number",
+           nm(K, a->name), nm(K, b->name), nm(K, a->name));
+      add_use(K, -2, 0, b->span, gi, j, access, false);
+      continue;
+    }
+    index_arg(K, b, gi, j, access);
   }
 }
 
@@ -547,8 +610,13 @@ static void collect(kc *K, sh_ast *e, int si, bool defining) {
          t->rank == 1 ? "" : "s", e->n);
     return;
   }
-  int access = K->n_u;
-  for (int i = 0; i < e->n; i++) index_arg(K, e->items[i], ti, i, access);
+  int access = K->n_u; /* the access's own uses first, contiguous (use_extent) */
+  for (int i = 0; i < e->n; i++) {
+    if (is_gather(K, e->items[i])) add_use(K, KV_GATHER, 0, e->items[i]->span, ti, i, access, false);
+    else index_arg(K, e->items[i], ti, i, access);
+  }
+  for (int i = 0; i < e->n; i++)
+    if (is_gather(K, e->items[i])) gather_arg(K, e->items[i], ti, i);
 }
 
 /* The extent that use u's argument must stay within (its tensor's dim);
@@ -567,7 +635,8 @@ static bool use_extent(kc *K, const kuse *u, kext *out) {
       kerr(K, o->span,
            "dimension %d of '%s' selects the lengths of its ragged dimension %d: index it with an "
            "index name, not %s",
-           d->outer, nm(K, t->name), u->dim, o->var < 0 ? "a number" : "an offset");
+           d->outer, nm(K, t->name), u->dim,
+           o->var == KV_GATHER ? "a value read from a tensor" : o->var < 0 ? "a number" : "an offset");
     return false;
   }
   *out = (kext){.ragged = true, .len = d->len, .outer = o->var, .label = K->v[o->var].name};
@@ -635,7 +704,7 @@ static void infer_ranges(kc *K) {
 static void check_bounds(kc *K) {
   for (int k = 0; k < K->n_u; k++) {
     kuse *u = &K->u[k];
-    if (u->var == -2 || (u->var >= 0 && K->v[u->var].bad)) continue;
+    if (u->var == -2 || u->var == KV_GATHER || (u->var >= 0 && K->v[u->var].bad)) continue;
     kext e;
     if (!use_extent(K, u, &e)) continue;
     char a[120], d[200];
@@ -836,6 +905,13 @@ static sh_kexpr *conv(kc *K, sh_ast *e) {
     for (int i = 0; i < e->n; i++) {
       sh_ast *a = e->items[i];
       sh_ast *v = a->kind == SH_EX_BINARY ? a->a : a;
+      x->idx[i].gather = NULL;
+      if (is_gather(K, a)) { /* an i32 access (checked by gather_arg) */
+        x->idx[i].var = -1;
+        x->idx[i].off = 0;
+        if (!(x->idx[i].gather = conv(K, a))) return NULL;
+        continue;
+      }
       if (a->kind == SH_EX_INT || a->kind == SH_EX_UNARY) { /* c, -c */
         x->idx[i].var = -1;
         x->idx[i].off = a->kind == SH_EX_INT ? a->ival : -a->a->ival;
@@ -982,7 +1058,22 @@ static void check_stmt(kc *K, int si) {
   for (int i = 0; i < s->n_idx; i++) {
     sh_ast *a = s->idx[i];
     if (a->kind != SH_EX_NAME) {
-      if (a->kind != SH_EX_ERROR)
+      if (is_gather(K, a) && !defining)
+        kerr(K, a->span,
+             "the target of an accumulation cannot be indexed by a value read from '%s' (that would "
+             "scatter into '%s'): index it with index names",
+             nm(K, a->name), nm(K, s->lhs));
+      else if (is_gather(K, a) && s->op != SH_KSYN_ASSIGN)
+        kerr(K, a->span,
+             "the target of a reduction cannot be indexed by a value read from '%s' (that would "
+             "scatter into '%s'): index it with index names",
+             nm(K, a->name), nm(K, s->lhs));
+      else if (is_gather(K, a))
+        kerr(K, a->span,
+             "'%s' cannot be written at an index read from '%s': gathers read, a left-hand side is "
+             "indexed by distinct index names",
+             nm(K, s->lhs), nm(K, a->name));
+      else if (a->kind != SH_EX_ERROR)
         kerr(K, a->span, "the indices of a left-hand side are distinct index names, as in y(i, j)");
       add_use(K, -2, 0, a->span, ti, i, 0, true);
       continue;

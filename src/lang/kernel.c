@@ -102,7 +102,8 @@ static void print_expr(sh_buf *out, const sh_kernel *k, const sh_kstmt *s, const
     for (int d = 0; d < t->rank; d++) {
       const sh_kidx *ix = &x->idx[d];
       if (d) sh_buf_puts(out, ", ");
-      if (ix->var < 0) sh_buf_printf(out, "%lld", (long long)ix->off);
+      if (ix->gather) print_expr(out, k, s, ix->gather);
+      else if (ix->var < 0) sh_buf_printf(out, "%lld", (long long)ix->off);
       else if (ix->off == 0) sh_buf_puts(out, s->idx[ix->var].name);
       else sh_buf_printf(out, "%s %c %lld", s->idx[ix->var].name, ix->off < 0 ? '-' : '+',
                          (long long)(ix->off < 0 ? -ix->off : ix->off));

@@ -44,7 +44,8 @@
  * (idx[n_free .. n_idx)), each with its range; an index whose range is
  * RAGGED comes after the index it depends on, so idx is a valid loop order.
  * The checker guarantees: every access is in bounds for every value of its
- * indices (no run-time checks needed); each left-hand side covers its
+ * indices (no run-time checks needed, except the values of gather indices,
+ * sh_kidx); each left-hand side covers its
  * tensor exactly (every element is written); a tensor is defined (ASSIGN
  * or init) exactly once, before it is read or accumulated into; a
  * reduction never reads the tensor it writes, and an accumulation reads it
@@ -55,7 +56,8 @@
  * Expressions are trees of sh_kexpr: constants, sizes, index values, tensor
  * accesses with index arguments `var + off` (var -1: the constant off), and
  * the pointwise operators of SH_KOP_LIST. Their values are f32, except an
- * access of an i32 tensor, which is i32 and only ever the operand of FLOAT.
+ * access of an i32 tensor, which is i32 and only ever the operand of FLOAT
+ * or a gather index (sh_kidx.gather).
  */
 #ifndef SH_LANG_KERNEL_H
 #define SH_LANG_KERNEL_H
@@ -122,11 +124,19 @@ typedef struct sh_kindex {
   bool reduction; /* not on the left-hand side */
 } sh_kindex;
 
+struct sh_kexpr;
+
 /* An index argument of an access: the value of index var (of the
- * statement) plus off; var -1: the constant off. */
+ * statement) plus off; var -1: the constant off. A gather (`emb(ids(n),
+ * e)`): gather is set (var -1, off 0) and the index is its value, an
+ * ACCESS of a dense i32 input whose own arguments are plain (never
+ * gathers); the checker does not bound it: every value of that input must
+ * lie in 0 .. extent-1 of the dimension it indexes, which every executor
+ * checks once per call before computing (SHEAF_ERR_INVALID_ARG). */
 typedef struct sh_kidx {
   int var;
   int64_t off;
+  const struct sh_kexpr *gather;
 } sh_kidx;
 
 /* Pointwise operators: X(ID, source name, arity). FLOAT is i32 -> f32 (and
@@ -211,6 +221,25 @@ void sh_kext_print(sh_buf *out, const sh_kernel *k, const sh_kext *e);
  * their inferred shapes, statements with their index ranges (what `sheaf
  * check` prints; tests, debugging). */
 void sh_kernel_print(sh_buf *out, const sh_kernel *k);
+
+/* ------------------------------------------------------------- gathers */
+
+/* Checks every gather of k (kernel_gather.c): each value of an index tensor
+ * lies in 0 .. extent-1 of the dimension it indexes, at these sizes (one
+ * per size of k) and inputs (in_data[i]: input i's elements). Fails with
+ * SHEAF_ERR_INVALID_ARG naming the kernel, the value and its position
+ * ("kernel 'pick': lab[3] = 300 is outside 0 .. 255 (the extent of z's
+ * dimension 1)"). */
+sheaf_status sh_kernel_gather_check(sheaf_ctx *ctx, const sh_kernel *k, const int64_t *sizes,
+                                    const void *const *in_data);
+/* The smallest extent the values of input `input` index as a gather at
+ * these sizes; -1 when it indexes nothing. */
+int64_t sh_kernel_gather_extent(const sh_kernel *k, int input, const int64_t *sizes);
+/* Whether any access of k has a gather index. */
+bool sh_kernel_has_gather(const sh_kernel *k);
+/* "lab[3]", "perm[1, 2]": element flat of dense tensor g as text. */
+void sh_kernel_gather_position(const sh_ktensor *g, const int64_t *sizes, int64_t flat, char *buf,
+                               size_t cap);
 
 /* ------------------------------------------------------------- sources */
 

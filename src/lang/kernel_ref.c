@@ -249,8 +249,21 @@ static double eval(rt *R, const sh_kexpr *x) {
   case SH_KEXPR_ACCESS: {
     const layout *L = &R->lay[x->tensor];
     int64_t i[SH_KERNEL_MAX_RANK];
-    for (int d = 0; d < L->rank; d++)
+    for (int d = 0; d < L->rank; d++) {
+      if (x->idx[d].gather) { /* a gather: its value must lie in the dimension */
+        const sh_kexpr *g = x->idx[d].gather;
+        double v = eval(R, g);
+        if (!(v >= 0 && v < (double)L->ext[d])) { /* sh_kernel_gather_check ran first */
+          if (R->st == SHEAF_OK)
+            R->st = sh_fail(R->ctx, SHEAF_ERR_INTERNAL, "kernel '%s': line %d: '%s' gathered out of bounds",
+                            R->k->name, x->line, R->k->tensors[x->tensor].name);
+          return 0.0;
+        }
+        i[d] = (int64_t)v;
+        continue;
+      }
       i[d] = (x->idx[d].var >= 0 ? R->ix[x->idx[d].var] : 0) + x->idx[d].off;
+    }
     if (!inside(L, i)) {
       if (R->st == SHEAF_OK)
         R->st = sh_fail(R->ctx, SHEAF_ERR_INTERNAL, "kernel '%s': line %d: '%s' read out of bounds",
@@ -401,6 +414,12 @@ sheaf_status sh_kernel_ref_run(sheaf_ctx *ctx, const sh_kernel *k, const sh_kref
       const float *f = (const float *)in[i].data;
       for (size_t x = 0; x < n; x++) R.val[i][x] = f[x];
     }
+  }
+  if (st == SHEAF_OK && sh_kernel_has_gather(k)) { /* gather indices in range, before anything runs */
+    const void **in_data = sh_arena_calloc(&R.arena, (size_t)n_in + 1, sizeof *in_data);
+    if (!in_data) st = SHEAF_ERR_NOMEM;
+    for (int i = 0; i < n_in && st == SHEAF_OK; i++) in_data[i] = in[i].data;
+    if (st == SHEAF_OK) st = sh_kernel_gather_check(ctx, k, R.sizes, (const void *const *)in_data);
   }
   for (int i = 0; i < k->n_stmts && st == SHEAF_OK; i++) {
     R.s = &k->stmts[i];
