@@ -194,11 +194,12 @@ sheaf_status sh_sched_contract_ragged(sh_lir_kernel *k, sh_lir_buf T, sh_lir_stm
 
 /* Row-block fusion (sched_rowblock.c; TVM's compute_at). `nest`, a serial
  * loop over E rows, directly follows the statement holding the serial
- * row-block loop `at` (extent ceil(E / rows), not inside a parallel,
- * vector or unrolled loop). Every buffer that one of them writes and the
- * other accesses is owned per block at one dimension: indexed in at's nest
- * only inside at, as rows·v_at + e with e in [0, rows) from loops inside
- * at, and in nest exactly by nest's variable. nest moves to the end of
+ * row-block loop `at` (extent ceil(E / rows), not inside another loop or
+ * a condition of that statement: nest would run once per iteration).
+ * Every buffer that one of them writes and the other accesses is owned
+ * per block at one dimension: indexed in at's nest only inside at, as
+ * rows·v_at + e with e in [0, rows) from loops inside at, and in nest
+ * exactly by nest's variable. nest moves to the end of
  * at's body as `for n_i in 0..rows: if v_at·rows + n_i < E: body` (*inner,
  * may be NULL, gets n_i): each block's rows are consumed right after they
  * are produced. */

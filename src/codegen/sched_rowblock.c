@@ -176,10 +176,16 @@ sheaf_status sh_sched_compute_at(sh_lir_kernel *k, sh_lir_stmt nest, sh_lir_stmt
   if (top < 0 || k->st[top].next != nest)
     return sh_sched_err(k, "compute_at of loop %s at %s: %s is not in the statement right before %s", nn, na,
                         na, nn);
-  for (sh_lir_stmt p = k->st[at].parent; p >= 0 && p != k->st[top].parent; p = k->st[p].parent)
-    if (k->st[p].kind == SH_LIR_S_LOOP && k->st[p].annot != SH_LIR_SERIAL)
-      return sh_sched_err(k, "compute_at of loop %s at %s: %s is inside a parallel, vector or unrolled loop",
-                          nn, na, na);
+  /* nest would run once per iteration of a loop around at (on a product
+   * whose other iterations' part is not there yet), or only when a
+   * condition around at holds */
+  for (sh_lir_stmt p = k->st[at].parent; p >= 0 && p != k->st[top].parent; p = k->st[p].parent) {
+    if (k->st[p].kind == SH_LIR_S_LOOP)
+      return sh_sched_err(k, "compute_at of loop %s at %s: %s is inside loop %s (%s would run once per its "
+                             "iteration)", nn, na, na, k->vars[k->st[p].var].name, nn);
+    if (k->st[p].kind == SH_LIR_S_IF)
+      return sh_sched_err(k, "compute_at of loop %s at %s: %s is inside a condition", nn, na, na);
+  }
   sh_lir_expr E = k->st[nest].ext;
   sh_lir_expr blocks = sh_lir_simplify(
       k, sh_lir_bin(k, SH_LIR_OP_DIV, sh_lir_add(k, E, sh_lir_int(k, rows - 1)), sh_lir_int(k, rows)));
