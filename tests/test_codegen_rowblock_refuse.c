@@ -132,3 +132,51 @@ TEST(codegen_rowblock_compute_at_inside_column_loop) {
   }
   sh_lir_free(k);
 }
+
+/* shrink at a row-block loop inside another loop: the block's storage
+ * must not carry values from one run of the row-block loop to the next.
+ * for t in 0..2: for io: for in in 0..4: (t == 0: T[row] = 3 x[row]; else
+ * y[row] = T[row]): every row of T is written by run t = 0 and read by
+ * run t = 1, after every block of t = 0 has reused the one block. */
+TEST(codegen_rowblock_shrink_inside_column_loop) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_lir_kernel *k = NULL;
+  REQUIRE_OK(ctx, sh_lir_create(ctx, "two_runs", &k));
+  sh_lir_expr M = sh_lir_sz(k, sh_lir_size(k, "M"));
+  sh_lir_buf x = sh_lir_buffer(k, "x", SH_LIR_F32, SH_LIR_IN, 1, &M);
+  sh_lir_buf y = sh_lir_buffer(k, "y", SH_LIR_F32, SH_LIR_OUT, 1, &M);
+  sh_lir_buf T = sh_lir_buffer(k, "T", SH_LIR_F32, SH_LIR_TEMP, 1, &M);
+  sh_lir_stmt t = sh_lir_loop(k, sh_lir_root(k), "t", sh_lir_int(k, 2));
+  sh_lir_stmt io2 = sh_lir_loop(k, t, "io", sh_lir_bin(k, SH_LIR_OP_DIV, sh_lir_add(k, M, sh_lir_int(k, 3)), sh_lir_int(k, 4)));
+  sh_lir_stmt in = sh_lir_loop(k, io2, "in", sh_lir_int(k, 4));
+  sh_lir_expr row = sh_lir_add(k, sh_lir_mul(k, sh_lir_lv(k, io2), sh_lir_int(k, 4)), sh_lir_lv(k, in));
+  sh_lir_stmt g = sh_lir_if(k, in, sh_lir_bin(k, SH_LIR_OP_LT, row, M));
+  sh_lir_stmt w = sh_lir_if(k, g, sh_lir_bin(k, SH_LIR_OP_EQ, sh_lir_lv(k, t), sh_lir_int(k, 0)));
+  sh_lir_store1(k, w, T, row, sh_lir_mul(k, sh_lir_flt(k, 3), sh_lir_load1(k, x, row)), SH_LIR_COMBINE_NONE);
+  sh_lir_stmt e = sh_lir_else(k, w);
+  sh_lir_store1(k, e, y, row, sh_lir_load1(k, T, row), SH_LIR_COMBINE_NONE);
+  REQUIRE_OK(ctx, sh_lir_status(k));
+  REQUIRE_OK(ctx, sh_lir_verify(k));
+  float xs[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, ys[9];
+  int64_t sizes[] = {9};
+  for (int q = 0; q < 9; q++) ys[q] = NAN;
+  REQUIRE_OK(ctx, sh_lir_run(k, sizes, (sh_lir_arg[]){{.data = xs}, {.data = ys}}));
+  for (int q = 0; q < 9; q++) CHECK(ys[q] == 3 * xs[q]);
+  static char before[65536], after[65536];
+  text_of(k, before, sizeof before);
+  sheaf_status st = sh_sched_shrink(k, T, io2);
+  if (st == SHEAF_OK) {
+    for (int q = 0; q < 9; q++) ys[q] = NAN;
+    if (CHECK_OK(ctx, sh_lir_run(k, sizes, (sh_lir_arg[]){{.data = xs}, {.data = ys}})))
+      for (int q = 0; q < 9; q++)
+        if (!(ys[q] == 3 * xs[q])) {
+          th_fail(__FILE__, __LINE__, "shrink inside loop t: y[%d] = %g, want %g", q, (double)ys[q], 3.0 * xs[q]);
+          break;
+        }
+  } else {
+    CHECK_EQ_INT(st, SHEAF_ERR_INVALID_ARG);
+    CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "loop t");
+    CHECK_EQ_STR(text_of(k, after, sizeof after), before);
+  }
+  sh_lir_free(k);
+}

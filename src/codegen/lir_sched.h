@@ -207,7 +207,8 @@ sheaf_status sh_sched_compute_at(sh_lir_kernel *k, sh_lir_stmt nest, sh_lir_stmt
                                  sh_lir_stmt *inner);
 /* Storage shrink: temporary T, accessed only inside loop `at`'s body, at
  * one dimension always as R·v_at + e with e in [0, R) from loops inside at
- * (R > 0 the same everywhere), keeps R rows there, indexed by e: one
+ * (R > 0 the same everywhere), and for each loop around at at another one
+ * exactly by its variable (each run of at owns its part), keeps R rows there, indexed by e: one
  * block's storage, reused by every iteration of at, one copy per pool
  * thread (per_task: at may then run over the pool; tasks use their
  * thread's copy). */

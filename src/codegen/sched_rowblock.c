@@ -244,6 +244,25 @@ sheaf_status sh_sched_shrink(sh_lir_kernel *k, sh_lir_buf T, sh_lir_stmt at) {
   for (int i = 0; i < all->n && !st; i++)
     if (all->a[i].buf == T && (!sh_lir_within(k, all->a[i].at, at) || all->a[i].at == at))
       st = sh_sched_err(k, "shrink of %s at %s: %s is accessed outside %s's body", bi->name, na, bi->name, na);
+  /* a loop around at runs at's nest again: each run must own its part of T
+   * (one dimension exactly that loop's variable at every access), else the
+   * block a run leaves would be overwritten before the next run reads it */
+  for (sh_lir_stmt p = k->st[at].parent; p >= 0 && !st; p = k->st[p].parent) {
+    if (k->st[p].kind != SH_LIR_S_LOOP) continue;
+    bool owned = false;
+    for (int d = 0; d < bi->rank && !owned; d++) {
+      owned = true;
+      for (int i = 0; i < all->n && owned; i++) {
+        const acc *a = &all->a[i];
+        if (a->buf != T) continue;
+        sh_lir_expr e = d < a->n ? sh_lir_simplify(k, k->list[a->list + d]) : SH_LIR_NONE;
+        owned = e >= 0 && k->ex[e].kind == SH_LIR_E_VAR && k->ex[e].a == k->st[p].var;
+      }
+    }
+    if (!owned)
+      st = sh_sched_err(k, "shrink of %s at %s: its block would be shared by the iterations of loop %s around %s",
+                        bi->name, na, k->vars[k->st[p].var].name, na);
+  }
   for (int d = 0; d < bi->rank && !st && dim < 0; d++) {
     int64_t coef = 0;
     bool ok = true, any = false;
