@@ -180,3 +180,31 @@ TEST(codegen_rowblock_shrink_inside_column_loop) {
   }
   sh_lir_free(k);
 }
+
+/* A scoped temporary (allocated by its alloc statement, one copy) is not
+ * shrunk: per task, its threads' copies would lie past that allocation. */
+TEST(codegen_rowblock_shrink_scoped) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_lir_kernel *k = NULL;
+  REQUIRE_OK(ctx, sh_lir_create(ctx, "shs", &k));
+  sh_lir_expr M = sh_lir_sz(k, sh_lir_size(k, "M"));
+  sh_lir_buf x = sh_lir_buffer(k, "x", SH_LIR_F32, SH_LIR_IN, 1, &M);
+  sh_lir_buf y = sh_lir_buffer(k, "y", SH_LIR_F32, SH_LIR_OUT, 1, &M);
+  sh_lir_buf T = sh_lir_buffer(k, "T", SH_LIR_F32, SH_LIR_TEMP, 1, &M);
+  REQUIRE_OK(ctx, sh_lir_buffer_scoped(k, T));
+  sh_lir_stmt a = sh_lir_alloc(k, sh_lir_root(k), T);
+  sh_lir_stmt io = sh_lir_loop(k, a, "io", sh_lir_bin(k, SH_LIR_OP_DIV, sh_lir_add(k, M, sh_lir_int(k, 63)), sh_lir_int(k, 64)));
+  sh_lir_stmt in = sh_lir_loop(k, io, "in", sh_lir_int(k, 64));
+  sh_lir_expr row = sh_lir_add(k, sh_lir_mul(k, sh_lir_lv(k, io), sh_lir_int(k, 64)), sh_lir_lv(k, in));
+  sh_lir_stmt g = sh_lir_if(k, in, sh_lir_bin(k, SH_LIR_OP_LT, row, M));
+  sh_lir_store1(k, g, T, row, sh_lir_mul(k, sh_lir_flt(k, 3), sh_lir_load1(k, x, row)), SH_LIR_COMBINE_NONE);
+  sh_lir_store1(k, g, y, row, sh_lir_load1(k, T, row), SH_LIR_COMBINE_NONE);
+  REQUIRE_OK(ctx, sh_lir_status(k));
+  REQUIRE_OK(ctx, sh_lir_verify(k));
+  static char before[65536], after[65536];
+  text_of(k, before, sizeof before);
+  CHECK_STATUS(ctx, sh_sched_shrink(k, T, io), SHEAF_ERR_INVALID_ARG);
+  CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "shrink of T at io: a scoped temporary");
+  CHECK_EQ_STR(text_of(k, after, sizeof after), before);
+  sh_lir_free(k);
+}

@@ -230,6 +230,9 @@ sheaf_status sh_sched_shrink(sh_lir_kernel *k, sh_lir_buf T, sh_lir_stmt at) {
   const char *na = k->vars[k->st[at].var].name;
   if (bi->role != SH_LIR_TEMP || bi->inlined || bi->per_task || bi->layout != SH_LIR_LAYOUT_DENSE)
     return sh_sched_err(k, "shrink of %s at %s: not a dense temporary (or already shrunk)", bi->name, na);
+  if (bi->scoped) /* its alloc sizes one copy: the tasks' copies per thread would lie past it */
+    return sh_sched_err(k, "shrink of %s at %s: a scoped temporary (allocated by its alloc statement)", bi->name,
+                        na);
   if (k->st[at].annot == SH_LIR_VECTOR || k->st[at].annot == SH_LIR_UNROLL)
     return sh_sched_err(k, "shrink of %s at %s: %s is a vector or unrolled loop", bi->name, na, na);
   for (sh_lir_stmt p = k->st[at].parent; p >= 0; p = k->st[p].parent)
