@@ -172,12 +172,14 @@ sheaf_status sh_sched_cache_read(sh_lir_kernel *k, sh_lir_buf b, sh_lir_stmt at,
  * indexes alike, by `at` and loops around it only, are fixed (dimension
  * 0, the sequence, must be one); the others are copied whole (a ragged
  * one up to the sequence's length) into a dense scoped temporary
- * P[slot, copied dims..] at the top of each iteration of `at` (slot: the
- * parallel loop at or around `at`; none without one; a ragged dimension
- * allocated at the longest length, an i32 temporary computed before the
- * nest), and every load of b under `at` reads P. `at` is a serial or
- * parallel loop, not inside a vector or unrolled loop. out (may be NULL)
- * gets P, the copy nest and its loops (outermost first). */
+ * P[copied dims..] at the top of each iteration of `at` (a ragged
+ * dimension sized at the sequence's length; allocated around `at`, or
+ * its body when `at` is parallel or the sizes use its variable: a copy
+ * per task), and every load of b under `at` reads P. `at` is a serial or
+ * parallel loop, not inside a vector or unrolled loop; a load at a fixed
+ * index other than a variable or a constant is not under a condition on
+ * the loops' variables alone (the copy runs on every iteration). out (may
+ * be NULL) gets P, the copy nest and its loops (outermost first). */
 sheaf_status sh_sched_cache_read_ragged(sh_lir_kernel *k, sh_lir_buf b, sh_lir_stmt at, sh_sched_read *out);
 /* Storage contraction of a ragged scratch temporary T (an OUT the
  * lowering marked scratch: the caller's, not read after the call) to a
