@@ -172,12 +172,14 @@ sheaf_status sh_sched_cache_read(sh_lir_kernel *k, sh_lir_buf b, sh_lir_stmt at,
  * indexes alike, by `at` and loops around it only, are fixed (dimension
  * 0, the sequence, must be one); the others are copied whole (a ragged
  * one up to the sequence's length) into a dense scoped temporary
- * P[slot, copied dims..] at the top of each iteration of `at` (slot: the
- * parallel loop at or around `at`; none without one; a ragged dimension
- * allocated at the longest length, an i32 temporary computed before the
- * nest), and every load of b under `at` reads P. `at` is a serial or
- * parallel loop, not inside a vector or unrolled loop. out (may be NULL)
- * gets P, the copy nest and its loops (outermost first). */
+ * P[copied dims..] at the top of each iteration of `at` (a ragged
+ * dimension sized at the sequence's length; allocated around `at`, or
+ * its body when `at` is parallel or the sizes use its variable: a copy
+ * per task), and every load of b under `at` reads P. `at` is a serial or
+ * parallel loop, not inside a vector or unrolled loop; a load at a fixed
+ * index other than a variable or a constant is not under a condition on
+ * the loops' variables alone (the copy runs on every iteration). out (may
+ * be NULL) gets P, the copy nest and its loops (outermost first). */
 sheaf_status sh_sched_cache_read_ragged(sh_lir_kernel *k, sh_lir_buf b, sh_lir_stmt at, sh_sched_read *out);
 /* Storage contraction of a ragged scratch temporary T (an OUT the
  * lowering marked scratch: the caller's, not read after the call) to a
@@ -194,11 +196,12 @@ sheaf_status sh_sched_contract_ragged(sh_lir_kernel *k, sh_lir_buf T, sh_lir_stm
 
 /* Row-block fusion (sched_rowblock.c; TVM's compute_at). `nest`, a serial
  * loop over E rows, directly follows the statement holding the serial
- * row-block loop `at` (extent ceil(E / rows), not inside a parallel,
- * vector or unrolled loop). Every buffer that one of them writes and the
- * other accesses is owned per block at one dimension: indexed in at's nest
- * only inside at, as rows·v_at + e with e in [0, rows) from loops inside
- * at, and in nest exactly by nest's variable. nest moves to the end of
+ * row-block loop `at` (extent ceil(E / rows), not inside another loop or
+ * a condition of that statement: nest would run once per iteration).
+ * Every buffer that one of them writes and the other accesses is owned
+ * per block at one dimension: indexed in at's nest only inside at, as
+ * rows·v_at + e with e in [0, rows) from loops inside at, and in nest
+ * exactly by nest's variable. nest moves to the end of
  * at's body as `for n_i in 0..rows: if v_at·rows + n_i < E: body` (*inner,
  * may be NULL, gets n_i): each block's rows are consumed right after they
  * are produced. */
@@ -206,7 +209,8 @@ sheaf_status sh_sched_compute_at(sh_lir_kernel *k, sh_lir_stmt nest, sh_lir_stmt
                                  sh_lir_stmt *inner);
 /* Storage shrink: temporary T, accessed only inside loop `at`'s body, at
  * one dimension always as R·v_at + e with e in [0, R) from loops inside at
- * (R > 0 the same everywhere), keeps R rows there, indexed by e: one
+ * (R > 0 the same everywhere), and for each loop around at at another one
+ * exactly by its variable (each run of at owns its part), keeps R rows there, indexed by e: one
  * block's storage, reused by every iteration of at, one copy per pool
  * thread (per_task: at may then run over the pool; tasks use their
  * thread's copy). */

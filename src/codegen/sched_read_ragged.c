@@ -63,11 +63,14 @@ typedef struct rr_scan {
   int count;
   uint32_t varies; /* dims whose index differs between accesses or is not fixed */
   bool prefetch, stores;
+  int guards;    /* ifs around the statement being scanned whose condition is fixed */
+  bool guarded;  /* an access under such an if (where the loop runs, it may not) */
 } rr_scan;
 
 /* An access of r->b at index list `list`. */
 static void note(const sh_lir_kernel *k, int32_t list, int n, rr_scan *r) {
   r->count++;
+  r->guarded |= r->guards > 0;
   if (r->first < 0) r->first = list;
   for (int d = 0; d < n; d++) {
     sh_lir_expr i = k->list[list + d];
@@ -109,9 +112,29 @@ static void scan_stmts(const sh_lir_kernel *k, sh_lir_stmt s, rr_scan *r) {
     case SH_LIR_S_PREFETCH: r->prefetch |= x->buf == r->b; break;
     default: break;
     }
+    /* an if on the loop's iteration alone may keep its accesses from
+     * indices that do not exist (if b + 1 < B: x[b + 1, j]): the copy and
+     * the block's size, made for every iteration, would read them */
+    int fixed_if = x->kind == SH_LIR_S_IF && fixed_expr(k, x->cond, r->at);
+    r->guards += fixed_if;
     scan_stmts(k, x->body, r);
     if (x->kind == SH_LIR_S_IF && x->els >= 0) scan_stmts(k, x->els, r);
+    r->guards -= fixed_if;
   }
+}
+
+/* An access under a fixed condition (r->guarded) whose fixed indices are
+ * not all plain variables or constants: the condition may be what keeps
+ * them in bounds (if b + 1 < B: x[b + 1, j]). */
+static bool guarded_index(const sh_lir_kernel *k, const rr_scan *r) {
+  if (!r->guarded || r->first < 0) return false;
+  int n = k->bufs[r->b].rank;
+  for (int d = 0; d < n; d++) {
+    if (r->varies & (1u << d)) continue;
+    sh_lir_ekind e = (sh_lir_ekind)k->ex[k->list[r->first + d]].kind;
+    if (e != SH_LIR_E_VAR && e != SH_LIR_E_INT) return true;
+  }
+  return false;
 }
 
 typedef struct rr_map {
@@ -194,6 +217,10 @@ sheaf_status sh_sched_cache_read_ragged(sh_lir_kernel *k, sh_lir_buf b, sh_lir_s
   scan_stmts(k, k->st[at].body, &r);
   if (r.prefetch) return sh_sched_err(k, "cache_read_ragged of %s at loop %s: a prefetch of it inside", bi->name, atn);
   if (r.count == 0) return sh_sched_err(k, "cache_read_ragged of %s at loop %s: no load of it inside", bi->name, atn);
+  if (guarded_index(k, &r))
+    return sh_sched_err(k, "cache_read_ragged of %s at loop %s: a load of it at a computed index under a "
+                           "condition on the loops' variables alone (the copy would read where the load does "
+                           "not)", bi->name, atn);
   if (r.varies & 1u)
     return sh_sched_err(k, "cache_read_ragged of %s at loop %s: its sequence index varies inside", bi->name, atn);
   uint32_t all = (1u << bi->rank) - 1, copied = r.varies & all;
@@ -289,6 +316,10 @@ sheaf_status sh_sched_contract_ragged(sh_lir_kernel *k, sh_lir_buf T, sh_lir_stm
   if (r.count == 0) return sh_sched_err(k, "contract_ragged of %s at loop %s: no access of it inside", bi->name, atn);
   if (all.count != r.count)
     return sh_sched_err(k, "contract_ragged of %s at loop %s: accessed outside the loop", bi->name, atn);
+  if (guarded_index(k, &r))
+    return sh_sched_err(k, "contract_ragged of %s at loop %s: an access at a computed index under a condition "
+                           "on the loops' variables alone (the block's size would read where the access does "
+                           "not)", bi->name, atn);
   if (r.varies & 1u)
     return sh_sched_err(k, "contract_ragged of %s at loop %s: its sequence index varies inside", bi->name, atn);
   uint32_t copied = r.varies & ((1u << bi->rank) - 1);

@@ -176,10 +176,16 @@ sheaf_status sh_sched_compute_at(sh_lir_kernel *k, sh_lir_stmt nest, sh_lir_stmt
   if (top < 0 || k->st[top].next != nest)
     return sh_sched_err(k, "compute_at of loop %s at %s: %s is not in the statement right before %s", nn, na,
                         na, nn);
-  for (sh_lir_stmt p = k->st[at].parent; p >= 0 && p != k->st[top].parent; p = k->st[p].parent)
-    if (k->st[p].kind == SH_LIR_S_LOOP && k->st[p].annot != SH_LIR_SERIAL)
-      return sh_sched_err(k, "compute_at of loop %s at %s: %s is inside a parallel, vector or unrolled loop",
-                          nn, na, na);
+  /* nest would run once per iteration of a loop around at (on a product
+   * whose other iterations' part is not there yet), or only when a
+   * condition around at holds */
+  for (sh_lir_stmt p = k->st[at].parent; p >= 0 && p != k->st[top].parent; p = k->st[p].parent) {
+    if (k->st[p].kind == SH_LIR_S_LOOP)
+      return sh_sched_err(k, "compute_at of loop %s at %s: %s is inside loop %s (%s would run once per its "
+                             "iteration)", nn, na, na, k->vars[k->st[p].var].name, nn);
+    if (k->st[p].kind == SH_LIR_S_IF)
+      return sh_sched_err(k, "compute_at of loop %s at %s: %s is inside a condition", nn, na, na);
+  }
   sh_lir_expr E = k->st[nest].ext;
   sh_lir_expr blocks = sh_lir_simplify(
       k, sh_lir_bin(k, SH_LIR_OP_DIV, sh_lir_add(k, E, sh_lir_int(k, rows - 1)), sh_lir_int(k, rows)));
@@ -224,6 +230,9 @@ sheaf_status sh_sched_shrink(sh_lir_kernel *k, sh_lir_buf T, sh_lir_stmt at) {
   const char *na = k->vars[k->st[at].var].name;
   if (bi->role != SH_LIR_TEMP || bi->inlined || bi->per_task || bi->layout != SH_LIR_LAYOUT_DENSE)
     return sh_sched_err(k, "shrink of %s at %s: not a dense temporary (or already shrunk)", bi->name, na);
+  if (bi->scoped) /* its alloc sizes one copy: the tasks' copies per thread would lie past it */
+    return sh_sched_err(k, "shrink of %s at %s: a scoped temporary (allocated by its alloc statement)", bi->name,
+                        na);
   if (k->st[at].annot == SH_LIR_VECTOR || k->st[at].annot == SH_LIR_UNROLL)
     return sh_sched_err(k, "shrink of %s at %s: %s is a vector or unrolled loop", bi->name, na, na);
   for (sh_lir_stmt p = k->st[at].parent; p >= 0; p = k->st[p].parent)
@@ -238,6 +247,25 @@ sheaf_status sh_sched_shrink(sh_lir_kernel *k, sh_lir_buf T, sh_lir_stmt at) {
   for (int i = 0; i < all->n && !st; i++)
     if (all->a[i].buf == T && (!sh_lir_within(k, all->a[i].at, at) || all->a[i].at == at))
       st = sh_sched_err(k, "shrink of %s at %s: %s is accessed outside %s's body", bi->name, na, bi->name, na);
+  /* a loop around at runs at's nest again: each run must own its part of T
+   * (one dimension exactly that loop's variable at every access), else the
+   * block a run leaves would be overwritten before the next run reads it */
+  for (sh_lir_stmt p = k->st[at].parent; p >= 0 && !st; p = k->st[p].parent) {
+    if (k->st[p].kind != SH_LIR_S_LOOP) continue;
+    bool owned = false;
+    for (int d = 0; d < bi->rank && !owned; d++) {
+      owned = true;
+      for (int i = 0; i < all->n && owned; i++) {
+        const acc *a = &all->a[i];
+        if (a->buf != T) continue;
+        sh_lir_expr e = d < a->n ? sh_lir_simplify(k, k->list[a->list + d]) : SH_LIR_NONE;
+        owned = e >= 0 && k->ex[e].kind == SH_LIR_E_VAR && k->ex[e].a == k->st[p].var;
+      }
+    }
+    if (!owned)
+      st = sh_sched_err(k, "shrink of %s at %s: its block would be shared by the iterations of loop %s around %s",
+                        bi->name, na, k->vars[k->st[p].var].name, na);
+  }
   for (int d = 0; d < bi->rank && !st && dim < 0; d++) {
     int64_t coef = 0;
     bool ok = true, any = false;
