@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "codegen/kernel_api.h"
+#include "attn_ref.h"
 #include "harness.h"
 
 static const char ATTN[] =
@@ -30,42 +31,6 @@ static const char MHA[] =
     "  m(b, h, i) max=! s(b, h, i, j)\n  e(b, h, i, j) = exp(s(b, h, i, j) - m(b, h, i))\n"
     "  z(b, h, i) +=! e(b, h, i, j)\n  o(b, h, i, d) +=! e(b, h, i, j) * v(b, j, h, d)\n"
     "  out(b, i, h, d) = o(b, h, i, d) / z(b, h, i)\n}\n";
-
-/* out for tokens [T, H, D] of sequences lens[0..nb) (heads interleaved). */
-static void ref_attn(const int32_t *lens, int nb, int64_t H, int64_t D, const float *q, const float *k,
-                     const float *v, float *out) {
-  int64_t t0 = 0, row = H * D;
-  double *p = malloc(sizeof(double) * 128);
-  for (int b = 0; b < nb; b++) {
-    int64_t L = lens[b];
-    for (int64_t h = 0; h < H; h++)
-      for (int64_t i = 0; i < L; i++) {
-        double mx = -INFINITY, z = 0;
-        for (int64_t j = 0; j < L; j++) {
-          double s = 0;
-          for (int64_t d = 0; d < D; d++) s += (double)q[(t0 + i) * row + h * D + d] * k[(t0 + j) * row + h * D + d];
-          p[j] = s / sqrt((double)D);
-          mx = fmax(mx, p[j]);
-        }
-        for (int64_t j = 0; j < L; j++) z += p[j] = exp(p[j] - mx);
-        for (int64_t d = 0; d < D; d++) {
-          double o = 0;
-          for (int64_t j = 0; j < L; j++) o += p[j] * v[(t0 + j) * row + h * D + d];
-          out[(t0 + i) * row + h * D + d] = (float)(o / z);
-        }
-      }
-    t0 += L;
-  }
-  free(p);
-}
-
-static bool close_to(const float *got, const float *want, int64_t n, const char *what) {
-  for (int64_t i = 0; i < n; i++)
-    if (!(fabs((double)got[i] - want[i]) <= 2e-5 * fmax(1.0, fabs((double)want[i]))))
-      return th_fail(__FILE__, __LINE__, "%s: element %lld is %.9g, want %.9g", what, (long long)i, got[i],
-                     want[i]);
-  return true;
-}
 
 /* One run of kernel k (H heads: rank 4 when H > 0) on lens against the reference. */
 static void check(sheaf_kernel *k, const int32_t *lens, int nb, int64_t H, int64_t D, uint64_t seed,
@@ -89,8 +54,8 @@ static void check(sheaf_kernel *k, const int32_t *lens, int nb, int64_t H, int64
   if (st != SHEAF_OK) {
     th_fail(__FILE__, __LINE__, "%s: sheaf_kernel_run: %s", what, sheaf_ctx_last_error(sh_kernel_ctx(k)));
   } else {
-    ref_attn(lens, nb, HH, D, q, kk, v, want);
-    close_to(got, want, n, what);
+    ar_mha(lens, nb, HH, D, q, kk, v, want);
+    ar_close(got, want, n, what);
   }
   free(q), free(kk), free(v), free(got), free(want), free(L);
 }

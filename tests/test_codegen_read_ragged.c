@@ -20,6 +20,7 @@
 #include "codegen/lir_int.h"
 #include "codegen/lir_sched.h"
 #include "codegen/lower.h"
+#include "attn_ref.h"
 #include "harness.h"
 #include "lang/kernel.h"
 #include "lang/parser.h"
@@ -53,43 +54,6 @@ static bool wiki_lengths(int32_t *L, int n) {
   while (f && got < n && fscanf(f, "%ld", &v) == 1) L[got++] = (int32_t)v;
   if (f) fclose(f);
   return got == n;
-}
-
-/* out for tokens [T, H, D] of sequences lens[0..nb) (heads interleaved). */
-static void ref_mha(const int32_t *lens, int nb, int64_t H, int64_t D, const float *q, const float *k,
-                    const float *v, float *out) {
-  int64_t t0 = 0, row = H * D, maxl = 1;
-  for (int b = 0; b < nb; b++) maxl = lens[b] > maxl ? lens[b] : maxl;
-  double *p = malloc(sizeof(double) * (size_t)maxl);
-  for (int b = 0; b < nb; b++) {
-    int64_t L = lens[b];
-    for (int64_t h = 0; h < H; h++)
-      for (int64_t i = 0; i < L; i++) {
-        double mx = -INFINITY, z = 0;
-        for (int64_t j = 0; j < L; j++) {
-          double s = 0;
-          for (int64_t d = 0; d < D; d++) s += (double)q[(t0 + i) * row + h * D + d] * k[(t0 + j) * row + h * D + d];
-          p[j] = s / sqrt((double)D);
-          mx = fmax(mx, p[j]);
-        }
-        for (int64_t j = 0; j < L; j++) z += p[j] = exp(p[j] - mx);
-        for (int64_t d = 0; d < D; d++) {
-          double o = 0;
-          for (int64_t j = 0; j < L; j++) o += p[j] * v[(t0 + j) * row + h * D + d];
-          out[(t0 + i) * row + h * D + d] = (float)(o / z);
-        }
-      }
-    t0 += L;
-  }
-  free(p);
-}
-
-static bool close_to(const float *got, const float *want, int64_t n, const char *what) {
-  for (int64_t i = 0; i < n; i++)
-    if (!(fabs((double)got[i] - want[i]) <= 2e-5 * fmax(1.0, fabs((double)want[i]))))
-      return th_fail(__FILE__, __LINE__, "%s: element %lld is %.9g, want %.9g", what, (long long)i, got[i],
-                     want[i]);
-  return true;
 }
 
 /* The lowered (unscheduled) kernel and what its arguments need. */
@@ -138,7 +102,7 @@ static bool problem_make(sheaf_ctx *ctx, const lowered *lw, const sh_lir_kernel 
   memcpy(L, lens, sizeof(int32_t) * (size_t)nb);
   p->q = th_frand_fill(&seed, p->n), p->k = th_frand_fill(&seed, p->n), p->v = th_frand_fill(&seed, p->n);
   p->out = calloc((size_t)p->n + 1, sizeof(float)), p->want = calloc((size_t)p->n + 1, sizeof(float));
-  ref_mha(lens, nb, H, D, p->q, p->k, p->v, p->want);
+  ar_mha(lens, nb, H, D, p->q, p->k, p->v, p->want);
   p->extra[p->n_extra++] = L;
   void *data[] = {L, p->q, p->k, p->v, p->out};
   for (int i = 0; i < 5; i++) p->args[p->n_args++].data = data[i];
@@ -167,7 +131,7 @@ static bool interp_ok(sheaf_ctx *ctx, const lowered *lw, sh_lir_kernel *ir, cons
                       int64_t D, float **got, const char *what) {
   problem p;
   bool ok = problem_make(ctx, lw, ir, lens, nb, H, D, (uint64_t)(nb * 131 + H * 7 + D), &p) &&
-            CHECK_OK(ctx, sh_lir_run(ir, p.sizes, p.args)) && close_to(p.out, p.want, p.n, what);
+            CHECK_OK(ctx, sh_lir_run(ir, p.sizes, p.args)) && ar_close(p.out, p.want, p.n, what);
   if (ok && got) {
     *got = malloc(sizeof(float) * (size_t)(p.n + 1));
     memcpy(*got, p.out, sizeof(float) * (size_t)p.n);
@@ -353,7 +317,7 @@ TEST(codegen_read_ragged_c) {
       CHECK_EQ_INT(fn(&abi, p.sizes, a), 0);
       char what[64];
       snprintf(what, sizeof what, "emitted C, case %d", (int)c);
-      close_to(p.out, p.want, p.n, what);
+      ar_close(p.out, p.want, p.n, what);
     }
     problem_free(&p);
   }
@@ -389,7 +353,7 @@ TEST(codegen_read_ragged_c) {
       CHECK_EQ_INT(fn(&abi, p.sizes, a), 0);
       char what[64];
       snprintf(what, sizeof what, "pack_rows, AVX2, case %d", (int)c);
-      close_to(p.out, p.want, p.n, what);
+      ar_close(p.out, p.want, p.n, what);
     }
     problem_free(&p);
   }
@@ -492,8 +456,8 @@ TEST(codegen_read_ragged_default) {
       snprintf(what, sizeof what, "mha %s, %d sequences, %lld x %lld", sheaf_isa_name(levels[l]), nb, (long long)H,
                (long long)D);
       if (CHECK_OK(ctx, sheaf_kernel_run(K, a, 5))) {
-        ref_mha(cases[c].lens, nb, H, D, q, kk, v, want);
-        close_to(got, want, n, what);
+        ar_mha(cases[c].lens, nb, H, D, q, kk, v, want);
+        ar_close(got, want, n, what);
       }
       free(q), free(kk), free(v), free(got), free(want), free(L);
     }

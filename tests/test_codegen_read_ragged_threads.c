@@ -13,6 +13,7 @@
 
 #include "codegen/kernel_api.h"
 #include "codegen/lir_sched.h"
+#include "attn_ref.h"
 #include "harness.h"
 #include "sheaf_kernel.h"
 
@@ -23,35 +24,6 @@ static const char MHA[] =
     "  m(b, h, i) max=! s(b, h, i, j)\n  e(b, h, i, j) = exp(s(b, h, i, j) - m(b, h, i))\n"
     "  z(b, h, i) +=! e(b, h, i, j)\n  o(b, h, i, d) +=! e(b, h, i, j) * v(b, j, h, d)\n"
     "  out(b, i, h, d) = o(b, h, i, d) / z(b, h, i)\n}\n";
-
-/* out for tokens [T, H, D] of sequences lens[0..nb) (heads interleaved). */
-static void ref_mha(const int32_t *lens, int nb, int64_t H, int64_t D, const float *q, const float *k,
-                    const float *v, float *out) {
-  int64_t t0 = 0, row = H * D, maxl = 1;
-  for (int b = 0; b < nb; b++) maxl = lens[b] > maxl ? lens[b] : maxl;
-  double *p = malloc(sizeof(double) * (size_t)maxl);
-  for (int b = 0; b < nb; b++) {
-    int64_t L = lens[b];
-    for (int64_t h = 0; h < H; h++)
-      for (int64_t i = 0; i < L; i++) {
-        double mx = -INFINITY, z = 0;
-        for (int64_t j = 0; j < L; j++) {
-          double s = 0;
-          for (int64_t d = 0; d < D; d++) s += (double)q[(t0 + i) * row + h * D + d] * k[(t0 + j) * row + h * D + d];
-          p[j] = s / sqrt((double)D);
-          mx = fmax(mx, p[j]);
-        }
-        for (int64_t j = 0; j < L; j++) z += p[j] = exp(p[j] - mx);
-        for (int64_t d = 0; d < D; d++) {
-          double o = 0;
-          for (int64_t j = 0; j < L; j++) o += p[j] * v[(t0 + j) * row + h * D + d];
-          out[(t0 + i) * row + h * D + d] = (float)(o / z);
-        }
-      }
-    t0 += L;
-  }
-  free(p);
-}
 
 /* One call's data: lengths, q, k, v, out and the reference. */
 typedef struct call {
@@ -67,7 +39,7 @@ static void call_fill(call *c, uint64_t seed) {
   uint64_t s = seed;
   for (int64_t i = 0; i < c->n; i++) c->q[i] = th_frand(&s), c->k[i] = th_frand(&s), c->v[i] = th_frand(&s);
   for (int64_t i = 0; i < c->n; i++) c->out[i] = NAN;
-  ref_mha(c->L, c->nb, c->H, c->D, c->q, c->k, c->v, c->want);
+  ar_mha(c->L, c->nb, c->H, c->D, c->q, c->k, c->v, c->want);
 }
 
 static void call_make(call *c, const int32_t *lens, int nb, int64_t H, int64_t D, uint64_t seed) {
