@@ -142,6 +142,35 @@ typedef struct rr_map {
   uint32_t copied;
 } rr_map;
 
+/* The scoped block of buffer b's `copied` dims for one sequence `seq` (a
+ * ragged dim at its length), named b's name + "_" + suffix (numbered when
+ * taken), and its alloc statement (not yet placed): *per_iter when it must
+ * be allocated per iteration of `at` (a parallel task's own, or sized by
+ * at's variable). SH_LIR_NONE on failure (k->err). */
+static sh_lir_buf scoped_block(sh_lir_kernel *k, sh_lir_buf b, uint32_t copied, sh_lir_expr seq, sh_lir_stmt at,
+                               const char *suffix, bool *per_iter, sh_lir_stmt *alloc) {
+  const sh_lir_bufinfo *bi = &k->bufs[b];
+  sh_lir_expr dims[SH_LIR_MAX_RANK];
+  int n = 0;
+  *per_iter = k->st[at].annot == SH_LIR_PARALLEL; /* a task's block is its own */
+  for (int d = 0; d < bi->rank; d++) {
+    if (!(copied & (1u << d))) continue;
+    dims[n] = (bi->ragged_mask & (1u << d)) ? sh_lir_load1(k, bi->lengths, seq) : bi->dims[d];
+    *per_iter = *per_iter || sh_lir_uses_var(k, dims[n], k->st[at].var);
+    n++;
+  }
+  char name[96];
+  snprintf(name, sizeof name, "%s_%s", bi->name, suffix);
+  for (int s = 2; sh_lir_find_buffer(k, name) >= 0 && s < 1000; s++)
+    snprintf(name, sizeof name, "%s_%s%d", bi->name, suffix, s);
+  sh_lir_buf P = sh_lir_buffer(k, name, SH_LIR_F32, SH_LIR_TEMP, n, dims);
+  if (P < 0 || sh_lir_buffer_scoped(k, P)) return SH_LIR_NONE;
+  *alloc = sh_lir_new_stmt(k, SH_LIR_S_ALLOC);
+  if (*alloc < 0) return SH_LIR_NONE;
+  k->st[*alloc].buf = P;
+  return P;
+}
+
 /* e with every load b[idx] replaced by P[idx at the copied dims]. */
 static sh_lir_expr redirect(sh_lir_kernel *k, sh_lir_expr e, const rr_map *m) {
   if (e < 0 || k->err) return e;
@@ -229,23 +258,10 @@ sheaf_status sh_sched_cache_read_ragged(sh_lir_kernel *k, sh_lir_buf b, sh_lir_s
   sh_lir_expr seq = k->list[r.first];
 
   /* P: the copied dims, a ragged one at the sequence's length */
-  sh_lir_expr dims[SH_LIR_MAX_RANK];
-  int n = 0;
-  bool per_iter = k->st[at].annot == SH_LIR_PARALLEL; /* a task's copy is its own */
-  for (int d = 0; d < bi->rank; d++) {
-    if (!(copied & (1u << d))) continue;
-    dims[n] = (bi->ragged_mask & (1u << d)) ? sh_lir_load1(k, bi->lengths, seq) : bi->dims[d];
-    per_iter = per_iter || sh_lir_uses_var(k, dims[n], k->st[at].var);
-    n++;
-  }
-  char name[96];
-  snprintf(name, sizeof name, "%s_rr", bi->name);
-  for (int s = 2; sh_lir_find_buffer(k, name) >= 0 && s < 1000; s++) snprintf(name, sizeof name, "%s_rr%d", bi->name, s);
-  sh_lir_buf P = sh_lir_buffer(k, name, SH_LIR_F32, SH_LIR_TEMP, n, dims);
-  if (P < 0 || sh_lir_buffer_scoped(k, P)) return k->err;
-  sh_lir_stmt alloc = sh_lir_new_stmt(k, SH_LIR_S_ALLOC);
-  if (alloc < 0) return k->err;
-  k->st[alloc].buf = P;
+  bool per_iter;
+  sh_lir_stmt alloc;
+  sh_lir_buf P = scoped_block(k, b, copied, seq, at, "rr", &per_iter, &alloc);
+  if (P < 0) return k->err;
 
   /* the copy nest: for c over the copied dims: P[c] = b[fixed, c] */
   sh_lir_expr src[SH_LIR_MAX_RANK], pidx[SH_LIR_MAX_RANK];
@@ -262,7 +278,7 @@ sheaf_status sh_sched_cache_read_ragged(sh_lir_kernel *k, sh_lir_buf b, sh_lir_s
     char vn[32];
     snprintf(vn, sizeof vn, "%s_d%d_rr", bi->name, d);
     k->st[c].var = sh_lir_new_var(k, vn, c);
-    k->st[c].ext = dims[np];
+    k->st[c].ext = k->bufs[P].dims[np];
     if (last >= 0) sh_lir_append(k, last, c);
     else first = c;
     last = c;
@@ -338,23 +354,11 @@ sheaf_status sh_sched_contract_ragged(sh_lir_kernel *k, sh_lir_buf T, sh_lir_stm
       return sh_sched_err(k, "contract_ragged of %s at loop %s: its block is shared by the iterations of loop %s",
                           bi->name, atn, k->vars[k->st[p].var].name);
   }
-  sh_lir_expr seq = k->list[r.first], dims[SH_LIR_MAX_RANK];
-  int n = 0;
-  bool per_iter = k->st[at].annot == SH_LIR_PARALLEL;
-  for (int d = 0; d < bi->rank; d++) {
-    if (!(copied & (1u << d))) continue;
-    dims[n] = (bi->ragged_mask & (1u << d)) ? sh_lir_load1(k, bi->lengths, seq) : bi->dims[d];
-    per_iter = per_iter || sh_lir_uses_var(k, dims[n], k->st[at].var);
-    n++;
-  }
-  char name[96];
-  snprintf(name, sizeof name, "%s_blk", bi->name);
-  for (int s = 2; sh_lir_find_buffer(k, name) >= 0 && s < 1000; s++) snprintf(name, sizeof name, "%s_blk%d", bi->name, s);
-  sh_lir_buf P = sh_lir_buffer(k, name, SH_LIR_F32, SH_LIR_TEMP, n, dims);
-  if (P < 0 || sh_lir_buffer_scoped(k, P)) return k->err;
-  sh_lir_stmt alloc = sh_lir_new_stmt(k, SH_LIR_S_ALLOC);
-  if (alloc < 0) return k->err;
-  k->st[alloc].buf = P;
+  sh_lir_expr seq = k->list[r.first];
+  bool per_iter;
+  sh_lir_stmt alloc;
+  sh_lir_buf P = scoped_block(k, T, copied, seq, at, "blk", &per_iter, &alloc);
+  if (P < 0) return k->err;
   rr_map m = {.b = T, .P = P, .copied = copied};
   redirect_stmts(k, k->st[at].body, &m);
   if (per_iter) {
