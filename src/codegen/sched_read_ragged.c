@@ -171,6 +171,24 @@ static sh_lir_buf scoped_block(sh_lir_kernel *k, sh_lir_buf b, uint32_t copied, 
   return P;
 }
 
+/* Places a scoped block's alloc: around at's body (per_iter: one block per
+ * iteration, at being parallel or the block sized by its variable), else
+ * around at. Returns the statement whose body now holds at's old body. */
+static sh_lir_stmt place_alloc(sh_lir_kernel *k, sh_lir_stmt at, sh_lir_stmt alloc, bool per_iter) {
+  if (!per_iter) {
+    sh_lir_replace(k, at, alloc);
+    sh_lir_append(k, alloc, at);
+    return at;
+  }
+  while (k->st[at].body >= 0) {
+    sh_lir_stmt c = k->st[at].body;
+    sh_lir_detach(k, c);
+    sh_lir_append(k, alloc, c);
+  }
+  sh_lir_append(k, at, alloc);
+  return alloc;
+}
+
 /* e with every load b[idx] replaced by P[idx at the copied dims]. */
 static sh_lir_expr redirect(sh_lir_kernel *k, sh_lir_expr e, const rr_map *m) {
   if (e < 0 || k->err) return e;
@@ -289,20 +307,8 @@ sheaf_status sh_sched_cache_read_ragged(sh_lir_kernel *k, sh_lir_buf b, sh_lir_s
   rr_map m = {.b = b, .P = P, .copied = copied};
   redirect_stmts(k, k->st[at].body, &m);
   if (sh_lir_store(k, last, P, np, pidx, sh_lir_load(k, b, bi->rank, src), SH_LIR_COMBINE_NONE) < 0) return k->err;
-  /* the alloc: around at's body (one copy per iteration: at is parallel or
-   * the sizes depend on it), else around at; the copy first in at's body */
-  if (per_iter) {
-    while (k->st[at].body >= 0) {
-      sh_lir_stmt c = k->st[at].body;
-      sh_lir_detach(k, c);
-      sh_lir_append(k, alloc, c);
-    }
-    sh_lir_append(k, at, alloc);
-  } else {
-    sh_lir_replace(k, at, alloc);
-    sh_lir_append(k, alloc, at);
-  }
-  sh_lir_stmt home = per_iter ? alloc : at;
+  /* the copy first in at's body, inside the block's alloc */
+  sh_lir_stmt home = place_alloc(k, at, alloc, per_iter);
   if (k->st[home].body >= 0) sh_lir_insert_before(k, k->st[home].body, first);
   else sh_lir_append(k, home, first);
   if (out) {
@@ -361,16 +367,6 @@ sheaf_status sh_sched_contract_ragged(sh_lir_kernel *k, sh_lir_buf T, sh_lir_stm
   if (P < 0) return k->err;
   rr_map m = {.b = T, .P = P, .copied = copied};
   redirect_stmts(k, k->st[at].body, &m);
-  if (per_iter) {
-    while (k->st[at].body >= 0) {
-      sh_lir_stmt c = k->st[at].body;
-      sh_lir_detach(k, c);
-      sh_lir_append(k, alloc, c);
-    }
-    sh_lir_append(k, at, alloc);
-  } else {
-    sh_lir_replace(k, at, alloc);
-    sh_lir_append(k, alloc, at);
-  }
+  place_alloc(k, at, alloc, per_iter);
   return k->err;
 }
