@@ -20,10 +20,14 @@ static void text(sh_buf *b, const sh_analyses *a, const sh_ast *e) {
     sh_buf_puts(b, "<expr>");
     return;
   }
-  size_t end = e->span.off + e->span.len, n = 0;
+  size_t start = e->span.off, end = e->span.off + e->span.len, n = 0;
   if (end > d->len) end = d->len;
+  int depth = 0; /* `(a * b) @ W` starts at a: take the parenthesis in */
+  for (size_t i = start; i < end; i++) depth += (d->src[i] == '(') - (d->src[i] == ')');
+  for (size_t i = start; depth < 0 && i > 0; i--)
+    if (d->src[i - 1] == '(') depth++, start = i - 1;
   bool space = false;
-  for (size_t i = e->span.off; i < end; i++) {
+  for (size_t i = start; i < end; i++) {
     char ch = d->src[i];
     if (ch == '\n' || ch == '\t' || ch == ' ' || ch == '\r') {
       space = true;
