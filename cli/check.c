@@ -49,7 +49,7 @@ static const cli_flags check_spec = {.cmd = "check", CLI_FLAGS_LIST(check_flags)
 static int analyses(const sh_module *m, sh_buf *out, bool verbose) {
   sh_analyses a;
   sheaf_status st = sh_analyze(m, &a);
-  if (st == SHEAF_OK) sh_analyses_report(&a, out, verbose);
+  if (st == SHEAF_OK) st = sh_analyses_report(&a, out, verbose);
   sh_analyses_free(&a);
   if (st != SHEAF_OK) fprintf(stderr, "sheaf: error: analyses of %s: %s\n", m->diags.file, sheaf_status_str(st));
   return st == SHEAF_OK ? CLI_OK : CLI_FAIL;

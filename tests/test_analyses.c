@@ -27,8 +27,7 @@ static char *report_of(sheaf_ctx *ctx, const char *name, const char *src, size_t
     if (CHECK_EQ_INT(ast, SHEAF_OK)) {
       sh_buf b;
       sh_buf_init(&b, ctx);
-      sh_analyses_report(&a, &b, verbose);
-      CHECK_EQ_INT(sh_buf_status(&b), SHEAF_OK);
+      CHECK_EQ_INT(sh_analyses_report(&a, &b, verbose), SHEAF_OK);
       r = strdup(sh_buf_cstr(&b));
       sh_buf_free(&b);
       /* every function body is walked: each node of a checked module is reached */
@@ -192,4 +191,68 @@ TEST(analyses_bad_arguments) {
   CHECK_EQ_INT(sh_analyze(&m, &a), SHEAF_ERR_INVALID_ARG);
   sh_analyses_free(&a);
   sh_module_free(&m);
+}
+
+/* Allocation failure at every point of the analyses and the report:
+ * SHEAF_ERR_NOMEM or a full report, nothing leaked, never a crash. */
+TEST(analyses_allocation_failure_at_every_point) {
+  sheaf_ctx *ctx = th_ctx();
+  static const char *const files[] = {"examples/treelstm.sf", "examples/early_exit.sf"};
+  for (size_t f = 0; f < SH_ARRAY_LEN(files); f++) {
+    char *src = NULL;
+    size_t len = 0;
+    REQUIRE_EQ_INT(sh_file_read(ctx, files[f], &src, &len), SHEAF_OK);
+    sh_module m;
+    REQUIRE_EQ_INT(sh_lang_compile(&m, ctx, files[f], src, len), SHEAF_OK);
+    sh_analyses a;
+    REQUIRE_EQ_INT(sh_analyze(&m, &a), SHEAF_OK);
+    sh_buf want;
+    sh_buf_init(&want, ctx);
+    REQUIRE_EQ_INT(sh_analyses_report(&a, &want, true), SHEAF_OK);
+    sh_analyses_free(&a);
+    long live = th_live_blocks();
+    bool done = false;
+    int n_nomem = 0;
+    for (long k = 1; k < 100000 && !done; k++) {
+      th_fail_alloc_at(k);
+      sheaf_status st = sh_analyze(&m, &a);
+      sh_buf b;
+      sh_buf_init(&b, ctx);
+      sheaf_status bst = st == SHEAF_OK ? sh_analyses_report(&a, &b, true) : st;
+      th_fail_alloc_at(0);
+      if (st == SHEAF_OK && bst == SHEAF_OK) {
+        /* the armed failure was past every allocation: the whole report */
+        done = !strcmp(sh_buf_cstr(&b), sh_buf_cstr(&want));
+        if (!CHECK(done)) fprintf(stderr, "  %s: report after k=%ld differs:\n%s\n", files[f], k, sh_buf_cstr(&b));
+        done = true;
+      } else {
+        CHECK_EQ_INT(bst, SHEAF_ERR_NOMEM);
+        n_nomem++;
+      }
+      sh_buf_free(&b);
+      sh_analyses_free(&a);
+      CHECK_EQ_INT(th_live_blocks(), live);
+    }
+    CHECK(done);
+    CHECK(n_nomem > 0);
+    sh_buf_free(&want);
+    sh_module_free(&m);
+    sh_free(ctx, src, len + 1);
+  }
+}
+
+/* The CLI: `sheaf check --analyses` prints the summary then the report. */
+TEST(analyses_cli_check_flag) {
+  static char out[1 << 16];
+  if (!th_sheaf_bin()) return;
+  REQUIRE_EQ_INT(th_sheaf(out, sizeof out, "check --analyses examples/treelstm.sf"), 0);
+  const char *want = th_read_file("tests/data/analyses/treelstm.txt", NULL);
+  REQUIRE(want != NULL);
+  const char *at = strstr(out, "analyses of examples/treelstm.sf:");
+  REQUIRE(at != NULL);
+  CHECK(!strcmp(at, want));
+  CHECK(strstr(out, "fn tree(t: Tree) -> (f32[H], f32[H])  [recursive]\n") < at); /* the summary first */
+  CHECK_EQ_INT(th_sheaf(out, sizeof out, "check --analyses tests/bad/arity_call.sf 2>&1"), 1);
+  CHECK(strstr(out, "analyses of") == NULL);
+  CHECK_CONTAINS(out, "error:");
 }

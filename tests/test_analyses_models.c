@@ -58,7 +58,7 @@ static int32_t find(const model *x, const char *s) {
 static char *report(const model *x) {
   sh_buf b;
   sh_buf_init(&b, th_ctx());
-  sh_analyses_report(&x->a, &b, true);
+  CHECK_EQ_INT(sh_analyses_report(&x->a, &b, true), SHEAF_OK);
   char *r = strdup(sh_buf_cstr(&b));
   sh_buf_free(&b);
   return r;

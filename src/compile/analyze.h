@@ -158,9 +158,11 @@ typedef struct sh_analyses {
 sheaf_status sh_analyze(const sh_module *m, sh_analyses *a);
 void sh_analyses_free(sh_analyses *a);
 
-/* The report `sheaf check --analyses` prints (one block per analysis);
- * verbose adds the position of every host-only expression. */
-void sh_analyses_report(const sh_analyses *a, sh_buf *out, bool verbose);
+/* Appends the report `sheaf check --analyses` prints (one block per
+ * analysis) to out; verbose adds the position of every host-only
+ * expression. SHEAF_OK; SHEAF_ERR_NOMEM (out's status included);
+ * SHEAF_ERR_INVALID_ARG when a holds no analyses. */
+sheaf_status sh_analyses_report(const sh_analyses *a, sh_buf *out, bool verbose);
 
 /* The id of an expression of one of the module's functions; -1 if none. */
 int32_t sh_an_id(const sh_analyses *a, const sh_ast *e);

@@ -119,6 +119,7 @@ static const char *render_str(sh_analyses *a, const sh_ast *e) {
   sh_buf b;
   sh_buf_init(&b, a->m->ctx);
   render(&b, a->m, e, 3);
+  if (sh_buf_status(&b) != SHEAF_OK) a->nomem = true;
   const char *s = sh_an_strf(a, "%s", sh_buf_cstr(&b));
   sh_buf_free(&b);
   return s;
@@ -276,6 +277,7 @@ static void walk_ctrl(rctx *x, const sh_ast *e, const frame *fr) {
       sh_buf b;
       sh_buf_init(&b, a->m->ctx);
       sh_an_pat_print(&b, a->m, e->arms[i].pat);
+      if (sh_buf_status(&b) != SHEAF_OK) a->nomem = true;
       const char *l = sh_an_strf(a, "%s arm %s", x->label, sh_buf_cstr(&b));
       sh_buf_free(&b);
       mark_pat(x, fr->fn, e->arms[i].pat, -1, false);

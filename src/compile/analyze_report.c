@@ -270,6 +270,7 @@ static void report_regions(const sh_analyses *a, sh_buf *b) {
                 a->n_regions == 1 ? "" : "s");
   for (int i = 0; i < a->n_regions; i++) {
     const sh_an_region *r = &a->regions[i];
+    if (!r->n_ops) continue;
     int n = 0;
     for (int k = 0; k < r->n_ops; k++) n += a->nodes[r->ops[k]].cls == SH_AN_OP && !a->nodes[r->ops[k]].fused;
     const sh_ast *e0 = a->nodes[r->ops[0]].e; /* where it starts in its own function */
@@ -289,13 +290,10 @@ static void report_regions(const sh_analyses *a, sh_buf *b) {
   }
 }
 
-void sh_analyses_report(const sh_analyses *a, sh_buf *out, bool verbose) {
-  if (!a->m || !a->nodes) return;
+sheaf_status sh_analyses_report(const sh_analyses *a, sh_buf *out, bool verbose) {
+  if (!a->m || !a->nodes) return SHEAF_ERR_INVALID_ARG;
   int32_t *end = sh_calloc(a->m->ctx, (size_t)(a->n_nodes + 1), sizeof *end);
-  if (!end) {
-    sh_buf_puts(out, "analyses: out of memory\n");
-    return;
-  }
+  if (!end) return SHEAF_ERR_NOMEM;
   for (int i = a->n_nodes - 1; i >= 0; i--) {
     if (end[i] < i) end[i] = i;
     int32_t p = a->nodes[i].parent;
@@ -310,4 +308,5 @@ void sh_analyses_report(const sh_analyses *a, sh_buf *out, bool verbose) {
   report_regions(a, out);
   sh_buf_puts(out, "linearized: (see --mode)\n");
   sh_free(a->m->ctx, end, (size_t)(a->n_nodes + 1) * sizeof *end);
+  return sh_buf_status(out);
 }
