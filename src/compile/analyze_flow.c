@@ -14,6 +14,7 @@
 #include "compile/analyze.h"
 
 #define INLINE_BUDGET 200000 /* nodes walked by inlining, whole module */
+#define INLINE_DEPTH 64       /* calls inlined one inside another */
 
 typedef struct an_val {
   uint8_t taint;
@@ -24,6 +25,7 @@ typedef struct flow {
   sh_analyses *a;
   int32_t fn;     /* the function being recorded */
   long budget;
+  int depth;      /* of inlining */
 } flow;
 
 static an_val v_none(uint8_t taint) {
@@ -121,7 +123,7 @@ static an_val call_fn(flow *f, const sh_ast *e, const sh_fn *g, const an_val *ar
     r.d.dyn = true;
     return r;
   }
-  if (!g->body || f->budget <= 0 || g->n_params != n) {
+  if (!g->body || f->budget <= 0 || g->n_params != n || f->depth >= INLINE_DEPTH) {
     for (int i = 0; i < n; i++) d_max(&all.d, &args[i].d);
     all.d.dyn = true;
     return all;
@@ -130,7 +132,10 @@ static an_val call_fn(flow *f, const sh_ast *e, const sh_fn *g, const an_val *ar
   if (!genv) return all;
   for (int i = 0; i < g->n_locals; i++) genv[i] = v_none(SH_AN_T_DATA);
   for (int i = 0; i < n; i++) genv[g->params[i]->index] = args[i];
-  return visit(f, g->body, genv, false);
+  f->depth++;
+  an_val r = visit(f, g->body, genv, false);
+  f->depth--;
+  return r;
 }
 
 static an_val visit_call(flow *f, const sh_ast *e, an_val *env, bool rec) {

@@ -17,6 +17,7 @@ typedef struct frame {
   const sh_fn *fn;
   const sh_ast *call; /* the inlined call; NULL in the home function */
   const struct frame *up;
+  int depth; /* calls inlined around it */
 } frame;
 
 typedef struct rreg {
@@ -36,27 +37,33 @@ typedef struct rctx {
   int8_t *straight;    /* per fn: 0 unknown, 1 straight-line, -1 not */
 } rctx;
 
-static bool straight_fn(rctx *x, const sh_fn *f);
+#define INLINE_DEPTH 64 /* calls inlined one inside another */
 
-static bool straight_expr(rctx *x, const sh_ast *e) {
+static bool straight_fn(rctx *x, const sh_fn *f, int depth);
+
+static bool straight_expr(rctx *x, const sh_ast *e, int depth) {
   int32_t id = sh_an_id(x->a, e);
   if (id < 0) return false;
   const sh_an_node *n = &x->a->nodes[id];
   if (n->cls == SH_AN_CTRL || n->cls == SH_AN_WAIT) return false;
-  if (e->kind == SH_EX_CALL && (e->fn_arg || (e->call == SH_CALL_FN && !straight_fn(x, e->ref.fn)))) return false;
+  if (e->kind == SH_EX_CALL && (e->fn_arg || (e->call == SH_CALL_FN && !straight_fn(x, e->ref.fn, depth + 1))))
+    return false;
   const sh_ast *ch[16];
   int k = sh_an_children(e, ch, 16);
   if (k > 16) return false;
   for (int i = 0; i < k; i++)
-    if (!straight_expr(x, ch[i])) return false;
+    if (!straight_expr(x, ch[i], depth)) return false;
   return true;
 }
 
-static bool straight_fn(rctx *x, const sh_fn *f) {
-  if (f->recursive || !f->body) return false;
+/* A function whose body is straight-line (no control flow, waits, loops
+ * over lists, or calls of any other kind) within INLINE_DEPTH calls: its
+ * ops can join its caller's region. */
+static bool straight_fn(rctx *x, const sh_fn *f, int depth) {
+  if (f->recursive || !f->body || depth >= INLINE_DEPTH) return false;
   if (!x->straight[f->index]) {
     x->straight[f->index] = -1; /* while deciding */
-    x->straight[f->index] = straight_expr(x, f->body) ? 1 : -1;
+    x->straight[f->index] = straight_expr(x, f->body, depth) ? 1 : -1;
   }
   return x->straight[f->index] > 0;
 }
@@ -322,8 +329,8 @@ static void walk(rctx *x, const sh_ast *e, const frame *fr) {
   case SH_AN_CALL: {
     for (int i = 0; i < e->n; i++) walk(x, e->items[i], fr);
     const sh_fn *g = e->ref.fn;
-    if (straight_fn(x, g)) {
-      frame in = {.fn = g, .call = e, .up = fr};
+    if (fr->depth < INLINE_DEPTH && straight_fn(x, g, 0)) {
+      frame in = {.fn = g, .call = e, .up = fr, .depth = fr->depth + 1};
       walk(x, g->body, &in);
       if (x->cur >= 0) append(x, id); /* the call's value: the region's */
       return;
