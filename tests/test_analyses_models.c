@@ -2,7 +2,7 @@
  * test_analyses_models.c — small hand-written models where each static
  * analysis (src/compile/analyze*.c) has a known answer, checked on the
  * result structures: a param-only `W1 + W2` (hoistable) and `emb[0]` beside
- * a per-instance `emb[w] @ M`; an if whose arms end at depths 1 and 3 (2
+ * a per-instance `emb[w] @ M`, one in a generic function (not hoistable); an if whose arms end at depths 1 and 3 (2
  * ghost ops on the short one); a recursive function's leaf arm at constant
  * depths 0..2; a while loop and an if on values read from tensors (control
  * points); host-only counts; a straight-line helper inlined into its
@@ -112,6 +112,25 @@ TEST(analyses_taint_in_a_helper) {
   int32_t prod = find(&x, "v * (W1[0] + W2[0]) + v");
   REQUIRE(prod >= 0);
   CHECK(!sh_an_tainted(x.a.nodes[prod].taint));
+  model_free(&x);
+}
+
+TEST(analyses_taint_generic_size_not_hoistable) {
+  model x;
+  model_load(&x,
+             "param emb : f32[V, H]\nparam b : f32[H]\n"
+             "fn f(v: f32[N]) -> f32[N] { v + zeros(N) * max(b) }\n"
+             "fn main(ws: list[i32]) -> f32[H] { f(emb[ws[0]]) + max(b) * b }\n");
+  REQUIRE(x.ok);
+  /* zeros(N) * max(b): param-only, but f32[N] differs per call site; max(b) * b: hoistable */
+  REQUIRE_EQ_INT(x.a.n_hoist, 2);
+  CHECK(is_text(&x, x.a.hoist[0].node, "zeros(N) * max(b)"));
+  CHECK(!x.a.hoist[0].hoistable);
+  CHECK(is_text(&x, x.a.hoist[1].node, "max(b) * b"));
+  CHECK(x.a.hoist[1].hoistable);
+  char *r = report(&x);
+  CHECK_CONTAINS(r, "t.sf:3:33: zeros(N) * max(b) (fn f): not hoistable: its shape uses a generic size of the function\n");
+  free(r);
   model_free(&x);
 }
 
