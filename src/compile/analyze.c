@@ -145,7 +145,11 @@ static int count_all(sh_analyses *a, const sh_ast *e) {
   return total;
 }
 
-static void add_nodes(sh_analyses *a, const sh_ast *e, int32_t parent, int32_t fn) {
+static void add_nodes(sh_analyses *a, const sh_ast *e, int32_t parent, int32_t fn, int cap) {
+  if (a->n_nodes >= cap) { /* never: the count walked the same children */
+    a->nomem = true;
+    return;
+  }
   int32_t id = a->n_nodes++;
   sh_an_node *n = &a->nodes[id];
   n->e = e;
@@ -160,7 +164,7 @@ static void add_nodes(sh_analyses *a, const sh_ast *e, int32_t parent, int32_t f
   const sh_ast *buf[16];
   int cnt;
   const sh_ast **ch = children(a, e, buf, 16, &cnt);
-  for (int i = 0; i < cnt; i++) add_nodes(a, ch[i], id, fn);
+  for (int i = 0; i < cnt; i++) add_nodes(a, ch[i], id, fn, cap);
 }
 
 sheaf_status sh_analyze(const sh_module *m, sh_analyses *a) {
@@ -172,6 +176,7 @@ sheaf_status sh_analyze(const sh_module *m, sh_analyses *a) {
   int total = 0;
   for (int i = 0; i < m->n_fns; i++)
     if (m->fns[i]->body) total += count_all(a, m->fns[i]->body);
+  if (a->nomem) return SHEAF_ERR_NOMEM;
   a->fns = sh_an_alloc(a, (size_t)(m->n_fns ? m->n_fns : 1) * sizeof *a->fns);
   a->fn_root = sh_an_alloc(a, (size_t)(m->n_fns ? m->n_fns : 1) * sizeof *a->fn_root);
   a->nodes = sh_an_alloc(a, (size_t)(total ? total : 1) * sizeof *a->nodes);
@@ -184,7 +189,7 @@ sheaf_status sh_analyze(const sh_module *m, sh_analyses *a) {
     a->fn_root[i] = -1;
     if (!m->fns[i]->body) continue;
     a->fn_root[i] = a->n_nodes;
-    add_nodes(a, m->fns[i]->body, -1, i);
+    add_nodes(a, m->fns[i]->body, -1, i, total);
   }
   if (a->nomem) return SHEAF_ERR_NOMEM;
   /* a `x @ W` term of a tensor sum is one affine with the sum (the interpreter's tensor_sum) */
