@@ -362,14 +362,14 @@ static lv call_result(cz *z, sh_span at, const sh_type *t, int call, const sh_li
 }
 
 static lv structural_call(cz *z, const sh_ast *e, lv *env, int depth) {
+  int g = fn_id(z->L, e->ref.fn, e->span);
+  if (g < 0) return none;
   if (e->n != 1) return sh_lin_refuse(z->L, e->span, "a structural call takes one tree"), none;
   lv t = eval(z, e->items[0], env, depth);
   if (failed(z)) return none;
   if (t.kind != LV_TREE)
     return sh_lin_refuse(z->L, e->items[0]->span, "'%s' is called on a tree the pattern does not bind: the "
                          "linearized mode calls structural functions on subtrees of the node", sym(z, e->name)), none;
-  int g = fn_id(z->L, e->ref.fn, e->span);
-  if (g < 0) return none;
   sh_lin_arm *a = z->a;
   int c = 0;
   while (c < a->n_calls && !(a->calls[c].fn == g && a->calls[c].slot == t.x)) c++;

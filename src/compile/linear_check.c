@@ -80,12 +80,13 @@ static sheaf_status check_expr(walk *w, const sh_ast *e, int depth) {
     break;
   default: break;
   }
+  if (e->kind == SH_EX_BLOCK) /* in source order: the lets, then the value */
+    for (int i = 0; e->lets && i < e->n; i++)
+      if ((st = check_expr(w, e->lets[i].value, depth + 1))) return st;
   if ((st = check_expr(w, e->a, depth + 1)) || (st = check_expr(w, e->b, depth + 1)) ||
       (st = check_expr(w, e->c, depth + 1)))
     return st;
   if (e->kind == SH_EX_BLOCK) {
-    for (int i = 0; e->lets && i < e->n; i++)
-      if ((st = check_expr(w, e->lets[i].value, depth + 1))) return st;
   } else if (e->kind == SH_EX_MATCH) {
     for (int i = 0; e->arms && i < e->n; i++)
       if ((st = check_expr(w, e->arms[i].body, depth + 1))) return st;
