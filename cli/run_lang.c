@@ -685,7 +685,12 @@ int cli_run_lang(int argc, char **argv) {
   }
   int32_t n = sh_dataset_count(&d);
   if (o.c.limit && o.c.limit < n) n = (int32_t)o.c.limit;
-  if (o.mode != LANG_MODE_DYNAMIC || o.emit_kernels) { /* the linearized mode, when the model takes it */
+  if (o.c.trace && o.mode == LANG_MODE_LINEAR) {
+    cli_error("run: --trace records the dynamic runtime's batches: use --mode dynamic (or auto)");
+    goto fail_quiet;
+  }
+  if (o.c.trace && o.mode == LANG_MODE_AUTO) snprintf(lin_why, sizeof lin_why, "--trace records the dynamic runtime");
+  else if (o.mode != LANG_MODE_DYNAMIC || o.emit_kernels) { /* the linearized mode, when the model takes it */
     sheaf_status ls = sh_lin_create(&m, model, &bind, &lin, lin_why, sizeof lin_why);
     if (ls && !lin_why[0]) snprintf(lin_why, sizeof lin_why, "%s", sheaf_ctx_last_error(ctx));
     if (ls && (o.mode == LANG_MODE_LINEAR || o.emit_kernels)) {
