@@ -11,7 +11,11 @@
  * time of each model's kernels: cold (an empty cache directory) and warm
  * (a second create, cache hits).
  *
- *   bench_compiled [--trees N] [--rounds R] [--quick] [--data FILE]
+ *   bench_compiled [--trees N] [--rounds R] [--quick] [--data FILE] [--only K] [--cache DIR]
+ *
+ * --only K: configuration K (0-based, in the table's order) only; --cache
+ * DIR: the kernel cache directory to use and keep (default: a fresh one,
+ * removed at the end, so "cold" is a cold compile).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,23 +143,27 @@ typedef struct cfg {
 } cfg;
 
 int main(int argc, char **argv) {
-  int n = 512, rounds = 5;
+  int n = 512, rounds = 5, only = -1;
+  const char *keep = NULL;
   const char *data = "data/ud_english_ewt/en_ewt-ud-test.conllu";
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--trees") && i + 1 < argc) n = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--data") && i + 1 < argc) data = argv[++i];
     else if (!strcmp(argv[i], "--quick")) n = 128, rounds = 3;
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--cache") && i + 1 < argc) keep = argv[++i];
     else {
-      fprintf(stderr, "usage: bench_compiled [--trees N] [--rounds R] [--quick] [--data FILE]\n");
+      fprintf(stderr, "usage: bench_compiled [--trees N] [--rounds R] [--quick] [--data FILE] [--only K] "
+                      "[--cache DIR]\n");
       return 2;
     }
   }
   if (rounds < 1 || rounds > 99 || n < 1) return 2;
   /* a fresh cache directory: the first create of each model is cold */
   char cache[] = "/tmp/sheaf_bench_compiled_XXXXXX";
-  if (!mkdtemp(cache)) return 1;
-  setenv("SHEAF_CACHE_DIR", cache, 1);
+  if (!keep && !mkdtemp(cache)) return 1;
+  setenv("SHEAF_CACHE_DIR", keep ? keep : cache, 1);
   sheaf_ctx *ctx1 = NULL, *ctx2 = NULL;
   sheaf_ctx_options o1 = {.threads = 1}, o2 = {.threads = 2};
   if (sheaf_ctx_create(&o1, &ctx1, NULL, 0) || sheaf_ctx_create(&o2, &ctx2, NULL, 0)) return 1;
@@ -179,6 +187,7 @@ int main(int argc, char **argv) {
   int rc = 0;
   for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
     const cfg *k = &cfgs[c];
+    if (only >= 0 && (size_t)only != c) continue;
     int nb = k->batch == 1 ? (n < 128 ? n : 128) : n; /* batch 1: fewer trees, same per-tree work */
     setup s, warm;
     double cold_s = 0, warm_s = 0;
@@ -245,6 +254,6 @@ int main(int argc, char **argv) {
   sheaf_ctx_free(ctx2);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", cache);
-  if (system(cmd) != 0) rc = 0;
+  if (!keep && system(cmd) != 0) rc = 0;
   return rc;
 }

@@ -146,6 +146,11 @@ static int bin_node(cz *z, sh_span at, int op, int x, int y) {
     return -1;
   }
   const sh_lin_node *big = is_one(p) ? q : p;
+  if ((p->rank == 2 && p->batched && ((q->rank == 1 && q->batched) || (q->rank == 2 && !q->batched))) ||
+      (q->rank == 2 && q->batched && ((p->rank == 1 && p->batched) || (p->rank == 2 && !p->batched)))) {
+    sh_lin_refuse(z->L, at, "a per-row matrix with a per-row vector or a parameter matrix: not translated");
+    return -1;
+  }
   if (!is_one(p) && !is_one(q) && (p->rank != q->rank || p->d[0] != q->d[0] || p->d[1] != q->d[1])) {
     sh_lin_refuse(z->L, at, "operands of different shapes");
     return -1;
@@ -174,6 +179,15 @@ static int mm_node(cz *z, sh_span at, int x, int y) {
     sh_lin_refuse(z->L, at, "a product the linearized mode does not translate");
     return -1;
   }
+  /* a per-row matrix read against a batched vector (or a parameter vector)
+   * is read as [N, R, C]: it must be an input (flat elsewhere) */
+  sh_lin_node *three = p->rank == 2 && q->rank == 1 ? p : p->rank == 1 && q->rank == 2 && q->batched ? q : NULL;
+  if ((p->rank == 2 && q->rank == 2 && p->batched && q->batched) || (three && three->op != SH_LIN_IN)) {
+    sh_lin_refuse(z->L, at, "a product of per-row matrices is translated only for a looked-up or child's matrix "
+                            "times a vector, or a matrix times a parameter");
+    return -1;
+  }
+  if (three) three->twin = true;
   int rank;
   int64_t d0, d1 = 1;
   if (p->rank == 1 && q->rank == 2) rank = 1, d0 = q->d[1];

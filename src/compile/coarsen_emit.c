@@ -33,6 +33,10 @@ static void acc(em *e, int k, const char *const *idx, int rank) {
     return;
   }
   sh_buf_printf(e->b, "%s(", e->names[k]);
+  if (n->rank == 2 && n->batched) { /* flat: [M, C] */
+    sh_buf_printf(e->b, "m, %s)", rank == 2 ? idx[1] : "0");
+    return;
+  }
   bool first = true;
   if (n->batched) sh_buf_puts(e->b, "n"), first = false;
   bool one = n->rank == 1 && n->d[0] == 1;
@@ -48,13 +52,18 @@ static const char *const IDX1[] = {"i"}, *const IDX2[] = {"i", "j"};
 
 static void lhs(em *e, int k) {
   const sh_lin_node *n = &e->a->nodes[k];
+  if (n->rank == 2 && n->batched) {
+    sh_buf_printf(e->b, "  %s(m, j)", e->names[k]);
+    return;
+  }
   sh_buf_printf(e->b, "  %s(%s%s%s)", e->names[k], n->batched ? "n, " : "", "i", n->rank == 2 ? ", j" : "");
 }
 
 static void where_n(em *e, int k, bool with_n) {
   const sh_lin_node *n = &e->a->nodes[k];
-  sh_buf_printf(e->b, " where %si in 0..%lld", with_n ? "n in 0..N, " : "", (long long)n->d[0]);
-  if (n->rank == 2) sh_buf_printf(e->b, ", j in 0..%lld", (long long)n->d[1]);
+  if (n->rank == 2 && n->batched) sh_buf_printf(e->b, " where j in 0..%lld", (long long)n->d[1]);
+  else sh_buf_printf(e->b, " where %si in 0..%lld", with_n ? "n in 0..N, " : "", (long long)n->d[0]);
+  if (n->rank == 2 && !n->batched) sh_buf_printf(e->b, ", j in 0..%lld", (long long)n->d[1]);
   sh_buf_putc(e->b, '\n');
 }
 
@@ -69,20 +78,35 @@ static const char *op_str(int op) {
   }
 }
 
-/* t(n, i[, j]) (+=! | +=) A(n, ...) * B(...) for one part of a product. */
+/* A per-row matrix read as [N, R, C] at (n, i, j). */
+static void acc3(em *e, int k, const char *i, const char *j) {
+  sh_buf_printf(e->b, "%sq(n, %s, %s)", e->names[k], i, j);
+}
+
+/* One part of a product (a CAT's part at row offset off of the right
+ * operand): t(n, i) or, flat, t(m, j) (+=! | +=) A(...) * B(...). */
 static void mm_part(em *e, int k, int part, int64_t off, bool first) {
   const sh_lin_node *n = &e->a->nodes[k], *p = &e->a->nodes[part], *q = &e->a->nodes[n->b];
   lhs(e, k);
   sh_buf_puts(e->b, first ? " +=! " : " += ");
   char r[32];
   snprintf(r, sizeof r, off ? "r + %lld" : "r", (long long)off);
-  if (p->rank == 1) acc(e, part, (const char *[]){"r"}, 1);
-  else acc(e, part, (const char *[]){"i", "r"}, 2);
-  sh_buf_puts(e->b, " * ");
-  if (q->rank == 1) acc(e, n->b, (const char *[]){r}, 1);
-  else acc(e, n->b, (const char *[]){r, p->rank == 1 ? "i" : "j"}, 2);
-  sh_buf_printf(e->b, " where i in 0..%lld", (long long)n->d[0]);
-  if (n->rank == 2) sh_buf_printf(e->b, ", j in 0..%lld", (long long)n->d[1]);
+  if (p->rank == 1 && q->rank == 2) { /* vector @ matrix: t(n, i) */
+    acc(e, part, (const char *[]){"r"}, 1);
+    sh_buf_puts(e->b, " * ");
+    if (q->batched) acc3(e, n->b, r, "i");
+    else acc(e, n->b, (const char *[]){r, "i"}, 2);
+  } else if (p->rank == 2 && q->rank == 1) { /* matrix @ vector: t(n, i) */
+    acc3(e, part, "i", "r");
+    sh_buf_puts(e->b, " * ");
+    acc(e, n->b, (const char *[]){r}, 1);
+  } else { /* flat matrix @ parameter matrix: t(m, j) */
+    acc(e, part, (const char *[]){"m", "r"}, 2);
+    sh_buf_puts(e->b, " * ");
+    acc(e, n->b, (const char *[]){r, "j"}, 2);
+  }
+  if (n->rank == 2) sh_buf_printf(e->b, " where j in 0..%lld", (long long)n->d[1]);
+  else sh_buf_printf(e->b, " where i in 0..%lld", (long long)n->d[0]);
   sh_buf_printf(e->b, ", r in 0..%lld\n", (long long)(p->rank == 1 ? p->d[0] : p->d[1]));
 }
 
@@ -157,6 +181,10 @@ static void mark(const sh_lin_arm *a, int k, bool *live) {
 }
 
 static void put_shape(sh_buf *b, const sh_lin_node *n, bool batched) {
+  if (batched && n->rank == 2) { /* flat */
+    sh_buf_printf(b, "f32[M%lld, %lld]", (long long)n->d[0], (long long)n->d[1]);
+    return;
+  }
   sh_buf_printf(b, "f32[%s%lld", batched ? "N, " : "", (long long)n->d[0]);
   if (n->rank == 2) sh_buf_printf(b, ", %lld", (long long)n->d[1]);
   sh_buf_putc(b, ']');
@@ -177,8 +205,13 @@ sheaf_status sh_lin_emit(sh_lin *L, sh_lin_fn *f, sh_lin_arm *a) {
     if (!live[k]) continue;
     if (n->op == SH_LIN_IN) {
       n->input = a->n_inputs;
+      a->input_3d[a->n_inputs] = false;
       a->inputs[a->n_inputs++] = k;
       snprintf(e->names[k], sizeof e->names[k], "x%d", n->input);
+      if (n->twin && n->rank == 2) { /* the same rows as [N, R, C]: x<i>q */
+        a->input_3d[a->n_inputs] = true;
+        a->inputs[a->n_inputs++] = k;
+      }
       batched_in = true;
     } else if (n->op == SH_LIN_PARAM) {
       if (a->n_params == (int)(sizeof a->params / sizeof a->params[0])) {
@@ -199,8 +232,13 @@ sheaf_status sh_lin_emit(sh_lin *L, sh_lin_fn *f, sh_lin_arm *a) {
   }
   sh_buf_printf(&b, "kernel %s(", a->name);
   for (int i = 0; i < a->n_inputs; i++) {
-    sh_buf_printf(&b, "%sx%d: ", i ? ", " : "", i);
-    put_shape(&b, &a->nodes[a->inputs[i]], true);
+    const sh_lin_node *n = &a->nodes[a->inputs[i]];
+    if (a->input_3d[i])
+      sh_buf_printf(&b, ", x%dq: f32[N, %lld, %lld]", n->input, (long long)n->d[0], (long long)n->d[1]);
+    else {
+      sh_buf_printf(&b, "%sx%d: ", i ? ", " : "", n->input);
+      put_shape(&b, n, true);
+    }
   }
   for (int i = 0; i < a->n_params; i++) {
     sh_buf_printf(&b, ", %s: ", e->names[a->params[i]]);
@@ -216,7 +254,7 @@ sheaf_status sh_lin_emit(sh_lin *L, sh_lin_fn *f, sh_lin_arm *a) {
     if (live[k]) stmt(e, k);
   for (int j = 0; j < a->n_out; j++) {
     const sh_lin_node *n = &a->nodes[a->out[j]];
-    sh_buf_printf(&b, "  o%d(n, i%s) = ", j, n->rank == 2 ? ", j" : "");
+    sh_buf_printf(&b, n->rank == 2 ? "  o%d(m, j) = " : "  o%d(n, i) = ", j);
     acc(e, a->out[j], n->rank == 2 ? IDX2 : IDX1, n->rank);
     where_n(e, a->out[j], !n->batched);
   }

@@ -141,8 +141,11 @@ static sheaf_status plan_for(sh_lin *L, sh_lin_arm *a, int32_t count, sheaf_kern
     for (int i = 0; i < a->n_inputs; i++, k++) {
       const sh_lin_node *n = &a->nodes[a->inputs[i]];
       shapes[k][0] = count, shapes[k][1] = n->d[0], shapes[k][2] = n->d[1];
-      args[k] = (sheaf_kernel_arg){SHEAF_KERNEL_F32, NULL, (size_t)count * (size_t)(n->d[0] * n->d[1]),
-                                   1 + n->rank, shapes[k]};
+      int rank = 1 + n->rank;
+      if (n->rank == 2 && !a->input_3d[i]) /* flat: [count·R, C] */
+        shapes[k][0] = count * n->d[0], shapes[k][1] = n->d[1], rank = 2;
+      args[k] = (sheaf_kernel_arg){SHEAF_KERNEL_F32, NULL, (size_t)count * (size_t)(n->d[0] * n->d[1]), rank,
+                                   shapes[k]};
     }
     for (int i = 0; i < a->n_params; i++, k++) {
       const sh_lin_node *n = &a->nodes[a->params[i]];
@@ -151,9 +154,9 @@ static sheaf_status plan_for(sh_lin *L, sh_lin_arm *a, int32_t count, sheaf_kern
     }
     for (int j = 0; j < a->n_out; j++, k++) {
       const sh_lin_node *n = &a->nodes[a->out[j]];
-      shapes[k][0] = count, shapes[k][1] = n->d[0], shapes[k][2] = n->d[1];
-      args[k] = (sheaf_kernel_arg){SHEAF_KERNEL_F32, NULL, (size_t)count * (size_t)(n->d[0] * n->d[1]),
-                                   1 + n->rank, shapes[k]};
+      shapes[k][0] = n->rank == 2 ? count * n->d[0] : count, shapes[k][1] = n->rank == 2 ? n->d[1] : n->d[0];
+      args[k] = (sheaf_kernel_arg){SHEAF_KERNEL_F32, NULL, (size_t)count * (size_t)(n->d[0] * n->d[1]), 2,
+                                   shapes[k]};
     }
     sheaf_status st = sheaf_kernel_plan_make(a->k, args, n_args, &a->plans[count]);
     if (st) return st;

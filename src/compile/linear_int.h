@@ -54,6 +54,9 @@ typedef struct sh_lin_node {
   int n_segs;      /* IN */
   sh_lin_seg segs[SH_LIN_MAX_SEGS];
   int input;       /* IN: its position among the kernel's inputs */
+  bool twin;       /* IN of rank 2: also passed as [N, R, C] (a matrix-vector product reads it so;
+                      rank-2 values are otherwise flat in the kernel, [M, C] with M = N·R, so a
+                      product with a parameter is one GEMM) */
 } sh_lin_node;
 
 /* How the inspector binds an arm's pattern: slot s of the arm is a subtree
@@ -83,8 +86,9 @@ typedef struct sh_lin_arm {
   sh_lin_node nodes[SH_LIN_MAX_NODES];
   int n_out;
   int out[SH_LIN_MAX_COMPS]; /* the node of each result component */
-  int n_inputs;              /* IN nodes, in input order */
+  int n_inputs;              /* IN nodes, in input order (a twin twice: flat, then [N, R, C]) */
   int inputs[SH_LIN_MAX_NODES];
+  bool input_3d[SH_LIN_MAX_NODES];
   int n_params;              /* parameters read, in kernel order */
   int params[64];
   char name[64];
