@@ -22,6 +22,8 @@ static sheaf_status lin_new(const sh_module *m, sheaf_model *model, const sh_lan
   sh_lin *L = calloc(1, sizeof *L);
   if (!L) return sh_fail(m->ctx, SHEAF_ERR_NOMEM, "out of memory");
   L->ctx = m->ctx, L->m = m, L->bind = bind, L->model = model, L->why = why, L->why_cap = cap;
+  const char *pl = getenv("SHEAF_LINEAR_PLANS"); /* 1: a prepared call per row count (measured: linear.h) */
+  L->plans = pl && pl[0] == '1';
   sh_buf_init(&L->all_src, L->ctx);
   *out = L;
   sheaf_status st = sh_lin_check_program(L);
@@ -124,6 +126,9 @@ bool sh_lin_group(const sh_lin *L, int gi, sh_lin_group_view *out) {
   return true;
 }
 
+static int group_args(const sh_lin_arm *a, int32_t count, void *const *data, sheaf_kernel_arg *args,
+                      int64_t (*shapes)[3]);
+
 /* The plan of arm a for count rows (made on first use). */
 static sheaf_status plan_for(sh_lin *L, sh_lin_arm *a, int32_t count, sheaf_kernel_plan **out) {
   if (count >= a->cap_plans) {
@@ -134,9 +139,20 @@ static sheaf_status plan_for(sh_lin *L, sh_lin_arm *a, int32_t count, sheaf_kern
     a->plans = p, a->cap_plans = cap;
   }
   if (!a->plans[count]) {
-    int n_args = a->n_inputs + a->n_params + a->n_out;
     sheaf_kernel_arg args[SH_LIN_MAX_NODES + 80];
     int64_t shapes[SH_LIN_MAX_NODES + 80][3];
+    int n_args = group_args(a, count, NULL, args, shapes);
+    sheaf_status st = sheaf_kernel_plan_make(a->k, args, n_args, &a->plans[count]);
+    if (st) return st;
+  }
+  *out = a->plans[count];
+  return SHEAF_OK;
+}
+
+/* The kernel's arguments for count rows (data: NULL or the pointers). */
+static int group_args(const sh_lin_arm *a, int32_t count, void *const *data, sheaf_kernel_arg *args,
+                      int64_t (*shapes)[3]) {
+  {
     int k = 0;
     for (int i = 0; i < a->n_inputs; i++, k++) {
       const sh_lin_node *n = &a->nodes[a->inputs[i]];
@@ -158,11 +174,9 @@ static sheaf_status plan_for(sh_lin *L, sh_lin_arm *a, int32_t count, sheaf_kern
       args[k] = (sheaf_kernel_arg){SHEAF_KERNEL_F32, NULL, (size_t)count * (size_t)(n->d[0] * n->d[1]), 2,
                                    shapes[k]};
     }
-    sheaf_status st = sheaf_kernel_plan_make(a->k, args, n_args, &a->plans[count]);
-    if (st) return st;
+    for (int i = 0; data && i < k; i++) args[i].data = data[i];
+    return k;
   }
-  *out = a->plans[count];
-  return SHEAF_OK;
 }
 
 static sheaf_status ensure_states(sh_lin *L) {
@@ -237,6 +251,12 @@ static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
   }
   for (int j = 0; j < a->n_out; j++, k++)
     data[k] = L->state[g->fn][j] + (size_t)g->start * (size_t)f->comp_width[j];
+  if (!L->plans) { /* one packed copy of each weight, the kernel's (plans keep one each) */
+    sheaf_kernel_arg args[SH_LIN_MAX_NODES + 80];
+    int64_t shapes[SH_LIN_MAX_NODES + 80][3];
+    int n_args = group_args(a, count, data, args, shapes);
+    return sheaf_kernel_run(a->k, args, n_args);
+  }
   sheaf_kernel_plan *p = NULL;
   sheaf_status st = plan_for(L, a, count, &p);
   if (!st) st = sheaf_kernel_plan_run(p, data, k);

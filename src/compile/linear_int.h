@@ -129,6 +129,7 @@ struct sh_lin {
   char *why;
   size_t why_cap;
   bool refused;
+  bool plans; /* prepared calls per row count (SHEAF_LINEAR_PLANS=1), else sheaf_kernel_run */
   sh_buf all_src;
   double compile_s;
   /* the last run: the inspector's output, the states */
