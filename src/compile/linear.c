@@ -201,7 +201,7 @@ static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
   size_t need = 0;
   for (int i = 0; i < a->n_inputs; i++) {
     const sh_lin_node *n = &a->nodes[a->inputs[i]];
-    need += ((size_t)count * (size_t)(n->d[0] * n->d[1]) + 15) & ~(size_t)15;
+    if (!a->input_3d[i]) need += ((size_t)count * (size_t)(n->d[0] * n->d[1]) + 15) & ~(size_t)15;
   }
   if (need > L->scratch_cap) {
     free(L->scratch);
@@ -218,6 +218,10 @@ static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
   for (int i = 0; i < a->n_inputs; i++, k++) {
     const sh_lin_node *n = &a->nodes[a->inputs[i]];
     size_t w = (size_t)(n->d[0] * n->d[1]);
+    if (a->input_3d[i]) { /* the same rows read as [N, R, C]: read-only, so they share the copy */
+      data[k] = data[k - 1];
+      continue;
+    }
     data[k] = s;
     for (int32_t r = 0; r < count; r++) {
       float *dst = s + (size_t)r * w;
