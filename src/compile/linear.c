@@ -194,10 +194,44 @@ static sheaf_status ensure_states(sh_lin *L) {
   return SHEAF_OK;
 }
 
+/* Copies the segments of input node n for row r of group g to dst. */
+static sheaf_status fill_row(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g, const sh_lin_node *n, int32_t r,
+                             float *dst) {
+  for (int q = 0; q < n->n_segs; q++) {
+    const sh_lin_seg *sg = &n->segs[q];
+    const float *src;
+    if (sg->lookup) {
+      int rank;
+      const int64_t *shape;
+      const float *tab = sheaf_model_param_values(L->model, L->bind->params[sg->param], &rank, &shape);
+      int64_t row = sh_lang_word_row(L->bind, sg->param, g->fields[sg->field][r]);
+      if (!tab || row < 0 || row >= shape[0])
+        return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: word row %lld outside its table", (long long)row);
+      src = tab + (size_t)row * (size_t)sg->width;
+    } else {
+      const sh_lin_call *c = &a->calls[sg->call];
+      src = L->state[c->fn][sg->comp] + (size_t)g->calls[sg->call][r] * (size_t)sg->width;
+    }
+    memcpy(dst, src, (size_t)sg->width * sizeof(float));
+    dst += sg->width;
+  }
+  return SHEAF_OK;
+}
+
 static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
   sh_lin_fn *f = &L->fns[g->fn];
   sh_lin_arm *a = f->arms[g->arm];
   int32_t count = g->count;
+  bool direct = true; /* every result is an input as it is (a leaf's emb[w]): copied straight to the state */
+  for (int j = 0; j < a->n_out; j++) direct = direct && a->nodes[a->out[j]].op == SH_LIN_IN;
+  for (int j = 0; direct && j < a->n_out; j++) {
+    size_t w = (size_t)f->comp_width[j];
+    for (int32_t r = 0; r < count; r++) {
+      sheaf_status st = fill_row(L, a, g, &a->nodes[a->out[j]], r, L->state[g->fn][j] + ((size_t)g->start + r) * w);
+      if (st) return st;
+    }
+  }
+  if (direct) return SHEAF_OK;
   size_t need = 0;
   for (int i = 0; i < a->n_inputs; i++) {
     const sh_lin_node *n = &a->nodes[a->inputs[i]];
@@ -224,26 +258,8 @@ static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
     }
     data[k] = s;
     for (int32_t r = 0; r < count; r++) {
-      float *dst = s + (size_t)r * w;
-      for (int q = 0; q < n->n_segs; q++) {
-        const sh_lin_seg *sg = &n->segs[q];
-        const float *src;
-        if (sg->lookup) {
-          int rank;
-          const int64_t *shape;
-          const float *tab = sheaf_model_param_values(L->model, L->bind->params[sg->param], &rank, &shape);
-          int64_t row = sh_lang_word_row(L->bind, sg->param, g->fields[sg->field][r]);
-          if (!tab || row < 0 || row >= shape[0])
-            return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: word row %lld outside its table",
-                           (long long)row);
-          src = tab + (size_t)row * (size_t)sg->width;
-        } else {
-          const sh_lin_call *c = &a->calls[sg->call];
-          src = L->state[c->fn][sg->comp] + (size_t)g->calls[sg->call][r] * (size_t)sg->width;
-        }
-        memcpy(dst, src, (size_t)sg->width * sizeof(float));
-        dst += sg->width;
-      }
+      sheaf_status st = fill_row(L, a, g, n, r, s + (size_t)r * w);
+      if (st) return st;
     }
     s += ((size_t)count * w + 15) & ~(size_t)15;
   }
