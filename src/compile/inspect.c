@@ -59,11 +59,29 @@ static bool acts_grow(acts *A) {
   return true;
 }
 
-typedef struct key_id { int64_t key; int32_t id; } key_id;
+/* The group key of activation id: (height, function, arm). */
+static int64_t key_of(const acts *A, int32_t id) {
+  return ((int64_t)A->height[id] * SH_LIN_MAX_FNS + A->fn[id]) * SH_LIN_MAX_ARMS + A->arm[id];
+}
 
-static int cmp_key(const void *a, const void *b) {
-  const key_id *x = a, *y = b;
-  return x->key < y->key ? -1 : x->key > y->key ? 1 : (x->id > y->id) - (x->id < y->id);
+/* ids 0 .. n-1 sorted by (height, function, arm, id): two stable counting
+ * passes, by (function, arm) then by height. */
+static bool sort_acts(const acts *A, int32_t max_h, int32_t *order) {
+  int32_t nb = SH_LIN_MAX_FNS * SH_LIN_MAX_ARMS > max_h + 1 ? SH_LIN_MAX_FNS * SH_LIN_MAX_ARMS : max_h + 1;
+  int32_t *cnt = calloc((size_t)nb + 1, sizeof *cnt), *tmp = malloc(((size_t)A->n + 1) * sizeof *tmp);
+  if (!cnt || !tmp) {
+    free(cnt), free(tmp);
+    return false;
+  }
+  for (int32_t i = 0; i < A->n; i++) cnt[A->fn[i] * SH_LIN_MAX_ARMS + A->arm[i] + 1]++;
+  for (int32_t b = 0; b < nb; b++) cnt[b + 1] += cnt[b];
+  for (int32_t i = 0; i < A->n; i++) tmp[cnt[A->fn[i] * SH_LIN_MAX_ARMS + A->arm[i]]++] = i;
+  memset(cnt, 0, ((size_t)nb + 1) * sizeof *cnt);
+  for (int32_t i = 0; i < A->n; i++) cnt[A->height[i] + 1]++;
+  for (int32_t b = 0; b < nb; b++) cnt[b + 1] += cnt[b];
+  for (int32_t i = 0; i < A->n; i++) order[cnt[A->height[tmp[i]]]++] = tmp[i];
+  free(cnt), free(tmp);
+  return true;
 }
 
 sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int32_t n, sh_word_ids ids) {
@@ -74,7 +92,7 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
   if (hi < lo) return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: trees out of order");
   int32_t span = hi - lo;
   acts A = {0};
-  key_id *order = NULL;
+  int32_t *order = NULL;
   sheaf_status st = SHEAF_OK;
   int32_t *stack = NULL;
   A.memo = malloc((size_t)L->n_fns * (size_t)span * sizeof *A.memo);
@@ -152,19 +170,18 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
     }
   }
   /* renumber: sorted by (height, fn, arm) */
-  if (!(order = malloc((size_t)A.n * sizeof *order))) goto nomem;
-  for (int32_t i = 0; i < A.n; i++)
-    order[i] = (key_id){((int64_t)A.height[i] * SH_LIN_MAX_FNS + A.fn[i]) * SH_LIN_MAX_ARMS + A.arm[i], i};
-  qsort(order, (size_t)A.n, sizeof *order, cmp_key);
+  int32_t max_h = 0;
+  for (int32_t i = 0; i < A.n; i++) max_h = A.height[i] > max_h ? A.height[i] : max_h;
+  if (!(order = malloc(((size_t)A.n + 1) * sizeof *order)) || !sort_acts(&A, max_h, order)) goto nomem;
   memset(L->n_rows, 0, sizeof L->n_rows);
   int n_groups = 0;
   size_t ints = 0;
   for (int32_t i = 0; i < A.n; i++) {
-    int32_t id = order[i].id;
+    int32_t id = order[i];
     A.row[id] = L->n_rows[A.fn[id]]++;
     const sh_lin_arm *a = L->fns[A.fn[id]].arms[A.arm[id]];
     ints += (size_t)a->n_fields + (size_t)a->n_calls;
-    if (i == 0 || order[i].key != order[i - 1].key) n_groups++;
+    if (i == 0 || key_of(&A, id) != key_of(&A, order[i - 1])) n_groups++;
   }
   if (n_groups > L->cap_groups) {
     sh_lin_grp *g = realloc(L->groups, (size_t)n_groups * sizeof *g);
@@ -179,9 +196,9 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
   L->n_groups = 0;
   int32_t *buf = L->group_buf;
   for (int32_t i = 0, j; i < A.n; i = j) {
-    for (j = i + 1; j < A.n && order[j].key == order[i].key; j++) {
+    for (j = i + 1; j < A.n && key_of(&A, order[j]) == key_of(&A, order[i]); j++) {
     }
-    int32_t id0 = order[i].id, count = j - i;
+    int32_t id0 = order[i], count = j - i;
     const sh_lin_arm *a = L->fns[A.fn[id0]].arms[A.arm[id0]];
     sh_lin_grp *g = &L->groups[L->n_groups++];
     memset(g, 0, sizeof *g);
@@ -190,14 +207,14 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
     for (int f = 0; f < a->n_fields; f++, buf += count) {
       g->fields[f] = buf;
       for (int32_t r = 0; r < count; r++) {
-        int32_t node = slot_node(L, tb, &a->slots[a->field_slot[f]], A.node[order[i + r].id]);
+        int32_t node = slot_node(L, tb, &a->slots[a->field_slot[f]], A.node[order[i + r]]);
         g->fields[f][r] = sh_word_id(ids, tb->word[node]);
       }
     }
     for (int c = 0; c < a->n_calls; c++, buf += count) {
       g->calls[c] = buf;
       for (int32_t r = 0; r < count; r++) {
-        int32_t id = order[i + r].id;
+        int32_t id = order[i + r];
         int32_t node = a->calls[c].slot < 0 ? A.node[id] : slot_node(L, tb, &a->slots[a->calls[c].slot], A.node[id]);
         g->calls[c][r] = A.row[A.memo[(size_t)a->calls[c].fn * span + (node - lo)]];
       }
