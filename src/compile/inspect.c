@@ -42,18 +42,21 @@ static int32_t slot_node(const sh_lin *L, const sh_treebank *tb, const sh_lin_sl
 typedef struct acts {
   int32_t n, cap;
   int8_t *fn, *arm;
-  int32_t *node, *height, *next_call, *row;
+  int32_t *node, *height, *next_call, *row, *kid_off;
+  int32_t *kids; /* kids[kid_off[id] + c]: the activation call site c of id calls */
+  size_t n_kids, cap_kids;
   int32_t *memo; /* [fn][node - lo] */
 } acts;
 
 static void acts_free(acts *A) {
-  free(A->fn), free(A->arm), free(A->node), free(A->height), free(A->next_call), free(A->row), free(A->memo);
+  free(A->fn), free(A->arm), free(A->node), free(A->height), free(A->next_call), free(A->row), free(A->memo), free(A->kid_off),
+      free(A->kids);
 }
 
 static bool acts_grow(acts *A) {
   int32_t cap = A->cap ? 2 * A->cap : 1024;
 #define GROW(f) do { void *p = realloc(A->f, (size_t)cap * sizeof *A->f); if (!p) return false; A->f = p; } while (0)
-  GROW(fn); GROW(arm); GROW(node); GROW(height); GROW(next_call); GROW(row);
+  GROW(fn); GROW(arm); GROW(node); GROW(height); GROW(next_call); GROW(row); GROW(kid_off);
 #undef GROW
   A->cap = cap;
   return true;
@@ -106,14 +109,14 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
   }
   L->n_inst = n;
   int32_t *root_act = L->root_row; /* activation ids first, rows below */
-  int32_t scratch = 0;
   for (int32_t t = 0; t < n; t++) {
     int32_t sp = 0;
     int32_t root = sh_lin_skip_unary(L, tb, tb->tree_root[first + t]);
     /* the activation (fn 0, root), then its callees depth first */
-    int32_t want_fn = 0, want_node = root, *want_out = &root_act[t];
+    int32_t want_fn = 0, want_node = root, want_at = -1; /* want_at: where its id goes (-1: the root's) */
+    bool want = true;
     for (;;) {
-      if (want_out) { /* get or make activation (want_fn, want_node) */
+      if (want) { /* get or make activation (want_fn, want_node) */
         if (want_node < lo || want_node >= hi) {
           st = sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: node %d outside its tree", (int)want_node);
           goto done;
@@ -134,14 +137,24 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
             goto done;
           }
           if (A.n == A.cap && !acts_grow(&A)) goto nomem;
+          size_t nc = (size_t)f->arms[arm]->n_calls;
+          if (A.n_kids + nc > A.cap_kids) {
+            size_t cap = A.cap_kids ? 2 * A.cap_kids + nc : 4096;
+            int32_t *k = realloc(A.kids, cap * sizeof *k);
+            if (!k) goto nomem;
+            A.kids = k, A.cap_kids = cap;
+          }
           int32_t id = A.n++;
+          A.kid_off[id] = (int32_t)A.n_kids;
+          A.n_kids += nc;
           A.fn[id] = (int8_t)want_fn, A.arm[id] = (int8_t)arm, A.node[id] = want_node;
           A.height[id] = -1, A.next_call[id] = 0;
           *m = id;
           stack[sp++] = id;
         }
-        *want_out = *m;
-        want_out = NULL;
+        if (want_at < 0) root_act[t] = *m;
+        else A.kids[want_at] = *m;
+        want = false;
       }
       if (sp == 0) break;
       int32_t id = stack[sp - 1];
@@ -154,15 +167,17 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
           st = sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: a cycle of calls on one node");
           goto done;
         }
-        A.next_call[id]++;
-        if (node >= lo && node < hi && *m >= 0) continue;
-        want_fn = c->fn, want_node = node, want_out = &scratch; /* the id is memoized */
+        int32_t at = A.kid_off[id] + A.next_call[id]++;
+        if (node >= lo && node < hi && *m >= 0) {
+          A.kids[at] = *m;
+          continue;
+        }
+        want_fn = c->fn, want_node = node, want_at = at, want = true;
         continue;
       }
       int32_t h = 0; /* all callees done */
       for (int c = 0; c < a->n_calls; c++) {
-        int32_t node = a->calls[c].slot < 0 ? A.node[id] : slot_node(L, tb, &a->slots[a->calls[c].slot], A.node[id]);
-        int32_t ch = A.height[A.memo[(size_t)a->calls[c].fn * span + (node - lo)]];
+        int32_t ch = A.height[A.kids[A.kid_off[id] + c]];
         if (ch + 1 > h) h = ch + 1;
       }
       A.height[id] = h;
@@ -215,8 +230,7 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
       g->calls[c] = buf;
       for (int32_t r = 0; r < count; r++) {
         int32_t id = order[i + r];
-        int32_t node = a->calls[c].slot < 0 ? A.node[id] : slot_node(L, tb, &a->slots[a->calls[c].slot], A.node[id]);
-        g->calls[c][r] = A.row[A.memo[(size_t)a->calls[c].fn * span + (node - lo)]];
+        g->calls[c][r] = A.row[A.kids[A.kid_off[id] + c]];
       }
     }
   }
