@@ -9,14 +9,22 @@
  * K = 2H, B packed, 1 thread, measured in the same run) the linear mode's
  * useful FLOPs reach, and the linear mode at 2 threads against 1. Compile
  * time of each model's kernels: cold (an empty cache directory) and warm
- * (a second create, cache hits).
+ * (a second create, cache hits). DyNet (bench/treelstm_dynet.cc, built by
+ * scripts/install_dynet.sh; 1 thread, --dynet-autobatch 0, 1 and 2, the
+ * best compared) runs in the same run on the same trees and weights for the
+ * TreeLSTM 256 rows: those rows bind examples/treelstm.sf to the C-API
+ * TreeLSTM's seeded weights (src/models/treelstm.c, the weights DyNet reads),
+ * and the linear mode's outputs are checked against that model's. Without
+ * the peer the output says "DyNet: not available (why)".
  *
  *   bench_compiled [--trees N] [--rounds R] [--quick] [--data FILE] [--only K] [--cache DIR]
+ *                  [--no-dynet] [--dynet-dir DIR]
  *
  * --only K: configuration K (0-based, in the table's order) only; --cache
  * DIR: the kernel cache directory to use and keep (default: a fresh one,
  * removed at the end, so "cold" is a cold compile).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,12 +55,13 @@ static void setup_free(setup *s) {
   if (s->src) sh_free(s->ctx, s->src, s->len + 1);
 }
 
-static bool setup_open(sheaf_ctx *ctx, const char *path, const char *const *sizes, const sh_dataset *d, setup *s,
-                       double *compile_s) {
+/* weights: a safetensors file, or NULL for the seed. */
+static bool setup_open(sheaf_ctx *ctx, const char *path, const char *const *sizes, const sh_dataset *d,
+                       const char *weights, setup *s, double *compile_s) {
   memset(s, 0, sizeof *s);
   s->ctx = ctx;
   char why[512] = "";
-  sh_lang_bind_opts bo = {.seed = 11, .vocab = d->vocab};
+  sh_lang_bind_opts bo = {.weights = weights, .seed = 11, .vocab = d->vocab};
   for (int i = 0; sizes[i]; i++) {
     const char *eq = strchr(sizes[i], '=');
     snprintf(s->names[i], sizeof s->names[i], "%.*s", (int)(eq - sizes[i]), sizes[i]);
@@ -134,6 +143,48 @@ static double treelstm_flops(const sh_dataset *d, int n, int64_t E, int64_t H, i
   return f;
 }
 
+/* The DyNet peer on the TreeLSTM 256 rows: the C-API TreeLSTM's seeded
+ * weights (which those rows' model binds too) and its outputs for the first
+ * 64 trees, the peer's rates at batch 64 and 1 (cells[0], cells[1]). */
+typedef struct dynet_side {
+  exb_env e;
+  sh_net net;
+  sh_net_outputs ref;
+  const char *wpath; /* NULL: the net could not be made */
+  exb_cell cells[2];
+  bool ran;
+} dynet_side;
+
+static bool dynet_start(sheaf_ctx *ctx, const sh_dataset *d, int n, const exb_opts *o, const exb_peer *p,
+                        dynet_side *y) {
+  memset(y, 0, sizeof *y);
+  y->e = (exb_env){.prog = "bench_compiled", .ctx = ctx, .d = *d, .n = n, .min_s = 0.5, .rounds = 3};
+  y->e.data_file = exb_tmp_path("trees.txt");
+  if (!exb_write_trees(d, n, y->e.data_file)) {
+    fprintf(stderr, "bench_compiled: cannot write %s\n", y->e.data_file);
+    return false;
+  }
+  if (!exb_net_open(&y->e, SH_NET_TREELSTM, 256, 256, 64, &y->net, &y->ref, &y->wpath)) return false;
+  static const int batches[2] = {64, 1};
+  printf("# DyNet TreeLSTM 256, 1 thread, --dynet-autobatch 0, 1, 2, batches 64 and 1, same %d trees and weights:\n",
+         n);
+  exb_note_dynet(o, p);
+  y->ran = exb_dynet(o, &y->e, p, y->wpath, NULL, batches, 2, &y->ref, y->cells) >= 0;
+  return true;
+}
+
+/* Largest |linear - C API| over the first min(64, n) trees at batch 64. */
+static double dynet_check(setup *s, const dynet_side *y, const sh_dataset *d) {
+  int32_t c = y->ref.count;
+  if (sh_lin_run(s->lin, &d->tb, 0, c, d->ids)) return INFINITY;
+  double worst = 0;
+  for (int32_t t = 0; t < c; t++) {
+    const float *a = sh_lin_output(s->lin, t, 0), *b = sh_net_outputs_row(&y->ref, t, 0);
+    for (int64_t k = 0; k < y->ref.dim; k++) worst = fmax(worst, fabs((double)a[k] - b[k]));
+  }
+  return worst;
+}
+
 typedef struct cfg {
   const char *name, *path;
   const char *sizes[6];
@@ -145,6 +196,7 @@ typedef struct cfg {
 int main(int argc, char **argv) {
   int n = 512, rounds = 5, only = -1;
   const char *keep = NULL;
+  exb_opts xo = {0};
   const char *data = "data/ud_english_ewt/en_ewt-ud-test.conllu";
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--trees") && i + 1 < argc) n = atoi(argv[++i]);
@@ -153,9 +205,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--quick")) n = 128, rounds = 3;
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--cache") && i + 1 < argc) keep = argv[++i];
+    else if (!strcmp(argv[i], "--no-dynet")) xo.no_dynet = true;
+    else if (!strcmp(argv[i], "--dynet-dir") && i + 1 < argc) xo.dynet_dir = argv[++i];
     else {
       fprintf(stderr, "usage: bench_compiled [--trees N] [--rounds R] [--quick] [--data FILE] [--only K] "
-                      "[--cache DIR]\n");
+                      "[--cache DIR] [--no-dynet] [--dynet-dir DIR]\n");
       return 2;
     }
   }
@@ -175,6 +229,13 @@ int main(int argc, char **argv) {
   if (n > sh_dataset_count(&d)) n = sh_dataset_count(&d);
   printf("# bench_compiled: %d EWT trees, %d rounds, windows alternating dynamic / linear, 1 thread, isa %s\n", n,
          rounds, sheaf_isa_name(sheaf_cpu_isa()));
+  const exb_peer peer = {"bench/treelstm_torch.py", "--trees", NULL, "tree", {NULL, NULL}, "treelstm_dynet"};
+  dynet_side dy;
+  if (only < 0 || only <= 1) {
+    if (!dynet_start(ctx1, &d, n, &xo, &peer, &dy)) return 1;
+  } else {
+    memset(&dy, 0, sizeof dy);
+  }
   static const cfg cfgs[] = {
       {"TreeLSTM", "examples/treelstm.sf", {"H=256", "E=256", "C=5", NULL}, 64, true, 256, 256, 5},
       {"TreeLSTM", "examples/treelstm.sf", {"H=256", "E=256", "C=5", NULL}, 1, false, 256, 256, 5},
@@ -191,8 +252,10 @@ int main(int argc, char **argv) {
     int nb = k->batch == 1 ? (n < 128 ? n : 128) : n; /* batch 1: fewer trees, same per-tree work */
     setup s, warm;
     double cold_s = 0, warm_s = 0;
-    if (!setup_open(ctx1, k->path, k->sizes, &d, &s, &cold_s)) return 1;
-    if (!setup_open(ctx1, k->path, k->sizes, &d, &warm, &warm_s)) return 1;
+    bool with_dynet = k->H == 256 && dy.wpath; /* the TreeLSTM 256 rows: the C-API model's weights */
+    const char *wts = with_dynet ? dy.wpath : NULL;
+    if (!setup_open(ctx1, k->path, k->sizes, &d, wts, &s, &cold_s)) return 1;
+    if (!setup_open(ctx1, k->path, k->sizes, &d, wts, &warm, &warm_s)) return 1;
     setup_free(&warm);
     sh_interp *ip = NULL;
     sheaf_graph *g = NULL;
@@ -217,12 +280,26 @@ int main(int argc, char **argv) {
     printf("| %s | %lld | %d | %.0f | %.0f | %.2fx (%.2f-%.2f) | %.2f s / %.1f ms |\n", k->name, (long long)k->H,
            k->batch, rd[rounds / 2], rl[rounds / 2], ratio[rounds / 2], ratio[0], ratio[rounds - 1], cold_s,
            warm_s * 1e3);
+    if (with_dynet) {
+      const exb_cell *dc = &dy.cells[k->batch == 1 ? 1 : 0];
+      int ab = 0;
+      double best = exb_dynet_best(dc, &ab);
+      double diff = dynet_check(&s, &dy, &d);
+      printf("#   check: max |linear - C API| = %.2g over the first %d trees (batch 64)%s\n", diff, (int)dy.ref.count,
+             diff > 1e-4 ? "  ** MISMATCH **" : "");
+      if (best > 0)
+        printf("#   DyNet batch %d: %.0f / %.0f / %.0f trees/s (autobatch 0 / 1 / 2); linear / DyNet best (ab %d) "
+               "%.2fx, dynamic / DyNet %.2fx (medians)\n",
+               k->batch, dc->dynet[0], dc->dynet[1], dc->dynet[2], ab, rl[rounds / 2] / best, rd[rounds / 2] / best);
+      else
+        printf("#   DyNet batch %d: not measured%s\n", k->batch, dy.ran ? " (the peer gave no rate)" : "");
+    }
     fflush(stdout);
     if (k->ceiling) {
       double fl = treelstm_flops(&d, nb, k->E, k->H, k->C);
       double ceil_r[99], frac[99], thr[99];
       setup s2;
-      if (!setup_open(ctx2, k->path, k->sizes, &d, &s2, NULL)) return 1;
+      if (!setup_open(ctx2, k->path, k->sizes, &d, wts, &s2, NULL)) return 1;
       pass_linear(&s2, &d, nb, k->batch);
       for (int r = 0; r < rounds; r++) {
         ceil_r[r] = exb_gemm_gflops(ctx1, 1, 64, 5 * k->H, 2 * k->H, 0.2);
@@ -249,6 +326,11 @@ int main(int argc, char **argv) {
     sh_interp_free(ip);
     setup_free(&s);
   }
+  if (dy.wpath) {
+    sh_net_outputs_free(&dy.ref);
+    sh_net_free(&dy.net);
+  }
+  exb_tmp_cleanup();
   sh_dataset_free(&d);
   sheaf_ctx_free(ctx1);
   sheaf_ctx_free(ctx2);
