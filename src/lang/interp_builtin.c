@@ -281,6 +281,9 @@ static SH_NOINLINE sh_value builtin_list(sh_interp *ip, const sh_ast *e, sh_valu
   }
 }
 
+sh_builder1 sh_interp_builder1(sh_builtin b) { return b > SH_BI_NONE && b < SH_BI_COUNT_ ? bi_unary[b] : NULL; }
+sh_builder2 sh_interp_builder2(sh_builtin b) { return b > SH_BI_NONE && b < SH_BI_COUNT_ ? bi_binary[b] : NULL; }
+
 sh_value sh_interp_builtin(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   sheaf_expr (*f1)(sheaf_graph *, sheaf_expr) = bi_unary[e->builtin];
   if (f1 && e->items[0]->type->kind == SH_TY_TENSOR) { /* tanh(x), sigmoid(x), ...: the common case */
@@ -297,7 +300,6 @@ sh_value sh_interp_builtin(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   if (e->builtin == SH_BI_ARGMAX || e->builtin == SH_BI_ITEM || e->builtin == SH_BI_VALUES)
     return builtin_to_host(ip, e, fr);
   if (e->builtin == SH_BI_PUSH) return builtin_push(ip, e, fr);
-  sheaf_graph *g = ip->g;
   sh_value a[4] = {0};
   int nargs = e->n;
   bool applies = e->builtin == SH_BI_MAP || e->builtin == SH_BI_FOLD || e->builtin == SH_BI_SCAN;
@@ -305,6 +307,16 @@ sh_value sh_interp_builtin(sh_interp *ip, const sh_ast *e, sh_value *fr) {
     a[i] = sh_interp_eval(ip, e->items[i], fr);
     if (ip->err) return v_none;
   }
+  return sh_interp_builtin_args(ip, e, a);
+}
+
+/* The builtins that evaluate their arguments first, in order (the first
+ * four; map / fold / scan: not the function): what is left of e once a[]
+ * holds them (the host program calls it with arguments it evaluated). */
+sh_value sh_interp_builtin_args(sh_interp *ip, const sh_ast *e, sh_value *a) {
+  sheaf_graph *g = ip->g;
+  int nargs = e->n;
+  bool applies = e->builtin == SH_BI_MAP || e->builtin == SH_BI_FOLD || e->builtin == SH_BI_SCAN;
   if (bi_binary[e->builtin]) return mk_tensor(bi_binary[e->builtin](g, a[0].t, a[1].t));
   if (a[0].kind == SH_V_LIST && e->type->kind == SH_TY_F32) return host_reduce(ip, e, a[0].agg);
   if (a[0].kind == SH_V_LIST && e->builtin != SH_BI_LEN && e->builtin != SH_BI_REV && !applies)
