@@ -10,6 +10,7 @@
 
 #include "base/buf.h"
 #include "cli.h"
+#include "lang/hostprog.h"
 #include "source.h"
 
 static const char usage_check[] =
@@ -46,6 +47,9 @@ static int check_one(sheaf_ctx *ctx, const char *path, bool quiet, bool ast) {
     sh_buf_init(&out, ctx);
     if (ast) sh_ast_dump(&out, &src.m);
     else sh_check_summary(&src.m, &out);
+    char host[512]; /* what the compiled host program leaves to the AST walker */
+    if (!ast && src.m.main && sh_hostprog_describe_module(&src.m, host, sizeof host) == SHEAF_OK)
+      sh_buf_printf(&out, "%s\n", host);
     fwrite(out.data ? (const char *)out.data : "", 1, out.len, stdout);
     sh_buf_free(&out);
   }

@@ -96,6 +96,10 @@ static bool size_static(const cc *c, const sh_size *s, int depth) {
   return true;
 }
 
+/* The value of a static size (0 when compiling for a report only: no
+ * interpreter, nothing runs). */
+static int64_t size_value(const cc *c, const sh_size *s) { return c->ip ? sh_interp_size(c->ip, s) : 0; }
+
 /* An i32 or bool expression whose value is known now: literals, valued
  * sizes, and operators on them that do not fail. */
 static bool const_int(const cc *c, const sh_ast *e, int64_t *v) {
@@ -107,7 +111,7 @@ static bool const_int(const cc *c, const sh_ast *e, int64_t *v) {
     sh_size s;
     sh_size_var(&s, e->ref.size_var);
     if (!size_static(c, &s, 0)) return false;
-    *v = (int32_t)sh_interp_size(c->ip, &s);
+    *v = (int32_t)size_value(c, &s);
     return true;
   }
   case SH_EX_UNARY:
@@ -260,7 +264,7 @@ static int tensor_sum(cc *c, const sh_ast *e) {
     if (bias >= 0) {
       const sh_type *mt = e->type, *bt = t[bias]->ref.param->type;
       if (!size_static(c, &bt->dims[0], 0) || !size_static(c, &mt->dims[mt->n - 1], 0)) return -2;
-      if (sh_interp_size(c->ip, &bt->dims[0]) != sh_interp_size(c->ip, &mt->dims[mt->n - 1])) return -1;
+      if (c->ip && size_value(c, &bt->dims[0]) != size_value(c, &mt->dims[mt->n - 1])) return -1;
     }
   }
   if (n_mm == 0 && n == 2) return -1;
@@ -390,8 +394,17 @@ static int builtin(cc *c, const sh_ast *e) {
     op3(c, b == SH_BI_LSTM_CELL ? HP_LSTM : HP_TLSTM, d, base, 0, e);
     return d;
   }
-  if (b == SH_BI_SET || b == SH_BI_POP || b == SH_BI_TOPK || (b == SH_BI_CAT && e->type->kind == SH_TY_LIST))
-    return walked(c, e, sh_builtin_name(b));
+  bool to_host = b == SH_BI_ARGMAX || b == SH_BI_ITEM || b == SH_BI_VALUES;
+  if (b == SH_BI_SET || b == SH_BI_POP || b == SH_BI_TOPK || (b == SH_BI_CAT && e->type->kind == SH_TY_LIST) ||
+      b == SH_BI_PUSH || to_host) {
+    int n = to_host ? 1 : b == SH_BI_PUSH ? 2 : e->n;
+    if (n > 64) return walked(c, e, sh_builtin_name(b));
+    int base = args(c, e->items, 0, n);
+    c->top = save;
+    d = tmp(c);
+    emit(c, (sh_hp_ins){.op = HP_BL, .dst = (uint16_t)d, .a = (uint16_t)base, .n = (uint16_t)n, .e = e});
+    return d;
+  }
   if (b == SH_BI_CAT) {
     if (e->n > 65535) return walked(c, e, "cat");
     int base = args(c, e->items, 0, e->n);
@@ -400,8 +413,6 @@ static int builtin(cc *c, const sh_ast *e) {
     emit(c, (sh_hp_ins){.op = HP_CAT, .dst = (uint16_t)d, .a = (uint16_t)base, .n = (uint16_t)e->n, .e = e});
     return d;
   }
-  if (b == SH_BI_ARGMAX || b == SH_BI_ITEM || b == SH_BI_VALUES || b == SH_BI_PUSH)
-    return walked(c, e, sh_builtin_name(b));
   bool applies = b == SH_BI_MAP || b == SH_BI_FOLD || b == SH_BI_SCAN;
   int n = e->n < 4 ? e->n : 4;
   int base = args(c, e->items, applies ? 1 : 0, n);
@@ -488,7 +499,7 @@ static int slice(cc *c, const sh_ast *e) {
   c->top = save;
   int d = tmp(c);
   if (size_static(c, e->lo, 0) && size_static(c, e->hi, 0)) {
-    int64_t lo = sh_interp_size(c->ip, e->lo), hi = sh_interp_size(c->ip, e->hi);
+    int64_t lo = size_value(c, e->lo), hi = size_value(c, e->hi);
     if (hi >= INT32_MIN && hi <= INT32_MAX) {
       emit(c, (sh_hp_ins){.op = HP_SLICE, .dst = (uint16_t)d, .a = (uint16_t)x, .k = lo, .imm = (int32_t)hi, .e = e});
       return d;
@@ -698,8 +709,9 @@ static void compile_fn(cc *c, const sh_fn *f) {
   hf->n_regs = c->max;
 }
 
-sheaf_status sh_hostprog_compile(sh_interp *ip, sh_hostprog **out) {
-  const sh_module *m = ip->m;
+sheaf_status sh_hostprog_compile(sh_interp *ip, sh_hostprog **out) { return sh_hostprog_compile_m(ip->m, ip, out); }
+
+sheaf_status sh_hostprog_compile_m(const sh_module *m, sh_interp *ip, sh_hostprog **out) {
   *out = NULL;
   sh_hostprog *hp = sh_alloc(m->ctx, sizeof *hp, 16);
   if (!hp) return SHEAF_ERR_NOMEM;
@@ -733,6 +745,15 @@ void sh_hostprog_free(sh_hostprog *hp) {
   sh_free(hp->ctx, hp->sums, (size_t)hp->cap_sums * sizeof *hp->sums);
   sh_free(hp->ctx, hp->tables, (size_t)hp->cap_tables * sizeof *hp->tables);
   sh_free(hp->ctx, hp, sizeof *hp);
+}
+
+sheaf_status sh_hostprog_describe_module(const sh_module *m, char *buf, size_t cap) {
+  sh_hostprog *hp;
+  sheaf_status st = sh_hostprog_compile_m(m, NULL, &hp);
+  if (st) return st;
+  sh_hostprog_describe(hp, m, buf, cap);
+  sh_hostprog_free(hp);
+  return SHEAF_OK;
 }
 
 void sh_hostprog_describe(const sh_hostprog *hp, const sh_module *m, char *buf, size_t cap) {

@@ -57,6 +57,7 @@ typedef enum sh_hp_op {
   HP_CALL,   /* dst = fn p (n arguments from a), call site e */
   HP_KCALL,  /* dst = kernel imm of n tensors from a */
   HP_BI,     /* dst = builtin e of n values from a (c: map / fold / scan, a unused) */
+  HP_BL,     /* dst = list builtin, wait point or push e of n values from a */
   HP_LSTM,   /* dst = lstm_cell(e's W, b, a, a+1) */
   HP_TLSTM,  /* dst = tree_lstm_cell(e's W, b, a, a+1, a+2) */
   HP_CAT,    /* dst = sheaf_concat of n tensors from a */
@@ -116,6 +117,11 @@ typedef struct sh_hostprog {
 /* Compiles every function of ip's module (ip: its sizes, to fold the
  * valued ones). */
 sheaf_status sh_hostprog_compile(sh_interp *ip, sh_hostprog **out);
+/* The same for module m with ip NULL: sizes are not known, so nothing is
+ * folded; for a report (sh_hostprog_describe_module), never run. */
+sheaf_status sh_hostprog_compile_m(const sh_module *m, sh_interp *ip, sh_hostprog **out);
+/* sh_hostprog_describe of m's host program (what `sheaf check` prints). */
+sheaf_status sh_hostprog_describe_module(const sh_module *m, char *buf, size_t cap);
 void sh_hostprog_free(sh_hostprog *hp);
 /* "host program: 5 functions compiled, 1 with parts interpreted (while at
  * f.sf:12:5)". */

@@ -156,6 +156,12 @@ static SH_NOINLINE sh_value bi(sh_interp *ip, const sh_hp_ins *I, const sh_value
   return sh_interp_builtin_args(ip, I->e, a);
 }
 
+static SH_NOINLINE sh_value bl(sh_interp *ip, const sh_hp_ins *I, const sh_value *x) {
+  sh_value a[64] = {0};
+  memcpy(a, x, (size_t)I->n * sizeof *a);
+  return sh_interp_builtin_list_args(ip, I->e, a);
+}
+
 /* HP_FOR: the loop's count, bounds and result list (interp.c eval_for). */
 static SH_NOINLINE void for_start(sh_interp *ip, const sh_hp_ins *I, sh_value *fr) {
   const sh_ast *e = I->e;
@@ -242,6 +248,7 @@ sh_value sh_hostvm_run(sh_interp *ip, const sh_hp_fn *hf, sh_value *fr) {
     case HP_CALL: *d = call(ip, I, fr + I->a); break;
     case HP_KCALL: *d = kcall(ip, I, fr + I->a); break;
     case HP_BI: *d = bi(ip, I, fr + I->a); break;
+    case HP_BL: *d = bl(ip, I, fr + I->a); break;
     case HP_LSTM: case HP_TLSTM: *d = cell(ip, I, fr + I->a); break;
     case HP_CAT: *d = cat(ip, I->n, fr + I->a); break;
     case HP_PHASE:

@@ -77,6 +77,7 @@ int64_t sh_interp_size(const sh_interp *ip, const sh_size *s);
  * none). */
 sh_value sh_interp_builtin(sh_interp *ip, const sh_ast *e, sh_value *fr);
 sh_value sh_interp_builtin_args(sh_interp *ip, const sh_ast *e, sh_value *a);
+sh_value sh_interp_builtin_list_args(sh_interp *ip, const sh_ast *e, const sh_value *a);
 typedef sheaf_expr (*sh_builder1)(sheaf_graph *, sheaf_expr);
 typedef sheaf_expr (*sh_builder2)(sheaf_graph *, sheaf_expr, sheaf_expr);
 sh_builder1 sh_interp_builder1(sh_builtin b);
