@@ -85,6 +85,10 @@ static int walked(cc *c, const sh_ast *e, const char *why) {
 
 /* ------------------------------------------------------------- sizes, constants */
 
+/* The kind of e's value: the checker's type; an i32 for the parts of a
+ * size expression it leaves untyped (zeros(2*H): the literal 2). */
+static sh_type_kind tk(const sh_ast *e) { return e->type ? e->type->kind : SH_TY_I32; }
+
 static bool size_static(const cc *c, const sh_size *s, int depth) {
   for (int i = 0; i < s->n; i++)
     for (int k = 0; k < s->t[i].deg; k++) {
@@ -115,13 +119,13 @@ static bool const_int(const cc *c, const sh_ast *e, int64_t *v) {
     return true;
   }
   case SH_EX_UNARY:
-    if (e->a->type->kind != SH_TY_I32 && e->a->type->kind != SH_TY_BOOL) return false;
+    if (tk(e->a) != SH_TY_I32 && tk(e->a) != SH_TY_BOOL) return false;
     if (!const_int(c, e->a, &a)) return false;
     if (e->op == SH_TK_BANG) return *v = !a, true;
     if (-a < INT32_MIN || -a > INT32_MAX) return false;
     return *v = -a, true;
   case SH_EX_BINARY:
-    if (e->a->type->kind != SH_TY_I32 && e->a->type->kind != SH_TY_BOOL) return false;
+    if (tk(e->a) != SH_TY_I32 && tk(e->a) != SH_TY_BOOL) return false;
     if (e->op == SH_TK_ANDAND || e->op == SH_TK_OROR) return false;
     if (!const_int(c, e->a, &a) || !const_int(c, e->b, &b)) return false;
     switch (e->op) {
@@ -253,7 +257,7 @@ static int tensor_sum(cc *c, const sh_ast *e) {
   for (int i = 0; i < n; i++) {
     cls[i] = 0;
     if (!same_type(t[i]->type, e->type)) uniform = false;
-    if (t[i]->kind == SH_EX_BINARY && t[i]->op == SH_TK_AT && t[i]->param_rhs && t[i]->type->kind == SH_TY_TENSOR &&
+    if (t[i]->kind == SH_EX_BINARY && t[i]->op == SH_TK_AT && t[i]->param_rhs && tk(t[i]) == SH_TY_TENSOR &&
         n_mm < 4)
       cls[i] = 1, n_mm++;
     else if (t[i]->kind == SH_EX_NAME && t[i]->res == SH_RES_PARAM && t[i]->ref.param->type->n == 1 && bias < 0)
@@ -305,7 +309,7 @@ static int binary(cc *c, const sh_ast *e) {
     patch(c, j);
     return d;
   }
-  if (op == SH_TK_PLUS && e->type->kind == SH_TY_TENSOR) {
+  if (op == SH_TK_PLUS && tk(e) == SH_TY_TENSOR) {
     int r = tensor_sum(c, e);
     if (r == -2) return walked(c, e, "a sum sized at run time");
     if (r >= 0) return r;
@@ -318,11 +322,11 @@ static int binary(cc *c, const sh_ast *e) {
                         .k = -1, .e = e});
     return d;
   }
-  int kind = e->a->type->kind;
+  int kind = tk(e->a);
   int64_t v;
   if ((kind == SH_TY_I32 || kind == SH_TY_BOOL) && const_int(c, e, &v)) {
     int d = tmp(c);
-    emit(c, (sh_hp_ins){.op = e->type->kind == SH_TY_BOOL ? HP_KBOOL : HP_KINT, .dst = (uint16_t)d, .imm = (int32_t)v});
+    emit(c, (sh_hp_ins){.op = tk(e) == SH_TY_BOOL ? HP_KBOOL : HP_KINT, .dst = (uint16_t)d, .imm = (int32_t)v});
     return d;
   }
   int x = cx(c, e->a);
@@ -359,17 +363,17 @@ static int binary(cc *c, const sh_ast *e) {
 static int unary(cc *c, const sh_ast *e) {
   int save = c->top;
   int64_t v;
-  if ((e->type->kind == SH_TY_I32 || e->type->kind == SH_TY_BOOL) && const_int(c, e, &v)) {
+  if ((tk(e) == SH_TY_I32 || tk(e) == SH_TY_BOOL) && const_int(c, e, &v)) {
     int d = tmp(c);
-    emit(c, (sh_hp_ins){.op = e->type->kind == SH_TY_BOOL ? HP_KBOOL : HP_KINT, .dst = (uint16_t)d, .imm = (int32_t)v});
+    emit(c, (sh_hp_ins){.op = tk(e) == SH_TY_BOOL ? HP_KBOOL : HP_KINT, .dst = (uint16_t)d, .imm = (int32_t)v});
     return d;
   }
   int x = cx(c, e->a);
   c->top = save;
   int d = tmp(c);
   sh_hp_op op = e->op == SH_TK_BANG ? HP_NOT
-                : e->a->type->kind == SH_TY_TENSOR ? HP_TNEG
-                : e->a->type->kind == SH_TY_F32    ? HP_FNEG
+                : tk(e->a) == SH_TY_TENSOR ? HP_TNEG
+                : tk(e->a) == SH_TY_F32    ? HP_FNEG
                                                     : HP_INEG;
   op3(c, op, d, x, 0, e);
   return d;
@@ -379,7 +383,7 @@ static int builtin(cc *c, const sh_ast *e) {
   int save = c->top, d;
   sh_builtin b = e->builtin;
   sh_builder1 f1 = sh_interp_builder1(b);
-  if (f1 && e->items[0]->type->kind == SH_TY_TENSOR) {
+  if (f1 && tk(e->items[0]) == SH_TY_TENSOR) {
     int x = cx(c, e->items[0]);
     c->top = save;
     d = tmp(c);
@@ -395,7 +399,7 @@ static int builtin(cc *c, const sh_ast *e) {
     return d;
   }
   bool to_host = b == SH_BI_ARGMAX || b == SH_BI_ITEM || b == SH_BI_VALUES;
-  if (b == SH_BI_SET || b == SH_BI_POP || b == SH_BI_TOPK || (b == SH_BI_CAT && e->type->kind == SH_TY_LIST) ||
+  if (b == SH_BI_SET || b == SH_BI_POP || b == SH_BI_TOPK || (b == SH_BI_CAT && tk(e) == SH_TY_LIST) ||
       b == SH_BI_PUSH || to_host) {
     int n = to_host ? 1 : b == SH_BI_PUSH ? 2 : e->n;
     if (n > 64) return walked(c, e, sh_builtin_name(b));
@@ -548,7 +552,7 @@ static void arm_body(cc *c, const sh_ast *body, int d, fails *ends) {
 /* A match on an ADT whose arms are constructors with irrefutable fields or
  * catch-alls: one jump through a table by the tag. */
 static bool tag_dispatch(const sh_ast *e) {
-  if (e->a->type->kind != SH_TY_ADT) return false;
+  if (tk(e->a) != SH_TY_ADT) return false;
   for (int i = 0; i < e->n; i++) {
     const sh_pat *p = e->arms[i].pat;
     if (irrefutable(p)) continue;
@@ -632,6 +636,35 @@ static int for_(cc *c, const sh_ast *e) {
   return base;
 }
 
+/* while STATE = INIT; COND max N { BODY }: N, INIT, then HP_WHILE, which
+ * runs the loop with the code after it: the state (register c) bound and
+ * the condition (from k), the body (from imm), each ending in YIELD. */
+static int while_(cc *c, const sh_ast *e) {
+  int n = cx(c, e->b);
+  if (n >= c->top) c->top = n + 1;
+  int st = cx(c, e->lets[0].value);
+  if (st >= c->top) c->top = st + 1;
+  int d = tmp(c), s = tmp(c);
+  int w = emit(c, (sh_hp_ins){.op = HP_WHILE, .dst = (uint16_t)d, .a = (uint16_t)n, .b = (uint16_t)st,
+                              .c = (uint16_t)s, .e = e});
+  int over = emit(c, (sh_hp_ins){.op = HP_JMP});
+  if (c->fail) return d;
+  c->code[w].k = c->n;
+  c->label = c->n;
+  pat_or_fail(c, e->lets[0].pat, s, "while: pattern did not match");
+  int r = cx(c, e->a);
+  op3(c, HP_YIELD, 0, r, 0, NULL);
+  c->top = s + 1;
+  if (c->fail) return d;
+  c->code[w].imm = c->n;
+  c->label = c->n;
+  r = cx(c, e->c);
+  op3(c, HP_YIELD, 0, r, 0, NULL);
+  patch(c, over);
+  c->top = d + 1;
+  return d;
+}
+
 static int phase(cc *c, const sh_ast *e) {
   int s = tmp(c);
   emit(c, (sh_hp_ins){.op = HP_PHASE, .dst = (uint16_t)s, .imm = (int32_t)e->ival, .e = e});
@@ -661,7 +694,7 @@ static int cx(cc *c, const sh_ast *e) {
     return d;
   case SH_EX_FLOAT:
     d = tmp(c);
-    op3(c, e->type->kind == SH_TY_F32 ? HP_KF32 : HP_KTEN, d, 0, 0, e);
+    op3(c, tk(e) == SH_TY_F32 ? HP_KF32 : HP_KTEN, d, 0, 0, e);
     return d;
   case SH_EX_TUPLE: case SH_EX_LIST: {
     int save = c->top, base = args(c, e->items, 0, e->n);
@@ -673,7 +706,7 @@ static int cx(cc *c, const sh_ast *e) {
   }
   case SH_EX_FOR: return for_(c, e);
   case SH_EX_PHASE: return phase(c, e);
-  case SH_EX_WHILE: return walked(c, e, "while");
+  case SH_EX_WHILE: return while_(c, e);
   default: return walked(c, e, "an expression");
   }
   if (r >= c->top) c->top = r + 1;

@@ -13,10 +13,13 @@
  * the walker issues, in the same order, with the same run-time errors at
  * the same FILE:LINE:COL.
  *
- * What the compiler does not lower (while loops, the list builtins, map /
- * fold / scan, the wait points, ...) is one EVAL instruction: the walker
- * evaluates that expression on the VM's frame (its calls come back to the
- * VM). sh_hostprog_describe names those places ("while at f.sf:12:5").
+ * Builtins that take lists, functions or wait for values call the
+ * walker's code for them (interp_builtin.c) with the arguments the VM
+ * evaluated; a while loop runs the walker's loop (its regions) with the
+ * VM's code for its condition and body. What the compiler does not lower
+ * (nothing in the examples) is one EVAL instruction: the walker evaluates
+ * that expression on the VM's frame (its calls come back to the VM);
+ * sh_hostprog_describe names those places ("a name at f.sf:12:5").
  */
 #ifndef SH_LANG_HOSTPROG_H
 #define SH_LANG_HOSTPROG_H
@@ -68,6 +71,8 @@ typedef enum sh_hp_op {
   HP_FORSTORE,
   HP_FAIL,   /* the error p (a message) */
   HP_CHECK,  /* nothing: chk */
+  HP_WHILE,  /* dst = a while loop e of bound a, initial state b (see hostvm.c) */
+  HP_YIELD,  /* the end of a while loop's condition or body: its value a */
   HP_RET     /* return a */
 } sh_hp_op;
 

@@ -205,10 +205,38 @@ static SH_NOINLINE void graph_failed(sh_interp *ip, const sh_ast *e) {
                                       (unsigned)e->span.col);
 }
 
-sh_value sh_hostvm_run(sh_interp *ip, const sh_hp_fn *hf, sh_value *fr) {
-  const sh_hp_ins *code = hf->code;
+static sh_value exec(sh_interp *ip, const sh_hp_ins *code, sh_value *fr, int pc);
+
+/* A while loop's steps (HP_WHILE): the state into register c, then the
+ * code at k (its pattern and condition); the code at imm (its body). */
+typedef struct vm_loop {
+  const sh_hp_ins *code, *I;
+} vm_loop;
+
+static sh_value loop_cond(sh_interp *ip, const sh_ast *e, sh_value *fr, sh_value st, const void *u) {
+  const vm_loop *l = u;
+  (void)e;
+  fr[l->I->c] = st;
+  return exec(ip, l->code, fr, (int)l->I->k);
+}
+
+static sh_value loop_body(sh_interp *ip, const sh_ast *e, sh_value *fr, sh_value st, const void *u) {
+  const vm_loop *l = u;
+  (void)e, (void)st;
+  return exec(ip, l->code, fr, l->I->imm);
+}
+
+static SH_NOINLINE sh_value while_(sh_interp *ip, const sh_hp_ins *code, const sh_hp_ins *I, sh_value *fr) {
+  vm_loop l = {code, I};
+  return sh_interp_while(ip, I->e, fr[I->a], fr[I->b], fr, loop_cond, loop_body, &l);
+}
+
+sh_value sh_hostvm_run(sh_interp *ip, const sh_hp_fn *hf, sh_value *fr) { return exec(ip, hf->code, fr, 0); }
+
+/* The code from pc to its RET or YIELD. */
+static sh_value exec(sh_interp *ip, const sh_hp_ins *code, sh_value *fr, int pc) {
   const sh_hostprog *hp = ip->hp;
-  for (int pc = 0;;) {
+  for (;;) {
     const sh_hp_ins *I = &code[pc++];
     sh_value *d = &fr[I->dst];
     switch ((sh_hp_op)I->op) {
@@ -278,7 +306,8 @@ sh_value sh_hostvm_run(sh_interp *ip, const sh_hp_fn *hf, sh_value *fr) {
     }
     case HP_FAIL: sh_interp_failf(ip, "%s", (const char *)I->p); return v_none;
     case HP_CHECK: break;
-    case HP_RET: return fr[I->a];
+    case HP_WHILE: *d = while_(ip, code, I, fr); break;
+    case HP_RET: case HP_YIELD: return fr[I->a];
     }
     if (SH_UNLIKELY(ip->err)) return v_none;
     if (I->chk && SH_UNLIKELY(ip->g && sheaf_graph_status(ip->g) != SHEAF_OK)) {

@@ -615,11 +615,8 @@ static sh_value evacuate(sh_interp *ip, sh_value v, uint64_t gen) {
  * about SH_WHILE_COLLECT, not its history (a batch on fibers keeps many
  * instances in progress). The final state is copied out to where the loop
  * was called. */
-static SH_NOINLINE sh_value eval_while(sh_interp *ip, const sh_ast *e, sh_value *fr) {
-  sh_value n = eval(ip, e->b, fr);
-  if (ip->err) return v_none;
-  sh_value st = eval(ip, e->lets[0].value, fr);
-  if (ip->err) return v_none;
+sh_value sh_interp_while(sh_interp *ip, const sh_ast *e, sh_value n, sh_value st, sh_value *fr,
+                         sh_while_step cond, sh_while_step step, const void *u) {
   sh_lang_pool *outer = ip->cur;
   uint64_t outer_gen = ip->cur_gen;
   region rg[3]; /* the state, the next state, the work */
@@ -632,11 +629,7 @@ static SH_NOINLINE sh_value eval_while(sh_interp *ip, const sh_ast *e, sh_value 
   sh_value r = v_none;
   for (int64_t k = 0; !ip->err; k++) {
     region_enter(ip, work);
-    if (!pat_bind(ip, e->lets[0].pat, &st, fr)) {
-      sh_interp_failf(ip, "while: pattern did not match");
-      break;
-    }
-    sh_value c = eval(ip, e->a, fr);
+    sh_value c = cond(ip, e, fr, st, u);
     if (ip->err) break;
     if (!c.i) {
       ip->cur = outer;
@@ -648,7 +641,7 @@ static SH_NOINLINE sh_value eval_while(sh_interp *ip, const sh_ast *e, sh_value 
       sh_interp_fail_at(ip, e->span, "'while' reached its bound (max %d) and its condition still holds", (int)n.i);
       break;
     }
-    st = eval(ip, e->c, fr);
+    st = step(ip, e, fr, st, u);
     if (ip->err) break;
     if (work->pool.arena.used_total < SH_WHILE_COLLECT) continue; /* little garbage yet */
     region_enter(ip, next);
@@ -663,6 +656,26 @@ static SH_NOINLINE sh_value eval_while(sh_interp *ip, const sh_ast *e, sh_value 
   ip->cur_gen = outer_gen;
   for (int i = 0; i < 3; i++) sh_lang_pool_destroy(&rg[i].pool);
   return ip->err ? v_none : r;
+}
+
+/* The walker's steps of a while loop: the state bound, the condition; the body. */
+static sh_value walk_cond(sh_interp *ip, const sh_ast *e, sh_value *fr, sh_value st, const void *u) {
+  (void)u;
+  if (!pat_bind(ip, e->lets[0].pat, &st, fr)) return sh_interp_failf(ip, "while: pattern did not match"), v_none;
+  return eval(ip, e->a, fr);
+}
+
+static sh_value walk_body(sh_interp *ip, const sh_ast *e, sh_value *fr, sh_value st, const void *u) {
+  (void)st, (void)u;
+  return eval(ip, e->c, fr);
+}
+
+static SH_NOINLINE sh_value eval_while(sh_interp *ip, const sh_ast *e, sh_value *fr) {
+  sh_value n = eval(ip, e->b, fr);
+  if (ip->err) return v_none;
+  sh_value st = eval(ip, e->lets[0].value, fr);
+  if (ip->err) return v_none;
+  return sh_interp_while(ip, e, n, st, fr, walk_cond, walk_body, NULL);
 }
 
 static SH_NOINLINE sh_value eval_phase(sh_interp *ip, const sh_ast *e, sh_value *fr) {

@@ -88,6 +88,13 @@ sh_builder2 sh_interp_builder2(sh_builtin b);
  * the stack's room checked, generic sizes bound, the host program or the
  * walker. */
 sh_value *sh_interp_frame(sh_interp *ip, const sh_fn *f);
+/* A while loop e (its bound n and initial state st evaluated): its
+ * regions, bound and final copy as interp.c eval_while describes; cond
+ * binds the state st and evaluates the condition, body the next state
+ * (the walker's, or the host program's code for them; u is theirs). */
+typedef sh_value (*sh_while_step)(sh_interp *ip, const sh_ast *e, sh_value *fr, sh_value st, const void *u);
+sh_value sh_interp_while(sh_interp *ip, const sh_ast *e, sh_value n, sh_value st, sh_value *fr,
+                         sh_while_step cond, sh_while_step body, const void *u);
 sh_value sh_interp_run_fn(sh_interp *ip, const sh_fn *f, sh_value *fr, const sh_ast *site);
 
 #endif
