@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "io/dataset.h"
 #include "lang/interp.h"
 
 #define EWT "data/ud_english_ewt/en_ewt-ud-test.conllu"
@@ -373,4 +374,122 @@ TEST(hostvm_errors_same_message_and_position) {
   }
 out:
   hv_close(ctx, &r);
+}
+
+/* ------------------------------------------------------------ mutants */
+
+/* One instance of a checked mutant through both hosts: both fail with the
+ * same message, or both give the same values. */
+static void mutant_instance(sheaf_ctx *ctx, hv_run *r, const sh_dataset *d, int i, long *ran) {
+  sh_value res[2];
+  sheaf_status st[2];
+  char msg[2][700];
+  for (int h = 0; h < 2; h++) {
+    sh_value in;
+    const sh_input_shape *is = sh_check_main_input(&r->m);
+    if (is->kind == SH_INPUT_TOKENS) {
+      int32_t ws[12];
+      int32_t n = 1 + i % 12;
+      for (int32_t k = 0; k < n; k++) ws[k] = (int32_t)((i * 7 + k * 3) % 9);
+      st[h] = sh_interp_ints(r->ip[h], ws, n, &in);
+    } else {
+      st[h] = sh_interp_tree(r->ip[h], &d->tb, d->tb.tree_root[i], d->ids, &in);
+    }
+    if (!st[h]) st[h] = sh_interp_main(r->ip[h], r->g[h], in, &res[h]);
+    if (!st[h]) st[h] = sheaf_graph_flush(r->g[h]);
+    snprintf(msg[h], sizeof msg[h], "%s", st[h] ? sheaf_ctx_last_error(ctx) : "");
+  }
+  CHECK_EQ_INT(st[0], st[1]);
+  CHECK_EQ_STR(msg[0], msg[1]);
+  if (!st[0] && !st[1] && !same_value(ctx, r, res[0], res[1])) fprintf(stderr, "mutant: instance %d differs\n", i);
+  for (int h = 0; h < 2; h++) {
+    sheaf_graph_reset(r->g[h]);
+    sh_interp_reset(r->ip[h]);
+  }
+  (*ran)++;
+}
+
+/* Random edits of the example models: every mutant that checks and binds
+ * runs a few instances on both hosts with the same results (or the same
+ * error), and never crashes. Numbers of four or more digits are skipped
+ * (a loop of 10^8 iterations is slow, not wrong). */
+TEST(hostvm_mutants_same_as_walker) {
+  sheaf_ctx *ctx = th_ctx();
+  static const char *const files[] = {"examples/treelstm.sf", "examples/treefc.sf", "examples/mvrnn.sf",
+                                      "examples/treegru.sf", "examples/branches.sf", "examples/bilstm.sf",
+                                      "examples/gru.sf", "examples/tagger2.sf", "examples/cnn.sf",
+                                      "examples/attnpool.sf", "examples/early_exit.sf", "examples/parser.sf"};
+  static const char alphabet[] = "(){}[],:;=<>+-*/%@!|._ \n0123456789abcHWfnletmatchiforphasewhile";
+  sh_dataset d;
+  REQUIRE_OK(ctx, sh_dataset_load(ctx, EWT, SH_DATASET_BINARY, &d));
+  uint64_t rng = 0xC0FFEE123456789ull;
+  long checked = 0, ran = 0;
+  for (size_t f = 0; f < SH_ARRAY_LEN(files); f++) {
+    size_t len;
+    char *src = slurp(files[f], &len);
+    REQUIRE(src);
+    char *buf = malloc(len + 64);
+    REQUIRE(buf);
+    for (int iter = 0; iter < 150; iter++) {
+      memcpy(buf, src, len);
+      size_t n = len;
+      for (int k = 0; k < 1 + iter % 3; k++) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        size_t at = (size_t)(rng % n);
+        int op = (int)((rng >> 32) % 3);
+        if (op == 0) buf[at] = alphabet[(rng >> 40) % (sizeof alphabet - 1)];
+        else if (op == 1 && n > 1) memmove(buf + at, buf + at + 1, n-- - at - 1);
+        else if (n < len + 60) {
+          memmove(buf + at + 1, buf + at, n++ - at);
+          buf[at] = alphabet[(rng >> 40) % (sizeof alphabet - 1)];
+        }
+      }
+      buf[n] = 0;
+      bool long_number = false;
+      for (size_t k = 0, run = 0; k < n; k++) {
+        run = buf[k] >= '0' && buf[k] <= '9' ? run + 1 : 0;
+        if (run >= 4) long_number = true;
+      }
+      if (long_number) continue;
+      sh_module m;
+      sheaf_status st = sh_lang_compile(&m, ctx, "m.sf", buf, n);
+      if (st == SHEAF_OK) st = sh_module_require_main(&m);
+      const sh_input_shape *is = st == SHEAF_OK ? sh_check_main_input(&m) : NULL;
+      bool runnable = is && (is->kind == SH_INPUT_TOKENS || is->kind == SH_INPUT_BINARY_TREE);
+      sh_module_free(&m);
+      if (!runnable) continue;
+      checked++;
+      hv_run r;
+      memset(&r, 0, sizeof r);
+      bool ok = sh_lang_compile(&r.m, ctx, "m.sf", buf, n) == SHEAF_OK;
+      static const char *const names[] = {"E", "H", "C", "T", "V", "Vm", "L"};
+      static const int64_t values[] = {4, 3, 3, 3, 12, 6, 3};
+      sh_lang_bind_opts bo = {.vocab = d.vocab, .seed = 4};
+      for (int k = 0; k < 7; k++) {
+        bool used = false;
+        for (uint32_t v = 1; v <= r.m.sizes.n; v++)
+          if (r.m.sizes.v[v].kind == SH_SV_GLOBAL && !r.m.sizes.v[v].has_value &&
+              !strcmp(sh_sym_name(&r.m.syms, r.m.sizes.v[v].name), names[k]))
+            used = true;
+        if (used && strcmp(names[k], "V")) {
+          bo.override_name[bo.n_overrides] = names[k];
+          bo.override_value[bo.n_overrides++] = values[k];
+        }
+      }
+      ok = ok && sheaf_model_create(ctx, &r.model) == SHEAF_OK &&
+           sh_lang_bind_model(&r.m, r.model, &bo, &r.bind) == SHEAF_OK;
+      for (int h = 0; h < 2 && ok; h++)
+        ok = sh_interp_create(&r.m, &r.bind, &r.ip[h]) == SHEAF_OK &&
+             sh_interp_set_host(r.ip[h], h ? SH_HOST_AST : SH_HOST_VM) == SHEAF_OK &&
+             sheaf_graph_create(r.model, NULL, &r.g[h]) == SHEAF_OK;
+      for (int i = 0; i < 4 && ok; i++) mutant_instance(ctx, &r, &d, i, &ran);
+      hv_close(ctx, &r);
+    }
+    free(buf);
+    free(src);
+  }
+  sh_dataset_free(&d);
+  CHECK(checked > 20);
+  CHECK(ran > 40);
+  fprintf(stderr, "hostvm mutants: %ld checked, %ld instances run on both hosts\n", checked, ran);
 }
