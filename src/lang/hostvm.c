@@ -8,6 +8,8 @@
  */
 #include "lang/hostprog.h"
 
+#include "base/stack.h"
+
 #include <string.h>
 
 static sh_value int_result(sh_interp *ip, const sh_ast *e, int64_t a, const char *op, int64_t b, int64_t r) {
@@ -135,12 +137,27 @@ static SH_NOINLINE sh_value kcall(sh_interp *ip, const sh_hp_ins *I, const sh_va
   return mk_tensor(sheaf_kernel_call(ip->g, K, I->n, in));
 }
 
+static sh_value exec(sh_interp *ip, const sh_hp_ins *code, sh_value *fr, int pc);
+
+/* A call: interp.c run_fn's work done here for a compiled callee without
+ * generic sizes and room on the stack (the stack's room checked, the
+ * depth counted); the rest (binding sizes, a stack too full: its error)
+ * through run_fn. */
 static SH_NOINLINE sh_value call(sh_interp *ip, const sh_hp_ins *I, const sh_value *x) {
   const sh_fn *f = I->p;
-  sh_value *nf = sh_interp_frame(ip, f);
-  if (!nf) return v_none;
+  const sh_hp_fn *hf = &ip->hp->fns[f->index];
+  sh_value *nf = sh_lang_alloc_raw(ip->cur, (size_t)(hf->n_regs ? hf->n_regs : 1) * sizeof *nf);
+  if (!nf) {
+    if (!ip->err) ip->err = SHEAF_ERR_NOMEM;
+    return v_none;
+  }
   for (int i = 0; i < I->n; i++) nf[f->params[i]->index] = x[i];
-  return sh_interp_run_fn(ip, f, nf, I->e);
+  if (!hf->code || f->n_size_params || sh_stack_room() < SH_INTERP_STACK_RESERVE)
+    return sh_interp_run_fn(ip, f, nf, I->e);
+  ip->depth++;
+  sh_value r = exec(ip, hf->code, nf, 0);
+  ip->depth--;
+  return r;
 }
 
 static SH_NOINLINE sh_value agg(sh_interp *ip, const sh_hp_ins *I, const sh_value *x) {
@@ -204,8 +221,6 @@ static SH_NOINLINE void graph_failed(sh_interp *ip, const sh_ast *e) {
   ip->err = sheaf_graph_error_context(ip->g, "%s:%u:%u: error", ip->m->diags.file, (unsigned)e->span.line,
                                       (unsigned)e->span.col);
 }
-
-static sh_value exec(sh_interp *ip, const sh_hp_ins *code, sh_value *fr, int pc);
 
 /* A while loop's steps (HP_WHILE): the state into register c, then the
  * code at k (its pattern and condition); the code at imm (its body). */

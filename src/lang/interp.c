@@ -353,9 +353,6 @@ static sh_value run_body(sh_interp *ip, const sh_fn *f, sh_value *fr) {
   return r;
 }
 
-/* Room a call must leave on the stack: the callee's own frames, the
- * builders it calls, and ASan's larger frames. */
-#define SH_INTERP_STACK_RESERVE ((size_t)1 << 20)
 
 /* A call at `site` (NULL: main) that the thread's stack cannot hold. */
 static sh_value stack_full(sh_interp *ip, const sh_fn *f, const sh_ast *site) {
@@ -377,7 +374,6 @@ static sh_value run_fn(sh_interp *ip, const sh_fn *f, sh_value *fr, const sh_ast
   return r;
 }
 
-sh_value *sh_interp_frame(sh_interp *ip, const sh_fn *f) { return frame_new(ip, f); }
 sh_value sh_interp_run_fn(sh_interp *ip, const sh_fn *f, sh_value *fr, const sh_ast *site) {
   return run_fn(ip, f, fr, site);
 }

@@ -83,11 +83,13 @@ typedef sheaf_expr (*sh_builder2)(sheaf_graph *, sheaf_expr, sheaf_expr);
 sh_builder1 sh_interp_builder1(sh_builtin b);
 sh_builder2 sh_interp_builder2(sh_builtin b);
 
-/* interp.c: a frame for f's locals (and the host program's registers);
- * f's body run on fr (parameters bound) as a call at site (NULL: main):
- * the stack's room checked, generic sizes bound, the host program or the
- * walker. */
-sh_value *sh_interp_frame(sh_interp *ip, const sh_fn *f);
+/* Room a call must leave on the stack: the callee's own frames, the
+ * builders it calls, and ASan's larger frames. */
+#define SH_INTERP_STACK_RESERVE ((size_t)1 << 20)
+
+/* interp.c: f's body run on fr (parameters bound; frames hold the host
+ * program's registers too) as a call at site (NULL: main): the stack's
+ * room checked, generic sizes bound, the host program or the walker. */
 /* A while loop e (its bound n and initial state st evaluated): its
  * regions, bound and final copy as interp.c eval_while describes; cond
  * binds the state st and evaluates the condition, body the next state
