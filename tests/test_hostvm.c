@@ -493,3 +493,28 @@ TEST(hostvm_mutants_same_as_walker) {
   CHECK(ran > 40);
   fprintf(stderr, "hostvm mutants: %ld checked, %ld instances run on both hosts\n", checked, ran);
 }
+
+/* What the CLI says about the host program: `sheaf check`, `sheaf run
+ * --stats` (and --host ast: not used), a --host it does not know. */
+TEST(hostvm_cli_reports) {
+  if (!th_sheaf_bin()) return;
+  static char out[1 << 15];
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "%s check examples/treelstm.sf examples/decoder.sf", th_sheaf_bin());
+  REQUIRE(CHECK_EQ_INT(th_run(cmd, out, sizeof out), 0));
+  CHECK_CONTAINS(out, "fn main(t: Tree) -> f32[C]  [entry]\nhost program: 2 functions compiled\n");
+  CHECK_CONTAINS(out, "host program: 3 functions compiled\n");
+  static const char *const hosts[] = {"vm", "ast"};
+  static const char *const want[] = {"  host program: 2 functions compiled\n", "  host program: not used (--host ast"};
+  for (int h = 0; h < 2; h++) {
+    snprintf(cmd, sizeof cmd,
+             "%s run examples/treefc.sf --data " EWT " --limit 5 --size H=4 --stats --host %s --out %s 2>&1",
+             th_sheaf_bin(), hosts[h], th_tmp_path("hv_stats.txt"));
+    CHECK_EQ_INT(th_run(cmd, out, sizeof out), 0);
+    CHECK_CONTAINS(out, want[h]);
+  }
+  snprintf(cmd, sizeof cmd, "%s run examples/treefc.sf --data " EWT " --limit 5 --size H=4 --host bogus 2>&1",
+           th_sheaf_bin());
+  CHECK_EQ_INT(th_run(cmd, out, sizeof out), 2);
+  CHECK_CONTAINS(out, "--host: expected vm or ast, got 'bogus'");
+}
