@@ -518,3 +518,32 @@ TEST(hostvm_cli_reports) {
   CHECK_EQ_INT(th_run(cmd, out, sizeof out), 2);
   CHECK_CONTAINS(out, "--host: expected vm or ast, got 'bogus'");
 }
+
+/* A function too large for the registers (a list of 60,001 literals) is
+ * left to the walker whole, reported; both hosts give the same value. */
+TEST(hostvm_too_large_function_runs_on_the_walker) {
+  sheaf_ctx *ctx = th_ctx();
+  enum { N = 60001 };
+  static const char head[] = "fn main(ws: list[i32]) -> i32 {\n  len([";
+  static const char tail[] = "]) + ws[0]\n}\n";
+  char *src = malloc(sizeof head + 2 * N + sizeof tail);
+  REQUIRE(src);
+  size_t at = 0;
+  memcpy(src, head, sizeof head - 1), at += sizeof head - 1;
+  for (int i = 0; i < N; i++) src[at++] = '7', src[at++] = i + 1 < N ? ',' : ' ';
+  memcpy(src + at, tail, sizeof tail);
+  hv_run r;
+  if (hv_open(ctx, &r, "big.sf", src, 4, NULL, 0)) {
+    char host[512];
+    sh_interp_host_describe(r.ip[0], host, sizeof host);
+    CHECK_EQ_STR(host, "host program: 0 functions compiled, 1 interpreted (too large to compile at big.sf:1:31)");
+    int32_t ws[1] = {5};
+    for (int h = 0; h < 2; h++) {
+      sh_value in, res;
+      if (CHECK_OK(ctx, sh_interp_ints(r.ip[h], ws, 1, &in)) && CHECK_OK(ctx, sh_interp_main(r.ip[h], r.g[h], in, &res)))
+        CHECK(res.kind == SH_V_INT && res.i == N + 5);
+    }
+  }
+  hv_close(ctx, &r);
+  free(src);
+}

@@ -791,17 +791,19 @@ sheaf_status sh_hostprog_describe_module(const sh_module *m, char *buf, size_t c
 
 void sh_hostprog_describe(const sh_hostprog *hp, const sh_module *m, char *buf, size_t cap) {
   int compiled = 0, parts = 0;
-  const sh_hp_fn *first = NULL;
+  const sh_hp_fn *first = NULL, *whole = NULL; /* the first with walked parts; the first not compiled */
   for (int i = 0; i < hp->n_fns; i++) {
     compiled += hp->fns[i].code != NULL;
-    if (hp->fns[i].walked) {
+    if (!hp->fns[i].code && !whole) whole = &hp->fns[i];
+    if (hp->fns[i].code && hp->fns[i].walked) {
       parts++;
       if (!first) first = &hp->fns[i];
     }
   }
   int w = snprintf(buf, cap, "host program: %d function%s compiled", compiled, compiled == 1 ? "" : "s");
-  if (hp->n_fns > compiled && w >= 0 && (size_t)w < cap)
-    w += snprintf(buf + w, cap - (size_t)w, ", %d interpreted", hp->n_fns - compiled);
+  if (whole && w >= 0 && (size_t)w < cap)
+    w += snprintf(buf + w, cap - (size_t)w, ", %d interpreted (%s at %s:%u:%u)", hp->n_fns - compiled, whole->why,
+                  m->diags.file, (unsigned)whole->walked->span.line, (unsigned)whole->walked->span.col);
   if (parts && w >= 0 && (size_t)w < cap)
     snprintf(buf + w, cap - (size_t)w, ", %d with parts interpreted (%s at %s:%u:%u%s)", parts, first->why,
              m->diags.file, (unsigned)first->walked->span.line, (unsigned)first->walked->span.col,
