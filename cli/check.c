@@ -11,6 +11,7 @@
 #include "base/buf.h"
 #include "cli.h"
 #include "compile/analyze.h"
+#include "lang/hostprog.h"
 #include "source.h"
 
 static const char usage_check[] =
@@ -64,6 +65,9 @@ static int check_one(sheaf_ctx *ctx, const char *path, const check_opts *o) {
     sh_buf_init(&out, ctx);
     if (ast) sh_ast_dump(&out, &src.m);
     else sh_check_summary(&src.m, &out);
+    char host[512]; /* what the compiled host program leaves to the AST walker */
+    if (!ast && src.m.main && sh_hostprog_describe_module(&src.m, host, sizeof host) == SHEAF_OK)
+      sh_buf_printf(&out, "%s\n", host);
     if (!ast && o->analyses) rc = analyses(&src.m, &out, o->verbose);
     fwrite(out.data ? (const char *)out.data : "", 1, out.len, stdout);
     sh_buf_free(&out);

@@ -53,6 +53,7 @@ typedef struct lang_opts {
   int format; /* lang_format */
   int mode;   /* lang_mode */
   bool emit_kernels;
+  int host;   /* sh_interp_host: --host vm|ast */
   sh_lang_bind_opts bo;
   char names[SH_BIND_MAX_OVERRIDES][64];
 } lang_opts;
@@ -121,6 +122,12 @@ static const cli_flag f_mode = {
             "when the model does not linearize)"};
 static const cli_flag f_emit_kernels = {"--emit-kernels", CLI_FLAG_BOOL, AT(emit_kernels),
                                         .help = "print the linearized mode's generated kernels and exit"};
+static const char *const host_names[] = {"vm", "ast", NULL};
+static const int host_values[] = {SH_HOST_VM, SH_HOST_AST};
+static const cli_flag f_host = {
+    "--host", CLI_FLAG_ENUM, AT(host), .choices = host_names, .values = host_values, .arg = "H",
+    .help = "what runs the model's functions: vm (default: the compiled host\n"
+            "program) or ast (the AST walker); the same outputs"};
 #undef AT
 
 #define RUN(x) &cli_run_flag[CLI_RUN_##x]
@@ -128,7 +135,7 @@ static const cli_flag *const lang_flags[] = {
     RUN(DATA),  RUN(WEIGHTS),   RUN(SEED),     &f_vocab,     &f_size,   RUN(MAX_VOCAB),
     RUN(ALLOW_NONFINITE),       RUN(BATCH),    &f_threads,   RUN(PARALLEL), RUN(POLICY),
     &f_out,     RUN(TRACE),     &f_tuning,     RUN(LIMIT),   RUN(SAVE_WEIGHTS), &f_stats, &f_format,
-    &f_mode, &f_emit_kernels};
+    &f_mode, &f_emit_kernels, &f_host};
 #undef RUN
 static const cli_flags lang_spec = {.cmd = "run", .see = "sheaf run MODEL.sf --help",
                                     CLI_FLAGS_LIST(lang_flags), .pos_noun = "model", .usage = usage,
@@ -313,6 +320,7 @@ typedef struct lang_job {
   const words_info *wi;
   const int32_t *form_ids; /* each token's id in d->words before --vocab (chars, jsonl tokens) */
   lang_format format;
+  int host;                    /* sh_interp_host */
   int64_t *npy_rows, npy_cols; /* npy: rows of each instance; the width (0: none yet) */
   char npy_why[256];           /* npy: why an instance could not be written */
   sheaf_ctx *ctx;
@@ -336,7 +344,9 @@ typedef struct lang_job {
  * when out of memory. */
 static lang_worker *worker_of(lang_job *j, int worker) {
   lang_worker *w = &j->w[worker];
-  if (!w->ip && sh_interp_create(j->m, j->bind, &w->ip) != SHEAF_OK) return NULL;
+  if (!w->ip && (sh_interp_create(j->m, j->bind, &w->ip) != SHEAF_OK ||
+                 sh_interp_set_host(w->ip, (sh_interp_host)j->host) != SHEAF_OK))
+    return NULL;
   return w;
 }
 
@@ -562,6 +572,13 @@ static void print_summary(FILE *f, const lang_opts *o, sheaf_ctx *ctx, const sh_
           secs > 0 ? n / secs : 0.0, j->noun, secs > 0 ? (double)size / secs : 0.0, sents ? "words" : "nodes",
           secs > 0 ? (double)st.flops / secs * 1e-9 : 0.0);
   cli_print_graph_stats(f, &st, mode == SHEAF_PARALLEL_BATCHES);
+  for (int k = 0; o->c.stats && k < j->nw; k++)
+    if (j->w[k].ip) { /* what ran main (every worker's is the same) */
+      char host[512];
+      sh_interp_host_describe(j->w[k].ip, host, sizeof host);
+      fprintf(f, "  %s\n", host);
+      break;
+    }
   if (o->c.stats) {
     size_t cap = sheaf_runner_kernel_stats(r, 0, NULL, NULL, NULL);
     const char **names = calloc(cap + 1, sizeof *names);
@@ -708,6 +725,7 @@ int cli_run_lang(int argc, char **argv) {
   job.wi = &wi;
   job.form_ids = form_ids;
   job.format = (lang_format)o.format;
+  job.host = o.host;
   if (o.format == LANG_FORMAT_NPY && !(job.npy_rows = calloc((size_t)n + 1, sizeof *job.npy_rows))) {
     sh_fail(ctx, SHEAF_ERR_NOMEM, "out of memory: the outputs of %d instances", (int)n);
     goto fail;

@@ -31,6 +31,9 @@ typedef struct sheaf_program_opts {
   sheaf_runner_opts runner;       /* batch, threads, policy, parallel (zeros: defaults) */
   int allow_nonfinite;            /* nonzero: load weights holding NaN or infinity (refused
                                      otherwise: sheaf_model_allow_nonfinite) */
+  int host;                       /* what runs the functions: 0 the compiled host program
+                                     (a register VM), 1 the AST walker (for comparison);
+                                     the same outputs */
 } sheaf_program_opts;
 
 /* opts may be NULL (seed 0, no sizes). */

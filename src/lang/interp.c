@@ -10,6 +10,7 @@
  * interp_builtin.c; a data instance to main's input value, interp_input.c.
  */
 #include "lang/interp_int.h"
+#include "lang/hostprog.h"
 
 _Static_assert(sizeof(sh_value) <= 32, "sh_value grew: every list element and frame slot pays for it");
 
@@ -315,14 +316,21 @@ static SH_NOINLINE sh_value binary(sh_interp *ip, const sh_ast *e, sh_value *fr)
 
 /* A frame of f's locals (not zeroed: every local is bound before it is read). */
 static sh_value *frame_new(sh_interp *ip, const sh_fn *f) {
-  sh_value *fr = sh_lang_alloc_raw(ip->cur, (size_t)(f->n_locals ? f->n_locals : 1) * sizeof *fr);
+  int n = ip->vm ? ip->hp->fns[f->index].n_regs : f->n_locals;
+  sh_value *fr = sh_lang_alloc_raw(ip->cur, (size_t)(n ? n : 1) * sizeof *fr);
   if (!fr && !ip->err) ip->err = SHEAF_ERR_NOMEM;
   return fr;
 }
 
+/* f's body: its host program, or the walk. */
+static inline sh_value body(sh_interp *ip, const sh_fn *f, sh_value *fr) {
+  if (ip->vm && ip->hp->fns[f->index].code) return sh_hostvm_run(ip, &ip->hp->fns[f->index], fr);
+  return eval(ip, f->body, fr);
+}
+
 /* f's body on a frame whose parameters are bound. */
 static sh_value run_body(sh_interp *ip, const sh_fn *f, sh_value *fr) {
-  if (!f->n_size_params) return eval(ip, f->body, fr);
+  if (!f->n_size_params) return body(ip, f, fr);
   int64_t saved[8];
   int ns = f->n_size_params < 8 ? f->n_size_params : 8;
   /* bind the sizes f is generic in from its tensor arguments */
@@ -340,14 +348,11 @@ static sh_value run_body(sh_interp *ip, const sh_fn *f, sh_value *fr) {
         ip->sv[s->t[0].var[0]] = shape[d] / s->t[0].coef;
     }
   }
-  sh_value r = eval(ip, f->body, fr);
+  sh_value r = body(ip, f, fr);
   for (int k = 0; k < ns; k++) ip->sv[f->size_params[k]] = saved[k];
   return r;
 }
 
-/* Room a call must leave on the stack: the callee's own frames, the
- * builders it calls, and ASan's larger frames. */
-#define SH_INTERP_STACK_RESERVE ((size_t)1 << 20)
 
 /* A call at `site` (NULL: main) that the thread's stack cannot hold. */
 static sh_value stack_full(sh_interp *ip, const sh_fn *f, const sh_ast *site) {
@@ -367,6 +372,10 @@ static sh_value run_fn(sh_interp *ip, const sh_fn *f, sh_value *fr, const sh_ast
   sh_value r = run_body(ip, f, fr);
   ip->depth--;
   return r;
+}
+
+sh_value sh_interp_run_fn(sh_interp *ip, const sh_fn *f, sh_value *fr, const sh_ast *site) {
+  return run_fn(ip, f, fr, site);
 }
 
 static sh_value call_fn(sh_interp *ip, const sh_fn *f, const sh_value *args, const sh_ast *site) {
@@ -602,11 +611,8 @@ static sh_value evacuate(sh_interp *ip, sh_value v, uint64_t gen) {
  * about SH_WHILE_COLLECT, not its history (a batch on fibers keeps many
  * instances in progress). The final state is copied out to where the loop
  * was called. */
-static SH_NOINLINE sh_value eval_while(sh_interp *ip, const sh_ast *e, sh_value *fr) {
-  sh_value n = eval(ip, e->b, fr);
-  if (ip->err) return v_none;
-  sh_value st = eval(ip, e->lets[0].value, fr);
-  if (ip->err) return v_none;
+sh_value sh_interp_while(sh_interp *ip, const sh_ast *e, sh_value n, sh_value st, sh_value *fr,
+                         sh_while_step cond, sh_while_step step, const void *u) {
   sh_lang_pool *outer = ip->cur;
   uint64_t outer_gen = ip->cur_gen;
   region rg[3]; /* the state, the next state, the work */
@@ -619,11 +625,7 @@ static SH_NOINLINE sh_value eval_while(sh_interp *ip, const sh_ast *e, sh_value 
   sh_value r = v_none;
   for (int64_t k = 0; !ip->err; k++) {
     region_enter(ip, work);
-    if (!pat_bind(ip, e->lets[0].pat, &st, fr)) {
-      sh_interp_failf(ip, "while: pattern did not match");
-      break;
-    }
-    sh_value c = eval(ip, e->a, fr);
+    sh_value c = cond(ip, e, fr, st, u);
     if (ip->err) break;
     if (!c.i) {
       ip->cur = outer;
@@ -635,7 +637,7 @@ static SH_NOINLINE sh_value eval_while(sh_interp *ip, const sh_ast *e, sh_value 
       sh_interp_fail_at(ip, e->span, "'while' reached its bound (max %d) and its condition still holds", (int)n.i);
       break;
     }
-    st = eval(ip, e->c, fr);
+    st = step(ip, e, fr, st, u);
     if (ip->err) break;
     if (work->pool.arena.used_total < SH_WHILE_COLLECT) continue; /* little garbage yet */
     region_enter(ip, next);
@@ -650,6 +652,26 @@ static SH_NOINLINE sh_value eval_while(sh_interp *ip, const sh_ast *e, sh_value 
   ip->cur_gen = outer_gen;
   for (int i = 0; i < 3; i++) sh_lang_pool_destroy(&rg[i].pool);
   return ip->err ? v_none : r;
+}
+
+/* The walker's steps of a while loop: the state bound, the condition; the body. */
+static sh_value walk_cond(sh_interp *ip, const sh_ast *e, sh_value *fr, sh_value st, const void *u) {
+  (void)u;
+  if (!pat_bind(ip, e->lets[0].pat, &st, fr)) return sh_interp_failf(ip, "while: pattern did not match"), v_none;
+  return eval(ip, e->a, fr);
+}
+
+static sh_value walk_body(sh_interp *ip, const sh_ast *e, sh_value *fr, sh_value st, const void *u) {
+  (void)st, (void)u;
+  return eval(ip, e->c, fr);
+}
+
+static SH_NOINLINE sh_value eval_while(sh_interp *ip, const sh_ast *e, sh_value *fr) {
+  sh_value n = eval(ip, e->b, fr);
+  if (ip->err) return v_none;
+  sh_value st = eval(ip, e->lets[0].value, fr);
+  if (ip->err) return v_none;
+  return sh_interp_while(ip, e, n, st, fr, walk_cond, walk_body, NULL);
 }
 
 static SH_NOINLINE sh_value eval_phase(sh_interp *ip, const sh_ast *e, sh_value *fr) {
@@ -724,12 +746,31 @@ sheaf_status sh_interp_create(const sh_module *m, const sh_lang_bind *bind, sh_i
   sh_lang_pool_init(&ip->pool, m->ctx);
   ip->cur = &ip->pool;
   ip->in = sh_check_main_input(m);
+  sheaf_status st = sh_hostprog_compile(ip, &ip->hp);
+  if (st) {
+    sh_interp_free(ip);
+    return st;
+  }
+  ip->vm = true;
   *out = ip;
   return SHEAF_OK;
 }
 
+sheaf_status sh_interp_set_host(sh_interp *ip, sh_interp_host h) {
+  if (h != SH_HOST_VM && h != SH_HOST_AST)
+    return sh_fail(ip->ctx, SHEAF_ERR_INVALID_ARG, "host: %d is neither vm nor ast", (int)h);
+  ip->vm = h == SH_HOST_VM;
+  return SHEAF_OK;
+}
+
+void sh_interp_host_describe(const sh_interp *ip, char *buf, size_t cap) {
+  if (!ip->vm) snprintf(buf, cap, "host program: not used (--host ast: the AST walker runs every function)");
+  else sh_hostprog_describe(ip->hp, ip->m, buf, cap);
+}
+
 void sh_interp_free(sh_interp *ip) {
   if (!ip) return;
+  sh_hostprog_free(ip->hp);
   sh_lang_pool_destroy(&ip->pool);
   sh_free(ip->ctx, ip->sv, (ip->m->sizes.n + 1) * sizeof(int64_t));
   sh_free(ip->ctx, ip, sizeof *ip);

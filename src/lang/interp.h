@@ -126,7 +126,17 @@ struct sh_agg {
 
 typedef struct sh_interp sh_interp;
 
+/* Also compiles the host program (hostprog.h), which then runs main. */
 sheaf_status sh_interp_create(const sh_module *m, const sh_lang_bind *bind, sh_interp **out);
+
+/* What runs the functions: the compiled host program (the default) or the
+ * AST walker (for comparison: `sheaf run --host ast`). Same builders in the
+ * same order, same outputs, same errors. */
+typedef enum sh_interp_host { SH_HOST_VM = 0, SH_HOST_AST = 1 } sh_interp_host;
+sheaf_status sh_interp_set_host(sh_interp *ip, sh_interp_host h);
+/* "host program: 5 functions compiled, 1 with parts interpreted (while at
+ * f.sf:12:5)", or that the walker runs everything. */
+void sh_interp_host_describe(const sh_interp *ip, char *buf, size_t cap);
 void sh_interp_free(sh_interp *ip);
 /* Frees every host value built since the last reset. */
 void sh_interp_reset(sh_interp *ip);

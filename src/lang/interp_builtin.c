@@ -174,9 +174,7 @@ static sheaf_status host_read(sh_interp *ip, sheaf_expr t, sheaf_value_view *v) 
 /* argmax(x): the index of the first largest element (NaN never wins; all
  * NaN: 0); item(x): its one element; values(x): its elements, a list of
  * host floats. */
-static SH_NOINLINE sh_value builtin_to_host(sh_interp *ip, const sh_ast *e, sh_value *fr) {
-  sh_value x = sh_interp_eval(ip, e->items[0], fr);
-  if (ip->err) return v_none;
+static SH_NOINLINE sh_value to_host(sh_interp *ip, const sh_ast *e, sh_value x) {
   sheaf_value_view v;
   if (host_read(ip, x.t, &v)) return v_none;
   int64_t n = v.shape[v.rank - 1];
@@ -193,12 +191,14 @@ static SH_NOINLINE sh_value builtin_to_host(sh_interp *ip, const sh_ast *e, sh_v
   return mk_int((int32_t)best);
 }
 
+static SH_NOINLINE sh_value builtin_to_host(sh_interp *ip, const sh_ast *e, sh_value *fr) {
+  sh_value x = sh_interp_eval(ip, e->items[0], fr);
+  if (ip->err) return v_none;
+  return to_host(ip, e, x);
+}
+
 /* push(xs, x): a new list, xs then x. */
-static SH_NOINLINE sh_value builtin_push(sh_interp *ip, const sh_ast *e, sh_value *fr) {
-  sh_value xs = sh_interp_eval(ip, e->items[0], fr);
-  if (ip->err) return v_none;
-  sh_value x = sh_interp_eval(ip, e->items[1], fr);
-  if (ip->err) return v_none;
+static SH_NOINLINE sh_value push(sh_interp *ip, const sh_ast *e, sh_value xs, sh_value x) {
   int32_t n = xs.agg->n;
   if (n == INT32_MAX) return sh_interp_fail_at(ip, e->span, "push: a list holds at most 2147483647 elements"), v_none;
   sh_agg *r = agg_new_raw(ip, -1, n + 1);
@@ -206,6 +206,14 @@ static SH_NOINLINE sh_value builtin_push(sh_interp *ip, const sh_ast *e, sh_valu
   if (n) memcpy(r->items, xs.agg->items, (size_t)n * sizeof *r->items);
   r->items[n] = x;
   return mk_agg(SH_V_LIST, r);
+}
+
+static SH_NOINLINE sh_value builtin_push(sh_interp *ip, const sh_ast *e, sh_value *fr) {
+  sh_value xs = sh_interp_eval(ip, e->items[0], fr);
+  if (ip->err) return v_none;
+  sh_value x = sh_interp_eval(ip, e->items[1], fr);
+  if (ip->err) return v_none;
+  return push(ip, e, xs, x);
 }
 
 /* sum, mean, max of a list of host floats (in order, in double; max: NaN
@@ -231,12 +239,7 @@ static bool topk_before(const sh_agg *l, int32_t a, int32_t b) {
 
 /* The list builtins that make new lists: set(xs, i, x), pop(xs),
  * topk(fs, k), cat(xs, ys, ...) of lists. */
-static SH_NOINLINE sh_value builtin_list(sh_interp *ip, const sh_ast *e, sh_value *fr) {
-  sh_value a[64] = {0};
-  for (int i = 0; i < e->n && i < 64; i++) {
-    a[i] = sh_interp_eval(ip, e->items[i], fr);
-    if (ip->err) return v_none;
-  }
+static SH_NOINLINE sh_value list_args(sh_interp *ip, const sh_ast *e, const sh_value *a) {
   const sh_agg *xs = a[0].agg;
   int32_t n = xs->n;
   sh_agg *r;
@@ -281,6 +284,28 @@ static SH_NOINLINE sh_value builtin_list(sh_interp *ip, const sh_ast *e, sh_valu
   }
 }
 
+static SH_NOINLINE sh_value builtin_list(sh_interp *ip, const sh_ast *e, sh_value *fr) {
+  sh_value a[64] = {0};
+  for (int i = 0; i < e->n && i < 64; i++) {
+    a[i] = sh_interp_eval(ip, e->items[i], fr);
+    if (ip->err) return v_none;
+  }
+  return list_args(ip, e, a);
+}
+
+/* The list builtins, the wait points and push once their arguments are in
+ * a[] (sh_interp_builtin evaluates them so: every argument of set, pop,
+ * topk and cat of lists, at most 64; the one of argmax, item, values; the
+ * two of push). */
+sh_value sh_interp_builtin_list_args(sh_interp *ip, const sh_ast *e, const sh_value *a) {
+  if (e->builtin == SH_BI_ARGMAX || e->builtin == SH_BI_ITEM || e->builtin == SH_BI_VALUES) return to_host(ip, e, a[0]);
+  if (e->builtin == SH_BI_PUSH) return push(ip, e, a[0], a[1]);
+  return list_args(ip, e, a);
+}
+
+sh_builder1 sh_interp_builder1(sh_builtin b) { return b > SH_BI_NONE && b < SH_BI_COUNT_ ? bi_unary[b] : NULL; }
+sh_builder2 sh_interp_builder2(sh_builtin b) { return b > SH_BI_NONE && b < SH_BI_COUNT_ ? bi_binary[b] : NULL; }
+
 sh_value sh_interp_builtin(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   sheaf_expr (*f1)(sheaf_graph *, sheaf_expr) = bi_unary[e->builtin];
   if (f1 && e->items[0]->type->kind == SH_TY_TENSOR) { /* tanh(x), sigmoid(x), ...: the common case */
@@ -297,7 +322,6 @@ sh_value sh_interp_builtin(sh_interp *ip, const sh_ast *e, sh_value *fr) {
   if (e->builtin == SH_BI_ARGMAX || e->builtin == SH_BI_ITEM || e->builtin == SH_BI_VALUES)
     return builtin_to_host(ip, e, fr);
   if (e->builtin == SH_BI_PUSH) return builtin_push(ip, e, fr);
-  sheaf_graph *g = ip->g;
   sh_value a[4] = {0};
   int nargs = e->n;
   bool applies = e->builtin == SH_BI_MAP || e->builtin == SH_BI_FOLD || e->builtin == SH_BI_SCAN;
@@ -305,6 +329,16 @@ sh_value sh_interp_builtin(sh_interp *ip, const sh_ast *e, sh_value *fr) {
     a[i] = sh_interp_eval(ip, e->items[i], fr);
     if (ip->err) return v_none;
   }
+  return sh_interp_builtin_args(ip, e, a);
+}
+
+/* The builtins that evaluate their arguments first, in order (the first
+ * four; map / fold / scan: not the function): what is left of e once a[]
+ * holds them (the host program calls it with arguments it evaluated). */
+sh_value sh_interp_builtin_args(sh_interp *ip, const sh_ast *e, sh_value *a) {
+  sheaf_graph *g = ip->g;
+  int nargs = e->n;
+  bool applies = e->builtin == SH_BI_MAP || e->builtin == SH_BI_FOLD || e->builtin == SH_BI_SCAN;
   if (bi_binary[e->builtin]) return mk_tensor(bi_binary[e->builtin](g, a[0].t, a[1].t));
   if (a[0].kind == SH_V_LIST && e->type->kind == SH_TY_F32) return host_reduce(ip, e, a[0].agg);
   if (a[0].kind == SH_V_LIST && e->builtin != SH_BI_LEN && e->builtin != SH_BI_REV && !applies)

@@ -22,6 +22,8 @@ struct sh_interp {
   int depth;       /* calls in progress */
   sheaf_status err;
   const sh_input_shape *in; /* what main takes: the checker's (sh_check_main_input) */
+  struct sh_hostprog *hp;   /* the compiled host program (hostprog.h) */
+  bool vm;                  /* run it (else the walker runs everything) */
 };
 
 /* Out-of-line helpers of eval (it stays a small dispatcher whose frame,
@@ -68,7 +70,33 @@ sh_value sh_interp_eval(sh_interp *ip, const sh_ast *e, sh_value *fr);
 sh_value sh_interp_call(sh_interp *ip, const sh_fn *f, const sh_value *args, const sh_ast *site);
 int64_t sh_interp_size(const sh_interp *ip, const sh_size *s);
 
-/* interp_builtin.c: a call of a builtin (e->builtin). */
+/* interp_builtin.c: a call of a builtin (e->builtin); the same once its
+ * arguments are in a[0..4) (for the builtins sh_hostprog_compile lowers
+ * to HP_BI: not lstm_cell, tree_lstm_cell, the list builtins, cat, the
+ * wait points, push); the runtime builder of a one-op builtin (NULL if
+ * none). */
 sh_value sh_interp_builtin(sh_interp *ip, const sh_ast *e, sh_value *fr);
+sh_value sh_interp_builtin_args(sh_interp *ip, const sh_ast *e, sh_value *a);
+sh_value sh_interp_builtin_list_args(sh_interp *ip, const sh_ast *e, const sh_value *a);
+typedef sheaf_expr (*sh_builder1)(sheaf_graph *, sheaf_expr);
+typedef sheaf_expr (*sh_builder2)(sheaf_graph *, sheaf_expr, sheaf_expr);
+sh_builder1 sh_interp_builder1(sh_builtin b);
+sh_builder2 sh_interp_builder2(sh_builtin b);
+
+/* Room a call must leave on the stack: the callee's own frames, the
+ * builders it calls, and ASan's larger frames. */
+#define SH_INTERP_STACK_RESERVE ((size_t)1 << 20)
+
+/* interp.c: f's body run on fr (parameters bound; frames hold the host
+ * program's registers too) as a call at site (NULL: main): the stack's
+ * room checked, generic sizes bound, the host program or the walker. */
+/* A while loop e (its bound n and initial state st evaluated): its
+ * regions, bound and final copy as interp.c eval_while describes; cond
+ * binds the state st and evaluates the condition, body the next state
+ * (the walker's, or the host program's code for them; u is theirs). */
+typedef sh_value (*sh_while_step)(sh_interp *ip, const sh_ast *e, sh_value *fr, sh_value st, const void *u);
+sh_value sh_interp_while(sh_interp *ip, const sh_ast *e, sh_value n, sh_value st, sh_value *fr,
+                         sh_while_step cond, sh_while_step body, const void *u);
+sh_value sh_interp_run_fn(sh_interp *ip, const sh_fn *f, sh_value *fr, const sh_ast *site);
 
 #endif

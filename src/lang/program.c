@@ -28,6 +28,7 @@ struct sheaf_program {
   sheaf_runner *runner;
   sh_interp **ip; /* by worker slot (sheaf_runner_threads), created on first use */
   int nw;
+  sh_interp_host host; /* opts->host */
   /* the run */
   int64_t n, batch;
   const int32_t *const *words;
@@ -74,9 +75,13 @@ sheaf_status sheaf_program_load(sheaf_ctx *ctx, const char *path, const sheaf_pr
       (opts->n_sizes && (!opts->size_names || !opts->size_values)))
     return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_program_load: %d sizes (0..%d, with names and values)",
                    opts->n_sizes, SH_BIND_MAX_OVERRIDES);
+  if (opts->host != SH_HOST_VM && opts->host != SH_HOST_AST)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_program_load: host %d (0: the host program, 1: the AST walker)",
+                   opts->host);
   sheaf_program *p = calloc(1, sizeof *p);
   if (!p) return sh_fail(ctx, SHEAF_ERR_NOMEM, "sheaf_program_load: out of memory");
   p->ctx = ctx;
+  p->host = (sh_interp_host)opts->host;
   sheaf_status st = sh_file_read(ctx, path, &p->src, &p->len);
   if (!st) p->have_m = true;
   if (!st && ((st = sh_lang_compile(&p->m, ctx, path, p->src, p->len)) != SHEAF_OK ||
@@ -119,6 +124,7 @@ sheaf_model *sheaf_program_model(sheaf_program *p) { return p ? p->model : NULL;
  * two callbacks with one slot at once); NULL when out of memory. */
 static sh_interp *interp_of(sheaf_program *p, int worker) {
   if (!p->ip[worker] && sh_interp_create(&p->m, &p->bind, &p->ip[worker]) != SHEAF_OK) return NULL;
+  if (sh_interp_set_host(p->ip[worker], p->host) != SHEAF_OK) return NULL;
   return p->ip[worker];
 }
 
