@@ -54,6 +54,8 @@ typedef struct lang_opts {
   int mode;   /* lang_mode */
   bool emit_kernels;
   int host;   /* sh_interp_host: --host vm|ast */
+  char dynamic_flag[16]; /* a flag of the dynamic runtime that was given (--policy, --host,
+                            --parallel): --mode auto then runs dynamic */
   sh_lang_bind_opts bo;
   char names[SH_BIND_MAX_OVERRIDES][64];
 } lang_opts;
@@ -116,7 +118,8 @@ static const cli_flag f_format = {
             "instance's first row when instances have several)"};
 static const cli_flag f_mode = {
     "--mode", CLI_FLAG_ENUM, AT(mode), .choices = mode_names, .arg = "M",
-    .help = "auto (default: linear when the model linearizes, else dynamic), dynamic\n"
+    .help = "auto (default: linear when the model linearizes and no flag of the\n"
+            "dynamic runtime is given: --policy, --parallel, --host, --trace), dynamic\n"
             "(the graph runtime batches each instance's ops) or linear (one generated\n"
             "kernel per level and arm, docs/COMPILER.md; an error naming the reason\n"
             "when the model does not linearize)"};
@@ -146,8 +149,14 @@ static int parse_args(int argc, char **argv, lang_opts *o) {
   memset(o, 0, sizeof *o);
   cli_run_opts_init(&o->c);
   o->c.out = "-";
+  o->c.policy = o->host = -1; /* unset: whether they were given decides --mode auto */
   int rc = cli_flags_parse(&lang_spec, argc, argv, o, &o->file);
   if (rc) return rc;
+  if (o->c.policy >= 0) snprintf(o->dynamic_flag, sizeof o->dynamic_flag, "--policy");
+  else if (o->host >= 0) snprintf(o->dynamic_flag, sizeof o->dynamic_flag, "--host");
+  else if (o->c.parallel != SHEAF_PARALLEL_AUTO) snprintf(o->dynamic_flag, sizeof o->dynamic_flag, "--parallel");
+  if (o->c.policy < 0) o->c.policy = SHEAF_POLICY_SHEAF;
+  if (o->host < 0) o->host = SH_HOST_VM;
   if (!o->file || !o->c.data) {
     cli_error("run: need MODEL.sf and --data FILE\n%s", usage);
     return CLI_USAGE;
@@ -707,6 +716,8 @@ int cli_run_lang(int argc, char **argv) {
     goto fail_quiet;
   }
   if (o.c.trace && o.mode == LANG_MODE_AUTO) snprintf(lin_why, sizeof lin_why, "--trace records the dynamic runtime");
+  else if (o.dynamic_flag[0] && o.mode == LANG_MODE_AUTO)
+    snprintf(lin_why, sizeof lin_why, "%s configures the dynamic runtime", o.dynamic_flag);
   else if (o.mode != LANG_MODE_DYNAMIC || o.emit_kernels) { /* the linearized mode, when the model takes it */
     sheaf_status ls = sh_lin_create(&m, model, &bind, &lin, lin_why, sizeof lin_why);
     if (ls && !lin_why[0]) snprintf(lin_why, sizeof lin_why, "%s", sheaf_ctx_last_error(ctx));

@@ -86,7 +86,7 @@ TEST(hostvm_examples_bit_identical_every_policy) {
           snprintf(name, sizeof name, "hv_%s_%s_%d_%s.%s", x->name, pols[p], t, hosts[h], x->npy ? "npy" : "jsonl");
           snprintf(path[h], sizeof path[h], "%s", th_tmp_path(name));
           snprintf(cmd, sizeof cmd,
-                   "%s run examples/%s.sf --data " EWT " --limit " LIMIT " --seed 5 %s --policy %s --threads %d "
+                   "%s run examples/%s.sf --data " EWT " --limit " LIMIT " --seed 5 --mode dynamic %s --policy %s --threads %d "
                    "--batch 64 --format %s --host %s --out %s",
                    th_sheaf_bin(), x->name, x->sizes, pols[p], t, x->npy ? "npy" : "jsonl", hosts[h], path[h]);
           if (!CHECK_EQ_INT(th_run(cmd, out, sizeof out), 0)) {
@@ -508,7 +508,7 @@ TEST(hostvm_cli_reports) {
   static const char *const want[] = {"  host program: 2 functions compiled\n", "  host program: not used (--host ast"};
   for (int h = 0; h < 2; h++) {
     snprintf(cmd, sizeof cmd,
-             "%s run examples/treefc.sf --data " EWT " --limit 5 --size H=4 --stats --host %s --out %s 2>&1",
+             "%s run examples/treefc.sf --data " EWT " --limit 5 --size H=4 --mode dynamic --stats --host %s --out %s 2>&1",
              th_sheaf_bin(), hosts[h], th_tmp_path("hv_stats.txt"));
     CHECK_EQ_INT(th_run(cmd, out, sizeof out), 0);
     CHECK_CONTAINS(out, want[h]);

@@ -407,3 +407,27 @@ TEST(lang_cli_matrix_row_out_of_range) {
   CHECK_EQ_INT(run(args), 1);
   CHECK_CONTAINS(out, "rowoob.sf:4:3: error: row 7 is out of range for a matrix of 7 rows");
 }
+
+/* --mode auto runs a model that linearizes linearized, unless a flag that
+ * only the dynamic runtime reads was given: then dynamic, saying which. */
+TEST(lang_run_auto_mode_follows_dynamic_flags) {
+  if (!th_sheaf_bin()) return;
+  const char *o = th_tmp_path("auto-mode.txt");
+  char args[1024];
+  static const char *const flags[] = {"", "--policy sheaf", "--policy depth", "--host ast", "--parallel kernels"};
+  static const char *const want[] = {"mode linear (--mode auto)",
+                                     "not linear: --policy configures the dynamic runtime",
+                                     "not linear: --policy configures the dynamic runtime",
+                                     "not linear: --host configures the dynamic runtime",
+                                     "not linear: --parallel configures the dynamic runtime"};
+  for (size_t i = 0; i < SH_ARRAY_LEN(flags); i++) {
+    snprintf(args, sizeof args, "examples/treefc.sf --data " EWT " --limit 5 --size H=4 --seed 1 %s --out %s",
+             flags[i], o);
+    if (!CHECK_EQ_INT(run(args), 0)) continue;
+    CHECK_CONTAINS(out, want[i]);
+  }
+  /* an explicit --mode linear keeps linear whatever else is given */
+  snprintf(args, sizeof args, "examples/treefc.sf --data " EWT " --limit 5 --size H=4 --seed 1 --policy depth --mode linear --out %s", o);
+  CHECK_EQ_INT(run(args), 0);
+  CHECK_CONTAINS(out, "mode linear (--mode linear)");
+}

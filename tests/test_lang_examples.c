@@ -51,7 +51,7 @@ TEST(lang_examples_every_policy_same_outputs) {
         snprintf(name, sizeof name, "ex_%s_%s_%d.txt", x->name, pols[p], t);
         snprintf(got, sizeof got, "%s", th_tmp_path(name));
         snprintf(cmd, sizeof cmd,
-                 "%s run examples/%s.sf --data " EWT " --limit " LIMIT " --seed 5 %s --policy %s "
+                 "%s run examples/%s.sf --data " EWT " --limit " LIMIT " --seed 5 --mode dynamic %s --policy %s "
                  "--threads %d --batch 64 --out %s",
                  th_sheaf_bin(), x->name, x->sizes, pols[p], t, got);
         if (!CHECK_EQ_INT(th_run(cmd, out, sizeof out), 0)) {
