@@ -5,10 +5,18 @@
  * per-row matrix, a parameter matrix as a result, a per-row f32[1] times a
  * parameter matrix. sh_lin_check (the verdict `sheaf check --analyses`
  * prints and `--mode auto` trusts) must refuse each with its position.
+ * And models the linearized mode takes, run against the dynamic runtime
+ * (diff_model: every output within 1e-5, batches of 1, 5 and 64 trees).
  */
+#include <stdlib.h>
+
 #include "compile/linear.h"
 #include "harness.h"
+#include "io/dataset.h"
+#include "models/models.h"
 #include "test_linear_util.h"
+
+#define EWT "data/ud_english_ewt/en_ewt-ud-test.conllu"
 
 static void check_refused(const char *name, const char *body, const char *ret, const char *want) {
   sheaf_ctx *ctx = th_ctx();
@@ -50,4 +58,134 @@ TEST(linear_review_refuses_untranslatable) {
                 "    Leaf(w) => (emb[w], A * emb[w][0:1]),\n"
                 "    Node(l, r) => { let (x, X) = f(l); let (y, Y) = f(r); (tanh(x + y), X) },\n",
                 "(f32[H], f32[H, H])", "row_scalar.sf:8:25: a per-row f32[1] with a parameter matrix");
+}
+
+/* main's outputs of trees 0 .. n-1 by the dynamic runtime (flattened),
+ * and by the linearized mode in batches of b; the largest relative error. */
+static bool dyn_outputs(sheaf_ctx *ctx, tl_model *tm, const sh_dataset *d, int n, float *want, int64_t width) {
+  sh_interp *ip = NULL;
+  sheaf_graph *g = NULL;
+  bool ok = CHECK_OK(ctx, sh_interp_create(&tm->m, &tm->bind, &ip)) &&
+            CHECK_OK(ctx, sheaf_graph_create(tm->model, NULL, &g));
+  sh_value *res = calloc((size_t)n, sizeof *res);
+  ok = ok && CHECK(res != NULL);
+  for (int t = 0; ok && t < n; t++) {
+    sh_value in;
+    ok = CHECK_OK(ctx, sh_interp_tree(ip, &d->tb, d->tb.tree_root[t], d->ids, &in)) &&
+         CHECK_OK(ctx, sh_interp_main(ip, g, in, &res[t]));
+  }
+  ok = ok && CHECK_OK(ctx, sheaf_graph_flush(g));
+  for (int t = 0; ok && t < n; t++) {
+    sheaf_expr ts[8];
+    size_t nt = sh_value_tensors(res[t], ts, 8);
+    int64_t off = 0;
+    for (size_t k = 0; ok && k < nt && k < 8; k++) {
+      sheaf_value_view v;
+      ok = CHECK_OK(ctx, sheaf_value(g, ts[k], &v));
+      int64_t numel = v.rank == 2 ? v.shape[0] * v.shape[1] : v.shape[0];
+      ok = ok && CHECK(off + numel <= width);
+      if (ok) memcpy(want + t * width + off, v.data, (size_t)numel * sizeof(float));
+      off += numel;
+    }
+    ok = ok && CHECK_EQ_INT(off, width);
+  }
+  free(res);
+  sheaf_graph_free(g);
+  sh_interp_free(ip);
+  return ok;
+}
+
+/* Runs model `text` both ways on the first n EWT trees. Returns 1 when it
+ * linearized and matched, 0 when the linearized mode refused it (why), -1
+ * on a failure (already reported). */
+static int diff_model(const char *name, const char *text, const char *const *sizes, const sh_dataset *d, int n,
+                      char *why, size_t cap) {
+  sheaf_ctx *ctx = th_ctx();
+  tl_model tm;
+  why[0] = 0;
+  if (!tl_open_src(ctx, name, text, sizes, d, &tm)) return -1;
+  sh_lin *L = NULL;
+  int rc = -1;
+  float *want = NULL, *got = NULL;
+  sheaf_status st = sh_lin_create(&tm.m, tm.model, &tm.bind, &L, why, cap);
+  if (st == SHEAF_ERR_UNSUPPORTED) {
+    rc = 0;
+    goto out;
+  }
+  if (!CHECK_OK(ctx, st)) {
+    fprintf(stderr, "%s:\n%s", name, text);
+    goto out;
+  }
+  int64_t width = 0;
+  for (int c = 0; c < sh_lin_n_outputs(L); c++) {
+    int rank;
+    int64_t dims[2];
+    sh_lin_output_shape(L, c, &rank, dims);
+    width += rank == 2 ? dims[0] * dims[1] : dims[0];
+  }
+  want = calloc((size_t)(n * width), sizeof *want);
+  got = calloc((size_t)(n * width), sizeof *got);
+  if (!CHECK(want && got) || !dyn_outputs(ctx, &tm, d, n, want, width)) goto out;
+  static const int batches[] = {1, 5, 64};
+  rc = 1;
+  for (int bi = 0; bi < 3 && rc == 1; bi++) {
+    int b = batches[bi], stop = b == 1 ? (n < 12 ? n : 12) : n;
+    memset(got, 0xff, (size_t)(n * width) * sizeof *got); /* NaN: a row never written fails */
+    for (int first = 0; first < stop && rc == 1; first += b) {
+      int cnt = first + b <= stop ? b : stop - first;
+      if (!CHECK_OK(ctx, sh_lin_run(L, &d->tb, first, cnt, d->ids))) rc = -1;
+      for (int t = 0; rc == 1 && t < cnt; t++) {
+        int64_t off = 0;
+        for (int c = 0; c < sh_lin_n_outputs(L); c++) {
+          int rank;
+          int64_t dims[2];
+          sh_lin_output_shape(L, c, &rank, dims);
+          int64_t w = rank == 2 ? dims[0] * dims[1] : dims[0];
+          memcpy(got + (first + t) * width + off, sh_lin_output(L, t, c), (size_t)w * sizeof(float));
+          off += w;
+        }
+      }
+    }
+    double worst = rc == 1 ? sh_max_rel_err(got, want, stop, width) : 0;
+    if (rc == 1 && !CHECK(worst <= 1e-5)) {
+      fprintf(stderr, "%s batch %d: max rel err %g\n%s", name, b, worst, text);
+      rc = -1;
+    }
+  }
+out:
+  free(want);
+  free(got);
+  sh_lin_free(L);
+  tl_close(ctx, &tm);
+  return rc;
+}
+
+static bool open_ewt(sh_dataset *d) {
+  if (!th_have_jit_cc("linear_review")) return false;
+  setenv("SHEAF_CACHE_DIR", th_cache_dir("linear"), 0);
+  return CHECK_OK(th_ctx(), sh_dataset_load(th_ctx(), EWT, SH_DATASET_BINARY, d));
+}
+
+/* A cat whose parts are not all per-row (a parameter first, or only
+ * parameters) as the left operand of @: the product is per-row, its first
+ * part's statement once had no range for n. */
+TEST(linear_review_cat_with_parameter_parts) {
+  sh_dataset d;
+  if (!open_ewt(&d)) return;
+  char why[512];
+  static const char model[] =
+      "type Tree = Leaf(word: i32) | Node(left: Tree, right: Tree)\n"
+      "param emb : f32[V, H]\n"
+      "param W2 : f32[2*H, H]\n"
+      "param b : f32[H]\n"
+      "param c : f32[H]\n"
+      "fn f(t: Tree) -> f32[H] =\n"
+      "  match t {\n"
+      "    Leaf(w) => tanh(cat(b, emb[w]) @ W2),\n"
+      "    Node(l, r) => tanh(cat(b, f(l)) @ W2 + cat(c, b) @ W2 + f(r)),\n"
+      "  }\n"
+      "fn main(t: Tree) -> f32[H] = f(t)\n";
+  int rc = diff_model("cat_params.sf", model, (const char *[]){"H=6", NULL}, &d, 40, why, sizeof why);
+  if (!CHECK_EQ_INT(rc, 1)) fprintf(stderr, "refused: %s\n", why);
+  sh_dataset_free(&d);
 }

@@ -245,7 +245,9 @@ static int cat_node(cz *z, sh_span at, const int *items, int n) {
     sh_lin_refuse(z->L, at, "cat of more than %d parts", SH_LIN_MAX_SEGS);
     return -1;
   }
-  int k = new_node(z, at, SH_LIN_CAT, 1, width, 1, true);
+  bool batched = false; /* cat(b, c) of parameters is not per-row */
+  for (int i = 0; i < n; i++) batched = batched || nd(z, items[i])->batched;
+  int k = new_node(z, at, SH_LIN_CAT, 1, width, 1, batched);
   if (k < 0) return -1;
   for (int i = 0; i < n; i++) {
     sh_lin_node *p = nd(z, items[i]);
