@@ -362,3 +362,52 @@ TEST(linear_review_random_models) {
   CHECK(matched * 2 >= n); /* the generator makes models the mode takes, most of the time */
   sh_dataset_free(&d);
 }
+
+/* No C compiler (SHEAF_CC=/nonexistent, an empty cache): --mode linear
+ * fails naming the reason and prints no output; --mode auto runs the
+ * dynamic runtime, its outputs the same as --mode dynamic's, and the
+ * summary says why in one line (not the kernel's source after it). */
+TEST(linear_review_cli_no_compiler) {
+  const char *bin = th_sheaf_bin();
+  if (!bin) return;
+  static const char trees[] = "(3 (2 a) (2 (1 b) (1 c)))\n(1 x)\n(2 (2 a) (2 b))\n";
+  const char *data = th_write_tmp("nocc.ptb", trees, sizeof trees - 1);
+  const char *cache = th_tmp_path("nocc_cache"); /* empty: every kernel must be compiled */
+  char *out = malloc(1 << 16), cmd[2048], want_path[512], got_path[512];
+  if (!CHECK(data && cache && out)) {
+    free(out);
+    return;
+  }
+  snprintf(want_path, sizeof want_path, "%s.dyn", data);
+  snprintf(got_path, sizeof got_path, "%s.auto", data);
+  const char *env = "SHEAF_CC=/nonexistent SHEAF_CACHE_DIR=";
+  snprintf(cmd, sizeof cmd, "%s%s %s run examples/treefc.sf --data %s --size H=3 --mode linear", env, cache, bin,
+           data);
+  int rc = th_run(cmd, out, 1 << 16);
+  CHECK(rc != 0);
+  CHECK_CONTAINS(out, "--mode linear: ");
+  CHECK_CONTAINS(out, "no C compiler");
+  CHECK(strstr(out, "\n0 ") == NULL && strncmp(out, "0 ", 2) != 0); /* no instance's output */
+  snprintf(cmd, sizeof cmd, "%s %s run examples/treefc.sf --data %s --size H=3 --mode dynamic --out %s", env, bin, data,
+           want_path);
+  CHECK_EQ_INT(th_run(cmd, out, 1 << 16), 0);
+  snprintf(cmd, sizeof cmd, "%s%s %s run examples/treefc.sf --data %s --size H=3 --out %s", env, cache, bin, data,
+           got_path);
+  CHECK_EQ_INT(th_run(cmd, out, 1 << 16), 0);
+  const char *why = strstr(out, "mode dynamic (--mode auto; not linear: ");
+  if (CHECK(why != NULL)) {
+    const char *nl = strchr(why, '\n');
+    CHECK(nl && strstr(why, "no C compiler") && strstr(why, "no C compiler") < nl);
+    CHECK(nl && nl[-1] == ')'); /* the reason in one line */
+  }
+  size_t nw = 0, ng = 0;
+  char *want = NULL;
+  const char *w = th_read_file(want_path, &nw);
+  if (CHECK(w != NULL) && (want = malloc(nw + 1))) memcpy(want, w, nw + 1);
+  const char *got = th_read_file(got_path, &ng);
+  if (CHECK(want && got)) {
+    CHECK(nw > 0 && nw == ng && memcmp(want, got, nw) == 0);
+  }
+  free(want);
+  free(out);
+}
