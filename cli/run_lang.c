@@ -721,6 +721,8 @@ int cli_run_lang(int argc, char **argv) {
   else if (o.mode != LANG_MODE_DYNAMIC || o.emit_kernels) { /* the linearized mode, when the model takes it */
     sheaf_status ls = sh_lin_create(&m, model, &bind, &lin, lin_why, sizeof lin_why);
     if (ls && !lin_why[0]) snprintf(lin_why, sizeof lin_why, "%s", sheaf_ctx_last_error(ctx));
+    char *nl = strchr(lin_why, '\n'); /* auto's summary: the reason's line, not the kernel's source after it */
+    if (nl && o.mode == LANG_MODE_AUTO) *nl = 0;
     if (ls && (o.mode == LANG_MODE_LINEAR || o.emit_kernels)) {
       cli_error("run: %s: %s", o.emit_kernels ? "--emit-kernels" : "--mode linear", lin_why);
       goto fail_quiet;

@@ -131,6 +131,10 @@ static int const_node(cz *z, sh_span at, double c) {
 
 static int un_node(cz *z, sh_span at, int fn, int x) {
   if (x < 0) return -1;
+  if (nd(z, x)->op == SH_LIN_CAT) {
+    sh_lin_refuse(z->L, at, "cat of computed values is translated only as the left operand of @");
+    return -1;
+  }
   int k = new_node(z, at, SH_LIN_UN, nd(z, x)->rank, nd(z, x)->d[0], nd(z, x)->d[1], nd(z, x)->batched);
   if (k >= 0) nd(z, k)->fn = fn, nd(z, k)->a = x;
   return k;
@@ -149,6 +153,11 @@ static int bin_node(cz *z, sh_span at, int op, int x, int y) {
   if ((p->rank == 2 && p->batched && ((q->rank == 1 && q->batched) || (q->rank == 2 && !q->batched))) ||
       (q->rank == 2 && q->batched && ((p->rank == 1 && p->batched) || (p->rank == 2 && !p->batched)))) {
     sh_lin_refuse(z->L, at, "a per-row matrix with a per-row vector or a parameter matrix: not translated");
+    return -1;
+  }
+  if ((p->rank == 2 && !p->batched && q->batched) || (q->rank == 2 && !q->batched && p->batched)) {
+    /* the result would be a per-row matrix computed from no per-row matrix */
+    sh_lin_refuse(z->L, at, "a per-row f32[1] with a parameter matrix: not translated");
     return -1;
   }
   if (!is_one(p) && !is_one(q) && (p->rank != q->rank || p->d[0] != q->d[0] || p->d[1] != q->d[1])) {
@@ -185,6 +194,11 @@ static int mm_node(cz *z, sh_span at, int x, int y) {
   if ((p->rank == 2 && q->rank == 2 && p->batched && q->batched) || (three && three->op != SH_LIN_IN)) {
     sh_lin_refuse(z->L, at, "a product of per-row matrices is translated only for a looked-up or child's matrix "
                             "times a vector, or a matrix times a parameter");
+    return -1;
+  }
+  if (p->rank == 2 && q->rank == 2 && !p->batched && q->batched) {
+    sh_lin_refuse(z->L, at, "a parameter matrix times a per-row matrix: not translated (a per-row matrix times a "
+                            "parameter is)");
     return -1;
   }
   if (three) three->twin = true;
@@ -231,7 +245,9 @@ static int cat_node(cz *z, sh_span at, const int *items, int n) {
     sh_lin_refuse(z->L, at, "cat of more than %d parts", SH_LIN_MAX_SEGS);
     return -1;
   }
-  int k = new_node(z, at, SH_LIN_CAT, 1, width, 1, true);
+  bool batched = false; /* cat(b, c) of parameters is not per-row */
+  for (int i = 0; i < n; i++) batched = batched || nd(z, items[i])->batched;
+  int k = new_node(z, at, SH_LIN_CAT, 1, width, 1, batched);
   if (k < 0) return -1;
   for (int i = 0; i < n; i++) {
     sh_lin_node *p = nd(z, items[i]);
@@ -609,6 +625,8 @@ static bool set_outputs(cz *z, sh_span at, lv v, sh_lin_fn *f) {
   if (v.kind != LV_T || a->n_out >= f->n_comp) return sh_lin_refuse(z->L, at, "the arm's result is not tensors"), false;
   const sh_lin_node *n = nd(z, v.x);
   int k = a->n_out;
+  if (n->rank == 2 && !n->batched)
+    return sh_lin_refuse(z->L, at, "a parameter matrix as a result: not translated"), false;
   if (n->op == SH_LIN_CAT || n->rank != f->comp_rank[k] || n->d[0] != f->comp_d[k][0] ||
       (n->rank == 2 && n->d[1] != f->comp_d[k][1]))
     return sh_lin_refuse(z->L, at, "the arm's result has another shape than the function's"), false;

@@ -105,8 +105,11 @@ static void mm_part(em *e, int k, int part, int64_t off, bool first) {
     sh_buf_puts(e->b, " * ");
     acc(e, n->b, (const char *[]){r, "j"}, 2);
   }
+  /* a per-row product's part read from parameters only (cat(b, x) @ W):
+   * nothing in the statement gives n its range */
+  bool no_n = n->batched && !p->batched && !q->batched;
   if (n->rank == 2) sh_buf_printf(e->b, " where j in 0..%lld", (long long)n->d[1]);
-  else sh_buf_printf(e->b, " where i in 0..%lld", (long long)n->d[0]);
+  else sh_buf_printf(e->b, " where %si in 0..%lld", no_n ? "n in 0..N, " : "", (long long)n->d[0]);
   sh_buf_printf(e->b, ", r in 0..%lld\n", (long long)(p->rank == 1 ? p->d[0] : p->d[1]));
 }
 

@@ -13,6 +13,7 @@
 
 #include "base/base.h"
 #include "compile/linear_int.h"
+#include "lang/kernel.h"
 
 static sheaf_status lin_new(const sh_module *m, sheaf_model *model, const sh_lang_bind *bind, char *why, size_t cap,
                             sh_lin **out) {
@@ -32,11 +33,24 @@ static sheaf_status lin_new(const sh_module *m, sheaf_model *model, const sh_lan
   return st;
 }
 
+/* The front end of sheaf_kernel_compile (parse and check, no C compiler)
+ * on an arm's kernel: a kernel the translation got wrong is a refusal here,
+ * not a "yes" that sh_lin_create then fails to compile. */
+static sheaf_status check_kernel(sh_lin *L, const sh_lin_arm *a) {
+  sh_module km;
+  sheaf_status st = sh_kernel_source_compile(&km, L->ctx, "kernel", a->src, a->src_len);
+  if (st && st != SHEAF_ERR_NOMEM)
+    st = sh_lin_refuse(L, a->span, "the generated kernel %s does not check: %s", a->name, sheaf_ctx_last_error(L->ctx));
+  sh_module_free(&km);
+  return st;
+}
+
 sheaf_status sh_lin_check(const sh_module *m, const sh_lang_bind *bind, char *why, size_t cap) {
   sh_lin *L;
   sheaf_status st = lin_new(m, NULL, bind, why, cap, &L);
   for (int f = 0; L && !st && f < L->n_fns; f++)
-    for (int a = 0; !st && a < L->fns[f].n_arms; a++) st = sh_lin_emit(L, &L->fns[f], L->fns[f].arms[a]);
+    for (int a = 0; !st && a < L->fns[f].n_arms; a++)
+      if (!(st = sh_lin_emit(L, &L->fns[f], L->fns[f].arms[a]))) st = check_kernel(L, L->fns[f].arms[a]);
   if (st == SHEAF_ERR_UNSUPPORTED && why) sh_fail(m->ctx, st, "%s", why);
   sh_lin_free(L);
   return st;
