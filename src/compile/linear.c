@@ -90,6 +90,7 @@ void sh_lin_free(sh_lin *L) {
   free(L->groups);
   free(L->group_buf);
   free(L->root_row);
+  free(L->out_rows);
   free(L->scratch);
   free(L);
 }
@@ -285,8 +286,34 @@ static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
 
 sheaf_status sh_lin_run(sh_lin *L, const sh_treebank *tb, int32_t first, int32_t n, sh_word_ids ids) {
   if (!L || !tb) return SHEAF_ERR_INVALID_ARG;
+  if (L->seq) return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: the model takes sentences (sh_lin_run_seq)");
   sheaf_status st = sh_lin_inspect(L, tb, first, n, ids);
   if (!st) st = ensure_states(L);
   for (int g = 0; !st && g < L->n_groups; g++) st = run_group(L, &L->groups[g]);
   return st;
+}
+
+bool sh_lin_takes_sequences(const sh_lin *L) { return L && L->seq; }
+
+sheaf_status sh_lin_run_seq(sh_lin *L, const int32_t *sent_off, const int32_t *sent_words, int32_t first, int32_t n,
+                            sh_word_ids ids) {
+  if (!L || !sent_off || !sent_words || first < 0) return SHEAF_ERR_INVALID_ARG;
+  if (!L->seq) return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: the model takes trees (sh_lin_run)");
+  sheaf_status st = sh_lin_inspect_seq(L, sent_off + first, sent_words, n, ids);
+  if (!st) st = ensure_states(L);
+  for (int f = 1; !st && f < L->n_fns; f++) /* a step's row 0: the zero initial state */
+    for (int c = 0; c < L->fns[f].n_comp; c++) memset(L->state[f][c], 0, (size_t)L->fns[f].comp_width[c] * sizeof(float));
+  for (int g = 0; !st && g < L->n_groups; g++)
+    if (L->groups[g].count > 0) st = run_group(L, &L->groups[g]);
+  return st;
+}
+
+int32_t sh_lin_output_rows(const sh_lin *L, int32_t i) {
+  if (!L || i < 0 || i >= L->n_inst) return 0;
+  return L->seq ? L->out_rows[i] : 1;
+}
+
+const float *sh_lin_output_row(const sh_lin *L, int32_t i, int32_t k, int comp) {
+  if (!L || k < 0 || k >= sh_lin_output_rows(L, i) || comp < 0 || comp >= L->fns[0].n_comp) return NULL;
+  return L->state[0][comp] + ((size_t)L->root_row[i] + (size_t)k) * (size_t)L->fns[0].comp_width[comp];
 }
