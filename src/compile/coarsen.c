@@ -712,6 +712,9 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
                                                                                : (int64_t)x.x * y.x;
       return (lv){LV_INT, (int)r, 0, NULL};
     }
+    if (x.kind == LV_ZERO || y.kind == LV_ZERO)
+      return sh_lin_refuse(z->L, at, "zeros(...) is translated by the linearized mode only as a scan's or fold's "
+                           "initial state"), none;
     if (x.kind != LV_T || y.kind != LV_T) break;
     if (e->op == SH_TK_AT) return mk_t(mm_node(z, at, x.x, y.x));
     return mk_t(bin_node(z, at, e->op, x.x, y.x));
