@@ -19,7 +19,12 @@
  * (main's words; x = 1: reversed), LV_SEQ (a scan's states as a list: x the
  * step function, n = 1: reversed), LV_POS (a map's position over the words),
  * LV_LEN (len(words)). */
-typedef enum { LV_NONE, LV_T, LV_TUP, LV_TREE, LV_WORD, LV_INT, LV_ZERO, LV_WORDS, LV_SEQ, LV_POS, LV_LEN } lv_kind;
+/* Dependency trees add: LV_KIDS (the node's children, a list of trees) and
+ * LV_LIST (a list of n per-child values: map over the children, and a for
+ * over that, unrolled for the arm's child count). */
+typedef enum {
+  LV_NONE, LV_T, LV_TUP, LV_TREE, LV_WORD, LV_INT, LV_ZERO, LV_WORDS, LV_SEQ, LV_POS, LV_LEN, LV_KIDS, LV_LIST
+} lv_kind;
 
 typedef struct lv {
   lv_kind kind;
@@ -497,6 +502,61 @@ static lv seq_for(cz *z, const sh_ast *e, lv *env, int depth) {
   return v;
 }
 
+/* map(f, kids): the children's states, f a structural function; the arm
+ * has L->dep_k children, child k a call on slot path {k}. */
+static lv dep_map(cz *z, const sh_ast *e, lv *env, int depth) {
+  sh_lin *L = z->L;
+  sh_span at = e->span;
+  lv xs = e->n == 2 ? eval(z, e->items[1], env, depth) : none;
+  if (failed(z)) return none;
+  if (xs.kind != LV_KIDS || !e->fn_arg)
+    return sh_lin_refuse(L, at, "map over a list other than the node's children: not translated"), none;
+  int g = fn_id(L, e->fn_arg, at);
+  if (g < 0) return none;
+  L->dep_used = true;
+  int k = L->dep_k;
+  lv *items = k ? lv_alloc(z, k, at) : NULL;
+  if (k && !items) return none;
+  for (int c = 0; c < k; c++) {
+    int8_t path[8] = {(int8_t)c};
+    int slot = new_slot(z, at, false, path, 1);
+    if (slot < 0) return none;
+    sh_lin_arm *a = z->a;
+    if (a->n_calls == SH_LIN_MAX_CALLS) return sh_lin_refuse(L, at, "too many calls in one arm"), none;
+    int call = a->n_calls;
+    a->calls[a->n_calls++] = (sh_lin_call){g, slot, SH_LIN_SEL_TREE};
+    int comp = 0;
+    items[c] = call_result(z, at, e->fn_arg->ret_type, call, &L->fns[g], &comp);
+    if (failed(z)) return none;
+  }
+  return (lv){LV_LIST, 0, k, items};
+}
+
+/* for pat in xs { body } over a per-child list: the body once per child. */
+static lv dep_for(cz *z, const sh_ast *e, lv xs, lv *env, int depth) {
+  lv *items = xs.n ? lv_alloc(z, xs.n, e->span) : NULL;
+  if (xs.n && !items) return none;
+  for (int c = 0; c < xs.n; c++) {
+    if (!bind_let(z, e->pat, xs.items[c], env)) return none;
+    items[c] = eval(z, e->c, env, depth);
+    if (failed(z)) return none;
+  }
+  return (lv){LV_LIST, 0, xs.n, items};
+}
+
+/* A zero vector of type t's shape (the sum of no children): an input the
+ * executor fills with zeros. */
+static int zero_node(cz *z, sh_span at, const sh_type *t) {
+  int rank;
+  int64_t d[2];
+  if (!type_shape(z->L, t, &rank, d) || rank != 1) {
+    sh_lin_refuse(z->L, at, "a sum of a list of other than vectors of known size");
+    return -1;
+  }
+  sh_lin_seg s = {.zero = true, .width = d[0]};
+  return in_node(z, at, s, 1, d);
+}
+
 /* xs[i]: a scan's state or a word at a map's position. */
 static lv seq_index(cz *z, const sh_ast *e, lv xs, lv i) {
   if (i.kind != LV_POS)
@@ -533,6 +593,23 @@ static bool bind_let(cz *z, const sh_pat *p, lv v, lv *env) {
   switch (p->kind) {
   case SH_PAT_WILD: return true;
   case SH_PAT_VAR: env[p->local->index] = v; return true;
+  case SH_PAT_CTOR: /* let Dep(w, kids) = t: the node's word and children */
+    if (!z->L->dep || v.kind != LV_TREE || v.x >= 0 || !p->ctor || p->ctor->index != z->L->in->ctor_dep ||
+        p->n != 2)
+      break;
+    for (int i = 0; i < 2; i++) {
+      const sh_pat *q = p->items[i];
+      if (q->kind == SH_PAT_WILD) continue;
+      if (q->kind != SH_PAT_VAR) break;
+      if (i == z->L->in->dep_kids) {
+        env[q->local->index] = (lv){LV_KIDS, 0, 0, NULL};
+      } else {
+        int8_t path[8] = {0};
+        env[q->local->index] = (lv){LV_WORD, new_slot(z, q->span, true, path, 0), 0, NULL};
+      }
+    }
+    if (failed(z)) return false;
+    return true;
   case SH_PAT_TUPLE:
     if (v.kind != LV_TUP || v.n != p->n) break;
     for (int i = 0; i < p->n; i++)
@@ -615,10 +692,28 @@ static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
   case SH_BI_FOLD: case SH_BI_SCAN:
     if (z->L->seq) return seq_apply(z, e, env, depth);
     break;
+  case SH_BI_MAP:
+    if (z->L->dep) return dep_map(z, e, env, depth);
+    break;
+  case SH_BI_SUM: {
+    if (!z->L->dep || e->n != 1 || !e->items[0]->type || e->items[0]->type->kind != SH_TY_LIST) break;
+    lv v = eval(z, e->items[0], env, depth);
+    if (failed(z)) return none;
+    if (v.kind != LV_LIST) break;
+    if (v.n == 0) return mk_t(zero_node(z, at, e->type));
+    int acc = -1;
+    for (int i = 0; i < v.n; i++) {
+      if (v.items[i].kind != LV_T) return sh_lin_refuse(z->L, at, "sum of a list of other than tensors"), none;
+      acc = i == 0 ? v.items[0].x : bin_node(z, at, SH_TK_PLUS, acc, v.items[i].x);
+      if (acc < 0) return none;
+    }
+    return mk_t(acc);
+  }
   case SH_BI_REV: case SH_BI_LEN: {
     if (e->n != 1) break;
     lv v = eval(z, e->items[0], env, depth);
     if (failed(z)) return none;
+    if (v.kind == LV_LIST && e->builtin == SH_BI_LEN) return (lv){LV_INT, v.n, 0, NULL};
     if (v.kind != LV_WORDS && v.kind != LV_SEQ) break;
     if (e->builtin == SH_BI_LEN) return (lv){LV_LEN, 0, 0, NULL};
     if (v.kind == LV_WORDS) v.x = !v.x;
@@ -773,6 +868,12 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
                                                    "function, on its tree parameter"), none;
   case SH_EX_FOR:
     if (z->L->seq) return seq_for(z, e, env, depth + 1);
+    if (z->L->dep && !e->b) {
+      lv xs = eval(z, e->a, env, depth + 1);
+      if (failed(z)) return none;
+      if (xs.kind == LV_LIST) return dep_for(z, e, xs, env, depth + 1);
+      return sh_lin_refuse(z->L, e->a->span, "a loop over a list other than the node's children's states"), none;
+    }
     return sh_lin_refuse(z->L, at, "loops and lists are not translated by the linearized mode"), none;
   case SH_EX_LIST: case SH_EX_WHILE:
     return sh_lin_refuse(z->L, at, "loops and lists are not translated by the linearized mode"), none;
@@ -846,6 +947,15 @@ static sheaf_status translate_arm(sh_lin *L, int fi, const sh_pat *pat, const sh
 static sheaf_status translate_fn(sh_lin *L, int fi) {
   const sh_fn *fn = L->fns[fi].fn;
   if (L->seq) return translate_arm(L, fi, NULL, fn->body, fn->span);
+  if (L->dep) { /* arm k: a node of k children (only arm 0 when the body does not read them) */
+    for (int k = 0; k < SH_LIN_MAX_ARMS; k++) {
+      L->dep_k = k, L->dep_used = false;
+      sheaf_status st = translate_arm(L, fi, NULL, fn->body, fn->span);
+      if (st) return st;
+      if (!L->dep_used) break;
+    }
+    return SHEAF_OK;
+  }
   const sh_ast *body = fn->body;
   while (body && body->kind == SH_EX_BLOCK && body->n == 0 && body->a) body = body->a;
   if (body && body->kind == SH_EX_MATCH && body->a && body->a->kind == SH_EX_NAME && body->a->res == SH_RES_LOCAL &&

@@ -14,6 +14,16 @@
 #include "base/base.h"
 #include "compile/linear_int.h"
 
+/* JIT-compiles arm a's kernel; its parameters declared weights (packed once). */
+static sheaf_status compile_arm(sh_lin *L, sh_lin_arm *a) {
+  sheaf_status st = sheaf_kernel_compile(L->ctx, a->src, a->src_len, a->name, &a->k);
+  if (st)
+    return sh_fail(L->ctx, st, "linearized mode: the kernel of %s does not compile: %s\n%s", a->name,
+                   sheaf_ctx_last_error(L->ctx), a->src);
+  for (int p = 0; p < a->n_params; p++) sheaf_kernel_set_weight_version(a->k, a->n_inputs + p, 1);
+  return SHEAF_OK;
+}
+
 static sheaf_status lin_new(const sh_module *m, sheaf_model *model, const sh_lang_bind *bind, char *why, size_t cap,
                             sh_lin **out) {
   *out = NULL;
@@ -55,12 +65,8 @@ sheaf_status sh_lin_create(const sh_module *m, sheaf_model *model, const sh_lang
       if ((st = sh_lin_emit(L, &L->fns[f], a))) break;
       sh_buf_printf(&L->all_src, "# %s, arm %d (%s:%u)\n%s\n", sh_sym_name(&m->syms, L->fns[f].fn->name), ai,
                     m->diags.file ? m->diags.file : "model", (unsigned)a->span.line, a->src);
-      if ((st = sheaf_kernel_compile(L->ctx, a->src, a->src_len, a->name, &a->k))) {
-        st = sh_fail(L->ctx, st, "linearized mode: the kernel of %s does not compile: %s\n%s", a->name,
-                     sheaf_ctx_last_error(L->ctx), a->src);
-        break;
-      }
-      for (int p = 0; p < a->n_params; p++) sheaf_kernel_set_weight_version(a->k, a->n_inputs + p, 1);
+      if (L->dep && L->fns[f].n_arms > 1) continue; /* one arm per child count: compiled when first run */
+      if ((st = compile_arm(L, a))) break;
     }
   if (L) L->compile_s = (double)(sheaf_time_ns() - t0) * 1e-9;
   if (!st && sh_buf_status(&L->all_src)) st = sh_fail(m->ctx, SHEAF_ERR_NOMEM, "out of memory");
@@ -201,6 +207,11 @@ static sheaf_status fill_row(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g
   for (int q = 0; q < n->n_segs; q++) {
     const sh_lin_seg *sg = &n->segs[q];
     const float *src;
+    if (sg->zero) {
+      memset(dst, 0, (size_t)sg->width * sizeof(float));
+      dst += sg->width;
+      continue;
+    }
     if (sg->lookup) {
       int rank;
       const int64_t *shape;
@@ -233,6 +244,12 @@ static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
     }
   }
   if (direct) return SHEAF_OK;
+  if (!a->k) { /* a dependency arm for a child count first seen now */
+    uint64_t t0 = sheaf_time_ns();
+    sheaf_status st = compile_arm(L, a);
+    L->compile_s += (double)(sheaf_time_ns() - t0) * 1e-9;
+    if (st) return st;
+  }
   size_t need = 0;
   for (int i = 0; i < a->n_inputs; i++) {
     const sh_lin_node *n = &a->nodes[a->inputs[i]];

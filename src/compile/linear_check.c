@@ -122,9 +122,9 @@ sheaf_status sh_lin_check_program(sh_lin *L) {
   case SH_INPUT_TOKENS: /* list[i32]: scans, folds and maps over the words (coarsen.c) */
     L->seq = true;
     return SHEAF_OK;
-  case SH_INPUT_DEP_TREE:
-    return sh_lin_refuse(L, at, "main takes a dependency tree (Dep(i32, list[T])): the linearized mode takes binary "
-                                "trees and sequences only for now (a node's children are a list)");
+  case SH_INPUT_DEP_TREE: /* Dep(i32, list[T]): one arm per child count (coarsen.c) */
+    L->dep = true;
+    return SHEAF_OK;
   case SH_INPUT_RECORDS:
     return sh_lin_refuse(L, at, "main takes a list of token records: the linearized mode takes sequences of word "
                                 "ids (list[i32]) only for now");

@@ -11,9 +11,9 @@
 #include "lang/check.h"
 
 #define SH_LIN_MAX_FNS 32
-#define SH_LIN_MAX_ARMS 16
-#define SH_LIN_MAX_SLOTS 16 /* tree and word variables of one arm's pattern */
-#define SH_LIN_MAX_CALLS 16
+#define SH_LIN_MAX_ARMS 32 /* a dependency tree's function: one arm per child count 0 .. 31 */
+#define SH_LIN_MAX_SLOTS 40 /* tree and word variables of one arm's pattern (a dependency node's children) */
+#define SH_LIN_MAX_CALLS 32
 #define SH_LIN_MAX_COMPS 8  /* result components of a structural function */
 #define SH_LIN_MAX_NODES 512
 #define SH_LIN_MAX_SEGS 8
@@ -33,6 +33,7 @@ typedef enum sh_lin_op {
 /* A segment of an executor input: a child's state component, or a table's
  * row looked up by a pattern field's word. */
 typedef struct sh_lin_seg {
+  bool zero;        /* zeros (the sum over no children) */
   bool lookup;
   int call, comp;   /* child: call site, component */
   int param, field; /* lookup: the table, the word field */
@@ -158,6 +159,10 @@ struct sh_lin {
   int32_t *root_row;
   int32_t n_inst, cap_inst;
   bool seq;           /* main takes a sequence (list[i32]): inspect_seq.c */
+  bool dep;           /* main takes a dependency tree: a function that maps over a node's children has one arm
+                         per child count k (the map unrolled k times), arm k taken by nodes of k children */
+  int dep_k;          /* translating: the arm's child count */
+  bool dep_used;      /* translating: the arm read the node's children */
   int32_t *out_rows;  /* main's rows of each instance (per-token outputs: its length; else 1) */
   float *scratch; /* the executor's inputs */
   size_t scratch_cap;
