@@ -189,6 +189,9 @@ typedef struct cfg {
   int64_t E, H, C;
 } cfg;
 
+/* The configurations whose model takes dependency trees (Dep(i32, list[T])). */
+static bool takes_dep_trees(const cfg *k) { return strstr(k->path, "/childsum.sf") != NULL; }
+
 /* The configurations whose model takes sentences (list[i32]), not trees. */
 static bool takes_sentences(const cfg *k) {
   return strstr(k->path, "/gru.sf") || strstr(k->path, "/bilstm.sf");
@@ -225,8 +228,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (n > sh_dataset_count(&d)) n = sh_dataset_count(&d);
-  sh_dataset ds; /* the same file's sentences, for the sequence models */
-  if (sh_dataset_load(ctx1, data, SH_DATASET_SENTS, &ds)) {
+  sh_dataset ds, dc; /* the same file's sentences and dependency trees */
+  if (sh_dataset_load(ctx1, data, SH_DATASET_SENTS, &ds) || sh_dataset_load(ctx1, data, SH_DATASET_CHILDSUM, &dc)) {
     fprintf(stderr, "bench_compiled: %s\n", sheaf_ctx_last_error(ctx1));
     return 1;
   }
@@ -241,6 +244,7 @@ int main(int argc, char **argv) {
       {"GRU", "examples/gru.sf", {"H=64", "E=64", "C=5", NULL}, 64, false, 64, 64, 5},
       {"BiLSTM tagger", "examples/bilstm.sf", {"H=64", "E=64", "T=17", NULL}, 64, false, 64, 64, 17},
       {"BiLSTM tagger", "examples/bilstm.sf", {"H=128", "E=128", "T=17", NULL}, 64, false, 128, 128, 17},
+      {"ChildSum", "examples/childsum.sf", {"H=64", "E=64", NULL}, 64, false, 64, 64, 0},
   };
   printf("| model | hidden | batch | dynamic trees/s | linear trees/s | linear / dynamic (median, min-max) | "
          "compile cold / warm |\n|---|---:|---:|---:|---:|---:|---|\n");
@@ -250,7 +254,7 @@ int main(int argc, char **argv) {
     if (only >= 0 && (size_t)only != c) continue;
     int nb = k->batch == 1 ? (n < 128 ? n : 128) : n; /* batch 1: fewer trees, same per-tree work */
     if (takes_sentences(k) && nb > sh_dataset_count(&ds)) nb = sh_dataset_count(&ds);
-    const sh_dataset *dk = takes_sentences(k) ? &ds : &d;
+    const sh_dataset *dk = takes_sentences(k) ? &ds : takes_dep_trees(k) ? &dc : &d;
     setup s, warm;
     double cold_s = 0, warm_s = 0;
     if (!setup_open(ctx1, k->path, k->sizes, dk, &s, &cold_s)) return 1;
@@ -316,6 +320,7 @@ int main(int argc, char **argv) {
   }
   sh_dataset_free(&d);
   sh_dataset_free(&ds);
+  sh_dataset_free(&dc);
   sheaf_ctx_free(ctx1);
   sheaf_ctx_free(ctx2);
   char cmd[128];
