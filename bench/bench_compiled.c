@@ -3,7 +3,9 @@
  * dynamic runtime (the interpreter issuing graph ops, policy sheaf) on the
  * same EWT trees with the same seeded weights, in one run: TreeLSTM hidden
  * 256 (E = 256) at batch 64 and batch 1, TreeFC, MV-RNN and TreeLSTM at
- * hidden 64 (batch 64), 1 thread; windows alternate (dynamic, linear) per
+ * hidden 64 (batch 64); on the same file's sentences GRU (hidden 64) and the
+ * BiLSTM tagger (hidden 64 and 128), batch 64 (rows per second are then
+ * sentences per second); 1 thread; windows alternate (dynamic, linear) per
  * round and the ratio is taken per round (median, min-max). For TreeLSTM
  * 256 batch 64: the fraction of the GEMM ceiling (sh_gemm M = 64, N = 5H,
  * K = 2H, B packed, 1 thread, measured in the same run) the linear mode's
@@ -122,6 +124,51 @@ static bool pass_linear(setup *s, const sh_dataset *d, int n, int b) {
   return true;
 }
 
+/* Sequence models (gru.sf, bilstm.sf): the same passes over sentences
+ * [0, n) of the EWT sentences (every output read). */
+static bool pass_dynamic_seq(sh_interp *ip, sheaf_graph *g, const sh_dataset *d, int n, int b) {
+  sh_value res[256];
+  int32_t w[1024];
+  for (int first = 0; first < n; first += b) {
+    int cnt = first + b <= n ? b : n - first;
+    for (int t = 0; t < cnt; t++) {
+      int32_t off = d->sent_off[first + t], len = d->sent_off[first + t + 1] - off;
+      if (len > 1024) return false;
+      for (int32_t k = 0; k < len; k++) w[k] = sh_word_id(d->ids, d->sent_words[off + k]);
+      sh_value in;
+      if (sh_interp_ints(ip, w, len, &in) || sh_interp_main(ip, g, in, &res[t])) return false;
+    }
+    if (sheaf_graph_flush(g)) return false;
+    for (int t = 0; t < cnt; t++) {
+      sheaf_expr e[1024];
+      size_t k = sh_value_tensors(res[t], e, 1024);
+      for (size_t j = 0; j < k && j < 1024; j++) {
+        sheaf_value_view v;
+        if (sheaf_value(g, e[j], &v)) return false;
+        sink += v.data[0];
+      }
+    }
+    if (sheaf_graph_reset(g)) return false;
+    sh_interp_reset(ip);
+  }
+  return true;
+}
+
+static bool pass_dynamic_seq_s(setup *s, sh_interp *ip, sheaf_graph *g, const sh_dataset *d, int n, int b) {
+  (void)s;
+  return pass_dynamic_seq(ip, g, d, n, b);
+}
+
+static bool pass_linear_seq(setup *s, const sh_dataset *d, int n, int b) {
+  for (int first = 0; first < n; first += b) {
+    int cnt = first + b <= n ? b : n - first;
+    if (sh_lin_run_seq(s->lin, d->sent_off, d->sent_words, first, cnt, d->ids)) return false;
+    for (int t = 0; t < cnt; t++)
+      for (int32_t k = 0; k < sh_lin_output_rows(s->lin, t); k++) sink += sh_lin_output_row(s->lin, t, k, 0)[0];
+  }
+  return true;
+}
+
 static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -193,6 +240,14 @@ typedef struct cfg {
   int64_t E, H, C;
 } cfg;
 
+/* The configurations whose model takes dependency trees (Dep(i32, list[T])). */
+static bool takes_dep_trees(const cfg *k) { return strstr(k->path, "/childsum.sf") != NULL; }
+
+/* The configurations whose model takes sentences (list[i32]), not trees. */
+static bool takes_sentences(const cfg *k) {
+  return strstr(k->path, "/gru.sf") || strstr(k->path, "/bilstm.sf");
+}
+
 int main(int argc, char **argv) {
   int n = 512, rounds = 5, only = -1;
   const char *keep = NULL;
@@ -227,6 +282,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (n > sh_dataset_count(&d)) n = sh_dataset_count(&d);
+  sh_dataset ds, dc; /* the same file's sentences and dependency trees */
+  if (sh_dataset_load(ctx1, data, SH_DATASET_SENTS, &ds) || sh_dataset_load(ctx1, data, SH_DATASET_CHILDSUM, &dc)) {
+    fprintf(stderr, "bench_compiled: %s\n", sheaf_ctx_last_error(ctx1));
+    return 1;
+  }
   printf("# bench_compiled: %d EWT trees, %d rounds, windows alternating dynamic / linear, 1 thread, isa %s\n", n,
          rounds, sheaf_isa_name(sheaf_cpu_isa()));
   const exb_peer peer = {"bench/treelstm_torch.py", "--trees", NULL, "tree", {NULL, NULL}, "treelstm_dynet"};
@@ -242,6 +302,10 @@ int main(int argc, char **argv) {
       {"TreeFC", "examples/treefc.sf", {"H=64", NULL}, 64, false, 0, 64, 0},
       {"MV-RNN", "examples/mvrnn.sf", {"H=64", "Vm=1000", NULL}, 64, false, 0, 64, 0},
       {"TreeLSTM", "examples/treelstm.sf", {"H=64", "E=64", "C=5", NULL}, 64, false, 64, 64, 5},
+      {"GRU", "examples/gru.sf", {"H=64", "E=64", "C=5", NULL}, 64, false, 64, 64, 5},
+      {"BiLSTM tagger", "examples/bilstm.sf", {"H=64", "E=64", "T=17", NULL}, 64, false, 64, 64, 17},
+      {"BiLSTM tagger", "examples/bilstm.sf", {"H=128", "E=128", "T=17", NULL}, 64, false, 128, 128, 17},
+      {"ChildSum", "examples/childsum.sf", {"H=64", "E=64", NULL}, 64, false, 64, 64, 0},
   };
   printf("| model | hidden | batch | dynamic trees/s | linear trees/s | linear / dynamic (median, min-max) | "
          "compile cold / warm |\n|---|---:|---:|---:|---:|---:|---|\n");
@@ -250,27 +314,32 @@ int main(int argc, char **argv) {
     const cfg *k = &cfgs[c];
     if (only >= 0 && (size_t)only != c) continue;
     int nb = k->batch == 1 ? (n < 128 ? n : 128) : n; /* batch 1: fewer trees, same per-tree work */
+    if (takes_sentences(k) && nb > sh_dataset_count(&ds)) nb = sh_dataset_count(&ds);
+    const sh_dataset *dk = takes_sentences(k) ? &ds : takes_dep_trees(k) ? &dc : &d;
     setup s, warm;
     double cold_s = 0, warm_s = 0;
     bool with_dynet = k->H == 256 && dy.wpath; /* the TreeLSTM 256 rows: the C-API model's weights */
     const char *wts = with_dynet ? dy.wpath : NULL;
-    if (!setup_open(ctx1, k->path, k->sizes, &d, wts, &s, &cold_s)) return 1;
-    if (!setup_open(ctx1, k->path, k->sizes, &d, wts, &warm, &warm_s)) return 1;
+    if (!setup_open(ctx1, k->path, k->sizes, dk, wts, &s, &cold_s)) return 1;
+    if (!setup_open(ctx1, k->path, k->sizes, dk, wts, &warm, &warm_s)) return 1;
     setup_free(&warm);
     sh_interp *ip = NULL;
     sheaf_graph *g = NULL;
     if (sh_interp_create(&s.m, &s.bind, &ip) || sheaf_graph_create(s.model, NULL, &g)) return 1;
     /* warm-up */
-    if (!pass_dynamic(&s, ip, g, &d, nb, k->batch) || !pass_linear(&s, &d, nb, k->batch)) {
+    bool (*dyn)(setup *, sh_interp *, sheaf_graph *, const sh_dataset *, int, int) = pass_dynamic;
+    bool (*lin)(setup *, const sh_dataset *, int, int) = pass_linear;
+    if (takes_sentences(k)) dyn = pass_dynamic_seq_s, lin = pass_linear_seq;
+    if (!dyn(&s, ip, g, dk, nb, k->batch) || !lin(&s, dk, nb, k->batch)) {
       fprintf(stderr, "bench_compiled: %s\n", sheaf_ctx_last_error(ctx1));
       return 1;
     }
     double rd[99], rl[99], ratio[99];
     for (int r = 0; r < rounds; r++) {
       double t0 = exb_now_s(false);
-      pass_dynamic(&s, ip, g, &d, nb, k->batch);
+      dyn(&s, ip, g, dk, nb, k->batch);
       double t1 = exb_now_s(false);
-      pass_linear(&s, &d, nb, k->batch);
+      lin(&s, dk, nb, k->batch);
       double t2 = exb_now_s(false);
       rd[r] = nb / (t1 - t0), rl[r] = nb / (t2 - t1), ratio[r] = rl[r] / rd[r];
     }
@@ -281,16 +350,16 @@ int main(int argc, char **argv) {
            k->batch, rd[rounds / 2], rl[rounds / 2], ratio[rounds / 2], ratio[0], ratio[rounds - 1], cold_s,
            warm_s * 1e3);
     if (with_dynet) {
-      const exb_cell *dc = &dy.cells[k->batch == 1 ? 1 : 0];
+      const exb_cell *dcell = &dy.cells[k->batch == 1 ? 1 : 0];
       int ab = 0;
-      double best = exb_dynet_best(dc, &ab);
+      double best = exb_dynet_best(dcell, &ab);
       double diff = dynet_check(&s, &dy, &d);
       printf("#   check: max |linear - C API| = %.2g over the first %d trees (batch 64)%s\n", diff, (int)dy.ref.count,
              diff > 1e-4 ? "  ** MISMATCH **" : "");
       if (best > 0)
         printf("#   DyNet batch %d: %.0f / %.0f / %.0f trees/s (autobatch 0 / 1 / 2); linear / DyNet best (ab %d) "
                "%.2fx, dynamic / DyNet %.2fx (medians)\n",
-               k->batch, dc->dynet[0], dc->dynet[1], dc->dynet[2], ab, rl[rounds / 2] / best, rd[rounds / 2] / best);
+               k->batch, dcell->dynet[0], dcell->dynet[1], dcell->dynet[2], ab, rl[rounds / 2] / best, rd[rounds / 2] / best);
       else
         printf("#   DyNet batch %d: not measured%s\n", k->batch, dy.ran ? " (the peer gave no rate)" : "");
     }
@@ -332,6 +401,8 @@ int main(int argc, char **argv) {
   }
   exb_tmp_cleanup();
   sh_dataset_free(&d);
+  sh_dataset_free(&ds);
+  sh_dataset_free(&dc);
   sheaf_ctx_free(ctx1);
   sheaf_ctx_free(ctx2);
   char cmd[128];

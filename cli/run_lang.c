@@ -763,7 +763,7 @@ int cli_run_lang(int argc, char **argv) {
   }
   pg.t0 = sheaf_time_ns();
   if (lin) {
-    if (lang_run_linear(lin, model, &m, &d, wi.ids, n, job.batch, job.format, out, job.npy_rows, &job.npy_cols,
+    if (lang_run_linear(lin, model, &m, &d, wi.ids, form_ids, n, job.batch, job.format, out, job.npy_rows, &job.npy_cols,
                         job.npy_why, sizeof job.npy_why, &failed_at) != SHEAF_OK)
       goto fail;
     goto ran;

@@ -10,17 +10,34 @@
 
 #include "run_lang_linear.h"
 
+#define MAX_AGGS 4096 /* tuples and lists in one instance's result */
+
 /* main's result of instance i as a value: tensors (graph inputs holding
  * the linear outputs) in the shape of type t. */
-static sheaf_status result_value(sheaf_graph *g, const sh_lin *L, int32_t i, const sh_type *t, int *comp,
-                                 sh_value *out, sh_agg **aggs, int *n_aggs) {
+static sheaf_status result_value(sheaf_graph *g, const sh_lin *L, int32_t i, int32_t row, const sh_type *t,
+                                 int *comp, sh_value *out, sh_agg **aggs, int *n_aggs) {
+  if (t && t->kind == SH_TY_LIST) { /* a per-token map: one row of main's state per token */
+    int32_t n = sh_lin_output_rows(L, i);
+    sh_agg *a = *n_aggs < MAX_AGGS ? calloc(1, sizeof *a + (size_t)n * sizeof(sh_value)) : NULL;
+    if (!a) return SHEAF_ERR_NOMEM;
+    aggs[(*n_aggs)++] = a;
+    a->tag = -1, a->n = n;
+    for (int32_t k = 0; k < n; k++) {
+      int c = *comp;
+      sheaf_status st = result_value(g, L, i, k, t->elems[0], &c, &a->items[k], aggs, n_aggs);
+      if (st) return st;
+    }
+    memset(out, 0, sizeof *out);
+    out->kind = SH_V_LIST, out->agg = a;
+    return SHEAF_OK;
+  }
   if (t && t->kind == SH_TY_TUPLE) {
-    sh_agg *a = calloc(1, sizeof *a + (size_t)t->n * sizeof(sh_value));
+    sh_agg *a = *n_aggs < MAX_AGGS ? calloc(1, sizeof *a + (size_t)t->n * sizeof(sh_value)) : NULL;
     if (!a) return SHEAF_ERR_NOMEM;
     aggs[(*n_aggs)++] = a;
     a->tag = -1, a->n = t->n;
     for (int k = 0; k < t->n; k++) {
-      sheaf_status st = result_value(g, L, i, t->elems[k], comp, &a->items[k], aggs, n_aggs);
+      sheaf_status st = result_value(g, L, i, row, t->elems[k], comp, &a->items[k], aggs, n_aggs);
       if (st) return st;
     }
     memset(out, 0, sizeof *out);
@@ -32,23 +49,25 @@ static sheaf_status result_value(sheaf_graph *g, const sh_lin *L, int32_t i, con
   sh_lin_output_shape(L, *comp, &rank, dims);
   memset(out, 0, sizeof *out);
   out->kind = SH_V_TENSOR;
-  out->t = sheaf_input(g, rank, dims, sh_lin_output(L, i, (*comp)++));
+  out->t = sheaf_input(g, rank, dims, sh_lin_output_row(L, i, row, (*comp)++));
   return sheaf_expr_is_null(out->t) ? sheaf_graph_status(g) ? sheaf_graph_status(g) : SHEAF_ERR_NOMEM : SHEAF_OK;
 }
 
-#define MAX_AGGS 64
 
 sheaf_status lang_run_linear(sh_lin *L, sheaf_model *model, const sh_module *m, const sh_dataset *d,
-                             sh_word_ids ids, int32_t n, int32_t batch, lang_format format, FILE *out,
+                             sh_word_ids ids, const int32_t *form_ids, int32_t n, int32_t batch, lang_format format, FILE *out,
                              int64_t *npy_rows, int64_t *npy_cols, char *npy_why, size_t why_cap,
                              int32_t *failed_at) {
   sheaf_ctx *ctx = m->ctx;
   sheaf_graph *g = NULL;
   sheaf_status st = sheaf_graph_create(model, NULL, &g);
-  sh_agg *aggs[MAX_AGGS];
+  sh_agg **aggs = calloc(MAX_AGGS, sizeof *aggs);
+  if (!aggs && !st) st = sh_fail(ctx, SHEAF_ERR_NOMEM, "out of memory");
   for (int32_t first = 0; !st && first < n; first += batch) {
     int32_t cnt = first + batch <= n ? batch : n - first;
-    if ((st = sh_lin_run(L, &d->tb, first, cnt, ids))) {
+    st = d->kind == SH_DATASET_SENTS ? sh_lin_run_seq(L, d->sent_off, d->sent_words, first, cnt, ids)
+                                     : sh_lin_run(L, &d->tb, first, cnt, ids);
+    if (st) {
       *failed_at = first;
       break;
     }
@@ -56,14 +75,25 @@ sheaf_status lang_run_linear(sh_lin *L, sheaf_model *model, const sh_module *m, 
       int32_t i = first + t;
       int comp = 0, n_aggs = 0;
       sh_value v;
-      st = result_value(g, L, t, m->main->ret_type, &comp, &v, aggs, &n_aggs);
+      st = result_value(g, L, t, 0, m->main->ret_type, &comp, &v, aggs, &n_aggs);
       int bad = 0;
       if (!st && format == LANG_FORMAT_TEXT) {
         char prefix[16];
         snprintf(prefix, sizeof prefix, "%d", (int)i);
         bad = lang_out_text(out, g, prefix, v);
       } else if (!st && format == LANG_FORMAT_JSONL) {
-        bad = lang_out_json(out, g, m, i, v, NULL, NULL, 0);
+        /* a sentence's words, as the dynamic run writes them (form_ids: their texts) */
+        int32_t off = d->kind == SH_DATASET_SENTS ? d->sent_off[i] : 0;
+        int32_t nt = form_ids && d->kind == SH_DATASET_SENTS ? d->sent_off[i + 1] - off : 0;
+        const char **form = nt ? malloc((size_t)nt * sizeof *form) : NULL;
+        size_t *form_len = nt ? malloc((size_t)nt * sizeof *form_len) : NULL;
+        if (nt && (!form || !form_len)) st = sh_fail(ctx, SHEAF_ERR_NOMEM, "out of memory: a sentence's words");
+        for (int32_t k = 0; !st && k < nt; k++) {
+          form[k] = sh_vocab_str(&d->words, form_ids[off + k]);
+          form_len[k] = sh_vocab_len(&d->words, form_ids[off + k]);
+        }
+        if (!st) bad = lang_out_json(out, g, m, i, v, nt ? form : NULL, form_len, nt);
+        free(form), free(form_len);
       } else if (!st) {
         int64_t rows = 0, cols = 0;
         char why[256] = "";
@@ -83,5 +113,6 @@ sheaf_status lang_run_linear(sh_lin *L, sheaf_model *model, const sh_module *m, 
     if (!st) st = sheaf_graph_reset(g);
   }
   sheaf_graph_free(g);
+  free(aggs);
   return st;
 }

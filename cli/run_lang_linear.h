@@ -13,7 +13,7 @@
  * npy_rows[i], the width in *npy_cols, a mismatch in npy_why). On failure
  * *failed_at is the instance. */
 sheaf_status lang_run_linear(sh_lin *L, sheaf_model *model, const sh_module *m, const sh_dataset *d,
-                             sh_word_ids ids, int32_t n, int32_t batch, lang_format format, FILE *out,
+                             sh_word_ids ids, const int32_t *form_ids, int32_t n, int32_t batch, lang_format format, FILE *out,
                              int64_t *npy_rows, int64_t *npy_cols, char *npy_why, size_t why_cap,
                              int32_t *failed_at);
 

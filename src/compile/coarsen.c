@@ -15,7 +15,16 @@
 
 #include "compile/linear_int.h"
 
-typedef enum { LV_NONE, LV_T, LV_TUP, LV_TREE, LV_WORD, LV_INT } lv_kind;
+/* Sequences add: LV_ZERO (zeros(...): a scan's initial state), LV_WORDS
+ * (main's words; x = 1: reversed), LV_SEQ (a scan's states as a list: x the
+ * step function, n = 1: reversed), LV_POS (a map's position over the words),
+ * LV_LEN (len(words)). */
+/* Dependency trees add: LV_KIDS (the node's children, a list of trees) and
+ * LV_LIST (a list of n per-child values: map over the children, and a for
+ * over that, unrolled for the arm's child count). */
+typedef enum {
+  LV_NONE, LV_T, LV_TUP, LV_TREE, LV_WORD, LV_INT, LV_ZERO, LV_WORDS, LV_SEQ, LV_POS, LV_LEN, LV_KIDS, LV_LIST
+} lv_kind;
 
 typedef struct lv {
   lv_kind kind;
@@ -34,6 +43,10 @@ typedef struct cz {
   lv pool[LV_POOL];
   int n_pool;
   int inline_depth;
+  bool in_for;     /* sequences: inside main's per-token map */
+  bool for_done;   /* the map was translated: its value is for_value */
+  lv for_value;
+  int for_start;   /* the first node made inside the map */
 } cz;
 
 static const lv none = {LV_NONE, 0, 0, NULL};
@@ -308,6 +321,32 @@ static int fn_id(sh_lin *L, const sh_fn *fn, sh_span at) {
   return L->n_fns++;
 }
 
+/* The step function of a scan or fold over the words (dir +1) or over
+ * rev(words) (dir -1), registered on first use: (state, w: i32) -> state. */
+static int step_id(sh_lin *L, const sh_fn *fn, int dir, sh_span at) {
+  for (int i = 0; i < L->n_fns; i++)
+    if (L->fns[i].fn == fn && L->fns[i].step == dir) return i;
+  const char *name = sh_sym_name(&L->m->syms, fn->name);
+  if (L->n_fns == SH_LIN_MAX_FNS) {
+    sh_lin_refuse(L, at, "more than %d structural functions", SH_LIN_MAX_FNS);
+    return -1;
+  }
+  if (fn->n_params != 2 || !fn->param_types[1] || fn->param_types[1]->kind != SH_TY_I32) {
+    sh_lin_refuse(L, at, "'%s' is scanned over the words: the linearized mode takes a step (state, w: i32) -> state",
+                  name);
+    return -1;
+  }
+  sh_lin_fn *f = &L->fns[L->n_fns];
+  memset(f, 0, sizeof *f);
+  f->fn = fn;
+  f->step = dir;
+  if (!flatten_ret(L, fn->ret_type, f)) {
+    sh_lin_refuse(L, fn->span, "'%s' must return tensors (or a tuple of them) of known sizes", name);
+    return -1;
+  }
+  return L->n_fns++;
+}
+
 /* ------------------------------------------------------------ patterns */
 
 static int new_slot(cz *z, sh_span at, bool word, const int8_t *path, int depth) {
@@ -357,7 +396,8 @@ static int eval_t(cz *z, const sh_ast *e, lv *env, int depth) {
   lv v = eval(z, e, env, depth);
   if (failed(z)) return -1;
   if (v.kind != LV_T) {
-    sh_lin_refuse(z->L, e->span, "expected a tensor here");
+    sh_lin_refuse(z->L, e->span, v.kind == LV_ZERO ? "zeros(...) is translated by the linearized mode only as a "
+                  "scan's or fold's initial state" : "expected a tensor here");
     return -1;
   }
   return v.x;
@@ -391,6 +431,160 @@ static lv call_result(cz *z, sh_span at, const sh_type *t, int call, const sh_li
   return mk_t(in_node(z, at, s, g->comp_rank[k], g->comp_d[k]));
 }
 
+static bool bind_let(cz *z, const sh_pat *p, lv v, lv *env);
+
+/* A call site of a sequence arm: step g's activation chosen by sel. */
+static lv seq_call(cz *z, sh_span at, int g, int sel) {
+  sh_lin_arm *a = z->a;
+  int c = 0;
+  while (c < a->n_calls && !(a->calls[c].fn == g && a->calls[c].sel == sel)) c++;
+  if (c == a->n_calls) {
+    if (c == SH_LIN_MAX_CALLS) return sh_lin_refuse(z->L, at, "too many calls in one arm"), none;
+    a->calls[a->n_calls++] = (sh_lin_call){g, -1, sel};
+  }
+  int comp = 0;
+  return call_result(z, at, z->L->fns[g].fn->ret_type, c, &z->L->fns[g], &comp);
+}
+
+static bool all_zero(lv v) {
+  if (v.kind == LV_ZERO) return true;
+  if (v.kind != LV_TUP) return false;
+  for (int i = 0; i < v.n; i++)
+    if (!all_zero(v.items[i])) return false;
+  return true;
+}
+
+/* fold(step, s0, words) and scan(step, s0, words): the step a function of
+ * its own, one activation per word position. */
+static lv seq_apply(cz *z, const sh_ast *e, lv *env, int depth) {
+  sh_span at = e->span;
+  const char *what = e->builtin == SH_BI_FOLD ? "fold" : "scan";
+  if (!e->fn_arg || e->n != 3) return sh_lin_refuse(z->L, at, "%s: a step function, a state, a list", what), none;
+  if (z->L->fns[z->fi].step)
+    return sh_lin_refuse(z->L, at, "%s inside a step function: the linearized mode scans main's words only",
+                         what), none;
+  lv s0 = eval(z, e->items[1], env, depth), xs = eval(z, e->items[2], env, depth);
+  if (failed(z)) return none;
+  if (!all_zero(s0))
+    return sh_lin_refuse(z->L, e->items[1]->span, "%s's initial state: the linearized mode takes zeros(...) (or a "
+                         "tuple of them) only for now", what), none;
+  if (xs.kind != LV_WORDS)
+    return sh_lin_refuse(z->L, e->items[2]->span, "%s over a list other than main's words (or rev of them): not "
+                         "translated by the linearized mode", what), none;
+  if (z->in_for) return sh_lin_refuse(z->L, at, "%s inside a map over the words", what), none;
+  int g = step_id(z->L, e->fn_arg, xs.x ? -1 : 1, at);
+  if (g < 0) return none;
+  if (e->builtin == SH_BI_FOLD) return seq_call(z, at, g, SH_LIN_SEL_LAST);
+  return (lv){LV_SEQ, g, xs.x, NULL};
+}
+
+/* for x in words / for i in 0..len(words) / for s in scan(...): main's
+ * per-token map (its result, one activation per token). */
+static lv seq_for(cz *z, const sh_ast *e, lv *env, int depth) {
+  sh_span at = e->span;
+  sh_lin *L = z->L;
+  if (L->fns[z->fi].step || z->fi != 0 || z->in_for || z->for_done)
+    return sh_lin_refuse(L, at, "a loop other than main's one map over its words: not translated by the linearized "
+                         "mode"), none;
+  lv xs = eval(z, e->a, env, depth), hi = e->b ? eval(z, e->b, env, depth) : none;
+  if (failed(z)) return none;
+  lv item;
+  if (e->b) {
+    if (xs.kind != LV_INT || xs.x != 0 || hi.kind != LV_LEN)
+      return sh_lin_refuse(L, at, "a range other than 0..len(words): the linearized mode maps over the words' "
+                           "positions"), none;
+    item = (lv){LV_POS, 0, 0, NULL};
+  } else if (xs.kind == LV_WORDS && !xs.x) {
+    int8_t path[8] = {0};
+    item = (lv){LV_WORD, new_slot(z, at, true, path, 0), 0, NULL};
+  } else if (xs.kind == LV_SEQ) {
+    item = seq_call(z, at, xs.x, xs.n ? SH_LIN_SEL_MIRROR : SH_LIN_SEL_POS);
+  } else {
+    return sh_lin_refuse(L, e->a->span, "a loop over a list other than main's words, their positions or a scan of "
+                         "them"), none;
+  }
+  if (failed(z)) return none;
+  for (int i = 0; i < z->a->n_nodes; i++)
+    if (z->a->nodes[i].batched)
+      return sh_lin_refuse(L, at, "per-sentence tensors before main's per-token map: not translated by the "
+                           "linearized mode"), none;
+  z->in_for = true;
+  z->for_start = z->a->n_nodes;
+  if (!bind_let(z, e->pat, item, env)) return none;
+  lv v = eval(z, e->c, env, depth);
+  z->in_for = false;
+  z->for_done = true;
+  z->for_value = v;
+  return v;
+}
+
+/* map(f, kids): the children's states, f a structural function; the arm
+ * has L->dep_k children, child k a call on slot path {k}. */
+static lv dep_map(cz *z, const sh_ast *e, lv *env, int depth) {
+  sh_lin *L = z->L;
+  sh_span at = e->span;
+  lv xs = e->n == 2 ? eval(z, e->items[1], env, depth) : none;
+  if (failed(z)) return none;
+  if (xs.kind != LV_KIDS || !e->fn_arg)
+    return sh_lin_refuse(L, at, "map over a list other than the node's children: not translated"), none;
+  int g = fn_id(L, e->fn_arg, at);
+  if (g < 0) return none;
+  L->dep_used = true;
+  int k = L->dep_k;
+  lv *items = k ? lv_alloc(z, k, at) : NULL;
+  if (k && !items) return none;
+  for (int c = 0; c < k; c++) {
+    int8_t path[8] = {(int8_t)c};
+    int slot = new_slot(z, at, false, path, 1);
+    if (slot < 0) return none;
+    sh_lin_arm *a = z->a;
+    if (a->n_calls == SH_LIN_MAX_CALLS) return sh_lin_refuse(L, at, "too many calls in one arm"), none;
+    int call = a->n_calls;
+    a->calls[a->n_calls++] = (sh_lin_call){g, slot, SH_LIN_SEL_TREE};
+    int comp = 0;
+    items[c] = call_result(z, at, e->fn_arg->ret_type, call, &L->fns[g], &comp);
+    if (failed(z)) return none;
+  }
+  return (lv){LV_LIST, 0, k, items};
+}
+
+/* for pat in xs { body } over a per-child list: the body once per child. */
+static lv dep_for(cz *z, const sh_ast *e, lv xs, lv *env, int depth) {
+  lv *items = xs.n ? lv_alloc(z, xs.n, e->span) : NULL;
+  if (xs.n && !items) return none;
+  for (int c = 0; c < xs.n; c++) {
+    if (!bind_let(z, e->pat, xs.items[c], env)) return none;
+    items[c] = eval(z, e->c, env, depth);
+    if (failed(z)) return none;
+  }
+  return (lv){LV_LIST, 0, xs.n, items};
+}
+
+/* A zero vector of type t's shape (the sum of no children): an input the
+ * executor fills with zeros. */
+static int zero_node(cz *z, sh_span at, const sh_type *t) {
+  int rank;
+  int64_t d[2];
+  if (!type_shape(z->L, t, &rank, d) || rank != 1) {
+    sh_lin_refuse(z->L, at, "a sum of a list of other than vectors of known size");
+    return -1;
+  }
+  sh_lin_seg s = {.zero = true, .width = d[0]};
+  return in_node(z, at, s, 1, d);
+}
+
+/* xs[i]: a scan's state or a word at a map's position. */
+static lv seq_index(cz *z, const sh_ast *e, lv xs, lv i) {
+  if (i.kind != LV_POS)
+    return sh_lin_refuse(z->L, e->b->span, "an index other than the map's position over the words"), none;
+  if (xs.kind == LV_SEQ) return seq_call(z, e->span, xs.x, xs.n ? SH_LIN_SEL_MIRROR : SH_LIN_SEL_POS);
+  if (xs.kind == LV_WORDS && !xs.x) {
+    int8_t path[8] = {0};
+    return (lv){LV_WORD, new_slot(z, e->span, true, path, 0), 0, NULL};
+  }
+  return sh_lin_refuse(z->L, e->span, "indexing a list other than main's words or a scan of them"), none;
+}
+
 static lv structural_call(cz *z, const sh_ast *e, lv *env, int depth) {
   int g = fn_id(z->L, e->ref.fn, e->span);
   if (g < 0) return none;
@@ -405,7 +599,7 @@ static lv structural_call(cz *z, const sh_ast *e, lv *env, int depth) {
   while (c < a->n_calls && !(a->calls[c].fn == g && a->calls[c].slot == t.x)) c++;
   if (c == a->n_calls) {
     if (c == SH_LIN_MAX_CALLS) return sh_lin_refuse(z->L, e->span, "too many calls in one arm"), none;
-    a->calls[a->n_calls++] = (sh_lin_call){g, t.x};
+    a->calls[a->n_calls++] = (sh_lin_call){g, t.x, SH_LIN_SEL_TREE};
   }
   int comp = 0;
   return call_result(z, e->span, e->ref.fn->ret_type, c, &z->L->fns[g], &comp);
@@ -415,6 +609,23 @@ static bool bind_let(cz *z, const sh_pat *p, lv v, lv *env) {
   switch (p->kind) {
   case SH_PAT_WILD: return true;
   case SH_PAT_VAR: env[p->local->index] = v; return true;
+  case SH_PAT_CTOR: /* let Dep(w, kids) = t: the node's word and children */
+    if (!z->L->dep || v.kind != LV_TREE || v.x >= 0 || !p->ctor || p->ctor->index != z->L->in->ctor_dep ||
+        p->n != 2)
+      break;
+    for (int i = 0; i < 2; i++) {
+      const sh_pat *q = p->items[i];
+      if (q->kind == SH_PAT_WILD) continue;
+      if (q->kind != SH_PAT_VAR) break;
+      if (i == z->L->in->dep_kids) {
+        env[q->local->index] = (lv){LV_KIDS, 0, 0, NULL};
+      } else {
+        int8_t path[8] = {0};
+        env[q->local->index] = (lv){LV_WORD, new_slot(z, q->span, true, path, 0), 0, NULL};
+      }
+    }
+    if (failed(z)) return false;
+    return true;
   case SH_PAT_TUPLE:
     if (v.kind != LV_TUP || v.n != p->n) break;
     for (int i = 0; i < p->n; i++)
@@ -467,9 +678,67 @@ static lv tree_lstm_cell(cz *z, const sh_ast *e, lv *env, int depth) {
   return (lv){LV_TUP, 0, 2, items};
 }
 
+/* lstm_cell(W, b, x, c_prev), the runtime's sheaf_lstm_cell (PyTorch gate
+ * order i, f, g, o): z = x·W + b; c = σ(z_f)·c_prev + σ(z_i)·tanh(z_g);
+ * h = σ(z_o)·tanh(c). */
+static lv lstm_cell(cz *z, const sh_ast *e, lv *env, int depth) {
+  int W = eval_t(z, e->items[0], env, depth), b = eval_t(z, e->items[1], env, depth);
+  int x = eval_t(z, e->items[2], env, depth), cp = eval_t(z, e->items[3], env, depth);
+  if (failed(z)) return none;
+  sh_span at = e->span;
+  int64_t H = nd(z, cp)->d[0];
+  int zz = bin_node(z, at, SH_TK_PLUS, mm_node(z, at, x, W), b);
+  int gi = un_node(z, at, SH_BI_SIGMOID, slice_node(z, at, zz, 0, H));
+  int gf = un_node(z, at, SH_BI_SIGMOID, slice_node(z, at, zz, H, 2 * H));
+  int gg = un_node(z, at, SH_BI_TANH, slice_node(z, at, zz, 2 * H, 3 * H));
+  int go = un_node(z, at, SH_BI_SIGMOID, slice_node(z, at, zz, 3 * H, 4 * H));
+  int c = bin_node(z, at, SH_TK_PLUS, bin_node(z, at, SH_TK_STAR, gf, cp), bin_node(z, at, SH_TK_STAR, gi, gg));
+  int h = bin_node(z, at, SH_TK_STAR, go, un_node(z, at, SH_BI_TANH, c));
+  if (failed(z) || h < 0 || c < 0) return none;
+  lv *items = lv_alloc(z, 2, at);
+  if (!items) return none;
+  items[0] = mk_t(h), items[1] = mk_t(c);
+  return (lv){LV_TUP, 0, 2, items};
+}
+
 static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
   sh_span at = e->span;
   switch (e->builtin) {
+  case SH_BI_ZEROS: return (lv){LV_ZERO, 0, 0, NULL};
+  case SH_BI_FOLD: case SH_BI_SCAN:
+    if (z->L->seq) return seq_apply(z, e, env, depth);
+    break;
+  case SH_BI_MAP:
+    if (z->L->dep) return dep_map(z, e, env, depth);
+    break;
+  case SH_BI_SUM: {
+    if (!z->L->dep || e->n != 1 || !e->items[0]->type || e->items[0]->type->kind != SH_TY_LIST) break;
+    lv v = eval(z, e->items[0], env, depth);
+    if (failed(z)) return none;
+    if (v.kind != LV_LIST) break;
+    if (v.n == 0) return mk_t(zero_node(z, at, e->type));
+    int acc = -1;
+    for (int i = 0; i < v.n; i++) {
+      if (v.items[i].kind != LV_T) return sh_lin_refuse(z->L, at, "sum of a list of other than tensors"), none;
+      acc = i == 0 ? v.items[0].x : bin_node(z, at, SH_TK_PLUS, acc, v.items[i].x);
+      if (acc < 0) return none;
+    }
+    return mk_t(acc);
+  }
+  case SH_BI_REV: case SH_BI_LEN: {
+    if (e->n != 1) break;
+    lv v = eval(z, e->items[0], env, depth);
+    if (failed(z)) return none;
+    if (v.kind == LV_LIST && e->builtin == SH_BI_LEN) return (lv){LV_INT, v.n, 0, NULL};
+    if (v.kind != LV_WORDS && v.kind != LV_SEQ) break;
+    if (e->builtin == SH_BI_LEN) return (lv){LV_LEN, 0, 0, NULL};
+    if (v.kind == LV_WORDS) v.x = !v.x;
+    else v.n = !v.n;
+    return v;
+  }
+  case SH_BI_LSTM_CELL:
+    if (e->n == 4) return lstm_cell(z, e, env, depth);
+    break;
   case SH_BI_TANH: case SH_BI_SIGMOID: case SH_BI_RELU: case SH_BI_EXP: case SH_BI_LN: case SH_BI_SQRT:
   case SH_BI_RSQRT: case SH_BI_ABS:
     if (e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_TENSOR)
@@ -554,6 +823,9 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
                                                                                : (int64_t)x.x * y.x;
       return (lv){LV_INT, (int)r, 0, NULL};
     }
+    if (x.kind == LV_ZERO || y.kind == LV_ZERO)
+      return sh_lin_refuse(z->L, at, "zeros(...) is translated by the linearized mode only as a scan's or fold's "
+                           "initial state"), none;
     if (x.kind != LV_T || y.kind != LV_T) break;
     if (e->op == SH_TK_AT) return mk_t(mm_node(z, at, x.x, y.x));
     return mk_t(bin_node(z, at, e->op, x.x, y.x));
@@ -568,6 +840,11 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
       return sh_lin_refuse(z->L, at, "kernel calls are not translated by the linearized mode yet"), none;
     return sh_lin_refuse(z->L, at, "building a tree value: the linearized mode reads trees, it does not build them"), none;
   case SH_EX_INDEX:
+    if (z->L->seq && !e->lookup) {
+      lv xs = eval(z, e->a, env, depth + 1), i = eval(z, e->b, env, depth + 1);
+      if (failed(z)) return none;
+      return seq_index(z, e, xs, i);
+    }
     if (e->lookup && e->a->kind == SH_EX_NAME && e->a->res == SH_RES_PARAM) {
       lv w = eval(z, e->b, env, depth + 1);
       if (failed(z)) return none;
@@ -605,7 +882,16 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
                                                 "(branch on the tree's structure with match)"), none;
   case SH_EX_MATCH: return sh_lin_refuse(z->L, at, "a match inside an arm: the linearized mode takes one match per "
                                                    "function, on its tree parameter"), none;
-  case SH_EX_FOR: case SH_EX_LIST: case SH_EX_WHILE:
+  case SH_EX_FOR:
+    if (z->L->seq) return seq_for(z, e, env, depth + 1);
+    if (z->L->dep && !e->b) {
+      lv xs = eval(z, e->a, env, depth + 1);
+      if (failed(z)) return none;
+      if (xs.kind == LV_LIST) return dep_for(z, e, xs, env, depth + 1);
+      return sh_lin_refuse(z->L, e->a->span, "a loop over a list other than the node's children's states"), none;
+    }
+    return sh_lin_refuse(z->L, at, "loops and lists are not translated by the linearized mode"), none;
+  case SH_EX_LIST: case SH_EX_WHILE:
     return sh_lin_refuse(z->L, at, "loops and lists are not translated by the linearized mode"), none;
   default: break;
   }
@@ -649,10 +935,26 @@ static sheaf_status translate_arm(sh_lin *L, int fi, const sh_pat *pat, const sh
   a->span = at;
   snprintf(a->name, sizeof a->name, "%.40s_arm%d", sh_sym_name(&L->m->syms, f->fn->name), f->n_arms - 1);
   z->L = L, z->fi = fi, z->a = a;
-  env[f->fn->params[0]->index] = (lv){LV_TREE, -1, 0, NULL};
   int8_t path[8] = {0};
-  if (!pat || bind_pat(z, pat, env, path, 0, false)) {
+  if (L->seq && f->step) { /* the previous state (row 0: zeros before the first word) and the word */
+    env[f->fn->params[0]->index] = seq_call(z, at, fi, SH_LIN_SEL_PREV);
+    env[f->fn->params[1]->index] = (lv){LV_WORD, new_slot(z, at, true, path, 0), 0, NULL};
+  } else if (L->seq) {
+    env[f->fn->params[0]->index] = (lv){LV_WORDS, 0, 0, NULL};
+  } else {
+    env[f->fn->params[0]->index] = (lv){LV_TREE, -1, 0, NULL};
+  }
+  if (!failed(z) && (!pat || bind_pat(z, pat, env, path, 0, false))) {
     lv v = eval(z, body, env, 0);
+    bool list = L->seq && !f->step && f->fn->ret_type && f->fn->ret_type->kind == SH_TY_LIST;
+    if (!failed(z) && list != z->for_done)
+      sh_lin_refuse(L, body->span, list ? "main returns a list other than one map over its words: not translated by "
+                    "the linearized mode" : "a map over the words whose list is not main's result");
+    if (!failed(z) && z->for_done && (v.kind != z->for_value.kind || v.x != z->for_value.x ||
+                                     v.items != z->for_value.items))
+      sh_lin_refuse(L, body->span, "main's result is not its map over the words: not translated by the linearized "
+                    "mode");
+    f->per_token = z->for_done;
     if (!failed(z)) set_outputs(z, body->span, v, f);
     if (!failed(z) && a->n_out != f->n_comp) sh_lin_refuse(L, body->span, "the arm's result is not the function's");
   }
@@ -662,6 +964,16 @@ static sheaf_status translate_arm(sh_lin *L, int fi, const sh_pat *pat, const sh
 
 static sheaf_status translate_fn(sh_lin *L, int fi) {
   const sh_fn *fn = L->fns[fi].fn;
+  if (L->seq) return translate_arm(L, fi, NULL, fn->body, fn->span);
+  if (L->dep) { /* arm k: a node of k children (only arm 0 when the body does not read them) */
+    for (int k = 0; k < SH_LIN_MAX_ARMS; k++) {
+      L->dep_k = k, L->dep_used = false;
+      sheaf_status st = translate_arm(L, fi, NULL, fn->body, fn->span);
+      if (st) return st;
+      if (!L->dep_used) break;
+    }
+    return SHEAF_OK;
+  }
   const sh_ast *body = fn->body;
   while (body && body->kind == SH_EX_BLOCK && body->n == 0 && body->a) body = body->a;
   if (body && body->kind == SH_EX_MATCH && body->a && body->a->kind == SH_EX_NAME && body->a->res == SH_RES_LOCAL &&
@@ -682,14 +994,30 @@ static bool same_tree_cycle(const sh_lin *L, int f, int *state) {
   state[f] = 1;
   for (int a = 0; a < L->fns[f].n_arms; a++)
     for (int c = 0; c < L->fns[f].arms[a]->n_calls; c++)
-      if (L->fns[f].arms[a]->calls[c].slot < 0 && same_tree_cycle(L, L->fns[f].arms[a]->calls[c].fn, state))
+      if (L->fns[f].arms[a]->calls[c].slot < 0 && L->fns[f].arms[a]->calls[c].sel == SH_LIN_SEL_TREE &&
+          same_tree_cycle(L, L->fns[f].arms[a]->calls[c].fn, state))
         return true;
   state[f] = 2;
   return false;
 }
 
+/* main of a sequence model: fn 0, its result components (a list's element's
+ * for a per-token map). */
+static sheaf_status seq_main(sh_lin *L) {
+  const sh_fn *fn = L->m->main;
+  sh_lin_fn *f = &L->fns[0];
+  memset(f, 0, sizeof *f);
+  f->fn = fn;
+  const sh_type *t = fn->ret_type;
+  if (t && t->kind == SH_TY_LIST) t = t->elems[0];
+  if (!flatten_ret(L, t, f))
+    return sh_lin_refuse(L, fn->span, "main must return tensors, a tuple of them or a list of them, of known sizes");
+  L->n_fns = 1;
+  return SHEAF_OK;
+}
+
 sheaf_status sh_lin_coarsen(sh_lin *L) {
-  if (fn_id(L, L->m->main, L->m->main->span) < 0) return SHEAF_ERR_UNSUPPORTED;
+  if (L->seq ? seq_main(L) != SHEAF_OK : fn_id(L, L->m->main, L->m->main->span) < 0) return SHEAF_ERR_UNSUPPORTED;
   for (int i = 0; i < L->n_fns; i++) {
     sheaf_status st = translate_fn(L, i);
     if (st) return st;

@@ -14,13 +14,14 @@
 #include "compile/linear_int.h"
 
 int32_t sh_lin_skip_unary(const sh_lin *L, const sh_treebank *tb, int32_t node) {
-  (void)L;
+  if (L->dep) return node; /* a dependency node of one child is a node */
   while (tb->n_children[node] == 1) node = sh_tb_child(tb, node, 0);
   return node;
 }
 
 int sh_lin_ctor_of(const sh_lin *L, const sh_treebank *tb, int32_t node) {
   int32_t nc = tb->n_children[node];
+  if (L->dep) return L->in->ctor_dep;
   return nc == 0 ? L->in->ctor_leaf : nc == 2 ? L->in->ctor_node : -1;
 }
 
@@ -130,7 +131,16 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
           }
           const sh_lin_fn *f = &L->fns[want_fn];
           int arm = 0;
-          while (arm < f->n_arms && !match(L, tb, f->arms[arm]->pat, want_node, false)) arm++;
+          if (L->dep && f->n_arms > 1) { /* arm k: the node's k children */
+            arm = tb->n_children[want_node];
+            if (arm >= f->n_arms) {
+              st = sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: a dependency node with %d children: the "
+                           "linearized mode takes up to %d", (int)arm, f->n_arms - 1);
+              goto done;
+            }
+          }
+          while (!(L->dep && f->n_arms > 1) && arm < f->n_arms && !match(L, tb, f->arms[arm]->pat, want_node, false))
+            arm++;
           if (arm == f->n_arms) {
             st = sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: no arm of '%s' matches a node",
                          sh_sym_name(&L->m->syms, f->fn->name));

@@ -15,6 +15,16 @@
 #include "compile/linear_int.h"
 #include "lang/kernel.h"
 
+/* JIT-compiles arm a's kernel; its parameters declared weights (packed once). */
+static sheaf_status compile_arm(sh_lin *L, sh_lin_arm *a) {
+  sheaf_status st = sheaf_kernel_compile(L->ctx, a->src, a->src_len, a->name, &a->k);
+  if (st)
+    return sh_fail(L->ctx, st, "linearized mode: the kernel of %s does not compile: %s\n%s", a->name,
+                   sheaf_ctx_last_error(L->ctx), a->src);
+  for (int p = 0; p < a->n_params; p++) sheaf_kernel_set_weight_version(a->k, a->n_inputs + p, 1);
+  return SHEAF_OK;
+}
+
 static sheaf_status lin_new(const sh_module *m, sheaf_model *model, const sh_lang_bind *bind, char *why, size_t cap,
                             sh_lin **out) {
   *out = NULL;
@@ -69,12 +79,8 @@ sheaf_status sh_lin_create(const sh_module *m, sheaf_model *model, const sh_lang
       if ((st = sh_lin_emit(L, &L->fns[f], a))) break;
       sh_buf_printf(&L->all_src, "# %s, arm %d (%s:%u)\n%s\n", sh_sym_name(&m->syms, L->fns[f].fn->name), ai,
                     m->diags.file ? m->diags.file : "model", (unsigned)a->span.line, a->src);
-      if ((st = sheaf_kernel_compile(L->ctx, a->src, a->src_len, a->name, &a->k))) {
-        st = sh_fail(L->ctx, st, "linearized mode: the kernel of %s does not compile: %s\n%s", a->name,
-                     sheaf_ctx_last_error(L->ctx), a->src);
-        break;
-      }
-      for (int p = 0; p < a->n_params; p++) sheaf_kernel_set_weight_version(a->k, a->n_inputs + p, 1);
+      if (L->dep && L->fns[f].n_arms > 1) continue; /* one arm per child count: compiled when first run */
+      if ((st = compile_arm(L, a))) break;
     }
   if (L) L->compile_s = (double)(sheaf_time_ns() - t0) * 1e-9;
   if (!st && sh_buf_status(&L->all_src)) st = sh_fail(m->ctx, SHEAF_ERR_NOMEM, "out of memory");
@@ -104,6 +110,7 @@ void sh_lin_free(sh_lin *L) {
   free(L->groups);
   free(L->group_buf);
   free(L->root_row);
+  free(L->out_rows);
   free(L->scratch);
   free(L);
 }
@@ -214,6 +221,11 @@ static sheaf_status fill_row(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g
   for (int q = 0; q < n->n_segs; q++) {
     const sh_lin_seg *sg = &n->segs[q];
     const float *src;
+    if (sg->zero) {
+      memset(dst, 0, (size_t)sg->width * sizeof(float));
+      dst += sg->width;
+      continue;
+    }
     if (sg->lookup) {
       int rank;
       const int64_t *shape;
@@ -246,6 +258,12 @@ static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
     }
   }
   if (direct) return SHEAF_OK;
+  if (!a->k) { /* a dependency arm for a child count first seen now */
+    uint64_t t0 = sheaf_time_ns();
+    sheaf_status st = compile_arm(L, a);
+    L->compile_s += (double)(sheaf_time_ns() - t0) * 1e-9;
+    if (st) return st;
+  }
   size_t need = 0;
   for (int i = 0; i < a->n_inputs; i++) {
     const sh_lin_node *n = &a->nodes[a->inputs[i]];
@@ -299,8 +317,34 @@ static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
 
 sheaf_status sh_lin_run(sh_lin *L, const sh_treebank *tb, int32_t first, int32_t n, sh_word_ids ids) {
   if (!L || !tb) return SHEAF_ERR_INVALID_ARG;
+  if (L->seq) return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: the model takes sentences (sh_lin_run_seq)");
   sheaf_status st = sh_lin_inspect(L, tb, first, n, ids);
   if (!st) st = ensure_states(L);
   for (int g = 0; !st && g < L->n_groups; g++) st = run_group(L, &L->groups[g]);
   return st;
+}
+
+bool sh_lin_takes_sequences(const sh_lin *L) { return L && L->seq; }
+
+sheaf_status sh_lin_run_seq(sh_lin *L, const int32_t *sent_off, const int32_t *sent_words, int32_t first, int32_t n,
+                            sh_word_ids ids) {
+  if (!L || !sent_off || !sent_words || first < 0) return SHEAF_ERR_INVALID_ARG;
+  if (!L->seq) return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: the model takes trees (sh_lin_run)");
+  sheaf_status st = sh_lin_inspect_seq(L, sent_off + first, sent_words, n, ids);
+  if (!st) st = ensure_states(L);
+  for (int f = 1; !st && f < L->n_fns; f++) /* a step's row 0: the zero initial state */
+    for (int c = 0; c < L->fns[f].n_comp; c++) memset(L->state[f][c], 0, (size_t)L->fns[f].comp_width[c] * sizeof(float));
+  for (int g = 0; !st && g < L->n_groups; g++)
+    if (L->groups[g].count > 0) st = run_group(L, &L->groups[g]);
+  return st;
+}
+
+int32_t sh_lin_output_rows(const sh_lin *L, int32_t i) {
+  if (!L || i < 0 || i >= L->n_inst) return 0;
+  return L->seq ? L->out_rows[i] : 1;
+}
+
+const float *sh_lin_output_row(const sh_lin *L, int32_t i, int32_t k, int comp) {
+  if (!L || k < 0 || k >= sh_lin_output_rows(L, i) || comp < 0 || comp >= L->fns[0].n_comp) return NULL;
+  return L->state[0][comp] + ((size_t)L->root_row[i] + (size_t)k) * (size_t)L->fns[0].comp_width[comp];
 }

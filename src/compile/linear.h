@@ -45,6 +45,17 @@ double sh_lin_compile_seconds(const sh_lin *L);
 /* Runs main on trees first .. first + n - 1 of tb (words numbered by ids,
  * as sh_interp_tree does). Outputs stay valid until the next run. */
 sheaf_status sh_lin_run(sh_lin *L, const sh_treebank *tb, int32_t first, int32_t n, sh_word_ids ids);
+/* Sequence models (main takes list[i32]): whether L takes sentences, and
+ * the run over sentences first .. first + n - 1 (sentence s is words
+ * sent_off[s] .. sent_off[s + 1] - 1 of sent_words, numbered by ids). */
+bool sh_lin_takes_sequences(const sh_lin *L);
+sheaf_status sh_lin_run_seq(sh_lin *L, const int32_t *sent_off, const int32_t *sent_words, int32_t first, int32_t n,
+                            sh_word_ids ids);
+/* main's rows of instance i: its length when main returns a list (a
+ * per-token map), else 1; and row k's component comp (NULL out of range). */
+int32_t sh_lin_output_rows(const sh_lin *L, int32_t i);
+const float *sh_lin_output_row(const sh_lin *L, int32_t i, int32_t k, int comp);
+
 /* The number of main's result components (flattened tuple), and the shape
  * of component comp (rank 1: cols = 0 ... see below): rows x cols floats
  * (a vector f32[D] is 1 x D; a matrix f32[R, C] is R x C). */

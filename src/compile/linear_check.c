@@ -2,7 +2,8 @@
  * linear_check.c — which models the linearized mode takes, before any
  * translation: no control flow on tensor values anywhere main reaches
  * (`while`, an `if` reading item/argmax/values, a wait point), and main
- * taking a binary tree (dependency trees and sequences are refused for now).
+ * taking a binary tree or a sequence of word ids (dependency trees and token
+ * records are refused for now).
  * The structural rules proper (one tree parameter, calls on subtrees bound
  * by the pattern, results used as tensors) are checked while translating
  * (coarsen.c), each refusal naming its source position.
@@ -65,8 +66,8 @@ static sheaf_status check_expr(walk *w, const sh_ast *e, int depth) {
   switch (e->kind) {
   case SH_EX_WHILE:
     if (reads_tensor(e->a, 0)) return sh_lin_refuse(w->L, e->span, "while depends on a tensor value: %s", structure_only);
-    return sh_lin_refuse(w->L, e->span, "while loop: %s (a loop over the tree's nodes is the recursion itself)",
-                         structure_only);
+    return sh_lin_refuse(w->L, e->span, "while loop: its trip count is not the input's structure (the linearized "
+                         "mode walks a tree by recursion and a sequence by scan, fold, map or for)");
   case SH_EX_IF:
     if (reads_tensor(e->a, 0)) return sh_lin_refuse(w->L, e->span, "if depends on a tensor value: %s", structure_only);
     break;
@@ -118,12 +119,16 @@ sheaf_status sh_lin_check_program(sh_lin *L) {
   sh_span at = m->main->n_params ? m->main->params[0]->span : m->main->span;
   switch (L->in ? L->in->kind : SH_INPUT_UNSUPPORTED) {
   case SH_INPUT_BINARY_TREE: break;
-  case SH_INPUT_DEP_TREE:
-    return sh_lin_refuse(L, at, "main takes a dependency tree (Dep(i32, list[T])): the linearized mode takes binary "
-                                "trees only for now (a node's children are a list)");
-  case SH_INPUT_TOKENS: case SH_INPUT_RECORDS:
-    return sh_lin_refuse(L, at, "main takes a sequence: the linearized mode takes binary trees only for now");
-  default: return sh_lin_refuse(L, at, "main does not take a tree: the linearized mode takes binary trees");
+  case SH_INPUT_TOKENS: /* list[i32]: scans, folds and maps over the words (coarsen.c) */
+    L->seq = true;
+    return SHEAF_OK;
+  case SH_INPUT_DEP_TREE: /* Dep(i32, list[T]): one arm per child count (coarsen.c) */
+    L->dep = true;
+    return SHEAF_OK;
+  case SH_INPUT_RECORDS:
+    return sh_lin_refuse(L, at, "main takes a list of token records: the linearized mode takes sequences of word "
+                                "ids (list[i32]) only for now");
+  default: return sh_lin_refuse(L, at, "main does not take a tree or a sequence");
   }
   if (L->in->ctor_unary >= 0)
     return sh_lin_refuse(L, L->in->adt->span, "the tree type has a unary constructor: the linearized mode takes "

@@ -11,9 +11,9 @@
 #include "lang/check.h"
 
 #define SH_LIN_MAX_FNS 32
-#define SH_LIN_MAX_ARMS 16
-#define SH_LIN_MAX_SLOTS 16 /* tree and word variables of one arm's pattern */
-#define SH_LIN_MAX_CALLS 16
+#define SH_LIN_MAX_ARMS 32 /* a dependency tree's function: one arm per child count 0 .. 31 */
+#define SH_LIN_MAX_SLOTS 40 /* tree and word variables of one arm's pattern (a dependency node's children) */
+#define SH_LIN_MAX_CALLS 32
 #define SH_LIN_MAX_COMPS 8  /* result components of a structural function */
 #define SH_LIN_MAX_NODES 512
 #define SH_LIN_MAX_SEGS 8
@@ -33,6 +33,7 @@ typedef enum sh_lin_op {
 /* A segment of an executor input: a child's state component, or a table's
  * row looked up by a pattern field's word. */
 typedef struct sh_lin_seg {
+  bool zero;        /* zeros (the sum over no children) */
   bool lookup;
   int call, comp;   /* child: call site, component */
   int param, field; /* lookup: the table, the word field */
@@ -68,9 +69,22 @@ typedef struct sh_lin_slot {
   int8_t path[8];
 } sh_lin_slot;
 
+/* Which activation of the callee a call site reads, for sequences (a tree
+ * model's calls are SH_LIN_SEL_TREE: by slot). Step activations are one per
+ * word position p of a sentence of len words; row 0 of a step's state is
+ * the zero initial state. */
+typedef enum sh_lin_sel {
+  SH_LIN_SEL_TREE,   /* the subtree of slot */
+  SH_LIN_SEL_PREV,   /* a step's previous one: p - 1 (forward) or p + 1 (reversed); row 0 before the first */
+  SH_LIN_SEL_LAST,   /* the step's last (fold's result): p = len - 1 (forward) or 0; row 0 when len = 0 */
+  SH_LIN_SEL_POS,    /* the step at the activation's own position p */
+  SH_LIN_SEL_MIRROR  /* the step at len - 1 - p */
+} sh_lin_sel;
+
 typedef struct sh_lin_call {
   int fn;   /* callee: a structural function */
   int slot; /* its tree: a tree slot (-1: the activation's own node) */
+  int sel;  /* sh_lin_sel */
 } sh_lin_call;
 
 typedef struct sh_lin_arm {
@@ -107,6 +121,8 @@ typedef struct sh_lin_fn {
   int comp_rank[SH_LIN_MAX_COMPS];
   int64_t comp_d[SH_LIN_MAX_COMPS][2];
   int64_t comp_width[SH_LIN_MAX_COMPS]; /* floats a row */
+  int step;       /* sequences: +1 a forward scan/fold step, -1 one over rev(words), 0 not a step */
+  bool per_token; /* sequences, main: one activation per token (main returns a list: a map) */
 } sh_lin_fn;
 
 /* The activations of one (height, function, arm): rows start .. start + count
@@ -142,6 +158,12 @@ struct sh_lin {
   size_t state_cap[SH_LIN_MAX_FNS];
   int32_t *root_row;
   int32_t n_inst, cap_inst;
+  bool seq;           /* main takes a sequence (list[i32]): inspect_seq.c */
+  bool dep;           /* main takes a dependency tree: a function that maps over a node's children has one arm
+                         per child count k (the map unrolled k times), arm k taken by nodes of k children */
+  int dep_k;          /* translating: the arm's child count */
+  bool dep_used;      /* translating: the arm read the node's children */
+  int32_t *out_rows;  /* main's rows of each instance (per-token outputs: its length; else 1) */
   float *scratch; /* the executor's inputs */
   size_t scratch_cap;
 };
@@ -159,6 +181,9 @@ sheaf_status sh_lin_coarsen(sh_lin *L);
 sheaf_status sh_lin_emit(sh_lin *L, sh_lin_fn *f, sh_lin_arm *a);
 /* inspect.c: the groups of a batch of trees. */
 sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int32_t n, sh_word_ids ids);
+/* inspect_seq.c: the groups of a batch of sentences (sentence s is words
+ * off[s] .. off[s + 1] - 1, off relative to words). */
+sheaf_status sh_lin_inspect_seq(sh_lin *L, const int32_t *off, const int32_t *words, int32_t n, sh_word_ids ids);
 /* The node of tb under `node` at one child step (unary nodes pass through
  * when the type has no unary constructor) and the constructor of a node. */
 int sh_lin_ctor_of(const sh_lin *L, const sh_treebank *tb, int32_t node);
