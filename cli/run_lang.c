@@ -718,6 +718,8 @@ int cli_run_lang(int argc, char **argv) {
   if (o.c.trace && o.mode == LANG_MODE_AUTO) snprintf(lin_why, sizeof lin_why, "--trace records the dynamic runtime");
   else if (o.dynamic_flag[0] && o.mode == LANG_MODE_AUTO)
     snprintf(lin_why, sizeof lin_why, "%s configures the dynamic runtime", o.dynamic_flag);
+  else if (o.mode == LANG_MODE_AUTO && !o.emit_kernels && sh_lin_auto_refusal(&m))
+    snprintf(lin_why, sizeof lin_why, "%s; --mode linear runs it linearized", sh_lin_auto_refusal(&m));
   else if (o.mode != LANG_MODE_DYNAMIC || o.emit_kernels) { /* the linearized mode, when the model takes it */
     sheaf_status ls = sh_lin_create(&m, model, &bind, &lin, lin_why, sizeof lin_why);
     if (ls && !lin_why[0]) snprintf(lin_why, sizeof lin_why, "%s", sheaf_ctx_last_error(ctx));

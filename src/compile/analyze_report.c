@@ -107,7 +107,9 @@ static sheaf_status report_linear(const sh_analyses *a, sh_buf *out) {
   char why[512] = "";
   sheaf_status st = sh_lin_check(m, &bind, why, sizeof why);
   sh_free(m->ctx, sv, ((size_t)n + 1) * sizeof *sv);
-  if (st == SHEAF_OK) sh_buf_puts(out, "linearized: yes (sheaf run --mode auto runs it linearized)\n");
+  const char *auto_no = st == SHEAF_OK ? sh_lin_auto_refusal(m) : NULL;
+  if (st == SHEAF_OK && auto_no) sh_buf_printf(out, "linearized: yes, with --mode linear (--mode auto runs it dynamic: %s)\n", auto_no);
+  else if (st == SHEAF_OK) sh_buf_puts(out, "linearized: yes (sheaf run --mode auto runs it linearized)\n");
   else if (st == SHEAF_ERR_UNSUPPORTED) sh_buf_printf(out, "linearized: no: %s\n", why);
   else return st;
   sheaf_ctx_clear_error(m->ctx);

@@ -27,6 +27,13 @@ typedef struct sh_lin sh_lin;
  * ...", cap bytes). Sizes come from bind (shapes are specialised). */
 sheaf_status sh_lin_check(const sh_module *m, const sh_lang_bind *bind, char *why, size_t cap);
 
+/* Why `--mode auto` runs a model that linearizes dynamic anyway, or NULL:
+ * a dependency-tree model compiles one kernel per child count on first
+ * use (coarsen.c), a cold compile of up to a minute, so only an explicit
+ * `--mode linear` runs it linearized (a ragged kernel over each node's
+ * children would lift this). */
+const char *sh_lin_auto_refusal(const sh_module *m);
+
 /* Checks m, translates each arm of each structural function to a kernel,
  * compiles them (JIT, on-disk cache). A model that does not linearize is
  * SHEAF_ERR_UNSUPPORTED with the reason in why (and the context's error);

@@ -135,3 +135,10 @@ sheaf_status sh_lin_check_program(sh_lin *L) {
                                               "Leaf(i32) | Node(T, T) only for now");
   return SHEAF_OK;
 }
+
+const char *sh_lin_auto_refusal(const sh_module *m) {
+  const sh_input_shape *in = sh_check_main_input(m);
+  if (in && in->kind == SH_INPUT_DEP_TREE)
+    return "dependency trees compile one kernel per child count on first use (a cold compile of up to a minute)";
+  return NULL;
+}
