@@ -215,9 +215,9 @@ TEST(codegen_emit_matmul_prefetch) {
       }
 }
 
-/* The remainder tile (sh_sched_opts.rem_rows): a partial row tile with at
- * most r rows left runs a copy of the tile with r row steps (AVX2 4 of 6,
- * AVX-512 8 of 12, scalar 3 of 4). At every level, with and without the
+/* The remainder tiles (sh_sched_opts.rem_rows): a partial row tile with r
+ * rows left runs a copy of the tile with r row steps (the default: one copy
+ * per r of 1 .. mr - 1; AVX-512 1, 2, 3, 4, 6, 8 of 12). At every level, with and without the
  * epilogue, with K blocks (8) and the prefetch on and off, the default r,
  * r = 1 and none (-1): every M from 1 to 25 (every remainder of every tile,
  * below, at and above it) and 64, 97, 193, against the reference. */
@@ -254,15 +254,22 @@ TEST(codegen_emit_matmul_remainder) {
         REQUIRE_OK(ctx, sh_sched_default_opts(k, isa, &cfgs[c]));
         /* the remainder copy's row loops: r steps (none when rem_rows < 0) */
         int64_t mr = isa == SHEAF_ISA_AVX512 ? 12 : isa == SHEAF_ISA_AVX2 ? 6 : 4;
-        int64_t r = cfgs[c].rem_rows < 0 ? 0 : cfgs[c].rem_rows > 0 ? cfgs[c].rem_rows : mr - mr / 3;
+        /* the default: one copy per row count 1 .. mr - 1 (AVX-512: 1, 2, 3, 4, 6, 8) */
+        int64_t rs[12], nrs = 0;
+        if (cfgs[c].rem_rows > 0) rs[nrs++] = cfgs[c].rem_rows;
+        else if (cfgs[c].rem_rows == 0)
+          for (int64_t r = 1; r < mr; r++)
+            if (mr <= 8 || r <= 4 || r == 6 || r == mr - mr / 3) rs[nrs++] = r;
         sh_buf tb;
         sh_buf_init(&tb, ctx);
         sh_lir_print(k, &tb);
-        char want[48];
-        snprintf(want, sizeof want, "_r in 0..%lld unroll", (long long)r);
         const char *t = sh_buf_cstr(&tb);
-        if (r > 0) CHECK(strstr(t, want) != NULL);
-        else CHECK(strstr(t, "_r in 0..") == NULL);
+        for (int64_t q = 0; q < nrs; q++) {
+          char want[48];
+          snprintf(want, sizeof want, " in 0..%lld unroll", (long long)rs[q]);
+          CHECK(strstr(t, want) != NULL);
+        }
+        if (nrs == 0) CHECK(strstr(t, "_r in 0..") == NULL);
         sh_buf_free(&tb);
         void *so = build(ctx, name, &k, 1, isa, runs(isa));
         if (so && runs(isa)) {
