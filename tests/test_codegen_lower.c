@@ -356,7 +356,7 @@ TEST(codegen_lower_cli_emit_c) {
   const char *file = th_write_tmp("lib.sf", sh_buf_cstr(&all), all.len);
   sh_buf_free(&all);
   const char *dir = th_tmp_path("emit-c");
-  char cmd[2048], out[8192];
+  char cmd[2048], out[65536]; /* --emit-ir prints every kernel (a GEMM: one tile copy per row count) */
   snprintf(cmd, sizeof cmd, "%s compile '%s' --emit-c '%s'", bin, file, dir); /* bin may be "qemu-... sheaf" */
   REQUIRE_EQ_INT(th_run(cmd, out, sizeof out), 0);
   CHECK_CONTAINS(out, "attn.c");

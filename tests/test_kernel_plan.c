@@ -197,9 +197,9 @@ TEST(kernel_plan_weight_versions) {
   fill(B2, K * N, 77);
   REQUIRE_OK(ctx, sheaf_kernel_plan_run(p, d2, 3));
   CHECK(mm_err(A, B2, C, M, K, N) < 2e-5);
-  REQUIRE_OK(ctx, sheaf_kernel_plan_run(p, d, 3)); /* and back: B1 again */
+  REQUIRE_OK(ctx, sheaf_kernel_plan_run(p, d, 3)); /* and back: B1 again, */
   CHECK(mm_err(A, B1, C, M, K, N) < 2e-5);
-  want += 2;
+  want += 1; /* whose copy the kernel still keeps (its plans share a few kept copies): not repacked */
   if (packed) CHECK_EQ_INT((int)sh_kernel_plan_packs(p, 1), (int)want);
   /* back to version 0: every run packs again */
   REQUIRE_OK(ctx, sheaf_kernel_set_weight_version(k, 1, 0));

@@ -77,8 +77,9 @@ typedef struct kblock {
 } kblock;
 #define K_BLOCKS 8
 
-/* The batched call path's kept packed weights (kernel_call.c), apart from
- * the run path's one copy per input: a few per kernel, any input, keyed on
+/* The batched call path's and plans' kept packed weights (kernel_call.c,
+ * kernel_plan.c: plans of any row count share them), apart from the run
+ * path's one copy per input: a few per kernel, any input, keyed on
  * (input, pointer, shape, version) and reused least recently used first, so
  * a kernel that layers call with their own weights, or that graphs and
  * sheaf_kernel_run both use, keeps each packed copy instead of repacking it
@@ -543,9 +544,16 @@ sheaf_status sh_kernel_weight_get(sheaf_kernel *K, int i, const int64_t *sizes, 
   return weight_packed(K, i, sizes, data, d0, d1, version, scratch, NULL, NULL, out, held);
 }
 
-sheaf_status sh_kernel_call_weight(sheaf_kernel *K, int i, const int64_t *sizes, const float *data, int64_t d0,
-                                   int64_t d1, uint64_t version, sh_arena *scratch, const float **out, int *slot) {
+/* The kept copies of the batched calls and plans (K->cslots): a hit takes
+ * a reference to one (*slot); a miss packs into a free slot (an empty one,
+ * else the least recently used without readers), else into `scratch` or,
+ * when NULL, `own` (the caller's buffer of the packed size). *packed: this
+ * call packed. */
+static sheaf_status shared_weight(sheaf_kernel *K, int i, const int64_t *sizes, const float *data, int64_t d0,
+                                  int64_t d1, uint64_t version, sh_arena *scratch, float *own, const float **out,
+                                  int *slot, bool *packed) {
   kweight *w = &K->w[i];
+  *packed = false;
   size_t bytes = (size_t)w->size(sizes) * sizeof(float);
   if (bytes == 0) bytes = sizeof(float);
   *slot = -1;
@@ -587,8 +595,9 @@ sheaf_status sh_kernel_call_weight(sheaf_kernel *K, int i, const int64_t *sizes,
   }
   w->packs++;
   pthread_mutex_unlock(&K->mu);
-  float *dst = c ? c->buf : sh_arena_alloc(scratch, bytes);
+  float *dst = c ? c->buf : scratch ? sh_arena_alloc(scratch, bytes) : own;
   if (!dst) return SHEAF_ERR_NOMEM;
+  *packed = true;
   w->pack(sizes, data, d1, 0, dst);
   if (c) { /* valid once packed: a batch that finds it reads it whole */
     pthread_mutex_lock(&K->mu);
@@ -597,6 +606,18 @@ sheaf_status sh_kernel_call_weight(sheaf_kernel *K, int i, const int64_t *sizes,
   }
   *out = dst;
   return SHEAF_OK;
+}
+
+sheaf_status sh_kernel_call_weight(sheaf_kernel *K, int i, const int64_t *sizes, const float *data, int64_t d0,
+                                   int64_t d1, uint64_t version, sh_arena *scratch, const float **out, int *slot) {
+  bool packed;
+  return shared_weight(K, i, sizes, data, d0, d1, version, scratch, NULL, out, slot, &packed);
+}
+
+sheaf_status sh_kernel_plan_weight(sheaf_kernel *K, int i, const int64_t *sizes, const float *data, int64_t d0,
+                                   int64_t d1, uint64_t version, float *own, const float **out, int *slot,
+                                   bool *packed) {
+  return shared_weight(K, i, sizes, data, d0, d1, version, NULL, own, out, slot, packed);
 }
 
 void sh_kernel_call_weight_put(sheaf_kernel *K, int slot) {

@@ -85,6 +85,14 @@ void sh_kernel_weight_put(sheaf_kernel *k, int i);
 sheaf_status sh_kernel_call_weight(sheaf_kernel *k, int i, const int64_t *sizes, const float *data, int64_t d0,
                                    int64_t d1, uint64_t version, sh_arena *scratch, const float **out, int *slot);
 void sh_kernel_call_weight_put(sheaf_kernel *k, int slot);
+/* The same copies for plans (kernel_plan.c: plans of one kernel, of any
+ * row count, share them): version 0, or no slot free of readers, packs
+ * into `own` (the plan's buffer of the packed size; NULL: SHEAF_ERR_NOMEM
+ * then). *packed: this call packed. Release *slot (>= 0) with
+ * sh_kernel_call_weight_put after the run. */
+sheaf_status sh_kernel_plan_weight(sheaf_kernel *k, int i, const int64_t *sizes, const float *data, int64_t d0,
+                                   int64_t d1, uint64_t version, float *own, const float **out, int *slot,
+                                   bool *packed);
 long sh_kernel_pack_count(const sheaf_kernel *k, int i);
 /* Tuning (docs/CODEGEN.md, "Tuner"): the records k picks from by shape
  * class, and the variants it compiled for them (one per distinct opts). */

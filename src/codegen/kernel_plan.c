@@ -7,15 +7,20 @@
  * picked; then what a run needs besides its arguments, allocated once and
  * owned by the plan: the argument table, the scratch of ragged
  * temporaries, the offsets of ragged tensors (their lengths copied: they
- * are part of the shape), one buffer per packed weight and the blocks the
- * generated code's temporaries come from (sk_abi.alloc, called on the
- * running thread only: no lock, a plan runs on one thread at a time).
+ * are part of the shape) and the blocks the generated code's temporaries
+ * come from (sk_abi.alloc, called on the running thread only: no lock, a
+ * plan runs on one thread at a time). Packed weights are the kernel's
+ * (sh_kernel_plan_weight: a few kept copies keyed on input, pointer, shape
+ * and version, reference-counted under the kernel's mutex), so plans of one
+ * kernel at any row count share one copy of each weight; a plan's own
+ * buffer (allocated on first need, kept) serves version 0 and the case
+ * where every kept copy is being read.
  *
  * Run: the count and NULL pointers; for a kernel with lengths or packed
  * weights, the lengths' values against the plan's and each weight's
- * (pointer, version) against its packed copy's (the kernel's versions are
- * re-read only when its version counter moved: one atomic load per run);
- * then the entry.
+ * kept copy taken (the kernel's versions are re-read only when its version
+ * counter moved: one atomic load per run); then the entry, then the copies
+ * released.
  */
 #include <string.h>
 
@@ -24,17 +29,15 @@
 
 #define P_BLOCKS 8
 
-/* A weight the kernel reads packed: the plan's own packed copy. */
+/* A weight the kernel reads packed: the kernel's kept copy this run holds
+ * (slot), else the plan's own buffer (allocated on first need). */
 typedef struct pweight {
   int input;
-  sh_pack_fn pack;
-  int64_t ld;        /* the weight's row stride: its dimension 1 */
-  float *buf;
+  int64_t d0, ld;    /* the weight's shape: rows, and its row stride (dimension 1) */
+  float *own;        /* NULL until needed */
   size_t bytes;
-  const void *ptr;   /* what buf holds (valid): data pointer and version */
-  uint64_t version;
-  bool valid;
-  long packs;
+  int slot;          /* the kernel's copy held by the run in progress, or -1 */
+  long packs;        /* packs this plan's runs did */
 } pweight;
 
 /* A lengths input: its values when the plan was made. */
@@ -125,7 +128,7 @@ SHEAF_API void sheaf_kernel_plan_free(sheaf_kernel_plan *P) {
   for (int i = 0; P->extra && i < P->n_extra; i++)
     if (P->extra[i]) sh_free(ctx, P->extra[i], P->extra_bytes[i]);
   for (int i = 0; P->w && i < P->n_w; i++)
-    if (P->w[i].buf) sh_free(ctx, P->w[i].buf, P->w[i].bytes);
+    if (P->w[i].own) sh_free(ctx, P->w[i].own, P->w[i].bytes);
   for (int i = 0; P->len && i < P->n_len; i++)
     if (P->len[i].vals) sh_free(ctx, P->len[i].vals, (P->len[i].n ? P->len[i].n : 1) * sizeof(int32_t));
   for (int i = 0; i < P_BLOCKS; i++)
@@ -186,10 +189,10 @@ static sheaf_status plan_prepare(sheaf_kernel_plan *P, const sheaf_kernel_arg *a
     sh_pack_fn pack;
     if (!sh_kernel_weight_fns(P->V, i, &size, &pack)) continue;
     pweight *w = &P->w[P->n_w++];
-    w->input = i, w->pack = pack, w->ld = args[i].shape[1];
+    w->input = i, w->d0 = args[i].shape[0], w->ld = args[i].shape[1], w->slot = -1;
     int64_t n = size(P->sizes);
     w->bytes = (size_t)(n > 0 ? n : 1) * sizeof(float);
-    if (!(w->buf = sh_alloc(ctx, w->bytes, 64))) st = SHEAF_ERR_NOMEM;
+    (void)pack;
   }
   if (!st && P->n_w) P->epoch = sh_kernel_weight_versions(P->K, P->ver);
   P->prep = P->n_len || P->n_w;
@@ -249,6 +252,15 @@ __attribute__((noinline, cold)) static sheaf_status plan_arg_error(sheaf_kernel_
   return sh_fail(P->ctx, SHEAF_ERR_INTERNAL, "sheaf_kernel_plan_run: kernel '%s': no error found", k->name);
 }
 
+/* The kernel's kept copies the run holds, released. */
+static void plan_release(sheaf_kernel_plan *P) {
+  for (int i = 0; i < P->n_w; i++)
+    if (P->w[i].slot >= 0) {
+      sh_kernel_call_weight_put(P->V, P->w[i].slot);
+      P->w[i].slot = -1;
+    }
+}
+
 /* A run's lengths against the plan's, and its packed weights. */
 static sheaf_status plan_per_run(sheaf_kernel_plan *P, void *const *data) {
   for (int l = 0; l < P->n_len; l++) {
@@ -266,14 +278,26 @@ static sheaf_status plan_per_run(sheaf_kernel_plan *P, void *const *data) {
   if (P->n_w && sh_kernel_weight_epoch(P->K) != P->epoch) P->epoch = sh_kernel_weight_versions(P->K, P->ver);
   for (int i = 0; i < P->n_w; i++) {
     pweight *w = &P->w[i];
-    const void *d = data[w->input];
+    const float *d = data[w->input], *out = NULL;
     uint64_t v = P->ver[w->input];
-    if (!(v && w->valid && w->ptr == d && w->version == v)) {
-      w->pack(P->sizes, d, w->ld, 0, w->buf);
-      w->ptr = d, w->version = v, w->valid = v != 0;
-      w->packs++;
+    bool packed = false;
+    sheaf_status st = sh_kernel_plan_weight(P->V, w->input, P->sizes, d, w->d0, w->ld, v, w->own, &out, &w->slot,
+                                            &packed);
+    if (st == SHEAF_ERR_NOMEM && !w->own) { /* no kept copy free (or version 0): the plan's own buffer */
+      if (!(w->own = sh_alloc(P->ctx, w->bytes, 64))) {
+        plan_release(P);
+        return sh_fail(P->ctx, SHEAF_ERR_NOMEM, "sheaf_kernel_plan_run: kernel '%s': out of memory packing weight '%s'",
+                       P->k->name, P->k->tensors[w->input].name);
+      }
+      st = sh_kernel_plan_weight(P->V, w->input, P->sizes, d, w->d0, w->ld, v, w->own, &out, &w->slot, &packed);
     }
-    P->ir[w->input].data = w->buf;
+    if (st) {
+      plan_release(P);
+      return sh_fail(P->ctx, st, "sheaf_kernel_plan_run: kernel '%s': weight '%s' could not be packed", P->k->name,
+                     P->k->tensors[w->input].name);
+    }
+    w->packs += packed;
+    P->ir[w->input].data = (void *)(uintptr_t)out;
   }
   return SHEAF_OK;
 }
@@ -293,6 +317,7 @@ SHEAF_API sheaf_status sheaf_kernel_plan_run(sheaf_kernel_plan *P, void *const *
   }
   if (P->rec) sh_tune_count(P->rec); /* sheaf_kernel_tuning_stats */
   int rc = P->fn(&P->abi, P->sizes, ir);
+  if (P->n_w) plan_release(P);
   if (rc == 2) return sh_kernel_index_error(P->ctx, P->k, P->sizes, (const void *const *)ir, sizeof *ir);
   if (rc != 0)
     return sh_fail(P->ctx, SHEAF_ERR_NOMEM, "kernel '%s': a temporary could not be allocated", P->k->name);

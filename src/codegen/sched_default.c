@@ -427,30 +427,60 @@ static void shorten_rows(sh_lir_kernel *k, sh_lir_stmt s, int n, const sh_lir_bu
   }
 }
 
-/* The remainder tile: after unswitch the slow copy of the tile (the else
+/* The remainder tiles: after unswitch the slow copy of the tile (the else
  * of `fast`'s if) serves every partial tile at the cost of a whole one (its
  * band accumulates all mr rows, the missing ones reading A's last row).
- * When at most r rows are left (rc: the row index at the tile's row r is
- * past the end), a copy of it whose row loops run r rows takes it: M = 64
- * at AVX2 is ten 6-row tiles and one of 4 rows, not of 6 with 2 wasted. */
-static void remainder_tile(sh_lir_kernel *k, sh_lir_stmt fast, int n, const sh_lir_buf *loc, int64_t mr,
-                           int64_t r, const row_clamp *rc) {
-  if (r < 1 || rc->row < 0 || k->err) return;
+ * For each r of rs (ascending), when at most r rows are left (rc: the row
+ * index at the tile's row r is past the end), a copy of it whose row loops
+ * run r rows takes it: `if (M <= row + r1) tile(r1) else if (M <= row + r2)
+ * tile(r2) ... else tile(mr)`. With every r of 1 .. mr - 1 (the default at
+ * mr <= 8) a partial tile runs exactly its rows: M = 1 is one 1-row tile
+ * per column panel, M = 64 at AVX2 ten 6-row tiles and one of 4 rows. */
+static void remainder_tiles(sh_lir_kernel *k, sh_lir_stmt fast, int n, const sh_lir_buf *loc, int64_t mr,
+                            const int64_t *rs, int nrs, const row_clamp *rc) {
+  if (nrs < 1 || rc->row < 0 || k->err) return;
   sh_lir_stmt top = k->st[fast].parent;
   if (top < 0 || k->st[top].kind != SH_LIR_S_IF || k->st[top].els < 0) return;
   sh_lir_stmt slow = k->st[k->st[top].els].body;
   if (slow >= 0 && k->st[slow].kind == SH_LIR_S_IF && k->st[slow].els < 0) slow = k->st[slow].body;
   if (slow < 0 || k->st[slow].next >= 0) return;
-  sh_lir_stmt rem = sh_lir_clone(k, slow, 0, NULL, NULL, "_r");
-  if (rem < 0) return;
-  shorten_rows(k, rem, n, loc, mr, r);
-  sh_lir_expr at_r = sh_lir_subst(k, rc->row, 1, &rc->v, (sh_lir_expr[]){sh_lir_int(k, r)});
-  sh_lir_stmt w = sh_sched_wrap_if(k, slow, sh_lir_simplify(k, sh_lir_bin(k, SH_LIR_OP_LE, rc->lim, at_r)));
-  if (w < 0) return;
-  sh_lir_detach(k, slow);
-  sh_lir_append(k, w, rem);
-  sh_lir_stmt els = sh_lir_else(k, w);
-  if (els >= 0) sh_lir_append(k, els, slow);
+  for (int i = 0; i < nrs && !k->err; i++) {
+    int64_t r = rs[i];
+    if (r < 1 || r >= mr) continue;
+    sh_lir_stmt rem = sh_lir_clone(k, slow, 0, NULL, NULL, "_r");
+    if (rem < 0) return;
+    shorten_rows(k, rem, n, loc, mr, r);
+    sh_lir_expr at_r = sh_lir_subst(k, rc->row, 1, &rc->v, (sh_lir_expr[]){sh_lir_int(k, r)});
+    sh_lir_stmt w = sh_sched_wrap_if(k, slow, sh_lir_simplify(k, sh_lir_bin(k, SH_LIR_OP_LE, rc->lim, at_r)));
+    if (w < 0) return;
+    sh_lir_detach(k, slow);
+    sh_lir_append(k, w, rem);
+    sh_lir_stmt els = sh_lir_else(k, w);
+    if (els < 0) return;
+    sh_lir_append(k, els, slow);
+  }
+}
+
+/* The remainder tiles' rows (sh_sched_opts.rem_rows): r > 0 one copy of r
+ * rows; 0 (the default) every r of 1 .. mr - 1 when mr <= 8 (else 1, 2, 3,
+ * 4, 6 and mr - mr / 3: fewer copies to compile); -1 none. */
+static int rem_list(const sh_sched_opts *o, int64_t mr, int64_t *rs) {
+  if (o->rem_rows > 0 || !SH_SCHED_REM_DEFAULT) {
+    int64_t r = rem_rows(o, mr);
+    rs[0] = r;
+    return r > 0;
+  }
+  if (o->rem_rows < 0) return 0;
+  int n = 0;
+  if (mr <= 8) {
+    for (int64_t r = 1; r < mr; r++) rs[n++] = r;
+    return n;
+  }
+  static const int64_t few[] = {1, 2, 3, 4, 6};
+  for (int i = 0; i < 5; i++)
+    if (few[i] < mr) rs[n++] = few[i];
+  if (mr - mr / 3 > 6) rs[n++] = mr - mr / 3;
+  return n;
 }
 
 #ifndef SH_SCHED_PACK_A_DEFAULT /* 1: A packed per row block by default */
@@ -546,7 +576,8 @@ static sheaf_status sched_gemm(sh_lir_kernel *k, const gemm_match *g, int w, con
   if (sh_sched_unswitch(k, t.c.alloc) == SHEAF_OK) {
     row_clamp rc = {SH_LIR_NONE, SH_LIR_NONE, SH_LIR_NONE};
     unguard_band(k, t.c.local, g->B, t.packed, pa, &rc);
-    remainder_tile(k, t.c.alloc, 1, &t.c.local, mr, rem_rows(o, mr), &rc);
+    int64_t rs[16];
+    remainder_tiles(k, t.c.alloc, 1, &t.c.local, mr, rs, rem_list(o, mr, rs), &rc);
   }
   /* the whole tile's copy (t.c.alloc after unswitch; partial tiles are one
    * column panel's last row block or column) */
@@ -732,7 +763,8 @@ static sheaf_status sched_gemm_pair(sh_lir_kernel *k, const gemm_match *ga, cons
     /* only when asked: its copy (two tiles' write-backs, the epilogue's
      * sigmoid and tanh) doubled the gated unit's compile time (0.59 -> 1.2 s
      * of cc CPU) for at most one 3-row tile per 32 */
-    remainder_tile(k, ta, 2, loc, mr, o->rem_rows > 0 ? rem_rows(o, mr) : 0, &rc);
+    int64_t r1 = o->rem_rows > 0 ? rem_rows(o, mr) : 0;
+    remainder_tiles(k, ta, 2, loc, mr, &r1, r1 > 0, &rc);
   }
   sh_lir_stmt f;
   if (!sh_sched_fuse(k, s.io, s.jo, &f)) sh_sched_parallel(k, f);

@@ -303,7 +303,7 @@ static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
   }
   for (int j = 0; j < a->n_out; j++, k++)
     data[k] = L->state[g->fn][j] + (size_t)g->start * (size_t)f->comp_width[j];
-  if (!L->plans) { /* one packed copy of each weight, the kernel's (plans keep one each) */
+  if (!L->plans) { /* the default: measured as fast as plans (which share the kernel's packed weights) */
     sheaf_kernel_arg args[SH_LIN_MAX_NODES + 80];
     int64_t shapes[SH_LIN_MAX_NODES + 80][3];
     int n_args = group_args(a, count, data, args, shapes);
