@@ -75,27 +75,6 @@ static const char usage[] =
     "  --cpu-time: rates on the timing thread's CPU clock (Sheaf and the peers;\n"
     "              1 thread only), not the wall clock\n";
 
-/* Trees [0, n) as "n w l r ..." lines (post-order, local indices). */
-static bool write_trees(const sh_dataset *d, int32_t n, const char *path) {
-  FILE *f = fopen(path, "w");
-  if (!f) return false;
-  const sh_treebank *tb = &d->tb;
-  fprintf(f, "trees %d\n", (int)n);
-  for (int32_t t = 0; t < n; t++) {
-    int32_t first = tb->tree_first[t], size = tb->tree_size[t];
-    fprintf(f, "%d", (int)size);
-    for (int32_t v = first; v < first + size; v++) {
-      if (tb->n_children[v] == 0)
-        fprintf(f, " %d -1 -1", (int)sh_word_id(d->ids, tb->word[v]));
-      else
-        fprintf(f, " -1 %d %d", (int)(sh_tb_child(tb, v, 0) - first),
-                (int)(sh_tb_child(tb, v, 1) - first));
-    }
-    fputc('\n', f);
-  }
-  return fclose(f) == 0;
-}
-
 /* Synthetic data: `count` random binary trees of `leaves` leaves each
  * (2*leaves - 1 nodes), words from a 1000-word vocabulary. */
 static bool synthetic(sheaf_ctx *ctx, int32_t count, int leaves, sh_dataset *d) {
@@ -432,7 +411,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (!exb_start(argc, argv, "bench_treelstm", "--trees", usage, SH_DATASET_BINARY, 256,
-                 "trees.txt", write_trees, &o, &e))
+                 "trees.txt", exb_write_trees, &o, &e))
     return 1;
   if (exb_cpu_time && !threads_given) {
     o.threads[0] = 1;
@@ -517,7 +496,7 @@ int main(int argc, char **argv) {
     if (!synthetic(e.ctx, 256, 25, &syn) ||
         sh_net_create(e.ctx, SH_NET_TREELSTM, &syn, 256, EMBED, &net) != SHEAF_OK ||
         sh_net_seed(&net, 1) != SHEAF_OK || sheaf_model_save(net.model, syn_w) != SHEAF_OK ||
-        !write_trees(&syn, 256, syn_trees)) {
+        !exb_write_trees(&syn, 256, syn_trees)) {
       fprintf(stderr, "bench_treelstm: synthetic trees: %s\n", sheaf_ctx_last_error(e.ctx));
       return 1;
     }

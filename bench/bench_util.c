@@ -836,3 +836,22 @@ sh_gemm_args exb_gemm_plain(const float *A, int64_t m, int64_t k, const sh_gemm_
   ga.b_packed = b, ga.c.base = C, ga.c.ld = n, ga.ws = ws;
   return ga;
 }
+
+bool exb_write_trees(const sh_dataset *d, int32_t n, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) return false;
+  const sh_treebank *tb = &d->tb;
+  fprintf(f, "trees %d\n", (int)n);
+  for (int32_t t = 0; t < n; t++) {
+    int32_t first = tb->tree_first[t], size = tb->tree_size[t];
+    fprintf(f, "%d", (int)size);
+    for (int32_t v = first; v < first + size; v++) {
+      if (tb->n_children[v] == 0)
+        fprintf(f, " %d -1 -1", (int)sh_word_id(d->ids, tb->word[v]));
+      else
+        fprintf(f, " -1 %d %d", (int)(sh_tb_child(tb, v, 0) - first), (int)(sh_tb_child(tb, v, 1) - first));
+    }
+    fputc('\n', f);
+  }
+  return fclose(f) == 0;
+}

@@ -165,6 +165,11 @@ double exb_table(const exb_opts *o, const exb_env *e, const sh_net *net, const e
  * schedule; unit "tree" or "sent" (column and JSON key names). */
 bool exb_overhead(const exb_env *e, sh_net_kind kind, const char *unit);
 
+/* Binary trees [0, n) of d to path, the DyNet and PyTorch TreeLSTM peers'
+ * format: "trees N", then per tree "size w l r ..." (post-order, child
+ * indices local to the tree, -1 where none; w the word id, sh_word_id). */
+bool exb_write_trees(const sh_dataset *d, int32_t n, const char *path);
+
 /* "1,10,64" */
 void exb_list_str(const int *v, int n, char *out, size_t cap);
 /* v with `decimals` decimals, or "-" when not measured (v <= 0). */

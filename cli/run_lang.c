@@ -21,9 +21,11 @@
 
 #include "base/file.h"
 #include "cli.h"
+#include "compile/dyncoarse.h"
 #include "io/dataset.h"
 #include "lang/interp.h"
 #include "run_lang.h"
+#include "run_lang_linear.h"
 #include "run_lang_out.h"
 
 static const char usage[] =
@@ -51,6 +53,9 @@ typedef struct lang_opts {
   const char *file, *tuning;
   int format; /* lang_format */
   int host;   /* sh_interp_host: --host vm|ast */
+  int mode;   /* lang_mode */
+  int coarsen; /* --coarsen on|off: 0 on (default), 1 off */
+  bool emit_kernels;
   sh_lang_bind_opts bo;
   char names[SH_BIND_MAX_OVERRIDES][64];
 } lang_opts;
@@ -80,6 +85,9 @@ static bool parse_size(const cli_flags *s, const cli_flag *f, const char *v, voi
 
 static const char *const format_names[] = {"text", "jsonl", "npy", NULL};
 static const int format_values[] = {LANG_FORMAT_TEXT, LANG_FORMAT_JSONL, LANG_FORMAT_NPY};
+typedef enum lang_mode { LANG_MODE_AUTO = 0, LANG_MODE_DYNAMIC, LANG_MODE_LINEAR } lang_mode;
+static const char *const mode_names[] = {"auto", "dynamic", "linear", NULL};
+static const char *const mode_said[] = {"auto", "dynamic", "linear"};
 
 #define AT(field) .at = offsetof(lang_opts, field)
 static const cli_flag f_vocab = {
@@ -114,6 +122,20 @@ static const cli_flag f_host = {
     "--host", CLI_FLAG_ENUM, AT(host), .choices = host_names, .values = host_values, .arg = "H",
     .help = "what runs the model's functions: vm (default: the compiled host\n"
             "program) or ast (the AST walker); the same outputs"};
+static const cli_flag f_mode = {
+    "--mode", CLI_FLAG_ENUM, AT(mode), .choices = mode_names, .arg = "M",
+    .help = "auto (default: linear when the model linearizes, else dynamic), dynamic\n"
+            "(the graph runtime batches each instance's ops) or linear (one generated\n"
+            "kernel per level and arm, docs/COMPILER.md; an error naming the reason\n"
+            "when the model does not linearize)"};
+static const cli_flag f_emit_kernels = {"--emit-kernels", CLI_FLAG_BOOL, AT(emit_kernels),
+                                        .help = "print the linearized mode's generated kernels and exit"};
+static const char *const coarsen_names[] = {"on", "off", NULL};
+static const cli_flag f_coarsen = {
+    "--coarsen", CLI_FLAG_ENUM, AT(coarsen), .choices = coarsen_names, .arg = "C",
+    .help = "dynamic mode: on (default: each straight-line function of vectors is one\n"
+            "generated kernel per call, docs/COMPILER.md) or off (one op per tensor\n"
+            "operation); --stats names the functions and why others stay separate"};
 #undef AT
 
 #define RUN(x) &cli_run_flag[CLI_RUN_##x]
@@ -121,7 +143,7 @@ static const cli_flag *const lang_flags[] = {
     RUN(DATA),  RUN(WEIGHTS),   RUN(SEED),     &f_vocab,     &f_size,   RUN(MAX_VOCAB),
     RUN(ALLOW_NONFINITE),       RUN(BATCH),    &f_threads,   RUN(PARALLEL), RUN(POLICY),
     &f_out,     RUN(TRACE),     &f_tuning,     RUN(LIMIT),   RUN(SAVE_WEIGHTS), &f_stats, &f_format,
-    &f_host};
+    &f_host, &f_mode, &f_emit_kernels, &f_coarsen};
 #undef RUN
 static const cli_flags lang_spec = {.cmd = "run", .see = "sheaf run MODEL.sf --help",
                                     CLI_FLAGS_LIST(lang_flags), .pos_noun = "model", .usage = usage,
@@ -307,6 +329,7 @@ typedef struct lang_job {
   const int32_t *form_ids; /* each token's id in d->words before --vocab (chars, jsonl tokens) */
   lang_format format;
   int host;                    /* sh_interp_host */
+  const sh_dyncoarse *dc;      /* the coarsened regions (--coarsen on), or NULL */
   int64_t *npy_rows, npy_cols; /* npy: rows of each instance; the width (0: none yet) */
   char npy_why[256];           /* npy: why an instance could not be written */
   sheaf_ctx *ctx;
@@ -331,7 +354,9 @@ typedef struct lang_job {
 static lang_worker *worker_of(lang_job *j, int worker) {
   lang_worker *w = &j->w[worker];
   if (!w->ip && (sh_interp_create(j->m, j->bind, &w->ip) != SHEAF_OK ||
-                 sh_interp_set_host(w->ip, (sh_interp_host)j->host) != SHEAF_OK))
+                 sh_interp_set_host(w->ip, (sh_interp_host)j->host) != SHEAF_OK ||
+                 (j->dc && sh_interp_set_regions(w->ip, sh_dyncoarse_n_regions(j->dc),
+                                                 sh_dyncoarse_regions(j->dc)) != SHEAF_OK)))
     return NULL;
   return w;
 }
@@ -525,7 +550,7 @@ static void print_tuning_stats(FILE *f, sheaf_ctx *ctx, const char *tuning) {
 }
 
 static void print_summary(FILE *f, const lang_opts *o, sheaf_ctx *ctx, const sh_dataset *d, const lang_job *j,
-                          const sheaf_runner *r, int32_t n, double secs) {
+                          const sheaf_runner *r, int32_t n, double secs, const sh_lin *lin, const char *lin_why) {
   int64_t size = 0; /* words or nodes of the instances run */
   for (int32_t i = 0; i < n; i++)
     size += d->kind == SH_DATASET_SENTS ? d->sent_off[i + 1] - d->sent_off[i] : d->tb.tree_size[i];
@@ -538,6 +563,15 @@ static void print_summary(FILE *f, const lang_opts *o, sheaf_ctx *ctx, const sh_
     fprintf(f, ", %s=%lld", o->bo.override_name[k], (long long)o->bo.override_value[k]);
   fprintf(f, "\n  policy %s, batch %lld, threads %d, isa %s\n", sheaf_policy_name((sheaf_policy)o->c.policy), o->c.batch,
           sheaf_ctx_threads(ctx), sheaf_isa_name(sheaf_cpu_isa()));
+  if (lin) {
+    fprintf(f, "  mode linear (--mode %s): %d generated kernels, compiled or loaded in %.3f s\n",
+            mode_said[o->mode], sh_lin_n_kernels(lin), sh_lin_compile_seconds(lin));
+    fprintf(f, "  %d %s in %.3f s: %.1f %s/s (%.0f nodes/s)\n", (int)n, j->noun, secs, secs > 0 ? n / secs : 0.0,
+            j->noun, secs > 0 ? (double)size / secs : 0.0);
+    return;
+  }
+  if (o->mode == LANG_MODE_AUTO) fprintf(f, "  mode dynamic (--mode auto; not linear: %s)\n", lin_why);
+  else fprintf(f, "  mode dynamic (--mode dynamic)\n");
   sheaf_parallel mode = sheaf_runner_mode(r, n);
   if (sheaf_ctx_threads(ctx) > 1)
     fprintf(f, "  parallel: %s\n", mode == SHEAF_PARALLEL_BATCHES
@@ -556,6 +590,10 @@ static void print_summary(FILE *f, const lang_opts *o, sheaf_ctx *ctx, const sh_
       fprintf(f, "  %s\n", host);
       break;
     }
+  if (o->c.stats && !lin) {
+    if (j->dc) fputs(sh_dyncoarse_report(j->dc), f);
+    else fprintf(f, "coarsening: off (%s)\n", o->coarsen ? "--coarsen off" : "--host ast");
+  }
   if (o->c.stats) {
     size_t cap = sheaf_runner_kernel_stats(r, 0, NULL, NULL, NULL);
     const char **names = calloc(cap + 1, sizeof *names);
@@ -593,6 +631,9 @@ int cli_run_lang(int argc, char **argv) {
   bool uses_chars = false;
   int32_t *form_ids = NULL;
   progress pg = {0};
+  sh_lin *lin = NULL;
+  sh_dyncoarse *dc = NULL;
+  char lin_why[512] = "";
   lang_job job;
   memset(&job, 0, sizeof job);
   pthread_mutex_init(&job.mu, NULL);
@@ -677,6 +718,23 @@ int cli_run_lang(int argc, char **argv) {
   }
   int32_t n = sh_dataset_count(&d);
   if (o.c.limit && o.c.limit < n) n = (int32_t)o.c.limit;
+  if (o.c.trace && o.mode == LANG_MODE_LINEAR) {
+    cli_error("run: --trace records the dynamic runtime's batches: use --mode dynamic (or auto)");
+    goto fail_quiet;
+  }
+  if (o.c.trace && o.mode == LANG_MODE_AUTO) snprintf(lin_why, sizeof lin_why, "--trace records the dynamic runtime");
+  else if (o.mode != LANG_MODE_DYNAMIC || o.emit_kernels) { /* the linearized mode, when the model takes it */
+    sheaf_status ls = sh_lin_create(&m, model, &bind, &lin, lin_why, sizeof lin_why);
+    if (ls && !lin_why[0]) snprintf(lin_why, sizeof lin_why, "%s", sheaf_ctx_last_error(ctx));
+    if (ls && (o.mode == LANG_MODE_LINEAR || o.emit_kernels)) {
+      cli_error("run: %s: %s", o.emit_kernels ? "--emit-kernels" : "--mode linear", lin_why);
+      goto fail_quiet;
+    }
+  }
+  if (o.emit_kernels) {
+    fputs(sh_lin_kernel_source(lin), out);
+    goto finish;
+  }
   job.m = &m;
   job.bind = &bind;
   job.d = &d;
@@ -706,6 +764,17 @@ int cli_run_lang(int argc, char **argv) {
     sh_fail(ctx, SHEAF_ERR_NOMEM, "out of memory: the outputs of %d instances", (int)n);
     goto fail;
   }
+  pg.t0 = sheaf_time_ns();
+  if (lin) {
+    if (lang_run_linear(lin, model, &m, &d, wi.ids, n, job.batch, job.format, out, job.npy_rows, &job.npy_cols,
+                        job.npy_why, sizeof job.npy_why, &failed_at) != SHEAF_OK)
+      goto fail;
+    goto ran;
+  }
+  if (!o.coarsen && o.host == SH_HOST_VM) { /* the dynamic mode's coarsened regions */
+    if (sh_dyncoarse_create(&m, &bind, &dc) != SHEAF_OK) goto fail;
+    job.dc = dc;
+  }
   if (sheaf_runner_create(model, &ro, &runner) != SHEAF_OK) goto fail;
   job.nw = sheaf_runner_threads(runner);
   if (!(job.w = calloc((size_t)job.nw, sizeof *job.w))) {
@@ -723,6 +792,7 @@ int cli_run_lang(int argc, char **argv) {
     failed_at = at == INT32_MAX ? -1 : at;
     goto fail;
   }
+ran:
   if (job.write_failed) {
     cli_error("%s: write failed: %s", out_f->target, strerror(errno));
     goto fail_quiet;
@@ -735,7 +805,8 @@ int cli_run_lang(int argc, char **argv) {
   if (o.format == LANG_FORMAT_NPY && write_npy_shape(&o, &job, out, n, &files) != CLI_OK) goto fail_quiet;
   secs = (double)(sheaf_time_ns() - pg.t0) * 1e-9;
   if (strcmp(o.c.out, "-") || o.c.stats) /* stdout is free for the summary (or asked for) */
-    print_summary(strcmp(o.c.out, "-") ? stdout : stderr, &o, ctx, &d, &job, runner, n, secs);
+    print_summary(strcmp(o.c.out, "-") ? stdout : stderr, &o, ctx, &d, &job, runner, n, secs, lin, lin_why);
+finish:
   errno = 0;
   if (fflush(out) != 0 || ferror(out)) {
     cli_error("%s: write failed: %s", out_f->target, errno ? strerror(errno) : "I/O error");
@@ -752,7 +823,9 @@ fail:
 fail_quiet:
 done:
   sheaf_runner_free(runner); /* writes the trace (to its temporary file) */
+  sh_lin_free(lin);
   lang_job_free(&job);
+  sh_dyncoarse_free(dc); /* after the interpreters */
   /* the runner cannot report a trace it failed to write: it logs a warning */
   if (rc == CLI_OK && trace_f) rc = cli_check_staged(trace_f, "trace", warnings);
   if (rc == CLI_OK) rc = cli_outs_commit(&files);

@@ -5,6 +5,7 @@
  * positions, names and counts only, in source order (golden-tested).
  */
 #include "compile/analyze.h"
+#include "compile/linear.h"
 
 static const char *fn_name(const sh_analyses *a, int32_t fn) { return sh_sym_name(&a->m->syms, a->m->fns[fn]->name); }
 
@@ -89,6 +90,28 @@ static bool d_equal(const sh_an_depth *x, const sh_an_depth *y) {
   for (int k = 0; k < SH_AN_MAX_SYM; k++)
     if (x->off[k] != y->off[k]) return false;
   return true;
+}
+
+/* The linearized mode's verdict (sh_lin_check). Without weights the global
+ * sizes a file leaves open are unknown; the kernels are specialised to
+ * sizes, so each open one stands at 64 here (the verdict depends on the
+ * program's structure, not on the sizes' values). */
+static sheaf_status report_linear(const sh_analyses *a, sh_buf *out) {
+  const sh_module *m = a->m;
+  uint32_t n = m->sizes.n;
+  int64_t *sv = sh_calloc(m->ctx, (size_t)n + 1, sizeof *sv);
+  if (!sv) return SHEAF_ERR_NOMEM;
+  for (uint32_t v = 1; v <= n; v++)
+    if (m->sizes.v[v].kind == SH_SV_GLOBAL) sv[v] = m->sizes.v[v].has_value ? m->sizes.v[v].value : 64;
+  sh_lang_bind bind = {.size_values = sv, .n_sizes = n};
+  char why[512] = "";
+  sheaf_status st = sh_lin_check(m, &bind, why, sizeof why);
+  sh_free(m->ctx, sv, ((size_t)n + 1) * sizeof *sv);
+  if (st == SHEAF_OK) sh_buf_puts(out, "linearized: yes (sheaf run --mode auto runs it linearized)\n");
+  else if (st == SHEAF_ERR_UNSUPPORTED) sh_buf_printf(out, "linearized: no: %s\n", why);
+  else return st;
+  sheaf_ctx_clear_error(m->ctx);
+  return SHEAF_OK;
 }
 
 /* The ops of nodes lo..hi (a subtree) and their depths. */
@@ -306,7 +329,7 @@ sheaf_status sh_analyses_report(const sh_analyses *a, sh_buf *out, bool verbose)
   report_host(a, out, verbose);
   report_ctl(a, out);
   report_regions(a, out);
-  sh_buf_puts(out, "linearized: (see --mode)\n");
   sh_free(a->m->ctx, end, (size_t)(a->n_nodes + 1) * sizeof *end);
-  return sh_buf_status(out);
+  sheaf_status st = report_linear(a, out);
+  return st ? st : sh_buf_status(out);
 }

@@ -1,0 +1,722 @@
+/*
+ * coarsen.c — each arm of each structural function as one straight-line
+ * DAG of per-row tensor operations (sh_lin_node), by evaluating the typed
+ * AST symbolically: helpers are inlined, a call of a structural function on
+ * a subtree the pattern binds becomes an executor input (the child's state
+ * rows), a lookup `emb[w]` of a pattern field an executor input (the
+ * table's rows), tree_lstm_cell is expanded to its definition (the runtime's
+ * sheaf_tree_lstm_cell: z = x·W + b; c = σ(z_i)·tanh(z_u) + σ(z_fl)·c_l +
+ * σ(z_fr)·c_r; h = σ(z_o)·tanh(c)). Whatever has no translation is refused
+ * with its source position (sh_lin_refuse).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compile/linear_int.h"
+
+typedef enum { LV_NONE, LV_T, LV_TUP, LV_TREE, LV_WORD, LV_INT } lv_kind;
+
+typedef struct lv {
+  lv_kind kind;
+  int x;   /* T: node; TREE, WORD: slot (-1: the activation's node); INT: value */
+  int n;   /* TUP */
+  struct lv *items;
+} lv;
+
+#define LV_POOL 4096
+#define MAX_INLINE 32
+
+typedef struct cz {
+  sh_lin *L;
+  int fi;
+  sh_lin_arm *a;
+  lv pool[LV_POOL];
+  int n_pool;
+  int inline_depth;
+} cz;
+
+static const lv none = {LV_NONE, 0, 0, NULL};
+
+static const char *sym(const cz *z, sh_sym s) { return sh_sym_name(&z->L->m->syms, s); }
+
+static bool failed(const cz *z) { return z->L->refused; }
+
+/* ------------------------------------------------------------ sizes */
+
+static bool size_value(const sh_lin *L, const sh_size *s, int64_t *out) {
+  sh_size r;
+  if (!sh_size_resolve(&L->m->sizes, s, true, &r)) return false;
+  int64_t v = 0;
+  for (int t = 0; t < r.n; t++) {
+    int64_t p = r.t[t].coef;
+    for (int k = 0; k < r.t[t].deg; k++) {
+      uint32_t var = r.t[t].var[k];
+      if (var == 0 || var > L->bind->n_sizes || L->bind->size_values[var] <= 0) return false;
+      p *= L->bind->size_values[var];
+    }
+    v += p;
+  }
+  *out = v;
+  return true;
+}
+
+/* The per-row shape of a tensor type (rank 1 or 2). */
+static bool type_shape(const sh_lin *L, const sh_type *t, int *rank, int64_t d[2]) {
+  if (!t || t->kind != SH_TY_TENSOR || t->n < 1 || t->n > 2) return false;
+  *rank = t->n;
+  d[1] = 1;
+  for (int i = 0; i < t->n; i++)
+    if (!size_value(L, &t->dims[i], &d[i]) || d[i] <= 0) return false;
+  return true;
+}
+
+/* ------------------------------------------------------------ nodes */
+
+static int new_node(cz *z, sh_span at, sh_lin_op op, int rank, int64_t d0, int64_t d1, bool batched) {
+  sh_lin_arm *a = z->a;
+  if (a->n_nodes == SH_LIN_MAX_NODES) {
+    sh_lin_refuse(z->L, at, "the arm has more than %d tensor operations", SH_LIN_MAX_NODES);
+    return -1;
+  }
+  sh_lin_node *n = &a->nodes[a->n_nodes];
+  memset(n, 0, sizeof *n);
+  n->op = op, n->rank = rank, n->d[0] = d0, n->d[1] = rank == 2 ? d1 : 1, n->batched = batched;
+  n->a = n->b = -1;
+  return a->n_nodes++;
+}
+
+static sh_lin_node *nd(cz *z, int i) { return &z->a->nodes[i]; }
+
+static lv mk_t(int node) { return node < 0 ? none : (lv){LV_T, node, 0, NULL}; }
+
+static lv *lv_alloc(cz *z, int n, sh_span at) {
+  if (z->n_pool + n > LV_POOL) {
+    sh_lin_refuse(z->L, at, "too many values in one arm");
+    return NULL;
+  }
+  lv *p = &z->pool[z->n_pool];
+  z->n_pool += n;
+  return p;
+}
+
+/* The input node of one child component or one looked-up row. */
+static int in_node(cz *z, sh_span at, sh_lin_seg s, int rank, const int64_t d[2]) {
+  int k = new_node(z, at, SH_LIN_IN, rank, d[0], d[1], true);
+  if (k < 0) return -1;
+  nd(z, k)->n_segs = 1;
+  nd(z, k)->segs[0] = s;
+  return k;
+}
+
+static int param_node(cz *z, sh_span at, const sh_param_decl *p) {
+  int rank;
+  int64_t d[2];
+  if (!type_shape(z->L, p->type, &rank, d)) {
+    sh_lin_refuse(z->L, at, "parameter '%s': its shape is not known", sym(z, p->name));
+    return -1;
+  }
+  for (int i = 0; i < z->a->n_nodes; i++)
+    if (nd(z, i)->op == SH_LIN_PARAM && nd(z, i)->param == p->index) return i;
+  int k = new_node(z, at, SH_LIN_PARAM, rank, d[0], d[1], false);
+  if (k >= 0) nd(z, k)->param = p->index;
+  return k;
+}
+
+static int const_node(cz *z, sh_span at, double c) {
+  int k = new_node(z, at, SH_LIN_CONST, 1, 1, 1, false);
+  if (k >= 0) nd(z, k)->c = c;
+  return k;
+}
+
+static int un_node(cz *z, sh_span at, int fn, int x) {
+  if (x < 0) return -1;
+  int k = new_node(z, at, SH_LIN_UN, nd(z, x)->rank, nd(z, x)->d[0], nd(z, x)->d[1], nd(z, x)->batched);
+  if (k >= 0) nd(z, k)->fn = fn, nd(z, k)->a = x;
+  return k;
+}
+
+static bool is_one(const sh_lin_node *n) { return n->rank == 1 && n->d[0] == 1; }
+
+static int bin_node(cz *z, sh_span at, int op, int x, int y) {
+  if (x < 0 || y < 0) return -1;
+  sh_lin_node *p = nd(z, x), *q = nd(z, y);
+  if (p->op == SH_LIN_CAT || q->op == SH_LIN_CAT) {
+    sh_lin_refuse(z->L, at, "cat of computed values is translated only as the left operand of @");
+    return -1;
+  }
+  const sh_lin_node *big = is_one(p) ? q : p;
+  if ((p->rank == 2 && p->batched && ((q->rank == 1 && q->batched) || (q->rank == 2 && !q->batched))) ||
+      (q->rank == 2 && q->batched && ((p->rank == 1 && p->batched) || (p->rank == 2 && !p->batched)))) {
+    sh_lin_refuse(z->L, at, "a per-row matrix with a per-row vector or a parameter matrix: not translated");
+    return -1;
+  }
+  if (!is_one(p) && !is_one(q) && (p->rank != q->rank || p->d[0] != q->d[0] || p->d[1] != q->d[1])) {
+    sh_lin_refuse(z->L, at, "operands of different shapes");
+    return -1;
+  }
+  int k = new_node(z, at, SH_LIN_BIN, big->rank, big->d[0], big->d[1], p->batched || q->batched);
+  if (k >= 0) nd(z, k)->fn = op, nd(z, k)->a = x, nd(z, k)->b = y;
+  return k;
+}
+
+static int slice_node(cz *z, sh_span at, int x, int64_t lo, int64_t hi) {
+  if (x < 0) return -1;
+  if (nd(z, x)->rank != 1 || nd(z, x)->op == SH_LIN_CAT || lo < 0 || hi <= lo || hi > nd(z, x)->d[0]) {
+    sh_lin_refuse(z->L, at, "a slice the linearized mode does not translate (vectors only)");
+    return -1;
+  }
+  int k = new_node(z, at, SH_LIN_SLICE, 1, hi - lo, 1, nd(z, x)->batched);
+  if (k >= 0) nd(z, k)->a = x, nd(z, k)->lo = lo;
+  return k;
+}
+
+static int mm_node(cz *z, sh_span at, int x, int y) {
+  if (x < 0 || y < 0) return -1;
+  sh_lin_node *p = nd(z, x), *q = nd(z, y);
+  int64_t K = p->rank == 1 ? p->d[0] : p->d[1];
+  if (q->op == SH_LIN_CAT || (p->op == SH_LIN_CAT && q->rank != 2) || q->d[0] != K) {
+    sh_lin_refuse(z->L, at, "a product the linearized mode does not translate");
+    return -1;
+  }
+  /* a per-row matrix read against a batched vector (or a parameter vector)
+   * is read as [N, R, C]: it must be an input (flat elsewhere) */
+  sh_lin_node *three = p->rank == 2 && q->rank == 1 ? p : p->rank == 1 && q->rank == 2 && q->batched ? q : NULL;
+  if ((p->rank == 2 && q->rank == 2 && p->batched && q->batched) || (three && three->op != SH_LIN_IN)) {
+    sh_lin_refuse(z->L, at, "a product of per-row matrices is translated only for a looked-up or child's matrix "
+                            "times a vector, or a matrix times a parameter");
+    return -1;
+  }
+  if (three) three->twin = true;
+  int rank;
+  int64_t d0, d1 = 1;
+  if (p->rank == 1 && q->rank == 2) rank = 1, d0 = q->d[1];
+  else if (p->rank == 2 && q->rank == 1) rank = 1, d0 = p->d[0];
+  else if (p->rank == 2 && q->rank == 2) rank = 2, d0 = p->d[0], d1 = q->d[1];
+  else {
+    sh_lin_refuse(z->L, at, "a product of two vectors");
+    return -1;
+  }
+  int k = new_node(z, at, SH_LIN_MM, rank, d0, d1, p->batched || q->batched);
+  if (k >= 0) nd(z, k)->a = x, nd(z, k)->b = y;
+  return k;
+}
+
+/* cat(items): inputs side by side stay one input (the executor copies them
+ * next to each other); otherwise a CAT that only @ may consume. */
+static int cat_node(cz *z, sh_span at, const int *items, int n) {
+  bool all_in = true;
+  int n_segs = 0, n_parts = 0;
+  int64_t width = 0;
+  for (int i = 0; i < n; i++) {
+    if (items[i] < 0) return -1;
+    sh_lin_node *p = nd(z, items[i]);
+    if (p->rank != 1) {
+      sh_lin_refuse(z->L, at, "cat of matrices");
+      return -1;
+    }
+    all_in = all_in && p->op == SH_LIN_IN;
+    n_segs += p->op == SH_LIN_IN ? p->n_segs : 0;
+    n_parts += p->op == SH_LIN_CAT ? p->n_items : 1;
+    width += p->d[0];
+  }
+  if (all_in && n_segs <= SH_LIN_MAX_SEGS) {
+    int k = new_node(z, at, SH_LIN_IN, 1, width, 1, true);
+    if (k < 0) return -1;
+    for (int i = 0; i < n; i++)
+      for (int s = 0; s < nd(z, items[i])->n_segs; s++) nd(z, k)->segs[nd(z, k)->n_segs++] = nd(z, items[i])->segs[s];
+    return k;
+  }
+  if (n_parts > SH_LIN_MAX_SEGS) {
+    sh_lin_refuse(z->L, at, "cat of more than %d parts", SH_LIN_MAX_SEGS);
+    return -1;
+  }
+  int k = new_node(z, at, SH_LIN_CAT, 1, width, 1, true);
+  if (k < 0) return -1;
+  for (int i = 0; i < n; i++) {
+    sh_lin_node *p = nd(z, items[i]);
+    if (p->op == SH_LIN_CAT)
+      for (int j = 0; j < p->n_items; j++) nd(z, k)->items[nd(z, k)->n_items++] = p->items[j];
+    else
+      nd(z, k)->items[nd(z, k)->n_items++] = items[i];
+  }
+  return k;
+}
+
+/* ------------------------------------------------------------ functions */
+
+static bool is_tree_fn(const sh_lin *L, const sh_fn *f) {
+  for (int i = 0; i < f->n_params; i++)
+    if (f->param_types[i] && f->param_types[i]->kind == SH_TY_ADT) return true;
+  (void)L;
+  return false;
+}
+
+/* Flattens a result type into components. */
+static bool flatten_ret(const sh_lin *L, const sh_type *t, sh_lin_fn *f) {
+  if (t && t->kind == SH_TY_TUPLE) {
+    for (int i = 0; i < t->n; i++)
+      if (!flatten_ret(L, t->elems[i], f)) return false;
+    return true;
+  }
+  if (f->n_comp == SH_LIN_MAX_COMPS) return false;
+  int k = f->n_comp;
+  if (!type_shape(L, t, &f->comp_rank[k], f->comp_d[k])) return false;
+  f->comp_width[k] = f->comp_d[k][0] * (f->comp_rank[k] == 2 ? f->comp_d[k][1] : 1);
+  f->n_comp++;
+  return true;
+}
+
+/* The index of structural function fn, registered on first use. */
+static int fn_id(sh_lin *L, const sh_fn *fn, sh_span at) {
+  for (int i = 0; i < L->n_fns; i++)
+    if (L->fns[i].fn == fn) return i;
+  const char *name = sh_sym_name(&L->m->syms, fn->name);
+  if (L->n_fns == SH_LIN_MAX_FNS) {
+    sh_lin_refuse(L, at, "more than %d structural functions", SH_LIN_MAX_FNS);
+    return -1;
+  }
+  if (fn->n_params != 1 || !fn->param_types[0] || fn->param_types[0]->kind != SH_TY_ADT ||
+      fn->param_types[0]->adt != L->in->adt) {
+    sh_lin_refuse(L, fn->span, "'%s' takes a tree with other arguments: a structural function takes exactly one "
+                               "tree parameter", name);
+    return -1;
+  }
+  sh_lin_fn *f = &L->fns[L->n_fns];
+  memset(f, 0, sizeof *f);
+  f->fn = fn;
+  if (!flatten_ret(L, fn->ret_type, f)) {
+    sh_lin_refuse(L, fn->span, "'%s' must return tensors (or a tuple of them) of known sizes", name);
+    return -1;
+  }
+  return L->n_fns++;
+}
+
+/* ------------------------------------------------------------ patterns */
+
+static int new_slot(cz *z, sh_span at, bool word, const int8_t *path, int depth) {
+  sh_lin_arm *a = z->a;
+  if (a->n_slots == SH_LIN_MAX_SLOTS || depth > 8) {
+    sh_lin_refuse(z->L, at, "the pattern binds too many variables or nests too deeply");
+    return -1;
+  }
+  sh_lin_slot *s = &a->slots[a->n_slots];
+  s->word = word, s->depth = depth;
+  memcpy(s->path, path, (size_t)depth);
+  return a->n_slots++;
+}
+
+/* Binds the variables of an arm's pattern (on the tree at path). */
+static bool bind_pat(cz *z, const sh_pat *p, lv *env, int8_t *path, int depth, bool word) {
+  switch (p->kind) {
+  case SH_PAT_WILD: return true;
+  case SH_PAT_VAR: {
+    int s = -1;
+    if (word || depth > 0) s = new_slot(z, p->span, word, path, depth);
+    if (failed(z)) return false;
+    env[p->local->index] = (lv){word ? LV_WORD : LV_TREE, s, 0, NULL};
+    return true;
+  }
+  case SH_PAT_CTOR: {
+    if (word || !p->ctor || depth >= 8) break;
+    const sh_input_shape *in = z->L->in;
+    if (p->ctor->index == in->ctor_leaf) return p->n < 1 || bind_pat(z, p->items[0], env, path, depth, true);
+    for (int i = 0; i < p->n; i++) {
+      path[depth] = (int8_t)i;
+      if (!bind_pat(z, p->items[i], env, path, depth + 1, false)) return false;
+    }
+    return true;
+  }
+  default: break;
+  }
+  sh_lin_refuse(z->L, p->span, "a pattern the linearized mode does not translate (constructors, variables and _ only)");
+  return false;
+}
+
+/* ------------------------------------------------------------ expressions */
+
+static lv eval(cz *z, const sh_ast *e, lv *env, int depth);
+
+static int eval_t(cz *z, const sh_ast *e, lv *env, int depth) {
+  lv v = eval(z, e, env, depth);
+  if (failed(z)) return -1;
+  if (v.kind != LV_T) {
+    sh_lin_refuse(z->L, e->span, "expected a tensor here");
+    return -1;
+  }
+  return v.x;
+}
+
+static bool eval_int(cz *z, const sh_ast *e, lv *env, int depth, int64_t *out) {
+  lv v = eval(z, e, env, depth);
+  if (failed(z)) return false;
+  if (v.kind != LV_INT) {
+    sh_lin_refuse(z->L, e->span, "expected a size here");
+    return false;
+  }
+  *out = v.x;
+  return true;
+}
+
+/* The value of a structural call's result: its components as inputs. */
+static lv call_result(cz *z, sh_span at, const sh_type *t, int call, const sh_lin_fn *g, int *comp) {
+  if (t && t->kind == SH_TY_TUPLE) {
+    lv *items = lv_alloc(z, t->n, at);
+    if (!items) return none;
+    for (int i = 0; i < t->n; i++) {
+      items[i] = call_result(z, at, t->elems[i], call, g, comp);
+      if (failed(z)) return none;
+    }
+    return (lv){LV_TUP, 0, t->n, items};
+  }
+  int k = *comp;
+  (*comp)++;
+  sh_lin_seg s = {.lookup = false, .call = call, .comp = k, .width = g->comp_width[k]};
+  return mk_t(in_node(z, at, s, g->comp_rank[k], g->comp_d[k]));
+}
+
+static lv structural_call(cz *z, const sh_ast *e, lv *env, int depth) {
+  int g = fn_id(z->L, e->ref.fn, e->span);
+  if (g < 0) return none;
+  if (e->n != 1) return sh_lin_refuse(z->L, e->span, "a structural call takes one tree"), none;
+  lv t = eval(z, e->items[0], env, depth);
+  if (failed(z)) return none;
+  if (t.kind != LV_TREE)
+    return sh_lin_refuse(z->L, e->items[0]->span, "'%s' is called on a tree the pattern does not bind: the "
+                         "linearized mode calls structural functions on subtrees of the node", sym(z, e->name)), none;
+  sh_lin_arm *a = z->a;
+  int c = 0;
+  while (c < a->n_calls && !(a->calls[c].fn == g && a->calls[c].slot == t.x)) c++;
+  if (c == a->n_calls) {
+    if (c == SH_LIN_MAX_CALLS) return sh_lin_refuse(z->L, e->span, "too many calls in one arm"), none;
+    a->calls[a->n_calls++] = (sh_lin_call){g, t.x};
+  }
+  int comp = 0;
+  return call_result(z, e->span, e->ref.fn->ret_type, c, &z->L->fns[g], &comp);
+}
+
+static bool bind_let(cz *z, const sh_pat *p, lv v, lv *env) {
+  switch (p->kind) {
+  case SH_PAT_WILD: return true;
+  case SH_PAT_VAR: env[p->local->index] = v; return true;
+  case SH_PAT_TUPLE:
+    if (v.kind != LV_TUP || v.n != p->n) break;
+    for (int i = 0; i < p->n; i++)
+      if (!bind_let(z, p->items[i], v.items[i], env)) return false;
+    return true;
+  default: break;
+  }
+  sh_lin_refuse(z->L, p->span, "a let pattern the linearized mode does not translate");
+  return false;
+}
+
+static lv inline_call(cz *z, const sh_ast *e, lv *env, int depth) {
+  const sh_fn *f = e->ref.fn;
+  if (z->inline_depth >= MAX_INLINE) return sh_lin_refuse(z->L, e->span, "helpers nested too deeply"), none;
+  if (f->n_params != e->n || f->n_locals < f->n_params) return sh_lin_refuse(z->L, e->span, "bad call"), none;
+  lv *env2 = calloc((size_t)f->n_locals + 1, sizeof *env2);
+  if (!env2) return sh_lin_refuse(z->L, e->span, "out of memory"), none;
+  for (int i = 0; i < e->n && !failed(z); i++) env2[f->params[i]->index] = eval(z, e->items[i], env, depth + 1);
+  lv r = none;
+  if (!failed(z)) {
+    z->inline_depth++;
+    r = eval(z, f->body, env2, depth + 1);
+    z->inline_depth--;
+  }
+  free(env2);
+  return r;
+}
+
+static lv tree_lstm_cell(cz *z, const sh_ast *e, lv *env, int depth) {
+  int W = eval_t(z, e->items[0], env, depth), b = eval_t(z, e->items[1], env, depth);
+  int x = eval_t(z, e->items[2], env, depth), cl = eval_t(z, e->items[3], env, depth);
+  int cr = eval_t(z, e->items[4], env, depth);
+  if (failed(z)) return none;
+  sh_span at = e->span;
+  int64_t H = nd(z, cl)->d[0];
+  int zz = bin_node(z, at, SH_TK_PLUS, mm_node(z, at, x, W), b);
+  int gi = un_node(z, at, SH_BI_SIGMOID, slice_node(z, at, zz, 0, H));
+  int gfl = un_node(z, at, SH_BI_SIGMOID, slice_node(z, at, zz, H, 2 * H));
+  int gfr = un_node(z, at, SH_BI_SIGMOID, slice_node(z, at, zz, 2 * H, 3 * H));
+  int go = un_node(z, at, SH_BI_SIGMOID, slice_node(z, at, zz, 3 * H, 4 * H));
+  int gu = un_node(z, at, SH_BI_TANH, slice_node(z, at, zz, 4 * H, 5 * H));
+  int c = bin_node(z, at, SH_TK_PLUS,
+                   bin_node(z, at, SH_TK_PLUS, bin_node(z, at, SH_TK_STAR, gi, gu), bin_node(z, at, SH_TK_STAR, gfl, cl)),
+                   bin_node(z, at, SH_TK_STAR, gfr, cr));
+  int h = bin_node(z, at, SH_TK_STAR, go, un_node(z, at, SH_BI_TANH, c));
+  if (failed(z) || h < 0 || c < 0) return none;
+  lv *items = lv_alloc(z, 2, at);
+  if (!items) return none;
+  items[0] = mk_t(h), items[1] = mk_t(c);
+  return (lv){LV_TUP, 0, 2, items};
+}
+
+static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
+  sh_span at = e->span;
+  switch (e->builtin) {
+  case SH_BI_TANH: case SH_BI_SIGMOID: case SH_BI_RELU: case SH_BI_EXP: case SH_BI_LN: case SH_BI_SQRT:
+  case SH_BI_RSQRT: case SH_BI_ABS:
+    if (e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_TENSOR)
+      return mk_t(un_node(z, at, e->builtin, eval_t(z, e->items[0], env, depth)));
+    break;
+  case SH_BI_LOG_SOFTMAX: {
+    int x = eval_t(z, e->items[0], env, depth);
+    if (x < 0) return none;
+    if (nd(z, x)->rank != 1 || nd(z, x)->op == SH_LIN_CAT) break;
+    int k = new_node(z, at, SH_LIN_LSM, 1, nd(z, x)->d[0], 1, nd(z, x)->batched);
+    if (k >= 0) nd(z, k)->a = x;
+    return mk_t(k);
+  }
+  case SH_BI_CAT: {
+    if (e->n > SH_LIN_MAX_SEGS || (e->type && e->type->kind != SH_TY_TENSOR)) break;
+    int items[SH_LIN_MAX_SEGS];
+    for (int i = 0; i < e->n; i++)
+      if ((items[i] = eval_t(z, e->items[i], env, depth)) < 0) return none;
+    return mk_t(cat_node(z, at, items, e->n));
+  }
+  case SH_BI_RESHAPE: {
+    int x = eval_t(z, e->items[0], env, depth);
+    int64_t r = 0, c = 1;
+    if (x < 0 || !eval_int(z, e->items[1], env, depth, &r) || (e->n > 2 && !eval_int(z, e->items[2], env, depth, &c)))
+      return none;
+    sh_lin_node *p = nd(z, x);
+    if (p->op != SH_LIN_IN || p->rank != 1 || r * c != p->d[0])
+      return sh_lin_refuse(z->L, at, "reshape is translated only for looked-up rows and children's states"), none;
+    int k = new_node(z, at, SH_LIN_IN, e->n > 2 ? 2 : 1, r, c, true);
+    if (k < 0) return none;
+    nd(z, k)->n_segs = p->n_segs;
+    memcpy(nd(z, k)->segs, p->segs, sizeof p->segs);
+    return mk_t(k);
+  }
+  case SH_BI_TREE_LSTM_CELL:
+    if (e->n == 5) return tree_lstm_cell(z, e, env, depth);
+    break;
+  default: break;
+  }
+  if (failed(z)) return none;
+  return sh_lin_refuse(z->L, at, "builtin '%s' is not supported by the linearized mode yet",
+                       sh_builtin_name(e->builtin)), none;
+}
+
+static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
+  if (failed(z)) return none;
+  if (!e || depth > SH_LANG_MAX_DEPTH) return sh_lin_refuse(z->L, e ? e->span : (sh_span){0}, "expression too deep"), none;
+  sh_span at = e->span;
+  switch (e->kind) {
+  case SH_EX_INT: return (lv){LV_INT, (int)e->ival, 0, NULL};
+  case SH_EX_FLOAT: return mk_t(const_node(z, at, e->fval));
+  case SH_EX_NAME:
+    if (e->res == SH_RES_LOCAL && e->ref.local) return env[e->ref.local->index];
+    if (e->res == SH_RES_PARAM) return mk_t(param_node(z, at, e->ref.param));
+    if (e->res == SH_RES_SIZE) {
+      uint32_t v = e->ref.size_var;
+      if (v > 0 && v <= z->L->bind->n_sizes && z->L->bind->size_values[v] > 0)
+        return (lv){LV_INT, (int)z->L->bind->size_values[v], 0, NULL};
+    }
+    break;
+  case SH_EX_TUPLE: {
+    lv *items = lv_alloc(z, e->n, at);
+    if (!items) return none;
+    for (int i = 0; i < e->n; i++) items[i] = eval(z, e->items[i], env, depth + 1);
+    return (lv){LV_TUP, 0, e->n, items};
+  }
+  case SH_EX_UNARY:
+    if (e->op == SH_TK_MINUS) {
+      lv v = eval(z, e->a, env, depth + 1);
+      if (v.kind == LV_INT) return (lv){LV_INT, -v.x, 0, NULL};
+      if (v.kind == LV_T) return mk_t(un_node(z, at, SH_BI_NONE, v.x));
+    }
+    break;
+  case SH_EX_BINARY: {
+    if (e->op != SH_TK_PLUS && e->op != SH_TK_MINUS && e->op != SH_TK_STAR && e->op != SH_TK_SLASH &&
+        e->op != SH_TK_AT)
+      break;
+    lv x = eval(z, e->a, env, depth + 1), y = eval(z, e->b, env, depth + 1);
+    if (failed(z)) return none;
+    if (x.kind == LV_INT && y.kind == LV_INT && e->op != SH_TK_AT && e->op != SH_TK_SLASH) {
+      int64_t r = e->op == SH_TK_PLUS ? (int64_t)x.x + y.x : e->op == SH_TK_MINUS ? (int64_t)x.x - y.x
+                                                                               : (int64_t)x.x * y.x;
+      return (lv){LV_INT, (int)r, 0, NULL};
+    }
+    if (x.kind != LV_T || y.kind != LV_T) break;
+    if (e->op == SH_TK_AT) return mk_t(mm_node(z, at, x.x, y.x));
+    return mk_t(bin_node(z, at, e->op, x.x, y.x));
+  }
+  case SH_EX_CALL:
+    if (e->call == SH_CALL_BUILTIN) return builtin(z, e, env, depth + 1);
+    if (e->call == SH_CALL_FN && e->ref.fn) {
+      if (is_tree_fn(z->L, e->ref.fn)) return structural_call(z, e, env, depth + 1);
+      return inline_call(z, e, env, depth + 1);
+    }
+    if (e->call == SH_CALL_KERNEL)
+      return sh_lin_refuse(z->L, at, "kernel calls are not translated by the linearized mode yet"), none;
+    return sh_lin_refuse(z->L, at, "building a tree value: the linearized mode reads trees, it does not build them"), none;
+  case SH_EX_INDEX:
+    if (e->lookup && e->a->kind == SH_EX_NAME && e->a->res == SH_RES_PARAM) {
+      lv w = eval(z, e->b, env, depth + 1);
+      if (failed(z)) return none;
+      if (w.kind != LV_WORD || w.x < 0)
+        return sh_lin_refuse(z->L, e->b->span, "a lookup whose row is not a word of the node's pattern"), none;
+      const sh_param_decl *p = e->a->ref.param;
+      int rank;
+      int64_t d[2];
+      if (!type_shape(z->L, p->type, &rank, d) || rank != 2)
+        return sh_lin_refuse(z->L, at, "lookup in '%s': not a table of known size", sym(z, p->name)), none;
+      sh_lin_arm *a = z->a;
+      int f = 0;
+      while (f < a->n_fields && a->field_slot[f] != w.x) f++;
+      if (f == a->n_fields) a->field_slot[a->n_fields++] = w.x;
+      sh_lin_seg s = {.lookup = true, .param = p->index, .field = f, .width = d[1]};
+      return mk_t(in_node(z, at, s, 1, (int64_t[]){d[1], 1}));
+    }
+    return sh_lin_refuse(z->L, at, "indexing other than a table lookup emb[w]"), none;
+  case SH_EX_SLICE: {
+    int x = eval_t(z, e->a, env, depth + 1);
+    int64_t lo, hi;
+    if (x < 0) return none;
+    if (!e->lo || !e->hi || !size_value(z->L, e->lo, &lo) || !size_value(z->L, e->hi, &hi))
+      return sh_lin_refuse(z->L, at, "a slice whose bounds are not known sizes"), none;
+    return mk_t(slice_node(z, at, x, lo, hi));
+  }
+  case SH_EX_BLOCK:
+    for (int i = 0; i < e->n; i++) {
+      lv v = eval(z, e->lets[i].value, env, depth + 1);
+      if (failed(z) || !bind_let(z, e->lets[i].pat, v, env)) return none;
+    }
+    return eval(z, e->a, env, depth + 1);
+  case SH_EX_PHASE: return eval(z, e->a, env, depth + 1);
+  case SH_EX_IF: return sh_lin_refuse(z->L, at, "if inside an arm: the linearized mode needs straight-line arms "
+                                                "(branch on the tree's structure with match)"), none;
+  case SH_EX_MATCH: return sh_lin_refuse(z->L, at, "a match inside an arm: the linearized mode takes one match per "
+                                                   "function, on its tree parameter"), none;
+  case SH_EX_FOR: case SH_EX_LIST: case SH_EX_WHILE:
+    return sh_lin_refuse(z->L, at, "loops and lists are not translated by the linearized mode"), none;
+  default: break;
+  }
+  if (failed(z)) return none;
+  return sh_lin_refuse(z->L, at, "an expression the linearized mode does not translate"), none;
+}
+
+/* ------------------------------------------------------------ arms */
+
+static bool set_outputs(cz *z, sh_span at, lv v, sh_lin_fn *f) {
+  if (v.kind == LV_TUP) {
+    for (int i = 0; i < v.n; i++)
+      if (!set_outputs(z, at, v.items[i], f)) return false;
+    return true;
+  }
+  sh_lin_arm *a = z->a;
+  if (v.kind != LV_T || a->n_out >= f->n_comp) return sh_lin_refuse(z->L, at, "the arm's result is not tensors"), false;
+  const sh_lin_node *n = nd(z, v.x);
+  int k = a->n_out;
+  if (n->op == SH_LIN_CAT || n->rank != f->comp_rank[k] || n->d[0] != f->comp_d[k][0] ||
+      (n->rank == 2 && n->d[1] != f->comp_d[k][1]))
+    return sh_lin_refuse(z->L, at, "the arm's result has another shape than the function's"), false;
+  a->out[a->n_out++] = v.x;
+  return true;
+}
+
+static sheaf_status translate_arm(sh_lin *L, int fi, const sh_pat *pat, const sh_ast *body, sh_span at) {
+  sh_lin_fn *f = &L->fns[fi];
+  if (f->n_arms == SH_LIN_MAX_ARMS) return sh_lin_refuse(L, at, "more than %d arms", SH_LIN_MAX_ARMS);
+  sh_lin_arm *a = calloc(1, sizeof *a);
+  cz *z = calloc(1, sizeof *z);
+  lv *env = calloc((size_t)f->fn->n_locals + 1, sizeof *env);
+  if (!a || !z || !env) {
+    free(a), free(z), free(env);
+    return sh_fail(L->ctx, SHEAF_ERR_NOMEM, "out of memory");
+  }
+  f->arms[f->n_arms++] = a;
+  a->pat = pat;
+  a->span = at;
+  snprintf(a->name, sizeof a->name, "%.40s_arm%d", sh_sym_name(&L->m->syms, f->fn->name), f->n_arms - 1);
+  z->L = L, z->fi = fi, z->a = a;
+  env[f->fn->params[0]->index] = (lv){LV_TREE, -1, 0, NULL};
+  int8_t path[8] = {0};
+  if (!pat || bind_pat(z, pat, env, path, 0, false)) {
+    lv v = eval(z, body, env, 0);
+    if (!failed(z)) set_outputs(z, body->span, v, f);
+    if (!failed(z) && a->n_out != f->n_comp) sh_lin_refuse(L, body->span, "the arm's result is not the function's");
+  }
+  free(z), free(env);
+  return L->refused ? SHEAF_ERR_UNSUPPORTED : SHEAF_OK;
+}
+
+static sheaf_status translate_fn(sh_lin *L, int fi) {
+  const sh_fn *fn = L->fns[fi].fn;
+  const sh_ast *body = fn->body;
+  while (body && body->kind == SH_EX_BLOCK && body->n == 0 && body->a) body = body->a;
+  if (body && body->kind == SH_EX_MATCH && body->a && body->a->kind == SH_EX_NAME && body->a->res == SH_RES_LOCAL &&
+      body->a->ref.local == fn->params[0]) {
+    for (int i = 0; i < body->n; i++) {
+      sheaf_status st = translate_arm(L, fi, body->arms[i].pat, body->arms[i].body, body->arms[i].pat->span);
+      if (st) return st;
+    }
+    return SHEAF_OK;
+  }
+  return translate_arm(L, fi, NULL, fn->body, fn->span);
+}
+
+/* Calls on the activation's own node must not form a cycle. */
+static bool same_tree_cycle(const sh_lin *L, int f, int *state) {
+  if (state[f] == 1) return true;
+  if (state[f] == 2) return false;
+  state[f] = 1;
+  for (int a = 0; a < L->fns[f].n_arms; a++)
+    for (int c = 0; c < L->fns[f].arms[a]->n_calls; c++)
+      if (L->fns[f].arms[a]->calls[c].slot < 0 && same_tree_cycle(L, L->fns[f].arms[a]->calls[c].fn, state))
+        return true;
+  state[f] = 2;
+  return false;
+}
+
+sheaf_status sh_lin_coarsen(sh_lin *L) {
+  if (fn_id(L, L->m->main, L->m->main->span) < 0) return SHEAF_ERR_UNSUPPORTED;
+  for (int i = 0; i < L->n_fns; i++) {
+    sheaf_status st = translate_fn(L, i);
+    if (st) return st;
+  }
+  int state[SH_LIN_MAX_FNS] = {0};
+  for (int i = 0; i < L->n_fns; i++)
+    if (same_tree_cycle(L, i, state))
+      return sh_lin_refuse(L, L->fns[i].fn->span, "'%s' calls itself on the same tree: recursion must be on subtrees",
+                           sh_sym_name(&L->m->syms, L->fns[i].fn->name));
+  return SHEAF_OK;
+}
+
+/* ------------------------------------------------------------ the dynamic mode's regions */
+
+/* The body of fn (a function of tensors) as arm a of lf: each parameter
+ * one batched input (dyncoarse.c passes each instance's value as one row),
+ * its result's components the outputs (lf's). */
+sheaf_status sh_lin_translate_body(sh_lin *L, const sh_fn *fn, sh_lin_fn *lf, sh_lin_arm *a) {
+  memset(lf, 0, sizeof *lf);
+  lf->fn = fn;
+  const char *name = sh_sym_name(&L->m->syms, fn->name);
+  if (!flatten_ret(L, fn->ret_type, lf))
+    return sh_lin_refuse(L, fn->span, "'%s' does not return tensors (or a tuple of them) of known sizes", name);
+  cz *z = calloc(1, sizeof *z);
+  lv *env = calloc((size_t)fn->n_locals + 1, sizeof *env);
+  if (!z || !env) {
+    free(z), free(env);
+    return sh_fail(L->ctx, SHEAF_ERR_NOMEM, "out of memory");
+  }
+  a->span = fn->span;
+  snprintf(a->name, sizeof a->name, "%.40s_region", name);
+  z->L = L, z->fi = -1, z->a = a;
+  for (int i = 0; i < fn->n_params && !failed(z); i++) {
+    int rank;
+    int64_t d[2];
+    if (!type_shape(L, fn->param_types[i], &rank, d) || rank != 1)
+      sh_lin_refuse(L, fn->span, "'%s': parameter %d is not a vector of known size", name, i + 1);
+    else
+      env[fn->params[i]->index] = mk_t(in_node(z, fn->span, (sh_lin_seg){.call = i, .width = d[0]}, rank, d));
+  }
+  if (!failed(z)) {
+    lv v = eval(z, fn->body, env, 0);
+    if (!failed(z)) set_outputs(z, fn->body->span, v, lf);
+    if (!failed(z) && a->n_out != lf->n_comp) sh_lin_refuse(L, fn->body->span, "the result is not the function's");
+  }
+  free(z), free(env);
+  return L->refused ? SHEAF_ERR_UNSUPPORTED : SHEAF_OK;
+}

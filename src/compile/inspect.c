@@ -1,0 +1,246 @@
+/*
+ * inspect.c — the linearized mode's inspector: walks a batch of trees once
+ * (no recursion: an explicit stack), making an activation per (structural
+ * function, node) reached from main, with its arm (the first whose pattern
+ * matches the node) and its height (1 + the highest activation it calls; 0
+ * when it calls none); then renumbers each function's activations so every
+ * (height, function, arm) is a contiguous range of its state rows, and
+ * emits per range the word ids of the arm's pattern fields and the callee
+ * rows of its call sites (sh_lin_grp).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "compile/linear_int.h"
+
+int32_t sh_lin_skip_unary(const sh_lin *L, const sh_treebank *tb, int32_t node) {
+  (void)L;
+  while (tb->n_children[node] == 1) node = sh_tb_child(tb, node, 0);
+  return node;
+}
+
+int sh_lin_ctor_of(const sh_lin *L, const sh_treebank *tb, int32_t node) {
+  int32_t nc = tb->n_children[node];
+  return nc == 0 ? L->in->ctor_leaf : nc == 2 ? L->in->ctor_node : -1;
+}
+
+static bool match(const sh_lin *L, const sh_treebank *tb, const sh_pat *p, int32_t node, bool word) {
+  if (!p || p->kind == SH_PAT_WILD || p->kind == SH_PAT_VAR) return true;
+  if (p->kind != SH_PAT_CTOR || word || !p->ctor) return false;
+  if (sh_lin_ctor_of(L, tb, node) != p->ctor->index) return false;
+  if (p->ctor->index == L->in->ctor_leaf) return p->n < 1 || match(L, tb, p->items[0], node, true);
+  for (int i = 0; i < p->n && i < 2; i++)
+    if (!match(L, tb, p->items[i], sh_lin_skip_unary(L, tb, sh_tb_child(tb, node, i)), false)) return false;
+  return true;
+}
+
+static int32_t slot_node(const sh_lin *L, const sh_treebank *tb, const sh_lin_slot *s, int32_t node) {
+  for (int k = 0; k < s->depth; k++) node = sh_lin_skip_unary(L, tb, sh_tb_child(tb, node, s->path[k]));
+  return node;
+}
+
+typedef struct acts {
+  int32_t n, cap;
+  int8_t *fn, *arm;
+  int32_t *node, *height, *next_call, *row, *kid_off;
+  int32_t *kids; /* kids[kid_off[id] + c]: the activation call site c of id calls */
+  size_t n_kids, cap_kids;
+  int32_t *memo; /* [fn][node - lo] */
+} acts;
+
+static void acts_free(acts *A) {
+  free(A->fn), free(A->arm), free(A->node), free(A->height), free(A->next_call), free(A->row), free(A->memo), free(A->kid_off),
+      free(A->kids);
+}
+
+static bool acts_grow(acts *A) {
+  int32_t cap = A->cap ? 2 * A->cap : 1024;
+#define GROW(f) do { void *p = realloc(A->f, (size_t)cap * sizeof *A->f); if (!p) return false; A->f = p; } while (0)
+  GROW(fn); GROW(arm); GROW(node); GROW(height); GROW(next_call); GROW(row); GROW(kid_off);
+#undef GROW
+  A->cap = cap;
+  return true;
+}
+
+/* The group key of activation id: (height, function, arm). */
+static int64_t key_of(const acts *A, int32_t id) {
+  return ((int64_t)A->height[id] * SH_LIN_MAX_FNS + A->fn[id]) * SH_LIN_MAX_ARMS + A->arm[id];
+}
+
+/* ids 0 .. n-1 sorted by (height, function, arm, id): two stable counting
+ * passes, by (function, arm) then by height. */
+static bool sort_acts(const acts *A, int32_t max_h, int32_t *order) {
+  int32_t nb = SH_LIN_MAX_FNS * SH_LIN_MAX_ARMS > max_h + 1 ? SH_LIN_MAX_FNS * SH_LIN_MAX_ARMS : max_h + 1;
+  int32_t *cnt = calloc((size_t)nb + 1, sizeof *cnt), *tmp = malloc(((size_t)A->n + 1) * sizeof *tmp);
+  if (!cnt || !tmp) {
+    free(cnt), free(tmp);
+    return false;
+  }
+  for (int32_t i = 0; i < A->n; i++) cnt[A->fn[i] * SH_LIN_MAX_ARMS + A->arm[i] + 1]++;
+  for (int32_t b = 0; b < nb; b++) cnt[b + 1] += cnt[b];
+  for (int32_t i = 0; i < A->n; i++) tmp[cnt[A->fn[i] * SH_LIN_MAX_ARMS + A->arm[i]]++] = i;
+  memset(cnt, 0, ((size_t)nb + 1) * sizeof *cnt);
+  for (int32_t i = 0; i < A->n; i++) cnt[A->height[i] + 1]++;
+  for (int32_t b = 0; b < nb; b++) cnt[b + 1] += cnt[b];
+  for (int32_t i = 0; i < A->n; i++) order[cnt[A->height[tmp[i]]]++] = tmp[i];
+  free(cnt), free(tmp);
+  return true;
+}
+
+sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int32_t n, sh_word_ids ids) {
+  if (n <= 0 || first < 0 || first + n > tb->n_trees)
+    return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: trees %d .. %d of %d", (int)first, (int)(first + n),
+                   (int)tb->n_trees);
+  int32_t lo = tb->tree_first[first], hi = tb->tree_first[first + n - 1] + tb->tree_size[first + n - 1];
+  if (hi < lo) return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: trees out of order");
+  int32_t span = hi - lo;
+  acts A = {0};
+  int32_t *order = NULL;
+  sheaf_status st = SHEAF_OK;
+  int32_t *stack = NULL;
+  A.memo = malloc((size_t)L->n_fns * (size_t)span * sizeof *A.memo);
+  stack = malloc(((size_t)span * L->n_fns + 1) * sizeof *stack);
+  if (!A.memo || !stack) goto nomem;
+  memset(A.memo, 0xff, (size_t)L->n_fns * (size_t)span * sizeof *A.memo);
+  if (n > L->cap_inst) {
+    int32_t *r = realloc(L->root_row, (size_t)n * sizeof *r);
+    if (!r) goto nomem;
+    L->root_row = r, L->cap_inst = n;
+  }
+  L->n_inst = n;
+  int32_t *root_act = L->root_row; /* activation ids first, rows below */
+  for (int32_t t = 0; t < n; t++) {
+    int32_t sp = 0;
+    int32_t root = sh_lin_skip_unary(L, tb, tb->tree_root[first + t]);
+    /* the activation (fn 0, root), then its callees depth first */
+    int32_t want_fn = 0, want_node = root, want_at = -1; /* want_at: where its id goes (-1: the root's) */
+    bool want = true;
+    for (;;) {
+      if (want) { /* get or make activation (want_fn, want_node) */
+        if (want_node < lo || want_node >= hi) {
+          st = sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: node %d outside its tree", (int)want_node);
+          goto done;
+        }
+        int32_t *m = &A.memo[(size_t)want_fn * span + (want_node - lo)];
+        if (*m < 0) {
+          if (sh_lin_ctor_of(L, tb, want_node) < 0) {
+            st = sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "tree node with %d children: the model takes binary trees",
+                         (int)tb->n_children[want_node]);
+            goto done;
+          }
+          const sh_lin_fn *f = &L->fns[want_fn];
+          int arm = 0;
+          while (arm < f->n_arms && !match(L, tb, f->arms[arm]->pat, want_node, false)) arm++;
+          if (arm == f->n_arms) {
+            st = sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: no arm of '%s' matches a node",
+                         sh_sym_name(&L->m->syms, f->fn->name));
+            goto done;
+          }
+          if (A.n == A.cap && !acts_grow(&A)) goto nomem;
+          size_t nc = (size_t)f->arms[arm]->n_calls;
+          if (A.n_kids + nc > A.cap_kids) {
+            size_t cap = A.cap_kids ? 2 * A.cap_kids + nc : 4096;
+            int32_t *k = realloc(A.kids, cap * sizeof *k);
+            if (!k) goto nomem;
+            A.kids = k, A.cap_kids = cap;
+          }
+          int32_t id = A.n++;
+          A.kid_off[id] = (int32_t)A.n_kids;
+          A.n_kids += nc;
+          A.fn[id] = (int8_t)want_fn, A.arm[id] = (int8_t)arm, A.node[id] = want_node;
+          A.height[id] = -1, A.next_call[id] = 0;
+          *m = id;
+          stack[sp++] = id;
+        }
+        if (want_at < 0) root_act[t] = *m;
+        else A.kids[want_at] = *m;
+        want = false;
+      }
+      if (sp == 0) break;
+      int32_t id = stack[sp - 1];
+      const sh_lin_arm *a = L->fns[A.fn[id]].arms[A.arm[id]];
+      if (A.next_call[id] < a->n_calls) { /* its next callee */
+        const sh_lin_call *c = &a->calls[A.next_call[id]];
+        int32_t node = c->slot < 0 ? A.node[id] : slot_node(L, tb, &a->slots[c->slot], A.node[id]);
+        int32_t *m = &A.memo[(size_t)c->fn * span + (node - lo)];
+        if (node >= lo && node < hi && *m >= 0 && A.height[*m] < 0) { /* on the stack: a cycle */
+          st = sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: a cycle of calls on one node");
+          goto done;
+        }
+        int32_t at = A.kid_off[id] + A.next_call[id]++;
+        if (node >= lo && node < hi && *m >= 0) {
+          A.kids[at] = *m;
+          continue;
+        }
+        want_fn = c->fn, want_node = node, want_at = at, want = true;
+        continue;
+      }
+      int32_t h = 0; /* all callees done */
+      for (int c = 0; c < a->n_calls; c++) {
+        int32_t ch = A.height[A.kids[A.kid_off[id] + c]];
+        if (ch + 1 > h) h = ch + 1;
+      }
+      A.height[id] = h;
+      sp--;
+    }
+  }
+  /* renumber: sorted by (height, fn, arm) */
+  int32_t max_h = 0;
+  for (int32_t i = 0; i < A.n; i++) max_h = A.height[i] > max_h ? A.height[i] : max_h;
+  if (!(order = malloc(((size_t)A.n + 1) * sizeof *order)) || !sort_acts(&A, max_h, order)) goto nomem;
+  memset(L->n_rows, 0, sizeof L->n_rows);
+  int n_groups = 0;
+  size_t ints = 0;
+  for (int32_t i = 0; i < A.n; i++) {
+    int32_t id = order[i];
+    A.row[id] = L->n_rows[A.fn[id]]++;
+    const sh_lin_arm *a = L->fns[A.fn[id]].arms[A.arm[id]];
+    ints += (size_t)a->n_fields + (size_t)a->n_calls;
+    if (i == 0 || key_of(&A, id) != key_of(&A, order[i - 1])) n_groups++;
+  }
+  if (n_groups > L->cap_groups) {
+    sh_lin_grp *g = realloc(L->groups, (size_t)n_groups * sizeof *g);
+    if (!g) goto nomem;
+    L->groups = g, L->cap_groups = n_groups;
+  }
+  if (ints > L->group_buf_cap) {
+    int32_t *b = realloc(L->group_buf, (ints + 1) * sizeof *b);
+    if (!b) goto nomem;
+    L->group_buf = b, L->group_buf_cap = ints;
+  }
+  L->n_groups = 0;
+  int32_t *buf = L->group_buf;
+  for (int32_t i = 0, j; i < A.n; i = j) {
+    for (j = i + 1; j < A.n && key_of(&A, order[j]) == key_of(&A, order[i]); j++) {
+    }
+    int32_t id0 = order[i], count = j - i;
+    const sh_lin_arm *a = L->fns[A.fn[id0]].arms[A.arm[id0]];
+    sh_lin_grp *g = &L->groups[L->n_groups++];
+    memset(g, 0, sizeof *g);
+    g->height = A.height[id0], g->fn = A.fn[id0], g->arm = A.arm[id0];
+    g->start = A.row[id0], g->count = count;
+    for (int f = 0; f < a->n_fields; f++, buf += count) {
+      g->fields[f] = buf;
+      for (int32_t r = 0; r < count; r++) {
+        int32_t node = slot_node(L, tb, &a->slots[a->field_slot[f]], A.node[order[i + r]]);
+        g->fields[f][r] = sh_word_id(ids, tb->word[node]);
+      }
+    }
+    for (int c = 0; c < a->n_calls; c++, buf += count) {
+      g->calls[c] = buf;
+      for (int32_t r = 0; r < count; r++) {
+        int32_t id = order[i + r];
+        g->calls[c][r] = A.row[A.kids[A.kid_off[id] + c]];
+      }
+    }
+  }
+  for (int32_t t = 0; t < n; t++) L->root_row[t] = A.row[root_act[t]];
+  goto done;
+nomem:
+  st = sh_fail(L->ctx, SHEAF_ERR_NOMEM, "out of memory: the inspector's arrays");
+done:
+  free(order);
+  free(stack);
+  acts_free(&A);
+  return st;
+}

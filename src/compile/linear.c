@@ -1,0 +1,292 @@
+/*
+ * linear.c — the linearized mode's executor: creates the model's kernels
+ * (check, coarsen, emit, JIT-compile), then per batch runs the inspector
+ * and, for each (height, function, arm) range in height order, copies the
+ * range's children's state rows and looked-up table rows into dense inputs
+ * and makes one prepared kernel call (one plan per row count; parameters
+ * declared weights, packed once) that writes the function's state rows.
+ * No graph, no buckets, no per-node runtime work; the kernels split their
+ * loops over the context's pool.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "compile/linear_int.h"
+
+static sheaf_status lin_new(const sh_module *m, sheaf_model *model, const sh_lang_bind *bind, char *why, size_t cap,
+                            sh_lin **out) {
+  *out = NULL;
+  if (why && cap) why[0] = 0;
+  if (!m || !bind) return SHEAF_ERR_INVALID_ARG;
+  sh_lin *L = calloc(1, sizeof *L);
+  if (!L) return sh_fail(m->ctx, SHEAF_ERR_NOMEM, "out of memory");
+  L->ctx = m->ctx, L->m = m, L->bind = bind, L->model = model, L->why = why, L->why_cap = cap;
+  const char *pl = getenv("SHEAF_LINEAR_PLANS"); /* 1: a prepared call per row count (measured: linear.h) */
+  L->plans = pl && pl[0] == '1';
+  sh_buf_init(&L->all_src, L->ctx);
+  *out = L;
+  sheaf_status st = sh_lin_check_program(L);
+  if (!st) st = sh_lin_coarsen(L);
+  if (st == SHEAF_ERR_UNSUPPORTED && why) sh_fail(L->ctx, st, "%s", why);
+  return st;
+}
+
+sheaf_status sh_lin_check(const sh_module *m, const sh_lang_bind *bind, char *why, size_t cap) {
+  sh_lin *L;
+  sheaf_status st = lin_new(m, NULL, bind, why, cap, &L);
+  for (int f = 0; L && !st && f < L->n_fns; f++)
+    for (int a = 0; !st && a < L->fns[f].n_arms; a++) st = sh_lin_emit(L, &L->fns[f], L->fns[f].arms[a]);
+  if (st == SHEAF_ERR_UNSUPPORTED && why) sh_fail(m->ctx, st, "%s", why);
+  sh_lin_free(L);
+  return st;
+}
+
+sheaf_status sh_lin_create(const sh_module *m, sheaf_model *model, const sh_lang_bind *bind, sh_lin **out,
+                           char *why, size_t cap) {
+  sh_lin *L;
+  *out = NULL;
+  if (!model) return SHEAF_ERR_INVALID_ARG;
+  sheaf_status st = lin_new(m, model, bind, why, cap, &L);
+  uint64_t t0 = sheaf_time_ns();
+  for (int f = 0; L && !st && f < L->n_fns; f++)
+    for (int ai = 0; !st && ai < L->fns[f].n_arms; ai++) {
+      sh_lin_arm *a = L->fns[f].arms[ai];
+      if ((st = sh_lin_emit(L, &L->fns[f], a))) break;
+      sh_buf_printf(&L->all_src, "# %s, arm %d (%s:%u)\n%s\n", sh_sym_name(&m->syms, L->fns[f].fn->name), ai,
+                    m->diags.file ? m->diags.file : "model", (unsigned)a->span.line, a->src);
+      if ((st = sheaf_kernel_compile(L->ctx, a->src, a->src_len, a->name, &a->k))) {
+        st = sh_fail(L->ctx, st, "linearized mode: the kernel of %s does not compile: %s\n%s", a->name,
+                     sheaf_ctx_last_error(L->ctx), a->src);
+        break;
+      }
+      for (int p = 0; p < a->n_params; p++) sheaf_kernel_set_weight_version(a->k, a->n_inputs + p, 1);
+    }
+  if (L) L->compile_s = (double)(sheaf_time_ns() - t0) * 1e-9;
+  if (!st && sh_buf_status(&L->all_src)) st = sh_fail(m->ctx, SHEAF_ERR_NOMEM, "out of memory");
+  if (st == SHEAF_ERR_UNSUPPORTED && why && why[0]) sh_fail(m->ctx, st, "%s", why);
+  if (st) {
+    sh_lin_free(L);
+    return st;
+  }
+  *out = L;
+  return SHEAF_OK;
+}
+
+void sh_lin_free(sh_lin *L) {
+  if (!L) return;
+  for (int f = 0; f < L->n_fns; f++) {
+    for (int ai = 0; ai < L->fns[f].n_arms; ai++) {
+      sh_lin_arm *a = L->fns[f].arms[ai];
+      for (int32_t c = 0; c < a->cap_plans; c++) sheaf_kernel_plan_free(a->plans[c]);
+      free(a->plans);
+      sheaf_kernel_free(a->k);
+      free(a->src);
+      free(a);
+    }
+    for (int c = 0; c < SH_LIN_MAX_COMPS; c++) free(L->state[f][c]);
+  }
+  sh_buf_free(&L->all_src);
+  free(L->groups);
+  free(L->group_buf);
+  free(L->root_row);
+  free(L->scratch);
+  free(L);
+}
+
+const char *sh_lin_kernel_source(const sh_lin *L) { return L ? sh_buf_cstr(&L->all_src) : ""; }
+double sh_lin_compile_seconds(const sh_lin *L) { return L ? L->compile_s : 0; }
+int sh_lin_n_kernels(const sh_lin *L) {
+  int n = 0;
+  for (int f = 0; L && f < L->n_fns; f++) n += L->fns[f].n_arms;
+  return n;
+}
+
+int sh_lin_n_outputs(const sh_lin *L) { return L && L->n_fns ? L->fns[0].n_comp : 0; }
+void sh_lin_output_shape(const sh_lin *L, int comp, int *rank, int64_t dims[2]) {
+  *rank = L->fns[0].comp_rank[comp];
+  dims[0] = L->fns[0].comp_d[comp][0];
+  dims[1] = L->fns[0].comp_d[comp][1];
+}
+const float *sh_lin_output(const sh_lin *L, int32_t i, int comp) {
+  if (!L || i < 0 || i >= L->n_inst || comp < 0 || comp >= L->fns[0].n_comp) return NULL;
+  return L->state[0][comp] + (size_t)L->root_row[i] * (size_t)L->fns[0].comp_width[comp];
+}
+int32_t sh_lin_root_row(const sh_lin *L, int32_t i) { return L && i >= 0 && i < L->n_inst ? L->root_row[i] : -1; }
+
+int sh_lin_n_groups(const sh_lin *L) { return L ? L->n_groups : 0; }
+bool sh_lin_group(const sh_lin *L, int gi, sh_lin_group_view *out) {
+  if (!L || gi < 0 || gi >= L->n_groups) return false;
+  const sh_lin_grp *g = &L->groups[gi];
+  const sh_lin_arm *a = L->fns[g->fn].arms[g->arm];
+  static _Thread_local int call_fn[SH_LIN_MAX_CALLS];
+  for (int c = 0; c < a->n_calls; c++) call_fn[c] = a->calls[c].fn;
+  *out = (sh_lin_group_view){g->fn, g->arm, g->height, g->start, g->count, a->n_fields, a->n_calls,
+                             (const int32_t *const *)g->fields, (const int32_t *const *)g->calls, call_fn};
+  return true;
+}
+
+static int group_args(const sh_lin_arm *a, int32_t count, void *const *data, sheaf_kernel_arg *args,
+                      int64_t (*shapes)[3]);
+
+/* The plan of arm a for count rows (made on first use). */
+static sheaf_status plan_for(sh_lin *L, sh_lin_arm *a, int32_t count, sheaf_kernel_plan **out) {
+  if (count >= a->cap_plans) {
+    int32_t cap = count + 1 > 2 * a->cap_plans ? count + 1 : 2 * a->cap_plans;
+    sheaf_kernel_plan **p = realloc(a->plans, (size_t)cap * sizeof *p);
+    if (!p) return sh_fail(L->ctx, SHEAF_ERR_NOMEM, "out of memory");
+    memset(p + a->cap_plans, 0, (size_t)(cap - a->cap_plans) * sizeof *p);
+    a->plans = p, a->cap_plans = cap;
+  }
+  if (!a->plans[count]) {
+    sheaf_kernel_arg args[SH_LIN_MAX_NODES + 80];
+    int64_t shapes[SH_LIN_MAX_NODES + 80][3];
+    int n_args = group_args(a, count, NULL, args, shapes);
+    sheaf_status st = sheaf_kernel_plan_make(a->k, args, n_args, &a->plans[count]);
+    if (st) return st;
+  }
+  *out = a->plans[count];
+  return SHEAF_OK;
+}
+
+/* The kernel's arguments for count rows (data: NULL or the pointers). */
+static int group_args(const sh_lin_arm *a, int32_t count, void *const *data, sheaf_kernel_arg *args,
+                      int64_t (*shapes)[3]) {
+  {
+    int k = 0;
+    for (int i = 0; i < a->n_inputs; i++, k++) {
+      const sh_lin_node *n = &a->nodes[a->inputs[i]];
+      shapes[k][0] = count, shapes[k][1] = n->d[0], shapes[k][2] = n->d[1];
+      int rank = 1 + n->rank;
+      if (n->rank == 2 && !a->input_3d[i]) /* flat: [count·R, C] */
+        shapes[k][0] = count * n->d[0], shapes[k][1] = n->d[1], rank = 2;
+      args[k] = (sheaf_kernel_arg){SHEAF_KERNEL_F32, NULL, (size_t)count * (size_t)(n->d[0] * n->d[1]), rank,
+                                   shapes[k]};
+    }
+    for (int i = 0; i < a->n_params; i++, k++) {
+      const sh_lin_node *n = &a->nodes[a->params[i]];
+      shapes[k][0] = n->d[0], shapes[k][1] = n->d[1];
+      args[k] = (sheaf_kernel_arg){SHEAF_KERNEL_F32, NULL, (size_t)(n->d[0] * n->d[1]), n->rank, shapes[k]};
+    }
+    for (int j = 0; j < a->n_out; j++, k++) {
+      const sh_lin_node *n = &a->nodes[a->out[j]];
+      shapes[k][0] = n->rank == 2 ? count * n->d[0] : count, shapes[k][1] = n->rank == 2 ? n->d[1] : n->d[0];
+      args[k] = (sheaf_kernel_arg){SHEAF_KERNEL_F32, NULL, (size_t)count * (size_t)(n->d[0] * n->d[1]), 2,
+                                   shapes[k]};
+    }
+    for (int i = 0; data && i < k; i++) args[i].data = data[i];
+    return k;
+  }
+}
+
+static sheaf_status ensure_states(sh_lin *L) {
+  for (int f = 0; f < L->n_fns; f++) {
+    size_t rows = (size_t)L->n_rows[f];
+    if (rows <= L->state_cap[f]) continue;
+    size_t cap = rows > 2 * L->state_cap[f] ? rows : 2 * L->state_cap[f];
+    for (int c = 0; c < L->fns[f].n_comp; c++) {
+      free(L->state[f][c]);
+      size_t bytes = (cap * (size_t)L->fns[f].comp_width[c] * sizeof(float) + 63) & ~(size_t)63;
+      if (!(L->state[f][c] = aligned_alloc(64, bytes))) return sh_fail(L->ctx, SHEAF_ERR_NOMEM, "out of memory: states");
+    }
+    L->state_cap[f] = cap;
+  }
+  return SHEAF_OK;
+}
+
+/* Copies the segments of input node n for row r of group g to dst. */
+static sheaf_status fill_row(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g, const sh_lin_node *n, int32_t r,
+                             float *dst) {
+  for (int q = 0; q < n->n_segs; q++) {
+    const sh_lin_seg *sg = &n->segs[q];
+    const float *src;
+    if (sg->lookup) {
+      int rank;
+      const int64_t *shape;
+      const float *tab = sheaf_model_param_values(L->model, L->bind->params[sg->param], &rank, &shape);
+      int64_t row = sh_lang_word_row(L->bind, sg->param, g->fields[sg->field][r]);
+      if (!tab || row < 0 || row >= shape[0])
+        return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: word row %lld outside its table", (long long)row);
+      src = tab + (size_t)row * (size_t)sg->width;
+    } else {
+      const sh_lin_call *c = &a->calls[sg->call];
+      src = L->state[c->fn][sg->comp] + (size_t)g->calls[sg->call][r] * (size_t)sg->width;
+    }
+    memcpy(dst, src, (size_t)sg->width * sizeof(float));
+    dst += sg->width;
+  }
+  return SHEAF_OK;
+}
+
+static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
+  sh_lin_fn *f = &L->fns[g->fn];
+  sh_lin_arm *a = f->arms[g->arm];
+  int32_t count = g->count;
+  bool direct = true; /* every result is an input as it is (a leaf's emb[w]): copied straight to the state */
+  for (int j = 0; j < a->n_out; j++) direct = direct && a->nodes[a->out[j]].op == SH_LIN_IN;
+  for (int j = 0; direct && j < a->n_out; j++) {
+    size_t w = (size_t)f->comp_width[j];
+    for (int32_t r = 0; r < count; r++) {
+      sheaf_status st = fill_row(L, a, g, &a->nodes[a->out[j]], r, L->state[g->fn][j] + ((size_t)g->start + r) * w);
+      if (st) return st;
+    }
+  }
+  if (direct) return SHEAF_OK;
+  size_t need = 0;
+  for (int i = 0; i < a->n_inputs; i++) {
+    const sh_lin_node *n = &a->nodes[a->inputs[i]];
+    if (!a->input_3d[i]) need += ((size_t)count * (size_t)(n->d[0] * n->d[1]) + 15) & ~(size_t)15;
+  }
+  if (need > L->scratch_cap) {
+    free(L->scratch);
+    size_t cap = need > 2 * L->scratch_cap ? need : 2 * L->scratch_cap;
+    if (!(L->scratch = aligned_alloc(64, cap * sizeof(float)))) {
+      L->scratch_cap = 0;
+      return sh_fail(L->ctx, SHEAF_ERR_NOMEM, "out of memory: the kernels' inputs");
+    }
+    L->scratch_cap = cap;
+  }
+  void *data[SH_LIN_MAX_NODES + 80];
+  int k = 0;
+  float *s = L->scratch;
+  for (int i = 0; i < a->n_inputs; i++, k++) {
+    const sh_lin_node *n = &a->nodes[a->inputs[i]];
+    size_t w = (size_t)(n->d[0] * n->d[1]);
+    if (a->input_3d[i]) { /* the same rows read as [N, R, C]: read-only, so they share the copy */
+      data[k] = data[k - 1];
+      continue;
+    }
+    data[k] = s;
+    for (int32_t r = 0; r < count; r++) {
+      sheaf_status st = fill_row(L, a, g, n, r, s + (size_t)r * w);
+      if (st) return st;
+    }
+    s += ((size_t)count * w + 15) & ~(size_t)15;
+  }
+  for (int i = 0; i < a->n_params; i++, k++) {
+    int rank;
+    const int64_t *shape;
+    union { const float *c; void *v; } u = {sheaf_model_param_values(L->model, L->bind->params[a->nodes[a->params[i]].param], &rank, &shape)};
+    data[k] = u.v;
+  }
+  for (int j = 0; j < a->n_out; j++, k++)
+    data[k] = L->state[g->fn][j] + (size_t)g->start * (size_t)f->comp_width[j];
+  if (!L->plans) { /* one packed copy of each weight, the kernel's (plans keep one each) */
+    sheaf_kernel_arg args[SH_LIN_MAX_NODES + 80];
+    int64_t shapes[SH_LIN_MAX_NODES + 80][3];
+    int n_args = group_args(a, count, data, args, shapes);
+    return sheaf_kernel_run(a->k, args, n_args);
+  }
+  sheaf_kernel_plan *p = NULL;
+  sheaf_status st = plan_for(L, a, count, &p);
+  if (!st) st = sheaf_kernel_plan_run(p, data, k);
+  return st;
+}
+
+sheaf_status sh_lin_run(sh_lin *L, const sh_treebank *tb, int32_t first, int32_t n, sh_word_ids ids) {
+  if (!L || !tb) return SHEAF_ERR_INVALID_ARG;
+  sheaf_status st = sh_lin_inspect(L, tb, first, n, ids);
+  if (!st) st = ensure_states(L);
+  for (int g = 0; !st && g < L->n_groups; g++) st = run_group(L, &L->groups[g]);
+  return st;
+}

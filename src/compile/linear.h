@@ -1,0 +1,74 @@
+/*
+ * linear.h — Cortex's linearized mode for tree models written in the
+ * language (docs/COMPILER.md, "Linearized mode"): which models linearize
+ * (linear_check.c), the inspector (inspect.c), one generated kernel per
+ * match arm (coarsen.c, coarsen_emit.c) and the executor (linear.c).
+ *
+ *   char why[512];
+ *   sh_lin *L;
+ *   if (sh_lin_create(m, model, &bind, &L, why, sizeof why)) ... why: the refusal, "FILE:L:C: ..."
+ *   sh_lin_run(L, tb, first_tree, n_trees, ids);      // a batch of consecutive trees
+ *   sh_lin_output(L, i, comp, &rows, &cols)          // main's result component comp of tree i
+ *   sh_lin_free(L);
+ *
+ * Nothing in lang, runtime or codegen includes this module.
+ */
+#ifndef SH_COMPILE_LINEAR_H
+#define SH_COMPILE_LINEAR_H
+
+#include "io/treebank.h"
+#include "io/words.h"
+#include "lang/interp.h"
+
+typedef struct sh_lin sh_lin;
+
+/* Whether m (checked, with a main) linearizes, without compiling anything:
+ * SHEAF_OK, or SHEAF_ERR_UNSUPPORTED with the reason in why ("FILE:L:C:
+ * ...", cap bytes). Sizes come from bind (shapes are specialised). */
+sheaf_status sh_lin_check(const sh_module *m, const sh_lang_bind *bind, char *why, size_t cap);
+
+/* Checks m, translates each arm of each structural function to a kernel,
+ * compiles them (JIT, on-disk cache). A model that does not linearize is
+ * SHEAF_ERR_UNSUPPORTED with the reason in why (and the context's error);
+ * other failures their own status. model and bind must outlive L. */
+sheaf_status sh_lin_create(const sh_module *m, sheaf_model *model, const sh_lang_bind *bind, sh_lin **out,
+                           char *why, size_t cap);
+void sh_lin_free(sh_lin *L); /* NULL is fine */
+
+/* The generated kernels' source, one after another, each preceded by a
+ * comment naming its function and arm (for --emit-kernels). */
+const char *sh_lin_kernel_source(const sh_lin *L);
+/* Kernels compiled, and the seconds sh_lin_create spent compiling them. */
+int sh_lin_n_kernels(const sh_lin *L);
+double sh_lin_compile_seconds(const sh_lin *L);
+
+/* Runs main on trees first .. first + n - 1 of tb (words numbered by ids,
+ * as sh_interp_tree does). Outputs stay valid until the next run. */
+sheaf_status sh_lin_run(sh_lin *L, const sh_treebank *tb, int32_t first, int32_t n, sh_word_ids ids);
+/* The number of main's result components (flattened tuple), and the shape
+ * of component comp (rank 1: cols = 0 ... see below): rows x cols floats
+ * (a vector f32[D] is 1 x D; a matrix f32[R, C] is R x C). */
+int sh_lin_n_outputs(const sh_lin *L);
+void sh_lin_output_shape(const sh_lin *L, int comp, int *rank, int64_t dims[2]);
+/* Component comp of instance i (0-based within the last run). */
+const float *sh_lin_output(const sh_lin *L, int32_t i, int comp);
+
+/* The inspector's view of the last run, for tests: activations of
+ * structural function fn (in the order linear_check found them, main is
+ * 0) at height h and arm a: their count and first state row; the word ids
+ * of pattern field f and the callee state rows of call site c of those
+ * activations (count entries each). -1 / NULL when out of range. */
+typedef struct sh_lin_group_view {
+  int fn, arm, height;
+  int32_t start, count;
+  int n_fields, n_calls;
+  const int32_t *const *fields; /* fields[f][i] */
+  const int32_t *const *calls;  /* calls[c][i]: a row of the callee's state */
+  const int *call_fn;           /* call_fn[c]: the callee */
+} sh_lin_group_view;
+int sh_lin_n_groups(const sh_lin *L);
+bool sh_lin_group(const sh_lin *L, int g, sh_lin_group_view *out);
+/* Main's state row of instance i of the last run. */
+int32_t sh_lin_root_row(const sh_lin *L, int32_t i);
+
+#endif

@@ -1,0 +1,170 @@
+/*
+ * linear_int.h — the linearized mode's internal form: structural functions,
+ * their arms, each arm's tensor code as a small DAG of per-row operations
+ * (coarsen.c builds it from the typed AST, coarsen_emit.c prints it as a
+ * kernel), and the inspector's level arrays (inspect.c).
+ */
+#ifndef SH_COMPILE_LINEAR_INT_H
+#define SH_COMPILE_LINEAR_INT_H
+
+#include "compile/linear.h"
+#include "lang/check.h"
+
+#define SH_LIN_MAX_FNS 32
+#define SH_LIN_MAX_ARMS 16
+#define SH_LIN_MAX_SLOTS 16 /* tree and word variables of one arm's pattern */
+#define SH_LIN_MAX_CALLS 16
+#define SH_LIN_MAX_COMPS 8  /* result components of a structural function */
+#define SH_LIN_MAX_NODES 512
+#define SH_LIN_MAX_SEGS 8
+
+typedef enum sh_lin_op {
+  SH_LIN_PARAM, /* a parameter (not batched) */
+  SH_LIN_CONST, /* an f32[1] constant */
+  SH_LIN_IN,    /* an executor input: segments copied side by side into [n, width] */
+  SH_LIN_UN,    /* fn(a): builtin (SH_BI_...) or SH_BI_NONE for -a */
+  SH_LIN_BIN,   /* a op b (+ - * /), an f32[1] side broadcast */
+  SH_LIN_MM,    /* a @ b (a may be a CAT: the product split by its parts) */
+  SH_LIN_SLICE, /* a[lo : lo + d0] */
+  SH_LIN_CAT,   /* items side by side: only as the left operand of @ */
+  SH_LIN_LSM    /* log_softmax(a) over the last axis */
+} sh_lin_op;
+
+/* A segment of an executor input: a child's state component, or a table's
+ * row looked up by a pattern field's word. */
+typedef struct sh_lin_seg {
+  bool lookup;
+  int call, comp;   /* child: call site, component */
+  int param, field; /* lookup: the table, the word field */
+  int64_t width;
+} sh_lin_seg;
+
+typedef struct sh_lin_node {
+  sh_lin_op op;
+  int fn;          /* UN: sh_builtin (SH_BI_NONE: negation); BIN: token kind */
+  int a, b;
+  int rank;        /* per row: 1 or 2 */
+  int64_t d[2];
+  bool batched;    /* depends on the row (else a parameter or constant) */
+  int param;       /* PARAM */
+  double c;        /* CONST */
+  int64_t lo;      /* SLICE */
+  int n_items;     /* CAT */
+  int items[SH_LIN_MAX_SEGS];
+  int n_segs;      /* IN */
+  sh_lin_seg segs[SH_LIN_MAX_SEGS];
+  int input;       /* IN: its position among the kernel's inputs */
+  bool twin;       /* IN of rank 2: also passed as [N, R, C] (a matrix-vector product reads it so;
+                      rank-2 values are otherwise flat in the kernel, [M, C] with M = N·R, so a
+                      product with a parameter is one GEMM) */
+} sh_lin_node;
+
+/* How the inspector binds an arm's pattern: slot s of the arm is a subtree
+ * (tree) or a leaf's word (word) of the node at path[0..depth) from the
+ * activation's node (child indices). */
+typedef struct sh_lin_slot {
+  bool word;
+  int depth;
+  int8_t path[8];
+} sh_lin_slot;
+
+typedef struct sh_lin_call {
+  int fn;   /* callee: a structural function */
+  int slot; /* its tree: a tree slot (-1: the activation's own node) */
+} sh_lin_call;
+
+typedef struct sh_lin_arm {
+  const sh_pat *pat; /* NULL: the function has no match (one arm) */
+  sh_span span;
+  int n_slots;
+  sh_lin_slot slots[SH_LIN_MAX_SLOTS];
+  int n_fields;                     /* word slots used by lookups */
+  int field_slot[SH_LIN_MAX_SLOTS]; /* field f is slot field_slot[f] */
+  int n_calls;
+  sh_lin_call calls[SH_LIN_MAX_CALLS];
+  int n_nodes;
+  sh_lin_node nodes[SH_LIN_MAX_NODES];
+  int n_out;
+  int out[SH_LIN_MAX_COMPS]; /* the node of each result component */
+  int n_inputs;              /* IN nodes, in input order (a twin twice: flat, then [N, R, C]) */
+  int inputs[SH_LIN_MAX_NODES];
+  bool input_3d[SH_LIN_MAX_NODES];
+  int n_params;              /* parameters read, in kernel order */
+  int params[64];
+  char name[64];
+  char *src; /* the kernel's source (malloc) */
+  size_t src_len;
+  sheaf_kernel *k;
+  sheaf_kernel_plan **plans; /* by row count (cap_plans entries) */
+  int32_t cap_plans;
+} sh_lin_arm;
+
+typedef struct sh_lin_fn {
+  const sh_fn *fn;
+  int n_arms;
+  sh_lin_arm *arms[SH_LIN_MAX_ARMS];
+  int n_comp;
+  int comp_rank[SH_LIN_MAX_COMPS];
+  int64_t comp_d[SH_LIN_MAX_COMPS][2];
+  int64_t comp_width[SH_LIN_MAX_COMPS]; /* floats a row */
+} sh_lin_fn;
+
+/* The activations of one (height, function, arm): rows start .. start + count
+ * of the function's states; the arrays count entries each. */
+typedef struct sh_lin_grp {
+  int height, fn, arm;
+  int32_t start, count;
+  int32_t *fields[SH_LIN_MAX_SLOTS]; /* word ids */
+  int32_t *calls[SH_LIN_MAX_CALLS];  /* callee rows */
+} sh_lin_grp;
+
+struct sh_lin {
+  sheaf_ctx *ctx;
+  const sh_module *m;
+  const sh_lang_bind *bind;
+  sheaf_model *model; /* NULL: checking only */
+  const sh_input_shape *in;
+  int n_fns;
+  sh_lin_fn fns[SH_LIN_MAX_FNS];
+  char *why;
+  size_t why_cap;
+  bool refused;
+  bool plans; /* prepared calls per row count (SHEAF_LINEAR_PLANS=1), else sheaf_kernel_run */
+  sh_buf all_src;
+  double compile_s;
+  /* the last run: the inspector's output, the states */
+  int n_groups, cap_groups;
+  sh_lin_grp *groups;
+  int32_t *group_buf; /* the groups' arrays */
+  size_t group_buf_cap;
+  int32_t n_rows[SH_LIN_MAX_FNS];
+  float *state[SH_LIN_MAX_FNS][SH_LIN_MAX_COMPS];
+  size_t state_cap[SH_LIN_MAX_FNS];
+  int32_t *root_row;
+  int32_t n_inst, cap_inst;
+  float *scratch; /* the executor's inputs */
+  size_t scratch_cap;
+};
+
+/* A refusal: "FILE:L:C: " + message into L->why; returns SHEAF_ERR_UNSUPPORTED. */
+sheaf_status sh_lin_refuse(sh_lin *L, sh_span at, const char *fmt, ...) SH_PRINTF(3, 4);
+
+/* linear_check.c: control flow that depends on tensor values, then main's
+ * input (binary trees only). */
+sheaf_status sh_lin_check_program(sh_lin *L);
+/* coarsen.c: finds the structural functions from main and builds each
+ * arm's DAG. */
+sheaf_status sh_lin_coarsen(sh_lin *L);
+/* coarsen_emit.c: the kernel source of an arm (a->src). */
+sheaf_status sh_lin_emit(sh_lin *L, sh_lin_fn *f, sh_lin_arm *a);
+/* coarsen.c: the body of fn (tensor parameters) as one arm a, each
+ * parameter a batched input (the dynamic mode's regions, dyncoarse.c). */
+sheaf_status sh_lin_translate_body(sh_lin *L, const sh_fn *fn, sh_lin_fn *lf, sh_lin_arm *a);
+/* inspect.c: the groups of a batch of trees. */
+sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int32_t n, sh_word_ids ids);
+/* The node of tb under `node` at one child step (unary nodes pass through
+ * when the type has no unary constructor) and the constructor of a node. */
+int sh_lin_ctor_of(const sh_lin *L, const sh_treebank *tb, int32_t node);
+int32_t sh_lin_skip_unary(const sh_lin *L, const sh_treebank *tb, int32_t node);
+
+#endif

@@ -1,0 +1,129 @@
+/*
+ * test_linear.c — the linearized mode (src/compile/linear.h) against the
+ * dynamic runtime (the interpreter issuing graph ops) on the bundled EWT
+ * trees: treefc, treelstm, treegru, mvrnn and branches, seeded weights with
+ * nonzero biases, batches of 1, 7 and 64 trees; every output within 1e-5
+ * (relative, per row). Refusals and the inspector: test_linear_refuse.c.
+ */
+#include <stdlib.h>
+
+#include "base/file.h"
+#include "compile/linear.h"
+#include "harness.h"
+#include "io/dataset.h"
+#include "models/models.h"
+#include "test_linear_util.h"
+
+#define EWT "data/ud_english_ewt/en_ewt-ud-test.conllu"
+#define N_TREES 135
+
+/* The dynamic runtime's outputs of trees 0 .. n-1 (all of main's tensors,
+ * flattened), batches of 32. */
+static bool dynamic_outputs(sheaf_ctx *ctx, tl_model *tm, const sh_dataset *d, int n, float *want, int64_t width) {
+  sh_interp *ip = NULL;
+  sheaf_graph *g = NULL;
+  bool ok = CHECK_OK(ctx, sh_interp_create(&tm->m, &tm->bind, &ip)) &&
+            CHECK_OK(ctx, sheaf_graph_create(tm->model, NULL, &g));
+  sh_value *res = calloc((size_t)n, sizeof *res);
+  for (int first = 0; ok && first < n; first += 32) {
+    int last = first + 32 < n ? first + 32 : n;
+    for (int t = first; ok && t < last; t++) {
+      sh_value in;
+      ok = CHECK_OK(ctx, sh_interp_tree(ip, &d->tb, d->tb.tree_root[t], d->ids, &in)) &&
+           CHECK_OK(ctx, sh_interp_main(ip, g, in, &res[t]));
+    }
+    ok = ok && CHECK_OK(ctx, sheaf_graph_flush(g));
+    for (int t = first; ok && t < last; t++) {
+      sheaf_expr ts[8];
+      size_t nt = sh_value_tensors(res[t], ts, 8);
+      int64_t off = 0;
+      for (size_t k = 0; ok && k < nt && k < 8; k++) {
+        sheaf_value_view v;
+        ok = CHECK_OK(ctx, sheaf_value(g, ts[k], &v));
+        int64_t numel = v.rank == 2 ? v.shape[0] * v.shape[1] : v.shape[0];
+        ok = ok && CHECK(off + numel <= width);
+        if (ok) memcpy(want + t * width + off, v.data, (size_t)numel * sizeof(float));
+        off += numel;
+      }
+      ok = ok && CHECK_EQ_INT(off, width);
+    }
+    ok = ok && CHECK_OK(ctx, sheaf_graph_reset(g));
+    sh_interp_reset(ip);
+  }
+  free(res);
+  sheaf_graph_free(g);
+  sh_interp_free(ip);
+  return ok;
+}
+
+static void check_model(const char *path, const char *const *sizes) {
+  sheaf_ctx *ctx = th_ctx();
+  if (!th_have_jit_cc(path)) return;
+  setenv("SHEAF_CACHE_DIR", th_cache_dir("linear"), 0);
+  sh_dataset d;
+  REQUIRE_OK(ctx, sh_dataset_load(ctx, EWT, SH_DATASET_BINARY, &d));
+  tl_model tm;
+  if (!tl_open(ctx, path, sizes, &d, &tm)) {
+    sh_dataset_free(&d);
+    return;
+  }
+  char why[512];
+  sh_lin *L = NULL;
+  int n = N_TREES < sh_dataset_count(&d) ? N_TREES : sh_dataset_count(&d);
+  int64_t width = 0;
+  float *want = NULL, *got = NULL;
+  if (!CHECK_OK(ctx, sh_lin_create(&tm.m, tm.model, &tm.bind, &L, why, sizeof why))) {
+    fprintf(stderr, "%s: %s\n", path, why);
+    goto out;
+  }
+  for (int c = 0; c < sh_lin_n_outputs(L); c++) {
+    int rank;
+    int64_t dims[2];
+    sh_lin_output_shape(L, c, &rank, dims);
+    width += rank == 2 ? dims[0] * dims[1] : dims[0];
+  }
+  want = calloc((size_t)(n * width), sizeof *want);
+  got = calloc((size_t)(n * width), sizeof *got);
+  if (!dynamic_outputs(ctx, &tm, &d, n, want, width)) goto out;
+  static const int batches[] = {1, 7, 64};
+  for (int bi = 0; bi < 3; bi++) {
+    int b = batches[bi];
+    int stop = b == 1 ? 20 : n; /* batch 1: the first 20 trees */
+    memset(got, 0, (size_t)(n * width) * sizeof *got);
+    for (int first = 0; first < stop; first += b) {
+      int cnt = first + b <= stop ? b : stop - first;
+      if (!CHECK_OK(ctx, sh_lin_run(L, &d.tb, first, cnt, d.ids))) goto out;
+      for (int t = 0; t < cnt; t++) {
+        int64_t off = 0;
+        for (int c = 0; c < sh_lin_n_outputs(L); c++) {
+          int rank;
+          int64_t dims[2];
+          sh_lin_output_shape(L, c, &rank, dims);
+          int64_t w = rank == 2 ? dims[0] * dims[1] : dims[0];
+          memcpy(got + (first + t) * width + off, sh_lin_output(L, t, c), (size_t)w * sizeof(float));
+          off += w;
+        }
+      }
+    }
+    double worst = sh_max_rel_err(got, want, stop, width);
+    if (!CHECK(worst <= 1e-5)) fprintf(stderr, "%s batch %d: max rel err %g\n", path, b, worst);
+  }
+out:
+  free(want);
+  free(got);
+  sh_lin_free(L);
+  tl_close(ctx, &tm);
+  sh_dataset_free(&d);
+}
+
+TEST(linear_treefc_matches_dynamic) { check_model("examples/treefc.sf", (const char *[]){"H=16", NULL}); }
+TEST(linear_treelstm_matches_dynamic) {
+  check_model("examples/treelstm.sf", (const char *[]){"H=16", "E=12", "C=5", NULL});
+}
+TEST(linear_treegru_matches_dynamic) {
+  check_model("examples/treegru.sf", (const char *[]){"H=16", "E=12", "C=5", NULL});
+}
+TEST(linear_mvrnn_matches_dynamic) { check_model("examples/mvrnn.sf", (const char *[]){"H=8", "Vm=50", NULL}); }
+TEST(linear_branches_matches_dynamic) {
+  check_model("examples/branches.sf", (const char *[]){"H=16", "E=12", "C=5", NULL});
+}

@@ -1,0 +1,80 @@
+/*
+ * test_linear_util.h — a model of examples/ compiled and bound with seeded
+ * weights (sizes from NAME=VALUE strings, nonzero biases) for the
+ * linearized mode's tests (test_linear*.c).
+ */
+#ifndef TEST_LINEAR_UTIL_H
+#define TEST_LINEAR_UTIL_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/file.h"
+#include "harness.h"
+#include "io/dataset.h"
+#include "lang/interp.h"
+
+typedef struct tl_model {
+  sh_module m;
+  bool have_m;
+  char *src;
+  size_t len;
+  sheaf_model *model;
+  sh_lang_bind bind;
+  char names[SH_BIND_MAX_OVERRIDES][32];
+} tl_model;
+
+static inline void tl_close(sheaf_ctx *ctx, tl_model *t) {
+  sh_lang_bind_free(ctx, &t->bind);
+  sheaf_model_free(t->model);
+  if (t->have_m) sh_module_free(&t->m);
+  if (t->src) sh_free(ctx, t->src, t->len + 1);
+  memset(t, 0, sizeof *t);
+}
+
+/* Compiles path (or src when path is NULL... path names it), binds it seeded. */
+static inline bool tl_open_src(sheaf_ctx *ctx, const char *name, const char *text, const char *const *sizes,
+                               const sh_dataset *d, tl_model *t) {
+  memset(t, 0, sizeof *t);
+  if (text) {
+    t->len = strlen(text);
+    t->src = sh_alloc(ctx, t->len + 1, 1);
+    if (!CHECK(t->src != NULL)) return false;
+    memcpy(t->src, text, t->len + 1);
+  } else if (!CHECK_OK(ctx, sh_file_read(ctx, name, &t->src, &t->len))) {
+    return false;
+  }
+  t->have_m = true;
+  if (!CHECK_OK(ctx, sh_lang_compile(&t->m, ctx, name, t->src, t->len)) ||
+      !CHECK_OK(ctx, sh_module_require_main(&t->m)) || !CHECK_OK(ctx, sheaf_model_create(ctx, &t->model))) {
+    tl_close(ctx, t);
+    return false;
+  }
+  sh_lang_bind_opts bo = {.seed = 7, .vocab = d ? d->vocab : 100};
+  for (int i = 0; sizes && sizes[i] && i < SH_BIND_MAX_OVERRIDES; i++) {
+    const char *eq = strchr(sizes[i], '=');
+    snprintf(t->names[i], sizeof t->names[i], "%.*s", (int)(eq - sizes[i]), sizes[i]);
+    bo.override_name[i] = t->names[i];
+    bo.override_value[i] = atoll(eq + 1);
+    bo.n_overrides++;
+  }
+  if (!CHECK_OK(ctx, sh_lang_bind_model(&t->m, t->model, &bo, &t->bind))) {
+    tl_close(ctx, t);
+    return false;
+  }
+  for (int i = 0; i < t->bind.n_params; i++) { /* nonzero biases */
+    int rank;
+    const int64_t *shape;
+    float *v = sheaf_model_param_data(t->model, t->bind.params[i], &rank, &shape);
+    if (v && rank == 1)
+      for (int64_t j = 0; j < shape[0]; j++) v[j] = 0.05f * (float)((j * 7 + i) % 11) - 0.25f;
+  }
+  return true;
+}
+
+static inline bool tl_open(sheaf_ctx *ctx, const char *path, const char *const *sizes, const sh_dataset *d,
+                           tl_model *t) {
+  return tl_open_src(ctx, path, NULL, sizes, d, t);
+}
+
+#endif
