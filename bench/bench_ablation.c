@@ -5,12 +5,13 @@
  * process, rounds alternating the configurations (paired): trees/s
  * (median, min-max) and the ratio to the first row.
  *
- *   interpreted       the AST walker (--host ast), dynamic runtime
+ *   interpreted       the AST walker (--host ast), dynamic runtime with DyNet's
+ *                     depth batching (--policy depth: depths by a graph walk at flush)
  *   compiled host     the host program VM (--host vm)
  *   + taint           always on in Sheaf (no switch): parameters are never batched
  *                     nor copied; a GEMM reads a weight packed once per version
- *   + static depth    always on in Sheaf (no switch): the graph computes each op's
- *                     depth inline as max(inputs) + 1 when it is built
+ *   + static depth    Sheaf's inline depth (--policy sheaf: each op's depth is
+ *                     max(inputs) + 1 when it is built, no walk) in place of the walk
  *   + ghost ops       not implemented: the runtime has no depth-hint API
  *   + coarsening      each straight-line function of vectors one generated kernel
  *                     (compile/dyncoarse.c, sheaf run --coarsen on)
@@ -45,13 +46,14 @@ typedef struct setup {
   sh_lin *lin;       /* NULL: does not linearize */
   sh_dyncoarse *dc;
   sh_interp *ip[3];  /* ast, vm, vm + coarsening */
-  sheaf_graph *g;
+  sheaf_graph *g[2]; /* --policy depth, sheaf */
   char names[4][16];
 } setup;
 
 static void setup_free(setup *s) {
   for (int i = 0; i < 3; i++) sh_interp_free(s->ip[i]);
-  sheaf_graph_free(s->g);
+  sheaf_graph_free(s->g[0]);
+  sheaf_graph_free(s->g[1]);
   sh_dyncoarse_free(s->dc);
   sh_lin_free(s->lin);
   sh_lang_bind_free(s->ctx, &s->bind);
@@ -74,7 +76,8 @@ static bool setup_open(sheaf_ctx *ctx, const model *k, const sh_dataset *d, setu
   if (sh_file_read(ctx, k->path, &s->src, &s->len) || sh_lang_compile(&s->m, ctx, k->path, s->src, s->len) ||
       sh_module_require_main(&s->m) || sheaf_model_create(ctx, &s->model) ||
       sh_lang_bind_model(&s->m, s->model, &bo, &s->bind) || sh_dyncoarse_create(&s->m, &s->bind, &s->dc) ||
-      sheaf_graph_create(s->model, NULL, &s->g)) {
+      sheaf_graph_create(s->model, &(sheaf_graph_opts){.policy = SHEAF_POLICY_DEPTH}, &s->g[0]) ||
+      sheaf_graph_create(s->model, &(sheaf_graph_opts){.policy = SHEAF_POLICY_SHEAF}, &s->g[1])) {
     fprintf(stderr, "bench_ablation: %s: %s\n", k->path, sheaf_ctx_last_error(ctx));
     return false;
   }
@@ -92,14 +95,25 @@ static bool setup_open(sheaf_ctx *ctx, const model *k, const sh_dataset *d, setu
 
 static volatile float sink;
 
+/* The measured configurations: interpreter (0 ast, 1 vm, 2 vm + coarsening)
+ * and graph (0 policy depth, 1 sheaf); linear: the linearized mode. */
+typedef struct cfg {
+  int ip, g;
+  bool linear;
+} cfg;
+static const cfg k_cfgs[] = {{0, 0, false}, {1, 0, false}, {1, 1, false}, {2, 1, false}, {0, 0, true}};
+#define N_CFGS 5
+
 /* One pass over trees [0, n), batch 64; out: the first output of each
  * tree (NULL: not kept). */
-static bool pass(setup *s, int cfg, const sh_dataset *d, int n, float *out) {
+static bool pass(setup *s, int ci, const sh_dataset *d, int n, float *out) {
+  const cfg *cf = &k_cfgs[ci];
+  sheaf_graph *g = s->g[cf->g];
   const int b = 64;
   sh_value res[64];
   for (int first = 0; first < n; first += b) {
     int cnt = first + b <= n ? b : n - first;
-    if (cfg == 3) {
+    if (cf->linear) {
       if (sh_lin_run(s->lin, &d->tb, first, cnt, d->ids)) return false;
       for (int t = 0; t < cnt; t++) {
         float v = sh_lin_output(s->lin, t, 0)[0];
@@ -108,22 +122,22 @@ static bool pass(setup *s, int cfg, const sh_dataset *d, int n, float *out) {
       }
       continue;
     }
-    sh_interp *ip = s->ip[cfg];
+    sh_interp *ip = s->ip[cf->ip];
     for (int t = 0; t < cnt; t++) {
       sh_value in;
       if (sh_interp_tree(ip, &d->tb, d->tb.tree_root[first + t], d->ids, &in) ||
-          sh_interp_main(ip, s->g, in, &res[t]))
+          sh_interp_main(ip, g, in, &res[t]))
         return false;
     }
-    if (sheaf_graph_flush(s->g)) return false;
+    if (sheaf_graph_flush(g)) return false;
     for (int t = 0; t < cnt; t++) {
       sheaf_expr e[4];
       sheaf_value_view v;
-      if (sh_value_tensors(res[t], e, 4) < 1 || sheaf_value(s->g, e[0], &v)) return false;
+      if (sh_value_tensors(res[t], e, 4) < 1 || sheaf_value(g, e[0], &v)) return false;
       sink += v.data[0];
       if (out) out[first + t] = v.data[0];
     }
-    if (sheaf_graph_reset(s->g)) return false;
+    if (sheaf_graph_reset(g)) return false;
     sh_interp_reset(ip);
   }
   return true;
@@ -162,11 +176,11 @@ int main(int argc, char **argv) {
       {"TreeGRU", "examples/treegru.sf", {"H=64", "E=64", "C=5", NULL}, 64},
       {"MV-RNN", "examples/mvrnn.sf", {"H=64", "Vm=1000", NULL}, 64},
   };
-  static const char *const rows[] = {"interpreted (--host ast)", "compiled host (VM)", "+ taint", "+ static depth",
-                                     "+ ghost ops", "+ coarsening", "linearized"};
+  static const char *const rows[] = {"interpreted (--host ast, --policy depth)", "compiled host (VM)", "+ taint",
+                                     "+ static depth (--policy sheaf)", "+ ghost ops", "+ coarsening", "linearized"};
   printf("# bench_ablation: %d EWT trees, batch 64, %d rounds alternating the configurations, 1 thread, isa %s\n",
          n, rounds, sheaf_isa_name(sheaf_cpu_isa()));
-  printf("| model | hidden | configuration | trees/s (median, min-max) | / interpreted | max |out - VM| |\n"
+  printf("| model | hidden | configuration | trees/s (median, min-max) | / interpreted | max |out - VM sheaf| |\n"
          "|---|---:|---|---:|---:|---:|\n");
   float *ref = malloc((size_t)n * sizeof *ref), *got = malloc((size_t)n * sizeof *got);
   if (!ref || !got) return 1;
@@ -175,10 +189,10 @@ int main(int argc, char **argv) {
     const model *k = &models[mi];
     setup s;
     if (!setup_open(ctx, k, &d, &s)) return 1;
-    int ncfg = s.lin ? 4 : 3; /* 0 ast, 1 vm, 2 vm + coarsening, 3 linear */
-    double r[4][99], diff[4] = {0};
+    int ncfg = s.lin ? N_CFGS : N_CFGS - 1;
+    double r[N_CFGS][99], diff[N_CFGS] = {0};
     for (int c = 0; c < ncfg; c++) /* warm-up, and outputs against the VM's */
-      if (!pass(&s, c, &d, n, c == 1 ? ref : NULL)) {
+      if (!pass(&s, c, &d, n, c == 2 ? ref : NULL)) {
         fprintf(stderr, "bench_ablation: %s: %s\n", k->name, sheaf_ctx_last_error(ctx));
         return 1;
       }
@@ -198,21 +212,21 @@ int main(int argc, char **argv) {
     for (int c = 0; c < ncfg; c++) qsort(r[c], (size_t)rounds, sizeof **r, cmp_d);
     double base = r[0][rounds / 2];
     for (int row = 0; row < 7; row++) {
-      int c = row == 0 ? 0 : row == 1 ? 1 : row == 5 ? 2 : row == 6 ? 3 : -1;
-      if (row >= 2 && row <= 4) {
+      static const int row_cfg[7] = {0, 1, -1, 2, -1, 3, 4};
+      int c = row_cfg[row];
+      if (c < 0) {
         printf("| %s | %lld | %s | %s | | |\n", k->name, (long long)k->H, rows[row],
-               row == 2   ? "always on in Sheaf: parameters are never batched or copied, GEMMs read them packed once"
-               : row == 3 ? "always on in Sheaf: each op's depth is max(inputs) + 1, computed when built"
-                          : "not implemented: no depth hint reaches the runtime");
+               row == 2 ? "always on in Sheaf: parameters are never batched or copied, GEMMs read them packed once"
+                        : "not implemented: no depth hint reaches the runtime");
         continue;
       }
-      if (c == 3 && !s.lin) {
+      if (k_cfgs[c].linear && !s.lin) {
         printf("| %s | %lld | %s | does not linearize | | |\n", k->name, (long long)k->H, rows[row]);
         continue;
       }
       printf("| %s | %lld | %s | %.0f (%.0f-%.0f) | %.2fx | %.2g |\n", k->name, (long long)k->H, rows[row],
              r[c][rounds / 2], r[c][0], r[c][rounds - 1], r[c][rounds / 2] / base, diff[c]);
-      if (c != 3 && diff[c] > 1e-5) rc = 1;
+      if (!k_cfgs[c].linear && diff[c] > 1e-5) rc = 1;
     }
     const char *rep = sh_dyncoarse_report(s.dc);
     if (!rep[0]) printf("#   %s %lld: no function of vectors to coarsen (its cell is one builtin op)\n", k->name,
