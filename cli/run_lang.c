@@ -134,9 +134,7 @@ static const char *const coarsen_names[] = {"on", "off", NULL};
 static const int coarsen_values[] = {1, 0};
 static const cli_flag f_coarsen = {
     "--coarsen", CLI_FLAG_ENUM, AT(coarsen), .choices = coarsen_names, .values = coarsen_values, .arg = "C",
-    .help = "dynamic mode: on (each straight-line function of vectors is one generated\n"
-            "kernel per call; --stats names them and why others stay separate) or off\n"
-            "(default, measured faster today: one op per tensor operation)"};
+    .help = "on: a function of vectors as one kernel (COMPILER.md); off (default)"};
 #undef AT
 
 #define RUN(x) &cli_run_flag[CLI_RUN_##x]
