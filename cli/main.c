@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/stack.h"
 
@@ -134,6 +135,13 @@ static int finish_stdout(int rc) {
 /* The commands run on a thread with a big stack (base/stack.h): models in
  * the language recurse as deep as their inputs. */
 int main(int argc, char **argv) {
+  /* Not a terminal: one 64 KiB buffer, so that what a command prints up to
+   * that size (help texts, summaries) meets a write error at the final
+   * flush, which still knows its errno (ENOSPC, EPIPE); glibc's default
+   * 4 KiB buffer fails inside a printf, whose errno is gone by the time
+   * finish_stdout looks (it then can only say EIO). */
+  static char stdout_buf[1 << 16];
+  if (!isatty(STDOUT_FILENO)) setvbuf(stdout, stdout_buf, _IOFBF, sizeof stdout_buf);
   main_args a = {argc, argv, CLI_FAIL};
   pthread_t t;
   sh_stack st;

@@ -21,6 +21,7 @@
 
 #include "base/file.h"
 #include "cli.h"
+#include "compile/dyncoarse.h"
 #include "io/dataset.h"
 #include "lang/interp.h"
 #include "run_lang.h"
@@ -56,6 +57,7 @@ typedef struct lang_opts {
   int host;   /* sh_interp_host: --host vm|ast */
   char dynamic_flag[16]; /* a flag of the dynamic runtime that was given (--policy, --host,
                             --parallel): --mode auto then runs dynamic */
+  int coarsen; /* --coarsen on|off: 1 on, 0 off (the default: measured slower, docs/COMPILER.md) */
   sh_lang_bind_opts bo;
   char names[SH_BIND_MAX_OVERRIDES][64];
 } lang_opts;
@@ -118,11 +120,11 @@ static const cli_flag f_format = {
             "instance's first row when instances have several)"};
 static const cli_flag f_mode = {
     "--mode", CLI_FLAG_ENUM, AT(mode), .choices = mode_names, .arg = "M",
-    .help = "auto (default: linear when the model linearizes and no flag of the\n"
-            "dynamic runtime is given: --policy, --parallel, --host, --trace), dynamic\n"
-            "(the graph runtime batches each instance's ops) or linear (one generated\n"
-            "kernel per level and arm, docs/COMPILER.md; an error naming the reason\n"
-            "when the model does not linearize)"};
+    .help = "auto (default): linear when the model linearizes and no flag of the\n"
+            "dynamic runtime (--policy, --parallel, --host, --coarsen, --trace) is\n"
+            "given, else dynamic; dynamic: the graph runtime batches each instance's\n"
+            "ops; linear: one generated kernel per level and arm (docs/COMPILER.md),\n"
+            "an error naming the reason when the model does not linearize"};
 static const cli_flag f_emit_kernels = {"--emit-kernels", CLI_FLAG_BOOL, AT(emit_kernels),
                                         .help = "print the linearized mode's generated kernels and exit"};
 static const char *const host_names[] = {"vm", "ast", NULL};
@@ -131,6 +133,11 @@ static const cli_flag f_host = {
     "--host", CLI_FLAG_ENUM, AT(host), .choices = host_names, .values = host_values, .arg = "H",
     .help = "what runs the model's functions: vm (default: the compiled host\n"
             "program) or ast (the AST walker); the same outputs"};
+static const char *const coarsen_names[] = {"on", "off", NULL};
+static const int coarsen_values[] = {1, 0};
+static const cli_flag f_coarsen = {
+    "--coarsen", CLI_FLAG_ENUM, AT(coarsen), .choices = coarsen_names, .values = coarsen_values, .arg = "C",
+    .help = "on: a function of vectors as one kernel (COMPILER.md); off (default)"};
 #undef AT
 
 #define RUN(x) &cli_run_flag[CLI_RUN_##x]
@@ -138,7 +145,7 @@ static const cli_flag *const lang_flags[] = {
     RUN(DATA),  RUN(WEIGHTS),   RUN(SEED),     &f_vocab,     &f_size,   RUN(MAX_VOCAB),
     RUN(ALLOW_NONFINITE),       RUN(BATCH),    &f_threads,   RUN(PARALLEL), RUN(POLICY),
     &f_out,     RUN(TRACE),     &f_tuning,     RUN(LIMIT),   RUN(SAVE_WEIGHTS), &f_stats, &f_format,
-    &f_mode, &f_emit_kernels, &f_host};
+    &f_mode, &f_emit_kernels, &f_host, &f_coarsen};
 #undef RUN
 static const cli_flags lang_spec = {.cmd = "run", .see = "sheaf run MODEL.sf --help",
                                     CLI_FLAGS_LIST(lang_flags), .pos_noun = "model", .usage = usage,
@@ -155,6 +162,7 @@ static int parse_args(int argc, char **argv, lang_opts *o) {
   if (o->c.policy >= 0) snprintf(o->dynamic_flag, sizeof o->dynamic_flag, "--policy");
   else if (o->host >= 0) snprintf(o->dynamic_flag, sizeof o->dynamic_flag, "--host");
   else if (o->c.parallel != SHEAF_PARALLEL_AUTO) snprintf(o->dynamic_flag, sizeof o->dynamic_flag, "--parallel");
+  else if (o->coarsen) snprintf(o->dynamic_flag, sizeof o->dynamic_flag, "--coarsen");
   if (o->c.policy < 0) o->c.policy = SHEAF_POLICY_SHEAF;
   if (o->host < 0) o->host = SH_HOST_VM;
   if (!o->file || !o->c.data) {
@@ -330,6 +338,7 @@ typedef struct lang_job {
   const int32_t *form_ids; /* each token's id in d->words before --vocab (chars, jsonl tokens) */
   lang_format format;
   int host;                    /* sh_interp_host */
+  const sh_dyncoarse *dc;      /* the coarsened regions (--coarsen on), or NULL */
   int64_t *npy_rows, npy_cols; /* npy: rows of each instance; the width (0: none yet) */
   char npy_why[256];           /* npy: why an instance could not be written */
   sheaf_ctx *ctx;
@@ -354,7 +363,9 @@ typedef struct lang_job {
 static lang_worker *worker_of(lang_job *j, int worker) {
   lang_worker *w = &j->w[worker];
   if (!w->ip && (sh_interp_create(j->m, j->bind, &w->ip) != SHEAF_OK ||
-                 sh_interp_set_host(w->ip, (sh_interp_host)j->host) != SHEAF_OK))
+                 sh_interp_set_host(w->ip, (sh_interp_host)j->host) != SHEAF_OK ||
+                 (j->dc && sh_interp_set_regions(w->ip, sh_dyncoarse_n_regions(j->dc),
+                                                 sh_dyncoarse_regions(j->dc)) != SHEAF_OK)))
     return NULL;
   return w;
 }
@@ -588,6 +599,10 @@ static void print_summary(FILE *f, const lang_opts *o, sheaf_ctx *ctx, const sh_
       fprintf(f, "  %s\n", host);
       break;
     }
+  if (o->c.stats && !lin) {
+    if (j->dc) fputs(sh_dyncoarse_report(j->dc), f);
+    else fprintf(f, "coarsening: off (%s)\n", o->coarsen ? "--host ast" : "--coarsen off, the default");
+  }
   if (o->c.stats) {
     size_t cap = sheaf_runner_kernel_stats(r, 0, NULL, NULL, NULL);
     const char **names = calloc(cap + 1, sizeof *names);
@@ -626,6 +641,7 @@ int cli_run_lang(int argc, char **argv) {
   int32_t *form_ids = NULL;
   progress pg = {0};
   sh_lin *lin = NULL;
+  sh_dyncoarse *dc = NULL;
   char lin_why[512] = "";
   lang_job job;
   memset(&job, 0, sizeof job);
@@ -770,6 +786,10 @@ int cli_run_lang(int argc, char **argv) {
       goto fail;
     goto ran;
   }
+  if (o.coarsen && o.host == SH_HOST_VM) { /* the dynamic mode's coarsened regions */
+    if (sh_dyncoarse_create(&m, &bind, &dc) != SHEAF_OK) goto fail;
+    job.dc = dc;
+  }
   if (sheaf_runner_create(model, &ro, &runner) != SHEAF_OK) goto fail;
   job.nw = sheaf_runner_threads(runner);
   if (!(job.w = calloc((size_t)job.nw, sizeof *job.w))) {
@@ -820,6 +840,7 @@ done:
   sheaf_runner_free(runner); /* writes the trace (to its temporary file) */
   sh_lin_free(lin);
   lang_job_free(&job);
+  sh_dyncoarse_free(dc); /* after the interpreters */
   /* the runner cannot report a trace it failed to write: it logs a warning */
   if (rc == CLI_OK && trace_f) rc = cli_check_staged(trace_f, "trace", warnings);
   if (rc == CLI_OK) rc = cli_outs_commit(&files);

@@ -1029,3 +1029,40 @@ sheaf_status sh_lin_coarsen(sh_lin *L) {
                            sh_sym_name(&L->m->syms, L->fns[i].fn->name));
   return SHEAF_OK;
 }
+
+/* ------------------------------------------------------------ the dynamic mode's regions */
+
+/* The body of fn (a function of tensors) as arm a of lf: each parameter
+ * one batched input (dyncoarse.c passes each instance's value as one row),
+ * its result's components the outputs (lf's). */
+sheaf_status sh_lin_translate_body(sh_lin *L, const sh_fn *fn, sh_lin_fn *lf, sh_lin_arm *a) {
+  memset(lf, 0, sizeof *lf);
+  lf->fn = fn;
+  const char *name = sh_sym_name(&L->m->syms, fn->name);
+  if (!flatten_ret(L, fn->ret_type, lf))
+    return sh_lin_refuse(L, fn->span, "'%s' does not return tensors (or a tuple of them) of known sizes", name);
+  cz *z = calloc(1, sizeof *z);
+  lv *env = calloc((size_t)fn->n_locals + 1, sizeof *env);
+  if (!z || !env) {
+    free(z), free(env);
+    return sh_fail(L->ctx, SHEAF_ERR_NOMEM, "out of memory");
+  }
+  a->span = fn->span;
+  snprintf(a->name, sizeof a->name, "%.40s_region", name);
+  z->L = L, z->fi = -1, z->a = a;
+  for (int i = 0; i < fn->n_params && !failed(z); i++) {
+    int rank;
+    int64_t d[2];
+    if (!type_shape(L, fn->param_types[i], &rank, d) || rank != 1)
+      sh_lin_refuse(L, fn->span, "'%s': parameter %d is not a vector of known size", name, i + 1);
+    else
+      env[fn->params[i]->index] = mk_t(in_node(z, fn->span, (sh_lin_seg){.call = i, .width = d[0]}, rank, d));
+  }
+  if (!failed(z)) {
+    lv v = eval(z, fn->body, env, 0);
+    if (!failed(z)) set_outputs(z, fn->body->span, v, lf);
+    if (!failed(z) && a->n_out != lf->n_comp) sh_lin_refuse(L, fn->body->span, "the result is not the function's");
+  }
+  free(z), free(env);
+  return L->refused ? SHEAF_ERR_UNSUPPORTED : SHEAF_OK;
+}

@@ -179,6 +179,9 @@ sheaf_status sh_lin_check_program(sh_lin *L);
 sheaf_status sh_lin_coarsen(sh_lin *L);
 /* coarsen_emit.c: the kernel source of an arm (a->src). */
 sheaf_status sh_lin_emit(sh_lin *L, sh_lin_fn *f, sh_lin_arm *a);
+/* coarsen.c: the body of fn (tensor parameters) as one arm a, each
+ * parameter a batched input (the dynamic mode's regions, dyncoarse.c). */
+sheaf_status sh_lin_translate_body(sh_lin *L, const sh_fn *fn, sh_lin_fn *lf, sh_lin_arm *a);
 /* inspect.c: the groups of a batch of trees. */
 sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int32_t n, sh_word_ids ids);
 /* inspect_seq.c: the groups of a batch of sentences (sentence s is words

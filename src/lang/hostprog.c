@@ -436,6 +436,11 @@ static int call(cc *c, const sh_ast *e) {
     base = args(c, e->items, 0, e->n);
     c->top = save;
     d = tmp(c);
+    if (c->ip && c->ip->region_of && c->ip->region_of[e->ref.fn->index]) { /* one kernel call */
+      emit(c, (sh_hp_ins){.op = HP_REGION, .dst = (uint16_t)d, .a = (uint16_t)base, .n = (uint16_t)e->n,
+                          .p = c->ip->region_of[e->ref.fn->index], .e = e});
+      return d;
+    }
     emit(c, (sh_hp_ins){.op = HP_CALL, .dst = (uint16_t)d, .a = (uint16_t)base, .n = (uint16_t)e->n,
                         .p = e->ref.fn, .e = e});
     return d;

@@ -59,6 +59,7 @@ typedef enum sh_hp_op {
   HP_TINT,   /* if a.i != k: pc = imm */
   HP_CALL,   /* dst = fn p (n arguments from a), call site e */
   HP_KCALL,  /* dst = kernel imm of n tensors from a */
+  HP_REGION, /* dst = region p (sh_lang_region) on n vectors from a: one sheaf_kernel_call */
   HP_BI,     /* dst = builtin e of n values from a (c: map / fold / scan, a unused) */
   HP_BL,     /* dst = list builtin, wait point or push e of n values from a */
   HP_LSTM,   /* dst = lstm_cell(e's W, b, a, a+1) */

@@ -137,6 +137,25 @@ static SH_NOINLINE sh_value kcall(sh_interp *ip, const sh_hp_ins *I, const sh_va
   return mk_tensor(sheaf_kernel_call(ip->g, K, I->n, in));
 }
 
+/* A coarsened region: its row inputs (arguments, side by side) as [1, d], the model's
+ * parameters, one kernel call, its [1, out_d] row back to a vector. */
+static SH_NOINLINE sh_value region(sh_interp *ip, const sh_hp_ins *I, const sh_value *x) {
+  const sh_lang_region *r = I->p;
+  sheaf_expr in[128];
+  for (int i = 0; i < r->n_inputs; i++) {
+    sheaf_expr parts[8];
+    for (int s = 0; s < r->n_segs[i]; s++) parts[s] = x[r->seg[i][s]].t;
+    sheaf_expr v = r->n_segs[i] == 1 ? parts[0] : sheaf_concat(ip->g, r->n_segs[i], parts);
+    int64_t d[2] = {0, 0};
+    sheaf_expr_shape(ip->g, v, d);
+    int64_t shape[2] = {1, d[0]};
+    in[i] = sheaf_reshape(ip->g, v, 2, shape);
+  }
+  for (int p = 0; p < r->n_params; p++) in[r->n_inputs + p] = sheaf_parameter(ip->g, ip->bind->params[r->params[p]]);
+  sheaf_expr y = sheaf_kernel_call(ip->g, r->k, r->n_inputs + r->n_params, in);
+  return mk_tensor(sheaf_reshape(ip->g, y, 1, &r->out_d));
+}
+
 static sh_value exec(sh_interp *ip, const sh_hp_ins *code, sh_value *fr, int pc);
 
 /* A call: interp.c run_fn's work done here for a compiled callee without
@@ -290,6 +309,7 @@ static sh_value exec(sh_interp *ip, const sh_hp_ins *code, sh_value *fr, int pc)
     case HP_TINT: if (fr[I->a].i != I->k) pc = I->imm; continue;
     case HP_CALL: *d = call(ip, I, fr + I->a); break;
     case HP_KCALL: *d = kcall(ip, I, fr + I->a); break;
+    case HP_REGION: *d = region(ip, I, fr + I->a); break;
     case HP_BI: *d = bi(ip, I, fr + I->a); break;
     case HP_BL: *d = bl(ip, I, fr + I->a); break;
     case HP_LSTM: case HP_TLSTM: *d = cell(ip, I, fr + I->a); break;

@@ -763,6 +763,30 @@ sheaf_status sh_interp_set_host(sh_interp *ip, sh_interp_host h) {
   return SHEAF_OK;
 }
 
+sheaf_status sh_interp_set_regions(sh_interp *ip, int n, const sh_lang_region *r) {
+  if (!ip || n < 0 || (n && !r)) return SHEAF_ERR_INVALID_ARG;
+  size_t sz = (size_t)(ip->m->n_fns ? ip->m->n_fns : 1) * sizeof *ip->region_of;
+  if (!ip->region_of && !(ip->region_of = sh_alloc(ip->ctx, sz, 16))) return SHEAF_ERR_NOMEM;
+  memset(ip->region_of, 0, sz);
+  for (int i = 0; i < n; i++) {
+    if (!r[i].fn || !r[i].k || r[i].fn->index < 0 || r[i].fn->index >= ip->m->n_fns || r[i].n_params < 0 ||
+        r[i].n_params > 64 || r[i].n_inputs < 1 || r[i].n_inputs > 16)
+      return sh_fail(ip->ctx, SHEAF_ERR_INVALID_ARG, "regions: region %d is malformed", i);
+    for (int j = 0; j < r[i].n_inputs; j++) {
+      bool ok = r[i].n_segs[j] >= 1 && r[i].n_segs[j] <= 8;
+      for (int s = 0; ok && s < r[i].n_segs[j]; s++) ok = r[i].seg[j][s] >= 0 && r[i].seg[j][s] < r[i].fn->n_params;
+      if (!ok) return sh_fail(ip->ctx, SHEAF_ERR_INVALID_ARG, "regions: region %d, input %d is malformed", i, j);
+    }
+    ip->region_of[r[i].fn->index] = &r[i];
+  }
+  sh_hostprog *hp;
+  sheaf_status st = sh_hostprog_compile(ip, &hp);
+  if (st) return st;
+  sh_hostprog_free(ip->hp);
+  ip->hp = hp;
+  return SHEAF_OK;
+}
+
 void sh_interp_host_describe(const sh_interp *ip, char *buf, size_t cap) {
   if (!ip->vm) snprintf(buf, cap, "host program: not used (--host ast: the AST walker runs every function)");
   else sh_hostprog_describe(ip->hp, ip->m, buf, cap);
@@ -771,6 +795,7 @@ void sh_interp_host_describe(const sh_interp *ip, char *buf, size_t cap) {
 void sh_interp_free(sh_interp *ip) {
   if (!ip) return;
   sh_hostprog_free(ip->hp);
+  if (ip->region_of) sh_free(ip->ctx, ip->region_of, (size_t)(ip->m->n_fns ? ip->m->n_fns : 1) * sizeof *ip->region_of);
   sh_lang_pool_destroy(&ip->pool);
   sh_free(ip->ctx, ip->sv, (ip->m->sizes.n + 1) * sizeof(int64_t));
   sh_free(ip->ctx, ip, sizeof *ip);

@@ -137,6 +137,27 @@ sheaf_status sh_interp_set_host(sh_interp *ip, sh_interp_host h);
 /* "host program: 5 functions compiled, 1 with parts interpreted (while at
  * f.sf:12:5)", or that the walker runs everything. */
 void sh_interp_host_describe(const sh_interp *ip, char *buf, size_t cap);
+/* A coarsened region of the dynamic mode (compile/dyncoarse.h decides
+ * and compiles them; lang sees only this): the body of the straight-line
+ * function fn as one generated kernel k. Each call of fn is then one
+ * sheaf_kernel_call (batched across instances by the runtime) taking its
+ * row inputs (fn's vector arguments, or several side by side) as [1, d], then the model parameters params[]
+ * (sh_param_decl indices); its [1, out_d] result is fn's f32[out_d]. */
+typedef struct sh_lang_region {
+  const sh_fn *fn;
+  sheaf_kernel *k;
+  int n_inputs;      /* the kernel's row inputs: input i is fn's arguments */
+  int n_segs[16];    /* seg[i][0 .. n_segs[i]) side by side (a cat of them) */
+  int8_t seg[16][8];
+  int n_params;
+  int params[64];
+  int64_t out_d;
+} sh_lang_region;
+/* Installs n regions (0: none, every op issued on its own) and compiles
+ * the host program again so each call of a region's function is one
+ * instruction (HP_REGION). The walker (--host ast) ignores them. r must
+ * outlive ip. */
+sheaf_status sh_interp_set_regions(sh_interp *ip, int n, const sh_lang_region *r);
 void sh_interp_free(sh_interp *ip);
 /* Frees every host value built since the last reset. */
 void sh_interp_reset(sh_interp *ip);

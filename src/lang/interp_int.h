@@ -24,6 +24,7 @@ struct sh_interp {
   const sh_input_shape *in; /* what main takes: the checker's (sh_check_main_input) */
   struct sh_hostprog *hp;   /* the compiled host program (hostprog.h) */
   bool vm;                  /* run it (else the walker runs everything) */
+  const sh_lang_region **region_of; /* by sh_fn index, or NULL: sh_interp_set_regions */
 };
 
 /* Out-of-line helpers of eval (it stays a small dispatcher whose frame,
