@@ -22,7 +22,7 @@
  *   bench_compiled [--trees N] [--rounds R] [--quick] [--data FILE] [--only K] [--cache DIR]
  *                  [--no-dynet] [--dynet-dir DIR]
  *
- * --only K: configuration K (0-based, in the table's order) only; --cache
+ * --only K[,K...]: those configurations (0-based, in the table's order) only; --cache
  * DIR: the kernel cache directory to use and keep (default: a fresh one,
  * removed at the end, so "cold" is a cold compile).
  */
@@ -258,7 +258,19 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--data") && i + 1 < argc) data = argv[++i];
     else if (!strcmp(argv[i], "--quick")) n = 128, rounds = 3;
-    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) { /* a list: 0,1,4 */
+      only = 0;
+      for (const char *q = argv[++i]; *q; q += *q == ',') {
+        char *end;
+        long k = strtol(q, &end, 10);
+        if (end == q || k < 0 || k > 30) {
+          fprintf(stderr, "bench_compiled: --only: expected a list of configuration numbers, got '%s'\n", argv[i]);
+          return 2;
+        }
+        only |= 1 << k;
+        q = end;
+      }
+    }
     else if (!strcmp(argv[i], "--cache") && i + 1 < argc) keep = argv[++i];
     else if (!strcmp(argv[i], "--no-dynet")) xo.no_dynet = true;
     else if (!strcmp(argv[i], "--dynet-dir") && i + 1 < argc) xo.dynet_dir = argv[++i];
@@ -291,7 +303,7 @@ int main(int argc, char **argv) {
          rounds, sheaf_isa_name(sheaf_cpu_isa()));
   const exb_peer peer = {"bench/treelstm_torch.py", "--trees", NULL, "tree", {NULL, NULL}, "treelstm_dynet"};
   dynet_side dy;
-  if (only < 0 || only <= 1) {
+  if (only < 0 || (only & 3)) {
     if (!dynet_start(ctx1, &d, n, &xo, &peer, &dy)) return 1;
   } else {
     memset(&dy, 0, sizeof dy);
@@ -312,7 +324,7 @@ int main(int argc, char **argv) {
   int rc = 0;
   for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
     const cfg *k = &cfgs[c];
-    if (only >= 0 && (size_t)only != c) continue;
+    if (only >= 0 && !(only >> c & 1)) continue;
     int nb = k->batch == 1 ? (n < 128 ? n : 128) : n; /* batch 1: fewer trees, same per-tree work */
     if (takes_sentences(k) && nb > sh_dataset_count(&ds)) nb = sh_dataset_count(&ds);
     const sh_dataset *dk = takes_sentences(k) ? &ds : takes_dep_trees(k) ? &dc : &d;
