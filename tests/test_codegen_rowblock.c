@@ -207,7 +207,9 @@ static const char SRC[] =
     "  y(n, f) +=! x(n, d) * W(d, f)\n  z(n, f) = y(n, f) + b(f)\n"
     "  m(n) max=! z(n, f)\n  s(n) +=! exp(z(n, f) - m(n))\n"
     "  p(n) +=! where(float(f) == lab(n), z(n, f), 0)\n"
-    "  out(n) = m(n) + log(s(n)) - p(n)\n}\n";
+    "  out(n) = m(n) + log(s(n)) - p(n)\n}\n"
+    "kernel gate2(x: f32[N, D], W: f32[D, F]) -> f32[N, F] {\n"
+    "  g(n, d) = sigmoid(x(n, d)) * x(n, d)\n  out(n, f) +=! g(n, d) * W(d, f)\n}\n";
 
 /* The default schedule's IR of kernel `name` (AVX2 widths). */
 static const char *scheduled(sheaf_ctx *ctx, const char *name, const sh_sched_opts *o) {
@@ -338,4 +340,39 @@ TEST(codegen_rowblock_default_c) {
       sheaf_kernel_free(k);
     }
   }
+}
+
+/* A pointwise temporary that a product reads at fewer indices than its
+ * loops (g(n, d) under `out(n, f) +=! g(n, d) * W(d, f)`) is not inlined:
+ * inlined, the sigmoid ran once per column f and the product was no GEMM
+ * (TreeGRU's node in the linearized mode ran at half the dynamic runtime's
+ * speed). It stays a buffer of its own, and the result is right. */
+TEST(codegen_pointwise_operand_of_a_product_stays_a_buffer) {
+  sheaf_ctx *ctx = th_ctx();
+  sh_sched_opts o;
+  memset(&o, 0, sizeof o);
+  const char *t = scheduled(ctx, "gate2", &o);
+  CHECK_CONTAINS(t, "buffer g f32[N, D] temp\n");
+  sheaf_kernel *k = NULL;
+  const char *src = strstr(SRC, "kernel gate2");
+  REQUIRE(CHECK_OK(ctx, sheaf_kernel_compile(ctx, src, strlen(src), "gate2", &k)));
+  enum { N = 13, D = 24, F = 40 };
+  static float x[N * D], W[D * F], out[N * F];
+  uint64_t seed = 7;
+  fill(&seed, x, N * D, 4.0);
+  fill(&seed, W, D * F, 1.0);
+  int64_t sx[2] = {N, D}, sw[2] = {D, F}, so[2] = {N, F};
+  sheaf_kernel_arg a[3] = {{SHEAF_KERNEL_F32, x, N * D, 2, sx}, {SHEAF_KERNEL_F32, W, D * F, 2, sw},
+                           {SHEAF_KERNEL_F32, out, N * F, 2, so}};
+  if (CHECK_OK(ctx, sheaf_kernel_run(k, a, 3))) {
+    double worst = 0;
+    for (int n = 0; n < N; n++)
+      for (int f = 0; f < F; f++) {
+        double want = 0;
+        for (int d = 0; d < D; d++) want += x[n * D + d] / (1 + exp(-(double)x[n * D + d])) * W[d * F + f];
+        worst = fmax(worst, fabs(want - out[n * F + f]) / fmax(1, fabs(want)));
+      }
+    CHECK(worst < 1e-5);
+  }
+  sheaf_kernel_free(k);
 }

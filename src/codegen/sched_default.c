@@ -75,6 +75,48 @@ static bool share_costly(sh_lir_kernel *k, sh_lir_buf T, sh_lir_stmt p) {
   return false;
 }
 
+/* Whether some load of T in e lacks var v in every index (the load's value
+ * does not change with v). */
+static bool load_lacks_var(const sh_lir_kernel *k, sh_lir_expr e, sh_lir_buf T, sh_lir_var v) {
+  if (e < 0) return false;
+  const sh_lir_enode *x = &k->ex[e];
+  switch ((sh_lir_ekind)x->kind) {
+  case SH_LIR_E_BIN: return load_lacks_var(k, x->a, T, v) || load_lacks_var(k, x->b, T, v);
+  case SH_LIR_E_UN:
+  case SH_LIR_E_CAST: return load_lacks_var(k, x->a, T, v);
+  case SH_LIR_E_SELECT:
+    return load_lacks_var(k, x->a, T, v) || load_lacks_var(k, x->b, T, v) || load_lacks_var(k, x->c, T, v);
+  case SH_LIR_E_LOAD:
+    if (x->a == T) {
+      bool uses = false;
+      for (int i = 0; i < x->n && !uses; i++) uses = sh_lir_uses_var(k, k->list[x->b + i], v);
+      if (!uses) return true;
+    }
+    for (int i = 0; i < x->n; i++)
+      if (load_lacks_var(k, k->list[x->b + i], T, v)) return true;
+    return false;
+  default: return false;
+  }
+}
+
+/* Whether inlining T would evaluate it again for each value of a loop it
+ * does not depend on, inside a reduction: `t13(n, i) +=! t11(n, r) *
+ * W(r, i)` would compute t11 (a sigmoid, say) once per column i, and the
+ * product would no longer be a GEMM the schedule recognises (its A operand
+ * must be a buffer). Such a T stays a row nest of its own. */
+static bool reread_by_reduction(const sh_lir_kernel *k, sh_lir_buf T) {
+  sh_lir_stmt st[256];
+  int n = sh_sched_stores(k, k->root, st, 256);
+  if (n > 256) return true;
+  for (int i = 0; i < n; i++) {
+    const sh_lir_snode *s = &k->st[st[i]];
+    if (s->combine == SH_LIR_COMBINE_NONE || !sh_lir_uses_buf(k, s->val, T)) continue;
+    for (sh_lir_stmt p = s->parent; p >= 0; p = k->st[p].parent)
+      if (k->st[p].kind == SH_LIR_S_LOOP && load_lacks_var(k, s->val, T, k->st[p].var)) return true;
+  }
+  return false;
+}
+
 static void inline_pointwise(sh_lir_kernel *k) {
   for (bool again = true; again && !k->err;) {
     again = false;
@@ -82,7 +124,7 @@ static void inline_pointwise(sh_lir_kernel *k) {
       const sh_lir_bufinfo *bi = &k->bufs[b];
       if (bi->role != SH_LIR_TEMP || bi->inlined || sh_lir_find_store(k, b, 1) >= 0) continue;
       sh_lir_stmt p = sh_lir_find_store(k, b, 0);
-      if (p < 0 || k->st[p].combine != SH_LIR_COMBINE_NONE) continue;
+      if (p < 0 || k->st[p].combine != SH_LIR_COMBINE_NONE || reread_by_reduction(k, b)) continue;
       if (share_costly(k, b, p) || !sh_sched_compute_inline(k, p)) again = true;
     }
   }
