@@ -226,37 +226,18 @@ static int args(cc *c, sh_ast *const *items, int from, int n) {
   return base;
 }
 
-#define SUM_MAX 8
-
-static int sum_terms(const sh_ast *e, const sh_ast **t, int n, int cap) {
-  if (n < 0) return -1;
-  if (e->kind == SH_EX_BINARY && e->op == SH_TK_PLUS)
-    return sum_terms(e->b, t, sum_terms(e->a, t, n, cap), cap);
-  if (n == cap) return -1;
-  t[n] = e;
-  return n + 1;
-}
-
-static bool same_type(const sh_type *a, const sh_type *b) {
-  if (a == b) return true;
-  if (a->kind != SH_TY_TENSOR || b->kind != SH_TY_TENSOR || a->n != b->n) return false;
-  for (int d = 0; d < a->n; d++)
-    if (!sh_size_equal(&a->dims[d], &b->dims[d])) return false;
-  return true;
-}
-
 /* interp.c tensor_sum, decided now: -1 not a sum (the caller adds two
  * operands), -2 a sum whose form depends on sizes known only at run time
  * (the walker evaluates it), else the result's register. */
 static int tensor_sum(cc *c, const sh_ast *e) {
-  const sh_ast *t[SUM_MAX];
-  int n = sum_terms(e, t, 0, SUM_MAX), n_mm = 0, bias = -1;
+  const sh_ast *t[SH_INTERP_SUM_MAX];
+  int n = sh_interp_sum_terms(e, t, 0, SH_INTERP_SUM_MAX), n_mm = 0, bias = -1;
   if (n < 2) return -1;
   bool uniform = true;
-  uint8_t cls[SUM_MAX];
+  uint8_t cls[SH_INTERP_SUM_MAX];
   for (int i = 0; i < n; i++) {
     cls[i] = 0;
-    if (!same_type(t[i]->type, e->type)) uniform = false;
+    if (!sh_interp_same_type(t[i]->type, e->type)) uniform = false;
     if (t[i]->kind == SH_EX_BINARY && t[i]->op == SH_TK_AT && t[i]->param_rhs && tk(t[i]) == SH_TY_TENSOR &&
         n_mm < 4)
       cls[i] = 1, n_mm++;

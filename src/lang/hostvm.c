@@ -59,41 +59,6 @@ static SH_NOINLINE sh_value fbin(sh_interp *ip, int op, double a, double b) {
   }
 }
 
-static SH_NOINLINE sh_value lookup(sh_interp *ip, const sh_hp_ins *I, sh_value i) {
-  const sh_ast *e = I->e;
-  int p = I->imm;
-  int64_t rows = ip->bind->table_rows[p], row = i.i;
-  if (i.word) {
-    row = sh_lang_word_row(ip->bind, p, i.i);
-  } else if (row < 0 || row >= rows) {
-    const char *nm = sh_sym_name(&ip->m->syms, e->a->ref.param->name);
-    return sh_interp_fail_at(ip, e->span, "%s[%d]: row %d is out of range: %s has %lld rows (0..%lld)", nm,
-                             (int)i.i, (int)i.i, nm, (long long)rows, (long long)rows - 1), v_none;
-  }
-  return mk_tensor(sheaf_lookup(ip->g, ip->bind->params[p], row));
-}
-
-static SH_NOINLINE sh_value index_(sh_interp *ip, const sh_ast *e, sh_value x, sh_value i) {
-  if (x.kind == SH_V_LIST) {
-    if (i.i < 0 || i.i >= x.agg->n)
-      return sh_interp_fail_at(ip, e->span, "index %d is out of range for a list of %d element%s", (int)i.i,
-                               (int)x.agg->n, x.agg->n == 1 ? "" : "s"), v_none;
-    return x.agg->items[i.i];
-  }
-  int64_t shape[2] = {0, 0};
-  int r = sheaf_expr_shape(ip->g, x.t, shape);
-  if (r == 2) {
-    if (i.i < 0 || i.i >= shape[0])
-      return sh_interp_fail_at(ip, e->span, "row %d is out of range for a matrix of %lld row%s", (int)i.i,
-                               (long long)shape[0], shape[0] == 1 ? "" : "s"), v_none;
-    return mk_tensor(sheaf_row(ip->g, x.t, i.i));
-  }
-  if (r >= 1 && (i.i < 0 || i.i >= shape[r - 1]))
-    return sh_interp_fail_at(ip, e->span, "index %d is out of range for a tensor of %lld element%s", (int)i.i,
-                             (long long)shape[r - 1], shape[r - 1] == 1 ? "" : "s"), v_none;
-  return mk_tensor(sheaf_pick(ip->g, x.t, i.i));
-}
-
 static SH_NOINLINE sh_value sum(sh_interp *ip, const sh_hp_sum *s, const sh_value *fr) {
   sheaf_expr pieces[8];
   for (int i = 0; i < s->np; i++) pieces[i] = fr[s->pieces[i]].t;
@@ -298,8 +263,8 @@ static sh_value exec(sh_interp *ip, const sh_hp_ins *code, sh_value *fr, int pc)
                                   I->k >= 0 ? ip->bind->params[I->k] : SHEAF_NO_PARAM));
       break;
     case HP_SUM: *d = sum(ip, &hp->sums[I->imm], fr); break;
-    case HP_LOOKUP: *d = lookup(ip, I, fr[I->a]); break;
-    case HP_INDEX: *d = index_(ip, I->e, fr[I->a], fr[I->b]); break;
+    case HP_LOOKUP: *d = sh_interp_lookup(ip, I->e, fr[I->a]); break;
+    case HP_INDEX: *d = sh_interp_index(ip, I->e, fr[I->a], fr[I->b]); break;
     case HP_SLICE: *d = mk_tensor(sheaf_slice(ip->g, fr[I->a].t, I->k, I->imm)); break;
     case HP_SLICEX: *d = slicex(ip, I->e, fr[I->a]); break;
     case HP_AGG: *d = agg(ip, I, fr + I->a); break;

@@ -158,19 +158,18 @@ int64_t sh_interp_size(const sh_interp *ip, const sh_size *s) { return size_eval
 
 /* ------------------------------------------------------------- sums */
 
-#define SUM_MAX 8 /* terms of a '+' chain lowered at once */
 
 /* The terms of a chain of '+' (at most cap; -1 when there are more). */
-static int sum_terms(const sh_ast *e, const sh_ast **t, int n, int cap) {
+int sh_interp_sum_terms(const sh_ast *e, const sh_ast **t, int n, int cap) {
   if (n < 0) return -1;
   if (e->kind == SH_EX_BINARY && e->op == SH_TK_PLUS)
-    return sum_terms(e->b, t, sum_terms(e->a, t, n, cap), cap);
+    return sh_interp_sum_terms(e->b, t, sh_interp_sum_terms(e->a, t, n, cap), cap);
   if (n == cap) return -1;
   t[n] = e;
   return n + 1;
 }
 
-static bool same_type(const sh_type *a, const sh_type *b) {
+bool sh_interp_same_type(const sh_type *a, const sh_type *b) {
   if (a == b) return true;
   if (a->kind != SH_TY_TENSOR || b->kind != SH_TY_TENSOR || a->n != b->n) return false;
   for (int d = 0; d < a->n; d++)
@@ -194,14 +193,14 @@ static bool is_param_vector(const sh_ast *x) {
  * would write `a + b + c`. false: none of this applies (nothing evaluated):
  * the caller adds two operands. */
 static bool tensor_sum(sh_interp *ip, const sh_ast *e, sh_value *fr, sh_value *out) {
-  const sh_ast *t[SUM_MAX];
-  int n = sum_terms(e, t, 0, SUM_MAX), n_mm = 0, bias = -1;
+  const sh_ast *t[SH_INTERP_SUM_MAX];
+  int n = sh_interp_sum_terms(e, t, 0, SH_INTERP_SUM_MAX), n_mm = 0, bias = -1;
   if (n < 2) return false;
   bool uniform = true;
-  uint8_t cls[SUM_MAX]; /* 0 another term, 1 a product with a parameter, 2 the bias */
+  uint8_t cls[SH_INTERP_SUM_MAX]; /* 0 another term, 1 a product with a parameter, 2 the bias */
   for (int i = 0; i < n; i++) {
     cls[i] = 0;
-    if (!same_type(t[i]->type, e->type)) uniform = false;
+    if (!sh_interp_same_type(t[i]->type, e->type)) uniform = false;
     if (is_param_product(t[i]) && n_mm < 4) cls[i] = 1, n_mm++;
     else if (is_param_vector(t[i]) && bias < 0) bias = i;
   }
@@ -215,7 +214,7 @@ static bool tensor_sum(sh_interp *ip, const sh_ast *e, sh_value *fr, sh_value *o
   if (n_mm == 0 && n == 2) return false;
   if (n_mm > 0 && bias >= 0) cls[bias] = 2;
   sheaf_param w[4];
-  sheaf_expr xs[4], pieces[SUM_MAX];
+  sheaf_expr xs[4], pieces[SH_INTERP_SUM_MAX];
   int np = 0, at = -1, k = 0;
   for (int i = 0; i < n; i++) { /* in source order */
     if (cls[i] == 2) continue;
@@ -428,30 +427,24 @@ static SH_NOINLINE sh_value eval_call(sh_interp *ip, const sh_ast *e, sh_value *
 
 /* emb[i]: a word of the data looks up its row (sh_lang_word_row); any
  * other i32 is a row number, checked. */
-static sh_value lookup(sh_interp *ip, const sh_ast *e, sh_value i) {
+sh_value sh_interp_lookup(sh_interp *ip, const sh_ast *e, sh_value i) {
   int p = e->a->ref.param->index;
   int64_t rows = ip->bind->table_rows[p], row = i.i;
   if (i.word) {
     row = sh_lang_word_row(ip->bind, p, i.i);
   } else if (row < 0 || row >= rows) {
-    return sh_interp_fail_at(ip, e->span, "%s[%d]: row %d is out of range: %s has %lld rows (0..%lld)",
-                   sh_sym_name(&ip->m->syms, e->a->ref.param->name), (int)i.i, (int)i.i,
-                   sh_sym_name(&ip->m->syms, e->a->ref.param->name), (long long)rows,
-                   (long long)rows - 1), v_none;
+    const char *nm = sh_sym_name(&ip->m->syms, e->a->ref.param->name);
+    return sh_interp_fail_at(ip, e->span, "%s[%d]: row %d is out of range: %s has %lld rows (0..%lld)", nm,
+                             (int)i.i, (int)i.i, nm, (long long)rows, (long long)rows - 1), v_none;
   }
   return mk_tensor(sheaf_lookup(ip->g, ip->bind->params[p], row));
 }
 
-static SH_NOINLINE sh_value eval_index(sh_interp *ip, const sh_ast *e, sh_value *fr) {
-  sh_value i = eval(ip, e->b, fr);
-  if (ip->err) return v_none;
-  if (e->lookup) return lookup(ip, e, i);
-  sh_value x = eval(ip, e->a, fr);
-  if (ip->err) return v_none;
+sh_value sh_interp_index(sh_interp *ip, const sh_ast *e, sh_value x, sh_value i) {
   if (x.kind == SH_V_LIST) {
     if (i.i < 0 || i.i >= x.agg->n)
       return sh_interp_fail_at(ip, e->span, "index %d is out of range for a list of %d element%s", (int)i.i,
-                     (int)x.agg->n, x.agg->n == 1 ? "" : "s"), v_none;
+                               (int)x.agg->n, x.agg->n == 1 ? "" : "s"), v_none;
     return x.agg->items[i.i];
   }
   int64_t shape[2] = {0, 0};
@@ -459,13 +452,22 @@ static SH_NOINLINE sh_value eval_index(sh_interp *ip, const sh_ast *e, sh_value 
   if (r == 2) {
     if (i.i < 0 || i.i >= shape[0])
       return sh_interp_fail_at(ip, e->span, "row %d is out of range for a matrix of %lld row%s", (int)i.i,
-                     (long long)shape[0], shape[0] == 1 ? "" : "s"), v_none;
+                               (long long)shape[0], shape[0] == 1 ? "" : "s"), v_none;
     return mk_tensor(sheaf_row(ip->g, x.t, i.i));
   }
   if (r >= 1 && (i.i < 0 || i.i >= shape[r - 1]))
     return sh_interp_fail_at(ip, e->span, "index %d is out of range for a tensor of %lld element%s", (int)i.i,
-                   (long long)shape[r - 1], shape[r - 1] == 1 ? "" : "s"), v_none;
+                             (long long)shape[r - 1], shape[r - 1] == 1 ? "" : "s"), v_none;
   return mk_tensor(sheaf_pick(ip->g, x.t, i.i));
+}
+
+static SH_NOINLINE sh_value eval_index(sh_interp *ip, const sh_ast *e, sh_value *fr) {
+  sh_value i = eval(ip, e->b, fr);
+  if (ip->err) return v_none;
+  if (e->lookup) return sh_interp_lookup(ip, e, i);
+  sh_value x = eval(ip, e->a, fr);
+  if (ip->err) return v_none;
+  return sh_interp_index(ip, e, x, i);
 }
 
 static SH_NOINLINE sh_value eval_slice(sh_interp *ip, const sh_ast *e, sh_value *fr) {

@@ -71,6 +71,19 @@ sh_value sh_interp_eval(sh_interp *ip, const sh_ast *e, sh_value *fr);
 sh_value sh_interp_call(sh_interp *ip, const sh_fn *f, const sh_value *args, const sh_ast *site);
 int64_t sh_interp_size(const sh_interp *ip, const sh_size *s);
 
+/* interp.c: `t[i]` where t is the parameter table of e (e->lookup: a word
+ * or a row number, checked); `x[i]` of a list, a matrix (a row) or a
+ * vector (an element), checked. The walker and the VM (hostvm.c) share
+ * them, so their checks and messages are one. */
+/* The terms of a chain of '+' into t (from n; -1 when more than cap), and
+ * whether two types are the same tensor shape: how the walker's tensor_sum
+ * and the host program's compiler (hostprog.c) read `x @ W + h @ U + b`. */
+#define SH_INTERP_SUM_MAX 8 /* terms of a '+' chain lowered at once */
+int sh_interp_sum_terms(const sh_ast *e, const sh_ast **t, int n, int cap);
+bool sh_interp_same_type(const sh_type *a, const sh_type *b);
+sh_value sh_interp_lookup(sh_interp *ip, const sh_ast *e, sh_value i);
+sh_value sh_interp_index(sh_interp *ip, const sh_ast *e, sh_value x, sh_value i);
+
 /* interp_builtin.c: a call of a builtin (e->builtin); the same once its
  * arguments are in a[0..4) (for the builtins sh_hostprog_compile lowers
  * to HP_BI: not lstm_cell, tree_lstm_cell, the list builtins, cat, the
