@@ -12,53 +12,6 @@
 
 #include <string.h>
 
-static sh_value int_result(sh_interp *ip, const sh_ast *e, int64_t a, const char *op, int64_t b, int64_t r) {
-  if (r >= INT32_MIN && r <= INT32_MAX) return mk_int((int32_t)r);
-  if (e->kind == SH_EX_UNARY)
-    return sh_interp_fail_at(ip, e->span, "i32 overflow: -(%lld) is outside -2147483648..2147483647",
-                             (long long)b), v_none;
-  return sh_interp_fail_at(ip, e->span, "i32 overflow: %lld %s %lld = %lld is outside -2147483648..2147483647",
-                           (long long)a, op, (long long)b, (long long)r), v_none;
-}
-
-static SH_NOINLINE sh_value ibin(sh_interp *ip, const sh_hp_ins *I, sh_value x, sh_value y) {
-  int64_t a = x.i, b = y.i;
-  const sh_ast *e = I->e;
-  switch (I->imm) {
-  case SH_TK_PLUS: return int_result(ip, e, a, "+", b, a + b);
-  case SH_TK_MINUS: return int_result(ip, e, a, "-", b, a - b);
-  case SH_TK_STAR: return int_result(ip, e, a, "*", b, a * b);
-  case SH_TK_SLASH:
-  case SH_TK_PERCENT:
-    if (b == 0) return sh_interp_fail_at(ip, e->span, "division by zero"), v_none;
-    if (I->imm == SH_TK_SLASH) return int_result(ip, e, a, "/", b, a / b);
-    return mk_int((int32_t)(a % b));
-  case SH_TK_EQ: return mk_bool(a == b);
-  case SH_TK_NE: return mk_bool(a != b);
-  case SH_TK_LT: return mk_bool(a < b);
-  case SH_TK_LE: return mk_bool(a <= b);
-  case SH_TK_GT: return mk_bool(a > b);
-  case SH_TK_GE: return mk_bool(a >= b);
-  default: return sh_interp_failf(ip, "interp: bad operator"), v_none;
-  }
-}
-
-static SH_NOINLINE sh_value fbin(sh_interp *ip, int op, double a, double b) {
-  switch (op) {
-  case SH_TK_PLUS: return mk_f32(a + b);
-  case SH_TK_MINUS: return mk_f32(a - b);
-  case SH_TK_STAR: return mk_f32(a * b);
-  case SH_TK_SLASH: return mk_f32(a / b);
-  case SH_TK_EQ: return mk_bool(a == b);
-  case SH_TK_NE: return mk_bool(a != b);
-  case SH_TK_LT: return mk_bool(a < b);
-  case SH_TK_LE: return mk_bool(a <= b);
-  case SH_TK_GT: return mk_bool(a > b);
-  case SH_TK_GE: return mk_bool(a >= b);
-  default: return sh_interp_failf(ip, "interp: bad f32 operator"), v_none;
-  }
-}
-
 static SH_NOINLINE sh_value sum(sh_interp *ip, const sh_hp_sum *s, const sh_value *fr) {
   sheaf_expr pieces[8];
   for (int i = 0; i < s->np; i++) pieces[i] = fr[s->pieces[i]].t;
@@ -253,10 +206,10 @@ static sh_value exec(sh_interp *ip, const sh_hp_ins *code, sh_value *fr, int pc)
     case HP_TBIN: *d = mk_tensor(I->f2(ip->g, fr[I->a].t, fr[I->b].t)); break;
     case HP_T1: *d = mk_tensor(I->f1(ip->g, fr[I->a].t)); break;
     case HP_TNEG: *d = mk_tensor(sheaf_scale(ip->g, fr[I->a].t, -1.0f)); break;
-    case HP_IBIN: *d = ibin(ip, I, fr[I->a], fr[I->b]); break;
-    case HP_INEG: *d = int_result(ip, I->e, 0, "-", fr[I->a].i, -(int64_t)fr[I->a].i); break;
+    case HP_IBIN: *d = sh_interp_i32_binary(ip, I->e, I->imm, fr[I->a].i, fr[I->b].i); break;
+    case HP_INEG: *d = sh_interp_int_result(ip, I->e, 0, "-", fr[I->a].i, -(int64_t)fr[I->a].i); break;
     case HP_NOT: *d = mk_bool(!fr[I->a].i); break;
-    case HP_FBIN: *d = fbin(ip, I->imm, fr[I->a].f, fr[I->b].f); break;
+    case HP_FBIN: *d = sh_interp_f32_binary(ip, I->imm, fr[I->a].f, fr[I->b].f); break;
     case HP_FNEG: *d = mk_f32(-fr[I->a].f); break;
     case HP_AFFINE:
       *d = mk_tensor(sheaf_affine(ip->g, ip->bind->params[I->imm], fr[I->a].t,

@@ -105,14 +105,52 @@ sh_agg *sh_interp_agg_alloc(sh_interp *ip, int32_t tag, int32_t n, bool raw) {
 
 /* The i32 result r of `a op b` (computed exactly in int64): an error at e
  * when it does not fit, as i32 arithmetic never wraps silently. */
-static sh_value int_result(sh_interp *ip, const sh_ast *e, int64_t a, const char *op, int64_t b,
-                           int64_t r) {
+sh_value sh_interp_int_result(sh_interp *ip, const sh_ast *e, int64_t a, const char *op, int64_t b, int64_t r) {
   if (r >= INT32_MIN && r <= INT32_MAX) return mk_int((int32_t)r);
   if (e->kind == SH_EX_UNARY)
     return sh_interp_fail_at(ip, e->span, "i32 overflow: -(%lld) is outside -2147483648..2147483647",
                    (long long)b), v_none;
   return sh_interp_fail_at(ip, e->span, "i32 overflow: %lld %s %lld = %lld is outside -2147483648..2147483647",
                  (long long)a, op, (long long)b, (long long)r), v_none;
+}
+
+/* Host scalar operators: f32 operands compute in double and round once;
+ * i32 operands exactly in int64, then checked (division by zero, overflow
+ * at e). */
+sh_value sh_interp_f32_binary(sh_interp *ip, int op, double a, double b) {
+  switch (op) {
+  case SH_TK_PLUS: return mk_f32(a + b);
+  case SH_TK_MINUS: return mk_f32(a - b);
+  case SH_TK_STAR: return mk_f32(a * b);
+  case SH_TK_SLASH: return mk_f32(a / b);
+  case SH_TK_EQ: return mk_bool(a == b);
+  case SH_TK_NE: return mk_bool(a != b);
+  case SH_TK_LT: return mk_bool(a < b);
+  case SH_TK_LE: return mk_bool(a <= b);
+  case SH_TK_GT: return mk_bool(a > b);
+  case SH_TK_GE: return mk_bool(a >= b);
+  default: return sh_interp_failf(ip, "interp: bad f32 operator"), v_none;
+  }
+}
+
+sh_value sh_interp_i32_binary(sh_interp *ip, const sh_ast *e, int op, int64_t a, int64_t b) {
+  switch (op) {
+  case SH_TK_PLUS: return sh_interp_int_result(ip, e, a, "+", b, a + b);
+  case SH_TK_MINUS: return sh_interp_int_result(ip, e, a, "-", b, a - b);
+  case SH_TK_STAR: return sh_interp_int_result(ip, e, a, "*", b, a * b);
+  case SH_TK_SLASH:
+  case SH_TK_PERCENT:
+    if (b == 0) return sh_interp_fail_at(ip, e->span, "division by zero"), v_none;
+    if (op == SH_TK_SLASH) return sh_interp_int_result(ip, e, a, "/", b, a / b);
+    return mk_int((int32_t)(a % b));
+  case SH_TK_EQ: return mk_bool(a == b);
+  case SH_TK_NE: return mk_bool(a != b);
+  case SH_TK_LT: return mk_bool(a < b);
+  case SH_TK_LE: return mk_bool(a <= b);
+  case SH_TK_GT: return mk_bool(a > b);
+  case SH_TK_GE: return mk_bool(a >= b);
+  default: return sh_interp_failf(ip, "interp: bad operator"), v_none;
+  }
 }
 
 size_t sh_value_tensors(sh_value v, sheaf_expr *out, size_t cap) {
@@ -275,40 +313,8 @@ static SH_NOINLINE sh_value binary(sh_interp *ip, const sh_ast *e, sh_value *fr)
     default: return sh_interp_failf(ip, "interp: bad tensor operator"), v_none;
     }
   }
-  if (x.kind == SH_V_F32) { /* host floats */
-    double a = x.f, b = y.f;
-    switch (op) {
-    case SH_TK_PLUS: return mk_f32(a + b);
-    case SH_TK_MINUS: return mk_f32(a - b);
-    case SH_TK_STAR: return mk_f32(a * b);
-    case SH_TK_SLASH: return mk_f32(a / b);
-    case SH_TK_EQ: return mk_bool(a == b);
-    case SH_TK_NE: return mk_bool(a != b);
-    case SH_TK_LT: return mk_bool(a < b);
-    case SH_TK_LE: return mk_bool(a <= b);
-    case SH_TK_GT: return mk_bool(a > b);
-    case SH_TK_GE: return mk_bool(a >= b);
-    default: return sh_interp_failf(ip, "interp: bad f32 operator"), v_none;
-    }
-  }
-  int64_t a = x.i, b = y.i; /* i32 operands: +, -, * and / are exact in int64 */
-  switch (op) {
-  case SH_TK_PLUS: return int_result(ip, e, a, "+", b, a + b);
-  case SH_TK_MINUS: return int_result(ip, e, a, "-", b, a - b);
-  case SH_TK_STAR: return int_result(ip, e, a, "*", b, a * b);
-  case SH_TK_SLASH:
-  case SH_TK_PERCENT:
-    if (b == 0) return sh_interp_fail_at(ip, e->span, "division by zero"), v_none;
-    if (op == SH_TK_SLASH) return int_result(ip, e, a, "/", b, a / b);
-    return mk_int((int32_t)(a % b));
-  case SH_TK_EQ: return mk_bool(a == b);
-  case SH_TK_NE: return mk_bool(a != b);
-  case SH_TK_LT: return mk_bool(a < b);
-  case SH_TK_LE: return mk_bool(a <= b);
-  case SH_TK_GT: return mk_bool(a > b);
-  case SH_TK_GE: return mk_bool(a >= b);
-  default: return sh_interp_failf(ip, "interp: bad operator"), v_none;
-  }
+  if (x.kind == SH_V_F32) return sh_interp_f32_binary(ip, op, x.f, y.f); /* host floats */
+  return sh_interp_i32_binary(ip, e, op, x.i, y.i); /* i32: exact in int64 */
 }
 
 /* ------------------------------------------------------------- calls */
@@ -501,7 +507,7 @@ static SH_NOINLINE sh_value eval_unary(sh_interp *ip, const sh_ast *e, sh_value 
   if (e->op == SH_TK_BANG) return mk_bool(!x.i);
   if (x.kind == SH_V_TENSOR) return mk_tensor(sheaf_scale(ip->g, x.t, -1.0f));
   if (x.kind == SH_V_F32) return mk_f32(-x.f);
-  return int_result(ip, e, 0, "-", x.i, -(int64_t)x.i);
+  return sh_interp_int_result(ip, e, 0, "-", x.i, -(int64_t)x.i);
 }
 
 static SH_NOINLINE sh_value eval_block(sh_interp *ip, const sh_ast *e, sh_value *fr) {

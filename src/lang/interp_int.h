@@ -83,6 +83,12 @@ int sh_interp_sum_terms(const sh_ast *e, const sh_ast **t, int n, int cap);
 bool sh_interp_same_type(const sh_type *a, const sh_type *b);
 sh_value sh_interp_lookup(sh_interp *ip, const sh_ast *e, sh_value i);
 sh_value sh_interp_index(sh_interp *ip, const sh_ast *e, sh_value x, sh_value i);
+/* Host scalar `a op b` (f32 in double; i32 exact in int64 and checked at
+ * e), and the i32 result check of r = a op b: the walker's binary() and
+ * unary minus and the VM's HP_FBIN / HP_IBIN / HP_INEG. */
+sh_value sh_interp_f32_binary(sh_interp *ip, int op, double a, double b);
+sh_value sh_interp_i32_binary(sh_interp *ip, const sh_ast *e, int op, int64_t a, int64_t b);
+sh_value sh_interp_int_result(sh_interp *ip, const sh_ast *e, int64_t a, const char *op, int64_t b, int64_t r);
 
 /* interp_builtin.c: a call of a builtin (e->builtin); the same once its
  * arguments are in a[0..4) (for the builtins sh_hostprog_compile lowers
