@@ -153,6 +153,9 @@ struct sheaf_kernel {
   pthread_mutex_t vmu; /* var, n_var */
   bool vmu_init;
   sh_kernel_opts vopts; /* how variants compile: the kernel's own options */
+  int few_rows;         /* the row size of a kernel that reads a weight packed (its GEMM's M):
+                           a call binding it to a few rows runs the few-rows variant
+                           (kernel_fewrows.c); -1: none */
   char *cache_dir, *cc; /* copies of vopts' strings */
   kfast fast;
 };
@@ -250,6 +253,8 @@ static void free_str(sheaf_ctx *ctx, char *s) {
 /* The tuning records that apply to K (tune.h: the context's loaded ones and
  * the cache directory's), and what its variants need to compile. A record
  * set that cannot be read costs the tuning, not the compile (a warning). */
+static sheaf_status variants_init(sheaf_kernel *K, const sh_kernel_opts *o, sheaf_isa isa);
+
 static sheaf_status attach_tuning(sheaf_kernel *K, const sh_kernel_opts *o, sheaf_isa isa) {
   sheaf_ctx *ctx = K->ctx;
   const char *cc = sh_jit_compiler(K->jit);
@@ -264,7 +269,14 @@ static sheaf_status attach_tuning(sheaf_kernel *K, const sh_kernel_opts *o, shea
     sh_log(ctx, SHEAF_LOG_WARN, "kernel '%s': tuning records not used: %s", K->k->name, sheaf_ctx_last_error(ctx));
     return SHEAF_OK;
   }
-  if (!K->n_tuned) return SHEAF_OK;
+  return K->n_tuned ? variants_init(K, o, isa) : SHEAF_OK;
+}
+
+/* What K's variants need to compile (tuned records, few rows): its own
+ * options, no tuning records of their own; once. */
+static sheaf_status variants_init(sheaf_kernel *K, const sh_kernel_opts *o, sheaf_isa isa) {
+  sheaf_ctx *ctx = K->ctx;
+  if (K->vmu_init) return SHEAF_OK;
   if (pthread_mutex_init(&K->vmu, NULL) != 0) return sh_fail(ctx, SHEAF_ERR_INTERNAL, "kernel: mutex");
   K->vmu_init = true;
   K->vopts = *o;
@@ -274,6 +286,18 @@ static sheaf_status attach_tuning(sheaf_kernel *K, const sh_kernel_opts *o, shea
   if (!K->cache_dir || (o->cc && !K->cc)) return SHEAF_ERR_NOMEM;
   K->vopts.cache_dir = K->cache_dir, K->vopts.cc = K->cc;
   return SHEAF_OK;
+}
+
+/* K's few-rows variants (kernel_fewrows.c): when K reads a weight packed
+ * (a GEMM) and has a row size (kernel_rows.c: its GEMM's M). */
+static sheaf_status few_rows_init(sheaf_kernel *K, const sh_kernel_opts *o, sheaf_isa isa) {
+  bool packed = false;
+  for (int i = 0; i < K->k->n_inputs; i++) packed |= K->w[i].size != NULL;
+  int rs = packed ? sh_kernel_row_size(K->k) : -1;
+  if (rs < 0) return SHEAF_OK;
+  sheaf_status st = variants_init(K, o, isa);
+  if (!st) K->few_rows = rs;
+  return st;
 }
 
 /* The variant of K compiled with knobs o (compiled on first use, kept);
@@ -345,6 +369,7 @@ sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t l
   sheaf_kernel *K = sh_calloc(ctx, 1, sizeof *K);
   if (!K) return SHEAF_ERR_NOMEM;
   K->ctx = ctx;
+  K->few_rows = -1;
   K->src = sh_malloc(ctx, len + 1);
   if (!K->src) {
     sh_free(ctx, K, sizeof *K);
@@ -426,6 +451,7 @@ sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t l
     if (st == SHEAF_OK) fast_init(K);
   }
   if (st == SHEAF_OK && !o.no_tuning && !o.sched) st = attach_tuning(K, &o, isa);
+  if (st == SHEAF_OK && !o.no_tuning && !o.sched && !o.no_few_rows) st = few_rows_init(K, &o, isa);
   sh_buf_free(&c);
   if (st) {
     sheaf_kernel_free(K);
@@ -907,6 +933,14 @@ SHEAF_API sheaf_status sheaf_kernel_run(sheaf_kernel *K, const sheaf_kernel_arg 
  * none). */
 static sheaf_status pick(sheaf_kernel *K, const int64_t *sizes, sheaf_kernel **out, sh_tune_rec **rec) {
   *out = K, *rec = NULL;
+  sh_sched_opts fo;
+  if (K->few_rows >= 0 && !K->n_tuned && sh_kernel_few_rows_opts(K->vopts.isa, sizes[K->few_rows], &fo)) {
+    sheaf_kernel *V; /* a tuning record, when there is one, decides instead */
+    sheaf_status st = variant(K, &fo, &V);
+    if (st) return st;
+    if (V) *out = V;
+    return SHEAF_OK;
+  }
   for (int i = 0; i < K->n_tuned; i++)
     if (sh_tune_matches(&K->tuned[i], sizes, K->k->n_sizes)) {
       *rec = &K->tuned[i];

@@ -30,6 +30,7 @@ typedef struct sh_kernel_opts {
                             (the default keys on the source: kernel_api.c) */
   const sh_sched_opts *sched; /* the default schedule's knobs (NULL: the ISA's; the tuner) */
   bool no_tuning;        /* ignore tuning records (the tuner's own candidates) */
+  bool no_few_rows;      /* never run the few-rows variant (kernel_fewrows.c; benches, tests) */
 } sh_kernel_opts;
 
 sheaf_status sh_kernel_compile_opts(sheaf_ctx *ctx, const char *source, size_t len, const char *name,
@@ -101,6 +102,10 @@ int sh_kernel_n_tuned(const sheaf_kernel *k);
  * class holds them (compiled on first use), else k itself. */
 sheaf_status sh_kernel_pick(sheaf_kernel *k, const int64_t *sizes, sheaf_kernel **out);
 int sh_kernel_n_variants(const sheaf_kernel *k);
+/* The few-rows variant's knobs (kernel_fewrows.c): true and *o set when a
+ * GEMM of `rows` rows at `isa` runs faster with its own tile than with the
+ * default one (a wide 1- or 2-row tile: docs/CODEGEN.md, "Few rows"). */
+bool sh_kernel_few_rows_opts(sheaf_isa isa, int64_t rows, sh_sched_opts *o);
 
 /* Plans (kernel_plan.c). Every check of sheaf_kernel_run on args but the
  * data pointers of inputs other than lengths and of outputs: the sizes

@@ -31,9 +31,10 @@ bool sh_sched_dot_tile(sh_lir_kernel *k, sh_lir_stmt R, int w);
  * (sched_rowblock.c). */
 sh_lir_buf sh_sched_per_task_escapes(const sh_lir_kernel *k, sh_lir_stmt s);
 /* The default schedule's row-block fusion: `next` (a dense row nest right
- * after the GEMM nest `prod`, of its rows' extent, holding a reduction: not
- * a pointwise epilogue) reads the GEMM's product C, which nothing else
- * outside prod accesses. */
+ * after the GEMM nest `prod`, of its rows' extent, holding a reduction or
+ * reading C at another element than its store's or from two stores: not a
+ * pointwise epilogue the tile's store holds) reads the GEMM's product C,
+ * which nothing else outside prod accesses. */
 bool sh_sched_row_consumer(const sh_lir_kernel *k, sh_lir_stmt prod, sh_lir_buf C, sh_lir_stmt next);
 /* cons computed at the row-block loop `at` (blocks of `rows`), C shrunk to
  * one block per thread where it can be, at over the pool; false (the

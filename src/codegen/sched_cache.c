@@ -642,6 +642,12 @@ sheaf_status sh_sched_reverse_inline_of(sh_lir_kernel *k, sh_lir_stmt store, sh_
     if (stores_read_by(k, s, c.val, T))
       return sh_sched_err(k, "reverse_inline of %s into %s: the store reads a buffer written "
                              "between %s's writer and it", tn, O, tn);
+  /* nor a value its own nest computes before it (a row's max and sum for
+   * a log-softmax beside the product: moved into T's writer, the store
+   * would read them before they exist, or a register outside its alloc) */
+  if (tc != tp && stores_read_by(k, tc, c.val, T))
+    return sh_sched_err(k, "reverse_inline of %s into %s: the store reads a value its own nest "
+                           "computes", tn, O);
   /* g[T := p.val] with the consumer's variables replaced by p's indices */
   sh_lir_expr g = replace_loads(k, c.val, T, p.val, 0, NULL);
   sh_lir_expr pidx[SH_LIR_MAX_RANK];

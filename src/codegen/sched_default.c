@@ -1242,7 +1242,7 @@ sheaf_status sh_sched_default_opts(sh_lir_kernel *k, sheaf_isa isa, const sh_sch
       sh_lir_stmt cons = i + 1 < n && sh_sched_row_consumer(k, tops[i], g.C, tops[i + 1]) ? tops[i + 1] : SH_LIR_NONE;
       if (cons >= 0) sched_nest(k, cons, w, opts, false), i++;
       if ((st = sched_gemm(k, &g, w, opts, &cons))) return st;
-      if (cons >= 0) nest_parallel(k, cons, opts); /* not fused: as any nest */
+      if (cons >= 0 && k->st[cons].parent == k->root) nest_parallel(k, cons, opts); /* not fused: as any nest */
       continue;
     }
     sched_nest(k, tops[i], w, opts, true);

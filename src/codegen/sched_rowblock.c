@@ -309,8 +309,9 @@ sheaf_status sh_sched_shrink(sh_lir_kernel *k, sh_lir_buf T, sh_lir_stmt at) {
 
 /* ------------------------------------------------- the default schedule */
 
-/* next: a row nest with a reduction, right after the GEMM nest prod, over
- * its rows, the only reader of the product C (lir_sched_int.h). */
+/* next: a row nest with a reduction (or reading C where no tile store can:
+ * the gates of an LSTM cell), right after the GEMM nest prod, over its
+ * rows, the only reader of the product C (lir_sched_int.h). */
 
 bool sh_sched_row_consumer(const sh_lir_kernel *k, sh_lir_stmt prod, sh_lir_buf C, sh_lir_stmt next) {
   if (next < 0 || k->st[prod].next != next || !sh_sched_is_loop(k, prod) || !sh_sched_is_loop(k, next) ||
@@ -329,15 +330,25 @@ bool sh_sched_row_consumer(const sh_lir_kernel *k, sh_lir_stmt prod, sh_lir_buf 
   }
   /* a loop extent read from memory (a ragged row): not a dense row nest;
    * a nest with no reduction is a pointwise epilogue (fused into the GEMM's
-   * tile store instead) */
-  bool reduces = false;
+   * tile store instead) unless the tile's store cannot hold it: C read by
+   * two stores, or at another element than the reading store's (the
+   * TreeLSTM cell's gates: z(n, i), z(n, i + H), ... of one row) */
+  bool reduces = false, other = false;
+  sh_lir_stmt reader = SH_LIR_NONE;
   for (int i = 0; i < s->n && ok; i++) {
     const acc *a = &s->a[i];
     if (!sh_lir_within(k, a->at, next)) continue;
     if (k->st[a->at].kind == SH_LIR_S_LOOP) ok = false;
     if (a->write && k->st[a->at].combine != SH_LIR_COMBINE_NONE) reduces = true;
+    if (a->buf != C || a->write || k->st[a->at].kind != SH_LIR_S_STORE) continue;
+    if (reader >= 0 && reader != a->at) other = true;
+    reader = a->at;
+    const sh_lir_snode *st = &k->st[a->at];
+    if (a->n != st->nidx) other = true;
+    for (int d = 0; d < a->n && !other; d++)
+      other = !sh_lir_expr_eq(k, k->list[a->list + d], k->list[st->idx + d]);
   }
-  ok = ok && reduces;
+  ok = ok && (reduces || other);
   sh_free(k->ctx, s, sizeof *s);
   return ok && read;
 }
