@@ -83,6 +83,9 @@ typedef struct sh_lin_group_view {
   const int32_t *const *fields; /* fields[f][i] */
   const int32_t *const *calls;  /* calls[c][i]: a row of the callee's state */
   const int *call_fn;           /* call_fn[c]: the callee */
+  const int32_t *n_kids;        /* dependency trees' ragged arm: each row's child count (NULL otherwise); its
+                                   calls on every child have n_kid_rows entries, the children in order */
+  int32_t n_kid_rows;
 } sh_lin_group_view;
 int sh_lin_n_groups(const sh_lin *L);
 bool sh_lin_group(const sh_lin *L, int g, sh_lin_group_view *out);
