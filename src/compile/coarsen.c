@@ -781,6 +781,8 @@ static lv kid_builtin(cz *z, const sh_ast *e, lv *env, int depth, bool *done) {
   if (v.kind == LV_KLIST && e->builtin == SH_BI_LEN) return (lv){LV_KLEN, 0, 0, NULL};
   if (v.kind == LV_KVEC && e->builtin == SH_BI_SUM) return mk_t(reduce_node(z, at, SH_LIN_KSUM, v.x));
   if (v.kind == LV_T && e->builtin == SH_BI_SUM) return mk_t(reduce_node(z, at, SH_LIN_RSUM, v.x));
+  if (v.kind == LV_KLIST && (e->builtin == SH_BI_SOFTMAX || e->builtin == SH_BI_STACK))
+    z->L->dep_kids_needed = true; /* of no children: an error in the dynamic runtime; leaves keep their arm */
   if (v.kind == LV_KLIST && v.items[0].kind == LV_T && e->builtin == SH_BI_SOFTMAX)
     return (lv){LV_KVEC, reduce_node(z, at, SH_LIN_KSOFTMAX, v.items[0].x), 0, NULL};
   if (v.kind == LV_KLIST && v.items[0].kind == LV_T && e->builtin == SH_BI_STACK)
@@ -900,6 +902,7 @@ static lv compare(cz *z, const sh_ast *e, lv x, lv y) {
     return none;
   if (x.kind == LV_INT && y.kind == LV_INT) return (lv){LV_BOOL, cmp_int(e->op, x.x, y.x), 0, NULL};
   int64_t c = x.kind == LV_INT ? x.x : y.x;
+  z->L->dep_kids_needed = true;
   bool r1 = x.kind == LV_KLEN ? cmp_int(e->op, 1, c) : cmp_int(e->op, c, 1);
   bool r2 = x.kind == LV_KLEN ? cmp_int(e->op, 2, c) : cmp_int(e->op, c, 2);
   if (c > 1 || r1 != r2)
@@ -1112,10 +1115,17 @@ static sheaf_status translate_fn(sh_lin *L, int fi) {
     L->dep_k = 0, L->dep_used = false;
     sheaf_status st = translate_arm(L, fi, NULL, fn->body, fn->span);
     if (st || !L->dep_used) return st;
-    L->dep_k = -1;
+    L->dep_k = -1, L->dep_kids_needed = false;
     st = translate_arm(L, fi, NULL, fn->body, fn->span);
-    if (!st) L->fns[fi].arms[1]->ragged = true;
-    return st;
+    if (st) return st;
+    sh_lin_fn *f = &L->fns[fi];
+    f->arms[1]->ragged = true;
+    if (!L->dep_kids_needed) { /* the ragged arm is right for leaves too (K = 0: sums of nothing): one kernel */
+      free(f->arms[0]);
+      f->arms[0] = f->arms[1], f->arms[1] = NULL, f->n_arms = 1;
+      snprintf(f->arms[0]->name, sizeof f->arms[0]->name, "%.40s_arm0", sh_sym_name(&L->m->syms, fn->name));
+    }
+    return SHEAF_OK;
   }
   const sh_ast *body = fn->body;
   while (body && body->kind == SH_EX_BLOCK && body->n == 0 && body->a) body = body->a;

@@ -170,6 +170,8 @@ struct sh_lin {
   bool dep;           /* main takes a dependency tree: a function that maps over a node's children has two arms,
                          arm 0 for leaves (no children) and a ragged arm 1 for any child count (coarsen.c) */
   int dep_k;          /* translating: 0 the leaves' arm, -1 the ragged arm */
+  bool dep_kids_needed; /* translating: the ragged arm assumed a child (an if on the count, softmax or stack of
+                           the children), so leaves keep their arm; else leaves take the ragged arm too (K = 0) */
   bool dep_used;      /* translating: the arm read the node's children */
   int32_t *out_rows;  /* main's rows of each instance (per-token outputs: its length; else 1) */
   float *scratch; /* the executor's inputs */
