@@ -28,10 +28,8 @@ typedef struct sh_lin sh_lin;
 sheaf_status sh_lin_check(const sh_module *m, const sh_lang_bind *bind, char *why, size_t cap);
 
 /* Why `--mode auto` runs a model that linearizes dynamic anyway, or NULL:
- * a dependency-tree model compiles one kernel per child count on first
- * use (coarsen.c), a cold compile of up to a minute, so only an explicit
- * `--mode linear` runs it linearized (a ragged kernel over each node's
- * children would lift this). */
+ * NULL for every model now (dependency trees, once refused here for their
+ * kernel per child count, compile a leaves' arm and one ragged arm). */
 const char *sh_lin_auto_refusal(const sh_module *m);
 
 /* Checks m, translates each arm of each structural function to a kernel,
