@@ -25,6 +25,14 @@ static sheaf_status compile_arm(sh_lin *L, sh_lin_arm *a) {
   return SHEAF_OK;
 }
 
+/* Every result of arm a is an input as it is (a leaf's emb[w], childsum's
+ * main): the executor copies it to the state, with no kernel to compile. */
+static bool arm_direct(const sh_lin_arm *a) {
+  for (int j = 0; j < a->n_out; j++)
+    if (a->nodes[a->out[j]].op != SH_LIN_IN) return false;
+  return true;
+}
+
 static sheaf_status lin_new(const sh_module *m, sheaf_model *model, const sh_lang_bind *bind, char *why, size_t cap,
                             sh_lin **out) {
   *out = NULL;
@@ -79,7 +87,7 @@ sheaf_status sh_lin_create(const sh_module *m, sheaf_model *model, const sh_lang
       if ((st = sh_lin_emit(L, &L->fns[f], a))) break;
       sh_buf_printf(&L->all_src, "# %s, arm %d (%s:%u)\n%s\n", sh_sym_name(&m->syms, L->fns[f].fn->name), ai,
                     m->diags.file ? m->diags.file : "model", (unsigned)a->span.line, a->src);
-      if ((st = compile_arm(L, a))) break;
+      if (!arm_direct(a) && (st = compile_arm(L, a))) break;
     }
   if (L) L->compile_s = (double)(sheaf_time_ns() - t0) * 1e-9;
   if (!st && sh_buf_status(&L->all_src)) st = sh_fail(m->ctx, SHEAF_ERR_NOMEM, "out of memory");
@@ -267,8 +275,7 @@ static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
   sh_lin_fn *f = &L->fns[g->fn];
   sh_lin_arm *a = f->arms[g->arm];
   int32_t count = g->count;
-  bool direct = true; /* every result is an input as it is (a leaf's emb[w]): copied straight to the state */
-  for (int j = 0; j < a->n_out; j++) direct = direct && a->nodes[a->out[j]].op == SH_LIN_IN;
+  bool direct = arm_direct(a); /* every result is an input as it is (a leaf's emb[w]): copied to the state */
   for (int j = 0; direct && j < a->n_out; j++) {
     size_t w = (size_t)f->comp_width[j];
     for (int32_t r = 0; r < count; r++) {
