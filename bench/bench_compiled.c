@@ -241,7 +241,7 @@ typedef struct cfg {
 } cfg;
 
 /* The configurations whose model takes dependency trees (Dep(i32, list[T])). */
-static bool takes_dep_trees(const cfg *k) { return strstr(k->path, "/childsum.sf") != NULL; }
+static bool takes_dep_trees(const cfg *k) { return strstr(k->path, "/childsum.sf") || strstr(k->path, "/treeattn.sf"); }
 
 /* The configurations whose model takes sentences (list[i32]), not trees. */
 static bool takes_sentences(const cfg *k) {
@@ -318,6 +318,8 @@ int main(int argc, char **argv) {
       {"BiLSTM tagger", "examples/bilstm.sf", {"H=64", "E=64", "T=17", NULL}, 64, false, 64, 64, 17},
       {"BiLSTM tagger", "examples/bilstm.sf", {"H=128", "E=128", "T=17", NULL}, 64, false, 128, 128, 17},
       {"ChildSum", "examples/childsum.sf", {"H=64", "E=64", NULL}, 64, false, 64, 64, 0},
+      {"TreeAttn", "examples/treeattn.sf", {"H=64", "E=64", "C=5", NULL}, 64, false, 64, 64, 5},
+      {"ChildSum", "examples/childsum.sf", {"H=256", "E=256", NULL}, 64, false, 256, 256, 0},
   };
   printf("| model | hidden | batch | dynamic trees/s | linear trees/s | linear / dynamic (median, min-max) | "
          "compile cold / warm |\n|---|---:|---:|---:|---:|---:|---|\n");
@@ -330,7 +332,7 @@ int main(int argc, char **argv) {
     const sh_dataset *dk = takes_sentences(k) ? &ds : takes_dep_trees(k) ? &dc : &d;
     setup s, warm;
     double cold_s = 0, warm_s = 0;
-    bool with_dynet = k->H == 256 && dy.wpath; /* the TreeLSTM 256 rows: the C-API model's weights */
+    bool with_dynet = k->H == 256 && strstr(k->path, "/treelstm.sf") && dy.wpath; /* the TreeLSTM 256 rows: the C-API model's weights */
     const char *wts = with_dynet ? dy.wpath : NULL;
     if (!setup_open(ctx1, k->path, k->sizes, dk, wts, &s, &cold_s)) return 1;
     if (!setup_open(ctx1, k->path, k->sizes, dk, wts, &warm, &warm_s)) return 1;

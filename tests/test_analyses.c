@@ -65,7 +65,7 @@ static int first_diff_line(const char *a, const char *b) {
 }
 
 TEST(analyses_golden_reports) {
-  static const char *const names[] = {"treelstm", "treegru", "mvrnn", "branches", "childsum",
+  static const char *const names[] = {"treelstm", "treegru", "mvrnn", "branches", "childsum", "treeattn",
                                       "bilstm", "early_exit", "parser", "beam", "seq2seq"};
   sheaf_ctx *ctx = th_ctx();
   bool update = getenv("SHEAF_UPDATE_GOLDEN") && !strcmp(getenv("SHEAF_UPDATE_GOLDEN"), "1");

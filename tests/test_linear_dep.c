@@ -4,7 +4,9 @@
  * bundled EWT dependency trees, seeded weights with nonzero biases,
  * batches of 1, 7 and 64 (every output within 1e-5, relative per row); the
  * inspector's arrays on a hand-built batch (a node with 5 leaf children,
- * and a lone leaf) with its outputs against the dynamic runtime.
+ * and a lone leaf: the ragged arm's child counts, 0 for the leaves, and
+ * the children's rows) with its outputs against the dynamic runtime.
+ * test_linear_dep_trees.c has treeattn.sf, threads and hand-built shapes.
  */
 #include <stdlib.h>
 
@@ -124,12 +126,13 @@ TEST(linear_dep_inspector_arrays) {
   }
   if (!CHECK_OK(ctx, sh_lin_create(&tm.m, tm.model, &tm.bind, &L, why, sizeof why))) goto out;
   if (!CHECK_OK(ctx, sh_lin_run(L, &tb, 0, 2, ids))) goto out;
-  /* fns: 0 main (calls node on its own tree), 1 node (arm k: k children) */
-  static const struct { int h, fn, arm, start, count, nf, nc, f0[6], c[5]; } want[] = {
-      {0, 1, 0, 0, 6, 1, 0, {2, 3, 4, 5, 6, 7}, {0}}, /* the six leaves: node rows 0 .. 5 */
-      {1, 0, 0, 0, 1, 0, 1, {0}, {5}},                /* main(7): node row 5 */
-      {1, 1, 5, 6, 1, 1, 5, {1}, {0, 1, 2, 3, 4}},    /* node(word 1): its five children's rows */
-      {2, 0, 0, 1, 1, 0, 1, {0}, {6}},                /* main(root) */
+  /* fns: 0 main (calls node on its own tree), 1 node (one ragged arm, leaves too: one call site on every child,
+   * nk rows; no arm of its own for leaves, as nothing in node needs a child) */
+  static const struct { int h, fn, arm, start, count, nf, nc, nk, f0[6], c[5]; } want[] = {
+      {0, 1, 0, 0, 6, 1, 1, 0, {2, 3, 4, 5, 6, 7}, {0}}, /* the six leaves: node rows 0 .. 5, no children */
+      {1, 0, 0, 0, 1, 0, 1, 0, {0}, {5}},                /* main(7): node row 5 */
+      {1, 1, 0, 6, 1, 1, 1, 5, {1}, {0, 1, 2, 3, 4}},    /* node(word 1): its five children's rows */
+      {2, 0, 0, 1, 1, 0, 1, 0, {0}, {6}},                /* main(root) */
   };
   if (!CHECK_EQ_INT(sh_lin_n_groups(L), 4)) goto out;
   for (int g = 0; g < 4; g++) {
@@ -143,7 +146,14 @@ TEST(linear_dep_inspector_arrays) {
         !CHECK_EQ_INT(v.n_calls, want[g].nc))
       continue;
     for (int i = 0; i < v.count && v.n_fields; i++) CHECK_EQ_INT(v.fields[0][i], want[g].f0[i]);
-    if (v.count == 1)
+    if (!CHECK_EQ_INT(v.n_kid_rows, want[g].nk)) continue;
+    if (g == 0 && CHECK(v.n_kids != NULL)) /* the leaves, in the ragged arm: K = 0 */
+      for (int i = 0; i < v.count; i++) CHECK_EQ_INT(v.n_kids[i], 0);
+    if (want[g].nk) { /* the ragged arm: K = 5, the children's rows in order */
+      if (CHECK(v.n_kids != NULL)) CHECK_EQ_INT(v.n_kids[0], 5);
+      for (int j = 0; j < want[g].nk; j++) CHECK_EQ_INT(v.calls[0][j], want[g].c[j]);
+      CHECK_EQ_INT(v.call_fn[0], 1);
+    } else if (v.count == 1)
       for (int c = 0; c < v.n_calls; c++) {
         CHECK_EQ_INT(v.calls[c][0], want[g].c[c]);
         CHECK_EQ_INT(v.call_fn[c], 1);

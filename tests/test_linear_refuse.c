@@ -1,7 +1,7 @@
 /*
  * test_linear_refuse.c — what the linearized mode refuses, with the reason
- * and the source position (early_exit's while on a tensor value, treeattn's
- * if on its children's count, chartagger's token records, beam's while, an
+ * and the source position (early_exit's while on a tensor value, an if on
+ * a dependency node's child count other than == 0, chartagger's token records, beam's while, an
  * if on item(), an unsupported builtin, a call on a tree the pattern does not bind), that no example
  * model crashes it, and the inspector's arrays on a hand-built batch.
  */
@@ -31,9 +31,19 @@ TEST(linear_refuses_with_reasons) {
     CHECK_CONTAINS(why, "while depends on a tensor value");
     CHECK_CONTAINS(why, "depends only on the input's structure");
   }
-  /* childsum.sf linearizes now (test_linear_dep.c); treeattn's if on the children's count does not */
-  if (refusal("examples/treeattn.sf", NULL, (const char *[]){"H=8", "E=6", "C=3", NULL}, why, sizeof why)) {
-    CHECK_CONTAINS(why, "examples/treeattn.sf:20:3: if inside an arm");
+  /* childsum.sf and treeattn.sf (its if on len(hs) == 0: a leaves' arm) linearize now
+   * (test_linear_dep*.c); an if on another child count does not */
+  static const char count_if[] =
+      "type Dep = Dep(word: i32, kids: list[Dep])\n"
+      "param emb : f32[V, H]\n"
+      "fn node(t: Dep) -> f32[H] {\n"
+      "  let Dep(w, kids) = t;\n"
+      "  let hs = map(node, kids);\n"
+      "  if len(hs) == 2 { emb[w] } else { tanh(emb[w] + sum(hs)) }\n"
+      "}\n"
+      "fn main(t: Dep) -> f32[H] = node(t)\n";
+  if (refusal("count_if.sf", count_if, (const char *[]){"H=8", NULL}, why, sizeof why)) {
+    CHECK_CONTAINS(why, "count_if.sf:6:6: a condition on the child count other than len(...) == 0 (or > 0)");
   }
   /* bilstm.sf linearizes now (test_linear_seq.c); token records do not yet */
   if (refusal("examples/chartagger.sf", NULL, (const char *[]){"H=8", "E=6", "T=5", NULL}, why,

@@ -19,11 +19,16 @@
  * (main's words; x = 1: reversed), LV_SEQ (a scan's states as a list: x the
  * step function, n = 1: reversed), LV_POS (a map's position over the words),
  * LV_LEN (len(words)). */
-/* Dependency trees add: LV_KIDS (the node's children, a list of trees) and
- * LV_LIST (a list of n per-child values: map over the children, and a for
- * over that, unrolled for the arm's child count). */
+/* Dependency trees add: LV_KIDS (the node's children, a list of trees),
+ * LV_LIST (a list of n per-child values: the leaves' arm, n = 0), and in
+ * the ragged arm (any child count >= 1) LV_KLIST (the per-child list: items[0]
+ * is one child's value, its tensors per-child nodes), LV_KVEC (softmax of
+ * per-child scores: x a per-child f32[1]), LV_KSTACK (stack of a per-child
+ * list: x), LV_KLEN (its length, >= 1); LV_BOOL (x: a comparison of
+ * lengths, known when the arm is translated: an if on it picks a branch). */
 typedef enum {
-  LV_NONE, LV_T, LV_TUP, LV_TREE, LV_WORD, LV_INT, LV_ZERO, LV_WORDS, LV_SEQ, LV_POS, LV_LEN, LV_KIDS, LV_LIST
+  LV_NONE, LV_T, LV_TUP, LV_TREE, LV_WORD, LV_INT, LV_ZERO, LV_WORDS, LV_SEQ, LV_POS, LV_LEN, LV_KIDS, LV_LIST,
+  LV_KLIST, LV_KVEC, LV_KSTACK, LV_KLEN, LV_BOOL
 } lv_kind;
 
 typedef struct lv {
@@ -149,7 +154,7 @@ static int un_node(cz *z, sh_span at, int fn, int x) {
     return -1;
   }
   int k = new_node(z, at, SH_LIN_UN, nd(z, x)->rank, nd(z, x)->d[0], nd(z, x)->d[1], nd(z, x)->batched);
-  if (k >= 0) nd(z, k)->fn = fn, nd(z, k)->a = x;
+  if (k >= 0) nd(z, k)->fn = fn, nd(z, k)->a = x, nd(z, k)->kid = nd(z, x)->kid;
   return k;
 }
 
@@ -178,7 +183,7 @@ static int bin_node(cz *z, sh_span at, int op, int x, int y) {
     return -1;
   }
   int k = new_node(z, at, SH_LIN_BIN, big->rank, big->d[0], big->d[1], p->batched || q->batched);
-  if (k >= 0) nd(z, k)->fn = op, nd(z, k)->a = x, nd(z, k)->b = y;
+  if (k >= 0) nd(z, k)->fn = op, nd(z, k)->a = x, nd(z, k)->b = y, nd(z, k)->kid = nd(z, x)->kid || nd(z, y)->kid;
   return k;
 }
 
@@ -189,7 +194,7 @@ static int slice_node(cz *z, sh_span at, int x, int64_t lo, int64_t hi) {
     return -1;
   }
   int k = new_node(z, at, SH_LIN_SLICE, 1, hi - lo, 1, nd(z, x)->batched);
-  if (k >= 0) nd(z, k)->a = x, nd(z, k)->lo = lo;
+  if (k >= 0) nd(z, k)->a = x, nd(z, k)->lo = lo, nd(z, k)->kid = nd(z, x)->kid;
   return k;
 }
 
@@ -197,7 +202,7 @@ static int mm_node(cz *z, sh_span at, int x, int y) {
   if (x < 0 || y < 0) return -1;
   sh_lin_node *p = nd(z, x), *q = nd(z, y);
   int64_t K = p->rank == 1 ? p->d[0] : p->d[1];
-  if (q->op == SH_LIN_CAT || (p->op == SH_LIN_CAT && q->rank != 2) || q->d[0] != K) {
+  if (q->op == SH_LIN_CAT || (p->op == SH_LIN_CAT && q->rank != 2) || q->d[0] != K || q->kid) {
     sh_lin_refuse(z->L, at, "a product the linearized mode does not translate");
     return -1;
   }
@@ -225,14 +230,14 @@ static int mm_node(cz *z, sh_span at, int x, int y) {
     return -1;
   }
   int k = new_node(z, at, SH_LIN_MM, rank, d0, d1, p->batched || q->batched);
-  if (k >= 0) nd(z, k)->a = x, nd(z, k)->b = y;
+  if (k >= 0) nd(z, k)->a = x, nd(z, k)->b = y, nd(z, k)->kid = nd(z, x)->kid;
   return k;
 }
 
 /* cat(items): inputs side by side stay one input (the executor copies them
  * next to each other); otherwise a CAT that only @ may consume. */
 static int cat_node(cz *z, sh_span at, const int *items, int n) {
-  bool all_in = true;
+  bool all_in = true, kid = false;
   int n_segs = 0, n_parts = 0;
   int64_t width = 0;
   for (int i = 0; i < n; i++) {
@@ -242,7 +247,8 @@ static int cat_node(cz *z, sh_span at, const int *items, int n) {
       sh_lin_refuse(z->L, at, "cat of matrices");
       return -1;
     }
-    all_in = all_in && p->op == SH_LIN_IN;
+    all_in = all_in && p->op == SH_LIN_IN && p->kid == nd(z, items[0])->kid;
+    kid = kid || p->kid;
     n_segs += p->op == SH_LIN_IN ? p->n_segs : 0;
     n_parts += p->op == SH_LIN_CAT ? p->n_items : 1;
     width += p->d[0];
@@ -250,6 +256,7 @@ static int cat_node(cz *z, sh_span at, const int *items, int n) {
   if (all_in && n_segs <= SH_LIN_MAX_SEGS) {
     int k = new_node(z, at, SH_LIN_IN, 1, width, 1, true);
     if (k < 0) return -1;
+    nd(z, k)->kid = kid;
     for (int i = 0; i < n; i++)
       for (int s = 0; s < nd(z, items[i])->n_segs; s++) nd(z, k)->segs[nd(z, k)->n_segs++] = nd(z, items[i])->segs[s];
     return k;
@@ -262,6 +269,7 @@ static int cat_node(cz *z, sh_span at, const int *items, int n) {
   for (int i = 0; i < n; i++) batched = batched || nd(z, items[i])->batched;
   int k = new_node(z, at, SH_LIN_CAT, 1, width, 1, batched);
   if (k < 0) return -1;
+  nd(z, k)->kid = kid;
   for (int i = 0; i < n; i++) {
     sh_lin_node *p = nd(z, items[i]);
     if (p->op == SH_LIN_CAT)
@@ -518,8 +526,33 @@ static lv seq_for(cz *z, const sh_ast *e, lv *env, int depth) {
   return v;
 }
 
+/* The ragged arm's map(f, kids): one call site on every child (SH_LIN_SEL_KIDS),
+ * its result's components per-child inputs [N, K(n), width]. */
+static lv kid_map(cz *z, sh_span at, int g, const sh_fn *fn) {
+  sh_lin_arm *a = z->a;
+  int c = 0;
+  while (c < a->n_calls && !(a->calls[c].fn == g && a->calls[c].sel == SH_LIN_SEL_KIDS)) c++;
+  if (c == a->n_calls) {
+    if (c == SH_LIN_MAX_CALLS) return sh_lin_refuse(z->L, at, "too many calls in one arm"), none;
+    a->calls[a->n_calls++] = (sh_lin_call){g, -1, SH_LIN_SEL_KIDS};
+  }
+  int first = a->n_nodes, comp = 0;
+  lv *items = lv_alloc(z, 1, at);
+  if (!items) return none;
+  items[0] = call_result(z, at, fn->ret_type, c, &z->L->fns[g], &comp);
+  if (failed(z)) return none;
+  for (int k = first; k < a->n_nodes; k++) {
+    if (nd(z, k)->rank != 1)
+      return sh_lin_refuse(z->L, at, "a child's state of other than vectors: the linearized mode's children are "
+                           "vectors"), none;
+    nd(z, k)->kid = true;
+  }
+  return (lv){LV_KLIST, 0, 1, items};
+}
+
 /* map(f, kids): the children's states, f a structural function; the arm
- * has L->dep_k children, child k a call on slot path {k}. */
+ * has L->dep_k children (0: the leaves' arm), or any count >= 1 (-1: the
+ * ragged arm, kid_map). */
 static lv dep_map(cz *z, const sh_ast *e, lv *env, int depth) {
   sh_lin *L = z->L;
   sh_span at = e->span;
@@ -530,6 +563,7 @@ static lv dep_map(cz *z, const sh_ast *e, lv *env, int depth) {
   int g = fn_id(L, e->fn_arg, at);
   if (g < 0) return none;
   L->dep_used = true;
+  if (L->dep_k < 0) return kid_map(z, at, g, e->fn_arg);
   int k = L->dep_k;
   lv *items = k ? lv_alloc(z, k, at) : NULL;
   if (k && !items) return none;
@@ -548,8 +582,19 @@ static lv dep_map(cz *z, const sh_ast *e, lv *env, int depth) {
   return (lv){LV_LIST, 0, k, items};
 }
 
-/* for pat in xs { body } over a per-child list: the body once per child. */
+/* for pat in xs { body } over a per-child list: the body once per child
+ * (the ragged arm: once, on per-child values). */
 static lv dep_for(cz *z, const sh_ast *e, lv xs, lv *env, int depth) {
+  if (xs.kind == LV_KLIST) {
+    lv *it = lv_alloc(z, 1, e->span);
+    if (!it || !bind_let(z, e->pat, xs.items[0], env)) return none;
+    it[0] = eval(z, e->c, env, depth);
+    if (failed(z)) return none;
+    if (it[0].kind != LV_T || !nd(z, it[0].x)->kid)
+      return sh_lin_refuse(z->L, e->c->span, "a loop over the children whose body is not a tensor read from the "
+                           "child: not translated by the linearized mode"), none;
+    return (lv){LV_KLIST, 0, 1, it};
+  }
   lv *items = xs.n ? lv_alloc(z, xs.n, e->span) : NULL;
   if (xs.n && !items) return none;
   for (int c = 0; c < xs.n; c++) {
@@ -701,8 +746,60 @@ static lv lstm_cell(cz *z, const sh_ast *e, lv *env, int depth) {
   return (lv){LV_TUP, 0, 2, items};
 }
 
+/* A reduction node over node x: RSUM (its elements, an f32[1] of x's
+ * domain), KSUM (over the children: per-child x to a per-row value of x's
+ * shape), KSOFTMAX (per-child f32[1] scores to per-child weights). */
+static int reduce_node(cz *z, sh_span at, sh_lin_op op, int x) {
+  if (x < 0) return -1;
+  sh_lin_node *p = nd(z, x);
+  if (p->rank != 1 || p->op == SH_LIN_CAT || (op != SH_LIN_RSUM && !p->kid) || (op == SH_LIN_KSOFTMAX && p->d[0] != 1))
+    return sh_lin_refuse(z->L, at, op == SH_LIN_RSUM ? "sum of other than a vector: not translated" :
+                         "a reduction over the children of other than per-child vectors"), -1;
+  int k = new_node(z, at, op, 1, op == SH_LIN_RSUM ? 1 : p->d[0], 1, p->batched);
+  if (k >= 0) nd(z, k)->a = x, nd(z, k)->kid = op != SH_LIN_KSUM && p->kid;
+  return k;
+}
+
+/* sum / softmax / stack / len of a per-child list (the ragged arm), and
+ * sum of a vector; none (not failed) when the argument is none of these. */
+static lv kid_builtin(cz *z, const sh_ast *e, lv *env, int depth, bool *done) {
+  sh_span at = e->span;
+  *done = false;
+  if (e->n != 1 || (e->builtin != SH_BI_SUM && e->builtin != SH_BI_SOFTMAX && e->builtin != SH_BI_STACK &&
+                    e->builtin != SH_BI_LEN))
+    return none;
+  if (e->builtin == SH_BI_SUM && e->items[0]->type && e->items[0]->type->kind == SH_TY_LIST &&
+      e->items[0]->type->elems[0]->kind != SH_TY_TENSOR)
+    return none;
+  if (!z->L->dep && (e->builtin != SH_BI_SUM || !e->items[0]->type || e->items[0]->type->kind != SH_TY_TENSOR))
+    return none;
+  if (z->L->dep && e->builtin == SH_BI_SUM && e->items[0]->type && e->items[0]->type->kind == SH_TY_LIST)
+    return none; /* a list: the case below */
+  lv v = eval(z, e->items[0], env, depth);
+  *done = true;
+  if (failed(z)) return none;
+  if (v.kind == LV_KLIST && e->builtin == SH_BI_LEN) return (lv){LV_KLEN, 0, 0, NULL};
+  if (v.kind == LV_KVEC && e->builtin == SH_BI_SUM) return mk_t(reduce_node(z, at, SH_LIN_KSUM, v.x));
+  if (v.kind == LV_T && e->builtin == SH_BI_SUM) return mk_t(reduce_node(z, at, SH_LIN_RSUM, v.x));
+  if (v.kind == LV_KLIST && (e->builtin == SH_BI_SOFTMAX || e->builtin == SH_BI_STACK))
+    z->L->dep_kids_needed = true; /* of no children: an error in the dynamic runtime; leaves keep their arm */
+  if (v.kind == LV_KLIST && v.items[0].kind == LV_T && e->builtin == SH_BI_SOFTMAX)
+    return (lv){LV_KVEC, reduce_node(z, at, SH_LIN_KSOFTMAX, v.items[0].x), 0, NULL};
+  if (v.kind == LV_KLIST && v.items[0].kind == LV_T && e->builtin == SH_BI_STACK)
+    return (lv){LV_KSTACK, v.items[0].x, 0, NULL};
+  if (v.kind == LV_LIST && v.n == 0 && e->builtin != SH_BI_LEN)
+    return sh_lin_refuse(z->L, at, "%s of no children (a leaf): branch on len(...) == 0 first",
+                         sh_builtin_name(e->builtin)), none;
+  if (v.kind == LV_LIST && e->builtin == SH_BI_LEN) return (lv){LV_INT, v.n, 0, NULL};
+  return sh_lin_refuse(z->L, at, "builtin '%s' of this value is not supported by the linearized mode yet",
+                       sh_builtin_name(e->builtin)), none;
+}
+
 static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
   sh_span at = e->span;
+  bool done;
+  lv kv = kid_builtin(z, e, env, depth, &done);
+  if (done || failed(z)) return kv;
   switch (e->builtin) {
   case SH_BI_ZEROS: return (lv){LV_ZERO, 0, 0, NULL};
   case SH_BI_FOLD: case SH_BI_SCAN:
@@ -715,6 +812,8 @@ static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
     if (!z->L->dep || e->n != 1 || !e->items[0]->type || e->items[0]->type->kind != SH_TY_LIST) break;
     lv v = eval(z, e->items[0], env, depth);
     if (failed(z)) return none;
+    if (v.kind == LV_KLIST && v.items[0].kind == LV_T) return mk_t(reduce_node(z, at, SH_LIN_KSUM, v.items[0].x));
+    if (v.kind == LV_KLIST) return sh_lin_refuse(z->L, at, "sum of a list of other than tensors"), none;
     if (v.kind != LV_LIST) break;
     if (v.n == 0) return mk_t(zero_node(z, at, e->type));
     int acc = -1;
@@ -747,7 +846,7 @@ static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
   case SH_BI_LOG_SOFTMAX: {
     int x = eval_t(z, e->items[0], env, depth);
     if (x < 0) return none;
-    if (nd(z, x)->rank != 1 || nd(z, x)->op == SH_LIN_CAT) break;
+    if (nd(z, x)->rank != 1 || nd(z, x)->op == SH_LIN_CAT || nd(z, x)->kid) break;
     int k = new_node(z, at, SH_LIN_LSM, 1, nd(z, x)->d[0], 1, nd(z, x)->batched);
     if (k >= 0) nd(z, k)->a = x;
     return mk_t(k);
@@ -783,6 +882,35 @@ static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
                        sh_builtin_name(e->builtin)), none;
 }
 
+/* x op y on the child count: an int (the leaves' arm, or a number) or
+ * LV_KLEN (any count >= 1, the ragged arm), known only when it is the same
+ * for every count >= 1 (len(hs) == 0, > 0, >= 1, != 0 ...). */
+static bool cmp_int(int op, int64_t x, int64_t y) {
+  switch (op) {
+  case SH_TK_EQ: return x == y;
+  case SH_TK_NE: return x != y;
+  case SH_TK_LT: return x < y;
+  case SH_TK_LE: return x <= y;
+  case SH_TK_GT: return x > y;
+  default: return x >= y;
+  }
+}
+
+static lv compare(cz *z, const sh_ast *e, lv x, lv y) {
+  if ((x.kind != LV_INT && x.kind != LV_KLEN) || (y.kind != LV_INT && y.kind != LV_KLEN) ||
+      (x.kind == LV_KLEN && y.kind == LV_KLEN))
+    return none;
+  if (x.kind == LV_INT && y.kind == LV_INT) return (lv){LV_BOOL, cmp_int(e->op, x.x, y.x), 0, NULL};
+  int64_t c = x.kind == LV_INT ? x.x : y.x;
+  z->L->dep_kids_needed = true;
+  bool r1 = x.kind == LV_KLEN ? cmp_int(e->op, 1, c) : cmp_int(e->op, c, 1);
+  bool r2 = x.kind == LV_KLEN ? cmp_int(e->op, 2, c) : cmp_int(e->op, c, 2);
+  if (c > 1 || r1 != r2)
+    return sh_lin_refuse(z->L, e->span, "a condition on the child count other than len(...) == 0 (or > 0): the "
+                         "linearized mode has an arm for leaves and one for every other count"), none;
+  return (lv){LV_BOOL, r1, 0, NULL};
+}
+
 static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
   if (failed(z)) return none;
   if (!e || depth > SH_LANG_MAX_DEPTH) return sh_lin_refuse(z->L, e ? e->span : (sh_span){0}, "expression too deep"), none;
@@ -813,11 +941,20 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
     }
     break;
   case SH_EX_BINARY: {
+    bool cmp = e->op == SH_TK_EQ || e->op == SH_TK_NE || e->op == SH_TK_LT || e->op == SH_TK_LE ||
+               e->op == SH_TK_GT || e->op == SH_TK_GE;
     if (e->op != SH_TK_PLUS && e->op != SH_TK_MINUS && e->op != SH_TK_STAR && e->op != SH_TK_SLASH &&
-        e->op != SH_TK_AT)
+        e->op != SH_TK_AT && !cmp)
       break;
     lv x = eval(z, e->a, env, depth + 1), y = eval(z, e->b, env, depth + 1);
     if (failed(z)) return none;
+    if (cmp) {
+      lv r = compare(z, e, x, y);
+      if (r.kind == LV_BOOL || failed(z)) return r;
+      break;
+    }
+    if (e->op == SH_TK_AT && x.kind == LV_KVEC && y.kind == LV_KSTACK) /* weights @ stack(children's vectors) */
+      return mk_t(reduce_node(z, at, SH_LIN_KSUM, bin_node(z, at, SH_TK_STAR, x.x, y.x)));
     if (x.kind == LV_INT && y.kind == LV_INT && e->op != SH_TK_AT && e->op != SH_TK_SLASH) {
       int64_t r = e->op == SH_TK_PLUS ? (int64_t)x.x + y.x : e->op == SH_TK_MINUS ? (int64_t)x.x - y.x
                                                                                : (int64_t)x.x * y.x;
@@ -878,8 +1015,15 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
     }
     return eval(z, e->a, env, depth + 1);
   case SH_EX_PHASE: return eval(z, e->a, env, depth + 1);
-  case SH_EX_IF: return sh_lin_refuse(z->L, at, "if inside an arm: the linearized mode needs straight-line arms "
-                                                "(branch on the tree's structure with match)"), none;
+  case SH_EX_IF: {
+    if (z->L->dep) { /* a condition on the child count: known per arm (leaves, the ragged arm) */
+      lv c = eval(z, e->a, env, depth + 1);
+      if (failed(z)) return none;
+      if (c.kind == LV_BOOL) return eval(z, c.x ? e->b : e->c, env, depth + 1);
+    }
+    return sh_lin_refuse(z->L, at, "if inside an arm: the linearized mode needs straight-line arms (branch on the "
+                         "tree's structure with match%s)", z->L->dep ? ", or on len(children) == 0" : ""), none;
+  }
   case SH_EX_MATCH: return sh_lin_refuse(z->L, at, "a match inside an arm: the linearized mode takes one match per "
                                                    "function, on its tree parameter"), none;
   case SH_EX_FOR:
@@ -887,7 +1031,7 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
     if (z->L->dep && !e->b) {
       lv xs = eval(z, e->a, env, depth + 1);
       if (failed(z)) return none;
-      if (xs.kind == LV_LIST) return dep_for(z, e, xs, env, depth + 1);
+      if (xs.kind == LV_LIST || xs.kind == LV_KLIST) return dep_for(z, e, xs, env, depth + 1);
       return sh_lin_refuse(z->L, e->a->span, "a loop over a list other than the node's children's states"), none;
     }
     return sh_lin_refuse(z->L, at, "loops and lists are not translated by the linearized mode"), none;
@@ -913,6 +1057,7 @@ static bool set_outputs(cz *z, sh_span at, lv v, sh_lin_fn *f) {
   int k = a->n_out;
   if (n->rank == 2 && !n->batched)
     return sh_lin_refuse(z->L, at, "a parameter matrix as a result: not translated"), false;
+  if (n->kid) return sh_lin_refuse(z->L, at, "a per-child value as the result: sum it over the children"), false;
   if (n->op == SH_LIN_CAT || n->rank != f->comp_rank[k] || n->d[0] != f->comp_d[k][0] ||
       (n->rank == 2 && n->d[1] != f->comp_d[k][1]))
     return sh_lin_refuse(z->L, at, "the arm's result has another shape than the function's"), false;
@@ -965,12 +1110,20 @@ static sheaf_status translate_arm(sh_lin *L, int fi, const sh_pat *pat, const sh
 static sheaf_status translate_fn(sh_lin *L, int fi) {
   const sh_fn *fn = L->fns[fi].fn;
   if (L->seq) return translate_arm(L, fi, NULL, fn->body, fn->span);
-  if (L->dep) { /* arm k: a node of k children (only arm 0 when the body does not read them) */
-    for (int k = 0; k < SH_LIN_MAX_ARMS; k++) {
-      L->dep_k = k, L->dep_used = false;
-      sheaf_status st = translate_arm(L, fi, NULL, fn->body, fn->span);
-      if (st) return st;
-      if (!L->dep_used) break;
+  if (L->dep) { /* arm 0: leaves; arm 1, ragged: any other child count (only arm 0 when the body does not read
+                   the children) */
+    L->dep_k = 0, L->dep_used = false;
+    sheaf_status st = translate_arm(L, fi, NULL, fn->body, fn->span);
+    if (st || !L->dep_used) return st;
+    L->dep_k = -1, L->dep_kids_needed = false;
+    st = translate_arm(L, fi, NULL, fn->body, fn->span);
+    if (st) return st;
+    sh_lin_fn *f = &L->fns[fi];
+    f->arms[1]->ragged = true;
+    if (!L->dep_kids_needed) { /* the ragged arm is right for leaves too (K = 0: sums of nothing): one kernel */
+      free(f->arms[0]);
+      f->arms[0] = f->arms[1], f->arms[1] = NULL, f->n_arms = 1;
+      snprintf(f->arms[0]->name, sizeof f->arms[0]->name, "%.40s_arm0", sh_sym_name(&L->m->syms, fn->name));
     }
     return SHEAF_OK;
   }

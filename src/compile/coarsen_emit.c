@@ -7,6 +7,11 @@
  * o<j> the function's state components. Sizes are numbers except N. A
  * product of a vector and a parameter is a GEMM statement the default
  * schedule recognises; its bias and activations follow as row statements.
+ * A dependency tree's ragged arm (nodes with children) also takes K: i32[N],
+ * the child counts: per-child values are t(n, c, i) with c in 0..K(n), the
+ * children's states ragged inputs x<i>: f32[N, K(n), width] (packed, the
+ * children of row 0, then row 1's ...), sums over the children reductions
+ * over c.
  */
 #include <math.h>
 #include <stdio.h>
@@ -38,7 +43,7 @@ static void acc(em *e, int k, const char *const *idx, int rank) {
     return;
   }
   bool first = true;
-  if (n->batched) sh_buf_puts(e->b, "n"), first = false;
+  if (n->batched) sh_buf_puts(e->b, n->kid ? "n, c" : "n"), first = false;
   bool one = n->rank == 1 && n->d[0] == 1;
   for (int i = 0; i < n->rank; i++) {
     sh_buf_puts(e->b, first ? "" : ", ");
@@ -56,13 +61,15 @@ static void lhs(em *e, int k) {
     sh_buf_printf(e->b, "  %s(m, j)", e->names[k]);
     return;
   }
-  sh_buf_printf(e->b, "  %s(%s%s%s)", e->names[k], n->batched ? "n, " : "", "i", n->rank == 2 ? ", j" : "");
+  sh_buf_printf(e->b, "  %s(%s%s%s)", e->names[k], n->batched ? n->kid ? "n, c, " : "n, " : "", "i",
+                n->rank == 2 ? ", j" : "");
 }
 
 static void where_n(em *e, int k, bool with_n) {
   const sh_lin_node *n = &e->a->nodes[k];
   if (n->rank == 2 && n->batched) sh_buf_printf(e->b, " where j in 0..%lld", (long long)n->d[1]);
-  else sh_buf_printf(e->b, " where %si in 0..%lld", with_n ? "n in 0..N, " : "", (long long)n->d[0]);
+  else sh_buf_printf(e->b, " where %s%si in 0..%lld", with_n ? "n in 0..N, " : "", n->kid ? "c in 0..K(n), " : "",
+                     (long long)n->d[0]);
   if (n->rank == 2 && !n->batched) sh_buf_printf(e->b, ", j in 0..%lld", (long long)n->d[1]);
   sh_buf_putc(e->b, '\n');
 }
@@ -109,7 +116,8 @@ static void mm_part(em *e, int k, int part, int64_t off, bool first) {
    * nothing in the statement gives n its range */
   bool no_n = n->batched && !p->batched && !q->batched;
   if (n->rank == 2) sh_buf_printf(e->b, " where j in 0..%lld", (long long)n->d[1]);
-  else sh_buf_printf(e->b, " where %si in 0..%lld", no_n ? "n in 0..N, " : "", (long long)n->d[0]);
+  else sh_buf_printf(e->b, " where %s%si in 0..%lld", no_n ? "n in 0..N, " : "", n->kid ? "c in 0..K(n), " : "",
+                     (long long)n->d[0]);
   sh_buf_printf(e->b, ", r in 0..%lld\n", (long long)(p->rank == 1 ? p->d[0] : p->d[1]));
 }
 
@@ -168,6 +176,30 @@ static void stmt(em *e, int k) {
     acc(e, n->a, IDX1, 1);
     sh_buf_printf(e->b, " - %s_m(%s) - log(%s_s(%s))", t, nn, t, nn);
     where(e, k);
+    break;
+  }
+  case SH_LIN_RSUM: /* t(n[, c], i) +=! a(n[, c], r), i in 0..1 */
+    lhs(e, k);
+    sh_buf_puts(e->b, " +=! ");
+    acc(e, n->a, (const char *[]){"r"}, 1);
+    sh_buf_printf(e->b, " where %si in 0..1, r in 0..%lld\n", n->kid ? "c in 0..K(n), " : "",
+                  (long long)e->a->nodes[n->a].d[0]);
+    break;
+  case SH_LIN_KSUM: /* over the children: t(n, i) +=! a(n, c, i) */
+    lhs(e, k);
+    sh_buf_puts(e->b, " +=! ");
+    acc(e, n->a, IDX1, 1);
+    sh_buf_printf(e->b, " where i in 0..%lld, c in 0..K(n)\n", (long long)n->d[0]);
+    break;
+  case SH_LIN_KSOFTMAX: { /* per-child scores a(n, c, 0): max, exp, sum, divide */
+    const char *t = e->names[k];
+    sh_buf_printf(e->b, "  %s_m(n) max=! ", t);
+    acc(e, n->a, IDX1, 1);
+    sh_buf_printf(e->b, " where c in 0..K(n)\n  %s_e(n, c, i) = exp(", t);
+    acc(e, n->a, IDX1, 1);
+    sh_buf_printf(e->b, " - %s_m(n)) where c in 0..K(n), i in 0..1\n", t);
+    sh_buf_printf(e->b, "  %s_s(n) +=! %s_e(n, c, 0) where c in 0..K(n)\n", t, t);
+    sh_buf_printf(e->b, "  %s(n, c, i) = %s_e(n, c, i) / %s_s(n) where c in 0..K(n), i in 0..1\n", t, t, t);
     break;
   }
   default: break;
@@ -233,13 +265,15 @@ sheaf_status sh_lin_emit(sh_lin *L, sh_lin_fn *f, sh_lin_arm *a) {
     sh_buf_free(&b);
     return sh_lin_refuse(L, a->span, "the arm reads nothing of its node (no child and no word): nothing to batch");
   }
-  sh_buf_printf(&b, "kernel %s(", a->name);
+  sh_buf_printf(&b, "kernel %s(%s", a->name, a->ragged ? "K: i32[N]" : "");
   for (int i = 0; i < a->n_inputs; i++) {
     const sh_lin_node *n = &a->nodes[a->inputs[i]];
     if (a->input_3d[i])
       sh_buf_printf(&b, ", x%dq: f32[N, %lld, %lld]", n->input, (long long)n->d[0], (long long)n->d[1]);
+    else if (n->kid)
+      sh_buf_printf(&b, "%sx%d: f32[N, K(n), %lld]", i || a->ragged ? ", " : "", n->input, (long long)n->d[0]);
     else {
-      sh_buf_printf(&b, "%sx%d: ", i ? ", " : "", n->input);
+      sh_buf_printf(&b, "%sx%d: ", i || a->ragged ? ", " : "", n->input);
       put_shape(&b, n, true);
     }
   }

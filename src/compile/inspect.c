@@ -6,7 +6,9 @@
  * when it calls none); then renumbers each function's activations so every
  * (height, function, arm) is a contiguous range of its state rows, and
  * emits per range the word ids of the arm's pattern fields and the callee
- * rows of its call sites (sh_lin_grp).
+ * rows of its call sites (sh_lin_grp). A dependency tree's ragged arm (nodes
+ * with children) has call sites on every child (SH_LIN_SEL_KIDS): their
+ * rows are the children's in order, each row's count in n_kids (CSR).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +40,23 @@ static bool match(const sh_lin *L, const sh_treebank *tb, const sh_pat *p, int32
 static int32_t slot_node(const sh_lin *L, const sh_treebank *tb, const sh_lin_slot *s, int32_t node) {
   for (int k = 0; k < s->depth; k++) node = sh_lin_skip_unary(L, tb, sh_tb_child(tb, node, s->path[k]));
   return node;
+}
+
+/* Callee entries of an activation of arm a on a node of nk children: one per
+ * call site, nk per SH_LIN_SEL_KIDS one; entry e is call site *c, child *j. */
+static int32_t n_entries(const sh_lin_arm *a, int32_t nk) {
+  int32_t n = 0;
+  for (int c = 0; c < a->n_calls; c++) n += a->calls[c].sel == SH_LIN_SEL_KIDS ? nk : 1;
+  return n;
+}
+
+static void entry_at(const sh_lin_arm *a, int32_t nk, int32_t e, int *c, int32_t *j) {
+  for (*c = 0; *c < a->n_calls; (*c)++) {
+    int32_t w = a->calls[*c].sel == SH_LIN_SEL_KIDS ? nk : 1;
+    if (e < w) break;
+    e -= w;
+  }
+  *j = e;
 }
 
 typedef struct acts {
@@ -131,14 +150,7 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
           }
           const sh_lin_fn *f = &L->fns[want_fn];
           int arm = 0;
-          if (L->dep && f->n_arms > 1) { /* arm k: the node's k children */
-            arm = tb->n_children[want_node];
-            if (arm >= f->n_arms) {
-              st = sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: a dependency node with %d children: the "
-                           "linearized mode takes up to %d", (int)arm, f->n_arms - 1);
-              goto done;
-            }
-          }
+          if (L->dep && f->n_arms > 1) arm = tb->n_children[want_node] > 0; /* leaves, the ragged arm */
           while (!(L->dep && f->n_arms > 1) && arm < f->n_arms && !match(L, tb, f->arms[arm]->pat, want_node, false))
             arm++;
           if (arm == f->n_arms) {
@@ -147,7 +159,7 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
             goto done;
           }
           if (A.n == A.cap && !acts_grow(&A)) goto nomem;
-          size_t nc = (size_t)f->arms[arm]->n_calls;
+          size_t nc = (size_t)n_entries(f->arms[arm], tb->n_children[want_node]);
           if (A.n_kids + nc > A.cap_kids) {
             size_t cap = A.cap_kids ? 2 * A.cap_kids + nc : 4096;
             int32_t *k = realloc(A.kids, cap * sizeof *k);
@@ -169,9 +181,15 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
       if (sp == 0) break;
       int32_t id = stack[sp - 1];
       const sh_lin_arm *a = L->fns[A.fn[id]].arms[A.arm[id]];
-      if (A.next_call[id] < a->n_calls) { /* its next callee */
-        const sh_lin_call *c = &a->calls[A.next_call[id]];
-        int32_t node = c->slot < 0 ? A.node[id] : slot_node(L, tb, &a->slots[c->slot], A.node[id]);
+      int32_t nk = tb->n_children[A.node[id]], ne = n_entries(a, nk);
+      if (A.next_call[id] < ne) { /* its next callee */
+        int ci;
+        int32_t j;
+        entry_at(a, nk, A.next_call[id], &ci, &j);
+        const sh_lin_call *c = &a->calls[ci];
+        int32_t node = c->sel == SH_LIN_SEL_KIDS ? sh_tb_child(tb, A.node[id], j)
+                       : c->slot < 0                ? A.node[id]
+                                                    : slot_node(L, tb, &a->slots[c->slot], A.node[id]);
         int32_t *m = &A.memo[(size_t)c->fn * span + (node - lo)];
         if (node >= lo && node < hi && *m >= 0 && A.height[*m] < 0) { /* on the stack: a cycle */
           st = sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: a cycle of calls on one node");
@@ -186,7 +204,7 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
         continue;
       }
       int32_t h = 0; /* all callees done */
-      for (int c = 0; c < a->n_calls; c++) {
+      for (int32_t c = 0; c < ne; c++) {
         int32_t ch = A.height[A.kids[A.kid_off[id] + c]];
         if (ch + 1 > h) h = ch + 1;
       }
@@ -205,7 +223,7 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
     int32_t id = order[i];
     A.row[id] = L->n_rows[A.fn[id]]++;
     const sh_lin_arm *a = L->fns[A.fn[id]].arms[A.arm[id]];
-    ints += (size_t)a->n_fields + (size_t)a->n_calls;
+    ints += (size_t)a->n_fields + (size_t)n_entries(a, tb->n_children[A.node[id]]) + (a->ragged ? 1u : 0u);
     if (i == 0 || key_of(&A, id) != key_of(&A, order[i - 1])) n_groups++;
   }
   if (n_groups > L->cap_groups) {
@@ -236,11 +254,20 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
         g->fields[f][r] = sh_word_id(ids, tb->word[node]);
       }
     }
-    for (int c = 0; c < a->n_calls; c++, buf += count) {
+    if (a->ragged) { /* the child counts, then per call site the children's rows */
+      g->n_kids = buf;
+      for (int32_t r = 0; r < count; r++) g->n_kid_rows += (g->n_kids[r] = tb->n_children[A.node[order[i + r]]]);
+      buf += count;
+    }
+    for (int c = 0; c < a->n_calls; c++) {
       g->calls[c] = buf;
       for (int32_t r = 0; r < count; r++) {
-        int32_t id = order[i + r];
-        g->calls[c][r] = A.row[A.kids[A.kid_off[id] + c]];
+        int32_t id = order[i + r], nk = tb->n_children[A.node[id]], off = 0;
+        for (int c2 = 0; c2 < c; c2++) off += a->calls[c2].sel == SH_LIN_SEL_KIDS ? nk : 1;
+        if (a->calls[c].sel == SH_LIN_SEL_KIDS)
+          for (int32_t kj = 0; kj < nk; kj++) *buf++ = A.row[A.kids[A.kid_off[id] + off + kj]];
+        else
+          *buf++ = A.row[A.kids[A.kid_off[id] + off]];
       }
     }
   }

@@ -25,6 +25,14 @@ static sheaf_status compile_arm(sh_lin *L, sh_lin_arm *a) {
   return SHEAF_OK;
 }
 
+/* Every result of arm a is an input as it is (a leaf's emb[w], childsum's
+ * main): the executor copies it to the state, with no kernel to compile. */
+static bool arm_direct(const sh_lin_arm *a) {
+  for (int j = 0; j < a->n_out; j++)
+    if (a->nodes[a->out[j]].op != SH_LIN_IN) return false;
+  return true;
+}
+
 static sheaf_status lin_new(const sh_module *m, sheaf_model *model, const sh_lang_bind *bind, char *why, size_t cap,
                             sh_lin **out) {
   *out = NULL;
@@ -79,8 +87,7 @@ sheaf_status sh_lin_create(const sh_module *m, sheaf_model *model, const sh_lang
       if ((st = sh_lin_emit(L, &L->fns[f], a))) break;
       sh_buf_printf(&L->all_src, "# %s, arm %d (%s:%u)\n%s\n", sh_sym_name(&m->syms, L->fns[f].fn->name), ai,
                     m->diags.file ? m->diags.file : "model", (unsigned)a->span.line, a->src);
-      if (L->dep && L->fns[f].n_arms > 1) continue; /* one arm per child count: compiled when first run */
-      if ((st = compile_arm(L, a))) break;
+      if (!arm_direct(a) && (st = compile_arm(L, a))) break;
     }
   if (L) L->compile_s = (double)(sheaf_time_ns() - t0) * 1e-9;
   if (!st && sh_buf_status(&L->all_src)) st = sh_fail(m->ctx, SHEAF_ERR_NOMEM, "out of memory");
@@ -143,12 +150,15 @@ bool sh_lin_group(const sh_lin *L, int gi, sh_lin_group_view *out) {
   static _Thread_local int call_fn[SH_LIN_MAX_CALLS];
   for (int c = 0; c < a->n_calls; c++) call_fn[c] = a->calls[c].fn;
   *out = (sh_lin_group_view){g->fn, g->arm, g->height, g->start, g->count, a->n_fields, a->n_calls,
-                             (const int32_t *const *)g->fields, (const int32_t *const *)g->calls, call_fn};
+                             (const int32_t *const *)g->fields, (const int32_t *const *)g->calls, call_fn,
+                             g->n_kids, g->n_kid_rows};
   return true;
 }
 
 static int group_args(const sh_lin_arm *a, int32_t count, void *const *data, sheaf_kernel_arg *args,
                       int64_t (*shapes)[3]);
+static int ragged_args(const sh_lin_arm *a, const sh_lin_grp *g, void *const *data, sheaf_kernel_arg *args,
+                       int64_t (*shapes)[3]);
 
 /* The plan of arm a for count rows (made on first use). */
 static sheaf_status plan_for(sh_lin *L, sh_lin_arm *a, int32_t count, sheaf_kernel_plan **out) {
@@ -200,6 +210,23 @@ static int group_args(const sh_lin_arm *a, int32_t count, void *const *data, she
   }
 }
 
+/* A ragged arm's arguments (dependency trees): K (the child counts), the
+ * inputs (per-child ones packed: the group's n_kid_rows rows), parameters,
+ * outputs; data[0] is K. */
+static int ragged_args(const sh_lin_arm *a, const sh_lin_grp *g, void *const *data, sheaf_kernel_arg *args,
+                       int64_t (*shapes)[3]) {
+  shapes[0][0] = g->count;
+  args[0] = (sheaf_kernel_arg){SHEAF_KERNEL_I32, data[0], (size_t)g->count, 1, shapes[0]};
+  int k = 1 + group_args(a, g->count, data + 1, args + 1, shapes + 1);
+  for (int i = 0; i < a->n_inputs; i++) {
+    const sh_lin_node *n = &a->nodes[a->inputs[i]];
+    if (!n->kid) continue;
+    shapes[1 + i][0] = g->count, shapes[1 + i][1] = 0, shapes[1 + i][2] = n->d[0];
+    args[1 + i].rank = 3, args[1 + i].numel = (size_t)g->n_kid_rows * (size_t)n->d[0];
+  }
+  return k;
+}
+
 static sheaf_status ensure_states(sh_lin *L) {
   for (int f = 0; f < L->n_fns; f++) {
     size_t rows = (size_t)L->n_rows[f];
@@ -248,8 +275,7 @@ static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
   sh_lin_fn *f = &L->fns[g->fn];
   sh_lin_arm *a = f->arms[g->arm];
   int32_t count = g->count;
-  bool direct = true; /* every result is an input as it is (a leaf's emb[w]): copied straight to the state */
-  for (int j = 0; j < a->n_out; j++) direct = direct && a->nodes[a->out[j]].op == SH_LIN_IN;
+  bool direct = arm_direct(a); /* every result is an input as it is (a leaf's emb[w]): copied to the state */
   for (int j = 0; direct && j < a->n_out; j++) {
     size_t w = (size_t)f->comp_width[j];
     for (int32_t r = 0; r < count; r++) {
@@ -267,7 +293,8 @@ static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
   size_t need = 0;
   for (int i = 0; i < a->n_inputs; i++) {
     const sh_lin_node *n = &a->nodes[a->inputs[i]];
-    if (!a->input_3d[i]) need += ((size_t)count * (size_t)(n->d[0] * n->d[1]) + 15) & ~(size_t)15;
+    size_t rows = n->kid ? (size_t)g->n_kid_rows : (size_t)count;
+    if (!a->input_3d[i]) need += (rows * (size_t)(n->d[0] * n->d[1]) + 15) & ~(size_t)15;
   }
   if (need > L->scratch_cap) {
     free(L->scratch);
@@ -278,7 +305,9 @@ static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
     }
     L->scratch_cap = cap;
   }
-  void *data[SH_LIN_MAX_NODES + 80];
+  void *data_all[SH_LIN_MAX_NODES + 81];
+  void **data = data_all + 1; /* data_all[0]: a ragged arm's K */
+  data_all[0] = g->n_kids;
   int k = 0;
   float *s = L->scratch;
   for (int i = 0; i < a->n_inputs; i++, k++) {
@@ -289,11 +318,12 @@ static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
       continue;
     }
     data[k] = s;
-    for (int32_t r = 0; r < count; r++) {
+    int32_t rows = n->kid ? g->n_kid_rows : count; /* per-child: row r is the r-th child of the group's nodes */
+    for (int32_t r = 0; r < rows; r++) {
       sheaf_status st = fill_row(L, a, g, n, r, s + (size_t)r * w);
       if (st) return st;
     }
-    s += ((size_t)count * w + 15) & ~(size_t)15;
+    s += ((size_t)rows * w + 15) & ~(size_t)15;
   }
   for (int i = 0; i < a->n_params; i++, k++) {
     int rank;
@@ -303,6 +333,12 @@ static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
   }
   for (int j = 0; j < a->n_out; j++, k++)
     data[k] = L->state[g->fn][j] + (size_t)g->start * (size_t)f->comp_width[j];
+  if (a->ragged) { /* its shapes depend on the child counts: no plan per row count */
+    sheaf_kernel_arg args[SH_LIN_MAX_NODES + 81];
+    int64_t shapes[SH_LIN_MAX_NODES + 81][3];
+    int n_args = ragged_args(a, g, data_all, args, shapes);
+    return sheaf_kernel_run(a->k, args, n_args);
+  }
   if (!L->plans) { /* the default: measured as fast as plans (which share the kernel's packed weights) */
     sheaf_kernel_arg args[SH_LIN_MAX_NODES + 80];
     int64_t shapes[SH_LIN_MAX_NODES + 80][3];

@@ -28,10 +28,8 @@ typedef struct sh_lin sh_lin;
 sheaf_status sh_lin_check(const sh_module *m, const sh_lang_bind *bind, char *why, size_t cap);
 
 /* Why `--mode auto` runs a model that linearizes dynamic anyway, or NULL:
- * a dependency-tree model compiles one kernel per child count on first
- * use (coarsen.c), a cold compile of up to a minute, so only an explicit
- * `--mode linear` runs it linearized (a ragged kernel over each node's
- * children would lift this). */
+ * NULL for every model now (dependency trees, once refused here for their
+ * kernel per child count, compile a leaves' arm and one ragged arm). */
 const char *sh_lin_auto_refusal(const sh_module *m);
 
 /* Checks m, translates each arm of each structural function to a kernel,
@@ -83,6 +81,9 @@ typedef struct sh_lin_group_view {
   const int32_t *const *fields; /* fields[f][i] */
   const int32_t *const *calls;  /* calls[c][i]: a row of the callee's state */
   const int *call_fn;           /* call_fn[c]: the callee */
+  const int32_t *n_kids;        /* dependency trees' ragged arm: each row's child count (NULL otherwise); its
+                                   calls on every child have n_kid_rows entries, the children in order */
+  int32_t n_kid_rows;
 } sh_lin_group_view;
 int sh_lin_n_groups(const sh_lin *L);
 bool sh_lin_group(const sh_lin *L, int g, sh_lin_group_view *out);

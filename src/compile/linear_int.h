@@ -11,7 +11,7 @@
 #include "lang/check.h"
 
 #define SH_LIN_MAX_FNS 32
-#define SH_LIN_MAX_ARMS 32 /* a dependency tree's function: one arm per child count 0 .. 31 */
+#define SH_LIN_MAX_ARMS 32
 #define SH_LIN_MAX_SLOTS 40 /* tree and word variables of one arm's pattern (a dependency node's children) */
 #define SH_LIN_MAX_CALLS 32
 #define SH_LIN_MAX_COMPS 8  /* result components of a structural function */
@@ -27,7 +27,10 @@ typedef enum sh_lin_op {
   SH_LIN_MM,    /* a @ b (a may be a CAT: the product split by its parts) */
   SH_LIN_SLICE, /* a[lo : lo + d0] */
   SH_LIN_CAT,   /* items side by side: only as the left operand of @ */
-  SH_LIN_LSM    /* log_softmax(a) over the last axis */
+  SH_LIN_LSM,   /* log_softmax(a) over the last axis */
+  SH_LIN_RSUM,  /* sum(a): a vector's elements, an f32[1] */
+  SH_LIN_KSUM,  /* dependency trees: a per-child value summed over the node's children (ragged, c in 0..K(n)) */
+  SH_LIN_KSOFTMAX /* dependency trees: softmax of a per-child f32[1] over the node's children */
 } sh_lin_op;
 
 /* A segment of an executor input: a child's state component, or a table's
@@ -47,6 +50,7 @@ typedef struct sh_lin_node {
   int rank;        /* per row: 1 or 2 */
   int64_t d[2];
   bool batched;    /* depends on the row (else a parameter or constant) */
+  bool kid;        /* dependency trees: one value per child of the row's node (a ragged arm's c index) */
   int param;       /* PARAM */
   double c;        /* CONST */
   int64_t lo;      /* SLICE */
@@ -78,7 +82,8 @@ typedef enum sh_lin_sel {
   SH_LIN_SEL_PREV,   /* a step's previous one: p - 1 (forward) or p + 1 (reversed); row 0 before the first */
   SH_LIN_SEL_LAST,   /* the step's last (fold's result): p = len - 1 (forward) or 0; row 0 when len = 0 */
   SH_LIN_SEL_POS,    /* the step at the activation's own position p */
-  SH_LIN_SEL_MIRROR  /* the step at len - 1 - p */
+  SH_LIN_SEL_MIRROR, /* the step at len - 1 - p */
+  SH_LIN_SEL_KIDS    /* dependency trees: every child of the node (a ragged arm's map over its children) */
 } sh_lin_sel;
 
 typedef struct sh_lin_call {
@@ -89,6 +94,7 @@ typedef struct sh_lin_call {
 
 typedef struct sh_lin_arm {
   const sh_pat *pat; /* NULL: the function has no match (one arm) */
+  bool ragged;       /* dependency trees: the arm of nodes with children, any count (its kernel takes K: i32[N]) */
   sh_span span;
   int n_slots;
   sh_lin_slot slots[SH_LIN_MAX_SLOTS];
@@ -131,7 +137,9 @@ typedef struct sh_lin_grp {
   int height, fn, arm;
   int32_t start, count;
   int32_t *fields[SH_LIN_MAX_SLOTS]; /* word ids */
-  int32_t *calls[SH_LIN_MAX_CALLS];  /* callee rows */
+  int32_t *calls[SH_LIN_MAX_CALLS];  /* callee rows (a SH_LIN_SEL_KIDS call: n_kid_rows, the children in order) */
+  int32_t *n_kids;                   /* a ragged arm: each row's child count (K) */
+  int32_t n_kid_rows;                /* a ragged arm: their sum */
 } sh_lin_grp;
 
 struct sh_lin {
@@ -159,9 +167,11 @@ struct sh_lin {
   int32_t *root_row;
   int32_t n_inst, cap_inst;
   bool seq;           /* main takes a sequence (list[i32]): inspect_seq.c */
-  bool dep;           /* main takes a dependency tree: a function that maps over a node's children has one arm
-                         per child count k (the map unrolled k times), arm k taken by nodes of k children */
-  int dep_k;          /* translating: the arm's child count */
+  bool dep;           /* main takes a dependency tree: a function that maps over a node's children has two arms,
+                         arm 0 for leaves (no children) and a ragged arm 1 for any child count (coarsen.c) */
+  int dep_k;          /* translating: 0 the leaves' arm, -1 the ragged arm */
+  bool dep_kids_needed; /* translating: the ragged arm assumed a child (an if on the count, softmax or stack of
+                           the children), so leaves keep their arm; else leaves take the ragged arm too (K = 0) */
   bool dep_used;      /* translating: the arm read the node's children */
   int32_t *out_rows;  /* main's rows of each instance (per-token outputs: its length; else 1) */
   float *scratch; /* the executor's inputs */
