@@ -504,10 +504,9 @@ static lv seq_for(cz *z, const sh_ast *e, lv *env, int depth) {
                          "them"), none;
   }
   if (failed(z)) return none;
-  for (int i = 0; i < z->a->n_nodes; i++)
-    if (z->a->nodes[i].batched)
-      return sh_lin_refuse(L, at, "per-sentence tensors before main's per-token map: not translated by the "
-                           "linearized mode"), none;
+  if (!sh_lin_mat_rows_ok(z->a, z->a->n_nodes)) /* rows of a sentence's matrix (stack) are per token */
+    return sh_lin_refuse(L, at, "per-sentence tensors before main's per-token map: not translated by the "
+                         "linearized mode"), none;
   z->in_for = true;
   z->for_start = z->a->n_nodes;
   if (!bind_let(z, e->pat, item, env)) return none;
@@ -577,6 +576,9 @@ static int zero_node(cz *z, sh_span at, const sh_type *t) {
 static lv seq_index(cz *z, const sh_ast *e, lv xs, lv i) {
   if (i.kind != LV_POS)
     return sh_lin_refuse(z->L, e->b->span, "an index other than the map's position over the words"), none;
+  if (xs.kind == LV_T && e->a->type && e->a->type->kind == SH_TY_TENSOR && e->a->type->n == 2 &&
+      nd(z, xs.x)->rank == 1 && nd(z, xs.x)->batched)
+    return xs; /* row i of a sentence's matrix (coarsen_mat.c): the token's own row */
   if (xs.kind == LV_SEQ) return seq_call(z, e->span, xs.x, xs.n ? SH_LIN_SEL_MIRROR : SH_LIN_SEL_POS);
   if (xs.kind == LV_WORDS && !xs.x) {
     int8_t path[8] = {0};
@@ -701,8 +703,73 @@ static lv lstm_cell(cz *z, const sh_ast *e, lv *env, int depth) {
   return (lv){LV_TUP, 0, 2, items};
 }
 
+/* stack(for w in words { ... }) (or over 0..len(words), or a scan's states):
+ * a sentence's matrix whose row p is the body at position p, so per token
+ * of main's per-token activations, a row (coarsen_mat.c). */
+static lv mat_stack(cz *z, const sh_ast *e, lv *env, int depth) {
+  sh_span at = e->span;
+  const sh_ast *f = e->n == 1 ? e->items[0] : NULL;
+  if (!f || f->kind != SH_EX_FOR)
+    return sh_lin_refuse(z->L, at, "stack of other than a for over main's words: the linearized mode stacks one row "
+                         "per word"), none;
+  if (z->fi != 0 || z->L->fns[0].step || z->in_for)
+    return sh_lin_refuse(z->L, at, "stack inside a step or a map: the linearized mode builds a sentence's matrix "
+                         "in main, before its per-token map"), none;
+  lv xs = eval(z, f->a, env, depth), hi = f->b ? eval(z, f->b, env, depth) : none, item = none;
+  if (failed(z)) return none;
+  int8_t path[8] = {0};
+  if (f->b && xs.kind == LV_INT && xs.x == 0 && hi.kind == LV_LEN) item = (lv){LV_POS, 0, 0, NULL};
+  else if (!f->b && xs.kind == LV_WORDS && !xs.x) item = (lv){LV_WORD, new_slot(z, at, true, path, 0), 0, NULL};
+  else if (!f->b && xs.kind == LV_SEQ) item = seq_call(z, at, xs.x, xs.n ? SH_LIN_SEL_MIRROR : SH_LIN_SEL_POS);
+  else
+    return sh_lin_refuse(z->L, f->a->span, "stack over a list other than main's words, their positions or a scan "
+                         "of them: a sentence's matrix has one row per word"), none;
+  if (failed(z) || !bind_let(z, f->pat, item, env)) return none;
+  int k = eval_t(z, f->c, env, depth);
+  if (k < 0) return none;
+  if (nd(z, k)->rank != 1 || !nd(z, k)->batched || nd(z, k)->op == SH_LIN_CAT)
+    return sh_lin_refuse(z->L, f->c->span, "a stacked row that is not a vector computed from the word or its "
+                         "position"), none;
+  nd(z, k)->tok = true;
+  return mk_t(k);
+}
+
+/* Builtins of sentence matrices (coarsen_mat.c): stack, transpose, softmax
+ * of a matrix's rows, layer_norm, float(size); false when e is none of them. */
+static bool mat_builtin(cz *z, const sh_ast *e, lv *env, int depth, lv *out) {
+  sh_span at = e->span;
+  const sh_type *t = e->n >= 1 && e->items[0] ? e->items[0]->type : NULL;
+  *out = none;
+  switch (e->builtin) {
+  case SH_BI_STACK: *out = mat_stack(z, e, env, depth); return true;
+  case SH_BI_FLOAT: {
+    int64_t v;
+    if (e->n != 1 || !t || t->kind != SH_TY_I32) return false;
+    if (eval_int(z, e->items[0], env, depth, &v)) *out = mk_t(const_node(z, at, (double)v));
+    return true;
+  }
+  case SH_BI_SOFTMAX:
+    if (!t || t->kind != SH_TY_TENSOR || t->n != 2) return false;
+    break;
+  case SH_BI_TRANSPOSE: case SH_BI_LAYER_NORM: break;
+  default: return false;
+  }
+  int args[3];
+  if (e->n < 1 || e->n > 3) return false;
+  for (int i = 0; i < e->n; i++)
+    if ((args[i] = eval_t(z, e->items[i], env, depth)) < 0) return true;
+  int k = sh_lin_mat_builtin(z->L, z->a, at, e->builtin, args, e->n);
+  if (k == -2)
+    return sh_lin_refuse(z->L, at, "builtin '%s' is not supported by the linearized mode yet",
+                         sh_builtin_name(e->builtin)), true;
+  *out = mk_t(k);
+  return true;
+}
+
 static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
   sh_span at = e->span;
+  lv mv;
+  if (z->L->seq && mat_builtin(z, e, env, depth, &mv)) return mv;
   switch (e->builtin) {
   case SH_BI_ZEROS: return (lv){LV_ZERO, 0, 0, NULL};
   case SH_BI_FOLD: case SH_BI_SCAN:
@@ -827,6 +894,10 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
       return sh_lin_refuse(z->L, at, "zeros(...) is translated by the linearized mode only as a scan's or fold's "
                            "initial state"), none;
     if (x.kind != LV_T || y.kind != LV_T) break;
+    if (z->L->seq) { /* a sentence's scores (coarsen_mat.c) */
+      int k = sh_lin_mat_binary(z->L, z->a, at, e->op, x.x, y.x);
+      if (k != -2) return mk_t(k);
+    }
     if (e->op == SH_TK_AT) return mk_t(mm_node(z, at, x.x, y.x));
     return mk_t(bin_node(z, at, e->op, x.x, y.x));
   }
