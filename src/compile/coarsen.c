@@ -144,6 +144,7 @@ static int const_node(cz *z, sh_span at, double c) {
 
 static int un_node(cz *z, sh_span at, int fn, int x) {
   if (x < 0) return -1;
+  if (z->L->seq && sh_lin_mat_builtin(z->L, z->a, at, fn, &x, 1) == -1) return -1; /* of a sentence's scores */
   if (nd(z, x)->op == SH_LIN_CAT) {
     sh_lin_refuse(z->L, at, "cat of computed values is translated only as the left operand of @");
     return -1;
