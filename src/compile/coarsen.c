@@ -455,6 +455,14 @@ static bool all_zero(lv v) {
   return true;
 }
 
+/* Whether v holds a row of a sentence's matrix (stack over the words; coarsen_mat.c). */
+static bool carries_rows(const cz *z, lv v) {
+  if (v.kind == LV_T) return z->a->nodes[v.x].tok;
+  for (int i = 0; v.kind == LV_TUP && i < v.n; i++)
+    if (carries_rows(z, v.items[i])) return true;
+  return false;
+}
+
 /* fold(step, s0, words) and scan(step, s0, words): the step a function of
  * its own, one activation per word position. */
 static lv seq_apply(cz *z, const sh_ast *e, lv *env, int depth) {
@@ -466,6 +474,10 @@ static lv seq_apply(cz *z, const sh_ast *e, lv *env, int depth) {
                          what), none;
   lv s0 = eval(z, e->items[1], env, depth), xs = eval(z, e->items[2], env, depth);
   if (failed(z)) return none;
+  if (carries_rows(z, s0))
+    return sh_lin_refuse(z->L, e->items[1]->span, "%s's state carries a sentence's matrix (stack over the words): a "
+                         "step that reads all of the sentence's rows (attention in a decoder) is not translated by "
+                         "the linearized mode yet", what), none;
   if (!all_zero(s0))
     return sh_lin_refuse(z->L, e->items[1]->span, "%s's initial state: the linearized mode takes zeros(...) (or a "
                          "tuple of them) only for now", what), none;
@@ -913,6 +925,13 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
     return sh_lin_refuse(z->L, at, "building a tree value: the linearized mode reads trees, it does not build them"), none;
   case SH_EX_INDEX:
     if (z->L->seq && !e->lookup) {
+      const sh_ast *ix = e->b; /* xs[len(words) - 1] of a forward scan: its last state (fold's) */
+      if (ix && ix->kind == SH_EX_BINARY && ix->op == SH_TK_MINUS && ix->b->kind == SH_EX_INT && ix->b->ival == 1 &&
+          ix->a->kind == SH_EX_CALL && ix->a->call == SH_CALL_BUILTIN && ix->a->builtin == SH_BI_LEN) {
+        lv xs = eval(z, e->a, env, depth + 1), n = eval(z, ix->a, env, depth + 1);
+        if (failed(z)) return none;
+        if (xs.kind == LV_SEQ && !xs.n && n.kind == LV_LEN) return seq_call(z, at, xs.x, SH_LIN_SEL_LAST);
+      }
       lv xs = eval(z, e->a, env, depth + 1), i = eval(z, e->b, env, depth + 1);
       if (failed(z)) return none;
       return seq_index(z, e, xs, i);
