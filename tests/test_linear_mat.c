@@ -174,6 +174,8 @@ TEST(linear_mat_short_sentences) {
   const char *src = sh_lin_kernel_source(L);
   CHECK_CONTAINS(src, "kernel main_arm0_d0(");
   CHECK_CONTAINS(src, "kernel main_arm0_r1(L: i32[B], x0: f32[B, L(b), 4, 8]");
+  CHECK_CONTAINS(src, "-> (o0: f32[B, L(b), 4, 8])"); /* the 4 heads fused: h an index */
+  CHECK_CONTAINS(src, "s0(b, h, i, j) +=! x0(b, i, h, d) * x1(b, j, h, d)");
   CHECK_CONTAINS(src, "kernel main_arm0_d1(");
   if (!CHECK_OK(ctx, sh_lin_run_seq(L, off, words, 0, 4, ids))) goto out;
   static const int32_t lens[] = {1, 2, 0, 3};
@@ -199,6 +201,49 @@ TEST(linear_mat_short_sentences) {
         dynamic_rows(ctx, &tm, off, words, ids, 1, want_o, at, 32) && CHECK_EQ_INT(at[1], 32)) {
       const float *p = sh_lin_output_row(L, 0, 0, 0);
       if (CHECK(p != NULL)) CHECK(sh_max_rel_err(p, want_o, 1, 32) <= 1e-5);
+    }
+  }
+out:
+  sh_lin_free(L);
+  tl_close(ctx, &tm);
+}
+
+/* Heads not fused (two heads of different widths, one of them on the
+ * whole value; a scale that is not a power of two) against the dynamic
+ * runtime on sentences of lengths 1, 2 and 3. */
+TEST(linear_mat_unfused_heads) {
+  sheaf_ctx *ctx = th_ctx();
+  if (!th_have_jit_cc("linear_mat_unfused_heads")) return;
+  setenv("SHEAF_CACHE_DIR", th_cache_dir("linear"), 0);
+  static const char text[] = "param emb : f32[V, 8]\nparam W : f32[8, 8]\nparam b : f32[8]\nparam W2 : f32[16, 8]\n"
+                             "fn att(q: f32[N, K], k: f32[N, K], v: f32[N, K]) -> f32[N, K] {\n"
+                             "  softmax(q @ transpose(k) * 0.3) @ v\n"
+                             "}\n"
+                             "fn main(ws: list[i32]) -> list[f32[8]] {\n"
+                             "  let x = stack(for w in ws { emb[w] });\n"
+                             "  let q = x @ W + b;\n"
+                             "  let a = cat(att(q, x, q), att(x[0:3], q[0:3], x[2:5]) * 2.0, x[0:5]);\n"
+                             "  let y = tanh(a @ W2);\n"
+                             "  for i in 0..len(ws) { y[i] }\n"
+                             "}\n";
+  static const int32_t off[] = {0, 1, 3, 6}, words[] = {5, 9, 2, 4, 4, 7};
+  sh_word_ids ids = sh_word_ids_of_rows(100);
+  tl_model tm;
+  sh_lin *L = NULL;
+  char why[512];
+  if (!tl_open_src(ctx, "unfused.sf", text, NULL, NULL, &tm)) return;
+  if (!CHECK_OK(ctx, sh_lin_create(&tm.m, tm.model, &tm.bind, &L, why, sizeof why))) {
+    fprintf(stderr, "unfused.sf: %s\n", why);
+    goto out;
+  }
+  CHECK_CONTAINS(sh_lin_kernel_source(L), "u1(b, i, j) = s1(b, i, j) * (0.300000012)");
+  if (!CHECK_OK(ctx, sh_lin_run_seq(L, off, words, 0, 3, ids))) goto out;
+  {
+    float want_o[6 * 8], got_o[6 * 8];
+    int64_t at[4];
+    if (dynamic_rows(ctx, &tm, off, words, ids, 3, want_o, at, 6 * 8) && CHECK_EQ_INT(at[3], 6 * 8)) {
+      for (int s = 0; s < 3; s++) CHECK_EQ_INT(linear_rows(L, s, got_o + at[s], 6 * 8 - at[s]), at[s + 1] - at[s]);
+      CHECK(sh_max_rel_err(got_o, want_o, 6, 8) <= 1e-5);
     }
   }
 out:

@@ -29,6 +29,7 @@ typedef struct mat_stage {
   int in_buf[SH_LIN_MAX_NODES]; /* dense: the buffer of each of arm's nodes (-1: none) */
   int n_in, in[MAX_BUFS];       /* ragged: buffers read */
   int in_h[MAX_BUFS];           /* ragged: each read as H heads [B, L(b), H, w / H] */
+  int out_h[MAX_BUFS];          /* ragged: each written as H heads (a fused cat of heads) */
   int n_out, out[MAX_BUFS];     /* buffers written (dense: in arm->out order) */
   char name[80];
   char *src;
@@ -88,6 +89,7 @@ typedef struct cut {
   sh_lin_arm *a;
   struct sh_lin_mat *M;
   bool live[SH_LIN_MAX_NODES];
+  bool fused[SH_LIN_MAX_NODES]; /* a cat of H heads computed as one [B, L(b), H, w] result, and its heads */
   int phase[SH_LIN_MAX_NODES];
   int stage[SH_LIN_MAX_NODES]; /* dense phase p: 2p; ragged phase p: 2p - 1; -1 free (parameters, constants) */
 } cut;
@@ -166,7 +168,10 @@ static sheaf_status emit_ragged(cut *c, mat_stage *s, int p) {
   snprintf(s->name, sizeof s->name, "%.40s_r%d", a->name, p);
   for (int k = 0; k < a->n_nodes; k++) {
     const sh_lin_node *n = &a->nodes[k];
-    if (!c->live[k] || n->op != SH_LIN_ATT || c->phase[k] != p) continue;
+    bool cat = n->op == SH_LIN_CAT && c->fused[k];
+    if (!c->live[k] || c->phase[k] != p || !(cat || (n->op == SH_LIN_ATT && !c->fused[k]))) continue;
+    int nh = cat ? n->n_items : 1;
+    if (cat) n = &a->nodes[n->items[0]]; /* head 0 stands for all: the same buffers, h the head index */
     const sh_lin_node *sm = &a->nodes[n->a], *sc = &a->nodes[sm->a];
     int r[3] = {sc->a, sc->b, n->b}, x[3];
     char rd[3][2][48]; /* operand i read at row i / j */
@@ -177,12 +182,32 @@ static sheaf_status emit_ragged(cut *c, mat_stage *s, int p) {
       while (x[i] < s->n_in && !(s->in[x[i]] == bf && s->in_h[x[i]] == H)) x[i]++;
       if (x[i] == s->n_in) s->in_h[s->n_in] = H, s->in[s->n_in++] = bf;
       for (int t = 0; t < 2; t++)
-        if (H > 1) snprintf(rd[i][t], sizeof rd[i][t], "x%d(b, %s, %d, d)", x[i], t ? "j" : "i", h);
+        if (cat) snprintf(rd[i][t], sizeof rd[i][t], "x%d(b, %s, h, d)", x[i], t ? "j" : "i");
+        else if (H > 1) snprintf(rd[i][t], sizeof rd[i][t], "x%d(b, %s, %d, d)", x[i], t ? "j" : "i", h);
         else snprintf(rd[i][t], sizeof rd[i][t], "x%d(b, %s, d)", x[i], t ? "j" : "i");
+    }
+    if (cat) { /* the mha form: the heads as an index */
+      int o = s->n_out, ob = buf_of(c, k);
+      if (ob < 0) goto fail;
+      s->out_h[s->n_out] = nh, s->out[s->n_out++] = ob;
+      sh_buf_printf(&body, "  s%d(b, h, i, j) +=! %s * %s", o, rd[0][0], rd[1][1]);
+      if (sc->c != 1.0 && pow2(sc->c)) sh_buf_puts(&body, " * "), put_const(&body, sc->c);
+      const char *sv = "s";
+      if (sc->c != 1.0 && !pow2(sc->c)) { /* scaled after the sum, as the dynamic runtime does */
+        sh_buf_printf(&body, "\n  u%d(b, h, i, j) = s%d(b, h, i, j) * ", o, o);
+        put_const(&body, sc->c);
+        sv = "u";
+      }
+      sh_buf_printf(&body, "\n  m%d(b, h, i) max=! %s%d(b, h, i, j)\n", o, sv, o);
+      sh_buf_printf(&body, "  e%d(b, h, i, j) = exp(%s%d(b, h, i, j) - m%d(b, h, i))\n", o, sv, o, o);
+      sh_buf_printf(&body, "  z%d(b, h, i) +=! e%d(b, h, i, j)\n", o, o);
+      sh_buf_printf(&body, "  w%d(b, h, i, d) +=! e%d(b, h, i, j) * %s\n", o, o, rd[2][1]);
+      sh_buf_printf(&body, "  o%d(b, i, h, d) = w%d(b, h, i, d) / z%d(b, h, i)\n", o, o, o);
+      continue;
     }
     int o = s->n_out, ob = buf_of(c, k);
     if (ob < 0) goto fail;
-    s->out[s->n_out++] = ob;
+    s->out_h[s->n_out] = 1, s->out[s->n_out++] = ob;
     double sc_c = sc->c;
     sh_buf_printf(&body, "  s%d(b, i, j) +=! %s * %s", o, rd[0][0], rd[1][1]);
     if (sc_c != 1.0 && pow2(sc_c)) sh_buf_puts(&body, " * "), put_const(&body, sc_c);
@@ -207,8 +232,11 @@ static sheaf_status emit_ragged(cut *c, mat_stage *s, int p) {
     else sh_buf_printf(&b, ", x%d: f32[B, L(b), %lld]", i, (long long)w);
   }
   sh_buf_puts(&b, ")\n    -> (");
-  for (int i = 0; i < s->n_out; i++)
-    sh_buf_printf(&b, "%so%d: f32[B, L(b), %lld]", i ? ", " : "", i, (long long)c->M->buf_w[s->out[i]]);
+  for (int i = 0; i < s->n_out; i++) {
+    int64_t w = c->M->buf_w[s->out[i]];
+    if (s->out_h[i] > 1) sh_buf_printf(&b, "%so%d: f32[B, L(b), %d, %lld]", i ? ", " : "", i, s->out_h[i], (long long)(w / s->out_h[i]));
+    else sh_buf_printf(&b, "%so%d: f32[B, L(b), %lld]", i ? ", " : "", i, (long long)w);
+  }
   sh_buf_printf(&b, ") {\n%s}\n", sh_buf_cstr(&body));
   if (sh_buf_status(&b) || sh_buf_status(&body)) goto fail;
   s->src = strdup(sh_buf_cstr(&b));
@@ -249,6 +277,46 @@ static sheaf_status emit_dense(cut *c, mat_stage *s, int p, const bool *read_els
 static const char *const sentence_what =
     "a sentence's N x N scores (q @ transpose(k)) are translated only scaled by a constant, through softmax of "
     "their rows, and times the sentence's rows (softmax(...) @ v)";
+
+/* cat(head_0, ..., head_{H-1}) where head t is softmax(q_t @ transpose(k_t) * c) @ v_t, q_t column block t of
+ * one value q (k, v alike), the same c, each head read by the cat only: one ragged computation over (b, h, i,
+ * j) whose [B, L(b), H, w] result is the cat (multi-head attention: the per-head products of the next stage's
+ * W_o become one GEMM). */
+static void fuse_heads(cut *c) {
+  sh_lin_arm *a = c->a;
+  int uses[SH_LIN_MAX_NODES] = {0};
+  for (int k = 0; k < a->n_nodes; k++) {
+    if (!c->live[k]) continue;
+    int ops[2 + SH_LIN_MAX_SEGS], m = n_operands(&a->nodes[k], ops);
+    for (int i = 0; i < m; i++) uses[ops[i]]++;
+  }
+  for (int j = 0; j < a->n_out; j++) uses[a->out[j]]++;
+  for (int k = 0; k < a->n_nodes; k++) {
+    const sh_lin_node *n = &a->nodes[k];
+    if (!c->live[k] || n->op != SH_LIN_CAT || n->n_items < 2) continue;
+    bool ok = true;
+    int base[3] = {-1, -1, -1};
+    double scale = 0;
+    for (int t = 0; t < n->n_items && ok; t++) {
+      const sh_lin_node *h = &a->nodes[n->items[t]];
+      ok = h->op == SH_LIN_ATT && uses[n->items[t]] == 1 && c->phase[n->items[t]] == c->phase[n->items[0]];
+      if (!ok) break;
+      const sh_lin_node *sc = &a->nodes[a->nodes[h->a].a];
+      int r[3] = {sc->a, sc->b, h->b};
+      for (int i = 0; i < 3 && ok; i++) {
+        int H, hh, b = resolve(c, r[i], &H, &hh);
+        ok = H == n->n_items && hh == t && (t == 0 || b == base[i]) && a->nodes[r[i]].d[0] == a->nodes[r[0]].d[0];
+        base[i] = b;
+      }
+      ok = ok && (t == 0 || sc->c == scale);
+      scale = sc->c;
+    }
+    if (!ok) continue;
+    c->fused[k] = true;
+    c->stage[k] = 2 * c->phase[k] - 1;
+    for (int t = 0; t < n->n_items; t++) c->fused[n->items[t]] = true;
+  }
+}
 
 sheaf_status sh_lin_mat_emit(sh_lin *L, sh_lin_arm *a) {
   sh_lin_mat_free(a);
@@ -297,6 +365,7 @@ sheaf_status sh_lin_mat_emit(sh_lin *L, sh_lin_arm *a) {
     c->stage[k] = ragged_op(n) ? 2 * ph - 1 : 2 * ph;
     max_phase = ph > max_phase ? ph : max_phase;
   }
+  if (!st) fuse_heads(c);
   for (int j = 0; j < a->n_out && !st; j++)
     if (a->nodes[a->out[j]].rank != 1 || !a->nodes[a->out[j]].batched)
       st = sh_lin_refuse(L, a->span, "main's per-token result is not a row of the sentence");
