@@ -4,7 +4,8 @@
  * same EWT trees with the same seeded weights, in one run: TreeLSTM hidden
  * 256 (E = 256) at batch 64 and batch 1, TreeFC, MV-RNN and TreeLSTM at
  * hidden 64 (batch 64); on the same file's sentences GRU (hidden 64) and the
- * BiLSTM tagger (hidden 64 and 128), batch 64 (rows per second are then
+ * BiLSTM tagger (hidden 64 and 128) and the transformer layer (d 64: 4
+ * heads of 16, FFN 256), batch 64 (rows per second are then
  * sentences per second); 1 thread; windows alternate (dynamic, linear) per
  * round and the ratio is taken per round (median, min-max). For TreeLSTM
  * 256 batch 64: the fraction of the GEMM ceiling (sh_gemm M = 64, N = 5H,
@@ -245,7 +246,7 @@ static bool takes_dep_trees(const cfg *k) { return strstr(k->path, "/childsum.sf
 
 /* The configurations whose model takes sentences (list[i32]), not trees. */
 static bool takes_sentences(const cfg *k) {
-  return strstr(k->path, "/gru.sf") || strstr(k->path, "/bilstm.sf");
+  return strstr(k->path, "/gru.sf") || strstr(k->path, "/bilstm.sf") || strstr(k->path, "/transformer.sf");
 }
 
 int main(int argc, char **argv) {
@@ -320,6 +321,7 @@ int main(int argc, char **argv) {
       {"ChildSum", "examples/childsum.sf", {"H=64", "E=64", NULL}, 64, false, 64, 64, 0},
       {"TreeAttn", "examples/treeattn.sf", {"H=64", "E=64", "C=5", NULL}, 64, false, 64, 64, 5},
       {"ChildSum", "examples/childsum.sf", {"H=256", "E=256", NULL}, 64, false, 256, 256, 0},
+      {"Transformer layer", "examples/transformer.sf", {"DK=16", "F=256", NULL}, 64, false, 64, 64, 0},
   };
   printf("| model | hidden | batch | dynamic trees/s | linear trees/s | linear / dynamic (median, min-max) | "
          "compile cold / warm |\n|---|---:|---:|---:|---:|---:|---|\n");

@@ -149,6 +149,7 @@ static int const_node(cz *z, sh_span at, double c) {
 
 static int un_node(cz *z, sh_span at, int fn, int x) {
   if (x < 0) return -1;
+  if (z->L->seq && sh_lin_mat_builtin(z->L, z->a, at, fn, &x, 1) == -1) return -1; /* of a sentence's scores */
   if (nd(z, x)->op == SH_LIN_CAT) {
     sh_lin_refuse(z->L, at, "cat of computed values is translated only as the left operand of @");
     return -1;
@@ -462,6 +463,14 @@ static bool all_zero(lv v) {
   return true;
 }
 
+/* Whether v holds a row of a sentence's matrix (stack over the words; coarsen_mat.c). */
+static bool carries_rows(const cz *z, lv v) {
+  if (v.kind == LV_T) return z->a->nodes[v.x].tok;
+  for (int i = 0; v.kind == LV_TUP && i < v.n; i++)
+    if (carries_rows(z, v.items[i])) return true;
+  return false;
+}
+
 /* fold(step, s0, words) and scan(step, s0, words): the step a function of
  * its own, one activation per word position. */
 static lv seq_apply(cz *z, const sh_ast *e, lv *env, int depth) {
@@ -473,6 +482,10 @@ static lv seq_apply(cz *z, const sh_ast *e, lv *env, int depth) {
                          what), none;
   lv s0 = eval(z, e->items[1], env, depth), xs = eval(z, e->items[2], env, depth);
   if (failed(z)) return none;
+  if (carries_rows(z, s0))
+    return sh_lin_refuse(z->L, e->items[1]->span, "%s's state carries a sentence's matrix (stack over the words): a "
+                         "step that reads all of the sentence's rows (attention in a decoder) is not translated by "
+                         "the linearized mode yet", what), none;
   if (!all_zero(s0))
     return sh_lin_refuse(z->L, e->items[1]->span, "%s's initial state: the linearized mode takes zeros(...) (or a "
                          "tuple of them) only for now", what), none;
@@ -512,10 +525,9 @@ static lv seq_for(cz *z, const sh_ast *e, lv *env, int depth) {
                          "them"), none;
   }
   if (failed(z)) return none;
-  for (int i = 0; i < z->a->n_nodes; i++)
-    if (z->a->nodes[i].batched)
-      return sh_lin_refuse(L, at, "per-sentence tensors before main's per-token map: not translated by the "
-                           "linearized mode"), none;
+  if (!sh_lin_mat_rows_ok(z->a, z->a->n_nodes)) /* rows of a sentence's matrix (stack) are per token */
+    return sh_lin_refuse(L, at, "per-sentence tensors before main's per-token map: not translated by the "
+                         "linearized mode"), none;
   z->in_for = true;
   z->for_start = z->a->n_nodes;
   if (!bind_let(z, e->pat, item, env)) return none;
@@ -622,6 +634,9 @@ static int zero_node(cz *z, sh_span at, const sh_type *t) {
 static lv seq_index(cz *z, const sh_ast *e, lv xs, lv i) {
   if (i.kind != LV_POS)
     return sh_lin_refuse(z->L, e->b->span, "an index other than the map's position over the words"), none;
+  if (xs.kind == LV_T && e->a->type && e->a->type->kind == SH_TY_TENSOR && e->a->type->n == 2 &&
+      nd(z, xs.x)->rank == 1 && nd(z, xs.x)->batched)
+    return xs; /* row i of a sentence's matrix (coarsen_mat.c): the token's own row */
   if (xs.kind == LV_SEQ) return seq_call(z, e->span, xs.x, xs.n ? SH_LIN_SEL_MIRROR : SH_LIN_SEL_POS);
   if (xs.kind == LV_WORDS && !xs.x) {
     int8_t path[8] = {0};
@@ -795,11 +810,76 @@ static lv kid_builtin(cz *z, const sh_ast *e, lv *env, int depth, bool *done) {
                        sh_builtin_name(e->builtin)), none;
 }
 
+/* stack(for w in words { ... }) (or over 0..len(words), or a scan's states):
+ * a sentence's matrix whose row p is the body at position p, so per token
+ * of main's per-token activations, a row (coarsen_mat.c). */
+static lv mat_stack(cz *z, const sh_ast *e, lv *env, int depth) {
+  sh_span at = e->span;
+  const sh_ast *f = e->n == 1 ? e->items[0] : NULL;
+  if (!f || f->kind != SH_EX_FOR)
+    return sh_lin_refuse(z->L, at, "stack of other than a for over main's words: the linearized mode stacks one row "
+                         "per word"), none;
+  if (z->fi != 0 || z->L->fns[0].step || z->in_for)
+    return sh_lin_refuse(z->L, at, "stack inside a step or a map: the linearized mode builds a sentence's matrix "
+                         "in main, before its per-token map"), none;
+  lv xs = eval(z, f->a, env, depth), hi = f->b ? eval(z, f->b, env, depth) : none, item = none;
+  if (failed(z)) return none;
+  int8_t path[8] = {0};
+  if (f->b && xs.kind == LV_INT && xs.x == 0 && hi.kind == LV_LEN) item = (lv){LV_POS, 0, 0, NULL};
+  else if (!f->b && xs.kind == LV_WORDS && !xs.x) item = (lv){LV_WORD, new_slot(z, at, true, path, 0), 0, NULL};
+  else if (!f->b && xs.kind == LV_SEQ) item = seq_call(z, at, xs.x, xs.n ? SH_LIN_SEL_MIRROR : SH_LIN_SEL_POS);
+  else
+    return sh_lin_refuse(z->L, f->a->span, "stack over a list other than main's words, their positions or a scan "
+                         "of them: a sentence's matrix has one row per word"), none;
+  if (failed(z) || !bind_let(z, f->pat, item, env)) return none;
+  int k = eval_t(z, f->c, env, depth);
+  if (k < 0) return none;
+  if (nd(z, k)->rank != 1 || !nd(z, k)->batched || nd(z, k)->op == SH_LIN_CAT)
+    return sh_lin_refuse(z->L, f->c->span, "a stacked row that is not a vector computed from the word or its "
+                         "position"), none;
+  nd(z, k)->tok = true;
+  return mk_t(k);
+}
+
+/* Builtins of sentence matrices (coarsen_mat.c): stack, transpose, softmax
+ * of a matrix's rows, layer_norm, float(size); false when e is none of them. */
+static bool mat_builtin(cz *z, const sh_ast *e, lv *env, int depth, lv *out) {
+  sh_span at = e->span;
+  const sh_type *t = e->n >= 1 && e->items[0] ? e->items[0]->type : NULL;
+  *out = none;
+  switch (e->builtin) {
+  case SH_BI_STACK: *out = mat_stack(z, e, env, depth); return true;
+  case SH_BI_FLOAT: {
+    int64_t v;
+    if (e->n != 1 || !t || t->kind != SH_TY_I32) return false;
+    if (eval_int(z, e->items[0], env, depth, &v)) *out = mk_t(const_node(z, at, (double)v));
+    return true;
+  }
+  case SH_BI_SOFTMAX:
+    if (!t || t->kind != SH_TY_TENSOR || t->n != 2) return false;
+    break;
+  case SH_BI_TRANSPOSE: case SH_BI_LAYER_NORM: break;
+  default: return false;
+  }
+  int args[3];
+  if (e->n < 1 || e->n > 3) return false;
+  for (int i = 0; i < e->n; i++)
+    if ((args[i] = eval_t(z, e->items[i], env, depth)) < 0) return true;
+  int k = sh_lin_mat_builtin(z->L, z->a, at, e->builtin, args, e->n);
+  if (k == -2)
+    return sh_lin_refuse(z->L, at, "builtin '%s' is not supported by the linearized mode yet",
+                         sh_builtin_name(e->builtin)), true;
+  *out = mk_t(k);
+  return true;
+}
+
 static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
   sh_span at = e->span;
   bool done;
   lv kv = kid_builtin(z, e, env, depth, &done);
   if (done || failed(z)) return kv;
+  lv mv;
+  if (z->L->seq && mat_builtin(z, e, env, depth, &mv)) return mv;
   switch (e->builtin) {
   case SH_BI_ZEROS: return (lv){LV_ZERO, 0, 0, NULL};
   case SH_BI_FOLD: case SH_BI_SCAN:
@@ -964,6 +1044,10 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
       return sh_lin_refuse(z->L, at, "zeros(...) is translated by the linearized mode only as a scan's or fold's "
                            "initial state"), none;
     if (x.kind != LV_T || y.kind != LV_T) break;
+    if (z->L->seq) { /* a sentence's scores (coarsen_mat.c) */
+      int k = sh_lin_mat_binary(z->L, z->a, at, e->op, x.x, y.x);
+      if (k != -2) return mk_t(k);
+    }
     if (e->op == SH_TK_AT) return mk_t(mm_node(z, at, x.x, y.x));
     return mk_t(bin_node(z, at, e->op, x.x, y.x));
   }
@@ -978,6 +1062,13 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
     return sh_lin_refuse(z->L, at, "building a tree value: the linearized mode reads trees, it does not build them"), none;
   case SH_EX_INDEX:
     if (z->L->seq && !e->lookup) {
+      const sh_ast *ix = e->b; /* xs[len(words) - 1] of a forward scan: its last state (fold's) */
+      if (ix && ix->kind == SH_EX_BINARY && ix->op == SH_TK_MINUS && ix->b->kind == SH_EX_INT && ix->b->ival == 1 &&
+          ix->a->kind == SH_EX_CALL && ix->a->call == SH_CALL_BUILTIN && ix->a->builtin == SH_BI_LEN) {
+        lv xs = eval(z, e->a, env, depth + 1), n = eval(z, ix->a, env, depth + 1);
+        if (failed(z)) return none;
+        if (xs.kind == LV_SEQ && !xs.n && n.kind == LV_LEN) return seq_call(z, at, xs.x, SH_LIN_SEL_LAST);
+      }
       lv xs = eval(z, e->a, env, depth + 1), i = eval(z, e->b, env, depth + 1);
       if (failed(z)) return none;
       return seq_index(z, e, xs, i);

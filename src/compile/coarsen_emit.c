@@ -202,6 +202,24 @@ static void stmt(em *e, int k) {
     sh_buf_printf(e->b, "  %s(n, c, i) = %s_e(n, c, i) / %s_s(n) where c in 0..K(n), i in 0..1\n", t, t, t);
     break;
   }
+  case SH_LIN_LN: { /* the runtime's layer_norm: mean, centred, variance, eps 1e-5 */
+    const char *t = e->names[k], *nn = n->batched ? "n" : "", *sep = n->batched ? "n, " : "";
+    sh_buf_printf(e->b, "  %s_mu(%s) +=! ", t, nn);
+    acc(e, n->a, IDX1, 1);
+    sh_buf_printf(e->b, " / (%lld.0)\n  %s_c(%si) = ", (long long)n->d[0], t, sep);
+    acc(e, n->a, IDX1, 1);
+    sh_buf_printf(e->b, " - %s_mu(%s)", t, nn);
+    where(e, k);
+    sh_buf_printf(e->b, "  %s_v(%s) +=! %s_c(%si) * %s_c(%si) / (%lld.0)\n", t, nn, t, sep, t, sep,
+                  (long long)n->d[0]);
+    lhs(e, k);
+    sh_buf_printf(e->b, " = %s_c(%si) * rsqrt(%s_v(%s) + 1e-5) * ", t, sep, t, nn);
+    acc(e, n->items[0], IDX1, 1);
+    sh_buf_puts(e->b, " + ");
+    acc(e, n->items[1], IDX1, 1);
+    where(e, k);
+    break;
+  }
   default: break;
   }
 }
@@ -212,7 +230,7 @@ static void mark(const sh_lin_arm *a, int k, bool *live) {
   const sh_lin_node *n = &a->nodes[k];
   mark(a, n->a, live);
   mark(a, n->b, live);
-  for (int i = 0; n->op == SH_LIN_CAT && i < n->n_items; i++) mark(a, n->items[i], live);
+  for (int i = 0; (n->op == SH_LIN_CAT || n->op == SH_LIN_LN) && i < n->n_items; i++) mark(a, n->items[i], live);
 }
 
 static void put_shape(sh_buf *b, const sh_lin_node *n, bool batched) {
@@ -226,6 +244,7 @@ static void put_shape(sh_buf *b, const sh_lin_node *n, bool batched) {
 }
 
 sheaf_status sh_lin_emit(sh_lin *L, sh_lin_fn *f, sh_lin_arm *a) {
+  if (a->has_mat) return sh_lin_mat_emit(L, a); /* stages: linear_mat.c */
   bool live[SH_LIN_MAX_NODES] = {0};
   for (int j = 0; j < a->n_out; j++) mark(a, a->out[j], live);
   em *e = calloc(1, sizeof *e);

@@ -17,6 +17,7 @@
 
 /* JIT-compiles arm a's kernel; its parameters declared weights (packed once). */
 static sheaf_status compile_arm(sh_lin *L, sh_lin_arm *a) {
+  if (a->has_mat) return sh_lin_mat_compile(L, a); /* matrices per sentence: stages (linear_mat.c) */
   sheaf_status st = sheaf_kernel_compile(L->ctx, a->src, a->src_len, a->name, &a->k);
   if (st)
     return sh_fail(L->ctx, st, "linearized mode: the kernel of %s does not compile: %s\n%s", a->name,
@@ -108,6 +109,7 @@ void sh_lin_free(sh_lin *L) {
       for (int32_t c = 0; c < a->cap_plans; c++) sheaf_kernel_plan_free(a->plans[c]);
       free(a->plans);
       sheaf_kernel_free(a->k);
+      sh_lin_mat_free(a);
       free(a->src);
       free(a);
     }
@@ -127,6 +129,8 @@ double sh_lin_compile_seconds(const sh_lin *L) { return L ? L->compile_s : 0; }
 int sh_lin_n_kernels(const sh_lin *L) {
   int n = 0;
   for (int f = 0; L && f < L->n_fns; f++) n += L->fns[f].n_arms;
+  for (int f = 0; L && f < L->n_fns; f++) /* an arm with matrices per sentence: a kernel per stage */
+    for (int ai = 0; ai < L->fns[f].n_arms; ai++) n += sh_lin_mat_n_kernels(L->fns[f].arms[ai]) - !!L->fns[f].arms[ai]->mat;
   return n;
 }
 
@@ -271,9 +275,15 @@ static sheaf_status fill_row(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g
   return SHEAF_OK;
 }
 
+sheaf_status sh_lin_fill_input(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g, const sh_lin_node *n, int32_t r,
+                               float *dst) {
+  return fill_row(L, a, g, n, r, dst);
+}
+
 static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
   sh_lin_fn *f = &L->fns[g->fn];
   sh_lin_arm *a = f->arms[g->arm];
+  if (a->has_mat) return sh_lin_mat_run(L, g); /* matrices per sentence: stages (linear_mat.c) */
   int32_t count = g->count;
   bool direct = arm_direct(a); /* every result is an input as it is (a leaf's emb[w]): copied to the state */
   for (int j = 0; direct && j < a->n_out; j++) {

@@ -30,7 +30,14 @@ typedef enum sh_lin_op {
   SH_LIN_LSM,   /* log_softmax(a) over the last axis */
   SH_LIN_RSUM,  /* sum(a): a vector's elements, an f32[1] */
   SH_LIN_KSUM,  /* dependency trees: a per-child value summed over the node's children (ragged, c in 0..K(n)) */
-  SH_LIN_KSOFTMAX /* dependency trees: softmax of a per-child f32[1] over the node's children */
+  SH_LIN_KSOFTMAX, /* dependency trees: softmax of a per-child f32[1] over the node's children */
+  /* matrices per sentence (coarsen_mat.c): a per-token row of a sentence's matrix is a per-row vector; these
+   * mix a sentence's rows and run in ragged kernels (linear_mat.c) */
+  SH_LIN_LN,    /* layer_norm(a, items[0] gamma, items[1] beta) over the last axis, eps 1e-5 */
+  SH_LIN_TRANS, /* transpose(a) of a per-token matrix: only as the right operand of @ (SCORE) */
+  SH_LIN_SCORE, /* a @ transpose(b): the sentence's N x N scores (per row i: a row over the sentence's j) */
+  SH_LIN_SMAX,  /* softmax of a score matrix's rows */
+  SH_LIN_ATT    /* a (SMAX) @ b (per-token matrix): per-token rows again */
 } sh_lin_op;
 
 /* A segment of an executor input: a child's state component, or a table's
@@ -59,6 +66,7 @@ typedef struct sh_lin_node {
   int n_segs;      /* IN */
   sh_lin_seg segs[SH_LIN_MAX_SEGS];
   int input;       /* IN: its position among the kernel's inputs */
+  bool tok;        /* IN: a row of a sentence's matrix (stack over main's words; coarsen_mat.c) */
   bool twin;       /* IN of rank 2: also passed as [N, R, C] (a matrix-vector product reads it so;
                       rank-2 values are otherwise flat in the kernel, [M, C] with M = N·R, so a
                       product with a parameter is one GEMM) */
@@ -116,6 +124,8 @@ typedef struct sh_lin_arm {
   size_t src_len;
   sheaf_kernel *k;
   sheaf_kernel_plan **plans; /* by row count (cap_plans entries) */
+  struct sh_lin_mat *mat;    /* matrices per sentence: the arm's stages (linear_mat.c), else NULL */
+  bool has_mat;              /* the arm mixes a sentence's rows (SCORE/ATT nodes) */
   int32_t cap_plans;
 } sh_lin_arm;
 
@@ -201,5 +211,28 @@ sheaf_status sh_lin_inspect_seq(sh_lin *L, const int32_t *off, const int32_t *wo
  * when the type has no unary constructor) and the constructor of a node. */
 int sh_lin_ctor_of(const sh_lin *L, const sh_treebank *tb, int32_t node);
 int32_t sh_lin_skip_unary(const sh_lin *L, const sh_treebank *tb, int32_t node);
+
+/* coarsen_mat.c: matrices per sentence in a sequence model's main (a per-token
+ * row of `stack(for w in words { ... })` is a per-row vector; attention over
+ * the sentence's rows becomes SCORE / SMAX / ATT nodes). Each returns the
+ * new node, -1 on a refusal (L->why), or -2 when no operand is a sentence
+ * matrix (the caller translates as before). */
+int sh_lin_mat_node(sh_lin *L, sh_lin_arm *a, sh_span at, sh_lin_op op, int rank, int64_t d0, int64_t d1,
+                    bool batched);
+int sh_lin_mat_binary(sh_lin *L, sh_lin_arm *a, sh_span at, int op, int x, int y);
+int sh_lin_mat_builtin(sh_lin *L, sh_lin_arm *a, sh_span at, int builtin, const int *args, int n);
+/* Whether the nodes made before main's per-token map are rows of sentence matrices (the map reads them). */
+bool sh_lin_mat_rows_ok(const sh_lin_arm *a, int n_nodes);
+/* linear_mat.c: an arm with matrices per sentence split into stages (dense
+ * per-token kernels and ragged per-sentence ones), their source in a->src;
+ * compiled; run over main's per-token group; freed. */
+sheaf_status sh_lin_mat_emit(sh_lin *L, sh_lin_arm *a);
+sheaf_status sh_lin_mat_compile(sh_lin *L, sh_lin_arm *a);
+sheaf_status sh_lin_mat_run(sh_lin *L, const sh_lin_grp *g);
+void sh_lin_mat_free(sh_lin_arm *a);
+int sh_lin_mat_n_kernels(const sh_lin_arm *a);
+/* linear.c: copies input node n of arm a for row r of group g to dst (tables' rows, callees' states). */
+sheaf_status sh_lin_fill_input(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g, const sh_lin_node *n, int32_t r,
+                               float *dst);
 
 #endif
