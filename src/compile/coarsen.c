@@ -23,7 +23,8 @@
  * LV_LIST (a list of n per-child values: map over the children, and a for
  * over that, unrolled for the arm's child count). */
 typedef enum {
-  LV_NONE, LV_T, LV_TUP, LV_TREE, LV_WORD, LV_INT, LV_ZERO, LV_WORDS, LV_SEQ, LV_POS, LV_LEN, LV_KIDS, LV_LIST
+  LV_NONE, LV_T, LV_TUP, LV_TREE, LV_WORD, LV_INT, LV_ZERO, LV_WORDS, LV_SEQ, LV_POS, LV_LEN, LV_KIDS, LV_LIST,
+  LV_OUTER /* seq_tokmap: a tensor of main's arm, not readable in a map's own arm */
 } lv_kind;
 
 typedef struct lv {
@@ -322,16 +323,18 @@ static int fn_id(sh_lin *L, const sh_fn *fn, sh_span at) {
 }
 
 /* The step function of a scan or fold over the words (dir +1) or over
- * rev(words) (dir -1), registered on first use: (state, w: i32) -> state. */
-static int step_id(sh_lin *L, const sh_fn *fn, int dir, sh_span at) {
+ * rev(words) (dir -1), registered on first use: (state, w: i32) -> state;
+ * over a map's or a scan's list (src > 0): (state, x) -> state, x its
+ * element at the step's position. */
+static int step_id(sh_lin *L, const sh_fn *fn, int dir, int src, sh_span at) {
   for (int i = 0; i < L->n_fns; i++)
-    if (L->fns[i].fn == fn && L->fns[i].step == dir) return i;
+    if (L->fns[i].fn == fn && L->fns[i].step == dir && L->fns[i].src == src) return i;
   const char *name = sh_sym_name(&L->m->syms, fn->name);
   if (L->n_fns == SH_LIN_MAX_FNS) {
     sh_lin_refuse(L, at, "more than %d structural functions", SH_LIN_MAX_FNS);
     return -1;
   }
-  if (fn->n_params != 2 || !fn->param_types[1] || fn->param_types[1]->kind != SH_TY_I32) {
+  if (fn->n_params != 2 || !fn->param_types[1] || (src == 0 && fn->param_types[1]->kind != SH_TY_I32)) {
     sh_lin_refuse(L, at, "'%s' is scanned over the words: the linearized mode takes a step (state, w: i32) -> state",
                   name);
     return -1;
@@ -340,6 +343,7 @@ static int step_id(sh_lin *L, const sh_fn *fn, int dir, sh_span at) {
   memset(f, 0, sizeof *f);
   f->fn = fn;
   f->step = dir;
+  f->src = src;
   if (!flatten_ret(L, fn->ret_type, f)) {
     sh_lin_refuse(L, fn->span, "'%s' must return tensors (or a tuple of them) of known sizes", name);
     return -1;
@@ -443,7 +447,8 @@ static lv seq_call(cz *z, sh_span at, int g, int sel) {
     a->calls[a->n_calls++] = (sh_lin_call){g, -1, sel};
   }
   int comp = 0;
-  return call_result(z, at, z->L->fns[g].fn->ret_type, c, &z->L->fns[g], &comp);
+  const sh_lin_fn *gf = &z->L->fns[g];
+  return call_result(z, at, gf->elem ? gf->elem : gf->fn->ret_type, c, gf, &comp);
 }
 
 static bool all_zero(lv v) {
@@ -468,24 +473,49 @@ static lv seq_apply(cz *z, const sh_ast *e, lv *env, int depth) {
   if (!all_zero(s0))
     return sh_lin_refuse(z->L, e->items[1]->span, "%s's initial state: the linearized mode takes zeros(...) (or a "
                          "tuple of them) only for now", what), none;
-  if (xs.kind != LV_WORDS)
-    return sh_lin_refuse(z->L, e->items[2]->span, "%s over a list other than main's words (or rev of them): not "
-                         "translated by the linearized mode", what), none;
+  if (xs.kind != LV_WORDS && xs.kind != LV_SEQ)
+    return sh_lin_refuse(z->L, e->items[2]->span, "%s over a list other than main's words, a map over them or a "
+                         "scan (or rev of these): not translated by the linearized mode", what), none;
   if (z->in_for) return sh_lin_refuse(z->L, at, "%s inside a map over the words", what), none;
-  int g = step_id(z->L, e->fn_arg, xs.x ? -1 : 1, at);
+  bool back = xs.kind == LV_WORDS ? xs.x != 0 : xs.n != 0; /* element j at position len - 1 - j */
+  int g = step_id(z->L, e->fn_arg, back ? -1 : 1, xs.kind == LV_SEQ ? xs.x : 0, at);
   if (g < 0) return none;
   if (e->builtin == SH_BI_FOLD) return seq_call(z, at, g, SH_LIN_SEL_LAST);
-  return (lv){LV_SEQ, g, xs.x, NULL};
+  return (lv){LV_SEQ, g, back, NULL};
 }
 
 /* for x in words / for i in 0..len(words) / for s in scan(...): main's
  * per-token map (its result, one activation per token). */
+static lv seq_item(cz *z, const sh_ast *e, lv *env, int depth);
+static bool set_outputs(cz *z, sh_span at, lv v, sh_lin_fn *f);
+
 static lv seq_for(cz *z, const sh_ast *e, lv *env, int depth) {
   sh_span at = e->span;
   sh_lin *L = z->L;
   if (L->fns[z->fi].step || z->fi != 0 || z->in_for || z->for_done)
     return sh_lin_refuse(L, at, "a loop other than main's one map over its words: not translated by the linearized "
                          "mode"), none;
+  lv item = seq_item(z, e, env, depth);
+  if (failed(z)) return none;
+  for (int i = 0; i < z->a->n_nodes; i++)
+    if (z->a->nodes[i].batched)
+      return sh_lin_refuse(L, at, "per-sentence tensors before main's per-token map: not translated by the "
+                           "linearized mode"), none;
+  z->in_for = true;
+  z->for_start = z->a->n_nodes;
+  if (!bind_let(z, e->pat, item, env)) return none;
+  lv v = eval(z, e->c, env, depth);
+  z->in_for = false;
+  z->for_done = true;
+  z->for_value = v;
+  return v;
+}
+
+/* The element of a map over the words at the activation's position: the
+ * position (0..len(words)), the word, or a scan's or a map's element. */
+static lv seq_item(cz *z, const sh_ast *e, lv *env, int depth) {
+  sh_span at = e->span;
+  sh_lin *L = z->L;
   lv xs = eval(z, e->a, env, depth), hi = e->b ? eval(z, e->b, env, depth) : none;
   if (failed(z)) return none;
   lv item;
@@ -503,19 +533,59 @@ static lv seq_for(cz *z, const sh_ast *e, lv *env, int depth) {
     return sh_lin_refuse(L, e->a->span, "a loop over a list other than main's words, their positions or a scan of "
                          "them"), none;
   }
-  if (failed(z)) return none;
-  for (int i = 0; i < z->a->n_nodes; i++)
-    if (z->a->nodes[i].batched)
-      return sh_lin_refuse(L, at, "per-sentence tensors before main's per-token map: not translated by the "
-                           "linearized mode"), none;
-  z->in_for = true;
-  z->for_start = z->a->n_nodes;
-  if (!bind_let(z, e->pat, item, env)) return none;
-  lv v = eval(z, e->c, env, depth);
-  z->in_for = false;
-  z->for_done = true;
-  z->for_value = v;
-  return v;
+  return item;
+}
+
+/* let xs = for ... { body } in main (a map whose list is not main's result,
+ * tagger2.sf's x2): a function of its own with one activation per token,
+ * its body translated now (it reads main's scans and maps by position). */
+static lv seq_tokmap(cz *z, const sh_ast *e, lv *env, int depth) {
+  sh_lin *L = z->L;
+  sh_span at = e->span;
+  if (z->fi != 0 || z->in_for || z->for_done)
+    return sh_lin_refuse(L, at, "a map over the words inside a map or a step: not translated by the linearized "
+                         "mode"), none;
+  if (L->n_fns == SH_LIN_MAX_FNS) return sh_lin_refuse(L, at, "more than %d structural functions", SH_LIN_MAX_FNS), none;
+  const sh_type *t = e->type && e->type->kind == SH_TY_LIST ? e->type->elems[0] : NULL;
+  int g = L->n_fns;
+  sh_lin_fn *f = &L->fns[g];
+  memset(f, 0, sizeof *f);
+  f->fn = L->fns[0].fn, f->tokmap = true, f->elem = t;
+  if (!flatten_ret(L, t, f))
+    return sh_lin_refuse(L, at, "a map over the words whose elements are not tensors (or tuples of them) of known "
+                         "sizes"), none;
+  L->n_fns++;
+  sh_lin_arm *a = calloc(1, sizeof *a);
+  cz *z2 = calloc(1, sizeof *z2);
+  if (!a || !z2) {
+    free(a), free(z2);
+    return sh_lin_refuse(L, at, "out of memory"), none;
+  }
+  f->arms[f->n_arms++] = a;
+  a->span = at;
+  snprintf(a->name, sizeof a->name, "%.40s_map%d", sh_sym_name(&L->m->syms, f->fn->name), g);
+  z2->L = L, z2->fi = g, z2->a = a;
+  int n_env = L->fns[0].fn->n_locals + 1;
+  lv *env2 = malloc((size_t)n_env * sizeof *env2);
+  if (!env2) {
+    free(z2);
+    return sh_lin_refuse(L, at, "out of memory"), none;
+  }
+  for (int i = 0; i < n_env; i++) { /* main's tensors are rows of main's arm, not of this one */
+    bool outer = env[i].kind == LV_T;
+    for (int k = 0; env[i].kind == LV_TUP && k < env[i].n; k++) outer = outer || env[i].items[k].kind == LV_T;
+    env2[i] = outer ? (lv){LV_OUTER, 0, 0, NULL} : env[i];
+  }
+  env = env2;
+  lv item = seq_item(z2, e, env, depth);
+  z2->in_for = true;
+  if (!failed(z2) && bind_let(z2, e->pat, item, env)) {
+    lv v = eval(z2, e->c, env, depth);
+    if (!failed(z2)) set_outputs(z2, e->c->span, v, f);
+    if (!failed(z2) && a->n_out != f->n_comp) sh_lin_refuse(L, e->c->span, "the map's element is not its type's");
+  }
+  free(z2), free(env2);
+  return failed(z) ? none : (lv){LV_SEQ, g, 0, NULL};
 }
 
 /* map(f, kids): the children's states, f a structural function; the arm
@@ -791,6 +861,9 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
   case SH_EX_INT: return (lv){LV_INT, (int)e->ival, 0, NULL};
   case SH_EX_FLOAT: return mk_t(const_node(z, at, e->fval));
   case SH_EX_NAME:
+    if (e->res == SH_RES_LOCAL && e->ref.local && env[e->ref.local->index].kind == LV_OUTER)
+      return sh_lin_refuse(z->L, at, "'%s': a per-sentence tensor of main read inside a map over the words: not "
+                           "translated by the linearized mode", sym(z, e->name)), none;
     if (e->res == SH_RES_LOCAL && e->ref.local) return env[e->ref.local->index];
     if (e->res == SH_RES_PARAM) return mk_t(param_node(z, at, e->ref.param));
     if (e->res == SH_RES_SIZE) {
@@ -873,7 +946,8 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
   }
   case SH_EX_BLOCK:
     for (int i = 0; i < e->n; i++) {
-      lv v = eval(z, e->lets[i].value, env, depth + 1);
+      const sh_ast *x = e->lets[i].value;
+      lv v = z->L->seq && x && x->kind == SH_EX_FOR ? seq_tokmap(z, x, env, depth + 1) : eval(z, x, env, depth + 1);
       if (failed(z) || !bind_let(z, e->lets[i].pat, v, env)) return none;
     }
     return eval(z, e->a, env, depth + 1);
@@ -938,7 +1012,8 @@ static sheaf_status translate_arm(sh_lin *L, int fi, const sh_pat *pat, const sh
   int8_t path[8] = {0};
   if (L->seq && f->step) { /* the previous state (row 0: zeros before the first word) and the word */
     env[f->fn->params[0]->index] = seq_call(z, at, fi, SH_LIN_SEL_PREV);
-    env[f->fn->params[1]->index] = (lv){LV_WORD, new_slot(z, at, true, path, 0), 0, NULL};
+    env[f->fn->params[1]->index] = f->src ? seq_call(z, at, f->src, SH_LIN_SEL_POS)
+                                          : (lv){LV_WORD, new_slot(z, at, true, path, 0), 0, NULL};
   } else if (L->seq) {
     env[f->fn->params[0]->index] = (lv){LV_WORDS, 0, 0, NULL};
   } else {
@@ -964,6 +1039,7 @@ static sheaf_status translate_arm(sh_lin *L, int fi, const sh_pat *pat, const sh
 
 static sheaf_status translate_fn(sh_lin *L, int fi) {
   const sh_fn *fn = L->fns[fi].fn;
+  if (L->fns[fi].tokmap) return SHEAF_OK; /* translated where main binds it (seq_tokmap) */
   if (L->seq) return translate_arm(L, fi, NULL, fn->body, fn->span);
   if (L->dep) { /* arm k: a node of k children (only arm 0 when the body does not read them) */
     for (int k = 0; k < SH_LIN_MAX_ARMS; k++) {

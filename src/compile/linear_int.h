@@ -123,6 +123,10 @@ typedef struct sh_lin_fn {
   int64_t comp_width[SH_LIN_MAX_COMPS]; /* floats a row */
   int step;       /* sequences: +1 a forward scan/fold step, -1 one over rev(words), 0 not a step */
   bool per_token; /* sequences, main: one activation per token (main returns a list: a map) */
+  bool tokmap;     /* sequences: a map over the words bound by a let in main (`let x2 = for i in ...`): one
+                     activation per token, rows 1 .. T in sentence order (coarsen.c seq_tokmap) */
+  int src;         /* sequences, a step: the list it scans: 0 main's words, else a map's or a scan's fn */
+  const sh_type *elem; /* a map's element type (NULL: fn's result type) */
 } sh_lin_fn;
 
 /* The activations of one (height, function, arm): rows start .. start + count
