@@ -118,9 +118,10 @@ sheaf_status sh_lin_inspect_seq(sh_lin *L, const int32_t *off, const int32_t *wo
   int32_t running = n; /* the sentences longer than j: a prefix of order */
   for (int32_t j = 0; j < B.max_len; j++) {
     while (running > 0 && off[order[running - 1] + 1] - off[order[running - 1]] <= j) running--;
-    height++;
+    bool stepped = false;
     for (int f = 1; f < L->n_fns; f++) {
       if (!L->fns[f].step || stage[f] != sg) continue;
+      height += !stepped, stepped = true;
       if (L->n_rows[f] == 0) L->n_rows[f] = 1; /* row 0: zeros */
       int32_t *rows = B.pos_row + (size_t)B.step_of[f] * (size_t)B.T;
       for (int32_t r = 0; r < running; r++) {

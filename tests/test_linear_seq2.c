@@ -1,0 +1,124 @@
+/*
+ * test_linear_seq2.c — the linearized mode on the sequence models beyond
+ * one layer of scans: tagger2.sf (a map over the first BiLSTM's states bound
+ * in main, scanned by a second BiLSTM) against the dynamic runtime on the
+ * bundled EWT sentences (batches 1, 7, 64; 1 and 2 threads; 1e-5 relative),
+ * on sentences of one and two words, the stages of its groups (a scan of a
+ * map after the map, the map after the scans it reads), and refusals of
+ * what a map bound in main may not do, with their positions.
+ */
+#include <stdlib.h>
+
+#include "compile/linear.h"
+#include "harness.h"
+#include "io/dataset.h"
+#include "test_linear_seq_util.h"
+
+static const char *const tagger2_sizes[] = {"H=16", "E=12", "T=7", NULL};
+
+/* Each of path's models on ctx and on a 1-thread context. */
+static void check_both_threads(const char *path, const char *const *sizes) {
+  check_seq_model_on(th_ctx(), path, sizes);
+  sheaf_ctx *one = NULL;
+  REQUIRE_EQ_INT(sheaf_ctx_create(&(sheaf_ctx_options){.threads = 1}, &one, NULL, 0), SHEAF_OK);
+  check_seq_model_on(one, path, sizes);
+  sheaf_ctx_free(one);
+}
+
+TEST(linear_seq2_tagger2_matches_dynamic) { check_both_threads("examples/tagger2.sf", tagger2_sizes); }
+
+/* Sentences [3 4], [5]: the groups in stages and every output against the
+ * dynamic runtime. fns: 0 main, 1 f1, 2 b1 (over rev(ws)), 3 the map x2,
+ * 4 f2, 5 b2 (over rev(x2)). */
+TEST(linear_seq2_tagger2_stages) {
+  sheaf_ctx *ctx = th_ctx();
+  if (!th_have_jit_cc("linear_seq2_tagger2_stages")) return;
+  setenv("SHEAF_CACHE_DIR", th_cache_dir("linear"), 0);
+  static const int32_t off[] = {0, 2, 3}, words[] = {3, 4, 5};
+  sh_word_ids ids = sh_word_ids_of_rows(100);
+  tl_model tm;
+  sh_lin *L = NULL;
+  char why[512];
+  if (!tl_open(ctx, "examples/tagger2.sf", (const char *[]){"H=8", "E=6", "T=5", NULL}, NULL, &tm)) return;
+  if (!CHECK_OK(ctx, sh_lin_create(&tm.m, tm.model, &tm.bind, &L, why, sizeof why))) goto out;
+  if (!CHECK_OK(ctx, sh_lin_run_seq(L, off, words, 0, 2, ids))) goto out;
+  /* f1 rows: (s0,0) 1, (s1,0) 2, (s0,1) 3; b1 rows: (s0,1) 1, (s1,0) 2, (s0,0) 3; the map's rows: the tokens
+   * (s0,0) 1, (s0,1) 2, (s1,0) 3; f2 at j reads the map at its position, b2 at len - 1 - j. */
+  static const struct { int h, fn, start, count, self[3], other_fn, other[3]; } want[] = {
+      {1, 1, 1, 2, {0, 0}, -1, {0}},     {1, 2, 1, 2, {0, 0}, -1, {0}},    {2, 1, 3, 1, {1}, -1, {0}},
+      {2, 2, 3, 1, {1}, -1, {0}},        {3, 3, 1, 3, {0}, 1, {1, 3, 2}},  {4, 4, 1, 2, {0, 0}, 3, {1, 3}},
+      {4, 5, 1, 2, {0, 0}, 3, {2, 3}},   {5, 4, 3, 1, {1}, 3, {2}},        {5, 5, 3, 1, {1}, 3, {1}},
+      {6, 0, 0, 3, {0}, -1, {0}},
+  };
+  if (!CHECK_EQ_INT(sh_lin_n_groups(L), 10)) goto out;
+  for (int g = 0; g < 10; g++) {
+    sh_lin_group_view v;
+    if (!CHECK(sh_lin_group(L, g, &v))) goto out;
+    CHECK_EQ_INT(v.height, want[g].h);
+    CHECK_EQ_INT(v.fn, want[g].fn);
+    CHECK_EQ_INT(v.start, want[g].start);
+    if (!CHECK_EQ_INT(v.count, want[g].count)) continue;
+    for (int c = 0; c < v.n_calls; c++) {
+      const int *rows = v.call_fn[c] == v.fn ? want[g].self : v.call_fn[c] == want[g].other_fn ? want[g].other : NULL;
+      if (v.fn == 0 || v.fn == 3) continue; /* main and the map read two scans each: the map's fw checked below */
+      if (!CHECK(rows != NULL)) continue;
+      for (int i = 0; i < v.count; i++) CHECK_EQ_INT(v.calls[c][i], rows[i]);
+    }
+    if (v.fn == 3) { /* x2 = cat(fw[i].h, bw[i].h): fw's rows, then bw's (3, 1, 2) */
+      static const int bw[] = {3, 1, 2};
+      if (!CHECK_EQ_INT(v.n_calls, 2)) continue;
+      for (int i = 0; i < 3; i++)
+        CHECK_EQ_INT(v.calls[0][i], v.call_fn[0] == 1 ? want[g].other[i] : bw[i]);
+    }
+  }
+  {
+    float want_o[3 * 5], got_o[3 * 5];
+    int64_t at[3];
+    if (dynamic_seq(ctx, &tm, off, words, ids, 2, want_o, at, 15)) {
+      CHECK_EQ_INT(linear_outputs(L, 0, got_o, 15), 10);
+      CHECK_EQ_INT(linear_outputs(L, 1, got_o + 10, 5), 5);
+      CHECK(sh_max_rel_err(got_o, want_o, 3, 5) <= 1e-5);
+    }
+  }
+out:
+  sh_lin_free(L);
+  tl_close(ctx, &tm);
+}
+
+static bool refusal(const char *name, const char *text, char *why, size_t cap) {
+  sheaf_ctx *ctx = th_ctx();
+  tl_model tm;
+  why[0] = 0;
+  if (!tl_open_src(ctx, name, text, (const char *[]){"H=8", NULL}, NULL, &tm)) return false;
+  sheaf_status st = sh_lin_check(&tm.m, &tm.bind, why, cap);
+  tl_close(ctx, &tm);
+  return CHECK_EQ_INT(st, SHEAF_ERR_UNSUPPORTED);
+}
+
+TEST(linear_seq2_refusals) {
+  char why[512];
+  static const char outer[] = "param emb : f32[V, H]\n"
+                              "param q : f32[H]\n"
+                              "fn step(h: f32[H], w: i32) -> f32[H] = tanh(emb[w] + h)\n"
+                              "fn main(ws: list[i32]) -> list[f32[H]] {\n"
+                              "  let s = fold(step, zeros(H), ws);\n"
+                              "  let xs = for w in ws { emb[w] * s };\n"
+                              "  for x in xs { x + q }\n"
+                              "}\n";
+  if (refusal("outer.sf", outer, why, sizeof why))
+    CHECK_CONTAINS(why, "outer.sf:6:35: 's': a per-sentence tensor of main read inside a map over the words");
+  static const char nested[] = "param emb : f32[V, H]\n"
+                               "fn main(ws: list[i32]) -> list[f32[H]] {\n"
+                               "  let xs = for w in ws { let ys = for v in ws { emb[v] }; emb[w] };\n"
+                               "  for x in xs { x }\n"
+                               "}\n";
+  if (refusal("nested.sf", nested, why, sizeof why))
+    CHECK_CONTAINS(why, "nested.sf:3:35: a map over the words inside a map or a step");
+  static const char inmap[] = "param emb : f32[V, H]\n"
+                              "fn step(h: f32[H], w: i32) -> f32[H] = tanh(emb[w] + h)\n"
+                              "fn main(ws: list[i32]) -> list[f32[H]] {\n"
+                              "  let xs = for w in ws { fold(step, zeros(H), ws) };\n"
+                              "  for x in xs { x }\n"
+                              "}\n";
+  if (refusal("inmap.sf", inmap, why, sizeof why)) CHECK_CONTAINS(why, "inmap.sf:4:26: fold inside a map over the words");
+}
