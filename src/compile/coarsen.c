@@ -24,7 +24,8 @@
  * over that, unrolled for the arm's child count). */
 typedef enum {
   LV_NONE, LV_T, LV_TUP, LV_TREE, LV_WORD, LV_INT, LV_ZERO, LV_WORDS, LV_SEQ, LV_POS, LV_LEN, LV_KIDS, LV_LIST,
-  LV_OUTER /* seq_tokmap: a tensor of main's arm, not readable in a map's own arm */
+  LV_OUTER, /* seq_tokmap: a tensor of main's arm, not readable in a map's own arm */
+  LV_COND   /* sequences: whether the word at the map's position + x is inside the sentence (`i > 0`) */
 } lv_kind;
 
 typedef struct lv {
@@ -520,7 +521,7 @@ static lv seq_item(cz *z, const sh_ast *e, lv *env, int depth) {
   if (failed(z)) return none;
   lv item;
   if (e->b) {
-    if (xs.kind != LV_INT || xs.x != 0 || hi.kind != LV_LEN)
+    if (xs.kind != LV_INT || xs.x != 0 || hi.kind != LV_LEN || hi.x != 0)
       return sh_lin_refuse(L, at, "a range other than 0..len(words): the linearized mode maps over the words' "
                            "positions"), none;
     item = (lv){LV_POS, 0, 0, NULL};
@@ -647,12 +648,113 @@ static int zero_node(cz *z, sh_span at, const sh_type *t) {
 static lv seq_index(cz *z, const sh_ast *e, lv xs, lv i) {
   if (i.kind != LV_POS)
     return sh_lin_refuse(z->L, e->b->span, "an index other than the map's position over the words"), none;
+  if (i.x != 0 && xs.kind == LV_WORDS && !xs.x) { /* a neighbour ws[i + k]: -1 outside the sentence */
+    int8_t path[8] = {0};
+    int s = i.x >= -100 && i.x <= 100 ? new_slot(z, e->span, true, path, 0) : -1;
+    if (s < 0) return sh_lin_refuse(z->L, e->b->span, "a neighbour index too far from the map's position"), none;
+    z->a->slots[s].shift = (int8_t)i.x;
+    return (lv){LV_WORD, s, 0, NULL};
+  }
+  if (i.x != 0)
+    return sh_lin_refuse(z->L, e->b->span, "a neighbour index into a list other than main's words: not translated "
+                         "by the linearized mode"), none;
   if (xs.kind == LV_SEQ) return seq_call(z, e->span, xs.x, xs.n ? SH_LIN_SEL_MIRROR : SH_LIN_SEL_POS);
   if (xs.kind == LV_WORDS && !xs.x) {
     int8_t path[8] = {0};
     return (lv){LV_WORD, new_slot(z, e->span, true, path, 0), 0, NULL};
   }
   return sh_lin_refuse(z->L, e->span, "indexing a list other than main's words or a scan of them"), none;
+}
+
+/* Arithmetic on the map's position and len(words): i + k, i - k, len(ws) - k
+ * (LV_POS, LV_LEN with x the offset), and the comparisons that ask whether
+ * a neighbour exists: i > c, i >= c (the word at i + k, k <= 0) and
+ * i + k < len(ws), i + k <= len(ws) - c (k >= 0), as LV_COND. */
+static lv seq_pos_arith(cz *z, const sh_ast *e, lv x, lv y) {
+  int op = e->op;
+  if ((op == SH_TK_PLUS || op == SH_TK_MINUS) && (x.kind == LV_POS || x.kind == LV_LEN) && y.kind == LV_INT)
+    return (lv){x.kind, op == SH_TK_PLUS ? x.x + y.x : x.x - y.x, 0, NULL};
+  if (op == SH_TK_PLUS && x.kind == LV_INT && (y.kind == LV_POS || y.kind == LV_LEN))
+    return (lv){y.kind, x.x + y.x, 0, NULL};
+  if (x.kind != LV_POS && y.kind == LV_POS) { /* c < i: i > c */
+    lv t = x;
+    x = y, y = t;
+    op = op == SH_TK_LT ? SH_TK_GT : op == SH_TK_LE ? SH_TK_GE : op == SH_TK_GT ? SH_TK_LT : op == SH_TK_GE ? SH_TK_LE : op;
+  }
+  int k;
+  if (x.kind == LV_POS && y.kind == LV_INT && (op == SH_TK_GT || op == SH_TK_GE)) { /* p + a > c: p + (a - c - 1) >= 0 */
+    k = x.x - y.x - (op == SH_TK_GT);
+    if (k <= 0 && k >= -100) return (lv){LV_COND, k, 0, NULL}; /* the word at p + k exists (p + k < len holds) */
+  } else if (x.kind == LV_POS && y.kind == LV_LEN && (op == SH_TK_LT || op == SH_TK_LE)) { /* p + a < len + d */
+    k = x.x - y.x - (op == SH_TK_LE);
+    if (k >= 0 && k <= 100) return (lv){LV_COND, k, 0, NULL}; /* the word at p + k exists (p + k >= 0 holds) */
+  }
+  return sh_lin_refuse(z->L, e->span, "arithmetic on the map's position other than i + k, i - k and the tests "
+                       "whether a neighbour exists (i > 0, i + 1 < len(ws)): not translated by the linearized "
+                       "mode"), none;
+}
+
+/* if <a neighbour exists> { lookups of that neighbour } else { zeros(...) }:
+ * the lookups, read as zeros where the neighbour is outside the sentence. */
+static lv seq_if(cz *z, const sh_ast *e, lv *env, int depth) {
+  lv c = eval(z, e->a, env, depth);
+  if (failed(z)) return none;
+  if (c.kind != LV_COND)
+    return sh_lin_refuse(z->L, e->span, "an if other than on whether a neighbour ws[i + k] exists: the linearized "
+                         "mode needs straight-line code"), none;
+  lv t = eval(z, e->b, env, depth), f = eval(z, e->c, env, depth);
+  if (failed(z)) return none;
+  if (c.x == 0) return t; /* the word at the map's position: always there */
+  const sh_lin_node *n = t.kind == LV_T ? nd(z, t.x) : NULL;
+  bool ok = n && n->op == SH_LIN_IN && f.kind == LV_ZERO;
+  for (int i = 0; ok && i < n->n_segs; i++)
+    ok = n->segs[i].lookup && z->a->slots[z->a->field_slot[n->segs[i].field]].shift == c.x;
+  if (!ok)
+    return sh_lin_refuse(z->L, e->span, "an if on a neighbour's existence is translated as `if ... { emb[ws[i + k]] "
+                         "} else { zeros(...) }` only"), none;
+  int k = new_node(z, e->span, SH_LIN_IN, n->rank, n->d[0], n->d[1], true);
+  if (k < 0) return none;
+  sh_lin_node *m = nd(z, k);
+  n = nd(z, t.x);
+  m->n_segs = n->n_segs;
+  memcpy(m->segs, n->segs, sizeof n->segs);
+  for (int i = 0; i < m->n_segs; i++) m->segs[i].edge = true;
+  return mk_t(k);
+}
+
+/* A call of g by selector sel in arm a (one per pair). */
+static int raw_call(cz *z, sh_span at, int g, int sel) {
+  sh_lin_arm *a = z->a;
+  int c = 0;
+  while (c < a->n_calls && !(a->calls[c].fn == g && a->calls[c].sel == sel)) c++;
+  if (c == a->n_calls) {
+    if (c == SH_LIN_MAX_CALLS) return sh_lin_refuse(z->L, at, "too many calls in one arm"), -1;
+    a->calls[a->n_calls++] = (sh_lin_call){g, -1, sel};
+  }
+  return c;
+}
+
+/* max(xs), mean(xs), sum(xs) in main over a map bound in main (its rows of
+ * the sentence: contiguous): an input the executor reduces (linear_reduce.c). */
+static lv seq_reduce(cz *z, const sh_ast *e, lv *env, int depth) {
+  sh_span at = e->span;
+  const char *what = sh_builtin_name(e->builtin);
+  lv xs = eval(z, e->items[0], env, depth);
+  if (failed(z)) return none;
+  if (z->fi != 0 || z->in_for)
+    return sh_lin_refuse(z->L, at, "%s over a list inside a map or a step: not translated by the linearized mode",
+                         what), none;
+  if (xs.kind != LV_SEQ || !z->L->fns[xs.x].tokmap)
+    return sh_lin_refuse(z->L, e->items[0]->span, "%s over a list other than a map over the words bound by a let: "
+                         "not translated by the linearized mode", what), none;
+  const sh_lin_fn *g = &z->L->fns[xs.x];
+  if (g->n_comp != 1 || g->comp_rank[0] != 1)
+    return sh_lin_refuse(z->L, at, "%s over a list of other than vectors: not translated by the linearized mode",
+                         what), none;
+  int cf = raw_call(z, at, xs.x, SH_LIN_SEL_FIRST), ce = cf < 0 ? -1 : raw_call(z, at, xs.x, SH_LIN_SEL_END);
+  if (ce < 0) return none;
+  sh_lin_seg s = {.call = cf, .call_end = ce, .comp = 0, .reduce = e->builtin, .width = g->comp_width[0]};
+  return mk_t(in_node(z, at, s, 1, g->comp_d[0]));
 }
 
 static lv structural_call(cz *z, const sh_ast *e, lv *env, int depth) {
@@ -781,7 +883,13 @@ static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
   case SH_BI_MAP:
     if (z->L->dep) return dep_map(z, e, env, depth);
     break;
+  case SH_BI_MAX: case SH_BI_MEAN:
+    if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_LIST)
+      return seq_reduce(z, e, env, depth);
+    break;
   case SH_BI_SUM: {
+    if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_LIST)
+      return seq_reduce(z, e, env, depth);
     if (!z->L->dep || e->n != 1 || !e->items[0]->type || e->items[0]->type->kind != SH_TY_LIST) break;
     lv v = eval(z, e->items[0], env, depth);
     if (failed(z)) return none;
@@ -886,11 +994,14 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
     }
     break;
   case SH_EX_BINARY: {
+    bool cmp = e->op == SH_TK_LT || e->op == SH_TK_LE || e->op == SH_TK_GT || e->op == SH_TK_GE;
     if (e->op != SH_TK_PLUS && e->op != SH_TK_MINUS && e->op != SH_TK_STAR && e->op != SH_TK_SLASH &&
-        e->op != SH_TK_AT)
+        e->op != SH_TK_AT && !(cmp && z->L->seq))
       break;
     lv x = eval(z, e->a, env, depth + 1), y = eval(z, e->b, env, depth + 1);
     if (failed(z)) return none;
+    if (z->L->seq && (x.kind == LV_POS || x.kind == LV_LEN || y.kind == LV_POS || y.kind == LV_LEN))
+      return seq_pos_arith(z, e, x, y);
     if (x.kind == LV_INT && y.kind == LV_INT && e->op != SH_TK_AT && e->op != SH_TK_SLASH) {
       int64_t r = e->op == SH_TK_PLUS ? (int64_t)x.x + y.x : e->op == SH_TK_MINUS ? (int64_t)x.x - y.x
                                                                                : (int64_t)x.x * y.x;
@@ -952,7 +1063,9 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
     }
     return eval(z, e->a, env, depth + 1);
   case SH_EX_PHASE: return eval(z, e->a, env, depth + 1);
-  case SH_EX_IF: return sh_lin_refuse(z->L, at, "if inside an arm: the linearized mode needs straight-line arms "
+  case SH_EX_IF:
+    if (z->L->seq) return seq_if(z, e, env, depth + 1);
+    return sh_lin_refuse(z->L, at, "if inside an arm: the linearized mode needs straight-line arms "
                                                 "(branch on the tree's structure with match)"), none;
   case SH_EX_MATCH: return sh_lin_refuse(z->L, at, "a match inside an arm: the linearized mode takes one match per "
                                                    "function, on its tree parameter"), none;

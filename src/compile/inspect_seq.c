@@ -32,6 +32,8 @@ static int32_t resolve(const sh_lin *L, const seqb *B, const sh_lin_call *c, int
   const int32_t *rows = B->pos_row + (size_t)B->step_of[c->fn] * (size_t)B->T;
   bool fwd = L->fns[c->fn].step > 0;
   int32_t q;
+  if (c->sel == SH_LIN_SEL_FIRST || c->sel == SH_LIN_SEL_END) /* a map's rows: 1 + the token's index */
+    return 1 + tok0 + (c->sel == SH_LIN_SEL_END ? len : 0);
   switch (c->sel) {
   case SH_LIN_SEL_PREV: q = fwd ? p - 1 : p + 1; break;
   case SH_LIN_SEL_LAST: q = fwd ? len - 1 : 0; break;
@@ -46,7 +48,11 @@ static sheaf_status fill(sh_lin *L, const seqb *B, sh_lin_grp *g, const int32_t 
   const sh_lin_arm *a = L->fns[g->fn].arms[g->arm];
   for (int f = 0; f < a->n_fields; f++, *buf += g->count) {
     g->fields[f] = *buf;
-    for (int32_t r = 0; r < g->count; r++) g->fields[f][r] = sh_word_id(ids, words[B->off[sent[r]] + pos[r]]);
+    int shift = a->slots[a->field_slot[f]].shift; /* a neighbour: -1 outside the sentence */
+    for (int32_t r = 0; r < g->count; r++) {
+      int32_t q = pos[r] + shift, len = B->off[sent[r] + 1] - B->off[sent[r]];
+      g->fields[f][r] = q >= 0 && q < len ? sh_word_id(ids, words[B->off[sent[r]] + q]) : -1;
+    }
   }
   for (int c = 0; c < a->n_calls; c++, *buf += g->count) {
     g->calls[c] = *buf;

@@ -38,6 +38,11 @@ typedef struct sh_lin_seg {
   int call, comp;   /* child: call site, component */
   int param, field; /* lookup: the table, the word field */
   int64_t width;
+  bool edge;        /* sequences, lookup: zeros where the field's position is outside the sentence (its word -1:
+                       `if i > 0 { emb[ws[i - 1]] } else { zeros(E) }`) */
+  int reduce;       /* sequences: SH_BI_MAX, _MEAN or _SUM of a map's rows calls[call][r] .. calls[call_end][r] - 1
+                       (one sentence's tokens), elementwise; 0: none (linear_reduce.c) */
+  int call_end;
 } sh_lin_seg;
 
 typedef struct sh_lin_node {
@@ -65,6 +70,7 @@ typedef struct sh_lin_node {
  * activation's node (child indices). */
 typedef struct sh_lin_slot {
   bool word;
+  int8_t shift; /* sequences: the word at the activation's position + shift (a neighbour: ws[i - 1]) */
   int depth;
   int8_t path[8];
 } sh_lin_slot;
@@ -78,7 +84,9 @@ typedef enum sh_lin_sel {
   SH_LIN_SEL_PREV,   /* a step's previous one: p - 1 (forward) or p + 1 (reversed); row 0 before the first */
   SH_LIN_SEL_LAST,   /* the step's last (fold's result): p = len - 1 (forward) or 0; row 0 when len = 0 */
   SH_LIN_SEL_POS,    /* the step at the activation's own position p */
-  SH_LIN_SEL_MIRROR  /* the step at len - 1 - p */
+  SH_LIN_SEL_MIRROR, /* the step at len - 1 - p */
+  SH_LIN_SEL_FIRST,  /* a map's first row of the sentence (its rows are the sentence's tokens, in order) */
+  SH_LIN_SEL_END     /* a map's row after the sentence's last */
 } sh_lin_sel;
 
 typedef struct sh_lin_call {
@@ -191,6 +199,9 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
 /* inspect_seq.c: the groups of a batch of sentences (sentence s is words
  * off[s] .. off[s + 1] - 1, off relative to words). */
 sheaf_status sh_lin_inspect_seq(sh_lin *L, const int32_t *off, const int32_t *words, int32_t n, sh_word_ids ids);
+/* linear_reduce.c: the reduction seg sg of row r of group g into dst. */
+sheaf_status sh_lin_reduce_rows(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g, const sh_lin_seg *sg, int32_t r,
+                                float *dst);
 /* The node of tb under `node` at one child step (unary nodes pass through
  * when the type has no unary constructor) and the constructor of a node. */
 int sh_lin_ctor_of(const sh_lin *L, const sh_treebank *tb, int32_t node);
