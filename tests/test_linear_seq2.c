@@ -26,6 +26,46 @@ static void check_both_threads(const char *path, const char *const *sizes) {
 }
 
 TEST(linear_seq2_tagger2_matches_dynamic) { check_both_threads("examples/tagger2.sf", tagger2_sizes); }
+TEST(linear_seq2_cnn_matches_dynamic) {
+  check_both_threads("examples/cnn.sf", (const char *[]){"F=16", "E=12", "C=5", NULL});
+}
+
+/* path on sentences of 1, 2 and 3 words (a neighbour on neither side, on one,
+ * on both; the reductions over one row), in one batch and one by one,
+ * against the dynamic runtime. */
+static void check_short(const char *path, const char *const *sizes) {
+  sheaf_ctx *ctx = th_ctx();
+  if (!th_have_jit_cc(path)) return;
+  setenv("SHEAF_CACHE_DIR", th_cache_dir("linear"), 0);
+  static const int32_t off[] = {0, 1, 3, 6}, words[] = {7, 3, 4, 9, 5, 2};
+  sh_word_ids ids = sh_word_ids_of_rows(100);
+  tl_model tm;
+  sh_lin *L = NULL;
+  char why[512];
+  float want[6 * 64], got[6 * 64];
+  int64_t at[4];
+  if (!tl_open(ctx, path, sizes, NULL, &tm)) return;
+  if (!CHECK_OK(ctx, sh_lin_create(&tm.m, tm.model, &tm.bind, &L, why, sizeof why))) goto out;
+  if (!dynamic_seq(ctx, &tm, off, words, ids, 3, want, at, 6 * 64)) goto out;
+  for (int b = 1; b <= 3; b += 2) {
+    memset(got, 0, sizeof got);
+    for (int first = 0; first < 3; first += b) {
+      if (!CHECK_OK(ctx, sh_lin_run_seq(L, off, words, first, b, ids))) goto out;
+      for (int t = 0; t < b; t++)
+        CHECK_EQ_INT(linear_outputs(L, t, got + at[first + t], 6 * 64 - at[first + t]), at[first + t + 1] - at[first + t]);
+    }
+    double worst = sh_max_rel_err(got, want, at[3] / elem_width(L), elem_width(L));
+    if (!CHECK(worst <= 1e-5)) fprintf(stderr, "%s batch %d: max rel err %g\n", path, b, worst);
+  }
+out:
+  sh_lin_free(L);
+  tl_close(ctx, &tm);
+}
+
+TEST(linear_seq2_short_sentences) {
+  check_short("examples/tagger2.sf", (const char *[]){"H=8", "E=6", "T=5", NULL});
+  check_short("examples/cnn.sf", (const char *[]){"F=8", "E=6", "C=5", NULL});
+}
 
 /* Sentences [3 4], [5]: the groups in stages and every output against the
  * dynamic runtime. fns: 0 main, 1 f1, 2 b1 (over rev(ws)), 3 the map x2,
@@ -120,5 +160,24 @@ TEST(linear_seq2_refusals) {
                               "  let xs = for w in ws { fold(step, zeros(H), ws) };\n"
                               "  for x in xs { x }\n"
                               "}\n";
+  static const char far[] = "param emb : f32[V, H]\n"
+                            "fn main(ws: list[i32]) -> f32[H] {\n"
+                            "  let xs = for i in 0..len(ws) { if i >= 0 - 1 { emb[ws[i + 1]] } else { zeros(H) } };\n"
+                            "  max(xs)\n"
+                            "}\n";
+  if (refusal("far.sf", far, why, sizeof why))
+    CHECK_CONTAINS(why, "far.sf:3:37: arithmetic on the map's position other than i + k");
+  static const char wrongside[] = "param emb : f32[V, H]\n"
+                                  "fn main(ws: list[i32]) -> f32[H] {\n"
+                                  "  let xs = for i in 0..len(ws) { if i > 0 { emb[ws[i + 1]] } else { zeros(H) } };\n"
+                                  "  mean(xs)\n"
+                                  "}\n";
+  if (refusal("wrongside.sf", wrongside, why, sizeof why))
+    CHECK_CONTAINS(why, "wrongside.sf:3:34: an if on a neighbour's existence is translated as");
+  static const char scanred[] = "param emb : f32[V, H]\n"
+                                "fn step(h: f32[H], w: i32) -> f32[H] = tanh(emb[w] + h)\n"
+                                "fn main(ws: list[i32]) -> f32[H] = max(scan(step, zeros(H), ws))\n";
+  if (refusal("scanred.sf", scanred, why, sizeof why))
+    CHECK_CONTAINS(why, "scanred.sf:3:40: max over a list other than a map over the words bound by a let");
   if (refusal("inmap.sf", inmap, why, sizeof why)) CHECK_CONTAINS(why, "inmap.sf:4:26: fold inside a map over the words");
 }
