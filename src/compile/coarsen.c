@@ -25,7 +25,9 @@
 typedef enum {
   LV_NONE, LV_T, LV_TUP, LV_TREE, LV_WORD, LV_INT, LV_ZERO, LV_WORDS, LV_SEQ, LV_POS, LV_LEN, LV_KIDS, LV_LIST,
   LV_OUTER, /* seq_tokmap: a tensor of main's arm, not readable in a map's own arm */
-  LV_COND   /* sequences: whether the word at the map's position + x is inside the sentence (`i > 0`) */
+  LV_COND,  /* sequences: whether the word at the map's position + x is inside the sentence (`i > 0`) */
+  LV_SOFTMAX, LV_STACK /* sequences: softmax of a map's scores, stack of a map's rows (fn x): only as
+                          `softmax(...) @ stack(...)`, an attention over the sentence (seq_attend) */
 } lv_kind;
 
 typedef struct lv {
@@ -192,6 +194,14 @@ static int slice_node(cz *z, sh_span at, int x, int64_t lo, int64_t hi) {
   }
   int k = new_node(z, at, SH_LIN_SLICE, 1, hi - lo, 1, nd(z, x)->batched);
   if (k >= 0) nd(z, k)->a = x, nd(z, k)->lo = lo;
+  return k;
+}
+
+/* sum(x) of a per-row vector: f32[1] a row. */
+static int rsum_node(cz *z, sh_span at, int x) {
+  if (x < 0) return -1;
+  int k = new_node(z, at, SH_LIN_RSUM, 1, 1, 1, nd(z, x)->batched);
+  if (k >= 0) nd(z, k)->a = x;
   return k;
 }
 
@@ -489,6 +499,8 @@ static lv seq_apply(cz *z, const sh_ast *e, lv *env, int depth) {
  * per-token map (its result, one activation per token). */
 static lv seq_item(cz *z, const sh_ast *e, lv *env, int depth);
 static bool set_outputs(cz *z, sh_span at, lv v, sh_lin_fn *f);
+static lv seq_tokmap(cz *z, const sh_ast *e, lv *env, int depth);
+static int raw_call(cz *z, sh_span at, int g, int sel);
 
 static lv seq_for(cz *z, const sh_ast *e, lv *env, int depth) {
   sh_span at = e->span;
@@ -757,6 +769,39 @@ static lv seq_reduce(cz *z, const sh_ast *e, lv *env, int depth) {
   return mk_t(in_node(z, at, s, 1, g->comp_d[0]));
 }
 
+/* softmax(for ... { score }) or softmax(scores), stack(hs): a map bound in
+ * main (the for translated as one, seq_tokmap), kept for seq_attend. */
+static lv seq_list_value(cz *z, const sh_ast *e, lv *env, int depth) {
+  const sh_ast *x = e->items[0];
+  const char *what = sh_builtin_name(e->builtin);
+  lv xs = x->kind == SH_EX_FOR ? seq_tokmap(z, x, env, depth) : eval(z, x, env, depth);
+  if (failed(z)) return none;
+  if (z->fi != 0 || z->in_for)
+    return sh_lin_refuse(z->L, e->span, "%s of a list inside a map or a step: not translated by the linearized mode",
+                         what), none;
+  if (xs.kind != LV_SEQ || !z->L->fns[xs.x].tokmap || xs.n)
+    return sh_lin_refuse(z->L, x->span, "%s over a list other than a map over the words: not translated by the "
+                         "linearized mode", what), none;
+  const sh_lin_fn *g = &z->L->fns[xs.x];
+  if (g->n_comp != 1 || g->comp_rank[0] != 1 || (e->builtin == SH_BI_SOFTMAX && g->comp_d[0][0] != 1))
+    return sh_lin_refuse(z->L, x->span, "%s over a list of other than %s: not translated by the linearized mode",
+                         what, e->builtin == SH_BI_SOFTMAX ? "scores f32[1]" : "vectors"), none;
+  return (lv){e->builtin == SH_BI_SOFTMAX ? LV_SOFTMAX : LV_STACK, xs.x, 0, NULL};
+}
+
+/* softmax(scores) @ stack(hs): the attention-weighted sum of the sentence's
+ * rows of hs, an input the executor reduces (linear_reduce.c). */
+static lv seq_attend(cz *z, const sh_ast *e, lv w, lv xs) {
+  sh_span at = e->span;
+  const sh_lin_fn *g = &z->L->fns[xs.x];
+  int cf = raw_call(z, at, xs.x, SH_LIN_SEL_FIRST), ce = cf < 0 ? -1 : raw_call(z, at, xs.x, SH_LIN_SEL_END);
+  int cw = ce < 0 ? -1 : raw_call(z, at, w.x, SH_LIN_SEL_FIRST);
+  if (cw < 0) return none;
+  sh_lin_seg s = {.call = cf, .call_end = ce, .weights = cw, .comp = 0, .reduce = SH_BI_SOFTMAX,
+                  .width = g->comp_width[0]};
+  return mk_t(in_node(z, at, s, 1, g->comp_d[0]));
+}
+
 static lv structural_call(cz *z, const sh_ast *e, lv *env, int depth) {
   int g = fn_id(z->L, e->ref.fn, e->span);
   if (g < 0) return none;
@@ -873,6 +918,22 @@ static lv lstm_cell(cz *z, const sh_ast *e, lv *env, int depth) {
   return (lv){LV_TUP, 0, 2, items};
 }
 
+/* layer_norm(x, g, b), the runtime's (eps 1e-5): d = x - mean(x);
+ * d / sqrt(mean(d·d) + eps) · g + b. */
+static lv layer_norm(cz *z, const sh_ast *e, lv *env, int depth) {
+  sh_span at = e->span;
+  int x = eval_t(z, e->items[0], env, depth), g = eval_t(z, e->items[1], env, depth);
+  int b = eval_t(z, e->items[2], env, depth);
+  if (failed(z)) return none;
+  if (nd(z, x)->rank != 1 || nd(z, x)->op == SH_LIN_CAT)
+    return sh_lin_refuse(z->L, at, "layer_norm of other than a vector: not translated by the linearized mode"), none;
+  int inv = const_node(z, at, 1.0 / (double)nd(z, x)->d[0]);
+  int d = bin_node(z, at, SH_TK_MINUS, x, bin_node(z, at, SH_TK_STAR, rsum_node(z, at, x), inv));
+  int var = bin_node(z, at, SH_TK_STAR, rsum_node(z, at, bin_node(z, at, SH_TK_STAR, d, d)), inv);
+  int sd = un_node(z, at, SH_BI_SQRT, bin_node(z, at, SH_TK_PLUS, var, const_node(z, at, 1e-5)));
+  return mk_t(bin_node(z, at, SH_TK_PLUS, bin_node(z, at, SH_TK_STAR, bin_node(z, at, SH_TK_SLASH, d, sd), g), b));
+}
+
 static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
   sh_span at = e->span;
   switch (e->builtin) {
@@ -887,9 +948,22 @@ static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
     if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_LIST)
       return seq_reduce(z, e, env, depth);
     break;
+  case SH_BI_SOFTMAX: case SH_BI_STACK:
+    if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_LIST)
+      return seq_list_value(z, e, env, depth);
+    break;
+  case SH_BI_LAYER_NORM:
+    if (e->n == 3) return layer_norm(z, e, env, depth);
+    break;
   case SH_BI_SUM: {
     if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_LIST)
       return seq_reduce(z, e, env, depth);
+    if (e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_TENSOR) {
+      int x = eval_t(z, e->items[0], env, depth);
+      if (x < 0) return none;
+      if (nd(z, x)->rank != 1 || nd(z, x)->op == SH_LIN_CAT) break;
+      return mk_t(rsum_node(z, at, x));
+    }
     if (!z->L->dep || e->n != 1 || !e->items[0]->type || e->items[0]->type->kind != SH_TY_LIST) break;
     lv v = eval(z, e->items[0], env, depth);
     if (failed(z)) return none;
@@ -1010,6 +1084,7 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
     if (x.kind == LV_ZERO || y.kind == LV_ZERO)
       return sh_lin_refuse(z->L, at, "zeros(...) is translated by the linearized mode only as a scan's or fold's "
                            "initial state"), none;
+    if (x.kind == LV_SOFTMAX && y.kind == LV_STACK && e->op == SH_TK_AT) return seq_attend(z, e, x, y);
     if (x.kind != LV_T || y.kind != LV_T) break;
     if (e->op == SH_TK_AT) return mk_t(mm_node(z, at, x.x, y.x));
     return mk_t(bin_node(z, at, e->op, x.x, y.x));

@@ -27,7 +27,8 @@ typedef enum sh_lin_op {
   SH_LIN_MM,    /* a @ b (a may be a CAT: the product split by its parts) */
   SH_LIN_SLICE, /* a[lo : lo + d0] */
   SH_LIN_CAT,   /* items side by side: only as the left operand of @ */
-  SH_LIN_LSM    /* log_softmax(a) over the last axis */
+  SH_LIN_LSM,   /* log_softmax(a) over the last axis */
+  SH_LIN_RSUM   /* sum(a) of a vector: f32[1] a row */
 } sh_lin_op;
 
 /* A segment of an executor input: a child's state component, or a table's
@@ -43,6 +44,8 @@ typedef struct sh_lin_seg {
   int reduce;       /* sequences: SH_BI_MAX, _MEAN or _SUM of a map's rows calls[call][r] .. calls[call_end][r] - 1
                        (one sentence's tokens), elementwise; 0: none (linear_reduce.c) */
   int call_end;
+  int weights;      /* reduce SH_BI_SOFTMAX (`softmax(scores) @ stack(hs)`): the call of the scores' map (f32[1]
+                       rows, numbered as the reduced map's) */
 } sh_lin_seg;
 
 typedef struct sh_lin_node {
