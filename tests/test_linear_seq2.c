@@ -3,6 +3,8 @@
  * one layer of scans: tagger2.sf (a map over the first BiLSTM's states bound
  * in main, scanned by a second BiLSTM) against the dynamic runtime on the
  * bundled EWT sentences (batches 1, 7, 64; 1 and 2 threads; 1e-5 relative),
+ * and so cnn.sf (neighbours, max and mean pooling) and attnpool.sf (an
+ * attention, max and mean over the sentence, layer_norm),
  * on sentences of one and two words, the stages of its groups (a scan of a
  * map after the map, the map after the scans it reads), and refusals of
  * what a map bound in main may not do, with their positions.
@@ -26,6 +28,9 @@ static void check_both_threads(const char *path, const char *const *sizes) {
 }
 
 TEST(linear_seq2_tagger2_matches_dynamic) { check_both_threads("examples/tagger2.sf", tagger2_sizes); }
+TEST(linear_seq2_attnpool_matches_dynamic) {
+  check_both_threads("examples/attnpool.sf", (const char *[]){"H=16", "E=12", "C=5", NULL});
+}
 TEST(linear_seq2_cnn_matches_dynamic) {
   check_both_threads("examples/cnn.sf", (const char *[]){"F=16", "E=12", "C=5", NULL});
 }
@@ -65,6 +70,7 @@ out:
 TEST(linear_seq2_short_sentences) {
   check_short("examples/tagger2.sf", (const char *[]){"H=8", "E=6", "T=5", NULL});
   check_short("examples/cnn.sf", (const char *[]){"F=8", "E=6", "C=5", NULL});
+  check_short("examples/attnpool.sf", (const char *[]){"H=8", "E=6", "C=5", NULL});
 }
 
 /* Sentences [3 4], [5]: the groups in stages and every output against the
@@ -179,5 +185,14 @@ TEST(linear_seq2_refusals) {
                                 "fn main(ws: list[i32]) -> f32[H] = max(scan(step, zeros(H), ws))\n";
   if (refusal("scanred.sf", scanred, why, sizeof why))
     CHECK_CONTAINS(why, "scanred.sf:3:40: max over a list other than a map over the words bound by a let");
+  static const char softmax_alone[] = "param emb : f32[V, H]\n"
+                                      "param q : f32[H]\n"
+                                      "fn main(ws: list[i32]) -> f32[H] {\n"
+                                      "  let hs = for w in ws { emb[w] };\n"
+                                      "  let a = softmax(for h in hs { sum(h * q) });\n"
+                                      "  a @ stack(rev(hs))\n"
+                                      "}\n";
+  if (refusal("softmax_alone.sf", softmax_alone, why, sizeof why))
+    CHECK_CONTAINS(why, "softmax_alone.sf:6:13: stack over a list other than a map over the words");
   if (refusal("inmap.sf", inmap, why, sizeof why)) CHECK_CONTAINS(why, "inmap.sf:4:26: fold inside a map over the words");
 }

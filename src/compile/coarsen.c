@@ -407,9 +407,17 @@ static bool bind_pat(cz *z, const sh_pat *p, lv *env, int8_t *path, int depth, b
 
 static lv eval(cz *z, const sh_ast *e, lv *env, int depth);
 
+static const char *const sentence_matrix =
+    "a sentence's matrix (stack of a map) or softmax of a list: the linearized mode translates them only as "
+    "softmax(scores) @ stack(hs), an attention over the sentence";
+
 static int eval_t(cz *z, const sh_ast *e, lv *env, int depth) {
   lv v = eval(z, e, env, depth);
   if (failed(z)) return -1;
+  if (v.kind == LV_SOFTMAX || v.kind == LV_STACK) {
+    sh_lin_refuse(z->L, e->span, "%s", sentence_matrix);
+    return -1;
+  }
   if (v.kind != LV_T) {
     sh_lin_refuse(z->L, e->span, v.kind == LV_ZERO ? "zeros(...) is translated by the linearized mode only as a "
                   "scan's or fold's initial state" : "expected a tensor here");
@@ -658,6 +666,9 @@ static int zero_node(cz *z, sh_span at, const sh_type *t) {
 
 /* xs[i]: a scan's state or a word at a map's position. */
 static lv seq_index(cz *z, const sh_ast *e, lv xs, lv i) {
+  if (i.kind == LV_INT || i.kind == LV_LEN)
+    return sh_lin_refuse(z->L, e->b->span, "an index at a fixed place of the sentence (ws[0], xs[len(ws) - 1]): the "
+                         "linearized mode reads a list at a map's position (or a neighbour of it) only"), none;
   if (i.kind != LV_POS)
     return sh_lin_refuse(z->L, e->b->span, "an index other than the map's position over the words"), none;
   if (i.x != 0 && xs.kind == LV_WORDS && !xs.x) { /* a neighbour ws[i + k]: -1 outside the sentence */
@@ -1085,6 +1096,8 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
       return sh_lin_refuse(z->L, at, "zeros(...) is translated by the linearized mode only as a scan's or fold's "
                            "initial state"), none;
     if (x.kind == LV_SOFTMAX && y.kind == LV_STACK && e->op == SH_TK_AT) return seq_attend(z, e, x, y);
+    if (x.kind == LV_SOFTMAX || x.kind == LV_STACK || y.kind == LV_SOFTMAX || y.kind == LV_STACK)
+      return sh_lin_refuse(z->L, at, "%s", sentence_matrix), none;
     if (x.kind != LV_T || y.kind != LV_T) break;
     if (e->op == SH_TK_AT) return mk_t(mm_node(z, at, x.x, y.x));
     return mk_t(bin_node(z, at, e->op, x.x, y.x));
