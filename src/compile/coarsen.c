@@ -197,7 +197,14 @@ static int slice_node(cz *z, sh_span at, int x, int64_t lo, int64_t hi) {
   return k;
 }
 
-/* sum(x) of a per-row vector: f32[1] a row. */
+/* sum(x) (max(x): op SH_LIN_RMAX) of a per-row vector: f32[1] a row. */
+static int rsum_op(cz *z, sh_span at, int x, sh_lin_op op) {
+  if (x < 0) return -1;
+  int k = new_node(z, at, op, 1, 1, 1, nd(z, x)->batched);
+  if (k >= 0) nd(z, k)->a = x;
+  return k;
+}
+
 static int rsum_node(cz *z, sh_span at, int x) {
   if (x < 0) return -1;
   int k = new_node(z, at, SH_LIN_RSUM, 1, 1, 1, nd(z, x)->batched);
@@ -666,6 +673,14 @@ static int zero_node(cz *z, sh_span at, const sh_type *t) {
 
 /* xs[i]: a scan's state or a word at a map's position. */
 static lv seq_index(cz *z, const sh_ast *e, lv xs, lv i) {
+  if ((i.kind == LV_INT || i.kind == LV_LEN) && xs.kind == LV_WORDS && !xs.x && i.x >= -100 && i.x <= 100 &&
+      (i.kind == LV_LEN ? i.x < 0 : i.x >= 0)) { /* ws[c], ws[len(ws) - c]: a run error past the sentence */
+    int8_t path[8] = {0};
+    int s = new_slot(z, e->span, true, path, 0);
+    if (s < 0) return none;
+    z->a->slots[s].shift = (int8_t)i.x, z->a->slots[s].anchor = i.kind == LV_LEN ? 2 : 1;
+    return (lv){LV_WORD, s, 0, NULL};
+  }
   if (i.kind == LV_INT || i.kind == LV_LEN)
     return sh_lin_refuse(z->L, e->b->span, "an index at a fixed place of the sentence (ws[0], xs[len(ws) - 1]): the "
                          "linearized mode reads a list at a map's position (or a neighbour of it) only"), none;
@@ -958,18 +973,33 @@ static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
   case SH_BI_MAX: case SH_BI_MEAN:
     if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_LIST)
       return seq_reduce(z, e, env, depth);
+    if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_TENSOR) { /* of a vector */
+      int x = eval_t(z, e->items[0], env, depth);
+      if (x < 0) return none;
+      if (nd(z, x)->rank != 1 || nd(z, x)->op == SH_LIN_CAT) break;
+      if (e->builtin == SH_BI_MAX) return mk_t(rsum_op(z, at, x, SH_LIN_RMAX));
+      return mk_t(bin_node(z, at, SH_TK_STAR, rsum_node(z, at, x), const_node(z, at, 1.0 / (double)nd(z, x)->d[0])));
+    }
     break;
   case SH_BI_SOFTMAX: case SH_BI_STACK:
     if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_LIST)
       return seq_list_value(z, e, env, depth);
+    if (z->L->seq && e->builtin == SH_BI_SOFTMAX && e->n == 1 && e->items[0]->type &&
+        e->items[0]->type->kind == SH_TY_TENSOR) {
+      int x = eval_t(z, e->items[0], env, depth); /* of a vector: exp(x - max x) / sum */
+      if (x < 0) return none;
+      if (nd(z, x)->rank != 1 || nd(z, x)->op == SH_LIN_CAT) break;
+      int ex = un_node(z, at, SH_BI_EXP, bin_node(z, at, SH_TK_MINUS, x, rsum_op(z, at, x, SH_LIN_RMAX)));
+      return mk_t(bin_node(z, at, SH_TK_SLASH, ex, rsum_node(z, at, ex)));
+    }
     break;
   case SH_BI_LAYER_NORM:
-    if (e->n == 3) return layer_norm(z, e, env, depth);
+    if (z->L->seq && e->n == 3) return layer_norm(z, e, env, depth); /* sequences only: dyncoarse.c's regions as they were */
     break;
   case SH_BI_SUM: {
     if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_LIST)
       return seq_reduce(z, e, env, depth);
-    if (e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_TENSOR) {
+    if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_TENSOR) {
       int x = eval_t(z, e->items[0], env, depth);
       if (x < 0) return none;
       if (nd(z, x)->rank != 1 || nd(z, x)->op == SH_LIN_CAT) break;

@@ -170,9 +170,9 @@ static void stmt(em *e, int k) {
     where(e, k);
     break;
   }
-  case SH_LIN_RSUM: /* t(n, i) for i in 0..1: the row's sum */
+  case SH_LIN_RSUM: case SH_LIN_RMAX: /* t(n, i) for i in 0..1: the row's sum or max */
     lhs(e, k);
-    sh_buf_puts(e->b, " +=! ");
+    sh_buf_puts(e->b, n->op == SH_LIN_RSUM ? " +=! " : " max=! ");
     acc(e, n->a, (const char *[]){"r"}, 1);
     sh_buf_printf(e->b, " where i in 0..1, r in 0..%lld\n", (long long)e->a->nodes[n->a].d[0]);
     break;

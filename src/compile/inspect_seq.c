@@ -48,9 +48,10 @@ static sheaf_status fill(sh_lin *L, const seqb *B, sh_lin_grp *g, const int32_t 
   const sh_lin_arm *a = L->fns[g->fn].arms[g->arm];
   for (int f = 0; f < a->n_fields; f++, *buf += g->count) {
     g->fields[f] = *buf;
-    int shift = a->slots[a->field_slot[f]].shift; /* a neighbour: -1 outside the sentence */
+    const sh_lin_slot *sl = &a->slots[a->field_slot[f]]; /* a neighbour or a fixed place: -1 outside the sentence */
     for (int32_t r = 0; r < g->count; r++) {
-      int32_t q = pos[r] + shift, len = B->off[sent[r] + 1] - B->off[sent[r]];
+      int32_t len = B->off[sent[r] + 1] - B->off[sent[r]];
+      int32_t q = (sl->anchor == 0 ? pos[r] : sl->anchor == 1 ? 0 : len) + sl->shift;
       g->fields[f][r] = q >= 0 && q < len ? sh_word_id(ids, words[B->off[sent[r]] + q]) : -1;
     }
   }

@@ -28,7 +28,8 @@ typedef enum sh_lin_op {
   SH_LIN_SLICE, /* a[lo : lo + d0] */
   SH_LIN_CAT,   /* items side by side: only as the left operand of @ */
   SH_LIN_LSM,   /* log_softmax(a) over the last axis */
-  SH_LIN_RSUM   /* sum(a) of a vector: f32[1] a row */
+  SH_LIN_RSUM,  /* sum(a) of a vector: f32[1] a row */
+  SH_LIN_RMAX   /* max(a) of a vector: f32[1] a row */
 } sh_lin_op;
 
 /* A segment of an executor input: a child's state component, or a table's
@@ -74,6 +75,8 @@ typedef struct sh_lin_node {
 typedef struct sh_lin_slot {
   bool word;
   int8_t shift; /* sequences: the word at the activation's position + shift (a neighbour: ws[i - 1]) */
+  int8_t anchor; /* sequences: 0 shift from the activation's position, 1 from the sentence's start (ws[0]),
+                    2 from its end (ws[len(ws) - 1]: shift -1) */
   int depth;
   int8_t path[8];
 } sh_lin_slot;
