@@ -246,7 +246,8 @@ static bool takes_dep_trees(const cfg *k) { return strstr(k->path, "/childsum.sf
 /* The configurations whose model takes sentences (list[i32]), not trees. */
 static bool takes_sentences(const cfg *k) {
   return strstr(k->path, "/gru.sf") || strstr(k->path, "/bilstm.sf") || strstr(k->path, "/tagger2.sf") ||
-         strstr(k->path, "/cnn.sf") || strstr(k->path, "/attnpool.sf");
+         strstr(k->path, "/cnn.sf") || strstr(k->path, "/attnpool.sf") ||
+         strstr(k->path, "/handnorm.sf");
 }
 
 int main(int argc, char **argv) {
@@ -322,6 +323,7 @@ int main(int argc, char **argv) {
       {"2-layer BiLSTM tagger", "examples/tagger2.sf", {"H=64", "E=64", "T=17", NULL}, 64, false, 64, 64, 17},
       {"Trigram CNN", "examples/cnn.sf", {"F=64", "E=64", "C=5", NULL}, 64, false, 64, 64, 5},
       {"Attention pooling", "examples/attnpool.sf", {"H=64", "E=64", "C=5", NULL}, 64, false, 64, 64, 5},
+      {"Hand-written norms", "examples/handnorm.sf", {"H=64", NULL}, 64, false, 0, 64, 0},
   };
   printf("| model | hidden | batch | dynamic trees/s | linear trees/s | linear / dynamic (median, min-max) | "
          "compile cold / warm |\n|---|---:|---:|---:|---:|---:|---|\n");

@@ -31,6 +31,10 @@ TEST(linear_seq2_tagger2_matches_dynamic) { check_both_threads("examples/tagger2
 TEST(linear_seq2_attnpool_matches_dynamic) {
   check_both_threads("examples/attnpool.sf", (const char *[]){"H=16", "E=12", "C=5", NULL});
 }
+/* handnorm's outputs are one instance's row (x's softmax against ey, and two
+ * differences of equal quantities: rounding noise of ~1e-7 in both modes),
+ * compared relative to the instance's largest output. */
+TEST(linear_seq2_handnorm_matches_dynamic) { check_both_threads("examples/handnorm.sf", (const char *[]){"H=16", NULL}); }
 TEST(linear_seq2_cnn_matches_dynamic) {
   check_both_threads("examples/cnn.sf", (const char *[]){"F=16", "E=12", "C=5", NULL});
 }
@@ -71,6 +75,7 @@ TEST(linear_seq2_short_sentences) {
   check_short("examples/tagger2.sf", (const char *[]){"H=8", "E=6", "T=5", NULL});
   check_short("examples/cnn.sf", (const char *[]){"F=8", "E=6", "C=5", NULL});
   check_short("examples/attnpool.sf", (const char *[]){"H=8", "E=6", "C=5", NULL});
+  check_short("examples/handnorm.sf", (const char *[]){"H=8", NULL});
 }
 
 /* Sentences [3 4], [5]: the groups in stages and every output against the
@@ -129,6 +134,31 @@ TEST(linear_seq2_tagger2_stages) {
 out:
   sh_lin_free(L);
   tl_close(ctx, &tm);
+}
+
+/* An empty sentence: ws[0] (handnorm) and max over no words (cnn) are run
+ * errors, as in the dynamic runtime. */
+TEST(linear_seq2_empty_sentence_errors) {
+  sheaf_ctx *ctx = th_ctx();
+  if (!th_have_jit_cc("linear_seq2_empty_sentence_errors")) return;
+  setenv("SHEAF_CACHE_DIR", th_cache_dir("linear"), 0);
+  static const int32_t off[] = {0, 2, 2}, words[] = {3, 4};
+  static const char *const models[] = {"examples/handnorm.sf", "examples/cnn.sf"};
+  static const char *const want[] = {"a word index outside its sentence", "max of an empty list"};
+  for (int i = 0; i < 2; i++) {
+    tl_model tm;
+    sh_lin *L = NULL;
+    char why[512];
+    const char *const *sizes = i == 0 ? (const char *[]){"H=8", NULL} : (const char *[]){"F=8", "E=6", "C=5", NULL};
+    if (!tl_open(ctx, models[i], sizes, NULL, &tm)) continue;
+    if (CHECK_OK(ctx, sh_lin_create(&tm.m, tm.model, &tm.bind, &L, why, sizeof why))) {
+      CHECK_OK(ctx, sh_lin_run_seq(L, off, words, 0, 1, sh_word_ids_of_rows(100)));
+      CHECK_EQ_INT(sh_lin_run_seq(L, off, words, 0, 2, sh_word_ids_of_rows(100)), SHEAF_ERR_INVALID_ARG);
+      CHECK_CONTAINS(sheaf_ctx_last_error(ctx), want[i]);
+    }
+    sh_lin_free(L);
+    tl_close(ctx, &tm);
+  }
 }
 
 static bool refusal(const char *name, const char *text, char *why, size_t cap) {
