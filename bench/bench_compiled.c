@@ -3,8 +3,9 @@
  * dynamic runtime (the interpreter issuing graph ops, policy sheaf) on the
  * same EWT trees with the same seeded weights, in one run: TreeLSTM hidden
  * 256 (E = 256) at batch 64 and batch 1, TreeFC, MV-RNN and TreeLSTM at
- * hidden 64 (batch 64); on the same file's sentences GRU (hidden 64) and the
- * BiLSTM tagger (hidden 64 and 128), batch 64 (rows per second are then
+ * hidden 64 (batch 64); on the same file's sentences GRU (hidden 64), the
+ * BiLSTM tagger (hidden 64 and 128), the 2-layer tagger, the trigram CNN,
+ * attention pooling and handnorm (hidden 64), batch 64 (rows per second are then
  * sentences per second); 1 thread; windows alternate (dynamic, linear) per
  * round and the ratio is taken per round (median, min-max). For TreeLSTM
  * 256 batch 64: the fraction of the GEMM ceiling (sh_gemm M = 64, N = 5H,
