@@ -34,7 +34,9 @@ TEST(linear_seq2_attnpool_matches_dynamic) {
 /* handnorm's outputs are one instance's row (x's softmax against ey, and two
  * differences of equal quantities: rounding noise of ~1e-7 in both modes),
  * compared relative to the instance's largest output. */
-TEST(linear_seq2_handnorm_matches_dynamic) { check_both_threads("examples/handnorm.sf", (const char *[]){"H=16", NULL}); }
+TEST(linear_seq2_handnorm_matches_dynamic) {
+  check_both_threads("examples/handnorm.sf", (const char *[]){"H=16", NULL});
+}
 TEST(linear_seq2_cnn_matches_dynamic) {
   check_both_threads("examples/cnn.sf", (const char *[]){"F=16", "E=12", "C=5", NULL});
 }
@@ -60,8 +62,10 @@ static void check_short(const char *path, const char *const *sizes) {
     memset(got, 0, sizeof got);
     for (int first = 0; first < 3; first += b) {
       if (!CHECK_OK(ctx, sh_lin_run_seq(L, off, words, first, b, ids))) goto out;
-      for (int t = 0; t < b; t++)
-        CHECK_EQ_INT(linear_outputs(L, t, got + at[first + t], 6 * 64 - at[first + t]), at[first + t + 1] - at[first + t]);
+      for (int t = 0; t < b; t++) {
+        int64_t w = linear_outputs(L, t, got + at[first + t], 6 * 64 - at[first + t]);
+        CHECK_EQ_INT(w, at[first + t + 1] - at[first + t]);
+      }
     }
     double worst = sh_max_rel_err(got, want, at[3] / elem_width(L), elem_width(L));
     if (!CHECK(worst <= 1e-5)) fprintf(stderr, "%s batch %d: max rel err %g\n", path, b, worst);
@@ -224,5 +228,6 @@ TEST(linear_seq2_refusals) {
                                       "}\n";
   if (refusal("softmax_alone.sf", softmax_alone, why, sizeof why))
     CHECK_CONTAINS(why, "softmax_alone.sf:6:13: stack over a list other than a map over the words");
-  if (refusal("inmap.sf", inmap, why, sizeof why)) CHECK_CONTAINS(why, "inmap.sf:4:26: fold inside a map over the words");
+  if (refusal("inmap.sf", inmap, why, sizeof why))
+    CHECK_CONTAINS(why, "inmap.sf:4:26: fold inside a map over the words");
 }

@@ -573,7 +573,8 @@ static lv seq_tokmap(cz *z, const sh_ast *e, lv *env, int depth) {
   if (z->fi != 0 || z->in_for || z->for_done)
     return sh_lin_refuse(L, at, "a map over the words inside a map or a step: not translated by the linearized "
                          "mode"), none;
-  if (L->n_fns == SH_LIN_MAX_FNS) return sh_lin_refuse(L, at, "more than %d structural functions", SH_LIN_MAX_FNS), none;
+  if (L->n_fns == SH_LIN_MAX_FNS)
+    return sh_lin_refuse(L, at, "more than %d structural functions", SH_LIN_MAX_FNS), none;
   const sh_type *t = e->type && e->type->kind == SH_TY_LIST ? e->type->elems[0] : NULL;
   int g = L->n_fns;
   sh_lin_fn *f = &L->fns[g];
@@ -717,10 +718,11 @@ static lv seq_pos_arith(cz *z, const sh_ast *e, lv x, lv y) {
   if (x.kind != LV_POS && y.kind == LV_POS) { /* c < i: i > c */
     lv t = x;
     x = y, y = t;
-    op = op == SH_TK_LT ? SH_TK_GT : op == SH_TK_LE ? SH_TK_GE : op == SH_TK_GT ? SH_TK_LT : op == SH_TK_GE ? SH_TK_LE : op;
+    op = op == SH_TK_LT ? SH_TK_GT : op == SH_TK_LE ? SH_TK_GE : op == SH_TK_GT ? SH_TK_LT
+       : op == SH_TK_GE ? SH_TK_LE : op;
   }
   int k;
-  if (x.kind == LV_POS && y.kind == LV_INT && (op == SH_TK_GT || op == SH_TK_GE)) { /* p + a > c: p + (a - c - 1) >= 0 */
+  if (x.kind == LV_POS && y.kind == LV_INT && (op == SH_TK_GT || op == SH_TK_GE)) { /* p + a > c: p + a - c - 1 >= 0 */
     k = x.x - y.x - (op == SH_TK_GT);
     if (k <= 0 && k >= -100) return (lv){LV_COND, k, 0, NULL}; /* the word at p + k exists (p + k < len holds) */
   } else if (x.kind == LV_POS && y.kind == LV_LEN && (op == SH_TK_LT || op == SH_TK_LE)) { /* p + a < len + d */
@@ -994,7 +996,7 @@ static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
     }
     break;
   case SH_BI_LAYER_NORM:
-    if (z->L->seq && e->n == 3) return layer_norm(z, e, env, depth); /* sequences only: dyncoarse.c's regions as they were */
+    if (z->L->seq && e->n == 3) return layer_norm(z, e, env, depth); /* sequences: dyncoarse.c's regions unchanged */
     break;
   case SH_BI_SUM: {
     if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_LIST)
