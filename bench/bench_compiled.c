@@ -3,9 +3,10 @@
  * dynamic runtime (the interpreter issuing graph ops, policy sheaf) on the
  * same EWT trees with the same seeded weights, in one run: TreeLSTM hidden
  * 256 (E = 256) at batch 64 and batch 1, TreeFC, MV-RNN and TreeLSTM at
- * hidden 64 (batch 64); on the same file's sentences GRU (hidden 64) and the
- * BiLSTM tagger (hidden 64 and 128) and the transformer layer (d 64: 4
- * heads of 16, FFN 256), batch 64 (rows per second are then
+ * hidden 64 (batch 64); on the same file's sentences GRU (hidden 64), the
+ * BiLSTM tagger (hidden 64 and 128), the 2-layer tagger, the trigram CNN,
+ * attention pooling and handnorm (hidden 64) and the transformer layer (d 64:
+ * 4 heads of 16, FFN 256), batch 64 (rows per second are then
  * sentences per second); 1 thread; windows alternate (dynamic, linear) per
  * round and the ratio is taken per round (median, min-max). For TreeLSTM
  * 256 batch 64: the fraction of the GEMM ceiling (sh_gemm M = 64, N = 5H,
@@ -246,7 +247,9 @@ static bool takes_dep_trees(const cfg *k) { return strstr(k->path, "/childsum.sf
 
 /* The configurations whose model takes sentences (list[i32]), not trees. */
 static bool takes_sentences(const cfg *k) {
-  return strstr(k->path, "/gru.sf") || strstr(k->path, "/bilstm.sf") || strstr(k->path, "/transformer.sf");
+  return strstr(k->path, "/gru.sf") || strstr(k->path, "/bilstm.sf") || strstr(k->path, "/tagger2.sf") ||
+         strstr(k->path, "/cnn.sf") || strstr(k->path, "/attnpool.sf") || strstr(k->path, "/handnorm.sf") ||
+         strstr(k->path, "/transformer.sf");
 }
 
 int main(int argc, char **argv) {
@@ -322,6 +325,10 @@ int main(int argc, char **argv) {
       {"TreeAttn", "examples/treeattn.sf", {"H=64", "E=64", "C=5", NULL}, 64, false, 64, 64, 5},
       {"ChildSum", "examples/childsum.sf", {"H=256", "E=256", NULL}, 64, false, 256, 256, 0},
       {"Transformer layer", "examples/transformer.sf", {"DK=16", "F=256", NULL}, 64, false, 64, 64, 0},
+      {"2-layer BiLSTM tagger", "examples/tagger2.sf", {"H=64", "E=64", "T=17", NULL}, 64, false, 64, 64, 17},
+      {"Trigram CNN", "examples/cnn.sf", {"F=64", "E=64", "C=5", NULL}, 64, false, 64, 64, 5},
+      {"Attention pooling", "examples/attnpool.sf", {"H=64", "E=64", "C=5", NULL}, 64, false, 64, 64, 5},
+      {"Hand-written norms", "examples/handnorm.sf", {"H=64", NULL}, 64, false, 0, 64, 0},
   };
   printf("| model | hidden | batch | dynamic trees/s | linear trees/s | linear / dynamic (median, min-max) | "
          "compile cold / warm |\n|---|---:|---:|---:|---:|---:|---|\n");

@@ -258,3 +258,21 @@ TEST(analyses_cli_check_flag) {
   CHECK(strstr(out, "analyses of") == NULL);
   CHECK_CONTAINS(out, "error:");
 }
+
+/* An expression whose right operand is parenthesized (its span ends inside
+ * the parenthesis) is printed whole: `emb[w] @ (W1 + W2)`, not `... W2`. */
+TEST(analyses_report_closes_parentheses) {
+  sheaf_ctx *ctx = th_ctx();
+  static const char src[] = "param emb : f32[V, H]\n"
+                            "param W1 : f32[H, H]\n"
+                            "param W2 : f32[H, H]\n"
+                            "fn main(ws: list[i32]) -> list[f32[H]] {\n"
+                            "  for w in ws { tanh(emb[w] @ ((W1 + W2))) + (emb[w] @ W1) }\n"
+                            "}\n";
+  bool ok;
+  char *r = report_of(ctx, "paren.sf", src, sizeof src - 1, true, &ok);
+  REQUIRE(ok && r != NULL);
+  CHECK_CONTAINS(r, "paren.sf:5:33: emb[w] @ ((W1 + W2)): right operand param-only");
+  CHECK_CONTAINS(r, "paren.sf:5:56: emb[w] @ W1: W1 packed once");
+  free(r);
+}

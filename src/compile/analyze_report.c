@@ -27,6 +27,8 @@ static void text(sh_buf *b, const sh_analyses *a, const sh_ast *e) {
   for (size_t i = start; i < end; i++) depth += (d->src[i] == '(') - (d->src[i] == ')');
   for (size_t i = start; depth < 0 && i > 0; i--)
     if (d->src[i - 1] == '(') depth++, start = i - 1;
+  for (; depth > 0 && end < d->len; end++) /* `emb[w] @ (W1 + W2)` ends at W2: take the parenthesis in */
+    depth -= d->src[end] == ')';
   bool space = false;
   for (size_t i = start; i < end; i++) {
     char ch = d->src[i];

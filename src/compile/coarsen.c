@@ -28,7 +28,11 @@
  * lengths, known when the arm is translated: an if on it picks a branch). */
 typedef enum {
   LV_NONE, LV_T, LV_TUP, LV_TREE, LV_WORD, LV_INT, LV_ZERO, LV_WORDS, LV_SEQ, LV_POS, LV_LEN, LV_KIDS, LV_LIST,
-  LV_KLIST, LV_KVEC, LV_KSTACK, LV_KLEN, LV_BOOL
+  LV_KLIST, LV_KVEC, LV_KSTACK, LV_KLEN, LV_BOOL,
+  LV_OUTER, /* seq_tokmap: a tensor of main's arm, not readable in a map's own arm */
+  LV_COND,  /* sequences: whether the word at the map's position + x is inside the sentence (`i > 0`) */
+  LV_SOFTMAX, LV_STACK /* sequences: softmax of a map's scores, stack of a map's rows (fn x): only as
+                          `softmax(...) @ stack(...)`, an attention over the sentence (seq_attend) */
 } lv_kind;
 
 typedef struct lv {
@@ -199,6 +203,21 @@ static int slice_node(cz *z, sh_span at, int x, int64_t lo, int64_t hi) {
   return k;
 }
 
+/* sum(x) (max(x): op SH_LIN_RMAX) of a per-row vector: f32[1] a row. */
+static int rsum_op(cz *z, sh_span at, int x, sh_lin_op op) {
+  if (x < 0) return -1;
+  int k = new_node(z, at, op, 1, 1, 1, nd(z, x)->batched);
+  if (k >= 0) nd(z, k)->a = x;
+  return k;
+}
+
+static int rsum_node(cz *z, sh_span at, int x) {
+  if (x < 0) return -1;
+  int k = new_node(z, at, SH_LIN_RSUM, 1, 1, 1, nd(z, x)->batched);
+  if (k >= 0) nd(z, k)->a = x;
+  return k;
+}
+
 static int mm_node(cz *z, sh_span at, int x, int y) {
   if (x < 0 || y < 0) return -1;
   sh_lin_node *p = nd(z, x), *q = nd(z, y);
@@ -331,16 +350,18 @@ static int fn_id(sh_lin *L, const sh_fn *fn, sh_span at) {
 }
 
 /* The step function of a scan or fold over the words (dir +1) or over
- * rev(words) (dir -1), registered on first use: (state, w: i32) -> state. */
-static int step_id(sh_lin *L, const sh_fn *fn, int dir, sh_span at) {
+ * rev(words) (dir -1), registered on first use: (state, w: i32) -> state;
+ * over a map's or a scan's list (src > 0): (state, x) -> state, x its
+ * element at the step's position. */
+static int step_id(sh_lin *L, const sh_fn *fn, int dir, int src, sh_span at) {
   for (int i = 0; i < L->n_fns; i++)
-    if (L->fns[i].fn == fn && L->fns[i].step == dir) return i;
+    if (L->fns[i].fn == fn && L->fns[i].step == dir && L->fns[i].src == src) return i;
   const char *name = sh_sym_name(&L->m->syms, fn->name);
   if (L->n_fns == SH_LIN_MAX_FNS) {
     sh_lin_refuse(L, at, "more than %d structural functions", SH_LIN_MAX_FNS);
     return -1;
   }
-  if (fn->n_params != 2 || !fn->param_types[1] || fn->param_types[1]->kind != SH_TY_I32) {
+  if (fn->n_params != 2 || !fn->param_types[1] || (src == 0 && fn->param_types[1]->kind != SH_TY_I32)) {
     sh_lin_refuse(L, at, "'%s' is scanned over the words: the linearized mode takes a step (state, w: i32) -> state",
                   name);
     return -1;
@@ -349,6 +370,7 @@ static int step_id(sh_lin *L, const sh_fn *fn, int dir, sh_span at) {
   memset(f, 0, sizeof *f);
   f->fn = fn;
   f->step = dir;
+  f->src = src;
   if (!flatten_ret(L, fn->ret_type, f)) {
     sh_lin_refuse(L, fn->span, "'%s' must return tensors (or a tuple of them) of known sizes", name);
     return -1;
@@ -401,9 +423,17 @@ static bool bind_pat(cz *z, const sh_pat *p, lv *env, int8_t *path, int depth, b
 
 static lv eval(cz *z, const sh_ast *e, lv *env, int depth);
 
+static const char *const sentence_matrix =
+    "a sentence's matrix (stack of a map) or softmax of a list: the linearized mode translates them only as "
+    "softmax(scores) @ stack(hs), an attention over the sentence";
+
 static int eval_t(cz *z, const sh_ast *e, lv *env, int depth) {
   lv v = eval(z, e, env, depth);
   if (failed(z)) return -1;
+  if (v.kind == LV_SOFTMAX || v.kind == LV_STACK) {
+    sh_lin_refuse(z->L, e->span, "%s", sentence_matrix);
+    return -1;
+  }
   if (v.kind != LV_T) {
     sh_lin_refuse(z->L, e->span, v.kind == LV_ZERO ? "zeros(...) is translated by the linearized mode only as a "
                   "scan's or fold's initial state" : "expected a tensor here");
@@ -452,7 +482,8 @@ static lv seq_call(cz *z, sh_span at, int g, int sel) {
     a->calls[a->n_calls++] = (sh_lin_call){g, -1, sel};
   }
   int comp = 0;
-  return call_result(z, at, z->L->fns[g].fn->ret_type, c, &z->L->fns[g], &comp);
+  const sh_lin_fn *gf = &z->L->fns[g];
+  return call_result(z, at, gf->elem ? gf->elem : gf->fn->ret_type, c, gf, &comp);
 }
 
 static bool all_zero(lv v) {
@@ -489,41 +520,31 @@ static lv seq_apply(cz *z, const sh_ast *e, lv *env, int depth) {
   if (!all_zero(s0))
     return sh_lin_refuse(z->L, e->items[1]->span, "%s's initial state: the linearized mode takes zeros(...) (or a "
                          "tuple of them) only for now", what), none;
-  if (xs.kind != LV_WORDS)
-    return sh_lin_refuse(z->L, e->items[2]->span, "%s over a list other than main's words (or rev of them): not "
-                         "translated by the linearized mode", what), none;
+  if (xs.kind != LV_WORDS && xs.kind != LV_SEQ)
+    return sh_lin_refuse(z->L, e->items[2]->span, "%s over a list other than main's words, a map over them or a "
+                         "scan (or rev of these): not translated by the linearized mode", what), none;
   if (z->in_for) return sh_lin_refuse(z->L, at, "%s inside a map over the words", what), none;
-  int g = step_id(z->L, e->fn_arg, xs.x ? -1 : 1, at);
+  bool back = xs.kind == LV_WORDS ? xs.x != 0 : xs.n != 0; /* element j at position len - 1 - j */
+  int g = step_id(z->L, e->fn_arg, back ? -1 : 1, xs.kind == LV_SEQ ? xs.x : 0, at);
   if (g < 0) return none;
   if (e->builtin == SH_BI_FOLD) return seq_call(z, at, g, SH_LIN_SEL_LAST);
-  return (lv){LV_SEQ, g, xs.x, NULL};
+  return (lv){LV_SEQ, g, back, NULL};
 }
 
 /* for x in words / for i in 0..len(words) / for s in scan(...): main's
  * per-token map (its result, one activation per token). */
+static lv seq_item(cz *z, const sh_ast *e, lv *env, int depth);
+static bool set_outputs(cz *z, sh_span at, lv v, sh_lin_fn *f);
+static lv seq_tokmap(cz *z, const sh_ast *e, lv *env, int depth);
+static int raw_call(cz *z, sh_span at, int g, int sel);
+
 static lv seq_for(cz *z, const sh_ast *e, lv *env, int depth) {
   sh_span at = e->span;
   sh_lin *L = z->L;
   if (L->fns[z->fi].step || z->fi != 0 || z->in_for || z->for_done)
     return sh_lin_refuse(L, at, "a loop other than main's one map over its words: not translated by the linearized "
                          "mode"), none;
-  lv xs = eval(z, e->a, env, depth), hi = e->b ? eval(z, e->b, env, depth) : none;
-  if (failed(z)) return none;
-  lv item;
-  if (e->b) {
-    if (xs.kind != LV_INT || xs.x != 0 || hi.kind != LV_LEN)
-      return sh_lin_refuse(L, at, "a range other than 0..len(words): the linearized mode maps over the words' "
-                           "positions"), none;
-    item = (lv){LV_POS, 0, 0, NULL};
-  } else if (xs.kind == LV_WORDS && !xs.x) {
-    int8_t path[8] = {0};
-    item = (lv){LV_WORD, new_slot(z, at, true, path, 0), 0, NULL};
-  } else if (xs.kind == LV_SEQ) {
-    item = seq_call(z, at, xs.x, xs.n ? SH_LIN_SEL_MIRROR : SH_LIN_SEL_POS);
-  } else {
-    return sh_lin_refuse(L, e->a->span, "a loop over a list other than main's words, their positions or a scan of "
-                         "them"), none;
-  }
+  lv item = seq_item(z, e, env, depth);
   if (failed(z)) return none;
   if (!sh_lin_mat_rows_ok(z->a, z->a->n_nodes)) /* rows of a sentence's matrix (stack) are per token */
     return sh_lin_refuse(L, at, "per-sentence tensors before main's per-token map: not translated by the "
@@ -560,6 +581,84 @@ static lv kid_map(cz *z, sh_span at, int g, const sh_fn *fn) {
     nd(z, k)->kid = true;
   }
   return (lv){LV_KLIST, 0, 1, items};
+}
+
+/* The element of a map over the words at the activation's position: the
+ * position (0..len(words)), the word, or a scan's or a map's element. */
+static lv seq_item(cz *z, const sh_ast *e, lv *env, int depth) {
+  sh_span at = e->span;
+  sh_lin *L = z->L;
+  lv xs = eval(z, e->a, env, depth), hi = e->b ? eval(z, e->b, env, depth) : none;
+  if (failed(z)) return none;
+  lv item;
+  if (e->b) {
+    if (xs.kind != LV_INT || xs.x != 0 || hi.kind != LV_LEN || hi.x != 0)
+      return sh_lin_refuse(L, at, "a range other than 0..len(words): the linearized mode maps over the words' "
+                           "positions"), none;
+    item = (lv){LV_POS, 0, 0, NULL};
+  } else if (xs.kind == LV_WORDS && !xs.x) {
+    int8_t path[8] = {0};
+    item = (lv){LV_WORD, new_slot(z, at, true, path, 0), 0, NULL};
+  } else if (xs.kind == LV_SEQ) {
+    item = seq_call(z, at, xs.x, xs.n ? SH_LIN_SEL_MIRROR : SH_LIN_SEL_POS);
+  } else {
+    return sh_lin_refuse(L, e->a->span, "a loop over a list other than main's words, their positions or a scan of "
+                         "them"), none;
+  }
+  return item;
+}
+
+/* let xs = for ... { body } in main (a map whose list is not main's result,
+ * tagger2.sf's x2): a function of its own with one activation per token,
+ * its body translated now (it reads main's scans and maps by position). */
+static lv seq_tokmap(cz *z, const sh_ast *e, lv *env, int depth) {
+  sh_lin *L = z->L;
+  sh_span at = e->span;
+  if (z->fi != 0 || z->in_for || z->for_done)
+    return sh_lin_refuse(L, at, "a map over the words inside a map or a step: not translated by the linearized "
+                         "mode"), none;
+  if (L->n_fns == SH_LIN_MAX_FNS)
+    return sh_lin_refuse(L, at, "more than %d structural functions", SH_LIN_MAX_FNS), none;
+  const sh_type *t = e->type && e->type->kind == SH_TY_LIST ? e->type->elems[0] : NULL;
+  int g = L->n_fns;
+  sh_lin_fn *f = &L->fns[g];
+  memset(f, 0, sizeof *f);
+  f->fn = L->fns[0].fn, f->tokmap = true, f->elem = t;
+  if (!flatten_ret(L, t, f))
+    return sh_lin_refuse(L, at, "a map over the words whose elements are not tensors (or tuples of them) of known "
+                         "sizes"), none;
+  L->n_fns++;
+  sh_lin_arm *a = calloc(1, sizeof *a);
+  cz *z2 = calloc(1, sizeof *z2);
+  if (!a || !z2) {
+    free(a), free(z2);
+    return sh_lin_refuse(L, at, "out of memory"), none;
+  }
+  f->arms[f->n_arms++] = a;
+  a->span = at;
+  snprintf(a->name, sizeof a->name, "%.40s_map%d", sh_sym_name(&L->m->syms, f->fn->name), g);
+  z2->L = L, z2->fi = g, z2->a = a;
+  int n_env = L->fns[0].fn->n_locals + 1;
+  lv *env2 = malloc((size_t)n_env * sizeof *env2);
+  if (!env2) {
+    free(z2);
+    return sh_lin_refuse(L, at, "out of memory"), none;
+  }
+  for (int i = 0; i < n_env; i++) { /* main's tensors are rows of main's arm, not of this one */
+    bool outer = env[i].kind == LV_T;
+    for (int k = 0; env[i].kind == LV_TUP && k < env[i].n; k++) outer = outer || env[i].items[k].kind == LV_T;
+    env2[i] = outer ? (lv){LV_OUTER, 0, 0, NULL} : env[i];
+  }
+  env = env2;
+  lv item = seq_item(z2, e, env, depth);
+  z2->in_for = true;
+  if (!failed(z2) && bind_let(z2, e->pat, item, env)) {
+    lv v = eval(z2, e->c, env, depth);
+    if (!failed(z2)) set_outputs(z2, e->c->span, v, f);
+    if (!failed(z2) && a->n_out != f->n_comp) sh_lin_refuse(L, e->c->span, "the map's element is not its type's");
+  }
+  free(z2), free(env2);
+  return failed(z) ? none : (lv){LV_SEQ, g, 0, NULL};
 }
 
 /* map(f, kids): the children's states, f a structural function; the arm
@@ -632,8 +731,29 @@ static int zero_node(cz *z, sh_span at, const sh_type *t) {
 
 /* xs[i]: a scan's state or a word at a map's position. */
 static lv seq_index(cz *z, const sh_ast *e, lv xs, lv i) {
+  if ((i.kind == LV_INT || i.kind == LV_LEN) && xs.kind == LV_WORDS && !xs.x && i.x >= -100 && i.x <= 100 &&
+      (i.kind == LV_LEN ? i.x < 0 : i.x >= 0)) { /* ws[c], ws[len(ws) - c]: a run error past the sentence */
+    int8_t path[8] = {0};
+    int s = new_slot(z, e->span, true, path, 0);
+    if (s < 0) return none;
+    z->a->slots[s].shift = (int8_t)i.x, z->a->slots[s].anchor = i.kind == LV_LEN ? 2 : 1;
+    return (lv){LV_WORD, s, 0, NULL};
+  }
+  if (i.kind == LV_INT || i.kind == LV_LEN)
+    return sh_lin_refuse(z->L, e->b->span, "an index at a fixed place of the sentence (ws[0], xs[len(ws) - 1]): the "
+                         "linearized mode reads a list at a map's position (or a neighbour of it) only"), none;
   if (i.kind != LV_POS)
     return sh_lin_refuse(z->L, e->b->span, "an index other than the map's position over the words"), none;
+  if (i.x != 0 && xs.kind == LV_WORDS && !xs.x) { /* a neighbour ws[i + k]: -1 outside the sentence */
+    int8_t path[8] = {0};
+    int s = i.x >= -100 && i.x <= 100 ? new_slot(z, e->span, true, path, 0) : -1;
+    if (s < 0) return sh_lin_refuse(z->L, e->b->span, "a neighbour index too far from the map's position"), none;
+    z->a->slots[s].shift = (int8_t)i.x;
+    return (lv){LV_WORD, s, 0, NULL};
+  }
+  if (i.x != 0)
+    return sh_lin_refuse(z->L, e->b->span, "a neighbour index into a list other than main's words: not translated "
+                         "by the linearized mode"), none;
   if (xs.kind == LV_T && e->a->type && e->a->type->kind == SH_TY_TENSOR && e->a->type->n == 2 &&
       nd(z, xs.x)->rank == 1 && nd(z, xs.x)->batched)
     return xs; /* row i of a sentence's matrix (coarsen_mat.c): the token's own row */
@@ -643,6 +763,131 @@ static lv seq_index(cz *z, const sh_ast *e, lv xs, lv i) {
     return (lv){LV_WORD, new_slot(z, e->span, true, path, 0), 0, NULL};
   }
   return sh_lin_refuse(z->L, e->span, "indexing a list other than main's words or a scan of them"), none;
+}
+
+/* Arithmetic on the map's position and len(words): i + k, i - k, len(ws) - k
+ * (LV_POS, LV_LEN with x the offset), and the comparisons that ask whether
+ * a neighbour exists: i > c, i >= c (the word at i + k, k <= 0) and
+ * i + k < len(ws), i + k <= len(ws) - c (k >= 0), as LV_COND. */
+static lv seq_pos_arith(cz *z, const sh_ast *e, lv x, lv y) {
+  int op = e->op;
+  if ((op == SH_TK_PLUS || op == SH_TK_MINUS) && (x.kind == LV_POS || x.kind == LV_LEN) && y.kind == LV_INT)
+    return (lv){x.kind, op == SH_TK_PLUS ? x.x + y.x : x.x - y.x, 0, NULL};
+  if (op == SH_TK_PLUS && x.kind == LV_INT && (y.kind == LV_POS || y.kind == LV_LEN))
+    return (lv){y.kind, x.x + y.x, 0, NULL};
+  if (x.kind != LV_POS && y.kind == LV_POS) { /* c < i: i > c */
+    lv t = x;
+    x = y, y = t;
+    op = op == SH_TK_LT ? SH_TK_GT : op == SH_TK_LE ? SH_TK_GE : op == SH_TK_GT ? SH_TK_LT
+       : op == SH_TK_GE ? SH_TK_LE : op;
+  }
+  int k;
+  if (x.kind == LV_POS && y.kind == LV_INT && (op == SH_TK_GT || op == SH_TK_GE)) { /* p + a > c: p + a - c - 1 >= 0 */
+    k = x.x - y.x - (op == SH_TK_GT);
+    if (k <= 0 && k >= -100) return (lv){LV_COND, k, 0, NULL}; /* the word at p + k exists (p + k < len holds) */
+  } else if (x.kind == LV_POS && y.kind == LV_LEN && (op == SH_TK_LT || op == SH_TK_LE)) { /* p + a < len + d */
+    k = x.x - y.x - (op == SH_TK_LE);
+    if (k >= 0 && k <= 100) return (lv){LV_COND, k, 0, NULL}; /* the word at p + k exists (p + k >= 0 holds) */
+  }
+  return sh_lin_refuse(z->L, e->span, "arithmetic on the map's position other than i + k, i - k and the tests "
+                       "whether a neighbour exists (i > 0, i + 1 < len(ws)): not translated by the linearized "
+                       "mode"), none;
+}
+
+/* if <a neighbour exists> { lookups of that neighbour } else { zeros(...) }:
+ * the lookups, read as zeros where the neighbour is outside the sentence. */
+static lv seq_if(cz *z, const sh_ast *e, lv *env, int depth) {
+  lv c = eval(z, e->a, env, depth);
+  if (failed(z)) return none;
+  if (c.kind != LV_COND)
+    return sh_lin_refuse(z->L, e->span, "an if other than on whether a neighbour ws[i + k] exists: the linearized "
+                         "mode needs straight-line code"), none;
+  lv t = eval(z, e->b, env, depth), f = eval(z, e->c, env, depth);
+  if (failed(z)) return none;
+  if (c.x == 0) return t; /* the word at the map's position: always there */
+  const sh_lin_node *n = t.kind == LV_T ? nd(z, t.x) : NULL;
+  bool ok = n && n->op == SH_LIN_IN && f.kind == LV_ZERO;
+  for (int i = 0; ok && i < n->n_segs; i++)
+    ok = n->segs[i].lookup && z->a->slots[z->a->field_slot[n->segs[i].field]].shift == c.x;
+  if (!ok)
+    return sh_lin_refuse(z->L, e->span, "an if on a neighbour's existence is translated as `if ... { emb[ws[i + k]] "
+                         "} else { zeros(...) }` only"), none;
+  int k = new_node(z, e->span, SH_LIN_IN, n->rank, n->d[0], n->d[1], true);
+  if (k < 0) return none;
+  sh_lin_node *m = nd(z, k);
+  n = nd(z, t.x);
+  m->n_segs = n->n_segs;
+  memcpy(m->segs, n->segs, sizeof n->segs);
+  for (int i = 0; i < m->n_segs; i++) m->segs[i].edge = true;
+  return mk_t(k);
+}
+
+/* A call of g by selector sel in arm a (one per pair). */
+static int raw_call(cz *z, sh_span at, int g, int sel) {
+  sh_lin_arm *a = z->a;
+  int c = 0;
+  while (c < a->n_calls && !(a->calls[c].fn == g && a->calls[c].sel == sel)) c++;
+  if (c == a->n_calls) {
+    if (c == SH_LIN_MAX_CALLS) return sh_lin_refuse(z->L, at, "too many calls in one arm"), -1;
+    a->calls[a->n_calls++] = (sh_lin_call){g, -1, sel};
+  }
+  return c;
+}
+
+/* max(xs), mean(xs), sum(xs) in main over a map bound in main (its rows of
+ * the sentence: contiguous): an input the executor reduces (linear_reduce.c). */
+static lv seq_reduce(cz *z, const sh_ast *e, lv *env, int depth) {
+  sh_span at = e->span;
+  const char *what = sh_builtin_name(e->builtin);
+  lv xs = eval(z, e->items[0], env, depth);
+  if (failed(z)) return none;
+  if (z->fi != 0 || z->in_for)
+    return sh_lin_refuse(z->L, at, "%s over a list inside a map or a step: not translated by the linearized mode",
+                         what), none;
+  if (xs.kind != LV_SEQ || !z->L->fns[xs.x].tokmap)
+    return sh_lin_refuse(z->L, e->items[0]->span, "%s over a list other than a map over the words bound by a let: "
+                         "not translated by the linearized mode", what), none;
+  const sh_lin_fn *g = &z->L->fns[xs.x];
+  if (g->n_comp != 1 || g->comp_rank[0] != 1)
+    return sh_lin_refuse(z->L, at, "%s over a list of other than vectors: not translated by the linearized mode",
+                         what), none;
+  int cf = raw_call(z, at, xs.x, SH_LIN_SEL_FIRST), ce = cf < 0 ? -1 : raw_call(z, at, xs.x, SH_LIN_SEL_END);
+  if (ce < 0) return none;
+  sh_lin_seg s = {.call = cf, .call_end = ce, .comp = 0, .reduce = e->builtin, .width = g->comp_width[0]};
+  return mk_t(in_node(z, at, s, 1, g->comp_d[0]));
+}
+
+/* softmax(for ... { score }) or softmax(scores), stack(hs): a map bound in
+ * main (the for translated as one, seq_tokmap), kept for seq_attend. */
+static lv seq_list_value(cz *z, const sh_ast *e, lv *env, int depth) {
+  const sh_ast *x = e->items[0];
+  const char *what = sh_builtin_name(e->builtin);
+  lv xs = x->kind == SH_EX_FOR ? seq_tokmap(z, x, env, depth) : eval(z, x, env, depth);
+  if (failed(z)) return none;
+  if (z->fi != 0 || z->in_for)
+    return sh_lin_refuse(z->L, e->span, "%s of a list inside a map or a step: not translated by the linearized mode",
+                         what), none;
+  if (xs.kind != LV_SEQ || !z->L->fns[xs.x].tokmap || xs.n)
+    return sh_lin_refuse(z->L, x->span, "%s over a list other than a map over the words: not translated by the "
+                         "linearized mode", what), none;
+  const sh_lin_fn *g = &z->L->fns[xs.x];
+  if (g->n_comp != 1 || g->comp_rank[0] != 1 || (e->builtin == SH_BI_SOFTMAX && g->comp_d[0][0] != 1))
+    return sh_lin_refuse(z->L, x->span, "%s over a list of other than %s: not translated by the linearized mode",
+                         what, e->builtin == SH_BI_SOFTMAX ? "scores f32[1]" : "vectors"), none;
+  return (lv){e->builtin == SH_BI_SOFTMAX ? LV_SOFTMAX : LV_STACK, xs.x, 0, NULL};
+}
+
+/* softmax(scores) @ stack(hs): the attention-weighted sum of the sentence's
+ * rows of hs, an input the executor reduces (linear_reduce.c). */
+static lv seq_attend(cz *z, const sh_ast *e, lv w, lv xs) {
+  sh_span at = e->span;
+  const sh_lin_fn *g = &z->L->fns[xs.x];
+  int cf = raw_call(z, at, xs.x, SH_LIN_SEL_FIRST), ce = cf < 0 ? -1 : raw_call(z, at, xs.x, SH_LIN_SEL_END);
+  int cw = ce < 0 ? -1 : raw_call(z, at, w.x, SH_LIN_SEL_FIRST);
+  if (cw < 0) return none;
+  sh_lin_seg s = {.call = cf, .call_end = ce, .weights = cw, .comp = 0, .reduce = SH_BI_SOFTMAX,
+                  .width = g->comp_width[0]};
+  return mk_t(in_node(z, at, s, 1, g->comp_d[0]));
 }
 
 static lv structural_call(cz *z, const sh_ast *e, lv *env, int depth) {
@@ -848,7 +1093,10 @@ static bool mat_builtin(cz *z, const sh_ast *e, lv *env, int depth, lv *out) {
   const sh_type *t = e->n >= 1 && e->items[0] ? e->items[0]->type : NULL;
   *out = none;
   switch (e->builtin) {
-  case SH_BI_STACK: *out = mat_stack(z, e, env, depth); return true;
+  case SH_BI_STACK: /* of a for over the words; stack of a map bound in main is an attention's (seq_list_value) */
+    if (e->n != 1 || !e->items[0] || e->items[0]->kind != SH_EX_FOR) return false;
+    *out = mat_stack(z, e, env, depth);
+    return true;
   case SH_BI_FLOAT: {
     int64_t v;
     if (e->n != 1 || !t || t->kind != SH_TY_I32) return false;
@@ -873,6 +1121,22 @@ static bool mat_builtin(cz *z, const sh_ast *e, lv *env, int depth, lv *out) {
   return true;
 }
 
+/* layer_norm(x, g, b), the runtime's (eps 1e-5): d = x - mean(x);
+ * d / sqrt(mean(d·d) + eps) · g + b. */
+static lv layer_norm(cz *z, const sh_ast *e, lv *env, int depth) {
+  sh_span at = e->span;
+  int x = eval_t(z, e->items[0], env, depth), g = eval_t(z, e->items[1], env, depth);
+  int b = eval_t(z, e->items[2], env, depth);
+  if (failed(z)) return none;
+  if (nd(z, x)->rank != 1 || nd(z, x)->op == SH_LIN_CAT)
+    return sh_lin_refuse(z->L, at, "layer_norm of other than a vector: not translated by the linearized mode"), none;
+  int inv = const_node(z, at, 1.0 / (double)nd(z, x)->d[0]);
+  int d = bin_node(z, at, SH_TK_MINUS, x, bin_node(z, at, SH_TK_STAR, rsum_node(z, at, x), inv));
+  int var = bin_node(z, at, SH_TK_STAR, rsum_node(z, at, bin_node(z, at, SH_TK_STAR, d, d)), inv);
+  int sd = un_node(z, at, SH_BI_SQRT, bin_node(z, at, SH_TK_PLUS, var, const_node(z, at, 1e-5)));
+  return mk_t(bin_node(z, at, SH_TK_PLUS, bin_node(z, at, SH_TK_STAR, bin_node(z, at, SH_TK_SLASH, d, sd), g), b));
+}
+
 static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
   sh_span at = e->span;
   bool done;
@@ -888,7 +1152,41 @@ static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
   case SH_BI_MAP:
     if (z->L->dep) return dep_map(z, e, env, depth);
     break;
+  case SH_BI_MAX: case SH_BI_MEAN:
+    if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_LIST)
+      return seq_reduce(z, e, env, depth);
+    if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_TENSOR) { /* of a vector */
+      int x = eval_t(z, e->items[0], env, depth);
+      if (x < 0) return none;
+      if (nd(z, x)->rank != 1 || nd(z, x)->op == SH_LIN_CAT) break;
+      if (e->builtin == SH_BI_MAX) return mk_t(rsum_op(z, at, x, SH_LIN_RMAX));
+      return mk_t(bin_node(z, at, SH_TK_STAR, rsum_node(z, at, x), const_node(z, at, 1.0 / (double)nd(z, x)->d[0])));
+    }
+    break;
+  case SH_BI_SOFTMAX: case SH_BI_STACK:
+    if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_LIST)
+      return seq_list_value(z, e, env, depth);
+    if (z->L->seq && e->builtin == SH_BI_SOFTMAX && e->n == 1 && e->items[0]->type &&
+        e->items[0]->type->kind == SH_TY_TENSOR) {
+      int x = eval_t(z, e->items[0], env, depth); /* of a vector: exp(x - max x) / sum */
+      if (x < 0) return none;
+      if (nd(z, x)->rank != 1 || nd(z, x)->op == SH_LIN_CAT) break;
+      int ex = un_node(z, at, SH_BI_EXP, bin_node(z, at, SH_TK_MINUS, x, rsum_op(z, at, x, SH_LIN_RMAX)));
+      return mk_t(bin_node(z, at, SH_TK_SLASH, ex, rsum_node(z, at, ex)));
+    }
+    break;
+  case SH_BI_LAYER_NORM:
+    if (z->L->seq && e->n == 3) return layer_norm(z, e, env, depth); /* sequences: dyncoarse.c's regions unchanged */
+    break;
   case SH_BI_SUM: {
+    if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_LIST)
+      return seq_reduce(z, e, env, depth);
+    if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_TENSOR) {
+      int x = eval_t(z, e->items[0], env, depth);
+      if (x < 0) return none;
+      if (nd(z, x)->rank != 1 || nd(z, x)->op == SH_LIN_CAT) break;
+      return mk_t(rsum_node(z, at, x));
+    }
     if (!z->L->dep || e->n != 1 || !e->items[0]->type || e->items[0]->type->kind != SH_TY_LIST) break;
     lv v = eval(z, e->items[0], env, depth);
     if (failed(z)) return none;
@@ -999,6 +1297,9 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
   case SH_EX_INT: return (lv){LV_INT, (int)e->ival, 0, NULL};
   case SH_EX_FLOAT: return mk_t(const_node(z, at, e->fval));
   case SH_EX_NAME:
+    if (e->res == SH_RES_LOCAL && e->ref.local && env[e->ref.local->index].kind == LV_OUTER)
+      return sh_lin_refuse(z->L, at, "'%s': a per-sentence tensor of main read inside a map over the words: not "
+                           "translated by the linearized mode", sym(z, e->name)), none;
     if (e->res == SH_RES_LOCAL && e->ref.local) return env[e->ref.local->index];
     if (e->res == SH_RES_PARAM) return mk_t(param_node(z, at, e->ref.param));
     if (e->res == SH_RES_SIZE) {
@@ -1028,6 +1329,8 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
       break;
     lv x = eval(z, e->a, env, depth + 1), y = eval(z, e->b, env, depth + 1);
     if (failed(z)) return none;
+    if (z->L->seq && (x.kind == LV_POS || x.kind == LV_LEN || y.kind == LV_POS || y.kind == LV_LEN))
+      return seq_pos_arith(z, e, x, y);
     if (cmp) {
       lv r = compare(z, e, x, y);
       if (r.kind == LV_BOOL || failed(z)) return r;
@@ -1043,6 +1346,9 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
     if (x.kind == LV_ZERO || y.kind == LV_ZERO)
       return sh_lin_refuse(z->L, at, "zeros(...) is translated by the linearized mode only as a scan's or fold's "
                            "initial state"), none;
+    if (x.kind == LV_SOFTMAX && y.kind == LV_STACK && e->op == SH_TK_AT) return seq_attend(z, e, x, y);
+    if (x.kind == LV_SOFTMAX || x.kind == LV_STACK || y.kind == LV_SOFTMAX || y.kind == LV_STACK)
+      return sh_lin_refuse(z->L, at, "%s", sentence_matrix), none;
     if (x.kind != LV_T || y.kind != LV_T) break;
     if (z->L->seq) { /* a sentence's scores (coarsen_mat.c) */
       int k = sh_lin_mat_binary(z->L, z->a, at, e->op, x.x, y.x);
@@ -1101,12 +1407,14 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
   }
   case SH_EX_BLOCK:
     for (int i = 0; i < e->n; i++) {
-      lv v = eval(z, e->lets[i].value, env, depth + 1);
+      const sh_ast *x = e->lets[i].value;
+      lv v = z->L->seq && x && x->kind == SH_EX_FOR ? seq_tokmap(z, x, env, depth + 1) : eval(z, x, env, depth + 1);
       if (failed(z) || !bind_let(z, e->lets[i].pat, v, env)) return none;
     }
     return eval(z, e->a, env, depth + 1);
   case SH_EX_PHASE: return eval(z, e->a, env, depth + 1);
   case SH_EX_IF: {
+    if (z->L->seq) return seq_if(z, e, env, depth + 1);
     if (z->L->dep) { /* a condition on the child count: known per arm (leaves, the ragged arm) */
       lv c = eval(z, e->a, env, depth + 1);
       if (failed(z)) return none;
@@ -1174,7 +1482,8 @@ static sheaf_status translate_arm(sh_lin *L, int fi, const sh_pat *pat, const sh
   int8_t path[8] = {0};
   if (L->seq && f->step) { /* the previous state (row 0: zeros before the first word) and the word */
     env[f->fn->params[0]->index] = seq_call(z, at, fi, SH_LIN_SEL_PREV);
-    env[f->fn->params[1]->index] = (lv){LV_WORD, new_slot(z, at, true, path, 0), 0, NULL};
+    env[f->fn->params[1]->index] = f->src ? seq_call(z, at, f->src, SH_LIN_SEL_POS)
+                                          : (lv){LV_WORD, new_slot(z, at, true, path, 0), 0, NULL};
   } else if (L->seq) {
     env[f->fn->params[0]->index] = (lv){LV_WORDS, 0, 0, NULL};
   } else {
@@ -1200,6 +1509,7 @@ static sheaf_status translate_arm(sh_lin *L, int fi, const sh_pat *pat, const sh
 
 static sheaf_status translate_fn(sh_lin *L, int fi) {
   const sh_fn *fn = L->fns[fi].fn;
+  if (L->fns[fi].tokmap) return SHEAF_OK; /* translated where main binds it (seq_tokmap) */
   if (L->seq) return translate_arm(L, fi, NULL, fn->body, fn->span);
   if (L->dep) { /* arm 0: leaves; arm 1, ragged: any other child count (only arm 0 when the body does not read
                    the children) */

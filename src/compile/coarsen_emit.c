@@ -178,9 +178,9 @@ static void stmt(em *e, int k) {
     where(e, k);
     break;
   }
-  case SH_LIN_RSUM: /* t(n[, c], i) +=! a(n[, c], r), i in 0..1 */
+  case SH_LIN_RSUM: case SH_LIN_RMAX: /* t(n[, c], i) +=! (max=!) a(n[, c], r), i in 0..1: the row's sum or max */
     lhs(e, k);
-    sh_buf_puts(e->b, " +=! ");
+    sh_buf_puts(e->b, n->op == SH_LIN_RSUM ? " +=! " : " max=! ");
     acc(e, n->a, (const char *[]){"r"}, 1);
     sh_buf_printf(e->b, " where %si in 0..1, r in 0..%lld\n", n->kid ? "c in 0..K(n), " : "",
                   (long long)e->a->nodes[n->a].d[0]);

@@ -252,7 +252,13 @@ static sheaf_status fill_row(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g
   for (int q = 0; q < n->n_segs; q++) {
     const sh_lin_seg *sg = &n->segs[q];
     const float *src;
-    if (sg->zero) {
+    if (sg->reduce) { /* a sentence's max / mean / sum over a map's rows (linear_reduce.c) */
+      sheaf_status st = sh_lin_reduce_rows(L, a, g, sg, r, dst);
+      if (st) return st;
+      dst += sg->width;
+      continue;
+    }
+    if (sg->zero || (sg->edge && g->fields[sg->field][r] < 0)) {
       memset(dst, 0, (size_t)sg->width * sizeof(float));
       dst += sg->width;
       continue;
@@ -261,6 +267,8 @@ static sheaf_status fill_row(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g
       int rank;
       const int64_t *shape;
       const float *tab = sheaf_model_param_values(L->model, L->bind->params[sg->param], &rank, &shape);
+      if (g->fields[sg->field][r] < 0) /* ws[i - 1] at i = 0 without the if that guards it */
+        return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: a word index outside its sentence");
       int64_t row = sh_lang_word_row(L->bind, sg->param, g->fields[sg->field][r]);
       if (!tab || row < 0 || row >= shape[0])
         return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: word row %lld outside its table", (long long)row);

@@ -29,6 +29,7 @@ typedef enum sh_lin_op {
   SH_LIN_CAT,   /* items side by side: only as the left operand of @ */
   SH_LIN_LSM,   /* log_softmax(a) over the last axis */
   SH_LIN_RSUM,  /* sum(a): a vector's elements, an f32[1] */
+  SH_LIN_RMAX,  /* max(a) of a vector: an f32[1] */
   SH_LIN_KSUM,  /* dependency trees: a per-child value summed over the node's children (ragged, c in 0..K(n)) */
   SH_LIN_KSOFTMAX, /* dependency trees: softmax of a per-child f32[1] over the node's children */
   /* matrices per sentence (coarsen_mat.c): a per-token row of a sentence's matrix is a per-row vector; these
@@ -48,6 +49,13 @@ typedef struct sh_lin_seg {
   int call, comp;   /* child: call site, component */
   int param, field; /* lookup: the table, the word field */
   int64_t width;
+  bool edge;        /* sequences, lookup: zeros where the field's position is outside the sentence (its word -1:
+                       `if i > 0 { emb[ws[i - 1]] } else { zeros(E) }`) */
+  int reduce;       /* sequences: SH_BI_MAX, _MEAN or _SUM of a map's rows calls[call][r] .. calls[call_end][r] - 1
+                       (one sentence's tokens), elementwise; 0: none (linear_reduce.c) */
+  int call_end;
+  int weights;      /* reduce SH_BI_SOFTMAX (`softmax(scores) @ stack(hs)`): the call of the scores' map (f32[1]
+                       rows, numbered as the reduced map's) */
 } sh_lin_seg;
 
 typedef struct sh_lin_node {
@@ -77,6 +85,9 @@ typedef struct sh_lin_node {
  * activation's node (child indices). */
 typedef struct sh_lin_slot {
   bool word;
+  int8_t shift; /* sequences: the word at the activation's position + shift (a neighbour: ws[i - 1]) */
+  int8_t anchor; /* sequences: 0 shift from the activation's position, 1 from the sentence's start (ws[0]),
+                    2 from its end (ws[len(ws) - 1]: shift -1) */
   int depth;
   int8_t path[8];
 } sh_lin_slot;
@@ -91,7 +102,9 @@ typedef enum sh_lin_sel {
   SH_LIN_SEL_LAST,   /* the step's last (fold's result): p = len - 1 (forward) or 0; row 0 when len = 0 */
   SH_LIN_SEL_POS,    /* the step at the activation's own position p */
   SH_LIN_SEL_MIRROR, /* the step at len - 1 - p */
-  SH_LIN_SEL_KIDS    /* dependency trees: every child of the node (a ragged arm's map over its children) */
+  SH_LIN_SEL_KIDS,   /* dependency trees: every child of the node (a ragged arm's map over its children) */
+  SH_LIN_SEL_FIRST,  /* a map's first row of the sentence (its rows are the sentence's tokens, in order) */
+  SH_LIN_SEL_END     /* a map's row after the sentence's last */
 } sh_lin_sel;
 
 typedef struct sh_lin_call {
@@ -139,6 +152,10 @@ typedef struct sh_lin_fn {
   int64_t comp_width[SH_LIN_MAX_COMPS]; /* floats a row */
   int step;       /* sequences: +1 a forward scan/fold step, -1 one over rev(words), 0 not a step */
   bool per_token; /* sequences, main: one activation per token (main returns a list: a map) */
+  bool tokmap;     /* sequences: a map over the words bound by a let in main (`let x2 = for i in ...`): one
+                     activation per token, rows 1 .. T in sentence order (coarsen.c seq_tokmap) */
+  int src;         /* sequences, a step: the list it scans: 0 main's words, else a map's or a scan's fn */
+  const sh_type *elem; /* a map's element type (NULL: fn's result type) */
 } sh_lin_fn;
 
 /* The activations of one (height, function, arm): rows start .. start + count
@@ -207,6 +224,9 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
 /* inspect_seq.c: the groups of a batch of sentences (sentence s is words
  * off[s] .. off[s + 1] - 1, off relative to words). */
 sheaf_status sh_lin_inspect_seq(sh_lin *L, const int32_t *off, const int32_t *words, int32_t n, sh_word_ids ids);
+/* linear_reduce.c: the reduction seg sg of row r of group g into dst. */
+sheaf_status sh_lin_reduce_rows(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g, const sh_lin_seg *sg, int32_t r,
+                                float *dst);
 /* The node of tb under `node` at one child step (unary nodes pass through
  * when the type has no unary constructor) and the constructor of a node. */
 int sh_lin_ctor_of(const sh_lin *L, const sh_treebank *tb, int32_t node);
