@@ -160,3 +160,57 @@ TEST(linear_mvrnn_matches_dynamic) { check_model("examples/mvrnn.sf", (const cha
 TEST(linear_branches_matches_dynamic) {
   check_model("examples/branches.sf", (const char *[]){"H=16", "E=12", "C=5", NULL});
 }
+
+/* Allocation failures in a run on 2 threads, split into parts (the
+ * inspector's kept arrays, the parts, the kernels' temporaries): the n-th
+ * allocation of a fresh sh_lin's first run failing is SHEAF_ERR_NOMEM, the
+ * next run gives the unfailed run's outputs, and freeing leaks nothing. */
+TEST(linear_run_allocation_failures) {
+  sheaf_ctx *ctx = th_ctx();
+  if (!th_have_jit_cc("linear_run_allocation_failures")) return;
+  setenv("SHEAF_CACHE_DIR", th_cache_dir("linear"), 0);
+  sh_dataset d;
+  REQUIRE_OK(ctx, sh_dataset_load(ctx, EWT, SH_DATASET_BINARY, &d));
+  tl_model tm;
+  if (!tl_open(ctx, "examples/treelstm.sf", (const char *[]){"H=8", "E=6", "C=3", NULL}, &d, &tm)) {
+    sh_dataset_free(&d);
+    return;
+  }
+  char why[512];
+  enum { B = 16, W = 3 }; /* 16 trees; main's result: C = 3 floats */
+  float want[B * W], got[B * W];
+  sh_lin *L = NULL;
+  if (!CHECK_OK(ctx, sh_lin_create(&tm.m, tm.model, &tm.bind, &L, why, sizeof why))) goto out;
+  if (!CHECK_OK(ctx, sh_lin_run(L, &d.tb, 0, B, d.ids)) || !CHECK_EQ_INT(sh_lin_n_parts(L), 2)) goto out;
+  for (int t = 0; t < B; t++) memcpy(want + t * W, sh_lin_output(L, t, 0), W * sizeof(float));
+  sh_lin_free(L);
+  L = NULL;
+  int n_nomem = 0;
+  bool done = false;
+  for (long k = 1; k < 500 && !done; k++) {
+    long live = th_live_blocks();
+    if (!CHECK_OK(ctx, sh_lin_create(&tm.m, tm.model, &tm.bind, &L, why, sizeof why))) goto out;
+    th_fail_alloc_at(k);
+    sheaf_status st = sh_lin_run(L, &d.tb, 0, B, d.ids);
+    th_fail_alloc_at(0);
+    if (st == SHEAF_OK) {
+      done = true; /* the armed failure was past the run's allocations */
+    } else {
+      if (!CHECK_EQ_INT(st, SHEAF_ERR_NOMEM)) fprintf(stderr, "  k=%ld: %s\n", k, sheaf_ctx_last_error(ctx));
+      n_nomem++;
+      if (!CHECK_OK(ctx, sh_lin_run(L, &d.tb, 0, B, d.ids))) goto out;
+    }
+    CHECK_EQ_INT(sh_lin_n_parts(L), 2);
+    for (int t = 0; t < B; t++) memcpy(got + t * W, sh_lin_output(L, t, 0), W * sizeof(float));
+    if (!CHECK(sh_max_rel_err(got, want, B, W) <= 1e-6)) fprintf(stderr, "  k=%ld: outputs differ\n", k);
+    sh_lin_free(L);
+    L = NULL;
+    CHECK_EQ_INT(th_live_blocks(), live); /* every block of the create and the runs freed with L */
+  }
+  CHECK(done);
+  CHECK(n_nomem >= 5); /* the inspector's arrays and the parts of both parts at least */
+out:
+  sh_lin_free(L);
+  tl_close(ctx, &tm);
+  sh_dataset_free(&d);
+}
