@@ -22,11 +22,15 @@
  * the peer the output says "DyNet: not available (why)".
  *
  *   bench_compiled [--trees N] [--rounds R] [--quick] [--data FILE] [--only K] [--cache DIR]
- *                  [--no-dynet] [--dynet-dir DIR]
+ *                  [--no-dynet] [--dynet-dir DIR] [--scaling] [--cpu-time]
  *
  * --only K[,K...]: those configurations (0-based, in the table's order) only; --cache
  * DIR: the kernel cache directory to use and keep (default: a fresh one,
- * removed at the end, so "cold" is a cold compile).
+ * removed at the end, so "cold" is a cold compile); --scaling: every row's
+ * linear mode at 2 threads against 1 (rounds alternating), not only
+ * TreeLSTM 256 batch 64's; --cpu-time: the 1-thread windows (dynamic,
+ * linear) timed on the calling thread's CPU clock, which a loaded host
+ * perturbs less than the wall clock (2-thread figures stay wall time).
  */
 #include <math.h>
 #include <stdio.h>
@@ -254,6 +258,7 @@ static bool takes_sentences(const cfg *k) {
 
 int main(int argc, char **argv) {
   int n = 512, rounds = 5, only = -1;
+  bool scaling = false, cpu_time = false; /* --cpu-time: the 1-thread windows on the thread's CPU clock */
   const char *keep = NULL;
   exb_opts xo = {0};
   const char *data = "data/ud_english_ewt/en_ewt-ud-test.conllu";
@@ -277,10 +282,12 @@ int main(int argc, char **argv) {
     }
     else if (!strcmp(argv[i], "--cache") && i + 1 < argc) keep = argv[++i];
     else if (!strcmp(argv[i], "--no-dynet")) xo.no_dynet = true;
+    else if (!strcmp(argv[i], "--scaling")) scaling = true;
+    else if (!strcmp(argv[i], "--cpu-time")) cpu_time = true;
     else if (!strcmp(argv[i], "--dynet-dir") && i + 1 < argc) xo.dynet_dir = argv[++i];
     else {
       fprintf(stderr, "usage: bench_compiled [--trees N] [--rounds R] [--quick] [--data FILE] [--only K] "
-                      "[--cache DIR] [--no-dynet] [--dynet-dir DIR]\n");
+                      "[--cache DIR] [--no-dynet] [--dynet-dir DIR] [--scaling] [--cpu-time]\n");
       return 2;
     }
   }
@@ -358,12 +365,12 @@ int main(int argc, char **argv) {
       return 1;
     }
     double rd[99], rl[99], ratio[99];
-    for (int r = 0; r < rounds; r++) {
-      double t0 = exb_now_s(false);
+    for (int r = 0; r < rounds; r++) { /* 1 thread: --cpu-time reads the thread's CPU clock */
+      double t0 = exb_now_s(cpu_time);
       dyn(&s, ip, g, dk, nb, k->batch);
-      double t1 = exb_now_s(false);
+      double t1 = exb_now_s(cpu_time);
       lin(&s, dk, nb, k->batch);
-      double t2 = exb_now_s(false);
+      double t2 = exb_now_s(cpu_time);
       rd[r] = nb / (t1 - t0), rl[r] = nb / (t2 - t1), ratio[r] = rl[r] / rd[r];
     }
     qsort(rd, (size_t)rounds, sizeof *rd, cmp_d);
@@ -387,6 +394,25 @@ int main(int argc, char **argv) {
         printf("#   DyNet batch %d: not measured%s\n", k->batch, dy.ran ? " (the peer gave no rate)" : "");
     }
     fflush(stdout);
+    if (scaling && !k->ceiling) { /* linear 2 threads / 1 thread, rounds alternating */
+      double thr[99];
+      setup s2;
+      if (!setup_open(ctx2, k->path, k->sizes, dk, wts, &s2, NULL)) return 1;
+      lin(&s2, dk, nb, k->batch);
+      for (int r = 0; r < rounds; r++) {
+        double t0 = exb_now_s(false);
+        lin(&s, dk, nb, k->batch);
+        double t1 = exb_now_s(false);
+        lin(&s2, dk, nb, k->batch);
+        double t2 = exb_now_s(false);
+        thr[r] = (t1 - t0) / (t2 - t1);
+      }
+      qsort(thr, (size_t)rounds, sizeof *thr, cmp_d);
+      printf("#   %s %lld batch %d: linear 2 threads / 1 thread %.2fx (median, %.2f-%.2f)\n", k->name, (long long)k->H,
+             k->batch, thr[rounds / 2], thr[0], thr[rounds - 1]);
+      fflush(stdout);
+      setup_free(&s2);
+    }
     if (k->ceiling) {
       double fl = treelstm_flops(&d, nb, k->E, k->H, k->C);
       double ceil_r[99], frac[99], thr[99];

@@ -132,7 +132,8 @@ static const int host_values[] = {SH_HOST_VM, SH_HOST_AST};
 static const cli_flag f_host = {
     "--host", CLI_FLAG_ENUM, AT(host), .choices = host_names, .values = host_values, .arg = "H",
     .help = "what runs the model's functions: vm (default: the compiled host\n"
-            "program) or ast (the AST walker); the same outputs"};
+            "program) or ast (the AST walker); the same outputs. The dynamic\n"
+            "runtime's: an error with --mode linear"};
 static const char *const coarsen_names[] = {"on", "off", NULL};
 static const int coarsen_values[] = {1, 0};
 static const cli_flag f_coarsen = {
@@ -163,6 +164,12 @@ static int parse_args(int argc, char **argv, lang_opts *o) {
   else if (o->host >= 0) snprintf(o->dynamic_flag, sizeof o->dynamic_flag, "--host");
   else if (o->c.parallel != SHEAF_PARALLEL_AUTO) snprintf(o->dynamic_flag, sizeof o->dynamic_flag, "--parallel");
   else if (o->coarsen) snprintf(o->dynamic_flag, sizeof o->dynamic_flag, "--coarsen");
+  if (o->host >= 0 && o->mode == LANG_MODE_LINEAR) { /* the linearized mode runs no host program */
+    cli_error("run: --host %s picks what runs the model's functions in the dynamic runtime; --mode linear runs "
+              "generated kernels per level, no host program: use --mode dynamic (or auto) with --host",
+              host_names[o->host == SH_HOST_AST]);
+    return CLI_USAGE;
+  }
   if (o->c.policy < 0) o->c.policy = SHEAF_POLICY_SHEAF;
   if (o->host < 0) o->host = SH_HOST_VM;
   if (!o->file || !o->c.data) {

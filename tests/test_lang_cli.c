@@ -436,3 +436,25 @@ TEST(lang_run_auto_mode_follows_dynamic_flags) {
   CHECK_EQ_INT(run(args), 0);
   CHECK_CONTAINS(out, "mode linear (--mode linear)");
 }
+
+/* --host configures the dynamic runtime's host program: with --mode linear
+ * (which runs none) it is a usage error naming both flags, not ignored. */
+TEST(lang_run_linear_refuses_host) {
+  if (!th_sheaf_bin()) return;
+  const char *o = th_tmp_path("linear-host.txt");
+  char args[1024];
+  static const char *const hosts[] = {"ast", "vm"};
+  for (size_t i = 0; i < SH_ARRAY_LEN(hosts); i++) {
+    snprintf(args, sizeof args, "examples/treefc.sf --data " EWT " --limit 5 --size H=4 --seed 1 --host %s --mode linear --out %s",
+             hosts[i], o);
+    CHECK_EQ_INT(run(args), 2);
+    CHECK_CONTAINS(out, "--host");
+    CHECK_CONTAINS(out, "--mode linear runs generated kernels per level, no host program");
+  }
+  /* the order of the flags does not matter; dynamic and auto still take --host */
+  snprintf(args, sizeof args, "examples/treefc.sf --data " EWT " --limit 5 --size H=4 --mode linear --host ast --out %s", o);
+  CHECK_EQ_INT(run(args), 2);
+  snprintf(args, sizeof args, "examples/treefc.sf --data " EWT " --limit 5 --size H=4 --seed 1 --mode dynamic --host ast --out %s", o);
+  CHECK_EQ_INT(run(args), 0);
+  CHECK_CONTAINS(out, "mode dynamic (--mode dynamic)");
+}

@@ -2,8 +2,9 @@
  * test_linear.c — the linearized mode (src/compile/linear.h) against the
  * dynamic runtime (the interpreter issuing graph ops) on the bundled EWT
  * trees: treefc, treelstm, treegru, mvrnn and branches, seeded weights with
- * nonzero biases, batches of 1, 7 and 64 trees; every output within 1e-5
- * (relative, per row). Refusals and the inspector: test_linear_refuse.c.
+ * nonzero biases, batches of 1, 7 and 64 trees, on 1, 2 and 3 threads with
+ * the batch split over instances (one part a thread) and not; every output
+ * within 1e-5 (relative, per row), and each run's parts as linear.h says. Refusals and the inspector: test_linear_refuse.c.
  */
 #include <stdlib.h>
 
@@ -56,6 +57,59 @@ static bool dynamic_outputs(sheaf_ctx *ctx, tl_model *tm, const sh_dataset *d, i
   return ok;
 }
 
+/* The linear mode on a context of `threads` threads (split on or off:
+ * sh_lin_set_split) over trees 0 .. n-1 in batches of 1 (the first 20), 7
+ * and 64 against want; each run's parts as linear.h says. */
+static void check_linear(const char *path, const char *const *sizes, const sh_dataset *d, int n, const float *want,
+                         int64_t width, int threads, bool split) {
+  sheaf_ctx *ctx = tl_ctx_threads(threads);
+  if (!ctx) return;
+  tl_model tm;
+  char why[512];
+  sh_lin *L = NULL;
+  float *got = calloc((size_t)(n * width), sizeof *got);
+  if (!CHECK(got != NULL) || !tl_open(ctx, path, sizes, d, &tm)) {
+    free(got);
+    sheaf_ctx_free(ctx);
+    return;
+  }
+  if (!CHECK_OK(ctx, sh_lin_create(&tm.m, tm.model, &tm.bind, &L, why, sizeof why))) {
+    fprintf(stderr, "%s: %s\n", path, why);
+    goto out;
+  }
+  sh_lin_set_split(L, split);
+  static const int batches[] = {1, 7, 64};
+  for (int bi = 0; bi < 3; bi++) {
+    int b = batches[bi];
+    int stop = b == 1 ? 20 : n; /* batch 1: the first 20 trees */
+    memset(got, 0, (size_t)(n * width) * sizeof *got);
+    for (int first = 0; first < stop; first += b) {
+      int cnt = first + b <= stop ? b : stop - first;
+      if (!CHECK_OK(ctx, sh_lin_run(L, &d->tb, first, cnt, d->ids))) goto out;
+      if (!CHECK_EQ_INT(sh_lin_n_parts(L), tl_want_parts(threads, split, cnt))) goto out;
+      for (int t = 0; t < cnt; t++) {
+        int64_t off = 0;
+        for (int c = 0; c < sh_lin_n_outputs(L); c++) {
+          int rank;
+          int64_t dims[2];
+          sh_lin_output_shape(L, c, &rank, dims);
+          int64_t w = rank == 2 ? dims[0] * dims[1] : dims[0];
+          memcpy(got + (first + t) * width + off, sh_lin_output(L, t, c), (size_t)w * sizeof(float));
+          off += w;
+        }
+      }
+    }
+    double worst = sh_max_rel_err(got, want, stop, width);
+    if (!CHECK(worst <= 1e-5))
+      fprintf(stderr, "%s batch %d, %d threads, split %d: max rel err %g\n", path, b, threads, split, worst);
+  }
+out:
+  free(got);
+  sh_lin_free(L);
+  tl_close(ctx, &tm);
+  sheaf_ctx_free(ctx);
+}
+
 static void check_model(const char *path, const char *const *sizes) {
   sheaf_ctx *ctx = th_ctx();
   if (!th_have_jit_cc(path)) return;
@@ -71,7 +125,7 @@ static void check_model(const char *path, const char *const *sizes) {
   sh_lin *L = NULL;
   int n = N_TREES < sh_dataset_count(&d) ? N_TREES : sh_dataset_count(&d);
   int64_t width = 0;
-  float *want = NULL, *got = NULL;
+  float *want = NULL;
   if (!CHECK_OK(ctx, sh_lin_create(&tm.m, tm.model, &tm.bind, &L, why, sizeof why))) {
     fprintf(stderr, "%s: %s\n", path, why);
     goto out;
@@ -83,34 +137,13 @@ static void check_model(const char *path, const char *const *sizes) {
     width += rank == 2 ? dims[0] * dims[1] : dims[0];
   }
   want = calloc((size_t)(n * width), sizeof *want);
-  got = calloc((size_t)(n * width), sizeof *got);
-  if (!dynamic_outputs(ctx, &tm, &d, n, want, width)) goto out;
-  static const int batches[] = {1, 7, 64};
-  for (int bi = 0; bi < 3; bi++) {
-    int b = batches[bi];
-    int stop = b == 1 ? 20 : n; /* batch 1: the first 20 trees */
-    memset(got, 0, (size_t)(n * width) * sizeof *got);
-    for (int first = 0; first < stop; first += b) {
-      int cnt = first + b <= stop ? b : stop - first;
-      if (!CHECK_OK(ctx, sh_lin_run(L, &d.tb, first, cnt, d.ids))) goto out;
-      for (int t = 0; t < cnt; t++) {
-        int64_t off = 0;
-        for (int c = 0; c < sh_lin_n_outputs(L); c++) {
-          int rank;
-          int64_t dims[2];
-          sh_lin_output_shape(L, c, &rank, dims);
-          int64_t w = rank == 2 ? dims[0] * dims[1] : dims[0];
-          memcpy(got + (first + t) * width + off, sh_lin_output(L, t, c), (size_t)w * sizeof(float));
-          off += w;
-        }
-      }
-    }
-    double worst = sh_max_rel_err(got, want, stop, width);
-    if (!CHECK(worst <= 1e-5)) fprintf(stderr, "%s batch %d: max rel err %g\n", path, b, worst);
-  }
+  if (!CHECK(want != NULL) || !dynamic_outputs(ctx, &tm, &d, n, want, width)) goto out;
+  /* 1, 2 and 3 threads; split over instances (the default) and not */
+  for (int threads = 1; threads <= 3; threads++)
+    for (int split = 1; split >= (threads > 1 ? 0 : 1); split--)
+      check_linear(path, sizes, &d, n, want, width, threads, split);
 out:
   free(want);
-  free(got);
   sh_lin_free(L);
   tl_close(ctx, &tm);
   sh_dataset_free(&d);
@@ -126,4 +159,58 @@ TEST(linear_treegru_matches_dynamic) {
 TEST(linear_mvrnn_matches_dynamic) { check_model("examples/mvrnn.sf", (const char *[]){"H=8", "Vm=50", NULL}); }
 TEST(linear_branches_matches_dynamic) {
   check_model("examples/branches.sf", (const char *[]){"H=16", "E=12", "C=5", NULL});
+}
+
+/* Allocation failures in a run on 2 threads, split into parts (the
+ * inspector's kept arrays, the parts, the kernels' temporaries): the n-th
+ * allocation of a fresh sh_lin's first run failing is SHEAF_ERR_NOMEM, the
+ * next run gives the unfailed run's outputs, and freeing leaks nothing. */
+TEST(linear_run_allocation_failures) {
+  sheaf_ctx *ctx = th_ctx();
+  if (!th_have_jit_cc("linear_run_allocation_failures")) return;
+  setenv("SHEAF_CACHE_DIR", th_cache_dir("linear"), 0);
+  sh_dataset d;
+  REQUIRE_OK(ctx, sh_dataset_load(ctx, EWT, SH_DATASET_BINARY, &d));
+  tl_model tm;
+  if (!tl_open(ctx, "examples/treelstm.sf", (const char *[]){"H=8", "E=6", "C=3", NULL}, &d, &tm)) {
+    sh_dataset_free(&d);
+    return;
+  }
+  char why[512];
+  enum { B = 16, W = 3 }; /* 16 trees; main's result: C = 3 floats */
+  float want[B * W], got[B * W];
+  sh_lin *L = NULL;
+  if (!CHECK_OK(ctx, sh_lin_create(&tm.m, tm.model, &tm.bind, &L, why, sizeof why))) goto out;
+  if (!CHECK_OK(ctx, sh_lin_run(L, &d.tb, 0, B, d.ids)) || !CHECK_EQ_INT(sh_lin_n_parts(L), 2)) goto out;
+  for (int t = 0; t < B; t++) memcpy(want + t * W, sh_lin_output(L, t, 0), W * sizeof(float));
+  sh_lin_free(L);
+  L = NULL;
+  int n_nomem = 0;
+  bool done = false;
+  for (long k = 1; k < 500 && !done; k++) {
+    long live = th_live_blocks();
+    if (!CHECK_OK(ctx, sh_lin_create(&tm.m, tm.model, &tm.bind, &L, why, sizeof why))) goto out;
+    th_fail_alloc_at(k);
+    sheaf_status st = sh_lin_run(L, &d.tb, 0, B, d.ids);
+    th_fail_alloc_at(0);
+    if (st == SHEAF_OK) {
+      done = true; /* the armed failure was past the run's allocations */
+    } else {
+      if (!CHECK_EQ_INT(st, SHEAF_ERR_NOMEM)) fprintf(stderr, "  k=%ld: %s\n", k, sheaf_ctx_last_error(ctx));
+      n_nomem++;
+      if (!CHECK_OK(ctx, sh_lin_run(L, &d.tb, 0, B, d.ids))) goto out;
+    }
+    CHECK_EQ_INT(sh_lin_n_parts(L), 2);
+    for (int t = 0; t < B; t++) memcpy(got + t * W, sh_lin_output(L, t, 0), W * sizeof(float));
+    if (!CHECK(sh_max_rel_err(got, want, B, W) <= 1e-6)) fprintf(stderr, "  k=%ld: outputs differ\n", k);
+    sh_lin_free(L);
+    L = NULL;
+    CHECK_EQ_INT(th_live_blocks(), live); /* every block of the create and the runs freed with L */
+  }
+  CHECK(done);
+  CHECK(n_nomem >= 5); /* the inspector's arrays and the parts of both parts at least */
+out:
+  sh_lin_free(L);
+  tl_close(ctx, &tm);
+  sh_dataset_free(&d);
 }

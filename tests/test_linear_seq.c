@@ -3,7 +3,8 @@
  * list[i32]): gru.sf (a fold, one output per sentence) and bilstm.sf (a
  * scan and a reversed scan, one output per token) against the dynamic
  * runtime on the bundled EWT sentences, seeded weights with nonzero biases,
- * batches of 1, 7 and 64: every output within 1e-5 (relative, per row);
+ * batches of 1, 7 and 64 on 1, 2 and 3 threads, split over instances and
+ * not: every output within 1e-5 (relative, per row);
  * the sequence inspector's arrays on hand-made sentences (lengths 3, 0, 1,
  * 2) with the outputs of the empty and one-word sentences; refusals of the
  * sequence constructs it does not take, with their position.
@@ -39,7 +40,9 @@ TEST(linear_seq_inspector_arrays) {
   char why[512];
   if (!tl_open(ctx, "examples/gru.sf", (const char *[]){"H=8", "E=6", "C=3", NULL}, NULL, &tm)) return;
   if (!CHECK_OK(ctx, sh_lin_create(&tm.m, tm.model, &tm.bind, &L, why, sizeof why))) goto out;
+  sh_lin_set_split(L, false); /* the inspector's view of one part */
   if (!CHECK_OK(ctx, sh_lin_run_seq(L, off, words, 0, 4, ids))) goto out;
+  CHECK_EQ_INT(sh_lin_n_parts(L), 0);
   /* fns: 0 main (per sentence), 1 gru (the fold's step). Sorted by length: s0 (3), s3 (2), s2 (1), s1 (0);
    * step j runs the sentences longer than j; gru's row 0 is the zero state. */
   static const struct { int h, fn, start, count, f0[4], c0[4]; } want[] = {

@@ -18,14 +18,9 @@
 
 static const char *const tagger2_sizes[] = {"H=16", "E=12", "T=7", NULL};
 
-/* Each of path's models on ctx and on a 1-thread context. */
-static void check_both_threads(const char *path, const char *const *sizes) {
-  check_seq_model_on(th_ctx(), path, sizes);
-  sheaf_ctx *one = NULL;
-  REQUIRE_EQ_INT(sheaf_ctx_create(&(sheaf_ctx_options){.threads = 1}, &one, NULL, 0), SHEAF_OK);
-  check_seq_model_on(one, path, sizes);
-  sheaf_ctx_free(one);
-}
+/* Each of path's models on 1, 2 and 3 threads, split and not
+ * (check_seq_model_on). */
+static void check_both_threads(const char *path, const char *const *sizes) { check_seq_model_on(th_ctx(), path, sizes); }
 
 TEST(linear_seq2_tagger2_matches_dynamic) { check_both_threads("examples/tagger2.sf", tagger2_sizes); }
 TEST(linear_seq2_attnpool_matches_dynamic) {

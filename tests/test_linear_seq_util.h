@@ -93,6 +93,54 @@ static int64_t elem_width(const sh_lin *L) {
 /* path's outputs by the linearized mode on ctx against the dynamic runtime
  * on the first N_SENTS EWT sentences, batches 1 (the first 20), 7 and 64:
  * every row within 1e-5 (relative). */
+/* The linear mode on a context of `threads` threads (split on or off) over
+ * sentences 0 .. n-1 in batches of 1 (the first 20), 7 and 64 against want
+ * (instance i at want + at[i]); each run's parts as linear.h says. */
+static void check_seq_linear(const char *path, const char *const *sizes, const sh_dataset *d, int n, const float *want,
+                             const int64_t *at, int64_t cap, int threads, bool split) {
+  sheaf_ctx *ctx = tl_ctx_threads(threads);
+  if (!ctx) return;
+  tl_model tm;
+  char why[512];
+  sh_lin *L = NULL;
+  float *got = calloc((size_t)cap, sizeof *got);
+  if (!CHECK(got != NULL) || !tl_open(ctx, path, sizes, d, &tm)) {
+    free(got);
+    sheaf_ctx_free(ctx);
+    return;
+  }
+  if (!CHECK_OK(ctx, sh_lin_create(&tm.m, tm.model, &tm.bind, &L, why, sizeof why))) {
+    fprintf(stderr, "%s: %s\n", path, why);
+    goto out;
+  }
+  sh_lin_set_split(L, split);
+  static const int batches[] = {1, 7, 64};
+  for (int bi = 0; bi < 3; bi++) {
+    int b = batches[bi];
+    int stop = b == 1 ? 20 : n; /* batch 1: the first 20 sentences */
+    memset(got, 0, (size_t)cap * sizeof *got);
+    for (int first = 0; first < stop; first += b) {
+      int cnt = first + b <= stop ? b : stop - first;
+      if (!CHECK_OK(ctx, sh_lin_run_seq(L, d->sent_off, d->sent_words, first, cnt, d->ids))) goto out;
+      if (!CHECK_EQ_INT(sh_lin_n_parts(L), tl_want_parts(threads, split, cnt))) goto out;
+      for (int t = 0; t < cnt; t++) {
+        int64_t w = linear_outputs(L, t, got + at[first + t], cap - at[first + t]);
+        if (!CHECK_EQ_INT(w, at[first + t + 1] - at[first + t])) goto out;
+      }
+    }
+    double worst = sh_max_rel_err(got, want, at[stop] / elem_width(L), elem_width(L));
+    if (!CHECK(worst <= 1e-5))
+      fprintf(stderr, "%s batch %d, %d threads, split %d: max rel err %g\n", path, b, threads, split, worst);
+  }
+out:
+  free(got);
+  sh_lin_free(L);
+  tl_close(ctx, &tm);
+  sheaf_ctx_free(ctx);
+}
+
+/* path's outputs by the dynamic runtime on ctx, then by the linearized
+ * mode on 1, 2 and 3 threads, split and not (check_seq_linear). */
 static void check_seq_model_on(sheaf_ctx *ctx, const char *path, const char *const *sizes) {
   if (!th_have_jit_cc(path)) return;
   setenv("SHEAF_CACHE_DIR", th_cache_dir("linear"), 0);
@@ -107,7 +155,7 @@ static void check_seq_model_on(sheaf_ctx *ctx, const char *path, const char *con
   sh_lin *L = NULL;
   int n = N_SENTS < sh_dataset_count(&d) ? N_SENTS : sh_dataset_count(&d);
   int64_t cap = 0, *at = calloc((size_t)n + 1, sizeof *at);
-  float *want = NULL, *got = NULL;
+  float *want = NULL;
   if (!CHECK_OK(ctx, sh_lin_create(&tm.m, tm.model, &tm.bind, &L, why, sizeof why))) {
     fprintf(stderr, "%s: %s\n", path, why);
     goto out;
@@ -115,27 +163,13 @@ static void check_seq_model_on(sheaf_ctx *ctx, const char *path, const char *con
   CHECK(sh_lin_takes_sequences(L));
   cap = (int64_t)(d.sent_off[n] - d.sent_off[0] + n) * elem_width(L);
   want = calloc((size_t)cap, sizeof *want);
-  got = calloc((size_t)cap, sizeof *got);
-  if (!at || !want || !got || !dynamic_seq(ctx, &tm, d.sent_off, d.sent_words, d.ids, n, want, at, cap)) goto out;
-  static const int batches[] = {1, 7, 64};
-  for (int bi = 0; bi < 3; bi++) {
-    int b = batches[bi];
-    int stop = b == 1 ? 20 : n; /* batch 1: the first 20 sentences */
-    memset(got, 0, (size_t)cap * sizeof *got);
-    for (int first = 0; first < stop; first += b) {
-      int cnt = first + b <= stop ? b : stop - first;
-      if (!CHECK_OK(ctx, sh_lin_run_seq(L, d.sent_off, d.sent_words, first, cnt, d.ids))) goto out;
-      for (int t = 0; t < cnt; t++) {
-        int64_t w = linear_outputs(L, t, got + at[first + t], cap - at[first + t]);
-        if (!CHECK_EQ_INT(w, at[first + t + 1] - at[first + t])) goto out;
-      }
-    }
-    double worst = sh_max_rel_err(got, want, at[stop] / elem_width(L), elem_width(L));
-    if (!CHECK(worst <= 1e-5))
-      fprintf(stderr, "%s batch %d, %d threads: max rel err %g\n", path, b, sheaf_ctx_threads(ctx), worst);
-  }
+  if (!at || !want || !dynamic_seq(ctx, &tm, d.sent_off, d.sent_words, d.ids, n, want, at, cap)) goto out;
+  /* 1, 2 and 3 threads; split over instances (the default) and not */
+  for (int threads = 1; threads <= 3; threads++)
+    for (int split = 1; split >= (threads > 1 ? 0 : 1); split--)
+      check_seq_linear(path, sizes, &d, n, want, at, cap, threads, split);
 out:
-  free(at), free(want), free(got);
+  free(at), free(want);
   sh_lin_free(L);
   tl_close(ctx, &tm);
   sh_dataset_free(&d);

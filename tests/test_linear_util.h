@@ -77,4 +77,23 @@ static inline bool tl_open(sheaf_ctx *ctx, const char *path, const char *const *
   return tl_open_src(ctx, path, NULL, sizes, d, t);
 }
 
+/* A context of `threads` threads with the tests' leak-checking allocator
+ * (NULL after a failed CHECK). */
+static inline sheaf_ctx *tl_ctx_threads(int threads) {
+  sheaf_ctx_options o = {0};
+  o.allocator = th_allocator();
+  o.threads = threads;
+  sheaf_ctx *c = NULL;
+  char err[256];
+  if (!CHECK_EQ_INT(sheaf_ctx_create(&o, &c, err, sizeof err), SHEAF_OK)) return NULL;
+  return c;
+}
+
+/* The parts a linear run of n instances should run as (linear.h,
+ * sh_lin_set_split): min(threads, n / 2) when split and that is 2 or more. */
+static inline int tl_want_parts(int threads, bool split, int n) {
+  int p = threads < n / 2 ? threads : n / 2;
+  return split && p >= 2 ? p : 0;
+}
+
 #endif

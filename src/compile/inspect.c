@@ -68,18 +68,59 @@ typedef struct acts {
   int32_t *memo; /* [fn][node - lo] */
 } acts;
 
-static void acts_free(acts *A) {
-  free(A->fn), free(A->arm), free(A->node), free(A->height), free(A->next_call), free(A->row), free(A->memo), free(A->kid_off),
-      free(A->kids);
+/* The inspector's arrays, kept in the sh_lin across runs (grown, never
+ * shrunk; the context's allocator): a batch like the last allocates nothing. */
+typedef struct sh_lin_scan {
+  acts A;
+  size_t memo_cap, stack_cap, order_cap, cnt_cap, tmp_cap;
+  int32_t *stack, *order, *cnt, *tmp;
+} sh_lin_scan;
+
+/* *p (cap elements of size es) grown to at least need elements (doubling). */
+static bool grow(sheaf_ctx *ctx, void *pp, size_t *cap, size_t need, size_t es) {
+  if (need <= *cap) return true;
+  size_t c = need > 2 * *cap ? need : 2 * *cap;
+  void **p = pp;
+  void *q = sh_realloc(ctx, *p, *cap * es, c * es);
+  if (!q) return false;
+  *p = q, *cap = c;
+  return true;
 }
 
-static bool acts_grow(acts *A) {
-  int32_t cap = A->cap ? 2 * A->cap : 1024;
-#define GROW(f) do { void *p = realloc(A->f, (size_t)cap * sizeof *A->f); if (!p) return false; A->f = p; } while (0)
-  GROW(fn); GROW(arm); GROW(node); GROW(height); GROW(next_call); GROW(row); GROW(kid_off);
-#undef GROW
-  A->cap = cap;
+/* Bytes of the activation arrays at cap entries (one block: fn, arm, then
+ * five int32 arrays). */
+static size_t acts_bytes(size_t cap) { return cap * (2 + 5 * sizeof(int32_t)); }
+
+/* The activation arrays doubled (one block, so a failure leaves them as
+ * they were). */
+static bool acts_grow(sheaf_ctx *ctx, acts *A) {
+  size_t old = (size_t)A->cap, cap = old ? 2 * old : 1024;
+  char *blk = sh_malloc(ctx, acts_bytes(cap));
+  if (!blk) return false;
+  int32_t *i32 = (int32_t *)(blk + 2 * cap); /* cap is even: 4-byte aligned */
+  int32_t **dst[] = {&A->node, &A->height, &A->next_call, &A->row, &A->kid_off};
+  if (old) {
+    memcpy(blk, A->fn, old), memcpy(blk + cap, A->arm, old);
+    for (int k = 0; k < 5; k++) memcpy(i32 + k * cap, *dst[k], old * sizeof(int32_t));
+    sh_free(ctx, A->fn, acts_bytes(old));
+  }
+  A->fn = (int8_t *)blk, A->arm = (int8_t *)(blk + cap);
+  for (int k = 0; k < 5; k++) *dst[k] = i32 + k * cap;
+  A->cap = (int32_t)cap;
   return true;
+}
+
+void sh_lin_scan_free(sh_lin *L) {
+  sh_lin_scan *S = L ? L->scan : NULL;
+  if (!S) return;
+  sheaf_ctx *ctx = L->ctx;
+  acts *A = &S->A;
+  if (A->cap) sh_free(ctx, A->fn, acts_bytes((size_t)A->cap));
+  sh_free(ctx, A->kids, A->cap_kids * 4), sh_free(ctx, A->memo, S->memo_cap * 4);
+  sh_free(ctx, S->stack, S->stack_cap * 4), sh_free(ctx, S->order, S->order_cap * 4);
+  sh_free(ctx, S->cnt, S->cnt_cap * 4), sh_free(ctx, S->tmp, S->tmp_cap * 4);
+  sh_free(ctx, S, sizeof *S);
+  L->scan = NULL;
 }
 
 /* The group key of activation id: (height, function, arm). */
@@ -89,13 +130,14 @@ static int64_t key_of(const acts *A, int32_t id) {
 
 /* ids 0 .. n-1 sorted by (height, function, arm, id): two stable counting
  * passes, by (function, arm) then by height. */
-static bool sort_acts(const acts *A, int32_t max_h, int32_t *order) {
+static bool sort_acts(sheaf_ctx *ctx, sh_lin_scan *S, int32_t max_h, int32_t *order) {
+  const acts *A = &S->A;
   int32_t nb = SH_LIN_MAX_FNS * SH_LIN_MAX_ARMS > max_h + 1 ? SH_LIN_MAX_FNS * SH_LIN_MAX_ARMS : max_h + 1;
-  int32_t *cnt = calloc((size_t)nb + 1, sizeof *cnt), *tmp = malloc(((size_t)A->n + 1) * sizeof *tmp);
-  if (!cnt || !tmp) {
-    free(cnt), free(tmp);
+  if (!grow(ctx, &S->cnt, &S->cnt_cap, (size_t)nb + 1, sizeof *S->cnt) ||
+      !grow(ctx, &S->tmp, &S->tmp_cap, (size_t)A->n + 1, sizeof *S->tmp))
     return false;
-  }
+  int32_t *cnt = S->cnt, *tmp = S->tmp;
+  memset(cnt, 0, ((size_t)nb + 1) * sizeof *cnt);
   for (int32_t i = 0; i < A->n; i++) cnt[A->fn[i] * SH_LIN_MAX_ARMS + A->arm[i] + 1]++;
   for (int32_t b = 0; b < nb; b++) cnt[b + 1] += cnt[b];
   for (int32_t i = 0; i < A->n; i++) tmp[cnt[A->fn[i] * SH_LIN_MAX_ARMS + A->arm[i]]++] = i;
@@ -103,7 +145,6 @@ static bool sort_acts(const acts *A, int32_t max_h, int32_t *order) {
   for (int32_t i = 0; i < A->n; i++) cnt[A->height[i] + 1]++;
   for (int32_t b = 0; b < nb; b++) cnt[b + 1] += cnt[b];
   for (int32_t i = 0; i < A->n; i++) order[cnt[A->height[tmp[i]]]++] = tmp[i];
-  free(cnt), free(tmp);
   return true;
 }
 
@@ -114,14 +155,19 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
   int32_t lo = tb->tree_first[first], hi = tb->tree_first[first + n - 1] + tb->tree_size[first + n - 1];
   if (hi < lo) return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: trees out of order");
   int32_t span = hi - lo;
-  acts A = {0};
-  int32_t *order = NULL;
   sheaf_status st = SHEAF_OK;
-  int32_t *stack = NULL;
-  A.memo = malloc((size_t)L->n_fns * (size_t)span * sizeof *A.memo);
-  stack = malloc(((size_t)span * L->n_fns + 1) * sizeof *stack);
-  if (!A.memo || !stack) goto nomem;
-  memset(A.memo, 0xff, (size_t)L->n_fns * (size_t)span * sizeof *A.memo);
+  if (!L->scan && !(L->scan = sh_calloc(L->ctx, 1, sizeof *L->scan)))
+    return sh_fail(L->ctx, SHEAF_ERR_NOMEM, "out of memory: the inspector's arrays");
+  sh_lin_scan *S = L->scan;
+  acts A = S->A; /* written back at the end (grown arrays) */
+  A.n = 0, A.n_kids = 0;
+  int32_t *order = NULL, *stack = NULL;
+  size_t memo_n = (size_t)L->n_fns * (size_t)span;
+  if (!grow(L->ctx, &A.memo, &S->memo_cap, memo_n, sizeof *A.memo) ||
+      !grow(L->ctx, &S->stack, &S->stack_cap, memo_n + 1, sizeof *S->stack))
+    goto nomem;
+  stack = S->stack;
+  memset(A.memo, 0xff, memo_n * sizeof *A.memo);
   if (n > L->cap_inst) {
     int32_t *r = realloc(L->root_row, (size_t)n * sizeof *r);
     if (!r) goto nomem;
@@ -158,14 +204,10 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
                          sh_sym_name(&L->m->syms, f->fn->name));
             goto done;
           }
-          if (A.n == A.cap && !acts_grow(&A)) goto nomem;
+          if (A.n == A.cap && !acts_grow(L->ctx, &A)) goto nomem;
           size_t nc = (size_t)n_entries(f->arms[arm], tb->n_children[want_node]);
-          if (A.n_kids + nc > A.cap_kids) {
-            size_t cap = A.cap_kids ? 2 * A.cap_kids + nc : 4096;
-            int32_t *k = realloc(A.kids, cap * sizeof *k);
-            if (!k) goto nomem;
-            A.kids = k, A.cap_kids = cap;
-          }
+          if (!grow(L->ctx, &A.kids, &A.cap_kids, A.n_kids + nc > 4096 ? A.n_kids + nc : 4096, sizeof *A.kids))
+            goto nomem;
           int32_t id = A.n++;
           A.kid_off[id] = (int32_t)A.n_kids;
           A.n_kids += nc;
@@ -215,7 +257,10 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
   /* renumber: sorted by (height, fn, arm) */
   int32_t max_h = 0;
   for (int32_t i = 0; i < A.n; i++) max_h = A.height[i] > max_h ? A.height[i] : max_h;
-  if (!(order = malloc(((size_t)A.n + 1) * sizeof *order)) || !sort_acts(&A, max_h, order)) goto nomem;
+  S->A = A;
+  if (!grow(L->ctx, &S->order, &S->order_cap, (size_t)A.n + 1, sizeof *S->order)) goto nomem;
+  order = S->order;
+  if (!sort_acts(L->ctx, S, max_h, order)) goto nomem;
   memset(L->n_rows, 0, sizeof L->n_rows);
   int n_groups = 0;
   size_t ints = 0;
@@ -276,8 +321,6 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
 nomem:
   st = sh_fail(L->ctx, SHEAF_ERR_NOMEM, "out of memory: the inspector's arrays");
 done:
-  free(order);
-  free(stack);
-  acts_free(&A);
+  S->A = A; /* the arrays as grown */
   return st;
 }

@@ -5,13 +5,19 @@
  * range's children's state rows and looked-up table rows into dense inputs
  * and makes one prepared kernel call (one plan per row count; parameters
  * declared weights, packed once) that writes the function's state rows.
- * No graph, no buckets, no per-node runtime work; the kernels split their
- * loops over the context's pool.
+ * No graph, no buckets, no per-node runtime work. A function's rows that a
+ * direct arm makes (its results are looked-up rows, a leaf's emb[w]) are
+ * not copied: the rows' table addresses are kept (alias) and read where
+ * the callers' inputs are filled. On a pool of T >= 2 threads a batch runs
+ * as parts over consecutive instances, one a thread, each with its own
+ * inspector output and states and serial kernel calls (the kernels are
+ * shared); else the kernels split their loops over the context's pool.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/base.h"
+#include "base/pool.h"
 #include "compile/linear_int.h"
 #include "lang/kernel.h"
 
@@ -44,6 +50,8 @@ static sheaf_status lin_new(const sh_module *m, sheaf_model *model, const sh_lan
   L->ctx = m->ctx, L->m = m, L->bind = bind, L->model = model, L->why = why, L->why_cap = cap;
   const char *pl = getenv("SHEAF_LINEAR_PLANS"); /* 1: a prepared call per row count (measured: linear.h) */
   L->plans = pl && pl[0] == '1';
+  const char *sp = getenv("SHEAF_LINEAR_SPLIT"); /* 0: one part, kernels split over the pool (measured: linear.h) */
+  L->split = !(sp && sp[0] == '0');
   sh_buf_init(&L->all_src, L->ctx);
   *out = L;
   sheaf_status st = sh_lin_check_program(L);
@@ -101,8 +109,31 @@ sheaf_status sh_lin_create(const sh_module *m, sheaf_model *model, const sh_lang
   return SHEAF_OK;
 }
 
+/* What a run leaves in L (its own in a part; a part borrows the rest). */
+static void free_run_state(sh_lin *L) {
+  for (int f = 0; f < L->n_fns; f++)
+    for (int c = 0; c < SH_LIN_MAX_COMPS; c++) {
+      free(L->state[f][c]);
+      free(L->alias[f][c]);
+      L->state[f][c] = NULL, L->alias[f][c] = NULL;
+    }
+  free(L->groups);
+  free(L->group_buf);
+  free(L->root_row);
+  free(L->out_rows);
+  free(L->scratch);
+  sh_lin_scan_free(L);
+  for (int p = 0; p < SH_LIN_MAX_PARTS; p++)
+    if (L->parts[p]) {
+      free_run_state(L->parts[p]);
+      sh_free(L->ctx, L->parts[p], sizeof *L->parts[p]);
+      L->parts[p] = NULL;
+    }
+}
+
 void sh_lin_free(sh_lin *L) {
   if (!L) return;
+  free_run_state(L);
   for (int f = 0; f < L->n_fns; f++) {
     for (int ai = 0; ai < L->fns[f].n_arms; ai++) {
       sh_lin_arm *a = L->fns[f].arms[ai];
@@ -113,14 +144,8 @@ void sh_lin_free(sh_lin *L) {
       free(a->src);
       free(a);
     }
-    for (int c = 0; c < SH_LIN_MAX_COMPS; c++) free(L->state[f][c]);
   }
   sh_buf_free(&L->all_src);
-  free(L->groups);
-  free(L->group_buf);
-  free(L->root_row);
-  free(L->out_rows);
-  free(L->scratch);
   free(L);
 }
 
@@ -140,11 +165,23 @@ void sh_lin_output_shape(const sh_lin *L, int comp, int *rank, int64_t dims[2]) 
   dims[0] = L->fns[0].comp_d[comp][0];
   dims[1] = L->fns[0].comp_d[comp][1];
 }
+/* The part that ran instance *i of the last run (*i made relative to it). */
+static const sh_lin *part_of(const sh_lin *L, int32_t *i) {
+  if (!L || !L->n_parts || *i < 0 || *i >= L->n_inst) return L;
+  int p = 0;
+  while (p + 1 < L->n_parts && *i >= L->part_first[p + 1]) p++;
+  *i -= L->part_first[p];
+  return L->parts[p];
+}
+
 const float *sh_lin_output(const sh_lin *L, int32_t i, int comp) {
   if (!L || i < 0 || i >= L->n_inst || comp < 0 || comp >= L->fns[0].n_comp) return NULL;
+  L = part_of(L, &i);
   return L->state[0][comp] + (size_t)L->root_row[i] * (size_t)L->fns[0].comp_width[comp];
 }
-int32_t sh_lin_root_row(const sh_lin *L, int32_t i) { return L && i >= 0 && i < L->n_inst ? L->root_row[i] : -1; }
+int32_t sh_lin_root_row(const sh_lin *L, int32_t i) {
+  return L && !L->n_parts && i >= 0 && i < L->n_inst ? L->root_row[i] : -1;
+}
 
 int sh_lin_n_groups(const sh_lin *L) { return L ? L->n_groups : 0; }
 bool sh_lin_group(const sh_lin *L, int gi, sh_lin_group_view *out) {
@@ -231,18 +268,61 @@ static int ragged_args(const sh_lin_arm *a, const sh_lin_grp *g, void *const *da
   return k;
 }
 
+/* Whether arm a's results are single segments read as they are (a
+ * looked-up row, a child's row): its rows can be aliases. */
+static bool arm_aliases(const sh_lin_arm *a) {
+  for (int j = 0; j < a->n_out; j++) {
+    const sh_lin_node *n = &a->nodes[a->out[j]];
+    if (n->op != SH_LIN_IN || n->n_segs != 1 || n->segs[0].zero) return false;
+  }
+  return a->n_out > 0;
+}
+
 static sheaf_status ensure_states(sh_lin *L) {
   for (int f = 0; f < L->n_fns; f++) {
     size_t rows = (size_t)L->n_rows[f];
     if (rows <= L->state_cap[f]) continue;
     size_t cap = rows > 2 * L->state_cap[f] ? rows : 2 * L->state_cap[f];
+    L->state_cap[f] = 0; /* until every array is there */
+    L->has_alias[f] = false;
+    /* binary trees only: the sequence and dependency-tree paths (linear_reduce.c, linear_mat.c, the ragged
+     * arms) read L->state directly */
+    for (int a = 0; f > 0 && !L->seq && !L->dep && a < L->fns[f].n_arms; a++)
+      L->has_alias[f] |= arm_aliases(L->fns[f].arms[a]);
     for (int c = 0; c < L->fns[f].n_comp; c++) {
       free(L->state[f][c]);
+      free(L->alias[f][c]);
+      L->alias[f][c] = NULL;
       size_t bytes = (cap * (size_t)L->fns[f].comp_width[c] * sizeof(float) + 63) & ~(size_t)63;
       if (!(L->state[f][c] = aligned_alloc(64, bytes))) return sh_fail(L->ctx, SHEAF_ERR_NOMEM, "out of memory: states");
+      if (L->has_alias[f] && !(L->alias[f][c] = calloc(cap, sizeof *L->alias[f][c])))
+        return sh_fail(L->ctx, SHEAF_ERR_NOMEM, "out of memory: states");
     }
     L->state_cap[f] = cap;
   }
+  return SHEAF_OK;
+}
+
+/* Where segment sg of an input of group g's row r is: a table's row or a
+ * callee's row (its alias, or its state row). */
+static sheaf_status seg_src(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g, const sh_lin_seg *sg, int32_t r,
+                            const float **src) {
+  if (sg->lookup) {
+    int rank;
+    const int64_t *shape;
+    const float *tab = sheaf_model_param_values(L->model, L->bind->params[sg->param], &rank, &shape);
+    if (g->fields[sg->field][r] < 0) /* ws[i - 1] at i = 0 without the if that guards it */
+      return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: a word index outside its sentence");
+    int64_t row = sh_lang_word_row(L->bind, sg->param, g->fields[sg->field][r]);
+    if (!tab || row < 0 || row >= shape[0])
+      return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: word row %lld outside its table", (long long)row);
+    *src = tab + (size_t)row * (size_t)sg->width;
+    return SHEAF_OK;
+  }
+  const sh_lin_call *c = &a->calls[sg->call];
+  int32_t row = g->calls[sg->call][r];
+  const float *const *al = L->alias[c->fn][sg->comp];
+  *src = al && al[row] ? al[row] : L->state[c->fn][sg->comp] + (size_t)row * (size_t)sg->width;
   return SHEAF_OK;
 }
 
@@ -251,7 +331,7 @@ static sheaf_status fill_row(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g
                              float *dst) {
   for (int q = 0; q < n->n_segs; q++) {
     const sh_lin_seg *sg = &n->segs[q];
-    const float *src;
+    const float *src = NULL;
     if (sg->reduce) { /* a sentence's max / mean / sum over a map's rows (linear_reduce.c) */
       sheaf_status st = sh_lin_reduce_rows(L, a, g, sg, r, dst);
       if (st) return st;
@@ -263,20 +343,8 @@ static sheaf_status fill_row(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g
       dst += sg->width;
       continue;
     }
-    if (sg->lookup) {
-      int rank;
-      const int64_t *shape;
-      const float *tab = sheaf_model_param_values(L->model, L->bind->params[sg->param], &rank, &shape);
-      if (g->fields[sg->field][r] < 0) /* ws[i - 1] at i = 0 without the if that guards it */
-        return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: a word index outside its sentence");
-      int64_t row = sh_lang_word_row(L->bind, sg->param, g->fields[sg->field][r]);
-      if (!tab || row < 0 || row >= shape[0])
-        return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: word row %lld outside its table", (long long)row);
-      src = tab + (size_t)row * (size_t)sg->width;
-    } else {
-      const sh_lin_call *c = &a->calls[sg->call];
-      src = L->state[c->fn][sg->comp] + (size_t)g->calls[sg->call][r] * (size_t)sg->width;
-    }
+    sheaf_status st = seg_src(L, a, g, sg, r, &src);
+    if (st) return st;
     memcpy(dst, src, (size_t)sg->width * sizeof(float));
     dst += sg->width;
   }
@@ -294,6 +362,16 @@ static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
   if (a->has_mat) return sh_lin_mat_run(L, g); /* matrices per sentence: stages (linear_mat.c) */
   int32_t count = g->count;
   bool direct = arm_direct(a); /* every result is an input as it is (a leaf's emb[w]): copied to the state */
+  if (direct && L->has_alias[g->fn] && arm_aliases(a)) { /* not copied: where each row is */
+    for (int j = 0; j < a->n_out; j++)
+      for (int32_t r = 0; r < count; r++) {
+        sheaf_status st = seg_src(L, a, g, &a->nodes[a->out[j]].segs[0], r, &L->alias[g->fn][j][g->start + r]);
+        if (st) return st;
+      }
+    return SHEAF_OK;
+  }
+  for (int j = 0; L->has_alias[g->fn] && j < a->n_out; j++) /* rows in the state */
+    memset(L->alias[g->fn][j] + g->start, 0, (size_t)count * sizeof *L->alias[g->fn][j]);
   for (int j = 0; direct && j < a->n_out; j++) {
     size_t w = (size_t)f->comp_width[j];
     for (int32_t r = 0; r < count; r++) {
@@ -369,21 +447,18 @@ static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
   return st;
 }
 
-sheaf_status sh_lin_run(sh_lin *L, const sh_treebank *tb, int32_t first, int32_t n, sh_word_ids ids) {
-  if (!L || !tb) return SHEAF_ERR_INVALID_ARG;
-  if (L->seq) return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: the model takes sentences (sh_lin_run_seq)");
+/* One part's run (or the whole batch's): the inspector, the states, the groups. */
+static sheaf_status run_trees(sh_lin *L, const sh_treebank *tb, int32_t first, int32_t n, sh_word_ids ids) {
+  L->n_parts = 0;
   sheaf_status st = sh_lin_inspect(L, tb, first, n, ids);
   if (!st) st = ensure_states(L);
   for (int g = 0; !st && g < L->n_groups; g++) st = run_group(L, &L->groups[g]);
   return st;
 }
 
-bool sh_lin_takes_sequences(const sh_lin *L) { return L && L->seq; }
-
-sheaf_status sh_lin_run_seq(sh_lin *L, const int32_t *sent_off, const int32_t *sent_words, int32_t first, int32_t n,
-                            sh_word_ids ids) {
-  if (!L || !sent_off || !sent_words || first < 0) return SHEAF_ERR_INVALID_ARG;
-  if (!L->seq) return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: the model takes trees (sh_lin_run)");
+static sheaf_status run_seqs(sh_lin *L, const int32_t *sent_off, const int32_t *sent_words, int32_t first, int32_t n,
+                             sh_word_ids ids) {
+  L->n_parts = 0;
   sheaf_status st = sh_lin_inspect_seq(L, sent_off + first, sent_words, n, ids);
   if (!st) st = ensure_states(L);
   for (int f = 1; !st && f < L->n_fns; f++) /* a step's row 0: the zero initial state */
@@ -393,12 +468,125 @@ sheaf_status sh_lin_run_seq(sh_lin *L, const int32_t *sent_off, const int32_t *s
   return st;
 }
 
+/* How many parts a batch of n instances runs as: 0 (one, L itself: the
+ * kernels split their loops over the pool) or min(T, n / 2) for a pool of T
+ * >= 2 threads. Not with plans (a plan runs on one thread at a time), nor
+ * for dependency trees (arms compiled on first use), nor for matrices per
+ * sentence (an arm's linear_mat stages keep one run's buffers: parts would
+ * share them). */
+static bool any_mat(const sh_lin *L) {
+  for (int f = 0; f < L->n_fns; f++)
+    for (int a = 0; a < L->fns[f].n_arms; a++)
+      if (L->fns[f].arms[a] && L->fns[f].arms[a]->has_mat) return true;
+  return false;
+}
+
+static int parts_for(const sh_lin *L, int32_t n) {
+  if (!L->split || L->is_part || L->plans || L->dep || !L->ctx->pool || any_mat(L)) return 0;
+  int T = sh_pool_threads(L->ctx->pool), p = T < n / 2 ? T : (int)(n / 2);
+  p = p < SH_LIN_MAX_PARTS ? p : SH_LIN_MAX_PARTS;
+  return p >= 2 ? p : 0;
+}
+
+/* Part p of L, made on first use: L's functions and kernels, its own run state. */
+static sheaf_status part_get(sh_lin *L, int p) {
+  if (L->parts[p]) return SHEAF_OK;
+  sh_lin *P = sh_malloc(L->ctx, sizeof *P);
+  if (!P) return SHEAF_ERR_NOMEM;
+  memcpy(P, L, sizeof *P);
+  P->n_groups = P->cap_groups = 0, P->groups = NULL, P->group_buf = NULL, P->group_buf_cap = 0;
+  memset(P->n_rows, 0, sizeof P->n_rows), memset(P->state, 0, sizeof P->state);
+  memset(P->state_cap, 0, sizeof P->state_cap), memset(P->alias, 0, sizeof P->alias);
+  memset(P->has_alias, 0, sizeof P->has_alias);
+  P->root_row = NULL, P->n_inst = P->cap_inst = 0, P->out_rows = NULL, P->scratch = NULL, P->scratch_cap = 0;
+  P->scan = NULL, P->is_part = true, P->n_parts = 0;
+  memset(P->parts, 0, sizeof P->parts);
+  L->parts[p] = P;
+  return SHEAF_OK;
+}
+
+typedef struct part_job {
+  sh_lin *L;
+  const sh_treebank *tb; /* trees, or sentences (off, words) */
+  const int32_t *off, *words;
+  int32_t first;
+  sh_word_ids ids;
+  sheaf_status st[SH_LIN_MAX_PARTS];
+} part_job;
+
+static void part_task(void *arg, int64_t t, int tid) {
+  (void)tid;
+  part_job *J = arg;
+  const sh_lin *L = J->L;
+  int32_t a = J->first + L->part_first[t], n = L->part_first[t + 1] - L->part_first[t];
+  J->st[t] = J->tb ? run_trees(L->parts[t], J->tb, a, n, J->ids) : run_seqs(L->parts[t], J->off, J->words, a, n, J->ids);
+}
+
+/* Instance i's weight in the split: its tree's nodes, its sentence's words + 1. */
+static int64_t inst_weight(const part_job *J, int32_t i) {
+  if (J->tb) return J->tb->tree_size[J->first + i];
+  int64_t len = (int64_t)J->off[J->first + i + 1] - J->off[J->first + i];
+  return (len > 0 ? len : 0) + 1;
+}
+
+/* Runs the batch as P parts of consecutive instances, about equal weights,
+ * one a pool thread. */
+static sheaf_status run_parts(sh_lin *L, part_job *J, int32_t n, int P) {
+  L->n_parts = 0, L->n_inst = 0, L->n_groups = 0;
+  for (int p = 0; p < P; p++) {
+    sheaf_status st = part_get(L, p);
+    if (st) return st;
+  }
+  int64_t W = 0, cum = 0;
+  for (int32_t i = 0; i < n; i++) W += inst_weight(J, i);
+  int32_t i = 0;
+  L->part_first[0] = 0;
+  for (int p = 1; p < P; p++) { /* each part one instance at least */
+    cum += inst_weight(J, i++);
+    while (i < n - (P - p) && cum + inst_weight(J, i) / 2 <= W * p / P) cum += inst_weight(J, i++);
+    L->part_first[p] = i;
+  }
+  L->part_first[P] = n;
+  sh_pool_run(L->ctx->pool, P, part_task, J, P);
+  for (int p = 0; p < P; p++)
+    if (J->st[p]) return J->st[p];
+  L->n_parts = P, L->n_inst = n;
+  return SHEAF_OK;
+}
+
+sheaf_status sh_lin_run(sh_lin *L, const sh_treebank *tb, int32_t first, int32_t n, sh_word_ids ids) {
+  if (!L || !tb) return SHEAF_ERR_INVALID_ARG;
+  if (L->seq) return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: the model takes sentences (sh_lin_run_seq)");
+  int P = parts_for(L, n);
+  if (!P || first < 0 || first + n > tb->n_trees) return run_trees(L, tb, first, n, ids); /* (which names a bad range) */
+  part_job J = {.L = L, .tb = tb, .first = first, .ids = ids};
+  return run_parts(L, &J, n, P);
+}
+
+bool sh_lin_takes_sequences(const sh_lin *L) { return L && L->seq; }
+void sh_lin_set_split(sh_lin *L, bool on) {
+  if (L) L->split = on;
+}
+int sh_lin_n_parts(const sh_lin *L) { return L ? L->n_parts : 0; }
+
+sheaf_status sh_lin_run_seq(sh_lin *L, const int32_t *sent_off, const int32_t *sent_words, int32_t first, int32_t n,
+                            sh_word_ids ids) {
+  if (!L || !sent_off || !sent_words || first < 0) return SHEAF_ERR_INVALID_ARG;
+  if (!L->seq) return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: the model takes trees (sh_lin_run)");
+  int P = parts_for(L, n);
+  if (!P) return run_seqs(L, sent_off, sent_words, first, n, ids);
+  part_job J = {.L = L, .off = sent_off, .words = sent_words, .first = first, .ids = ids};
+  return run_parts(L, &J, n, P);
+}
+
 int32_t sh_lin_output_rows(const sh_lin *L, int32_t i) {
   if (!L || i < 0 || i >= L->n_inst) return 0;
+  L = part_of(L, &i);
   return L->seq ? L->out_rows[i] : 1;
 }
 
 const float *sh_lin_output_row(const sh_lin *L, int32_t i, int32_t k, int comp) {
   if (!L || k < 0 || k >= sh_lin_output_rows(L, i) || comp < 0 || comp >= L->fns[0].n_comp) return NULL;
+  L = part_of(L, &i);
   return L->state[0][comp] + ((size_t)L->root_row[i] + (size_t)k) * (size_t)L->fns[0].comp_width[comp];
 }

@@ -69,7 +69,20 @@ void sh_lin_output_shape(const sh_lin *L, int comp, int *rank, int64_t dims[2]);
 /* Component comp of instance i (0-based within the last run). */
 const float *sh_lin_output(const sh_lin *L, int32_t i, int comp);
 
-/* The inspector's view of the last run, for tests: activations of
+/* Threads: on a context of T >= 2 threads a batch of n instances runs as
+ * min(T, n / 2) parts of consecutive instances (about equal nodes or words
+ * each), one a pool thread, each with its own inspector output and states
+ * and its kernel calls serial on that thread (the default; SHEAF_LINEAR_SPLIT=0
+ * at create turns it off); off, or for fewer instances, the batch is one
+ * part whose kernels split their loops over the pool. Not with plans
+ * (SHEAF_LINEAR_PLANS=1) nor for dependency trees. The outputs are the same
+ * either way (each row's arithmetic does not depend on the others). */
+void sh_lin_set_split(sh_lin *L, bool on);
+/* Parts the last run ran as (0: one, the kernels split over the pool). */
+int sh_lin_n_parts(const sh_lin *L);
+
+/* The inspector's view of the last run, for tests (an unsplit run's; a
+ * split run shows no groups): activations of
  * structural function fn (in the order linear_check found them, main is
  * 0) at height h and arm a: their count and first state row; the word ids
  * of pattern field f and the callee state rows of call site c of those

@@ -17,6 +17,7 @@
 #define SH_LIN_MAX_COMPS 8  /* result components of a structural function */
 #define SH_LIN_MAX_NODES 512
 #define SH_LIN_MAX_SEGS 8
+#define SH_LIN_MAX_PARTS 16 /* a batch split over instances, one part per pool thread (linear.c) */
 
 typedef enum sh_lin_op {
   SH_LIN_PARAM, /* a parameter (not batched) */
@@ -203,6 +204,22 @@ struct sh_lin {
   int32_t *out_rows;  /* main's rows of each instance (per-token outputs: its length; else 1) */
   float *scratch; /* the executor's inputs */
   size_t scratch_cap;
+  /* rows of a direct arm (its results are looked-up rows as they are) of a
+   * function other than main: where each row's values are (a table's row),
+   * read there by fill_row instead of copied into the state; NULL entries:
+   * the state's row. One array per component, state_cap entries (linear.c). */
+  const float **alias[SH_LIN_MAX_FNS][SH_LIN_MAX_COMPS];
+  bool has_alias[SH_LIN_MAX_FNS];
+  struct sh_lin_scan *scan; /* the inspector's arrays, kept across runs (inspect.c) */
+  /* threads (linear.c): a batch of n instances on a pool of T >= 2 threads
+   * runs as min(T, n / 2) parts over consecutive instances, each a part
+   * (its own inspector output and states, the kernels shared) running its
+   * levels on one thread with serial kernels */
+  bool split;                          /* SHEAF_LINEAR_SPLIT: 0 keeps one part, kernels split over threads */
+  bool is_part;                        /* a part: borrows its parent's functions and kernels */
+  int n_parts;                         /* the last run's parts (0: not split) */
+  int32_t part_first[SH_LIN_MAX_PARTS + 1];
+  struct sh_lin *parts[SH_LIN_MAX_PARTS]; /* made on first use */
 };
 
 /* A refusal: "FILE:L:C: " + message into L->why; returns SHEAF_ERR_UNSUPPORTED. */
@@ -227,6 +244,8 @@ sheaf_status sh_lin_inspect_seq(sh_lin *L, const int32_t *off, const int32_t *wo
 /* linear_reduce.c: the reduction seg sg of row r of group g into dst. */
 sheaf_status sh_lin_reduce_rows(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g, const sh_lin_seg *sg, int32_t r,
                                 float *dst);
+/* inspect.c: frees L->scan. */
+void sh_lin_scan_free(sh_lin *L);
 /* The node of tb under `node` at one child step (unary nodes pass through
  * when the type has no unary constructor) and the constructor of a node. */
 int sh_lin_ctor_of(const sh_lin *L, const sh_treebank *tb, int32_t node);
