@@ -936,9 +936,11 @@ static sheaf_status pick(sheaf_kernel *K, const int64_t *sizes, sheaf_kernel **o
   sh_sched_opts fo;
   if (K->few_rows >= 0 && !K->n_tuned && sh_kernel_few_rows_opts(K->vopts.isa, sizes[K->few_rows], &fo)) {
     sheaf_kernel *V; /* a tuning record, when there is one, decides instead */
-    sheaf_status st = variant(K, &fo, &V);
-    if (st) return st;
-    if (V) *out = V;
+    if (variant(K, &fo, &V) != SHEAF_OK) /* the kernel itself runs those rows: slower, the same values */
+      sh_log(K->ctx, SHEAF_LOG_WARN, "kernel '%s': its few-rows variant did not compile: %s", K->k->name,
+             sheaf_ctx_last_error(K->ctx));
+    else if (V)
+      *out = V;
     return SHEAF_OK;
   }
   for (int i = 0; i < K->n_tuned; i++)
