@@ -13,86 +13,15 @@
 #include "harness.h"
 #include "io/dataset.h"
 #include "models/models.h"
-#include "test_linear_util.h"
-
-#define EWT "data/ud_english_ewt/en_ewt-ud-test.conllu"
-#define N_SENTS 150
+#include "test_linear_seq_util.h" /* dynamic_seq, linear_outputs, EWT, N_SENTS */
 #define TRANSFORMER "examples/transformer.sf"
 
 static const char *const SIZES[] = {"DK=8", "F=24", NULL};
 
-/* Main's per-token outputs of sentences off[0..n) by the dynamic runtime
- * (batches of 32), flattened: instance i at want + at[i]. */
-static bool dynamic_rows(sheaf_ctx *ctx, tl_model *tm, const int32_t *off, const int32_t *words, sh_word_ids ids,
-                         int n, float *want, int64_t *at, int64_t cap) {
-  sh_interp *ip = NULL;
-  sheaf_graph *g = NULL;
-  bool ok = CHECK_OK(ctx, sh_interp_create(&tm->m, &tm->bind, &ip)) &&
-            CHECK_OK(ctx, sheaf_graph_create(tm->model, NULL, &g));
-  sh_value *res = calloc((size_t)n, sizeof *res);
-  sheaf_expr *ts = malloc(4096 * sizeof *ts);
-  int32_t *w = malloc(4096 * sizeof *w);
-  int64_t pos = 0;
-  ok = ok && CHECK(res && ts && w);
-  for (int first = 0; ok && first < n; first += 32) {
-    int last = first + 32 < n ? first + 32 : n;
-    for (int s = first; ok && s < last; s++) {
-      int32_t len = off[s + 1] - off[s];
-      ok = CHECK(len < 4096);
-      for (int32_t k = 0; ok && k < len; k++) w[k] = sh_word_id(ids, words[off[s] + k]);
-      sh_value in;
-      ok = ok && CHECK_OK(ctx, sh_interp_ints(ip, w, len, &in)) && CHECK_OK(ctx, sh_interp_main(ip, g, in, &res[s]));
-    }
-    ok = ok && CHECK_OK(ctx, sheaf_graph_flush(g));
-    for (int s = first; ok && s < last; s++) {
-      size_t nt = sh_value_tensors(res[s], ts, 4096);
-      at[s] = pos;
-      for (size_t k = 0; ok && k < nt; k++) {
-        sheaf_value_view v;
-        ok = CHECK_OK(ctx, sheaf_value(g, ts[k], &v));
-        int64_t numel = v.rank == 2 ? v.shape[0] * v.shape[1] : v.shape[0];
-        ok = ok && CHECK(pos + numel <= cap);
-        if (ok) memcpy(want + pos, v.data, (size_t)numel * sizeof(float));
-        pos += numel;
-      }
-    }
-    ok = ok && CHECK_OK(ctx, sheaf_graph_reset(g));
-    sh_interp_reset(ip);
-  }
-  at[n] = pos;
-  free(res), free(ts), free(w);
-  sheaf_graph_free(g);
-  sh_interp_free(ip);
-  return ok;
-}
-
-/* Instance t's rows of the last linear run, flattened; the floats written, -1 past cap. */
-static int64_t linear_rows(const sh_lin *L, int32_t t, float *dst, int64_t cap) {
-  int64_t w = 0;
-  for (int32_t k = 0; k < sh_lin_output_rows(L, t); k++)
-    for (int c = 0; c < sh_lin_n_outputs(L); c++) {
-      int rank;
-      int64_t dims[2];
-      sh_lin_output_shape(L, c, &rank, dims);
-      int64_t numel = rank == 2 ? dims[0] * dims[1] : dims[0];
-      const float *p = sh_lin_output_row(L, t, k, c);
-      if (!p || w + numel > cap) return -1;
-      memcpy(dst + w, p, (size_t)numel * sizeof(float));
-      w += numel;
-    }
-  return w;
-}
-
-static sheaf_ctx *ctx_of(int threads) {
-  sheaf_ctx *ctx = NULL;
-  if (sheaf_ctx_create(&(sheaf_ctx_options){.threads = threads}, &ctx, NULL, 0) != SHEAF_OK) return NULL;
-  return ctx;
-}
-
 static void check_model(const char *path, const char *const *sizes, int threads) {
   if (!th_have_jit_cc(path)) return;
   setenv("SHEAF_CACHE_DIR", th_cache_dir("linear"), 0);
-  sheaf_ctx *ctx = ctx_of(threads);
+  sheaf_ctx *ctx = tl_ctx_threads(threads);
   if (!CHECK(ctx != NULL)) return;
   CHECK_EQ_INT(sheaf_ctx_threads(ctx), threads);
   sh_dataset d;
@@ -126,7 +55,7 @@ static void check_model(const char *path, const char *const *sizes, int threads)
   cap = (int64_t)(d.sent_off[n] - d.sent_off[0]) * width;
   want = calloc((size_t)cap + 1, sizeof *want);
   got = calloc((size_t)cap + 1, sizeof *got);
-  if (!at || !want || !got || !dynamic_rows(ctx, &tm, d.sent_off, d.sent_words, d.ids, n, want, at, cap)) goto out;
+  if (!at || !want || !got || !dynamic_seq(ctx, &tm, d.sent_off, d.sent_words, d.ids, n, want, at, cap)) goto out;
   static const int batches[] = {1, 7, 64};
   for (int bi = 0; bi < 3; bi++) {
     int b = batches[bi];
@@ -137,7 +66,7 @@ static void check_model(const char *path, const char *const *sizes, int threads)
       if (!CHECK_OK(ctx, sh_lin_run_seq(L, d.sent_off, d.sent_words, first, cnt, d.ids))) goto out;
       for (int t = 0; t < cnt; t++) {
         CHECK_EQ_INT(sh_lin_output_rows(L, t), d.sent_off[first + t + 1] - d.sent_off[first + t]);
-        int64_t w = linear_rows(L, t, got + at[first + t], cap - at[first + t]);
+        int64_t w = linear_outputs(L, t, got + at[first + t], cap - at[first + t]);
         if (!CHECK_EQ_INT(w, at[first + t + 1] - at[first + t])) goto out;
       }
     }
@@ -187,9 +116,9 @@ TEST(linear_mat_short_sentences) {
     static const int map[] = {0, 1, 3};
     float want_o[6 * 32], got_o[6 * 32];
     int64_t at[4];
-    if (dynamic_rows(ctx, &tm, doff, dwords, ids, 3, want_o, at, 6 * 32) && CHECK_EQ_INT(at[3], 6 * 32)) {
+    if (dynamic_seq(ctx, &tm, doff, dwords, ids, 3, want_o, at, 6 * 32) && CHECK_EQ_INT(at[3], 6 * 32)) {
       for (int s = 0; s < 3; s++)
-        CHECK_EQ_INT(linear_rows(L, map[s], got_o + at[s], 6 * 32 - at[s]), at[s + 1] - at[s]);
+        CHECK_EQ_INT(linear_outputs(L, map[s], got_o + at[s], 6 * 32 - at[s]), at[s + 1] - at[s]);
       CHECK(sh_max_rel_err(got_o, want_o, 6, 32) <= 1e-5);
     }
   }
@@ -198,7 +127,7 @@ TEST(linear_mat_short_sentences) {
     float want_o[32];
     int64_t at[2];
     if (CHECK_OK(ctx, sh_lin_run_seq(L, off, words, 0, 1, ids)) &&
-        dynamic_rows(ctx, &tm, off, words, ids, 1, want_o, at, 32) && CHECK_EQ_INT(at[1], 32)) {
+        dynamic_seq(ctx, &tm, off, words, ids, 1, want_o, at, 32) && CHECK_EQ_INT(at[1], 32)) {
       const float *p = sh_lin_output_row(L, 0, 0, 0);
       if (CHECK(p != NULL)) CHECK(sh_max_rel_err(p, want_o, 1, 32) <= 1e-5);
     }
@@ -241,8 +170,8 @@ TEST(linear_mat_unfused_heads) {
   {
     float want_o[6 * 8], got_o[6 * 8];
     int64_t at[4];
-    if (dynamic_rows(ctx, &tm, off, words, ids, 3, want_o, at, 6 * 8) && CHECK_EQ_INT(at[3], 6 * 8)) {
-      for (int s = 0; s < 3; s++) CHECK_EQ_INT(linear_rows(L, s, got_o + at[s], 6 * 8 - at[s]), at[s + 1] - at[s]);
+    if (dynamic_seq(ctx, &tm, off, words, ids, 3, want_o, at, 6 * 8) && CHECK_EQ_INT(at[3], 6 * 8)) {
+      for (int s = 0; s < 3; s++) CHECK_EQ_INT(linear_outputs(L, s, got_o + at[s], 6 * 8 - at[s]), at[s + 1] - at[s]);
       CHECK(sh_max_rel_err(got_o, want_o, 6, 8) <= 1e-5);
     }
   }

@@ -18,7 +18,7 @@
 
 /* Main's outputs of sentences off[0..n) by the dynamic runtime (batches of
  * 32), flattened one after another: instance i at want + at[i]. */
-static bool dynamic_seq(sheaf_ctx *ctx, tl_model *tm, const int32_t *off, const int32_t *words, sh_word_ids ids,
+static inline bool dynamic_seq(sheaf_ctx *ctx, tl_model *tm, const int32_t *off, const int32_t *words, sh_word_ids ids,
                         int n, float *want, int64_t *at, int64_t cap) {
   sh_interp *ip = NULL;
   sheaf_graph *g = NULL;
@@ -63,7 +63,7 @@ static bool dynamic_seq(sheaf_ctx *ctx, tl_model *tm, const int32_t *off, const 
 
 /* The linear outputs of instance t of the last run, flattened (rows, then
  * components); the floats written, -1 past cap. */
-static int64_t linear_outputs(const sh_lin *L, int32_t t, float *dst, int64_t cap) {
+static inline int64_t linear_outputs(const sh_lin *L, int32_t t, float *dst, int64_t cap) {
   int64_t w = 0;
   for (int32_t k = 0; k < sh_lin_output_rows(L, t); k++)
     for (int c = 0; c < sh_lin_n_outputs(L); c++) {
@@ -79,7 +79,7 @@ static int64_t linear_outputs(const sh_lin *L, int32_t t, float *dst, int64_t ca
   return w;
 }
 
-static int64_t elem_width(const sh_lin *L) {
+static inline int64_t elem_width(const sh_lin *L) {
   int64_t width = 0;
   for (int c = 0; c < sh_lin_n_outputs(L); c++) {
     int rank;
@@ -96,8 +96,8 @@ static int64_t elem_width(const sh_lin *L) {
 /* The linear mode on a context of `threads` threads (split on or off) over
  * sentences 0 .. n-1 in batches of 1 (the first 20), 7 and 64 against want
  * (instance i at want + at[i]); each run's parts as linear.h says. */
-static void check_seq_linear(const char *path, const char *const *sizes, const sh_dataset *d, int n, const float *want,
-                             const int64_t *at, int64_t cap, int threads, bool split) {
+static inline void check_seq_linear(const char *path, const char *const *sizes, const sh_dataset *d, int n,
+                                    const float *want, const int64_t *at, int64_t cap, int threads, bool split) {
   sheaf_ctx *ctx = tl_ctx_threads(threads);
   if (!ctx) return;
   tl_model tm;
@@ -141,7 +141,7 @@ out:
 
 /* path's outputs by the dynamic runtime on ctx, then by the linearized
  * mode on 1, 2 and 3 threads, split and not (check_seq_linear). */
-static void check_seq_model_on(sheaf_ctx *ctx, const char *path, const char *const *sizes) {
+static inline void check_seq_model_on(sheaf_ctx *ctx, const char *path, const char *const *sizes) {
   if (!th_have_jit_cc(path)) return;
   setenv("SHEAF_CACHE_DIR", th_cache_dir("linear"), 0);
   sh_dataset d;
