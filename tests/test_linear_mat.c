@@ -64,6 +64,8 @@ static void check_model(const char *path, const char *const *sizes, int threads)
     for (int first = 0; first < stop; first += b) {
       int cnt = first + b <= stop ? b : stop - first;
       if (!CHECK_OK(ctx, sh_lin_run_seq(L, d.sent_off, d.sent_words, first, cnt, d.ids))) goto out;
+      /* at 2 threads the batch runs as parts (split, the default), each with its stages' own buffers */
+      CHECK_EQ_INT(sh_lin_n_parts(L), tl_want_parts(threads, true, cnt));
       for (int t = 0; t < cnt; t++) {
         CHECK_EQ_INT(sh_lin_output_rows(L, t), d.sent_off[first + t + 1] - d.sent_off[first + t]);
         int64_t w = linear_outputs(L, t, got + at[first + t], cap - at[first + t]);

@@ -122,6 +122,7 @@ static void free_run_state(sh_lin *L) {
   free(L->root_row);
   free(L->out_rows);
   free(L->scratch);
+  free(L->mat_mem);
   sh_lin_scan_free(L);
   for (int p = 0; p < SH_LIN_MAX_PARTS; p++)
     if (L->parts[p]) {
@@ -470,19 +471,12 @@ static sheaf_status run_seqs(sh_lin *L, const int32_t *sent_off, const int32_t *
 
 /* How many parts a batch of n instances runs as: 0 (one, L itself: the
  * kernels split their loops over the pool) or min(T, n / 2) for a pool of T
- * >= 2 threads. Not with plans (a plan runs on one thread at a time), nor
- * for dependency trees (arms compiled on first use), nor for matrices per
- * sentence (an arm's linear_mat stages keep one run's buffers: parts would
- * share them). */
-static bool any_mat(const sh_lin *L) {
-  for (int f = 0; f < L->n_fns; f++)
-    for (int a = 0; a < L->fns[f].n_arms; a++)
-      if (L->fns[f].arms[a] && L->fns[f].arms[a]->has_mat) return true;
-  return false;
-}
-
+ * >= 2 threads. Not with plans (a plan runs on one thread at a time) nor
+ * for dependency trees (arms compiled on first use). A part has its own
+ * run state (states, scratch, the stages' buffers of matrices per
+ * sentence); the arms and kernels are shared, read only. */
 static int parts_for(const sh_lin *L, int32_t n) {
-  if (!L->split || L->is_part || L->plans || L->dep || !L->ctx->pool || any_mat(L)) return 0;
+  if (!L->split || L->is_part || L->plans || L->dep || !L->ctx->pool) return 0;
   int T = sh_pool_threads(L->ctx->pool), p = T < n / 2 ? T : (int)(n / 2);
   p = p < SH_LIN_MAX_PARTS ? p : SH_LIN_MAX_PARTS;
   return p >= 2 ? p : 0;
@@ -499,6 +493,7 @@ static sheaf_status part_get(sh_lin *L, int p) {
   memset(P->state_cap, 0, sizeof P->state_cap), memset(P->alias, 0, sizeof P->alias);
   memset(P->has_alias, 0, sizeof P->has_alias);
   P->root_row = NULL, P->n_inst = P->cap_inst = 0, P->out_rows = NULL, P->scratch = NULL, P->scratch_cap = 0;
+  P->mat_mem = NULL, P->mat_mem_cap = 0;
   P->scan = NULL, P->is_part = true, P->n_parts = 0;
   memset(P->parts, 0, sizeof P->parts);
   L->parts[p] = P;

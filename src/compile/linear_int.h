@@ -204,6 +204,8 @@ struct sh_lin {
   int32_t *out_rows;  /* main's rows of each instance (per-token outputs: its length; else 1) */
   float *scratch; /* the executor's inputs */
   size_t scratch_cap;
+  float *mat_mem; /* matrices per sentence: the stages' buffers of a run (linear_mat.c) */
+  size_t mat_mem_cap;
   /* rows of a direct arm (its results are looked-up rows as they are) of a
    * function other than main: where each row's values are (a table's row),
    * read there by fill_row instead of copied into the state; NULL entries:

@@ -43,8 +43,6 @@ struct sh_lin_mat {
   int node_buf[SH_LIN_MAX_NODES];
   int n_stages;
   mat_stage st[MAX_STAGES];
-  float *mem;
-  size_t mem_cap;
 };
 
 static bool ragged_op(const sh_lin_node *n) {
@@ -75,7 +73,6 @@ void sh_lin_mat_free(sh_lin_arm *a) {
     free(st->src);
     sheaf_kernel_free(st->k);
   }
-  free(a->mat->mem);
   free(a->mat);
   a->mat = NULL;
 }
@@ -442,17 +439,17 @@ sheaf_status sh_lin_mat_run(sh_lin *L, const sh_lin_grp *g) {
     return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: %s runs over main's tokens only", a->name);
   size_t need = 0, at[MAX_BUFS];
   for (int b = 0; b < M->n_bufs; b++) at[b] = need, need += ((size_t)T * (size_t)M->buf_w[b] + 15) & ~(size_t)15;
-  if (need > M->mem_cap) {
-    free(M->mem);
-    size_t cap = need > 2 * M->mem_cap ? need : 2 * M->mem_cap;
-    if (!(M->mem = aligned_alloc(64, cap * sizeof(float)))) {
-      M->mem_cap = 0;
+  if (need > L->mat_mem_cap) { /* L's (a part's own): the arm is shared by the parts */
+    free(L->mat_mem);
+    size_t cap = need > 2 * L->mat_mem_cap ? need : 2 * L->mat_mem_cap;
+    if (!(L->mat_mem = aligned_alloc(64, cap * sizeof(float)))) {
+      L->mat_mem_cap = 0;
       return sh_fail(L->ctx, SHEAF_ERR_NOMEM, "out of memory: the stages' buffers");
     }
-    M->mem_cap = cap;
+    L->mat_mem_cap = cap;
   }
   float *buf[MAX_BUFS];
-  for (int b = 0; b < M->n_bufs; b++) buf[b] = M->mem + at[b];
+  for (int b = 0; b < M->n_bufs; b++) buf[b] = L->mat_mem + at[b];
   for (int b = 0; b < M->n_bufs; b++) { /* the executor's inputs: looked-up rows, scans' states */
     const sh_lin_node *n = &a->nodes[M->buf_node[b]];
     if (n->op != SH_LIN_IN) continue;
