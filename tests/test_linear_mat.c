@@ -182,17 +182,9 @@ out:
   tl_close(ctx, &tm);
 }
 
-static bool mat_refusal(const char *name, const char *text, char *why, size_t cap) {
-  sheaf_ctx *ctx = th_ctx();
-  tl_model tm;
-  why[0] = 0;
-  if (!tl_open_src(ctx, name, text, (const char *[]){"D=8", NULL}, NULL, &tm)) return false;
-  sheaf_status st = sh_lin_check(&tm.m, &tm.bind, why, cap);
-  tl_close(ctx, &tm);
-  return CHECK_EQ_INT(st, SHEAF_ERR_UNSUPPORTED);
-}
-
 #define HEAD "param emb : f32[V, D]\nparam W : f32[D, D]\n"
+
+static const char *const D8[] = {"D=8", NULL}; /* the refusal tests' sizes */
 
 TEST(linear_mat_refusals) {
   char why[512];
@@ -201,27 +193,27 @@ TEST(linear_mat_refusals) {
                                   "  let y = exp(x @ transpose(x)) @ x;\n"
                                   "  for i in 0..len(ws) { y[i] }\n"
                                   "}\n";
-  if (mat_refusal("expo.sf", expo, why, sizeof why))
+  if (tl_refusal("expo.sf", expo, D8, why, sizeof why))
     CHECK_CONTAINS(why, "expo.sf:5:11: a sentence's N x N scores (q @ transpose(k)) are translated only");
   static const char tw[] = HEAD "fn main(ws: list[i32]) -> list[f32[D]] {\n"
                                 "  let x = stack(for w in ws { emb[w] });\n"
                                 "  let y = x @ transpose(W);\n"
                                 "  for i in 0..len(ws) { y[i] }\n"
                                 "}\n";
-  if (mat_refusal("tw.sf", tw, why, sizeof why))
+  if (tl_refusal("tw.sf", tw, D8, why, sizeof why))
     CHECK_CONTAINS(why, "tw.sf:5:15: transpose of other than a sentence's matrix");
   static const char rev[] = HEAD "fn main(ws: list[i32]) -> list[f32[D]] {\n"
                                  "  let x = stack(for w in rev(ws) { emb[w] });\n"
                                  "  for i in 0..len(ws) { x[i] }\n"
                                  "}\n";
-  if (mat_refusal("rev.sf", rev, why, sizeof why))
+  if (tl_refusal("rev.sf", rev, D8, why, sizeof why))
     CHECK_CONTAINS(why, "rev.sf:4:26: stack over a list other than main's words");
   static const char scaled[] = HEAD "fn main(ws: list[i32]) -> list[f32[D]] {\n"
                                     "  let x = stack(for w in ws { emb[w] });\n"
                                     "  let y = softmax(x @ transpose(x) + x @ transpose(x)) @ x;\n"
                                     "  for i in 0..len(ws) { y[i] }\n"
                                     "}\n";
-  if (mat_refusal("scaled.sf", scaled, why, sizeof why))
+  if (tl_refusal("scaled.sf", scaled, D8, why, sizeof why))
     CHECK_CONTAINS(why, "scaled.sf:5:19: a sentence's N x N scores");
   static const char rowvec[] = HEAD "fn main(ws: list[i32]) -> list[f32[D]] {\n"
                                     "  let x = stack(for w in ws { emb[w] });\n"
@@ -229,6 +221,6 @@ TEST(linear_mat_refusals) {
                                     "  let y = (p @ (x @ transpose(x))) @ x;\n"
                                     "  for i in 0..len(ws) { y[i] }\n"
                                     "}\n";
-  if (mat_refusal("rowvec.sf", rowvec, why, sizeof why))
+  if (tl_refusal("rowvec.sf", rowvec, D8, why, sizeof why))
     CHECK_CONTAINS(why, "rowvec.sf:6:12: softmax(scores) @ ...: the right operand must be a sentence's matrix");
 }

@@ -13,20 +13,9 @@
 #include "models/models.h"
 #include "test_linear_util.h"
 
-/* The reason sh_lin_check gives for a model (bound seeded with sizes). */
-static bool refusal(const char *path, const char *text, const char *const *sizes, char *why, size_t cap) {
-  sheaf_ctx *ctx = th_ctx();
-  tl_model tm;
-  why[0] = 0;
-  if (!tl_open_src(ctx, path, text, sizes, NULL, &tm)) return false;
-  sheaf_status st = sh_lin_check(&tm.m, &tm.bind, why, cap);
-  tl_close(ctx, &tm);
-  return CHECK_EQ_INT(st, SHEAF_ERR_UNSUPPORTED);
-}
-
 TEST(linear_refuses_with_reasons) {
   char why[512];
-  if (refusal("examples/early_exit.sf", NULL, (const char *[]){"H=8", "C=3", NULL}, why, sizeof why)) {
+  if (tl_refusal("examples/early_exit.sf", NULL, (const char *[]){"H=8", "C=3", NULL}, why, sizeof why)) {
     CHECK_CONTAINS(why, "examples/early_exit.sf:");
     CHECK_CONTAINS(why, "while depends on a tensor value");
     CHECK_CONTAINS(why, "depends only on the input's structure");
@@ -42,16 +31,16 @@ TEST(linear_refuses_with_reasons) {
       "  if len(hs) == 2 { emb[w] } else { tanh(emb[w] + sum(hs)) }\n"
       "}\n"
       "fn main(t: Dep) -> f32[H] = node(t)\n";
-  if (refusal("count_if.sf", count_if, (const char *[]){"H=8", NULL}, why, sizeof why)) {
+  if (tl_refusal("count_if.sf", count_if, (const char *[]){"H=8", NULL}, why, sizeof why)) {
     CHECK_CONTAINS(why, "count_if.sf:6:6: a condition on the child count other than len(...) == 0 (or > 0)");
   }
   /* bilstm.sf linearizes now (test_linear_seq.c); token records do not yet */
-  if (refusal("examples/chartagger.sf", NULL, (const char *[]){"H=8", "E=6", "T=5", NULL}, why,
+  if (tl_refusal("examples/chartagger.sf", NULL, (const char *[]){"H=8", "E=6", "T=5", NULL}, why,
               sizeof why)) {
     CHECK_CONTAINS(why, "examples/chartagger.sf:");
     CHECK_CONTAINS(why, "token records");
   }
-  if (refusal("examples/beam.sf", NULL, (const char *[]){"H=8", "E=6", NULL}, why, sizeof why)) {
+  if (tl_refusal("examples/beam.sf", NULL, (const char *[]){"H=8", "E=6", NULL}, why, sizeof why)) {
     CHECK_CONTAINS(why, "examples/beam.sf:");
     CHECK_CONTAINS(why, "while loop: its trip count is not the input's structure");
   }
@@ -68,7 +57,7 @@ TEST(linear_refuses_with_reasons) {
       "    },\n"
       "  }\n"
       "fn main(t: Tree) -> f32[H] = f(t)\n";
-  if (refusal("tensor_if.sf", tensor_if, (const char *[]){"H=8", NULL}, why, sizeof why)) {
+  if (tl_refusal("tensor_if.sf", tensor_if, (const char *[]){"H=8", NULL}, why, sizeof why)) {
     CHECK_CONTAINS(why, "tensor_if.sf:9:7: if depends on a tensor value");
   }
   static const char builtin[] =
@@ -80,7 +69,7 @@ TEST(linear_refuses_with_reasons) {
       "    Node(l, r) => softmax(f(l) + f(r)),\n"
       "  }\n"
       "fn main(t: Tree) -> f32[H] = f(t)\n";
-  if (refusal("builtin.sf", builtin, (const char *[]){"H=8", NULL}, why, sizeof why)) {
+  if (tl_refusal("builtin.sf", builtin, (const char *[]){"H=8", NULL}, why, sizeof why)) {
     CHECK_CONTAINS(why, "builtin.sf:6:19: builtin 'softmax' is not supported");
   }
   static const char not_sub[] =
@@ -93,7 +82,7 @@ TEST(linear_refuses_with_reasons) {
       "  }\n"
       "fn g(a: Tree, x: f32[H]) -> f32[H] = x + f(a)\n"
       "fn main(t: Tree) -> f32[H] = g(t, emb[0])\n";
-  if (refusal("not_sub.sf", not_sub, (const char *[]){"H=8", NULL}, why, sizeof why)) {
+  if (tl_refusal("not_sub.sf", not_sub, (const char *[]){"H=8", NULL}, why, sizeof why)) {
     CHECK_CONTAINS(why, "not_sub.sf:8:4: 'g' takes a tree with other arguments");
   }
 }

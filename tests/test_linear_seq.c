@@ -127,15 +127,7 @@ out:
   tl_close(ctx, &tm);
 }
 
-static bool seq_refusal(const char *name, const char *text, char *why, size_t cap) {
-  sheaf_ctx *ctx = th_ctx();
-  tl_model tm;
-  why[0] = 0;
-  if (!tl_open_src(ctx, name, text, (const char *[]){"H=8", NULL}, NULL, &tm)) return false;
-  sheaf_status st = sh_lin_check(&tm.m, &tm.bind, why, cap);
-  tl_close(ctx, &tm);
-  return CHECK_EQ_INT(st, SHEAF_ERR_UNSUPPORTED);
-}
+static const char *const H8[] = {"H=8", NULL}; /* the refusal tests' sizes */
 
 TEST(linear_seq_refusals) {
   char why[512];
@@ -143,7 +135,7 @@ TEST(linear_seq_refusals) {
                                 "param h0 : f32[H]\n"
                                 "fn step(h: f32[H], w: i32) -> f32[H] = tanh(emb[w] + h)\n"
                                 "fn main(ws: list[i32]) -> f32[H] = fold(step, h0, ws)\n";
-  if (seq_refusal("nonzero.sf", nonzero, why, sizeof why))
+  if (tl_refusal("nonzero.sf", nonzero, H8, why, sizeof why))
     CHECK_CONTAINS(why, "nonzero.sf:4:47: fold's initial state: the linearized mode takes zeros");
   static const char shifted[] = "param emb : f32[V, H]\n"
                                 "fn step(h: f32[H], w: i32) -> f32[H] = tanh(emb[w] + h)\n"
@@ -151,7 +143,7 @@ TEST(linear_seq_refusals) {
                                 "  let s = scan(step, zeros(H), ws);\n"
                                 "  for i in 1..len(ws) { s[i] }\n"
                                 "}\n";
-  if (seq_refusal("shifted.sf", shifted, why, sizeof why))
+  if (tl_refusal("shifted.sf", shifted, H8, why, sizeof why))
     CHECK_CONTAINS(why, "shifted.sf:5:3: a range other than 0..len(words)");
   static const char loose[] = "param emb : f32[V, H]\n"
                               "fn step(h: f32[H], w: i32) -> f32[H] = tanh(emb[w] + h)\n"
@@ -159,6 +151,6 @@ TEST(linear_seq_refusals) {
                               "  let z = zeros(H);\n"
                               "  z + fold(step, zeros(H), ws)\n"
                               "}\n";
-  if (seq_refusal("loose.sf", loose, why, sizeof why))
+  if (tl_refusal("loose.sf", loose, H8, why, sizeof why))
     CHECK_CONTAINS(why, "loose.sf:5:3: zeros(...) is translated by the linearized mode only as a scan's");
 }

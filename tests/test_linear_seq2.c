@@ -160,15 +160,7 @@ TEST(linear_seq2_empty_sentence_errors) {
   }
 }
 
-static bool refusal(const char *name, const char *text, char *why, size_t cap) {
-  sheaf_ctx *ctx = th_ctx();
-  tl_model tm;
-  why[0] = 0;
-  if (!tl_open_src(ctx, name, text, (const char *[]){"H=8", NULL}, NULL, &tm)) return false;
-  sheaf_status st = sh_lin_check(&tm.m, &tm.bind, why, cap);
-  tl_close(ctx, &tm);
-  return CHECK_EQ_INT(st, SHEAF_ERR_UNSUPPORTED);
-}
+static const char *const H8[] = {"H=8", NULL}; /* the refusal tests' sizes */
 
 TEST(linear_seq2_refusals) {
   char why[512];
@@ -180,14 +172,14 @@ TEST(linear_seq2_refusals) {
                               "  let xs = for w in ws { emb[w] * s };\n"
                               "  for x in xs { x + q }\n"
                               "}\n";
-  if (refusal("outer.sf", outer, why, sizeof why))
+  if (tl_refusal("outer.sf", outer, H8, why, sizeof why))
     CHECK_CONTAINS(why, "outer.sf:6:35: 's': a per-sentence tensor of main read inside a map over the words");
   static const char nested[] = "param emb : f32[V, H]\n"
                                "fn main(ws: list[i32]) -> list[f32[H]] {\n"
                                "  let xs = for w in ws { let ys = for v in ws { emb[v] }; emb[w] };\n"
                                "  for x in xs { x }\n"
                                "}\n";
-  if (refusal("nested.sf", nested, why, sizeof why))
+  if (tl_refusal("nested.sf", nested, H8, why, sizeof why))
     CHECK_CONTAINS(why, "nested.sf:3:35: a map over the words inside a map or a step");
   static const char inmap[] = "param emb : f32[V, H]\n"
                               "fn step(h: f32[H], w: i32) -> f32[H] = tanh(emb[w] + h)\n"
@@ -200,19 +192,19 @@ TEST(linear_seq2_refusals) {
                             "  let xs = for i in 0..len(ws) { if i >= 0 - 1 { emb[ws[i + 1]] } else { zeros(H) } };\n"
                             "  max(xs)\n"
                             "}\n";
-  if (refusal("far.sf", far, why, sizeof why))
+  if (tl_refusal("far.sf", far, H8, why, sizeof why))
     CHECK_CONTAINS(why, "far.sf:3:37: arithmetic on the map's position other than i + k");
   static const char wrongside[] = "param emb : f32[V, H]\n"
                                   "fn main(ws: list[i32]) -> f32[H] {\n"
                                   "  let xs = for i in 0..len(ws) { if i > 0 { emb[ws[i + 1]] } else { zeros(H) } };\n"
                                   "  mean(xs)\n"
                                   "}\n";
-  if (refusal("wrongside.sf", wrongside, why, sizeof why))
+  if (tl_refusal("wrongside.sf", wrongside, H8, why, sizeof why))
     CHECK_CONTAINS(why, "wrongside.sf:3:34: an if on a neighbour's existence is translated as");
   static const char scanred[] = "param emb : f32[V, H]\n"
                                 "fn step(h: f32[H], w: i32) -> f32[H] = tanh(emb[w] + h)\n"
                                 "fn main(ws: list[i32]) -> f32[H] = max(scan(step, zeros(H), ws))\n";
-  if (refusal("scanred.sf", scanred, why, sizeof why))
+  if (tl_refusal("scanred.sf", scanred, H8, why, sizeof why))
     CHECK_CONTAINS(why, "scanred.sf:3:40: max over a list other than a map over the words bound by a let");
   static const char softmax_alone[] = "param emb : f32[V, H]\n"
                                       "param q : f32[H]\n"
@@ -221,8 +213,8 @@ TEST(linear_seq2_refusals) {
                                       "  let a = softmax(for h in hs { sum(h * q) });\n"
                                       "  a @ stack(rev(hs))\n"
                                       "}\n";
-  if (refusal("softmax_alone.sf", softmax_alone, why, sizeof why))
+  if (tl_refusal("softmax_alone.sf", softmax_alone, H8, why, sizeof why))
     CHECK_CONTAINS(why, "softmax_alone.sf:6:13: stack over a list other than a map over the words");
-  if (refusal("inmap.sf", inmap, why, sizeof why))
+  if (tl_refusal("inmap.sf", inmap, H8, why, sizeof why))
     CHECK_CONTAINS(why, "inmap.sf:4:26: fold inside a map over the words");
 }

@@ -77,6 +77,18 @@ static inline bool tl_open(sheaf_ctx *ctx, const char *path, const char *const *
   return tl_open_src(ctx, path, NULL, sizes, d, t);
 }
 
+/* Whether sh_lin_check refuses the model in text (bound, sizes seeded as
+ * given), its reason in why: the refusal tests of test_linear*.c. */
+static inline bool tl_refusal(const char *name, const char *text, const char *const *sizes, char *why, size_t cap) {
+  sheaf_ctx *ctx = th_ctx();
+  tl_model tm;
+  why[0] = 0;
+  if (!tl_open_src(ctx, name, text, sizes, NULL, &tm)) return false;
+  sheaf_status st = sh_lin_check(&tm.m, &tm.bind, why, cap);
+  tl_close(ctx, &tm);
+  return CHECK_EQ_INT(st, SHEAF_ERR_UNSUPPORTED);
+}
+
 /* A context of `threads` threads with the tests' leak-checking allocator
  * (NULL after a failed CHECK). */
 static inline sheaf_ctx *tl_ctx_threads(int threads) {
