@@ -211,13 +211,6 @@ static int rsum_op(cz *z, sh_span at, int x, sh_lin_op op) {
   return k;
 }
 
-static int rsum_node(cz *z, sh_span at, int x) {
-  if (x < 0) return -1;
-  int k = new_node(z, at, SH_LIN_RSUM, 1, 1, 1, nd(z, x)->batched);
-  if (k >= 0) nd(z, k)->a = x;
-  return k;
-}
-
 static int mm_node(cz *z, sh_span at, int x, int y) {
   if (x < 0 || y < 0) return -1;
   sh_lin_node *p = nd(z, x), *q = nd(z, y);
@@ -1121,22 +1114,6 @@ static bool mat_builtin(cz *z, const sh_ast *e, lv *env, int depth, lv *out) {
   return true;
 }
 
-/* layer_norm(x, g, b), the runtime's (eps 1e-5): d = x - mean(x);
- * d / sqrt(mean(d·d) + eps) · g + b. */
-static lv layer_norm(cz *z, const sh_ast *e, lv *env, int depth) {
-  sh_span at = e->span;
-  int x = eval_t(z, e->items[0], env, depth), g = eval_t(z, e->items[1], env, depth);
-  int b = eval_t(z, e->items[2], env, depth);
-  if (failed(z)) return none;
-  if (nd(z, x)->rank != 1 || nd(z, x)->op == SH_LIN_CAT)
-    return sh_lin_refuse(z->L, at, "layer_norm of other than a vector: not translated by the linearized mode"), none;
-  int inv = const_node(z, at, 1.0 / (double)nd(z, x)->d[0]);
-  int d = bin_node(z, at, SH_TK_MINUS, x, bin_node(z, at, SH_TK_STAR, rsum_node(z, at, x), inv));
-  int var = bin_node(z, at, SH_TK_STAR, rsum_node(z, at, bin_node(z, at, SH_TK_STAR, d, d)), inv);
-  int sd = un_node(z, at, SH_BI_SQRT, bin_node(z, at, SH_TK_PLUS, var, const_node(z, at, 1e-5)));
-  return mk_t(bin_node(z, at, SH_TK_PLUS, bin_node(z, at, SH_TK_STAR, bin_node(z, at, SH_TK_SLASH, d, sd), g), b));
-}
-
 static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
   sh_span at = e->span;
   bool done;
@@ -1160,7 +1137,8 @@ static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
       if (x < 0) return none;
       if (nd(z, x)->rank != 1 || nd(z, x)->op == SH_LIN_CAT) break;
       if (e->builtin == SH_BI_MAX) return mk_t(rsum_op(z, at, x, SH_LIN_RMAX));
-      return mk_t(bin_node(z, at, SH_TK_STAR, rsum_node(z, at, x), const_node(z, at, 1.0 / (double)nd(z, x)->d[0])));
+      int inv = const_node(z, at, 1.0 / (double)nd(z, x)->d[0]);
+      return mk_t(bin_node(z, at, SH_TK_STAR, rsum_op(z, at, x, SH_LIN_RSUM), inv));
     }
     break;
   case SH_BI_SOFTMAX: case SH_BI_STACK:
@@ -1172,21 +1150,13 @@ static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
       if (x < 0) return none;
       if (nd(z, x)->rank != 1 || nd(z, x)->op == SH_LIN_CAT) break;
       int ex = un_node(z, at, SH_BI_EXP, bin_node(z, at, SH_TK_MINUS, x, rsum_op(z, at, x, SH_LIN_RMAX)));
-      return mk_t(bin_node(z, at, SH_TK_SLASH, ex, rsum_node(z, at, ex)));
+      return mk_t(bin_node(z, at, SH_TK_SLASH, ex, rsum_op(z, at, ex, SH_LIN_RSUM)));
     }
-    break;
-  case SH_BI_LAYER_NORM:
-    if (z->L->seq && e->n == 3) return layer_norm(z, e, env, depth); /* sequences: dyncoarse.c's regions unchanged */
     break;
   case SH_BI_SUM: {
     if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_LIST)
       return seq_reduce(z, e, env, depth);
-    if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_TENSOR) {
-      int x = eval_t(z, e->items[0], env, depth);
-      if (x < 0) return none;
-      if (nd(z, x)->rank != 1 || nd(z, x)->op == SH_LIN_CAT) break;
-      return mk_t(rsum_node(z, at, x));
-    }
+    /* sum of a vector: kid_builtin (RSUM) */
     if (!z->L->dep || e->n != 1 || !e->items[0]->type || e->items[0]->type->kind != SH_TY_LIST) break;
     lv v = eval(z, e->items[0], env, depth);
     if (failed(z)) return none;
