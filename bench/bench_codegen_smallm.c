@@ -41,13 +41,13 @@ int main(int argc, char **argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 15;
   int64_t ms[32] = {1, 2, 3, 4, 6, 8, 16, 64};
   int nm = 8;
-  if (argc > 2) {
-    nm = 0;
-    for (char *s = argv[2]; *s && nm < 32;) {
-      ms[nm++] = strtoll(s, &s, 10);
-      if (*s == ',') s++;
-      else break;
+  if (argc > 2) { /* a comma list of row counts */
+    int v[32];
+    if (!exb_parse_list(argv[2], v, 32, &nm)) {
+      fprintf(stderr, "%s: bad row counts '%s' (expected a comma list of positive integers)\n", argv[0], argv[2]);
+      return 2;
     }
+    for (int i = 0; i < nm; i++) ms[i] = v[i];
   }
   if (rounds < 1 || rounds > 200) rounds = 15;
   sheaf_ctx *ctx;
