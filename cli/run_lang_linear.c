@@ -12,48 +12,6 @@
 
 #define MAX_AGGS 4096 /* tuples and lists in one instance's result */
 
-/* main's result of instance i as a value: tensors (graph inputs holding
- * the linear outputs) in the shape of type t. */
-static sheaf_status result_value(sheaf_graph *g, const sh_lin *L, int32_t i, int32_t row, const sh_type *t,
-                                 int *comp, sh_value *out, sh_agg **aggs, int *n_aggs) {
-  if (t && t->kind == SH_TY_LIST) { /* a per-token map: one row of main's state per token */
-    int32_t n = sh_lin_output_rows(L, i);
-    sh_agg *a = *n_aggs < MAX_AGGS ? calloc(1, sizeof *a + (size_t)n * sizeof(sh_value)) : NULL;
-    if (!a) return SHEAF_ERR_NOMEM;
-    aggs[(*n_aggs)++] = a;
-    a->tag = -1, a->n = n;
-    for (int32_t k = 0; k < n; k++) {
-      int c = *comp;
-      sheaf_status st = result_value(g, L, i, k, t->elems[0], &c, &a->items[k], aggs, n_aggs);
-      if (st) return st;
-    }
-    memset(out, 0, sizeof *out);
-    out->kind = SH_V_LIST, out->agg = a;
-    return SHEAF_OK;
-  }
-  if (t && t->kind == SH_TY_TUPLE) {
-    sh_agg *a = *n_aggs < MAX_AGGS ? calloc(1, sizeof *a + (size_t)t->n * sizeof(sh_value)) : NULL;
-    if (!a) return SHEAF_ERR_NOMEM;
-    aggs[(*n_aggs)++] = a;
-    a->tag = -1, a->n = t->n;
-    for (int k = 0; k < t->n; k++) {
-      sheaf_status st = result_value(g, L, i, row, t->elems[k], comp, &a->items[k], aggs, n_aggs);
-      if (st) return st;
-    }
-    memset(out, 0, sizeof *out);
-    out->kind = SH_V_TUPLE, out->agg = a;
-    return SHEAF_OK;
-  }
-  int rank;
-  int64_t dims[2];
-  sh_lin_output_shape(L, *comp, &rank, dims);
-  memset(out, 0, sizeof *out);
-  out->kind = SH_V_TENSOR;
-  out->t = sheaf_input(g, rank, dims, sh_lin_output_row(L, i, row, (*comp)++));
-  return sheaf_expr_is_null(out->t) ? sheaf_graph_status(g) ? sheaf_graph_status(g) : SHEAF_ERR_NOMEM : SHEAF_OK;
-}
-
-
 sheaf_status lang_run_linear(sh_lin *L, sheaf_model *model, const sh_module *m, const sh_dataset *d,
                              sh_word_ids ids, const int32_t *form_ids, int32_t n, int32_t batch, lang_format format, FILE *out,
                              int64_t *npy_rows, int64_t *npy_cols, char *npy_why, size_t why_cap,
@@ -73,9 +31,9 @@ sheaf_status lang_run_linear(sh_lin *L, sheaf_model *model, const sh_module *m, 
     }
     for (int32_t t = 0; !st && t < cnt; t++) {
       int32_t i = first + t;
-      int comp = 0, n_aggs = 0;
+      int n_aggs = 0;
       sh_value v;
-      st = result_value(g, L, t, 0, m->main->ret_type, &comp, &v, aggs, &n_aggs);
+      st = sh_lin_result(g, L, t, m->main->ret_type, &v, aggs, &n_aggs, MAX_AGGS);
       int bad = 0;
       if (!st && format == LANG_FORMAT_TEXT) {
         char prefix[16];

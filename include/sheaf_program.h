@@ -4,7 +4,8 @@
  * alone). The program is compiled and checked when loaded (errors are
  * "FILE:LINE:COL: error: ..." in the context's last error), its parameters
  * are loaded from safetensors or drawn from a seed, and runs go through a
- * runner (whole batches in parallel on every thread):
+ * runner (whole batches in parallel on every thread), or in the
+ * linearized mode (opts->mode):
  *
  *   sheaf_program_opts o = {0};
  *   o.weights = "tagger.safetensors";
@@ -20,6 +21,22 @@
 
 typedef struct sheaf_program sheaf_program;
 
+/* How a program's runs execute (docs/COMPILER.md, "Linearized mode"):
+ * DYNAMIC: the dynamic runtime (the host program issues graph ops per
+ * instance; batched by the runner's policy); LINEAR: Cortex's linearized
+ * mode (an inspector over the batch's sentences, then one generated kernel
+ * per level or step: no graph), refused at load, with the reason, for a
+ * model that does not linearize; AUTO: linear when the model linearizes
+ * and neither opts->host nor opts->coarsen asks for the dynamic runtime,
+ * else dynamic (sheaf_program_mode says which and
+ * why). Both give the same outputs within 1e-5 (relative); DYNAMIC is 0 so
+ * that options written before the linearized mode keep their bits. */
+typedef enum sheaf_program_mode {
+  SHEAF_PROGRAM_DYNAMIC = 0,
+  SHEAF_PROGRAM_AUTO = 1,
+  SHEAF_PROGRAM_LINEAR = 2
+} sheaf_program_mode;
+
 typedef struct sheaf_program_opts {
   const char *weights;            /* a safetensors file, or NULL: parameters drawn from seed */
   uint64_t seed;
@@ -34,12 +51,24 @@ typedef struct sheaf_program_opts {
   int host;                       /* what runs the functions: 0 the compiled host program
                                      (a register VM), 1 the AST walker (for comparison);
                                      the same outputs */
+  sheaf_program_mode mode;        /* DYNAMIC (0), AUTO or LINEAR: see sheaf_program_mode */
+  int coarsen;                    /* nonzero: the dynamic runtime runs each straight-line
+                                     function of vectors as one generated kernel (host 0
+                                     only; docs/COMPILER.md, "Coarsening in the dynamic
+                                     mode"); a flag of the dynamic runtime: AUTO then runs
+                                     dynamic, LINEAR refuses it */
 } sheaf_program_opts;
 
 /* opts may be NULL (seed 0, no sizes). */
 SHEAF_API sheaf_status sheaf_program_load(sheaf_ctx *ctx, const char *path, const sheaf_program_opts *opts,
                                           sheaf_program **out);
 SHEAF_API void sheaf_program_free(sheaf_program *p); /* NULL is fine */
+
+/* The mode runs use: SHEAF_PROGRAM_DYNAMIC or SHEAF_PROGRAM_LINEAR (never
+ * AUTO). *why (when why is not NULL): under AUTO, the reason the program
+ * runs dynamic ("FILE:L:C: ..." for a model that does not linearize), else
+ * NULL; valid until sheaf_program_free. */
+SHEAF_API sheaf_program_mode sheaf_program_mode_used(const sheaf_program *p, const char **why);
 
 /* The parameters (to save them, or to read them). */
 SHEAF_API sheaf_model *sheaf_program_model(sheaf_program *p);
@@ -49,7 +78,10 @@ SHEAF_API sheaf_model *sheaf_program_model(sheaf_program *p);
  * An error names the instance, as a runner does. A program that reads
  * values (argmax, item: docs/LANGUAGE.md, "while, argmax, item") runs each
  * sentence on a fiber (sheaf_runner_run_fibers), so its reads wait for one
- * flush batched across the sentences; elsewhere SHEAF_ERR_UNSUPPORTED. */
+ * flush batched across the sentences; elsewhere SHEAF_ERR_UNSUPPORTED.
+ * In the linearized mode the sentences run batch by batch (the runner's
+ * batch size, default 64) on the context's threads; an error names the
+ * first sentence of the batch. */
 SHEAF_API sheaf_status sheaf_program_run_words(sheaf_program *p, int64_t n, const int32_t *const *words,
                                                const int64_t *lens);
 

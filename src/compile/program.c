@@ -1,14 +1,18 @@
 /*
  * program.c — the C API for models written in the language
  * (include/sheaf_program.h): compile and bind once, then runs of main over
- * instances through a runner, an interpreter per runner thread (its worker
- * slot), with each
- * instance's output tensors copied out as its batch finishes.
+ * instances, either through a runner (an interpreter per runner thread, its
+ * worker slot: the dynamic runtime) or through the linearized mode
+ * (linear.h; sheaf_program_opts.mode), with each instance's output tensors
+ * copied out as its batch finishes. It lives in compile, not lang, because
+ * it drives both.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/file.h"
+#include "compile/dyncoarse.h"
+#include "compile/linear.h"
 #include "lang/interp.h"
 
 typedef struct prog_out {
@@ -29,6 +33,9 @@ struct sheaf_program {
   sh_interp **ip; /* by worker slot (sheaf_runner_threads), created on first use */
   int nw;
   sh_interp_host host; /* opts->host */
+  sh_lin *lin;         /* the linearized mode, or NULL: dynamic */
+  sh_dyncoarse *dc;    /* the dynamic mode's coarsened regions (opts->coarsen), or NULL */
+  char why[512];       /* AUTO ran dynamic: why ("" otherwise) */
   /* the run */
   int64_t n, batch;
   const int32_t *const *words;
@@ -52,14 +59,41 @@ static void outs_free(sheaf_program *p) {
 void sheaf_program_free(sheaf_program *p) {
   if (!p) return;
   outs_free(p);
+  sh_lin_free(p->lin);
   for (int k = 0; p->ip && k < p->nw; k++) sh_interp_free(p->ip[k]);
   free(p->ip);
+  sh_dyncoarse_free(p->dc); /* after the interpreters */
   sheaf_runner_free(p->runner);
   sh_lang_bind_free(p->ctx, &p->bind);
   sheaf_model_free(p->model);
   if (p->have_m) sh_module_free(&p->m);
   if (p->src) sh_free(p->ctx, p->src, p->len + 1);
   free(p);
+}
+
+/* The linearized mode for mode AUTO or LINEAR: p->lin, or (AUTO) p->why
+ * says why the runs are dynamic; LINEAR fails with the reason. */
+static sheaf_status linear_open(sheaf_program *p, const sheaf_program_opts *opts) {
+  bool need = opts->mode == SHEAF_PROGRAM_LINEAR;
+  const char *no = NULL;
+  if (sh_check_main_input(&p->m)->kind != SH_INPUT_TOKENS)
+    no = "main does not take list[i32]: sheaf_program runs sentences of word ids (trees and records: sheaf run)";
+  else if (opts->host != SH_HOST_VM)
+    no = "host 1 (the AST walker) runs in the dynamic runtime";
+  else if (opts->coarsen)
+    no = "coarsen configures the dynamic runtime";
+  else if (!need)
+    no = sh_lin_auto_refusal(&p->m);
+  if (no) {
+    if (need) return sh_fail(p->ctx, SHEAF_ERR_UNSUPPORTED, "sheaf_program_load: mode linear: %s", no);
+    snprintf(p->why, sizeof p->why, "%s", no);
+    return SHEAF_OK;
+  }
+  sheaf_status st = sh_lin_create(&p->m, p->model, &p->bind, &p->lin, p->why, sizeof p->why);
+  if (st == SHEAF_ERR_UNSUPPORTED && !need) return SHEAF_OK; /* AUTO: dynamic, p->why says why */
+  if (st) return sh_fail(p->ctx, st, "sheaf_program_load: mode linear: %s", p->why[0] ? p->why : sheaf_ctx_last_error(p->ctx));
+  p->why[0] = 0;
+  return SHEAF_OK;
 }
 
 sheaf_status sheaf_program_load(sheaf_ctx *ctx, const char *path, const sheaf_program_opts *opts,
@@ -78,6 +112,21 @@ sheaf_status sheaf_program_load(sheaf_ctx *ctx, const char *path, const sheaf_pr
   if (opts->host != SH_HOST_VM && opts->host != SH_HOST_AST)
     return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_program_load: host %d (0: the host program, 1: the AST walker)",
                    opts->host);
+  if (opts->mode != SHEAF_PROGRAM_DYNAMIC && opts->mode != SHEAF_PROGRAM_AUTO && opts->mode != SHEAF_PROGRAM_LINEAR)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_program_load: mode %d (0 dynamic, 1 auto, 2 linear)",
+                   (int)opts->mode);
+  if (opts->coarsen && opts->host != SH_HOST_VM)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
+                   "sheaf_program_load: coarsen runs generated kernels from the host program (host 0), not the AST "
+                   "walker (host %d)", opts->host);
+  if (opts->coarsen && opts->mode == SHEAF_PROGRAM_LINEAR)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
+                   "sheaf_program_load: coarsen configures the dynamic runtime; mode linear runs its own generated "
+                   "kernels (use mode dynamic or auto)");
+  if (opts->mode == SHEAF_PROGRAM_LINEAR && opts->host != SH_HOST_VM)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG,
+                   "sheaf_program_load: host %d picks what runs the model's functions in the dynamic runtime; mode "
+                   "linear runs generated kernels, no host program (use mode dynamic or auto)", opts->host);
   sheaf_program *p = calloc(1, sizeof *p);
   if (!p) return sh_fail(ctx, SHEAF_ERR_NOMEM, "sheaf_program_load: out of memory");
   p->ctx = ctx;
@@ -109,6 +158,8 @@ sheaf_status sheaf_program_load(sheaf_ctx *ctx, const char *path, const sheaf_pr
   if (!st && p->m.n_waits) st = sheaf_runner_set_fiber_stack(p->runner, SH_INTERP_FIBER_STACK);
   if (!st && !(p->ip = calloc((size_t)(p->nw = sheaf_runner_threads(p->runner)), sizeof *p->ip)))
     st = sh_fail(ctx, SHEAF_ERR_NOMEM, "sheaf_program_load: out of memory");
+  if (!st && opts->mode != SHEAF_PROGRAM_DYNAMIC) st = linear_open(p, opts);
+  if (!st && !p->lin && opts->coarsen) st = sh_dyncoarse_create(&p->m, &p->bind, &p->dc);
   if (st) {
     sheaf_program_free(p);
     return st;
@@ -120,12 +171,22 @@ sheaf_status sheaf_program_load(sheaf_ctx *ctx, const char *path, const sheaf_pr
 
 sheaf_model *sheaf_program_model(sheaf_program *p) { return p ? p->model : NULL; }
 
+sheaf_program_mode sheaf_program_mode_used(const sheaf_program *p, const char **why) {
+  if (why) *why = p && p->why[0] ? p->why : NULL;
+  return p && p->lin ? SHEAF_PROGRAM_LINEAR : SHEAF_PROGRAM_DYNAMIC;
+}
+
 /* The interpreter of worker slot `worker` (no lock: the runner never runs
  * two callbacks with one slot at once); NULL when out of memory. */
 static sh_interp *interp_of(sheaf_program *p, int worker) {
-  if (!p->ip[worker] && sh_interp_create(&p->m, &p->bind, &p->ip[worker]) != SHEAF_OK) return NULL;
-  if (sh_interp_set_host(p->ip[worker], p->host) != SHEAF_OK) return NULL;
-  return p->ip[worker];
+  if (p->ip[worker]) return p->ip[worker];
+  sh_interp *ip = NULL;
+  if (sh_interp_create(&p->m, &p->bind, &ip) != SHEAF_OK || sh_interp_set_host(ip, p->host) != SHEAF_OK ||
+      (p->dc && sh_interp_set_regions(ip, sh_dyncoarse_n_regions(p->dc), sh_dyncoarse_regions(p->dc)) != SHEAF_OK)) {
+    sh_interp_free(ip);
+    return NULL;
+  }
+  return p->ip[worker] = ip;
 }
 
 static sheaf_status build(sheaf_graph *g, int64_t i, int worker, void *user) {
@@ -147,16 +208,14 @@ static sheaf_status build(sheaf_graph *g, int64_t i, int worker, void *user) {
   return st;
 }
 
-static sheaf_status read(sheaf_graph *g, int64_t i, int worker, void *user) {
-  sheaf_program *p = user;
-  sh_interp *ip = interp_of(p, worker);
-  if (!ip) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: an interpreter");
-  size_t n = sh_value_tensors(p->res[i], NULL, 0), total = 0;
+/* Instance i's result res (its tensors evaluated in g) copied into p->out[i]. */
+static sheaf_status copy_out(sheaf_program *p, sheaf_graph *g, int64_t i, sh_value res) {
+  size_t n = sh_value_tensors(res, NULL, 0), total = 0;
   sheaf_expr *ex = malloc((n + 1) * sizeof *ex);
   prog_out *o = &p->out[i];
   o->views = calloc(n + 1, sizeof *o->views);
   sheaf_status st = ex && o->views ? SHEAF_OK : SHEAF_ERR_NOMEM;
-  if (!st) sh_value_tensors(p->res[i], ex, n);
+  if (!st) sh_value_tensors(res, ex, n);
   for (size_t k = 0; k < n && !st; k++) {
     st = sheaf_value(g, ex[k], &o->views[k]);
     total += (size_t)(o->views[k].rank == 2 ? o->views[k].shape[0] * o->views[k].shape[1] : o->views[k].shape[0]);
@@ -171,8 +230,66 @@ static sheaf_status read(sheaf_graph *g, int64_t i, int worker, void *user) {
   }
   o->n = n;
   free(ex);
+  return st;
+}
+
+static sheaf_status read(sheaf_graph *g, int64_t i, int worker, void *user) {
+  sheaf_program *p = user;
+  sh_interp *ip = interp_of(p, worker);
+  if (!ip) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: an interpreter");
+  sheaf_status st = copy_out(p, g, i, p->res[i]);
   if ((i + 1) % p->batch == 0 || i + 1 == p->n) sh_interp_reset(ip);
   if (st == SHEAF_ERR_NOMEM) return sheaf_graph_fail(g, st, "out of memory: the outputs of instance %lld", (long long)i);
+  return st;
+}
+
+#define MAX_AGGS 4096 /* tuples and lists in one instance's result */
+
+/* The linearized run: sentences as one word array (ids mapped as the
+ * dynamic build maps them), then batch by batch through p->lin, each
+ * instance's result copied out through a scratch graph's inputs. */
+static sheaf_status run_linear(sheaf_program *p) {
+  sheaf_ctx *ctx = p->ctx;
+  int64_t total = 0;
+  for (int64_t i = 0; i < p->n; i++) {
+    if (p->lens[i] < 0 || p->lens[i] > INT32_MAX || (p->lens[i] && !p->words[i]))
+      return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_program_run_words: sentence %lld: %lld words%s", (long long)i,
+                     (long long)p->lens[i], p->lens[i] > 0 ? " but no array" : "");
+    total += p->lens[i];
+  }
+  if (p->n > INT32_MAX || total > INT32_MAX)
+    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_program_run_words: %lld sentences, %lld words (the linearized "
+                   "mode takes at most 2^31 - 1 of each)", (long long)p->n, (long long)total);
+  int32_t *off = malloc(((size_t)p->n + 1) * sizeof *off), *words = malloc(((size_t)total + 1) * sizeof *words);
+  sh_agg **aggs = calloc(MAX_AGGS, sizeof *aggs);
+  sheaf_graph *g = NULL;
+  sheaf_status st = off && words && aggs ? sheaf_graph_create(p->model, NULL, &g)
+                                         : sh_fail(ctx, SHEAF_ERR_NOMEM, "sheaf_program_run_words: out of memory");
+  for (int64_t i = 0, at = 0; !st && i <= p->n; i++) {
+    off[i] = (int32_t)at;
+    for (int64_t k = 0; i < p->n && k < p->lens[i]; k++) words[at++] = p->words[i][k];
+  }
+  sh_word_ids ids = sh_word_ids_of_rows(p->bind.vocab); /* as build() maps them */
+  for (int64_t first = 0; !st && first < p->n; first += p->batch) {
+    int32_t cnt = (int32_t)(first + p->batch <= p->n ? p->batch : p->n - first);
+    st = sh_lin_run_seq(p->lin, off, words, (int32_t)first, cnt, ids);
+    if (st) st = sh_fail(ctx, st, "sheaf_program_run_words: sentences %lld..%lld: %s", (long long)first,
+                         (long long)(first + cnt - 1), sheaf_ctx_last_error(ctx));
+    for (int32_t t = 0; !st && t < cnt; t++) {
+      int n_aggs = 0;
+      sh_value v;
+      st = sh_lin_result(g, p->lin, t, p->m.main->ret_type, &v, aggs, &n_aggs, MAX_AGGS);
+      if (!st) st = copy_out(p, g, first + t, v);
+      for (int k = 0; k < n_aggs; k++) free(aggs[k]);
+      if (st) st = sh_fail(ctx, st, "sheaf_program_run_words: the outputs of sentence %lld: %s",
+                           (long long)(first + t), st == SHEAF_ERR_NOMEM ? "out of memory" : sheaf_ctx_last_error(ctx));
+    }
+    if (!st) st = sheaf_graph_reset(g);
+  }
+  sheaf_graph_free(g);
+  free(aggs);
+  free(words);
+  free(off);
   return st;
 }
 
@@ -194,6 +311,7 @@ sheaf_status sheaf_program_run_words(sheaf_program *p, int64_t n, const int32_t 
   p->n = n;
   p->words = words;
   p->lens = lens;
+  if (p->lin) return run_linear(p);
   if (p->m.n_waits) /* reads of values (argmax, item): each instance on a fiber */
     return sheaf_runner_run_fibers(p->runner, 0, n, build, read, p);
   return sheaf_runner_run(p->runner, 0, n, build, read, p);
