@@ -31,8 +31,11 @@ typedef enum {
   LV_KLIST, LV_KVEC, LV_KSTACK, LV_KLEN, LV_BOOL,
   LV_OUTER, /* seq_tokmap: a tensor of main's arm, not readable in a map's own arm */
   LV_COND,  /* sequences: whether the word at the map's position + x is inside the sentence (`i > 0`) */
-  LV_SOFTMAX, LV_STACK /* sequences: softmax of a map's scores, stack of a map's rows (fn x): only as
+  LV_SOFTMAX, LV_STACK, /* sequences: softmax of a map's scores, stack of a map's rows (fn x): only as
                           `softmax(...) @ stack(...)`, an attention over the sentence (seq_attend) */
+  LV_REC,   /* token records: the map's token (bound by `let Tok(w, cs, ...) = t`) */
+  LV_HINT,  /* token records: a per-token host integer (x: its expression in a->hx) */
+  LV_CHARS  /* token records: the token's chars (x: the slot), read by mean/sum(for c in cs { table[c] }) */
 } lv_kind;
 
 typedef struct lv {
@@ -296,6 +299,7 @@ static int cat_node(cz *z, sh_span at, const int *items, int n) {
 /* ------------------------------------------------------------ functions */
 
 static bool is_tree_fn(const sh_lin *L, const sh_fn *f) {
+  if (L->records) return false; /* a record is a token's fields, not a tree: helpers taking it are inlined */
   for (int i = 0; i < f->n_params; i++)
     if (f->param_types[i] && f->param_types[i]->kind == SH_TY_ADT) return true;
   (void)L;
@@ -537,13 +541,13 @@ static lv seq_for(cz *z, const sh_ast *e, lv *env, int depth) {
   if (L->fns[z->fi].step || z->fi != 0 || z->in_for || z->for_done)
     return sh_lin_refuse(L, at, "a loop other than main's one map over its words: not translated by the linearized "
                          "mode"), none;
-  lv item = seq_item(z, e, env, depth);
-  if (failed(z)) return none;
   if (!sh_lin_mat_rows_ok(z->a, z->a->n_nodes)) /* rows of a sentence's matrix (stack) are per token */
     return sh_lin_refuse(L, at, "per-sentence tensors before main's per-token map: not translated by the "
                          "linearized mode"), none;
-  z->in_for = true;
   z->for_start = z->a->n_nodes;
+  lv item = seq_item(z, e, env, depth); /* (a scan's or a map's row: per token, inside the map) */
+  if (failed(z)) return none;
+  z->in_for = true;
   if (!bind_let(z, e->pat, item, env)) return none;
   lv v = eval(z, e->c, env, depth);
   z->in_for = false;
@@ -589,6 +593,8 @@ static lv seq_item(cz *z, const sh_ast *e, lv *env, int depth) {
       return sh_lin_refuse(L, at, "a range other than 0..len(words): the linearized mode maps over the words' "
                            "positions"), none;
     item = (lv){LV_POS, 0, 0, NULL};
+  } else if (xs.kind == LV_WORDS && !xs.x && L->records) {
+    item = (lv){LV_REC, 0, 0, NULL};
   } else if (xs.kind == LV_WORDS && !xs.x) {
     int8_t path[8] = {0};
     item = (lv){LV_WORD, new_slot(z, at, true, path, 0), 0, NULL};
@@ -883,6 +889,157 @@ static lv seq_attend(cz *z, const sh_ast *e, lv w, lv xs) {
   return mk_t(in_node(z, at, s, 1, g->comp_d[0]));
 }
 
+/* ------------------------------------------------------------ token records */
+
+/* main takes a list of token records (chartagger.sf): the map's token binds
+ * its fields by `let Tok(w, cs, rel, head, i) = t`. An integer field is a
+ * pattern field of the row (the inspector's column); a lookup by it reads
+ * the table's row (a word's by sh_lang_word_row, another's by its value);
+ * integer code over the fields (`if head == 0 { 0 } else { head - 1 - i }`)
+ * is a per-token host expression the executor evaluates, read as a tensor
+ * through float(...); `mean(for c in cs { cemb[c] })` (or sum) over the
+ * token's chars an input the executor reduces (linear_rec.c). */
+
+static bool rec_int(const cz *z, lv v) {
+  if (v.kind == LV_HINT) return true;
+  return v.kind == LV_WORD && v.x >= 0 && z->a->slots[v.x].tf != SH_TF_WORD && z->a->slots[v.x].tf != SH_TF_CHARS;
+}
+
+static int rec_field_of(cz *z, int slot) {
+  sh_lin_arm *a = z->a;
+  int f = 0;
+  while (f < a->n_fields && a->field_slot[f] != slot) f++;
+  if (f == a->n_fields) a->field_slot[a->n_fields++] = slot;
+  return f;
+}
+
+static int hx_new(cz *z, sh_span at, int op, int x, int y, int c, int32_t v) {
+  sh_lin_arm *a = z->a;
+  if (failed(z)) return -1;
+  if (a->n_hx == SH_LIN_MAX_HX) {
+    sh_lin_refuse(z->L, at, "a token's integer code of more than %d operations: not translated by the linearized mode",
+                  SH_LIN_MAX_HX);
+    return -1;
+  }
+  a->hx[a->n_hx] = (sh_lin_hx){(int8_t)op, x, y, c, v};
+  return a->n_hx++;
+}
+
+/* The host expression of an integer value (a literal, a field, an expression), -1 refused. */
+static int rec_hx_of(cz *z, sh_span at, lv v) {
+  if (failed(z)) return -1;
+  if (v.kind == LV_HINT) return v.x;
+  if (v.kind == LV_INT) return hx_new(z, at, SH_HX_CONST, -1, -1, -1, v.x);
+  if (rec_int(z, v)) return hx_new(z, at, SH_HX_FIELD, -1, -1, -1, rec_field_of(z, v.x));
+  sh_lin_refuse(z->L, at, "a token's integer code over other than its integer fields and integer literals: not "
+                "translated by the linearized mode");
+  return -1;
+}
+
+static lv rec_hx(cz *z, sh_span at, int op, int x, int y, int c, int32_t v) {
+  if (x < 0 || (op != SH_HX_NEG && y < 0)) return none;
+  int k = hx_new(z, at, op, x, y, c, v);
+  return k < 0 ? none : (lv){LV_HINT, k, 0, NULL};
+}
+
+static lv rec_arith(cz *z, const sh_ast *e, lv x, lv y) {
+  int op;
+  switch (e->op) {
+  case SH_TK_PLUS: op = SH_HX_ADD; break;
+  case SH_TK_MINUS: op = SH_HX_SUB; break;
+  case SH_TK_STAR: op = SH_HX_MUL; break;
+  case SH_TK_EQ: op = SH_HX_EQ; break;
+  case SH_TK_NE: op = SH_HX_NE; break;
+  case SH_TK_LT: op = SH_HX_LT; break;
+  case SH_TK_LE: op = SH_HX_LE; break;
+  case SH_TK_GT: op = SH_HX_GT; break;
+  case SH_TK_GE: op = SH_HX_GE; break;
+  default:
+    return sh_lin_refuse(z->L, e->span, "a token's integer code with other than + - * and comparisons: not "
+                         "translated by the linearized mode"), none;
+  }
+  int a = rec_hx_of(z, e->a->span, x), b = a < 0 ? -1 : rec_hx_of(z, e->b->span, y);
+  return rec_hx(z, e->span, op, a, b, -1, 0);
+}
+
+/* if on a token's integer fields, with integer branches: a host expression. */
+static lv rec_if(cz *z, const sh_ast *e, lv *env, int depth) {
+  lv c = eval(z, e->a, env, depth);
+  if (failed(z)) return none;
+  if (c.kind != LV_HINT) return seq_if(z, e, env, depth); /* a neighbour's existence (sequences) */
+  lv t = e->b ? eval(z, e->b, env, depth) : none, f = e->c ? eval(z, e->c, env, depth) : none;
+  if (failed(z)) return none;
+  if (!(t.kind == LV_INT || rec_int(z, t)) || !(f.kind == LV_INT || rec_int(z, f)))
+    return sh_lin_refuse(z->L, e->span, "an if on a token's integer fields whose branches are not integers: the "
+                         "linearized mode evaluates such code per token on the host (a tensor reads it through "
+                         "float(...))"), none;
+  int tb = rec_hx_of(z, e->b->span, t), fb = tb < 0 ? -1 : rec_hx_of(z, e->c->span, f);
+  if (fb < 0) return none;
+  return rec_hx(z, e->span, SH_HX_IF, c.x, tb, fb, 0);
+}
+
+/* float(x) of a token's integer code: an f32[1] input, its value per row. */
+static lv rec_float(cz *z, const sh_ast *e, lv *env, int depth) {
+  lv v = eval(z, e->items[0], env, depth);
+  if (failed(z)) return none;
+  if (v.kind == LV_INT) return mk_t(const_node(z, e->span, (double)v.x));
+  int k = rec_hx_of(z, e->items[0]->span, v);
+  if (k < 0) return none;
+  sh_lin_seg s = {.hx = 1 + k, .width = 1};
+  return mk_t(in_node(z, e->span, s, 1, (int64_t[]){1, 1}));
+}
+
+/* Whether builtin e's argument is a loop over a token's chars. */
+static bool rec_chars_loop(const sh_ast *e, const lv *env) {
+  const sh_ast *f = e->n == 1 ? e->items[0] : NULL;
+  return f && f->kind == SH_EX_FOR && !f->b && f->a && f->a->kind == SH_EX_NAME && f->a->res == SH_RES_LOCAL &&
+         f->a->ref.local && env[f->a->ref.local->index].kind == LV_CHARS;
+}
+
+/* mean(for c in cs { table[c] }) or sum(...) over the token's chars. */
+static lv rec_chars(cz *z, const sh_ast *e, lv *env) {
+  const sh_ast *f = e->items[0], *b = f->c;
+  while (b && b->kind == SH_EX_BLOCK && b->n == 0) b = b->a; /* { table[c] } */
+  lv cs = env[f->a->ref.local->index];
+  if (!f->pat || f->pat->kind != SH_PAT_VAR || !b || b->kind != SH_EX_INDEX || !b->lookup || !b->a ||
+      b->a->kind != SH_EX_NAME || b->a->res != SH_RES_PARAM || !b->b || b->b->kind != SH_EX_NAME ||
+      b->b->res != SH_RES_LOCAL || b->b->ref.local != f->pat->local)
+    return sh_lin_refuse(z->L, f->span, "a loop over a token's chars: the linearized mode translates it only as "
+                         "%s(for c in cs { table[c] })", sh_builtin_name(e->builtin)), none;
+  const sh_param_decl *p = b->a->ref.param;
+  int rank;
+  int64_t d[2];
+  if (!type_shape(z->L, p->type, &rank, d) || rank != 2)
+    return sh_lin_refuse(z->L, b->span, "lookup in '%s': not a table of known size", sym(z, p->name)), none;
+  sh_lin_seg s = {.chars = true, .reduce = e->builtin, .param = p->index, .field = rec_field_of(z, cs.x),
+                  .width = d[1]};
+  return mk_t(in_node(z, e->span, s, 1, (int64_t[]){d[1], 1}));
+}
+
+/* let Tok(w, cs, ...) = t: the token's fields. */
+static bool rec_bind(cz *z, const sh_pat *p, lv *env) {
+  const sh_input_shape *in = z->L->in;
+  if (!p->ctor || p->ctor->index != in->ctor_rec || p->n != in->n_rec_fields) {
+    sh_lin_refuse(z->L, p->span, "a pattern on a token record other than its constructor");
+    return false;
+  }
+  for (int i = 0; i < p->n; i++) {
+    const sh_pat *q = p->items[i];
+    if (q->kind == SH_PAT_WILD) continue;
+    if (q->kind != SH_PAT_VAR) {
+      sh_lin_refuse(z->L, q->span, "a token record's field bound by other than a variable or _: not translated by "
+                    "the linearized mode");
+      return false;
+    }
+    int8_t path[8] = {0};
+    int s = new_slot(z, q->span, true, path, 0);
+    if (s < 0) return false;
+    z->a->slots[s].tf = (int8_t)in->rec_field[i];
+    env[q->local->index] = (lv){in->rec_field[i] == SH_TF_CHARS ? LV_CHARS : LV_WORD, s, 0, NULL};
+  }
+  return true;
+}
+
 static lv structural_call(cz *z, const sh_ast *e, lv *env, int depth) {
   int g = fn_id(z->L, e->ref.fn, e->span);
   if (g < 0) return none;
@@ -908,6 +1065,7 @@ static bool bind_let(cz *z, const sh_pat *p, lv v, lv *env) {
   case SH_PAT_WILD: return true;
   case SH_PAT_VAR: env[p->local->index] = v; return true;
   case SH_PAT_CTOR: /* let Dep(w, kids) = t: the node's word and children */
+    if (v.kind == LV_REC) return rec_bind(z, p, env);
     if (!z->L->dep || v.kind != LV_TREE || v.x >= 0 || !p->ctor || p->ctor->index != z->L->in->ctor_dep ||
         p->n != 2)
       break;
@@ -1093,6 +1251,7 @@ static bool mat_builtin(cz *z, const sh_ast *e, lv *env, int depth, lv *out) {
   case SH_BI_FLOAT: {
     int64_t v;
     if (e->n != 1 || !t || t->kind != SH_TY_I32) return false;
+    if (z->L->records) return *out = rec_float(z, e, env, depth), true;
     if (eval_int(z, e->items[0], env, depth, &v)) *out = mk_t(const_node(z, at, (double)v));
     return true;
   }
@@ -1130,6 +1289,7 @@ static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
     if (z->L->dep) return dep_map(z, e, env, depth);
     break;
   case SH_BI_MAX: case SH_BI_MEAN:
+    if (z->L->records && e->builtin == SH_BI_MEAN && rec_chars_loop(e, env)) return rec_chars(z, e, env);
     if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_LIST)
       return seq_reduce(z, e, env, depth);
     if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_TENSOR) { /* of a vector */
@@ -1154,6 +1314,7 @@ static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
     }
     break;
   case SH_BI_SUM: {
+    if (z->L->records && rec_chars_loop(e, env)) return rec_chars(z, e, env);
     if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_LIST)
       return seq_reduce(z, e, env, depth);
     /* sum of a vector: kid_builtin (RSUM) */
@@ -1288,6 +1449,7 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
     if (e->op == SH_TK_MINUS) {
       lv v = eval(z, e->a, env, depth + 1);
       if (v.kind == LV_INT) return (lv){LV_INT, -v.x, 0, NULL};
+      if (z->L->records && rec_int(z, v)) return rec_hx(z, at, SH_HX_NEG, rec_hx_of(z, at, v), -1, -1, 0);
       if (v.kind == LV_T) return mk_t(un_node(z, at, SH_BI_NONE, v.x));
     }
     break;
@@ -1301,6 +1463,8 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
     if (failed(z)) return none;
     if (z->L->seq && (x.kind == LV_POS || x.kind == LV_LEN || y.kind == LV_POS || y.kind == LV_LEN))
       return seq_pos_arith(z, e, x, y);
+    if (z->L->records && (rec_int(z, x) || rec_int(z, y) || x.kind == LV_WORD || y.kind == LV_WORD))
+      return rec_arith(z, e, x, y); /* a token's integer code (a word's: refused there) */
     if (cmp) {
       lv r = compare(z, e, x, y);
       if (r.kind == LV_BOOL || failed(z)) return r;
@@ -1363,7 +1527,8 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
       int f = 0;
       while (f < a->n_fields && a->field_slot[f] != w.x) f++;
       if (f == a->n_fields) a->field_slot[a->n_fields++] = w.x;
-      sh_lin_seg s = {.lookup = true, .param = p->index, .field = f, .width = d[1]};
+      sh_lin_seg s = {.lookup = true, .param = p->index, .field = f, .width = d[1],
+                      .raw = a->slots[w.x].tf != SH_TF_WORD};
       return mk_t(in_node(z, at, s, 1, (int64_t[]){d[1], 1}));
     }
     return sh_lin_refuse(z->L, at, "indexing other than a table lookup emb[w]"), none;
@@ -1384,6 +1549,7 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
     return eval(z, e->a, env, depth + 1);
   case SH_EX_PHASE: return eval(z, e->a, env, depth + 1);
   case SH_EX_IF: {
+    if (z->L->records) return rec_if(z, e, env, depth + 1);
     if (z->L->seq) return seq_if(z, e, env, depth + 1);
     if (z->L->dep) { /* a condition on the child count: known per arm (leaves, the ragged arm) */
       lv c = eval(z, e->a, env, depth + 1);
