@@ -35,7 +35,10 @@ typedef enum {
                           `softmax(...) @ stack(...)`, an attention over the sentence (seq_attend) */
   LV_REC,   /* token records: the map's token (bound by `let Tok(w, cs, ...) = t`) */
   LV_HINT,  /* token records: a per-token host integer (x: its expression in a->hx) */
-  LV_CHARS  /* token records: the token's chars (x: the slot), read by mean/sum(for c in cs { table[c] }) */
+  LV_CHARS, /* token records: the token's chars (x: the slot), read by mean/sum(for c in cs { table[c] }) */
+  /* decoders (seq2seq.sf): LV_ESMAT the sentence's encoder matrix (x: the map over the encoder's states,
+     its rows), LV_SCORES es @ q, LV_ATTW softmax of them, LV_CTX their @ es (x: the node of q) */
+  LV_ESMAT, LV_SCORES, LV_ATTW, LV_CTX
 } lv_kind;
 
 typedef struct lv {
@@ -456,6 +459,10 @@ static lv call_result(cz *z, sh_span at, const sh_type *t, int call, const sh_li
     lv *items = lv_alloc(z, t->n, at);
     if (!items) return none;
     for (int i = 0; i < t->n; i++) {
+      if (g->es_fn && t == g->fn->ret_type && i == g->es_item) { /* a decoder's matrix: no component */
+        items[i] = (lv){LV_ESMAT, g->es_fn, 0, NULL};
+        continue;
+      }
       items[i] = call_result(z, at, t->elems[i], call, g, comp);
       if (failed(z)) return none;
     }
@@ -499,6 +506,129 @@ static bool carries_rows(const cz *z, lv v) {
   return false;
 }
 
+/* ------------------------------------------------------------ decoders */
+
+/* A scan whose initial state carries a sentence's matrix (seq2seq.sf:
+ * `let es = stack(for (h, _) in enc { h })`, then `scan(dec_step, (h0, c0,
+ * zeros(H), es), ws)`): the matrix is a map over the encoder's states (its
+ * rows of a sentence contiguous), not a component of the step's state; the
+ * step's `softmax(es @ q) @ es` is its query q as a component, read as the
+ * attention by the executor (linear_dec.c); the initial state's components
+ * are zeros or the encoder's last state, per sentence. */
+
+static lv seq_tokmap(cz *z, const sh_ast *e, lv *env, int depth);
+
+static bool dec_state(lv s0) {
+  for (int i = 0; s0.kind == LV_TUP && i < s0.n; i++)
+    if (s0.items[i].kind == LV_ESMAT) return true;
+  return false;
+}
+
+static bool mentions(const sh_ast *x, const sh_local *local) {
+  if (!x) return false;
+  if (x->kind == SH_EX_NAME) return x->res == SH_RES_LOCAL && x->ref.local == local;
+  for (int i = 0; x->kind == SH_EX_TUPLE && i < x->n; i++)
+    if (mentions(x->items[i], local)) return true;
+  return false;
+}
+
+/* Whether let i of block e binds a stack(for ...) that a later scan or fold takes in its initial state. */
+static bool dec_matrix(const sh_ast *e, int i) {
+  const sh_ast *x = e->lets[i].value;
+  const sh_pat *p = e->lets[i].pat;
+  if (!x || !p || p->kind != SH_PAT_VAR || x->kind != SH_EX_CALL || x->call != SH_CALL_BUILTIN ||
+      x->builtin != SH_BI_STACK || x->n != 1 || !x->items[0] || x->items[0]->kind != SH_EX_FOR)
+    return false;
+  for (int j = i + 1; j <= e->n; j++) {
+    const sh_ast *y = j < e->n ? e->lets[j].value : e->a;
+    if (y && y->kind == SH_EX_CALL && y->call == SH_CALL_BUILTIN &&
+        (y->builtin == SH_BI_SCAN || y->builtin == SH_BI_FOLD) && y->n == 3 && mentions(y->items[1], p->local))
+      return true;
+  }
+  return false;
+}
+
+static lv dec_stack(cz *z, const sh_ast *x, lv *env, int depth) {
+  lv v = seq_tokmap(z, x->items[0], env, depth);
+  if (failed(z)) return none;
+  const sh_lin_fn *g = &z->L->fns[v.x];
+  if (v.kind != LV_SEQ || g->n_comp != 1 || g->comp_rank[0] != 1)
+    return sh_lin_refuse(z->L, x->span, "a decoder's matrix: a stack of vectors over the words is translated"), none;
+  return (lv){LV_ESMAT, v.x, 0, NULL};
+}
+
+/* The decoder's step, registered on first use: its components (the state's
+ * items but the matrix) and their initial values. */
+static int dec_step_id(cz *z, const sh_fn *fn, int dir, int src, lv s0, sh_span at) {
+  sh_lin *L = z->L;
+  for (int i = 0; i < L->n_fns; i++)
+    if (L->fns[i].fn == fn && L->fns[i].step == dir && L->fns[i].src == src)
+      return sh_lin_refuse(L, at, "a decoder's step scanned twice: not translated by the linearized mode"), -1;
+  const char *name = sh_sym_name(&L->m->syms, fn->name);
+  const sh_type *t = fn->ret_type;
+  if (L->n_fns == SH_LIN_MAX_FNS) return sh_lin_refuse(L, at, "more than %d structural functions", SH_LIN_MAX_FNS), -1;
+  if (fn->n_params != 2 || !fn->param_types[1] || (src == 0 && fn->param_types[1]->kind != SH_TY_I32) || !t ||
+      t->kind != SH_TY_TUPLE || t->n != s0.n)
+    return sh_lin_refuse(L, at, "'%s' is scanned over the words with a sentence's matrix in its state: the "
+                         "linearized mode takes a step (state, w: i32) -> state, the state a flat tuple", name), -1;
+  sh_lin_fn *f = &L->fns[L->n_fns];
+  memset(f, 0, sizeof *f);
+  f->fn = fn, f->step = dir, f->src = src;
+  for (int i = 0; i < s0.n; i++) {
+    lv v = s0.items[i];
+    if (v.kind == LV_ESMAT) {
+      if (f->es_fn) return sh_lin_refuse(L, at, "a decoder's state with two sentence matrices"), -1;
+      f->es_fn = v.x, f->es_item = i;
+      continue;
+    }
+    int k = f->n_comp;
+    if (!flatten_ret(L, t->elems[i], f) || f->n_comp != k + 1)
+      return sh_lin_refuse(L, fn->span, "'%s' must return tensors of known sizes besides the matrix", name), -1;
+    if (v.kind == LV_ZERO) continue;
+    const sh_lin_node *n = v.kind == LV_T ? nd(z, v.x) : NULL;
+    const sh_lin_seg *sg = n && n->op == SH_LIN_IN && n->n_segs == 1 ? &n->segs[0] : NULL;
+    const sh_lin_call *c = sg && !sg->lookup && !sg->zero && !sg->reduce && !sg->hx && !sg->chars
+                               ? &z->a->calls[sg->call] : NULL;
+    if (!c || c->sel != SH_LIN_SEL_LAST || sg->width != f->comp_width[k])
+      return sh_lin_refuse(L, at, "a decoder's initial state: item %d is not zeros(...), an encoder scan's last state "
+                           "(xs[len(words) - 1]) or the sentence's matrix", i), -1;
+    f->init_fn[k] = c->fn, f->init_comp[k] = sg->comp;
+    nd(z, v.x)->init_only = true; /* read by the decoder's first step, not main's kernel */
+  }
+  return L->n_fns++;
+}
+
+static lv dec_apply(cz *z, const sh_ast *e, lv s0, lv xs) {
+  const char *what = e->builtin == SH_BI_FOLD ? "fold" : "scan";
+  if (xs.kind != LV_WORDS && xs.kind != LV_SEQ)
+    return sh_lin_refuse(z->L, e->items[2]->span, "%s over a list other than main's words, a map over them or a "
+                         "scan (or rev of these): not translated by the linearized mode", what), none;
+  if (z->in_for || z->fi != 0) return sh_lin_refuse(z->L, e->span, "a decoder's %s outside main", what), none;
+  bool back = xs.kind == LV_WORDS ? xs.x != 0 : xs.n != 0;
+  int g = dec_step_id(z, e->fn_arg, back ? -1 : 1, xs.kind == LV_SEQ ? xs.x : 0, s0, e->items[1]->span);
+  if (g < 0) return none;
+  if (e->builtin == SH_BI_FOLD) return seq_call(z, e->span, g, SH_LIN_SEL_LAST);
+  return (lv){LV_SEQ, g, back, NULL};
+}
+
+/* es @ q, then softmax(...) @ es: the attention over the sentence's rows. */
+static lv dec_binary(cz *z, const sh_ast *e, lv x, lv y) {
+  if (e->op == SH_TK_AT && x.kind == LV_ESMAT && y.kind == LV_T) {
+    const sh_lin_node *q = nd(z, y.x);
+    if (q->rank == 1 && q->batched && q->op != SH_LIN_CAT && !q->kid && q->d[0] == z->L->fns[x.x].comp_d[0][0])
+      return (lv){LV_SCORES, y.x, 0, NULL};
+  }
+  if (e->op == SH_TK_AT && x.kind == LV_ATTW && y.kind == LV_ESMAT) return (lv){LV_CTX, x.x, 0, NULL};
+  return sh_lin_refuse(z->L, e->span, "a sentence's matrix in a decoder's step: translated only as softmax(es @ q) @ "
+                       "es (q a computed vector of the matrix's width), an attention over the sentence's rows"), none;
+}
+
+static bool dec_scores_arg(const sh_ast *e, const lv *env) {
+  const sh_ast *x = e->n == 1 ? e->items[0] : NULL;
+  return x && x->kind == SH_EX_BINARY && x->op == SH_TK_AT && x->a && x->a->kind == SH_EX_NAME &&
+         x->a->res == SH_RES_LOCAL && x->a->ref.local && env[x->a->ref.local->index].kind == LV_ESMAT;
+}
+
 /* fold(step, s0, words) and scan(step, s0, words): the step a function of
  * its own, one activation per word position. */
 static lv seq_apply(cz *z, const sh_ast *e, lv *env, int depth) {
@@ -510,6 +640,7 @@ static lv seq_apply(cz *z, const sh_ast *e, lv *env, int depth) {
                          what), none;
   lv s0 = eval(z, e->items[1], env, depth), xs = eval(z, e->items[2], env, depth);
   if (failed(z)) return none;
+  if (dec_state(s0)) return dec_apply(z, e, s0, xs);
   if (carries_rows(z, s0))
     return sh_lin_refuse(z->L, e->items[1]->span, "%s's state carries a sentence's matrix (stack over the words): a "
                          "step that reads all of the sentence's rows (attention in a decoder) is not translated by "
@@ -1275,6 +1406,10 @@ static bool mat_builtin(cz *z, const sh_ast *e, lv *env, int depth, lv *out) {
 
 static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
   sh_span at = e->span;
+  if (z->L->seq && e->builtin == SH_BI_SOFTMAX && dec_scores_arg(e, env)) { /* softmax(es @ q) in a decoder */
+    lv v = eval(z, e->items[0], env, depth);
+    return v.kind == LV_SCORES ? (lv){LV_ATTW, v.x, 0, NULL} : none;
+  }
   bool done;
   lv kv = kid_builtin(z, e, env, depth, &done);
   if (done || failed(z)) return kv;
@@ -1481,6 +1616,7 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
       return sh_lin_refuse(z->L, at, "zeros(...) is translated by the linearized mode only as a scan's or fold's "
                            "initial state"), none;
     if (x.kind == LV_SOFTMAX && y.kind == LV_STACK && e->op == SH_TK_AT) return seq_attend(z, e, x, y);
+    if (x.kind >= LV_ESMAT || y.kind >= LV_ESMAT) return dec_binary(z, e, x, y);
     if (x.kind == LV_SOFTMAX || x.kind == LV_STACK || y.kind == LV_SOFTMAX || y.kind == LV_STACK)
       return sh_lin_refuse(z->L, at, "%s", sentence_matrix), none;
     if (x.kind != LV_T || y.kind != LV_T) break;
@@ -1543,7 +1679,8 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
   case SH_EX_BLOCK:
     for (int i = 0; i < e->n; i++) {
       const sh_ast *x = e->lets[i].value;
-      lv v = z->L->seq && x && x->kind == SH_EX_FOR ? seq_tokmap(z, x, env, depth + 1) : eval(z, x, env, depth + 1);
+      lv v = z->L->seq && x && x->kind == SH_EX_FOR ? seq_tokmap(z, x, env, depth + 1)
+           : z->L->seq && dec_matrix(e, i) ? dec_stack(z, x, env, depth + 1) : eval(z, x, env, depth + 1);
       if (failed(z) || !bind_let(z, e->lets[i].pat, v, env)) return none;
     }
     return eval(z, e->a, env, depth + 1);
@@ -1587,6 +1724,11 @@ static bool set_outputs(cz *z, sh_span at, lv v, sh_lin_fn *f) {
     return true;
   }
   sh_lin_arm *a = z->a;
+  if (f->es_fn && v.kind == LV_ESMAT && v.x == f->es_fn) return true; /* a decoder's matrix, passed on */
+  if (f->es_fn && v.kind == LV_CTX && a->n_out < f->n_comp) { /* the attention context: its query q */
+    f->ctx_comp[a->n_out] = true;
+    v = mk_t(v.x);
+  }
   if (v.kind != LV_T || a->n_out >= f->n_comp) return sh_lin_refuse(z->L, at, "the arm's result is not tensors"), false;
   const sh_lin_node *n = nd(z, v.x);
   int k = a->n_out;
@@ -1712,6 +1854,7 @@ sheaf_status sh_lin_coarsen(sh_lin *L) {
     sheaf_status st = translate_fn(L, i);
     if (st) return st;
   }
+  if (L->seq && sh_lin_dec_patch(L)) return SHEAF_ERR_UNSUPPORTED; /* decoders' readers (linear_dec.c) */
   int state[SH_LIN_MAX_FNS] = {0};
   for (int i = 0; i < L->n_fns; i++)
     if (same_tree_cycle(L, i, state))

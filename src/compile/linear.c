@@ -339,6 +339,12 @@ static sheaf_status fill_row(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g
       dst += sg->width;
       continue;
     }
+    if (!sg->lookup && (sg->init_zero || sg->init_call || sg->att)) { /* a decoder's (linear_dec.c) */
+      sheaf_status st = sh_lin_dec_fill(L, a, g, sg, r, dst);
+      if (st) return st;
+      dst += sg->width;
+      continue;
+    }
     if (sg->reduce) { /* a sentence's max / mean / sum over a map's rows (linear_reduce.c) */
       sheaf_status st = sh_lin_reduce_rows(L, a, g, sg, r, dst);
       if (st) return st;

@@ -61,6 +61,13 @@ typedef struct sh_lin_seg {
   bool raw;         /* lookup: the field is an integer (deprel, a byte): its value is the row, checked */
   bool chars;       /* the mean of table param's rows over the token's chars (field: the chars slot) */
   int hx;           /* 1 + the root of a per-token host integer expression (a->hx): its value as an f32[1] */
+  /* decoders (linear_dec.c): a step's state read where its row is 0 (the initial state) */
+  bool init_zero;   /* zeros there */
+  int init_call;    /* 1 + the call whose row is read there (an encoder's last state), component init_comp */
+  int init_comp;
+  bool att;         /* the component is an attention's query q: the value is softmax(es @ q) @ es over the
+                       sentence's rows of the matrix's map, calls att_first .. att_end (SEL_FIRST, SEL_END) */
+  int att_first, att_end;
 } sh_lin_seg;
 
 /* Token records: a per-token host integer expression over the record's
@@ -94,6 +101,7 @@ typedef struct sh_lin_node {
   sh_lin_seg segs[SH_LIN_MAX_SEGS];
   int input;       /* IN: its position among the kernel's inputs */
   bool tok;        /* IN: a row of a sentence's matrix (stack over main's words; coarsen_mat.c) */
+  bool init_only;  /* IN: an encoder's last state taken as a decoder's initial state (read by its first step) */
   bool twin;       /* IN of rank 2: also passed as [N, R, C] (a matrix-vector product reads it so;
                       rank-2 values are otherwise flat in the kernel, [M, C] with M = N·R, so a
                       product with a parameter is one GEMM) */
@@ -178,6 +186,13 @@ typedef struct sh_lin_fn {
   bool tokmap;     /* sequences: a map over the words bound by a let in main (`let x2 = for i in ...`): one
                      activation per token, rows 1 .. T in sentence order (coarsen.c seq_tokmap) */
   int src;         /* sequences, a step: the list it scans: 0 main's words, else a map's or a scan's fn */
+  /* a decoder step (seq2seq.sf, linear_dec.c): its state carries a sentence's matrix (stack of a map over an
+     encoder scan, es_fn's rows) as tuple item es_item, not a component; a ctx component holds the query q of
+     `softmax(es @ q) @ es` (its readers get the attention); init_fn[k] > 0: the initial state's component k is
+     that scan's last state's component init_comp[k] (else zeros) */
+  int es_fn, es_item;
+  bool ctx_comp[SH_LIN_MAX_COMPS];
+  int init_fn[SH_LIN_MAX_COMPS], init_comp[SH_LIN_MAX_COMPS];
   const sh_type *elem; /* a map's element type (NULL: fn's result type) */
 } sh_lin_fn;
 
@@ -275,6 +290,11 @@ sheaf_status sh_lin_reduce_rows(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp
 int32_t sh_lin_rec_field(const sh_lin *L, const sh_lin_slot *sl, int32_t tok, int32_t q, sh_word_ids ids);
 sheaf_status sh_lin_rec_hx(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g, int root, int32_t r, float *dst);
 sheaf_status sh_lin_rec_chars(sh_lin *L, const sh_lin_grp *g, const sh_lin_seg *sg, int32_t r, float *dst);
+/* linear_dec.c: a decoder's segment (initial state, attention context) of row r of group g into dst; the calls
+ * and flags of the segments that read a decoder's state, once every arm is translated. */
+sheaf_status sh_lin_dec_fill(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g, const sh_lin_seg *sg, int32_t r,
+                             float *dst);
+sheaf_status sh_lin_dec_patch(sh_lin *L);
 /* The fields a record's data must have (NULL columns an error naming the field). */
 sheaf_status sh_lin_rec_check(sh_lin *L, const sh_lin_records *rec);
 
