@@ -5,8 +5,9 @@
  * 256 (E = 256) at batch 64 and batch 1, TreeFC, MV-RNN and TreeLSTM at
  * hidden 64 (batch 64); on the same file's sentences GRU (hidden 64), the
  * BiLSTM tagger (hidden 64 and 128), the 2-layer tagger, the trigram CNN,
- * attention pooling, handnorm and the char tagger (token records, hidden 64)
- * and the transformer layer (d 64:
+ * attention pooling, handnorm, the char tagger (token records) and seq2seq
+ * (a decoder attending over the encoder's states; hidden 64) and the
+ * transformer layer (d 64:
  * 4 heads of 16, FFN 256), batch 64 (rows per second are then
  * sentences per second); 1 thread; windows alternate (dynamic, linear) per
  * round and the ratio is taken per round (median, min-max). For TreeLSTM
@@ -299,7 +300,7 @@ static bool takes_dep_trees(const cfg *k) { return strstr(k->path, "/childsum.sf
 static bool takes_sentences(const cfg *k) {
   return strstr(k->path, "/gru.sf") || strstr(k->path, "/bilstm.sf") || strstr(k->path, "/tagger2.sf") ||
          strstr(k->path, "/cnn.sf") || strstr(k->path, "/attnpool.sf") || strstr(k->path, "/handnorm.sf") ||
-         strstr(k->path, "/transformer.sf") || strstr(k->path, "/chartagger.sf");
+         strstr(k->path, "/transformer.sf") || strstr(k->path, "/chartagger.sf") || strstr(k->path, "/seq2seq.sf");
 }
 
 int main(int argc, char **argv) {
@@ -392,6 +393,7 @@ int main(int argc, char **argv) {
       {"Attention pooling", "examples/attnpool.sf", {"H=64", "E=64", "C=5", NULL}, 64, false, 64, 64, 5},
       {"Hand-written norms", "examples/handnorm.sf", {"H=64", NULL}, 64, false, 0, 64, 0},
       {"Char tagger (records)", "examples/chartagger.sf", {"E=64", "H=64", "T=17", NULL}, 64, false, 64, 64, 17},
+      {"Seq2seq with attention", "examples/seq2seq.sf", {"E=64", "H=64", "C=17", NULL}, 64, false, 64, 64, 17},
   };
   printf("| model | hidden | batch | dynamic trees/s | linear trees/s | linear / dynamic (median, min-max) | "
          "compile cold / warm |\n|---|---:|---:|---:|---:|---:|---|\n");

@@ -593,7 +593,14 @@ static int dec_step_id(cz *z, const sh_fn *fn, int dir, int src, lv s0, sh_span 
       return sh_lin_refuse(L, at, "a decoder's initial state: item %d is not zeros(...), an encoder scan's last state "
                            "(xs[len(words) - 1]) or the sentence's matrix", i), -1;
     f->init_fn[k] = c->fn, f->init_comp[k] = sg->comp;
-    nd(z, v.x)->init_only = true; /* read by the decoder's first step, not main's kernel */
+    for (int m = 0; m < z->a->n_nodes; m++) { /* the encoder's last state: read by the decoder's first step, not
+                                                 main's kernel (every component of that call) */
+      sh_lin_node *u = nd(z, m);
+      const sh_lin_seg *us = &u->segs[0];
+      if (u->op == SH_LIN_IN && u->n_segs == 1 && !us->lookup && !us->zero && !us->reduce && !us->hx && !us->chars &&
+          us->call == sg->call)
+        u->init_only = true;
+    }
   }
   return L->n_fns++;
 }

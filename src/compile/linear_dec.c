@@ -123,10 +123,7 @@ sheaf_status sh_lin_dec_patch(sh_lin *L) {
               } else {
                 sg->init_zero = true;
               }
-            } else if (a->calls[sg->call].sel != SH_LIN_SEL_POS && d->ctx_comp[sg->comp]) {
-              return sh_lin_refuse(L, a->span, "a decoder's attention context read other than at the step's own "
-                                   "position: not translated by the linearized mode");
-            }
+            } /* (any other reader's row is of its own sentence: the attention reads that sentence's rows) */
             if (d->ctx_comp[sg->comp]) {
               if (d->init_fn[sg->comp])
                 return sh_lin_refuse(L, d->fn->span, "a decoder's attention context whose initial value is not "
