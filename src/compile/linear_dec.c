@@ -11,6 +11,7 @@
  * state (`enc[len(ws) - 1]`).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "compile/linear_int.h"
@@ -39,38 +40,23 @@ sheaf_status sh_lin_dec_fill(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g
   const float *es = L->state[a->calls[sg->att_first].fn][0];
   /* scores s_k = es_k . q; a = exp(s - max s) / sum; dst = sum_k a_k es_k */
   float m = -INFINITY, z = 0;
-  float sc[256], *s = end - first <= 256 ? sc : NULL;
+  float sc[256], *s = end - first <= 256 ? sc : malloc((size_t)(end - first) * sizeof *s); /* the scores */
+  if (!s) return sh_fail(L->ctx, SHEAF_ERR_NOMEM, "out of memory: an attention over %d words", (int)(end - first));
   for (int32_t k = first; k < end; k++) {
     const float *e = es + (size_t)k * w;
     float d = 0;
     for (size_t j = 0; j < w; j++) d += e[j] * x[j];
-    if (s) s[k - first] = d;
+    s[k - first] = d;
     m = d > m ? d : m;
   }
+  for (int32_t k = first; k < end; k++) z += expf(s[k - first] - m);
+  memset(dst, 0, w * sizeof(float)); /* (dst is another function's row or an input buffer: not x, not es) */
   for (int32_t k = first; k < end; k++) {
-    float d = 0;
-    if (s) {
-      d = s[k - first];
-    } else {
-      for (size_t j = 0; j < w; j++) d += es[(size_t)k * w + j] * x[j];
-    }
-    z += expf(d - m);
-  }
-  float acc[1024];
-  float *out = w <= 1024 ? acc : dst; /* (x may alias nothing of dst: dst is an input buffer) */
-  memset(out, 0, w * sizeof(float));
-  for (int32_t k = first; k < end; k++) {
-    float d = 0;
-    if (s) {
-      d = s[k - first];
-    } else {
-      for (size_t j = 0; j < w; j++) d += es[(size_t)k * w + j] * x[j];
-    }
-    float ak = expf(d - m) / z;
+    float ak = expf(s[k - first] - m) / z;
     const float *e = es + (size_t)k * w;
-    for (size_t j = 0; j < w; j++) out[j] += ak * e[j];
+    for (size_t j = 0; j < w; j++) dst[j] += ak * e[j];
   }
-  if (out != dst) memcpy(dst, out, w * sizeof(float));
+  if (s != sc) free(s);
   return SHEAF_OK;
 }
 

@@ -28,11 +28,12 @@ int32_t sh_lin_rec_field(const sh_lin *L, const sh_lin_slot *sl, int32_t tok, in
 sheaf_status sh_lin_rec_check(sh_lin *L, const sh_lin_records *rec) {
   if (!rec) return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: main takes token records: rec is NULL");
   const int32_t *col[SH_TF_COUNT] = {NULL, rec->upos, rec->xpos, rec->deprel, rec->head, NULL, NULL};
+  for (int tf = 0; tf < SH_TF_COUNT; tf++) /* in the fields' order, as the dynamic run names the first */
   for (int f = 0; f < L->n_fns; f++)
     for (int k = 0; k < L->fns[f].n_arms; k++) {
       const sh_lin_arm *a = L->fns[f].arms[k];
       for (int i = 0; i < a->n_fields; i++) {
-        int tf = a->slots[a->field_slot[i]].tf;
+        if (a->slots[a->field_slot[i]].tf != tf) continue;
         bool missing = tf == SH_TF_CHARS ? !rec->form || !rec->form_len
                                          : tf != SH_TF_WORD && tf != SH_TF_INDEX && !col[tf];
         if (missing)
