@@ -5,7 +5,9 @@
  * 256 (E = 256) at batch 64 and batch 1, TreeFC, MV-RNN and TreeLSTM at
  * hidden 64 (batch 64); on the same file's sentences GRU (hidden 64), the
  * BiLSTM tagger (hidden 64 and 128), the 2-layer tagger, the trigram CNN,
- * attention pooling and handnorm (hidden 64) and the transformer layer (d 64:
+ * attention pooling, handnorm, the char tagger (token records) and seq2seq
+ * (a decoder attending over the encoder's states; hidden 64) and the
+ * transformer layer (d 64:
  * 4 heads of 16, FFN 256), batch 64 (rows per second are then
  * sentences per second); 1 thread; windows alternate (dynamic, linear) per
  * round and the ratio is taken per round (median, min-max). For TreeLSTM
@@ -175,6 +177,51 @@ static bool pass_linear_seq(setup *s, const sh_dataset *d, int n, int b) {
   return true;
 }
 
+/* Token records (chartagger.sf): the sentences' CoNLL-U columns and texts,
+ * fed to both modes as `sheaf run` feeds them. */
+static sh_lin_records recs;
+
+static bool pass_dynamic_rec(setup *s, sh_interp *ip, sheaf_graph *g, const sh_dataset *d, int n, int b) {
+  (void)s;
+  sh_value res[256];
+  int32_t w[1024];
+  for (int first = 0; first < n; first += b) {
+    int cnt = first + b <= n ? b : n - first;
+    for (int t = 0; t < cnt; t++) {
+      int32_t off = d->sent_off[first + t], len = d->sent_off[first + t + 1] - off;
+      if (len > 1024) return false;
+      for (int32_t k = 0; k < len; k++) w[k] = sh_word_id(d->ids, d->sent_words[off + k]);
+      sh_token_cols tc = {len, w, recs.upos + off, recs.xpos + off, recs.deprel + off, recs.head + off,
+                          recs.form + off, recs.form_len + off};
+      sh_value in;
+      if (sh_interp_records(ip, &tc, &in) || sh_interp_main(ip, g, in, &res[t])) return false;
+    }
+    if (sheaf_graph_flush(g)) return false;
+    for (int t = 0; t < cnt; t++) {
+      sheaf_expr e[1024];
+      size_t k = sh_value_tensors(res[t], e, 1024);
+      for (size_t j = 0; j < k && j < 1024; j++) {
+        sheaf_value_view v;
+        if (sheaf_value(g, e[j], &v)) return false;
+        sink += v.data[0];
+      }
+    }
+    if (sheaf_graph_reset(g)) return false;
+    sh_interp_reset(ip);
+  }
+  return true;
+}
+
+static bool pass_linear_rec(setup *s, const sh_dataset *d, int n, int b) {
+  for (int first = 0; first < n; first += b) {
+    int cnt = first + b <= n ? b : n - first;
+    if (sh_lin_run_rec(s->lin, d->sent_off, d->sent_words, &recs, first, cnt, d->ids)) return false;
+    for (int t = 0; t < cnt; t++)
+      for (int32_t k = 0; k < sh_lin_output_rows(s->lin, t); k++) sink += sh_lin_output_row(s->lin, t, k, 0)[0];
+  }
+  return true;
+}
+
 static int cmp_d(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -253,7 +300,7 @@ static bool takes_dep_trees(const cfg *k) { return strstr(k->path, "/childsum.sf
 static bool takes_sentences(const cfg *k) {
   return strstr(k->path, "/gru.sf") || strstr(k->path, "/bilstm.sf") || strstr(k->path, "/tagger2.sf") ||
          strstr(k->path, "/cnn.sf") || strstr(k->path, "/attnpool.sf") || strstr(k->path, "/handnorm.sf") ||
-         strstr(k->path, "/transformer.sf");
+         strstr(k->path, "/transformer.sf") || strstr(k->path, "/chartagger.sf") || strstr(k->path, "/seq2seq.sf");
 }
 
 int main(int argc, char **argv) {
@@ -310,6 +357,15 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_compiled: %s\n", sheaf_ctx_last_error(ctx1));
     return 1;
   }
+  int32_t n_tok = ds.sent_off[ds.n_sents];
+  const char **forms = malloc(((size_t)n_tok + 1) * sizeof *forms);
+  size_t *form_lens = malloc(((size_t)n_tok + 1) * sizeof *form_lens);
+  if (!forms || !form_lens) return 1;
+  for (int32_t k = 0; k < n_tok; k++) {
+    forms[k] = sh_vocab_str(&ds.words, ds.sent_words[k]);
+    form_lens[k] = sh_vocab_len(&ds.words, ds.sent_words[k]);
+  }
+  recs = (sh_lin_records){ds.sent_tags, ds.sent_xpos, ds.sent_deprel, ds.sent_head, forms, form_lens};
   printf("# bench_compiled: %d EWT trees, %d rounds, windows alternating dynamic / linear, 1 thread, isa %s\n", n,
          rounds, sheaf_isa_name(sheaf_cpu_isa()));
   const exb_peer peer = {"bench/treelstm_torch.py", "--trees", NULL, "tree", {NULL, NULL}, "treelstm_dynet"};
@@ -336,6 +392,8 @@ int main(int argc, char **argv) {
       {"Trigram CNN", "examples/cnn.sf", {"F=64", "E=64", "C=5", NULL}, 64, false, 64, 64, 5},
       {"Attention pooling", "examples/attnpool.sf", {"H=64", "E=64", "C=5", NULL}, 64, false, 64, 64, 5},
       {"Hand-written norms", "examples/handnorm.sf", {"H=64", NULL}, 64, false, 0, 64, 0},
+      {"Char tagger (records)", "examples/chartagger.sf", {"E=64", "H=64", "T=17", NULL}, 64, false, 64, 64, 17},
+      {"Seq2seq with attention", "examples/seq2seq.sf", {"E=64", "H=64", "C=17", NULL}, 64, false, 64, 64, 17},
   };
   printf("| model | hidden | batch | dynamic trees/s | linear trees/s | linear / dynamic (median, min-max) | "
          "compile cold / warm |\n|---|---:|---:|---:|---:|---:|---|\n");
@@ -360,6 +418,7 @@ int main(int argc, char **argv) {
     bool (*dyn)(setup *, sh_interp *, sheaf_graph *, const sh_dataset *, int, int) = pass_dynamic;
     bool (*lin)(setup *, const sh_dataset *, int, int) = pass_linear;
     if (takes_sentences(k)) dyn = pass_dynamic_seq_s, lin = pass_linear_seq;
+    if (strstr(k->path, "/chartagger.sf")) dyn = pass_dynamic_rec, lin = pass_linear_rec;
     if (!dyn(&s, ip, g, dk, nb, k->batch) || !lin(&s, dk, nb, k->batch)) {
       fprintf(stderr, "bench_compiled: %s\n", sheaf_ctx_last_error(ctx1));
       return 1;
@@ -452,6 +511,7 @@ int main(int argc, char **argv) {
   sh_dataset_free(&d);
   sh_dataset_free(&ds);
   sh_dataset_free(&dc);
+  free(forms), free(form_lens);
   sheaf_ctx_free(ctx1);
   sheaf_ctx_free(ctx2);
   char cmd[128];

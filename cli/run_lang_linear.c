@@ -21,9 +21,29 @@ sheaf_status lang_run_linear(sh_lin *L, sheaf_model *model, const sh_module *m, 
   sheaf_status st = sheaf_graph_create(model, NULL, &g);
   sh_agg **aggs = calloc(MAX_AGGS, sizeof *aggs);
   if (!aggs && !st) st = sh_fail(ctx, SHEAF_ERR_NOMEM, "out of memory");
+  /* token records: the CoNLL-U columns as the dynamic run reads them, each token's text (chars) */
+  sh_lin_records rec = {0};
+  const char **forms = NULL;
+  size_t *form_lens = NULL;
+  if (!st && sh_lin_takes_records(L)) {
+    bool conllu = d->sent_xpos != NULL; /* token lines have words only */
+    rec.upos = conllu ? d->sent_tags : NULL, rec.xpos = d->sent_xpos;
+    rec.deprel = d->sent_deprel, rec.head = d->sent_head;
+    int32_t nt = d->sent_off[d->n_sents];
+    if (form_ids) {
+      forms = malloc(((size_t)nt + 1) * sizeof *forms), form_lens = malloc(((size_t)nt + 1) * sizeof *form_lens);
+      if (!forms || !form_lens) st = sh_fail(ctx, SHEAF_ERR_NOMEM, "out of memory: the tokens' texts");
+      for (int32_t k = 0; !st && k < nt; k++) {
+        forms[k] = sh_vocab_str(&d->words, form_ids[k]);
+        form_lens[k] = sh_vocab_len(&d->words, form_ids[k]);
+      }
+      rec.form = forms, rec.form_len = form_lens;
+    }
+  }
   for (int32_t first = 0; !st && first < n; first += batch) {
     int32_t cnt = first + batch <= n ? batch : n - first;
-    st = d->kind == SH_DATASET_SENTS ? sh_lin_run_seq(L, d->sent_off, d->sent_words, first, cnt, ids)
+    st = sh_lin_takes_records(L) ? sh_lin_run_rec(L, d->sent_off, d->sent_words, &rec, first, cnt, ids)
+       : d->kind == SH_DATASET_SENTS ? sh_lin_run_seq(L, d->sent_off, d->sent_words, first, cnt, ids)
                                      : sh_lin_run(L, &d->tb, first, cnt, ids);
     if (st) {
       *failed_at = first;
@@ -72,5 +92,6 @@ sheaf_status lang_run_linear(sh_lin *L, sheaf_model *model, const sh_module *m, 
   }
   sheaf_graph_free(g);
   free(aggs);
+  free(forms), free(form_lens);
   return st;
 }

@@ -1,7 +1,7 @@
 /*
  * test_linear_refuse.c — what the linearized mode refuses, with the reason
  * and the source position (early_exit's while on a tensor value, an if on
- * a dependency node's child count other than == 0, chartagger's token records, beam's while, an
+ * a dependency node's child count other than == 0, beam's while, an
  * if on item(), an unsupported builtin, a call on a tree the pattern does not bind), that no example
  * model crashes it, and the inspector's arrays on a hand-built batch.
  */
@@ -34,12 +34,8 @@ TEST(linear_refuses_with_reasons) {
   if (tl_refusal("count_if.sf", count_if, (const char *[]){"H=8", NULL}, why, sizeof why)) {
     CHECK_CONTAINS(why, "count_if.sf:6:6: a condition on the child count other than len(...) == 0 (or > 0)");
   }
-  /* bilstm.sf linearizes now (test_linear_seq.c); token records do not yet */
-  if (tl_refusal("examples/chartagger.sf", NULL, (const char *[]){"H=8", "E=6", "T=5", NULL}, why,
-              sizeof why)) {
-    CHECK_CONTAINS(why, "examples/chartagger.sf:");
-    CHECK_CONTAINS(why, "token records");
-  }
+  /* bilstm.sf, chartagger.sf (token records) and seq2seq.sf (a decoder) linearize now (test_linear_seq.c,
+   * test_linear_rec.c, test_linear_dec.c) */
   if (tl_refusal("examples/beam.sf", NULL, (const char *[]){"H=8", "E=6", NULL}, why, sizeof why)) {
     CHECK_CONTAINS(why, "examples/beam.sf:");
     CHECK_CONTAINS(why, "while loop: its trip count is not the input's structure");

@@ -31,8 +31,14 @@ typedef enum {
   LV_KLIST, LV_KVEC, LV_KSTACK, LV_KLEN, LV_BOOL,
   LV_OUTER, /* seq_tokmap: a tensor of main's arm, not readable in a map's own arm */
   LV_COND,  /* sequences: whether the word at the map's position + x is inside the sentence (`i > 0`) */
-  LV_SOFTMAX, LV_STACK /* sequences: softmax of a map's scores, stack of a map's rows (fn x): only as
+  LV_SOFTMAX, LV_STACK, /* sequences: softmax of a map's scores, stack of a map's rows (fn x): only as
                           `softmax(...) @ stack(...)`, an attention over the sentence (seq_attend) */
+  LV_REC,   /* token records: the map's token (bound by `let Tok(w, cs, ...) = t`) */
+  LV_HINT,  /* token records: a per-token host integer (x: its expression in a->hx) */
+  LV_CHARS, /* token records: the token's chars (x: the slot), read by mean/sum(for c in cs { table[c] }) */
+  /* decoders (seq2seq.sf): LV_ESMAT the sentence's encoder matrix (x: the map over the encoder's states,
+     its rows), LV_SCORES es @ q, LV_ATTW softmax of them, LV_CTX their @ es (x: the node of q) */
+  LV_ESMAT, LV_SCORES, LV_ATTW, LV_CTX
 } lv_kind;
 
 typedef struct lv {
@@ -296,6 +302,7 @@ static int cat_node(cz *z, sh_span at, const int *items, int n) {
 /* ------------------------------------------------------------ functions */
 
 static bool is_tree_fn(const sh_lin *L, const sh_fn *f) {
+  if (L->records) return false; /* a record is a token's fields, not a tree: helpers taking it are inlined */
   for (int i = 0; i < f->n_params; i++)
     if (f->param_types[i] && f->param_types[i]->kind == SH_TY_ADT) return true;
   (void)L;
@@ -452,6 +459,10 @@ static lv call_result(cz *z, sh_span at, const sh_type *t, int call, const sh_li
     lv *items = lv_alloc(z, t->n, at);
     if (!items) return none;
     for (int i = 0; i < t->n; i++) {
+      if (g->es_fn && t == g->fn->ret_type && i == g->es_item) { /* a decoder's matrix: no component */
+        items[i] = (lv){LV_ESMAT, g->es_fn, 0, NULL};
+        continue;
+      }
       items[i] = call_result(z, at, t->elems[i], call, g, comp);
       if (failed(z)) return none;
     }
@@ -495,6 +506,136 @@ static bool carries_rows(const cz *z, lv v) {
   return false;
 }
 
+/* ------------------------------------------------------------ decoders */
+
+/* A scan whose initial state carries a sentence's matrix (seq2seq.sf:
+ * `let es = stack(for (h, _) in enc { h })`, then `scan(dec_step, (h0, c0,
+ * zeros(H), es), ws)`): the matrix is a map over the encoder's states (its
+ * rows of a sentence contiguous), not a component of the step's state; the
+ * step's `softmax(es @ q) @ es` is its query q as a component, read as the
+ * attention by the executor (linear_dec.c); the initial state's components
+ * are zeros or the encoder's last state, per sentence. */
+
+static lv seq_tokmap(cz *z, const sh_ast *e, lv *env, int depth);
+
+static bool dec_state(lv s0) {
+  for (int i = 0; s0.kind == LV_TUP && i < s0.n; i++)
+    if (s0.items[i].kind == LV_ESMAT) return true;
+  return false;
+}
+
+static bool mentions(const sh_ast *x, const sh_local *local) {
+  if (!x) return false;
+  if (x->kind == SH_EX_NAME) return x->res == SH_RES_LOCAL && x->ref.local == local;
+  for (int i = 0; x->kind == SH_EX_TUPLE && i < x->n; i++)
+    if (mentions(x->items[i], local)) return true;
+  return false;
+}
+
+/* Whether let i of block e binds a stack(for ...) that a later scan or fold takes in its initial state. */
+static bool dec_matrix(const sh_ast *e, int i) {
+  const sh_ast *x = e->lets[i].value;
+  const sh_pat *p = e->lets[i].pat;
+  if (!x || !p || p->kind != SH_PAT_VAR || x->kind != SH_EX_CALL || x->call != SH_CALL_BUILTIN ||
+      x->builtin != SH_BI_STACK || x->n != 1 || !x->items[0] || x->items[0]->kind != SH_EX_FOR)
+    return false;
+  for (int j = i + 1; j <= e->n; j++) {
+    const sh_ast *y = j < e->n ? e->lets[j].value : e->a;
+    if (y && y->kind == SH_EX_CALL && y->call == SH_CALL_BUILTIN &&
+        (y->builtin == SH_BI_SCAN || y->builtin == SH_BI_FOLD) && y->n == 3 && mentions(y->items[1], p->local))
+      return true;
+  }
+  return false;
+}
+
+static lv dec_stack(cz *z, const sh_ast *x, lv *env, int depth) {
+  lv v = seq_tokmap(z, x->items[0], env, depth);
+  if (failed(z)) return none;
+  const sh_lin_fn *g = &z->L->fns[v.x];
+  if (v.kind != LV_SEQ || g->n_comp != 1 || g->comp_rank[0] != 1)
+    return sh_lin_refuse(z->L, x->span, "a decoder's matrix: a stack of vectors over the words is translated"), none;
+  return (lv){LV_ESMAT, v.x, 0, NULL};
+}
+
+/* The decoder's step, registered on first use: its components (the state's
+ * items but the matrix) and their initial values. */
+static int dec_step_id(cz *z, const sh_fn *fn, int dir, int src, lv s0, sh_span at) {
+  sh_lin *L = z->L;
+  for (int i = 0; i < L->n_fns; i++)
+    if (L->fns[i].fn == fn && L->fns[i].step == dir && L->fns[i].src == src)
+      return sh_lin_refuse(L, at, "a decoder's step scanned twice: not translated by the linearized mode"), -1;
+  const char *name = sh_sym_name(&L->m->syms, fn->name);
+  const sh_type *t = fn->ret_type;
+  if (L->n_fns == SH_LIN_MAX_FNS) return sh_lin_refuse(L, at, "more than %d structural functions", SH_LIN_MAX_FNS), -1;
+  if (fn->n_params != 2 || !fn->param_types[1] || (src == 0 && fn->param_types[1]->kind != SH_TY_I32) || !t ||
+      t->kind != SH_TY_TUPLE || t->n != s0.n)
+    return sh_lin_refuse(L, at, "'%s' is scanned over the words with a sentence's matrix in its state: the "
+                         "linearized mode takes a step (state, w: i32) -> state, the state a flat tuple", name), -1;
+  sh_lin_fn *f = &L->fns[L->n_fns];
+  memset(f, 0, sizeof *f);
+  f->fn = fn, f->step = dir, f->src = src;
+  for (int i = 0; i < s0.n; i++) {
+    lv v = s0.items[i];
+    if (v.kind == LV_ESMAT) {
+      if (f->es_fn) return sh_lin_refuse(L, at, "a decoder's state with two sentence matrices"), -1;
+      f->es_fn = v.x, f->es_item = i;
+      continue;
+    }
+    int k = f->n_comp;
+    if (!flatten_ret(L, t->elems[i], f) || f->n_comp != k + 1)
+      return sh_lin_refuse(L, fn->span, "'%s' must return tensors of known sizes besides the matrix", name), -1;
+    if (v.kind == LV_ZERO) continue;
+    const sh_lin_node *n = v.kind == LV_T ? nd(z, v.x) : NULL;
+    const sh_lin_seg *sg = n && n->op == SH_LIN_IN && n->n_segs == 1 ? &n->segs[0] : NULL;
+    const sh_lin_call *c = sg && !sg->lookup && !sg->zero && !sg->reduce && !sg->hx && !sg->chars
+                               ? &z->a->calls[sg->call] : NULL;
+    if (!c || c->sel != SH_LIN_SEL_LAST || sg->width != f->comp_width[k])
+      return sh_lin_refuse(L, at, "a decoder's initial state: item %d is not zeros(...), an encoder scan's last state "
+                           "(xs[len(words) - 1]) or the sentence's matrix", i), -1;
+    f->init_fn[k] = c->fn, f->init_comp[k] = sg->comp;
+    for (int m = 0; m < z->a->n_nodes; m++) { /* the encoder's last state: read by the decoder's first step, not
+                                                 main's kernel (every component of that call) */
+      sh_lin_node *u = nd(z, m);
+      const sh_lin_seg *us = &u->segs[0];
+      if (u->op == SH_LIN_IN && u->n_segs == 1 && !us->lookup && !us->zero && !us->reduce && !us->hx && !us->chars &&
+          us->call == sg->call)
+        u->init_only = true;
+    }
+  }
+  return L->n_fns++;
+}
+
+static lv dec_apply(cz *z, const sh_ast *e, lv s0, lv xs) {
+  const char *what = e->builtin == SH_BI_FOLD ? "fold" : "scan";
+  if (xs.kind != LV_WORDS && xs.kind != LV_SEQ)
+    return sh_lin_refuse(z->L, e->items[2]->span, "%s over a list other than main's words, a map over them or a "
+                         "scan (or rev of these): not translated by the linearized mode", what), none;
+  if (z->in_for || z->fi != 0) return sh_lin_refuse(z->L, e->span, "a decoder's %s outside main", what), none;
+  bool back = xs.kind == LV_WORDS ? xs.x != 0 : xs.n != 0;
+  int g = dec_step_id(z, e->fn_arg, back ? -1 : 1, xs.kind == LV_SEQ ? xs.x : 0, s0, e->items[1]->span);
+  if (g < 0) return none;
+  if (e->builtin == SH_BI_FOLD) return seq_call(z, e->span, g, SH_LIN_SEL_LAST);
+  return (lv){LV_SEQ, g, back, NULL};
+}
+
+/* es @ q, then softmax(...) @ es: the attention over the sentence's rows. */
+static lv dec_binary(cz *z, const sh_ast *e, lv x, lv y) {
+  if (e->op == SH_TK_AT && x.kind == LV_ESMAT && y.kind == LV_T) {
+    const sh_lin_node *q = nd(z, y.x);
+    if (q->rank == 1 && q->batched && q->op != SH_LIN_CAT && !q->kid && q->d[0] == z->L->fns[x.x].comp_d[0][0])
+      return (lv){LV_SCORES, y.x, 0, NULL};
+  }
+  if (e->op == SH_TK_AT && x.kind == LV_ATTW && y.kind == LV_ESMAT) return (lv){LV_CTX, x.x, 0, NULL};
+  return sh_lin_refuse(z->L, e->span, "a sentence's matrix in a decoder's step: translated only as softmax(es @ q) @ "
+                       "es (q a computed vector of the matrix's width), an attention over the sentence's rows"), none;
+}
+
+static bool dec_scores_arg(const sh_ast *e, const lv *env) {
+  const sh_ast *x = e->n == 1 ? e->items[0] : NULL;
+  return x && x->kind == SH_EX_BINARY && x->op == SH_TK_AT && x->a && x->a->kind == SH_EX_NAME &&
+         x->a->res == SH_RES_LOCAL && x->a->ref.local && env[x->a->ref.local->index].kind == LV_ESMAT;
+}
+
 /* fold(step, s0, words) and scan(step, s0, words): the step a function of
  * its own, one activation per word position. */
 static lv seq_apply(cz *z, const sh_ast *e, lv *env, int depth) {
@@ -506,6 +647,7 @@ static lv seq_apply(cz *z, const sh_ast *e, lv *env, int depth) {
                          what), none;
   lv s0 = eval(z, e->items[1], env, depth), xs = eval(z, e->items[2], env, depth);
   if (failed(z)) return none;
+  if (dec_state(s0)) return dec_apply(z, e, s0, xs);
   if (carries_rows(z, s0))
     return sh_lin_refuse(z->L, e->items[1]->span, "%s's state carries a sentence's matrix (stack over the words): a "
                          "step that reads all of the sentence's rows (attention in a decoder) is not translated by "
@@ -537,13 +679,13 @@ static lv seq_for(cz *z, const sh_ast *e, lv *env, int depth) {
   if (L->fns[z->fi].step || z->fi != 0 || z->in_for || z->for_done)
     return sh_lin_refuse(L, at, "a loop other than main's one map over its words: not translated by the linearized "
                          "mode"), none;
-  lv item = seq_item(z, e, env, depth);
-  if (failed(z)) return none;
   if (!sh_lin_mat_rows_ok(z->a, z->a->n_nodes)) /* rows of a sentence's matrix (stack) are per token */
     return sh_lin_refuse(L, at, "per-sentence tensors before main's per-token map: not translated by the "
                          "linearized mode"), none;
-  z->in_for = true;
   z->for_start = z->a->n_nodes;
+  lv item = seq_item(z, e, env, depth); /* (a scan's or a map's row: per token, inside the map) */
+  if (failed(z)) return none;
+  z->in_for = true;
   if (!bind_let(z, e->pat, item, env)) return none;
   lv v = eval(z, e->c, env, depth);
   z->in_for = false;
@@ -589,6 +731,8 @@ static lv seq_item(cz *z, const sh_ast *e, lv *env, int depth) {
       return sh_lin_refuse(L, at, "a range other than 0..len(words): the linearized mode maps over the words' "
                            "positions"), none;
     item = (lv){LV_POS, 0, 0, NULL};
+  } else if (xs.kind == LV_WORDS && !xs.x && L->records) {
+    item = (lv){LV_REC, 0, 0, NULL};
   } else if (xs.kind == LV_WORDS && !xs.x) {
     int8_t path[8] = {0};
     item = (lv){LV_WORD, new_slot(z, at, true, path, 0), 0, NULL};
@@ -883,6 +1027,157 @@ static lv seq_attend(cz *z, const sh_ast *e, lv w, lv xs) {
   return mk_t(in_node(z, at, s, 1, g->comp_d[0]));
 }
 
+/* ------------------------------------------------------------ token records */
+
+/* main takes a list of token records (chartagger.sf): the map's token binds
+ * its fields by `let Tok(w, cs, rel, head, i) = t`. An integer field is a
+ * pattern field of the row (the inspector's column); a lookup by it reads
+ * the table's row (a word's by sh_lang_word_row, another's by its value);
+ * integer code over the fields (`if head == 0 { 0 } else { head - 1 - i }`)
+ * is a per-token host expression the executor evaluates, read as a tensor
+ * through float(...); `mean(for c in cs { cemb[c] })` (or sum) over the
+ * token's chars an input the executor reduces (linear_rec.c). */
+
+static bool rec_int(const cz *z, lv v) {
+  if (v.kind == LV_HINT) return true;
+  return v.kind == LV_WORD && v.x >= 0 && z->a->slots[v.x].tf != SH_TF_WORD && z->a->slots[v.x].tf != SH_TF_CHARS;
+}
+
+static int rec_field_of(cz *z, int slot) {
+  sh_lin_arm *a = z->a;
+  int f = 0;
+  while (f < a->n_fields && a->field_slot[f] != slot) f++;
+  if (f == a->n_fields) a->field_slot[a->n_fields++] = slot;
+  return f;
+}
+
+static int hx_new(cz *z, sh_span at, int op, int x, int y, int c, int32_t v) {
+  sh_lin_arm *a = z->a;
+  if (failed(z)) return -1;
+  if (a->n_hx == SH_LIN_MAX_HX) {
+    sh_lin_refuse(z->L, at, "a token's integer code of more than %d operations: not translated by the linearized mode",
+                  SH_LIN_MAX_HX);
+    return -1;
+  }
+  a->hx[a->n_hx] = (sh_lin_hx){(int8_t)op, x, y, c, v};
+  return a->n_hx++;
+}
+
+/* The host expression of an integer value (a literal, a field, an expression), -1 refused. */
+static int rec_hx_of(cz *z, sh_span at, lv v) {
+  if (failed(z)) return -1;
+  if (v.kind == LV_HINT) return v.x;
+  if (v.kind == LV_INT) return hx_new(z, at, SH_HX_CONST, -1, -1, -1, v.x);
+  if (rec_int(z, v)) return hx_new(z, at, SH_HX_FIELD, -1, -1, -1, rec_field_of(z, v.x));
+  sh_lin_refuse(z->L, at, "a token's integer code over other than its integer fields and integer literals: not "
+                "translated by the linearized mode");
+  return -1;
+}
+
+static lv rec_hx(cz *z, sh_span at, int op, int x, int y, int c, int32_t v) {
+  if (x < 0 || (op != SH_HX_NEG && y < 0)) return none;
+  int k = hx_new(z, at, op, x, y, c, v);
+  return k < 0 ? none : (lv){LV_HINT, k, 0, NULL};
+}
+
+static lv rec_arith(cz *z, const sh_ast *e, lv x, lv y) {
+  int op;
+  switch (e->op) {
+  case SH_TK_PLUS: op = SH_HX_ADD; break;
+  case SH_TK_MINUS: op = SH_HX_SUB; break;
+  case SH_TK_STAR: op = SH_HX_MUL; break;
+  case SH_TK_EQ: op = SH_HX_EQ; break;
+  case SH_TK_NE: op = SH_HX_NE; break;
+  case SH_TK_LT: op = SH_HX_LT; break;
+  case SH_TK_LE: op = SH_HX_LE; break;
+  case SH_TK_GT: op = SH_HX_GT; break;
+  case SH_TK_GE: op = SH_HX_GE; break;
+  default:
+    return sh_lin_refuse(z->L, e->span, "a token's integer code with other than + - * and comparisons: not "
+                         "translated by the linearized mode"), none;
+  }
+  int a = rec_hx_of(z, e->a->span, x), b = a < 0 ? -1 : rec_hx_of(z, e->b->span, y);
+  return rec_hx(z, e->span, op, a, b, -1, 0);
+}
+
+/* if on a token's integer fields, with integer branches: a host expression. */
+static lv rec_if(cz *z, const sh_ast *e, lv *env, int depth) {
+  lv c = eval(z, e->a, env, depth);
+  if (failed(z)) return none;
+  if (c.kind != LV_HINT) return seq_if(z, e, env, depth); /* a neighbour's existence (sequences) */
+  lv t = e->b ? eval(z, e->b, env, depth) : none, f = e->c ? eval(z, e->c, env, depth) : none;
+  if (failed(z)) return none;
+  if (!(t.kind == LV_INT || rec_int(z, t)) || !(f.kind == LV_INT || rec_int(z, f)))
+    return sh_lin_refuse(z->L, e->span, "an if on a token's integer fields whose branches are not integers: the "
+                         "linearized mode evaluates such code per token on the host (a tensor reads it through "
+                         "float(...))"), none;
+  int tb = rec_hx_of(z, e->b->span, t), fb = tb < 0 ? -1 : rec_hx_of(z, e->c->span, f);
+  if (fb < 0) return none;
+  return rec_hx(z, e->span, SH_HX_IF, c.x, tb, fb, 0);
+}
+
+/* float(x) of a token's integer code: an f32[1] input, its value per row. */
+static lv rec_float(cz *z, const sh_ast *e, lv *env, int depth) {
+  lv v = eval(z, e->items[0], env, depth);
+  if (failed(z)) return none;
+  if (v.kind == LV_INT) return mk_t(const_node(z, e->span, (double)v.x));
+  int k = rec_hx_of(z, e->items[0]->span, v);
+  if (k < 0) return none;
+  sh_lin_seg s = {.hx = 1 + k, .width = 1};
+  return mk_t(in_node(z, e->span, s, 1, (int64_t[]){1, 1}));
+}
+
+/* Whether builtin e's argument is a loop over a token's chars. */
+static bool rec_chars_loop(const sh_ast *e, const lv *env) {
+  const sh_ast *f = e->n == 1 ? e->items[0] : NULL;
+  return f && f->kind == SH_EX_FOR && !f->b && f->a && f->a->kind == SH_EX_NAME && f->a->res == SH_RES_LOCAL &&
+         f->a->ref.local && env[f->a->ref.local->index].kind == LV_CHARS;
+}
+
+/* mean(for c in cs { table[c] }) or sum(...) over the token's chars. */
+static lv rec_chars(cz *z, const sh_ast *e, lv *env) {
+  const sh_ast *f = e->items[0], *b = f->c;
+  while (b && b->kind == SH_EX_BLOCK && b->n == 0) b = b->a; /* { table[c] } */
+  lv cs = env[f->a->ref.local->index];
+  if (!f->pat || f->pat->kind != SH_PAT_VAR || !b || b->kind != SH_EX_INDEX || !b->lookup || !b->a ||
+      b->a->kind != SH_EX_NAME || b->a->res != SH_RES_PARAM || !b->b || b->b->kind != SH_EX_NAME ||
+      b->b->res != SH_RES_LOCAL || b->b->ref.local != f->pat->local)
+    return sh_lin_refuse(z->L, f->span, "a loop over a token's chars: the linearized mode translates it only as "
+                         "%s(for c in cs { table[c] })", sh_builtin_name(e->builtin)), none;
+  const sh_param_decl *p = b->a->ref.param;
+  int rank;
+  int64_t d[2];
+  if (!type_shape(z->L, p->type, &rank, d) || rank != 2)
+    return sh_lin_refuse(z->L, b->span, "lookup in '%s': not a table of known size", sym(z, p->name)), none;
+  sh_lin_seg s = {.chars = true, .reduce = e->builtin, .param = p->index, .field = rec_field_of(z, cs.x),
+                  .width = d[1]};
+  return mk_t(in_node(z, e->span, s, 1, (int64_t[]){d[1], 1}));
+}
+
+/* let Tok(w, cs, ...) = t: the token's fields. */
+static bool rec_bind(cz *z, const sh_pat *p, lv *env) {
+  const sh_input_shape *in = z->L->in;
+  if (!p->ctor || p->ctor->index != in->ctor_rec || p->n != in->n_rec_fields) {
+    sh_lin_refuse(z->L, p->span, "a pattern on a token record other than its constructor");
+    return false;
+  }
+  for (int i = 0; i < p->n; i++) {
+    const sh_pat *q = p->items[i];
+    if (q->kind == SH_PAT_WILD) continue;
+    if (q->kind != SH_PAT_VAR) {
+      sh_lin_refuse(z->L, q->span, "a token record's field bound by other than a variable or _: not translated by "
+                    "the linearized mode");
+      return false;
+    }
+    int8_t path[8] = {0};
+    int s = new_slot(z, q->span, true, path, 0);
+    if (s < 0) return false;
+    z->a->slots[s].tf = (int8_t)in->rec_field[i];
+    env[q->local->index] = (lv){in->rec_field[i] == SH_TF_CHARS ? LV_CHARS : LV_WORD, s, 0, NULL};
+  }
+  return true;
+}
+
 static lv structural_call(cz *z, const sh_ast *e, lv *env, int depth) {
   int g = fn_id(z->L, e->ref.fn, e->span);
   if (g < 0) return none;
@@ -908,6 +1203,7 @@ static bool bind_let(cz *z, const sh_pat *p, lv v, lv *env) {
   case SH_PAT_WILD: return true;
   case SH_PAT_VAR: env[p->local->index] = v; return true;
   case SH_PAT_CTOR: /* let Dep(w, kids) = t: the node's word and children */
+    if (v.kind == LV_REC) return rec_bind(z, p, env);
     if (!z->L->dep || v.kind != LV_TREE || v.x >= 0 || !p->ctor || p->ctor->index != z->L->in->ctor_dep ||
         p->n != 2)
       break;
@@ -1093,6 +1389,7 @@ static bool mat_builtin(cz *z, const sh_ast *e, lv *env, int depth, lv *out) {
   case SH_BI_FLOAT: {
     int64_t v;
     if (e->n != 1 || !t || t->kind != SH_TY_I32) return false;
+    if (z->L->records) return *out = rec_float(z, e, env, depth), true;
     if (eval_int(z, e->items[0], env, depth, &v)) *out = mk_t(const_node(z, at, (double)v));
     return true;
   }
@@ -1116,6 +1413,10 @@ static bool mat_builtin(cz *z, const sh_ast *e, lv *env, int depth, lv *out) {
 
 static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
   sh_span at = e->span;
+  if (z->L->seq && e->builtin == SH_BI_SOFTMAX && dec_scores_arg(e, env)) { /* softmax(es @ q) in a decoder */
+    lv v = eval(z, e->items[0], env, depth);
+    return v.kind == LV_SCORES ? (lv){LV_ATTW, v.x, 0, NULL} : none;
+  }
   bool done;
   lv kv = kid_builtin(z, e, env, depth, &done);
   if (done || failed(z)) return kv;
@@ -1130,6 +1431,7 @@ static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
     if (z->L->dep) return dep_map(z, e, env, depth);
     break;
   case SH_BI_MAX: case SH_BI_MEAN:
+    if (z->L->records && e->builtin == SH_BI_MEAN && rec_chars_loop(e, env)) return rec_chars(z, e, env);
     if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_LIST)
       return seq_reduce(z, e, env, depth);
     if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_TENSOR) { /* of a vector */
@@ -1154,6 +1456,7 @@ static lv builtin(cz *z, const sh_ast *e, lv *env, int depth) {
     }
     break;
   case SH_BI_SUM: {
+    if (z->L->records && rec_chars_loop(e, env)) return rec_chars(z, e, env);
     if (z->L->seq && e->n == 1 && e->items[0]->type && e->items[0]->type->kind == SH_TY_LIST)
       return seq_reduce(z, e, env, depth);
     /* sum of a vector: kid_builtin (RSUM) */
@@ -1288,6 +1591,7 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
     if (e->op == SH_TK_MINUS) {
       lv v = eval(z, e->a, env, depth + 1);
       if (v.kind == LV_INT) return (lv){LV_INT, -v.x, 0, NULL};
+      if (z->L->records && rec_int(z, v)) return rec_hx(z, at, SH_HX_NEG, rec_hx_of(z, at, v), -1, -1, 0);
       if (v.kind == LV_T) return mk_t(un_node(z, at, SH_BI_NONE, v.x));
     }
     break;
@@ -1301,6 +1605,8 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
     if (failed(z)) return none;
     if (z->L->seq && (x.kind == LV_POS || x.kind == LV_LEN || y.kind == LV_POS || y.kind == LV_LEN))
       return seq_pos_arith(z, e, x, y);
+    if (z->L->records && (rec_int(z, x) || rec_int(z, y) || x.kind == LV_WORD || y.kind == LV_WORD))
+      return rec_arith(z, e, x, y); /* a token's integer code (a word's: refused there) */
     if (cmp) {
       lv r = compare(z, e, x, y);
       if (r.kind == LV_BOOL || failed(z)) return r;
@@ -1317,6 +1623,7 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
       return sh_lin_refuse(z->L, at, "zeros(...) is translated by the linearized mode only as a scan's or fold's "
                            "initial state"), none;
     if (x.kind == LV_SOFTMAX && y.kind == LV_STACK && e->op == SH_TK_AT) return seq_attend(z, e, x, y);
+    if (x.kind >= LV_ESMAT || y.kind >= LV_ESMAT) return dec_binary(z, e, x, y);
     if (x.kind == LV_SOFTMAX || x.kind == LV_STACK || y.kind == LV_SOFTMAX || y.kind == LV_STACK)
       return sh_lin_refuse(z->L, at, "%s", sentence_matrix), none;
     if (x.kind != LV_T || y.kind != LV_T) break;
@@ -1363,7 +1670,8 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
       int f = 0;
       while (f < a->n_fields && a->field_slot[f] != w.x) f++;
       if (f == a->n_fields) a->field_slot[a->n_fields++] = w.x;
-      sh_lin_seg s = {.lookup = true, .param = p->index, .field = f, .width = d[1]};
+      sh_lin_seg s = {.lookup = true, .param = p->index, .field = f, .width = d[1],
+                      .raw = a->slots[w.x].tf != SH_TF_WORD};
       return mk_t(in_node(z, at, s, 1, (int64_t[]){d[1], 1}));
     }
     return sh_lin_refuse(z->L, at, "indexing other than a table lookup emb[w]"), none;
@@ -1378,12 +1686,14 @@ static lv eval(cz *z, const sh_ast *e, lv *env, int depth) {
   case SH_EX_BLOCK:
     for (int i = 0; i < e->n; i++) {
       const sh_ast *x = e->lets[i].value;
-      lv v = z->L->seq && x && x->kind == SH_EX_FOR ? seq_tokmap(z, x, env, depth + 1) : eval(z, x, env, depth + 1);
+      lv v = z->L->seq && x && x->kind == SH_EX_FOR ? seq_tokmap(z, x, env, depth + 1)
+           : z->L->seq && dec_matrix(e, i) ? dec_stack(z, x, env, depth + 1) : eval(z, x, env, depth + 1);
       if (failed(z) || !bind_let(z, e->lets[i].pat, v, env)) return none;
     }
     return eval(z, e->a, env, depth + 1);
   case SH_EX_PHASE: return eval(z, e->a, env, depth + 1);
   case SH_EX_IF: {
+    if (z->L->records) return rec_if(z, e, env, depth + 1);
     if (z->L->seq) return seq_if(z, e, env, depth + 1);
     if (z->L->dep) { /* a condition on the child count: known per arm (leaves, the ragged arm) */
       lv c = eval(z, e->a, env, depth + 1);
@@ -1421,6 +1731,11 @@ static bool set_outputs(cz *z, sh_span at, lv v, sh_lin_fn *f) {
     return true;
   }
   sh_lin_arm *a = z->a;
+  if (f->es_fn && v.kind == LV_ESMAT && v.x == f->es_fn) return true; /* a decoder's matrix, passed on */
+  if (f->es_fn && v.kind == LV_CTX && a->n_out < f->n_comp) { /* the attention context: its query q */
+    f->ctx_comp[a->n_out] = true;
+    v = mk_t(v.x);
+  }
   if (v.kind != LV_T || a->n_out >= f->n_comp) return sh_lin_refuse(z->L, at, "the arm's result is not tensors"), false;
   const sh_lin_node *n = nd(z, v.x);
   int k = a->n_out;
@@ -1546,6 +1861,7 @@ sheaf_status sh_lin_coarsen(sh_lin *L) {
     sheaf_status st = translate_fn(L, i);
     if (st) return st;
   }
+  if (L->seq && sh_lin_dec_patch(L)) return SHEAF_ERR_UNSUPPORTED; /* decoders' readers (linear_dec.c) */
   int state[SH_LIN_MAX_FNS] = {0};
   for (int i = 0; i < L->n_fns; i++)
     if (same_tree_cycle(L, i, state))

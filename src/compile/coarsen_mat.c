@@ -163,7 +163,7 @@ bool sh_lin_mat_rows_ok(const sh_lin_arm *a, int n_nodes) {
   bool tok[SH_LIN_MAX_NODES] = {0};
   for (int k = 0; k < n_nodes; k++) {
     const sh_lin_node *n = &a->nodes[k];
-    if (!n->batched) continue;
+    if (!n->batched || n->init_only) continue; /* (init_only: a decoder's, linear_dec.c) */
     if (n->tok) {
       tok[k] = true;
       continue;

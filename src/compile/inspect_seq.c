@@ -52,7 +52,9 @@ static sheaf_status fill(sh_lin *L, const seqb *B, sh_lin_grp *g, const int32_t 
     for (int32_t r = 0; r < g->count; r++) {
       int32_t len = B->off[sent[r] + 1] - B->off[sent[r]];
       int32_t q = (sl->anchor == 0 ? pos[r] : sl->anchor == 1 ? 0 : len) + sl->shift;
-      g->fields[f][r] = q >= 0 && q < len ? sh_word_id(ids, words[B->off[sent[r]] + q]) : -1;
+      g->fields[f][r] = q < 0 || q >= len ? -1
+                        : sl->tf ? sh_lin_rec_field(L, sl, B->off[sent[r]] + q, q, ids) /* a record's (linear_rec.c) */
+                                 : sh_word_id(ids, words[B->off[sent[r]] + q]);
     }
   }
   for (int c = 0; c < a->n_calls; c++, *buf += g->count) {

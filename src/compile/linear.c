@@ -314,7 +314,7 @@ static sheaf_status seg_src(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g,
     const float *tab = sheaf_model_param_values(L->model, L->bind->params[sg->param], &rank, &shape);
     if (g->fields[sg->field][r] < 0) /* ws[i - 1] at i = 0 without the if that guards it */
       return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: a word index outside its sentence");
-    int64_t row = sh_lang_word_row(L->bind, sg->param, g->fields[sg->field][r]);
+    int64_t row = sg->raw ? g->fields[sg->field][r] : sh_lang_word_row(L->bind, sg->param, g->fields[sg->field][r]);
     if (!tab || row < 0 || row >= shape[0])
       return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: word row %lld outside its table", (long long)row);
     *src = tab + (size_t)row * (size_t)sg->width;
@@ -333,6 +333,18 @@ static sheaf_status fill_row(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g
   for (int q = 0; q < n->n_segs; q++) {
     const sh_lin_seg *sg = &n->segs[q];
     const float *src = NULL;
+    if (sg->chars || sg->hx) { /* token records: a token's chars, its host integer code (linear_rec.c) */
+      sheaf_status st = sg->chars ? sh_lin_rec_chars(L, g, sg, r, dst) : sh_lin_rec_hx(L, a, g, sg->hx - 1, r, dst);
+      if (st) return st;
+      dst += sg->width;
+      continue;
+    }
+    if (!sg->lookup && (sg->init_zero || sg->init_call || sg->att)) { /* a decoder's (linear_dec.c) */
+      sheaf_status st = sh_lin_dec_fill(L, a, g, sg, r, dst);
+      if (st) return st;
+      dst += sg->width;
+      continue;
+    }
     if (sg->reduce) { /* a sentence's max / mean / sum over a map's rows (linear_reduce.c) */
       sheaf_status st = sh_lin_reduce_rows(L, a, g, sg, r, dst);
       if (st) return st;
@@ -504,6 +516,7 @@ typedef struct part_job {
   sh_lin *L;
   const sh_treebank *tb; /* trees, or sentences (off, words) */
   const int32_t *off, *words;
+  const sh_lin_records *rec; /* token records (or NULL) */
   int32_t first;
   sh_word_ids ids;
   sheaf_status st[SH_LIN_MAX_PARTS];
@@ -514,6 +527,7 @@ static void part_task(void *arg, int64_t t, int tid) {
   part_job *J = arg;
   const sh_lin *L = J->L;
   int32_t a = J->first + L->part_first[t], n = L->part_first[t + 1] - L->part_first[t];
+  L->parts[t]->rec = J->rec;
   J->st[t] = J->tb ? run_trees(L->parts[t], J->tb, a, n, J->ids) : run_seqs(L->parts[t], J->off, J->words, a, n, J->ids);
 }
 
@@ -568,10 +582,27 @@ sheaf_status sh_lin_run_seq(sh_lin *L, const int32_t *sent_off, const int32_t *s
                             sh_word_ids ids) {
   if (!L || !sent_off || !sent_words || first < 0) return SHEAF_ERR_INVALID_ARG;
   if (!L->seq) return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: the model takes trees (sh_lin_run)");
+  if (L->records && !L->rec)
+    return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: main takes token records (sh_lin_run_rec)");
   int P = parts_for(L, n);
   if (!P) return run_seqs(L, sent_off, sent_words, first, n, ids);
-  part_job J = {.L = L, .off = sent_off, .words = sent_words, .first = first, .ids = ids};
+  part_job J = {.L = L, .off = sent_off, .words = sent_words, .rec = L->rec, .first = first, .ids = ids};
   return run_parts(L, &J, n, P);
+}
+
+bool sh_lin_takes_records(const sh_lin *L) { return L && L->records; }
+
+sheaf_status sh_lin_run_rec(sh_lin *L, const int32_t *sent_off, const int32_t *sent_words, const sh_lin_records *rec,
+                            int32_t first, int32_t n, sh_word_ids ids) {
+  if (!L) return SHEAF_ERR_INVALID_ARG;
+  if (!L->records)
+    return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: main does not take token records (sh_lin_run_seq)");
+  sheaf_status st = sh_lin_rec_check(L, rec);
+  if (st) return st;
+  L->rec = rec;
+  st = sh_lin_run_seq(L, sent_off, sent_words, first, n, ids);
+  L->rec = NULL;
+  return st;
 }
 
 int32_t sh_lin_output_rows(const sh_lin *L, int32_t i) {

@@ -56,6 +56,18 @@ sheaf_status sh_lin_run(sh_lin *L, const sh_treebank *tb, int32_t first, int32_t
 bool sh_lin_takes_sequences(const sh_lin *L);
 sheaf_status sh_lin_run_seq(sh_lin *L, const int32_t *sent_off, const int32_t *sent_words, int32_t first, int32_t n,
                             sh_word_ids ids);
+/* Token records (main takes list[R], R a record of token fields:
+ * chartagger.sf): the sentences as for sh_lin_run_seq (sent_words the word
+ * ids) and, per token of sent_words, its other columns (NULL: not in the
+ * data; a field main reads that the data lacks is an error naming it). */
+typedef struct sh_lin_records {
+  const int32_t *upos, *xpos, *deprel, *head; /* CoNLL-U columns (input.h) */
+  const char *const *form;                    /* the word's text (chars: its UTF-8 bytes) */
+  const size_t *form_len;
+} sh_lin_records;
+bool sh_lin_takes_records(const sh_lin *L);
+sheaf_status sh_lin_run_rec(sh_lin *L, const int32_t *sent_off, const int32_t *sent_words, const sh_lin_records *rec,
+                            int32_t first, int32_t n, sh_word_ids ids);
 /* main's rows of instance i: its length when main returns a list (a
  * per-token map), else 1; and row k's component comp (NULL out of range). */
 int32_t sh_lin_output_rows(const sh_lin *L, int32_t i);

@@ -2,8 +2,8 @@
  * linear_check.c — which models the linearized mode takes, before any
  * translation: no control flow on tensor values anywhere main reaches
  * (`while`, an `if` reading item/argmax/values, a wait point), and main
- * taking a binary tree or a sequence of word ids (dependency trees and token
- * records are refused for now).
+ * taking a binary tree, a dependency tree, a sequence of word ids or a list
+ * of token records.
  * The structural rules proper (one tree parameter, calls on subtrees bound
  * by the pattern, results used as tensors) are checked while translating
  * (coarsen.c), each refusal naming its source position.
@@ -125,9 +125,9 @@ sheaf_status sh_lin_check_program(sh_lin *L) {
   case SH_INPUT_DEP_TREE: /* Dep(i32, list[T]): leaves' arm and a ragged arm (coarsen.c) */
     L->dep = true;
     return SHEAF_OK;
-  case SH_INPUT_RECORDS:
-    return sh_lin_refuse(L, at, "main takes a list of token records: the linearized mode takes sequences of word "
-                                "ids (list[i32]) only for now");
+  case SH_INPUT_RECORDS: /* list[R]: a sequence whose token fields are the inspector's columns (coarsen.c) */
+    L->seq = L->records = true;
+    return SHEAF_OK;
   default: return sh_lin_refuse(L, at, "main does not take a tree or a sequence");
   }
   if (L->in->ctor_unary >= 0)

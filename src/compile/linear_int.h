@@ -57,7 +57,32 @@ typedef struct sh_lin_seg {
   int call_end;
   int weights;      /* reduce SH_BI_SOFTMAX (`softmax(scores) @ stack(hs)`): the call of the scores' map (f32[1]
                        rows, numbered as the reduced map's) */
+  /* token records (linear_rec.c) */
+  bool raw;         /* lookup: the field is an integer (deprel, a byte): its value is the row, checked */
+  bool chars;       /* the mean of table param's rows over the token's chars (field: the chars slot) */
+  int hx;           /* 1 + the root of a per-token host integer expression (a->hx): its value as an f32[1] */
+  /* decoders (linear_dec.c): a step's state read where its row is 0 (the initial state) */
+  bool init_zero;   /* zeros there */
+  int init_call;    /* 1 + the call whose row is read there (an encoder's last state), component init_comp */
+  int init_comp;
+  bool att;         /* the component is an attention's query q: the value is softmax(es @ q) @ es over the
+                       sentence's rows of the matrix's map, calls att_first .. att_end (SEL_FIRST, SEL_END) */
+  int att_first, att_end;
 } sh_lin_seg;
+
+/* Token records: a per-token host integer expression over the record's
+ * integer fields (`if head == 0 { 0 } else { head - 1 - i }`), evaluated by
+ * the executor for each row (linear_rec.c). */
+typedef enum sh_lin_hx_op {
+  SH_HX_CONST, SH_HX_FIELD, SH_HX_ADD, SH_HX_SUB, SH_HX_MUL, SH_HX_NEG,
+  SH_HX_EQ, SH_HX_NE, SH_HX_LT, SH_HX_LE, SH_HX_GT, SH_HX_GE, SH_HX_IF
+} sh_lin_hx_op;
+typedef struct sh_lin_hx {
+  int8_t op;
+  int a, b, c;  /* operands (IF: condition, then, else) */
+  int32_t v;    /* CONST: the value; FIELD: the arm's field */
+} sh_lin_hx;
+#define SH_LIN_MAX_HX 64
 
 typedef struct sh_lin_node {
   sh_lin_op op;
@@ -76,6 +101,7 @@ typedef struct sh_lin_node {
   sh_lin_seg segs[SH_LIN_MAX_SEGS];
   int input;       /* IN: its position among the kernel's inputs */
   bool tok;        /* IN: a row of a sentence's matrix (stack over main's words; coarsen_mat.c) */
+  bool init_only;  /* IN: an encoder's last state taken as a decoder's initial state (read by its first step) */
   bool twin;       /* IN of rank 2: also passed as [N, R, C] (a matrix-vector product reads it so;
                       rank-2 values are otherwise flat in the kernel, [M, C] with M = N·R, so a
                       product with a parameter is one GEMM) */
@@ -91,6 +117,8 @@ typedef struct sh_lin_slot {
                     2 from its end (ws[len(ws) - 1]: shift -1) */
   int depth;
   int8_t path[8];
+  int8_t tf;     /* token records: the token field read (sh_tok_field; SH_TF_WORD, 0, for a word); SH_TF_CHARS: the
+                    token's index in the run's columns (its chars are rec->form[...]) */
 } sh_lin_slot;
 
 /* Which activation of the callee a call site reads, for sequences (a tree
@@ -131,6 +159,8 @@ typedef struct sh_lin_arm {
   int n_inputs;              /* IN nodes, in input order (a twin twice: flat, then [N, R, C]) */
   int inputs[SH_LIN_MAX_NODES];
   bool input_3d[SH_LIN_MAX_NODES];
+  int n_hx;                  /* token records: host integer expressions (sh_lin_hx) */
+  sh_lin_hx hx[SH_LIN_MAX_HX];
   int n_params;              /* parameters read, in kernel order */
   int params[64];
   char name[64];
@@ -156,6 +186,13 @@ typedef struct sh_lin_fn {
   bool tokmap;     /* sequences: a map over the words bound by a let in main (`let x2 = for i in ...`): one
                      activation per token, rows 1 .. T in sentence order (coarsen.c seq_tokmap) */
   int src;         /* sequences, a step: the list it scans: 0 main's words, else a map's or a scan's fn */
+  /* a decoder step (seq2seq.sf, linear_dec.c): its state carries a sentence's matrix (stack of a map over an
+     encoder scan, es_fn's rows) as tuple item es_item, not a component; a ctx component holds the query q of
+     `softmax(es @ q) @ es` (its readers get the attention); init_fn[k] > 0: the initial state's component k is
+     that scan's last state's component init_comp[k] (else zeros) */
+  int es_fn, es_item;
+  bool ctx_comp[SH_LIN_MAX_COMPS];
+  int init_fn[SH_LIN_MAX_COMPS], init_comp[SH_LIN_MAX_COMPS];
   const sh_type *elem; /* a map's element type (NULL: fn's result type) */
 } sh_lin_fn;
 
@@ -195,6 +232,8 @@ struct sh_lin {
   int32_t *root_row;
   int32_t n_inst, cap_inst;
   bool seq;           /* main takes a sequence (list[i32]): inspect_seq.c */
+  bool records;       /* main takes a list of token records: a sequence whose fields are the tokens' columns */
+  const sh_lin_records *rec; /* records: the running batch's columns (linear_rec.c) */
   bool dep;           /* main takes a dependency tree: a function that maps over a node's children has two arms,
                          arm 0 for leaves (no children) and a ragged arm 1 for any child count (coarsen.c) */
   int dep_k;          /* translating: 0 the leaves' arm, -1 the ragged arm */
@@ -246,6 +285,19 @@ sheaf_status sh_lin_inspect_seq(sh_lin *L, const int32_t *off, const int32_t *wo
 /* linear_reduce.c: the reduction seg sg of row r of group g into dst. */
 sheaf_status sh_lin_reduce_rows(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g, const sh_lin_seg *sg, int32_t r,
                                 float *dst);
+/* linear_rec.c: token records. The value of slot sl of the token at index tok (global, in the run's columns) at
+ * position q of its sentence; a row's host expression's value; the mean of a table's rows over a token's chars. */
+int32_t sh_lin_rec_field(const sh_lin *L, const sh_lin_slot *sl, int32_t tok, int32_t q, sh_word_ids ids);
+sheaf_status sh_lin_rec_hx(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g, int root, int32_t r, float *dst);
+sheaf_status sh_lin_rec_chars(sh_lin *L, const sh_lin_grp *g, const sh_lin_seg *sg, int32_t r, float *dst);
+/* linear_dec.c: a decoder's segment (initial state, attention context) of row r of group g into dst; the calls
+ * and flags of the segments that read a decoder's state, once every arm is translated. */
+sheaf_status sh_lin_dec_fill(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g, const sh_lin_seg *sg, int32_t r,
+                             float *dst);
+sheaf_status sh_lin_dec_patch(sh_lin *L);
+/* The fields a record's data must have (NULL columns an error naming the field). */
+sheaf_status sh_lin_rec_check(sh_lin *L, const sh_lin_records *rec);
+
 /* inspect.c: frees L->scan. */
 void sh_lin_scan_free(sh_lin *L);
 /* The node of tb under `node` at one child step (unary nodes pass through
