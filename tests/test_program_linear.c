@@ -1,6 +1,6 @@
 /*
  * test_program_linear.c — sheaf_program's linearized mode (opts.mode): every
- * sequence example that linearizes, loaded with mode LINEAR and with mode
+ * sequence example that linearizes (main takes list[i32]), loaded with mode LINEAR and with mode
  * DYNAMIC (same seed and sizes), run on the bundled EWT sentences: the same
  * output tensors (count, shapes) within 1e-5 of each instance's largest
  * output, batches of 7 and 64, contexts of 1 and 2 threads; AUTO picks
@@ -35,6 +35,7 @@ static const prog_case CASES[] = {
     {"examples/attnpool.sf", 3, {"H", "E", "C"}, {16, 12, 5}},
     {"examples/handnorm.sf", 1, {"H"}, {16}},
     {"examples/transformer.sf", 2, {"DK", "F"}, {8, 24}},
+    {"examples/seq2seq.sf", 3, {"H", "E", "C"}, {16, 12, 5}},
 };
 
 static sheaf_status load_c(sheaf_ctx *ctx, const prog_case *c, int64_t vocab, sheaf_program_mode mode, int batch,

@@ -66,6 +66,7 @@ static sheaf_status fill(sh_lin *L, const seqb *B, sh_lin_grp *g, const int32_t 
 
 sheaf_status sh_lin_inspect_seq(sh_lin *L, const int32_t *off, const int32_t *words, int32_t n, sh_word_ids ids) {
   if (n <= 0 || !off || !words) return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: %d sentences", (int)n);
+  sh_lin_dec_reset(L);
   seqb B = {.off = off, .n = n};
   int n_steps = 0;
   int n_maps = 0, stage[SH_LIN_MAX_FNS] = {0}, n_stages = 1;

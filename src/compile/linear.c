@@ -48,6 +48,7 @@ static sheaf_status lin_new(const sh_module *m, sheaf_model *model, const sh_lan
   sh_lin *L = calloc(1, sizeof *L);
   if (!L) return sh_fail(m->ctx, SHEAF_ERR_NOMEM, "out of memory");
   L->ctx = m->ctx, L->m = m, L->bind = bind, L->model = model, L->why = why, L->why_cap = cap;
+  L->dec_fn = -1;
   const char *pl = getenv("SHEAF_LINEAR_PLANS"); /* 1: a prepared call per row count (measured: linear.h) */
   L->plans = pl && pl[0] == '1';
   const char *sp = getenv("SHEAF_LINEAR_SPLIT"); /* 0: one part, kernels split over the pool (measured: linear.h) */
@@ -123,6 +124,8 @@ static void free_run_state(sh_lin *L) {
   free(L->out_rows);
   free(L->scratch);
   free(L->mat_mem);
+  free(L->dec_ctx);
+  free(L->dec_done);
   sh_lin_scan_free(L);
   for (int p = 0; p < SH_LIN_MAX_PARTS; p++)
     if (L->parts[p]) {
@@ -506,6 +509,7 @@ static sheaf_status part_get(sh_lin *L, int p) {
   memset(P->has_alias, 0, sizeof P->has_alias);
   P->root_row = NULL, P->n_inst = P->cap_inst = 0, P->out_rows = NULL, P->scratch = NULL, P->scratch_cap = 0;
   P->mat_mem = NULL, P->mat_mem_cap = 0;
+  P->dec_ctx = NULL, P->dec_done = NULL, P->dec_cap = 0, P->dec_fn = -1;
   P->scan = NULL, P->is_part = true, P->n_parts = 0;
   memset(P->parts, 0, sizeof P->parts);
   L->parts[p] = P;

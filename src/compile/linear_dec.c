@@ -6,7 +6,9 @@
  * kernel writes the attention's query q = h2 @ W_att as the state's context
  * component, and whoever reads that component (the next step, main's map)
  * gets softmax(es @ q) @ es over the row's sentence, computed here when the
- * reader's input is filled (as linear_reduce.c's attention). The step's
+ * reader's input is filled (as linear_reduce.c's attention), once per
+ * row and run (L->dec_ctx: the next step and main's map read the same
+ * row's context). The step's
  * initial state (row 0) is read per sentence: zeros, or the encoder's last
  * state (`enc[len(ws) - 1]`).
  */
@@ -34,6 +36,29 @@ sheaf_status sh_lin_dec_fill(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g
     memcpy(dst, x, w * sizeof(float));
     return SHEAF_OK;
   }
+  /* the row's context, once a run: rows of the first (function, component) attended from */
+  int qfn = fn, qcomp = comp;
+  if (L->dec_fn < 0) L->dec_fn = qfn, L->dec_comp = qcomp;
+  bool cached = L->dec_fn == qfn && L->dec_comp == qcomp;
+  if (cached && (size_t)L->n_rows[qfn] > L->dec_cap) {
+    size_t cap = (size_t)L->n_rows[qfn] > 2 * L->dec_cap ? (size_t)L->n_rows[qfn] : 2 * L->dec_cap;
+    float *c = malloc(cap * w * sizeof *c);
+    uint8_t *d = calloc(cap, 1);
+    if (!c || !d) {
+      free(c), free(d);
+      return sh_fail(L->ctx, SHEAF_ERR_NOMEM, "out of memory: the attention contexts of %d rows", (int)L->n_rows[qfn]);
+    }
+    if (L->dec_cap) { /* this run's contexts so far */
+      memcpy(c, L->dec_ctx, L->dec_cap * w * sizeof *c);
+      memcpy(d, L->dec_done, L->dec_cap);
+    }
+    free(L->dec_ctx), free(L->dec_done);
+    L->dec_ctx = c, L->dec_done = d, L->dec_cap = cap;
+  }
+  if (cached && L->dec_done[row]) {
+    memcpy(dst, L->dec_ctx + (size_t)row * w, w * sizeof(float));
+    return SHEAF_OK;
+  }
   int32_t first = g->calls[sg->att_first][r], end = g->calls[sg->att_end][r];
   if (end <= first)
     return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: an attention over a sentence of no words");
@@ -49,15 +74,24 @@ sheaf_status sh_lin_dec_fill(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g
     s[k - first] = d;
     m = d > m ? d : m;
   }
-  for (int32_t k = first; k < end; k++) z += expf(s[k - first] - m);
+  for (int32_t k = first; k < end; k++) z += s[k - first] = expf(s[k - first] - m); /* each exp once */
   memset(dst, 0, w * sizeof(float)); /* (dst is another function's row or an input buffer: not x, not es) */
   for (int32_t k = first; k < end; k++) {
-    float ak = expf(s[k - first] - m) / z;
+    float ak = s[k - first] / z;
     const float *e = es + (size_t)k * w;
     for (size_t j = 0; j < w; j++) dst[j] += ak * e[j];
   }
   if (s != sc) free(s);
+  if (cached) {
+    memcpy(L->dec_ctx + (size_t)row * w, dst, w * sizeof(float));
+    L->dec_done[row] = 1;
+  }
   return SHEAF_OK;
+}
+
+void sh_lin_dec_reset(sh_lin *L) {
+  L->dec_fn = -1;
+  if (L->dec_done) memset(L->dec_done, 0, L->dec_cap);
 }
 
 /* The call (fn, sel) of arm a, added when missing; -1 when the arm has too many. */

@@ -245,6 +245,13 @@ struct sh_lin {
   size_t scratch_cap;
   float *mat_mem; /* matrices per sentence: the stages' buffers of a run (linear_mat.c) */
   size_t mat_mem_cap;
+  /* decoders (linear_dec.c): each state row's attention context, computed
+   * once a run (the next step and main's map both read it); rows of one
+   * (function, component), the first the run attends from */
+  float *dec_ctx;
+  uint8_t *dec_done;
+  size_t dec_cap; /* rows of dec_ctx and dec_done */
+  int dec_fn, dec_comp;
   /* rows of a direct arm (its results are looked-up rows as they are) of a
    * function other than main: where each row's values are (a table's row),
    * read there by fill_row instead of copied into the state; NULL entries:
@@ -292,6 +299,8 @@ sheaf_status sh_lin_rec_hx(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g, 
 sheaf_status sh_lin_rec_chars(sh_lin *L, const sh_lin_grp *g, const sh_lin_seg *sg, int32_t r, float *dst);
 /* linear_dec.c: a decoder's segment (initial state, attention context) of row r of group g into dst; the calls
  * and flags of the segments that read a decoder's state, once every arm is translated. */
+/* Forgets the attention contexts of the last run (the inspector, at a run's start). */
+void sh_lin_dec_reset(sh_lin *L);
 sheaf_status sh_lin_dec_fill(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g, const sh_lin_seg *sg, int32_t r,
                              float *dst);
 sheaf_status sh_lin_dec_patch(sh_lin *L);
