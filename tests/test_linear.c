@@ -6,6 +6,7 @@
  * the batch split over instances (one part a thread) and not; every output
  * within 1e-5 (relative, per row), and each run's parts as linear.h says. Refusals and the inspector: test_linear_refuse.c.
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "base/file.h"
@@ -159,6 +160,70 @@ TEST(linear_treegru_matches_dynamic) {
 TEST(linear_mvrnn_matches_dynamic) { check_model("examples/mvrnn.sf", (const char *[]){"H=8", "Vm=50", NULL}); }
 TEST(linear_branches_matches_dynamic) {
   check_model("examples/branches.sf", (const char *[]){"H=16", "E=12", "C=5", NULL});
+}
+
+/* Sums of two products with parameters (A @ W_1 + B @ W_2) accumulate into
+ * one name (coarsen_emit.c's fold): the leaves' vector products of one
+ * input, the nodes' with a cat split by rows, and a product read twice
+ * (kept: not folded); the kernels' text shows which, the outputs match the
+ * dynamic runtime (batches 1, 7, 64; leaves and nodes as children; 1-3
+ * threads). */
+static const char FOLD_SF[] =
+    "type Tree = Leaf(word: i32) | Node(left: Tree, right: Tree)\n"
+    "param emb : f32[V, H]\n"
+    "param W1 : f32[H, H]\n"
+    "param W2 : f32[H, H]\n"
+    "param U : f32[2*H, H]\n"
+    "param b : f32[H]\n"
+    "fn f(t: Tree) -> f32[H] =\n"
+    "  match t {\n"
+    "    Leaf(w) => tanh(emb[w] @ W1 + emb[w] @ W2 + b),\n"
+    "    Node(l, r) => {\n"
+    "      let x = f(l);\n"
+    "      let y = f(r);\n"
+    "      let p = y @ W2;\n"
+    "      tanh(x @ W1 + cat(x, y) @ U + b) * sigmoid(p + x @ W1 + p)\n"
+    "    }\n"
+    "  }\n"
+    "fn main(t: Tree) -> f32[H] = f(t)\n";
+
+TEST(linear_fold_sum_of_products) {
+  sheaf_ctx *ctx = th_ctx();
+  if (!th_have_jit_cc("linear_fold_sum_of_products")) return;
+  const char *path = th_tmp_path("fold.sf");
+  FILE *fp = fopen(path, "w");
+  REQUIRE(fp != NULL);
+  fputs(FOLD_SF, fp);
+  fclose(fp);
+  const char *const sizes[] = {"H=13", NULL}; /* odd widths: column tails */
+  tl_model tm;
+  REQUIRE(tl_open_src(ctx, path, FOLD_SF, sizes, NULL, &tm));
+  char why[512];
+  sh_lin *L = NULL;
+  if (CHECK_OK(ctx, sh_lin_create(&tm.m, tm.model, &tm.bind, &L, why, sizeof why))) {
+    const char *src = sh_lin_kernel_source(L), *node = strstr(src, "kernel f_arm1(");
+    const char *leaf = strstr(src, "kernel f_arm0(");
+    REQUIRE(leaf && node && leaf < node);
+    char leaf_src[2048];
+    snprintf(leaf_src, sizeof leaf_src, "%.*s", (int)(node - leaf), leaf);
+    /* the leaf: emb[w] @ W1, then += emb[w] @ W2 into the same name (no add of two products) */
+    CHECK_CONTAINS(leaf_src, "  t6(n, i) +=! x0(n, r) * p1(r, i) where i in 0..13, r in 0..13\n"
+                             "  t6(n, i) += x1(n, r) * p2(r, i) where i in 0..13, r in 0..13\n"
+                             "  t8(n, i) = t6(n, i) + p4(i)");
+    /* the node: x @ W1, then cat(x, y) @ U (the children side by side) into the same name */
+    CHECK_CONTAINS(node, "  t9(n, i) +=! x0(n, r) * p1(r, i) where i in 0..13, r in 0..13\n"
+                         "  t9(n, i) += x2(n, r) * p3(r, i) where i in 0..13, r in 0..26\n"
+                         "  t11(n, i) = t9(n, i) + p4(i)");
+    /* p read twice: its product keeps its own statement, the sums stay adds */
+    CHECK_CONTAINS(node, "  t3(n, i) +=! x1(n, r) * p2(r, i) where i in 0..13, r in 0..13\n");
+    CHECK_CONTAINS(node, "  t13(n, i) +=! x0(n, r) * p1(r, i) where i in 0..13, r in 0..13\n"
+                         "  t14(n, i) = t3(n, i) + t13(n, i)");
+  } else {
+    fprintf(stderr, "fold.sf: %s\n", why);
+  }
+  sh_lin_free(L);
+  tl_close(ctx, &tm);
+  check_model(path, sizes);
 }
 
 /* Allocation failures in a run on 2 threads, split into parts (the

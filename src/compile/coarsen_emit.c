@@ -24,6 +24,12 @@ typedef struct em {
   sh_lin_arm *a;
   sh_buf *b;
   char names[SH_LIN_MAX_NODES][16];
+  /* a sum of two products with parameters (A @ W_1 + B @ W_2), each read
+   * only by the sum: both accumulate into the sum's name, the later product
+   * emitting the pair (first_of: the earlier one; +=! then +=), the sum no
+   * statement (folded) */
+  int first_of[SH_LIN_MAX_NODES];
+  bool folded[SH_LIN_MAX_NODES];
 } em;
 
 /* Appends node k read at per-row indices idx (rank entries; an f32[1]
@@ -121,9 +127,30 @@ static void mm_part(em *e, int k, int part, int64_t off, bool first) {
   sh_buf_printf(e->b, ", r in 0..%lld\n", (long long)(p->rank == 1 ? p->d[0] : p->d[1]));
 }
 
+/* Product k's statements, its first part +=! unless cont (a second product
+ * accumulating into the same name). */
+static void mm_stmts(em *e, int k, bool cont) {
+  const sh_lin_node *n = &e->a->nodes[k], *p = &e->a->nodes[n->a];
+  if (p->op == SH_LIN_CAT) {
+    int64_t off = 0;
+    for (int t = 0; t < p->n_items; t++) {
+      mm_part(e, k, p->items[t], off, t == 0 && !cont);
+      off += e->a->nodes[p->items[t]].d[0];
+    }
+  } else {
+    mm_part(e, k, n->a, 0, !cont);
+  }
+}
+
 static void stmt(em *e, int k) {
   const sh_lin_node *n = &e->a->nodes[k];
   const char *const *idx = n->rank == 2 ? IDX2 : IDX1;
+  if (e->folded[k]) return;
+  if (n->op == SH_LIN_MM && e->first_of[k] >= 0) { /* the pair: the earlier product, then this one */
+    mm_stmts(e, e->first_of[k], false);
+    mm_stmts(e, k, true);
+    return;
+  }
   switch (n->op) {
   case SH_LIN_UN:
     lhs(e, k);
@@ -150,19 +177,9 @@ static void stmt(em *e, int k) {
     where(e, k);
     break;
   }
-  case SH_LIN_MM: {
-    const sh_lin_node *p = &e->a->nodes[n->a];
-    if (p->op == SH_LIN_CAT) {
-      int64_t off = 0;
-      for (int t = 0; t < p->n_items; t++) {
-        mm_part(e, k, p->items[t], off, t == 0);
-        off += e->a->nodes[p->items[t]].d[0];
-      }
-    } else {
-      mm_part(e, k, n->a, 0, true);
-    }
+  case SH_LIN_MM:
+    mm_stmts(e, k, false);
     break;
-  }
   case SH_LIN_LSM: {
     const char *t = e->names[k];
     const char *nn = n->batched ? "n" : "";
@@ -231,6 +248,47 @@ static void mark(const sh_lin_arm *a, int k, bool *live) {
   mark(a, n->a, live);
   mark(a, n->b, live);
   for (int i = 0; (n->op == SH_LIN_CAT || n->op == SH_LIN_LN) && i < n->n_items; i++) mark(a, n->items[i], live);
+}
+
+/* Whether product m (an operand of sum k) can accumulate into k: a per-row
+ * product (not per child) with a parameter on the right, read only by k,
+ * of k's shape. */
+static bool foldable(const sh_lin_arm *a, const int *uses, int m, int k) {
+  const sh_lin_node *n = &a->nodes[m], *s = &a->nodes[k];
+  if (m < 0 || n->op != SH_LIN_MM || uses[m] != 1 || !n->batched || n->kid || s->kid) return false;
+  if (a->nodes[n->b].op != SH_LIN_PARAM || n->rank != s->rank || n->d[0] != s->d[0] ||
+      (n->rank == 2 && n->d[1] != s->d[1]))
+    return false;
+  const sh_lin_node *p = &a->nodes[n->a];
+  if (p->op != SH_LIN_CAT) return p->batched;
+  for (int i = 0; i < p->n_items; i++)
+    if (!a->nodes[p->items[i]].batched) return false;
+  return true;
+}
+
+/* Finds the sums of two products that fold (em's first_of, folded). */
+static void find_folds(em *e, const bool *live) {
+  const sh_lin_arm *a = e->a;
+  int uses[SH_LIN_MAX_NODES] = {0};
+  for (int k = 0; k < a->n_nodes; k++) {
+    const sh_lin_node *n = &a->nodes[k];
+    e->first_of[k] = -1;
+    if (!live[k]) continue;
+    if (n->a >= 0) uses[n->a]++;
+    if (n->b >= 0) uses[n->b]++;
+    for (int i = 0; (n->op == SH_LIN_CAT || n->op == SH_LIN_LN) && i < n->n_items; i++) uses[n->items[i]]++;
+  }
+  for (int j = 0; j < a->n_out; j++) uses[a->out[j]] += 2; /* a result keeps its own statement */
+  for (int k = 0; k < a->n_nodes; k++) {
+    const sh_lin_node *n = &a->nodes[k];
+    if (!live[k] || n->op != SH_LIN_BIN || n->fn != SH_TK_PLUS || !n->batched || n->a == n->b ||
+        !foldable(a, uses, n->a, k) || !foldable(a, uses, n->b, k))
+      continue;
+    int lo = n->a < n->b ? n->a : n->b, hi = n->a < n->b ? n->b : n->a;
+    e->first_of[hi] = lo, e->folded[lo] = true, e->folded[k] = true;
+    memcpy(e->names[lo], e->names[k], sizeof e->names[k]);
+    memcpy(e->names[hi], e->names[k], sizeof e->names[k]);
+  }
 }
 
 static void put_shape(sh_buf *b, const sh_lin_node *n, bool batched) {
@@ -306,6 +364,7 @@ sheaf_status sh_lin_emit(sh_lin *L, sh_lin_fn *f, sh_lin_arm *a) {
     put_shape(&b, &a->nodes[a->out[j]], true);
   }
   sh_buf_puts(&b, ") {\n");
+  find_folds(e, live);
   for (int k = 0; k < a->n_nodes; k++)
     if (live[k]) stmt(e, k);
   for (int j = 0; j < a->n_out; j++) {

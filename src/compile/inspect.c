@@ -42,12 +42,39 @@ static int32_t slot_node(const sh_lin *L, const sh_treebank *tb, const sh_lin_sl
   return node;
 }
 
+/* What matching arm pattern p needs: -2 always matches (none, `_`, a
+ * variable), c >= 0 a node of constructor c whatever its fields (every field
+ * a variable or `_`), -1 the full match (nested patterns). */
+static int shallow_ctor(const sh_pat *p) {
+  if (!p || p->kind == SH_PAT_WILD || p->kind == SH_PAT_VAR) return -2;
+  if (p->kind != SH_PAT_CTOR || !p->ctor) return -1;
+  for (int i = 0; i < p->n; i++)
+    if (p->items[i] && p->items[i]->kind != SH_PAT_WILD && p->items[i]->kind != SH_PAT_VAR) return -1;
+  return p->ctor->index;
+}
+
 /* Callee entries of an activation of arm a on a node of nk children: one per
  * call site, nk per SH_LIN_SEL_KIDS one; entry e is call site *c, child *j. */
 static int32_t n_entries(const sh_lin_arm *a, int32_t nk) {
   int32_t n = 0;
   for (int c = 0; c < a->n_calls; c++) n += a->calls[c].sel == SH_LIN_SEL_KIDS ? nk : 1;
   return n;
+}
+
+/* Per (function, arm): its callee entries when no call site is on every
+ * child (a binary-tree arm: one entry per call site, entry e is site e),
+ * else -1 (n_entries counts them per node). */
+typedef int8_t sh_lin_fixed[SH_LIN_MAX_FNS][SH_LIN_MAX_ARMS];
+
+static void fixed_entries(const sh_lin *L, sh_lin_fixed fx, int16_t (*shallow)[SH_LIN_MAX_ARMS]) {
+  for (int f = 0; f < L->n_fns; f++)
+    for (int ai = 0; ai < L->fns[f].n_arms; ai++) {
+      const sh_lin_arm *a = L->fns[f].arms[ai];
+      shallow[f][ai] = (int16_t)shallow_ctor(a->pat);
+      fx[f][ai] = (int8_t)a->n_calls;
+      for (int c = 0; c < a->n_calls; c++)
+        if (a->calls[c].sel == SH_LIN_SEL_KIDS) fx[f][ai] = -1;
+    }
 }
 
 static void entry_at(const sh_lin_arm *a, int32_t nk, int32_t e, int *c, int32_t *j) {
@@ -130,20 +157,22 @@ static int64_t key_of(const acts *A, int32_t id) {
 
 /* ids 0 .. n-1 sorted by (height, function, arm, id): two stable counting
  * passes, by (function, arm) then by height. */
-static bool sort_acts(sheaf_ctx *ctx, sh_lin_scan *S, int32_t max_h, int32_t *order) {
+static bool sort_acts(sheaf_ctx *ctx, sh_lin_scan *S, int n_fns, int32_t max_h, int32_t *order) {
   const acts *A = &S->A;
-  int32_t nb = SH_LIN_MAX_FNS * SH_LIN_MAX_ARMS > max_h + 1 ? SH_LIN_MAX_FNS * SH_LIN_MAX_ARMS : max_h + 1;
+  /* buckets of each pass: the (function, arm) keys in use, then the heights (not the larger of the two: the
+   * counts are cleared and summed once a batch) */
+  int32_t nb1 = n_fns * SH_LIN_MAX_ARMS, nb2 = max_h + 1, nb = nb1 > nb2 ? nb1 : nb2;
   if (!grow(ctx, &S->cnt, &S->cnt_cap, (size_t)nb + 1, sizeof *S->cnt) ||
       !grow(ctx, &S->tmp, &S->tmp_cap, (size_t)A->n + 1, sizeof *S->tmp))
     return false;
   int32_t *cnt = S->cnt, *tmp = S->tmp;
-  memset(cnt, 0, ((size_t)nb + 1) * sizeof *cnt);
+  memset(cnt, 0, ((size_t)nb1 + 1) * sizeof *cnt);
   for (int32_t i = 0; i < A->n; i++) cnt[A->fn[i] * SH_LIN_MAX_ARMS + A->arm[i] + 1]++;
-  for (int32_t b = 0; b < nb; b++) cnt[b + 1] += cnt[b];
+  for (int32_t b = 0; b < nb1; b++) cnt[b + 1] += cnt[b];
   for (int32_t i = 0; i < A->n; i++) tmp[cnt[A->fn[i] * SH_LIN_MAX_ARMS + A->arm[i]]++] = i;
-  memset(cnt, 0, ((size_t)nb + 1) * sizeof *cnt);
+  memset(cnt, 0, ((size_t)nb2 + 1) * sizeof *cnt);
   for (int32_t i = 0; i < A->n; i++) cnt[A->height[i] + 1]++;
-  for (int32_t b = 0; b < nb; b++) cnt[b + 1] += cnt[b];
+  for (int32_t b = 0; b < nb2; b++) cnt[b + 1] += cnt[b];
   for (int32_t i = 0; i < A->n; i++) order[cnt[A->height[tmp[i]]]++] = tmp[i];
   return true;
 }
@@ -175,6 +204,9 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
   }
   L->n_inst = n;
   int32_t *root_act = L->root_row; /* activation ids first, rows below */
+  sh_lin_fixed fixed;
+  int16_t shallow[SH_LIN_MAX_FNS][SH_LIN_MAX_ARMS];
+  fixed_entries(L, fixed, shallow);
   for (int32_t t = 0; t < n; t++) {
     int32_t sp = 0;
     int32_t root = sh_lin_skip_unary(L, tb, tb->tree_root[first + t]);
@@ -197,7 +229,10 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
           const sh_lin_fn *f = &L->fns[want_fn];
           int arm = 0;
           if (L->dep && f->n_arms > 1) arm = tb->n_children[want_node] > 0; /* leaves, the ragged arm */
-          while (!(L->dep && f->n_arms > 1) && arm < f->n_arms && !match(L, tb, f->arms[arm]->pat, want_node, false))
+          int ctor = sh_lin_ctor_of(L, tb, want_node);
+          while (!(L->dep && f->n_arms > 1) && arm < f->n_arms &&
+                 (shallow[want_fn][arm] == -1 ? !match(L, tb, f->arms[arm]->pat, want_node, false)
+                                              : shallow[want_fn][arm] != -2 && shallow[want_fn][arm] != ctor))
             arm++;
           if (arm == f->n_arms) {
             st = sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: no arm of '%s' matches a node",
@@ -205,7 +240,8 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
             goto done;
           }
           if (A.n == A.cap && !acts_grow(L->ctx, &A)) goto nomem;
-          size_t nc = (size_t)n_entries(f->arms[arm], tb->n_children[want_node]);
+          size_t nc = fixed[want_fn][arm] >= 0 ? (size_t)fixed[want_fn][arm]
+                                               : (size_t)n_entries(f->arms[arm], tb->n_children[want_node]);
           if (!grow(L->ctx, &A.kids, &A.cap_kids, A.n_kids + nc > 4096 ? A.n_kids + nc : 4096, sizeof *A.kids))
             goto nomem;
           int32_t id = A.n++;
@@ -223,11 +259,12 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
       if (sp == 0) break;
       int32_t id = stack[sp - 1];
       const sh_lin_arm *a = L->fns[A.fn[id]].arms[A.arm[id]];
-      int32_t nk = tb->n_children[A.node[id]], ne = n_entries(a, nk);
+      int32_t fx = fixed[A.fn[id]][A.arm[id]];
+      int32_t nk = fx >= 0 ? 0 : tb->n_children[A.node[id]], ne = fx >= 0 ? fx : n_entries(a, nk);
       if (A.next_call[id] < ne) { /* its next callee */
-        int ci;
-        int32_t j;
-        entry_at(a, nk, A.next_call[id], &ci, &j);
+        int ci = A.next_call[id];
+        int32_t j = 0;
+        if (fx < 0) entry_at(a, nk, A.next_call[id], &ci, &j);
         const sh_lin_call *c = &a->calls[ci];
         int32_t node = c->sel == SH_LIN_SEL_KIDS ? sh_tb_child(tb, A.node[id], j)
                        : c->slot < 0                ? A.node[id]
@@ -260,7 +297,7 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
   S->A = A;
   if (!grow(L->ctx, &S->order, &S->order_cap, (size_t)A.n + 1, sizeof *S->order)) goto nomem;
   order = S->order;
-  if (!sort_acts(L->ctx, S, max_h, order)) goto nomem;
+  if (!sort_acts(L->ctx, S, L->n_fns, max_h, order)) goto nomem;
   memset(L->n_rows, 0, sizeof L->n_rows);
   int n_groups = 0;
   size_t ints = 0;
@@ -268,7 +305,9 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
     int32_t id = order[i];
     A.row[id] = L->n_rows[A.fn[id]]++;
     const sh_lin_arm *a = L->fns[A.fn[id]].arms[A.arm[id]];
-    ints += (size_t)a->n_fields + (size_t)n_entries(a, tb->n_children[A.node[id]]) + (a->ragged ? 1u : 0u);
+    int32_t fx = fixed[A.fn[id]][A.arm[id]];
+    ints += (size_t)a->n_fields + (size_t)(fx >= 0 ? fx : n_entries(a, tb->n_children[A.node[id]])) +
+            (a->ragged ? 1u : 0u);
     if (i == 0 || key_of(&A, id) != key_of(&A, order[i - 1])) n_groups++;
   }
   if (n_groups > L->cap_groups) {
@@ -304,7 +343,15 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
       for (int32_t r = 0; r < count; r++) g->n_kid_rows += (g->n_kids[r] = tb->n_children[A.node[order[i + r]]]);
       buf += count;
     }
-    for (int c = 0; c < a->n_calls; c++) {
+    if (fixed[g->fn][g->arm] >= 0) /* entry c of each row is call site c */
+      for (int c = 0; c < a->n_calls; c++, buf += count) {
+        g->calls[c] = buf;
+        for (int32_t r = 0; r < count; r++) {
+          int32_t id = order[i + r];
+          buf[r] = A.row[A.kids[A.kid_off[id] + c]];
+        }
+      }
+    for (int c = 0; fixed[g->fn][g->arm] < 0 && c < a->n_calls; c++) {
       g->calls[c] = buf;
       for (int32_t r = 0; r < count; r++) {
         int32_t id = order[i + r], nk = tb->n_children[A.node[id]], off = 0;
