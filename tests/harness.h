@@ -142,6 +142,11 @@ const sheaf_allocator *th_allocator(void);
 long th_fail_alloc_at(long n);
 long th_live_blocks(void);
 
+/* Whether test `name` is selected by one command-line FILTER (tests/main.c):
+ * "^P" names starting with P, "S$" names ending with S, "^N$" the name N,
+ * anything else the names containing it. */
+bool th_filter_matches(const char *name, const char *filter);
+
 /* A path under a per-run temporary directory (created on demand). */
 const char *th_tmp_path(const char *name);
 /* The JIT cache directory for a test that only needs its kernels compiled,
@@ -149,7 +154,13 @@ const char *th_tmp_path(const char *name);
  * builds' test runs: an entry's key covers the source, the flags, the ISA
  * and the compiler, so a hit is the same library), else th_tmp_path(name).
  * A test that checks what the compiler did (stats.compiles, cache files)
- * keeps a th_tmp_path directory of its own. */
+ * keeps a th_tmp_path directory of its own. The kernel compiles into it are
+ * eager (sh_kernel_opts.eager): the key is the C this build's generator
+ * emitted, not the kernel's spec and the generator binary's identity (which
+ * differs in every build, so the portable, clang and ASan runs missed every
+ * entry the release run made, and recompiled). Each build still lowers,
+ * schedules and emits every kernel itself; a hit only skips the C compiler,
+ * on the same C, flags and compiler. */
 const char *th_cache_dir(const char *name);
 /* Entries of directory `dir` whose names end in `suffix` ("": all, . and
  * .. included); 0 when it cannot be opened. */

@@ -5,6 +5,11 @@
  *   sheaf-tests [-v] [-jN] [--no-fork] [--times[=N]] [--list] [FILTER...]
  *                                                    FILTER: substrings of test names
  *
+ * A FILTER starting with '^' matches the names that start with the rest
+ * (`^kernel_` runs the kernel_* tests, not codegen_lower_kernels_*); one
+ * ending in '$' matches the names that end with the rest; both: the exact
+ * name. Otherwise a FILTER matches every name that contains it.
+ *
  * -jN runs N tests at once (each in its own child, its output printed whole
  * when it ends); the default is one at a time, output streamed.
  * --times[=N] (or SHEAF_TEST_TIMES=N) lists the N slowest tests (default 20)
@@ -396,10 +401,23 @@ static int run_one(const th_test *t) {
   return g_failed_checks == 0 ? 0 : 1;
 }
 
+bool th_filter_matches(const char *name, const char *filter) {
+  bool head = filter[0] == '^';
+  const char *f = filter + head;
+  size_t fn = strlen(f), nn = strlen(name);
+  bool tail = fn > 0 && f[fn - 1] == '$';
+  fn -= tail;
+  if (fn > nn) return false;
+  if (head && tail) return fn == nn && !memcmp(name, f, fn);
+  if (head) return !memcmp(name, f, fn);
+  if (tail) return !memcmp(name + nn - fn, f, fn);
+  return strstr(name, f) != NULL;
+}
+
 static bool matches(const char *name, int nfilt, char **filt) {
   if (nfilt == 0) return true;
   for (int i = 0; i < nfilt; i++)
-    if (strstr(name, filt[i])) return true;
+    if (th_filter_matches(name, filt[i])) return true;
   return false;
 }
 

@@ -61,7 +61,8 @@ static void check(sheaf_kernel *k, const int32_t *lens, int nb, int64_t H, int64
 }
 
 static sheaf_kernel *compile(sheaf_ctx *ctx, const char *src, sheaf_isa isa, const char *dir) {
-  sh_kernel_opts o = {.cache_dir = dir, .isa_set = true, .isa = isa};
+  /* dir: th_cache_dir, eager (harness.h) */
+  sh_kernel_opts o = {.eager = true, .cache_dir = dir, .isa_set = true, .isa = isa};
   sheaf_kernel *k = NULL;
   if (!CHECK_OK(ctx, sh_kernel_compile_opts(ctx, src, strlen(src), NULL, &o, &k))) return NULL;
   return k;

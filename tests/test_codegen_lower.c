@@ -196,7 +196,9 @@ static void run_kernel_at(const char *src, sheaf_isa isa, const sh_sched_opts *s
   sheaf_ctx *ctx = th_ctx();
   sheaf_kernel *K = NULL;
   const char *name = kernel_name(src);
-  sh_kernel_opts o = {.isa_set = true, .isa = isa, .cache_dir = th_cache_dir("lower-cache"), .sched = sched};
+  sh_kernel_opts o = {.isa_set = true, .isa = isa, .eager = true, .cache_dir = th_cache_dir("lower-cache"),
+                     /* eager: th_cache_dir (harness.h) */
+                     .sched = sched};
   if (!CHECK_OK(ctx, sh_kernel_compile_opts(ctx, src, strlen(src), name, &o, &K))) {
     printf("  %s at %s\n", name, sheaf_isa_name(isa));
     return;
@@ -305,7 +307,8 @@ TEST(codegen_lower_api_errors) {
   CHECK_STATUS(ctx, sh_kernel_compile_opts(ctx, r1, strlen(r1), "r1", &nocc, &K), SHEAF_ERR_UNSUPPORTED);
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "ragged dimensions of dimension 0 only");
   if (!th_have_jit_cc("codegen_lower_api_errors (run)")) return;
-  sh_kernel_opts o = {.cache_dir = th_cache_dir("lower-cache")};
+  /* eager: th_cache_dir (harness.h) */
+  sh_kernel_opts o = {.eager = true, .cache_dir = th_cache_dir("lower-cache")};
   CHECK_STATUS(ctx, sh_kernel_compile_opts(ctx, src, strlen(src), "nope", &o, &K), SHEAF_ERR_NOT_FOUND);
   CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "no kernel 'nope'");
   REQUIRE_OK(ctx, sh_kernel_compile_opts(ctx, src, strlen(src), NULL, &o, &K));

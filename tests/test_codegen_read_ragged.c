@@ -428,7 +428,9 @@ TEST(codegen_read_ragged_default) {
   static const sheaf_isa levels[] = {SHEAF_ISA_SCALAR, SHEAF_ISA_AVX2, SHEAF_ISA_AVX512};
   for (size_t l = 0; l < SH_ARRAY_LEN(levels); l++) {
     if (levels[l] > sheaf_cpu_isa_host()) continue;
-    sh_kernel_opts o = {.cache_dir = th_cache_dir("read-ragged-cache"), .isa_set = true, .isa = levels[l]};
+    /* eager: th_cache_dir (harness.h) */
+    sh_kernel_opts o = {.eager = true, .cache_dir = th_cache_dir("read-ragged-cache"), .isa_set = true,
+                        .isa = levels[l]};
     sheaf_kernel *K = NULL;
     if (!CHECK_OK(ctx, sh_kernel_compile_opts(ctx, MHA, strlen(MHA), NULL, &o, &K))) return;
     struct {

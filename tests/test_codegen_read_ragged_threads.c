@@ -95,7 +95,8 @@ static sheaf_kernel *compile(sheaf_ctx *ctx, int pack) {
   sh_sched_opts so;
   memset(&so, 0, sizeof so);
   so.pack_rows = pack;
-  sh_kernel_opts ko = {.cache_dir = th_cache_dir("read-ragged-threads"), .sched = &so};
+  /* eager: th_cache_dir (harness.h) */
+  sh_kernel_opts ko = {.eager = true, .cache_dir = th_cache_dir("read-ragged-threads"), .sched = &so};
   sheaf_kernel *k = NULL;
   if (!CHECK_OK(ctx, sh_kernel_compile_opts(ctx, MHA, strlen(MHA), NULL, &ko, &k))) return NULL;
   return k;

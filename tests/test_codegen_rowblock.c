@@ -327,7 +327,8 @@ TEST(codegen_rowblock_default_c) {
     so.row_block = rbs[r];
     for (int which = 0; which < 3; which++) {
       sheaf_kernel *k = NULL;
-      sh_kernel_opts ko = {.cache_dir = th_cache_dir("rowblock"), .sched = &so};
+      /* eager: th_cache_dir (harness.h) */
+      sh_kernel_opts ko = {.eager = true, .cache_dir = th_cache_dir("rowblock"), .sched = &so};
       REQUIRE_OK(ctx, sh_kernel_compile_opts(ctx, SRC, strlen(SRC), names[which], &ko, &k));
       char what[64];
       snprintf(what, sizeof what, "%s, row_block %d", names[which], rbs[r]);

@@ -40,7 +40,8 @@ static sheaf_kernel *compile(sheaf_ctx *ctx, int row_block) {
   sh_sched_opts so;
   memset(&so, 0, sizeof so);
   so.row_block = row_block;
-  sh_kernel_opts ko = {.cache_dir = th_cache_dir("rowblock-threads"), .sched = &so};
+  /* eager: th_cache_dir (harness.h) */
+  sh_kernel_opts ko = {.eager = true, .cache_dir = th_cache_dir("rowblock-threads"), .sched = &so};
   sheaf_kernel *k = NULL;
   if (!CHECK_OK(ctx, sh_kernel_compile_opts(ctx, SRC, strlen(SRC), "lsm", &ko, &k))) return NULL;
   return k;

@@ -115,7 +115,9 @@ static void every_isa(const char *src, const char *name, const char *prod, bool 
       sheaf_ctx *ctx;
       REQUIRE(sheaf_ctx_create(&(sheaf_ctx_options){.threads = threads}, &ctx, NULL, 0) == SHEAF_OK);
       sheaf_kernel *K = NULL;
-      sh_kernel_opts o = {.isa_set = true, .isa = isas[v], .cache_dir = th_cache_dir("rowfuse_gates")};
+      /* eager: th_cache_dir (harness.h) */
+      sh_kernel_opts o = {.isa_set = true, .isa = isas[v], .eager = true,
+                          .cache_dir = th_cache_dir("rowfuse_gates")};
       if (CHECK_OK(ctx, sh_kernel_compile_opts(ctx, src, strlen(src), name, &o, &K))) {
         if (threads == 1 && isas[v] != SHEAF_ISA_SCALAR) *was_fused |= fused(ctx, sh_kernel_of(K), isas[v], prod);
         int mr = isas[v] == SHEAF_ISA_AVX512 ? 12 : isas[v] == SHEAF_ISA_AVX2 ? 6 : 4;

@@ -105,6 +105,14 @@ static sheaf_kernel *compile_in(sheaf_ctx *ctx, sheaf_isa isa, const char *dir) 
   return k;
 }
 
+/* compile_in the shared cache, eager (th_cache_dir, harness.h) */
+static sheaf_kernel *compile_shared(sheaf_ctx *ctx, sheaf_isa isa) {
+  sheaf_kernel *k = NULL;
+  sh_kernel_opts o = {.isa_set = true, .isa = isa, .eager = true, .cache_dir = th_cache_dir("tune")};
+  CHECK_OK(ctx, sh_kernel_compile_opts(ctx, SRC, strlen(SRC), "mm", &o, &k));
+  return k;
+}
+
 TEST(codegen_tune_record_roundtrip) {
   sheaf_ctx *ctx = th_ctx();
   sh_tune_set s, t;
@@ -301,7 +309,7 @@ TEST(codegen_tune_tiles_reference) {
     sheaf_ctx *ctx = th_ctx();
     int mr = tiles[t][0], nr = tiles[t][1];
     sh_sched_opts o = {.mr = mr, .nr = nr, .row_tiles = 2 + t % 2};
-    sheaf_kernel *k = compile_in(ctx, isa, th_cache_dir("tune"));
+    sheaf_kernel *k = compile_shared(ctx, isa);
     REQUIRE(k);
     int64_t Ms[] = {1, mr - 1, mr, mr + 1, 2 * mr, mr * o.row_tiles + 1, 3 * mr * o.row_tiles + 2};
     int64_t Ns[] = {1, nr - 1, nr, nr + 1, 2 * nr, 3 * nr + 5};
@@ -320,7 +328,7 @@ TEST(codegen_tune_tiles_reference) {
     REQUIRE_OK(ctx, sh_tune_set_save(&s, p));
     sh_tune_set_free(&s);
     REQUIRE_OK(ctx, sheaf_kernel_load_tuning(ctx, p));
-    k = compile_in(ctx, isa, th_cache_dir("tune"));
+    k = compile_shared(ctx, isa);
     REQUIRE(k);
     CHECK(sh_kernel_n_tuned(k) > 10);
     for (size_t a = 0; a < 7; a++)

@@ -33,7 +33,8 @@ static const char SRC[] =
 
 static sheaf_kernel *compile(sheaf_ctx *ctx, const char *name) {
   sheaf_kernel *k = NULL;
-  sh_kernel_opts o = {.cache_dir = th_cache_dir("fast")};
+  /* eager: th_cache_dir (harness.h) */
+  sh_kernel_opts o = {.eager = true, .cache_dir = th_cache_dir("fast")};
   CHECK_OK(ctx, sh_kernel_compile_opts(ctx, SRC, strlen(SRC), name, &o, &k));
   return k;
 }

@@ -65,7 +65,8 @@ static void every_m(const char *src, const char *name, bool ep, sheaf_isa isa, i
   sheaf_ctx *ctx;
   REQUIRE(sheaf_ctx_create(&(sheaf_ctx_options){.threads = threads}, &ctx, NULL, 0) == SHEAF_OK);
   sheaf_kernel *k = NULL;
-  sh_kernel_opts ko = {.isa_set = true, .isa = isa, .cache_dir = th_cache_dir("fewrows")};
+  /* eager: th_cache_dir (harness.h) */
+  sh_kernel_opts ko = {.isa_set = true, .isa = isa, .eager = true, .cache_dir = th_cache_dir("fewrows")};
   if (!CHECK_OK(ctx, sh_kernel_compile_opts(ctx, src, strlen(src), name, &ko, &k))) {
     sheaf_ctx_free(ctx);
     return;
@@ -141,7 +142,8 @@ TEST(kernel_fewrows_versions) {
   if (!th_have_jit_cc("kernel_fewrows_versions")) return;
   sheaf_ctx *ctx = th_ctx();
   sheaf_kernel *k = NULL, *kd = NULL;
-  sh_kernel_opts ko = {.cache_dir = th_cache_dir("fewrows")};
+  /* eager: th_cache_dir (harness.h) */
+  sh_kernel_opts ko = {.eager = true, .cache_dir = th_cache_dir("fewrows")};
   REQUIRE_OK(ctx, sh_kernel_compile_opts(ctx, MM, strlen(MM), "mm", &ko, &k));
   ko.no_few_rows = true;
   REQUIRE_OK(ctx, sh_kernel_compile_opts(ctx, MM, strlen(MM), "mm", &ko, &kd));

@@ -237,7 +237,8 @@ static void check_bad(sheaf_ctx *ctx, sheaf_kernel *K, const sh_kernel *k, const
 static void run_at(const gk *g, sheaf_isa isa) {
   sheaf_ctx *ctx = th_ctx();
   sheaf_kernel *K = NULL;
-  sh_kernel_opts o = {.isa_set = true, .isa = isa, .cache_dir = th_cache_dir("gather-cache")};
+  /* eager: th_cache_dir (harness.h) */
+  sh_kernel_opts o = {.isa_set = true, .isa = isa, .eager = true, .cache_dir = th_cache_dir("gather-cache")};
   if (!CHECK_OK(ctx, sh_kernel_compile_opts(ctx, g->src, strlen(g->src), g->name, &o, &K))) return;
   const sh_kernel *k = sh_kernel_of(K);
   uint64_t rng = 29;
@@ -287,7 +288,8 @@ TEST(kernel_gather_xent_forms) {
                      "  loss(n) = log(s(n)) + m(n) - t(n)\n"
                      "}\n";
   sheaf_kernel *P = NULL, *S = NULL;
-  sh_kernel_opts o = {.cache_dir = th_cache_dir("gather-cache")};
+  /* eager: th_cache_dir (harness.h) */
+  sh_kernel_opts o = {.eager = true, .cache_dir = th_cache_dir("gather-cache")};
   REQUIRE_OK(ctx, sh_kernel_compile_opts(ctx, pick, strlen(pick), "xp", &o, &P));
   if (!CHECK_OK(ctx, sh_kernel_compile_opts(ctx, scan, strlen(scan), "xw", &o, &S))) {
     sheaf_kernel_free(P);

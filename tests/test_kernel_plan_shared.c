@@ -20,7 +20,8 @@ static const char MM[] = "kernel mm(A: f32[M, K], B: f32[K, N]) -> f32[M, N] {\n
 
 static sheaf_kernel *compile_at(sheaf_ctx *ctx, sheaf_isa isa) {
   sheaf_kernel *k = NULL;
-  sh_kernel_opts o = {.isa_set = true, .isa = isa, .cache_dir = th_cache_dir("plan_shared")};
+  /* eager: th_cache_dir (harness.h) */
+  sh_kernel_opts o = {.isa_set = true, .isa = isa, .eager = true, .cache_dir = th_cache_dir("plan_shared")};
   CHECK_OK(ctx, sh_kernel_compile_opts(ctx, MM, strlen(MM), "mm", &o, &k));
   return k;
 }

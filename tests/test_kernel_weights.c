@@ -39,7 +39,8 @@ static sheaf_isa avx2_or_scalar(void) {
 
 static sheaf_kernel *compile(sheaf_ctx *ctx, const char *name, sheaf_isa isa) {
   sheaf_kernel *k = NULL;
-  sh_kernel_opts o = {.isa_set = true, .isa = isa, .cache_dir = th_cache_dir("weights")};
+  /* eager: th_cache_dir (harness.h) */
+  sh_kernel_opts o = {.isa_set = true, .isa = isa, .eager = true, .cache_dir = th_cache_dir("weights")};
   CHECK_OK(ctx, sh_kernel_compile_opts(ctx, SRC, strlen(SRC), name, &o, &k));
   return k;
 }
