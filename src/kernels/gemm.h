@@ -69,6 +69,9 @@ typedef struct sh_gemm_packed_b {
  * SH_GEMM_PACK_TRANS). K and N may be 0. */
 sheaf_status sh_gemm_pack_b(sheaf_ctx *ctx, const float *b, int64_t ldb, int64_t k, int64_t n,
                             int flags, sh_gemm_packed_b **out);
+/* Packs B again into pb, in place (its shape and flags, no allocation):
+ * for a weight whose values changed. false: pb is NULL or b does not fit. */
+bool sh_gemm_repack_b(sheaf_ctx *ctx, const float *b, int64_t ldb, sh_gemm_packed_b *pb);
 void sh_gemm_packed_b_free(sheaf_ctx *ctx, sh_gemm_packed_b *pb);
 
 /* -------------------------------------------------------------- operands */
