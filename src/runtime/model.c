@@ -517,9 +517,8 @@ static sheaf_status packed_locked(sheaf_model *m, uint32_t id, int kind, const s
     int64_t k = kind == PACK_T ? p->shape[1] : p->shape[0], n = kind == PACK_T ? p->shape[0] : p->shape[1];
     if (!*slot || (*slot)->k != k || (*slot)->n != n || !sh_gemm_repack_b(m->ctx, p->data, p->shape[1], *slot)) {
       sh_gemm_packed_b *pb;
-      sheaf_status st = sh_gemm_pack_b(m->ctx, p->data, p->shape[1], k, n,
-                                       kind == PACK_GATES ? SH_GEMM_PACK_GATES : kind == PACK_T ? SH_GEMM_PACK_TRANS : 0,
-                                       &pb);
+      int flags = kind == PACK_GATES ? SH_GEMM_PACK_GATES : kind == PACK_T ? SH_GEMM_PACK_TRANS : 0;
+      sheaf_status st = sh_gemm_pack_b(m->ctx, p->data, p->shape[1], k, n, flags, &pb);
       if (st) return st;
       sh_gemm_packed_b_free(m->ctx, *slot);
       *slot = pb;
