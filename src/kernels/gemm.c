@@ -219,6 +219,11 @@ bool sh_gemm_repack_b(sheaf_ctx *ctx, const float *b, int64_t ldb, sh_gemm_packe
   return true;
 }
 
+void sh_gemm_repack_b_panel(const float *b, int64_t ldb, sh_gemm_packed_b *pb, int64_t p) {
+  pack_b_job j = {pb, b, ldb, pb->flags & SH_GEMM_PACK_TRANS, pb->flags & SH_GEMM_PACK_GATES};
+  pack_b_task(&j, p, 0);
+}
+
 void sh_gemm_packed_b_free(sheaf_ctx *ctx, sh_gemm_packed_b *pb) {
   if (!pb) return;
   sh_free(ctx, pb->data, pb->bytes);
