@@ -24,10 +24,11 @@
  * differentiated on its own thread with its own graph and gradient shard,
  * the shards' gradients reduced in order, one step; or one graph whose
  * kernels split over the threads. At 1 thread: one graph either way.
- * --cut height|nodes (default height): the shards are the batch's trees
- * ordered by height and cut where a modelled cost (nodes, plus LEVEL_NODES
- * a level) balances, so the short trees run together; or the batch's own
- * order cut into about equal nodes (contiguous, as before).
+ * --cut nodes|height (default nodes): the shards are the batch's own
+ * order cut into about equal nodes (contiguous); or its trees ordered by
+ * height and cut where a modelled cost (nodes, plus LEVEL_NODES a level)
+ * balances, so the short trees run together (not measurably better on the
+ * loaded VM: docs/TRAINING.md, "Packed weights once per step").
  *
  *   make bench-train BENCH_ARGS='--threads 1 --updates 100'
  */
@@ -189,7 +190,7 @@ static sheaf_status dp_shard(int k, int n, void *user) {
  * W_node (640 KB at H = 128) whatever its rows, about 40 us forward and
  * backward against about 9 us a node (thread CPU time, 1-thread shards). */
 enum { LEVEL_NODES = 2 };
-static bool cut_contiguous; /* --cut nodes */
+static bool cut_contiguous = true; /* --cut nodes (default); --cut height: false */
 
 /* Shards k of the cut: trees order[cut[k] .. cut[k + 1]) of at most `cap`
  * cost each, greedily over the order (a shard is cut off when the next
@@ -364,7 +365,7 @@ int main(int argc, char **argv) {
                       "                        [--tree-data TRAIN.conllu] [--tree-dev DEV.conllu] [--python PY]\n"
                       "                        [--no-torch] [--no-dynet] [--dynet-dir DIR] [--lazy-emb]\n"
                       "                        [--cpu-time] [--batch B (default 32)] [--split instances|ops]\n"
-                      "                        [--cut height|nodes]\n");
+                      "                        [--cut nodes|height]\n");
       return 2;
     }
   }
