@@ -173,7 +173,7 @@ sheaf_status sh_bw_lin_grads(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t 
     a.m = m;
     a.n_src = 1;
     a.src[0] = (sh_gemm_src){out, {dyr, NULL, 0}};
-    a.b_packed = wt; /* W_k^T, packed once per pass */
+    a.b_packed = wt; /* W_k^T, the model's (packed once per version) */
     a.c = (sh_gemm_out){NULL, dx, in[k]};
     a.ws = ws;
     if ((st = gemm(b, &a))) return st;
