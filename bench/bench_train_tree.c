@@ -24,6 +24,11 @@
  * differentiated on its own thread with its own graph and gradient shard,
  * the shards' gradients reduced in order, one step; or one graph whose
  * kernels split over the threads. At 1 thread: one graph either way.
+ * --cut nodes|height (default nodes): the shards are the batch's own
+ * order cut into about equal nodes (contiguous); or its trees ordered by
+ * height and cut where a modelled cost (nodes, plus LEVEL_NODES a level)
+ * balances, so the short trees run together (not measurably better on the
+ * loaded VM: docs/TRAINING.md, "Packed weights once per step").
  *
  *   make bench-train BENCH_ARGS='--threads 1 --updates 100'
  */
@@ -88,12 +93,30 @@ static int fail(sheaf_ctx *ctx, const char *what) {
 typedef struct data {
   sh_dataset d;
   int32_t *label;
+  int32_t *height; /* by tree: its levels (a leaf: 1) */
 } data;
 
 static bool load(sheaf_ctx *ctx, const char *path, data *x) {
   if (sh_dataset_load(ctx, path, SH_DATASET_BINARY, &x->d) != SHEAF_OK) return false;
+  const sh_treebank *tb = &x->d.tb;
   x->label = malloc(((size_t)sh_dataset_count(&x->d) + 1) * sizeof *x->label);
-  return x->label && sh_tree_labels_load(ctx, path, &x->d, x->label) == SHEAF_OK;
+  x->height = malloc(((size_t)tb->n_trees + 1) * sizeof *x->height);
+  int32_t *lev = malloc(((size_t)tb->n_nodes + 1) * sizeof *lev);
+  if (x->height && lev)
+    for (int32_t t = 0; t < tb->n_trees; t++) { /* post-order: children before parents */
+      int32_t h = 1;
+      for (int32_t v = tb->tree_first[t]; v < tb->tree_first[t] + tb->tree_size[t]; v++) {
+        lev[v] = 1;
+        for (int32_t i = 0; i < tb->n_children[v]; i++) {
+          int32_t c = lev[sh_tb_child(tb, v, i)] + 1;
+          if (c > lev[v]) lev[v] = c;
+        }
+        if (lev[v] > h) h = lev[v];
+      }
+      x->height[t] = h;
+    }
+  free(lev);
+  return x->label && x->height && sh_tree_labels_load(ctx, path, &x->d, x->label) == SHEAF_OK;
 }
 
 /* --threads 2 and more: the serial part of a step (bench_train_par.h) */
@@ -137,9 +160,10 @@ typedef struct dp_update {
   sh_net *net;
   const data *tr;
   int64_t s0;
-  sheaf_expr *out, *loss; /* MAX_B each, shard k's trees at their batch index */
+  sheaf_expr *out, *loss; /* MAX_B each, by position in `order` */
   uint64_t ns[MAXT];      /* the shard's thread CPU time */
-  int cut[MAXT + 1];      /* shard k: trees cut[k] .. cut[k + 1] of the batch */
+  int order[MAX_B];       /* the batch's trees (indices in the batch), by height */
+  int cut[MAXT + 1];      /* shard k: trees order[cut[k] .. cut[k + 1]) */
 } dp_update;
 
 static sheaf_status dp_shard(int k, int n, void *user) {
@@ -151,7 +175,7 @@ static sheaf_status dp_shard(int k, int n, void *user) {
   uint64_t t0 = par_thread_ns();
   sheaf_status st = sheaf_graph_reset(g);
   for (int i = i0; i < i1 && !st; i++) {
-    int32_t t = (int32_t)((u->s0 + i) % nt);
+    int32_t t = (int32_t)((u->s0 + u->order[i]) % nt);
     st = sh_net_build(u->net, g, t, u->out + i);
     u->loss[i] = sheaf_nll_logp(g, u->out[i], u->tr->label[t]);
   }
@@ -161,21 +185,78 @@ static sheaf_status dp_shard(int k, int n, void *user) {
   return st;
 }
 
+/* The cost of a shard, in tree nodes: its nodes, plus LEVEL_NODES for each
+ * level it runs (its tallest tree's height): a level is a GEMM over all of
+ * W_node (640 KB at H = 128) whatever its rows, about 40 us forward and
+ * backward against about 9 us a node (thread CPU time, 1-thread shards). */
+enum { LEVEL_NODES = 2 };
+static bool cut_contiguous = true; /* --cut nodes (default); --cut height: false */
+
+/* Shards k of the cut: trees order[cut[k] .. cut[k + 1]) of at most `cap`
+ * cost each, greedily over the order (a shard is cut off when the next
+ * tree would exceed cap, or when the trees left are as many as the shards
+ * left: n non-empty shards); false when cap is too small. */
+static bool cut_at(const int64_t *nodes, const int32_t *h, const int *order, int b, int n, int64_t cap, int *cut) {
+  int k = 0;
+  int64_t sum = 0;
+  cut[0] = 0;
+  for (int j = 0; j < b; j++) {
+    int64_t c = nodes[order[j]], lv = (int64_t)LEVEL_NODES * h[order[j]];
+    if (j > cut[k] && (lv + sum + c > cap || b - j <= n - 1 - k)) { /* a new shard */
+      if (++k == n) return false;
+      cut[k] = j, sum = 0;
+    }
+    if (lv + sum + c > cap) return false;
+    sum += c;
+  }
+  cut[n] = b;
+  return k == n - 1;
+}
+
+/* The batch's trees in n shards of about equal cost: ordered by height
+ * (then batch index), cut where the largest shard's cost is least, so the
+ * short trees run together, their levels not again in every shard. */
+static void split_by_cost(const data *tr, int64_t s0, int n, int *order, int *cut) {
+  int32_t nt = sh_dataset_count(&tr->d);
+  int64_t nodes[MAX_B] = {0}, lo = 0, hi = 0;
+  int32_t h[MAX_B] = {0};
+  for (int i = 0; i < B; i++) {
+    int32_t t = (int32_t)((s0 + i) % nt);
+    nodes[i] = tr->d.tb.tree_size[t], h[i] = tr->height[t];
+    int j = i; /* insertion sort by (height, index) */
+    for (; j > 0 && h[order[j - 1]] > h[i]; j--) order[j] = order[j - 1];
+    order[j] = i;
+    int64_t one = nodes[i] + (int64_t)LEVEL_NODES * h[i];
+    lo = one > lo ? one : lo;
+    hi += one;
+  }
+  while (lo < hi) { /* the least cap that n shards meet */
+    int64_t mid = lo + (hi - lo) / 2;
+    if (cut_at(nodes, h, order, B, n, mid, cut)) hi = mid;
+    else lo = mid + 1;
+  }
+  (void)cut_at(nodes, h, order, B, n, lo, cut); /* meets hi = the total: every tree's cost */
+}
+
 /* One data-parallel update (--split instances); ph[1] += its seconds. */
 static sheaf_status update_dp(sh_net *net, sheaf_graph **gs, int T, sheaf_optimizer *opt, const data *tr,
                               int64_t s0, sheaf_expr *out, sheaf_expr *loss, double *ph) {
   double t0 = now_s();
   par_begin(&g_par);
-  dp_update u = {gs, net, tr, s0, out, loss, {0}, {0}};
+  dp_update u = {gs, net, tr, s0, out, loss, {0}, {0}, {0}};
   int n = T < B ? T : B;
   int32_t nt = sh_dataset_count(&tr->d);
-  int64_t nodes = 0, run = 0;
-  for (int i = 0; i < B; i++) nodes += tr->d.tb.tree_size[(s0 + i) % nt];
-  for (int i = 0, k = 1; i < B; i++) { /* contiguous shards of about equal nodes (a tree's work) */
-    run += tr->d.tb.tree_size[(s0 + i) % nt];
-    while (k < n && run * n >= nodes * k && i + 1 >= k) u.cut[k++] = i + 1;
+  if (cut_contiguous) { /* --cut nodes: the batch's order, about equal nodes */
+    int64_t nodes = 0, run = 0;
+    for (int i = 0; i < B; i++) nodes += tr->d.tb.tree_size[(s0 + i) % nt], u.order[i] = i;
+    for (int i = 0, k = 1; i < B; i++) {
+      run += tr->d.tb.tree_size[(s0 + i) % nt];
+      while (k < n && run * n >= nodes * k && i + 1 >= k) u.cut[k++] = i + 1;
+    }
+    u.cut[n] = B;
+  } else {
+    split_by_cost(tr, s0, n, u.order, u.cut);
   }
-  u.cut[n] = B;
   sheaf_status st = sheaf_model_zero_grad(net->model);
   par_mark(&g_par, PAR_ZERO);
   if (!st) st = sheaf_run_shards(sheaf_model_ctx(net->model), n, dp_shard, &u);
@@ -275,12 +356,16 @@ int main(int argc, char **argv) {
     else if (i + 1 < argc && strcmp(argv[i], "--split") == 0 &&
              (strcmp(argv[i + 1], "ops") == 0 || strcmp(argv[i + 1], "instances") == 0))
       split_ops = strcmp(argv[++i], "ops") == 0;
+    else if (i + 1 < argc && strcmp(argv[i], "--cut") == 0 &&
+             (strcmp(argv[i + 1], "height") == 0 || strcmp(argv[i + 1], "nodes") == 0))
+      cut_contiguous = strcmp(argv[++i], "nodes") == 0;
     else if (i + 1 < argc && strcmp(argv[i], "--dynet-dir") == 0) dynet_dir = argv[++i];
     else {
       fprintf(stderr, "usage: bench_train_tree [--threads T] [--updates N] [--reps R] [--embed E] [--hidden H]\n"
                       "                        [--tree-data TRAIN.conllu] [--tree-dev DEV.conllu] [--python PY]\n"
                       "                        [--no-torch] [--no-dynet] [--dynet-dir DIR] [--lazy-emb]\n"
-                      "                        [--cpu-time] [--batch B (default 32)] [--split instances|ops]\n");
+                      "                        [--cpu-time] [--batch B (default 32)] [--split instances|ops]\n"
+                      "                        [--cut nodes|height]\n");
       return 2;
     }
   }
@@ -314,8 +399,9 @@ int main(int argc, char **argv) {
          g_cpu ? "process CPU time, every system" : "wall time",
          lazy_emb ? "lazy, the rows looked up only (every system)" : "dense, every row (every system)", dev,
          (int)sh_dataset_count(&dv.d));
-  printf("  split: %s\n", T ? "instances (a shard of the batch per thread, its own graph; gradients reduced in order)"
-                          : threads > 1 ? "ops (one graph, its kernels over the threads)" : "none (1 thread)");
+  printf("  split: %s%s\n", T ? "instances (a shard of the batch per thread, its own graph; gradients reduced in order)"
+                            : threads > 1 ? "ops (one graph, its kernels over the threads)" : "none (1 thread)",
+         !T ? "" : cut_contiguous ? ", cut: the batch's order by nodes" : ", cut: trees by height, balanced by cost");
   static sheaf_expr out[MAX_B], loss[MAX_B];
   double best = 1e30, acc = -1, major = 0, best_ph[3] = {0, 0, 0};
   int rc = 0;
@@ -404,6 +490,8 @@ int main(int argc, char **argv) {
   }
   free(tr.label);
   free(dv.label);
+  free(tr.height);
+  free(dv.height);
   sh_dataset_free(&tr.d);
   sh_dataset_free(&dv.d);
   sheaf_ctx_free(ctx);

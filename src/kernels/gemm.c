@@ -137,17 +137,41 @@ typedef struct pack_b_job {
   bool trans, lstm;
 } pack_b_job;
 
-/* Packs B panel p. */
+/* Packs B panel p. A whole plain panel is copied row by row (B) or
+ * column by column (B^T), each read contiguous; the rest lane by lane. */
 static void pack_b_task(void *arg, int64_t p, int tid) {
   (void)tid;
   const pack_b_job *j = arg;
   const int64_t k = j->pb->k, n = j->pb->n;
+  float *dst = j->pb->data + p * k * SH_GEMM_NR;
+  if (!j->lstm && (p + 1) * SH_GEMM_NR <= n) {
+    if (!j->trans) {
+      for (int64_t kk = 0; kk < k; kk++)
+        memcpy(dst + kk * SH_GEMM_NR, j->b + kk * j->ldb + p * SH_GEMM_NR, SH_GEMM_NR * sizeof(float));
+    } else {
+      for (int64_t c = 0; c < SH_GEMM_NR; c++) {
+        const float *src = j->b + (p * SH_GEMM_NR + c) * j->ldb;
+        for (int64_t kk = 0; kk < k; kk++) dst[kk * SH_GEMM_NR + c] = src[kk];
+      }
+    }
+    return;
+  }
   int64_t cols[SH_GEMM_NR];
   for (int64_t c = 0; c < SH_GEMM_NR; c++) cols[c] = packed_col(p, c, n, j->pb->hidden, j->lstm);
-  float *dst = j->pb->data + p * k * SH_GEMM_NR;
   for (int64_t kk = 0; kk < k; kk++)
     for (int64_t c = 0; c < SH_GEMM_NR; c++)
       dst[kk * SH_GEMM_NR + c] = cols[c] >= 0 ? b_at(j->b, j->ldb, j->trans, kk, cols[c]) : 0.0f;
+}
+
+/* Packs b into pb (its shape and flags): a pure copy, a panel per task, on
+ * the pool when it is large (a training step repacks every weight after
+ * its update). */
+static void pack_b_fill(sheaf_ctx *ctx, sh_gemm_packed_b *pb, const float *b, int64_t ldb) {
+  pack_b_job j = {pb, b, ldb, pb->flags & SH_GEMM_PACK_TRANS, pb->flags & SH_GEMM_PACK_GATES};
+  if (pb->n_panels * pb->k * SH_GEMM_NR >= 32768 && pb->n_panels > 1) /* floats packed */
+    sh_pool_run(ctx->pool, pb->n_panels, pack_b_task, &j, 0);
+  else
+    for (int64_t p = 0; p < pb->n_panels; p++) pack_b_task(&j, p, 0);
 }
 
 sheaf_status sh_gemm_pack_b(sheaf_ctx *ctx, const float *b, int64_t ldb, int64_t k, int64_t n,
@@ -183,15 +207,21 @@ sheaf_status sh_gemm_pack_b(sheaf_ctx *ctx, const float *b, int64_t ldb, int64_t
     sh_free(ctx, pb, sizeof *pb);
     return SHEAF_ERR_NOMEM;
   }
-  pack_b_job j = {pb, b, ldb, trans, lstm};
-  /* a pure copy, a panel per task: on the pool when it is large (a
-   * training step repacks every weight after its update) */
-  if (elems * SH_GEMM_NR >= 32768 && panels > 1) /* floats packed */
-    sh_pool_run(ctx->pool, panels, pack_b_task, &j, 0);
-  else
-    for (int64_t p = 0; p < panels; p++) pack_b_task(&j, p, 0);
+  pack_b_fill(ctx, pb, b, ldb);
   *out = pb;
   return SHEAF_OK;
+}
+
+bool sh_gemm_repack_b(sheaf_ctx *ctx, const float *b, int64_t ldb, sh_gemm_packed_b *pb) {
+  if (!pb || ((pb->k > 0 && pb->n > 0) && !b) || ldb < (pb->flags & SH_GEMM_PACK_TRANS ? pb->k : pb->n))
+    return false;
+  pack_b_fill(ctx, pb, b, ldb);
+  return true;
+}
+
+void sh_gemm_repack_b_panel(const float *b, int64_t ldb, sh_gemm_packed_b *pb, int64_t p) {
+  pack_b_job j = {pb, b, ldb, pb->flags & SH_GEMM_PACK_TRANS, pb->flags & SH_GEMM_PACK_GATES};
+  pack_b_task(&j, p, 0);
 }
 
 void sh_gemm_packed_b_free(sheaf_ctx *ctx, sh_gemm_packed_b *pb) {

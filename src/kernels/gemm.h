@@ -69,6 +69,12 @@ typedef struct sh_gemm_packed_b {
  * SH_GEMM_PACK_TRANS). K and N may be 0. */
 sheaf_status sh_gemm_pack_b(sheaf_ctx *ctx, const float *b, int64_t ldb, int64_t k, int64_t n,
                             int flags, sh_gemm_packed_b **out);
+/* Packs B again into pb, in place (its shape and flags, no allocation):
+ * for a weight whose values changed. false: pb is NULL or b does not fit. */
+bool sh_gemm_repack_b(sheaf_ctx *ctx, const float *b, int64_t ldb, sh_gemm_packed_b *pb);
+/* Panel p of that (p < pb->n_panels, b fitting pb as above): for a caller
+ * that spreads the panels of several weights over one pool run. */
+void sh_gemm_repack_b_panel(const float *b, int64_t ldb, sh_gemm_packed_b *pb, int64_t p);
 void sh_gemm_packed_b_free(sheaf_ctx *ctx, sh_gemm_packed_b *pb);
 
 /* -------------------------------------------------------------- operands */

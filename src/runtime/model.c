@@ -17,6 +17,7 @@
 
 #include "io/finite.h"
 #include "io/safetensors.h"
+#include "base/pool.h"
 #include "runtime/runtime.h"
 #include "tensor/tensor.h"
 
@@ -133,6 +134,7 @@ void sheaf_model_free(sheaf_model *m) {
     sh_free(ctx, p->grad_rows, p->rank == 2 && p->shape[0] > 0 ? (size_t)p->shape[0] : 1);
     sh_gemm_packed_b_free(ctx, p->packed);
     sh_gemm_packed_b_free(ctx, p->gates);
+    sh_gemm_packed_b_free(ctx, p->packed_t);
   }
   for (int k = 0; k < SH_GRAD_SHARDS - 1; k++) { /* src/train's gradient shards */
     for (uint32_t i = 0; i < m->cap_shard[k] && i < m->n_params; i++) {
@@ -503,18 +505,25 @@ sheaf_status sheaf_model_save_meta(const sheaf_model *m, const char *path, size_
 
 /* The packed forms are built on first use, possibly by several runner
  * threads at once: under the model's lock (uncontended: one lock per batch). */
-static sheaf_status packed_locked(sheaf_model *m, uint32_t id, bool gates,
-                                  const sh_gemm_packed_b **out) {
+enum { PACK_PLAIN, PACK_GATES, PACK_T }; /* p->packed, p->gates, p->packed_t */
+
+/* A stale packed form is packed again in place (same shape: no allocation,
+ * no fresh pages), else replaced. */
+static sheaf_status packed_locked(sheaf_model *m, uint32_t id, int kind, const sh_gemm_packed_b **out) {
   sh_param *p = &m->params[id - 1];
-  sh_gemm_packed_b **slot = gates ? &p->gates : &p->packed;
-  uint64_t *ver = gates ? &p->gates_ver : &p->packed_ver;
+  sh_gemm_packed_b **slot = kind == PACK_GATES ? &p->gates : kind == PACK_T ? &p->packed_t : &p->packed;
+  uint64_t *ver = kind == PACK_GATES ? &p->gates_ver : kind == PACK_T ? &p->packed_t_ver : &p->packed_ver;
   if (!*slot || *ver != p->version) {
-    sh_gemm_packed_b *pb;
-    sheaf_status st = sh_gemm_pack_b(m->ctx, p->data, p->shape[1], p->shape[0], p->shape[1],
-                                     gates ? SH_GEMM_PACK_GATES : 0, &pb);
-    if (st) return st;
-    sh_gemm_packed_b_free(m->ctx, *slot);
-    *slot = pb;
+    /* B = W [in, out], or B = W^T [out, in]: element (k, n) at W[n * out + k] */
+    int64_t k = kind == PACK_T ? p->shape[1] : p->shape[0], n = kind == PACK_T ? p->shape[0] : p->shape[1];
+    if (!*slot || (*slot)->k != k || (*slot)->n != n || !sh_gemm_repack_b(m->ctx, p->data, p->shape[1], *slot)) {
+      sh_gemm_packed_b *pb;
+      int flags = kind == PACK_GATES ? SH_GEMM_PACK_GATES : kind == PACK_T ? SH_GEMM_PACK_TRANS : 0;
+      sheaf_status st = sh_gemm_pack_b(m->ctx, p->data, p->shape[1], k, n, flags, &pb);
+      if (st) return st;
+      sh_gemm_packed_b_free(m->ctx, *slot);
+      *slot = pb;
+    }
     *ver = p->version;
   }
   *out = *slot;
@@ -524,9 +533,68 @@ static sheaf_status packed_locked(sheaf_model *m, uint32_t id, bool gates,
 sheaf_status sh_model_packed(sheaf_model *m, uint32_t id, bool gates,
                              const sh_gemm_packed_b **out) {
   pthread_mutex_lock(&m->mu);
-  sheaf_status st = packed_locked(m, id, gates, out);
+  sheaf_status st = packed_locked(m, id, gates ? PACK_GATES : PACK_PLAIN, out);
   pthread_mutex_unlock(&m->mu);
   return st;
+}
+
+sheaf_status sh_model_packed_t(sheaf_model *m, uint32_t id, const sh_gemm_packed_b **out) {
+  pthread_mutex_lock(&m->mu);
+  sheaf_status st = packed_locked(m, id, PACK_T, out);
+  pthread_mutex_unlock(&m->mu);
+  return st;
+}
+
+/* Up to RF_MAX stale forms repacked by one pool run, a panel per task. */
+#define RF_MAX 32
+typedef struct rf_job {
+  int n;
+  sh_gemm_packed_b *pb[RF_MAX];
+  const float *b[RF_MAX];
+  int64_t ldb[RF_MAX], first[RF_MAX + 1]; /* form f: tasks first[f] .. first[f + 1] */
+  int64_t floats;                         /* packed by the run */
+} rf_job;
+
+static void rf_task(void *arg, int64_t task, int tid) {
+  (void)tid;
+  const rf_job *j = arg;
+  int f = 0;
+  while (task >= j->first[f + 1]) f++;
+  sh_gemm_repack_b_panel(j->b[f], j->ldb[f], j->pb[f], task - j->first[f]);
+}
+
+static void rf_run(sheaf_model *m, rf_job *j) {
+  /* on the pool when large, as sh_gemm_pack_b */
+  if (j->n) sh_pool_run(m->ctx->pool, j->first[j->n], rf_task, j, j->floats >= 32768 && j->first[j->n] > 1 ? 0 : 1);
+  j->n = 0;
+  j->floats = 0;
+}
+
+void sh_model_refresh_packed(sheaf_model *m) {
+  pthread_mutex_lock(&m->mu);
+  rf_job j;
+  j.n = 0;
+  j.first[0] = 0;
+  j.floats = 0;
+  for (uint32_t i = 0; i < m->n_params; i++) {
+    sh_param *p = &m->params[i];
+    for (int kind = PACK_PLAIN; kind <= PACK_T; kind++) {
+      sh_gemm_packed_b *pb = kind == PACK_GATES ? p->gates : kind == PACK_T ? p->packed_t : p->packed;
+      uint64_t *ver = kind == PACK_GATES ? &p->gates_ver : kind == PACK_T ? &p->packed_t_ver : &p->packed_ver;
+      int64_t k = kind == PACK_T ? p->shape[1] : p->shape[0], n = kind == PACK_T ? p->shape[0] : p->shape[1];
+      /* only a form of its own shape, packed in place (nothing to allocate:
+       * cannot fail; any other is repacked on its next use) */
+      if (!pb || *ver == p->version || pb->k != k || pb->n != n || p->shape[1] < (kind == PACK_T ? k : n)) continue;
+      if (j.n == RF_MAX) rf_run(m, &j);
+      j.pb[j.n] = pb, j.b[j.n] = p->data, j.ldb[j.n] = p->shape[1];
+      j.first[j.n + 1] = j.first[j.n] + pb->n_panels;
+      j.floats += pb->n_panels * pb->k * SH_GEMM_NR;
+      j.n++;
+      *ver = p->version;
+    }
+  }
+  rf_run(m, &j);
+  pthread_mutex_unlock(&m->mu);
 }
 
 static sheaf_status stack_id_locked(sheaf_model *m, int n, const uint32_t *ids, uint32_t *out) {

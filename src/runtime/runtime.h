@@ -42,7 +42,8 @@ typedef struct sh_param {
   uint64_t version;              /* bumped when the values may have changed */
   sh_gemm_packed_b *packed;      /* B = W [in, out], packed on first use */
   sh_gemm_packed_b *gates;       /* same, gate-interleaved (LSTM cells) */
-  uint64_t packed_ver, gates_ver;
+  sh_gemm_packed_b *packed_t;    /* B = W^T [out, in] (src/train: dX = dY·W^T) */
+  uint64_t packed_ver, gates_ver, packed_t_ver;
   float *grad;                   /* numel floats or NULL: the gradient (src/train owns it) */
   /* src/train: what the gradient holds since the last zeroing: grad_whole,
    * any element (a whole-tensor gradient); otherwise only the rows (of
@@ -92,6 +93,12 @@ static inline sh_param *sh_model_param_get(const sheaf_model *m, sheaf_param p) 
 }
 /* W packed as B (plain or gate-interleaved), repacked when its version moved. */
 sheaf_status sh_model_packed(sheaf_model *m, uint32_t id, bool gates, const sh_gemm_packed_b **out);
+/* W^T packed as B, likewise (the backward's dX = dY·W^T). */
+sheaf_status sh_model_packed_t(sheaf_model *m, uint32_t id, const sh_gemm_packed_b **out);
+/* Every packed form built so far whose weight's version moved, packed
+ * again in place (on the pool): after an optimizer step, so that the next
+ * passes (data-parallel shards: several graphs at once) find them ready. */
+void sh_model_refresh_packed(sheaf_model *m);
 /* Id (1-based) of the stack of these weights, created on first request. */
 sheaf_status sh_model_stack_id(sheaf_model *m, int n, const uint32_t *ids, uint32_t *out);
 sheaf_status sh_model_stack_packed(sheaf_model *m, uint32_t stack, const sh_gemm_packed_b **out);

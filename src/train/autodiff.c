@@ -596,7 +596,6 @@ sheaf_status sh_backward_stats(sheaf_graph *g, int n_loss, const sheaf_expr *los
     st = run_pass(&b, n_loss, loss, scale, opts);
     if (stats) *stats = (sh_bw_stats){b.gemm_buckets, b.lane_depths, b.lanes, b.dw_lanes};
   }
-  for (uint32_t i = 0; i < b.n_wt; i++) sh_gemm_packed_b_free(g->ctx, b.wt[i]);
   /* next time, one chunk holds what this pass needed */
   sh_arena *a = &g->train;
   if (a->used_total > a->chunk_size) a->chunk_size = sh_align_up(a->used_total + a->used_total / 8, SH_ARENA_ALIGN);

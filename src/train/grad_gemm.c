@@ -132,11 +132,8 @@ sheaf_status sh_bw_packed_wt(sh_bw *b, uint32_t pid, const sh_gemm_packed_b **ou
     if (!b->wt) return SHEAF_ERR_NOMEM;
     memset(b->wt, 0, (size_t)b->n_wt * sizeof *b->wt);
   }
-  if (!b->wt[pid - 1]) {
-    const sh_param *w = &m->params[pid - 1];
-    /* B = W^T [out, in]; its transpose is W itself: element (k, n) at W[n * out + k] */
-    sheaf_status st = sh_gemm_pack_b(b->ctx, w->data, w->shape[1], w->shape[1], w->shape[0],
-                                     SH_GEMM_PACK_TRANS, &b->wt[pid - 1]);
+  if (!b->wt[pid - 1]) { /* the model's, shared by the graphs of data-parallel shards */
+    sheaf_status st = sh_model_packed_t(m, pid, &b->wt[pid - 1]);
     if (st) return st;
   }
   *out = b->wt[pid - 1];
@@ -176,7 +173,7 @@ sheaf_status sh_bw_lin_grads(sh_bw *b, const uint32_t *ids, uint32_t n, int64_t 
     a.m = m;
     a.n_src = 1;
     a.src[0] = (sh_gemm_src){out, {dyr, NULL, 0}};
-    a.b_packed = wt; /* W_k^T, packed once per pass */
+    a.b_packed = wt; /* W_k^T, the model's (packed once per version) */
     a.c = (sh_gemm_out){NULL, dx, in[k]};
     a.ws = ws;
     if ((st = gemm(b, &a))) return st;

@@ -326,7 +326,8 @@ sheaf_status sheaf_optimizer_step(sheaf_optimizer *o, double *norm) {
   for (uint32_t i = 0; i < m->n_params; i++) {
     if (!m->params[i].grad) continue;
     sheaf_param h = {i + 1, m->tag};
-    if ((st = sheaf_model_param_update(m, h))) return st; /* graphs repack it */
+    if ((st = sheaf_model_param_update(m, h))) return st;
   }
+  sh_model_refresh_packed(m); /* its packed forms, on the pool now rather than in the next pass */
   return SHEAF_OK;
 }

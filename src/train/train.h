@@ -64,8 +64,8 @@ typedef struct sh_bw {
   uint64_t gemm_buckets; /* GEMM buckets run (each one GEMM for dW, one per input for dX) */
   uint64_t lane_depths, lanes; /* lanes.c: depths run as lanes, and their lanes */
   uint64_t dw_lanes; /* sh_bw_dw_flush ran its jobs side by side */
-  sh_gemm_packed_b **wt; /* by parameter id - 1: W^T packed for dX = dY·W^T, once per pass
-                            (n_wt entries, NULL until used; freed at the end of the pass) */
+  const sh_gemm_packed_b **wt; /* by parameter id - 1: W^T packed for dX = dY·W^T, the model's
+                                  (sh_model_packed_t; n_wt entries, NULL until used this pass) */
   uint32_t n_wt;
   sh_bw_dw *dw;    /* deferred weight gradients (n_dw, room for cap_dw) */
   uint32_t n_dw, cap_dw;
