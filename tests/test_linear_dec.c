@@ -27,32 +27,9 @@ static void check_short(const char *path, const char *text) {
   if (!th_have_jit_cc(path)) return;
   setenv("SHEAF_CACHE_DIR", th_cache_dir("linear"), 0);
   static const int32_t off[] = {0, 1, 3, 4, 7}, words[] = {7, 3, 4, 9, 5, 2, 5};
-  sh_word_ids ids = sh_word_ids_of_rows(100);
   tl_model tm;
-  sh_lin *L = NULL;
-  char why[512];
-  float want[7 * 64], got[7 * 64];
-  int64_t at[5];
   if (!tl_open_src(ctx, path, text, s2s_sizes, NULL, &tm)) return;
-  if (!CHECK_OK(ctx, sh_lin_create(&tm.m, tm.model, &tm.bind, &L, why, sizeof why))) {
-    fprintf(stderr, "%s: %s\n", path, why);
-    goto out;
-  }
-  if (!dynamic_seq(ctx, &tm, off, words, ids, 4, want, at, 7 * 64)) goto out;
-  for (int b = 1; b <= 4; b += 3) {
-    memset(got, 0, sizeof got);
-    for (int first = 0; first < 4; first += b) {
-      if (!CHECK_OK(ctx, sh_lin_run_seq(L, off, words, first, b, ids))) goto out;
-      for (int t = 0; t < b; t++) {
-        int64_t w = linear_outputs(L, t, got + at[first + t], 7 * 64 - at[first + t]);
-        CHECK_EQ_INT(w, at[first + t + 1] - at[first + t]);
-      }
-    }
-    double worst = sh_max_rel_err(got, want, at[4] / elem_width(L), elem_width(L));
-    if (!CHECK(worst <= 1e-5)) fprintf(stderr, "%s batch %d: max rel err %g\n", path, b, worst);
-  }
-out:
-  sh_lin_free(L);
+  check_seq_small(ctx, &tm, path, off, words, 4);
   tl_close(ctx, &tm);
 }
 

@@ -24,53 +24,22 @@ typedef struct rec_batch {
   sh_lin_records rec;
 } rec_batch;
 
+/* Sentence s's token records: its words w (mapped) and B's columns. */
+static bool rec_input(sheaf_ctx *ctx, sh_interp *ip, int s, const int32_t *w, int32_t len, const void *user, sh_value *in) {
+  const rec_batch *B = user;
+  const sh_lin_records *R = &B->rec;
+  int32_t o = B->off[s];
+  sh_token_cols t = {len, w, R->upos ? R->upos + o : NULL, R->xpos ? R->xpos + o : NULL,
+                     R->deprel ? R->deprel + o : NULL, R->head ? R->head + o : NULL,
+                     R->form ? R->form + o : NULL, R->form_len ? R->form_len + o : NULL};
+  return CHECK_OK(ctx, sh_interp_records(ip, &t, in));
+}
+
 /* The dynamic runtime's outputs of sentences 0 .. n-1 (batches of 32), one
  * after another: instance i at want + at[i]. */
 static bool dynamic_rec(sheaf_ctx *ctx, tl_model *tm, const rec_batch *B, sh_word_ids ids, int n, float *want,
                         int64_t *at, int64_t cap) {
-  sh_interp *ip = NULL;
-  sheaf_graph *g = NULL;
-  bool ok = CHECK_OK(ctx, sh_interp_create(&tm->m, &tm->bind, &ip)) &&
-            CHECK_OK(ctx, sheaf_graph_create(tm->model, NULL, &g));
-  sh_value *res = calloc((size_t)n, sizeof *res);
-  sheaf_expr *ts = malloc(4096 * sizeof *ts);
-  int32_t *w = malloc(4096 * sizeof *w);
-  int64_t pos = 0;
-  ok = ok && CHECK(res && ts && w);
-  for (int first = 0; ok && first < n; first += 32) {
-    int last = first + 32 < n ? first + 32 : n;
-    for (int s = first; ok && s < last; s++) {
-      int32_t o = B->off[s], len = B->off[s + 1] - o;
-      ok = CHECK(len < 4096);
-      for (int32_t k = 0; ok && k < len; k++) w[k] = sh_word_id(ids, B->words[o + k]);
-      const sh_lin_records *R = &B->rec;
-      sh_token_cols t = {len, w, R->upos ? R->upos + o : NULL, R->xpos ? R->xpos + o : NULL,
-                         R->deprel ? R->deprel + o : NULL, R->head ? R->head + o : NULL,
-                         R->form ? R->form + o : NULL, R->form_len ? R->form_len + o : NULL};
-      sh_value in;
-      ok = ok && CHECK_OK(ctx, sh_interp_records(ip, &t, &in)) && CHECK_OK(ctx, sh_interp_main(ip, g, in, &res[s]));
-    }
-    ok = ok && CHECK_OK(ctx, sheaf_graph_flush(g));
-    for (int s = first; ok && s < last; s++) {
-      size_t nt = sh_value_tensors(res[s], ts, 4096);
-      at[s] = pos;
-      for (size_t k = 0; ok && k < nt; k++) {
-        sheaf_value_view v;
-        ok = CHECK_OK(ctx, sheaf_value(g, ts[k], &v));
-        int64_t numel = v.rank == 2 ? v.shape[0] * v.shape[1] : v.shape[0];
-        ok = ok && CHECK(pos + numel <= cap);
-        if (ok) memcpy(want + pos, v.data, (size_t)numel * sizeof(float));
-        pos += numel;
-      }
-    }
-    ok = ok && CHECK_OK(ctx, sheaf_graph_reset(g));
-    sh_interp_reset(ip);
-  }
-  at[n] = pos;
-  free(res), free(ts), free(w);
-  sheaf_graph_free(g);
-  sh_interp_free(ip);
-  return ok;
+  return dynamic_run(ctx, tm, B->off, B->words, ids, n, rec_input, B, want, at, cap);
 }
 
 /* The linear mode on `threads` threads (split or not) over sentences 0 ..

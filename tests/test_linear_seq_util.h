@@ -16,10 +16,22 @@
 #define EWT "data/ud_english_ewt/en_ewt-ud-test.conllu"
 #define N_SENTS 150
 
+/* main's argument for sentence s: its words w[0 .. len) (mapped by ids);
+ * a records test builds token records from them (test_linear_rec.c). */
+typedef bool (*dyn_input_fn)(sheaf_ctx *ctx, sh_interp *ip, int s, const int32_t *w, int32_t len, const void *user,
+                             sh_value *in);
+
+static inline bool ints_input(sheaf_ctx *ctx, sh_interp *ip, int s, const int32_t *w, int32_t len, const void *user,
+                              sh_value *in) {
+  (void)s, (void)user;
+  return CHECK_OK(ctx, sh_interp_ints(ip, w, len, in));
+}
+
 /* Main's outputs of sentences off[0..n) by the dynamic runtime (batches of
- * 32), flattened one after another: instance i at want + at[i]. */
-static inline bool dynamic_seq(sheaf_ctx *ctx, tl_model *tm, const int32_t *off, const int32_t *words, sh_word_ids ids,
-                        int n, float *want, int64_t *at, int64_t cap) {
+ * 32), flattened one after another: instance i at want + at[i]; main's
+ * argument made by input (NULL: the word ids). */
+static inline bool dynamic_run(sheaf_ctx *ctx, tl_model *tm, const int32_t *off, const int32_t *words, sh_word_ids ids,
+                               int n, dyn_input_fn input, const void *user, float *want, int64_t *at, int64_t cap) {
   sh_interp *ip = NULL;
   sheaf_graph *g = NULL;
   bool ok = CHECK_OK(ctx, sh_interp_create(&tm->m, &tm->bind, &ip)) &&
@@ -29,6 +41,7 @@ static inline bool dynamic_seq(sheaf_ctx *ctx, tl_model *tm, const int32_t *off,
   int32_t *w = malloc(4096 * sizeof *w);
   int64_t pos = 0;
   ok = ok && CHECK(res && ts && w);
+  if (!input) input = ints_input;
   for (int first = 0; ok && first < n; first += 32) {
     int last = first + 32 < n ? first + 32 : n;
     for (int s = first; ok && s < last; s++) {
@@ -36,7 +49,7 @@ static inline bool dynamic_seq(sheaf_ctx *ctx, tl_model *tm, const int32_t *off,
       ok = CHECK(len < 4096);
       for (int32_t k = 0; ok && k < len; k++) w[k] = sh_word_id(ids, words[off[s] + k]);
       sh_value in;
-      ok = ok && CHECK_OK(ctx, sh_interp_ints(ip, w, len, &in)) && CHECK_OK(ctx, sh_interp_main(ip, g, in, &res[s]));
+      ok = ok && input(ctx, ip, s, w, len, user, &in) && CHECK_OK(ctx, sh_interp_main(ip, g, in, &res[s]));
     }
     ok = ok && CHECK_OK(ctx, sheaf_graph_flush(g));
     for (int s = first; ok && s < last; s++) {
@@ -59,6 +72,12 @@ static inline bool dynamic_seq(sheaf_ctx *ctx, tl_model *tm, const int32_t *off,
   sheaf_graph_free(g);
   sh_interp_free(ip);
   return ok;
+}
+
+/* dynamic_run of main(list[i32]). */
+static inline bool dynamic_seq(sheaf_ctx *ctx, tl_model *tm, const int32_t *off, const int32_t *words, sh_word_ids ids,
+                               int n, float *want, int64_t *at, int64_t cap) {
+  return dynamic_run(ctx, tm, off, words, ids, n, NULL, NULL, want, at, cap);
 }
 
 /* The linear outputs of instance t of the last run, flattened (rows, then
@@ -88,6 +107,39 @@ static inline int64_t elem_width(const sh_lin *L) {
     width += rank == 2 ? dims[0] * dims[1] : dims[0];
   }
   return width;
+}
+
+/* tm (path's model, opened) linearized against the dynamic runtime on n
+ * hand-made sentences (off, words: at most 8 words of 64 floats out each),
+ * in one batch and one by one: every row within 1e-5 (relative). */
+static inline void check_seq_small(sheaf_ctx *ctx, tl_model *tm, const char *path, const int32_t *off,
+                                   const int32_t *words, int n) {
+  enum { CAP = 8 * 64 };
+  sh_word_ids ids = sh_word_ids_of_rows(100);
+  sh_lin *L = NULL;
+  char why[512];
+  float want[CAP], got[CAP];
+  int64_t at[16];
+  if (!CHECK(n < 16 && off[n] <= 8)) return;
+  if (!CHECK_OK(ctx, sh_lin_create(&tm->m, tm->model, &tm->bind, &L, why, sizeof why))) {
+    fprintf(stderr, "%s: %s\n", path, why);
+    return;
+  }
+  if (!dynamic_seq(ctx, tm, off, words, ids, n, want, at, CAP)) goto out;
+  for (int b = 1; b <= n; b += n > 1 ? n - 1 : 1) {
+    memset(got, 0, sizeof got);
+    for (int first = 0; first < n; first += b) {
+      if (!CHECK_OK(ctx, sh_lin_run_seq(L, off, words, first, b, ids))) goto out;
+      for (int t = 0; t < b; t++) {
+        int64_t w = linear_outputs(L, t, got + at[first + t], CAP - at[first + t]);
+        CHECK_EQ_INT(w, at[first + t + 1] - at[first + t]);
+      }
+    }
+    double worst = sh_max_rel_err(got, want, at[n] / elem_width(L), elem_width(L));
+    if (!CHECK(worst <= 1e-5)) fprintf(stderr, "%s batch %d: max rel err %g\n", path, b, worst);
+  }
+out:
+  sh_lin_free(L);
 }
 
 /* path's outputs by the linearized mode on ctx against the dynamic runtime
