@@ -132,9 +132,14 @@ static bool pass_linear(setup *s, const sh_dataset *d, int n, int b) {
   return true;
 }
 
+/* Token records (chartagger.sf): the sentences' CoNLL-U columns and texts,
+ * fed to both modes as `sheaf run` feeds them. */
+static sh_lin_records recs;
+
 /* Sequence models (gru.sf, bilstm.sf): the same passes over sentences
- * [0, n) of the EWT sentences (every output read). */
-static bool pass_dynamic_seq(sh_interp *ip, sheaf_graph *g, const sh_dataset *d, int n, int b) {
+ * [0, n) of the EWT sentences (every output read); rec: main takes token
+ * records (recs' columns). */
+static bool pass_dynamic_sents(sh_interp *ip, sheaf_graph *g, const sh_dataset *d, int n, int b, bool rec) {
   sh_value res[256];
   int32_t w[1024];
   for (int first = 0; first < n; first += b) {
@@ -144,7 +149,14 @@ static bool pass_dynamic_seq(sh_interp *ip, sheaf_graph *g, const sh_dataset *d,
       if (len > 1024) return false;
       for (int32_t k = 0; k < len; k++) w[k] = sh_word_id(d->ids, d->sent_words[off + k]);
       sh_value in;
-      if (sh_interp_ints(ip, w, len, &in) || sh_interp_main(ip, g, in, &res[t])) return false;
+      if (rec) { /* recs' columns are set only for a records model */
+        sh_token_cols tc = {len, w, recs.upos + off, recs.xpos + off, recs.deprel + off, recs.head + off,
+                            recs.form + off, recs.form_len + off};
+        if (sh_interp_records(ip, &tc, &in)) return false;
+      } else if (sh_interp_ints(ip, w, len, &in)) {
+        return false;
+      }
+      if (sh_interp_main(ip, g, in, &res[t])) return false;
     }
     if (sheaf_graph_flush(g)) return false;
     for (int t = 0; t < cnt; t++) {
@@ -160,6 +172,10 @@ static bool pass_dynamic_seq(sh_interp *ip, sheaf_graph *g, const sh_dataset *d,
     sh_interp_reset(ip);
   }
   return true;
+}
+
+static bool pass_dynamic_seq(sh_interp *ip, sheaf_graph *g, const sh_dataset *d, int n, int b) {
+  return pass_dynamic_sents(ip, g, d, n, b, false);
 }
 
 static bool pass_dynamic_seq_s(setup *s, sh_interp *ip, sheaf_graph *g, const sh_dataset *d, int n, int b) {
@@ -177,39 +193,10 @@ static bool pass_linear_seq(setup *s, const sh_dataset *d, int n, int b) {
   return true;
 }
 
-/* Token records (chartagger.sf): the sentences' CoNLL-U columns and texts,
- * fed to both modes as `sheaf run` feeds them. */
-static sh_lin_records recs;
 
 static bool pass_dynamic_rec(setup *s, sh_interp *ip, sheaf_graph *g, const sh_dataset *d, int n, int b) {
   (void)s;
-  sh_value res[256];
-  int32_t w[1024];
-  for (int first = 0; first < n; first += b) {
-    int cnt = first + b <= n ? b : n - first;
-    for (int t = 0; t < cnt; t++) {
-      int32_t off = d->sent_off[first + t], len = d->sent_off[first + t + 1] - off;
-      if (len > 1024) return false;
-      for (int32_t k = 0; k < len; k++) w[k] = sh_word_id(d->ids, d->sent_words[off + k]);
-      sh_token_cols tc = {len, w, recs.upos + off, recs.xpos + off, recs.deprel + off, recs.head + off,
-                          recs.form + off, recs.form_len + off};
-      sh_value in;
-      if (sh_interp_records(ip, &tc, &in) || sh_interp_main(ip, g, in, &res[t])) return false;
-    }
-    if (sheaf_graph_flush(g)) return false;
-    for (int t = 0; t < cnt; t++) {
-      sheaf_expr e[1024];
-      size_t k = sh_value_tensors(res[t], e, 1024);
-      for (size_t j = 0; j < k && j < 1024; j++) {
-        sheaf_value_view v;
-        if (sheaf_value(g, e[j], &v)) return false;
-        sink += v.data[0];
-      }
-    }
-    if (sheaf_graph_reset(g)) return false;
-    sh_interp_reset(ip);
-  }
-  return true;
+  return pass_dynamic_sents(ip, g, d, n, b, true);
 }
 
 static bool pass_linear_rec(setup *s, const sh_dataset *d, int n, int b) {
