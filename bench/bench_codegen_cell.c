@@ -79,18 +79,9 @@ static void run_hand(hand *s) {
 }
 
 int main(int argc, char **argv) {
-  int rounds = argc > 1 ? atoi(argv[1]) : 15;
   int64_t ms[32] = {1, 2, 4, 8, 16, 64};
-  int nm = 6;
-  if (argc > 2) { /* a comma list of row counts */
-    int v[32];
-    if (!exb_parse_list(argv[2], v, 32, &nm)) {
-      fprintf(stderr, "%s: bad row counts '%s' (expected a comma list of positive integers)\n", argv[0], argv[2]);
-      return 2;
-    }
-    for (int i = 0; i < nm; i++) ms[i] = v[i];
-  }
-  if (rounds < 1 || rounds > 200) rounds = 15;
+  int nm = 6, rounds;
+  if (!exb_rounds_rows(argc, argv, &rounds, ms, &nm)) return 2;
   sheaf_ctx *ctx;
   if (sheaf_ctx_create(&(sheaf_ctx_options){.threads = 1}, &ctx, NULL, 0) != SHEAF_OK) return 1;
   sheaf_kernel *k[2];

@@ -399,6 +399,19 @@ bool exb_parse_list(const char *s, int *out, int max, int *n) {
   return *n > 0;
 }
 
+bool exb_rounds_rows(int argc, char **argv, int *rounds, int64_t *ms, int *nm) {
+  *rounds = argc > 1 ? atoi(argv[1]) : 15;
+  if (*rounds < 1 || *rounds > 200) *rounds = 15;
+  if (argc <= 2) return true;
+  int v[32];
+  if (!exb_parse_list(argv[2], v, 32, nm)) {
+    fprintf(stderr, "%s: bad row counts '%s' (expected a comma list of positive integers)\n", argv[0], argv[2]);
+    return false;
+  }
+  for (int i = 0; i < *nm; i++) ms[i] = v[i];
+  return true;
+}
+
 /* ------------------------------------------------------- model benchmarks */
 
 const sheaf_policy exb_policies[4] = {SHEAF_POLICY_SHEAF, SHEAF_POLICY_NONE, SHEAF_POLICY_DEPTH,

@@ -263,4 +263,9 @@ void exb_json_close(void);
 /* Comma list of positive integers into out (at most max); false if bad. */
 bool exb_parse_list(const char *s, int *out, int max, int *n);
 
+/* The row-count benches' arguments, `BENCH [ROUNDS [M,M,...]]`: *rounds
+ * from argv[1] (1..200, else 15); a comma list in argv[2] replaces ms[0 ..
+ * *nm) (at most 32). A bad list is an error on stderr: false (exit 2). */
+bool exb_rounds_rows(int argc, char **argv, int *rounds, int64_t *ms, int *nm);
+
 #endif
