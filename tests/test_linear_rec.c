@@ -24,6 +24,12 @@ typedef struct rec_batch {
   sh_lin_records rec;
 } rec_batch;
 
+/* A records run's batch and word numbering (run_rec_batch's user). */
+typedef struct rec_job {
+  const rec_batch *B;
+  sh_word_ids ids;
+} rec_job;
+
 /* Sentence s's token records: its words w (mapped) and B's columns. */
 static bool rec_input(sheaf_ctx *ctx, sh_interp *ip, int s, const int32_t *w, int32_t len, const void *user, sh_value *in) {
   const rec_batch *B = user;
@@ -42,49 +48,21 @@ static bool dynamic_rec(sheaf_ctx *ctx, tl_model *tm, const rec_batch *B, sh_wor
   return dynamic_run(ctx, tm, B->off, B->words, ids, n, rec_input, B, want, at, cap);
 }
 
+/* Sentences first .. first + cnt - 1 of the rec_batch user as records
+ * (L must take them). */
+static sheaf_status run_rec_batch(sh_lin *L, const sh_dataset *d, int first, int cnt, const void *user) {
+  const rec_batch *B = ((const rec_job *)user)->B;
+  (void)d;
+  if (!CHECK(sh_lin_takes_records(L) && sh_lin_takes_sequences(L))) return SHEAF_ERR_INTERNAL;
+  return sh_lin_run_rec(L, B->off, B->words, &B->rec, first, cnt, ((const rec_job *)user)->ids);
+}
+
 /* The linear mode on `threads` threads (split or not) over sentences 0 ..
  * n-1 in batches of 1 (the first `ones`), 7 and 64 against want. */
 static void check_rec_linear(const rec_batch *B, sh_word_ids ids, const sh_dataset *d, int n, int ones,
                              const float *want, const int64_t *at, int64_t cap, int threads, bool split) {
-  sheaf_ctx *ctx = tl_ctx_threads(threads);
-  if (!ctx) return;
-  tl_model tm;
-  char why[512];
-  sh_lin *L = NULL;
-  float *got = calloc((size_t)cap, sizeof *got);
-  if (!CHECK(got != NULL) || !tl_open(ctx, CT, ct_sizes, d, &tm)) {
-    free(got);
-    sheaf_ctx_free(ctx);
-    return;
-  }
-  if (!CHECK_OK(ctx, sh_lin_create(&tm.m, tm.model, &tm.bind, &L, why, sizeof why))) {
-    fprintf(stderr, "%s: %s\n", CT, why);
-    goto out;
-  }
-  CHECK(sh_lin_takes_records(L) && sh_lin_takes_sequences(L));
-  sh_lin_set_split(L, split);
-  static const int batches[] = {1, 7, 64};
-  for (int bi = 0; bi < 3; bi++) {
-    int b = batches[bi], stop = b == 1 ? ones : n;
-    memset(got, 0, (size_t)cap * sizeof *got);
-    for (int first = 0; first < stop; first += b) {
-      int cnt = first + b <= stop ? b : stop - first;
-      if (!CHECK_OK(ctx, sh_lin_run_rec(L, B->off, B->words, &B->rec, first, cnt, ids))) goto out;
-      if (!CHECK_EQ_INT(sh_lin_n_parts(L), tl_want_parts(threads, split, cnt))) goto out;
-      for (int t = 0; t < cnt; t++) {
-        int64_t w = linear_outputs(L, t, got + at[first + t], cap - at[first + t]);
-        if (!CHECK_EQ_INT(w, at[first + t + 1] - at[first + t])) goto out;
-      }
-    }
-    double worst = sh_max_rel_err(got, want, at[stop] / elem_width(L), elem_width(L));
-    if (!CHECK(worst <= 1e-5))
-      fprintf(stderr, "%s batch %d, %d threads, split %d: max rel err %g\n", CT, b, threads, split, worst);
-  }
-out:
-  free(got);
-  sh_lin_free(L);
-  tl_close(ctx, &tm);
-  sheaf_ctx_free(ctx);
+  rec_job J = {B, ids};
+  check_linear_runs(CT, ct_sizes, d, n, ones, run_rec_batch, &J, want, at, cap, threads, split);
 }
 
 /* B's n sentences: dynamic once, then linear on 1 and 2 threads, split and not. */

@@ -142,20 +142,30 @@ out:
   sh_lin_free(L);
 }
 
-/* path's outputs by the linearized mode on ctx against the dynamic runtime
- * on the first N_SENTS EWT sentences, batches 1 (the first 20), 7 and 64:
- * every row within 1e-5 (relative). */
+/* Runs sentences first .. first + cnt - 1 through L (sh_lin_run_seq, or a
+ * records test's sh_lin_run_rec). */
+typedef sheaf_status (*lin_run_fn)(sh_lin *L, const sh_dataset *d, int first, int cnt, const void *user);
+
+static inline sheaf_status run_seq_batch(sh_lin *L, const sh_dataset *d, int first, int cnt, const void *user) {
+  (void)user;
+  return sh_lin_run_seq(L, d->sent_off, d->sent_words, first, cnt, d->ids);
+}
+
 /* The linear mode on a context of `threads` threads (split on or off) over
- * sentences 0 .. n-1 in batches of 1 (the first 20), 7 and 64 against want
- * (instance i at want + at[i]); each run's parts as linear.h says. */
-static inline void check_seq_linear(const char *path, const char *const *sizes, const sh_dataset *d, int n,
-                                    const float *want, const int64_t *at, int64_t cap, int threads, bool split) {
+ * sentences 0 .. n-1 in batches of 1 (the first `ones`), 7 and 64, each
+ * batch run by run (NULL: run_seq_batch), against want (instance i at
+ * want + at[i]): every row within 1e-5 (relative); each run's parts as
+ * linear.h says. */
+static inline void check_linear_runs(const char *path, const char *const *sizes, const sh_dataset *d, int n, int ones,
+                                     lin_run_fn run, const void *user, const float *want, const int64_t *at,
+                                     int64_t cap, int threads, bool split) {
   sheaf_ctx *ctx = tl_ctx_threads(threads);
   if (!ctx) return;
   tl_model tm;
   char why[512];
   sh_lin *L = NULL;
   float *got = calloc((size_t)cap, sizeof *got);
+  if (!run) run = run_seq_batch;
   if (!CHECK(got != NULL) || !tl_open(ctx, path, sizes, d, &tm)) {
     free(got);
     sheaf_ctx_free(ctx);
@@ -169,11 +179,11 @@ static inline void check_seq_linear(const char *path, const char *const *sizes, 
   static const int batches[] = {1, 7, 64};
   for (int bi = 0; bi < 3; bi++) {
     int b = batches[bi];
-    int stop = b == 1 ? 20 : n; /* batch 1: the first 20 sentences */
+    int stop = b == 1 ? ones : n;
     memset(got, 0, (size_t)cap * sizeof *got);
     for (int first = 0; first < stop; first += b) {
       int cnt = first + b <= stop ? b : stop - first;
-      if (!CHECK_OK(ctx, sh_lin_run_seq(L, d->sent_off, d->sent_words, first, cnt, d->ids))) goto out;
+      if (!CHECK_OK(ctx, run(L, d, first, cnt, user))) goto out;
       if (!CHECK_EQ_INT(sh_lin_n_parts(L), tl_want_parts(threads, split, cnt))) goto out;
       for (int t = 0; t < cnt; t++) {
         int64_t w = linear_outputs(L, t, got + at[first + t], cap - at[first + t]);
@@ -189,6 +199,12 @@ out:
   sh_lin_free(L);
   tl_close(ctx, &tm);
   sheaf_ctx_free(ctx);
+}
+
+/* check_linear_runs of main(list[i32]), batch 1 over the first 20 sentences. */
+static inline void check_seq_linear(const char *path, const char *const *sizes, const sh_dataset *d, int n,
+                                    const float *want, const int64_t *at, int64_t cap, int threads, bool split) {
+  check_linear_runs(path, sizes, d, n, 20, NULL, NULL, want, at, cap, threads, split);
 }
 
 /* path's outputs by the dynamic runtime on ctx, then by the linearized
