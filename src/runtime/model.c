@@ -507,15 +507,23 @@ sheaf_status sheaf_model_save_meta(const sheaf_model *m, const char *path, size_
  * threads at once: under the model's lock (uncontended: one lock per batch). */
 enum { PACK_PLAIN, PACK_GATES, PACK_T }; /* p->packed, p->gates, p->packed_t */
 
+/* The slot, version and B's shape (k x n) of p's packed form `kind`: B = W
+ * [in, out], or B = W^T [out, in] (element (k, n) at W[n * out + k]). */
+static sh_gemm_packed_b **pack_slot(sh_param *p, int kind, uint64_t **ver, int64_t *k, int64_t *n) {
+  *ver = kind == PACK_GATES ? &p->gates_ver : kind == PACK_T ? &p->packed_t_ver : &p->packed_ver;
+  *k = kind == PACK_T ? p->shape[1] : p->shape[0];
+  *n = kind == PACK_T ? p->shape[0] : p->shape[1];
+  return kind == PACK_GATES ? &p->gates : kind == PACK_T ? &p->packed_t : &p->packed;
+}
+
 /* A stale packed form is packed again in place (same shape: no allocation,
  * no fresh pages), else replaced. */
 static sheaf_status packed_locked(sheaf_model *m, uint32_t id, int kind, const sh_gemm_packed_b **out) {
   sh_param *p = &m->params[id - 1];
-  sh_gemm_packed_b **slot = kind == PACK_GATES ? &p->gates : kind == PACK_T ? &p->packed_t : &p->packed;
-  uint64_t *ver = kind == PACK_GATES ? &p->gates_ver : kind == PACK_T ? &p->packed_t_ver : &p->packed_ver;
+  uint64_t *ver;
+  int64_t k, n;
+  sh_gemm_packed_b **slot = pack_slot(p, kind, &ver, &k, &n);
   if (!*slot || *ver != p->version) {
-    /* B = W [in, out], or B = W^T [out, in]: element (k, n) at W[n * out + k] */
-    int64_t k = kind == PACK_T ? p->shape[1] : p->shape[0], n = kind == PACK_T ? p->shape[0] : p->shape[1];
     if (!*slot || (*slot)->k != k || (*slot)->n != n || !sh_gemm_repack_b(m->ctx, p->data, p->shape[1], *slot)) {
       sh_gemm_packed_b *pb;
       int flags = kind == PACK_GATES ? SH_GEMM_PACK_GATES : kind == PACK_T ? SH_GEMM_PACK_TRANS : 0;
@@ -579,9 +587,9 @@ void sh_model_refresh_packed(sheaf_model *m) {
   for (uint32_t i = 0; i < m->n_params; i++) {
     sh_param *p = &m->params[i];
     for (int kind = PACK_PLAIN; kind <= PACK_T; kind++) {
-      sh_gemm_packed_b *pb = kind == PACK_GATES ? p->gates : kind == PACK_T ? p->packed_t : p->packed;
-      uint64_t *ver = kind == PACK_GATES ? &p->gates_ver : kind == PACK_T ? &p->packed_t_ver : &p->packed_ver;
-      int64_t k = kind == PACK_T ? p->shape[1] : p->shape[0], n = kind == PACK_T ? p->shape[0] : p->shape[1];
+      uint64_t *ver;
+      int64_t k, n;
+      sh_gemm_packed_b *pb = *pack_slot(p, kind, &ver, &k, &n);
       /* only a form of its own shape, packed in place (nothing to allocate:
        * cannot fail; any other is repacked on its next use) */
       if (!pb || *ver == p->version || pb->k != k || pb->n != n || p->shape[1] < (kind == PACK_T ? k : n)) continue;
