@@ -10,7 +10,6 @@
 
 #include "run_lang_linear.h"
 
-#define MAX_AGGS 4096 /* tuples and lists in one instance's result */
 
 sheaf_status lang_run_linear(sh_lin *L, sheaf_model *model, const sh_module *m, const sh_dataset *d,
                              sh_word_ids ids, const int32_t *form_ids, int32_t n, int32_t batch, lang_format format, FILE *out,
@@ -19,7 +18,7 @@ sheaf_status lang_run_linear(sh_lin *L, sheaf_model *model, const sh_module *m, 
   sheaf_ctx *ctx = m->ctx;
   sheaf_graph *g = NULL;
   sheaf_status st = sheaf_graph_create(model, NULL, &g);
-  sh_agg **aggs = calloc(MAX_AGGS, sizeof *aggs);
+  sh_agg **aggs = calloc(SH_LIN_MAX_AGGS, sizeof *aggs);
   if (!aggs && !st) st = sh_fail(ctx, SHEAF_ERR_NOMEM, "out of memory");
   /* token records: the CoNLL-U columns as the dynamic run reads them, each token's text (chars) */
   sh_lin_records rec = {0};
@@ -53,7 +52,7 @@ sheaf_status lang_run_linear(sh_lin *L, sheaf_model *model, const sh_module *m, 
       int32_t i = first + t;
       int n_aggs = 0;
       sh_value v;
-      st = sh_lin_result(g, L, t, m->main->ret_type, &v, aggs, &n_aggs, MAX_AGGS);
+      st = sh_lin_result(g, L, t, m->main->ret_type, &v, aggs, &n_aggs);
       int bad = 0;
       if (!st && format == LANG_FORMAT_TEXT) {
         char prefix[16];

@@ -84,10 +84,11 @@ const float *sh_lin_output(const sh_lin *L, int32_t i, int comp);
 /* main's result of instance i (0-based within the last run) as a value of
  * main's return type ret, its tensors inputs of g holding the outputs (as
  * the dynamic runtime's result reads): tuples and lists become aggregates,
- * appended to aggs (at most max_aggs; *n_aggs of them, the caller frees
- * each). SHEAF_ERR_NOMEM past max_aggs. */
+ * appended to aggs (room for SH_LIN_MAX_AGGS; *n_aggs of them, the caller
+ * frees each). SHEAF_ERR_NOMEM past SH_LIN_MAX_AGGS. */
+#define SH_LIN_MAX_AGGS 4096
 sheaf_status sh_lin_result(sheaf_graph *g, const sh_lin *L, int32_t i, const sh_type *ret, sh_value *out,
-                           sh_agg **aggs, int *n_aggs, int max_aggs);
+                           sh_agg **aggs, int *n_aggs);
 
 /* Threads: on a context of T >= 2 threads a batch of n instances runs as
  * min(T, n / 2) parts of consecutive instances (about equal nodes or words

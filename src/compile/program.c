@@ -243,7 +243,6 @@ static sheaf_status read(sheaf_graph *g, int64_t i, int worker, void *user) {
   return st;
 }
 
-#define MAX_AGGS 4096 /* tuples and lists in one instance's result */
 
 /* The linearized run: sentences as one word array (ids mapped as the
  * dynamic build maps them), then batch by batch through p->lin, each
@@ -261,7 +260,7 @@ static sheaf_status run_linear(sheaf_program *p) {
     return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_program_run_words: %lld sentences, %lld words (the linearized "
                    "mode takes at most 2^31 - 1 of each)", (long long)p->n, (long long)total);
   int32_t *off = malloc(((size_t)p->n + 1) * sizeof *off), *words = malloc(((size_t)total + 1) * sizeof *words);
-  sh_agg **aggs = calloc(MAX_AGGS, sizeof *aggs);
+  sh_agg **aggs = calloc(SH_LIN_MAX_AGGS, sizeof *aggs);
   sheaf_graph *g = NULL;
   sheaf_status st = off && words && aggs ? sheaf_graph_create(p->model, NULL, &g)
                                          : sh_fail(ctx, SHEAF_ERR_NOMEM, "sheaf_program_run_words: out of memory");
@@ -278,7 +277,7 @@ static sheaf_status run_linear(sheaf_program *p) {
     for (int32_t t = 0; !st && t < cnt; t++) {
       int n_aggs = 0;
       sh_value v;
-      st = sh_lin_result(g, p->lin, t, p->m.main->ret_type, &v, aggs, &n_aggs, MAX_AGGS);
+      st = sh_lin_result(g, p->lin, t, p->m.main->ret_type, &v, aggs, &n_aggs);
       if (!st) st = copy_out(p, g, first + t, v);
       for (int k = 0; k < n_aggs; k++) free(aggs[k]);
       if (st) st = sh_fail(ctx, st, "sheaf_program_run_words: the outputs of sentence %lld: %s",
