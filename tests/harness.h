@@ -174,6 +174,15 @@ const char *th_write_tmp(const char *name, const void *data, size_t size);
 /* The whole of a file, NUL-terminated (its size in *n when n is given), or
  * NULL. The buffer is the harness's: valid until four more calls. */
 const char *th_read_file(const char *path, size_t *n);
+/* The bundled EWT test treebank, and a copy of its first n sentences
+ * (a file under th_tmp_path, written on the first call for that n; NULL
+ * after a th_fail when it cannot be written). For the CLI grids that run
+ * `--limit n` many times: `sheaf run` reads and numbers the whole file
+ * before it limits, and the 1.8 MB parse was most of each run under ASan.
+ * The words are numbered from the copy, so use it where runs are compared
+ * with each other, not with figures from the whole file. */
+#define TH_EWT_TEST "data/ud_english_ewt/en_ewt-ud-test.conllu"
+const char *th_ewt_head(int n);
 /* The "N flushes" of a `sheaf run` summary (-1: not found). */
 long th_flushes_of(const char *summary);
 const char *th_sheaf_bin(void);

@@ -321,6 +321,37 @@ const char *th_read_file(const char *path, size_t *n) {
   return b;
 }
 
+const char *th_ewt_head(int n) {
+  static char path[4][512];
+  static int ns[4], used;
+  for (int i = 0; i < used; i++)
+    if (ns[i] == n) return path[i];
+  if (used == 4 || n <= 0) {
+    th_fail(__FILE__, __LINE__, "th_ewt_head(%d): at most 4 sizes a test, each > 0", n);
+    return NULL;
+  }
+  char name[64]; /* the pid's: tests run at once in forked children, which share the directory */
+  snprintf(name, sizeof name, "ewt_test_head_%d_%ld.conllu", n, (long)getpid());
+  snprintf(path[used], sizeof path[used], "%s", th_tmp_path(name));
+  FILE *in = fopen(TH_EWT_TEST, "r"), *out = in ? fopen(path[used], "w") : NULL;
+  int sents = 0;
+  char line[8192];
+  while (out && sents < n && fgets(line, sizeof line, in)) {
+    fputs(line, out);
+    if (line[0] == '\n') sents++; /* the blank line ending a sentence */
+  }
+  bool ok = in && out && sents == n && !ferror(in);
+  if (in) fclose(in);
+  if (out && fclose(out)) ok = false;
+  if (!ok) {
+    th_fail(__FILE__, __LINE__, "th_ewt_head(%d): cannot copy %d sentences of %s to %s", n, n, TH_EWT_TEST,
+            path[used]);
+    return NULL;
+  }
+  ns[used] = n;
+  return path[used++];
+}
+
 long th_flushes_of(const char *summary) {
   const char *p = strstr(summary, " flushes");
   if (!p) return -1;
