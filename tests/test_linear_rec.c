@@ -185,3 +185,35 @@ TEST(linear_rec_refusals) {
           "  for t in s { let Tok(w, cs, r, h, i) = t; emb[w] * float(w + 1) }\n}\n",
           "wordarith.sf:6:60: a token's integer code over other than its integer fields and integer literals");
 }
+
+/* A token's integer code that overflows i32 (head * 70000 * 70000, every
+ * token but the root): both modes fail with the interpreter's error at the
+ * product's position (the linearized mode once computed in int64 and
+ * truncated, a silent wrong answer). */
+TEST(linear_rec_i32_overflow_is_the_interpreters_error) {
+  if (!th_sheaf_bin() || !th_have_jit_cc(CT)) return;
+  static const char src[] =
+      "type Tok = Tok(word: i32, chars: list[i32], deprel: i32, head: i32, index: i32)\n"
+      "param emb : f32[V, E]\n"
+      "fn main(s: list[Tok]) -> list[f32[E + 1]] {\n"
+      "  for t in s { let Tok(w, cs, r, h, i) = t; cat(emb[w], float(h * 70000 * 70000)) }\n"
+      "}\n";
+  const char *model = th_write_tmp("overflow.sf", src, sizeof src - 1);
+  REQUIRE(model);
+  char mpath[512], out[2][4096], line[2][512];
+  snprintf(mpath, sizeof mpath, "%s", model);
+  static const char *const modes[2] = {"dynamic", "linear"};
+  for (int k = 0; k < 2; k++) {
+    int rc = th_sheaf(out[k], sizeof out[k], "run %s --data %s --limit 3 --size E=4 --mode %s --out - 2>&1", mpath,
+                      TH_EWT_TEST, modes[k]);
+    CHECK(rc != 0);
+    const char *p = strstr(out[k], "overflow.sf:4:");
+    line[k][0] = 0;
+    if (CHECK(p != NULL)) snprintf(line[k], sizeof line[k], "%.*s", (int)strcspn(p, "\n"), p);
+    if (!CHECK(strstr(line[k], "error: i32 overflow: ") && strstr(line[k], " * 70000 = ")))
+      fprintf(stderr, "--mode %s:\n%s", modes[k], out[k]);
+  }
+  /* the same position (the outer product's); the values are the first token each mode evaluates */
+  CHECK_EQ_INT((int)strcspn(line[0], "i"), (int)strcspn(line[1], "i"));
+  CHECK(!strncmp(line[0], line[1], strcspn(line[0], "i")));
+}

@@ -1059,7 +1059,7 @@ static int hx_new(cz *z, sh_span at, int op, int x, int y, int c, int32_t v) {
                   SH_LIN_MAX_HX);
     return -1;
   }
-  a->hx[a->n_hx] = (sh_lin_hx){(int8_t)op, x, y, c, v};
+  a->hx[a->n_hx] = (sh_lin_hx){(int8_t)op, x, y, c, v, at};
   return a->n_hx++;
 }
 

@@ -81,6 +81,7 @@ typedef struct sh_lin_hx {
   int8_t op;
   int a, b, c;  /* operands (IF: condition, then, else) */
   int32_t v;    /* CONST: the value; FIELD: the arm's field */
+  sh_span at;   /* the source expression: a run-time i32 overflow names it, as the interpreter does */
 } sh_lin_hx;
 #define SH_LIN_MAX_HX 64
 

@@ -46,35 +46,59 @@ sheaf_status sh_lin_rec_check(sh_lin *L, const sh_lin_records *rec) {
   return SHEAF_OK;
 }
 
-static int64_t hx_eval(const sh_lin_arm *a, const sh_lin_grp *g, int k, int32_t r, int depth) {
+/* The i32 result r of a host operation at h (its operands exact in int64);
+ * out of range, the interpreter's error at the same position, word for word
+ * (sh_interp_int_result): i32 arithmetic never wraps silently in either mode. */
+static bool hx_fits(sh_lin *L, const sh_lin_hx *h, int64_t x, int64_t y, int64_t r) {
+  if (r >= INT32_MIN && r <= INT32_MAX) return true;
+  const char *file = L->m->diags.file ? L->m->diags.file : "model";
+  if (h->op == SH_HX_NEG)
+    sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "%s:%u:%u: error: i32 overflow: -(%lld) is outside -2147483648..2147483647",
+            file, (unsigned)h->at.line, (unsigned)h->at.col, (long long)x);
+  else
+    sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG,
+            "%s:%u:%u: error: i32 overflow: %lld %s %lld = %lld is outside -2147483648..2147483647", file,
+            (unsigned)h->at.line, (unsigned)h->at.col, (long long)x,
+            h->op == SH_HX_ADD ? "+" : h->op == SH_HX_SUB ? "-" : "*", (long long)y, (long long)r);
+  return false;
+}
+
+/* Host expression k of arm a for row r of group g into *out, with the
+ * interpreter's i32 semantics: every operation's result checked (false: the
+ * error is set). */
+static bool hx_eval(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g, int k, int32_t r, int depth, int64_t *out) {
   const sh_lin_hx *h = &a->hx[k];
-  if (depth > SH_LIN_MAX_HX) return 0; /* (expressions are trees of at most SH_LIN_MAX_HX nodes) */
-  int64_t x = h->op == SH_HX_CONST || h->op == SH_HX_FIELD ? 0 : hx_eval(a, g, h->a, r, depth + 1);
+  if (depth > SH_LIN_MAX_HX) { /* (expressions are trees of at most SH_LIN_MAX_HX nodes) */
+    sh_fail(L->ctx, SHEAF_ERR_INTERNAL, "linear run: a host integer expression deeper than %d", SH_LIN_MAX_HX);
+    return false;
+  }
+  int64_t x = 0, y = 0;
   switch (h->op) {
-  case SH_HX_CONST: return h->v;
-  case SH_HX_FIELD: return g->fields[h->v][r];
-  case SH_HX_NEG: return -x;
-  case SH_HX_IF: return hx_eval(a, g, x ? h->b : h->c, r, depth + 1);
+  case SH_HX_CONST: return *out = h->v, true;
+  case SH_HX_FIELD: return *out = g->fields[h->v][r], true;
   default: break;
   }
-  int64_t y = hx_eval(a, g, h->b, r, depth + 1);
-  switch (h->op) {
-  case SH_HX_ADD: return x + y;
-  case SH_HX_SUB: return x - y;
-  case SH_HX_MUL: return x * y;
-  case SH_HX_EQ: return x == y;
-  case SH_HX_NE: return x != y;
-  case SH_HX_LT: return x < y;
-  case SH_HX_LE: return x <= y;
-  case SH_HX_GT: return x > y;
-  default: return x >= y;
+  if (!hx_eval(L, a, g, h->a, r, depth + 1, &x)) return false;
+  if (h->op == SH_HX_NEG) return *out = -x, hx_fits(L, h, x, 0, -x);
+  if (h->op == SH_HX_IF) return hx_eval(L, a, g, x ? h->b : h->c, r, depth + 1, out);
+  if (!hx_eval(L, a, g, h->b, r, depth + 1, &y)) return false;
+  switch (h->op) { /* x and y are i32 values: their sum, difference and product are exact in int64 */
+  case SH_HX_ADD: return *out = x + y, hx_fits(L, h, x, y, x + y);
+  case SH_HX_SUB: return *out = x - y, hx_fits(L, h, x, y, x - y);
+  case SH_HX_MUL: return *out = x * y, hx_fits(L, h, x, y, x * y);
+  case SH_HX_EQ: return *out = x == y, true;
+  case SH_HX_NE: return *out = x != y, true;
+  case SH_HX_LT: return *out = x < y, true;
+  case SH_HX_LE: return *out = x <= y, true;
+  case SH_HX_GT: return *out = x > y, true;
+  default: return *out = x >= y, true;
   }
 }
 
 sheaf_status sh_lin_rec_hx(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g, int root, int32_t r, float *dst) {
-  (void)L;
-  /* the interpreter's i32 arithmetic, then float(...) of it */
-  dst[0] = (float)(int32_t)hx_eval(a, g, root, r, 0);
+  int64_t v;
+  if (!hx_eval(L, a, g, root, r, 0, &v)) return sheaf_ctx_last_status(L->ctx);
+  dst[0] = (float)(int32_t)v; /* float(...) of the i32 */
   return SHEAF_OK;
 }
 
