@@ -85,6 +85,32 @@ SHEAF_API sheaf_model *sheaf_program_model(sheaf_program *p);
 SHEAF_API sheaf_status sheaf_program_run_words(sheaf_program *p, int64_t n, const int32_t *const *words,
                                                const int64_t *lens);
 
+/* One sentence for sheaf_program_run_sentences: its words and the CoNLL-U
+ * columns main needs (docs/LANGUAGE.md, "Running: instances, batching, data"):
+ * - main(list[i32]): words;
+ * - a tree (Leaf | Node binary, or Dep(i32, list[T])): words and heads,
+ *   made into the tree `sheaf run` makes of a CoNLL-U sentence (binarized,
+ *   or one node per word);
+ * - token records: words and the columns of the fields main reads (upos
+ *   0..16 in the universal order, xpos, deprel 0..36 the universal
+ *   relations and 37 another, head, forms for chars); the others may be
+ *   NULL. Word ids are rows of the model's tables (an id outside them reads
+ *   the last row, <unk>), as for sheaf_program_run_words. */
+typedef struct sheaf_sentence {
+  int64_t len;                 /* words: 1 or more for a tree */
+  const int32_t *words;        /* len word ids */
+  const int32_t *heads;        /* len heads: 0 for the root, else the head's 1-based position */
+  const int32_t *upos, *xpos, *deprel;
+  const char *const *forms;    /* len NUL-terminated UTF-8 texts (chars) */
+} sheaf_sentence;
+
+/* Runs main on n sentences, whatever of the inputs above it takes, batched
+ * as sheaf_program_run_words (which is this for list[i32]). A tree's heads
+ * are checked as `sheaf run` checks a CoNLL-U file's (each in 0..len,
+ * exactly one root, no cycle, at most 10,000 levels deep, binarized too): an
+ * error names the sentence and the word. */
+SHEAF_API sheaf_status sheaf_program_run_sentences(sheaf_program *p, int64_t n, const sheaf_sentence *sentences);
+
 /* The output tensors of instance i of the last run, depth first (a tuple's
  * parts and a list's elements in order; i32, bool and f32 host values are
  * not tensors and are skipped): returns how many there are and

@@ -188,13 +188,15 @@ TEST(program_linear_refusals_name_the_reason) {
   CHECK_EQ_INT(load(ctx, &dec, 50, SHEAF_PROGRAM_LINEAR, 64, &p), SHEAF_ERR_UNSUPPORTED);
   CHECK(!p);
   CHECK(strstr(sheaf_ctx_last_error(ctx), "mode linear") && strstr(sheaf_ctx_last_error(ctx), "examples/decoder.sf:"));
-  /* a tree model: sheaf_program runs sentences only */
+  /* a tree model linearizes (its runs: sheaf_program_run_sentences, test_program_trees.c); words are refused */
   static const prog_case tree = {"examples/treefc.sf", 1, {"H"}, {8}};
-  CHECK_EQ_INT(load(ctx, &tree, 50, SHEAF_PROGRAM_LINEAR, 64, &p), SHEAF_ERR_UNSUPPORTED);
-  CHECK(strstr(sheaf_ctx_last_error(ctx), "main does not take list[i32]"));
-  if (CHECK_OK(ctx, load(ctx, &tree, 50, SHEAF_PROGRAM_AUTO, 64, &p))) {
-    CHECK_EQ_INT(sheaf_program_mode_used(p, &why), SHEAF_PROGRAM_DYNAMIC);
-    CHECK(why && strstr(why, "list[i32]"));
+  if (CHECK_OK(ctx, load(ctx, &tree, 50, SHEAF_PROGRAM_LINEAR, 64, &p))) {
+    CHECK_EQ_INT(sheaf_program_mode_used(p, &why), SHEAF_PROGRAM_LINEAR);
+    static const int32_t w[] = {3, 4, 5};
+    const int32_t *ws[1] = {w};
+    int64_t len[1] = {3};
+    CHECK_EQ_INT(sheaf_program_run_words(p, 1, ws, len), SHEAF_ERR_INVALID_ARG);
+    CHECK(strstr(sheaf_ctx_last_error(ctx), "main does not take list[i32] (sheaf_program_run_sentences"));
   }
   sheaf_program_free(p);
 }

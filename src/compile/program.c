@@ -13,6 +13,7 @@
 #include "base/file.h"
 #include "compile/dyncoarse.h"
 #include "compile/linear.h"
+#include "compile/program_input.h"
 #include "lang/interp.h"
 
 typedef struct prog_out {
@@ -38,8 +39,8 @@ struct sheaf_program {
   char why[512];       /* AUTO ran dynamic: why ("" otherwise) */
   /* the run */
   int64_t n, batch;
-  const int32_t *const *words;
-  const int64_t *lens;
+  const char *fn;     /* the API function running (messages) */
+  sh_prog_input in;   /* its instances */
   sh_value *res;
   prog_out *out;
 };
@@ -54,6 +55,7 @@ static void outs_free(sheaf_program *p) {
   p->out = NULL;
   p->res = NULL;
   p->n = 0;
+  sh_prog_input_free(&p->in);
 }
 
 void sheaf_program_free(sheaf_program *p) {
@@ -76,9 +78,7 @@ void sheaf_program_free(sheaf_program *p) {
 static sheaf_status linear_open(sheaf_program *p, const sheaf_program_opts *opts) {
   bool need = opts->mode == SHEAF_PROGRAM_LINEAR;
   const char *no = NULL;
-  if (sh_check_main_input(&p->m)->kind != SH_INPUT_TOKENS)
-    no = "main does not take list[i32]: sheaf_program runs sentences of word ids (trees and records: sheaf run)";
-  else if (opts->host != SH_HOST_VM)
+  if (opts->host != SH_HOST_VM)
     no = "host 1 (the AST walker) runs in the dynamic runtime";
   else if (opts->coarsen)
     no = "coarsen configures the dynamic runtime";
@@ -193,18 +193,28 @@ static sheaf_status build(sheaf_graph *g, int64_t i, int worker, void *user) {
   sheaf_program *p = user;
   sh_interp *ip = interp_of(p, worker);
   if (!ip) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: an interpreter");
-  if (p->lens[i] < 0 || p->lens[i] > INT32_MAX || (p->lens[i] && !p->words[i]))
-    return sheaf_graph_fail(g, SHEAF_ERR_INVALID_ARG, "sentence %lld: %lld words%s", (long long)i,
-                            (long long)p->lens[i], p->lens[i] > 0 ? " but no array" : "");
-  int32_t n = (int32_t)p->lens[i];
+  const sh_prog_input *in = &p->in;
   sh_word_ids words = sh_word_ids_of_rows(p->bind.vocab); /* the tables': <unk> last */
-  int32_t *ids = n ? malloc((size_t)n * sizeof *ids) : NULL;
-  if (n && !ids) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: sentence %lld", (long long)i);
-  for (int32_t k = 0; k < n; k++) ids[k] = sh_word_id(words, p->words[i][k]);
-  sh_value in;
-  sheaf_status st = sh_interp_ints(ip, ids, n, &in);
-  free(ids);
-  if (!st) st = sh_interp_main(ip, g, in, &p->res[i]);
+  sh_value v;
+  sheaf_status st;
+  if (in->have_tb) {
+    st = sh_interp_tree(ip, &in->tb, in->tb.tree_root[i], words, &v);
+  } else {
+    int32_t o = in->off[i], n = in->off[i + 1] - o;
+    int32_t *ids = malloc(((size_t)n + 1) * sizeof *ids);
+    if (!ids) return sheaf_graph_fail(g, SHEAF_ERR_NOMEM, "out of memory: sentence %lld", (long long)i);
+    for (int32_t k = 0; k < n; k++) ids[k] = sh_word_id(words, in->words[o + k]);
+    if (sh_check_main_input(&p->m)->kind == SH_INPUT_RECORDS) {
+      sh_token_cols t = {n, ids, in->upos ? in->upos + o : NULL, in->xpos ? in->xpos + o : NULL,
+                         in->deprel ? in->deprel + o : NULL, in->head ? in->head + o : NULL,
+                         in->form ? in->form + o : NULL, in->form_len ? in->form_len + o : NULL};
+      st = sh_interp_records(ip, &t, &v);
+    } else {
+      st = sh_interp_ints(ip, ids, n, &v);
+    }
+    free(ids);
+  }
+  if (!st) st = sh_interp_main(ip, g, v, &p->res[i]);
   return st;
 }
 
@@ -244,35 +254,24 @@ static sheaf_status read(sheaf_graph *g, int64_t i, int worker, void *user) {
 }
 
 
-/* The linearized run: sentences as one word array (ids mapped as the
- * dynamic build maps them), then batch by batch through p->lin, each
- * instance's result copied out through a scratch graph's inputs. */
+/* The linearized run: batch by batch through p->lin (words mapped as the
+ * dynamic build maps them), each instance's result copied out through a
+ * scratch graph's inputs. */
 static sheaf_status run_linear(sheaf_program *p) {
   sheaf_ctx *ctx = p->ctx;
-  int64_t total = 0;
-  for (int64_t i = 0; i < p->n; i++) {
-    if (p->lens[i] < 0 || p->lens[i] > INT32_MAX || (p->lens[i] && !p->words[i]))
-      return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_program_run_words: sentence %lld: %lld words%s", (long long)i,
-                     (long long)p->lens[i], p->lens[i] > 0 ? " but no array" : "");
-    total += p->lens[i];
-  }
-  if (p->n > INT32_MAX || total > INT32_MAX)
-    return sh_fail(ctx, SHEAF_ERR_INVALID_ARG, "sheaf_program_run_words: %lld sentences, %lld words (the linearized "
-                   "mode takes at most 2^31 - 1 of each)", (long long)p->n, (long long)total);
-  int32_t *off = malloc(((size_t)p->n + 1) * sizeof *off), *words = malloc(((size_t)total + 1) * sizeof *words);
+  const sh_prog_input *in = &p->in;
   sh_agg **aggs = calloc(SH_LIN_MAX_AGGS, sizeof *aggs);
   sheaf_graph *g = NULL;
-  sheaf_status st = off && words && aggs ? sheaf_graph_create(p->model, NULL, &g)
-                                         : sh_fail(ctx, SHEAF_ERR_NOMEM, "sheaf_program_run_words: out of memory");
-  for (int64_t i = 0, at = 0; !st && i <= p->n; i++) {
-    off[i] = (int32_t)at;
-    for (int64_t k = 0; i < p->n && k < p->lens[i]; k++) words[at++] = p->words[i][k];
-  }
+  sheaf_status st = aggs ? sheaf_graph_create(p->model, NULL, &g) : sh_fail(ctx, SHEAF_ERR_NOMEM, "%s: out of memory", p->fn);
   sh_word_ids ids = sh_word_ids_of_rows(p->bind.vocab); /* as build() maps them */
+  sh_lin_records rec = {in->upos, in->xpos, in->deprel, in->head, in->form, in->form_len};
+  const char *what = in->have_tb ? "trees" : "sentences";
   for (int64_t first = 0; !st && first < p->n; first += p->batch) {
     int32_t cnt = (int32_t)(first + p->batch <= p->n ? p->batch : p->n - first);
-    st = sh_lin_run_seq(p->lin, off, words, (int32_t)first, cnt, ids);
-    if (st) st = sh_fail(ctx, st, "sheaf_program_run_words: sentences %lld..%lld: %s", (long long)first,
+    st = in->have_tb ? sh_lin_run(p->lin, &in->tb, (int32_t)first, cnt, ids)
+         : sh_lin_takes_records(p->lin) ? sh_lin_run_rec(p->lin, in->off, in->words, &rec, (int32_t)first, cnt, ids)
+                                        : sh_lin_run_seq(p->lin, in->off, in->words, (int32_t)first, cnt, ids);
+    if (st) st = sh_fail(ctx, st, "%s: %s %lld..%lld: %s", p->fn, what, (long long)first,
                          (long long)(first + cnt - 1), sheaf_ctx_last_error(ctx));
     for (int32_t t = 0; !st && t < cnt; t++) {
       int n_aggs = 0;
@@ -280,40 +279,68 @@ static sheaf_status run_linear(sheaf_program *p) {
       st = sh_lin_result(g, p->lin, t, p->m.main->ret_type, &v, aggs, &n_aggs);
       if (!st) st = copy_out(p, g, first + t, v);
       for (int k = 0; k < n_aggs; k++) free(aggs[k]);
-      if (st) st = sh_fail(ctx, st, "sheaf_program_run_words: the outputs of sentence %lld: %s",
-                           (long long)(first + t), st == SHEAF_ERR_NOMEM ? "out of memory" : sheaf_ctx_last_error(ctx));
+      if (st) st = sh_fail(ctx, st, "%s: the outputs of instance %lld: %s", p->fn, (long long)(first + t),
+                           st == SHEAF_ERR_NOMEM ? "out of memory" : sheaf_ctx_last_error(ctx));
     }
     if (!st) st = sheaf_graph_reset(g);
   }
   sheaf_graph_free(g);
   free(aggs);
-  free(words);
-  free(off);
   return st;
+}
+
+/* A run of main over n instances made from the caller's sentences (fn:
+ * the API function, for messages). */
+static sheaf_status run(sheaf_program *p, const char *fn, int64_t n, const sheaf_sentence *s) {
+  outs_free(p);
+  const sh_input_shape *shape = sh_check_main_input(&p->m);
+  if (shape->kind == SH_INPUT_UNSUPPORTED)
+    return sh_fail(p->ctx, SHEAF_ERR_INVALID_ARG, "%s: main takes no input sheaf_program can make", fn);
+  sheaf_status st = sh_prog_input_make(p->ctx, shape, fn, n, s, &p->in);
+  if (st) return st;
+  p->res = calloc((size_t)n + 1, sizeof *p->res);
+  p->out = calloc((size_t)n + 1, sizeof *p->out);
+  if (!p->res || !p->out) {
+    outs_free(p);
+    return sh_fail(p->ctx, SHEAF_ERR_NOMEM, "%s: out of memory (%lld instances)", fn, (long long)n);
+  }
+  p->n = n;
+  p->fn = fn;
+  if (p->lin) return run_linear(p);
+  if (p->m.n_waits) /* reads of values (argmax, item): each instance on a fiber */
+    return sheaf_runner_run_fibers(p->runner, 0, n, build, read, p);
+  return sheaf_runner_run(p->runner, 0, n, build, read, p);
+}
+
+sheaf_status sheaf_program_run_sentences(sheaf_program *p, int64_t n, const sheaf_sentence *sentences) {
+  if (!p) return SHEAF_ERR_INVALID_ARG;
+  return run(p, "sheaf_program_run_sentences", n, sentences);
 }
 
 sheaf_status sheaf_program_run_words(sheaf_program *p, int64_t n, const int32_t *const *words,
                                      const int64_t *lens) {
   if (!p) return SHEAF_ERR_INVALID_ARG;
+  const char *fn = "sheaf_program_run_words";
   outs_free(p);
   if (n < 0 || (n > 0 && (!words || !lens)))
-    return sh_fail(p->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_program_run_words: %lld sentences%s", (long long)n,
+    return sh_fail(p->ctx, SHEAF_ERR_INVALID_ARG, "%s: %lld sentences%s", fn, (long long)n,
                    n > 0 ? " but words or lens is NULL" : "");
   if (sh_check_main_input(&p->m)->kind != SH_INPUT_TOKENS)
-    return sh_fail(p->ctx, SHEAF_ERR_INVALID_ARG, "sheaf_program_run_words: main does not take list[i32]");
-  p->res = calloc((size_t)n + 1, sizeof *p->res);
-  p->out = calloc((size_t)n + 1, sizeof *p->out);
-  if (!p->res || !p->out) {
-    outs_free(p);
-    return sh_fail(p->ctx, SHEAF_ERR_NOMEM, "sheaf_program_run_words: out of memory (%lld sentences)", (long long)n);
+    return sh_fail(p->ctx, SHEAF_ERR_INVALID_ARG, "%s: main does not take list[i32] (sheaf_program_run_sentences "
+                   "runs trees and token records)", fn);
+  sheaf_sentence *s = calloc((size_t)n + 1, sizeof *s);
+  if (!s) return sh_fail(p->ctx, SHEAF_ERR_NOMEM, "%s: out of memory (%lld sentences)", fn, (long long)n);
+  for (int64_t i = 0; i < n; i++) {
+    s[i].len = lens[i], s[i].words = words[i];
+    if (lens[i] < 0 || lens[i] > INT32_MAX || (lens[i] > 0 && !words[i])) {
+      free(s);
+      return sh_fail(p->ctx, SHEAF_ERR_INVALID_ARG, "%s: sentence %lld: %lld words%s", fn, (long long)i,
+                     (long long)lens[i], lens[i] > 0 && !words[i] ? " but no array" : "");
+    }
   }
-  p->n = n;
-  p->words = words;
-  p->lens = lens;
-  if (p->lin) return run_linear(p);
-  if (p->m.n_waits) /* reads of values (argmax, item): each instance on a fiber */
-    return sheaf_runner_run_fibers(p->runner, 0, n, build, read, p);
-  return sheaf_runner_run(p->runner, 0, n, build, read, p);
+  sheaf_status st = run(p, fn, n, s);
+  free(s);
+  return st;
 }
 
 size_t sheaf_program_outputs(const sheaf_program *p, int64_t i, size_t max, sheaf_value_view *out) {

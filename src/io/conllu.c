@@ -129,8 +129,9 @@ static bool parse_i32(const char *s, size_t n, int32_t *out) {
 
 /* Finds a cycle among the words that the root does not reach and reports it
  * at the HEAD field of one of its words. */
-static sheaf_status report_cycle(reader *r, const sh_dep_token *tok, int32_t n) {
-  sh_dep_work *w = &r->work;
+/* A word on a cycle of the HEAD fields (w: built, w->reached < n) into
+ * f->word and the cycle as "u -> v -> ... -> u" into f->cycle. */
+static void find_cycle(sh_dep_work *w, const sh_dep_token *tok, int32_t n, sh_dep_fault *f) {
   int32_t *seen = w->b; /* 1 = reached from the root */
   memset(seen, 0, ((size_t)n + 1) * sizeof *seen);
   for (int32_t i = 1; i <= w->reached; i++) seen[w->order[i]] = 1;
@@ -144,25 +145,23 @@ static sheaf_status report_cycle(reader *r, const sh_dep_token *tok, int32_t n) 
     step[u] = k++;
     u = tok[u - 1].head;
   }
-  char msg[256];
-  size_t len = 0;
+  char *msg = f->cycle;
+  size_t len = 0, cap = sizeof f->cycle;
+  msg[0] = 0;
   int32_t v = u;
   do {
-    int m = snprintf(msg + len, sizeof msg - len, "%d -> ", v);
-    if (m < 0 || (size_t)m >= sizeof msg - len - 16) {
+    int m = snprintf(msg + len, cap - len, "%d -> ", v);
+    if (m < 0 || (size_t)m >= cap - len - 16) {
       len = strlen(msg);
-      snprintf(msg + len, sizeof msg - len, "... -> ");
+      snprintf(msg + len, cap - len, "... -> ");
       break;
     }
     len += (size_t)m;
     v = tok[v - 1].head;
   } while (v != u);
   len = strlen(msg);
-  snprintf(msg + len, sizeof msg - len, "%d", u);
-  return sh_io_parse_error(r->ctx, r->name, r->pos[u - 1].line, r->pos[u - 1].head_col,
-                           "the HEAD fields form a cycle: %s (each word's head must lead "
-                           "to the root)",
-                           msg);
+  snprintf(msg + len, cap - len, "%d", u);
+  f->word = u;
 }
 
 /* Whether two arcs between words cross (i < k < j < l), the root's arc not
@@ -193,37 +192,20 @@ static bool has_crossing(const sh_dep_work *w, const sh_dep_token *tok, int32_t 
 }
 
 /* Validates and measures the open sentence; line/col locate its end. */
-static sheaf_status end_sentence(reader *r, int64_t line, long col) {
-  sh_depbank *db = r->db;
-  int32_t first = r->first_token, n = db->n_tokens - first;
-  r->open = false;
-  if (n == 0)
-    return sh_io_parse_error(r->ctx, r->name, line, col,
-                             "empty sentence: the lines from line %lld on hold no word line",
-                             (long long)r->open_line);
-  const sh_dep_token *tok = db->tokens + first;
+sheaf_status sh_dep_check(sh_dep_work *w, const sh_dep_token *tok, int32_t n, sh_dep_fault *f) {
+  *f = (sh_dep_fault){0};
   for (int32_t i = 0; i < n; i++)
-    if (tok[i].head > n)
-      return sh_io_parse_error(r->ctx, r->name, r->pos[i].line, r->pos[i].head_col,
-                               "HEAD %d is out of range: the sentence has %d word%s",
-                               tok[i].head, n, n == 1 ? "" : "s");
+    if (tok[i].head < 0 || tok[i].head > n) return f->kind = SH_DEP_HEAD_RANGE, f->word = i + 1, SHEAF_OK;
   int32_t root = 0;
   for (int32_t i = 0; i < n; i++) {
     if (tok[i].head != 0) continue;
-    if (root)
-      return sh_io_parse_error(r->ctx, r->name, r->pos[i].line, r->pos[i].head_col,
-                               "a second root: word %d has HEAD 0 but word %d is the root "
-                               "already",
-                               i + 1, root);
+    if (root) return f->kind = SH_DEP_SECOND_ROOT, f->word = i + 1, f->root = root, SHEAF_OK;
     root = i + 1;
   }
-  if (!root)
-    return sh_io_parse_error(r->ctx, r->name, r->pos[0].line, r->pos[0].head_col,
-                             "no root: no word of the sentence has HEAD 0");
-  sh_dep_work *w = &r->work;
+  if (!root) return f->kind = SH_DEP_NO_ROOT, f->word = 1, SHEAF_OK;
   sheaf_status st = sh_dep_work_build(w, tok, n);
   if (st != SHEAF_OK) return st;
-  if (w->reached < n) return report_cycle(r, tok, n);
+  if (w->reached < n) return f->kind = SH_DEP_CYCLE, find_cycle(w, tok, n, f), SHEAF_OK;
   /* depth (root = 1), then subtree size/min/max bottom-up: projective iff
    * every subtree covers a contiguous span. */
   int32_t *depth = w->a, *size = w->b, *lo = w->c, *hi = w->a;
@@ -235,13 +217,8 @@ static sheaf_status end_sentence(reader *r, int64_t line, long col) {
     if (depth[v] > max_depth) max_depth = depth[v];
     if (depth[v] > SH_TB_MAX_DEPTH && !deepest) deepest = v; /* first word past the limit */
   }
-  if (max_depth > SH_TB_MAX_DEPTH)
-    return sh_io_parse_error(r->ctx, r->name, r->pos[0].line, 1,
-                             "the dependency tree of this sentence is %d levels deep (root = "
-                             "1), over the limit of %d levels for trees in every format (word "
-                             "%d, line %lld, is the first at level %d)",
-                             max_depth, SH_TB_MAX_DEPTH, deepest,
-                             (long long)r->pos[deepest - 1].line, SH_TB_MAX_DEPTH + 1);
+  f->depth = max_depth;
+  if (max_depth > SH_TB_MAX_DEPTH) return f->kind = SH_DEP_TOO_DEEP, f->word = deepest, SHEAF_OK;
   bool projective = true;
   for (int32_t i = n; i >= 1; i--) {
     int32_t v = w->order[i];
@@ -258,21 +235,79 @@ static sheaf_status end_sentence(reader *r, int64_t line, long col) {
     if (s != h - l + 1) projective = false;
   }
   /* Non-projective trees either have crossing arcs or an arc over the root. */
-  bool crossing = !projective && has_crossing(w, tok, n, w->a);
-  if (db->n_sents == INT32_MAX)
-    return sh_fail(r->ctx, SHEAF_ERR_UNSUPPORTED, "%s: more than %d sentences", r->name,
-                   INT32_MAX);
+  f->projective = projective;
+  f->crossing = !projective && has_crossing(w, tok, n, w->a);
+  return SHEAF_OK;
+}
+
+sheaf_status sh_depbank_add_tokens(sh_depbank *db, const sh_dep_token *tok, int32_t n) {
+  if (n < 0 || (int64_t)db->n_tokens + n > INT32_MAX)
+    return sh_fail(db->ctx, SHEAF_ERR_UNSUPPORTED, "more than %d words", INT32_MAX);
+  if ((size_t)(db->n_tokens + n) > db->cap_tokens) {
+    sh_dep_token *t = sh_io_grow(db->ctx, db->tokens, &db->cap_tokens, (size_t)db->n_tokens + (size_t)n, sizeof *t);
+    if (!t) return SHEAF_ERR_NOMEM;
+    db->tokens = t;
+  }
+  if (n) memcpy(db->tokens + db->n_tokens, tok, (size_t)n * sizeof *tok);
+  db->n_tokens += n;
+  return SHEAF_OK;
+}
+
+sheaf_status sh_depbank_end_sentence(sh_depbank *db, int32_t first, int64_t line, int32_t file, const sh_dep_fault *f) {
+  if (db->n_sents == INT32_MAX) return sh_fail(db->ctx, SHEAF_ERR_UNSUPPORTED, "more than %d sentences", INT32_MAX);
   if ((size_t)db->n_sents == db->cap_sents) {
-    sh_dep_sentence *s = sh_io_grow(r->ctx, db->sents, &db->cap_sents,
-                                    (size_t)db->n_sents + 1, sizeof *s);
+    sh_dep_sentence *s = sh_io_grow(db->ctx, db->sents, &db->cap_sents, (size_t)db->n_sents + 1, sizeof *s);
     if (!s) return SHEAF_ERR_NOMEM;
     db->sents = s;
   }
   db->sents[db->n_sents++] =
-      (sh_dep_sentence){r->pos[0].line, first, n, max_depth, projective, crossing, r->file};
-  if (!projective) db->n_nonprojective++;
-  if (crossing) db->n_crossing++;
+      (sh_dep_sentence){line, first, db->n_tokens - first, f->depth, f->projective, f->crossing, file};
+  if (!f->projective) db->n_nonprojective++;
+  if (f->crossing) db->n_crossing++;
   return SHEAF_OK;
+}
+
+/* Validates and measures the open sentence; line/col locate its end. */
+static sheaf_status end_sentence(reader *r, int64_t line, long col) {
+  sh_depbank *db = r->db;
+  int32_t first = r->first_token, n = db->n_tokens - first;
+  r->open = false;
+  if (n == 0)
+    return sh_io_parse_error(r->ctx, r->name, line, col,
+                             "empty sentence: the lines from line %lld on hold no word line",
+                             (long long)r->open_line);
+  const sh_dep_token *tok = db->tokens + first;
+  sh_dep_fault f;
+  sheaf_status st = sh_dep_check(&r->work, tok, n, &f);
+  if (st != SHEAF_OK) return st;
+  const word_pos *at = f.word ? &r->pos[f.word - 1] : NULL;
+  switch (f.kind) {
+  case SH_DEP_FINE: break;
+  case SH_DEP_HEAD_RANGE:
+    return sh_io_parse_error(r->ctx, r->name, at->line, at->head_col, "HEAD %d is out of range: the sentence has %d word%s",
+                             tok[f.word - 1].head, n, n == 1 ? "" : "s");
+  case SH_DEP_SECOND_ROOT:
+    return sh_io_parse_error(r->ctx, r->name, at->line, at->head_col,
+                             "a second root: word %d has HEAD 0 but word %d is the root "
+                             "already",
+                             f.word, f.root);
+  case SH_DEP_NO_ROOT:
+    return sh_io_parse_error(r->ctx, r->name, at->line, at->head_col, "no root: no word of the sentence has HEAD 0");
+  case SH_DEP_CYCLE:
+    return sh_io_parse_error(r->ctx, r->name, at->line, at->head_col,
+                             "the HEAD fields form a cycle: %s (each word's head must lead "
+                             "to the root)",
+                             f.cycle);
+  case SH_DEP_TOO_DEEP:
+    return sh_io_parse_error(r->ctx, r->name, r->pos[0].line, 1,
+                             "the dependency tree of this sentence is %d levels deep (root = "
+                             "1), over the limit of %d levels for trees in every format (word "
+                             "%d, line %lld, is the first at level %d)",
+                             f.depth, SH_TB_MAX_DEPTH, f.word, (long long)at->line, SH_TB_MAX_DEPTH + 1);
+  }
+  st = sh_depbank_end_sentence(db, first, r->pos[0].line, r->file, &f);
+  if (st == SHEAF_ERR_UNSUPPORTED) return sh_fail(r->ctx, st, "%s: more than %d sentences", r->name, INT32_MAX);
+  return st;
 }
 
 /* word line -> ID '\t' FORM '\t' LEMMA '\t' UPOS '\t' XPOS '\t' FEATS '\t'

@@ -89,4 +89,35 @@ void sh_dep_work_free(sh_dep_work *w);
  * 0..n). */
 sheaf_status sh_dep_work_build(sh_dep_work *w, const sh_dep_token *tok, int32_t n);
 
+/* What is wrong with a sentence's HEAD fields (sh_dep_check): the kind, the
+ * word at fault (1-based: its HEAD out of 0..n, a second HEAD 0, a word on
+ * the cycle, the first word past SH_TB_MAX_DEPTH; 1 for no root), the
+ * first root (SECOND_ROOT), and of a fine one its measures. Callers word the
+ * message with their own positions (a file's line and column, an API's
+ * sentence and word). */
+typedef enum sh_dep_fault_kind {
+  SH_DEP_FINE,
+  SH_DEP_HEAD_RANGE,
+  SH_DEP_SECOND_ROOT,
+  SH_DEP_NO_ROOT,
+  SH_DEP_CYCLE,
+  SH_DEP_TOO_DEEP
+} sh_dep_fault_kind;
+typedef struct sh_dep_fault {
+  sh_dep_fault_kind kind;
+  int32_t word, root;
+  int32_t depth;           /* dependency depth, root = 1 (FINE, TOO_DEEP) */
+  bool projective, crossing; /* FINE */
+  char cycle[256];         /* CYCLE: "3 -> 5 -> 3" */
+} sh_dep_fault;
+/* Checks the n tokens' heads as the reader does (each in 0..n, exactly one
+ * root, no cycle, depth at most SH_TB_MAX_DEPTH) into *f; an error status
+ * only when out of memory. */
+sheaf_status sh_dep_check(sh_dep_work *w, const sh_dep_token *tok, int32_t n, sh_dep_fault *f);
+/* Appends tokens to the bank; then a sentence of the tokens from `first` to
+ * the bank's last, checked (f from sh_dep_check, kind FINE), its first line
+ * and file id for later messages (-1: none). */
+sheaf_status sh_depbank_add_tokens(sh_depbank *db, const sh_dep_token *tok, int32_t n);
+sheaf_status sh_depbank_end_sentence(sh_depbank *db, int32_t first, int64_t line, int32_t file, const sh_dep_fault *f);
+
 #endif
