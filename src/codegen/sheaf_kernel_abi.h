@@ -471,8 +471,8 @@ static inline float sk_hmin8_tree(sk_f32x8 v) {
   /* tanh: |x| < 0.625 Cephes odd polynomial, else (1 - e)/(1 + e) with e = exp(-2|x|)     \
    * (sk_expnp: the argument is nonpositive, so no range test; e <= exp(-1.25) where it     \
    * is used, so no cancellation; 0 below -87.3, so tanh is 1 there); sign of x. Within     \
-   * 1.9 ulp (tests/test_codegen_abi.c), and 1.23x the speed of 1 - 2/(exp(2|x|)+1)        \
-   * through sk_exp in the TreeLSTM cell's gates (docs/CODEGEN.md, "Few rows and shared     \
+   * 1.9 ulp (tests/test_codegen_abi.c); the TreeLSTM cell's gate code 1.12-1.21x with     \
+   * it against 1 - 2/(exp(2|x|)+1) through sk_exp (docs/CODEGEN.md, "Few rows and shared  \
    * weights") */                                                                           \
   static inline sk_f32x##W sk_tanh##W(sk_f32x##W x) {                                       \
     sk_f32x##W ax = sk_abs##W(x), s = x * x;                                               \
