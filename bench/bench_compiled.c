@@ -263,7 +263,7 @@ static exb_mnk *treelstm_levels(const sh_dataset *d, int n, int b, int64_t E, in
       roots[height[tb->tree_root[t]]]++;
     }
     for (int h = 0; h <= top; h++) {
-      int64_t m[3] = {h == 0 ? leaves : nodes[h], roots[h], 0};
+      int64_t m[2] = {h == 0 ? leaves : nodes[h], roots[h]}; /* this height's level of tree and of main */
       for (int j = 0; j < 2; j++) {
         if (!m[j]) continue;
         if (k == cap) {
