@@ -24,7 +24,7 @@
  * the peer the output says "DyNet: not available (why)".
  *
  *   bench_compiled [--trees N] [--rounds R] [--quick] [--data FILE] [--only K] [--cache DIR]
- *                  [--no-dynet] [--dynet-dir DIR] [--scaling] [--cpu-time]
+ *                  [--no-dynet] [--dynet-dir DIR] [--scaling] [--cpu-time] [--linear-only]
  *
  * --only K[,K...]: those configurations (0-based, in the table's order) only; --cache
  * DIR: the kernel cache directory to use and keep (default: a fresh one,
@@ -32,7 +32,9 @@
  * linear mode at 2 threads against 1 (rounds alternating), not only
  * TreeLSTM 256 batch 64's; --cpu-time: the 1-thread windows (dynamic,
  * linear) timed on the calling thread's CPU clock, which a loaded host
- * perturbs less than the wall clock (2-thread figures stay wall time).
+ * perturbs less than the wall clock (2-thread figures stay wall time);
+ * --linear-only: each row's linear passes alone (rounds windows, with the
+ * GEMM ceiling for the TreeLSTM 256 batch 64 row), for profiling.
  */
 #include <math.h>
 #include <stdio.h>
@@ -230,6 +232,58 @@ static double treelstm_flops(const sh_dataset *d, int n, int64_t E, int64_t H, i
   return f;
 }
 
+/* The TreeLSTM's GEMMs on trees [0, n) in batches of b, shaped as the
+ * linearized mode runs them (its levels, docs/COMPILER.md "The inspector"):
+ * per batch one (leaves, 3H, E) product, one (internal nodes of height h,
+ * 5H, 2H) per height, one (roots of height h, C, H) per root height. The
+ * list (malloc'd) and its length in *count; NULL when out of memory. */
+static exb_mnk *treelstm_levels(const sh_dataset *d, int n, int b, int64_t E, int64_t H, int64_t C, int *count) {
+  const sh_treebank *tb = &d->tb;
+  int32_t *height = malloc((size_t)(tb->n_nodes > 0 ? tb->n_nodes : 1) * sizeof *height);
+  int cap = 64, k = 0;
+  exb_mnk *out = malloc((size_t)cap * sizeof *out);
+  int64_t *nodes = calloc(SH_TB_MAX_DEPTH + 2, sizeof *nodes), *roots = calloc(SH_TB_MAX_DEPTH + 2, sizeof *roots);
+  if (!height || !out || !nodes || !roots) goto fail;
+  for (int first = 0; first < n; first += b) {
+    int cnt = first + b <= n ? b : n - first, top = 0;
+    int64_t leaves = 0;
+    for (int t = first; t < first + cnt; t++) {
+      int32_t lo = tb->tree_first[t], hi = lo + tb->tree_size[t];
+      for (int32_t v = lo; v < hi; v++) { /* post-order: children first */
+        int32_t h = 0;
+        for (int32_t c = 0; c < tb->n_children[v]; c++) {
+          int32_t ch = height[tb->children[tb->child_off[v] + c]] + 1;
+          h = ch > h ? ch : h;
+        }
+        height[v] = h;
+        if (h == 0) leaves++;
+        else nodes[h]++;
+        top = h > top ? h : top;
+      }
+      roots[height[tb->tree_root[t]]]++;
+    }
+    for (int h = 0; h <= top; h++) {
+      int64_t m[2] = {h == 0 ? leaves : nodes[h], roots[h]}; /* this height's level of tree and of main */
+      for (int j = 0; j < 2; j++) {
+        if (!m[j]) continue;
+        if (k == cap) {
+          exb_mnk *q = realloc(out, (size_t)(cap *= 2) * sizeof *out);
+          if (!q) goto fail;
+          out = q;
+        }
+        out[k++] = j == 1 ? (exb_mnk){m[j], C, H} : h == 0 ? (exb_mnk){m[j], 3 * H, E} : (exb_mnk){m[j], 5 * H, 2 * H};
+      }
+      nodes[h] = roots[h] = 0;
+    }
+  }
+  free(height), free(nodes), free(roots);
+  *count = k;
+  return out;
+fail:
+  free(height), free(out), free(nodes), free(roots);
+  return NULL;
+}
+
 /* The DyNet peer on the TreeLSTM 256 rows: the C-API TreeLSTM's seeded
  * weights (which those rows' model binds too) and its outputs for the first
  * 64 trees, the peer's rates at batch 64 and 1 (cells[0], cells[1]). */
@@ -290,9 +344,65 @@ static bool takes_sentences(const cfg *k) {
          strstr(k->path, "/transformer.sf") || strstr(k->path, "/chartagger.sf") || strstr(k->path, "/seq2seq.sf");
 }
 
+/* --linear-only: configuration k's linear passes alone, `rounds` windows
+ * (for a profile of the linear mode: no dynamic run, no DyNet); for the
+ * TreeLSTM 256 batch 64 row the GEMM ceiling timed before each window, as
+ * the table's rows do. */
+static bool linear_only(sheaf_ctx *ctx, const cfg *k, const sh_dataset *dk, int nb, int rounds, bool cpu_time) {
+  setup s;
+  if (!setup_open(ctx, k->path, k->sizes, dk, NULL, &s, NULL)) return false;
+  bool (*lin)(setup *, const sh_dataset *, int, int) = pass_linear;
+  if (takes_sentences(k)) lin = pass_linear_seq;
+  if (strstr(k->path, "/chartagger.sf")) lin = pass_linear_rec;
+  if (!lin(&s, dk, nb, k->batch)) {
+    fprintf(stderr, "bench_compiled: %s\n", sheaf_ctx_last_error(ctx));
+    setup_free(&s);
+    return false;
+  }
+  double rl[99], frac[99], ceil_r[99], lev_r[99], lfrac[99];
+  double fl = k->ceiling ? treelstm_flops(dk, nb, k->E, k->H, k->C) : 0;
+  int n_lev = 0;
+  exb_mnk *lev = k->ceiling ? treelstm_levels(dk, nb, k->batch, k->E, k->H, k->C, &n_lev) : NULL;
+  if (k->ceiling && !lev) {
+    setup_free(&s);
+    return false;
+  }
+  bool was = exb_cpu_time;
+  exb_cpu_time = cpu_time; /* the ceiling on the same clock */
+  for (int r = 0; r < rounds; r++) {
+    if (k->ceiling) ceil_r[r] = exb_gemm_gflops(ctx, 1, 64, 5 * k->H, 2 * k->H, 0.2);
+    if (k->ceiling) lev_r[r] = exb_gemm_list_gflops(ctx, 1, lev, n_lev, 0.2);
+    double t0 = exb_now_s(cpu_time);
+    lin(&s, dk, nb, k->batch);
+    double t1 = exb_now_s(cpu_time);
+    rl[r] = nb / (t1 - t0);
+    if (k->ceiling) frac[r] = fl / (t1 - t0) * 1e-9 / ceil_r[r], lfrac[r] = fl / (t1 - t0) * 1e-9 / lev_r[r];
+  }
+  exb_cpu_time = was;
+  qsort(rl, (size_t)rounds, sizeof *rl, cmp_d);
+  printf("| %s | %lld | %d | linear only: %.0f rows/s (median; %.0f-%.0f) |\n", k->name, (long long)k->H, k->batch,
+         rl[rounds / 2], rl[0], rl[rounds - 1]);
+  if (k->ceiling) {
+    qsort(frac, (size_t)rounds, sizeof *frac, cmp_d);
+    qsort(ceil_r, (size_t)rounds, sizeof *ceil_r, cmp_d);
+    printf("#   GEMM ceiling %.1f GFLOP/s (median); linear reaches %.0f%% of it (median, %.0f-%.0f%% per round)\n",
+           ceil_r[rounds / 2], 100 * frac[rounds / 2], 100 * frac[0], 100 * frac[rounds - 1]);
+    qsort(lev_r, (size_t)rounds, sizeof *lev_r, cmp_d);
+    qsort(lfrac, (size_t)rounds, sizeof *lfrac, cmp_d);
+    printf("#   the same GEMMs as the levels (sh_gemm over the %d (M, N, K) of the leaves', nodes' and roots' levels, "
+           "B packed, 1 thread) %.1f GFLOP/s (median); linear reaches %.0f%% of it (median, %.0f-%.0f%% per round)\n",
+           n_lev, lev_r[rounds / 2], 100 * lfrac[rounds / 2], 100 * lfrac[0], 100 * lfrac[rounds - 1]);
+  }
+  free(lev);
+  fflush(stdout);
+  setup_free(&s);
+  return true;
+}
+
 int main(int argc, char **argv) {
   int n = 512, rounds = 5, only = -1;
   bool scaling = false, cpu_time = false; /* --cpu-time: the 1-thread windows on the thread's CPU clock */
+  bool lin_only = false; /* --linear-only: the linear passes alone (profiling; no dynamic run, no DyNet) */
   const char *keep = NULL;
   exb_opts xo = {0};
   const char *data = "data/ud_english_ewt/en_ewt-ud-test.conllu";
@@ -318,10 +428,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--no-dynet")) xo.no_dynet = true;
     else if (!strcmp(argv[i], "--scaling")) scaling = true;
     else if (!strcmp(argv[i], "--cpu-time")) cpu_time = true;
+    else if (!strcmp(argv[i], "--linear-only")) lin_only = true, xo.no_dynet = true;
     else if (!strcmp(argv[i], "--dynet-dir") && i + 1 < argc) xo.dynet_dir = argv[++i];
     else {
       fprintf(stderr, "usage: bench_compiled [--trees N] [--rounds R] [--quick] [--data FILE] [--only K] "
-                      "[--cache DIR] [--no-dynet] [--dynet-dir DIR] [--scaling] [--cpu-time]\n");
+                      "[--cache DIR] [--no-dynet] [--dynet-dir DIR] [--scaling] [--cpu-time] [--linear-only]\n");
       return 2;
     }
   }
@@ -357,7 +468,7 @@ int main(int argc, char **argv) {
          rounds, sheaf_isa_name(sheaf_cpu_isa()));
   const exb_peer peer = {"bench/treelstm_torch.py", "--trees", NULL, "tree", {NULL, NULL}, "treelstm_dynet"};
   dynet_side dy;
-  if (only < 0 || (only & 3)) {
+  if (!lin_only && (only < 0 || (only & 3))) {
     if (!dynet_start(ctx1, &d, n, &xo, &peer, &dy)) return 1;
   } else {
     memset(&dy, 0, sizeof dy);
@@ -393,6 +504,10 @@ int main(int argc, char **argv) {
     const sh_dataset *dk = takes_sentences(k) ? &ds : takes_dep_trees(k) ? &dc : &d;
     setup s, warm;
     double cold_s = 0, warm_s = 0;
+    if (lin_only) {
+      if (!linear_only(ctx1, k, dk, nb, rounds, cpu_time)) return 1;
+      continue;
+    }
     bool with_dynet = k->H == 256 && strstr(k->path, "/treelstm.sf") && dy.wpath; /* the TreeLSTM 256 rows: the C-API model's weights */
     const char *wts = with_dynet ? dy.wpath : NULL;
     if (!setup_open(ctx1, k->path, k->sizes, dk, wts, &s, &cold_s)) return 1;

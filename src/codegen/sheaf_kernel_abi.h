@@ -468,7 +468,12 @@ static inline float sk_hmin8_tree(sk_f32x8 v) {
     sk_f32x##W num = sk_sel##W((sk_i32x##W)x >> 31, e, sk_bc##W(1.0f));                    \
     return num / (e + 1.0f);                                                               \
   }                                                                                        \
-  /* tanh: |x| < 0.625 Cephes odd polynomial, else 1 - 2/(exp(2|x|)+1); sign of x */       \
+  /* tanh: |x| < 0.625 Cephes odd polynomial, else (1 - e)/(1 + e) with e = exp(-2|x|)     \
+   * (sk_expnp: the argument is nonpositive, so no range test; e <= exp(-1.25) where it     \
+   * is used, so no cancellation; 0 below -87.3, so tanh is 1 there); sign of x. Within     \
+   * 1.9 ulp (tests/test_codegen_abi.c); the TreeLSTM cell's gate code 1.12-1.21x with     \
+   * it against 1 - 2/(exp(2|x|)+1) through sk_exp (docs/CODEGEN.md, "Few rows and shared  \
+   * weights") */                                                                           \
   static inline sk_f32x##W sk_tanh##W(sk_f32x##W x) {                                       \
     sk_f32x##W ax = sk_abs##W(x), s = x * x;                                               \
     sk_f32x##W p = sk_bc##W(-5.70498872745E-3f);                                           \
@@ -477,8 +482,8 @@ static inline float sk_hmin8_tree(sk_f32x8 v) {
     p = sk_fma##W(p, s, sk_bc##W(1.33314422036E-1f));                                      \
     p = sk_fma##W(p, s, sk_bc##W(-3.33332819422E-1f));                                     \
     sk_f32x##W small = sk_fma##W(p * s, ax, ax);                                           \
-    sk_f32x##W e = sk_exp##W(ax + ax);                                                     \
-    sk_f32x##W big = 1.0f - 2.0f / (e + 1.0f);                                             \
+    sk_f32x##W e = sk_expnp##W(-(ax + ax));                                                \
+    sk_f32x##W big = (1.0f - e) / (e + 1.0f);                                              \
     sk_f32x##W r = sk_sel##W(ax < 0.625f, small, big);                                     \
     return (sk_f32x##W)((sk_i32x##W)r | ((sk_i32x##W)x & (int32_t)0x80000000));           \
   }                                                                                        \
