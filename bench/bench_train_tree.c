@@ -44,6 +44,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -160,7 +161,7 @@ static sheaf_status update(sh_net *net, sheaf_graph *g, sheaf_optimizer *opt, co
   double t2 = now_s();
   if (!st) st = sheaf_optimizer_step(opt, NULL);
   par_mark(&g_par, PAR_STEP);
-  g_par.updates++;
+  if (g_par.pool) g_par.updates++; /* --scaling: off (its pair runs on two threads) */
   double t3 = now_s();
   ph[0] += t1 - t0, ph[1] += t2 - t1, ph[2] += t3 - t2;
   return st;
@@ -356,7 +357,7 @@ static sheaf_status update_dp(sh_net *net, sheaf_graph **gs, int T, sheaf_optimi
   double t2 = now_s();
   if (!st) st = sheaf_optimizer_step(opt, NULL);
   par_mark(&g_par, PAR_STEP);
-  g_par.updates++;
+  if (g_par.pool) g_par.updates++; /* --scaling: off (its pair runs on two threads) */
   double t3 = now_s();
   ph[1] += t2 - t0, ph[2] += t3 - t2;
   return st;
@@ -370,16 +371,21 @@ static bool make_shards(sheaf_model *m, int T, sheaf_graph **gs) {
   return true;
 }
 
-/* --scaling: one process, two models from the same seed, one on a context
- * of 1 thread and one on a context of `threads` (data-parallel shards, or
- * one graph with --split ops), trained side by side on the same updates:
- * window w runs the same `updates` updates (trees (1 + w * updates) * B ..)
- * on each model in turn, the order alternating window to window (1 then 2
- * threads, 2 then 1), each timed on the wall clock; the window's ratio is
- * the 1-thread time over the 2-thread time. Printed per window with the
- * 1-thread run's own thread CPU time (what it cost whatever else ran: wall
- * above CPU means it waited for a vCPU) and minor page faults, then the
- * median and range of the ratios. */
+/* --scaling: one process, models from the same seed trained side by side
+ * on the same updates: one on a context of 1 thread, one on a context of
+ * `threads` (data-parallel shards, or one graph with --split ops), and two
+ * more of 1 thread each (the pair). Window w runs the same `updates`
+ * updates (trees (1 + w * updates) * B ..) on the 1-thread model alone,
+ * on the T-thread model, and on the pair at once (two threads, one model
+ * each), the order reversed every other window; each timed on the wall
+ * clock. The window's ratio is the 1-thread time over the T-thread time;
+ * its capacity is 2 x the 1-thread time over the pair's (what the machine
+ * gave two threads in that window: about 2 on two free cores, about 1
+ * when they share one core's throughput). Printed per window with the
+ * 1-thread run's own thread CPU time over its wall time (below 1: it
+ * waited for a vCPU) and its minor page faults, then the median and range
+ * of the ratios over every window and over the windows of capacity 1.8 or
+ * more. */
 static int cmp_dbl(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
@@ -397,10 +403,16 @@ typedef struct sc_side {
   sheaf_graph *g, *gs[MAXT];
   sheaf_optimizer *opt;
   int T; /* shards (0: one graph) */
+  const data *tr;
+  int64_t u0;
+  int n;
+  bool ok;
+  sheaf_expr out[MAX_B], loss[MAX_B];
 } sc_side;
 
 static bool sc_open(sc_side *s, const data *tr, int E, int H) {
   sheaf_optimizer_opts oo = {SHEAF_OPTIM_ADAM, 2e-3f, 0, 0, 0, 0, 0, 0};
+  s->tr = tr;
   return !sh_net_create(s->ctx, SH_NET_TREELSTM, &tr->d, H, E, &s->net) && !sh_net_seed(&s->net, 1) &&
          !sheaf_graph_create(s->net.model, NULL, &s->g) && !sheaf_optimizer_create(s->net.model, &oo, &s->opt) &&
          !sheaf_optimizer_lazy_rows(s->opt, lazy_emb) && make_shards(s->net.model, s->T, s->gs);
@@ -413,17 +425,30 @@ static void sc_close(sc_side *s) {
   sh_net_free(&s->net);
 }
 
-/* Updates u0 .. u0 + n on side s; false on an error (printed). */
-static bool sc_run(sc_side *s, const data *tr, int64_t u0, int n) {
-  static sheaf_expr out[MAX_B], loss[MAX_B];
+/* Updates u0 .. u0 + n on side s (s->ok: no error; printed). */
+static void *sc_run(void *arg) {
+  sc_side *s = arg;
   double ph[3] = {0, 0, 0};
-  for (int u = 0; u < n; u++)
-    if (s->T ? update_dp(&s->net, s->gs, s->T, s->opt, tr, (u0 + u) * B, out, loss, ph)
-             : update(&s->net, s->g, s->opt, tr, (u0 + u) * B, out, loss, ph)) {
-      fail(s->ctx, "update");
-      return false;
-    }
-  return true;
+  s->ok = true;
+  for (int u = 0; u < s->n && s->ok; u++)
+    if (s->T ? update_dp(&s->net, s->gs, s->T, s->opt, s->tr, (s->u0 + u) * B, s->out, s->loss, ph)
+             : update(&s->net, s->g, s->opt, s->tr, (s->u0 + u) * B, s->out, s->loss, ph))
+      s->ok = false, fail(s->ctx, "update");
+  return NULL;
+}
+
+/* Wall seconds of updates u0 .. u0 + n on side a, and on b at the same
+ * time on a thread of its own when b is given (until both are done). */
+static double sc_time(sc_side *a, sc_side *b, int64_t u0, int n) {
+  pthread_t th;
+  a->u0 = u0, a->n = n;
+  if (b) b->u0 = u0, b->n = n;
+  double t0 = now_s();
+  bool two = b && pthread_create(&th, NULL, sc_run, b) == 0;
+  if (b && !two) b->ok = false;
+  sc_run(a);
+  if (two) pthread_join(th, NULL);
+  return now_s() - t0;
 }
 
 /* The largest |w1 - w2| over every weight, against the largest |w1|. */
@@ -439,58 +464,88 @@ static double sc_weight_diff(const sheaf_model *a, const sheaf_model *b, double 
   return d;
 }
 
+static void sc_summary(const char *what, double *r, int n, int threads) {
+  if (!n) {
+    printf("  %d threads / 1 thread, %s: no window\n", threads, what);
+    return;
+  }
+  qsort(r, (size_t)n, sizeof *r, cmp_dbl);
+  double med = n & 1 ? r[n / 2] : 0.5 * (r[n / 2 - 1] + r[n / 2]);
+  printf("  %d threads / 1 thread, %s: median %.2fx over %d windows (%.2f-%.2f)\n", threads, what, med, n, r[0],
+         r[n - 1]);
+}
+
 static int run_scaling(sheaf_ctx *ctx1, int threads, bool split_ops, const data *tr, int E, int H, int updates,
                        int windows) {
+  enum { ONE, MANY, PAIR_A, PAIR_B, SIDES };
   sheaf_ctx_options co = {0};
-  co.threads = threads;
   char err[256];
-  sc_side s[2] = {{ctx1, {0}, NULL, {0}, NULL, 0}, {NULL, {0}, NULL, {0}, NULL, split_ops ? 0 : threads}};
-  if (sheaf_ctx_create(&co, &s[1].ctx, err, sizeof err)) {
-    fprintf(stderr, "bench_train_tree: %s\n", err);
+  sc_side *s = calloc(SIDES, sizeof *s);
+  double *ratio = calloc(2 * (size_t)windows + 2, sizeof *ratio), *quiet = ratio ? ratio + windows + 1 : NULL;
+  if (!s || !ratio) {
+    fprintf(stderr, "bench_train_tree: out of memory\n");
+    free(s), free(ratio);
     return 1;
   }
+  s[ONE].ctx = ctx1;
+  s[MANY].T = split_ops ? 0 : threads;
   int rc = 0;
-  if (!sc_open(&s[0], tr, E, H) || !sc_open(&s[1], tr, E, H)) rc = fail(s[1].net.model ? s[1].ctx : ctx1, "setup");
-  printf("  --scaling: %d windows of %d updates (%d trees each), 1 thread and %d threads (%s) alternating in one\n"
-         "  process on the same updates, wall clock; ratio = 1-thread time / %d-thread time\n",
+  for (int k = MANY; k < SIDES && !rc; k++) {
+    co.threads = k == MANY ? threads : 1;
+    if (sheaf_ctx_create(&co, &s[k].ctx, err, sizeof err)) fprintf(stderr, "bench_train_tree: %s\n", err), rc = 1;
+  }
+  for (int k = 0; k < SIDES && !rc; k++)
+    if (!sc_open(&s[k], tr, E, H)) rc = fail(s[k].ctx, "setup");
+  printf("  --scaling: %d windows of %d updates (%d trees each) in one process, the same updates on 1 thread,\n"
+         "  on %d threads (%s) and on two 1-thread models at once (the pair), the order reversed every other\n"
+         "  window; wall clock. ratio = 1-thread time / %d-thread time; capacity = 2 x 1-thread time / the pair's\n",
          windows, updates, updates * B, threads, split_ops ? "split ops" : "split instances", threads);
-  printf("  %6s %5s %12s %12s %9s %12s %8s\n", "window", "first", "1T trees/s", "1T cpu/wall", "1T minflt",
-         "2T trees/s", "ratio");
-  double *ratio = calloc((size_t)windows + 1, sizeof *ratio), sum1 = 0, sum2 = 0;
-  if (!rc && (!ratio || !sc_run(&s[0], tr, 0, 1) || !sc_run(&s[1], tr, 0, 1))) rc = 1; /* warm-up: update 0 */
+  printf("  %6s %11s %11s %9s %11s %11s %8s %8s\n", "window", "1T trees/s", "1T cpu/wall", "1T minflt",
+         "2T trees/s", "pair tr/s", "ratio", "capacity");
+  int nq = 0;
+  double sum1 = 0, sum2 = 0;
+  if (!rc) { /* warm-up: update 0 on each */
+    sc_time(&s[ONE], NULL, 0, 1), sc_time(&s[MANY], NULL, 0, 1), sc_time(&s[PAIR_A], &s[PAIR_B], 0, 1);
+    for (int k = 0; k < SIDES; k++) rc |= !s[k].ok;
+  }
   for (int w = 0; w < windows && !rc; w++) {
     int64_t u0 = 1 + (int64_t)w * updates;
-    double t[2] = {0, 0}, cpu1 = 0;
+    double t[3] = {0, 0, 0}, cpu1 = 0;
     long flt1 = 0;
-    for (int k = 0; k < 2 && !rc; k++) {
-      int side = (k + w) & 1; /* even windows: 1 thread first */
+    for (int q = 0; q < 3; q++) {
+      int what = w & 1 ? 2 - q : q; /* 0: 1 thread, 1: T threads, 2: the pair */
       long f0 = minflt_now();
       uint64_t c0 = par_thread_ns();
-      double t0 = now_s();
-      if (!sc_run(&s[side], tr, u0, updates)) rc = 1;
-      t[side] = now_s() - t0;
-      if (side == 0) cpu1 = 1e-9 * (double)(par_thread_ns() - c0), flt1 = minflt_now() - f0;
+      t[what] = what == 0 ? sc_time(&s[ONE], NULL, u0, updates)
+              : what == 1 ? sc_time(&s[MANY], NULL, u0, updates)
+                          : sc_time(&s[PAIR_A], &s[PAIR_B], u0, updates);
+      if (what == 0) cpu1 = 1e-9 * (double)(par_thread_ns() - c0), flt1 = minflt_now() - f0;
     }
+    for (int k = 0; k < SIDES; k++) rc |= !s[k].ok;
     if (rc) break;
+    double cap = 2 * t[0] / t[2];
     ratio[w] = t[0] / t[1];
+    if (cap >= 1.8) quiet[nq++] = ratio[w];
     sum1 += t[0], sum2 += t[1];
-    printf("  %6d %5s %12.1f %12.3f %9ld %12.1f %7.2fx\n", w, (w & 1) ? "2T" : "1T", updates * B / t[0],
-           cpu1 / t[0], flt1, updates * B / t[1], ratio[w]);
+    printf("  %6d %11.1f %11.3f %9ld %11.1f %11.1f %7.2fx %7.2fx\n", w, updates * B / t[0], cpu1 / t[0], flt1,
+           updates * B / t[1], 2 * updates * B / t[2], ratio[w], cap);
     fflush(stdout);
   }
   if (!rc) {
-    qsort(ratio, (size_t)windows, sizeof *ratio, cmp_dbl);
-    double med = windows & 1 ? ratio[windows / 2] : 0.5 * (ratio[windows / 2 - 1] + ratio[windows / 2]);
-    double scale, d = sc_weight_diff(s[0].net.model, s[1].net.model, &scale);
-    printf("  %d threads / 1 thread: median %.2fx over %d windows (%.2f-%.2f); total time ratio %.2fx\n", threads,
-           med, windows, ratio[0], ratio[windows - 1], sum1 / sum2);
-    printf("  weights after %d updates: max |1T - %dT| = %.3g (largest |w| %.3g)\n", 1 + windows * updates,
-           threads, d, scale);
+    double scale, d = sc_weight_diff(s[ONE].net.model, s[MANY].net.model, &scale);
+    double dp = sc_weight_diff(s[ONE].net.model, s[PAIR_A].net.model, &scale);
+    sc_summary("every window", ratio, windows, threads);
+    sc_summary("windows of capacity >= 1.8 (the machine gave two threads)", quiet, nq, threads);
+    printf("  total time ratio %.2fx; weights after %d updates: max |1T - %dT| = %.3g, max |1T - pair| = %.3g "
+           "(largest |w| %.3g)\n",
+           sum1 / sum2, 1 + windows * updates, threads, d, dp, scale);
   }
   free(ratio);
-  sc_close(&s[0]);
-  sc_close(&s[1]);
-  sheaf_ctx_free(s[1].ctx);
+  for (int k = 0; k < SIDES; k++) {
+    sc_close(&s[k]);
+    if (k != ONE) sheaf_ctx_free(s[k].ctx);
+  }
+  free(s);
   return rc;
 }
 
