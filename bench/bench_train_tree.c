@@ -383,12 +383,26 @@ static bool make_shards(sheaf_model *m, int T, sheaf_graph **gs) {
  * gave two threads in that window: about 2 on two free cores, about 1
  * when they share one core's throughput). Printed per window with the
  * 1-thread run's own thread CPU time over its wall time (below 1: it
- * waited for a vCPU) and its minor page faults, then the median and range
+ * waited for a vCPU) and its minor page faults, the machine's steal time
+ * over the window (/proc/stat), then the median and range
  * of the ratios over every window and over the windows of capacity 1.8 or
  * more. */
 static int cmp_dbl(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
+}
+
+/* The machine's steal time so far (ms: the hypervisor ran something else
+ * on a vCPU that had work), from /proc/stat; -1 when unreadable. */
+static long steal_ms(void) {
+  FILE *f = fopen("/proc/stat", "r");
+  unsigned long long v[8] = {0};
+  int n = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                     &v[6], &v[7])
+            : 0;
+  if (f) fclose(f);
+  long hz = sysconf(_SC_CLK_TCK);
+  return n == 8 && hz > 0 ? (long)(v[7] * 1000ull / (unsigned long long)hz) : -1;
 }
 
 static long minflt_now(void) {
@@ -500,8 +514,8 @@ static int run_scaling(sheaf_ctx *ctx1, int threads, bool split_ops, const data 
          "  on %d threads (%s) and on two 1-thread models at once (the pair), the order reversed every other\n"
          "  window; wall clock. ratio = 1-thread time / %d-thread time; capacity = 2 x 1-thread time / the pair's\n",
          windows, updates, updates * B, threads, split_ops ? "split ops" : "split instances", threads);
-  printf("  %6s %11s %11s %9s %11s %11s %8s %8s\n", "window", "1T trees/s", "1T cpu/wall", "1T minflt",
-         "2T trees/s", "pair tr/s", "ratio", "capacity");
+  printf("  %6s %11s %11s %9s %8s %11s %11s %8s %8s\n", "window", "1T trees/s", "1T cpu/wall", "1T minflt",
+         "steal ms", "2T trees/s", "pair tr/s", "ratio", "capacity");
   int nq = 0;
   double sum1 = 0, sum2 = 0;
   if (!rc) { /* warm-up: update 0 on each */
@@ -511,7 +525,7 @@ static int run_scaling(sheaf_ctx *ctx1, int threads, bool split_ops, const data 
   for (int w = 0; w < windows && !rc; w++) {
     int64_t u0 = 1 + (int64_t)w * updates;
     double t[3] = {0, 0, 0}, cpu1 = 0;
-    long flt1 = 0;
+    long flt1 = 0, st0 = steal_ms();
     for (int q = 0; q < 3; q++) {
       int what = w & 1 ? 2 - q : q; /* 0: 1 thread, 1: T threads, 2: the pair */
       long f0 = minflt_now();
@@ -527,8 +541,9 @@ static int run_scaling(sheaf_ctx *ctx1, int threads, bool split_ops, const data 
     ratio[w] = t[0] / t[1];
     if (cap >= 1.8) quiet[nq++] = ratio[w];
     sum1 += t[0], sum2 += t[1];
-    printf("  %6d %11.1f %11.3f %9ld %11.1f %11.1f %7.2fx %7.2fx\n", w, updates * B / t[0], cpu1 / t[0], flt1,
-           updates * B / t[1], 2 * updates * B / t[2], ratio[w], cap);
+    long st1 = steal_ms();
+    printf("  %6d %11.1f %11.3f %9ld %8ld %11.1f %11.1f %7.2fx %7.2fx\n", w, updates * B / t[0], cpu1 / t[0], flt1,
+           st0 < 0 || st1 < 0 ? -1 : st1 - st0, updates * B / t[1], 2 * updates * B / t[2], ratio[w], cap);
     fflush(stdout);
   }
   if (!rc) {
