@@ -701,7 +701,9 @@ int main(int argc, char **argv) {
          g_cpu ? "process CPU time, every system" : "wall time",
          lazy_emb ? "lazy, the rows looked up only (every system)" : "dense, every row (every system)", dev,
          (int)sh_dataset_count(&dv.d));
-  printf("  split: %s%s\n", T ? "instances (a shard of the batch per thread, its own graph; gradients reduced in order)"
+  if (scaling) /* what the 2-thread model splits (the lines above: the 1-thread one's) */
+    T = split_ops ? 0 : scale_threads, threads = scale_threads;
+  printf("  split%s: %s%s\n", scaling ? " (--scaling, the multi-thread model)" : "", T ? "instances (a shard of the batch per thread, its own graph; gradients reduced in order)"
                             : threads > 1 ? "ops (one graph, its kernels over the threads)" : "none (1 thread)",
          !T                       ? ""
          : cut_mode == CUT_NODES  ? ", cut: the batch's order by nodes"
