@@ -107,7 +107,22 @@ typedef struct sh_lin_scan {
   acts A;
   size_t memo_cap, stack_cap, order_cap, cnt_cap, tmp_cap;
   int32_t *stack, *order, *cnt, *tmp;
+  /* leaves shared by word (walk_post): per shared (function, arm) and word id, the activation made for it in
+   * the walk of stamp `stamp` (older stamps: none) */
+  struct share_ent { uint32_t stamp; int32_t id; } *share;
+  size_t share_cap;
+  uint32_t stamp;
 } sh_lin_scan;
+
+/* Whether arm a is computed from its node's word alone (no callee, one
+ * word field, a result that is not the looked-up row as it is): its
+ * activations on one word in a batch have the same results. */
+static bool arm_of_word(const sh_lin_arm *a) {
+  if (a->n_calls || a->n_fields != 1 || a->ragged || a->has_mat) return false;
+  for (int j = 0; j < a->n_out; j++)
+    if (a->nodes[a->out[j]].op != SH_LIN_IN) return true;
+  return false;
+}
 
 /* *p (cap elements of size es) grown to at least need elements (doubling). */
 static bool grow(sheaf_ctx *ctx, void *pp, size_t *cap, size_t need, size_t es) {
@@ -152,6 +167,7 @@ void sh_lin_scan_free(sh_lin *L) {
   sh_free(ctx, A->kids, A->cap_kids * 4), sh_free(ctx, A->memo, S->memo_cap * 4);
   sh_free(ctx, S->stack, S->stack_cap * 4), sh_free(ctx, S->order, S->order_cap * 4);
   sh_free(ctx, S->cnt, S->cnt_cap * 4), sh_free(ctx, S->tmp, S->tmp_cap * 4);
+  sh_free(ctx, S->share, S->share_cap * sizeof *S->share);
   sh_free(ctx, S, sizeof *S);
   L->scan = NULL;
 }
@@ -190,7 +206,7 @@ static bool sort_acts(sheaf_ctx *ctx, sh_lin_scan *S, const int16_t (*fa)[SH_LIN
  * the depth-first walk then runs and names any error; -1 out of memory. */
 static int walk_post(sh_lin *L, const sh_treebank *tb, int32_t first, int32_t n, int32_t lo, int32_t hi, acts *A,
                      sh_lin_fixed fixed, int16_t (*shallow)[SH_LIN_MAX_ARMS],
-                     const sh_lin_arm *(*arms)[SH_LIN_MAX_ARMS], int32_t *root_act, int32_t *arm_of) {
+                     const sh_lin_arm *(*arms)[SH_LIN_MAX_ARMS], int32_t *root_act, int32_t *arm_of, sh_word_ids ids) {
   int nf = L->n_fns, fo[SH_LIN_MAX_FNS], indeg[SH_LIN_MAX_FNS] = {0};
   bool edge[SH_LIN_MAX_FNS][SH_LIN_MAX_FNS] = {{false}}, placed[SH_LIN_MAX_FNS] = {false};
   if (L->dep) return 0;
@@ -210,6 +226,25 @@ static int walk_post(sh_lin *L, const sh_treebank *tb, int32_t first, int32_t n,
     if (f == nf) return 0; /* a cycle: the depth-first walk names it */
     placed[f] = true, fo[k] = f;
     for (int g = 0; g < nf; g++) indeg[g] -= edge[f][g];
+  }
+  /* leaves shared by word (L->share_leaves): the arms of words (not main's), share slot k each */
+  int8_t share_k[SH_LIN_MAX_FNS][SH_LIN_MAX_ARMS];
+  int n_share = 0;
+  size_t words = ids.n_ids > 0 ? (size_t)ids.n_ids + 1 : 0;
+  for (int f = 0; f < nf; f++)
+    for (int ai = 0; ai < L->fns[f].n_arms; ai++)
+      share_k[f][ai] = (int8_t)(L->share_leaves && f > 0 && words && words <= (1u << 22) && n_share < 8 &&
+                                        arm_of_word(arms[f][ai])
+                                    ? n_share++
+                                    : -1);
+  sh_lin_scan *S = L->scan;
+  size_t share_old = S->share_cap;
+  if (n_share && !grow(L->ctx, &S->share, &S->share_cap, (size_t)n_share * words, sizeof *S->share)) return -1;
+  if (S->share_cap > share_old) /* new entries: no stamp (0, never a walk's) */
+    memset(S->share + share_old, 0, (S->share_cap - share_old) * sizeof *S->share);
+  if (n_share && ++S->stamp == 0) { /* wrapped: every entry old again */
+    memset(S->share, 0, S->share_cap * sizeof *S->share);
+    S->stamp = 1;
   }
   size_t span = (size_t)(hi - lo);
   int32_t *memo = A->memo; /* -1 not needed, -2 needed, -3 armed (pass down), then the id (pass up) */
@@ -243,6 +278,18 @@ static int walk_post(sh_lin *L, const sh_treebank *tb, int32_t first, int32_t n,
       size_t at = (size_t)f * span + (size_t)(v - lo);
       if (memo[at] != -3) continue;
       const sh_lin_arm *a = arms[f][arm_of[at]];
+      struct share_ent *se = NULL;
+      int sk = share_k[f][arm_of[at]];
+      if (sk >= 0) { /* a word's leaf: the batch's first activation on that word */
+        int32_t w = sh_word_id(ids, tb->word[slot_node(L, tb, &a->slots[a->field_slot[0]], v)]);
+        if (w >= 0 && (size_t)w < words) {
+          se = &S->share[(size_t)sk * words + (size_t)w];
+          if (se->stamp == S->stamp) {
+            memo[at] = se->id;
+            continue;
+          }
+        }
+      }
       if (A->n == A->cap && !acts_grow(L->ctx, A)) return -1;
       if (!grow(L->ctx, &A->kids, &A->cap_kids, A->n_kids + (size_t)a->n_calls, sizeof *A->kids)) return -1;
       int32_t id = A->n++, h = 0, *kid = A->kids + A->n_kids;
@@ -258,6 +305,7 @@ static int walk_post(sh_lin *L, const sh_treebank *tb, int32_t first, int32_t n,
         if (A->height[cid] + 1 > h) h = A->height[cid] + 1;
       }
       A->height[id] = h, memo[at] = id;
+      if (se) se->stamp = S->stamp, se->id = id;
     }
   for (int32_t t = 0; t < n; t++) root_act[t] = memo[sh_lin_skip_unary(L, tb, tb->tree_root[first + t]) - lo];
   return 1;
@@ -294,7 +342,7 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
   int16_t shallow[SH_LIN_MAX_FNS][SH_LIN_MAX_ARMS], fa[SH_LIN_MAX_FNS][SH_LIN_MAX_ARMS];
   const sh_lin_arm *arms[SH_LIN_MAX_FNS][SH_LIN_MAX_ARMS];
   int n_fa = fixed_entries(L, fixed, shallow, arms, fa);
-  int walked = walk_post(L, tb, first, n, lo, hi, &A, fixed, shallow, arms, root_act, stack);
+  int walked = walk_post(L, tb, first, n, lo, hi, &A, fixed, shallow, arms, root_act, stack, ids);
   if (walked < 0) goto nomem;
   if (!walked) { /* the depth-first walk below, from scratch */
     A.n = 0, A.n_kids = 0;

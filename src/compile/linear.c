@@ -51,6 +51,8 @@ static sheaf_status lin_new(const sh_module *m, sheaf_model *model, const sh_lan
   L->dec_fn = -1;
   const char *pl = getenv("SHEAF_LINEAR_PLANS"); /* 1: a prepared call per row count (measured: linear.h) */
   L->plans = pl && pl[0] == '1';
+  const char *sl = getenv("SHEAF_LINEAR_SHARE_LEAVES"); /* 0: every leaf its own row (measured: COMPILER.md) */
+  L->share_leaves = !(sl && sl[0] == '0');
   const char *sp = getenv("SHEAF_LINEAR_SPLIT"); /* 0: one part, kernels split over the pool (measured: linear.h) */
   L->split = !(sp && sp[0] == '0');
   sh_buf_init(&L->all_src, L->ctx);
