@@ -9,6 +9,10 @@
  * rows of its call sites (sh_lin_grp). A dependency tree's ragged arm (nodes
  * with children) has call sites on every child (SH_LIN_SEL_KIDS): their
  * rows are the children's in order, each row's count in n_kids (CSR).
+ * Binary trees with shallow patterns are walked without the stack, in two
+ * passes over the batch's nodes in the treebank's post-order (walk_post),
+ * and a leaf arm computed from its word alone gets one activation per
+ * distinct word of the batch (share_leaves).
  */
 #include <stdlib.h>
 #include <string.h>

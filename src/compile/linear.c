@@ -421,11 +421,10 @@ static inline const float *seg_addr(const sh_lin *L, const seg_base *b, const sh
 }
 
 /* Rows 0 .. rows - 1 of input node n of group g into dst (w floats a row):
- * fill_row's copies, with the sources of plain segments resolved once and
- * the rows a few ahead prefetched (a leaf's table row is rarely in cache). */
+ * fill_row's copies, with the sources of plain segments resolved once a
+ * group (prefetching the rows 4 ahead measured no gain: COMPILER.md). */
 static sheaf_status fill_rows(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g, const sh_lin_node *n,
                               int32_t rows, float *dst, size_t w) {
-  enum { AHEAD = 4 };
   seg_base base[SH_LIN_MAX_SEGS];
   bool plain = n->n_segs <= SH_LIN_MAX_SEGS;
   for (int q = 0; plain && q < n->n_segs; q++) plain = seg_plain(&n->segs[q]);
@@ -444,8 +443,7 @@ static sheaf_status fill_rows(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *
     float *d = dst + (size_t)r * w;
     for (int q = 0; q < n->n_segs; q++) {
       const sh_lin_seg *sg = &n->segs[q];
-      const float *src = r + AHEAD < rows ? seg_addr(L, &base[q], sg, r + AHEAD) : NULL;
-      for (int64_t o = 0; src && o < sg->width; o += 16) __builtin_prefetch(src + o);
+      const float *src;
       if (!(src = seg_addr(L, &base[q], sg, r))) return seg_src(L, a, g, sg, r, &src); /* names the row */
       memcpy(d, src, (size_t)sg->width * sizeof(float));
       d += sg->width;
