@@ -279,3 +279,152 @@ out:
   tl_close(ctx, &tm);
   sh_dataset_free(&d);
 }
+
+/* The inspector's two passes over a batch in post-order (inspect.c,
+ * walk_post) order the functions on one node so that a caller on the same
+ * node comes first going down: here g (the third function found) calls f
+ * (the second) on its own node and main calls both, so the order is main,
+ * g, f, not the functions' numbering. Outputs against the dynamic runtime
+ * (batches 1, 7, 64; 1-3 threads). */
+static const char SAME_NODE_SF[] =
+    "type Tree = Leaf(word: i32) | Node(left: Tree, right: Tree)\n"
+    "param emb : f32[V, H]\n"
+    "param W : f32[2*H, H]\n"
+    "param U : f32[H, H]\n"
+    "param b : f32[H]\n"
+    "fn f(t: Tree) -> f32[H] =\n"
+    "  match t {\n"
+    "    Leaf(w) => emb[w],\n"
+    "    Node(l, r) => tanh(cat(f(l), f(r)) @ W + b),\n"
+    "  }\n"
+    "fn g(t: Tree) -> f32[H] = tanh(f(t) @ U + b)\n"
+    "fn main(t: Tree) -> f32[H] = f(t) + g(t)\n";
+
+TEST(linear_same_node_callers) {
+  if (!th_have_jit_cc("linear_same_node_callers")) return;
+  const char *path = th_tmp_path("same_node.sf");
+  FILE *fp = fopen(path, "w");
+  REQUIRE(fp != NULL);
+  fputs(SAME_NODE_SF, fp);
+  fclose(fp);
+  check_model(path, (const char *[]){"H=11", NULL}); /* odd width: column tails */
+}
+
+/* A node of three children in a batch for a binary-tree model: the
+ * post-order walk leaves it to the depth-first one, which names it; the
+ * next batch (binary) runs. */
+TEST(linear_walk_names_a_bad_node) {
+  sheaf_ctx *ctx = th_ctx();
+  if (!th_have_jit_cc("linear_walk_names_a_bad_node")) return;
+  setenv("SHEAF_CACHE_DIR", th_cache_dir("linear"), 0);
+  sh_treebank tb;
+  sh_tb_init(&tb, ctx);
+  int32_t n[4], root, lab = 0, kids[3];
+  bool ok = CHECK_OK(ctx, sh_vocab_intern(&tb.labels, "x", 1, &lab));
+  for (int w = 0; ok && w < 3; w++) { /* words 0 .. 2 */
+    char s[3] = {'w', (char)('0' + w), 0};
+    int32_t id;
+    ok = CHECK_OK(ctx, sh_vocab_intern(&tb.words, s, 2, &id)) && CHECK_EQ_INT(id, w);
+  }
+  if (!ok) {
+    sh_tb_free(&tb);
+    return;
+  }
+  REQUIRE_OK(ctx, sh_tb_begin_tree(&tb));
+  for (int i = 0; i < 3; i++) REQUIRE_OK(ctx, sh_tb_add_node(&tb, i, lab, NULL, 0, &n[i]));
+  kids[0] = n[0], kids[1] = n[1], kids[2] = n[2];
+  REQUIRE_OK(ctx, sh_tb_add_node(&tb, -1, lab, kids, 3, &root));
+  REQUIRE_OK(ctx, sh_tb_end_tree(&tb));
+  REQUIRE_OK(ctx, sh_tb_begin_tree(&tb));
+  REQUIRE_OK(ctx, sh_tb_add_node(&tb, 1, lab, NULL, 0, &n[0]));
+  REQUIRE_OK(ctx, sh_tb_add_node(&tb, 2, lab, NULL, 0, &n[1]));
+  kids[0] = n[0], kids[1] = n[1];
+  REQUIRE_OK(ctx, sh_tb_add_node(&tb, -1, lab, kids, 2, &root));
+  REQUIRE_OK(ctx, sh_tb_end_tree(&tb));
+  tl_model tm;
+  if (!tl_open(ctx, "examples/treefc.sf", (const char *[]){"H=8", NULL}, NULL, &tm)) {
+    sh_tb_free(&tb);
+    return;
+  }
+  sh_lin *L = NULL;
+  char why[512];
+  if (CHECK_OK(ctx, sh_lin_create(&tm.m, tm.model, &tm.bind, &L, why, sizeof why))) {
+    CHECK_EQ_INT(sh_lin_run(L, &tb, 0, 2, sh_word_ids_of_rows(100)), SHEAF_ERR_INVALID_ARG);
+    CHECK_CONTAINS(sheaf_ctx_last_error(ctx), "tree node with 3 children");
+    CHECK_OK(ctx, sh_lin_run(L, &tb, 1, 1, sh_word_ids_of_rows(100)));
+    CHECK_EQ_INT(sh_lin_n_groups(L), 3); /* the two leaves, the node, main */
+  }
+  sh_lin_free(L);
+  tl_close(ctx, &tm);
+  sh_tb_free(&tb);
+}
+
+/* Leaves shared by word (inspect.c, linear.h's share_leaves): TreeLSTM's
+ * leaf arm (computed from its word alone) runs once per distinct word of a
+ * batch. Three trees over words 3, 3, 4, 3: one leaf row per word (2), the
+ * node rows as before, and every output as with sharing off
+ * (SHEAF_LINEAR_SHARE_LEAVES=0 at create); TreeFC's leaves (its rows are
+ * the table's rows as they are) are not shared. */
+TEST(linear_leaves_shared_by_word) {
+  sheaf_ctx *ctx = th_ctx();
+  if (!th_have_jit_cc("linear_leaves_shared_by_word")) return;
+  setenv("SHEAF_CACHE_DIR", th_cache_dir("linear"), 0);
+  sh_treebank tb;
+  sh_tb_init(&tb, ctx);
+  int32_t n[3], root, lab = 0, kids[2];
+  bool ok = CHECK_OK(ctx, sh_vocab_intern(&tb.labels, "x", 1, &lab));
+  for (int w = 0; ok && w < 5; w++) { /* words 0 .. 4 */
+    char s[3] = {'w', (char)('0' + w), 0};
+    int32_t id;
+    ok = CHECK_OK(ctx, sh_vocab_intern(&tb.words, s, 2, &id)) && CHECK_EQ_INT(id, w);
+  }
+  if (!ok) {
+    sh_tb_free(&tb);
+    return;
+  }
+  REQUIRE_OK(ctx, sh_tb_begin_tree(&tb)); /* Node(Node(3, 3), 4) */
+  REQUIRE_OK(ctx, sh_tb_add_node(&tb, 3, lab, NULL, 0, &n[0]));
+  REQUIRE_OK(ctx, sh_tb_add_node(&tb, 3, lab, NULL, 0, &n[1]));
+  kids[0] = n[0], kids[1] = n[1];
+  REQUIRE_OK(ctx, sh_tb_add_node(&tb, -1, lab, kids, 2, &n[2]));
+  REQUIRE_OK(ctx, sh_tb_add_node(&tb, 4, lab, NULL, 0, &n[0]));
+  kids[0] = n[2], kids[1] = n[0];
+  REQUIRE_OK(ctx, sh_tb_add_node(&tb, -1, lab, kids, 2, &root));
+  REQUIRE_OK(ctx, sh_tb_end_tree(&tb));
+  REQUIRE_OK(ctx, sh_tb_begin_tree(&tb)); /* a lone leaf 3 */
+  REQUIRE_OK(ctx, sh_tb_add_node(&tb, 3, lab, NULL, 0, &n[0]));
+  REQUIRE_OK(ctx, sh_tb_end_tree(&tb));
+  const char *paths[2] = {"examples/treelstm.sf", "examples/treefc.sf"};
+  const char *const sizes[2][4] = {{"H=8", "E=6", "C=5", NULL}, {"H=8", NULL}};
+  const int want_leaf_rows[2] = {2, 4}; /* shared; TreeFC's leaves: one row each */
+  for (int mi = 0; mi < 2; mi++) {
+    tl_model tm;
+    if (!tl_open(ctx, paths[mi], sizes[mi], NULL, &tm)) break;
+    sh_lin *L[2] = {NULL, NULL}; /* sharing on, off */
+    char why[512];
+    float got[2][2][8];
+    for (int s = 0; s < 2; s++) {
+      if (s) setenv("SHEAF_LINEAR_SHARE_LEAVES", "0", 1);
+      sheaf_status st = sh_lin_create(&tm.m, tm.model, &tm.bind, &L[s], why, sizeof why);
+      unsetenv("SHEAF_LINEAR_SHARE_LEAVES");
+      if (!CHECK_OK(ctx, st) || !CHECK_OK(ctx, sh_lin_run(L[s], &tb, 0, 2, sh_word_ids_of_rows(100)))) goto next;
+      int leaf_rows = 0;
+      for (int g = 0; g < sh_lin_n_groups(L[s]); g++) {
+        sh_lin_group_view v;
+        if (CHECK(sh_lin_group(L[s], g, &v)) && v.fn == 1 && v.arm == 0) leaf_rows += v.count;
+      }
+      CHECK_EQ_INT(leaf_rows, s ? 4 : want_leaf_rows[mi]);
+      int rank;
+      int64_t dims[2];
+      sh_lin_output_shape(L[s], 0, &rank, dims);
+      if (!CHECK(dims[0] <= 8)) goto next;
+      for (int t = 0; t < 2; t++) memcpy(got[s][t], sh_lin_output(L[s], t, 0), (size_t)dims[0] * sizeof(float));
+      if (s) CHECK(sh_max_rel_err(&got[0][0][0], &got[1][0][0], 2, 8) <= 1e-6);
+    }
+  next:
+    sh_lin_free(L[0]);
+    sh_lin_free(L[1]);
+    tl_close(ctx, &tm);
+  }
+  sh_tb_free(&tb);
+}

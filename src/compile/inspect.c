@@ -9,6 +9,10 @@
  * rows of its call sites (sh_lin_grp). A dependency tree's ragged arm (nodes
  * with children) has call sites on every child (SH_LIN_SEL_KIDS): their
  * rows are the children's in order, each row's count in n_kids (CSR).
+ * Binary trees with shallow patterns are walked without the stack, in two
+ * passes over the batch's nodes in the treebank's post-order (walk_post),
+ * and a leaf arm computed from its word alone gets one activation per
+ * distinct word of the batch (share_leaves).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -66,15 +70,21 @@ static int32_t n_entries(const sh_lin_arm *a, int32_t nk) {
  * else -1 (n_entries counts them per node). */
 typedef int8_t sh_lin_fixed[SH_LIN_MAX_FNS][SH_LIN_MAX_ARMS];
 
-static void fixed_entries(const sh_lin *L, sh_lin_fixed fx, int16_t (*shallow)[SH_LIN_MAX_ARMS]) {
+/* Also: each (function, arm)'s arm, and its index fa among all arms in
+ * (function, arm) order (the sort's key is height · n_fa + fa); returns n_fa. */
+static int fixed_entries(const sh_lin *L, sh_lin_fixed fx, int16_t (*shallow)[SH_LIN_MAX_ARMS],
+                         const sh_lin_arm *(*arms)[SH_LIN_MAX_ARMS], int16_t (*fa)[SH_LIN_MAX_ARMS]) {
+  int n_fa = 0;
   for (int f = 0; f < L->n_fns; f++)
     for (int ai = 0; ai < L->fns[f].n_arms; ai++) {
       const sh_lin_arm *a = L->fns[f].arms[ai];
+      arms[f][ai] = a, fa[f][ai] = (int16_t)n_fa++;
       shallow[f][ai] = (int16_t)shallow_ctor(a->pat);
       fx[f][ai] = (int8_t)a->n_calls;
       for (int c = 0; c < a->n_calls; c++)
         if (a->calls[c].sel == SH_LIN_SEL_KIDS) fx[f][ai] = -1;
     }
+  return n_fa;
 }
 
 static void entry_at(const sh_lin_arm *a, int32_t nk, int32_t e, int *c, int32_t *j) {
@@ -101,7 +111,22 @@ typedef struct sh_lin_scan {
   acts A;
   size_t memo_cap, stack_cap, order_cap, cnt_cap, tmp_cap;
   int32_t *stack, *order, *cnt, *tmp;
+  /* leaves shared by word (walk_post): per shared (function, arm) and word id, the activation made for it in
+   * the walk of stamp `stamp` (older stamps: none) */
+  struct share_ent { uint32_t stamp; int32_t id; } *share;
+  size_t share_cap;
+  uint32_t stamp;
 } sh_lin_scan;
+
+/* Whether arm a is computed from its node's word alone (no callee, one
+ * word field, a result that is not the looked-up row as it is): its
+ * activations on one word in a batch have the same results. */
+static bool arm_of_word(const sh_lin_arm *a) {
+  if (a->n_calls || a->n_fields != 1 || a->ragged || a->has_mat) return false;
+  for (int j = 0; j < a->n_out; j++)
+    if (a->nodes[a->out[j]].op != SH_LIN_IN) return true;
+  return false;
+}
 
 /* *p (cap elements of size es) grown to at least need elements (doubling). */
 static bool grow(sheaf_ctx *ctx, void *pp, size_t *cap, size_t need, size_t es) {
@@ -146,35 +171,148 @@ void sh_lin_scan_free(sh_lin *L) {
   sh_free(ctx, A->kids, A->cap_kids * 4), sh_free(ctx, A->memo, S->memo_cap * 4);
   sh_free(ctx, S->stack, S->stack_cap * 4), sh_free(ctx, S->order, S->order_cap * 4);
   sh_free(ctx, S->cnt, S->cnt_cap * 4), sh_free(ctx, S->tmp, S->tmp_cap * 4);
+  sh_free(ctx, S->share, S->share_cap * sizeof *S->share);
   sh_free(ctx, S, sizeof *S);
   L->scan = NULL;
 }
 
-/* The group key of activation id: (height, function, arm). */
-static int64_t key_of(const acts *A, int32_t id) {
-  return ((int64_t)A->height[id] * SH_LIN_MAX_FNS + A->fn[id]) * SH_LIN_MAX_ARMS + A->arm[id];
-}
-
-/* ids 0 .. n-1 sorted by (height, function, arm, id): two stable counting
- * passes, by (function, arm) then by height. */
-static bool sort_acts(sheaf_ctx *ctx, sh_lin_scan *S, int n_fns, int32_t max_h, int32_t *order) {
+/* ids 0 .. n-1 sorted by (height, function, arm, id): one stable counting
+ * pass by the key height · n_fa + fa(function, arm) (nb = (max_h + 1) · n_fa
+ * buckets); after it cnt[b] is the end of bucket b in order (its start
+ * cnt[b - 1], 0 for the first), so the buckets in use are the groups. */
+static bool sort_acts(sheaf_ctx *ctx, sh_lin_scan *S, const int16_t (*fa)[SH_LIN_MAX_ARMS], int n_fa, int32_t max_h,
+                      int32_t *order) {
   const acts *A = &S->A;
-  /* buckets of each pass: the (function, arm) keys in use, then the heights (not the larger of the two: the
-   * counts are cleared and summed once a batch) */
-  int32_t nb1 = n_fns * SH_LIN_MAX_ARMS, nb2 = max_h + 1, nb = nb1 > nb2 ? nb1 : nb2;
-  if (!grow(ctx, &S->cnt, &S->cnt_cap, (size_t)nb + 1, sizeof *S->cnt) ||
+  size_t nb = ((size_t)max_h + 1) * (size_t)n_fa;
+  if (!grow(ctx, &S->cnt, &S->cnt_cap, nb + 1, sizeof *S->cnt) ||
       !grow(ctx, &S->tmp, &S->tmp_cap, (size_t)A->n + 1, sizeof *S->tmp))
     return false;
-  int32_t *cnt = S->cnt, *tmp = S->tmp;
-  memset(cnt, 0, ((size_t)nb1 + 1) * sizeof *cnt);
-  for (int32_t i = 0; i < A->n; i++) cnt[A->fn[i] * SH_LIN_MAX_ARMS + A->arm[i] + 1]++;
-  for (int32_t b = 0; b < nb1; b++) cnt[b + 1] += cnt[b];
-  for (int32_t i = 0; i < A->n; i++) tmp[cnt[A->fn[i] * SH_LIN_MAX_ARMS + A->arm[i]]++] = i;
-  memset(cnt, 0, ((size_t)nb2 + 1) * sizeof *cnt);
-  for (int32_t i = 0; i < A->n; i++) cnt[A->height[i] + 1]++;
-  for (int32_t b = 0; b < nb2; b++) cnt[b + 1] += cnt[b];
-  for (int32_t i = 0; i < A->n; i++) order[cnt[A->height[tmp[i]]]++] = tmp[i];
+  int32_t *cnt = S->cnt, *key = S->tmp;
+  memset(cnt, 0, (nb + 1) * sizeof *cnt);
+  for (int32_t i = 0; i < A->n; i++) cnt[(key[i] = A->height[i] * n_fa + fa[A->fn[i]][A->arm[i]]) + 1]++;
+  for (size_t b = 0; b < nb; b++) cnt[b + 1] += cnt[b];
+  for (int32_t i = 0; i < A->n; i++) order[cnt[key[i]]++] = i;
   return true;
+}
+
+/* Binary trees in the treebank's post-order (every node after its
+ * descendants: io/treebank.h) walked without a stack: a pass down the
+ * nodes (descending: callers first) marks the activations needed and
+ * picks their arms (arm_of), a pass up (ascending: callees first) numbers
+ * them, reads their callees' ids and takes their heights. Functions on one
+ * node run in an order where callers on the same node (a call on slot -1,
+ * main's fc(t)) come first going down. Activations are numbered by node,
+ * so each group's rows are in its nodes' order, the depth-first walk's
+ * order when no two of a group's nodes are one above the other. Returns 1;
+ * 0 when it does not apply (nested patterns, dependency trees, a cycle of
+ * calls on one node) or the batch breaks an assumption (a node that is not
+ * binary, no arm matching, a callee outside its tree or above its caller):
+ * the depth-first walk then runs and names any error; -1 out of memory. */
+static int walk_post(sh_lin *L, const sh_treebank *tb, int32_t first, int32_t n, int32_t lo, int32_t hi, acts *A,
+                     sh_lin_fixed fixed, int16_t (*shallow)[SH_LIN_MAX_ARMS],
+                     const sh_lin_arm *(*arms)[SH_LIN_MAX_ARMS], int32_t *root_act, int32_t *arm_of, sh_word_ids ids) {
+  int nf = L->n_fns, fo[SH_LIN_MAX_FNS], indeg[SH_LIN_MAX_FNS] = {0};
+  bool edge[SH_LIN_MAX_FNS][SH_LIN_MAX_FNS] = {{false}}, placed[SH_LIN_MAX_FNS] = {false};
+  if (L->dep) return 0;
+  for (int f = 0; f < nf; f++)
+    for (int ai = 0; ai < L->fns[f].n_arms; ai++) {
+      const sh_lin_arm *a = arms[f][ai];
+      if (shallow[f][ai] == -1 || fixed[f][ai] < 0) return 0;
+      for (int c = 0; c < a->n_calls; c++) {
+        if (a->calls[c].sel != SH_LIN_SEL_TREE) return 0;
+        int g = a->calls[c].fn;
+        if (a->calls[c].slot < 0 && !edge[f][g]) edge[f][g] = true, indeg[g]++;
+      }
+    }
+  for (int k = 0; k < nf; k++) { /* callers on the same node first (Kahn) */
+    int f = 0;
+    while (f < nf && (placed[f] || indeg[f])) f++;
+    if (f == nf) return 0; /* a cycle: the depth-first walk names it */
+    placed[f] = true, fo[k] = f;
+    for (int g = 0; g < nf; g++) indeg[g] -= edge[f][g];
+  }
+  /* leaves shared by word (L->share_leaves): the arms of words (not main's), share slot k each */
+  int8_t share_k[SH_LIN_MAX_FNS][SH_LIN_MAX_ARMS];
+  int n_share = 0;
+  size_t words = ids.n_ids > 0 ? (size_t)ids.n_ids + 1 : 0;
+  for (int f = 0; f < nf; f++)
+    for (int ai = 0; ai < L->fns[f].n_arms; ai++)
+      share_k[f][ai] = (int8_t)(L->share_leaves && f > 0 && words && words <= (1u << 22) && n_share < 8 &&
+                                        arm_of_word(arms[f][ai])
+                                    ? n_share++
+                                    : -1);
+  sh_lin_scan *S = L->scan;
+  size_t share_old = S->share_cap;
+  if (n_share && !grow(L->ctx, &S->share, &S->share_cap, (size_t)n_share * words, sizeof *S->share)) return -1;
+  if (S->share_cap > share_old) /* new entries: no stamp (0, never a walk's) */
+    memset(S->share + share_old, 0, (S->share_cap - share_old) * sizeof *S->share);
+  if (n_share && ++S->stamp == 0) { /* wrapped: every entry old again */
+    memset(S->share, 0, S->share_cap * sizeof *S->share);
+    S->stamp = 1;
+  }
+  size_t span = (size_t)(hi - lo);
+  int32_t *memo = A->memo; /* -1 not needed, -2 needed, -3 armed (pass down), then the id (pass up) */
+  for (int32_t t = 0; t < n; t++) {
+    int32_t root = sh_lin_skip_unary(L, tb, tb->tree_root[first + t]);
+    if (root < lo || root >= hi) return 0;
+    memo[root - lo] = -2;
+  }
+  for (int32_t v = hi - 1; v >= lo; v--)
+    for (int k = 0; k < nf; k++) {
+      int f = fo[k];
+      size_t at = (size_t)f * span + (size_t)(v - lo);
+      if (memo[at] != -2) continue;
+      int ctor = sh_lin_ctor_of(L, tb, v), arm = 0;
+      if (ctor < 0) return 0;
+      while (arm < L->fns[f].n_arms && shallow[f][arm] != -2 && shallow[f][arm] != ctor) arm++;
+      if (arm == L->fns[f].n_arms) return 0;
+      const sh_lin_arm *a = arms[f][arm];
+      for (int c = 0; c < a->n_calls; c++) {
+        const sh_lin_call *cl = &a->calls[c];
+        int32_t u = cl->slot < 0 ? v : slot_node(L, tb, &a->slots[cl->slot], v);
+        if (u < lo || u > v || (u == v && cl->slot >= 0)) return 0;
+        int32_t *mu = &memo[(size_t)cl->fn * span + (size_t)(u - lo)];
+        if (*mu == -1) *mu = -2;
+      }
+      arm_of[at] = arm, memo[at] = -3;
+    }
+  for (int32_t v = lo; v < hi; v++)
+    for (int k = nf - 1; k >= 0; k--) {
+      int f = fo[k];
+      size_t at = (size_t)f * span + (size_t)(v - lo);
+      if (memo[at] != -3) continue;
+      const sh_lin_arm *a = arms[f][arm_of[at]];
+      struct share_ent *se = NULL;
+      int sk = share_k[f][arm_of[at]];
+      if (sk >= 0) { /* a word's leaf: the batch's first activation on that word */
+        int32_t w = sh_word_id(ids, tb->word[slot_node(L, tb, &a->slots[a->field_slot[0]], v)]);
+        if (w >= 0 && (size_t)w < words) {
+          se = &S->share[(size_t)sk * words + (size_t)w];
+          if (se->stamp == S->stamp) {
+            memo[at] = se->id;
+            continue;
+          }
+        }
+      }
+      if (A->n == A->cap && !acts_grow(L->ctx, A)) return -1;
+      if (!grow(L->ctx, &A->kids, &A->cap_kids, A->n_kids + (size_t)a->n_calls, sizeof *A->kids)) return -1;
+      int32_t id = A->n++, h = 0, *kid = A->kids + A->n_kids;
+      A->kid_off[id] = (int32_t)A->n_kids;
+      A->n_kids += (size_t)a->n_calls;
+      A->fn[id] = (int8_t)f, A->arm[id] = (int8_t)arm_of[at], A->node[id] = v, A->next_call[id] = a->n_calls;
+      for (int c = 0; c < a->n_calls; c++) {
+        const sh_lin_call *cl = &a->calls[c];
+        int32_t u = cl->slot < 0 ? v : slot_node(L, tb, &a->slots[cl->slot], v);
+        int32_t cid = memo[(size_t)cl->fn * span + (size_t)(u - lo)];
+        if (cid < 0) return 0; /* (cannot happen: its callees came first) */
+        kid[c] = cid;
+        if (A->height[cid] + 1 > h) h = A->height[cid] + 1;
+      }
+      A->height[id] = h, memo[at] = id;
+      if (se) se->stamp = S->stamp, se->id = id;
+    }
+  for (int32_t t = 0; t < n; t++) root_act[t] = memo[sh_lin_skip_unary(L, tb, tb->tree_root[first + t]) - lo];
+  return 1;
 }
 
 sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int32_t n, sh_word_ids ids) {
@@ -205,9 +343,16 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
   L->n_inst = n;
   int32_t *root_act = L->root_row; /* activation ids first, rows below */
   sh_lin_fixed fixed;
-  int16_t shallow[SH_LIN_MAX_FNS][SH_LIN_MAX_ARMS];
-  fixed_entries(L, fixed, shallow);
-  for (int32_t t = 0; t < n; t++) {
+  int16_t shallow[SH_LIN_MAX_FNS][SH_LIN_MAX_ARMS], fa[SH_LIN_MAX_FNS][SH_LIN_MAX_ARMS];
+  const sh_lin_arm *arms[SH_LIN_MAX_FNS][SH_LIN_MAX_ARMS];
+  int n_fa = fixed_entries(L, fixed, shallow, arms, fa);
+  int walked = walk_post(L, tb, first, n, lo, hi, &A, fixed, shallow, arms, root_act, stack, ids);
+  if (walked < 0) goto nomem;
+  if (!walked) { /* the depth-first walk below, from scratch */
+    A.n = 0, A.n_kids = 0;
+    memset(A.memo, 0xff, memo_n * sizeof *A.memo);
+  }
+  for (int32_t t = 0; !walked && t < n; t++) {
     int32_t sp = 0;
     int32_t root = sh_lin_skip_unary(L, tb, tb->tree_root[first + t]);
     /* the activation (fn 0, root), then its callees depth first */
@@ -258,7 +403,7 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
       }
       if (sp == 0) break;
       int32_t id = stack[sp - 1];
-      const sh_lin_arm *a = L->fns[A.fn[id]].arms[A.arm[id]];
+      const sh_lin_arm *a = arms[A.fn[id]][A.arm[id]];
       int32_t fx = fixed[A.fn[id]][A.arm[id]];
       int32_t nk = fx >= 0 ? 0 : tb->n_children[A.node[id]], ne = fx >= 0 ? fx : n_entries(a, nk);
       if (A.next_call[id] < ne) { /* its next callee */
@@ -297,18 +442,29 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
   S->A = A;
   if (!grow(L->ctx, &S->order, &S->order_cap, (size_t)A.n + 1, sizeof *S->order)) goto nomem;
   order = S->order;
-  if (!sort_acts(L->ctx, S, L->n_fns, max_h, order)) goto nomem;
+  if (!sort_acts(L->ctx, S, fa, n_fa, max_h, order)) goto nomem;
+  /* rows in that order; a group per bucket in use (bucket b: arm fa b % n_fa at height b / n_fa) */
+  const int32_t *end = S->cnt;
+  size_t nb = ((size_t)max_h + 1) * (size_t)n_fa;
+  int8_t fa_fn[SH_LIN_MAX_FNS * SH_LIN_MAX_ARMS], fa_arm[SH_LIN_MAX_FNS * SH_LIN_MAX_ARMS];
+  for (int f = 0; f < L->n_fns; f++)
+    for (int ai = 0; ai < L->fns[f].n_arms; ai++) fa_fn[fa[f][ai]] = (int8_t)f, fa_arm[fa[f][ai]] = (int8_t)ai;
   memset(L->n_rows, 0, sizeof L->n_rows);
   int n_groups = 0;
   size_t ints = 0;
-  for (int32_t i = 0; i < A.n; i++) {
-    int32_t id = order[i];
-    A.row[id] = L->n_rows[A.fn[id]]++;
-    const sh_lin_arm *a = L->fns[A.fn[id]].arms[A.arm[id]];
-    int32_t fx = fixed[A.fn[id]][A.arm[id]];
-    ints += (size_t)a->n_fields + (size_t)(fx >= 0 ? fx : n_entries(a, tb->n_children[A.node[id]])) +
-            (a->ragged ? 1u : 0u);
-    if (i == 0 || key_of(&A, id) != key_of(&A, order[i - 1])) n_groups++;
+  for (size_t b = 0; b < nb; b++) {
+    int32_t i = b ? end[b - 1] : 0, j = end[b];
+    if (i == j) continue;
+    int f = fa_fn[b % (size_t)n_fa], ai = fa_arm[b % (size_t)n_fa];
+    const sh_lin_arm *a = arms[f][ai];
+    int32_t fx = fixed[f][ai], *rows = &L->n_rows[f];
+    n_groups++;
+    ints += (size_t)(j - i) * ((size_t)a->n_fields + (size_t)(fx >= 0 ? fx : 0) + (a->ragged ? 1u : 0u));
+    for (; i < j; i++) {
+      int32_t id = order[i];
+      A.row[id] = (*rows)++;
+      if (fx < 0) ints += (size_t)n_entries(a, tb->n_children[A.node[id]]);
+    }
   }
   if (n_groups > L->cap_groups) {
     sh_lin_grp *g = realloc(L->groups, (size_t)n_groups * sizeof *g);
@@ -322,11 +478,11 @@ sheaf_status sh_lin_inspect(sh_lin *L, const sh_treebank *tb, int32_t first, int
   }
   L->n_groups = 0;
   int32_t *buf = L->group_buf;
-  for (int32_t i = 0, j; i < A.n; i = j) {
-    for (j = i + 1; j < A.n && key_of(&A, order[j]) == key_of(&A, order[i]); j++) {
-    }
-    int32_t id0 = order[i], count = j - i;
-    const sh_lin_arm *a = L->fns[A.fn[id0]].arms[A.arm[id0]];
+  for (size_t bk = 0; bk < nb; bk++) {
+    int32_t i = bk ? end[bk - 1] : 0, count = end[bk] - i;
+    if (!count) continue;
+    int32_t id0 = order[i];
+    const sh_lin_arm *a = arms[A.fn[id0]][A.arm[id0]];
     sh_lin_grp *g = &L->groups[L->n_groups++];
     memset(g, 0, sizeof *g);
     g->height = A.height[id0], g->fn = A.fn[id0], g->arm = A.arm[id0];

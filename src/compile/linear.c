@@ -51,6 +51,8 @@ static sheaf_status lin_new(const sh_module *m, sheaf_model *model, const sh_lan
   L->dec_fn = -1;
   const char *pl = getenv("SHEAF_LINEAR_PLANS"); /* 1: a prepared call per row count (measured: linear.h) */
   L->plans = pl && pl[0] == '1';
+  const char *sl = getenv("SHEAF_LINEAR_SHARE_LEAVES"); /* 0: every leaf its own row (measured: COMPILER.md) */
+  L->share_leaves = !(sl && sl[0] == '0');
   const char *sp = getenv("SHEAF_LINEAR_SPLIT"); /* 0: one part, kernels split over the pool (measured: linear.h) */
   L->split = !(sp && sp[0] == '0');
   sh_buf_init(&L->all_src, L->ctx);
@@ -372,6 +374,84 @@ sheaf_status sh_lin_fill_input(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp 
   return fill_row(L, a, g, n, r, dst);
 }
 
+/* A segment read as it is, a table's row by a word or a callee's row (no
+ * zeros, edge, reduction, record or decoder code): fill_rows resolves its
+ * source once a group, not once a row. */
+static bool seg_plain(const sh_lin_seg *sg) {
+  return !sg->chars && !sg->hx && !sg->reduce && !sg->zero && !sg->edge &&
+         (sg->lookup || !(sg->init_zero || sg->init_call || sg->att));
+}
+
+/* Where a plain segment's rows are: a table (tab, tab_rows) or a callee's
+ * state and aliases. */
+typedef struct seg_base {
+  const float *tab, *state;
+  int64_t tab_rows;
+  const float *const *al;
+  const int32_t *idx; /* the group's word fields or callee rows */
+} seg_base;
+
+static sheaf_status seg_base_of(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g, const sh_lin_seg *sg,
+                                seg_base *b) {
+  memset(b, 0, sizeof *b);
+  if (sg->lookup) {
+    int rank;
+    const int64_t *shape;
+    b->tab = sheaf_model_param_values(L->model, L->bind->params[sg->param], &rank, &shape);
+    if (!b->tab) return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: a table without values");
+    b->tab_rows = shape[0], b->idx = g->fields[sg->field];
+    return SHEAF_OK;
+  }
+  const sh_lin_call *c = &a->calls[sg->call];
+  b->state = L->state[c->fn][sg->comp], b->al = L->alias[c->fn][sg->comp], b->idx = g->calls[sg->call];
+  return SHEAF_OK;
+}
+
+/* Row r's source of a plain segment (seg_src's, from its base), or NULL
+ * where seg_src fails (a word outside its sentence or its table). */
+static inline const float *seg_addr(const sh_lin *L, const seg_base *b, const sh_lin_seg *sg, int32_t r) {
+  if (!b->tab) {
+    int32_t row = b->idx[r];
+    return b->al && b->al[row] ? b->al[row] : b->state + (size_t)row * (size_t)sg->width;
+  }
+  int32_t w = b->idx[r];
+  if (w < 0) return NULL;
+  int64_t row = sg->raw ? w : sh_lang_word_row(L->bind, sg->param, w);
+  return row >= 0 && row < b->tab_rows ? b->tab + (size_t)row * (size_t)sg->width : NULL;
+}
+
+/* Rows 0 .. rows - 1 of input node n of group g into dst (w floats a row):
+ * fill_row's copies, with the sources of plain segments resolved once a
+ * group (prefetching the rows 4 ahead measured no gain: COMPILER.md). */
+static sheaf_status fill_rows(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g, const sh_lin_node *n,
+                              int32_t rows, float *dst, size_t w) {
+  seg_base base[SH_LIN_MAX_SEGS];
+  bool plain = n->n_segs <= SH_LIN_MAX_SEGS;
+  for (int q = 0; plain && q < n->n_segs; q++) plain = seg_plain(&n->segs[q]);
+  for (int q = 0; plain && q < n->n_segs; q++) {
+    sheaf_status st = seg_base_of(L, a, g, &n->segs[q], &base[q]);
+    if (st) return st;
+  }
+  if (!plain) {
+    for (int32_t r = 0; r < rows; r++) {
+      sheaf_status st = fill_row(L, a, g, n, r, dst + (size_t)r * w);
+      if (st) return st;
+    }
+    return SHEAF_OK;
+  }
+  for (int32_t r = 0; r < rows; r++) {
+    float *d = dst + (size_t)r * w;
+    for (int q = 0; q < n->n_segs; q++) {
+      const sh_lin_seg *sg = &n->segs[q];
+      const float *src;
+      if (!(src = seg_addr(L, &base[q], sg, r))) return seg_src(L, a, g, sg, r, &src); /* names the row */
+      memcpy(d, src, (size_t)sg->width * sizeof(float));
+      d += sg->width;
+    }
+  }
+  return SHEAF_OK;
+}
+
 static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
   sh_lin_fn *f = &L->fns[g->fn];
   sh_lin_arm *a = f->arms[g->arm];
@@ -379,21 +459,23 @@ static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
   int32_t count = g->count;
   bool direct = arm_direct(a); /* every result is an input as it is (a leaf's emb[w]): copied to the state */
   if (direct && L->has_alias[g->fn] && arm_aliases(a)) { /* not copied: where each row is */
-    for (int j = 0; j < a->n_out; j++)
-      for (int32_t r = 0; r < count; r++) {
-        sheaf_status st = seg_src(L, a, g, &a->nodes[a->out[j]].segs[0], r, &L->alias[g->fn][j][g->start + r]);
-        if (st) return st;
-      }
+    for (int j = 0; j < a->n_out; j++) {
+      const sh_lin_seg *sg = &a->nodes[a->out[j]].segs[0];
+      const float **al = &L->alias[g->fn][j][g->start];
+      seg_base b;
+      sheaf_status st = seg_plain(sg) ? seg_base_of(L, a, g, sg, &b) : SHEAF_OK;
+      for (int32_t r = 0; !st && r < count; r++)
+        if (!seg_plain(sg) || !(al[r] = seg_addr(L, &b, sg, r))) st = seg_src(L, a, g, sg, r, &al[r]);
+      if (st) return st;
+    }
     return SHEAF_OK;
   }
   for (int j = 0; L->has_alias[g->fn] && j < a->n_out; j++) /* rows in the state */
     memset(L->alias[g->fn][j] + g->start, 0, (size_t)count * sizeof *L->alias[g->fn][j]);
   for (int j = 0; direct && j < a->n_out; j++) {
     size_t w = (size_t)f->comp_width[j];
-    for (int32_t r = 0; r < count; r++) {
-      sheaf_status st = fill_row(L, a, g, &a->nodes[a->out[j]], r, L->state[g->fn][j] + ((size_t)g->start + r) * w);
-      if (st) return st;
-    }
+    sheaf_status st = fill_rows(L, a, g, &a->nodes[a->out[j]], count, L->state[g->fn][j] + (size_t)g->start * w, w);
+    if (st) return st;
   }
   if (direct) return SHEAF_OK;
   if (!a->k) { /* a dependency arm for a child count first seen now */
@@ -431,10 +513,8 @@ static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
     }
     data[k] = s;
     int32_t rows = n->kid ? g->n_kid_rows : count; /* per-child: row r is the r-th child of the group's nodes */
-    for (int32_t r = 0; r < rows; r++) {
-      sheaf_status st = fill_row(L, a, g, n, r, s + (size_t)r * w);
-      if (st) return st;
-    }
+    sheaf_status st = fill_rows(L, a, g, n, rows, s, w);
+    if (st) return st;
     s += ((size_t)rows * w + 15) & ~(size_t)15;
   }
   for (int i = 0; i < a->n_params; i++, k++) {

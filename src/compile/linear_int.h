@@ -220,6 +220,8 @@ struct sh_lin {
   size_t why_cap;
   bool refused;
   bool plans; /* prepared calls per row count (SHEAF_LINEAR_PLANS=1), else sheaf_kernel_run */
+  bool share_leaves; /* binary trees: a leaf arm computed from its word alone runs once per distinct word of a
+                        batch, its callers reading that row (inspect.c; SHEAF_LINEAR_SHARE_LEAVES=0: off) */
   sh_buf all_src;
   double compile_s;
   /* the last run: the inspector's output, the states */
