@@ -8,9 +8,10 @@
  * gets softmax(es @ q) @ es over the row's sentence, computed here when the
  * reader's input is filled (as linear_reduce.c's attention), once per
  * row and run (L->dec_ctx: the next step and main's map read the same
- * row's context). The step's
- * initial state (row 0) is read per sentence: zeros, or the encoder's last
- * state (`enc[len(ws) - 1]`).
+ * row's context), eight words at a time over the sentence's matrix
+ * transposed once a run (L->dec_est) with the generated kernels' vector
+ * exp. The step's initial state (row 0) is read per sentence: zeros, or
+ * the encoder's last state (`enc[len(ws) - 1]`).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -19,7 +20,10 @@
 #include "compile/linear_int.h"
 
 /* Eight floats as one value (GCC's vector extension: registers where the
- * target has them, at any optimisation level). */
+ * target has them, at any optimisation level). The functions returning
+ * them are static, so a build without AVX (debug, portable) has no ABI of
+ * theirs to keep; they take them by address. */
+#pragma GCC diagnostic ignored "-Wpsabi"
 typedef float f32x8 __attribute__((vector_size(32)));
 typedef int32_t i32x8 __attribute__((vector_size(32)));
 typedef uint32_t u32x8 __attribute__((vector_size(32)));
@@ -38,9 +42,9 @@ static inline f32x8 load_part8(const float *p, size_t cnt, float fill) {
   return load8(a);
 }
 
-static inline float sum8(f32x8 v) {
+static inline float sum8(const f32x8 *v) {
   float a[8], d = 0;
-  memcpy(a, &v, sizeof a);
+  memcpy(a, v, sizeof a);
   for (int l = 0; l < 8; l++) d += a[l];
   return d;
 }
@@ -50,7 +54,8 @@ static inline float sum8(f32x8 v) {
  * codegen/sheaf_kernel_abi.h, src/kernels/rows_avx2.c: one-constant
  * reduction, degree-5 polynomial, 2^n from the bits of n + 127; <= 5 ulp on
  * [-87.3, 0]), 0 below -87.3365, NaN kept. */
-static inline f32x8 expnp8(f32x8 x) {
+static inline f32x8 expnp8(const f32x8 *px) {
+  f32x8 x = *px;
   const float magic = 12583039.0f; /* 1.5 * 2^23 + 127 */
   f32x8 t = x * 1.44269504088896341f + magic;
   f32x8 s = (f32x8)((u32x8)t << 23), n = t - magic;
@@ -101,17 +106,18 @@ static sheaf_status attend(sh_lin *L, const float *t, size_t n, size_t w, const 
   for (int l = 1; l < 8; l++) m = a[l] > m ? a[l] : m;
   f32x8 zv = {0};
   for (size_t k = 0; k < n8; k += 8) {
-    f32x8 v = expnp8(load8(s + k) - m);
+    f32x8 v = load8(s + k) - m;
+    v = expnp8(&v);
     zv += v;
     memcpy(s + k, &v, sizeof v);
   }
-  float z = sum8(zv);
+  float z = sum8(&zv);
   for (size_t j = 0; j < w; j++) {
     const float *tj = t + j * n;
     f32x8 acc = {0};
     for (size_t k = 0; k < nf; k += 8) acc += load8(s + k) * load8(tj + k);
     if (nf < n) acc += load8(s + nf) * load_part8(tj + nf, n - nf, 0);
-    dst[j] = sum8(acc) / z;
+    dst[j] = sum8(&acc) / z;
   }
   return SHEAF_OK;
 }
