@@ -29,11 +29,12 @@ typedef int32_t i32x8 __attribute__((vector_size(32)));
 typedef uint32_t u32x8 __attribute__((vector_size(32)));
 
 /* p[0..cnt) (cnt <= 8), zeros after. */
-static inline f32x8 load8(const float *p) {
-  f32x8 v;
-  memcpy(&v, p, sizeof v);
-  return v;
-}
+/* The same, at any float's address (a load, no memcpy call: the ASan build
+ * checks it inline). */
+typedef float f32x8u __attribute__((vector_size(32), aligned(4), may_alias));
+
+static inline f32x8 load8(const float *p) { return *(const f32x8u *)p; }
+static inline void store8(float *p, const f32x8 *v) { *(f32x8u *)p = *v; }
 
 /* p[0..cnt) (cnt < 8), then fill. */
 static inline f32x8 load_part8(const float *p, size_t cnt, float fill) {
@@ -69,34 +70,24 @@ static inline f32x8 expnp8(const f32x8 *px) {
   return (f32x8)((i32x8)y & ~under);
 }
 
-/* dst = softmax(T^T q) T^T for a sentence of n words whose matrix rows
- * (width w) are t, transposed ([w][n]): s_k = sum_j q_j t[j][k] (j in
- * order, as the dynamic runtime's products), e_k = exp(s_k - max s), dst_j
- * = sum_k e_k t[j][k] / sum_k e_k. Eight words at a time; the scores are
- * padded to a multiple of 8 with -inf (exp 0), the rows' last block read
- * with zeros after them. */
-static sheaf_status attend(sh_lin *L, const float *t, size_t n, size_t w, const float *q, float *dst) {
-  size_t n8 = (n + 7) / 8 * 8, nf = n / 8 * 8; /* the blocks, the full ones */
+/* The scores' buffer: n rounded up to 8 floats. */
+static sheaf_status scores_buf(sh_lin *L, size_t n8, float **s) {
   if (n8 > L->dec_tmp_cap) {
     size_t cap = n8 > 2 * L->dec_tmp_cap ? n8 : 2 * L->dec_tmp_cap;
-    float *s = malloc(cap * sizeof *s);
-    if (!s) return sh_fail(L->ctx, SHEAF_ERR_NOMEM, "out of memory: an attention over %zu words", n);
+    float *t = malloc(cap * sizeof *t);
+    if (!t) return sh_fail(L->ctx, SHEAF_ERR_NOMEM, "out of memory: an attention over %zu words", n8);
     free(L->dec_tmp);
-    L->dec_tmp = s, L->dec_tmp_cap = cap;
+    L->dec_tmp = t, L->dec_tmp_cap = cap;
   }
-  float *s = L->dec_tmp;
+  *s = L->dec_tmp;
+  return SHEAF_OK;
+}
+
+/* s[0..n8) = exp(s - max s) (the padding after n: -inf, so 0); returns the sum. */
+static float softmax_num(float *s, size_t n8) {
   f32x8 mx = (f32x8){0} - INFINITY;
   for (size_t k = 0; k < n8; k += 8) {
-    f32x8 v;
-    if (k < nf) {
-      v = load8(t + k) * q[0];
-      for (size_t j = 1; j < w; j++) v += load8(t + j * n + k) * q[j];
-    } else { /* the last block: -inf after the words (exp 0) */
-      v = load_part8(t + k, n - k, 0) * q[0];
-      for (size_t j = 1; j < w; j++) v += load_part8(t + j * n + k, n - k, 0) * q[j];
-      v = load_part8((const float *)&v, n - k, -INFINITY);
-    }
-    memcpy(s + k, &v, sizeof v);
+    f32x8 v = load8(s + k);
     i32x8 gt = v > mx;
     mx = (f32x8)(((i32x8)v & gt) | ((i32x8)mx & ~gt));
   }
@@ -109,9 +100,67 @@ static sheaf_status attend(sh_lin *L, const float *t, size_t n, size_t w, const 
     f32x8 v = load8(s + k) - m;
     v = expnp8(&v);
     zv += v;
-    memcpy(s + k, &v, sizeof v);
+    store8(s + k, &v);
   }
-  float z = sum8(&zv);
+  return sum8(&zv);
+}
+
+/* dst = softmax(E q) E for a sentence of n words whose matrix rows (width
+ * w) are e: s_k = e_k . q, e_k = exp(s_k - max s), dst = sum_k e_k e_k /
+ * sum_k e_k. Two layouts, eight floats at a time along the contiguous one:
+ * w a multiple of 8 reads the rows as they are (eight columns at a time;
+ * the context's 32 columns in registers over all the words); otherwise t is
+ * the rows transposed ([w][n], sent_transposed), read eight words at a time
+ * (s_k summed over j in order, the dynamic runtime's products). */
+static sheaf_status attend(sh_lin *L, const float *e, const float *t, size_t n, size_t w, const float *q,
+                           float *dst) {
+  size_t n8 = (n + 7) / 8 * 8, nf = n / 8 * 8; /* the blocks, the full ones */
+  float *s = NULL;
+  sheaf_status st = scores_buf(L, n8, &s);
+  if (st) return st;
+  if (!t) { /* rows */
+    for (size_t k = 0; k < n; k++) {
+      const float *ek = e + k * w;
+      f32x8 acc = load8(ek) * load8(q);
+      for (size_t j = 8; j < w; j += 8) acc += load8(ek + j) * load8(q + j);
+      s[k] = sum8(&acc);
+    }
+    for (size_t k = n; k < n8; k++) s[k] = -INFINITY;
+    float z = softmax_num(s, n8);
+    for (size_t j = 0; j < w; j += 32) {
+      if (w - j >= 32) {
+        f32x8 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
+        for (size_t k = 0; k < n; k++) {
+          const float *ek = e + k * w + j;
+          float sk = s[k];
+          a0 += load8(ek) * sk, a1 += load8(ek + 8) * sk, a2 += load8(ek + 16) * sk, a3 += load8(ek + 24) * sk;
+        }
+        a0 /= z, a1 /= z, a2 /= z, a3 /= z;
+        store8(dst + j, &a0), store8(dst + j + 8, &a1), store8(dst + j + 16, &a2), store8(dst + j + 24, &a3);
+      } else {
+        for (size_t jj = j; jj < w; jj += 8) {
+          f32x8 a0 = {0};
+          for (size_t k = 0; k < n; k++) a0 += load8(e + k * w + jj) * s[k];
+          a0 /= z;
+          store8(dst + jj, &a0);
+        }
+      }
+    }
+    return SHEAF_OK;
+  }
+  for (size_t k = 0; k < n8; k += 8) { /* transposed */
+    f32x8 v;
+    if (k < nf) {
+      v = load8(t + k) * q[0];
+      for (size_t j = 1; j < w; j++) v += load8(t + j * n + k) * q[j];
+    } else { /* the last block: -inf after the words (exp 0) */
+      v = load_part8(t + k, n - k, 0) * q[0];
+      for (size_t j = 1; j < w; j++) v += load_part8(t + j * n + k, n - k, 0) * q[j];
+      v = load_part8((const float *)&v, n - k, -INFINITY);
+    }
+    store8(s + k, &v);
+  }
+  float z = softmax_num(s, n8);
   for (size_t j = 0; j < w; j++) {
     const float *tj = t + j * n;
     f32x8 acc = {0};
@@ -209,9 +258,9 @@ sheaf_status sh_lin_dec_fill(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g
   if (end <= first)
     return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: an attention over a sentence of no words");
   int efn = a->calls[sg->att_first].fn;
-  const float *t = NULL;
-  sheaf_status st = sent_transposed(L, efn, first, end, w, &t);
-  if (!st) st = attend(L, t, (size_t)(end - first), w, x, dst);
+  const float *e = L->state[efn][0] + (size_t)first * w, *t = NULL;
+  sheaf_status st = w % 8 ? sent_transposed(L, efn, first, end, w, &t) : SHEAF_OK;
+  if (!st) st = attend(L, e, t, (size_t)(end - first), w, x, dst);
   if (st) return st;
   if (cached) {
     memcpy(L->dec_ctx + (size_t)row * w, dst, w * sizeof(float));
