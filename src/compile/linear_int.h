@@ -252,7 +252,7 @@ struct sh_lin {
   uint8_t *dec_done;
   size_t dec_cap; /* rows of dec_ctx and dec_done */
   int dec_fn, dec_comp;
-  float *dec_est;    /* the first attended matrix's sentences, each transposed, once a run */
+  float *dec_est; /* the first attended matrix's sentences, each transposed ([w][n]) once a run (w % 8 != 0) */
   uint8_t *dec_est_done; /* per row: the sentence starting there is in dec_est */
   size_t dec_est_cap;
   int dec_est_fn;
