@@ -5,7 +5,8 @@
  * over the sentence's rows): every output against the dynamic runtime on
  * the bundled EWT sentences (batches 1, 7 and 64; 1, 2 and 3 threads, split
  * on and off; 1e-5 relative), on sentences of one, two and three words in
- * one batch and one by one, variants (a fold as the decoder, a zero
+ * one batch and one by one, of 7 to 300 words (the attention's blocks of
+ * eight words), variants (a fold as the decoder, a zero
  * initial state), and refusals of what a decoder's state may not do.
  */
 #include <stdlib.h>
