@@ -5,7 +5,8 @@
  * over the sentence's rows): every output against the dynamic runtime on
  * the bundled EWT sentences (batches 1, 7 and 64; 1, 2 and 3 threads, split
  * on and off; 1e-5 relative), on sentences of one, two and three words in
- * one batch and one by one, variants (a fold as the decoder, a zero
+ * one batch and one by one, of 7 to 300 words (the attention's blocks of
+ * eight words), variants (a fold as the decoder, a zero
  * initial state), and refusals of what a decoder's state may not do.
  */
 #include <stdlib.h>
@@ -73,6 +74,48 @@ TEST(linear_dec_short_sentences) {
            "  for s in dec { let (h, _, ctx, _) = s; log_softmax(cat(h, ctx) @ W_out) }\n"
            "}\n", dec_head);
   check_short("bypos.sf", src);
+}
+
+/* Sentences of 7, 8, 9, 16, 17 and 300 words (the attention's blocks of
+ * eight words: full, none, a partial last one, a long sentence), in one
+ * batch and one by one, against the dynamic runtime: every output within
+ * 1e-5 (relative). */
+TEST(linear_dec_long_sentences) {
+  sheaf_ctx *ctx = th_ctx();
+  if (!th_have_jit_cc(S2S)) return;
+  setenv("SHEAF_CACHE_DIR", th_cache_dir("linear"), 0);
+  enum { N = 6, WORDS = 7 + 8 + 9 + 16 + 17 + 300, CAP = (WORDS + N) * 5 };
+  static const int32_t len[N] = {7, 8, 9, 16, 17, 300};
+  int32_t off[N + 1] = {0}, words[WORDS];
+  for (int i = 0; i < N; i++) off[i + 1] = off[i] + len[i];
+  for (int k = 0; k < WORDS; k++) words[k] = (k * 37 + 11) % 97;
+  sh_word_ids ids = sh_word_ids_of_rows(100);
+  float *want = malloc(CAP * sizeof *want), *got = malloc(CAP * sizeof *got);
+  int64_t at[N + 1];
+  tl_model tm;
+  sh_lin *L = NULL;
+  char why[512];
+  if (!CHECK(want && got) || !tl_open_src(ctx, S2S, NULL, s2s_sizes, NULL, &tm)) goto out_free;
+  if (!CHECK_OK(ctx, sh_lin_create(&tm.m, tm.model, &tm.bind, &L, why, sizeof why))) {
+    fprintf(stderr, "%s: %s\n", S2S, why);
+    goto out;
+  }
+  if (!dynamic_seq(ctx, &tm, off, words, ids, N, want, at, CAP)) goto out;
+  for (int b = 1; b <= N; b += N - 1) {
+    memset(got, 0, CAP * sizeof *got);
+    for (int first = 0; first < N; first += b) {
+      if (!CHECK_OK(ctx, sh_lin_run_seq(L, off, words, first, b, ids))) goto out;
+      for (int t = 0; t < b; t++)
+        CHECK_EQ_INT(linear_outputs(L, t, got + at[first + t], CAP - at[first + t]), at[first + t + 1] - at[first + t]);
+    }
+    double worst = sh_max_rel_err(got, want, at[N] / elem_width(L), elem_width(L));
+    if (!CHECK(worst <= 1e-5)) fprintf(stderr, "long sentences, batch %d: max rel err %g\n", b, worst);
+  }
+out:
+  sh_lin_free(L);
+  tl_close(ctx, &tm);
+out_free:
+  free(want), free(got);
 }
 
 static void refused(const char *name, const char *main_src, const char *want) {

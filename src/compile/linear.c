@@ -48,7 +48,7 @@ static sheaf_status lin_new(const sh_module *m, sheaf_model *model, const sh_lan
   sh_lin *L = calloc(1, sizeof *L);
   if (!L) return sh_fail(m->ctx, SHEAF_ERR_NOMEM, "out of memory");
   L->ctx = m->ctx, L->m = m, L->bind = bind, L->model = model, L->why = why, L->why_cap = cap;
-  L->dec_fn = -1;
+  L->dec_fn = -1, L->dec_est_fn = -1;
   const char *pl = getenv("SHEAF_LINEAR_PLANS"); /* 1: a prepared call per row count (measured: linear.h) */
   L->plans = pl && pl[0] == '1';
   const char *sl = getenv("SHEAF_LINEAR_SHARE_LEAVES"); /* 0: every leaf its own row (measured: COMPILER.md) */
@@ -128,6 +128,9 @@ static void free_run_state(sh_lin *L) {
   free(L->mat_mem);
   free(L->dec_ctx);
   free(L->dec_done);
+  free(L->dec_est);
+  free(L->dec_est_done);
+  free(L->dec_tmp);
   sh_lin_scan_free(L);
   for (int p = 0; p < SH_LIN_MAX_PARTS; p++)
     if (L->parts[p]) {
@@ -590,6 +593,8 @@ static sheaf_status part_get(sh_lin *L, int p) {
   P->root_row = NULL, P->n_inst = P->cap_inst = 0, P->out_rows = NULL, P->scratch = NULL, P->scratch_cap = 0;
   P->mat_mem = NULL, P->mat_mem_cap = 0;
   P->dec_ctx = NULL, P->dec_done = NULL, P->dec_cap = 0, P->dec_fn = -1;
+  P->dec_est = NULL, P->dec_est_done = NULL, P->dec_est_cap = 0, P->dec_est_fn = -1;
+  P->dec_tmp = NULL, P->dec_tmp_cap = 0;
   P->scan = NULL, P->is_part = true, P->n_parts = 0;
   memset(P->parts, 0, sizeof P->parts);
   L->parts[p] = P;

@@ -255,6 +255,12 @@ struct sh_lin {
   uint8_t *dec_done;
   size_t dec_cap; /* rows of dec_ctx and dec_done */
   int dec_fn, dec_comp;
+  float *dec_est; /* the first attended matrix's sentences, each transposed ([w][n]) once a run (w % 8 != 0) */
+  uint8_t *dec_est_done; /* per row: the sentence starting there is in dec_est */
+  size_t dec_est_cap;
+  int dec_est_fn;
+  float *dec_tmp; /* an attention's scores (and another matrix's transposed rows) */
+  size_t dec_tmp_cap;
   /* rows of a direct arm (its results are looked-up rows as they are) of a
    * function other than main: where each row's values are (a table's row),
    * read there by fill_row instead of copied into the state; NULL entries:
