@@ -370,23 +370,35 @@ static sheaf_status run_part(sh_lin *L, int p, int32_t lo, int32_t hi) {
   size_t m = (size_t)(hi - lo), w = (size_t)P->w, d = (size_t)P->d;
   if (!grow((void **)&R->x, &R->x_cap, m * w, sizeof(float)) || !grow((void **)&R->y, &R->y_cap, m * d, sizeof(float)))
     return sh_fail(L->ctx, SHEAF_ERR_NOMEM, "out of memory: eager products");
+  /* the children's rows and the consumers' read and written in place where
+   * they are consecutive (a tree alone: one row a pass, mostly), else
+   * gathered and scattered */
   const float *const *al = L->alias[P->callee][P->comp];
+  float *state = L->state[P->callee][P->comp];
+  int32_t s0 = R->e_src[R->sorted[lo]], c0 = R->e_crow[R->sorted[lo]];
+  bool src_run = true, dst_run = true;
   for (size_t r = 0; r < m; r++) {
+    int32_t i = R->sorted[lo + (int32_t)r];
+    src_run = src_run && R->e_src[i] == s0 + (int32_t)r && !(al && al[R->e_src[i]]);
+    dst_run = dst_run && R->e_crow[i] == c0 + (int32_t)r;
+  }
+  float *x = src_run ? state + (size_t)s0 * w : R->x, *y = dst_run ? R->prod[p] + (size_t)c0 * d : R->y;
+  for (size_t r = 0; !src_run && r < m; r++) {
     int32_t src = R->e_src[R->sorted[lo + (int32_t)r]];
-    const float *s = al && al[src] ? al[src] : L->state[P->callee][P->comp] + (size_t)src * w;
-    memcpy(R->x + r * w, s, w * sizeof(float));
+    const float *sp = al && al[src] ? al[src] : state + (size_t)src * w;
+    memcpy(R->x + r * w, sp, w * sizeof(float));
   }
   int rank;
   const int64_t *shape;
   union { const float *c; void *v; } W = {sheaf_model_param_values(L->model, L->bind->params[P->param], &rank, &shape)};
   if (!W.c) return sh_fail(L->ctx, SHEAF_ERR_INVALID_ARG, "linear run: eager product: no weight");
   int64_t sx[2] = {(int64_t)m, P->w}, sw[2] = {P->w, P->d}, sy[2] = {(int64_t)m, P->d};
-  sheaf_kernel_arg args[3] = {{SHEAF_KERNEL_F32, R->x, m * w, 2, sx},
+  sheaf_kernel_arg args[3] = {{SHEAF_KERNEL_F32, x, m * w, 2, sx},
                               {SHEAF_KERNEL_F32, (float *)W.v + (size_t)P->off * d, w * d, 2, sw},
-                              {SHEAF_KERNEL_F32, R->y, m * d, 2, sy}};
+                              {SHEAF_KERNEL_F32, y, m * d, 2, sy}};
   sheaf_status st = sheaf_kernel_run(P->k, args, 3);
   if (st) return st;
-  for (size_t r = 0; r < m; r++)
+  for (size_t r = 0; !dst_run && r < m; r++)
     memcpy(R->prod[p] + (size_t)R->e_crow[R->sorted[lo + (int32_t)r]] * d, R->y + r * d, d * sizeof(float));
   return SHEAF_OK;
 }
