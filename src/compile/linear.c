@@ -101,6 +101,7 @@ sheaf_status sh_lin_create(const sh_module *m, sheaf_model *model, const sh_lang
                     m->diags.file ? m->diags.file : "model", (unsigned)a->span.line, a->src);
       if (!arm_direct(a) && (st = compile_arm(L, a))) break;
     }
+  if (L && !st) st = sh_lin_eager_prepare(L); /* eager children's products (linear_eager.c) */
   if (L) L->compile_s = (double)(sheaf_time_ns() - t0) * 1e-9;
   if (!st && sh_buf_status(&L->all_src)) st = sh_fail(m->ctx, SHEAF_ERR_NOMEM, "out of memory");
   if (st == SHEAF_ERR_UNSUPPORTED && why && why[0]) sh_fail(m->ctx, st, "%s", why);
@@ -132,6 +133,7 @@ static void free_run_state(sh_lin *L) {
   free(L->dec_est_done);
   free(L->dec_tmp);
   sh_lin_scan_free(L);
+  sh_lin_eager_free_run(L);
   for (int p = 0; p < SH_LIN_MAX_PARTS; p++)
     if (L->parts[p]) {
       free_run_state(L->parts[p]);
@@ -143,6 +145,7 @@ static void free_run_state(sh_lin *L) {
 void sh_lin_free(sh_lin *L) {
   if (!L) return;
   free_run_state(L);
+  sh_lin_eager_free(L);
   for (int f = 0; f < L->n_fns; f++) {
     for (int ai = 0; ai < L->fns[f].n_arms; ai++) {
       sh_lin_arm *a = L->fns[f].arms[ai];
@@ -458,6 +461,7 @@ static sheaf_status fill_rows(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *
 static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
   sh_lin_fn *f = &L->fns[g->fn];
   sh_lin_arm *a = f->arms[g->arm];
+  if (L->eager_on && a->eager) a = a->eager; /* its children's products computed earlier (linear_eager.c) */
   if (a->has_mat) return sh_lin_mat_run(L, g); /* matrices per sentence: stages (linear_mat.c) */
   int32_t count = g->count;
   bool direct = arm_direct(a); /* every result is an input as it is (a leaf's emb[w]): copied to the state */
@@ -514,6 +518,10 @@ static sheaf_status run_group(sh_lin *L, const sh_lin_grp *g) {
       data[k] = data[k - 1];
       continue;
     }
+    if (n->n_segs == 1 && n->segs[0].partial) { /* an eager product's rows, in place */
+      data[k] = sh_lin_eager_rows(L, &n->segs[0], g->start);
+      continue;
+    }
     data[k] = s;
     int32_t rows = n->kid ? g->n_kid_rows : count; /* per-child: row r is the r-th child of the group's nodes */
     sheaf_status st = fill_rows(L, a, g, n, rows, s, w);
@@ -551,7 +559,11 @@ static sheaf_status run_trees(sh_lin *L, const sh_treebank *tb, int32_t first, i
   L->n_parts = 0;
   sheaf_status st = sh_lin_inspect(L, tb, first, n, ids);
   if (!st) st = ensure_states(L);
-  for (int g = 0; !st && g < L->n_groups; g++) st = run_group(L, &L->groups[g]);
+  if (!st) st = sh_lin_eager_plan(L);
+  for (int g = 0; !st && g < L->n_groups; g++) {
+    if (L->eager_on) st = sh_lin_eager_until(L, L->groups[g].height); /* the products due before its level */
+    if (!st) st = run_group(L, &L->groups[g]);
+  }
   return st;
 }
 
@@ -595,7 +607,7 @@ static sheaf_status part_get(sh_lin *L, int p) {
   P->dec_ctx = NULL, P->dec_done = NULL, P->dec_cap = 0, P->dec_fn = -1;
   P->dec_est = NULL, P->dec_est_done = NULL, P->dec_est_cap = 0, P->dec_est_fn = -1;
   P->dec_tmp = NULL, P->dec_tmp_cap = 0;
-  P->scan = NULL, P->is_part = true, P->n_parts = 0;
+  P->scan = NULL, P->is_part = true, P->n_parts = 0, P->eager_run = NULL, P->eager_on = false;
   memset(P->parts, 0, sizeof P->parts);
   L->parts[p] = P;
   return SHEAF_OK;

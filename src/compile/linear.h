@@ -102,6 +102,14 @@ void sh_lin_set_split(sh_lin *L, bool on);
 /* Parts the last run ran as (0: one, the kernels split over the pool). */
 int sh_lin_n_parts(const sh_lin *L);
 
+/* Eager children's products (linear_eager.c): a product of a cat of
+ * children's states with a parameter weight computed as each child's part,
+ * at the level that finishes the child. The model's parts (0: none), and
+ * whether the last run took them (SHEAF_LINEAR_EAGER at create: 1 every
+ * run, 0 none; unset: runs whose consumer levels average few rows). */
+int sh_lin_eager_parts(const sh_lin *L);
+bool sh_lin_eager_ran(const sh_lin *L);
+
 /* The inspector's view of the last run, for tests (an unsplit run's; a
  * split run shows no groups): activations of
  * structural function fn (in the order linear_check found them, main is

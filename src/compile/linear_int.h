@@ -68,6 +68,8 @@ typedef struct sh_lin_seg {
   bool att;         /* the component is an attention's query q: the value is softmax(es @ q) @ es over the
                        sentence's rows of the matrix's map, calls att_first .. att_end (SEL_FIRST, SEL_END) */
   int att_first, att_end;
+  int partial;      /* 1 + the eager product (linear_eager.c) whose row of the consumer this input reads: the child's
+                       state times its part of a weight, computed at an earlier level */
 } sh_lin_seg;
 
 /* Token records: a per-token host integer expression over the record's
@@ -172,6 +174,8 @@ typedef struct sh_lin_arm {
   struct sh_lin_mat *mat;    /* matrices per sentence: the arm's stages (linear_mat.c), else NULL */
   bool has_mat;              /* the arm mixes a sentence's rows (SCORE/ATT nodes) */
   int32_t cap_plans;
+  struct sh_lin_arm *eager;  /* the arm with its products over children's states split by child (linear_eager.c),
+                                or NULL */
 } sh_lin_arm;
 
 typedef struct sh_lin_fn {
@@ -277,6 +281,11 @@ struct sh_lin {
   int n_parts;                         /* the last run's parts (0: not split) */
   int32_t part_first[SH_LIN_MAX_PARTS + 1];
   struct sh_lin *parts[SH_LIN_MAX_PARTS]; /* made on first use */
+  /* eager children's products (linear_eager.c): the products and their kernels (made at create, shared by the
+   * parts), and a run's schedule and buffers (each part its own) */
+  struct sh_lin_eager *eager;
+  struct sh_lin_eager_run *eager_run;
+  bool eager_on; /* the last run takes the arms' eager forms */
 };
 
 /* A refusal: "FILE:L:C: " + message into L->why; returns SHEAF_ERR_UNSUPPORTED. */
@@ -315,6 +324,19 @@ sheaf_status sh_lin_dec_fill(sh_lin *L, const sh_lin_arm *a, const sh_lin_grp *g
 sheaf_status sh_lin_dec_patch(sh_lin *L);
 /* The fields a record's data must have (NULL columns an error naming the field). */
 sheaf_status sh_lin_rec_check(sh_lin *L, const sh_lin_records *rec);
+
+/* linear_eager.c: eager children's products. prepare (at create): finds the
+ * products over a cat of children's states with a parameter weight, makes
+ * each arm's eager form and the products' kernels; plan (per run, after the
+ * inspector): whether the run takes them, and when each is computed; until:
+ * computes those due before the groups of height h; rows: where consumer
+ * row `row` of product seg->partial is; free. */
+sheaf_status sh_lin_eager_prepare(sh_lin *L);
+sheaf_status sh_lin_eager_plan(sh_lin *L);
+sheaf_status sh_lin_eager_until(sh_lin *L, int h);
+float *sh_lin_eager_rows(sh_lin *L, const sh_lin_seg *seg, int32_t row);
+void sh_lin_eager_free_run(sh_lin *L);
+void sh_lin_eager_free(sh_lin *L);
 
 /* inspect.c: frees L->scan. */
 void sh_lin_scan_free(sh_lin *L);
