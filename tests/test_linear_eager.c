@@ -94,6 +94,11 @@ static void compare(int threads, const char *path, const char *const *sizes, con
   }
   /* each model's node product is cat(two children's h) @ W: two parts (none when turned off) */
   if (!CHECK_EQ_INT(sh_lin_eager_parts(L), mode && mode[0] == '0' ? 0 : 2)) goto out;
+  /* their kernels are the model's: counted, and printed by --emit-kernels (sh_lin_kernel_source) */
+  bool on = !(mode && mode[0] == '0');
+  CHECK_EQ_INT(sh_lin_eager_kernels(L), on ? 3 : 0); /* the node's eager form, a product per part */
+  CHECK_EQ_INT(strstr(sh_lin_kernel_source(L), "_eager(") != NULL, on);
+  CHECK_EQ_INT(strstr(sh_lin_kernel_source(L), "# a child's part of a product") != NULL, on);
   int64_t width = 0;
   for (int c = 0; c < sh_lin_n_outputs(L); c++) {
     int rank;

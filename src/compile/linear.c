@@ -168,7 +168,7 @@ int sh_lin_n_kernels(const sh_lin *L) {
   for (int f = 0; L && f < L->n_fns; f++) n += L->fns[f].n_arms;
   for (int f = 0; L && f < L->n_fns; f++) /* an arm with matrices per sentence: a kernel per stage */
     for (int ai = 0; ai < L->fns[f].n_arms; ai++) n += sh_lin_mat_n_kernels(L->fns[f].arms[ai]) - !!L->fns[f].arms[ai]->mat;
-  return n;
+  return n + sh_lin_eager_kernels(L);
 }
 
 int sh_lin_n_outputs(const sh_lin *L) { return L && L->n_fns ? L->fns[0].n_comp : 0; }

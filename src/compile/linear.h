@@ -109,6 +109,9 @@ int sh_lin_n_parts(const sh_lin *L);
  * run, 0 none; unset: runs whose consumer levels average few rows). */
 int sh_lin_eager_parts(const sh_lin *L);
 bool sh_lin_eager_ran(const sh_lin *L);
+/* Their kernels (counted by sh_lin_n_kernels, printed by sh_lin_kernel_source):
+ * an arm's eager form each, a product kernel per part. */
+int sh_lin_eager_kernels(const sh_lin *L);
 
 /* The inspector's view of the last run, for tests (an unsplit run's; a
  * split run shows no groups): activations of

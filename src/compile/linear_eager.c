@@ -46,6 +46,7 @@ typedef struct sh_lin_eager_run sh_lin_eager_run;
 
 struct sh_lin_eager {
   int mode; /* -1 auto, 0 off, 1 every run */
+  int n_forms; /* arms with an eager form */
   int n_parts;
   sh_lin_epart parts[SH_LIN_MAX_EAGER];
 };
@@ -201,6 +202,9 @@ static sheaf_status prepare_arm(sh_lin *L, int f, int ai) {
     return st == SHEAF_ERR_NOMEM ? st : SHEAF_OK;
   }
   a->eager = e;
+  L->eager->n_forms++;
+  sh_buf_printf(&L->all_src, "# %s, eager form: the children's products computed at their levels (linear_eager.c)\n%s\n",
+                a->name, e->src);
   return SHEAF_OK;
 }
 
@@ -224,6 +228,10 @@ sheaf_status sh_lin_eager_prepare(sh_lin *L) {
              name, (long long)P->w, (long long)P->w, (long long)P->d, (long long)P->d, (long long)P->d,
              (long long)P->w);
     st = compile_kernel(L, src, name, 1, 1, true, &P->k);
+    bool seen = false; /* --emit-kernels: each part's source once */
+    for (int q = 0; q < p; q++)
+      seen = seen || (L->eager->parts[q].w == P->w && L->eager->parts[q].d == P->d);
+    if (!seen) sh_buf_printf(&L->all_src, "# a child's part of a product (linear_eager.c)\n%s\n", src);
   }
   return st;
 }
@@ -422,6 +430,7 @@ float *sh_lin_eager_rows(sh_lin *L, const sh_lin_seg *seg, int32_t row) {
 }
 
 int sh_lin_eager_parts(const sh_lin *L) { return L && L->eager ? L->eager->n_parts : 0; }
+int sh_lin_eager_kernels(const sh_lin *L) { return L && L->eager ? L->eager->n_forms + L->eager->n_parts : 0; }
 bool sh_lin_eager_ran(const sh_lin *L) {
   if (!L) return false;
   return L->n_parts && L->parts[0] ? L->parts[0]->eager_on : L->eager_on;
