@@ -93,7 +93,21 @@ tests: $(TESTBIN)
 benches: $(BENCHES)
 examples: $(EXAMPLES)
 
-$(BUILDDIR)/obj/%.o: %.c
+# The compiler and its flags, kept in $(BUILDDIR)/cflags: when they change
+# (WERROR=1 after a plain build, CFLAGS=..., another CC of the same name),
+# every object and example is rebuilt, so `make WERROR=1` checks every file
+# rather than only those changed since the last build. The recipe runs every
+# time but rewrites the file only when the flags differ, so its date moves
+# (and the objects rebuild) only then.
+FLAGS_STAMP := $(BUILDDIR)/cflags
+FLAGS_NOW := $(CC) $(CFLAGS_ALL) | $(LDFLAGS_ALL)
+$(FLAGS_STAMP): FORCE
+	@mkdir -p $(dir $@)
+	@[ "$$(cat $@ 2>/dev/null)" = '$(FLAGS_NOW)' ] || printf '%s\n' '$(FLAGS_NOW)' > $@
+.PHONY: FORCE
+FORCE:
+
+$(BUILDDIR)/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call say,CC,$<)
 	$(Q)$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
@@ -129,7 +143,7 @@ $(BUILDDIR)/bench/%: $(BUILDDIR)/obj/bench/%.o $(BENCH_UTIL_OBJ) $(LIB_A)
 
 # The examples see the public headers only (include/), as a program built
 # against an installed Sheaf would.
-$(BUILDDIR)/examples/%: examples/%.c include/sheaf.h include/sheaf_graph.h include/sheaf_program.h include/sheaf_kernel.h include/sheaf_train.h $(LIB_A)
+$(BUILDDIR)/examples/%: examples/%.c include/sheaf.h include/sheaf_graph.h include/sheaf_program.h include/sheaf_kernel.h include/sheaf_train.h $(LIB_A) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call say,CC,$<)
 	$(Q)$(CC) -std=c11 $(OPT) $(WARN) $(SANFLAGS) -Iinclude $(CFLAGS) $(LDFLAGS_ALL) -o $@ $< $(LIB_A) $(LDLIBS_ALL)
