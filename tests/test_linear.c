@@ -22,40 +22,7 @@
 /* The dynamic runtime's outputs of trees 0 .. n-1 (all of main's tensors,
  * flattened), batches of 32. */
 static bool dynamic_outputs(sheaf_ctx *ctx, tl_model *tm, const sh_dataset *d, int n, float *want, int64_t width) {
-  sh_interp *ip = NULL;
-  sheaf_graph *g = NULL;
-  bool ok = CHECK_OK(ctx, sh_interp_create(&tm->m, &tm->bind, &ip)) &&
-            CHECK_OK(ctx, sheaf_graph_create(tm->model, NULL, &g));
-  sh_value *res = calloc((size_t)n, sizeof *res);
-  for (int first = 0; ok && first < n; first += 32) {
-    int last = first + 32 < n ? first + 32 : n;
-    for (int t = first; ok && t < last; t++) {
-      sh_value in;
-      ok = CHECK_OK(ctx, sh_interp_tree(ip, &d->tb, d->tb.tree_root[t], d->ids, &in)) &&
-           CHECK_OK(ctx, sh_interp_main(ip, g, in, &res[t]));
-    }
-    ok = ok && CHECK_OK(ctx, sheaf_graph_flush(g));
-    for (int t = first; ok && t < last; t++) {
-      sheaf_expr ts[8];
-      size_t nt = sh_value_tensors(res[t], ts, 8);
-      int64_t off = 0;
-      for (size_t k = 0; ok && k < nt && k < 8; k++) {
-        sheaf_value_view v;
-        ok = CHECK_OK(ctx, sheaf_value(g, ts[k], &v));
-        int64_t numel = v.rank == 2 ? v.shape[0] * v.shape[1] : v.shape[0];
-        ok = ok && CHECK(off + numel <= width);
-        if (ok) memcpy(want + t * width + off, v.data, (size_t)numel * sizeof(float));
-        off += numel;
-      }
-      ok = ok && CHECK_EQ_INT(off, width);
-    }
-    ok = ok && CHECK_OK(ctx, sheaf_graph_reset(g));
-    sh_interp_reset(ip);
-  }
-  free(res);
-  sheaf_graph_free(g);
-  sh_interp_free(ip);
-  return ok;
+  return tl_dynamic_trees(ctx, tm, &d->tb, d->ids, n, want, width);
 }
 
 /* The linear mode on a context of `threads` threads (split on or off:

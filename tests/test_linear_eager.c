@@ -25,46 +25,6 @@ static const char *const LSTM[] = {"H=16", "E=12", "C=5", NULL};
 static const char *const GRU[] = {"H=16", "E=12", "C=5", NULL};
 static const char *const FC[] = {"H=16", NULL};
 
-/* main's outputs (all its tensors flattened, width floats) of trees 0 .. n-1 by the dynamic runtime. */
-static bool dynamic_out(sheaf_ctx *ctx, tl_model *tm, const sh_treebank *tb, sh_word_ids ids, int n, float *want,
-                        int64_t width) {
-  sh_interp *ip = NULL;
-  sheaf_graph *g = NULL;
-  bool ok = CHECK_OK(ctx, sh_interp_create(&tm->m, &tm->bind, &ip)) &&
-            CHECK_OK(ctx, sheaf_graph_create(tm->model, NULL, &g));
-  sh_value *res = calloc((size_t)n, sizeof *res);
-  ok = ok && CHECK(res != NULL);
-  for (int first = 0; ok && first < n; first += 32) {
-    int last = first + 32 < n ? first + 32 : n;
-    for (int t = first; ok && t < last; t++) {
-      sh_value in;
-      ok = CHECK_OK(ctx, sh_interp_tree(ip, tb, tb->tree_root[t], ids, &in)) &&
-           CHECK_OK(ctx, sh_interp_main(ip, g, in, &res[t]));
-    }
-    ok = ok && CHECK_OK(ctx, sheaf_graph_flush(g));
-    for (int t = first; ok && t < last; t++) {
-      sheaf_expr ts[4];
-      size_t nt = sh_value_tensors(res[t], ts, 4);
-      int64_t off = 0;
-      for (size_t k = 0; ok && k < nt && k < 4; k++) {
-        sheaf_value_view v;
-        ok = CHECK_OK(ctx, sheaf_value(g, ts[k], &v));
-        int64_t numel = v.rank == 2 ? v.shape[0] * v.shape[1] : v.shape[0];
-        ok = ok && CHECK(off + numel <= width);
-        if (ok) memcpy(want + (size_t)t * (size_t)width + off, v.data, (size_t)numel * sizeof(float));
-        off += numel;
-      }
-      ok = ok && CHECK_EQ_INT(off, width);
-    }
-    ok = ok && CHECK_OK(ctx, sheaf_graph_reset(g));
-    sh_interp_reset(ip);
-  }
-  free(res);
-  sheaf_graph_free(g);
-  sh_interp_free(ip);
-  return ok;
-}
-
 /* The model linearized with SHEAF_LINEAR_EAGER = mode ("1", "0" or NULL:
  * unset) on trees 0 .. n-1 of tb in batches of each of batches[] (0 ends)
  * against the dynamic runtime, on a context of `threads`. */
@@ -107,7 +67,7 @@ static void compare(int threads, const char *path, const char *const *sizes, con
     width += rank == 2 ? dims[0] * dims[1] : dims[0];
   }
   want = calloc((size_t)n * (size_t)width, sizeof *want), got = calloc((size_t)n * (size_t)width, sizeof *got);
-  if (!CHECK(want && got) || !dynamic_out(ctx, &tm, tb, ids, n, want, width)) goto out;
+  if (!CHECK(want && got) || !tl_dynamic_trees(ctx, &tm, tb, ids, n, want, width)) goto out;
   for (int bi = 0; batches[bi]; bi++) {
     int b = batches[bi];
     for (int64_t i = 0; i < (int64_t)n * width; i++) got[i] = NAN;

@@ -108,4 +108,46 @@ static inline int tl_want_parts(int threads, bool split, int n) {
   return split && p >= 2 ? p : 0;
 }
 
+/* main's outputs of trees 0 .. n-1 of tb by the dynamic runtime, in
+ * batches of 32: per tree all its tensors (at most 8) flattened, width
+ * floats, at want + t * width. */
+static inline bool tl_dynamic_trees(sheaf_ctx *ctx, tl_model *tm, const sh_treebank *tb, sh_word_ids ids, int n,
+                                    float *want, int64_t width) {
+  sh_interp *ip = NULL;
+  sheaf_graph *g = NULL;
+  bool ok = CHECK_OK(ctx, sh_interp_create(&tm->m, &tm->bind, &ip)) &&
+            CHECK_OK(ctx, sheaf_graph_create(tm->model, NULL, &g));
+  sh_value *res = calloc((size_t)n, sizeof *res);
+  ok = ok && CHECK(res != NULL);
+  for (int first = 0; ok && first < n; first += 32) {
+    int last = first + 32 < n ? first + 32 : n;
+    for (int t = first; ok && t < last; t++) {
+      sh_value in;
+      ok = CHECK_OK(ctx, sh_interp_tree(ip, tb, tb->tree_root[t], ids, &in)) &&
+           CHECK_OK(ctx, sh_interp_main(ip, g, in, &res[t]));
+    }
+    ok = ok && CHECK_OK(ctx, sheaf_graph_flush(g));
+    for (int t = first; ok && t < last; t++) {
+      sheaf_expr ts[8];
+      size_t nt = sh_value_tensors(res[t], ts, 8);
+      int64_t off = 0;
+      for (size_t k = 0; ok && k < nt && k < 8; k++) {
+        sheaf_value_view v;
+        ok = CHECK_OK(ctx, sheaf_value(g, ts[k], &v));
+        int64_t numel = v.rank == 2 ? v.shape[0] * v.shape[1] : v.shape[0];
+        ok = ok && CHECK(off + numel <= width);
+        if (ok) memcpy(want + (size_t)t * (size_t)width + off, v.data, (size_t)numel * sizeof(float));
+        off += numel;
+      }
+      ok = ok && CHECK_EQ_INT(off, width);
+    }
+    ok = ok && CHECK_OK(ctx, sheaf_graph_reset(g));
+    sh_interp_reset(ip);
+  }
+  free(res);
+  sheaf_graph_free(g);
+  sh_interp_free(ip);
+  return ok;
+}
+
 #endif
