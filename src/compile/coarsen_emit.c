@@ -241,13 +241,14 @@ static void stmt(em *e, int k) {
   }
 }
 
-static void mark(const sh_lin_arm *a, int k, bool *live) {
+void sh_lin_mark_live(const sh_lin_arm *a, int k, bool *live) {
   if (k < 0 || live[k]) return;
   live[k] = true;
   const sh_lin_node *n = &a->nodes[k];
-  mark(a, n->a, live);
-  mark(a, n->b, live);
-  for (int i = 0; (n->op == SH_LIN_CAT || n->op == SH_LIN_LN) && i < n->n_items; i++) mark(a, n->items[i], live);
+  sh_lin_mark_live(a, n->a, live);
+  sh_lin_mark_live(a, n->b, live);
+  for (int i = 0; (n->op == SH_LIN_CAT || n->op == SH_LIN_LN) && i < n->n_items; i++)
+    sh_lin_mark_live(a, n->items[i], live);
 }
 
 /* Whether product m (an operand of sum k) can accumulate into k: a per-row
@@ -304,7 +305,7 @@ static void put_shape(sh_buf *b, const sh_lin_node *n, bool batched) {
 sheaf_status sh_lin_emit(sh_lin *L, sh_lin_fn *f, sh_lin_arm *a) {
   if (a->has_mat) return sh_lin_mat_emit(L, a); /* stages: linear_mat.c */
   bool live[SH_LIN_MAX_NODES] = {0};
-  for (int j = 0; j < a->n_out; j++) mark(a, a->out[j], live);
+  for (int j = 0; j < a->n_out; j++) sh_lin_mark_live(a, a->out[j], live);
   em *e = calloc(1, sizeof *e);
   if (!e) return sh_fail(L->ctx, SHEAF_ERR_NOMEM, "out of memory");
   sh_buf b;

@@ -65,15 +65,6 @@ struct sh_lin_eager_run {
 
 /* ------------------------------------------------------------ create */
 
-static void mark(const sh_lin_arm *a, int k, bool *live) {
-  if (k < 0 || live[k]) return;
-  live[k] = true;
-  const sh_lin_node *n = &a->nodes[k];
-  mark(a, n->a, live);
-  mark(a, n->b, live);
-  for (int i = 0; i < n->n_items; i++) mark(a, n->items[i], live);
-}
-
 /* A plain child's segment: its state row as it is. */
 static bool plain_child(const sh_lin_arm *a, const sh_lin_seg *sg) {
   return !sg->zero && !sg->lookup && !sg->edge && !sg->reduce && !sg->raw && !sg->chars && !sg->hx &&
@@ -182,7 +173,7 @@ static sheaf_status prepare_arm(sh_lin *L, int f, int ai) {
   sh_lin_arm *a = L->fns[f].arms[ai];
   if (!a->k || a->ragged || a->has_mat || a->mat) return SHEAF_OK;
   bool live[SH_LIN_MAX_NODES] = {0};
-  for (int j = 0; j < a->n_out; j++) mark(a, a->out[j], live);
+  for (int j = 0; j < a->n_out; j++) sh_lin_mark_live(a, a->out[j], live);
   int found = 0;
   for (int k = 0; k < a->n_nodes; k++) found += live[k] && splits(a, k);
   if (!found) return SHEAF_OK;

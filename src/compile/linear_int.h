@@ -297,6 +297,9 @@ sheaf_status sh_lin_check_program(sh_lin *L);
 /* coarsen.c: finds the structural functions from main and builds each
  * arm's DAG. */
 sheaf_status sh_lin_coarsen(sh_lin *L);
+/* coarsen_emit.c: marks node k of arm a and what it reads live (live[]:
+ * a->n_nodes entries, false where not yet marked). */
+void sh_lin_mark_live(const sh_lin_arm *a, int k, bool *live);
 /* coarsen_emit.c: the kernel source of an arm (a->src). */
 sheaf_status sh_lin_emit(sh_lin *L, sh_lin_fn *f, sh_lin_arm *a);
 /* coarsen.c: the body of fn (tensor parameters) as one arm a, each
